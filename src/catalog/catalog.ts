@@ -1,0 +1,65 @@
+/**
+ * The catalogue: the models Tollgate offers, their prices and the engine that serves each.
+ * Parsed and validated from `tollgate.yaml` (or the built-in default) by `load-config.ts`.
+ */
+
+/** Local inference through node-llama-cpp. */
+export interface LlamaEngineConfig {
+  type: "llama";
+  /** A file path (absolute, or already resolved against the config file's folder) or a URI. */
+  model: string;
+  /** Sequences in the model's one context: requests that run at once. Default 4. */
+  parallel: number;
+  /** Requests that may wait for a free sequence before new ones get 503. Default 64. */
+  maxQueue: number;
+  /** CPU threads; default: physical cores minus one, at least one. */
+  threads: number | undefined;
+  /** GPU use: "auto" (default) lets node-llama-cpp pick, false forces the CPU. */
+  gpu: "auto" | false;
+}
+
+/** An upstream OpenAI-compatible server (served by the upstream engine, a later issue). */
+export interface OpenAiEngineConfig {
+  type: "openai";
+  endpoints: { baseUrl: string; apiKey: string | undefined }[];
+  /** The model name sent upstream. */
+  model: string;
+  fallbacks: string[];
+}
+
+export type EngineConfig = LlamaEngineConfig | OpenAiEngineConfig;
+
+/** Prices per million tokens as decimal strings in the account currency, exactly as configured. */
+export type Pricing =
+  | { kind: "chat"; inputPerMillion: string; outputPerMillion: string }
+  | { kind: "flat"; perMillion: string };
+
+export type ModelKind = "chat" | "image" | "embedding";
+
+/** One catalogue entry. */
+export interface CatalogModel {
+  /** Any string; may contain "/" and ":". */
+  id: string;
+  kind: ModelKind;
+  ownedBy: string;
+  pricing: Pricing;
+  /** The configured context length, before capping at the model file's trained context. */
+  contextLength: number | undefined;
+  /** Unix time (seconds) reported as `created`. */
+  created: number;
+  /** `undefined` for models no engine serves here (image and embedding models, for now). */
+  engine: EngineConfig | undefined;
+}
+
+/** The whole validated configuration. */
+export interface Config {
+  server: { host: string; port: number; bodyLimitBytes: number };
+  /** `sqlite:PATH` or `postgres://...` */
+  database: string;
+  redis: string | undefined;
+  adminKey: string | undefined;
+  logPrompts: boolean;
+  models: CatalogModel[];
+  /** The file it was read from, or `undefined` for the built-in default. */
+  source: string | undefined;
+}

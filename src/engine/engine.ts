@@ -1,0 +1,140 @@
+/**
+ * The one contract between the HTTP edge and every engine (local llama.cpp, upstream
+ * OpenAI-compatible servers). An engine turns a {@link ChatRequest} into a typed stream of
+ * {@link StreamPart}s; the edge renders that stream as one completion or as Server-Sent Events.
+ * Nothing outside an engine knows which engine runs a model.
+ */
+import type { AppError } from "../errors/app-error.ts";
+
+/** A JSON Schema object as the client sent it (validated only for being an object). */
+export type JsonSchema = Record<string, unknown>;
+
+/** One call of a function-calling tool, as the model produced it or as the client sends it back. */
+export interface ToolCall {
+  /** Identifier the client echoes in the `tool` message that answers the call. */
+  id: string;
+  name: string;
+  /** The arguments as a JSON text (an object), exactly as generated. */
+  arguments: string;
+}
+
+/** A conversation message, already normalised: `developer` became `system`, content parts joined. */
+export type ChatMessage =
+  | { role: "system"; content: string }
+  | { role: "user"; content: string }
+  | { role: "assistant"; content: string | null; toolCalls?: ToolCall[] }
+  | { role: "tool"; content: string; toolCallId: string };
+
+/** A function the model may call. */
+export interface ToolDefinition {
+  name: string;
+  description?: string;
+  /** JSON Schema of the arguments object; `undefined` means "no parameters". */
+  parameters?: JsonSchema;
+  strict?: boolean;
+}
+
+/** Which tool calls are allowed: none, the model's choice, at least one, or one named function. */
+export type ToolChoice =
+  | { type: "none" }
+  | { type: "auto" }
+  | { type: "required" }
+  | { type: "function"; name: string };
+
+/** The shape the assistant's text must have. */
+export type ResponseFormat =
+  | { type: "text" }
+  | { type: "json_object" }
+  | { type: "json_schema"; name: string; schema: JsonSchema; strict?: boolean };
+
+/** A validated chat request, in engine terms (camelCase, defaults applied). */
+export interface ChatRequest {
+  messages: ChatMessage[];
+  /** Upper bound of generated tokens; `undefined` means "until the natural end or the context". */
+  maxTokens: number | undefined;
+  /** 0 to 2; 0 is greedy. */
+  temperature: number;
+  /** 0 to 1. */
+  topP: number;
+  /** -2 to 2. */
+  frequencyPenalty: number;
+  /** -2 to 2. */
+  presencePenalty: number;
+  /** Up to 4 stop strings; generation ends before any of them, which is not returned. */
+  stop: string[];
+  /** `undefined` means a random seed. */
+  seed: number | undefined;
+  tools: ToolDefinition[];
+  toolChoice: ToolChoice;
+  responseFormat: ResponseFormat;
+}
+
+/**
+ * Why generation ended. `stop`, `length`, `tool_calls` and `content_filter` are the wire values;
+ * `error` ends a stream that failed after it started; `other` is anything an upstream reports
+ * that has no unified meaning (the raw value is kept beside it).
+ */
+export type FinishReason = "stop" | "length" | "tool_calls" | "content_filter" | "error" | "other";
+
+/** Token counts. A count that is unknown stays `undefined`, never 0. */
+export interface Usage {
+  promptTokens: number | undefined;
+  completionTokens: number | undefined;
+  /** True when the counts were computed by Tollgate rather than reported by the engine. */
+  estimated?: boolean;
+}
+
+/** One part of an engine's output stream. */
+export type StreamPart =
+  | { type: "text-delta"; text: string }
+  | {
+      type: "tool-call-delta";
+      /** Position of the call among this response's calls, from 0. */
+      index: number;
+      /** Present on the first delta of each index only. */
+      id?: string;
+      /** Present on the first delta of each index only. */
+      name?: string;
+      /** A fragment of the arguments JSON text; "" on a first delta that carries none. */
+      argumentsDelta: string;
+    }
+  | { type: "finish"; reason: FinishReason; rawReason: string | undefined; usage: Usage }
+  | { type: "error"; error: AppError; usage: Usage };
+
+/** Readiness of a model, as `/v1/models` reports it. */
+export type ModelStatus = "available" | "loading" | "unavailable";
+
+/**
+ * A request that an engine has accepted and measured but not yet run. Preparing happens
+ * before billing (the prompt size prices the reservation); running waits in the model's queue.
+ */
+export interface PreparedChat {
+  /** Prompt tokens: exact for local models, an estimate where the engine cannot count. */
+  promptTokens: number;
+  /** The most completion tokens this run can produce (`max_tokens`, else the rest of the context). */
+  maxCompletionTokens: number;
+  /**
+   * Runs the request. Errors before the first part (queue full, upstream down) are thrown
+   * from the first `next()` as an {@link AppError}, so the edge can still answer with a status;
+   * errors after the first part arrive as an `error` part. Aborting `signal` stops generation at
+   * once; the stream then ends with a `finish` part whose usage counts what was generated.
+   * The last part is always `finish` or `error`.
+   */
+  run(signal: AbortSignal): AsyncIterable<StreamPart>;
+}
+
+/** An engine that serves one catalogue chat model. */
+export interface ChatEngine {
+  /** The context size that `context_length_exceeded` checks, if the engine knows it. */
+  readonly contextLength: number | undefined;
+  status(): ModelStatus;
+  /** Whether the engine can produce more than one choice per request (`n > 1`). */
+  readonly supportsMultipleChoices: boolean;
+  /**
+   * Counts the prompt and checks it against the context. Throws an {@link AppError}
+   * (`context_length_exceeded`, `model_unavailable`) when the request cannot run.
+   */
+  prepare(request: ChatRequest): Promise<PreparedChat>;
+  /** Releases every resource (contexts, sockets). Requests in flight are aborted. */
+  close(): Promise<void>;
+}

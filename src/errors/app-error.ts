@@ -1,0 +1,46 @@
+import { type ErrorCode, errorCatalog } from "./error-catalog.ts";
+
+/** Options of an {@link AppError} beyond its code and message. */
+export interface AppErrorOptions {
+  /** The offending request field with its path (`messages[0].role`), or `undefined`. */
+  param?: string;
+  /** Seconds after which a retry may succeed; sent as `retry-after` on 429 and 503. */
+  retryAfterSeconds?: number;
+  /** The underlying failure, for logs only: never sent to the client. */
+  cause?: unknown;
+}
+
+/**
+ * The one error type every layer throws for a failure the client should see. The message is
+ * shown to the client as it is: say what was wrong and how to fix it, never a secret.
+ */
+export class AppError extends Error {
+  readonly code: ErrorCode;
+  readonly param: string | undefined;
+  readonly retryAfterSeconds: number | undefined;
+
+  constructor(code: ErrorCode, message: string, options: AppErrorOptions = {}) {
+    super(message, { cause: options.cause });
+    this.name = "AppError";
+    this.code = code;
+    this.param = options.param;
+    this.retryAfterSeconds = options.retryAfterSeconds;
+  }
+
+  get status(): number {
+    return errorCatalog[this.code].status;
+  }
+
+  get type(): string {
+    return errorCatalog[this.code].type;
+  }
+
+  get retryable(): boolean {
+    return errorCatalog[this.code].retryable;
+  }
+}
+
+/** True for an {@link AppError}. */
+export function isAppError(value: unknown): value is AppError {
+  return value instanceof AppError;
+}
