@@ -21,6 +21,7 @@ export interface LlamaEngineConfig {
 /** An upstream OpenAI-compatible server (served by the upstream engine, a later issue). */
 export interface OpenAiEngineConfig {
   type: "openai";
+  /** `baseUrl` has no trailing slash; `apiKey` is `undefined` when not set or empty. */
   endpoints: { baseUrl: string; apiKey: string | undefined }[];
   /** The model name sent upstream. */
   model: string;
@@ -58,6 +59,8 @@ export interface Config {
   database: string;
   redis: string | undefined;
   adminKey: string | undefined;
+  /** Key that `/metrics` requires; `undefined` means `/metrics` is open. */
+  metricsKey: string | undefined;
   logPrompts: boolean;
   models: CatalogModel[];
   /** The file it was read from, or `undefined` for the built-in default. */

@@ -9,7 +9,6 @@ export const errorCatalog = {
   insufficient_balance: { status: 403, type: "insufficient_quota", retryable: false },
   model_not_found: { status: 404, type: "invalid_request_error", retryable: false },
   not_found: { status: 404, type: "invalid_request_error", retryable: false },
-  method_not_allowed: { status: 405, type: "invalid_request_error", retryable: false },
   invalid_json: { status: 400, type: "invalid_request_error", retryable: false },
   invalid_content_type: { status: 400, type: "invalid_request_error", retryable: false },
   missing_required_parameter: { status: 400, type: "invalid_request_error", retryable: false },

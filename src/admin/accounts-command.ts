@@ -1,0 +1,150 @@
+import type { Account, Store } from "../store/store.ts";
+import { formatNano, parseAmountToNano } from "./amount.ts";
+import { CliError, type OutputSink } from "./cli-error.ts";
+import { createAccount } from "./create-account.ts";
+import { requireAccount } from "./find-account.ts";
+import { formatInstant, formatTable } from "./format-table.ts";
+import { parseCommandArguments, stringOption } from "./parse-command-arguments.ts";
+import { withCliErrors } from "./with-cli-errors.ts";
+
+const USAGE = {
+  create: "tollgate accounts create NAME [--balance AMOUNT]",
+  list: "tollgate accounts list",
+  show: "tollgate accounts show NAME|ID [--format table|json]",
+} as const;
+
+const LIST_HINT = "List accounts with `tollgate accounts list`.";
+
+/** Options of {@link runAccountsCommand}. */
+export interface AccountsCommandOptions {
+  now?: () => Date;
+}
+
+/**
+ * `tollgate accounts ...`: `argv` holds what follows `accounts` (the dispatcher has already
+ * taken out global options such as `--config`). Writes to `out`; throws a {@link CliError} for
+ * anything the operator got wrong.
+ */
+export async function runAccountsCommand(
+  store: Store,
+  argv: readonly string[],
+  out: OutputSink,
+  options: AccountsCommandOptions = {},
+): Promise<void> {
+  const [subcommand, ...rest] = argv;
+  switch (subcommand) {
+    case "create":
+      return await createCommand(store, rest, out, options);
+    case "list":
+      return await listCommand(store, rest, out);
+    case "show":
+      return await showCommand(store, rest, out);
+    case "help":
+    case "--help":
+    case "-h":
+      for (const line of usageLines()) out.write(line);
+      return;
+    case undefined:
+      throw new CliError(["Missing subcommand.", ...usageLines()].join("\n"));
+    default:
+      throw new CliError([`Unknown subcommand 'accounts ${subcommand}'.`, ...usageLines()].join("\n"));
+  }
+}
+
+function usageLines(): string[] {
+  return ["Usage:", ...Object.values(USAGE).map((usage) => `  ${usage}`)];
+}
+
+async function createCommand(
+  store: Store,
+  argv: readonly string[],
+  out: OutputSink,
+  options: AccountsCommandOptions,
+): Promise<void> {
+  const { values, positionals } = parseCommandArguments(argv, {
+    options: { balance: { type: "string" } },
+    positionals: 1,
+    usage: USAGE.create,
+  });
+  const name = positionals[0] ?? "";
+  const balanceText = stringOption(values, "balance");
+  const balanceNano = balanceText === undefined ? 0n : parseBalance(balanceText);
+  const account = await withCliErrors(() =>
+    createAccount(store, { name, balanceNano }, options.now === undefined ? {} : { now: options.now }),
+  );
+  out.write(
+    `Created account ${account.name} (${account.id}) with balance ${formatNano(account.balanceNano)}.`,
+  );
+}
+
+function parseBalance(text: string): bigint {
+  try {
+    return parseAmountToNano(text);
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new CliError(`--balance: ${reason}`, { cause: error });
+  }
+}
+
+async function listCommand(store: Store, argv: readonly string[], out: OutputSink): Promise<void> {
+  parseCommandArguments(argv, { options: {}, positionals: 0, usage: USAGE.list });
+  const accounts = await store.listAccounts();
+  if (accounts.length === 0) {
+    out.write("No accounts yet. Create one with `tollgate accounts create NAME`.");
+    return;
+  }
+  const rows = accounts.map((account) => [
+    account.id,
+    account.name,
+    formatNano(account.balanceNano),
+    formatInstant(account.createdAt),
+  ]);
+  for (const line of formatTable(["ID", "NAME", "BALANCE", "CREATED"], rows)) out.write(line);
+}
+
+async function showCommand(store: Store, argv: readonly string[], out: OutputSink): Promise<void> {
+  const { values, positionals } = parseCommandArguments(argv, {
+    options: { format: { type: "string" } },
+    positionals: 1,
+    usage: USAGE.show,
+  });
+  const format = stringOption(values, "format") ?? "table";
+  if (format !== "table" && format !== "json") {
+    throw new CliError(`--format must be table or json, not '${format}'.\nUsage: ${USAGE.show}`);
+  }
+  const account = await withCliErrors(() => requireAccount(store, positionals[0] ?? ""), {
+    notFound: LIST_HINT,
+  });
+  const summary = summarizeAccount(account);
+  if (format === "json") {
+    out.write(JSON.stringify(summary));
+    return;
+  }
+  out.write(`id:       ${summary.id}`);
+  out.write(`name:     ${summary.name}`);
+  out.write(`balance:  ${summary.balance}`);
+  out.write(`reserved: ${summary.reserved}`);
+  out.write(`spent:    ${summary.spent}`);
+  out.write(`created:  ${formatInstant(account.createdAt)}`);
+}
+
+/** `accounts show --format json`: amounts as decimal strings (SPEC §11). */
+interface AccountSummary {
+  id: string;
+  name: string;
+  balance: string;
+  /** Open reservations; "0" until billing exists. */
+  reserved: string;
+  /** Settled charges; "0" until billing exists. */
+  spent: string;
+}
+
+function summarizeAccount(account: Account): AccountSummary {
+  return {
+    id: account.id,
+    name: account.name,
+    balance: formatNano(account.balanceNano),
+    reserved: "0",
+    spent: "0",
+  };
+}

@@ -1,0 +1,79 @@
+import type { Store } from "../store/store.ts";
+import { AdminError } from "./admin-error.ts";
+import { createAccount } from "./create-account.ts";
+import { createKey } from "./create-key.ts";
+
+/** Options of {@link bootstrap}. */
+export interface BootstrapOptions {
+  /**
+   * The admin key from the configuration (`admin_key`, `TOLLGATE_ADMIN_KEY`). When given, no
+   * admin key is generated: the authenticator accepts this one (pass it to it as well).
+   */
+  configuredAdminKey?: string | undefined;
+  /** The starter account's opening balance in nano-units. Default 0. */
+  starterBalanceNano?: bigint;
+  now?: () => Date;
+}
+
+/** What a first start created, to be printed once; every field is `undefined` on later starts. */
+export interface BootstrapResult {
+  /** The whole generated admin key (no account). */
+  adminKey: string | undefined;
+  /** The whole starter user key, spending from {@link BootstrapResult.accountName}. */
+  starterKey: string | undefined;
+  /** The starter account's name (`starter`) when it was created now. */
+  accountName: string | undefined;
+}
+
+/** The name of the account a fresh store gets. */
+export const STARTER_ACCOUNT_NAME = "starter";
+
+/**
+ * Prepares a store for its first start, and does nothing on later ones:
+ * - an admin key (role admin, no account) when the store has no admin key at all, revoked ones
+ *   included, and none is configured;
+ * - the account `starter` with one user key when the store has no account at all (an operator
+ *   who made accounts with the CLI before the first start gets none).
+ * The returned keys exist nowhere else: print them once.
+ *
+ * Two replicas starting on an empty PostgreSQL store at the same instant may each make an
+ * admin key (both valid, each printed by its replica); the starter account, having a unique
+ * name, is made once.
+ */
+export async function bootstrap(store: Store, options: BootstrapOptions = {}): Promise<BootstrapResult> {
+  const clock = options.now === undefined ? {} : { now: options.now };
+  const result: BootstrapResult = { adminKey: undefined, starterKey: undefined, accountName: undefined };
+
+  const configured = options.configuredAdminKey !== undefined && options.configuredAdminKey !== "";
+  if (!configured && !(await store.hasAdminKey())) {
+    const created = await createKey(store, { role: "admin", accountId: undefined, name: "admin" }, clock);
+    result.adminKey = created.key;
+  }
+
+  if (!(await store.hasAccounts())) {
+    const account = await createStarterAccount(store, options.starterBalanceNano ?? 0n, clock);
+    if (account !== undefined) {
+      const created = await createKey(store, { role: "user", accountId: account.id, name: "starter" }, clock);
+      result.starterKey = created.key;
+      result.accountName = account.name;
+    }
+  }
+  return result;
+}
+
+/** The new starter account, or `undefined` when another process made it first. */
+async function createStarterAccount(
+  store: Store,
+  balanceNano: bigint,
+  clock: { now?: () => Date },
+): Promise<{ id: string; name: string } | undefined> {
+  try {
+    return await createAccount(store, { name: STARTER_ACCOUNT_NAME, balanceNano }, clock);
+  } catch (error) {
+    if (error instanceof AdminError && error.kind === "conflict") {
+      // Made by a concurrent start: that process prints its key.
+      return undefined;
+    }
+    throw error;
+  }
+}

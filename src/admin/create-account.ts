@@ -1,0 +1,74 @@
+import { randomUUID } from "node:crypto";
+import type { Account, Store } from "../store/store.ts";
+import { AdminError } from "./admin-error.ts";
+import { UUID_PATTERN } from "./find-account.ts";
+
+/** What an operator gives to open an account. */
+export interface CreateAccountInput {
+  /** Unique; 1 to 64 characters: letters, digits, `.`, `_`, `@`, `-`, starting with a letter or digit. */
+  name: string;
+  /** The opening balance in nano-units. Default 0. */
+  balanceNano?: bigint;
+}
+
+const NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$/;
+
+/**
+ * Opens an account with a new id. Throws an {@link AdminError} for a bad name or balance
+ * (`invalid_value`) and a name already taken (`conflict`).
+ */
+export async function createAccount(
+  store: Store,
+  input: CreateAccountInput,
+  options: { now?: () => Date } = {},
+): Promise<Account> {
+  validateAccountName(input.name);
+  const balanceNano = input.balanceNano ?? 0n;
+  if (balanceNano < 0n) {
+    throw new AdminError("invalid_value", "The opening balance must be zero or more.", { field: "balance" });
+  }
+  const account: Account = {
+    id: randomUUID(),
+    name: input.name,
+    balanceNano,
+    createdAt: (options.now ?? (() => new Date()))(),
+  };
+  const result = await store.insertAccount(account);
+  switch (result) {
+    case "created":
+      return account;
+    case "name_taken":
+      throw new AdminError(
+        "conflict",
+        `An account named "${input.name}" already exists; choose another name.`,
+        {
+          field: "name",
+        },
+      );
+    default: {
+      const unexpected: never = result;
+      throw new Error(`Unexpected result ${String(unexpected)}`);
+    }
+  }
+}
+
+/** Throws an {@link AdminError} unless `name` is a valid account name. */
+export function validateAccountName(name: string): void {
+  if (!NAME_PATTERN.test(name)) {
+    throw new AdminError(
+      "invalid_value",
+      `${JSON.stringify(name)} is not a valid account name: use 1 to 64 letters, digits, ".", "_", "@" or "-", starting with a letter or digit.`,
+      { field: "name" },
+    );
+  }
+  // Accounts are named by name or id on the command line: a name shaped like an id would be ambiguous.
+  if (UUID_PATTERN.test(name)) {
+    throw new AdminError(
+      "invalid_value",
+      `${JSON.stringify(name)} looks like an account id; choose a name.`,
+      {
+        field: "name",
+      },
+    );
+  }
+}

@@ -1,0 +1,106 @@
+import { randomUUID } from "node:crypto";
+import { generateApiKey } from "../auth/api-key.ts";
+import type { ApiKeyRecord, KeyRole, Store } from "../store/store.ts";
+import { AdminError } from "./admin-error.ts";
+
+/** The settings of a new key. */
+export interface CreateKeyInput {
+  role: KeyRole;
+  /** Required for user keys; admin keys have none. */
+  accountId: string | undefined;
+  /** A label; default empty. At most 100 characters. */
+  name?: string | undefined;
+  /** Model ids the key may use; `undefined` means every model. Must not be empty. */
+  allowedModels?: string[] | undefined;
+  /** Requests per minute, a whole number of at least 1; `undefined` means no limit. */
+  rpm?: number | undefined;
+  /** Tokens per minute, a whole number of at least 1; `undefined` means no limit. */
+  tpm?: number | undefined;
+  /** When the key stops working, after now; `undefined` means never. */
+  expiresAt?: Date | undefined;
+}
+
+/** A key just made: `key` is the whole key, shown once and never stored. */
+export interface CreatedKey {
+  key: string;
+  record: ApiKeyRecord;
+}
+
+const MAX_NAME_LENGTH = 100;
+
+/**
+ * Makes a key and stores its hash. Throws an {@link AdminError} (`invalid_value`) for settings
+ * that make no sense. The account is not looked up here: resolve it first (`requireAccount`).
+ */
+export async function createKey(
+  store: Store,
+  input: CreateKeyInput,
+  options: { now?: () => Date } = {},
+): Promise<CreatedKey> {
+  const now = (options.now ?? (() => new Date()))();
+  if (input.role === "user" && input.accountId === undefined) {
+    throw new AdminError("invalid_value", "A user key needs an account.", { field: "account" });
+  }
+  const name = input.name ?? "";
+  if (name.length > MAX_NAME_LENGTH) {
+    throw new AdminError("invalid_value", `A key name has at most ${MAX_NAME_LENGTH} characters.`, {
+      field: "name",
+    });
+  }
+  const allowedModels = input.allowedModels === undefined ? undefined : normalizeModels(input.allowedModels);
+  validateLimit("rpm", input.rpm);
+  validateLimit("tpm", input.tpm);
+  if (input.expiresAt !== undefined) {
+    if (Number.isNaN(input.expiresAt.getTime())) {
+      throw new AdminError("invalid_value", "The expiry is not a valid date.", { field: "expires" });
+    }
+    if (input.expiresAt.getTime() <= now.getTime()) {
+      throw new AdminError(
+        "invalid_value",
+        `The expiry ${input.expiresAt.toISOString()} is not in the future; give a later date and time.`,
+        { field: "expires" },
+      );
+    }
+  }
+
+  const generated = generateApiKey();
+  const record: ApiKeyRecord = {
+    id: randomUUID(),
+    publicId: generated.publicId,
+    accountId: input.accountId,
+    role: input.role,
+    name,
+    secretHash: generated.secretHash,
+    allowedModels,
+    rpm: input.rpm,
+    tpm: input.tpm,
+    expiresAt: input.expiresAt,
+    revokedAt: undefined,
+    createdAt: now,
+  };
+  await store.insertApiKey(record);
+  return { key: generated.key, record };
+}
+
+function normalizeModels(models: string[]): string[] {
+  const unique = [...new Set(models.map((model) => model.trim()))];
+  if (unique.length === 0 || unique.some((model) => model === "")) {
+    throw new AdminError(
+      "invalid_value",
+      "The allowed models must be a non-empty list of model ids (leave it out to allow every model).",
+      { field: "models" },
+    );
+  }
+  return unique;
+}
+
+function validateLimit(field: "rpm" | "tpm", value: number | undefined): void {
+  if (value === undefined) return;
+  if (!Number.isSafeInteger(value) || value < 1) {
+    throw new AdminError(
+      "invalid_value",
+      `${field} must be a whole number of at least 1 (leave it out for no limit).`,
+      { field },
+    );
+  }
+}

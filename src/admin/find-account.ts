@@ -1,0 +1,25 @@
+import type { Account, Store } from "../store/store.ts";
+import { AdminError } from "./admin-error.ts";
+
+/** The shape of account ids (UUIDs). */
+export const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** The account with this id or, failing that, this name. */
+export async function findAccount(store: Store, nameOrId: string): Promise<Account | undefined> {
+  if (UUID_PATTERN.test(nameOrId)) {
+    const byId = await store.getAccountById(nameOrId.toLowerCase());
+    if (byId !== undefined) return byId;
+  }
+  return await store.getAccountByName(nameOrId);
+}
+
+/** The account with this id or name; throws an {@link AdminError} (`not_found`) when there is none. */
+export async function requireAccount(store: Store, nameOrId: string): Promise<Account> {
+  const account = await findAccount(store, nameOrId);
+  if (account === undefined) {
+    throw new AdminError("not_found", `No account has the name or id ${JSON.stringify(nameOrId)}.`, {
+      field: "account",
+    });
+  }
+  return account;
+}

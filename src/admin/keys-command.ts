@@ -1,0 +1,202 @@
+import type { ApiKeyRecord, Store } from "../store/store.ts";
+import { CliError, type OutputSink } from "./cli-error.ts";
+import { createKey } from "./create-key.ts";
+import { requireAccount } from "./find-account.ts";
+import { formatInstant, formatTable } from "./format-table.ts";
+import { parseCommandArguments, stringOption } from "./parse-command-arguments.ts";
+import { parseExpiry } from "./parse-expiry.ts";
+import { revokeKey } from "./revoke-key.ts";
+import { withCliErrors } from "./with-cli-errors.ts";
+
+const USAGE = {
+  create:
+    "tollgate keys create --account NAME|ID [--name N] [--models a,b] [--rpm N] [--tpm N] [--expires ISO]",
+  list: "tollgate keys list [--account NAME|ID]",
+  revoke: "tollgate keys revoke PUBLIC_ID|KEY",
+} as const;
+
+const ACCOUNTS_HINT = "List accounts with `tollgate accounts list`.";
+const KEYS_HINT = "List keys with `tollgate keys list`.";
+
+/** Options of {@link runKeysCommand}. */
+export interface KeysCommandOptions {
+  now?: () => Date;
+}
+
+/**
+ * `tollgate keys ...`: `argv` holds what follows `keys` (the dispatcher has already taken out
+ * global options such as `--config`). Writes to `out`; throws a {@link CliError} for anything
+ * the operator got wrong. A new key is printed once, alone on the first line; no command ever
+ * prints a secret again.
+ */
+export async function runKeysCommand(
+  store: Store,
+  argv: readonly string[],
+  out: OutputSink,
+  options: KeysCommandOptions = {},
+): Promise<void> {
+  const [subcommand, ...rest] = argv;
+  switch (subcommand) {
+    case "create":
+      return await createCommand(store, rest, out, options);
+    case "list":
+      return await listCommand(store, rest, out);
+    case "revoke":
+      return await revokeCommand(store, rest, out, options);
+    case "help":
+    case "--help":
+    case "-h":
+      for (const line of usageLines()) out.write(line);
+      return;
+    case undefined:
+      throw new CliError(["Missing subcommand.", ...usageLines()].join("\n"));
+    default:
+      throw new CliError([`Unknown subcommand 'keys ${subcommand}'.`, ...usageLines()].join("\n"));
+  }
+}
+
+function usageLines(): string[] {
+  return ["Usage:", ...Object.values(USAGE).map((usage) => `  ${usage}`)];
+}
+
+async function createCommand(
+  store: Store,
+  argv: readonly string[],
+  out: OutputSink,
+  options: KeysCommandOptions,
+): Promise<void> {
+  const { values } = parseCommandArguments(argv, {
+    options: {
+      account: { type: "string" },
+      name: { type: "string" },
+      models: { type: "string" },
+      rpm: { type: "string" },
+      tpm: { type: "string" },
+      expires: { type: "string" },
+    },
+    positionals: 0,
+    usage: USAGE.create,
+  });
+  const accountRef = stringOption(values, "account");
+  if (accountRef === undefined) {
+    throw new CliError(`--account is required: the account the key spends from.\nUsage: ${USAGE.create}`);
+  }
+  const modelsText = stringOption(values, "models");
+  const rpmText = stringOption(values, "rpm");
+  const tpmText = stringOption(values, "tpm");
+  const expiresText = stringOption(values, "expires");
+  const settings = {
+    name: stringOption(values, "name"),
+    allowedModels: modelsText === undefined ? undefined : parseModelList(modelsText),
+    rpm: rpmText === undefined ? undefined : parseLimit("--rpm", rpmText),
+    tpm: tpmText === undefined ? undefined : parseLimit("--tpm", tpmText),
+    expiresAt: expiresText === undefined ? undefined : parseExpiresOption(expiresText),
+  };
+
+  const account = await withCliErrors(() => requireAccount(store, accountRef), { notFound: ACCOUNTS_HINT });
+  const created = await withCliErrors(() =>
+    createKey(
+      store,
+      { role: "user", accountId: account.id, ...settings },
+      options.now === undefined ? {} : { now: options.now },
+    ),
+  );
+  const { record } = created;
+  out.write(created.key);
+  out.write(`public id: ${record.publicId}`);
+  out.write(`account:   ${account.name} (${account.id})`);
+  out.write(`name:      ${record.name === "" ? "-" : record.name}`);
+  out.write(`models:    ${describeModels(record)}`);
+  out.write(`rpm:       ${record.rpm ?? "no limit"}`);
+  out.write(`tpm:       ${record.tpm ?? "no limit"}`);
+  out.write(`expires:   ${record.expiresAt === undefined ? "never" : formatInstant(record.expiresAt)}`);
+  out.write("Keep the key now: it is not shown again.");
+}
+
+function parseModelList(text: string): string[] {
+  const models = text
+    .split(",")
+    .map((model) => model.trim())
+    .filter((model) => model !== "");
+  if (models.length === 0) {
+    throw new CliError("--models needs at least one model id, such as --models qwen3-0.6b,gpt-4o-mini.");
+  }
+  return models;
+}
+
+function parseLimit(option: string, text: string): number {
+  const value = /^[0-9]+$/.test(text) ? Number(text) : Number.NaN;
+  if (!Number.isSafeInteger(value) || value < 1) {
+    throw new CliError(
+      `${option} must be a whole number of at least 1 (leave it out for no limit), not '${text}'.`,
+    );
+  }
+  return value;
+}
+
+function parseExpiresOption(text: string): Date {
+  try {
+    return parseExpiry(text);
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new CliError(`--expires: ${reason}`, { cause: error });
+  }
+}
+
+async function listCommand(store: Store, argv: readonly string[], out: OutputSink): Promise<void> {
+  const { values } = parseCommandArguments(argv, {
+    options: { account: { type: "string" } },
+    positionals: 0,
+    usage: USAGE.list,
+  });
+  const accountRef = stringOption(values, "account");
+  const account =
+    accountRef === undefined
+      ? undefined
+      : await withCliErrors(() => requireAccount(store, accountRef), { notFound: ACCOUNTS_HINT });
+  const keys = await store.listApiKeys(account === undefined ? {} : { accountId: account.id });
+  if (keys.length === 0) {
+    out.write(
+      account === undefined
+        ? "No keys yet. Create one with `tollgate keys create --account NAME`."
+        : `Account ${account.name} has no keys yet. Create one with \`tollgate keys create --account ${account.name}\`.`,
+    );
+    return;
+  }
+  const accountNames = new Map((await store.listAccounts()).map((each) => [each.id, each.name]));
+  const rows = keys.map((key) => [
+    key.publicId,
+    key.accountId === undefined ? "(admin)" : (accountNames.get(key.accountId) ?? key.accountId),
+    key.name === "" ? "-" : key.name,
+    describeModels(key),
+    key.rpm === undefined ? "-" : String(key.rpm),
+    key.tpm === undefined ? "-" : String(key.tpm),
+    key.expiresAt === undefined ? "never" : formatInstant(key.expiresAt),
+    key.revokedAt === undefined ? "-" : formatInstant(key.revokedAt),
+    formatInstant(key.createdAt),
+  ]);
+  const headers = ["PUBLIC ID", "ACCOUNT", "NAME", "MODELS", "RPM", "TPM", "EXPIRES", "REVOKED", "CREATED"];
+  for (const line of formatTable(headers, rows)) out.write(line);
+}
+
+async function revokeCommand(
+  store: Store,
+  argv: readonly string[],
+  out: OutputSink,
+  options: KeysCommandOptions,
+): Promise<void> {
+  const { positionals } = parseCommandArguments(argv, { options: {}, positionals: 1, usage: USAGE.revoke });
+  const outcome = await withCliErrors(
+    () => revokeKey(store, positionals[0] ?? "", options.now === undefined ? {} : { now: options.now }),
+    { notFound: KEYS_HINT },
+  );
+  out.write(
+    outcome.newlyRevoked
+      ? `Revoked key ${outcome.publicId}: it is refused everywhere within 1 second.`
+      : `Key ${outcome.publicId} was already revoked.`,
+  );
+}
+
+function describeModels(key: Pick<ApiKeyRecord, "allowedModels">): string {
+  return key.allowedModels === undefined ? "all" : key.allowedModels.join(",");
+}

@@ -1,0 +1,68 @@
+import { parseArgs } from "node:util";
+import { CliError } from "./cli-error.ts";
+
+/** The option definitions of one subcommand, as `node:util` `parseArgs` takes them. */
+export type CommandOptions = Record<string, { type: "string" | "boolean"; short?: string }>;
+
+/** Parsed arguments of one subcommand: its options by name and its positionals. */
+export interface CommandArguments {
+  values: Record<string, string | boolean | undefined>;
+  positionals: string[];
+}
+
+/**
+ * Parses a subcommand's own arguments strictly: an unknown option, a missing option value or
+ * a wrong number of positionals is a {@link CliError} that ends with the usage line.
+ */
+export function parseCommandArguments(
+  argv: readonly string[],
+  definition: { options: CommandOptions; positionals: number; usage: string },
+): CommandArguments {
+  let parsed: {
+    values: Record<string, string | boolean | (string | boolean)[] | undefined>;
+    positionals: string[];
+  };
+  try {
+    parsed = parseArgs({
+      args: [...argv],
+      options: definition.options,
+      allowPositionals: true,
+      strict: true,
+    });
+  } catch (error) {
+    throw new CliError(`${describeParseError(error)}\nUsage: ${definition.usage}`, { cause: error });
+  }
+  if (parsed.positionals.length !== definition.positionals) {
+    const problem =
+      parsed.positionals.length < definition.positionals
+        ? "Missing argument."
+        : `Unexpected argument '${parsed.positionals[definition.positionals] ?? ""}'.`;
+    throw new CliError(`${problem}\nUsage: ${definition.usage}`);
+  }
+  const values: Record<string, string | boolean | undefined> = {};
+  for (const [name, value] of Object.entries(parsed.values)) {
+    // Without `multiple`, parseArgs keeps the last of repeated options; arrays do not occur.
+    values[name] = Array.isArray(value) ? value.at(-1) : value;
+  }
+  return { values, positionals: parsed.positionals };
+}
+
+/** The string value of an option, or `undefined` when it was not given. */
+export function stringOption(values: CommandArguments["values"], name: string): string | undefined {
+  const value = values[name];
+  return typeof value === "string" ? value : undefined;
+}
+
+function describeParseError(error: unknown): string {
+  if (!(error instanceof Error)) return "Invalid arguments.";
+  const code = "code" in error ? error.code : undefined;
+  const option = /'([^']+)'/.exec(error.message)?.[1];
+  switch (code) {
+    case "ERR_PARSE_ARGS_UNKNOWN_OPTION":
+      return `Unknown option '${option ?? "?"}'.`;
+    case "ERR_PARSE_ARGS_INVALID_OPTION_VALUE":
+      return `Option '${(option ?? "?").replace(/ <value>$/, "")}' needs a value (write --option=VALUE for a value that starts with "-").`;
+    default:
+      return error.message;
+  }
+}

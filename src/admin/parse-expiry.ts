@@ -1,0 +1,28 @@
+/**
+ * Reads `--expires`: an ISO 8601 date (`2025-12-31`, midnight UTC at its start) or date and
+ * time with a zone (`2025-12-31T18:00:00Z`, `2025-12-31T18:00+02:00`). A time without a zone is
+ * refused, not guessed. Throws a `RangeError` whose message says how to write it.
+ */
+export function parseExpiry(text: string): Date {
+  const match = EXPIRY_PATTERN.exec(text);
+  if (match === null) {
+    const hint = LOCAL_TIME_PATTERN.test(text)
+      ? "add a time zone, such as Z for UTC or +02:00"
+      : "write a date such as 2025-12-31 or a date and time such as 2025-12-31T18:00:00Z";
+    throw new RangeError(`${JSON.stringify(text)} is not an ISO 8601 date; ${hint}.`);
+  }
+  const [, year, month, day, hour = "0", minute = "0", second = "0"] = match;
+  const calendar = new Date(Date.UTC(Number(year), Number(month) - 1, Number(day)));
+  const validDate =
+    calendar.getUTCFullYear() === Number(year) &&
+    calendar.getUTCMonth() === Number(month) - 1 &&
+    calendar.getUTCDate() === Number(day);
+  if (!validDate || Number(hour) > 23 || Number(minute) > 59 || Number(second) > 59) {
+    throw new RangeError(`${JSON.stringify(text)} is not a real date and time.`);
+  }
+  return new Date(text);
+}
+
+const EXPIRY_PATTERN =
+  /^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,3})?)?(?:Z|[+-](?:[01]\d|2[0-3]):[0-5]\d))?$/;
+const LOCAL_TIME_PATTERN = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?$/;

@@ -1,0 +1,190 @@
+import type { ChatMessage, ChatRequest, ResponseFormat, ToolChoice, ToolDefinition } from "../engine/engine.ts";
+import { AppError } from "../errors/app-error.ts";
+import type { ChatCompletionRequestBody, ChatMessageBody } from "./schemas/chat-completion-request.ts";
+
+/** What the HTTP edge needs beyond the engine's request. */
+export interface ChatCompletionOptions {
+  model: string;
+  stream: boolean;
+  includeUsage: boolean;
+  /** Choices asked for; engines that cannot do more than 1 refuse more. */
+  choices: number;
+  user: string | undefined;
+  request: ChatRequest;
+}
+
+function convertContent(message: ChatMessageBody, index: number): string | null {
+  const content = message.content;
+  if (content === undefined || content === null) return null;
+  if (typeof content === "string") return content;
+  return content
+    .map((part, partIndex) => {
+      const param = `messages[${index}].content[${partIndex}]`;
+      if (part.type !== "text") {
+        throw new AppError(
+          "invalid_value",
+          `Invalid content part type '${part.type}' in '${param}': Tollgate's models take text parts only.`,
+          { param: `${param}.type` },
+        );
+      }
+      if (typeof part.text !== "string") {
+        throw new AppError("missing_required_parameter", `Missing required parameter: '${param}.text'.`, {
+          param: `${param}.text`,
+        });
+      }
+      return part.text;
+    })
+    .join("");
+}
+
+function convertMessage(message: ChatMessageBody, index: number): ChatMessage {
+  const content = convertContent(message, index);
+  const requireContent = (): string => {
+    if (content === null) {
+      throw new AppError("missing_required_parameter", `Missing required parameter: 'messages[${index}].content'.`, {
+        param: `messages[${index}].content`,
+      });
+    }
+    return content;
+  };
+  switch (message.role) {
+    case "system":
+    case "developer":
+      return { role: "system", content: requireContent() };
+    case "user":
+      return { role: "user", content: requireContent() };
+    case "assistant": {
+      const toolCalls = message.tool_calls?.map((call) => ({
+        id: call.id,
+        name: call.function.name,
+        arguments: call.function.arguments,
+      }));
+      if (content === null && (toolCalls === undefined || toolCalls.length === 0)) requireContent();
+      return toolCalls && toolCalls.length > 0 ? { role: "assistant", content, toolCalls } : { role: "assistant", content };
+    }
+    case "tool": {
+      if (message.tool_call_id === undefined) {
+        throw new AppError(
+          "missing_required_parameter",
+          `Missing required parameter: 'messages[${index}].tool_call_id'. A tool message answers the tool call with that id.`,
+          { param: `messages[${index}].tool_call_id` },
+        );
+      }
+      return { role: "tool", content: requireContent(), toolCallId: message.tool_call_id };
+    }
+    default:
+      throw new AppError("invalid_value", `Invalid value for 'messages[${index}].role'.`, {
+        param: `messages[${index}].role`,
+      });
+  }
+}
+
+function convertToolChoice(body: ChatCompletionRequestBody, tools: ToolDefinition[]): ToolChoice {
+  const choice = body.tool_choice;
+  if (choice === undefined || choice === null) return { type: tools.length > 0 ? "auto" : "none" };
+  if (typeof choice === "string") {
+    if (choice !== "none" && tools.length === 0) {
+      throw new AppError("invalid_value", `Invalid value for 'tool_choice': '${choice}' needs a non-empty 'tools' list.`, {
+        param: "tool_choice",
+      });
+    }
+    return { type: choice };
+  }
+  const name = choice.function.name;
+  if (!tools.some((tool) => tool.name === name)) {
+    throw new AppError(
+      "invalid_value",
+      `Invalid value for 'tool_choice': no function named '${name}' in 'tools'.`,
+      { param: "tool_choice.function.name" },
+    );
+  }
+  return { type: "function", name };
+}
+
+function convertResponseFormat(body: ChatCompletionRequestBody): ResponseFormat {
+  const format = body.response_format;
+  if (format === undefined || format === null) return { type: "text" };
+  switch (format.type) {
+    case "text":
+    case "json_object":
+      return { type: format.type };
+    case "json_schema": {
+      const jsonSchema = format.json_schema;
+      if (jsonSchema === undefined) {
+        throw new AppError("missing_required_parameter", "Missing required parameter: 'response_format.json_schema'.", {
+          param: "response_format.json_schema",
+        });
+      }
+      return {
+        type: "json_schema",
+        name: jsonSchema.name,
+        schema: jsonSchema.schema ?? { type: "object" },
+        ...(jsonSchema.strict === undefined || jsonSchema.strict === null ? {} : { strict: jsonSchema.strict }),
+      };
+    }
+  }
+}
+
+/**
+ * Turns a schema-valid request body into the engine's request plus the edge's options,
+ * applying the contract's defaults and the rules that span fields.
+ */
+export function convertChatRequest(body: ChatCompletionRequestBody): ChatCompletionOptions {
+  const stream = body.stream ?? false;
+  const streamOptions = body.stream_options;
+  if (streamOptions !== undefined && streamOptions !== null && !stream) {
+    throw new AppError("invalid_value", "'stream_options' is only allowed when 'stream' is true.", {
+      param: "stream_options",
+    });
+  }
+  if (body.max_tokens != null && body.max_completion_tokens != null && body.max_tokens !== body.max_completion_tokens) {
+    throw new AppError(
+      "invalid_value",
+      "'max_tokens' and 'max_completion_tokens' are the same setting and differ here; send only one.",
+      { param: "max_completion_tokens" },
+    );
+  }
+  const tools: ToolDefinition[] = (body.tools ?? []).map((tool) => ({
+    name: tool.function.name,
+    ...(tool.function.description === undefined ? {} : { description: tool.function.description }),
+    ...(tool.function.parameters === undefined ? {} : { parameters: tool.function.parameters }),
+    ...(tool.function.strict === undefined || tool.function.strict === null ? {} : { strict: tool.function.strict }),
+  }));
+  const names = new Set<string>();
+  tools.forEach((tool, index) => {
+    if (names.has(tool.name)) {
+      throw new AppError("invalid_value", `Duplicate function name '${tool.name}' in 'tools'.`, {
+        param: `tools[${index}].function.name`,
+      });
+    }
+    names.add(tool.name);
+  });
+  const stop = body.stop === undefined || body.stop === null ? [] : typeof body.stop === "string" ? [body.stop] : body.stop;
+  stop.forEach((text, index) => {
+    if (text.length === 0) {
+      throw new AppError("invalid_value", "Stop sequences must not be empty.", {
+        param: typeof body.stop === "string" ? "stop" : `stop[${index}]`,
+      });
+    }
+  });
+  return {
+    model: body.model,
+    stream,
+    includeUsage: streamOptions?.include_usage === true,
+    choices: body.n ?? 1,
+    user: body.user ?? undefined,
+    request: {
+      messages: body.messages.map(convertMessage),
+      maxTokens: body.max_completion_tokens ?? body.max_tokens ?? undefined,
+      temperature: body.temperature ?? 1,
+      topP: body.top_p ?? 1,
+      frequencyPenalty: body.frequency_penalty ?? 0,
+      presencePenalty: body.presence_penalty ?? 0,
+      stop,
+      seed: body.seed ?? undefined,
+      tools,
+      toolChoice: convertToolChoice(body, tools),
+      responseFormat: convertResponseFormat(body),
+    },
+  };
+}

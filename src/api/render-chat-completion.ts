@@ -1,0 +1,115 @@
+import type { FinishReason, StreamPart, ToolCall, Usage } from "../engine/engine.ts";
+import type { AppError } from "../errors/app-error.ts";
+
+/** Token usage on the wire. */
+export interface WireUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
+
+/** The wire's finish reasons; engine reasons without a wire meaning become `stop`. */
+export type WireFinishReason = "stop" | "length" | "tool_calls" | "content_filter";
+
+export function toWireFinishReason(reason: FinishReason): WireFinishReason {
+  switch (reason) {
+    case "stop":
+    case "length":
+    case "tool_calls":
+    case "content_filter":
+      return reason;
+    case "error":
+    case "other":
+      return "stop";
+    default: {
+      const unreachable: never = reason;
+      return unreachable;
+    }
+  }
+}
+
+/** Unknown counts are sent as 0: the wire has no way to say "unknown". */
+export function toWireUsage(usage: Usage): WireUsage {
+  const prompt = usage.promptTokens ?? 0;
+  const completion = usage.completionTokens ?? 0;
+  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+}
+
+/** Identity shared by a completion and all chunks of one stream. */
+export interface CompletionIdentity {
+  id: string;
+  created: number;
+  model: string;
+}
+
+/** What a whole run produced, gathered from its parts. */
+export interface CollectedCompletion {
+  text: string;
+  toolCalls: ToolCall[];
+  finishReason: FinishReason;
+  rawFinishReason: string | undefined;
+  usage: Usage;
+  /** Set when the run failed after it started. */
+  error: AppError | undefined;
+}
+
+/** Gathers one run's parts into a {@link CollectedCompletion}. */
+export async function collectCompletion(parts: AsyncIterable<StreamPart>): Promise<CollectedCompletion> {
+  let text = "";
+  const toolCalls: ToolCall[] = [];
+  for await (const part of parts) {
+    switch (part.type) {
+      case "text-delta":
+        text += part.text;
+        break;
+      case "tool-call-delta": {
+        const call = (toolCalls[part.index] ??= { id: part.id ?? "", name: part.name ?? "", arguments: "" });
+        if (part.id !== undefined) call.id = part.id;
+        if (part.name !== undefined) call.name = part.name;
+        call.arguments += part.argumentsDelta;
+        break;
+      }
+      case "finish":
+        return { text, toolCalls, finishReason: part.reason, rawFinishReason: part.rawReason, usage: part.usage, error: undefined };
+      case "error":
+        return { text, toolCalls, finishReason: "error", rawFinishReason: undefined, usage: part.usage, error: part.error };
+      default: {
+        const unreachable: never = part;
+        throw new Error(`unknown stream part ${JSON.stringify(unreachable)}`);
+      }
+    }
+  }
+  throw new Error("engine stream ended without a finish part");
+}
+
+/** The non-streamed response body (`object: "chat.completion"`). */
+export function renderChatCompletion(identity: CompletionIdentity, completion: CollectedCompletion) {
+  const toolCalls = completion.toolCalls.filter((call) => call !== undefined);
+  return {
+    id: identity.id,
+    object: "chat.completion" as const,
+    created: identity.created,
+    model: identity.model,
+    choices: [
+      {
+        index: 0,
+        message: {
+          role: "assistant" as const,
+          content: completion.text,
+          ...(toolCalls.length > 0
+            ? {
+                tool_calls: toolCalls.map((call) => ({
+                  id: call.id,
+                  type: "function" as const,
+                  function: { name: call.name, arguments: call.arguments },
+                })),
+              }
+            : {}),
+        },
+        logprobs: null,
+        finish_reason: toWireFinishReason(completion.finishReason),
+      },
+    ],
+    usage: toWireUsage(completion.usage),
+  };
+}

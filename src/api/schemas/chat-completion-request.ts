@@ -1,0 +1,99 @@
+import { type Static, Type } from "@sinclair/typebox";
+import { Nullable, StringEnum } from "./schema-helpers.ts";
+
+/**
+ * The body of `POST /v1/chat/completions` as JSON Schema (typebox). It validates types and
+ * ranges; rules that span fields (a `tool` message needs `tool_call_id`, a named `tool_choice`
+ * must name a tool) live in `convert-chat-request.ts`. Unknown fields are ignored, as OpenAI does.
+ */
+
+const TextContentPart = Type.Object(
+  {
+    type: Type.String({ description: 'Only "text" parts are supported.' }),
+    text: Type.Optional(Type.String()),
+  },
+  { description: "A content part; Tollgate's models take text parts only." },
+);
+
+const MessageContent = Type.Union([Type.String(), Type.Array(TextContentPart), Type.Null()], {
+  description: "The message text, or an array of text parts. May be null on an assistant message with tool_calls.",
+});
+
+const ToolCallInMessage = Type.Object({
+  id: Type.String(),
+  type: Type.Optional(Type.Literal("function")),
+  function: Type.Object({ name: Type.String(), arguments: Type.String() }),
+});
+
+export const ChatMessageSchema = Type.Object({
+  role: StringEnum(["system", "developer", "user", "assistant", "tool"], {
+    description: "`developer` is treated as `system`.",
+  }),
+  content: Type.Optional(MessageContent),
+  name: Type.Optional(Type.String()),
+  tool_calls: Type.Optional(Type.Array(ToolCallInMessage)),
+  tool_call_id: Type.Optional(Type.String()),
+});
+
+export const ToolSchema = Type.Object({
+  type: Type.Literal("function"),
+  function: Type.Object({
+    name: Type.String({ minLength: 1, maxLength: 64, pattern: "^[a-zA-Z0-9_-]+$" }),
+    description: Type.Optional(Type.String()),
+    parameters: Type.Optional(Type.Object({}, { additionalProperties: true })),
+    strict: Type.Optional(Nullable(Type.Boolean())),
+  }),
+});
+
+const NamedToolChoice = Type.Object({
+  type: Type.Literal("function"),
+  function: Type.Object({ name: Type.String() }),
+});
+
+export const ToolChoiceSchema = Type.Union([
+  StringEnum(["none", "auto", "required"]),
+  NamedToolChoice,
+]);
+
+export const ResponseFormatSchema = Type.Object({
+  type: StringEnum(["text", "json_object", "json_schema"]),
+  json_schema: Type.Optional(
+    Type.Object({
+      name: Type.String({ minLength: 1, maxLength: 64 }),
+      description: Type.Optional(Type.String()),
+      schema: Type.Optional(Type.Object({}, { additionalProperties: true })),
+      strict: Type.Optional(Nullable(Type.Boolean())),
+    }),
+  ),
+});
+
+export const ChatCompletionRequestSchema = Type.Object(
+  {
+    model: Type.String({ description: "A model id from `GET /v1/models`." }),
+    messages: Type.Array(ChatMessageSchema, { minItems: 1 }),
+    temperature: Type.Optional(Nullable(Type.Number({ minimum: 0, maximum: 2, default: 1 }))),
+    top_p: Type.Optional(Nullable(Type.Number({ minimum: 0, maximum: 1, default: 1 }))),
+    frequency_penalty: Type.Optional(Nullable(Type.Number({ minimum: -2, maximum: 2, default: 0 }))),
+    presence_penalty: Type.Optional(Nullable(Type.Number({ minimum: -2, maximum: 2, default: 0 }))),
+    max_tokens: Type.Optional(Nullable(Type.Integer({ minimum: 1 }))),
+    max_completion_tokens: Type.Optional(Nullable(Type.Integer({ minimum: 1 }))),
+    n: Type.Optional(Nullable(Type.Integer({ minimum: 1, maximum: 128, default: 1 }))),
+    stream: Type.Optional(Nullable(Type.Boolean({ default: false }))),
+    stream_options: Type.Optional(Nullable(Type.Object({ include_usage: Type.Optional(Type.Boolean()) }))),
+    stop: Type.Optional(
+      Type.Union([Type.String(), Type.Array(Type.String(), { maxItems: 4 }), Type.Null()], {
+        description: "Up to 4 sequences where generation stops; the sequence is not returned.",
+      }),
+    ),
+    tools: Type.Optional(Nullable(Type.Array(ToolSchema, { maxItems: 128 }))),
+    tool_choice: Type.Optional(Type.Union([ToolChoiceSchema, Type.Null()])),
+    parallel_tool_calls: Type.Optional(Nullable(Type.Boolean())),
+    response_format: Type.Optional(Type.Union([ResponseFormatSchema, Type.Null()])),
+    seed: Type.Optional(Nullable(Type.Integer())),
+    user: Type.Optional(Nullable(Type.String({ maxLength: 256 }))),
+  },
+  { additionalProperties: true },
+);
+
+export type ChatCompletionRequestBody = Static<typeof ChatCompletionRequestSchema>;
+export type ChatMessageBody = Static<typeof ChatMessageSchema>;

@@ -1,0 +1,88 @@
+import type { StreamPart } from "../engine/engine.ts";
+import type { AppError } from "../errors/app-error.ts";
+import { toWireError } from "./errors.ts";
+import { type CompletionIdentity, toWireFinishReason, toWireUsage, type WireUsage } from "./render-chat-completion.ts";
+
+/** The terminator event of every stream. */
+export const SSE_DONE = "data: [DONE]\n\n";
+
+/** Frames one JSON value as a Server-Sent Event. */
+export function formatEvent(value: unknown): string {
+  return `data: ${JSON.stringify(value)}\n\n`;
+}
+
+/**
+ * The one serializer of engine parts into OpenAI `chat.completion.chunk` events. Every chunk
+ * shares the stream's id, created and model; with `includeUsage` every chunk carries
+ * `usage: null` and one last chunk with `choices: []` carries the usage, as OpenAI does.
+ */
+export class ChunkRenderer {
+  readonly #identity: CompletionIdentity;
+  readonly #includeUsage: boolean;
+
+  constructor(identity: CompletionIdentity, options: { includeUsage: boolean }) {
+    this.#identity = identity;
+    this.#includeUsage = options.includeUsage;
+  }
+
+  #chunk(delta: Record<string, unknown>, finishReason: string | null): string {
+    const chunk: Record<string, unknown> = {
+      id: this.#identity.id,
+      object: "chat.completion.chunk",
+      created: this.#identity.created,
+      model: this.#identity.model,
+      choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }],
+    };
+    if (this.#includeUsage) chunk.usage = null;
+    return formatEvent(chunk);
+  }
+
+  /** The first event: the assistant role with empty content. */
+  start(): string {
+    return this.#chunk({ role: "assistant", content: "" }, null);
+  }
+
+  /** The event(s) for one engine part; "" for a part that produces none. */
+  part(part: StreamPart): string {
+    switch (part.type) {
+      case "text-delta":
+        return part.text === "" ? "" : this.#chunk({ content: part.text }, null);
+      case "tool-call-delta": {
+        const call: Record<string, unknown> = { index: part.index };
+        if (part.id !== undefined) {
+          call.id = part.id;
+          call.type = "function";
+        }
+        call.function =
+          part.name !== undefined ? { name: part.name, arguments: part.argumentsDelta } : { arguments: part.argumentsDelta };
+        return this.#chunk({ tool_calls: [call] }, null);
+      }
+      case "finish": {
+        return this.#chunk({}, toWireFinishReason(part.reason)) + this.#usage(toWireUsage(part.usage)) + SSE_DONE;
+      }
+      case "error":
+        return this.error(part.error);
+      default: {
+        const unreachable: never = part;
+        throw new Error(`unknown stream part ${JSON.stringify(unreachable)}`);
+      }
+    }
+  }
+
+  /** An error after the stream started: an error event, then the terminator. */
+  error(error: AppError): string {
+    return formatEvent(toWireError(error)) + SSE_DONE;
+  }
+
+  #usage(usage: WireUsage): string {
+    if (!this.#includeUsage) return "";
+    return formatEvent({
+      id: this.#identity.id,
+      object: "chat.completion.chunk",
+      created: this.#identity.created,
+      model: this.#identity.model,
+      choices: [],
+      usage,
+    });
+  }
+}

@@ -1,0 +1,189 @@
+/**
+ * Small readers for validating the parsed YAML tree. Each reader takes the value found at a
+ * path, records a problem (with the field path and the fix) when it is wrong, and returns the
+ * typed value, or `undefined` when the value is absent or wrong. Validation goes on after a
+ * problem so that one run reports every problem in the file.
+ */
+import { type ConfigPath, formatConfigPath } from "./config-error.ts";
+import { suggestName } from "./suggest-name.ts";
+
+/** A problem found while validating, before it is placed at a line of the file. */
+export interface ConfigIssue {
+  /** Where in the parsed tree, or `undefined` for an environment variable. */
+  path: ConfigPath | undefined;
+  /** The field as shown to the operator. */
+  field: string;
+  message: string;
+}
+
+/** Collects the problems of one validation run. */
+export class ConfigIssues {
+  readonly list: ConfigIssue[] = [];
+
+  add(path: ConfigPath, message: string): void {
+    this.list.push({ path, field: formatConfigPath(path), message });
+  }
+
+  addForEnvironment(variable: string, message: string): void {
+    this.list.push({ path: undefined, field: `${variable} (environment)`, message });
+  }
+
+  get count(): number {
+    return this.list.length;
+  }
+}
+
+/** A YAML mapping as plain data. */
+export type ConfigMapping = { [key: string]: unknown };
+
+export function isMapping(value: unknown): value is ConfigMapping {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** True when a key is absent or written with no value (`redis:`). */
+export function isAbsent(value: unknown): value is undefined | null {
+  return value === undefined || value === null;
+}
+
+/** A value as it appears in "(got ...)"; secret strings are never shown. */
+export function describeValue(value: unknown, options: { secret?: boolean } = {}): string {
+  if (value === undefined || value === null) return "nothing";
+  if (typeof value === "string") {
+    if (options.secret === true) return "a string";
+    const shown = value.length > 80 ? `${value.slice(0, 77)}...` : value;
+    return JSON.stringify(shown);
+  }
+  if (typeof value === "number" || typeof value === "boolean") return String(value);
+  if (Array.isArray(value)) return "a list";
+  if (isMapping(value)) return "a mapping";
+  return typeof value;
+}
+
+/** Reads a mapping; records a problem when the value is something else. */
+export function readMapping(
+  issues: ConfigIssues,
+  path: ConfigPath,
+  value: unknown,
+  example: string,
+): ConfigMapping | undefined {
+  if (isAbsent(value)) return undefined;
+  if (isMapping(value)) return value;
+  issues.add(path, `must be a mapping such as ${example} (got ${describeValue(value)})`);
+  return undefined;
+}
+
+/** Reads a list; records a problem when the value is something else. */
+export function readList(
+  issues: ConfigIssues,
+  path: ConfigPath,
+  value: unknown,
+  example: string,
+): unknown[] | undefined {
+  if (isAbsent(value)) return undefined;
+  if (Array.isArray(value)) return value;
+  issues.add(path, `must be a list such as ${example} (got ${describeValue(value)})`);
+  return undefined;
+}
+
+/**
+ * Records a problem for every key not in `known`, with a "did you mean" where one is close.
+ * `hints` replaces the message for keys that have a known better place.
+ */
+export function checkKnownKeys(
+  issues: ConfigIssues,
+  path: ConfigPath,
+  mapping: ConfigMapping,
+  known: readonly string[],
+  hints: Readonly<Record<string, string>> = {},
+): void {
+  for (const key of Object.keys(mapping)) {
+    if (known.includes(key)) continue;
+    const hint = hints[key];
+    if (hint !== undefined) {
+      issues.add([...path, key], hint);
+      continue;
+    }
+    const suggestion = suggestName(key, known);
+    issues.add(
+      [...path, key],
+      suggestion === undefined
+        ? `unknown key; remove it (allowed here: ${known.join(", ")})`
+        : `unknown key; did you mean "${suggestion}"?`,
+    );
+  }
+}
+
+/** Reads a string; numbers and booleans are refused rather than converted. */
+export function readString(
+  issues: ConfigIssues,
+  path: ConfigPath,
+  value: unknown,
+  options: { example: string; secret?: boolean; allowEmpty?: boolean },
+): string | undefined {
+  if (isAbsent(value)) return undefined;
+  if (typeof value !== "string") {
+    issues.add(path, `must be a string such as ${options.example} (got ${describeValue(value, options)})`);
+    return undefined;
+  }
+  if (value === "" && options.allowEmpty !== true) {
+    issues.add(path, `must not be empty; write a value such as ${options.example}`);
+    return undefined;
+  }
+  return value;
+}
+
+/**
+ * Reads an integer from `min` to `max`. A string of digits counts (it is what `${VAR}`
+ * gives); fractions and other text do not.
+ */
+export function readInteger(
+  issues: ConfigIssues,
+  path: ConfigPath,
+  value: unknown,
+  range: { min: number; max: number },
+): number | undefined {
+  if (isAbsent(value)) return undefined;
+  const number = typeof value === "string" && /^[0-9]+$/.test(value) ? Number(value) : value;
+  if (
+    typeof number === "number" &&
+    Number.isSafeInteger(number) &&
+    number >= range.min &&
+    number <= range.max
+  ) {
+    return number;
+  }
+  issues.add(path, `must be ${describeIntegerRange(range)} (got ${describeValue(value)})`);
+  return undefined;
+}
+
+/** Reads true or false (also the strings "true" and "false", which `${VAR}` gives). */
+export function readBoolean(issues: ConfigIssues, path: ConfigPath, value: unknown): boolean | undefined {
+  if (isAbsent(value)) return undefined;
+  if (value === true || value === "true") return true;
+  if (value === false || value === "false") return false;
+  issues.add(path, `must be true or false (got ${describeValue(value)})`);
+  return undefined;
+}
+
+/** Reads one of a few allowed strings. */
+export function readChoice<Choice extends string>(
+  issues: ConfigIssues,
+  path: ConfigPath,
+  value: unknown,
+  choices: readonly Choice[],
+): Choice | undefined {
+  if (isAbsent(value)) return undefined;
+  const match = choices.find((choice) => choice === value);
+  if (match !== undefined) return match;
+  const suggestion = typeof value === "string" ? suggestName(value, choices) : undefined;
+  const hint = suggestion === undefined ? "" : `; did you mean "${suggestion}"?`;
+  issues.add(path, `must be one of ${choices.join(", ")} (got ${describeValue(value)})${hint}`);
+  return undefined;
+}
+
+function describeIntegerRange(range: { min: number; max: number }): string {
+  if (range.max >= Number.MAX_SAFE_INTEGER) {
+    return range.min === 1 ? "a positive integer" : `an integer of at least ${range.min}`;
+  }
+  return `an integer from ${range.min} to ${range.max}`;
+}

@@ -1,0 +1,194 @@
+/**
+ * Loads the configuration the service (and every CLI command) runs with (SPEC §2, §3, §11).
+ *
+ * Which file: `options.file` (`--config`), else `TOLLGATE_CONFIG`, else `./tollgate.yaml` in the
+ * working folder if it exists, else the built-in default (no file: defaults and the built-in
+ * catalogue). A file named explicitly must exist. Then `HOST`, `PORT`, `TOLLGATE_DATABASE_URL`,
+ * `TOLLGATE_REDIS_URL` and `TOLLGATE_ADMIN_KEY` replace the file's values, and `${VAR}` in
+ * string values is read from the environment.
+ *
+ * `created` of models that do not set it: the file's modification time in Unix seconds (stable
+ * between reloads of an unchanged file); for the built-in catalogue a constant.
+ *
+ * Any problem throws one {@link ConfigError} listing every problem with its field and line.
+ * Safe to call again on SIGHUP: it reads everything afresh and changes nothing.
+ */
+import { readFile, stat } from "node:fs/promises";
+import { dirname, resolve } from "node:path";
+import { LineCounter, parseDocument, type YAMLError } from "yaml";
+import { DEFAULT_CONFIG_FILE_NAME } from "./config-defaults.ts";
+import { ConfigError, type ConfigProblem } from "./config-error.ts";
+import type { ConfigIssue } from "./config-fields.ts";
+import { DEFAULT_CATALOG_CREATED } from "./default-catalog.ts";
+import { type LoadedConfig, readConfig } from "./read-config.ts";
+
+export type { LoadedConfig } from "./read-config.ts";
+
+export interface LoadConfigOptions {
+  /** `--config FILE`, relative to `cwd`. */
+  file?: string;
+  /** Default `process.env`. */
+  env?: NodeJS.ProcessEnv;
+  /** Working folder; default `process.cwd()`. */
+  cwd?: string;
+}
+
+/** Where the configuration comes from. */
+export type ConfigLocation =
+  | { kind: "file"; path: string; namedBy: "--config" | "TOLLGATE_CONFIG" | "working folder" }
+  | { kind: "built-in" };
+
+const MAX_ALIAS_COUNT = 100;
+
+export async function loadConfig(options: LoadConfigOptions = {}): Promise<LoadedConfig> {
+  const env = options.env ?? process.env;
+  const cwd = resolve(options.cwd ?? process.cwd());
+  const location = await locateConfig({ file: options.file, env, cwd });
+  if (location.kind === "built-in") {
+    const result = readConfig({
+      raw: {},
+      env,
+      cwd,
+      configFolder: cwd,
+      source: undefined,
+      created: DEFAULT_CATALOG_CREATED,
+    });
+    if (result.ok) return result.config;
+    throw new ConfigError({ problems: result.issues.list.map(placeWithoutLine), source: undefined });
+  }
+
+  const source = location.path;
+  const { text, modifiedSeconds } = await readConfigFile(location);
+  const lineCounter = new LineCounter();
+  const document = parseDocument(text, { lineCounter, prettyErrors: false, merge: true, uniqueKeys: true });
+  const yamlErrors = [...document.errors, ...document.warnings];
+  if (yamlErrors.length > 0) {
+    throw new ConfigError({
+      problems: yamlErrors.map((error) => describeYamlError(error, text, lineCounter)),
+      source,
+    });
+  }
+  let raw: unknown;
+  try {
+    raw = document.toJS({ maxAliasCount: MAX_ALIAS_COUNT }) ?? {};
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    throw new ConfigError({ problems: [fileProblem(`YAML error: ${message}`)], source });
+  }
+
+  const result = readConfig({
+    raw,
+    env,
+    cwd,
+    configFolder: dirname(source),
+    source,
+    created: modifiedSeconds,
+  });
+  if (result.ok) return result.config;
+  // In the order of the file; problems without a line (environment variables) come last.
+  const problems = result.issues.list
+    .map((issue) => placeAtLine(issue, document, lineCounter))
+    .sort(compareByLine);
+  throw new ConfigError({ problems, source });
+}
+
+/**
+ * Which configuration `loadConfig` reads: `--config`, else `TOLLGATE_CONFIG`, else
+ * `./tollgate.yaml` if it exists now, else the built-in default. Does not check that a named
+ * file exists (reading it does).
+ */
+export async function locateConfig(options: {
+  file: string | undefined;
+  env: NodeJS.ProcessEnv;
+  cwd: string;
+}): Promise<ConfigLocation> {
+  if (options.file !== undefined && options.file !== "") {
+    return { kind: "file", path: resolve(options.cwd, options.file), namedBy: "--config" };
+  }
+  const fromEnvironment = options.env.TOLLGATE_CONFIG;
+  if (fromEnvironment !== undefined && fromEnvironment !== "") {
+    return { kind: "file", path: resolve(options.cwd, fromEnvironment), namedBy: "TOLLGATE_CONFIG" };
+  }
+  const inWorkingFolder = resolve(options.cwd, DEFAULT_CONFIG_FILE_NAME);
+  const found = await stat(inWorkingFolder).then(
+    (stats) => stats.isFile(),
+    () => false,
+  );
+  return found ? { kind: "file", path: inWorkingFolder, namedBy: "working folder" } : { kind: "built-in" };
+}
+
+async function readConfigFile(
+  location: Extract<ConfigLocation, { kind: "file" }>,
+): Promise<{ text: string; modifiedSeconds: number }> {
+  const fail = (message: string): never => {
+    throw new ConfigError({ problems: [fileProblem(message)], source: location.path });
+  };
+  try {
+    const stats = await stat(location.path);
+    if (stats.isDirectory()) {
+      return fail(
+        `is a folder (named by ${location.namedBy}); name a YAML file such as ${DEFAULT_CONFIG_FILE_NAME}`,
+      );
+    }
+    const text = await readFile(location.path, "utf8");
+    return { text, modifiedSeconds: Math.floor(stats.mtimeMs / 1000) };
+  } catch (error) {
+    if (error instanceof ConfigError) throw error;
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "ENOENT") {
+      return fail(
+        `does not exist (named by ${location.namedBy}); check the path, or leave it out to use ./${DEFAULT_CONFIG_FILE_NAME} or the built-in catalogue`,
+      );
+    }
+    if (code === "EACCES") return fail("cannot be read: permission denied; let the service's user read it");
+    return fail(`cannot be read: ${error instanceof Error ? error.message : String(error)}`);
+  }
+}
+
+function compareByLine(left: ConfigProblem, right: ConfigProblem): number {
+  if (left.line === right.line) return 0;
+  if (left.line === undefined) return 1;
+  if (right.line === undefined) return -1;
+  return left.line - right.line;
+}
+
+function fileProblem(message: string): ConfigProblem {
+  return { field: "", message, line: undefined, column: undefined };
+}
+
+function describeYamlError(error: YAMLError, text: string, lineCounter: LineCounter): ConfigProblem {
+  const { line, col } = lineCounter.linePos(error.pos[0]);
+  const lineText = text.split(/\r?\n/)[line - 1] ?? "";
+  const snippet =
+    lineText.length > 0 && lineText.length <= 200 ? `\n${lineText}\n${" ".repeat(col - 1)}^` : "";
+  return { field: "", message: `YAML syntax error: ${error.message}${snippet}`, line, column: col };
+}
+
+function placeWithoutLine(issue: ConfigIssue): ConfigProblem {
+  return { field: issue.field, message: issue.message, line: undefined, column: undefined };
+}
+
+/** The line of the field, or of the nearest enclosing field written in the file. */
+function placeAtLine(
+  issue: ConfigIssue,
+  document: ReturnType<typeof parseDocument>,
+  lineCounter: LineCounter,
+): ConfigProblem {
+  const path = issue.path;
+  if (path !== undefined) {
+    for (let length = path.length; length > 0; length--) {
+      const node: unknown = document.getIn(path.slice(0, length), true);
+      const offset = rangeStart(node);
+      if (offset !== undefined) {
+        return { ...placeWithoutLine(issue), line: lineCounter.linePos(offset).line };
+      }
+    }
+  }
+  return placeWithoutLine(issue);
+}
+
+function rangeStart(node: unknown): number | undefined {
+  if (typeof node !== "object" || node === null || !("range" in node)) return undefined;
+  const range: unknown = node.range;
+  return Array.isArray(range) && typeof range[0] === "number" ? range[0] : undefined;
+}

@@ -1,0 +1,268 @@
+/**
+ * Turns the parsed YAML tree (already known to come from one file, or `{}` for the built-in
+ * default) into a validated {@link LoadedConfig}: environment overrides first, then `${VAR}`
+ * substitution, then every field with its default. Returns every problem found; the caller
+ * places them at lines of the file and throws.
+ *
+ * Top-level keys starting with `x-` are ignored (somewhere to define YAML anchors).
+ *
+ * Relative paths: a SQLite path or llama model path written in the file is resolved against the
+ * file's folder, so every command finds the same store and models wherever it runs from; the
+ * default database and `TOLLGATE_DATABASE_URL` are resolved against the working folder.
+ */
+import type { Config } from "./catalog.ts";
+import { DEFAULT_BODY_LIMIT_BYTES, DEFAULT_DATABASE, DEFAULT_HOST, DEFAULT_PORT } from "./config-defaults.ts";
+import type { ConfigPath } from "./config-error.ts";
+import {
+  ConfigIssues,
+  type ConfigMapping,
+  checkKnownKeys,
+  describeValue,
+  isAbsent,
+  isMapping,
+  readBoolean,
+  readInteger,
+  readMapping,
+  readString,
+} from "./config-fields.ts";
+import { createDefaultCatalog } from "./default-catalog.ts";
+import { parseByteSize } from "./parse-byte-size.ts";
+import { readModels } from "./read-models.ts";
+import { resolveDatabaseUrl } from "./resolve-database-url.ts";
+import { substituteVariables } from "./substitute-variables.ts";
+
+/**
+ * The configuration as loaded: {@link Config} plus the fields the shared type does not have yet.
+ * `metricsKey`: the key `/metrics` requires (SPEC §11); `undefined` means `/metrics` is open.
+ */
+export interface LoadedConfig extends Config {
+  metricsKey: string | undefined;
+}
+
+const TOP_LEVEL_KEYS = [
+  "server",
+  "database",
+  "redis",
+  "admin_key",
+  "metrics_key",
+  "log_prompts",
+  "models",
+] as const;
+const SERVER_KEYS = ["host", "port", "body_limit"] as const;
+const PORT_RANGE = { min: 0, max: 65_535 } as const;
+/** Fields where `${VAR}` of an unset variable means "not set" rather than a problem. */
+const MAY_BE_UNSET = new Set(["admin_key", "metrics_key"]);
+
+export interface ReadConfigOptions {
+  /** The parsed file (`{}` for the built-in default). */
+  raw: unknown;
+  env: NodeJS.ProcessEnv;
+  /** Absolute working folder. */
+  cwd: string;
+  /** Absolute folder of the config file (the working folder for the built-in default). */
+  configFolder: string;
+  /** The file, or `undefined` for the built-in default. */
+  source: string | undefined;
+  /** `created` for models that do not set it (Unix seconds). */
+  created: number;
+}
+
+export type ReadConfigResult = { ok: true; config: LoadedConfig } | { ok: false; issues: ConfigIssues };
+
+/** Environment variables that replace a configuration value; an empty value counts as unset. */
+interface EnvironmentOverrides {
+  host: string | undefined;
+  port: string | undefined;
+  database: string | undefined;
+  redis: string | undefined;
+  adminKey: string | undefined;
+}
+
+export function readConfig(options: ReadConfigOptions): ReadConfigResult {
+  const issues = new ConfigIssues();
+  const overrides = readEnvironmentOverrides(options.env);
+  if (!isMapping(options.raw)) {
+    issues.add(
+      [],
+      `the file must be a YAML mapping with keys such as server, database and models (got ${describeValue(options.raw)})`,
+    );
+    return { ok: false, issues };
+  }
+  // Top-level keys starting with "x-" are ignored: a place for YAML anchors, as in Compose files.
+  const ownKeys = Object.fromEntries(Object.entries(options.raw).filter(([key]) => !key.startsWith("x-")));
+  checkKnownKeys(issues, [], ownKeys, TOP_LEVEL_KEYS, {
+    host: "belongs under server; write server: { host: ... }",
+    port: "belongs under server; write server: { port: ... }",
+    body_limit: "belongs under server; write server: { body_limit: ... }",
+    database_url: "write database: instead",
+    redis_url: "write redis: instead",
+  });
+  const raw = substituteVariables(removeOverriddenValues(ownKeys, overrides), {
+    env: options.env,
+    issues,
+    mayBeUnset: (path: ConfigPath) => path.length === 1 && MAY_BE_UNSET.has(String(path[0])),
+  });
+  const tree: ConfigMapping = isMapping(raw) ? raw : {};
+
+  const server = readServer(issues, tree.server, overrides);
+  const database = readDatabase(issues, tree.database, overrides, options);
+  const redis = readRedis(issues, tree.redis, overrides);
+  const adminKey =
+    overrides.adminKey ??
+    readOptionalSecret(issues, ["admin_key"], tree.admin_key, `"\${TOLLGATE_ADMIN_KEY}"`);
+  const metricsKey = readOptionalSecret(
+    issues,
+    ["metrics_key"],
+    tree.metrics_key,
+    `"\${TOLLGATE_METRICS_KEY}"`,
+  );
+  const logPrompts = readBoolean(issues, ["log_prompts"], tree.log_prompts) ?? false;
+  const models = readModels({
+    issues,
+    value: tree.models,
+    configFolder: options.configFolder,
+    created: options.created,
+  });
+
+  if (issues.count > 0 || server === undefined || database === undefined) return { ok: false, issues };
+  return {
+    ok: true,
+    config: {
+      server,
+      database,
+      redis,
+      adminKey,
+      metricsKey,
+      logPrompts,
+      models: models ?? createDefaultCatalog(),
+      source: options.source,
+    },
+  };
+}
+
+function readEnvironmentOverrides(env: NodeJS.ProcessEnv): EnvironmentOverrides {
+  const read = (name: string): string | undefined => {
+    const value = env[name];
+    return value === undefined || value === "" ? undefined : value;
+  };
+  return {
+    host: read("HOST"),
+    port: read("PORT"),
+    database: read("TOLLGATE_DATABASE_URL"),
+    redis: read("TOLLGATE_REDIS_URL"),
+    adminKey: read("TOLLGATE_ADMIN_KEY"),
+  };
+}
+
+/** Values replaced by the environment are neither substituted nor validated. */
+function removeOverriddenValues(raw: ConfigMapping, overrides: EnvironmentOverrides): ConfigMapping {
+  const copy: ConfigMapping = { ...raw };
+  if (overrides.database !== undefined) delete copy.database;
+  if (overrides.redis !== undefined) delete copy.redis;
+  if (overrides.adminKey !== undefined) delete copy.admin_key;
+  if (isMapping(copy.server)) {
+    const server: ConfigMapping = { ...copy.server };
+    if (overrides.host !== undefined) delete server.host;
+    if (overrides.port !== undefined) delete server.port;
+    copy.server = server;
+  }
+  return copy;
+}
+
+function readServer(
+  issues: ConfigIssues,
+  value: unknown,
+  overrides: EnvironmentOverrides,
+): Config["server"] | undefined {
+  const before = issues.count;
+  const server =
+    readMapping(issues, ["server"], value, "{ host: 127.0.0.1, port: 8080, body_limit: 8mb }") ?? {};
+  checkKnownKeys(issues, ["server"], server, SERVER_KEYS);
+  const host =
+    overrides.host ?? readString(issues, ["server", "host"], server.host, { example: '"127.0.0.1"' });
+  const port =
+    overrides.port === undefined
+      ? readInteger(issues, ["server", "port"], server.port, PORT_RANGE)
+      : readPortOverride(issues, overrides.port);
+  const bodyLimitBytes = readBodyLimit(issues, ["server", "body_limit"], server.body_limit);
+  if (issues.count > before) return undefined;
+  return {
+    host: host ?? DEFAULT_HOST,
+    port: port ?? DEFAULT_PORT,
+    bodyLimitBytes: bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES,
+  };
+}
+
+function readPortOverride(issues: ConfigIssues, value: string): number | undefined {
+  const port = /^[0-9]+$/.test(value) ? Number(value) : Number.NaN;
+  if (Number.isSafeInteger(port) && port >= PORT_RANGE.min && port <= PORT_RANGE.max) return port;
+  issues.addForEnvironment("PORT", `must be an integer from 0 to 65535 (got ${describeValue(value)})`);
+  return undefined;
+}
+
+function readBodyLimit(issues: ConfigIssues, path: ConfigPath, value: unknown): number | undefined {
+  if (isAbsent(value)) return undefined;
+  const bytes = typeof value === "string" || typeof value === "number" ? parseByteSize(value) : undefined;
+  if (bytes === undefined) {
+    issues.add(path, `must be a size such as 8mb, 512kb or a number of bytes (got ${describeValue(value)})`);
+  }
+  return bytes;
+}
+
+function readDatabase(
+  issues: ConfigIssues,
+  value: unknown,
+  overrides: EnvironmentOverrides,
+  options: ReadConfigOptions,
+): string | undefined {
+  if (overrides.database !== undefined) {
+    const result = resolveDatabaseUrl(overrides.database, options.cwd);
+    if (result.ok) return result.url;
+    issues.addForEnvironment("TOLLGATE_DATABASE_URL", result.problem);
+    return undefined;
+  }
+  const written = readString(issues, ["database"], value, {
+    example: '"sqlite:./data/tollgate.db"',
+    secret: true,
+  });
+  if (written === undefined) {
+    if (!isAbsent(value)) return undefined;
+    const result = resolveDatabaseUrl(DEFAULT_DATABASE, options.cwd);
+    return result.ok ? result.url : undefined;
+  }
+  const result = resolveDatabaseUrl(written, options.configFolder);
+  if (result.ok) return result.url;
+  issues.add(["database"], result.problem);
+  return undefined;
+}
+
+function readRedis(
+  issues: ConfigIssues,
+  value: unknown,
+  overrides: EnvironmentOverrides,
+): string | undefined {
+  const fix = 'write a URL such as "redis://127.0.0.1:6379" (or rediss:// for TLS)';
+  const check = (url: string): boolean =>
+    (url.startsWith("redis://") || url.startsWith("rediss://")) && URL.canParse(url);
+  if (overrides.redis !== undefined) {
+    if (check(overrides.redis)) return overrides.redis;
+    issues.addForEnvironment("TOLLGATE_REDIS_URL", `is not a Redis URL; ${fix}`);
+    return undefined;
+  }
+  const url = readString(issues, ["redis"], value, { example: '"redis://127.0.0.1:6379"', allowEmpty: true });
+  if (url === undefined || url === "") return undefined;
+  if (check(url)) return url;
+  issues.add(["redis"], `is not a Redis URL; ${fix}`);
+  return undefined;
+}
+
+/** A key that may be left out or empty (both mean "not set"). */
+function readOptionalSecret(
+  issues: ConfigIssues,
+  path: ConfigPath,
+  value: unknown,
+  example: string,
+): string | undefined {
+  const key = readString(issues, path, value, { example, secret: true, allowEmpty: true });
+  return key === "" ? undefined : key;
+}

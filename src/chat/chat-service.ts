@@ -1,0 +1,146 @@
+import { randomBytes } from "node:crypto";
+import type { ChatCompletionOptions } from "../api/convert-chat-request.ts";
+import type { CompletionIdentity } from "../api/render-chat-completion.ts";
+import type { StreamPart } from "../engine/engine.ts";
+import { AppError, isAppError } from "../errors/app-error.ts";
+import type { ModelRegistry } from "../models/model-registry.ts";
+import type { AdmissionTicket, ChatAdmission, RunOutcome } from "./chat-admission.ts";
+import { isModelAllowedForKey, type RequestKey } from "./request-key.ts";
+
+/** A chat request accepted and started: its identity and its parts, the first already produced. */
+export interface StartedChat {
+  identity: CompletionIdentity;
+  parts: AsyncIterable<StreamPart>;
+}
+
+export interface ChatServiceOptions {
+  registry: ModelRegistry;
+  admission: ChatAdmission;
+  now?: () => number;
+}
+
+/** `chatcmpl-` and 24 random base-36-ish characters, like OpenAI's ids. */
+export function createCompletionId(): string {
+  return `chatcmpl-${randomBytes(18).toString("base64url")}`;
+}
+
+/**
+ * Decides what happens to a chat request, in the order SPEC §11 sets: model (404), the key's
+ * permission (403), the model's kind (400), then the engine measures it (context, 400),
+ * admission limits and reserves (429, 403), and the run waits for the model (503).
+ * Settlement wraps the run so it happens before the last part reaches the client.
+ */
+export class ChatService {
+  readonly #registry: ModelRegistry;
+  readonly #admission: ChatAdmission;
+  readonly #now: () => number;
+
+  constructor(options: ChatServiceOptions) {
+    this.#registry = options.registry;
+    this.#admission = options.admission;
+    this.#now = options.now ?? Date.now;
+  }
+
+  async start(input: {
+    requestId: string;
+    key: RequestKey;
+    options: ChatCompletionOptions;
+    signal: AbortSignal;
+  }): Promise<StartedChat> {
+    const { key, options, signal } = input;
+    const entry = this.#registry.get(options.model);
+    if (entry === undefined) {
+      throw new AppError("model_not_found", `The model '${options.model}' does not exist. List the models with GET /v1/models.`, {
+        param: "model",
+      });
+    }
+    if (!isModelAllowedForKey(key, entry.model.id)) {
+      throw new AppError("model_not_allowed", `This API key is not allowed to use the model '${entry.model.id}'.`, {
+        param: "model",
+      });
+    }
+    const engine = entry.engine;
+    if (entry.model.kind !== "chat" || engine === undefined) {
+      throw new AppError(
+        "model_not_supported",
+        `The model '${entry.model.id}' is a${entry.model.kind === "image" ? "n image" : `n ${entry.model.kind}`} model and cannot be used with /v1/chat/completions.`,
+        { param: "model" },
+      );
+    }
+    if (options.choices > 1 && !engine.supportsMultipleChoices) {
+      throw new AppError("invalid_value", `The model '${entry.model.id}' produces one choice per request; set 'n' to 1.`, {
+        param: "n",
+      });
+    }
+    const prepared = await engine.prepare(options.request);
+    const ticket = await this.#admission.admit({
+      requestId: input.requestId,
+      key,
+      model: entry.model,
+      promptTokens: prepared.promptTokens,
+      maxCompletionTokens: prepared.maxCompletionTokens,
+      user: options.user,
+    });
+    const startedAt = this.#now();
+    const identity: CompletionIdentity = {
+      id: createCompletionId(),
+      created: Math.floor(startedAt / 1000),
+      model: entry.model.id,
+    };
+    const iterator = prepared.run(signal)[Symbol.asyncIterator]();
+    let first: IteratorResult<StreamPart>;
+    try {
+      first = await iterator.next();
+    } catch (error) {
+      await ticket.settle({
+        usage: { promptTokens: prepared.promptTokens, completionTokens: 0 },
+        finishReason: undefined,
+        errorCode: isAppError(error) ? error.code : "internal_error",
+        timings: { firstPartMs: undefined, totalMs: this.#now() - startedAt },
+      });
+      throw error;
+    }
+    return { identity, parts: this.#settleOnEnd(first, iterator, ticket, startedAt) };
+  }
+
+  async *#settleOnEnd(
+    first: IteratorResult<StreamPart>,
+    iterator: AsyncIterator<StreamPart>,
+    ticket: AdmissionTicket,
+    startedAt: number,
+  ): AsyncGenerator<StreamPart> {
+    const firstPartMs = this.#now() - startedAt;
+    let settled = false;
+    const settle = async (outcome: Omit<RunOutcome, "timings">) => {
+      if (settled) return;
+      settled = true;
+      await ticket.settle({ ...outcome, timings: { firstPartMs, totalMs: this.#now() - startedAt } });
+    };
+    try {
+      let result = first;
+      while (!result.done) {
+        const part = result.value;
+        if (part.type === "finish") {
+          await settle({ usage: part.usage, finishReason: part.reason, errorCode: undefined });
+        } else if (part.type === "error") {
+          await settle({ usage: part.usage, finishReason: "error", errorCode: part.error.code });
+        }
+        yield part;
+        if (part.type === "finish" || part.type === "error") return;
+        result = await iterator.next();
+      }
+      throw new Error("engine stream ended without a finish part");
+    } finally {
+      // Consumers read to the end even after aborting (the engine then finishes with what it
+      // generated), so this only runs when a consumer failed or an engine broke its contract.
+      if (!settled) {
+        await iterator.return?.();
+        await settle({
+          usage: { promptTokens: undefined, completionTokens: undefined },
+          finishReason: undefined,
+          errorCode: "internal_error",
+        });
+      }
+    }
+  }
+}

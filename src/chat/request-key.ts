@@ -1,0 +1,14 @@
+/** The authenticated API key of a request, as the request pipeline needs it. */
+export interface RequestKey {
+  /** The public part of the key (`sk-tg-<publicId>-...`), safe to log. */
+  publicId: string;
+  accountId: string | undefined;
+  role: "user" | "admin";
+  /** Models the key may use; `undefined` means all. */
+  allowedModels: readonly string[] | undefined;
+}
+
+/** Whether the key may use the model. */
+export function isModelAllowedForKey(key: RequestKey, modelId: string): boolean {
+  return key.allowedModels === undefined || key.allowedModels.includes(modelId);
+}

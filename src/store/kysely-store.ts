@@ -1,0 +1,170 @@
+import type { Kysely, Selectable } from "kysely";
+import type { AccountsTable, ApiKeysTable, Database } from "./database.ts";
+import type {
+  Account,
+  ApiKeyFilter,
+  ApiKeyRecord,
+  InsertAccountResult,
+  KeyRole,
+  RevokeApiKeyResult,
+  Store,
+} from "./store.ts";
+
+/**
+ * The {@link Store} over any kysely dialect. Queries use only what SQLite and PostgreSQL share
+ * (see `database.ts` for the column conventions), so each backend only supplies the connection.
+ */
+export function createKyselyStore(db: Kysely<Database>): Store {
+  return {
+    async insertAccount(account: Account): Promise<InsertAccountResult> {
+      const result = await db
+        .insertInto("accounts")
+        .values({
+          id: account.id,
+          name: account.name,
+          balance_nano: account.balanceNano,
+          created_at: toTimestampText(account.createdAt),
+        })
+        .onConflict((conflict) => conflict.column("name").doNothing())
+        .executeTakeFirst();
+      return result.numInsertedOrUpdatedRows === 1n ? "created" : "name_taken";
+    },
+
+    async getAccountById(id: string): Promise<Account | undefined> {
+      const row = await db.selectFrom("accounts").selectAll().where("id", "=", id).executeTakeFirst();
+      return row === undefined ? undefined : toAccount(row);
+    },
+
+    async getAccountByName(name: string): Promise<Account | undefined> {
+      const row = await db.selectFrom("accounts").selectAll().where("name", "=", name).executeTakeFirst();
+      return row === undefined ? undefined : toAccount(row);
+    },
+
+    async listAccounts(): Promise<Account[]> {
+      const rows = await db
+        .selectFrom("accounts")
+        .selectAll()
+        .orderBy("created_at")
+        .orderBy("name")
+        .execute();
+      return rows.map(toAccount);
+    },
+
+    async hasAccounts(): Promise<boolean> {
+      const row = await db.selectFrom("accounts").select("id").limit(1).executeTakeFirst();
+      return row !== undefined;
+    },
+
+    async insertApiKey(key: ApiKeyRecord): Promise<void> {
+      await db
+        .insertInto("api_keys")
+        .values({
+          id: key.id,
+          public_id: key.publicId,
+          account_id: key.accountId ?? null,
+          role: key.role,
+          name: key.name,
+          secret_hash: key.secretHash,
+          allowed_models: key.allowedModels === undefined ? null : JSON.stringify(key.allowedModels),
+          rpm: key.rpm === undefined ? null : BigInt(key.rpm),
+          tpm: key.tpm === undefined ? null : BigInt(key.tpm),
+          expires_at: key.expiresAt === undefined ? null : toTimestampText(key.expiresAt),
+          revoked_at: key.revokedAt === undefined ? null : toTimestampText(key.revokedAt),
+          created_at: toTimestampText(key.createdAt),
+        })
+        .execute();
+    },
+
+    async getApiKeyByPublicId(publicId: string): Promise<ApiKeyRecord | undefined> {
+      const row = await db
+        .selectFrom("api_keys")
+        .selectAll()
+        .where("public_id", "=", publicId)
+        .executeTakeFirst();
+      return row === undefined ? undefined : toApiKeyRecord(row);
+    },
+
+    async listApiKeys(filter: ApiKeyFilter = {}): Promise<ApiKeyRecord[]> {
+      let query = db.selectFrom("api_keys").selectAll();
+      if (filter.accountId !== undefined) query = query.where("account_id", "=", filter.accountId);
+      const rows = await query.orderBy("created_at").orderBy("public_id").execute();
+      return rows.map(toApiKeyRecord);
+    },
+
+    async revokeApiKey(publicId: string, revokedAt: Date): Promise<RevokeApiKeyResult> {
+      const result = await db
+        .updateTable("api_keys")
+        .set({ revoked_at: toTimestampText(revokedAt) })
+        .where("public_id", "=", publicId)
+        .where("revoked_at", "is", null)
+        .executeTakeFirst();
+      if (result.numUpdatedRows > 0n) return "revoked";
+      const existing = await db
+        .selectFrom("api_keys")
+        .select("id")
+        .where("public_id", "=", publicId)
+        .executeTakeFirst();
+      return existing === undefined ? "not_found" : "already_revoked";
+    },
+
+    async hasAdminKey(): Promise<boolean> {
+      const row = await db
+        .selectFrom("api_keys")
+        .select("id")
+        .where("role", "=", "admin")
+        .limit(1)
+        .executeTakeFirst();
+      return row !== undefined;
+    },
+
+    async close(): Promise<void> {
+      await db.destroy();
+    },
+  };
+}
+
+function toAccount(row: Selectable<AccountsTable>): Account {
+  return {
+    id: row.id,
+    name: row.name,
+    balanceNano: BigInt(row.balance_nano),
+    createdAt: fromTimestampText(row.created_at),
+  };
+}
+
+function toApiKeyRecord(row: Selectable<ApiKeysTable>): ApiKeyRecord {
+  return {
+    id: row.id,
+    publicId: row.public_id,
+    accountId: row.account_id ?? undefined,
+    role: toKeyRole(row.role),
+    name: row.name,
+    secretHash: row.secret_hash,
+    allowedModels: row.allowed_models === null ? undefined : parseModelList(row.allowed_models),
+    rpm: row.rpm === null ? undefined : Number(row.rpm),
+    tpm: row.tpm === null ? undefined : Number(row.tpm),
+    expiresAt: row.expires_at === null ? undefined : fromTimestampText(row.expires_at),
+    revokedAt: row.revoked_at === null ? undefined : fromTimestampText(row.revoked_at),
+    createdAt: fromTimestampText(row.created_at),
+  };
+}
+
+function toKeyRole(value: string): KeyRole {
+  if (value === "user" || value === "admin") return value;
+  throw new Error(`The store holds an API key with an unknown role "${value}".`);
+}
+
+function parseModelList(text: string): string[] {
+  const value: unknown = JSON.parse(text);
+  if (Array.isArray(value) && value.every((entry) => typeof entry === "string")) return value;
+  throw new Error("The store holds an API key whose allowed_models is not a JSON array of strings.");
+}
+
+/** Timestamps are stored as ISO 8601 UTC text with milliseconds (see `database.ts`). */
+function toTimestampText(date: Date): string {
+  return date.toISOString();
+}
+
+function fromTimestampText(text: string): Date {
+  return new Date(text);
+}

@@ -1,0 +1,10 @@
+import type { Migration } from "kysely/migration";
+import { accountsAndKeys } from "./001-accounts-and-keys.ts";
+
+/**
+ * Every migration, in order; the names sort in the order they run. Add new ones at the end
+ * with the next number, never rename or edit one that has shipped.
+ */
+export const migrations: Readonly<Record<string, Migration>> = {
+  "001_accounts_and_keys": accountsAndKeys,
+};

@@ -1,0 +1,127 @@
+import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite";
+import type { SqliteDatabase, SqliteStatement } from "kysely";
+
+/** Options of {@link openNodeSqliteDatabase}. */
+export interface NodeSqliteDatabaseOptions {
+  /** Milliseconds a statement waits for a lock held by another process before failing. Default 5000. */
+  busyTimeoutMilliseconds?: number;
+  /** Prepared statements kept, keyed by SQL text; the oldest is dropped beyond this. Default 256. */
+  statementCacheSize?: number;
+}
+
+/**
+ * Opens a SQLite file (or `:memory:`) with `node:sqlite` and wraps it in the better-sqlite3-like
+ * shape that kysely's `SqliteDialect` drives.
+ *
+ * Settings: WAL journal (readers never block the writer, so the CLI and `serve` can share the
+ * file), `synchronous = NORMAL` (the usual pairing with WAL: never corrupts; a power cut may lose
+ * the last commits, where FULL would fsync on every commit and cost each request a disk flush),
+ * a busy timeout, and foreign keys on. Transactions start with `begin immediate` (see `prepare`).
+ *
+ * Every INTEGER is read as a `bigint` (`readBigInts`), so money in nano-units never passes
+ * through a floating-point number; code that wants a `number` (rpm, tpm) converts explicitly.
+ */
+export function openNodeSqliteDatabase(
+  location: string,
+  options: NodeSqliteDatabaseOptions = {},
+): SqliteDatabase {
+  const busyTimeout = options.busyTimeoutMilliseconds ?? 5000;
+  const database = new DatabaseSync(location, {
+    readBigInts: true,
+    enableForeignKeyConstraints: true,
+    timeout: busyTimeout,
+  });
+  try {
+    database.exec("PRAGMA journal_mode = WAL");
+    database.exec("PRAGMA synchronous = NORMAL");
+    database.exec(`PRAGMA busy_timeout = ${Math.trunc(busyTimeout)}`);
+    database.exec("PRAGMA foreign_keys = ON");
+  } catch (error) {
+    database.close();
+    throw error;
+  }
+  return new NodeSqliteDatabase(database, options.statementCacheSize ?? 256);
+}
+
+class NodeSqliteDatabase implements SqliteDatabase {
+  readonly #database: DatabaseSync;
+  readonly #statements = new Map<string, NodeSqliteStatement>();
+  readonly #cacheSize: number;
+
+  constructor(database: DatabaseSync, cacheSize: number) {
+    this.#database = database;
+    this.#cacheSize = cacheSize;
+  }
+
+  prepare(sql: string): SqliteStatement {
+    const cached = this.#statements.get(sql);
+    if (cached !== undefined) return cached;
+    // kysely opens transactions with a plain `begin`, which takes the write lock only at the
+    // first write: a transaction that reads and then writes can then fail at once with
+    // SQLITE_BUSY when another process (the CLI, another server) wrote in between, whatever the
+    // busy timeout. `begin immediate` takes the lock up front and waits for it instead.
+    const text = sql.trim().toLowerCase() === "begin" ? "begin immediate" : sql;
+    const statement = new NodeSqliteStatement(this.#database.prepare(text));
+    if (this.#statements.size >= this.#cacheSize) {
+      // Maps iterate in insertion order: the first key is the oldest statement.
+      const oldest = this.#statements.keys().next();
+      if (oldest.done !== true) this.#statements.delete(oldest.value);
+    }
+    this.#statements.set(sql, statement);
+    return statement;
+  }
+
+  close(): void {
+    this.#statements.clear();
+    if (this.#database.isOpen) this.#database.close();
+  }
+}
+
+class NodeSqliteStatement implements SqliteStatement {
+  /** True when the statement returns rows: a SELECT, a PRAGMA that answers, or `... RETURNING`. */
+  readonly reader: boolean;
+  readonly #statement: StatementSync;
+
+  constructor(statement: StatementSync) {
+    this.#statement = statement;
+    this.reader = statement.columns().length > 0;
+  }
+
+  all(parameters: ReadonlyArray<unknown>): unknown[] {
+    return this.#statement.all(...toSqlParameters(parameters));
+  }
+
+  run(parameters: ReadonlyArray<unknown>): { changes: number | bigint; lastInsertRowid: number | bigint } {
+    const { changes, lastInsertRowid } = this.#statement.run(...toSqlParameters(parameters));
+    return { changes, lastInsertRowid };
+  }
+
+  iterate(parameters: ReadonlyArray<unknown>): IterableIterator<unknown> {
+    return this.#statement.iterate(...toSqlParameters(parameters));
+  }
+}
+
+function toSqlParameters(parameters: ReadonlyArray<unknown>): SQLInputValue[] {
+  return parameters.map(toSqlParameter);
+}
+
+function toSqlParameter(value: unknown, index: number): SQLInputValue {
+  switch (typeof value) {
+    case "string":
+    case "number":
+    case "bigint":
+      return value;
+    case "boolean":
+      return value ? 1 : 0;
+    case "object":
+      if (value === null || value instanceof Uint8Array) return value as SQLInputValue;
+      break;
+    default:
+      break;
+  }
+  // A programming error in a query: name the parameter's type, never its value (it may be a secret).
+  const kind = value === undefined ? "undefined" : `of type ${typeof value}`;
+  throw new TypeError(
+    `SQL parameter ${index + 1} is ${kind}, which SQLite cannot store; pass a string, number, bigint, boolean, null or bytes.`,
+  );
+}

@@ -1,0 +1,198 @@
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { runAccountsCommand } from "../../src/admin/accounts-command.ts";
+import { CliError } from "../../src/admin/cli-error.ts";
+import { runKeysCommand } from "../../src/admin/keys-command.ts";
+import { parseApiKey } from "../../src/auth/api-key.ts";
+import { createAuthenticator } from "../../src/auth/authenticator.ts";
+import { openStore } from "../../src/store/open-store.ts";
+import type { Store } from "../../src/store/store.ts";
+import { makeTemporaryDirectory, newDatabaseUrl } from "../store/temporary-directory.ts";
+import { collectOutput } from "./cli-output.ts";
+
+const directory = makeTemporaryDirectory();
+const now = () => new Date("2025-06-01T12:00:00.000Z");
+let store: Store;
+
+beforeEach(async () => {
+  store = await openStore(newDatabaseUrl(directory));
+  await runAccountsCommand(store, ["create", "acme", "--balance", "10"], collectOutput(), { now });
+});
+
+afterEach(async () => {
+  await store.close();
+});
+
+async function run(...argv: string[]): Promise<string[]> {
+  const out = collectOutput();
+  await runKeysCommand(store, argv, out, { now });
+  return out.lines;
+}
+
+async function createKey(...options: string[]): Promise<{ key: string; publicId: string; lines: string[] }> {
+  const lines = await run("create", "--account", "acme", ...options);
+  const key = lines[0] ?? "";
+  return { key, publicId: parseApiKey(key)?.publicId ?? "", lines };
+}
+
+describe("keys create", () => {
+  it("prints the whole key alone on the first line, then its public id and settings", async () => {
+    const { key, publicId, lines } = await createKey(
+      "--name",
+      "ci",
+      "--models",
+      "qwen3-0.6b, org/model:Q4",
+      "--rpm",
+      "60",
+      "--tpm",
+      "10000",
+      "--expires",
+      "2030-01-01",
+    );
+    expect(key).toMatch(/^sk-tg-[a-z0-9]{12}-[A-Za-z0-9]{43}$/);
+    const account = await store.getAccountByName("acme");
+    expect(lines.slice(1)).toEqual([
+      `public id: ${publicId}`,
+      `account:   acme (${account?.id})`,
+      "name:      ci",
+      "models:    qwen3-0.6b,org/model:Q4",
+      "rpm:       60",
+      "tpm:       10000",
+      "expires:   2030-01-01T00:00:00Z",
+      "Keep the key now: it is not shown again.",
+    ]);
+    expect(lines.slice(1).join("\n")).not.toContain(key.slice(-43));
+  });
+
+  it("makes a key that authenticates with its settings", async () => {
+    const { key } = await createKey("--models", "m1", "--rpm", "5");
+    const account = await store.getAccountByName("acme");
+    expect(
+      await createAuthenticator({ store, now: () => now().getTime() }).authenticate(`Bearer ${key}`),
+    ).toMatchObject({
+      accountId: account?.id,
+      role: "user",
+      allowedModels: ["m1"],
+      rpm: 5,
+      tpm: undefined,
+    });
+  });
+
+  it("shows defaults for a key without settings", async () => {
+    const { lines } = await createKey();
+    expect(lines.slice(3, 8)).toEqual([
+      "name:      -",
+      "models:    all",
+      "rpm:       no limit",
+      "tpm:       no limit",
+      "expires:   never",
+    ]);
+  });
+
+  it.each([
+    ["no account", ["create"], /--account is required/],
+    ["an unknown account", ["create", "--account", "nobody"], /No account has the name or id "nobody"/],
+    [
+      "an rpm of 0",
+      ["create", "--account", "acme", "--rpm", "0"],
+      /--rpm must be a whole number of at least 1/,
+    ],
+    ["a fractional tpm", ["create", "--account", "acme", "--tpm", "1.5"], /--tpm must be a whole number/],
+    [
+      "an empty model list",
+      ["create", "--account", "acme", "--models", " , "],
+      /--models needs at least one/,
+    ],
+    [
+      "an expiry in the past",
+      ["create", "--account", "acme", "--expires", "2020-01-01"],
+      /not in the future/,
+    ],
+    [
+      "a bad expiry",
+      ["create", "--account", "acme", "--expires", "soon"],
+      /--expires: "soon" is not an ISO 8601 date/,
+    ],
+    ["an unknown option", ["create", "--account", "acme", "--role", "admin"], /Unknown option '--role'/],
+    ["a positional", ["create", "acme"], /Unexpected argument 'acme'/],
+  ])("refuses %s with a CliError", async (_case, argv, message) => {
+    const error = await run(...argv).catch((reason: unknown) => reason);
+    expect(error).toBeInstanceOf(CliError);
+    expect((error as Error).message).toMatch(message);
+    expect(await store.listApiKeys()).toEqual([]);
+  });
+});
+
+describe("keys list", () => {
+  it("prints every key without its secret", async () => {
+    const first = await createKey("--name", "ci", "--models", "m1,m2", "--rpm", "60");
+    const second = await createKey();
+    const lines = await run("list");
+    expect(lines[0]).toMatch(
+      /^PUBLIC ID\s+ACCOUNT\s+NAME\s+MODELS\s+RPM\s+TPM\s+EXPIRES\s+REVOKED\s+CREATED$/,
+    );
+    const rowOf = (publicId: string) => lines.find((line) => line.startsWith(publicId))?.split(/\s{2,}/);
+    expect(lines).toHaveLength(3);
+    expect(rowOf(first.publicId)).toEqual([
+      first.publicId,
+      "acme",
+      "ci",
+      "m1,m2",
+      "60",
+      "-",
+      "never",
+      "-",
+      "2025-06-01T12:00:00Z",
+    ]);
+    expect(rowOf(second.publicId)?.slice(0, 4)).toEqual([second.publicId, "acme", "-", "all"]);
+    for (const { key } of [first, second]) expect(lines.join("\n")).not.toContain(key.slice(-43));
+  });
+
+  it("filters by account", async () => {
+    await runAccountsCommand(store, ["create", "beta"], collectOutput(), { now });
+    const acme = await createKey();
+    await run("create", "--account", "beta");
+    const lines = await run("list", "--account", "acme");
+    expect(lines).toHaveLength(2);
+    expect(lines[1]?.startsWith(acme.publicId)).toBe(true);
+  });
+
+  it("says how to make a key when there is none", async () => {
+    expect(await run("list")).toEqual([
+      "No keys yet. Create one with `tollgate keys create --account NAME`.",
+    ]);
+  });
+});
+
+describe("keys revoke", () => {
+  it("revokes by public id", async () => {
+    const { key, publicId } = await createKey();
+    expect(await run("revoke", publicId)).toEqual([
+      `Revoked key ${publicId}: it is refused everywhere within 1 second.`,
+    ]);
+    expect((await store.getApiKeyByPublicId(publicId))?.revokedAt).toEqual(now());
+    await expect(createAuthenticator({ store }).authenticate(`Bearer ${key}`)).rejects.toThrow(/revoked/);
+    const lines = await run("list");
+    expect(lines[1]?.split(/\s{2,}/)[7]).toBe("2025-06-01T12:00:00Z");
+  });
+
+  it("revokes by the whole key without printing its secret", async () => {
+    const { key, publicId } = await createKey();
+    const lines = await run("revoke", key);
+    expect(lines).toEqual([`Revoked key ${publicId}: it is refused everywhere within 1 second.`]);
+    expect((await store.getApiKeyByPublicId(publicId))?.revokedAt).toBeDefined();
+  });
+
+  it("says when the key was already revoked", async () => {
+    const { publicId } = await createKey();
+    await run("revoke", publicId);
+    expect(await run("revoke", publicId)).toEqual([`Key ${publicId} was already revoked.`]);
+  });
+
+  it("refuses an unknown key and text that names no key", async () => {
+    await expect(run("revoke", "zzzzzzzzzzzz")).rejects.toThrow(
+      new CliError("No key has the public id zzzzzzzzzzzz. List keys with `tollgate keys list`."),
+    );
+    await expect(run("revoke", "not-a-key")).rejects.toThrow(/Name the key by its public id/);
+    await expect(run("revoke")).rejects.toThrow(/Missing argument.\nUsage: tollgate keys revoke/);
+  });
+});

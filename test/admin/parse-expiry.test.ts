@@ -1,0 +1,24 @@
+import { describe, expect, it } from "vitest";
+import { parseExpiry } from "../../src/admin/parse-expiry.ts";
+
+describe("parseExpiry", () => {
+  it.each([
+    ["2025-12-31", "2025-12-31T00:00:00.000Z"],
+    ["2025-12-31T18:00:00Z", "2025-12-31T18:00:00.000Z"],
+    ["2025-12-31T18:00Z", "2025-12-31T18:00:00.000Z"],
+    ["2025-12-31T18:00:00.5+02:00", "2025-12-31T16:00:00.500Z"],
+    ["2024-02-29", "2024-02-29T00:00:00.000Z"],
+  ])("reads %s", (text, iso) => {
+    expect(parseExpiry(text).toISOString()).toBe(iso);
+  });
+
+  it.each([
+    ["a time without zone", "2025-12-31T18:00:00", /add a time zone/],
+    ["a day that does not exist", "2025-02-30", /not a real date/],
+    ["hour 24", "2025-01-01T24:00:00Z", /not a real date/],
+    ["a month 13", "2025-13-01", /not a real date/],
+    ["words", "tomorrow", /not an ISO 8601 date/],
+  ])("refuses %s", (_case, text, message) => {
+    expect(() => parseExpiry(text)).toThrow(message);
+  });
+});

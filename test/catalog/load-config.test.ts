@@ -1,0 +1,728 @@
+// biome-ignore-all lint/suspicious/noTemplateCurlyInString: ${VAR} references are the subject of these tests.
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { parseAmount } from "../../src/billing/money.ts";
+import type { CatalogModel } from "../../src/catalog/catalog.ts";
+import { ConfigError, formatConfigProblem } from "../../src/catalog/config-error.ts";
+import {
+  createDefaultCatalog,
+  DEFAULT_CATALOG_CREATED,
+  DEFAULT_MODEL_ID,
+} from "../../src/catalog/default-catalog.ts";
+import { type LoadConfigOptions, loadConfig } from "../../src/catalog/load-config.ts";
+import { type ConfigTestFolder, createConfigTestFolder, FILE_TIME_SECONDS } from "./config-test-folder.ts";
+
+/** The example of SPEC §3, verbatim. */
+const SPEC_EXAMPLE = `server: { host: 127.0.0.1, port: 8080, body_limit: 8mb }
+database: sqlite:./data/tollgate.db        # or postgres://user@host/db
+redis: redis://127.0.0.1:6379              # optional; shared rate limits and cache invalidation
+admin_key: \${TOLLGATE_ADMIN_KEY}
+models:
+  - id: qwen3-0.6b                         # any string; may contain "/" and ":"
+    kind: chat                             # chat | image | embedding
+    owned_by: tollgate
+    pricing: { input_per_million: "0.10", output_per_million: "0.40" }
+    context_length: 8192
+    engine: { type: llama, model: "hf:ORG/REPO:Q4_K_M", parallel: 4, max_queue: 64 }
+  - id: gpt-4o-mini
+    kind: chat
+    pricing: { input_per_million: "0.15", output_per_million: "0.60" }
+    engine:
+      type: openai
+      endpoints: [ { base_url: "https://api.example.com/v1", api_key: "\${UPSTREAM_KEY}" } ]
+      model: gpt-4o-mini
+      fallbacks: [ qwen3-0.6b ]
+  - id: text-embed-small
+    kind: embedding
+    pricing: { per_million: "0.02" }       # image and embedding models: one price per million tokens
+`;
+
+/** A minimal valid chat model entry, to build files around. */
+const LOCAL_MODEL = `  - id: local
+    pricing: { input_per_million: "0.10", output_per_million: "0.40" }
+    engine: { type: llama, model: ./models/local.gguf }
+`;
+
+let folder: ConfigTestFolder;
+
+beforeEach(async () => {
+  folder = await createConfigTestFolder();
+});
+
+afterEach(async () => {
+  await folder.remove();
+});
+
+/** Loads with the test folder as working folder and an empty environment unless given. */
+function load(options: LoadConfigOptions = {}) {
+  return loadConfig({ cwd: folder.path, env: {}, ...options });
+}
+
+/** The problems of a configuration that must fail, one formatted line each. */
+async function problemsOf(options: LoadConfigOptions = {}): Promise<string[]> {
+  try {
+    await load(options);
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    return error.problems.map((problem) => `${problem.field}: ${problem.message}`);
+  }
+  throw new Error("the configuration loaded without error");
+}
+
+async function problemsOfFile(text: string, env: NodeJS.ProcessEnv = {}): Promise<string[]> {
+  const file = await folder.write("tollgate.yaml", text);
+  return problemsOf({ file, env });
+}
+
+describe("loadConfig: the SPEC §3 example", () => {
+  it("loads every field, with defaults and ${VAR} applied", async () => {
+    const file = await folder.write("tollgate.yaml", SPEC_EXAMPLE);
+    const config = await load({ env: { UPSTREAM_KEY: "sk-upstream", TOLLGATE_ADMIN_KEY: "admin-secret" } });
+    const expected: CatalogModel[] = [
+      {
+        id: "qwen3-0.6b",
+        kind: "chat",
+        ownedBy: "tollgate",
+        pricing: { kind: "chat", inputPerMillion: "0.10", outputPerMillion: "0.40" },
+        contextLength: 8192,
+        created: FILE_TIME_SECONDS,
+        engine: {
+          type: "llama",
+          model: "hf:ORG/REPO:Q4_K_M",
+          parallel: 4,
+          maxQueue: 64,
+          threads: undefined,
+          gpu: "auto",
+        },
+      },
+      {
+        id: "gpt-4o-mini",
+        kind: "chat",
+        ownedBy: "tollgate",
+        pricing: { kind: "chat", inputPerMillion: "0.15", outputPerMillion: "0.60" },
+        contextLength: undefined,
+        created: FILE_TIME_SECONDS,
+        engine: {
+          type: "openai",
+          endpoints: [{ baseUrl: "https://api.example.com/v1", apiKey: "sk-upstream" }],
+          model: "gpt-4o-mini",
+          fallbacks: ["qwen3-0.6b"],
+        },
+      },
+      {
+        id: "text-embed-small",
+        kind: "embedding",
+        ownedBy: "tollgate",
+        pricing: { kind: "flat", perMillion: "0.02" },
+        contextLength: undefined,
+        created: FILE_TIME_SECONDS,
+        engine: undefined,
+      },
+    ];
+    expect(config).toEqual({
+      server: { host: "127.0.0.1", port: 8080, bodyLimitBytes: 8 * 1024 * 1024 },
+      database: `sqlite:${join(folder.path, "data", "tollgate.db")}`,
+      redis: "redis://127.0.0.1:6379",
+      adminKey: "admin-secret",
+      metricsKey: undefined,
+      logPrompts: false,
+      models: expected,
+      source: file,
+    });
+  });
+});
+
+describe("loadConfig: which file", () => {
+  it("uses the built-in defaults and catalogue when there is no file", async () => {
+    const config = await load();
+    expect(config).toEqual({
+      server: { host: "127.0.0.1", port: 8080, bodyLimitBytes: 8_388_608 },
+      database: `sqlite:${join(folder.path, "data", "tollgate.db")}`,
+      redis: undefined,
+      adminKey: undefined,
+      metricsKey: undefined,
+      logPrompts: false,
+      models: createDefaultCatalog(),
+      source: undefined,
+    });
+  });
+
+  it("reads ./tollgate.yaml in the working folder when present", async () => {
+    const file = await folder.write("tollgate.yaml", `server: { port: 9000 }\nmodels:\n${LOCAL_MODEL}`);
+    const config = await load();
+    expect(config.source).toBe(file);
+    expect(config.server.port).toBe(9000);
+  });
+
+  it("prefers TOLLGATE_CONFIG to ./tollgate.yaml, and --config to both", async () => {
+    await folder.write("tollgate.yaml", "server: { port: 1 }\nmodels: []\n");
+    const fromEnvironment = await folder.write("other/env.yaml", "server: { port: 2 }\nmodels: []\n");
+    const fromOption = await folder.write("other/option.yaml", "server: { port: 3 }\nmodels: []\n");
+    expect((await load({ env: { TOLLGATE_CONFIG: "other/env.yaml" } })).source).toBe(fromEnvironment);
+    const config = await load({ file: "other/option.yaml", env: { TOLLGATE_CONFIG: "other/env.yaml" } });
+    expect(config.source).toBe(fromOption);
+    expect(config.server.port).toBe(3);
+  });
+
+  it("fails when the file named by --config or TOLLGATE_CONFIG does not exist", async () => {
+    expect(await problemsOf({ file: "nope.yaml" })).toEqual([
+      ": does not exist (named by --config); check the path, or leave it out to use ./tollgate.yaml or the built-in catalogue",
+    ]);
+    const [problem] = await problemsOf({ env: { TOLLGATE_CONFIG: "missing.yaml" } });
+    expect(problem).toContain("named by TOLLGATE_CONFIG");
+  });
+
+  it("fails when the named file is a folder", async () => {
+    await folder.write("configs/readme.txt", "");
+    expect((await problemsOf({ file: "configs" }))[0]).toContain("is a folder");
+  });
+
+  it("uses the built-in catalogue when the file has no models key, and none for an empty list", async () => {
+    await folder.write("tollgate.yaml", "server: { port: 9000 }\n");
+    expect((await load()).models).toEqual(createDefaultCatalog());
+    await folder.write("tollgate.yaml", "models: []\n");
+    expect((await load()).models).toEqual([]);
+  });
+
+  it("treats an empty file as all defaults", async () => {
+    await folder.write("tollgate.yaml", "# nothing yet\n");
+    const config = await load();
+    expect(config.server).toEqual({ host: "127.0.0.1", port: 8080, bodyLimitBytes: 8_388_608 });
+    expect(config.models.map((model) => model.id)).toEqual([DEFAULT_MODEL_ID]);
+  });
+});
+
+describe("loadConfig: environment overrides", () => {
+  const file = `server: { host: 0.0.0.0, port: 8081 }
+database: sqlite:./file.db
+redis: redis://file:6379
+admin_key: from-file
+models: []
+`;
+
+  it("replaces host, port, database, redis and admin key", async () => {
+    await folder.write("config/tollgate.yaml", file);
+    const config = await load({
+      file: "config/tollgate.yaml",
+      env: {
+        HOST: "::1",
+        PORT: "9999",
+        TOLLGATE_DATABASE_URL: "sqlite:./env.db",
+        TOLLGATE_REDIS_URL: "rediss://env:6380",
+        TOLLGATE_ADMIN_KEY: "from-env",
+      },
+    });
+    expect(config.server).toEqual({ host: "::1", port: 9999, bodyLimitBytes: 8_388_608 });
+    // A relative path from the environment is relative to the working folder, not the file's.
+    expect(config.database).toBe(`sqlite:${join(folder.path, "env.db")}`);
+    expect(config.redis).toBe("rediss://env:6380");
+    expect(config.adminKey).toBe("from-env");
+  });
+
+  it("keeps the file's values when the variables are empty", async () => {
+    await folder.write("config/tollgate.yaml", file);
+    const config = await load({
+      file: "config/tollgate.yaml",
+      env: { HOST: "", PORT: "", TOLLGATE_ADMIN_KEY: "" },
+    });
+    expect(config.server.host).toBe("0.0.0.0");
+    expect(config.server.port).toBe(8081);
+    expect(config.adminKey).toBe("from-file");
+    expect(config.database).toBe(`sqlite:${join(folder.path, "config", "file.db")}`);
+  });
+
+  it("applies to the built-in configuration too", async () => {
+    const config = await load({
+      env: { PORT: "0", TOLLGATE_DATABASE_URL: "postgres://user:pw@db/tollgate" },
+    });
+    expect(config.server.port).toBe(0);
+    expect(config.database).toBe("postgres://user:pw@db/tollgate");
+  });
+
+  it("does not validate a file value that the environment replaces", async () => {
+    await folder.write("tollgate.yaml", "database: mysql://nope\nserver: { port: huge }\nmodels: []\n");
+    const config = await load({ env: { TOLLGATE_DATABASE_URL: "sqlite::memory:", PORT: "1234" } });
+    expect(config.database).toBe("sqlite::memory:");
+    expect(config.server.port).toBe(1234);
+  });
+
+  it("reports bad values by variable name, without repeating secrets", async () => {
+    const problems = await problemsOf({
+      env: { PORT: "80a", TOLLGATE_DATABASE_URL: "mysql://root:hunter2@db", TOLLGATE_REDIS_URL: "http://x" },
+    });
+    expect(problems).toEqual([
+      'PORT (environment): must be an integer from 0 to 65535 (got "80a")',
+      'TOLLGATE_DATABASE_URL (environment): must start with "sqlite:" or "postgres://"; write "sqlite:PATH" (such as "sqlite:./data/tollgate.db") or "postgres://user:password@host/db"',
+      'TOLLGATE_REDIS_URL (environment): is not a Redis URL; write a URL such as "redis://127.0.0.1:6379" (or rediss:// for TLS)',
+    ]);
+    expect(problems.join("\n")).not.toContain("hunter2");
+  });
+});
+
+describe("loadConfig: ${VAR}", () => {
+  const upstream = (apiKey: string, baseUrl = "https://api.example.com/v1") => `models:
+  - id: remote
+    pricing: { input_per_million: "1", output_per_million: "2" }
+    engine:
+      type: openai
+      endpoints: [ { base_url: "${baseUrl}", api_key: "${apiKey}" } ]
+`;
+
+  it("reads variables from the environment, anywhere in a string", async () => {
+    await folder.write("tollgate.yaml", upstream("${KEY_PREFIX}-${KEY}", "https://${UPSTREAM_HOST}/v1/"));
+    const config = await load({ env: { KEY_PREFIX: "sk", KEY: "secret", UPSTREAM_HOST: "up.example" } });
+    expect(config.models[0]?.engine).toEqual({
+      type: "openai",
+      endpoints: [{ baseUrl: "https://up.example/v1", apiKey: "sk-secret" }],
+      model: "remote",
+      fallbacks: [],
+    });
+  });
+
+  it("names the variable and the field when a variable is not set", async () => {
+    expect(await problemsOfFile(upstream("${UPSTREAM_KEY}"))).toEqual([
+      "models[0].engine.endpoints[0].api_key: environment variable UPSTREAM_KEY is not set; set it, or write the value in the file",
+    ]);
+  });
+
+  it("lets admin_key and metrics_key resolve to nothing, meaning unset", async () => {
+    await folder.write(
+      "tollgate.yaml",
+      "admin_key: ${TOLLGATE_ADMIN_KEY}\nmetrics_key: ${METRICS_KEY}\nmodels: []\n",
+    );
+    const config = await load();
+    expect(config.adminKey).toBeUndefined();
+    expect(config.metricsKey).toBeUndefined();
+    const withKeys = await load({ env: { TOLLGATE_ADMIN_KEY: "a", METRICS_KEY: "m" } });
+    expect(withKeys.adminKey).toBe("a");
+    expect(withKeys.metricsKey).toBe("m");
+  });
+
+  it("writes $${ as a literal ${ and treats a variable set to empty as empty", async () => {
+    await folder.write("tollgate.yaml", upstream("$${NOT_A_VARIABLE}${EMPTY}"));
+    const config = await load({ env: { EMPTY: "" } });
+    const engine = config.models[0]?.engine;
+    expect(engine?.type === "openai" && engine.endpoints[0]?.apiKey).toBe("${NOT_A_VARIABLE}");
+  });
+
+  it("substitutes numbers given as strings, such as ports", async () => {
+    await folder.write("tollgate.yaml", 'server: { port: "${APP_PORT}" }\nmodels: []\n');
+    expect((await load({ env: { APP_PORT: "7000" } })).server.port).toBe(7000);
+  });
+
+  it("reports malformed references", async () => {
+    expect(await problemsOfFile(upstream("${BROKEN"))).toEqual([
+      'models[0].engine.endpoints[0].api_key: has "${" without a closing "}"; write ${NAME} to read an environment variable, or $${ for a literal "${"',
+    ]);
+    expect(await problemsOfFile(upstream("${1BAD}"))).toEqual([
+      'models[0].engine.endpoints[0].api_key: "${1BAD}" is not an environment variable reference; names are letters, digits and _, such as ${UPSTREAM_KEY}',
+    ]);
+  });
+});
+
+describe("loadConfig: server, database and flags", () => {
+  it.each([
+    ["8mb", 8 * 1024 * 1024],
+    ["512kb", 512 * 1024],
+    ["1GB", 1024 ** 3],
+    ["100b", 100],
+    ["1048576", 1_048_576],
+    [2048, 2048],
+  ])("reads body_limit %j as %d bytes", async (bodyLimit, bytes) => {
+    await folder.write("tollgate.yaml", `server: { body_limit: ${JSON.stringify(bodyLimit)} }\nmodels: []\n`);
+    expect((await load()).server.bodyLimitBytes).toBe(bytes);
+  });
+
+  it("resolves a relative SQLite path against the config file's folder", async () => {
+    const file = await folder.write(
+      "etc/tollgate/tollgate.yaml",
+      "database: sqlite:store/t.db\nmodels: []\n",
+    );
+    const config = await load({ file, cwd: join(folder.path, "elsewhere") });
+    expect(config.database).toBe(`sqlite:${join(folder.path, "etc", "tollgate", "store", "t.db")}`);
+  });
+
+  it("keeps absolute SQLite paths, :memory: and PostgreSQL URLs as written", async () => {
+    for (const database of [
+      "sqlite:/var/lib/tollgate.db",
+      "sqlite::memory:",
+      "postgres://u@h/db",
+      "postgresql://h/db",
+    ]) {
+      await folder.write("tollgate.yaml", `database: "${database}"\nmodels: []\n`);
+      expect((await load()).database).toBe(database);
+    }
+  });
+
+  it("reads log_prompts and metrics_key", async () => {
+    await folder.write("tollgate.yaml", "log_prompts: true\nmetrics_key: scrape-me\nmodels: []\n");
+    const config = await load();
+    expect(config.logPrompts).toBe(true);
+    expect(config.metricsKey).toBe("scrape-me");
+  });
+});
+
+describe("loadConfig: models", () => {
+  it("resolves relative llama model paths against the config file's folder", async () => {
+    const file = await folder.write(
+      "deploy/tollgate.yaml",
+      `models:
+${LOCAL_MODEL}  - id: absolute
+    pricing: { input_per_million: "0", output_per_million: "0" }
+    engine: { type: llama, model: /srv/models/a.gguf }
+  - id: remote-file
+    pricing: { input_per_million: "0", output_per_million: "0" }
+    engine: { type: llama, model: "https://example.com/m.gguf" }
+  - id: hub
+    pricing: { input_per_million: "0", output_per_million: "0" }
+    engine: { type: llama, model: "hf:ORG/REPO:Q8_0" }
+`,
+    );
+    const config = await load({ file, cwd: join(folder.path, "somewhere-else") });
+    const paths = config.models.map((model) =>
+      model.engine?.type === "llama" ? model.engine.model : undefined,
+    );
+    expect(paths).toEqual([
+      join(folder.path, "deploy", "models", "local.gguf"),
+      "/srv/models/a.gguf",
+      "https://example.com/m.gguf",
+      "hf:ORG/REPO:Q8_0",
+    ]);
+  });
+
+  it("applies the llama engine defaults and reads its settings", async () => {
+    await folder.write(
+      "tollgate.yaml",
+      `models:
+${LOCAL_MODEL}  - id: tuned
+    owned_by: me
+    created: 1234
+    pricing: { input_per_million: "0", output_per_million: "0" }
+    engine: { type: llama, model: a.gguf, parallel: 64, max_queue: 0, threads: 3, gpu: false }
+`,
+    );
+    const [local, tuned] = (await load()).models;
+    expect(local?.engine).toEqual({
+      type: "llama",
+      model: join(folder.path, "models", "local.gguf"),
+      parallel: 4,
+      maxQueue: 64,
+      threads: undefined,
+      gpu: "auto",
+    });
+    expect(local?.kind).toBe("chat");
+    expect(local?.ownedBy).toBe("tollgate");
+    expect(tuned).toMatchObject({ ownedBy: "me", created: 1234 });
+    expect(tuned?.engine).toEqual({
+      type: "llama",
+      model: join(folder.path, "a.gguf"),
+      parallel: 64,
+      maxQueue: 0,
+      threads: 3,
+      gpu: false,
+    });
+  });
+
+  it("shares settings through YAML anchors under an ignored x- key", async () => {
+    await folder.write(
+      "tollgate.yaml",
+      `x-local: &local { type: llama, parallel: 2, gpu: false }
+x-prices: &prices { input_per_million: "0.5", output_per_million: "1" }
+models:
+  - { id: a, pricing: *prices, engine: { <<: *local, model: a.gguf } }
+  - { id: b, pricing: *prices, engine: { <<: *local, model: b.gguf, parallel: 8 } }
+`,
+    );
+    const engines = (await load()).models.map((model) => model.engine);
+    expect(engines).toEqual([
+      {
+        type: "llama",
+        model: join(folder.path, "a.gguf"),
+        parallel: 2,
+        maxQueue: 64,
+        threads: undefined,
+        gpu: false,
+      },
+      {
+        type: "llama",
+        model: join(folder.path, "b.gguf"),
+        parallel: 8,
+        maxQueue: 64,
+        threads: undefined,
+        gpu: false,
+      },
+    ]);
+  });
+
+  it("accepts ids with / and :", async () => {
+    await folder.write(
+      "tollgate.yaml",
+      `models:
+  - id: "org/model:q4"
+    kind: image
+    pricing: { per_million: "1.5" }
+`,
+    );
+    expect((await load()).models[0]).toMatchObject({
+      id: "org/model:q4",
+      kind: "image",
+      pricing: { kind: "flat", perMillion: "1.5" },
+    });
+  });
+
+  it("rejects a fallback that names no model of the catalogue", async () => {
+    const problems = await problemsOfFile(`models:
+${LOCAL_MODEL}  - id: remote
+    pricing: { input_per_million: "1", output_per_million: "2" }
+    engine:
+      type: openai
+      endpoints: [ { base_url: "https://api.example.com/v1" } ]
+      fallbacks: [ locall, missing-model ]
+`);
+    expect(problems).toEqual([
+      'models[1].engine.fallbacks[0]: "locall" is not a model in this catalogue; did you mean "local"?',
+      'models[1].engine.fallbacks[1]: "missing-model" is not a model in this catalogue; name one of: local, remote',
+    ]);
+  });
+
+  it("rejects a fallback to itself or to a model that is not a chat model", async () => {
+    const problems = await problemsOfFile(`models:
+  - id: remote
+    pricing: { input_per_million: "1", output_per_million: "2" }
+    engine:
+      type: openai
+      endpoints: [ { base_url: "https://api.example.com/v1" } ]
+      fallbacks: [ remote, embed ]
+  - id: embed
+    kind: embedding
+    pricing: { per_million: "0.02" }
+`);
+    expect(problems).toEqual([
+      "models[0].engine.fallbacks[0]: a model cannot fall back to itself; name another model",
+      'models[0].engine.fallbacks[1]: "embed" is an embedding model; fallbacks must be chat models',
+    ]);
+  });
+
+  it("rejects duplicate ids", async () => {
+    const problems = await problemsOfFile(`models:
+${LOCAL_MODEL}${LOCAL_MODEL}`);
+    expect(problems).toEqual(['models[1].id: "local" is already the id of models[0]; ids must be unique']);
+  });
+
+  it("requires an engine for chat models and refuses one for other kinds", async () => {
+    const problems = await problemsOfFile(`models:
+  - id: chatty
+    pricing: { input_per_million: "1", output_per_million: "2" }
+  - id: pictures
+    kind: image
+    pricing: { per_million: "1" }
+    engine: { type: llama, model: x.gguf }
+`);
+    expect(problems).toEqual([
+      'models[0].engine: missing; chat models need an engine, such as { type: llama, model: "hf:ORG/REPO:Q4_K_M" } or { type: openai, endpoints: [ { base_url: "https://..." } ], model: NAME }',
+      "models[1].engine: image models are not served by an engine yet; remove engine",
+    ]);
+  });
+
+  it("keeps prices exactly as written, each a valid amount", async () => {
+    await folder.write(
+      "tollgate.yaml",
+      `models:
+  - id: precise
+    pricing: { input_per_million: "0.000000001", output_per_million: "12.500" }
+    engine: { type: llama, model: m.gguf }
+`,
+    );
+    const pricing = (await load()).models[0]?.pricing;
+    expect(pricing).toEqual({ kind: "chat", inputPerMillion: "0.000000001", outputPerMillion: "12.500" });
+    expect(pricing?.kind === "chat" && parseAmount(pricing.outputPerMillion)).toBe(12_500_000_000n);
+  });
+});
+
+describe("loadConfig: broken files", () => {
+  it("lists every problem of a file at once, in file order, with field paths and fixes", async () => {
+    const problems = await problemsOfFile(`server: { host: 127.0.0.1, prot: 8080, body_limit: 8 megs }
+database: mysql://x
+log_prompts: yes
+models:
+  - id: a
+    pricing: { input_per_million: "0.15", output_per_million: "0.1.2" }
+    engine: { type: llama, model: ./m.gguf, parallel: 0, gpu: true }
+  - id: b
+    kind: embeding
+    pricing: { per_million: "1" }
+  - id: c
+    kind: embedding
+    pricing: { input_per_million: "1" }
+  - id: d
+    pricing: { input_per_million: 0.1, output_per_million: "-1" }
+    engine: { type: openai, endpoints: [], paralel: 3 }
+  - id: e
+    kind: image
+    pricing: { per_million: "0.0000000001" }
+  - id: f
+    pricing: { input_per_million: "1e3", output_per_million: "1" }
+    engine: { type: llama, modle: m.gguf, max_queue: 10001, threads: 0 }
+`);
+    expect(problems).toEqual([
+      'server.prot: unknown key; did you mean "port"?',
+      'server.body_limit: must be a size such as 8mb, 512kb or a number of bytes (got "8 megs")',
+      'database: must start with "sqlite:" or "postgres://"; write "sqlite:PATH" (such as "sqlite:./data/tollgate.db") or "postgres://user:password@host/db"',
+      'log_prompts: must be true or false (got "yes")',
+      'models[0].pricing.output_per_million: "0.1.2" is not a decimal amount; write a price such as "0.15"',
+      "models[0].engine.parallel: must be an integer from 1 to 64 (got 0)",
+      'models[0].engine.gpu: must be "auto" (use a GPU when one is found) or false (CPU only) (got true)',
+      'models[1].kind: must be one of chat, image, embedding (got "embeding"); did you mean "embedding"?',
+      "models[2].pricing.input_per_million: embedding models have one price; write per_million instead",
+      'models[2].pricing.per_million: missing; write a price per million tokens as a quoted decimal, such as "0.02"',
+      'models[3].pricing.input_per_million: write the price as a quoted decimal string, such as "0.10" (got the number 0.1; YAML numbers are floating point and lose precision)',
+      'models[3].pricing.output_per_million: "-1" is negative; prices are zero or more',
+      "models[3].engine.paralel: unknown key; remove it (allowed here: type, endpoints, model, fallbacks)",
+      'models[3].engine.endpoints: is empty; list at least one upstream server, such as [ { base_url: "https://api.example.com/v1", api_key: "${UPSTREAM_KEY}" } ]',
+      'models[4].pricing.per_million: "0.0000000001" has more than 9 decimal places; the smallest price is "0.000000001"',
+      'models[5].pricing.input_per_million: "1e3" uses an exponent; write the price out in full, such as "0.0000001" or "1000"',
+      'models[5].engine.modle: unknown key; did you mean "model"?',
+      'models[5].engine.model: missing; write a GGUF file path or a URI such as "hf:ORG/REPO:Q4_K_M"',
+      "models[5].engine.max_queue: must be an integer from 0 to 10000 (got 10001)",
+      "models[5].engine.threads: must be an integer from 1 to 1024 (got 0)",
+    ]);
+  });
+
+  it("gives each problem the line of its field and lists them all in the message", async () => {
+    const file = await folder.write(
+      "tollgate.yaml",
+      `models:
+  - id: x
+    pricing:
+      input_per_million: "0.1.2"
+      output_per_million: "1"
+    engine: { type: llama, model: m.gguf, parallel: 0 }
+`,
+    );
+    const error = await load().catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(ConfigError);
+    const configError = error as ConfigError;
+    expect(configError.source).toBe(file);
+    expect(configError.problems.map((problem) => problem.line)).toEqual([4, 6]);
+    expect(configError.message).toBe(
+      `${file} is not a valid Tollgate configuration (2 problems):
+  - models[0].pricing.input_per_million: "0.1.2" is not a decimal amount; write a price such as "0.15" (line 4)
+  - models[0].engine.parallel: must be an integer from 1 to 64 (got 0) (line 6)`,
+    );
+  });
+
+  it("reports a YAML syntax error with its line and column", async () => {
+    const file = await folder.write("tollgate.yaml", "server:\n  port: 8080\nmodels: [ { id: a\n");
+    const error = (await load({ file }).catch((caught: unknown) => caught)) as ConfigError;
+    expect(error).toBeInstanceOf(ConfigError);
+    const [problem] = error.problems;
+    expect(problem?.line).toBe(4);
+    expect(problem?.column).toBe(1);
+    expect(formatConfigProblem(problem!)).toMatch(/^line 4, column 1: YAML syntax error: /);
+    expect(error.message).toContain("line 4, column 1");
+  });
+
+  it("reports a duplicate key as a YAML error at its line", async () => {
+    const problems = await load({
+      file: await folder.write("tollgate.yaml", "models: []\nredis: redis://a\nredis: redis://b\n"),
+    }).catch((caught: ConfigError) => caught.problems);
+    expect(Array.isArray(problems) && problems[0]).toMatchObject({ line: 3, column: 1 });
+    expect(Array.isArray(problems) && problems[0]?.message).toContain("Map keys must be unique");
+  });
+
+  it("rejects a file that is not a mapping", async () => {
+    expect(await problemsOfFile("- a\n- b\n")).toEqual([
+      ": the file must be a YAML mapping with keys such as server, database and models (got a list)",
+    ]);
+  });
+
+  it("suggests the right place for misplaced and misspelled top-level keys", async () => {
+    expect(await problemsOfFile("port: 80\nmodel: []\nadminKey: x\n")).toEqual([
+      "port: belongs under server; write server: { port: ... }",
+      'model: unknown key; did you mean "models"?',
+      'adminKey: unknown key; did you mean "admin_key"?',
+    ]);
+  });
+
+  it("rejects unknown engine types and keys of the other engine type", async () => {
+    expect(
+      await problemsOfFile(`models:
+  - id: a
+    pricing: { input_per_million: "1", output_per_million: "1" }
+    engine: { type: vllm, model: x }
+  - id: b
+    pricing: { input_per_million: "1", output_per_million: "1" }
+    engine: { type: llama, model: x.gguf, fallbacks: [ a ] }
+  - id: c
+    pricing: { input_per_million: "1", output_per_million: "1" }
+    engine: { type: openai, endpoints: [ { base_url: "ftp://x", apikey: k } ], threads: 2 }
+`),
+    ).toEqual([
+      'models[0].engine.type: must be one of llama, openai (got "vllm")',
+      "models[1].engine.fallbacks: belongs to type: openai engines; a llama engine has no fallbacks",
+      "models[2].engine.threads: belongs to type: llama engines",
+      'models[2].engine.endpoints[0].apikey: unknown key; did you mean "api_key"?',
+      'models[2].engine.endpoints[0].base_url: is not an http(s) URL; write the server\'s API root, such as "https://api.example.com/v1"',
+    ]);
+  });
+
+  it("rejects bad model sources, ids and numbers", async () => {
+    expect(
+      await problemsOfFile(`models:
+  - id: 42
+    pricing: { input_per_million: "1", output_per_million: "1" }
+    engine: { type: llama, model: "s3://bucket/m.gguf" }
+  - pricing: { input_per_million: "1", output_per_million: "1" }
+    context_length: 0
+    engine: { type: llama, model: "hf:just-a-name" }
+`),
+    ).toEqual([
+      'models[0].id: must be a string; quote it: "42"',
+      'models[0].engine.model: "s3:" is not a supported model source; write a file path, "hf:ORG/REPO:QUANT" or an https:// URL',
+      'models[1].id: missing; give each model a unique id, such as "qwen2.5-0.5b-instruct"',
+      "models[1].context_length: must be a positive integer (got 0)",
+      'models[1].engine.model: "hf:just-a-name" is not a Hugging Face model URI; write hf:ORG/REPO:QUANT, such as "hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF:Q4_K_M"',
+    ]);
+  });
+
+  it("never repeats secrets in messages", async () => {
+    const problems = await problemsOfFile(`admin_key: 12345
+database: "postgres://user:hunter2@[bad"
+models: []
+`);
+    expect(problems).toEqual([
+      'admin_key: must be a string such as "${TOLLGATE_ADMIN_KEY}" (got 12345)',
+      'database: is not a valid PostgreSQL URL; write "sqlite:PATH" (such as "sqlite:./data/tollgate.db") or "postgres://user:password@host/db"',
+    ]);
+  });
+});
+
+describe("the built-in catalogue", () => {
+  it("has one small local chat model with valid prices", () => {
+    const [model, ...others] = createDefaultCatalog();
+    expect(others).toEqual([]);
+    expect(model).toEqual({
+      id: "qwen2.5-0.5b-instruct",
+      kind: "chat",
+      ownedBy: "tollgate",
+      pricing: { kind: "chat", inputPerMillion: "0.10", outputPerMillion: "0.40" },
+      contextLength: 8192,
+      created: DEFAULT_CATALOG_CREATED,
+      engine: {
+        type: "llama",
+        model: "hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF:Q4_K_M",
+        parallel: 4,
+        maxQueue: 64,
+        threads: undefined,
+        gpu: "auto",
+      },
+    });
+    expect(parseAmount("0.10")).toBe(100_000_000n);
+  });
+
+  it("is a fresh copy each time", () => {
+    const first = createDefaultCatalog();
+    first[0]!.id = "changed";
+    expect(createDefaultCatalog()[0]?.id).toBe(DEFAULT_MODEL_ID);
+  });
+});

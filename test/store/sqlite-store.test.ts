@@ -1,0 +1,200 @@
+import { existsSync } from "node:fs";
+import path from "node:path";
+import { describe, expect, it } from "vitest";
+import { openStore } from "../../src/store/open-store.ts";
+import { openNodeSqliteDatabase } from "../../src/store/sqlite/node-sqlite-database.ts";
+import { describeStoreConformance } from "./store-conformance.ts";
+import { makeTemporaryDirectory, newDatabaseUrl } from "./temporary-directory.ts";
+
+const directory = makeTemporaryDirectory();
+
+describeStoreConformance("SQLite", () => openStore(newDatabaseUrl(directory)));
+
+describeStoreConformance("SQLite in memory", () => openStore("sqlite::memory:"));
+
+describe("openStore with sqlite:", () => {
+  it("creates the file and its missing parent folders, migrated", async () => {
+    const file = path.join(directory, "nested", "deeper", "tollgate.db");
+    const store = await openStore(`sqlite:${file}`);
+    try {
+      expect(existsSync(file)).toBe(true);
+      expect(await store.listAccounts()).toEqual([]);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("accepts sqlite:///absolute/path", async () => {
+    const file = path.join(directory, "triple-slash.db");
+    const store = await openStore(`sqlite://${file}`);
+    await store.close();
+    expect(existsSync(file)).toBe(true);
+  });
+
+  it("keeps the data across reopening and runs each migration once", async () => {
+    const url = newDatabaseUrl(directory);
+    const first = await openStore(url);
+    await first.insertAccount({
+      id: "00000000-0000-4000-8000-000000000001",
+      name: "acme",
+      balanceNano: 5n,
+      createdAt: new Date("2025-01-01T00:00:00.000Z"),
+    });
+    await first.close();
+
+    const second = await openStore(url);
+    try {
+      expect((await second.getAccountByName("acme"))?.balanceNano).toBe(5n);
+    } finally {
+      await second.close();
+    }
+    const database = openNodeSqliteDatabase(url.slice("sqlite:".length));
+    try {
+      expect(database.prepare("select name from kysely_migration").all([])).toEqual([
+        expect.objectContaining({ name: "001_accounts_and_keys" }),
+      ]);
+    } finally {
+      database.close();
+    }
+  });
+
+  it("lets two stores on one file (the CLI and a server) see each other's writes", async () => {
+    const url = newDatabaseUrl(directory);
+    const server = await openStore(url);
+    const cli = await openStore(url);
+    try {
+      await cli.insertAccount({
+        id: "00000000-0000-4000-8000-000000000002",
+        name: "made-by-cli",
+        balanceNano: 0n,
+        createdAt: new Date(),
+      });
+      expect(await server.getAccountByName("made-by-cli")).toBeDefined();
+    } finally {
+      await cli.close();
+      await server.close();
+    }
+  });
+
+  it("refuses an empty path", async () => {
+    await expect(openStore("sqlite:")).rejects.toThrow(/names no file/);
+  });
+});
+
+describe("openStore with other URLs", () => {
+  it("says PostgreSQL is not supported yet", async () => {
+    await expect(openStore("postgres://tollgate@localhost/tollgate")).rejects.toThrow(/not supported yet/);
+    await expect(openStore("postgresql://tollgate@localhost/tollgate")).rejects.toThrow(/not supported yet/);
+  });
+
+  it("refuses an unknown scheme without echoing the rest of the URL", async () => {
+    await expect(openStore("mysql://root:hunter2@localhost/db")).rejects.toThrow(/sqlite:PATH/);
+    await expect(openStore("mysql://root:hunter2@localhost/db")).rejects.not.toThrow(/hunter2/);
+  });
+});
+
+describe("the node:sqlite adapter", () => {
+  function openMemory() {
+    const database = openNodeSqliteDatabase(":memory:");
+    database.prepare("create table items (id integer primary key, amount bigint, label text)").run([]);
+    return database;
+  }
+
+  it("turns on WAL for files, foreign keys and a busy timeout", () => {
+    const database = openNodeSqliteDatabase(path.join(directory, "pragmas.db"));
+    try {
+      expect(database.prepare("pragma journal_mode").all([])).toEqual([{ journal_mode: "wal" }]);
+      expect(database.prepare("pragma foreign_keys").all([])).toEqual([{ foreign_keys: 1n }]);
+      expect(database.prepare("pragma busy_timeout").all([])).toEqual([{ timeout: 5000n }]);
+    } finally {
+      database.close();
+    }
+  });
+
+  it("marks statements that return rows as readers", () => {
+    const database = openMemory();
+    try {
+      expect(database.prepare("select * from items").reader).toBe(true);
+      expect(database.prepare("insert into items (amount) values (?) returning id").reader).toBe(true);
+      expect(database.prepare("insert into items (amount) values (?)").reader).toBe(false);
+      expect(database.prepare("update items set amount = 1").reader).toBe(false);
+    } finally {
+      database.close();
+    }
+  });
+
+  it("runs writes with changes and the last row id, and reads integers as bigint", () => {
+    const database = openMemory();
+    try {
+      const result = database
+        .prepare("insert into items (amount, label) values (?, ?)")
+        .run([2n ** 62n, "a"]);
+      expect(result).toEqual({ changes: 1n, lastInsertRowid: 1n });
+      expect(database.prepare("select amount, label from items").all([])).toEqual([
+        { amount: 4_611_686_018_427_387_904n, label: "a" },
+      ]);
+    } finally {
+      database.close();
+    }
+  });
+
+  it("iterates rows", () => {
+    const database = openMemory();
+    try {
+      const insert = database.prepare("insert into items (amount) values (?)");
+      for (const amount of [1, 2, 3]) insert.run([amount]);
+      const amounts = [...database.prepare("select amount from items order by id").iterate([])];
+      expect(amounts).toEqual([{ amount: 1n }, { amount: 2n }, { amount: 3n }]);
+    } finally {
+      database.close();
+    }
+  });
+
+  it("starts transactions with the write lock, so another process waits instead of failing later", () => {
+    const file = path.join(directory, "immediate.db");
+    const first = openNodeSqliteDatabase(file);
+    const second = openNodeSqliteDatabase(file, { busyTimeoutMilliseconds: 10 });
+    try {
+      first.prepare("create table items (id integer primary key)").run([]);
+      first.prepare("begin").run([]);
+      expect(() => second.prepare("insert into items (id) values (1)").run([])).toThrow(/locked/);
+      first.prepare("rollback").run([]);
+      second.prepare("insert into items (id) values (1)").run([]);
+    } finally {
+      first.close();
+      second.close();
+    }
+  });
+
+  it("reuses the prepared statement of the same SQL text", () => {
+    const database = openMemory();
+    try {
+      expect(database.prepare("select 1")).toBe(database.prepare("select 1"));
+    } finally {
+      database.close();
+    }
+  });
+
+  it("drops the oldest statement beyond the cache size", () => {
+    const database = openNodeSqliteDatabase(":memory:", { statementCacheSize: 2 });
+    try {
+      const first = database.prepare("select 1");
+      database.prepare("select 2");
+      database.prepare("select 3");
+      expect(database.prepare("select 1")).not.toBe(first);
+    } finally {
+      database.close();
+    }
+  });
+
+  it("refuses an undefined parameter without showing values", () => {
+    const database = openMemory();
+    try {
+      expect(() => database.prepare("insert into items (label) values (?)").run([undefined])).toThrow(
+        /parameter 1 is undefined/,
+      );
+    } finally {
+      database.close();
+    }
+  });
+});

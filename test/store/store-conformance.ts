@@ -1,0 +1,202 @@
+import { randomUUID } from "node:crypto";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { Account, ApiKeyRecord, Store } from "../../src/store/store.ts";
+
+/**
+ * The behaviour every {@link Store} backend must have. Each backend's test file calls this with
+ * a function that opens a fresh, empty, migrated store; the suite closes it after each test.
+ */
+export function describeStoreConformance(name: string, openFreshStore: () => Promise<Store>): void {
+  describe(`${name} store conformance`, () => {
+    let store: Store;
+
+    beforeEach(async () => {
+      store = await openFreshStore();
+    });
+
+    afterEach(async () => {
+      await store.close();
+    });
+
+    describe("accounts", () => {
+      it("reads back an inserted account by id and by name", async () => {
+        const account = makeAccount({ name: "acme", balanceNano: 12_500_000_000n });
+        expect(await store.insertAccount(account)).toBe("created");
+        expect(await store.getAccountById(account.id)).toEqual(account);
+        expect(await store.getAccountByName("acme")).toEqual(account);
+      });
+
+      it("answers undefined for an unknown id or name", async () => {
+        expect(await store.getAccountById(randomUUID())).toBeUndefined();
+        expect(await store.getAccountByName("nobody")).toBeUndefined();
+      });
+
+      it("refuses a second account with the same name and keeps the first", async () => {
+        const first = makeAccount({ name: "acme", balanceNano: 1n });
+        await store.insertAccount(first);
+        expect(await store.insertAccount(makeAccount({ name: "acme", balanceNano: 2n }))).toBe("name_taken");
+        expect(await store.listAccounts()).toEqual([first]);
+      });
+
+      it("keeps balances above 2^53 nano-units exact", async () => {
+        const balanceNano = 9_223_372_036_854_775_807n;
+        const account = makeAccount({ name: "rich", balanceNano });
+        await store.insertAccount(account);
+        const read = await store.getAccountById(account.id);
+        expect(read?.balanceNano).toBe(balanceNano);
+        expect(typeof read?.balanceNano).toBe("bigint");
+      });
+
+      it("lists accounts oldest first", async () => {
+        const later = makeAccount({ name: "later", createdAt: new Date("2025-02-01T00:00:00.000Z") });
+        const earlier = makeAccount({ name: "earlier", createdAt: new Date("2025-01-01T00:00:00.000Z") });
+        await store.insertAccount(later);
+        await store.insertAccount(earlier);
+        expect((await store.listAccounts()).map((account) => account.name)).toEqual(["earlier", "later"]);
+      });
+
+      it("lists accounts made in the same millisecond by name", async () => {
+        for (const name of ["charlie", "alpha", "bravo"]) await store.insertAccount(makeAccount({ name }));
+        expect((await store.listAccounts()).map((account) => account.name)).toEqual([
+          "alpha",
+          "bravo",
+          "charlie",
+        ]);
+      });
+
+      it("tells whether any account exists", async () => {
+        expect(await store.hasAccounts()).toBe(false);
+        await store.insertAccount(makeAccount({ name: "acme" }));
+        expect(await store.hasAccounts()).toBe(true);
+      });
+    });
+
+    describe("API keys", () => {
+      it("reads back every field of a user key by public id", async () => {
+        const account = makeAccount({ name: "acme" });
+        await store.insertAccount(account);
+        const key = makeKey({
+          accountId: account.id,
+          name: "ci",
+          allowedModels: ["qwen3-0.6b", "org/model:Q4_K_M"],
+          rpm: 60,
+          tpm: 100_000,
+          expiresAt: new Date("2030-01-01T12:34:56.789Z"),
+        });
+        await store.insertApiKey(key);
+        expect(await store.getApiKeyByPublicId(key.publicId)).toEqual(key);
+      });
+
+      it("reads back an admin key without account and without limits", async () => {
+        const key = makeKey({ role: "admin", accountId: undefined });
+        await store.insertApiKey(key);
+        const read = await store.getApiKeyByPublicId(key.publicId);
+        expect(read).toEqual(key);
+        expect(read?.accountId).toBeUndefined();
+        expect(read?.allowedModels).toBeUndefined();
+        expect(read?.rpm).toBeUndefined();
+      });
+
+      it("keeps an empty model list apart from every model", async () => {
+        const account = makeAccount({ name: "acme" });
+        await store.insertAccount(account);
+        const key = makeKey({ accountId: account.id, allowedModels: [] });
+        await store.insertApiKey(key);
+        expect((await store.getApiKeyByPublicId(key.publicId))?.allowedModels).toEqual([]);
+      });
+
+      it("answers undefined for an unknown public id", async () => {
+        expect(await store.getApiKeyByPublicId("zzzzzzzzzzzz")).toBeUndefined();
+      });
+
+      it("refuses a key whose account does not exist", async () => {
+        await expect(store.insertApiKey(makeKey({ accountId: randomUUID() }))).rejects.toThrow();
+      });
+
+      it("refuses a user key without an account", async () => {
+        await expect(store.insertApiKey(makeKey({ role: "user", accountId: undefined }))).rejects.toThrow();
+      });
+
+      it("refuses a second key with the same public id", async () => {
+        const account = makeAccount({ name: "acme" });
+        await store.insertAccount(account);
+        const key = makeKey({ accountId: account.id });
+        await store.insertApiKey(key);
+        await expect(store.insertApiKey({ ...key, id: randomUUID() })).rejects.toThrow();
+      });
+
+      it("lists keys oldest first, all of them or one account's", async () => {
+        const acme = makeAccount({ name: "acme" });
+        const other = makeAccount({ name: "other" });
+        await store.insertAccount(acme);
+        await store.insertAccount(other);
+        const second = makeKey({ accountId: acme.id, createdAt: new Date("2025-01-02T00:00:00.000Z") });
+        const first = makeKey({ accountId: acme.id, createdAt: new Date("2025-01-01T00:00:00.000Z") });
+        const others = makeKey({ accountId: other.id, createdAt: new Date("2025-01-03T00:00:00.000Z") });
+        for (const key of [second, first, others]) await store.insertApiKey(key);
+        expect(await store.listApiKeys()).toEqual([first, second, others]);
+        expect(await store.listApiKeys({ accountId: acme.id })).toEqual([first, second]);
+        expect(await store.listApiKeys({ accountId: randomUUID() })).toEqual([]);
+      });
+
+      it("revokes a key once and keeps the first revocation time", async () => {
+        const account = makeAccount({ name: "acme" });
+        await store.insertAccount(account);
+        const key = makeKey({ accountId: account.id });
+        await store.insertApiKey(key);
+        const firstTime = new Date("2025-03-01T00:00:00.000Z");
+        expect(await store.revokeApiKey(key.publicId, firstTime)).toBe("revoked");
+        expect(await store.revokeApiKey(key.publicId, new Date("2025-04-01T00:00:00.000Z"))).toBe(
+          "already_revoked",
+        );
+        expect((await store.getApiKeyByPublicId(key.publicId))?.revokedAt).toEqual(firstTime);
+      });
+
+      it("answers not_found when revoking an unknown key", async () => {
+        expect(await store.revokeApiKey("zzzzzzzzzzzz", new Date())).toBe("not_found");
+      });
+
+      it("tells whether an admin key exists, revoked ones included", async () => {
+        expect(await store.hasAdminKey()).toBe(false);
+        const account = makeAccount({ name: "acme" });
+        await store.insertAccount(account);
+        await store.insertApiKey(makeKey({ accountId: account.id }));
+        expect(await store.hasAdminKey()).toBe(false);
+        const admin = makeKey({ role: "admin", accountId: undefined });
+        await store.insertApiKey(admin);
+        await store.revokeApiKey(admin.publicId, new Date());
+        expect(await store.hasAdminKey()).toBe(true);
+      });
+    });
+  });
+}
+
+let counter = 0;
+
+function makeAccount(overrides: Partial<Account> & { name: string }): Account {
+  return {
+    id: randomUUID(),
+    balanceNano: 0n,
+    createdAt: new Date("2025-01-01T00:00:00.000Z"),
+    ...overrides,
+  };
+}
+
+function makeKey(overrides: Partial<ApiKeyRecord>): ApiKeyRecord {
+  counter += 1;
+  return {
+    id: randomUUID(),
+    publicId: `key${String(counter).padStart(9, "0")}`,
+    accountId: undefined,
+    role: "user",
+    name: "",
+    secretHash: "a".repeat(64),
+    allowedModels: undefined,
+    rpm: undefined,
+    tpm: undefined,
+    expiresAt: undefined,
+    revokedAt: undefined,
+    createdAt: new Date("2025-01-01T00:00:00.000Z"),
+    ...overrides,
+  };
+}

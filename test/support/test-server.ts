@@ -1,0 +1,114 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createKey, type CreateKeyInput } from "../../src/admin/create-key.ts";
+import type { CatalogModel, Config } from "../../src/catalog/catalog.ts";
+import { type RunningServer, startServer } from "../../src/server.ts";
+import { openStore } from "../../src/store/open-store.ts";
+import type { Store } from "../../src/store/store.ts";
+import { getTestModelPath } from "./test-model.ts";
+
+/** The id of the tiny local chat model every test server offers. */
+export const TINY_MODEL = "tiny";
+/** An embedding model with "/" and ":" in its id, that nothing serves. */
+export const EMBEDDING_MODEL = "acme/embed:v1";
+
+export interface TestServer {
+  server: RunningServer;
+  /** `http://127.0.0.1:PORT/v1` */
+  baseUrl: string;
+  /** `http://127.0.0.1:PORT` */
+  origin: string;
+  starterKey: string;
+  starterAccountId: string;
+  adminKey: string;
+  /** A second connection to the server's SQLite file, for making keys. */
+  store: Store;
+  /** Makes a key on the starter account (or the given input). */
+  createKey(input?: Partial<CreateKeyInput>, now?: () => Date): Promise<string>;
+  close(): Promise<void>;
+}
+
+export interface TestServerOptions {
+  parallel?: number;
+  maxQueue?: number;
+  contextLength?: number;
+  bodyLimitBytes?: number;
+  extraModels?: CatalogModel[];
+}
+
+/** The catalogue entry of the tiny local model. */
+export function createTinyModelEntry(path: string, options: TestServerOptions = {}): CatalogModel {
+  return {
+    id: TINY_MODEL,
+    kind: "chat",
+    ownedBy: "tollgate",
+    pricing: { kind: "chat", inputPerMillion: "0.10", outputPerMillion: "0.40" },
+    contextLength: options.contextLength ?? 1024,
+    created: 1_700_000_000,
+    engine: {
+      type: "llama",
+      model: path,
+      parallel: options.parallel ?? 2,
+      maxQueue: options.maxQueue ?? 8,
+      threads: 1,
+      gpu: false,
+    },
+  };
+}
+
+/** Starts a real Tollgate server on 127.0.0.1 with a fresh SQLite file and the tiny model. */
+export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
+  const folder = mkdtempSync(join(tmpdir(), "tollgate-test-"));
+  const modelPath = await getTestModelPath();
+  const config: Config = {
+    server: { host: "127.0.0.1", port: 0, bodyLimitBytes: options.bodyLimitBytes ?? 1024 * 1024 },
+    database: `sqlite:${join(folder, "tollgate.db")}`,
+    redis: undefined,
+    adminKey: undefined,
+    metricsKey: undefined,
+    logPrompts: false,
+    source: undefined,
+    models: [
+      createTinyModelEntry(modelPath, options),
+      {
+        id: EMBEDDING_MODEL,
+        kind: "embedding",
+        ownedBy: "acme",
+        pricing: { kind: "flat", perMillion: "0.02" },
+        contextLength: undefined,
+        created: 1_700_000_001,
+        engine: undefined,
+      },
+      ...(options.extraModels ?? []),
+    ],
+  };
+  const server = await startServer({ config, logger: false });
+  const { starterKey, adminKey } = server.createdKeys;
+  if (starterKey === undefined || adminKey === undefined) throw new Error("first start made no keys");
+  const store = await openStore(config.database);
+  const starter = await store.getAccountByName("starter");
+  if (starter === undefined) throw new Error("no starter account");
+  return {
+    server,
+    baseUrl: server.baseUrl,
+    origin: server.baseUrl.replace(/\/v1$/, ""),
+    starterKey,
+    starterAccountId: starter.id,
+    adminKey,
+    store,
+    async createKey(input = {}, now) {
+      const created = await createKey(
+        store,
+        { role: "user", accountId: starter.id, ...input },
+        now === undefined ? {} : { now },
+      );
+      return created.key;
+    },
+    async close() {
+      await server.close();
+      await store.close();
+      rmSync(folder, { recursive: true, force: true });
+    },
+  };
+}
