@@ -46,7 +46,10 @@ function extractConfigOption(argv: string[]): { file: string | undefined; rest: 
 const out = { write: (line: string) => process.stdout.write(`${line}\n`) };
 
 async function serve(argv: string[], configFile: string | undefined): Promise<void> {
-  const { values } = parseArgs({ args: argv, options: { host: { type: "string" }, port: { type: "string" } } });
+  const { values } = parseArgs({
+    args: argv,
+    options: { host: { type: "string" }, port: { type: "string" } },
+  });
   const config = await loadConfig({ file: configFile });
   const port = values.port === undefined ? undefined : Number(values.port);
   if (port !== undefined && (!Number.isInteger(port) || port < 0 || port > 65535)) {
@@ -109,21 +112,29 @@ async function models(argv: string[], configFile: string | undefined): Promise<v
         options: { seed: { type: "string" }, size: { type: "string" } },
       });
       const file = positionals[0];
-      if (file === undefined || positionals.length > 1) throw new CliError("usage: tollgate models make-test FILE [--seed N] [--size tiny|small]");
+      if (file === undefined || positionals.length > 1)
+        throw new CliError("usage: tollgate models make-test FILE [--seed N] [--size tiny|small]");
       const seed = values.seed === undefined ? undefined : Number(values.seed);
-      if (seed !== undefined && !Number.isSafeInteger(seed)) throw new CliError(`--seed must be an integer (got ${values.seed})`);
+      if (seed !== undefined && !Number.isSafeInteger(seed))
+        throw new CliError(`--seed must be an integer (got ${values.seed})`);
       const size = values.size ?? "tiny";
-      if (size !== "tiny" && size !== "small") throw new CliError(`--size must be tiny or small (got ${size})`);
+      if (size !== "tiny" && size !== "small")
+        throw new CliError(`--size must be tiny or small (got ${size})`);
       const info = await writeTestModel({ path: file, size, ...(seed === undefined ? {} : { seed }) });
       out.write(`wrote ${info.path} (${info.parameters} parameters, ${info.bytes} bytes)`);
       return;
     }
     default:
-      throw new CliError(`unknown models command '${subcommand ?? ""}'; try 'models list' or 'models make-test FILE'`);
+      throw new CliError(
+        `unknown models command '${subcommand ?? ""}'; try 'models list' or 'models make-test FILE'`,
+      );
   }
 }
 
-async function withStore<T>(configFile: string | undefined, run: (store: Awaited<ReturnType<typeof openStore>>) => Promise<T>) {
+async function withStore<T>(
+  configFile: string | undefined,
+  run: (store: Awaited<ReturnType<typeof openStore>>) => Promise<T>,
+) {
   const config = await loadConfig({ file: configFile });
   const store = await openStore(config.database);
   try {

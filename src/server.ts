@@ -1,11 +1,11 @@
 import type { FastifyInstance } from "fastify";
 import { pino } from "pino";
+import { bootstrap } from "./admin/bootstrap.ts";
 import { buildApp } from "./api/build-app.ts";
+import { createAuthenticator } from "./auth/authenticator.ts";
 import type { Config } from "./catalog/catalog.ts";
 import { createEngine } from "./engine/create-engine.ts";
 import { ModelRegistry } from "./models/model-registry.ts";
-import { bootstrap } from "./admin/bootstrap.ts";
-import { createAuthenticator } from "./auth/authenticator.ts";
 import { openStore } from "./store/open-store.ts";
 
 /** A running Tollgate server. */
@@ -33,7 +33,9 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
   const store = await openStore(config.database);
   const createdKeys = await bootstrap(store, { configuredAdminKey: config.adminKey });
   const authenticator = createAuthenticator({ store, configuredAdminKey: config.adminKey });
-  const logger = pino(options.logger === false ? { enabled: false } : { level: options.logger?.level ?? "info" });
+  const logger = pino(
+    options.logger === false ? { enabled: false } : { level: options.logger?.level ?? "info" },
+  );
   const registry = new ModelRegistry(config.models, (model) => createEngine(model, logger));
   const app = buildApp({
     registry,

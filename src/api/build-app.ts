@@ -46,7 +46,9 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
     bodyLimit: dependencies.bodyLimitBytes ?? 8 * 1024 * 1024,
     genReqId: (request) => createRequestId(request.headers["x-request-id"]),
     requestIdHeader: false,
-    ajv: { customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: false, allErrors: false } },
+    ajv: {
+      customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: false, allErrors: false },
+    },
     routerOptions: { ignoreTrailingSlash: true },
   });
 
@@ -78,7 +80,10 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
   });
 
   app.setNotFoundHandler((request, reply) => {
-    const error = new AppError("not_found", `Unknown request URL: ${request.method} ${request.url.split("?")[0]}.`);
+    const error = new AppError(
+      "not_found",
+      `Unknown request URL: ${request.method} ${request.url.split("?")[0]}.`,
+    );
     void reply.code(error.status).send(toWireError(error));
   });
 

@@ -1,4 +1,10 @@
-import type { ChatMessage, ChatRequest, ResponseFormat, ToolChoice, ToolDefinition } from "../engine/engine.ts";
+import type {
+  ChatMessage,
+  ChatRequest,
+  ResponseFormat,
+  ToolChoice,
+  ToolDefinition,
+} from "../engine/engine.ts";
 import { AppError } from "../errors/app-error.ts";
 import type { ChatCompletionRequestBody, ChatMessageBody } from "./schemas/chat-completion-request.ts";
 
@@ -41,9 +47,13 @@ function convertMessage(message: ChatMessageBody, index: number): ChatMessage {
   const content = convertContent(message, index);
   const requireContent = (): string => {
     if (content === null) {
-      throw new AppError("missing_required_parameter", `Missing required parameter: 'messages[${index}].content'.`, {
-        param: `messages[${index}].content`,
-      });
+      throw new AppError(
+        "missing_required_parameter",
+        `Missing required parameter: 'messages[${index}].content'.`,
+        {
+          param: `messages[${index}].content`,
+        },
+      );
     }
     return content;
   };
@@ -60,7 +70,9 @@ function convertMessage(message: ChatMessageBody, index: number): ChatMessage {
         arguments: call.function.arguments,
       }));
       if (content === null && (toolCalls === undefined || toolCalls.length === 0)) requireContent();
-      return toolCalls && toolCalls.length > 0 ? { role: "assistant", content, toolCalls } : { role: "assistant", content };
+      return toolCalls && toolCalls.length > 0
+        ? { role: "assistant", content, toolCalls }
+        : { role: "assistant", content };
     }
     case "tool": {
       if (message.tool_call_id === undefined) {
@@ -84,9 +96,13 @@ function convertToolChoice(body: ChatCompletionRequestBody, tools: ToolDefinitio
   if (choice === undefined || choice === null) return { type: tools.length > 0 ? "auto" : "none" };
   if (typeof choice === "string") {
     if (choice !== "none" && tools.length === 0) {
-      throw new AppError("invalid_value", `Invalid value for 'tool_choice': '${choice}' needs a non-empty 'tools' list.`, {
-        param: "tool_choice",
-      });
+      throw new AppError(
+        "invalid_value",
+        `Invalid value for 'tool_choice': '${choice}' needs a non-empty 'tools' list.`,
+        {
+          param: "tool_choice",
+        },
+      );
     }
     return { type: choice };
   }
@@ -111,15 +127,21 @@ function convertResponseFormat(body: ChatCompletionRequestBody): ResponseFormat 
     case "json_schema": {
       const jsonSchema = format.json_schema;
       if (jsonSchema === undefined) {
-        throw new AppError("missing_required_parameter", "Missing required parameter: 'response_format.json_schema'.", {
-          param: "response_format.json_schema",
-        });
+        throw new AppError(
+          "missing_required_parameter",
+          "Missing required parameter: 'response_format.json_schema'.",
+          {
+            param: "response_format.json_schema",
+          },
+        );
       }
       return {
         type: "json_schema",
         name: jsonSchema.name,
         schema: jsonSchema.schema ?? { type: "object" },
-        ...(jsonSchema.strict === undefined || jsonSchema.strict === null ? {} : { strict: jsonSchema.strict }),
+        ...(jsonSchema.strict === undefined || jsonSchema.strict === null
+          ? {}
+          : { strict: jsonSchema.strict }),
       };
     }
   }
@@ -137,7 +159,11 @@ export function convertChatRequest(body: ChatCompletionRequestBody): ChatComplet
       param: "stream_options",
     });
   }
-  if (body.max_tokens != null && body.max_completion_tokens != null && body.max_tokens !== body.max_completion_tokens) {
+  if (
+    body.max_tokens != null &&
+    body.max_completion_tokens != null &&
+    body.max_tokens !== body.max_completion_tokens
+  ) {
     throw new AppError(
       "invalid_value",
       "'max_tokens' and 'max_completion_tokens' are the same setting and differ here; send only one.",
@@ -148,7 +174,9 @@ export function convertChatRequest(body: ChatCompletionRequestBody): ChatComplet
     name: tool.function.name,
     ...(tool.function.description === undefined ? {} : { description: tool.function.description }),
     ...(tool.function.parameters === undefined ? {} : { parameters: tool.function.parameters }),
-    ...(tool.function.strict === undefined || tool.function.strict === null ? {} : { strict: tool.function.strict }),
+    ...(tool.function.strict === undefined || tool.function.strict === null
+      ? {}
+      : { strict: tool.function.strict }),
   }));
   const names = new Set<string>();
   tools.forEach((tool, index) => {
@@ -159,7 +187,12 @@ export function convertChatRequest(body: ChatCompletionRequestBody): ChatComplet
     }
     names.add(tool.name);
   });
-  const stop = body.stop === undefined || body.stop === null ? [] : typeof body.stop === "string" ? [body.stop] : body.stop;
+  const stop =
+    body.stop === undefined || body.stop === null
+      ? []
+      : typeof body.stop === "string"
+        ? [body.stop]
+        : body.stop;
   stop.forEach((text, index) => {
     if (text.length === 0) {
       throw new AppError("invalid_value", "Stop sequences must not be empty.", {

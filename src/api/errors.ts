@@ -8,7 +8,9 @@ export interface WireError {
 
 /** The one mapping from an {@link AppError} to the wire. */
 export function toWireError(error: AppError): WireError {
-  return { error: { message: error.message, type: error.type, param: error.param ?? null, code: error.code } };
+  return {
+    error: { message: error.message, type: error.type, param: error.param ?? null, code: error.code },
+  };
 }
 
 /** Headers an error response carries besides the body: no-retry on 403, `retry-after` on 429 and 503. */
@@ -47,12 +49,19 @@ export function normalizeError(error: unknown): AppError {
     case "FST_ERR_CTP_INVALID_JSON_BODY":
       return new AppError("invalid_json", "The request body is not valid JSON.");
     case "FST_ERR_CTP_INVALID_CONTENT_LENGTH":
-      return new AppError("invalid_json", "The request body's length does not match its Content-Length header.");
+      return new AppError(
+        "invalid_json",
+        "The request body's length does not match its Content-Length header.",
+      );
   }
   if (framework.statusCode === 413) {
     return new AppError("request_too_large", "The request body is larger than this server accepts.");
   }
-  return new AppError("internal_error", "The server had an error while processing your request. Please retry.", {
-    cause: error,
-  });
+  return new AppError(
+    "internal_error",
+    "The server had an error while processing your request. Please retry.",
+    {
+      cause: error,
+    },
+  );
 }

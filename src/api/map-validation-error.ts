@@ -26,7 +26,15 @@ function joinParam(base: string | undefined, child: string): string {
 
 function describeType(type: unknown): string {
   const types = (Array.isArray(type) ? type : [type]).map(String);
-  const named = types.map((name) => (name === "integer" ? "an integer" : name === "array" ? "an array" : name === "object" ? "an object" : `a ${name}`));
+  const named = types.map((name) =>
+    name === "integer"
+      ? "an integer"
+      : name === "array"
+        ? "an array"
+        : name === "object"
+          ? "an object"
+          : `a ${name}`,
+  );
   return named.length === 1 ? named[0]! : `${named.slice(0, -1).join(", ")} or ${named.at(-1)}`;
 }
 
@@ -46,7 +54,9 @@ export function mapValidationError(reported: readonly SchemaValidationIssue[]): 
   // Ajv checks `enum` and `const` even when the subschema's `type` already failed; the value
   // was then of the wrong type, which the `type` error says better.
   const failedTypePaths = new Set(
-    reported.filter((issue) => issue.keyword === "type").map((issue) => issue.schemaPath.replace(/\/type$/, "")),
+    reported
+      .filter((issue) => issue.keyword === "type")
+      .map((issue) => issue.schemaPath.replace(/\/type$/, "")),
   );
   const issues = reported.filter(
     (issue) => issue.keyword === "type" || !failedTypePaths.has(issue.schemaPath.replace(/\/[^/]+$/, "")),
@@ -59,14 +69,17 @@ export function mapValidationError(reported: readonly SchemaValidationIssue[]): 
     const deepest = Math.max(...inner.map(depth));
     const atDeepest = inner.filter((issue) => depth(issue) === deepest);
     const allTypeErrors = inner.every(
-      (issue) => issue.instancePath === union.instancePath && (issue.keyword === "type" || issue.keyword === "const"),
+      (issue) =>
+        issue.instancePath === union.instancePath && (issue.keyword === "type" || issue.keyword === "const"),
     );
     if (inner.length === 0 || allTypeErrors) {
       const param = convertInstancePathToParam(union.instancePath);
       const accepted = [
         ...new Set(
           inner.map((issue) =>
-            issue.keyword === "const" ? JSON.stringify(issue.params.allowedValue) : describeType(issue.params.type),
+            issue.keyword === "const"
+              ? JSON.stringify(issue.params.allowedValue)
+              : describeType(issue.params.type),
           ),
         ),
       ];
@@ -77,7 +90,8 @@ export function mapValidationError(reported: readonly SchemaValidationIssue[]): 
         { param },
       );
     }
-    const preferred = atDeepest.find((issue) => issue.keyword !== "type" && issue.keyword !== "const") ?? atDeepest[0];
+    const preferred =
+      atDeepest.find((issue) => issue.keyword !== "type" && issue.keyword !== "const") ?? atDeepest[0];
     if (preferred !== undefined) return mapSingleIssue(preferred);
   }
   const first = issues[0];
@@ -91,15 +105,21 @@ function mapSingleIssue(issue: SchemaValidationIssue): AppError {
   switch (issue.keyword) {
     case "required": {
       const missing = joinParam(param, String(issue.params.missingProperty));
-      return new AppError("missing_required_parameter", `Missing required parameter: '${missing}'.`, { param: missing });
+      return new AppError("missing_required_parameter", `Missing required parameter: '${missing}'.`, {
+        param: missing,
+      });
     }
     case "type":
       if (param === undefined) {
         return new AppError("invalid_type", "The request body must be a JSON object.", { param });
       }
-      return new AppError("invalid_type", `Invalid type for '${where}': expected ${describeType(issue.params.type)}.`, {
-        param,
-      });
+      return new AppError(
+        "invalid_type",
+        `Invalid type for '${where}': expected ${describeType(issue.params.type)}.`,
+        {
+          param,
+        },
+      );
     case "maxItems":
       return new AppError(
         "array_above_max_length",
@@ -134,6 +154,10 @@ function mapSingleIssue(issue: SchemaValidationIssue): AppError {
         { param },
       );
     default:
-      return new AppError("invalid_value", `Invalid value for '${where}': ${issue.message ?? "not allowed"}.`, { param });
+      return new AppError(
+        "invalid_value",
+        `Invalid value for '${where}': ${issue.message ?? "not allowed"}.`,
+        { param },
+      );
   }
 }

@@ -63,16 +63,31 @@ export async function collectCompletion(parts: AsyncIterable<StreamPart>): Promi
         text += part.text;
         break;
       case "tool-call-delta": {
-        const call = (toolCalls[part.index] ??= { id: part.id ?? "", name: part.name ?? "", arguments: "" });
+        const call = toolCalls[part.index] ?? { id: "", name: "", arguments: "" };
+        toolCalls[part.index] = call;
         if (part.id !== undefined) call.id = part.id;
         if (part.name !== undefined) call.name = part.name;
         call.arguments += part.argumentsDelta;
         break;
       }
       case "finish":
-        return { text, toolCalls, finishReason: part.reason, rawFinishReason: part.rawReason, usage: part.usage, error: undefined };
+        return {
+          text,
+          toolCalls,
+          finishReason: part.reason,
+          rawFinishReason: part.rawReason,
+          usage: part.usage,
+          error: undefined,
+        };
       case "error":
-        return { text, toolCalls, finishReason: "error", rawFinishReason: undefined, usage: part.usage, error: part.error };
+        return {
+          text,
+          toolCalls,
+          finishReason: "error",
+          rawFinishReason: undefined,
+          usage: part.usage,
+          error: part.error,
+        };
       default: {
         const unreachable: never = part;
         throw new Error(`unknown stream part ${JSON.stringify(unreachable)}`);

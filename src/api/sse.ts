@@ -1,7 +1,12 @@
 import type { StreamPart } from "../engine/engine.ts";
 import type { AppError } from "../errors/app-error.ts";
 import { toWireError } from "./errors.ts";
-import { type CompletionIdentity, toWireFinishReason, toWireUsage, type WireUsage } from "./render-chat-completion.ts";
+import {
+  type CompletionIdentity,
+  toWireFinishReason,
+  toWireUsage,
+  type WireUsage,
+} from "./render-chat-completion.ts";
 
 /** The terminator event of every stream. */
 export const SSE_DONE = "data: [DONE]\n\n";
@@ -54,11 +59,15 @@ export class ChunkRenderer {
           call.type = "function";
         }
         call.function =
-          part.name !== undefined ? { name: part.name, arguments: part.argumentsDelta } : { arguments: part.argumentsDelta };
+          part.name !== undefined
+            ? { name: part.name, arguments: part.argumentsDelta }
+            : { arguments: part.argumentsDelta };
         return this.#chunk({ tool_calls: [call] }, null);
       }
       case "finish": {
-        return this.#chunk({}, toWireFinishReason(part.reason)) + this.#usage(toWireUsage(part.usage)) + SSE_DONE;
+        return (
+          this.#chunk({}, toWireFinishReason(part.reason)) + this.#usage(toWireUsage(part.usage)) + SSE_DONE
+        );
       }
       case "error":
         return this.error(part.error);

@@ -50,14 +50,22 @@ export class ChatService {
     const { key, options, signal } = input;
     const entry = this.#registry.get(options.model);
     if (entry === undefined) {
-      throw new AppError("model_not_found", `The model '${options.model}' does not exist. List the models with GET /v1/models.`, {
-        param: "model",
-      });
+      throw new AppError(
+        "model_not_found",
+        `The model '${options.model}' does not exist. List the models with GET /v1/models.`,
+        {
+          param: "model",
+        },
+      );
     }
     if (!isModelAllowedForKey(key, entry.model.id)) {
-      throw new AppError("model_not_allowed", `This API key is not allowed to use the model '${entry.model.id}'.`, {
-        param: "model",
-      });
+      throw new AppError(
+        "model_not_allowed",
+        `This API key is not allowed to use the model '${entry.model.id}'.`,
+        {
+          param: "model",
+        },
+      );
     }
     const engine = entry.engine;
     if (entry.model.kind !== "chat" || engine === undefined) {
@@ -68,9 +76,13 @@ export class ChatService {
       );
     }
     if (options.choices > 1 && !engine.supportsMultipleChoices) {
-      throw new AppError("invalid_value", `The model '${entry.model.id}' produces one choice per request; set 'n' to 1.`, {
-        param: "n",
-      });
+      throw new AppError(
+        "invalid_value",
+        `The model '${entry.model.id}' produces one choice per request; set 'n' to 1.`,
+        {
+          param: "n",
+        },
+      );
     }
     const prepared = await engine.prepare(options.request);
     const ticket = await this.#admission.admit({

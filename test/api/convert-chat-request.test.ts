@@ -42,7 +42,13 @@ describe("convertChatRequest", () => {
       ...base,
       messages: [
         { role: "developer", content: "Be brief." },
-        { role: "user", content: [{ type: "text", text: "Hello " }, { type: "text", text: "there" }] },
+        {
+          role: "user",
+          content: [
+            { type: "text", text: "Hello " },
+            { type: "text", text: "there" },
+          ],
+        },
       ],
       temperature: null,
       max_tokens: null,
@@ -58,7 +64,11 @@ describe("convertChatRequest", () => {
 
   it("takes max_completion_tokens as an alias of max_tokens", () => {
     expect(convertChatRequest({ ...base, max_completion_tokens: 7 }).request.maxTokens).toBe(7);
-    expectError({ ...base, max_tokens: 5, max_completion_tokens: 7 }, "invalid_value", "max_completion_tokens");
+    expectError(
+      { ...base, max_tokens: 5, max_completion_tokens: 7 },
+      "invalid_value",
+      "max_completion_tokens",
+    );
   });
 
   it("keeps assistant tool calls and tool results", () => {
@@ -69,13 +79,23 @@ describe("convertChatRequest", () => {
         {
           role: "assistant",
           content: null,
-          tool_calls: [{ id: "call_1", type: "function", function: { name: "get_weather", arguments: '{"city":"Oslo"}' } }],
+          tool_calls: [
+            {
+              id: "call_1",
+              type: "function",
+              function: { name: "get_weather", arguments: '{"city":"Oslo"}' },
+            },
+          ],
         },
         { role: "tool", tool_call_id: "call_1", content: "sunny" },
       ],
     });
     expect(converted.request.messages.slice(1)).toEqual([
-      { role: "assistant", content: null, toolCalls: [{ id: "call_1", name: "get_weather", arguments: '{"city":"Oslo"}' }] },
+      {
+        role: "assistant",
+        content: null,
+        toolCalls: [{ id: "call_1", name: "get_weather", arguments: '{"city":"Oslo"}' }],
+      },
       { role: "tool", content: "sunny", toolCallId: "call_1" },
     ]);
   });
@@ -84,7 +104,8 @@ describe("convertChatRequest", () => {
     const tools = [{ type: "function" as const, function: { name: "f" } }];
     expect(convertChatRequest({ ...base, tools }).request.toolChoice).toEqual({ type: "auto" });
     expect(
-      convertChatRequest({ ...base, tools, tool_choice: { type: "function", function: { name: "f" } } }).request.toolChoice,
+      convertChatRequest({ ...base, tools, tool_choice: { type: "function", function: { name: "f" } } })
+        .request.toolChoice,
     ).toEqual({ type: "function", name: "f" });
   });
 
@@ -92,19 +113,45 @@ describe("convertChatRequest", () => {
     expectError({ ...base, stream_options: { include_usage: true } }, "invalid_value", "stream_options");
     expectError({ ...base, tool_choice: "required" }, "invalid_value", "tool_choice");
     expectError(
-      { ...base, tools: [{ type: "function", function: { name: "f" } }], tool_choice: { type: "function", function: { name: "g" } } },
+      {
+        ...base,
+        tools: [{ type: "function", function: { name: "f" } }],
+        tool_choice: { type: "function", function: { name: "g" } },
+      },
       "invalid_value",
       "tool_choice.function.name",
     );
     expectError(
-      { ...base, tools: [{ type: "function", function: { name: "f" } }, { type: "function", function: { name: "f" } }] },
+      {
+        ...base,
+        tools: [
+          { type: "function", function: { name: "f" } },
+          { type: "function", function: { name: "f" } },
+        ],
+      },
       "invalid_value",
       "tools[1].function.name",
     );
-    expectError({ ...base, messages: [{ role: "tool", content: "x" }] }, "missing_required_parameter", "messages[0].tool_call_id");
-    expectError({ ...base, messages: [{ role: "user", content: null }] }, "missing_required_parameter", "messages[0].content");
-    expectError({ ...base, messages: [{ role: "user", content: [{ type: "image_url" }] }] }, "invalid_value", "messages[0].content[0].type");
-    expectError({ ...base, response_format: { type: "json_schema" } }, "missing_required_parameter", "response_format.json_schema");
+    expectError(
+      { ...base, messages: [{ role: "tool", content: "x" }] },
+      "missing_required_parameter",
+      "messages[0].tool_call_id",
+    );
+    expectError(
+      { ...base, messages: [{ role: "user", content: null }] },
+      "missing_required_parameter",
+      "messages[0].content",
+    );
+    expectError(
+      { ...base, messages: [{ role: "user", content: [{ type: "image_url" }] }] },
+      "invalid_value",
+      "messages[0].content[0].type",
+    );
+    expectError(
+      { ...base, response_format: { type: "json_schema" } },
+      "missing_required_parameter",
+      "response_format.json_schema",
+    );
     expectError({ ...base, stop: ["a", ""] }, "invalid_value", "stop[1]");
   });
 });

@@ -29,14 +29,27 @@ describe("ChunkRenderer", () => {
   it("renders text, then a final chunk with an empty delta, then [DONE]", () => {
     const renderer = new ChunkRenderer(identity, { includeUsage: false });
     expect(parseEvents(renderer.part({ type: "text-delta", text: "Hi" }))).toEqual([
-      { ...identity, object: "chat.completion.chunk", choices: [{ index: 0, delta: { content: "Hi" }, logprobs: null, finish_reason: null }] },
+      {
+        ...identity,
+        object: "chat.completion.chunk",
+        choices: [{ index: 0, delta: { content: "Hi" }, logprobs: null, finish_reason: null }],
+      },
     ]);
     expect(renderer.part({ type: "text-delta", text: "" })).toBe("");
     const end = parseEvents(
-      renderer.part({ type: "finish", reason: "length", rawReason: "maxTokens", usage: { promptTokens: 3, completionTokens: 2 } }),
+      renderer.part({
+        type: "finish",
+        reason: "length",
+        rawReason: "maxTokens",
+        usage: { promptTokens: 3, completionTokens: 2 },
+      }),
     );
     expect(end).toEqual([
-      { ...identity, object: "chat.completion.chunk", choices: [{ index: 0, delta: {}, logprobs: null, finish_reason: "length" }] },
+      {
+        ...identity,
+        object: "chat.completion.chunk",
+        choices: [{ index: 0, delta: {}, logprobs: null, finish_reason: "length" }],
+      },
       "[DONE]",
     ]);
   });
@@ -46,7 +59,12 @@ describe("ChunkRenderer", () => {
     const [first] = parseEvents(renderer.start()) as { usage: unknown }[];
     expect(first?.usage).toBeNull();
     const end = parseEvents(
-      renderer.part({ type: "finish", reason: "stop", rawReason: undefined, usage: { promptTokens: 3, completionTokens: 2 } }),
+      renderer.part({
+        type: "finish",
+        reason: "stop",
+        rawReason: undefined,
+        usage: { promptTokens: 3, completionTokens: 2 },
+      }),
     );
     expect(end).toHaveLength(3);
     expect(end[1]).toEqual({
@@ -61,15 +79,27 @@ describe("ChunkRenderer", () => {
   it("renders tool calls as OpenAI deltas: id, type and name first, then argument fragments", () => {
     const renderer = new ChunkRenderer(identity, { includeUsage: false });
     const [first] = parseEvents(
-      renderer.part({ type: "tool-call-delta", index: 0, id: "call_1", name: "get_weather", argumentsDelta: "" }),
+      renderer.part({
+        type: "tool-call-delta",
+        index: 0,
+        id: "call_1",
+        name: "get_weather",
+        argumentsDelta: "",
+      }),
     ) as { choices: { delta: unknown }[] }[];
     expect(first?.choices[0]?.delta).toEqual({
-      tool_calls: [{ index: 0, id: "call_1", type: "function", function: { name: "get_weather", arguments: "" } }],
+      tool_calls: [
+        { index: 0, id: "call_1", type: "function", function: { name: "get_weather", arguments: "" } },
+      ],
     });
-    const [next] = parseEvents(renderer.part({ type: "tool-call-delta", index: 0, argumentsDelta: '{"city"' })) as {
+    const [next] = parseEvents(
+      renderer.part({ type: "tool-call-delta", index: 0, argumentsDelta: '{"city"' }),
+    ) as {
       choices: { delta: unknown }[];
     }[];
-    expect(next?.choices[0]?.delta).toEqual({ tool_calls: [{ index: 0, function: { arguments: '{"city"' } }] });
+    expect(next?.choices[0]?.delta).toEqual({
+      tool_calls: [{ index: 0, function: { arguments: '{"city"' } }],
+    });
   });
 
   it("sends an error after the stream started as an error event followed by [DONE]", () => {

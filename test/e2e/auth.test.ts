@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { EMBEDDING_MODEL, startTestServer, TINY_MODEL, type TestServer } from "../support/test-server.ts";
+import { EMBEDDING_MODEL, startTestServer, type TestServer, TINY_MODEL } from "../support/test-server.ts";
 
 let server: TestServer;
 let revokedKey: string;
@@ -12,7 +12,10 @@ beforeAll(async () => {
   const publicId = revokedKey.split("-")[2]!;
   await server.store.revokeApiKey(publicId, new Date());
   const past = new Date(Date.now() - 60_000);
-  expiredKey = await server.createKey({ name: "expired", expiresAt: new Date(past.getTime() + 1000) }, () => past);
+  expiredKey = await server.createKey(
+    { name: "expired", expiresAt: new Date(past.getTime() + 1000) },
+    () => past,
+  );
   restrictedKey = await server.createKey({ name: "embed only", allowedModels: [EMBEDDING_MODEL] });
 });
 
@@ -35,7 +38,13 @@ async function call(method: string, path: string, authorization: string | undefi
       ...(method === "POST" ? { "content-type": "application/json" } : {}),
     },
     ...(method === "POST"
-      ? { body: JSON.stringify({ model: TINY_MODEL, messages: [{ role: "user", content: "Hi" }], max_tokens: 1 }) }
+      ? {
+          body: JSON.stringify({
+            model: TINY_MODEL,
+            messages: [{ role: "user", content: "Hi" }],
+            max_tokens: 1,
+          }),
+        }
       : {}),
   });
   return { status: response.status, body: (await response.json()) as { error?: Record<string, unknown> } };
@@ -57,7 +66,11 @@ describe("authentication", () => {
       for (const [method, path] of endpoints) {
         const response = await call(method, path, header());
         expect(response.status, `${method} ${path}`).toBe(401);
-        expect(response.body.error).toMatchObject({ code: "invalid_api_key", type: "invalid_request_error", param: null });
+        expect(response.body.error).toMatchObject({
+          code: "invalid_api_key",
+          type: "invalid_request_error",
+          param: null,
+        });
         // The message may show the key format, but never echoes the key it was given.
         const token = header()?.split(" ")[1];
         if (token !== undefined) expect(String(response.body.error?.message)).not.toContain(token.slice(-16));

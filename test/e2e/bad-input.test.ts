@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { EMBEDDING_MODEL, startTestServer, TINY_MODEL, type TestServer } from "../support/test-server.ts";
+import { EMBEDDING_MODEL, startTestServer, type TestServer, TINY_MODEL } from "../support/test-server.ts";
 
 let server: TestServer;
 
@@ -17,7 +17,11 @@ async function post(body: string, headers: Record<string, string> = {}) {
     headers: { authorization: `Bearer ${server.starterKey}`, "content-type": "application/json", ...headers },
     body,
   });
-  return { status: response.status, headers: response.headers, body: (await response.json()) as { error: Record<string, unknown> } };
+  return {
+    status: response.status,
+    headers: response.headers,
+    body: (await response.json()) as { error: Record<string, unknown> },
+  };
 }
 
 const valid = { model: TINY_MODEL, messages: [{ role: "user", content: "Hi" }], max_tokens: 1 };
@@ -30,15 +34,68 @@ const cases: [string, Record<string, unknown>, number, string, string | null][] 
   ["messages not an array", { messages: "hi" }, 400, "invalid_type", "messages"],
   ["messages empty", { messages: [] }, 400, "invalid_value", "messages"],
   ["message not an object", { messages: [5] }, 400, "invalid_type", "messages[0]"],
-  ["message without role", { messages: [{ content: "x" }] }, 400, "missing_required_parameter", "messages[0].role"],
-  ["unknown role", { messages: [{ role: "wizard", content: "x" }] }, 400, "invalid_value", "messages[0].role"],
+  [
+    "message without role",
+    { messages: [{ content: "x" }] },
+    400,
+    "missing_required_parameter",
+    "messages[0].role",
+  ],
+  [
+    "unknown role",
+    { messages: [{ role: "wizard", content: "x" }] },
+    400,
+    "invalid_value",
+    "messages[0].role",
+  ],
   ["role not a string", { messages: [{ role: 1, content: "x" }] }, 400, "invalid_type", "messages[0].role"],
-  ["content not a string", { messages: [{ role: "user", content: 5 }] }, 400, "invalid_type", "messages[0].content"],
-  ["user content missing", { messages: [{ role: "user" }] }, 400, "missing_required_parameter", "messages[0].content"],
-  ["content part without type", { messages: [{ role: "user", content: [{ text: "x" }] }] }, 400, "missing_required_parameter", "messages[0].content[0].type"],
-  ["image content part", { messages: [{ role: "user", content: [{ type: "image_url" }] }] }, 400, "invalid_value", "messages[0].content[0].type"],
-  ["tool message without id", { messages: [{ role: "user", content: "x" }, { role: "tool", content: "r" }] }, 400, "missing_required_parameter", "messages[1].tool_call_id"],
-  ["assistant tool call malformed", { messages: [{ role: "assistant", content: null, tool_calls: [{ id: "c", function: { name: "f" } }] }] }, 400, "missing_required_parameter", "messages[0].tool_calls[0].function.arguments"],
+  [
+    "content not a string",
+    { messages: [{ role: "user", content: 5 }] },
+    400,
+    "invalid_type",
+    "messages[0].content",
+  ],
+  [
+    "user content missing",
+    { messages: [{ role: "user" }] },
+    400,
+    "missing_required_parameter",
+    "messages[0].content",
+  ],
+  [
+    "content part without type",
+    { messages: [{ role: "user", content: [{ text: "x" }] }] },
+    400,
+    "missing_required_parameter",
+    "messages[0].content[0].type",
+  ],
+  [
+    "image content part",
+    { messages: [{ role: "user", content: [{ type: "image_url" }] }] },
+    400,
+    "invalid_value",
+    "messages[0].content[0].type",
+  ],
+  [
+    "tool message without id",
+    {
+      messages: [
+        { role: "user", content: "x" },
+        { role: "tool", content: "r" },
+      ],
+    },
+    400,
+    "missing_required_parameter",
+    "messages[1].tool_call_id",
+  ],
+  [
+    "assistant tool call malformed",
+    { messages: [{ role: "assistant", content: null, tool_calls: [{ id: "c", function: { name: "f" } }] }] },
+    400,
+    "missing_required_parameter",
+    "messages[0].tool_calls[0].function.arguments",
+  ],
   ["temperature above 2", { temperature: 2.5 }, 400, "invalid_value", "temperature"],
   ["temperature below 0", { temperature: -0.1 }, 400, "invalid_value", "temperature"],
   ["temperature as a string", { temperature: "1" }, 400, "invalid_type", "temperature"],
@@ -47,10 +104,28 @@ const cases: [string, Record<string, unknown>, number, string, string | null][] 
   ["presence_penalty above 2", { presence_penalty: 3 }, 400, "invalid_value", "presence_penalty"],
   ["max_tokens 0", { max_tokens: 0 }, 400, "invalid_value", "max_tokens"],
   ["max_tokens fractional", { max_tokens: 1.5 }, 400, "invalid_type", "max_tokens"],
-  ["max_completion_tokens negative", { max_completion_tokens: -1 }, 400, "invalid_value", "max_completion_tokens"],
+  [
+    "max_completion_tokens negative",
+    { max_completion_tokens: -1 },
+    400,
+    "invalid_value",
+    "max_completion_tokens",
+  ],
   ["stream not a boolean", { stream: "yes" }, 400, "invalid_type", "stream"],
-  ["stream_options without stream", { stream_options: { include_usage: true } }, 400, "invalid_value", "stream_options"],
-  ["stream_options.include_usage not a boolean", { stream: true, stream_options: { include_usage: 1 } }, 400, "invalid_type", "stream_options.include_usage"],
+  [
+    "stream_options without stream",
+    { stream_options: { include_usage: true } },
+    400,
+    "invalid_value",
+    "stream_options",
+  ],
+  [
+    "stream_options.include_usage not a boolean",
+    { stream: true, stream_options: { include_usage: 1 } },
+    400,
+    "invalid_type",
+    "stream_options.include_usage",
+  ],
   ["stop not a string or array", { stop: 5 }, 400, "invalid_type", "stop"],
   ["stop with 5 entries", { stop: ["a", "b", "c", "d", "e"] }, 400, "array_above_max_length", "stop"],
   ["stop entry not a string", { stop: ["a", 1] }, 400, "invalid_type", "stop[1]"],
@@ -58,19 +133,96 @@ const cases: [string, Record<string, unknown>, number, string, string | null][] 
   ["n 0", { n: 0 }, 400, "invalid_value", "n"],
   ["n 2 on a local model", { n: 2 }, 400, "invalid_value", "n"],
   ["tools not an array", { tools: {} }, 400, "invalid_type", "tools"],
-  ["tool of another type", { tools: [{ type: "retrieval", function: { name: "f" } }] }, 400, "invalid_value", "tools[0].type"],
-  ["tool without a function name", { tools: [{ type: "function", function: {} }] }, 400, "missing_required_parameter", "tools[0].function.name"],
-  ["tool with a bad name", { tools: [{ type: "function", function: { name: "no spaces" } }] }, 400, "invalid_value", "tools[0].function.name"],
-  ["tool parameters not an object", { tools: [{ type: "function", function: { name: "f", parameters: "x" } }] }, 400, "invalid_type", "tools[0].function.parameters"],
-  ["too many tools", { tools: Array.from({ length: 129 }, (_, index) => ({ type: "function", function: { name: `f${index}` } })) }, 400, "array_above_max_length", "tools"],
-  ["tool_choice unknown string", { tools: [{ type: "function", function: { name: "f" } }], tool_choice: "sometimes" }, 400, "invalid_value", "tool_choice"],
+  [
+    "tool of another type",
+    { tools: [{ type: "retrieval", function: { name: "f" } }] },
+    400,
+    "invalid_value",
+    "tools[0].type",
+  ],
+  [
+    "tool without a function name",
+    { tools: [{ type: "function", function: {} }] },
+    400,
+    "missing_required_parameter",
+    "tools[0].function.name",
+  ],
+  [
+    "tool with a bad name",
+    { tools: [{ type: "function", function: { name: "no spaces" } }] },
+    400,
+    "invalid_value",
+    "tools[0].function.name",
+  ],
+  [
+    "tool parameters not an object",
+    { tools: [{ type: "function", function: { name: "f", parameters: "x" } }] },
+    400,
+    "invalid_type",
+    "tools[0].function.parameters",
+  ],
+  [
+    "too many tools",
+    {
+      tools: Array.from({ length: 129 }, (_, index) => ({
+        type: "function",
+        function: { name: `f${index}` },
+      })),
+    },
+    400,
+    "array_above_max_length",
+    "tools",
+  ],
+  [
+    "tool_choice unknown string",
+    { tools: [{ type: "function", function: { name: "f" } }], tool_choice: "sometimes" },
+    400,
+    "invalid_value",
+    "tool_choice",
+  ],
   ["tool_choice of the wrong type", { tool_choice: 5 }, 400, "invalid_type", "tool_choice"],
-  ["tool_choice naming no tool", { tools: [{ type: "function", function: { name: "f" } }], tool_choice: { type: "function", function: { name: "g" } } }, 400, "invalid_value", "tool_choice.function.name"],
-  ["tool_choice object without a name", { tools: [{ type: "function", function: { name: "f" } }], tool_choice: { type: "function", function: {} } }, 400, "missing_required_parameter", "tool_choice.function.name"],
+  [
+    "tool_choice naming no tool",
+    {
+      tools: [{ type: "function", function: { name: "f" } }],
+      tool_choice: { type: "function", function: { name: "g" } },
+    },
+    400,
+    "invalid_value",
+    "tool_choice.function.name",
+  ],
+  [
+    "tool_choice object without a name",
+    {
+      tools: [{ type: "function", function: { name: "f" } }],
+      tool_choice: { type: "function", function: {} },
+    },
+    400,
+    "missing_required_parameter",
+    "tool_choice.function.name",
+  ],
   ["tool_choice required without tools", { tool_choice: "required" }, 400, "invalid_value", "tool_choice"],
-  ["response_format unknown type", { response_format: { type: "xml" } }, 400, "invalid_value", "response_format.type"],
-  ["response_format json_schema missing", { response_format: { type: "json_schema" } }, 400, "missing_required_parameter", "response_format.json_schema"],
-  ["response_format json_schema without name", { response_format: { type: "json_schema", json_schema: { schema: {} } } }, 400, "missing_required_parameter", "response_format.json_schema.name"],
+  [
+    "response_format unknown type",
+    { response_format: { type: "xml" } },
+    400,
+    "invalid_value",
+    "response_format.type",
+  ],
+  [
+    "response_format json_schema missing",
+    { response_format: { type: "json_schema" } },
+    400,
+    "missing_required_parameter",
+    "response_format.json_schema",
+  ],
+  [
+    "response_format json_schema without name",
+    { response_format: { type: "json_schema", json_schema: { schema: {} } } },
+    400,
+    "missing_required_parameter",
+    "response_format.json_schema.name",
+  ],
   ["seed fractional", { seed: 1.5 }, 400, "invalid_type", "seed"],
   ["user not a string", { user: 5 }, 400, "invalid_type", "user"],
   ["unknown model", { model: "no-such-model" }, 404, "model_not_found", "model"],
@@ -95,7 +247,11 @@ describe("bad input gets its status, type, code and param, never a 500", () => {
   it("answers invalid JSON with invalid_json", async () => {
     const response = await post('{"model": ');
     expect(response.status).toBe(400);
-    expect(response.body.error).toMatchObject({ code: "invalid_json", type: "invalid_request_error", param: null });
+    expect(response.body.error).toMatchObject({
+      code: "invalid_json",
+      type: "invalid_request_error",
+      param: null,
+    });
   });
 
   it("answers a body that is not an object with invalid_type", async () => {
@@ -113,11 +269,16 @@ describe("bad input gets its status, type, code and param, never a 500", () => {
   it("answers another content type with invalid_content_type", async () => {
     const response = await post(JSON.stringify(valid), { "content-type": "text/plain" });
     expect(response.status).toBe(400);
-    expect(response.body.error).toMatchObject({ code: "invalid_content_type", type: "invalid_request_error" });
+    expect(response.body.error).toMatchObject({
+      code: "invalid_content_type",
+      type: "invalid_request_error",
+    });
   });
 
   it("answers a body over the limit with 413 request_too_large", async () => {
-    const response = await post(JSON.stringify({ ...valid, messages: [{ role: "user", content: "x".repeat(70 * 1024) }] }));
+    const response = await post(
+      JSON.stringify({ ...valid, messages: [{ role: "user", content: "x".repeat(70 * 1024) }] }),
+    );
     expect(response.status).toBe(413);
     expect(response.body.error).toMatchObject({ code: "request_too_large", type: "invalid_request_error" });
   });
@@ -147,7 +308,9 @@ describe("bad input gets its status, type, code and param, never a 500", () => {
   });
 
   it("echoes the client's x-request-id", async () => {
-    const response = await post(JSON.stringify({ ...valid, model: "nope" }), { "x-request-id": "my-request-42" });
+    const response = await post(JSON.stringify({ ...valid, model: "nope" }), {
+      "x-request-id": "my-request-42",
+    });
     expect(response.headers.get("x-request-id")).toBe("my-request-42");
   });
 });

@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createKey, type CreateKeyInput } from "../../src/admin/create-key.ts";
+import { type CreateKeyInput, createKey } from "../../src/admin/create-key.ts";
 import type { CatalogModel, Config } from "../../src/catalog/catalog.ts";
 import { type RunningServer, startServer } from "../../src/server.ts";
 import { openStore } from "../../src/store/open-store.ts";
@@ -10,6 +10,11 @@ import { getTestModelPath } from "./test-model.ts";
 
 /** The id of the tiny local chat model every test server offers. */
 export const TINY_MODEL = "tiny";
+/**
+ * A small model (about 90 tokens/s here) that rarely ends by itself, with one sequence and no
+ * queue: a stream on it holds the model's only sequence for many seconds (see `withEndlessModel`).
+ */
+export const ENDLESS_MODEL = "tiny-endless";
 /** An embedding model with "/" and ":" in its id, that nothing serves. */
 export const EMBEDDING_MODEL = "acme/embed:v1";
 
@@ -35,6 +40,8 @@ export interface TestServerOptions {
   contextLength?: number;
   bodyLimitBytes?: number;
   extraModels?: CatalogModel[];
+  /** Also serve {@link ENDLESS_MODEL}: parallel 1, max_queue 0, for disconnect tests. */
+  withEndlessModel?: boolean;
 }
 
 /** The catalogue entry of the tiny local model. */
@@ -80,6 +87,18 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
         created: 1_700_000_001,
         engine: undefined,
       },
+      ...(options.withEndlessModel
+        ? [
+            {
+              ...createTinyModelEntry(await getTestModelPath({ endless: true, size: "small" }), {
+                parallel: 1,
+                maxQueue: 0,
+                contextLength: 2048,
+              }),
+              id: ENDLESS_MODEL,
+            },
+          ]
+        : []),
       ...(options.extraModels ?? []),
     ],
   };

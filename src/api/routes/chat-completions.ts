@@ -4,7 +4,10 @@ import type { ChatService } from "../../chat/chat-service.ts";
 import type { RequestKey } from "../../chat/request-key.ts";
 import { convertChatRequest } from "../convert-chat-request.ts";
 import { collectCompletion, renderChatCompletion } from "../render-chat-completion.ts";
-import { type ChatCompletionRequestBody, ChatCompletionRequestSchema } from "../schemas/chat-completion-request.ts";
+import {
+  type ChatCompletionRequestBody,
+  ChatCompletionRequestSchema,
+} from "../schemas/chat-completion-request.ts";
 import { ChunkRenderer } from "../sse.ts";
 import { writeToClient } from "../write-event-stream.ts";
 
@@ -43,7 +46,8 @@ export function registerChatCompletionRoutes(
       reply.hijack();
       const raw = reply.raw;
       const headers: OutgoingHttpHeaders = {};
-      for (const [name, value] of Object.entries(reply.getHeaders())) if (value !== undefined) headers[name] = value;
+      for (const [name, value] of Object.entries(reply.getHeaders()))
+        if (value !== undefined) headers[name] = value;
       raw.writeHead(200, {
         ...headers,
         "content-type": "text/event-stream; charset=utf-8",

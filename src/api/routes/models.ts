@@ -14,7 +14,10 @@ export function renderModel(entry: RegisteredModel) {
   const { model } = entry;
   const pricing =
     model.pricing.kind === "chat"
-      ? { input_per_million: model.pricing.inputPerMillion, output_per_million: model.pricing.outputPerMillion }
+      ? {
+          input_per_million: model.pricing.inputPerMillion,
+          output_per_million: model.pricing.outputPerMillion,
+        }
       : { per_million: model.pricing.perMillion };
   return {
     id: model.id,
@@ -50,9 +53,13 @@ export function registerModelRoutes(
     const entry = registry.get(id);
     // A model the key may not use is answered as if it did not exist (SPEC §11).
     if (entry === undefined || !isModelAllowedForKey(key, id)) {
-      throw new AppError("model_not_found", `The model '${id}' does not exist. List the models with GET /v1/models.`, {
-        param: "model",
-      });
+      throw new AppError(
+        "model_not_found",
+        `The model '${id}' does not exist. List the models with GET /v1/models.`,
+        {
+          param: "model",
+        },
+      );
     }
     return renderModel(entry);
   });

@@ -16,7 +16,8 @@ const TextContentPart = Type.Object(
 );
 
 const MessageContent = Type.Union([Type.String(), Type.Array(TextContentPart), Type.Null()], {
-  description: "The message text, or an array of text parts. May be null on an assistant message with tool_calls.",
+  description:
+    "The message text, or an array of text parts. May be null on an assistant message with tool_calls.",
 });
 
 const ToolCallInMessage = Type.Object({
@@ -50,10 +51,7 @@ const NamedToolChoice = Type.Object({
   function: Type.Object({ name: Type.String() }),
 });
 
-export const ToolChoiceSchema = Type.Union([
-  StringEnum(["none", "auto", "required"]),
-  NamedToolChoice,
-]);
+export const ToolChoiceSchema = Type.Union([StringEnum(["none", "auto", "required"]), NamedToolChoice]);
 
 export const ResponseFormatSchema = Type.Object({
   type: StringEnum(["text", "json_object", "json_schema"]),

@@ -1,0 +1,196 @@
+import type { Llama, LlamaGrammar } from "node-llama-cpp";
+import type { CatalogModel, LlamaEngineConfig } from "../../catalog/catalog.ts";
+import { AppError } from "../../errors/app-error.ts";
+import type { ChatEngine, ChatRequest, ModelStatus, PreparedChat } from "../engine.ts";
+import { checkContextLength } from "./check-context-length.ts";
+import { countPromptTokens } from "./count-prompt-tokens.ts";
+import { createGrammarCache, type GrammarCache } from "./create-grammar-cache.ts";
+import { createLeasePool, type LeasePool } from "./create-lease-pool.ts";
+import { getSharedLlama } from "./get-shared-llama.ts";
+import { type LlamaEngineLogger, silentLogger } from "./llama-engine-logger.ts";
+import {
+  type GenerationSlot,
+  type LoadedLlamaModel,
+  loadLlamaModel,
+  ModelLoadError,
+} from "./load-llama-model.ts";
+import { type GenerationPlan, planGeneration } from "./plan-generation.ts";
+import { runLlamaGeneration } from "./run-llama-generation.ts";
+
+/** Options of {@link createLlamaEngine}. */
+export interface LlamaEngineOptions {
+  /** A catalogue chat model whose `engine.type` is `"llama"` and `engine.model` a GGUF file path. */
+  model: CatalogModel;
+  /** The llama.cpp binding; default: the process-wide one for the model's `gpu` setting. */
+  llama?: () => Promise<Llama>;
+  logger?: LlamaEngineLogger;
+}
+
+type EngineState =
+  | { status: "loading" }
+  | { status: "available"; loaded: LoadedLlamaModel; pool: LeasePool<GenerationSlot>; grammars: GrammarCache }
+  | { status: "unavailable"; message: string };
+
+/** How long `close()` waits for aborted generations to hand their sequences back before disposing. */
+const closeGraceMilliseconds = 10_000;
+
+/**
+ * The local engine: one GGUF model served in-process by node-llama-cpp.
+ *
+ * Loading starts at once, in the background: `status()` is `loading`, then `available`, or
+ * `unavailable` with a message that says how to fix it. `prepare` waits for the load, plans the
+ * request (plan-generation.ts) and counts its prompt exactly as it will be rendered. `run` leases
+ * one of the context's `parallel` sequences, waiting in a bounded queue (`maxQueue`, then 503), and
+ * streams the generation (run-llama-generation.ts). `close` aborts what runs and waits, rejects what
+ * waits, then disposes the context and the model.
+ */
+export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
+  const config = readLlamaConfig(options.model);
+  const logger = options.logger ?? silentLogger;
+  const modelId = options.model.id;
+  const getLlama = options.llama ?? (() => getSharedLlama({ gpu: config.gpu }));
+  const closeController = new AbortController();
+  let state: EngineState = { status: "loading" };
+  let closed = false;
+
+  const startedAt = performance.now();
+  const loading = loadLlamaModel({
+    config,
+    configuredContextLength: options.model.contextLength,
+    getLlama,
+    signal: closeController.signal,
+  })
+    .then(async (loaded) => {
+      if (closed) {
+        await disposeLoaded(loaded);
+        return;
+      }
+      state = {
+        status: "available",
+        loaded,
+        pool: createLeasePool({ items: loaded.slots, maxQueue: Math.max(0, config.maxQueue) }),
+        grammars: createGrammarCache({ llama: loaded.llama }),
+      };
+      logger.info(
+        {
+          model: modelId,
+          contextLength: loaded.contextLength,
+          parallel: loaded.slots.length,
+          threads: loaded.threads,
+          chatWrapper: loaded.chatWrapper.wrapperName,
+          loadMilliseconds: Math.round(performance.now() - startedAt),
+        },
+        "local model loaded",
+      );
+    })
+    .catch((error: unknown) => {
+      const message =
+        error instanceof ModelLoadError
+          ? `The model '${modelId}' is unavailable. ${error.message}`
+          : `The model '${modelId}' is unavailable: its file '${config.model}' could not be loaded. Check the server log, and replace the file with a valid GGUF chat model (\`tollgate models pull\`).`;
+      state = { status: "unavailable", message };
+      if (!closed) logger.error({ model: modelId, err: error }, "local model failed to load");
+    });
+
+  const waitForModel = async () => {
+    await loading;
+    const current = state;
+    if (closed) {
+      throw new AppError("model_unavailable", `The model '${modelId}' is shutting down. Please retry.`, {
+        retryAfterSeconds: 1,
+      });
+    }
+    if (current.status === "unavailable") throw new AppError("model_unavailable", current.message);
+    if (current.status !== "available") throw new Error("model state after loading is still loading");
+    return current;
+  };
+
+  return {
+    get contextLength() {
+      return state.status === "available" ? state.loaded.contextLength : undefined;
+    },
+    supportsMultipleChoices: false,
+    status(): ModelStatus {
+      return closed ? "unavailable" : state.status;
+    },
+    async prepare(request: ChatRequest): Promise<PreparedChat> {
+      const { loaded, pool, grammars } = await waitForModel();
+      const { plan, history } = planGeneration(request);
+      const grammar = await createPlanGrammar(plan, grammars);
+      const promptTokens = countPromptTokens({
+        chatWrapper: loaded.chatWrapper,
+        tokenizer: loaded.model.tokenizer,
+        history,
+        functions: plan.kind === "functions" ? plan.functions : undefined,
+      });
+      checkContextLength({ contextLength: loaded.contextLength, promptTokens, maxTokens: request.maxTokens });
+      const maxCompletionTokens = request.maxTokens ?? loaded.contextLength - promptTokens;
+      return {
+        promptTokens,
+        maxCompletionTokens,
+        run: (signal) =>
+          runLlamaGeneration({
+            pool,
+            request,
+            plan,
+            history,
+            grammar,
+            promptTokens,
+            maxCompletionTokens,
+            signal,
+            closeSignal: closeController.signal,
+            logger,
+          }),
+      };
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      closeController.abort();
+      const current = state;
+      if (current.status === "available") current.pool.close();
+      await loading;
+      if (current.status === "available") {
+        await Promise.race([
+          current.pool.whenIdle(),
+          new Promise((resolve) => setTimeout(resolve, closeGraceMilliseconds).unref()),
+        ]);
+      }
+      if (current.status === "available") await disposeLoaded(current.loaded);
+    },
+  };
+
+  async function disposeLoaded(loaded: LoadedLlamaModel): Promise<void> {
+    try {
+      for (const slot of loaded.slots) slot.chat.dispose({ disposeSequence: true });
+      await loaded.context.dispose();
+      await loaded.model.dispose();
+    } catch (error) {
+      logger.warn({ model: modelId, err: error }, "local model did not unload cleanly");
+    }
+  }
+}
+
+function readLlamaConfig(model: CatalogModel): LlamaEngineConfig {
+  if (model.engine?.type !== "llama") {
+    throw new Error(`createLlamaEngine needs a model with a llama engine; '${model.id}' has none`);
+  }
+  return model.engine;
+}
+
+async function createPlanGrammar(
+  plan: GenerationPlan,
+  grammars: GrammarCache,
+): Promise<LlamaGrammar | undefined> {
+  if (plan.kind === "text" || plan.kind === "functions") return undefined;
+  try {
+    return await grammars.get(plan.schema);
+  } catch (error) {
+    const param = plan.kind === "json" ? "response_format" : "tools";
+    throw new AppError(
+      "invalid_value",
+      `The JSON schema in ${param} cannot be turned into a grammar (${error instanceof Error ? error.message : String(error)}). Simplify the schema.`,
+      { param, cause: error },
+    );
+  }
+}

@@ -1,0 +1,107 @@
+import { stat } from "node:fs/promises";
+import {
+  type ChatWrapper,
+  type Llama,
+  LlamaChat,
+  type LlamaContext,
+  type LlamaContextSequence,
+  type LlamaModel,
+  resolveChatWrapper,
+} from "node-llama-cpp";
+import type { LlamaEngineConfig } from "../../catalog/catalog.ts";
+import { checkModelFile } from "../../gguf/check-model-file.ts";
+import { resolveContextLength } from "./resolve-context-length.ts";
+import { resolveThreadCount } from "./resolve-thread-count.ts";
+
+/** One context sequence with the LlamaChat that generates on it; lent to one request at a time. */
+export interface GenerationSlot {
+  sequence: LlamaContextSequence;
+  chat: LlamaChat;
+}
+
+/** A model ready to serve: one context with one slot per parallel request. */
+export interface LoadedLlamaModel {
+  llama: Llama;
+  model: LlamaModel;
+  context: LlamaContext;
+  /** Resolved once per model: resolving a Jinja template blocks the event loop for about a second. */
+  chatWrapper: ChatWrapper;
+  /** Tokens each sequence holds: prompt plus completion. */
+  contextLength: number;
+  threads: number;
+  slots: GenerationSlot[];
+}
+
+/** A model that cannot be loaded, with a message for the client that says how to fix it. */
+export class ModelLoadError extends Error {
+  override readonly name = "ModelLoadError";
+}
+
+/** Prompt tokens evaluated per batch: llama.cpp's usual size, never above the context. */
+const maxBatchSize = 512;
+
+/**
+ * Loads a GGUF chat model: checks the file (a broken file must not abort the process inside
+ * llama.cpp), loads the weights, creates one context whose `parallel` sequences each hold the full
+ * context length, and resolves the chat wrapper from the file's template.
+ */
+export async function loadLlamaModel(options: {
+  config: LlamaEngineConfig;
+  configuredContextLength: number | undefined;
+  getLlama: () => Promise<Llama>;
+  signal: AbortSignal;
+}): Promise<LoadedLlamaModel> {
+  const path = options.config.model;
+  await checkFile(path);
+  const llama = await options.getLlama();
+  const model = await llama.loadModel({ modelPath: path, loadSignal: options.signal });
+  try {
+    const contextLength = resolveContextLength({
+      configured: options.configuredContextLength,
+      trained: model.trainContextSize,
+    });
+    const threads = resolveThreadCount({ configured: options.config.threads, llama });
+    const parallel = Math.max(1, options.config.parallel);
+    // node-llama-cpp's `contextSize` is per sequence: the context allocates `contextSize × sequences`
+    // cells and llama.cpp gives each sequence its own share, so every request gets the full length.
+    const context = await model.createContext({
+      sequences: parallel,
+      contextSize: contextLength,
+      batchSize: Math.min(maxBatchSize, contextLength),
+      threads,
+      createSignal: options.signal,
+    });
+    const chatWrapper = resolveChatWrapper(model);
+    const slots = Array.from({ length: parallel }, () => {
+      const sequence = context.getSequence();
+      return { sequence, chat: new LlamaChat({ contextSequence: sequence, chatWrapper }) };
+    });
+    return { llama, model, context, chatWrapper, contextLength, threads, slots };
+  } catch (error) {
+    await model.dispose();
+    throw error;
+  }
+}
+
+async function checkFile(path: string): Promise<void> {
+  if (/^[a-z][a-z0-9+.-]*:/i.test(path) && !/^[a-z]:[\\/]/i.test(path)) {
+    throw new ModelLoadError(
+      `The model file '${path}' has not been downloaded. Download it with \`tollgate models pull ${path}\`, or set engine.model to a local GGUF file.`,
+    );
+  }
+  const found = await stat(path).catch(() => undefined);
+  if (found === undefined || !found.isFile()) {
+    throw new ModelLoadError(
+      `The model file '${path}' does not exist. Put a GGUF chat model there (\`tollgate models pull\` downloads one; \`tollgate models make-test ${path}\` writes a tiny test model), or fix engine.model in the configuration.`,
+    );
+  }
+  try {
+    await checkModelFile(path);
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new ModelLoadError(
+      `The model file '${path}' cannot be loaded: ${reason} Replace it with a valid GGUF chat model (\`tollgate models pull\`, or \`tollgate models make-test ${path}\` for a test model).`,
+      { cause: error },
+    );
+  }
+}

@@ -1,0 +1,175 @@
+/**
+ * How a request's tools and response format become one node-llama-cpp generation.
+ *
+ * node-llama-cpp offers two ways to shape output, and they do not combine: `functions` (the chat
+ * wrapper documents them in the prompt, and the model may call them in its own call syntax, whose
+ * parameters the library then constrains by grammar) or one `grammar` for the whole response.
+ * Neither can force a call. So each request gets exactly one of these plans:
+ *
+ * | request                                          | plan             | finish on a natural end |
+ * |--------------------------------------------------|------------------|-------------------------|
+ * | no tools, or `tool_choice: none`; text format    | `text`           | stop                    |
+ * | tools with `auto`; text format                   | `functions`      | tool_calls if it called, else stop |
+ * | `json_object` / `json_schema` (tools `auto` too) | `json`           | stop                    |
+ * | a named function, or `required` with one tool    | `tool-arguments` | tool_calls              |
+ * | `required` with several tools                    | `tool-envelope`  | tool_calls              |
+ *
+ * - `functions`: tools go to LlamaChat as `functions` (parameters converted to the grammar subset);
+ *   the model's calls come back as `functionCalls`, their parameters stream through
+ *   `onFunctionCallParamsChunk`.
+ * - `tool-arguments`: the whole response is forced by a grammar to be the function's arguments
+ *   object, so the call cannot be skipped. The response text is the arguments and streams as
+ *   tool-call deltas.
+ * - `tool-envelope`: the grammar forces `{"name": <one of the tool names>, "arguments": <that tool's
+ *   arguments>}` (a `oneOf` per tool, so the arguments match the chosen tool); a streaming scanner
+ *   reports the name when it closes and passes the arguments value through as deltas. One call.
+ * - In both forced plans the chat wrapper does not document the tools (it only does so for
+ *   `functions`), so the system message gets a short instruction naming the function(s) with their
+ *   descriptions and parameter schemas: the model then knows what it is filling in.
+ * - `json`: the response is forced by a grammar: any JSON object for `json_object`, the schema for
+ *   `json_schema`. Together with tools and `auto` the JSON format wins and the tools are not
+ *   offered: a grammar and functions cannot share a generation, and a client that asks for JSON
+ *   content must get JSON content. A forced tool choice (`required`, named) wins over the format,
+ *   which only concerns content, and a forced call has none.
+ * - Grammars end only where the JSON closes, so output that ends naturally always parses, even from
+ *   a random-weight model. Stop strings are not applied to grammar plans: a stop string inside a
+ *   JSON string would cut it.
+ */
+import type { ChatHistoryItem, ChatModelFunctions, GbnfJsonSchema } from "node-llama-cpp";
+import { AppError } from "../../errors/app-error.ts";
+import type { ChatRequest, JsonSchema, ToolDefinition } from "../engine.ts";
+import { convertChatHistory } from "./convert-chat-history.ts";
+import { convertJsonSchemaToGbnf } from "./convert-json-schema-to-gbnf.ts";
+
+/** How one request is generated; see the module comment. */
+export type GenerationPlan =
+  | { kind: "text" }
+  | { kind: "functions"; functions: ChatModelFunctions }
+  | { kind: "json"; schema: GbnfJsonSchema }
+  | { kind: "tool-arguments"; toolName: string; schema: GbnfJsonSchema }
+  | { kind: "tool-envelope"; schema: GbnfJsonSchema };
+
+/** A request turned into what LlamaChat gets: the history it renders and the plan it runs. */
+export interface PlannedGeneration {
+  plan: GenerationPlan;
+  history: ChatHistoryItem[];
+}
+
+/** The arguments schema of a function declared without parameters: an empty object. */
+const noParameters: JsonSchema = { type: "object", properties: {} };
+
+/** Chooses the plan for `request` and builds the history it renders. */
+export function planGeneration(request: ChatRequest): PlannedGeneration {
+  const history = convertChatHistory(request.messages);
+  const choice = request.toolChoice;
+  switch (choice.type) {
+    case "function": {
+      const tool = request.tools.find((candidate) => candidate.name === choice.name);
+      if (tool === undefined) {
+        throw new AppError(
+          "invalid_value",
+          `tool_choice names the function '${choice.name}', which is not among the request's tools. Add it to tools or name one of them.`,
+          { param: "tool_choice" },
+        );
+      }
+      return planForcedCall([tool], history);
+    }
+    case "required":
+      if (request.tools.length === 0) {
+        throw new AppError(
+          "invalid_value",
+          "tool_choice 'required' needs at least one tool. Add tools or use tool_choice 'auto' or 'none'.",
+          { param: "tool_choice" },
+        );
+      }
+      return planForcedCall(request.tools, history);
+    case "auto":
+    case "none":
+      break;
+    default: {
+      const unreachable: never = choice;
+      throw new Error(`unknown tool choice ${JSON.stringify(unreachable)}`);
+    }
+  }
+
+  const format = request.responseFormat;
+  switch (format.type) {
+    case "json_object":
+      return { plan: { kind: "json", schema: { type: "object", additionalProperties: true } }, history };
+    case "json_schema":
+      return { plan: { kind: "json", schema: convertJsonSchemaToGbnf(format.schema) }, history };
+    case "text":
+      break;
+    default: {
+      const unreachable: never = format;
+      throw new Error(`unknown response format ${JSON.stringify(unreachable)}`);
+    }
+  }
+
+  if (choice.type === "auto" && request.tools.length > 0) {
+    return { plan: { kind: "functions", functions: convertTools(request.tools) }, history };
+  }
+  return { plan: { kind: "text" }, history };
+}
+
+function planForcedCall(tools: readonly ToolDefinition[], history: ChatHistoryItem[]): PlannedGeneration {
+  const instructedHistory = addSystemInstruction(history, describeForcedCall(tools));
+  const [only] = tools;
+  if (tools.length === 1 && only !== undefined) {
+    return {
+      plan: {
+        kind: "tool-arguments",
+        toolName: only.name,
+        schema: convertJsonSchemaToGbnf(only.parameters ?? noParameters),
+      },
+      history: instructedHistory,
+    };
+  }
+  const schema: GbnfJsonSchema = {
+    oneOf: tools.map((tool) => ({
+      type: "object",
+      properties: {
+        name: { const: tool.name },
+        arguments: convertJsonSchemaToGbnf(tool.parameters ?? noParameters),
+      },
+    })),
+  };
+  return { plan: { kind: "tool-envelope", schema }, history: instructedHistory };
+}
+
+function convertTools(tools: readonly ToolDefinition[]): ChatModelFunctions {
+  const functions: Record<string, ChatModelFunctions[string]> = {};
+  for (const tool of tools) {
+    functions[tool.name] = {
+      ...(tool.description === undefined ? {} : { description: tool.description }),
+      // Without parameters the library renders and parses a call with no arguments ("{}" for us).
+      params: tool.parameters === undefined ? undefined : convertJsonSchemaToGbnf(tool.parameters),
+    };
+  }
+  return functions;
+}
+
+function describeForcedCall(tools: readonly ToolDefinition[]): string {
+  const describe = (tool: ToolDefinition) =>
+    [
+      `Function "${tool.name}"${tool.description === undefined ? "" : `: ${tool.description}`}`,
+      `Arguments JSON schema: ${JSON.stringify(tool.parameters ?? noParameters)}`,
+    ].join("\n");
+  const [only] = tools;
+  if (tools.length === 1 && only !== undefined) {
+    return `Call the function "${only.name}" now: reply with only the JSON object of its arguments.\n${describe(only)}`;
+  }
+  return [
+    'Call one of these functions now: reply with only a JSON object {"name": <function name>, "arguments": <its arguments object>}.',
+    ...tools.map(describe),
+  ].join("\n\n");
+}
+
+/** Appends `instruction` to the first system message, or adds one at the start. */
+function addSystemInstruction(history: ChatHistoryItem[], instruction: string): ChatHistoryItem[] {
+  const first = history[0];
+  if (first?.type === "system" && typeof first.text === "string") {
+    return [{ type: "system", text: `${first.text}\n\n${instruction}` }, ...history.slice(1)];
+  }
+  return [{ type: "system", text: instruction }, ...history];
+}

@@ -1,0 +1,139 @@
+import type { ChatHistoryItem, LLamaChatGenerateResponseOptions, LlamaGrammar } from "node-llama-cpp";
+import { AppError } from "../../errors/app-error.ts";
+import type { ChatRequest, StreamPart, Usage } from "../engine.ts";
+import type { LeasePool } from "./create-lease-pool.ts";
+import { createPartChannel } from "./create-part-channel.ts";
+import { createPartMapper } from "./create-part-mapper.ts";
+import type { LlamaEngineLogger } from "./llama-engine-logger.ts";
+import type { GenerationSlot } from "./load-llama-model.ts";
+import { mapFinish } from "./map-finish.ts";
+import { mapSamplingOptions } from "./map-sampling-options.ts";
+import type { GenerationPlan } from "./plan-generation.ts";
+
+/** Everything one prepared request needs to run. */
+export interface LlamaGenerationOptions {
+  pool: LeasePool<GenerationSlot>;
+  request: ChatRequest;
+  plan: GenerationPlan;
+  history: ChatHistoryItem[];
+  /** The grammar of grammar plans (`json`, `tool-arguments`, `tool-envelope`). */
+  grammar: LlamaGrammar | undefined;
+  promptTokens: number;
+  maxCompletionTokens: number;
+  /** The client's signal: aborting ends generation with a `finish` that counts what was generated. */
+  signal: AbortSignal;
+  /** The engine's: aborted when the model unloads; the stream then ends with an error part. */
+  closeSignal: AbortSignal;
+  logger: LlamaEngineLogger;
+}
+
+/**
+ * Runs one request on a leased sequence and streams its parts.
+ *
+ * The sequence's state is cleared before every run, so each run starts from the same empty state
+ * and evaluates its whole prompt in the same batches: llama.cpp's logits for a token can differ in
+ * the last bits depending on how the tokens before it were batched, and reusing a previous
+ * request's prefix would make "same request, same seed, same text" depend on what ran before.
+ * Completion tokens are read from the sequence's token meter, which counts one output per sampled
+ * token (the end-of-generation token included) and none for prompt evaluation.
+ */
+export async function* runLlamaGeneration(options: LlamaGenerationOptions): AsyncGenerator<StreamPart> {
+  const { signal, closeSignal } = options;
+  const waitSignal = AbortSignal.any([signal, closeSignal]);
+  const lease = await options.pool.acquire(waitSignal);
+  if (lease === undefined) {
+    if (!signal.aborted) throw unloadedError();
+    yield abortFinish(options.promptTokens, 0);
+    return;
+  }
+
+  const { sequence, chat } = lease.item;
+  const stopController = new AbortController();
+  const generationSignal = AbortSignal.any([waitSignal, stopController.signal]);
+  const channel = createPartChannel<StreamPart>();
+  const meterStart = sequence.tokenMeter.getState().usedOutputTokens;
+  const usage = (): Usage => ({
+    promptTokens: options.promptTokens,
+    completionTokens: sequence.tokenMeter.getState().usedOutputTokens - meterStart,
+  });
+  const parts = createPartMapper(options.plan, (part) => channel.push(part));
+
+  const generate = async (): Promise<StreamPart> => {
+    await sequence.clearHistory();
+    const sampling = mapSamplingOptions(options.request);
+    const stopTriggers =
+      options.plan.kind === "text" || options.plan.kind === "functions"
+        ? options.request.stop.filter((stop) => stop !== "")
+        : [];
+    const common = {
+      ...sampling,
+      maxTokens: options.maxCompletionTokens,
+      signal: generationSignal,
+      stopOnAbortSignal: true,
+      onTextChunk: parts.onText,
+      ...(stopTriggers.length === 0 ? {} : { customStopTriggers: stopTriggers }),
+    } satisfies LLamaChatGenerateResponseOptions;
+    const result =
+      options.plan.kind === "functions"
+        ? await chat.generateResponse(options.history, {
+            ...common,
+            functions: options.plan.functions,
+            documentFunctionParams: true,
+            onFunctionCallParamsChunk: parts.onFunctionCallParams,
+          })
+        : await chat.generateResponse(options.history, {
+            ...common,
+            ...(options.grammar === undefined ? {} : { grammar: options.grammar }),
+          });
+    if (closeSignal.aborted && !signal.aborted)
+      return { type: "error", error: unloadedError(), usage: usage() };
+    parts.onEnd(result);
+    return mapFinish({ plan: options.plan, result, usage: usage() });
+  };
+
+  // The sequence goes back to the pool as soon as generation ends, whether or not the reader has
+  // taken every part yet: a slow reader must not hold a sequence that another request waits for.
+  const generation = generate()
+    .catch((error: unknown): StreamPart => {
+      // Aborted before anything was generated, node-llama-cpp throws the signal's reason.
+      if (signal.aborted || stopController.signal.aborted) {
+        return abortFinish(options.promptTokens, usage().completionTokens ?? 0);
+      }
+      if (closeSignal.aborted) return { type: "error", error: unloadedError(), usage: usage() };
+      options.logger.error({ err: error }, "llama generation failed");
+      return {
+        type: "error",
+        error: new AppError("internal_error", "The model failed while generating. Please retry.", {
+          cause: error,
+        }),
+        usage: usage(),
+      };
+    })
+    .then((end) => {
+      lease.release();
+      channel.push(end);
+      channel.close();
+    });
+
+  try {
+    for (let part = await channel.next(); part !== undefined; part = await channel.next()) {
+      yield part;
+    }
+  } finally {
+    // Reached too when the reader stops early: stop generating, and hand the sequence back.
+    stopController.abort();
+    await generation;
+  }
+}
+
+function abortFinish(promptTokens: number, completionTokens: number): StreamPart {
+  return { type: "finish", reason: "stop", rawReason: "abort", usage: { promptTokens, completionTokens } };
+}
+
+function unloadedError(): AppError {
+  return new AppError(
+    "model_unavailable",
+    "The model was unloaded while the request was waiting or running (the server is shutting down or reloading). Please retry.",
+    { retryAfterSeconds: 1 },
+  );
+}

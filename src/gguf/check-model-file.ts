@@ -1,0 +1,153 @@
+import { open } from "node:fs/promises";
+import { readGgufFileInfo } from "node-llama-cpp";
+
+/** The four bytes every GGUF file starts with. */
+const ggufMagic = "GGUF";
+
+type MetadataRecord = { readonly [key: string]: unknown };
+
+/**
+ * Hyperparameters whose absence makes llama.cpp abort the whole process (SIGABRT from a failed
+ * assertion) or fail in a way that is hard to explain, checked for dense llama-family
+ * architectures. They must be positive integers (per-layer ones may be arrays).
+ */
+const requiredArchitectureKeys = [
+  { key: "context_length", perLayer: false },
+  { key: "embedding_length", perLayer: false },
+  { key: "block_count", perLayer: false },
+  { key: "feed_forward_length", perLayer: true },
+  { key: "attention.head_count", perLayer: true },
+] as const;
+
+/** Architectures whose loader in llama.cpp needs every key above. */
+const checkedArchitectures = new Set(["llama", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3"]);
+
+/**
+ * Checks a model file's header (no weights are read) and throws an `Error` naming the problem
+ * when llama.cpp could not load it or would crash the process trying: not a GGUF file, a
+ * llama-family model without its hyperparameters, or a model without a usable tokenizer.
+ */
+export async function checkModelFile(path: string): Promise<void> {
+  await checkMagic(path);
+  let metadata: MetadataRecord;
+  try {
+    const info = await readGgufFileInfo(path, {
+      sourceType: "filesystem",
+      readTensorInfo: false,
+      logWarnings: false,
+    });
+    metadata = info.metadata as unknown as MetadataRecord;
+  } catch (error) {
+    throw new Error(`${path}: cannot read the GGUF header: ${errorMessage(error)}`, { cause: error });
+  }
+
+  const architecture = readPath(metadata, "general.architecture");
+  if (typeof architecture !== "string" || architecture === "") {
+    throw new Error(`${path}: GGUF metadata key general.architecture is missing`);
+  }
+  if (checkedArchitectures.has(architecture)) checkHyperparameters(path, metadata, architecture);
+  checkTokenizer(path, metadata);
+}
+
+function checkHyperparameters(path: string, metadata: MetadataRecord, architecture: string): void {
+  for (const { key, perLayer } of requiredArchitectureKeys) {
+    const fullKey = `${architecture}.${key}`;
+    const value = readPath(metadata, fullKey);
+    if (value === undefined) throw new Error(`${path}: GGUF metadata key ${fullKey} is missing`);
+    // Per-layer arrays may hold 0 for layers without that part, but not only zeros.
+    const valid =
+      perLayer && Array.isArray(value)
+        ? value.every((item) => item === 0 || isPositiveInteger(item)) && value.some(isPositiveInteger)
+        : isPositiveInteger(value);
+    if (!valid) {
+      throw new Error(
+        `${path}: GGUF metadata key ${fullKey} must be a positive integer, got ${describe(value)}`,
+      );
+    }
+  }
+}
+
+function checkTokenizer(path: string, metadata: MetadataRecord): void {
+  const model = readPath(metadata, "tokenizer.ggml.model");
+  if (model === undefined) throw new Error(`${path}: GGUF metadata key tokenizer.ggml.model is missing`);
+  if (typeof model !== "string") {
+    throw new Error(
+      `${path}: GGUF metadata key tokenizer.ggml.model must be a string, got ${describe(model)}`,
+    );
+  }
+  if (model === "none") return;
+  const tokens = readPath(metadata, "tokenizer.ggml.tokens");
+  if (tokens === undefined) throw new Error(`${path}: GGUF metadata key tokenizer.ggml.tokens is missing`);
+  if (!Array.isArray(tokens) || tokens.length === 0 || !tokens.every((token) => typeof token === "string")) {
+    throw new Error(`${path}: GGUF metadata key tokenizer.ggml.tokens must be a non-empty array of strings`);
+  }
+  const tokenTypes = readPath(metadata, "tokenizer.ggml.token_type");
+  if (tokenTypes === undefined) {
+    throw new Error(`${path}: GGUF metadata key tokenizer.ggml.token_type is missing`);
+  }
+  if (!Array.isArray(tokenTypes) || !tokenTypes.every((type) => Number.isInteger(type))) {
+    throw new Error(`${path}: GGUF metadata key tokenizer.ggml.token_type must be an array of integers`);
+  }
+  if (tokenTypes.length < tokens.length) {
+    throw new Error(
+      `${path}: GGUF metadata key tokenizer.ggml.token_type has ${tokenTypes.length} entries for ${tokens.length} tokens`,
+    );
+  }
+  if (model === "gpt2" && readPath(metadata, "tokenizer.ggml.merges") === undefined) {
+    throw new Error(
+      `${path}: GGUF metadata key tokenizer.ggml.merges is missing (required by the gpt2 tokenizer)`,
+    );
+  }
+}
+
+async function checkMagic(path: string): Promise<void> {
+  let bytesRead: number;
+  const header = Buffer.alloc(ggufMagic.length);
+  try {
+    const handle = await open(path, "r");
+    try {
+      ({ bytesRead } = await handle.read(header, 0, header.length, 0));
+    } finally {
+      await handle.close();
+    }
+  } catch (error) {
+    throw new Error(`${path}: cannot open the model file: ${errorMessage(error)}`, { cause: error });
+  }
+  if (bytesRead < header.length || header.toString("latin1") !== ggufMagic) {
+    throw new Error(`${path}: not a GGUF file (it does not start with the GGUF magic bytes)`);
+  }
+}
+
+/**
+ * Reads a dotted key from node-llama-cpp's nested metadata. Keys are nested on dots, except
+ * where a key is both a value and a prefix; try the flat spelling of every remaining suffix.
+ */
+function readPath(metadata: MetadataRecord, key: string): unknown {
+  const parts = key.split(".");
+  let current: unknown = metadata;
+  for (let index = 0; index < parts.length; index++) {
+    if (typeof current !== "object" || current === null || Array.isArray(current)) return undefined;
+    const record = current as MetadataRecord;
+    const rest = parts.slice(index).join(".");
+    if (index < parts.length - 1 && Object.hasOwn(record, rest)) return record[rest];
+    current = record[parts[index]!];
+  }
+  return current;
+}
+
+function isPositiveInteger(value: unknown): boolean {
+  return (
+    (typeof value === "number" && Number.isInteger(value) && value > 0) ||
+    (typeof value === "bigint" && value > 0n)
+  );
+}
+
+function describe(value: unknown): string {
+  if (Array.isArray(value)) return `an array of ${value.length}`;
+  if (typeof value === "string") return JSON.stringify(value);
+  return String(value);
+}
+
+function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

@@ -1,0 +1,195 @@
+import { fromByteLevel } from "./byte-level-bpe.ts";
+import { countTensorElements } from "./gguf-tensor.ts";
+import { type GgufMetadata, gguf } from "./gguf-value.ts";
+import { writeGgufFile } from "./gguf-writer.ts";
+import { testModelChatTemplate } from "./test-model-chat-template.ts";
+import { getTestModelVocabulary, type TestModelVocabulary, tokenTypes } from "./test-model-vocabulary.ts";
+import { createTestModelTensors, type TestModelBiases, type TestModelShape } from "./test-model-weights.ts";
+
+/** Size presets: `tiny` for tests (about 1.5 M parameters), `small` for benchmarks (about 24 M). */
+export type TestModelSize = "tiny" | "small";
+
+export type WriteTestModelOptions = {
+  /** Destination file; written atomically (temporary file in the same folder, then renamed). */
+  readonly path: string;
+  /** Seed of the random weights. Same options give a byte-identical file. Default 1. */
+  readonly seed?: number;
+  /** Default `"tiny"`. */
+  readonly size?: TestModelSize;
+  /**
+   * Strength, in logit units (nats), of the bias towards `<|im_end|>` late in an answer; the
+   * other biases (early suppression of the end, JSON closing tokens) scale with it. `0` writes
+   * plain random logits, which almost never end. Default {@link defaultEndBias}.
+   */
+  readonly endBias?: number;
+};
+
+export type TestModelInfo = {
+  readonly path: string;
+  /** Total number of weights. */
+  readonly parameters: number;
+  readonly vocabularySize: number;
+  /** Trained context length written to `llama.context_length`. */
+  readonly contextLength: number;
+  /** File size in bytes. */
+  readonly bytes: number;
+};
+
+export const defaultEndBias = 8;
+
+const shapes: Record<TestModelSize, TestModelShape> = {
+  // Head dimension 128 and RoPE base 1e6 (as in Qwen2.5) give the end-of-answer circuit in
+  // test-model-weights.ts enough RoPE frequencies.
+  tiny: {
+    embeddingLength: 256,
+    blockCount: 2,
+    headCount: 2,
+    headCountKv: 1,
+    feedForwardLength: 512,
+    contextLength: 2048,
+    ropeFreqBase: 1_000_000,
+    matrixType: "f32",
+  },
+  small: {
+    embeddingLength: 512,
+    blockCount: 8,
+    headCount: 4,
+    headCountKv: 2,
+    feedForwardLength: 1408,
+    contextLength: 4096,
+    ropeFreqBase: 1_000_000,
+    matrixType: "f16",
+  },
+};
+
+/**
+ * Writes a small llama-architecture GGUF chat model with random weights, a real byte-level BPE
+ * tokenizer, ChatML special tokens and a Qwen2.5-style chat template with tool calling.
+ * Deterministic: the same options always produce the same bytes.
+ */
+export async function writeTestModel(options: WriteTestModelOptions): Promise<TestModelInfo> {
+  const seed = options.seed ?? 1;
+  const size = options.size ?? "tiny";
+  const endBias = options.endBias ?? defaultEndBias;
+  if (!Number.isSafeInteger(seed)) throw new Error(`seed must be an integer, got ${seed}`);
+  if (!Number.isFinite(endBias)) throw new Error(`endBias must be a finite number, got ${endBias}`);
+  const shape = shapes[size];
+  if (shape === undefined) throw new Error(`unknown test model size: ${String(size)}`);
+
+  const vocabulary = getTestModelVocabulary();
+  const tensors = createTestModelTensors({
+    shape,
+    biases: createBiases(vocabulary, endBias),
+    seed,
+  });
+  const { bytes } = await writeGgufFile({
+    path: options.path,
+    metadata: createMetadata({ shape, vocabulary, size, seed }),
+    tensors,
+  });
+  return {
+    path: options.path,
+    parameters: tensors.reduce((sum, tensor) => sum + countTensorElements(tensor.dimensions), 0),
+    vocabularySize: vocabulary.tokens.length,
+    contextLength: shape.contextLength,
+    bytes,
+  };
+}
+
+type CreateMetadataOptions = {
+  readonly shape: TestModelShape;
+  readonly vocabulary: TestModelVocabulary;
+  readonly size: TestModelSize;
+  readonly seed: number;
+};
+
+function createMetadata(options: CreateMetadataOptions): GgufMetadata {
+  const { shape, vocabulary } = options;
+  const headDimension = shape.embeddingLength / shape.headCount;
+  return {
+    "general.architecture": gguf.string("llama"),
+    "general.type": gguf.string("model"),
+    "general.name": gguf.string(`Tollgate Test ${options.size} (seed ${options.seed})`),
+    "general.description": gguf.string("Random weights for tests and demos; its text has no meaning."),
+    "general.file_type": gguf.u32(shape.matrixType === "f16" ? 1 : 0),
+    "general.alignment": gguf.u32(32),
+    "llama.context_length": gguf.u32(shape.contextLength),
+    "llama.embedding_length": gguf.u32(shape.embeddingLength),
+    "llama.block_count": gguf.u32(shape.blockCount),
+    "llama.feed_forward_length": gguf.u32(shape.feedForwardLength),
+    "llama.attention.head_count": gguf.u32(shape.headCount),
+    "llama.attention.head_count_kv": gguf.u32(shape.headCountKv),
+    "llama.rope.dimension_count": gguf.u32(headDimension),
+    "llama.rope.freq_base": gguf.f32(shape.ropeFreqBase),
+    "llama.attention.layer_norm_rms_epsilon": gguf.f32(1e-5),
+    "llama.vocab_size": gguf.u32(vocabulary.tokens.length),
+    "tokenizer.ggml.model": gguf.string("gpt2"),
+    "tokenizer.ggml.pre": gguf.string("qwen2"),
+    "tokenizer.ggml.tokens": gguf.strings(vocabulary.tokens),
+    "tokenizer.ggml.token_type": gguf.numbers("i32", vocabulary.tokenTypes),
+    "tokenizer.ggml.merges": gguf.strings(vocabulary.merges),
+    "tokenizer.ggml.bos_token_id": gguf.u32(vocabulary.endOfTextId),
+    "tokenizer.ggml.eos_token_id": gguf.u32(vocabulary.imEndId),
+    "tokenizer.ggml.eot_token_id": gguf.u32(vocabulary.imEndId),
+    "tokenizer.ggml.padding_token_id": gguf.u32(vocabulary.endOfTextId),
+    "tokenizer.ggml.add_bos_token": gguf.bool(false),
+    "tokenizer.chat_template": gguf.string(testModelChatTemplate),
+  };
+}
+
+/**
+ * Logit biases, as multiples of `endBias`; "late" applies once the answer is under way, "early"
+ * right after `<|im_start|>assistant\n` (see test-model-weights.ts).
+ * - `<|im_end|>`: strongly suppressed early, the most likely token late, so answers end after
+ *   about 10 to 20 tokens, at temperature 0 too.
+ * - `"` and `}`, and more weakly other JSON closing pieces (`]`, `,`, `"}` ...): under a JSON
+ *   grammar `<|im_end|>` is not allowed, and these make strings, objects and arrays close.
+ * - `<|endoftext|>` and `<|im_start|>`: never wanted in an answer.
+ * - Bytes that are not printable ASCII: random bytes rarely form valid UTF-8.
+ */
+const biasFactors = {
+  endLate: 1,
+  endEarly: -2,
+  otherControl: -2,
+  strongCloserLate: 0.6,
+  strongCloserEarly: -0.25,
+  weakCloser: 0.3,
+  nonAsciiByte: -0.5,
+} as const;
+
+const strongClosers = new Set(['"', "}"]);
+const closerCharacters = new Set(['"', "}", "]", ","]);
+
+function createBiases(vocabulary: TestModelVocabulary, endBias: number): TestModelBiases {
+  const lateBias = new Map<number, number>();
+  const earlyBias = new Map<number, number>();
+  if (endBias !== 0) {
+    lateBias.set(vocabulary.imEndId, biasFactors.endLate * endBias);
+    earlyBias.set(vocabulary.imEndId, biasFactors.endEarly * endBias);
+    lateBias.set(vocabulary.endOfTextId, biasFactors.otherControl * endBias);
+    lateBias.set(vocabulary.imStartId, biasFactors.otherControl * endBias);
+    vocabulary.tokens.forEach((token, id) => {
+      if (vocabulary.tokenTypes[id] !== tokenTypes.normal) return;
+      const text = Buffer.from(fromByteLevel(token)).toString("latin1");
+      if (strongClosers.has(text)) {
+        lateBias.set(id, biasFactors.strongCloserLate * endBias);
+        earlyBias.set(id, biasFactors.strongCloserEarly * endBias);
+      } else if (text.length <= 3 && [...text].every((character) => closerCharacters.has(character))) {
+        lateBias.set(id, biasFactors.weakCloser * endBias);
+      } else if ([...text].some((character) => !isPrintableAscii(character))) {
+        lateBias.set(id, biasFactors.nonAsciiByte * endBias);
+      }
+    });
+  }
+  return {
+    vocabularySize: vocabulary.tokens.length,
+    lateBias,
+    earlyBias,
+    markerTokenId: vocabulary.imStartId,
+  };
+}
+
+function isPrintableAscii(character: string): boolean {
+  const code = character.charCodeAt(0);
+  return (code >= 0x20 && code < 0x7f) || character === "\n" || character === "\t";
+}

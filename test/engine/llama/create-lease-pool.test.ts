@@ -1,0 +1,69 @@
+import { describe, expect, it } from "vitest";
+import { createLeasePool } from "../../../src/engine/llama/create-lease-pool.ts";
+import { isAppError } from "../../../src/errors/app-error.ts";
+
+describe("createLeasePool", () => {
+  it("lends free items at once and hands a returned item to the first waiter", async () => {
+    const pool = createLeasePool({ items: ["a"], maxQueue: 2 });
+    const first = await pool.acquire(new AbortController().signal);
+    expect(first?.item).toBe("a");
+    const order: string[] = [];
+    const second = pool.acquire(new AbortController().signal).then((lease) => {
+      order.push("second");
+      return lease;
+    });
+    const third = pool.acquire(new AbortController().signal).then((lease) => {
+      order.push("third");
+      return lease;
+    });
+    expect(pool.waiting).toBe(2);
+    first?.release();
+    (await second)?.release();
+    (await third)?.release();
+    expect(order).toEqual(["second", "third"]);
+    expect(pool.leased).toBe(0);
+  });
+
+  it("refuses with model_overloaded once maxQueue requests wait", async () => {
+    const pool = createLeasePool({ items: [1], maxQueue: 1 });
+    await pool.acquire(new AbortController().signal);
+    void pool.acquire(new AbortController().signal);
+    const refused = await pool.acquire(new AbortController().signal).catch((error: unknown) => error);
+    expect(isAppError(refused) && refused.code).toBe("model_overloaded");
+    expect(isAppError(refused) && refused.retryAfterSeconds).toBe(1);
+  });
+
+  it("takes a waiter whose signal aborts out of the queue", async () => {
+    const pool = createLeasePool({ items: [1], maxQueue: 1 });
+    const held = await pool.acquire(new AbortController().signal);
+    const controller = new AbortController();
+    const waiting = pool.acquire(controller.signal);
+    controller.abort();
+    expect(await waiting).toBeUndefined();
+    expect(pool.waiting).toBe(0);
+    // The freed place in the queue can be taken again, and the item goes to the new waiter.
+    const next = pool.acquire(new AbortController().signal);
+    held?.release();
+    expect((await next)?.item).toBe(1);
+  });
+
+  it("ignores a second release of the same lease", async () => {
+    const pool = createLeasePool({ items: ["x"], maxQueue: 0 });
+    const lease = await pool.acquire(new AbortController().signal);
+    lease?.release();
+    lease?.release();
+    expect(pool.leased).toBe(0);
+    const again = await pool.acquire(new AbortController().signal);
+    expect(again?.item).toBe("x");
+    expect(await pool.acquire(new AbortController().signal).catch(() => "refused")).toBe("refused");
+  });
+
+  it("wakes waiters with undefined on close", async () => {
+    const pool = createLeasePool({ items: [1], maxQueue: 1 });
+    await pool.acquire(new AbortController().signal);
+    const waiting = pool.acquire(new AbortController().signal);
+    pool.close();
+    expect(await waiting).toBeUndefined();
+    expect(await pool.acquire(new AbortController().signal)).toBeUndefined();
+  });
+});

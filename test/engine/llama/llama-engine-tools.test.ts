@@ -1,0 +1,247 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { getLlama } from "node-llama-cpp";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { ChatEngine, ChatRequest, ToolDefinition } from "../../../src/engine/engine.ts";
+import { createLlamaEngine } from "../../../src/engine/llama/create-llama-engine.ts";
+import { isAppError } from "../../../src/errors/app-error.ts";
+import { writeTestModel } from "../../../src/gguf/write-test-model.ts";
+import {
+  collectParts,
+  createTestCatalogModel,
+  createTestRequest,
+  readEnd,
+  readText,
+  readToolCalls,
+} from "./llama-test-support.ts";
+
+const weather: ToolDefinition = {
+  name: "get_weather",
+  description: "Current weather in a city",
+  parameters: {
+    type: "object",
+    properties: { city: { type: "string" }, unit: { enum: ["celsius", "fahrenheit"] } },
+    required: ["city"],
+  },
+};
+const time: ToolDefinition = {
+  name: "get_time",
+  parameters: {
+    type: "object",
+    properties: { zone: { type: "string" }, utc: { type: "boolean" } },
+    required: ["zone"],
+  },
+};
+const ping: ToolDefinition = { name: "ping" };
+
+/** The random-weight test model closes JSON soon when it samples; greedy, it fills strings forever. */
+const seeds = [1, 2, 3];
+
+let folder: string;
+let engine: ChatEngine;
+
+beforeAll(async () => {
+  folder = await mkdtemp(join(tmpdir(), "tollgate-llama-tools-"));
+  const model = await writeTestModel({ path: join(folder, "tiny.gguf"), seed: 1 });
+  const llama = await getLlama({ gpu: false, build: "never" });
+  // No catalogue context length: the file's trained one (2048) applies.
+  engine = createLlamaEngine({
+    model: createTestCatalogModel({ path: model.path, parallel: 2 }),
+    llama: async () => llama,
+  });
+});
+
+afterAll(async () => {
+  await engine?.close();
+  if (folder !== undefined) await rm(folder, { recursive: true, force: true });
+});
+
+async function run(request: ChatRequest) {
+  const prepared = await engine.prepare(request);
+  const parts = await collectParts(prepared);
+  return { prepared, parts, end: readEnd(parts), calls: readToolCalls(parts), text: readText(parts) };
+}
+
+function parseObject(text: string): Record<string, unknown> {
+  const value: unknown = JSON.parse(text);
+  if (typeof value !== "object" || value === null || Array.isArray(value))
+    throw new Error(`not an object: ${text}`);
+  return value as Record<string, unknown>;
+}
+
+describe("llama engine: context length", () => {
+  it("uses the model file's trained context when the catalogue gives none", async () => {
+    await engine.prepare(createTestRequest());
+    expect(engine.contextLength).toBe(2048);
+  });
+});
+
+describe("llama engine: forced tool calls", () => {
+  it.each(seeds)("streams the named function's arguments as tool-call deltas (seed %i)", async (seed) => {
+    const { parts, end, calls } = await run(
+      createTestRequest({
+        tools: [weather, time],
+        toolChoice: { type: "function", name: "get_weather" },
+        temperature: 1,
+        seed,
+        maxTokens: 300,
+      }),
+    );
+    expect(parts.some((part) => part.type === "text-delta")).toBe(false);
+    expect(end).toMatchObject({ type: "finish", reason: "tool_calls" });
+    expect(calls).toHaveLength(1);
+    expect(calls[0]?.name).toBe("get_weather");
+    expect(calls[0]?.id).toMatch(/^call_[A-Za-z0-9]{24}$/);
+    expect(parseObject(calls[0]?.arguments ?? "")).toHaveProperty("city");
+  });
+
+  it.each(seeds)(
+    "calls one of several tools with matching arguments when required (seed %i)",
+    async (seed) => {
+      const { end, calls } = await run(
+        createTestRequest({
+          tools: [weather, time],
+          toolChoice: { type: "required" },
+          temperature: 1,
+          seed,
+          maxTokens: 300,
+        }),
+      );
+      expect(end).toMatchObject({ type: "finish", reason: "tool_calls" });
+      expect(calls).toHaveLength(1);
+      const call = calls[0];
+      expect(["get_weather", "get_time"]).toContain(call?.name);
+      expect(parseObject(call?.arguments ?? "")).toHaveProperty(
+        call?.name === "get_weather" ? "city" : "zone",
+      );
+    },
+  );
+
+  it("calls the only tool when required, with {} for a function without parameters", async () => {
+    const { end, calls } = await run(createTestRequest({ tools: [ping], toolChoice: { type: "required" } }));
+    expect(end).toMatchObject({ type: "finish", reason: "tool_calls" });
+    expect(calls.map((call) => [call.name, parseObject(call.arguments)])).toEqual([["ping", {}]]);
+  });
+
+  it("refuses a named function that is not among the tools", async () => {
+    const refusal = await engine
+      .prepare(createTestRequest({ tools: [weather], toolChoice: { type: "function", name: "nope" } }))
+      .catch((error: unknown) => error);
+    expect(isAppError(refusal) && refusal.code).toBe("invalid_value");
+    expect(isAppError(refusal) && refusal.param).toBe("tool_choice");
+  });
+});
+
+describe("llama engine: JSON output", () => {
+  it.each(seeds)("returns a JSON object for json_object (seed %i)", async (seed) => {
+    const { end, text } = await run(
+      createTestRequest({ responseFormat: { type: "json_object" }, temperature: 1, seed, maxTokens: 300 }),
+    );
+    expect(end).toMatchObject({ type: "finish", reason: "stop" });
+    parseObject(text);
+  });
+
+  it.each(seeds)("returns JSON that follows a json_schema (seed %i)", async (seed) => {
+    const schema = {
+      type: "object",
+      properties: {
+        title: { type: "string", maxLength: 20 },
+        tags: { type: "array", items: { type: "string" }, maxItems: 2 },
+        rating: { anyOf: [{ type: "integer" }, { type: "null" }] },
+        node: { $ref: "#/$defs/node" },
+      },
+      required: ["title", "tags"],
+      additionalProperties: false,
+      $defs: {
+        node: { type: "object", properties: { name: { type: "string", maxLength: 5 } }, required: ["name"] },
+      },
+    };
+    const { end, text } = await run(
+      createTestRequest({
+        responseFormat: { type: "json_schema", name: "review", schema, strict: true },
+        temperature: 1,
+        seed,
+        maxTokens: 300,
+      }),
+    );
+    expect(end).toMatchObject({ type: "finish", reason: "stop" });
+    const value = parseObject(text);
+    expect(typeof value.title).toBe("string");
+    expect(Array.isArray(value.tags)).toBe(true);
+    expect(value.rating === null || Number.isInteger(value.rating)).toBe(true);
+    expect(typeof (value.node as { name?: unknown }).name).toBe("string");
+  });
+
+  it("lets the JSON format win over tools with auto", async () => {
+    const { end, text, calls } = await run(
+      createTestRequest({
+        tools: [weather],
+        toolChoice: { type: "auto" },
+        responseFormat: { type: "json_object" },
+        temperature: 1,
+        seed: 1,
+        maxTokens: 300,
+      }),
+    );
+    expect(calls).toEqual([]);
+    expect(end).toMatchObject({ reason: "stop" });
+    parseObject(text);
+  });
+
+  it("returns the same JSON for the same seed", async () => {
+    const request = createTestRequest({
+      responseFormat: { type: "json_object" },
+      temperature: 1,
+      seed: 9,
+      maxTokens: 300,
+    });
+    expect((await run(request)).text).toBe((await run(request)).text);
+  });
+});
+
+describe("llama engine: tools with auto", () => {
+  it("documents the tools in the prompt and ends with text or well-formed calls", async () => {
+    const plain = await engine.prepare(createTestRequest());
+    for (const seed of seeds) {
+      const { prepared, end, calls } = await run(
+        createTestRequest({ tools: [weather, time], temperature: 1, seed, maxTokens: 100 }),
+      );
+      expect(prepared.promptTokens).toBeGreaterThan(plain.promptTokens + 50);
+      expect(end.type).toBe("finish");
+      for (const call of calls) parseObject(call.arguments);
+      if (end.type === "finish" && end.reason === "tool_calls") expect(calls.length).toBeGreaterThan(0);
+    }
+  });
+
+  it("renders a history with tool calls and results and answers after them", async () => {
+    const { prepared, end } = await run(
+      createTestRequest({
+        tools: [weather],
+        messages: [
+          { role: "system", content: "You are terse." },
+          { role: "user", content: "Weather in Paris?" },
+          {
+            role: "assistant",
+            content: null,
+            toolCalls: [{ id: "call_1", name: "get_weather", arguments: '{"city":"Paris"}' }],
+          },
+          { role: "tool", toolCallId: "call_1", content: '{"celsius":21}' },
+        ],
+        temperature: 1,
+        seed: 1,
+        maxTokens: 50,
+      }),
+    );
+    expect(prepared.promptTokens).toBeGreaterThan(0);
+    expect(end.type).toBe("finish");
+  });
+});
+
+describe("llama engine: parallel sequences", () => {
+  it("runs two requests at once and both finish", async () => {
+    const requests = [1, 2].map((seed) => createTestRequest({ temperature: 1, seed, maxTokens: 30 }));
+    const results = await Promise.all(requests.map((request) => run(request)));
+    for (const { end } of results) expect(end.type).toBe("finish");
+  });
+});
