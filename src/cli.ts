@@ -1,11 +1,15 @@
 #!/usr/bin/env node
 import { parseArgs } from "node:util";
 import { runAccountsCommand } from "./admin/accounts-command.ts";
+import { runAuditCommand } from "./admin/audit-command.ts";
 import { CliError } from "./admin/cli-error.ts";
 import { runKeysCommand } from "./admin/keys-command.ts";
+import { runUsageCommand } from "./admin/usage-command.ts";
+import { formatAmount } from "./billing/money.ts";
 import { loadConfig } from "./catalog/load-config.ts";
 import { writeTestModel } from "./gguf/write-test-model.ts";
-import { startServer } from "./server.ts";
+import { runModelsPullCommand } from "./models/pull-command.ts";
+import { STARTER_BALANCE_NANO, startServer } from "./server.ts";
 import { openStore } from "./store/open-store.ts";
 
 const USAGE = `Usage: tollgate <command> [options]
@@ -14,12 +18,19 @@ Commands:
   serve [--config FILE] [--host H] [--port N]      run the API server (default http://127.0.0.1:8080/v1)
   accounts create NAME [--balance AMOUNT]           create an account
   accounts list                                     list accounts
-  accounts show NAME|ID [--format table|json]       show one account
+  accounts show NAME|ID [--format table|json]       show one account: balance, reserved, spent
+  accounts credit NAME|ID AMOUNT [--note TEXT]      add credit to an account
   keys create --account NAME|ID [--name N] [--models a,b] [--rpm N] [--tpm N] [--expires ISO]
                                                     create an API key (printed once)
   keys list [--account NAME|ID]                     list keys (never their secrets)
   keys revoke ID                                    revoke a key by public id or whole key
+  usage [--account NAME|ID] [--key PUBLICID] [--model M] [--since ISO] [--until ISO]
+        [--group-by day|model|key] [--format table|json|csv]
+                                                    the usage ledger
+  audit                                             check balances against credits and charges;
+                                                    exit 1 with a report where they disagree
   models list                                       list the catalogue
+  models pull ID|URI                                download a model into the models folder (resumable)
   models make-test FILE [--seed N] [--size tiny|small]
                                                     write a tiny random-weight GGUF for tests and demos
 
@@ -67,7 +78,9 @@ async function serve(argv: string[], configFile: string | undefined): Promise<vo
     out.write("First start: created these keys. They are shown once; keep them safe.");
     if (adminKey !== undefined) out.write(`  admin key:   ${adminKey}`);
     if (starterKey !== undefined) {
-      out.write(`  starter key: ${starterKey}   (account "starter")`);
+      out.write(
+        `  starter key: ${starterKey}   (account "starter", balance ${formatAmount(STARTER_BALANCE_NANO)})`,
+      );
       out.write("");
       out.write("Try it:");
       out.write(
@@ -82,7 +95,7 @@ async function serve(argv: string[], configFile: string | undefined): Promise<vo
     if (closing) return;
     closing = true;
     server.app.log.info({ signal }, "shutting down");
-    server.close().then(
+    server.shutdown().then(
       () => process.exit(0),
       (error: unknown) => {
         server.app.log.error({ err: error }, "shutdown failed");
@@ -105,6 +118,8 @@ async function models(argv: string[], configFile: string | undefined): Promise<v
       }
       return;
     }
+    case "pull":
+      return runModelsPullCommand(await loadConfig({ file: configFile }), rest, out);
     case "make-test": {
       const { values, positionals } = parseArgs({
         args: rest,
@@ -126,7 +141,7 @@ async function models(argv: string[], configFile: string | undefined): Promise<v
     }
     default:
       throw new CliError(
-        `unknown models command '${subcommand ?? ""}'; try 'models list' or 'models make-test FILE'`,
+        `unknown models command '${subcommand ?? ""}'; try 'models list', 'models pull ID|URI' or 'models make-test FILE'`,
       );
   }
 }
@@ -154,6 +169,13 @@ async function main(argv: string[]): Promise<void> {
       return withStore(file, (store) => runAccountsCommand(store, args, out));
     case "keys":
       return withStore(file, (store) => runKeysCommand(store, args, out));
+    case "usage":
+      return withStore(file, (store) => runUsageCommand(store, args, out));
+    case "audit": {
+      const result = await withStore(file, (store) => runAuditCommand(store, args, out));
+      if (!result.ok) process.exitCode = 1;
+      return;
+    }
     case "models":
       return models(args, file);
     case undefined:

@@ -1,12 +1,21 @@
+import { hostname } from "node:os";
 import type { FastifyInstance } from "fastify";
 import { pino } from "pino";
 import { bootstrap } from "./admin/bootstrap.ts";
 import { buildApp } from "./api/build-app.ts";
+import { InFlightRequests } from "./api/in-flight-requests.ts";
+import { registerAdminRoutes } from "./api/routes/admin.ts";
 import { createAuthenticator } from "./auth/authenticator.ts";
+import { BillingAdmission, RESERVATION_LEASE_MS } from "./billing/reserve-and-settle.ts";
 import type { Config } from "./catalog/catalog.ts";
 import { createEngine } from "./engine/create-engine.ts";
+import { KeyLimits } from "./limits/key-limits.ts";
+import { MemoryRateLimiter } from "./limits/memory-rate-limiter.ts";
 import { ModelRegistry } from "./models/model-registry.ts";
 import { openStore } from "./store/open-store.ts";
+
+/** The starter account's opening credit on first start, so the printed curl line works. */
+export const STARTER_BALANCE_NANO = 10_000_000_000n;
 
 /** A running Tollgate server. */
 export interface RunningServer {
@@ -15,48 +24,129 @@ export interface RunningServer {
   baseUrl: string;
   /** Keys created by this start's first-run bootstrap, shown once; empty on later starts. */
   createdKeys: { adminKey?: string; starterKey?: string };
+  /**
+   * Drains and stops: refuses new requests (503), lets running ones finish for up to
+   * `graceMs`, then cuts the rest (streams end with an error event), settles every request
+   * and closes the engines and the store.
+   */
+  shutdown(options?: { graceMs?: number }): Promise<void>;
+  /** Stops at once: {@link shutdown} with no grace. */
   close(): Promise<void>;
 }
+
+/**
+ * This server's replica id, stable across restarts: `TOLLGATE_REPLICA_ID`, else `host:port`
+ * (the machine's hostname for a wildcard host, so replicas on 0.0.0.0 differ).
+ */
+export function resolveReplicaId(host: string, port: number, env: NodeJS.ProcessEnv = process.env): string {
+  const configured = env.TOLLGATE_REPLICA_ID?.trim();
+  if (configured) return configured;
+  const wildcard = host === "0.0.0.0" || host === "::" || host === "";
+  return `${wildcard ? hostname() : host}:${port}`;
+}
+
+/** How long a shutdown waits for running requests before it cuts them. */
+export const DEFAULT_SHUTDOWN_GRACE_MS = 10_000;
 
 export interface StartServerOptions {
   config: Config;
   /** Overrides `config.server` (tests listen on port 0). */
   host?: string;
   port?: number;
-  /** Pino logger settings; `false` silences logs. Default: JSON at info. */
-  logger?: false | { level: string };
+  /** Pino logger settings; `false` silences logs. Default: JSON lines at info on stdout. */
+  logger?: false | { level: string; destination?: NodeJS.WritableStream };
 }
 
 /** Opens the store, runs the first-run bootstrap, loads the engines and listens. */
 export async function startServer(options: StartServerOptions): Promise<RunningServer> {
   const { config } = options;
   const store = await openStore(config.database);
-  const createdKeys = await bootstrap(store, { configuredAdminKey: config.adminKey });
+  const createdKeys = await bootstrap(store, {
+    configuredAdminKey: config.adminKey,
+    starterBalanceNano: STARTER_BALANCE_NANO,
+  });
   const authenticator = createAuthenticator({ store, configuredAdminKey: config.adminKey });
-  const logger = pino(
-    options.logger === false ? { enabled: false } : { level: options.logger?.level ?? "info" },
-  );
+  const host = options.host ?? config.server.host;
+  const replicaId = resolveReplicaId(host, options.port ?? config.server.port);
+  // One server owns the SQLite file: whatever reservation is open now was left by a crash.
+  const released = await store.releaseReservations({ replicaId: "*" });
+  const keyLimits = new KeyLimits(new MemoryRateLimiter());
+  const logger =
+    options.logger === false
+      ? pino({ enabled: false })
+      : options.logger?.destination === undefined
+        ? pino({ level: options.logger?.level ?? "info" })
+        : pino({ level: options.logger.level }, options.logger.destination);
   const registry = new ModelRegistry(config.models, (model) => createEngine(model, logger));
+  if (released > 0) logger.warn({ released }, "released reservations left by the previous run");
+  const admission = new BillingAdmission({
+    store,
+    limits: keyLimits,
+    replicaId,
+    onSettleError: (error, requestId) => logger.error({ err: error, requestId }, "settling a request failed"),
+  });
+  const leaseRenewal = setInterval(() => {
+    store.renewLeases(replicaId, new Date(Date.now() + RESERVATION_LEASE_MS)).catch((error: unknown) => {
+      logger.error({ err: error }, "renewing reservation leases failed");
+    });
+  }, RESERVATION_LEASE_MS / 3);
+  leaseRenewal.unref();
+  const inFlight = new InFlightRequests();
   const app = buildApp({
     registry,
+    inFlight,
     authenticate: (header) => authenticator.authenticate(header),
+    admission,
+    keyLimits,
+    registerAdminRoutes: (scope, getKey) =>
+      registerAdminRoutes(scope, {
+        store,
+        getKey,
+        onKeyRevoked: (publicId) => authenticator.forget(publicId),
+      }),
+    metricsKey: config.metricsKey,
+    checkReady: async () => {
+      const reasons: string[] = [];
+      try {
+        await store.hasAdminKey();
+      } catch {
+        reasons.push("the store does not answer");
+      }
+      for (const entry of registry.list()) {
+        if (entry.engine?.status() === "loading") reasons.push(`model '${entry.model.id}' is loading`);
+      }
+      return { ready: reasons.length === 0, reasons };
+    },
     bodyLimitBytes: config.server.bodyLimitBytes,
     logger,
   });
   app.addHook("onClose", async () => {
+    clearInterval(leaseRenewal);
     await registry.close();
   });
-  const host = options.host ?? config.server.host;
   await app.listen({ host, port: options.port ?? config.server.port });
   const address = app.server.address();
   const port = typeof address === "object" && address !== null ? address.port : config.server.port;
+  let stopped: Promise<void> | undefined;
+  async function drain(graceMs: number): Promise<void> {
+    inFlight.beginClosing();
+    const cut = setTimeout(() => inFlight.abortAll(), graceMs);
+    try {
+      await app.close();
+    } finally {
+      clearTimeout(cut);
+      await store.close();
+    }
+  }
+  function shutdown(shutdownOptions: { graceMs?: number } = {}): Promise<void> {
+    stopped ??= drain(shutdownOptions.graceMs ?? DEFAULT_SHUTDOWN_GRACE_MS);
+    return stopped;
+  }
   return {
     app,
     baseUrl: `http://${host.includes(":") ? `[${host}]` : host}:${port}/v1`,
     createdKeys,
-    async close() {
-      await app.close();
-      await store.close();
-    },
+    shutdown,
+    close: () => shutdown({ graceMs: 0 }),
   };
 }

@@ -1,7 +1,9 @@
-import type { Account, Store } from "../store/store.ts";
-import { formatNano, parseAmountToNano } from "./amount.ts";
+import { formatAmount, MoneyFormatError, parseAmount } from "../billing/money.ts";
+import type { Store } from "../store/store.ts";
 import { CliError, type OutputSink } from "./cli-error.ts";
 import { createAccount } from "./create-account.ts";
+import { creditAccount } from "./credit-account.ts";
+import { describeAccount } from "./describe-account.ts";
 import { requireAccount } from "./find-account.ts";
 import { formatInstant, formatTable } from "./format-table.ts";
 import { parseCommandArguments, stringOption } from "./parse-command-arguments.ts";
@@ -11,6 +13,7 @@ const USAGE = {
   create: "tollgate accounts create NAME [--balance AMOUNT]",
   list: "tollgate accounts list",
   show: "tollgate accounts show NAME|ID [--format table|json]",
+  credit: "tollgate accounts credit NAME|ID AMOUNT [--note TEXT]",
 } as const;
 
 const LIST_HINT = "List accounts with `tollgate accounts list`.";
@@ -23,7 +26,7 @@ export interface AccountsCommandOptions {
 /**
  * `tollgate accounts ...`: `argv` holds what follows `accounts` (the dispatcher has already
  * taken out global options such as `--config`). Writes to `out`; throws a {@link CliError} for
- * anything the operator got wrong.
+ * anything the operator got wrong. Amounts are decimal strings in the account currency.
  */
 export async function runAccountsCommand(
   store: Store,
@@ -39,6 +42,8 @@ export async function runAccountsCommand(
       return await listCommand(store, rest, out);
     case "show":
       return await showCommand(store, rest, out);
+    case "credit":
+      return await creditCommand(store, rest, out, options);
     case "help":
     case "--help":
     case "-h":
@@ -68,21 +73,23 @@ async function createCommand(
   });
   const name = positionals[0] ?? "";
   const balanceText = stringOption(values, "balance");
-  const balanceNano = balanceText === undefined ? 0n : parseBalance(balanceText);
+  const balanceNano = balanceText === undefined ? 0n : parseAmountOption("--balance", balanceText);
   const account = await withCliErrors(() =>
     createAccount(store, { name, balanceNano }, options.now === undefined ? {} : { now: options.now }),
   );
   out.write(
-    `Created account ${account.name} (${account.id}) with balance ${formatNano(account.balanceNano)}.`,
+    `Created account ${account.name} (${account.id}) with balance ${formatAmount(account.balanceNano)}.`,
   );
 }
 
-function parseBalance(text: string): bigint {
+/** Reads a decimal amount option or argument; a bad one is a {@link CliError} naming it. */
+function parseAmountOption(label: string, text: string): bigint {
   try {
-    return parseAmountToNano(text);
+    return parseAmount(text);
   } catch (error) {
-    const reason = error instanceof Error ? error.message : String(error);
-    throw new CliError(`--balance: ${reason}`, { cause: error });
+    if (error instanceof MoneyFormatError)
+      throw new CliError(`${label}: ${error.message}.`, { cause: error });
+    throw error;
   }
 }
 
@@ -93,13 +100,21 @@ async function listCommand(store: Store, argv: readonly string[], out: OutputSin
     out.write("No accounts yet. Create one with `tollgate accounts create NAME`.");
     return;
   }
-  const rows = accounts.map((account) => [
-    account.id,
-    account.name,
-    formatNano(account.balanceNano),
-    formatInstant(account.createdAt),
-  ]);
-  for (const line of formatTable(["ID", "NAME", "BALANCE", "CREATED"], rows)) out.write(line);
+  const rows: string[][] = [];
+  for (const account of accounts) {
+    const summary = await describeAccount(store, account);
+    rows.push([
+      account.id,
+      account.name,
+      summary.balance,
+      summary.reserved,
+      summary.spent,
+      formatInstant(account.createdAt),
+    ]);
+  }
+  for (const line of formatTable(["ID", "NAME", "BALANCE", "RESERVED", "SPENT", "CREATED"], rows)) {
+    out.write(line);
+  }
 }
 
 async function showCommand(store: Store, argv: readonly string[], out: OutputSink): Promise<void> {
@@ -115,7 +130,7 @@ async function showCommand(store: Store, argv: readonly string[], out: OutputSin
   const account = await withCliErrors(() => requireAccount(store, positionals[0] ?? ""), {
     notFound: LIST_HINT,
   });
-  const summary = summarizeAccount(account);
+  const summary = await withCliErrors(() => describeAccount(store, account));
   if (format === "json") {
     out.write(JSON.stringify(summary));
     return;
@@ -128,23 +143,30 @@ async function showCommand(store: Store, argv: readonly string[], out: OutputSin
   out.write(`created:  ${formatInstant(account.createdAt)}`);
 }
 
-/** `accounts show --format json`: amounts as decimal strings (SPEC §11). */
-interface AccountSummary {
-  id: string;
-  name: string;
-  balance: string;
-  /** Open reservations; "0" until billing exists. */
-  reserved: string;
-  /** Settled charges; "0" until billing exists. */
-  spent: string;
-}
-
-function summarizeAccount(account: Account): AccountSummary {
-  return {
-    id: account.id,
-    name: account.name,
-    balance: formatNano(account.balanceNano),
-    reserved: "0",
-    spent: "0",
-  };
+async function creditCommand(
+  store: Store,
+  argv: readonly string[],
+  out: OutputSink,
+  options: AccountsCommandOptions,
+): Promise<void> {
+  const { values, positionals } = parseCommandArguments(argv, {
+    options: { note: { type: "string" } },
+    positionals: 2,
+    usage: USAGE.credit,
+  });
+  const amountNano = parseAmountOption("AMOUNT", positionals[1] ?? "");
+  const account = await withCliErrors(() => requireAccount(store, positionals[0] ?? ""), {
+    notFound: LIST_HINT,
+  });
+  const credit = await withCliErrors(() =>
+    creditAccount(
+      store,
+      { account, amountNano, note: stringOption(values, "note") },
+      options.now === undefined ? {} : { now: options.now },
+    ),
+  );
+  const summary = await withCliErrors(() => describeAccount(store, account));
+  out.write(
+    `Credited ${formatAmount(credit.amountNano)} to ${account.name} (${account.id}): balance ${summary.balance}.`,
+  );
 }

@@ -4,7 +4,7 @@ import { createKey } from "./create-key.ts";
 import { requireAccount } from "./find-account.ts";
 import { formatInstant, formatTable } from "./format-table.ts";
 import { parseCommandArguments, stringOption } from "./parse-command-arguments.ts";
-import { parseExpiry } from "./parse-expiry.ts";
+import { parseInstant } from "./parse-instant.ts";
 import { revokeKey } from "./revoke-key.ts";
 import { withCliErrors } from "./with-cli-errors.ts";
 
@@ -136,7 +136,7 @@ function parseLimit(option: string, text: string): number {
 
 function parseExpiresOption(text: string): Date {
   try {
-    return parseExpiry(text);
+    return parseInstant(text);
   } catch (error) {
     const reason = error instanceof Error ? error.message : String(error);
     throw new CliError(`--expires: ${reason}`, { cause: error });

@@ -1,11 +1,17 @@
-import { randomBytes } from "node:crypto";
+import { randomBytes, timingSafeEqual } from "node:crypto";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from "fastify";
+import packageJson from "../../package.json" with { type: "json" };
+import { parseAmount } from "../billing/money.ts";
 import { type ChatAdmission, unlimitedAdmission } from "../chat/chat-admission.ts";
 import { ChatService } from "../chat/chat-service.ts";
 import type { RequestKey } from "../chat/request-key.ts";
 import { AppError } from "../errors/app-error.ts";
+import type { KeyLimits } from "../limits/key-limits.ts";
+import { Metrics } from "../metrics/metrics.ts";
 import type { ModelRegistry } from "../models/model-registry.ts";
+import { createOpenApiDocument } from "./create-openapi-document.ts";
 import { errorHeaders, normalizeError, toWireError } from "./errors.ts";
+import { InFlightRequests, shuttingDownError } from "./in-flight-requests.ts";
 import { registerChatCompletionRoutes } from "./routes/chat-completions.ts";
 import { registerModelRoutes } from "./routes/models.ts";
 
@@ -16,18 +22,41 @@ export interface AppDependencies {
   authenticate: (authorization: string | undefined) => Promise<RequestKey>;
   /** Limits and billing; the default admits everything for free. */
   admission?: ChatAdmission;
+  /** Reports a limited key's rate-limit headers on every response. */
+  keyLimits?: KeyLimits;
+  /** Registers the `/admin` routes inside the authenticated scope (the admin API). */
+  registerAdminRoutes?: (app: FastifyInstance, getKey: (request: object) => RequestKey) => void;
   /** Largest accepted request body, in bytes. Default 8 MiB. */
   bodyLimitBytes?: number;
+  /** When set, `/metrics` needs `Authorization: Bearer <metricsKey>`; otherwise it is open. */
+  metricsKey?: string | undefined;
+  /** Readiness for `/ready`: the store answers and no local model is still loading. */
+  checkReady?: () => Promise<{ ready: boolean; reasons: string[] }>;
+  /** The requests running now; a shutdown drains them. Default: a new, private set. */
+  inFlight?: InFlightRequests;
   /** A pino logger; default: no logs. */
   logger?: FastifyBaseLogger;
 }
 
 const requestKeys = new WeakMap<object, RequestKey>();
+type LogFields = Record<string, string | number | boolean | undefined>;
+const logFields = new WeakMap<object, LogFields>();
+
+function annotate(request: object, fields: LogFields): void {
+  logFields.set(request, { ...logFields.get(request), ...fields });
+}
 
 function getKey(request: object): RequestKey {
   const key = requestKeys.get(request);
   if (key === undefined) throw new Error("route reached without authentication");
   return key;
+}
+
+/** Compares secrets in constant time (for equal lengths). */
+function isSameSecret(given: string, expected: string): boolean {
+  const a = Buffer.from(given);
+  const b = Buffer.from(expected);
+  return a.length === b.length && timingSafeEqual(a, b);
 }
 
 const REQUEST_ID_PATTERN = /^[\w.:-]{1,128}$/;
@@ -69,12 +98,60 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
     }
   });
 
+  const inFlight = dependencies.inFlight ?? new InFlightRequests();
   app.addHook("onRequest", async (request, reply) => {
     reply.header("x-request-id", request.id);
+    // Keep-alive connections can still bring requests while the server drains.
+    if (inFlight.closing && request.url.startsWith("/v1/")) {
+      reply.header("connection", "close");
+      throw shuttingDownError();
+    }
+  });
+
+  const metrics = new Metrics({
+    inFlight: () => inFlight.size,
+    modelLoad: () =>
+      dependencies.registry.list().flatMap((entry) => {
+        const load = entry.engine?.load?.();
+        return load === undefined ? [] : [{ model: entry.model.id, ...load }];
+      }),
+  });
+
+  // One log line and one metrics observation per request: who, what, outcome, tokens, cost
+  // and time; never the prompt.
+  app.addHook("onResponse", async (request, reply) => {
+    const fields = logFields.get(request) ?? {};
+    const route = request.routeOptions.url ?? "unknown";
+    request.log.info(
+      {
+        method: request.method,
+        route,
+        status: reply.statusCode,
+        key: requestKeys.get(request)?.publicId,
+        ms: Math.round(reply.elapsedTime * 10) / 10,
+        ...fields,
+      },
+      "request",
+    );
+    const model =
+      typeof fields.model === "string" && dependencies.registry.get(fields.model) ? fields.model : "";
+    const number = (value: unknown) => (typeof value === "number" ? value : undefined);
+    metrics.observe({
+      route,
+      model,
+      status: reply.statusCode,
+      seconds: reply.elapsedTime / 1000,
+      promptTokens: number(fields.promptTokens),
+      completionTokens: number(fields.completionTokens),
+      costNano: typeof fields.cost === "string" ? parseAmount(fields.cost) : undefined,
+      firstTokenSeconds: fields.firstTokenMs === undefined ? undefined : Number(fields.firstTokenMs) / 1000,
+      engineSeconds: fields.engineMs === undefined ? undefined : Number(fields.engineMs) / 1000,
+    });
   });
 
   app.setErrorHandler((error, request, reply) => {
     const appError = normalizeError(error);
+    annotate(request, { error: appError.code });
     if (appError.code === "internal_error") request.log.error({ err: error }, "request failed");
     void reply.code(appError.status).headers(errorHeaders(appError)).send(toWireError(appError));
   });
@@ -88,18 +165,49 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
   });
 
   app.get("/health", async () => ({ status: "ok" }));
+  app.get("/ready", async (_request, reply) => {
+    const readiness = inFlight.closing
+      ? { ready: false, reasons: ["shutting down"] }
+      : ((await dependencies.checkReady?.()) ?? { ready: true, reasons: [] });
+    void reply.code(readiness.ready ? 200 : 503);
+    return { status: readiness.ready ? "ready" : "not_ready", reasons: readiness.reasons };
+  });
+  app.get("/metrics", async (request, reply) => {
+    const metricsKey = dependencies.metricsKey;
+    if (
+      metricsKey !== undefined &&
+      !isSameSecret(request.headers.authorization ?? "", `Bearer ${metricsKey}`)
+    ) {
+      throw new AppError("invalid_api_key", "GET /metrics needs 'Authorization: Bearer <metrics_key>'.");
+    }
+    const rendered = await metrics.render();
+    void reply.type(rendered.contentType);
+    return rendered.body;
+  });
+  const openApiDocument = JSON.stringify(createOpenApiDocument({ version: packageJson.version }));
+  app.get("/openapi.json", async (_request, reply) => {
+    void reply.type("application/json; charset=utf-8");
+    return openApiDocument;
+  });
 
-  app.register(async (v1) => {
+  app.register(async (authenticated) => {
     // The key comes before anything about the body (SPEC §11): onRequest runs before parsing.
-    v1.addHook("onRequest", async (request) => {
-      requestKeys.set(request, await dependencies.authenticate(request.headers.authorization));
+    authenticated.addHook("onRequest", async (request, reply) => {
+      const key = await dependencies.authenticate(request.headers.authorization);
+      requestKeys.set(request, key);
+      if (dependencies.keyLimits !== undefined && (key.rpm !== undefined || key.tpm !== undefined)) {
+        await dependencies.keyLimits.report(key, (name, value) => {
+          reply.header(name, value);
+        });
+      }
     });
+    dependencies.registerAdminRoutes?.(authenticated, getKey);
     const chat = new ChatService({
       registry: dependencies.registry,
       admission: dependencies.admission ?? unlimitedAdmission,
     });
-    registerChatCompletionRoutes(v1, { chat, getKey });
-    registerModelRoutes(v1, { registry: dependencies.registry, getKey });
+    registerChatCompletionRoutes(authenticated, { chat, getKey, inFlight, annotate });
+    registerModelRoutes(authenticated, { registry: dependencies.registry, getKey });
   });
 
   return app;

@@ -3,15 +3,27 @@ import type { FinishReason, Usage } from "../engine/engine.ts";
 import type { ErrorCode } from "../errors/error-catalog.ts";
 import type { RequestKey } from "./request-key.ts";
 
-/** What admission knows about a request once the engine has measured it. */
-export interface AdmissionRequest {
+/** Sets a response header; admission reports rate-limit state through it. */
+export type SetHeader = (name: string, value: string) => void;
+
+/** Adds fields to the request's log line (never prompts or secrets). */
+export type Annotate = (fields: Record<string, string | number | boolean | undefined>) => void;
+
+/** What admission knows about a request before the engine measured it. */
+export interface AdmissionContext {
   requestId: string;
   key: RequestKey;
   model: CatalogModel;
+  user: string | undefined;
+  setHeader: SetHeader;
+  annotate: Annotate;
+}
+
+/** What admission knows once the engine has measured the request. */
+export interface AdmissionRequest extends AdmissionContext {
   promptTokens: number;
   /** The most completion tokens the run can produce: prices the reservation. */
   maxCompletionTokens: number;
-  user: string | undefined;
 }
 
 /** How a run ended, for settlement. */
@@ -29,16 +41,20 @@ export interface AdmissionTicket {
 }
 
 /**
- * The seam where rate limits and billing plug into the chat pipeline: `admit` runs after the
- * request is measured and before it waits for the model (reserve), and throws an AppError to
- * refuse it (429, 403); the ticket's `settle` runs when the run ends, before its last byte is sent.
+ * The seam where rate limits and billing plug into the chat pipeline. `checkRequestRate` runs
+ * before the engine measures the request (request-rate limits, 429); `admit` runs after it
+ * and before the request waits for the model (token-rate limits, 429; the reservation, 403),
+ * and throws an AppError to refuse. The ticket's `settle` runs when the run ends, before the
+ * last byte is sent.
  */
 export interface ChatAdmission {
+  checkRequestRate(context: AdmissionContext): Promise<void>;
   admit(request: AdmissionRequest): Promise<AdmissionTicket>;
 }
 
 /** Admission without limits or billing: every request runs and costs nothing. */
 export const unlimitedAdmission: ChatAdmission = {
+  async checkRequestRate() {},
   async admit() {
     return { async settle() {} };
   },

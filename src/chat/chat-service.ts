@@ -4,7 +4,7 @@ import type { CompletionIdentity } from "../api/render-chat-completion.ts";
 import type { StreamPart } from "../engine/engine.ts";
 import { AppError, isAppError } from "../errors/app-error.ts";
 import type { ModelRegistry } from "../models/model-registry.ts";
-import type { AdmissionTicket, ChatAdmission, RunOutcome } from "./chat-admission.ts";
+import type { AdmissionTicket, Annotate, ChatAdmission, RunOutcome, SetHeader } from "./chat-admission.ts";
 import { isModelAllowedForKey, type RequestKey } from "./request-key.ts";
 
 /** A chat request accepted and started: its identity and its parts, the first already produced. */
@@ -26,8 +26,10 @@ export function createCompletionId(): string {
 
 /**
  * Decides what happens to a chat request, in the order SPEC §11 sets: model (404), the key's
- * permission (403), the model's kind (400), then the engine measures it (context, 400),
- * admission limits and reserves (429, 403), and the run waits for the model (503).
+ * permission (403), the model's kind (400), the request rate (429), then the engine measures
+ * it (context, 400), admission checks the token rate (429) and reserves (403), and the run
+ * waits for the model (503). The token rate needs the measured size, so it follows the context
+ * check: a request too large for the context is refused without spending the key's tokens.
  * Settlement wraps the run so it happens before the last part reaches the client.
  */
 export class ChatService {
@@ -46,6 +48,8 @@ export class ChatService {
     key: RequestKey;
     options: ChatCompletionOptions;
     signal: AbortSignal;
+    setHeader: SetHeader;
+    annotate: Annotate;
   }): Promise<StartedChat> {
     const { key, options, signal } = input;
     const entry = this.#registry.get(options.model);
@@ -84,14 +88,20 @@ export class ChatService {
         },
       );
     }
-    const prepared = await engine.prepare(options.request);
-    const ticket = await this.#admission.admit({
+    const context = {
       requestId: input.requestId,
       key,
       model: entry.model,
+      user: options.user,
+      setHeader: input.setHeader,
+      annotate: input.annotate,
+    };
+    await this.#admission.checkRequestRate(context);
+    const prepared = await engine.prepare(options.request);
+    const ticket = await this.#admission.admit({
+      ...context,
       promptTokens: prepared.promptTokens,
       maxCompletionTokens: prepared.maxCompletionTokens,
-      user: options.user,
     });
     const startedAt = this.#now();
     const identity: CompletionIdentity = {
@@ -112,7 +122,7 @@ export class ChatService {
       });
       throw error;
     }
-    return { identity, parts: this.#settleOnEnd(first, iterator, ticket, startedAt) };
+    return { identity, parts: this.#settleOnEnd(first, iterator, ticket, startedAt, input.annotate) };
   }
 
   async *#settleOnEnd(
@@ -120,13 +130,16 @@ export class ChatService {
     iterator: AsyncIterator<StreamPart>,
     ticket: AdmissionTicket,
     startedAt: number,
+    annotate: Annotate,
   ): AsyncGenerator<StreamPart> {
     const firstPartMs = this.#now() - startedAt;
     let settled = false;
     const settle = async (outcome: Omit<RunOutcome, "timings">) => {
       if (settled) return;
       settled = true;
-      await ticket.settle({ ...outcome, timings: { firstPartMs, totalMs: this.#now() - startedAt } });
+      const totalMs = this.#now() - startedAt;
+      annotate({ firstTokenMs: firstPartMs, engineMs: totalMs, finishReason: outcome.finishReason });
+      await ticket.settle({ ...outcome, timings: { firstPartMs, totalMs } });
     };
     try {
       let result = first;

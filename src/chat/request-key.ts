@@ -6,6 +6,10 @@ export interface RequestKey {
   role: "user" | "admin";
   /** Models the key may use; `undefined` means all. */
   allowedModels: readonly string[] | undefined;
+  /** Requests per minute; `undefined` means no limit. */
+  rpm: number | undefined;
+  /** Tokens per minute; `undefined` means no limit. */
+  tpm: number | undefined;
 }
 
 /** Whether the key may use the model. */

@@ -1,7 +1,7 @@
 import type { CatalogModel } from "../catalog/catalog.ts";
 import type { ChatEngine } from "./engine.ts";
 import { createLlamaEngine } from "./llama/create-llama-engine.ts";
-import { createUnavailableEngine } from "./unavailable-engine.ts";
+import { createOpenAiEngine } from "./openai/create-openai-engine.ts";
 
 /** Logger shape the engines use (pino's). */
 export interface EngineLogger {
@@ -10,18 +10,25 @@ export interface EngineLogger {
   error(object: object, message?: string): void;
 }
 
+/** What an engine may need from the rest of the catalogue. */
+export interface EngineContext {
+  /** The engine of another catalogue model (upstream `fallbacks`), looked up when it is needed. */
+  resolveEngine?: ((id: string) => ChatEngine | undefined) | undefined;
+}
+
 /** The engine for one catalogue model: the one place that knows which engine types exist. */
-export function createEngine(model: CatalogModel, logger: EngineLogger): ChatEngine | undefined {
+export function createEngine(
+  model: CatalogModel,
+  logger: EngineLogger,
+  context: EngineContext = {},
+): ChatEngine | undefined {
   const engine = model.engine;
   if (engine === undefined) return undefined;
   switch (engine.type) {
     case "llama":
       return createLlamaEngine({ model, logger });
     case "openai":
-      return createUnavailableEngine(
-        model,
-        `The model '${model.id}' routes to an upstream server, which this version of Tollgate does not support yet.`,
-      );
+      return createOpenAiEngine({ model, logger, resolveEngine: context.resolveEngine });
     default: {
       const unreachable: never = engine;
       throw new Error(`unknown engine ${JSON.stringify(unreachable)}`);

@@ -135,6 +135,8 @@ export interface ChatEngine {
    * (`context_length_exceeded`, `model_unavailable`) when the request cannot run.
    */
   prepare(request: ChatRequest): Promise<PreparedChat>;
+  /** Requests running in the engine and waiting for it now, for `/metrics`; optional. */
+  load?(): { running: number; waiting: number };
   /** Releases every resource (contexts, sockets). Requests in flight are aborted. */
   close(): Promise<void>;
 }

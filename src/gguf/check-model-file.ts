@@ -28,7 +28,7 @@ const checkedArchitectures = new Set(["llama", "qwen2", "qwen3", "gemma", "gemma
  * llama-family model without its hyperparameters, or a model without a usable tokenizer.
  */
 export async function checkModelFile(path: string): Promise<void> {
-  await checkMagic(path);
+  await checkHeader(path);
   let metadata: MetadataRecord;
   try {
     const info = await readGgufFileInfo(path, {
@@ -100,9 +100,12 @@ function checkTokenizer(path: string, metadata: MetadataRecord): void {
   }
 }
 
-async function checkMagic(path: string): Promise<void> {
+/** Magic, version, tensor count and key/value count. */
+const ggufHeaderBytes = 24;
+
+async function checkHeader(path: string): Promise<void> {
   let bytesRead: number;
-  const header = Buffer.alloc(ggufMagic.length);
+  const header = Buffer.alloc(ggufHeaderBytes);
   try {
     const handle = await open(path, "r");
     try {
@@ -113,8 +116,17 @@ async function checkMagic(path: string): Promise<void> {
   } catch (error) {
     throw new Error(`${path}: cannot open the model file: ${errorMessage(error)}`, { cause: error });
   }
-  if (bytesRead < header.length || header.toString("latin1") !== ggufMagic) {
+  if (bytesRead < ggufMagic.length || header.toString("latin1", 0, ggufMagic.length) !== ggufMagic) {
     throw new Error(`${path}: not a GGUF file (it does not start with the GGUF magic bytes)`);
+  }
+  if (bytesRead < ggufHeaderBytes) {
+    throw new Error(
+      `${path}: the file is too short to be a GGUF file (${bytesRead} bytes); is it truncated?`,
+    );
+  }
+  const version = header.readUInt32LE(4);
+  if (version !== 2 && version !== 3) {
+    throw new Error(`${path}: unsupported GGUF version ${version} (llama.cpp reads versions 2 and 3)`);
   }
 }
 

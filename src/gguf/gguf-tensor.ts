@@ -1,9 +1,24 @@
-/** Tensor element types this writer can store (ggml_type ids 0 and 1). */
-export type GgufTensorType = "f32" | "f16";
+/**
+ * Tensor element types this writer can store: `f32`, `f16`, and `q8_0` (blocks of 32 values
+ * stored as an f16 scale and 32 int8s; the innermost dimension must be a multiple of 32).
+ */
+export type GgufTensorType = "f32" | "f16" | "q8_0";
 
-export const ggmlTypeIds = { f32: 0, f16: 1 } as const satisfies Record<GgufTensorType, number>;
+/** `ggml_type` ids. */
+export const ggmlTypeIds = { f32: 0, f16: 1, q8_0: 8 } as const satisfies Record<GgufTensorType, number>;
 
-export const ggmlTypeByteSizes = { f32: 4, f16: 2 } as const satisfies Record<GgufTensorType, number>;
+/** Elements per block and bytes per block of each type. */
+export const ggmlTypeBlocks = {
+  f32: { elements: 1, bytes: 4 },
+  f16: { elements: 1, bytes: 2 },
+  q8_0: { elements: 32, bytes: 34 },
+} as const satisfies Record<GgufTensorType, { elements: number; bytes: number }>;
+
+/** Bytes taken by `elementCount` elements of `type` (a whole number of blocks). */
+export function countTensorBytes(type: GgufTensorType, elementCount: number): number {
+  const block = ggmlTypeBlocks[type];
+  return (elementCount / block.elements) * block.bytes;
+}
 
 /**
  * A tensor to write. Its data is produced on demand, chunk by chunk, so a large tensor never

@@ -1,12 +1,12 @@
 import { randomUUID } from "node:crypto";
 import { type FileHandle, open, rename, rm } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
-import { float32ToFloat16Bits } from "./float16.ts";
+import { encodeTensorElements } from "./encode-tensor-elements.ts";
 import {
+  countTensorBytes,
   countTensorElements,
   type GgufTensor,
-  type GgufTensorType,
-  ggmlTypeByteSizes,
+  ggmlTypeBlocks,
   ggmlTypeIds,
 } from "./gguf-tensor.ts";
 import { type GgufArrayItemType, type GgufMetadata, type GgufValue, ggufValueTypeIds } from "./gguf-value.ts";
@@ -105,8 +105,14 @@ function layOutTensors(tensors: readonly GgufTensor[], alignment: number): Tenso
         throw new Error(`tensor ${tensor.name} has an invalid dimension: ${dimension}`);
       }
     }
+    const blockElements = ggmlTypeBlocks[tensor.type].elements;
+    if (tensor.dimensions[0]! % blockElements !== 0) {
+      throw new Error(
+        `tensor ${tensor.name}: ${tensor.type} needs ne[0] to be a multiple of ${blockElements}`,
+      );
+    }
     const relativeOffset = alignUp(offset, alignment);
-    const byteLength = countTensorElements(tensor.dimensions) * ggmlTypeByteSizes[tensor.type];
+    const byteLength = countTensorBytes(tensor.type, countTensorElements(tensor.dimensions));
     offset = relativeOffset + byteLength;
     return {
       tensor,
@@ -298,30 +304,7 @@ async function writeTensorData(output: BufferedFileWriter, tensor: GgufTensor): 
   for (let offset = 0; offset < elementCount; offset += values.length) {
     const chunk = values.subarray(0, Math.min(values.length, elementCount - offset));
     tensor.fill(chunk, offset);
-    await output.write(encodeElements(chunk, tensor.type));
-  }
-}
-
-function encodeElements(values: Float32Array, type: GgufTensorType): Uint8Array {
-  switch (type) {
-    case "f32": {
-      const bytes = new Uint8Array(values.length * 4);
-      const view = new DataView(bytes.buffer);
-      for (let index = 0; index < values.length; index++) view.setFloat32(index * 4, values[index]!, true);
-      return bytes;
-    }
-    case "f16": {
-      const bytes = new Uint8Array(values.length * 2);
-      const view = new DataView(bytes.buffer);
-      for (let index = 0; index < values.length; index++) {
-        view.setUint16(index * 2, float32ToFloat16Bits(values[index]!), true);
-      }
-      return bytes;
-    }
-    default: {
-      const exhaustive: never = type;
-      throw new Error(`unsupported tensor type ${String(exhaustive)}`);
-    }
+    await output.write(encodeTensorElements(chunk, tensor.type));
   }
 }
 

@@ -10,12 +10,14 @@ import { createSeededRandom } from "./seeded-random.ts";
  * - `anchor` (0): every token embedding holds the constant `K` here. After the final RMS norm it
  *   is a near-constant, so `output.weight[t][anchor]` acts as a per-token logit bias.
  * - `marker` (1): non-zero only in the embedding of `<|im_start|>`.
- * - `signal` (2): written by head 0 of layer 0. That head's query is constant and its key is
- *   the marker, placed in one RoPE pair, so its score for an `<|im_start|>` that is `d` tokens
- *   back is `A·cos(θ·d)`; its value is the marker. The head's output, the attention weight `w`
- *   on recent `<|im_start|>` tokens, is about 1 right after `<|im_start|>assistant\n` and falls
- *   towards 0 a few tokens later. `output.weight[t][signal]` then turns `w` into a logit bias
- *   that suppresses the end early in an answer and releases it later.
+ * - `signal` (2): written by head 0 of layer 0, the marker head. Its query is constant (read
+ *   from the anchor) and its key is the marker, spread over several RoPE pairs plus one
+ *   practically unrotated pair, so its score for an `<|im_start|>` that is `d` tokens back is
+ *   `peak·r(d) − offset` (see `markerPeakScore`); every other token scores 0. Its value is the
+ *   marker, so its output is the attention weight `w` on the last `<|im_start|>`: about 1 right
+ *   after `<|im_start|>assistant\n`, falling to about 0 some 10 tokens later, whatever the
+ *   prompt length and however many earlier turns there are. `output.weight[t][signal]` turns
+ *   `w` into a logit bias that suppresses the end early in an answer and releases it later.
  * All biases scale with `endBias`; `endBias: 0` leaves plain random logits.
  */
 export type TestModelShape = {
@@ -26,8 +28,15 @@ export type TestModelShape = {
   readonly feedForwardLength: number;
   readonly contextLength: number;
   readonly ropeFreqBase: number;
-  /** Element type of the matrices (norm weights are always f32). */
-  readonly matrixType: GgufTensorType;
+  /** Element type of the matrices inside the blocks (norm weights are always f32). */
+  readonly blockMatrixType: GgufTensorType;
+  /** Element type of `token_embd` and `output`, which carry the hand-set biases. */
+  readonly vocabularyMatrixType: GgufTensorType;
+  /**
+   * How llama.cpp pairs a head's dimensions for RoPE: `normal` (llama: 2k and 2k+1) or `neox`
+   * (qwen2: k and k + dh/2).
+   */
+  readonly ropeLayout: "normal" | "neox";
 };
 
 export type TestModelBiases = {
@@ -88,7 +97,7 @@ export function createTestModelTensors(options: CreateTestModelTensorsOptions): 
   // Norm weights restore unit scale on ordinary dimensions despite the large anchor.
   const ordinaryGain = ordinaryRms;
 
-  const rope = chooseMarkerRopePairs(headDimension, shape.ropeFreqBase, shape.contextLength);
+  const rope = chooseMarkerRopePairs({ headDimension, shape });
   // Per band pair: q·k = markerPeakScore·√dh / bandPairs at distance 0; static pair: −markerOffset·√dh.
   const bandWeight = Math.sqrt(
     (markerPeakScore * Math.sqrt(headDimension)) /
@@ -99,12 +108,12 @@ export function createTestModelTensors(options: CreateTestModelTensorsOptions): 
     (markerOffset * Math.sqrt(headDimension)) / (normalizedAnchor * normalizedMarker),
   );
   const queryWeights = new Map<number, number>([
-    ...rope.bandPairs.map((pair): [number, number] => [2 * pair, bandWeight]),
-    [2 * rope.staticPair, -staticWeight],
+    ...rope.bandPairs.map((pair): [number, number] => [rope.firstDimension(pair), bandWeight]),
+    [rope.firstDimension(rope.staticPair), -staticWeight],
   ]);
   const keyWeights = new Map<number, number>([
-    ...rope.bandPairs.map((pair): [number, number] => [2 * pair, bandWeight]),
-    [2 * rope.staticPair, staticWeight],
+    ...rope.bandPairs.map((pair): [number, number] => [rope.firstDimension(pair), bandWeight]),
+    [rope.firstDimension(rope.staticPair), staticWeight],
   ]);
   const signalValue = signalScale * ordinaryRms;
   const outputWeight = signalValue / normalizedMarker;
@@ -117,79 +126,110 @@ export function createTestModelTensors(options: CreateTestModelTensorsOptions): 
   const finalNormalizedAnchor = anchor / finalRms;
   const finalNormalizedSignal = signalValue / finalRms;
 
-  const matrix = (
-    name: string,
-    inputs: number,
-    outputs: number,
-    deviation: number,
-    override?: (output: number, input: number) => number | undefined,
-  ): GgufTensor =>
-    createMatrixTensor({ name, inputs, outputs, type: shape.matrixType, seed, deviation, override });
-
+  const matrix = (name: string, inputs: number, outputs: number, deviation: number, rules: MatrixRules) => {
+    const type = name.startsWith("blk.") ? shape.blockMatrixType : shape.vocabularyMatrixType;
+    return createMatrixTensor({ name, inputs, outputs, type, seed, deviation, rules });
+  };
   const normVector = (name: string): GgufTensor =>
     createVectorTensor(name, n, (dimension) => (isReserved(dimension) ? 1 : ordinaryGain));
+  const reservedInputs = [anchorDimension, markerDimension, signalDimension];
+  const isReservedRow = (output: number): boolean => isReserved(output);
 
   const tensors: GgufTensor[] = [
-    matrix("token_embd.weight", n, vocabularySize, 1, (token, dimension) => {
-      if (dimension === anchorDimension) return anchor;
-      if (dimension === markerDimension) return token === biases.markerTokenId ? anchor : 0;
-      if (dimension === signalDimension) return 0;
-      return undefined;
+    matrix("token_embd.weight", n, vocabularySize, 1, {
+      zeroInputs: reservedInputs,
+      fixedEntries: (token) =>
+        token === biases.markerTokenId
+          ? [
+              [anchorDimension, anchor],
+              [markerDimension, anchor],
+            ]
+          : [[anchorDimension, anchor]],
     }),
   ];
 
+  const inputDeviation = 1 / Math.sqrt(n - reservedDimensions);
   for (let layer = 0; layer < shape.blockCount; layer++) {
     const prefix = `blk.${layer}`;
     const isMarkerLayer = layer === 0;
-    const inputDeviation = 1 / Math.sqrt(n - reservedDimensions);
     tensors.push(normVector(`${prefix}.attn_norm.weight`));
     tensors.push(
-      matrix(`${prefix}.attn_q.weight`, n, qDimension, inputDeviation, (row, input) => {
-        const head = Math.floor(row / headDimension);
-        const within = row % headDimension;
-        if (isMarkerLayer && head === 0)
-          return input === anchorDimension ? (queryWeights.get(within) ?? 0) : 0;
-        // Heads sharing the marker's key must not look at it.
-        if (isMarkerLayer && head < headsPerKvHead && rope.usedDimensions.has(within)) return 0;
-        return isReserved(input) ? 0 : undefined;
-      }),
+      matrix(
+        `${prefix}.attn_q.weight`,
+        n,
+        qDimension,
+        inputDeviation,
+        isMarkerLayer
+          ? {
+              zeroInputs: reservedInputs,
+              // Head 0 is the marker head; the heads sharing its key must not look at the marker.
+              isZeroRow: (row) => {
+                const head = Math.floor(row / headDimension);
+                return head === 0 || (head < headsPerKvHead && rope.usedDimensions.has(row % headDimension));
+              },
+              fixedEntries: (row) => {
+                const weight = row < headDimension ? queryWeights.get(row) : undefined;
+                return weight === undefined ? [] : [[anchorDimension, weight]];
+              },
+            }
+          : { zeroInputs: reservedInputs },
+      ),
     );
     tensors.push(
-      matrix(`${prefix}.attn_k.weight`, n, kvDimension, inputDeviation, (row, input) => {
-        if (isMarkerLayer && rope.usedDimensions.has(row)) {
-          return input === markerDimension ? (keyWeights.get(row) ?? 0) : 0;
-        }
-        return isReserved(input) ? 0 : undefined;
-      }),
+      matrix(
+        `${prefix}.attn_k.weight`,
+        n,
+        kvDimension,
+        inputDeviation,
+        isMarkerLayer
+          ? {
+              zeroInputs: reservedInputs,
+              isZeroRow: (row) => rope.usedDimensions.has(row),
+              fixedEntries: (row) => {
+                const weight = keyWeights.get(row);
+                return weight === undefined ? [] : [[markerDimension, weight]];
+              },
+            }
+          : { zeroInputs: reservedInputs },
+      ),
     );
     tensors.push(
-      matrix(`${prefix}.attn_v.weight`, n, kvDimension, inputDeviation, (row, input) => {
-        if (isMarkerLayer && row === 0) return input === markerDimension ? 1 : 0;
-        return isReserved(input) ? 0 : undefined;
-      }),
+      matrix(
+        `${prefix}.attn_v.weight`,
+        n,
+        kvDimension,
+        inputDeviation,
+        isMarkerLayer
+          ? {
+              zeroInputs: reservedInputs,
+              isZeroRow: (row) => row === 0,
+              fixedEntries: (row) => (row === 0 ? [[markerDimension, 1]] : []),
+            }
+          : { zeroInputs: reservedInputs },
+      ),
+    );
+    // Layer 0: head 0 writes only the signal; the heads sharing its value channel 0 (the
+    // marker) must not copy it anywhere.
+    const markerHeadInputs = Array.from({ length: headDimension }, (_, within) => within).concat(
+      Array.from({ length: headsPerKvHead - 1 }, (_, head) => (head + 1) * headDimension),
     );
     tensors.push(
-      matrix(`${prefix}.attn_output.weight`, qDimension, n, depthScale / Math.sqrt(qDimension), (output, column) => {
-        if (isMarkerLayer) {
-          const head = Math.floor(column / headDimension);
-          const within = column % headDimension;
-          if (head === 0) return output === signalDimension && within === 0 ? outputWeight : 0;
-          // Other heads sharing the marker's value channel must not copy it.
-          if (head < headsPerKvHead && within === 0) return 0;
-        }
-        return isReserved(output) ? 0 : undefined;
+      matrix(`${prefix}.attn_output.weight`, qDimension, n, depthScale / Math.sqrt(qDimension), {
+        zeroInputs: isMarkerLayer ? markerHeadInputs : [],
+        isZeroRow: isReservedRow,
+        fixedEntries: (output) => (isMarkerLayer && output === signalDimension ? [[0, outputWeight]] : []),
       }),
     );
     tensors.push(normVector(`${prefix}.ffn_norm.weight`));
     tensors.push(
-      matrix(`${prefix}.ffn_gate.weight`, n, shape.feedForwardLength, inputDeviation, (_row, input) =>
-        isReserved(input) ? 0 : undefined,
-      ),
+      matrix(`${prefix}.ffn_gate.weight`, n, shape.feedForwardLength, inputDeviation, {
+        zeroInputs: reservedInputs,
+      }),
     );
     tensors.push(
-      matrix(`${prefix}.ffn_up.weight`, n, shape.feedForwardLength, inputDeviation, (_row, input) =>
-        isReserved(input) ? 0 : undefined,
-      ),
+      matrix(`${prefix}.ffn_up.weight`, n, shape.feedForwardLength, inputDeviation, {
+        zeroInputs: reservedInputs,
+      }),
     );
     tensors.push(
       matrix(
@@ -198,7 +238,7 @@ export function createTestModelTensors(options: CreateTestModelTensorsOptions): 
         n,
         // silu(gate)·up has a variance of about 0.35 for unit inputs.
         depthScale / Math.sqrt(0.35 * shape.feedForwardLength),
-        (output) => (isReserved(output) ? 0 : undefined),
+        { isZeroRow: isReservedRow },
       ),
     );
   }
@@ -207,11 +247,12 @@ export function createTestModelTensors(options: CreateTestModelTensorsOptions): 
   const finalOrdinaryScale = (Math.sqrt(finalVariance) * ordinaryGain) / finalRms;
   const outputDeviation = logitDeviation / (Math.sqrt(n - reservedDimensions) * finalOrdinaryScale);
   tensors.push(
-    matrix("output.weight", n, vocabularySize, outputDeviation, (token, dimension) => {
-      if (dimension === anchorDimension) return (biases.lateBias.get(token) ?? 0) / finalNormalizedAnchor;
-      if (dimension === signalDimension) return (biases.earlyBias.get(token) ?? 0) / finalNormalizedSignal;
-      if (dimension === markerDimension) return 0;
-      return undefined;
+    matrix("output.weight", n, vocabularySize, outputDeviation, {
+      zeroInputs: reservedInputs,
+      fixedEntries: (token) => [
+        [anchorDimension, (biases.lateBias.get(token) ?? 0) / finalNormalizedAnchor],
+        [signalDimension, (biases.earlyBias.get(token) ?? 0) / finalNormalizedSignal],
+      ],
     }),
   );
   return tensors;
@@ -223,29 +264,45 @@ type MarkerRopePairs = {
   /** The slowest pair, which must stay (almost) unrotated over the context: a constant score. */
   readonly staticPair: number;
   readonly usedDimensions: ReadonlySet<number>;
+  /** The dimension (within a head) of a pair's first component, which the circuit uses. */
+  readonly firstDimension: (pair: number) => number;
 };
 
-/** llama.cpp's "normal" RoPE rotates pair k of a head by `position·base^(−2k/dh)`. */
-function chooseMarkerRopePairs(headDimension: number, base: number, contextLength: number): MarkerRopePairs {
+/** RoPE rotates pair k of a head by `position·base^(−2k/dh)`. */
+function chooseMarkerRopePairs(options: { headDimension: number; shape: TestModelShape }): MarkerRopePairs {
+  const { headDimension, shape } = options;
   const pairCount = headDimension / 2;
-  const frequency = (pair: number): number => base ** ((-2 * pair) / headDimension);
+  const frequency = (pair: number): number => shape.ropeFreqBase ** ((-2 * pair) / headDimension);
   const bandPairs: number[] = [];
   for (let pair = 0; pair < pairCount; pair++) {
     if (frequency(pair) >= markerBand.lowest && frequency(pair) <= markerBand.highest) bandPairs.push(pair);
   }
   const staticPair = pairCount - 1;
-  if (bandPairs.length < 8 || frequency(staticPair) * contextLength > 0.05) {
+  if (bandPairs.length < 8 || frequency(staticPair) * shape.contextLength > 0.05) {
     throw new Error(
-      `head dimension ${headDimension} with RoPE base ${base} cannot hold the end-of-answer circuit`,
+      `head dimension ${headDimension} with RoPE base ${shape.ropeFreqBase} cannot hold the end-of-answer circuit`,
     );
   }
+  const firstDimension = (pair: number): number => (shape.ropeLayout === "normal" ? 2 * pair : pair);
+  const secondDimension = (pair: number): number =>
+    shape.ropeLayout === "normal" ? 2 * pair + 1 : pair + pairCount;
   const usedDimensions = new Set<number>();
   for (const pair of [...bandPairs, staticPair]) {
-    usedDimensions.add(2 * pair);
-    usedDimensions.add(2 * pair + 1);
+    usedDimensions.add(firstDimension(pair));
+    usedDimensions.add(secondDimension(pair));
   }
-  return { bandPairs, staticPair, usedDimensions };
+  return { bandPairs, staticPair, usedDimensions, firstDimension };
 }
+
+/** Deterministic parts of a random matrix; rows are outputs, columns inputs. */
+type MatrixRules = {
+  /** Inputs (columns) that are 0 in every row. */
+  readonly zeroInputs?: readonly number[];
+  /** Rows that are 0 apart from their fixed entries. */
+  readonly isZeroRow?: (output: number) => boolean;
+  /** `[input, value]` entries of a row that have a set value. */
+  readonly fixedEntries?: (output: number) => readonly (readonly [number, number])[];
+};
 
 type CreateMatrixTensorOptions = {
   readonly name: string;
@@ -255,31 +312,37 @@ type CreateMatrixTensorOptions = {
   readonly seed: number;
   /** Standard deviation of the uniform random entries. */
   readonly deviation: number;
-  /** A fixed value for an entry, or `undefined` for a random one. */
-  readonly override?: (output: number, input: number) => number | undefined;
+  readonly rules: MatrixRules;
 };
 
-/** A `[inputs, outputs]` matrix (ggml order) of seeded uniform noise with optional fixed entries. */
+/** A `[inputs, outputs]` matrix (ggml order) of seeded uniform noise with some set entries. */
 function createMatrixTensor(options: CreateMatrixTensorOptions): GgufTensor {
   const random = createSeededRandom(options.seed, options.name);
   const halfWidth = options.deviation * Math.sqrt(3);
-  const { inputs, override } = options;
+  const { inputs, rules } = options;
+  const zeroInput = new Uint8Array(inputs);
+  for (const input of rules.zeroInputs ?? []) zeroInput[input] = 1;
   return {
     name: options.name,
     dimensions: [inputs, options.outputs],
     type: options.type,
     fill(target, offset) {
-      let output = Math.floor(offset / inputs);
-      let input = offset - output * inputs;
-      for (let index = 0; index < target.length; index++) {
-        // Always draw, so fixed entries never shift the random stream.
-        const randomValue = (random.next() * 2 - 1) * halfWidth;
-        target[index] = override?.(output, input) ?? randomValue;
-        input++;
-        if (input === inputs) {
-          input = 0;
-          output++;
+      let index = 0;
+      while (index < target.length) {
+        const output = Math.floor((offset + index) / inputs);
+        const firstInput = offset + index - output * inputs;
+        const endInput = Math.min(inputs, firstInput + target.length - index);
+        const zeroRow = rules.isZeroRow?.(output) ?? false;
+        const rowBase = index - firstInput;
+        for (let input = firstInput; input < endInput; input++) {
+          // Always draw, so set entries never shift the random stream.
+          const value = (random.next() * 2 - 1) * halfWidth;
+          target[rowBase + input] = zeroRow || zeroInput[input] === 1 ? 0 : value;
         }
+        for (const [input, value] of rules.fixedEntries?.(output) ?? []) {
+          if (input >= firstInput && input < endInput) target[rowBase + input] = value;
+        }
+        index += endInput - firstInput;
       }
     },
   };

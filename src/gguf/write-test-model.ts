@@ -1,5 +1,5 @@
 import { fromByteLevel } from "./byte-level-bpe.ts";
-import { countTensorElements } from "./gguf-tensor.ts";
+import { countTensorElements, type GgufTensor } from "./gguf-tensor.ts";
 import { type GgufMetadata, gguf } from "./gguf-value.ts";
 import { writeGgufFile } from "./gguf-writer.ts";
 import { testModelChatTemplate } from "./test-model-chat-template.ts";
@@ -9,6 +9,8 @@ import { createTestModelTensors, type TestModelBiases, type TestModelShape } fro
 /** Size presets: `tiny` for tests (about 1.5 M parameters), `small` for benchmarks (about 24 M). */
 export type TestModelSize = "tiny" | "small";
 
+export type TestModelArchitecture = "llama" | "qwen2";
+
 export type WriteTestModelOptions = {
   /** Destination file; written atomically (temporary file in the same folder, then renamed). */
   readonly path: string;
@@ -16,6 +18,13 @@ export type WriteTestModelOptions = {
   readonly seed?: number;
   /** Default `"tiny"`. */
   readonly size?: TestModelSize;
+  /**
+   * Default `"llama"`. `"qwen2"` writes the same model under Qwen2's architecture name (its
+   * keys, NEOX RoPE layout), for which node-llama-cpp's `resolveChatWrapper` picks
+   * `QwenChatWrapper`; for `"llama"` it picks `JinjaTemplateChatWrapper` (the template is the
+   * same and renders identically).
+   */
+  readonly architecture?: TestModelArchitecture;
   /**
    * Strength, in logit units (nats), of the bias towards `<|im_end|>` late in an answer; the
    * other biases (early suppression of the end, JSON closing tokens) scale with it. `0` writes
@@ -37,7 +46,10 @@ export type TestModelInfo = {
 
 export const defaultEndBias = 8;
 
-const shapes: Record<TestModelSize, TestModelShape> = {
+/** `general.file_type` (llama_ftype) named after the type of most weights. */
+const llamaFileTypes = { f32: 0, f16: 1, q8_0: 7 } as const;
+
+const shapes: Record<TestModelSize, Omit<TestModelShape, "ropeLayout">> = {
   // Head dimension 128 and RoPE base 1e6 (as in Qwen2.5) give the end-of-answer circuit in
   // test-model-weights.ts enough RoPE frequencies.
   tiny: {
@@ -48,7 +60,8 @@ const shapes: Record<TestModelSize, TestModelShape> = {
     feedForwardLength: 512,
     contextLength: 2048,
     ropeFreqBase: 1_000_000,
-    matrixType: "f32",
+    blockMatrixType: "f32",
+    vocabularyMatrixType: "f32",
   },
   small: {
     embeddingLength: 512,
@@ -58,7 +71,9 @@ const shapes: Record<TestModelSize, TestModelShape> = {
     feedForwardLength: 1408,
     contextLength: 4096,
     ropeFreqBase: 1_000_000,
-    matrixType: "f16",
+    // Q8_0 runs about twice as fast as f16 on CPU; the biased vocabulary matrices stay f16.
+    blockMatrixType: "q8_0",
+    vocabularyMatrixType: "f16",
   },
 };
 
@@ -68,31 +83,50 @@ const shapes: Record<TestModelSize, TestModelShape> = {
  * Deterministic: the same options always produce the same bytes.
  */
 export async function writeTestModel(options: WriteTestModelOptions): Promise<TestModelInfo> {
+  const content = createTestModelContent(options);
+  const { bytes } = await writeGgufFile({
+    path: options.path,
+    metadata: content.metadata,
+    tensors: content.tensors,
+  });
+  return {
+    path: options.path,
+    parameters: content.tensors.reduce((sum, tensor) => sum + countTensorElements(tensor.dimensions), 0),
+    vocabularySize: content.vocabularySize,
+    contextLength: content.contextLength,
+    bytes,
+  };
+}
+
+/** What {@link writeTestModel} writes, for callers that want to alter it (e.g. drop a key). */
+export type TestModelContent = {
+  readonly metadata: GgufMetadata;
+  readonly tensors: readonly GgufTensor[];
+  readonly vocabularySize: number;
+  readonly contextLength: number;
+};
+
+/** Builds the metadata and (lazily generated) tensors of a test model without writing them. */
+export function createTestModelContent(options: Omit<WriteTestModelOptions, "path">): TestModelContent {
   const seed = options.seed ?? 1;
   const size = options.size ?? "tiny";
   const endBias = options.endBias ?? defaultEndBias;
   if (!Number.isSafeInteger(seed)) throw new Error(`seed must be an integer, got ${seed}`);
   if (!Number.isFinite(endBias)) throw new Error(`endBias must be a finite number, got ${endBias}`);
-  const shape = shapes[size];
-  if (shape === undefined) throw new Error(`unknown test model size: ${String(size)}`);
+  const architecture = options.architecture ?? "llama";
+  const sizeShape = shapes[size];
+  if (sizeShape === undefined) throw new Error(`unknown test model size: ${String(size)}`);
+  if (architecture !== "llama" && architecture !== "qwen2") {
+    throw new Error(`unknown test model architecture: ${String(architecture)}`);
+  }
+  const shape: TestModelShape = { ...sizeShape, ropeLayout: architecture === "llama" ? "normal" : "neox" };
 
   const vocabulary = getTestModelVocabulary();
-  const tensors = createTestModelTensors({
-    shape,
-    biases: createBiases(vocabulary, endBias),
-    seed,
-  });
-  const { bytes } = await writeGgufFile({
-    path: options.path,
-    metadata: createMetadata({ shape, vocabulary, size, seed }),
-    tensors,
-  });
   return {
-    path: options.path,
-    parameters: tensors.reduce((sum, tensor) => sum + countTensorElements(tensor.dimensions), 0),
+    metadata: createMetadata({ shape, vocabulary, size, seed, architecture }),
+    tensors: createTestModelTensors({ shape, biases: createBiases(vocabulary, endBias), seed }),
     vocabularySize: vocabulary.tokens.length,
     contextLength: shape.contextLength,
-    bytes,
   };
 }
 
@@ -101,28 +135,29 @@ type CreateMetadataOptions = {
   readonly vocabulary: TestModelVocabulary;
   readonly size: TestModelSize;
   readonly seed: number;
+  readonly architecture: TestModelArchitecture;
 };
 
 function createMetadata(options: CreateMetadataOptions): GgufMetadata {
-  const { shape, vocabulary } = options;
+  const { shape, vocabulary, architecture } = options;
   const headDimension = shape.embeddingLength / shape.headCount;
   return {
-    "general.architecture": gguf.string("llama"),
+    "general.architecture": gguf.string(architecture),
     "general.type": gguf.string("model"),
     "general.name": gguf.string(`Tollgate Test ${options.size} (seed ${options.seed})`),
     "general.description": gguf.string("Random weights for tests and demos; its text has no meaning."),
-    "general.file_type": gguf.u32(shape.matrixType === "f16" ? 1 : 0),
+    "general.file_type": gguf.u32(llamaFileTypes[shape.blockMatrixType]),
     "general.alignment": gguf.u32(32),
-    "llama.context_length": gguf.u32(shape.contextLength),
-    "llama.embedding_length": gguf.u32(shape.embeddingLength),
-    "llama.block_count": gguf.u32(shape.blockCount),
-    "llama.feed_forward_length": gguf.u32(shape.feedForwardLength),
-    "llama.attention.head_count": gguf.u32(shape.headCount),
-    "llama.attention.head_count_kv": gguf.u32(shape.headCountKv),
-    "llama.rope.dimension_count": gguf.u32(headDimension),
-    "llama.rope.freq_base": gguf.f32(shape.ropeFreqBase),
-    "llama.attention.layer_norm_rms_epsilon": gguf.f32(1e-5),
-    "llama.vocab_size": gguf.u32(vocabulary.tokens.length),
+    [`${architecture}.context_length`]: gguf.u32(shape.contextLength),
+    [`${architecture}.embedding_length`]: gguf.u32(shape.embeddingLength),
+    [`${architecture}.block_count`]: gguf.u32(shape.blockCount),
+    [`${architecture}.feed_forward_length`]: gguf.u32(shape.feedForwardLength),
+    [`${architecture}.attention.head_count`]: gguf.u32(shape.headCount),
+    [`${architecture}.attention.head_count_kv`]: gguf.u32(shape.headCountKv),
+    [`${architecture}.rope.dimension_count`]: gguf.u32(headDimension),
+    [`${architecture}.rope.freq_base`]: gguf.f32(shape.ropeFreqBase),
+    [`${architecture}.attention.layer_norm_rms_epsilon`]: gguf.f32(1e-5),
+    [`${architecture}.vocab_size`]: gguf.u32(vocabulary.tokens.length),
     "tokenizer.ggml.model": gguf.string("gpt2"),
     "tokenizer.ggml.pre": gguf.string("qwen2"),
     "tokenizer.ggml.tokens": gguf.strings(vocabulary.tokens),
@@ -142,8 +177,11 @@ function createMetadata(options: CreateMetadataOptions): GgufMetadata {
  * right after `<|im_start|>assistant\n` (see test-model-weights.ts).
  * - `<|im_end|>`: strongly suppressed early, the most likely token late, so answers end after
  *   about 10 to 20 tokens, at temperature 0 too.
- * - `"` and `}`, and more weakly other JSON closing pieces (`]`, `,`, `"}` ...): under a JSON
- *   grammar `<|im_end|>` is not allowed, and these make strings, objects and arrays close.
+ * - `"`, then `}`, and more weakly other JSON closing pieces (`]`, `"}`, `}}` ...): under a JSON
+ *   grammar `<|im_end|>` is not allowed, and these make strings, objects and arrays close. `"`
+ *   must clearly beat `}`, which a string may also contain, or greedy decoding can loop on `}`
+ *   inside a string. `,` is not a closer: it opens another member.
+ * - Whitespace-only tokens, slightly: JSON allows runs of indentation between tokens.
  * - `<|endoftext|>` and `<|im_start|>`: never wanted in an answer.
  * - Bytes that are not printable ASCII: random bytes rarely form valid UTF-8.
  */
@@ -151,14 +189,19 @@ const biasFactors = {
   endLate: 1,
   endEarly: -2,
   otherControl: -2,
-  strongCloserLate: 0.6,
+  quoteLate: 0.75,
+  braceLate: 0.45,
   strongCloserEarly: -0.25,
   weakCloser: 0.3,
+  whitespace: -0.25,
   nonAsciiByte: -0.5,
 } as const;
 
-const strongClosers = new Set(['"', "}"]);
-const closerCharacters = new Set(['"', "}", "]", ","]);
+const strongClosers = new Map([
+  ['"', biasFactors.quoteLate],
+  ["}", biasFactors.braceLate],
+]);
+const closerCharacters = new Set(['"', "}", "]"]);
 
 function createBiases(vocabulary: TestModelVocabulary, endBias: number): TestModelBiases {
   const lateBias = new Map<number, number>();
@@ -171,11 +214,14 @@ function createBiases(vocabulary: TestModelVocabulary, endBias: number): TestMod
     vocabulary.tokens.forEach((token, id) => {
       if (vocabulary.tokenTypes[id] !== tokenTypes.normal) return;
       const text = Buffer.from(fromByteLevel(token)).toString("latin1");
-      if (strongClosers.has(text)) {
-        lateBias.set(id, biasFactors.strongCloserLate * endBias);
+      const strongCloserLate = strongClosers.get(text);
+      if (strongCloserLate !== undefined) {
+        lateBias.set(id, strongCloserLate * endBias);
         earlyBias.set(id, biasFactors.strongCloserEarly * endBias);
       } else if (text.length <= 3 && [...text].every((character) => closerCharacters.has(character))) {
         lateBias.set(id, biasFactors.weakCloser * endBias);
+      } else if (/^\s+$/.test(text)) {
+        lateBias.set(id, biasFactors.whitespace * endBias);
       } else if ([...text].some((character) => !isPrintableAscii(character))) {
         lateBias.set(id, biasFactors.nonAsciiByte * endBias);
       }

@@ -8,15 +8,22 @@ export interface RegisteredModel {
   engine: ChatEngine | undefined;
 }
 
-/** Creates the engine for one catalogue model; `undefined` when it has none. */
-export type CreateEngine = (model: CatalogModel) => ChatEngine | undefined;
+/**
+ * Creates the engine for one catalogue model; `undefined` when it has none. `resolveEngine` finds
+ * another model's engine when asked (upstream fallbacks), so the order of the models does not matter.
+ */
+export type CreateEngine = (
+  model: CatalogModel,
+  context: { resolveEngine: (id: string) => ChatEngine | undefined },
+) => ChatEngine | undefined;
 
 /** The catalogue as the service runs it: models by id, each with its engine. */
 export class ModelRegistry {
   readonly #models = new Map<string, RegisteredModel>();
 
   constructor(models: readonly CatalogModel[], createEngine: CreateEngine) {
-    for (const model of models) this.#models.set(model.id, { model, engine: createEngine(model) });
+    const context = { resolveEngine: (id: string) => this.#models.get(id)?.engine };
+    for (const model of models) this.#models.set(model.id, { model, engine: createEngine(model, context) });
   }
 
   get(id: string): RegisteredModel | undefined {

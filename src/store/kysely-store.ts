@@ -1,5 +1,8 @@
 import type { Kysely, Selectable } from "kysely";
+import { toCreditRow } from "./billing-rows.ts";
+import { fromTimestampText, readBigInt, toTimestampText } from "./column-values.ts";
 import type { AccountsTable, ApiKeysTable, Database } from "./database.ts";
+import { createKyselyBilling } from "./kysely-billing.ts";
 import type {
   Account,
   ApiKeyFilter,
@@ -10,24 +13,46 @@ import type {
   Store,
 } from "./store.ts";
 
+/** The note of the credit that records an account's opening balance. */
+export const OPENING_CREDIT_NOTE = "opening balance";
+
 /**
  * The {@link Store} over any kysely dialect. Queries use only what SQLite and PostgreSQL share
  * (see `database.ts` for the column conventions), so each backend only supplies the connection.
+ * Billing lives in `kysely-billing.ts`.
  */
 export function createKyselyStore(db: Kysely<Database>): Store {
   return {
     async insertAccount(account: Account): Promise<InsertAccountResult> {
-      const result = await db
-        .insertInto("accounts")
-        .values({
-          id: account.id,
-          name: account.name,
-          balance_nano: account.balanceNano,
-          created_at: toTimestampText(account.createdAt),
-        })
-        .onConflict((conflict) => conflict.column("name").doNothing())
-        .executeTakeFirst();
-      return result.numInsertedOrUpdatedRows === 1n ? "created" : "name_taken";
+      if (account.balanceNano < 0n) throw new RangeError("An opening balance must be zero or more.");
+      return await db.transaction().execute(async (transaction) => {
+        const result = await transaction
+          .insertInto("accounts")
+          .values({
+            id: account.id,
+            name: account.name,
+            balance_nano: account.balanceNano,
+            created_at: toTimestampText(account.createdAt),
+          })
+          .onConflict((conflict) => conflict.column("name").doNothing())
+          .executeTakeFirst();
+        if (result.numInsertedOrUpdatedRows !== 1n) return "name_taken";
+        if (account.balanceNano !== 0n) {
+          await transaction
+            .insertInto("credits")
+            .values(
+              toCreditRow({
+                id: account.id,
+                accountId: account.id,
+                amountNano: account.balanceNano,
+                note: OPENING_CREDIT_NOTE,
+                createdAt: account.createdAt,
+              }),
+            )
+            .execute();
+        }
+        return "created";
+      });
     },
 
     async getAccountById(id: string): Promise<Account | undefined> {
@@ -117,6 +142,8 @@ export function createKyselyStore(db: Kysely<Database>): Store {
       return row !== undefined;
     },
 
+    ...createKyselyBilling(db),
+
     async close(): Promise<void> {
       await db.destroy();
     },
@@ -127,7 +154,7 @@ function toAccount(row: Selectable<AccountsTable>): Account {
   return {
     id: row.id,
     name: row.name,
-    balanceNano: BigInt(row.balance_nano),
+    balanceNano: readBigInt(row.balance_nano),
     createdAt: fromTimestampText(row.created_at),
   };
 }
@@ -158,13 +185,4 @@ function parseModelList(text: string): string[] {
   const value: unknown = JSON.parse(text);
   if (Array.isArray(value) && value.every((entry) => typeof entry === "string")) return value;
   throw new Error("The store holds an API key whose allowed_models is not a JSON array of strings.");
-}
-
-/** Timestamps are stored as ISO 8601 UTC text with milliseconds (see `database.ts`). */
-function toTimestampText(date: Date): string {
-  return date.toISOString();
-}
-
-function fromTimestampText(text: string): Date {
-  return new Date(text);
 }

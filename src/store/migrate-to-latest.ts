@@ -4,9 +4,11 @@ import type { Database } from "./database.ts";
 import { migrations } from "./migrations/migrations.ts";
 
 /**
- * Brings the schema up to the newest migration (creating it in an empty database). Migrations
- * run in one transaction each, under kysely's migration lock, so two processes starting on
- * the same store do not both apply them.
+ * Brings the schema up to the newest migration (creating it in an empty database). Where the
+ * dialect has transactional DDL (PostgreSQL), kysely runs each migration in a transaction under
+ * its migration lock; on SQLite it does neither, so `openSqliteStore` runs this whole call in one
+ * write transaction instead. Either way two processes starting on the same store do not both
+ * apply a migration.
  */
 export async function migrateToLatest(db: Kysely<Database>): Promise<void> {
   const migrator = new Migrator({

@@ -3,6 +3,7 @@ import { runAccountsCommand } from "../../src/admin/accounts-command.ts";
 import { CliError } from "../../src/admin/cli-error.ts";
 import { openStore } from "../../src/store/open-store.ts";
 import type { Store } from "../../src/store/store.ts";
+import { makeReservation, makeSettlement } from "../store/store-fixtures.ts";
 import { makeTemporaryDirectory, newDatabaseUrl } from "../store/temporary-directory.ts";
 import { collectOutput } from "./cli-output.ts";
 
@@ -24,12 +25,26 @@ async function run(...argv: string[]): Promise<string[]> {
   return out.lines;
 }
 
+/** Settles one request of `costNano` and leaves another reservation of `reservedNano` open. */
+async function spend(accountName: string, costNano: bigint, reservedNano: bigint): Promise<void> {
+  const account = await store.getAccountByName(accountName);
+  if (account === undefined) throw new Error(`no account ${accountName}`);
+  const settled = makeReservation({ accountId: account.id, amountNano: costNano });
+  await store.reserve(settled);
+  await store.settle(makeSettlement(settled, costNano));
+  await store.reserve(makeReservation({ accountId: account.id, amountNano: reservedNano }));
+}
+
 describe("accounts create", () => {
-  it("opens an account with its balance", async () => {
+  it("opens an account with its balance, recorded as its opening credit", async () => {
     const lines = await run("create", "acme", "--balance", "12.5");
     const account = await store.getAccountByName("acme");
     expect(account?.balanceNano).toBe(12_500_000_000n);
     expect(lines).toEqual([`Created account acme (${account?.id}) with balance 12.5.`]);
+    expect(await store.listCredits(account?.id ?? "")).toMatchObject([
+      { amountNano: 12_500_000_000n, note: "opening balance" },
+    ]);
+    expect(await store.audit()).toEqual([]);
   });
 
   it("opens an account with balance 0 by default", async () => {
@@ -45,7 +60,13 @@ describe("accounts create", () => {
   });
 
   it.each([
-    ["a negative balance", ["create", "acme", "--balance=-1"], /--balance: "-1" is not an amount/],
+    ["a negative balance", ["create", "acme", "--balance=-1"], /--balance: "-1" is negative/],
+    [
+      "a number with an exponent",
+      ["create", "acme", "--balance", "1e3"],
+      /--balance: "1e3" uses an exponent/,
+    ],
+    ["more than 64 bits", ["create", "acme", "--balance", "9223372036.854775808"], /too large/],
     ["too many decimals", ["create", "acme", "--balance", "0.0000000001"], /more than 9 decimal places/],
     ["a missing balance value", ["create", "acme", "--balance"], /Option '--balance' needs a value/],
     ["an unknown option", ["create", "acme", "--credit", "5"], /Unknown option '--credit'/],
@@ -71,13 +92,20 @@ describe("accounts create", () => {
 });
 
 describe("accounts list", () => {
-  it("prints a table of every account", async () => {
+  it("prints a table of every account with its balance, reserved and spent amounts", async () => {
     await run("create", "acme", "--balance", "10");
     await run("create", "beta");
+    await spend("acme", 250_000_000n, 400_000_000n);
     const lines = await run("list");
-    expect(lines[0]).toMatch(/^ID\s+NAME\s+BALANCE\s+CREATED$/);
-    expect(lines[1]).toMatch(/^[0-9a-f-]{36} {2}acme {2}10\s+2025-06-01T12:00:00Z$/);
-    expect(lines[2]).toMatch(/^[0-9a-f-]{36} {2}beta {2}0\s+2025-06-01T12:00:00Z$/);
+    expect(lines[0]).toMatch(/^ID\s+NAME\s+BALANCE\s+RESERVED\s+SPENT\s+CREATED$/);
+    expect(lines[1]?.split(/\s{2,}/).slice(1)).toEqual([
+      "acme",
+      "9.75",
+      "0.4",
+      "0.25",
+      "2025-06-01T12:00:00Z",
+    ]);
+    expect(lines[2]?.split(/\s{2,}/).slice(1)).toEqual(["beta", "0", "0", "0", "2025-06-01T12:00:00Z"]);
     expect(lines).toHaveLength(3);
   });
 
@@ -87,6 +115,23 @@ describe("accounts list", () => {
 });
 
 describe("accounts show", () => {
+  it("shows the real balance, reserved and spent amounts", async () => {
+    await run("create", "acme", "--balance", "10");
+    await spend("acme", 1_500_000_000n, 2_000_000_000n);
+    const account = await store.getAccountByName("acme");
+    expect(JSON.parse((await run("show", "acme", "--format", "json"))[0] ?? "")).toEqual({
+      id: account?.id,
+      name: "acme",
+      balance: "8.5",
+      reserved: "2",
+      spent: "1.5",
+    });
+    const lines = await run("show", "acme");
+    expect(lines).toContain("balance:  8.5");
+    expect(lines).toContain("reserved: 2");
+    expect(lines).toContain("spent:    1.5");
+  });
+
   it("prints JSON with amounts as decimal strings", async () => {
     await run("create", "acme", "--balance", "0.000000001");
     const account = await store.getAccountByName("acme");
@@ -119,6 +164,49 @@ describe("accounts show", () => {
   it("refuses an unknown format", async () => {
     await run("create", "acme");
     await expect(run("show", "acme", "--format", "yaml")).rejects.toThrow(/--format must be table or json/);
+  });
+});
+
+describe("accounts credit", () => {
+  it("adds money to the balance as a credit with its note", async () => {
+    await run("create", "acme", "--balance", "1");
+    const account = await store.getAccountByName("acme");
+    const lines = await run("credit", "acme", "2.000000001", "--note", "invoice 42");
+    expect(lines).toEqual([`Credited 2.000000001 to acme (${account?.id}): balance 3.000000001.`]);
+    const credits = await store.listCredits(account?.id ?? "");
+    expect(credits).toHaveLength(2);
+    expect(credits).toContainEqual(
+      expect.objectContaining({ amountNano: 2_000_000_001n, note: "invoice 42", createdAt: now() }),
+    );
+    expect(await store.audit()).toEqual([]);
+  });
+
+  it("finds the account by id and needs no note", async () => {
+    await run("create", "acme");
+    const id = (await store.getAccountByName("acme"))?.id ?? "";
+    await run("credit", id, "5");
+    expect((await store.getAccountById(id))?.balanceNano).toBe(5_000_000_000n);
+    expect((await store.listCredits(id))[0]?.note).toBeUndefined();
+  });
+
+  it.each([
+    ["a zero amount", ["credit", "acme", "0"], /more than 0/],
+    ["a negative amount", ["credit", "acme", "--", "-1"], /AMOUNT: "-1" is negative/],
+    ["too many decimals", ["credit", "acme", "0.0000000001"], /AMOUNT: .*more than 9 decimal places/],
+    ["a missing amount", ["credit", "acme"], /Missing argument.\nUsage: tollgate accounts credit/],
+    [
+      "an unknown account",
+      ["credit", "nobody", "1"],
+      /No account has the name or id "nobody". List accounts/,
+    ],
+    ["a long note", ["credit", "acme", "1", "--note", "x".repeat(501)], /at most 500 characters/],
+    ["a balance past the largest amount", ["credit", "acme", "9223372036.854775807"], /largest amount/],
+  ])("refuses %s with a CliError, writing nothing", async (_case, argv, message) => {
+    await run("create", "acme", "--balance", "1");
+    const error = await run(...argv).catch((reason: unknown) => reason);
+    expect(error).toBeInstanceOf(CliError);
+    expect((error as Error).message).toMatch(message);
+    expect((await store.getAccountByName("acme"))?.balanceNano).toBe(1_000_000_000n);
   });
 });
 

@@ -3,14 +3,38 @@ import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { openStore } from "../../src/store/open-store.ts";
 import { openNodeSqliteDatabase } from "../../src/store/sqlite/node-sqlite-database.ts";
-import { describeStoreConformance } from "./store-conformance.ts";
+import { openStoreInWorker } from "./open-store-in-worker.ts";
+import { describeStoreConformance, type SharedDatabase } from "./store-conformance.ts";
+import { makeAccount, makeReservation } from "./store-fixtures.ts";
 import { makeTemporaryDirectory, newDatabaseUrl } from "./temporary-directory.ts";
 
 const directory = makeTemporaryDirectory();
 
-describeStoreConformance("SQLite", () => openStore(newDatabaseUrl(directory)));
+/** A fresh SQLite file; other connections to it live in worker threads, as other processes would. */
+async function openSharedSqliteDatabase(): Promise<SharedDatabase> {
+  const url = newDatabaseUrl(directory);
+  const store = await openStore(url);
+  return {
+    store,
+    openClient: () => openStoreInWorker(url),
+    async runSql(statement) {
+      const database = openNodeSqliteDatabase(url.slice("sqlite:".length));
+      try {
+        database.prepare(statement).run([]);
+      } finally {
+        database.close();
+      }
+    },
+    close: () => store.close(),
+  };
+}
 
-describeStoreConformance("SQLite in memory", () => openStore("sqlite::memory:"));
+describeStoreConformance("SQLite", {
+  openFreshStore: () => openStore(newDatabaseUrl(directory)),
+  openSharedDatabase: openSharedSqliteDatabase,
+});
+
+describeStoreConformance("SQLite in memory", { openFreshStore: () => openStore("sqlite::memory:") });
 
 describe("openStore with sqlite:", () => {
   it("creates the file and its missing parent folders, migrated", async () => {
@@ -50,8 +74,9 @@ describe("openStore with sqlite:", () => {
     }
     const database = openNodeSqliteDatabase(url.slice("sqlite:".length));
     try {
-      expect(database.prepare("select name from kysely_migration").all([])).toEqual([
+      expect(database.prepare("select name from kysely_migration order by name").all([])).toEqual([
         expect.objectContaining({ name: "001_accounts_and_keys" }),
+        expect.objectContaining({ name: "002_billing" }),
       ]);
     } finally {
       database.close();
@@ -73,6 +98,99 @@ describe("openStore with sqlite:", () => {
     } finally {
       await cli.close();
       await server.close();
+    }
+  });
+
+  it("shares one connection among the stores of one file in a process, so their transactions queue", async () => {
+    const url = newDatabaseUrl(directory);
+    const stores = await Promise.all([1, 2, 3].map(() => openStore(url)));
+    try {
+      const account = makeAccount({ name: "acme", balanceNano: 10n });
+      await stores[0]?.insertAccount(account);
+      const results = await Promise.all(
+        Array.from({ length: 30 }, (_, index) =>
+          stores[index % 3]?.reserve(makeReservation({ accountId: account.id, amountNano: 1n })),
+        ),
+      );
+      expect(results.filter((result) => result === "reserved")).toHaveLength(10);
+      expect(results.filter((result) => result === "insufficient_balance")).toHaveLength(20);
+    } finally {
+      for (const store of stores) await store.close();
+    }
+  });
+
+  it("keeps the shared connection open until its last store closes", async () => {
+    const url = newDatabaseUrl(directory);
+    const first = await openStore(url);
+    const second = await openStore(url);
+    await first.close();
+    await first.close();
+    expect(await second.listAccounts()).toEqual([]);
+    await second.close();
+    const third = await openStore(url);
+    expect(await third.hasAccounts()).toBe(false);
+    await third.close();
+  });
+
+  it("migrates a new file once when several processes open it at the same time", async () => {
+    const url = newDatabaseUrl(directory);
+    const clients = await Promise.all([1, 2, 3].map(() => openStoreInWorker(url)));
+    await Promise.all(clients.map((client) => client.close()));
+    const store = await openStore(url);
+    try {
+      expect(await store.audit()).toEqual([]);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("gives accounts made before billing an opening credit of their balance", async () => {
+    const file = path.join(directory, "before-billing.db");
+    const database = openNodeSqliteDatabase(file);
+    try {
+      // The schema as migration 001 left it, with two accounts.
+      const { accountsAndKeys } = await import("../../src/store/migrations/001-accounts-and-keys.ts");
+      const { Kysely, SqliteDialect } = await import("kysely");
+      const db = new Kysely<unknown>({ dialect: new SqliteDialect({ database }) });
+      await accountsAndKeys.up(db);
+      database
+        .prepare(
+          "create table kysely_migration (name varchar(255) not null primary key, timestamp varchar(255) not null)",
+        )
+        .run([]);
+      database
+        .prepare(
+          "insert into kysely_migration (name, timestamp) values ('001_accounts_and_keys', '2025-01-01T00:00:00.000Z')",
+        )
+        .run([]);
+      const insert = database.prepare(
+        "insert into accounts (id, name, balance_nano, created_at) values (?, ?, ?, '2025-01-01T00:00:00.000Z')",
+      );
+      insert.run(["00000000-0000-4000-8000-00000000000a", "rich", 7_000_000_000n]);
+      insert.run(["00000000-0000-4000-8000-00000000000b", "empty", 0n]);
+    } finally {
+      database.close();
+    }
+    const store = await openStore(`sqlite:${file}`);
+    try {
+      expect(await store.audit()).toEqual([]);
+      expect(await store.listCredits("00000000-0000-4000-8000-00000000000a")).toEqual([
+        {
+          id: "00000000-0000-4000-8000-00000000000a",
+          accountId: "00000000-0000-4000-8000-00000000000a",
+          amountNano: 7_000_000_000n,
+          note: "opening balance",
+          createdAt: new Date("2025-01-01T00:00:00.000Z"),
+        },
+      ]);
+      expect(await store.listCredits("00000000-0000-4000-8000-00000000000b")).toEqual([]);
+      expect(await store.getAccountMoney("00000000-0000-4000-8000-00000000000a")).toEqual({
+        balanceNano: 7_000_000_000n,
+        reservedNano: 0n,
+        spentNano: 0n,
+      });
+    } finally {
+      await store.close();
     }
   });
 

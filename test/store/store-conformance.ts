@@ -1,17 +1,46 @@
 import { randomUUID } from "node:crypto";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { Account, ApiKeyRecord, Store } from "../../src/store/store.ts";
+import type { Store } from "../../src/store/store.ts";
+import { describeBillingConformance } from "./billing-conformance.ts";
+import type { StoreClient } from "./open-store-in-worker.ts";
+import { makeAccount, makeKey } from "./store-fixtures.ts";
+
+/** A database that several clients can reach at once, for the multi-connection tests. */
+export interface SharedDatabase {
+  /** A store on the database, in this thread. */
+  store: Store;
+  /**
+   * Opens another store on the same database with its own connection, running in parallel with
+   * this thread, as another process or replica would (SQLite: in a worker thread).
+   */
+  openClient(): Promise<StoreClient>;
+  /** Runs one SQL statement on the database outside the store, to break what the audit checks. */
+  runSql(statement: string): Promise<void>;
+  /** Closes `store` and the database. */
+  close(): Promise<void>;
+}
+
+/** How a backend's test file plugs into the suite. */
+export interface StoreConformanceBackend {
+  /** Opens a fresh, empty, migrated store; the suite closes it after each test. */
+  openFreshStore(): Promise<Store>;
+  /**
+   * Opens a fresh, empty, migrated database that several connections can share. Backends that
+   * cannot (in-memory SQLite) leave it out and skip the multi-connection tests.
+   */
+  openSharedDatabase?(): Promise<SharedDatabase>;
+}
 
 /**
  * The behaviour every {@link Store} backend must have. Each backend's test file calls this with
- * a function that opens a fresh, empty, migrated store; the suite closes it after each test.
+ * a function that opens a fresh, empty, migrated store (and, where it can, a shared database).
  */
-export function describeStoreConformance(name: string, openFreshStore: () => Promise<Store>): void {
+export function describeStoreConformance(name: string, backend: StoreConformanceBackend): void {
   describe(`${name} store conformance`, () => {
     let store: Store;
 
     beforeEach(async () => {
-      store = await openFreshStore();
+      store = await backend.openFreshStore();
     });
 
     afterEach(async () => {
@@ -169,34 +198,6 @@ export function describeStoreConformance(name: string, openFreshStore: () => Pro
       });
     });
   });
-}
 
-let counter = 0;
-
-function makeAccount(overrides: Partial<Account> & { name: string }): Account {
-  return {
-    id: randomUUID(),
-    balanceNano: 0n,
-    createdAt: new Date("2025-01-01T00:00:00.000Z"),
-    ...overrides,
-  };
-}
-
-function makeKey(overrides: Partial<ApiKeyRecord>): ApiKeyRecord {
-  counter += 1;
-  return {
-    id: randomUUID(),
-    publicId: `key${String(counter).padStart(9, "0")}`,
-    accountId: undefined,
-    role: "user",
-    name: "",
-    secretHash: "a".repeat(64),
-    allowedModels: undefined,
-    rpm: undefined,
-    tpm: undefined,
-    expiresAt: undefined,
-    revokedAt: undefined,
-    createdAt: new Date("2025-01-01T00:00:00.000Z"),
-    ...overrides,
-  };
+  describeBillingConformance(name, backend);
 }

@@ -1,7 +1,9 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { createAccount } from "../../src/admin/create-account.ts";
 import { type CreateKeyInput, createKey } from "../../src/admin/create-key.ts";
+import { parseAmount } from "../../src/billing/money.ts";
 import type { CatalogModel, Config } from "../../src/catalog/catalog.ts";
 import { type RunningServer, startServer } from "../../src/server.ts";
 import { openStore } from "../../src/store/open-store.ts";
@@ -31,6 +33,12 @@ export interface TestServer {
   store: Store;
   /** Makes a key on the starter account (or the given input). */
   createKey(input?: Partial<CreateKeyInput>, now?: () => Date): Promise<string>;
+  /** Opens an account with `balance` (a decimal amount) and makes a key for it. */
+  createFundedKey(
+    name: string,
+    balance: string,
+    input?: Partial<CreateKeyInput>,
+  ): Promise<{ accountId: string; key: string; publicId: string }>;
   close(): Promise<void>;
 }
 
@@ -40,6 +48,10 @@ export interface TestServerOptions {
   contextLength?: number;
   bodyLimitBytes?: number;
   extraModels?: CatalogModel[];
+  /** Where the server's JSON log lines go; default: no logs. */
+  logDestination?: NodeJS.WritableStream;
+  /** `/metrics` key; default none (open). */
+  metricsKey?: string;
   /** Also serve {@link ENDLESS_MODEL}: parallel 1, max_queue 0, for disconnect tests. */
   withEndlessModel?: boolean;
 }
@@ -73,7 +85,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     database: `sqlite:${join(folder, "tollgate.db")}`,
     redis: undefined,
     adminKey: undefined,
-    metricsKey: undefined,
+    metricsKey: options.metricsKey,
     logPrompts: false,
     source: undefined,
     models: [
@@ -102,7 +114,11 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
       ...(options.extraModels ?? []),
     ],
   };
-  const server = await startServer({ config, logger: false });
+  const server = await startServer({
+    config,
+    logger:
+      options.logDestination === undefined ? false : { level: "info", destination: options.logDestination },
+  });
   const { starterKey, adminKey } = server.createdKeys;
   if (starterKey === undefined || adminKey === undefined) throw new Error("first start made no keys");
   const store = await openStore(config.database);
@@ -123,6 +139,11 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
         now === undefined ? {} : { now },
       );
       return created.key;
+    },
+    async createFundedKey(name, balance, input = {}) {
+      const account = await createAccount(store, { name, balanceNano: parseAmount(balance) });
+      const created = await createKey(store, { role: "user", accountId: account.id, ...input });
+      return { accountId: account.id, key: created.key, publicId: created.record.publicId };
     },
     async close() {
       await server.close();

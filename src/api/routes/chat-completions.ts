@@ -2,7 +2,9 @@ import type { OutgoingHttpHeaders } from "node:http";
 import type { FastifyInstance, FastifyReply } from "fastify";
 import type { ChatService } from "../../chat/chat-service.ts";
 import type { RequestKey } from "../../chat/request-key.ts";
+import { type AppError, isAppError } from "../../errors/app-error.ts";
 import { convertChatRequest } from "../convert-chat-request.ts";
+import type { InFlightRequests } from "../in-flight-requests.ts";
 import { collectCompletion, renderChatCompletion } from "../render-chat-completion.ts";
 import {
   type ChatCompletionRequestBody,
@@ -12,34 +14,53 @@ import { ChunkRenderer } from "../sse.ts";
 import { writeToClient } from "../write-event-stream.ts";
 
 /** Aborts when the client goes away before the response is complete. */
-function abortOnDisconnect(reply: FastifyReply): AbortController {
+function abortOnDisconnect(reply: FastifyReply, inFlight: InFlightRequests): AbortController {
   const controller = new AbortController();
+  const untrack = inFlight.track(controller);
   reply.raw.on("close", () => {
+    untrack();
     if (!reply.raw.writableFinished) controller.abort();
   });
   return controller;
 }
 
+/** The error that cut a request (a shutdown), if any; a client disconnect has none. */
+function cutBy(signal: AbortSignal): AppError | undefined {
+  return signal.aborted && isAppError(signal.reason) ? signal.reason : undefined;
+}
+
 /** `POST /v1/chat/completions`: validate, hand to the chat service, render JSON or SSE. */
 export function registerChatCompletionRoutes(
   app: FastifyInstance,
-  options: { chat: ChatService; getKey: (request: object) => RequestKey },
+  options: {
+    chat: ChatService;
+    getKey: (request: object) => RequestKey;
+    inFlight: InFlightRequests;
+    annotate: (request: object, fields: Record<string, string | number | boolean | undefined>) => void;
+  },
 ): void {
   app.post<{ Body: ChatCompletionRequestBody }>(
     "/v1/chat/completions",
     { schema: { body: ChatCompletionRequestSchema } },
     async (request, reply) => {
       const chatOptions = convertChatRequest(request.body);
-      const controller = abortOnDisconnect(reply);
+      options.annotate(request, { model: chatOptions.model, stream: chatOptions.stream });
+      const controller = abortOnDisconnect(reply, options.inFlight);
       const started = await options.chat.start({
         requestId: request.id,
         key: options.getKey(request),
         options: chatOptions,
         signal: controller.signal,
+        setHeader: (name, value) => {
+          reply.header(name, value);
+        },
+        annotate: (fields) => options.annotate(request, fields),
       });
       if (!chatOptions.stream) {
         const completion = await collectCompletion(started.parts);
         if (completion.error !== undefined) throw completion.error;
+        const cut = cutBy(controller.signal);
+        if (cut !== undefined) throw cut;
         return renderChatCompletion(started.identity, completion);
       }
       const renderer = new ChunkRenderer(started.identity, { includeUsage: chatOptions.includeUsage });
@@ -63,7 +84,8 @@ export function registerChatCompletionRoutes(
           controller.abort();
           continue;
         }
-        connected = await writeToClient(raw, renderer.part(part));
+        const cut = part.type === "finish" ? cutBy(controller.signal) : undefined;
+        connected = await writeToClient(raw, cut === undefined ? renderer.part(part) : renderer.error(cut));
       }
       if (connected) raw.end();
     },

@@ -6,14 +6,9 @@ import { checkContextLength } from "./check-context-length.ts";
 import { countPromptTokens } from "./count-prompt-tokens.ts";
 import { createGrammarCache, type GrammarCache } from "./create-grammar-cache.ts";
 import { createLeasePool, type LeasePool } from "./create-lease-pool.ts";
-import { getSharedLlama } from "./get-shared-llama.ts";
 import { type LlamaEngineLogger, silentLogger } from "./llama-engine-logger.ts";
-import {
-  type GenerationSlot,
-  type LoadedLlamaModel,
-  loadLlamaModel,
-  ModelLoadError,
-} from "./load-llama-model.ts";
+import { registerLlamaEngineStats } from "./llama-engine-stats.ts";
+import type { GenerationSlot, LoadedLlamaModel } from "./load-llama-model.ts";
 import { type GenerationPlan, planGeneration } from "./plan-generation.ts";
 import { runLlamaGeneration } from "./run-llama-generation.ts";
 
@@ -48,18 +43,25 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
   const config = readLlamaConfig(options.model);
   const logger = options.logger ?? silentLogger;
   const modelId = options.model.id;
-  const getLlama = options.llama ?? (() => getSharedLlama({ gpu: config.gpu }));
   const closeController = new AbortController();
   let state: EngineState = { status: "loading" };
   let closed = false;
+  let modelLoadError: (abstract new (...args: never[]) => Error) | undefined;
 
   const startedAt = performance.now();
-  const loading = loadLlamaModel({
-    config,
-    configuredContextLength: options.model.contextLength,
-    getLlama,
-    signal: closeController.signal,
-  })
+  // node-llama-cpp (about 45 MB resident before any model is loaded) is imported here, once a
+  // local model is configured: a server that serves none never loads it.
+  const loading = Promise.all([import("./load-llama-model.ts"), import("./get-shared-llama.ts")])
+    .then(([loader, shared]) => {
+      modelLoadError = loader.ModelLoadError;
+      return loader.loadLlamaModel({
+        config,
+        configuredContextLength: options.model.contextLength,
+        getLlama: options.llama ?? (() => shared.getSharedLlama({ gpu: config.gpu })),
+        signal: closeController.signal,
+        logger,
+      });
+    })
     .then(async (loaded) => {
       if (closed) {
         await disposeLoaded(loaded);
@@ -84,12 +86,15 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
       );
     })
     .catch((error: unknown) => {
-      const message =
-        error instanceof ModelLoadError
-          ? `The model '${modelId}' is unavailable. ${error.message}`
-          : `The model '${modelId}' is unavailable: its file '${config.model}' could not be loaded. Check the server log, and replace the file with a valid GGUF chat model (\`tollgate models pull\`).`;
+      const expected = modelLoadError !== undefined && error instanceof modelLoadError ? error : undefined;
+      const message = expected
+        ? `The model '${modelId}' is unavailable. ${expected.message}`
+        : `The model '${modelId}' is unavailable: its file '${config.model}' could not be loaded. Check the server log, and replace the file with a valid GGUF chat model (\`tollgate models pull\`).`;
       state = { status: "unavailable", message };
-      if (!closed) logger.error({ model: modelId, err: error }, "local model failed to load");
+      // An expected failure (missing file, no network) is a warning with its reason, not a stack trace.
+      if (closed) return;
+      if (expected) logger.warn({ model: modelId, reason: expected.message }, "local model unavailable");
+      else logger.error({ model: modelId, err: error }, "local model failed to load");
     });
 
   const waitForModel = async () => {
@@ -105,6 +110,23 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
     return current;
   };
 
+  const load = () =>
+    state.status === "available"
+      ? { running: state.pool.leased, waiting: state.pool.waiting }
+      : { running: 0, waiting: 0 };
+  const unregisterStats = registerLlamaEngineStats(() => {
+    const sequences = state.status === "available" ? state.loaded.slots.length : 0;
+    const { running, waiting } = load();
+    return {
+      model: modelId,
+      status: closed ? "unavailable" : state.status,
+      sequences,
+      leased: running,
+      free: sequences - running,
+      waiting,
+    };
+  });
+
   return {
     get contextLength() {
       return state.status === "available" ? state.loaded.contextLength : undefined;
@@ -113,6 +135,7 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
     status(): ModelStatus {
       return closed ? "unavailable" : state.status;
     },
+    load,
     async prepare(request: ChatRequest): Promise<PreparedChat> {
       const { loaded, pool, grammars } = await waitForModel();
       const { plan, history } = planGeneration(request);
@@ -157,6 +180,7 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
         ]);
       }
       if (current.status === "available") await disposeLoaded(current.loaded);
+      unregisterStats();
     },
   };
 

@@ -10,6 +10,9 @@ import {
 } from "node-llama-cpp";
 import type { LlamaEngineConfig } from "../../catalog/catalog.ts";
 import { checkModelFile } from "../../gguf/check-model-file.ts";
+import { ensureModelFile } from "../../models/download/ensure-model-file.ts";
+import { ModelDownloadError } from "../../models/download/model-download-error.ts";
+import type { LlamaEngineLogger } from "./llama-engine-logger.ts";
 import { resolveContextLength } from "./resolve-context-length.ts";
 import { resolveThreadCount } from "./resolve-thread-count.ts";
 
@@ -41,17 +44,23 @@ export class ModelLoadError extends Error {
 const maxBatchSize = 512;
 
 /**
- * Loads a GGUF chat model: checks the file (a broken file must not abort the process inside
- * llama.cpp), loads the weights, creates one context whose `parallel` sequences each hold the full
- * context length, and resolves the chat wrapper from the file's template.
+ * Loads a GGUF chat model: downloads it first when `engine.model` is a URI whose file is not yet
+ * in the models folder (the engine stays `loading` meanwhile), checks the file (a broken file
+ * must not abort the process inside llama.cpp), loads the weights, creates one context whose
+ * `parallel` sequences each hold the full context length, and resolves the chat wrapper from the
+ * file's template.
  */
 export async function loadLlamaModel(options: {
   config: LlamaEngineConfig;
   configuredContextLength: number | undefined;
   getLlama: () => Promise<Llama>;
   signal: AbortSignal;
+  /** Download progress (a terminal on stderr gets a progress bar instead). Default: nowhere. */
+  logger?: LlamaEngineLogger;
+  /** For `TOLLGATE_MODELS_DIR`, `TOLLGATE_HF_ENDPOINT`, `HF_TOKEN`. Default `process.env`. */
+  env?: NodeJS.ProcessEnv;
 }): Promise<LoadedLlamaModel> {
-  const path = options.config.model;
+  const path = await resolveModelFile(options);
   await checkFile(path);
   const llama = await options.getLlama();
   const model = await llama.loadModel({ modelPath: path, loadSignal: options.signal });
@@ -83,12 +92,27 @@ export async function loadLlamaModel(options: {
   }
 }
 
-async function checkFile(path: string): Promise<void> {
-  if (/^[a-z][a-z0-9+.-]*:/i.test(path) && !/^[a-z]:[\\/]/i.test(path)) {
-    throw new ModelLoadError(
-      `The model file '${path}' has not been downloaded. Download it with \`tollgate models pull ${path}\`, or set engine.model to a local GGUF file.`,
-    );
+/** The file to load: `engine.model`, downloaded first when it is a URI (see ensure-model-file.ts). */
+async function resolveModelFile(options: {
+  config: LlamaEngineConfig;
+  signal: AbortSignal;
+  logger?: LlamaEngineLogger;
+  env?: NodeJS.ProcessEnv;
+}): Promise<string> {
+  try {
+    return await ensureModelFile({
+      model: options.config.model,
+      signal: options.signal,
+      logger: options.logger,
+      env: options.env,
+    });
+  } catch (error) {
+    if (error instanceof ModelDownloadError) throw new ModelLoadError(error.message, { cause: error });
+    throw error;
   }
+}
+
+async function checkFile(path: string): Promise<void> {
   const found = await stat(path).catch(() => undefined);
   if (found === undefined || !found.isFile()) {
     throw new ModelLoadError(

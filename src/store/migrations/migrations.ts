@@ -1,5 +1,6 @@
 import type { Migration } from "kysely/migration";
 import { accountsAndKeys } from "./001-accounts-and-keys.ts";
+import { billing } from "./002-billing.ts";
 
 /**
  * Every migration, in order; the names sort in the order they run. Add new ones at the end
@@ -7,4 +8,5 @@ import { accountsAndKeys } from "./001-accounts-and-keys.ts";
  */
 export const migrations: Readonly<Record<string, Migration>> = {
   "001_accounts_and_keys": accountsAndKeys,
+  "002_billing": billing,
 };

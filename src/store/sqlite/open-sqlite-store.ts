@@ -1,26 +1,107 @@
-import { mkdirSync } from "node:fs";
+import { mkdirSync, realpathSync } from "node:fs";
 import path from "node:path";
-import { Kysely, SqliteDialect } from "kysely";
+import { Kysely, SqliteDialect, sql } from "kysely";
 import type { Database } from "../database.ts";
 import { createKyselyStore } from "../kysely-store.ts";
 import { migrateToLatest } from "../migrate-to-latest.ts";
 import type { Store } from "../store.ts";
 import { openNodeSqliteDatabase } from "./node-sqlite-database.ts";
 
+/** One connection to a SQLite file, shared by every store this process opens on it. */
+interface SharedConnection {
+  db: Kysely<Database>;
+  /** Settles once the schema is migrated. */
+  migrated: Promise<void>;
+  /** Open stores using the connection; it is closed when the last one closes. */
+  users: number;
+}
+
+const sharedConnections = new Map<string, SharedConnection>();
+
 /**
  * Opens (creating the file and its parent folders when missing) and migrates the SQLite store
  * at `location`: a file path, or `:memory:` for a store that lives as long as the process.
+ *
+ * Stores opened on the same file in one process share one connection. node:sqlite is
+ * synchronous: a second connection in the same thread that waited for a lock held by the first
+ * would block the thread, so the first could never finish and release it (every statement would
+ * stall for the busy timeout, then fail with "database is locked"). Sharing the connection lets
+ * kysely queue the transactions instead. Other processes (the CLI beside `serve`) have their own
+ * connection and wait for SQLite's write lock; every transaction takes it up front
+ * (`begin immediate`), the migration included, so two processes starting on a new file do not
+ * both apply the same migration.
  */
 export async function openSqliteStore(location: string): Promise<Store> {
-  if (location !== ":memory:") mkdirSync(path.dirname(path.resolve(location)), { recursive: true });
-  const db = new Kysely<Database>({
-    dialect: new SqliteDialect({ database: openNodeSqliteDatabase(location) }),
-  });
+  if (location === ":memory:") {
+    const db = createKysely(location);
+    try {
+      await migrateExclusively(db);
+    } catch (error) {
+      await db.destroy();
+      throw error;
+    }
+    return createKyselyStore(db);
+  }
+
+  const file = resolveFile(location);
+  let shared = sharedConnections.get(file);
+  if (shared === undefined) {
+    const db = createKysely(file);
+    const created: SharedConnection = { db, migrated: migrateExclusively(db), users: 0 };
+    sharedConnections.set(file, created);
+    shared = created;
+  }
+  const connection = shared;
+  connection.users += 1;
   try {
-    await migrateToLatest(db);
+    await connection.migrated;
   } catch (error) {
-    await db.destroy();
+    await release(file, connection);
     throw error;
   }
-  return createKyselyStore(db);
+  const store = createKyselyStore(connection.db);
+  let closed = false;
+  return {
+    ...store,
+    async close(): Promise<void> {
+      if (closed) return;
+      closed = true;
+      await release(file, connection);
+    },
+  };
+}
+
+function createKysely(location: string): Kysely<Database> {
+  return new Kysely<Database>({
+    dialect: new SqliteDialect({ database: openNodeSqliteDatabase(location) }),
+  });
+}
+
+/** Migrates inside one write transaction: atomic, and serialised with other processes. */
+async function migrateExclusively(db: Kysely<Database>): Promise<void> {
+  await sql`begin immediate`.execute(db);
+  try {
+    await migrateToLatest(db);
+    await sql`commit`.execute(db);
+  } catch (error) {
+    await sql`rollback`.execute(db).catch(() => {
+      // The migration error says more than a failed rollback.
+    });
+    throw error;
+  }
+}
+
+async function release(file: string, connection: SharedConnection): Promise<void> {
+  connection.users -= 1;
+  if (connection.users > 0) return;
+  if (sharedConnections.get(file) === connection) sharedConnections.delete(file);
+  await connection.db.destroy();
+}
+
+/** The file's canonical path (folders created), so two spellings of one file share a connection. */
+function resolveFile(location: string): string {
+  const absolute = path.resolve(location);
+  const folder = path.dirname(absolute);
+  mkdirSync(folder, { recursive: true });
+  return path.join(realpathSync(folder), path.basename(absolute));
 }

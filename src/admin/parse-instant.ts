@@ -1,10 +1,11 @@
 /**
- * Reads `--expires`: an ISO 8601 date (`2025-12-31`, midnight UTC at its start) or date and
- * time with a zone (`2025-12-31T18:00:00Z`, `2025-12-31T18:00+02:00`). A time without a zone is
- * refused, not guessed. Throws a `RangeError` whose message says how to write it.
+ * Reads an instant given by an operator (`--expires`, `--since`, `--until`, `expires_at`): an
+ * ISO 8601 date (`2025-12-31`, midnight UTC at its start) or date and time with a zone
+ * (`2025-12-31T18:00:00Z`, `2025-12-31T18:00+02:00`). A time without a zone is refused, not
+ * guessed. Throws a `RangeError` whose message says how to write it.
  */
-export function parseExpiry(text: string): Date {
-  const match = EXPIRY_PATTERN.exec(text);
+export function parseInstant(text: string): Date {
+  const match = INSTANT_PATTERN.exec(text);
   if (match === null) {
     const hint = LOCAL_TIME_PATTERN.test(text)
       ? "add a time zone, such as Z for UTC or +02:00"
@@ -23,6 +24,6 @@ export function parseExpiry(text: string): Date {
   return new Date(text);
 }
 
-const EXPIRY_PATTERN =
+const INSTANT_PATTERN =
   /^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,3})?)?(?:Z|[+-](?:[01]\d|2[0-3]):[0-5]\d))?$/;
 const LOCAL_TIME_PATTERN = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?$/;

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { parseExpiry } from "../../src/admin/parse-expiry.ts";
+import { parseInstant } from "../../src/admin/parse-instant.ts";
 
-describe("parseExpiry", () => {
+describe("parseInstant", () => {
   it.each([
     ["2025-12-31", "2025-12-31T00:00:00.000Z"],
     ["2025-12-31T18:00:00Z", "2025-12-31T18:00:00.000Z"],
@@ -9,7 +9,7 @@ describe("parseExpiry", () => {
     ["2025-12-31T18:00:00.5+02:00", "2025-12-31T16:00:00.500Z"],
     ["2024-02-29", "2024-02-29T00:00:00.000Z"],
   ])("reads %s", (text, iso) => {
-    expect(parseExpiry(text).toISOString()).toBe(iso);
+    expect(parseInstant(text).toISOString()).toBe(iso);
   });
 
   it.each([
@@ -19,6 +19,6 @@ describe("parseExpiry", () => {
     ["a month 13", "2025-13-01", /not a real date/],
     ["words", "tomorrow", /not an ISO 8601 date/],
   ])("refuses %s", (_case, text, message) => {
-    expect(() => parseExpiry(text)).toThrow(message);
+    expect(() => parseInstant(text)).toThrow(message);
   });
 });

@@ -1,0 +1,44 @@
+# syntax=docker/dockerfile:1
+#
+# Tollgate container: Node.js 24 runs the TypeScript sources as they are (type stripping), so
+# there is no build step, only production dependencies.
+#
+#   docker build -t tollgate .
+#   docker run -p 8080:8080 -v tollgate-models:/models -v tollgate-data:/data tollgate
+#
+# Models named by URI (hf:ORG/REPO:QUANT, https://...) are downloaded into /models on first use;
+# pre-fill the volume with `docker run --rm -v tollgate-models:/models tollgate node src/cli.ts
+# models pull MODEL_ID` on a machine with network access.
+
+FROM node:24-slim AS dependencies
+WORKDIR /app
+# node-llama-cpp ships prebuilt llama.cpp binaries as optional packages; this makes its
+# postinstall step skip any download or source build (the server itself never builds either).
+ENV NODE_LLAMA_CPP_SKIP_DOWNLOAD=true
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev && npm cache clean --force
+# The CUDA and Vulkan builds add about 600 MB; a CPU image drops them. Build with
+# `--build-arg GPU_BINARIES=keep` (and run with a GPU runtime) to keep them.
+ARG GPU_BINARIES=drop
+RUN if [ "$GPU_BINARIES" = "drop" ]; then \
+      rm -rf node_modules/@node-llama-cpp/*-cuda* node_modules/@node-llama-cpp/*-vulkan*; \
+    fi
+
+FROM node:24-slim
+ENV NODE_ENV=production \
+    NODE_LLAMA_CPP_SKIP_DOWNLOAD=true \
+    TOLLGATE_MODELS_DIR=/models \
+    TOLLGATE_DATABASE_URL=sqlite:/data/tollgate.db \
+    PORT=8080
+WORKDIR /app
+COPY --from=dependencies /app/node_modules ./node_modules
+COPY package.json package-lock.json ./
+COPY src ./src
+# The official image's unprivileged `node` user (uid 1000) owns only the two volumes.
+RUN mkdir -p /models /data && chown node:node /models /data
+USER node
+VOLUME ["/models", "/data"]
+EXPOSE 8080
+HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
+  CMD ["node", "-e", "fetch(`http://127.0.0.1:${process.env.PORT || 8080}/health`).then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
+CMD ["node", "src/cli.ts", "serve", "--host", "0.0.0.0"]

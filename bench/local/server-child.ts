@@ -1,0 +1,164 @@
+/**
+ * A Tollgate server in a process of its own, so its memory and event loop are measured without the
+ * benchmark's clients in them. Started by {@link startServerChild} with `fork`; talks over IPC:
+ * it sends `ready` once listening (and, when asked, once its models are loaded), answers `sample`
+ * with a {@link ServerSample}, and closes the server and exits on `stop`.
+ */
+import { fork } from "node:child_process";
+import { monitorEventLoopDelay } from "node:perf_hooks";
+import { fileURLToPath } from "node:url";
+import type { LlamaEngineStats } from "../../src/engine/llama/llama-engine-stats.ts";
+import { readLlamaEngineStats } from "../../src/engine/llama/llama-engine-stats.ts";
+import {
+  type BenchModelEntry,
+  createBenchCatalogModel,
+  startBenchServer,
+  waitForModels,
+} from "./bench-server.ts";
+
+/** What the child is started with. */
+export interface ServerChildOptions {
+  folder: string;
+  models: BenchModelEntry[];
+  /** Also catalogue a local model whose file does not exist (status `unavailable`). */
+  withUnavailableModel?: boolean;
+}
+
+/** One measurement of the server process. */
+export interface ServerSample {
+  /** Bytes. */
+  rss: number;
+  heapUsed: number;
+  external: number;
+  /** Event-loop delay since the previous sample, in milliseconds. */
+  eventLoopDelay: { p50: number; p99: number; max: number; mean: number };
+  /** `process.getActiveResourcesInfo()` counted by type. */
+  activeResources: Record<string, number>;
+  engines: LlamaEngineStats[];
+}
+
+type ChildMessage =
+  | { type: "ready"; baseUrl: string; key: string }
+  | { type: "sample"; sample: ServerSample }
+  | { type: "error"; message: string };
+
+type ParentMessage = { type: "sample" } | { type: "stop" };
+
+/** The parent's handle on a running server child. */
+export interface ServerChild {
+  baseUrl: string;
+  key: string;
+  sample(): Promise<ServerSample>;
+  stop(): Promise<void>;
+}
+
+/** Forks a server child and resolves once it listens with every local model available. */
+export async function startServerChild(options: ServerChildOptions): Promise<ServerChild> {
+  const child = fork(fileURLToPath(import.meta.url), [JSON.stringify(options)], {
+    stdio: ["ignore", "inherit", "inherit", "ipc"],
+  });
+  const pending: ((message: ChildMessage) => void)[] = [];
+  let exited = false;
+  child.on("message", (message: ChildMessage) => pending.shift()?.(message));
+  const exit = new Promise<void>((resolve) => {
+    child.on("exit", () => {
+      exited = true;
+      for (const waiter of pending.splice(0)) waiter({ type: "error", message: "server child exited" });
+      resolve();
+    });
+  });
+  const next = () => new Promise<ChildMessage>((resolve) => pending.push(resolve));
+  const ready = await next();
+  if (ready.type !== "ready") {
+    child.kill();
+    throw new Error(`server child failed: ${ready.type === "error" ? ready.message : ready.type}`);
+  }
+  return {
+    baseUrl: ready.baseUrl,
+    key: ready.key,
+    async sample() {
+      if (exited) throw new Error("server child exited");
+      const reply = next();
+      child.send({ type: "sample" } satisfies ParentMessage);
+      const message = await reply;
+      if (message.type !== "sample") throw new Error(`unexpected reply from server child: ${message.type}`);
+      return message.sample;
+    },
+    async stop() {
+      if (!exited) child.send({ type: "stop" } satisfies ParentMessage);
+      const timer = setTimeout(() => child.kill(), 15_000);
+      await exit;
+      clearTimeout(timer);
+    },
+  };
+}
+
+function countResources(): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const resource of process.getActiveResourcesInfo()) counts[resource] = (counts[resource] ?? 0) + 1;
+  return counts;
+}
+
+async function runChild(options: ServerChildOptions): Promise<void> {
+  const send = (message: ChildMessage) => process.send?.(message);
+  const models = options.models.map(createBenchCatalogModel);
+  if (options.withUnavailableModel) {
+    models.push({
+      ...createBenchCatalogModel({
+        id: "missing",
+        path: `${options.folder}/missing.gguf`,
+        parallel: 1,
+        threads: 1,
+        contextLength: 1024,
+      }),
+    });
+  }
+  const server = await startBenchServer({ folder: options.folder, models });
+  const ids = options.models.map((model) => model.id);
+  if (ids.length > 0) await waitForModels({ baseUrl: server.baseUrl, key: server.key, ids });
+  const delay = monitorEventLoopDelay({ resolution: 1 });
+  delay.enable();
+  process.on("message", (message: ParentMessage) => {
+    switch (message.type) {
+      case "sample": {
+        const memory = process.memoryUsage();
+        const toMilliseconds = (nanoseconds: number) => nanoseconds / 1e6;
+        send({
+          type: "sample",
+          sample: {
+            rss: memory.rss,
+            heapUsed: memory.heapUsed,
+            external: memory.external,
+            eventLoopDelay: {
+              p50: toMilliseconds(delay.percentile(50)),
+              p99: toMilliseconds(delay.percentile(99)),
+              max: toMilliseconds(delay.max),
+              mean: toMilliseconds(delay.mean),
+            },
+            activeResources: countResources(),
+            engines: readLlamaEngineStats(),
+          },
+        });
+        delay.reset();
+        return;
+      }
+      case "stop":
+        delay.disable();
+        void server.close().then(() => process.exit(0));
+        return;
+      default: {
+        const unreachable: never = message;
+        throw new Error(`unknown message ${JSON.stringify(unreachable)}`);
+      }
+    }
+  });
+  send({ type: "ready", baseUrl: server.baseUrl, key: server.key });
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const options = JSON.parse(process.argv[2] ?? "{}") as ServerChildOptions;
+  runChild(options).catch((error: unknown) => {
+    process.send?.({ type: "error", message: error instanceof Error ? error.message : String(error) });
+    process.exit(1);
+  });
+}

@@ -1,0 +1,70 @@
+import { formatAmount } from "../billing/money.ts";
+import type { AuditProblem, Store } from "../store/store.ts";
+import type { OutputSink } from "./cli-error.ts";
+import { formatInstant } from "./format-table.ts";
+import { parseCommandArguments } from "./parse-command-arguments.ts";
+
+const USAGE = "tollgate audit";
+
+/** What {@link runAuditCommand} found: `ok` is false when it reported a problem. */
+export interface AuditOutcome {
+  ok: boolean;
+  /** Every problem found, in the order reported. */
+  problems: AuditProblem[];
+}
+
+/**
+ * `tollgate audit`: checks that every balance equals its credits minus its settled charges, that
+ * every account's reserved amount equals its open reservations, and that no reservation is open
+ * (SPEC §11: it is meant to run while no request is in flight, so every open reservation counts
+ * as left over). Prints `audit passed: ...` or a report of each problem; never throws for a
+ * problem found: the dispatcher sets exit code 1 when `ok` is false. Throws a `CliError` for bad
+ * arguments.
+ */
+export async function runAuditCommand(
+  store: Store,
+  argv: readonly string[],
+  out: OutputSink,
+): Promise<AuditOutcome> {
+  if (argv[0] === "help" || argv[0] === "--help" || argv[0] === "-h") {
+    out.write(`Usage: ${USAGE}`);
+    return { ok: true, problems: [] };
+  }
+  parseCommandArguments(argv, { options: {}, positionals: 0, usage: USAGE });
+  const [problems, accounts] = await Promise.all([store.audit(), store.listAccounts()]);
+  if (problems.length === 0) {
+    out.write(`audit passed: ${count(accounts.length, "account")}, no open reservations`);
+    return { ok: true, problems };
+  }
+  const names = new Map(accounts.map((account) => [account.id, account.name]));
+  const describe = (accountId: string) => `account ${names.get(accountId) ?? "(unknown)"} (${accountId})`;
+  out.write(`audit failed: ${count(problems.length, "problem")} in ${count(accounts.length, "account")}`);
+  for (const problem of problems) out.write(`  ${describeProblem(problem, describe)}`);
+  if (problems.some((problem) => problem.kind === "open_reservation")) {
+    out.write(
+      "Open reservations belong to requests in flight, or were left by a server that stopped without settling; a server releases its own when it starts. Run the audit while no request is in flight.",
+    );
+  }
+  return { ok: false, problems };
+}
+
+function describeProblem(problem: AuditProblem, describe: (accountId: string) => string): string {
+  switch (problem.kind) {
+    case "balance_mismatch":
+      return `balance mismatch: ${describe(problem.accountId)} has balance ${formatAmount(problem.balanceNano)}, but its credits minus its charges are ${formatAmount(problem.expectedNano)} (difference ${formatAmount(problem.balanceNano - problem.expectedNano)})`;
+    case "reserved_mismatch":
+      return `reserved mismatch: ${describe(problem.accountId)} has ${formatAmount(problem.reservedNano)} reserved, but its open reservations sum to ${formatAmount(problem.expectedNano)}`;
+    case "open_reservation": {
+      const { reservation } = problem;
+      return `open reservation: ${reservation.id} (request ${reservation.requestId}) of ${describe(reservation.accountId)}, key ${reservation.keyPublicId}, model ${reservation.model}, amount ${formatAmount(reservation.amountNano)}, replica ${reservation.replicaId}, made ${formatInstant(reservation.createdAt)}, lease until ${formatInstant(reservation.leaseExpiresAt)}`;
+    }
+    default: {
+      const unexpected: never = problem;
+      throw new Error(`Unknown audit problem ${String((unexpected as { kind: unknown }).kind)}`);
+    }
+  }
+}
+
+function count(value: number, noun: string): string {
+  return `${value} ${value === 1 ? noun : `${noun}s`}`;
+}

@@ -1,0 +1,45 @@
+import { AppError } from "../errors/app-error.ts";
+
+/**
+ * The requests a server is running, so a shutdown can stop taking new ones, wait for these,
+ * and cut the stragglers. Each request registers the controller that aborts its generation.
+ */
+export class InFlightRequests {
+  readonly #controllers = new Set<AbortController>();
+  #closing = false;
+
+  /** True once shutdown began: new requests are refused with 503. */
+  get closing(): boolean {
+    return this.#closing;
+  }
+
+  get size(): number {
+    return this.#controllers.size;
+  }
+
+  /** Tracks a request until the returned function is called. */
+  track(controller: AbortController): () => void {
+    this.#controllers.add(controller);
+    return () => {
+      this.#controllers.delete(controller);
+    };
+  }
+
+  /** Refuses new requests from now on. */
+  beginClosing(): void {
+    this.#closing = true;
+  }
+
+  /** Cuts every running request; their streams end with this error. */
+  abortAll(): void {
+    const reason = shuttingDownError();
+    for (const controller of this.#controllers) controller.abort(reason);
+  }
+}
+
+/** The error a request gets when the server shuts down under it or before it. */
+export function shuttingDownError(): AppError {
+  return new AppError("model_unavailable", "The server is shutting down. Retry the request in a moment.", {
+    retryAfterSeconds: 1,
+  });
+}

@@ -1,0 +1,338 @@
+import { type Static, type TObject, Type } from "@sinclair/typebox";
+import type { FastifyInstance } from "fastify";
+import { AdminError } from "../../admin/admin-error.ts";
+import { createAccount } from "../../admin/create-account.ts";
+import { createKey } from "../../admin/create-key.ts";
+import { creditAccount } from "../../admin/credit-account.ts";
+import { describeAccount } from "../../admin/describe-account.ts";
+import { requireAccount } from "../../admin/find-account.ts";
+import { formatCsv } from "../../admin/format-csv.ts";
+import { parseInstant } from "../../admin/parse-instant.ts";
+import { revokeKey } from "../../admin/revoke-key.ts";
+import {
+  groupUsage,
+  queryUsage,
+  renderUsageGroup,
+  renderUsageRows,
+  tabulateUsage,
+  USAGE_GROUPINGS,
+} from "../../admin/usage-report.ts";
+import { isPublicId } from "../../auth/api-key.ts";
+import { formatAmount, MoneyFormatError, parseAmount } from "../../billing/money.ts";
+import { AppError } from "../../errors/app-error.ts";
+import type { ApiKeyRecord, KeyRole, Store } from "../../store/store.ts";
+import { Nullable, StringEnum } from "../schemas/schema-helpers.ts";
+
+/** Options of {@link registerAdminRoutes}. */
+export interface AdminRoutesOptions {
+  store: Store;
+  /** The authenticated key of a request (the caller has already refused requests without one). */
+  getKey: (request: object) => { role: KeyRole; publicId: string };
+  /** Called once a key is revoked here, so the caller can drop it from caches at once. */
+  onKeyRevoked?: (publicId: string) => void;
+  /** Called once an account is credited here. */
+  onAccountCredited?: (accountId: string) => void;
+  /** The clock for new accounts, keys and credits. Default: now. */
+  now?: () => Date;
+}
+
+const DecimalAmount = (description: string) =>
+  Type.String({ description: `${description} A decimal string, such as "10" or "0.25"; never a number.` });
+
+const CreateAccountBody = Type.Object({
+  name: Type.String({ description: "Unique: letters, digits, '.', '_', '@', '-'; at most 64 characters." }),
+  balance: Type.Optional(Nullable(DecimalAmount("The opening balance; default 0."))),
+});
+
+const CreditBody = Type.Object({
+  amount: DecimalAmount("The amount to add; more than 0."),
+  note: Type.Optional(Nullable(Type.String({ description: "Why; at most 500 characters." }))),
+});
+
+const CreateKeyBody = Type.Object({
+  account: Type.String({ description: "The account the key spends from: its name or id." }),
+  name: Type.Optional(Nullable(Type.String({ description: "A label; at most 100 characters." }))),
+  models: Type.Optional(
+    Nullable(
+      Type.Array(Type.String(), {
+        minItems: 1,
+        maxItems: 1000,
+        description: "The model ids the key may use; leave it out for every model.",
+      }),
+    ),
+  ),
+  rpm: Type.Optional(Nullable(Type.Integer({ minimum: 1, description: "Requests per minute." }))),
+  tpm: Type.Optional(Nullable(Type.Integer({ minimum: 1, description: "Tokens per minute." }))),
+  expires_at: Type.Optional(
+    Nullable(Type.String({ description: "ISO 8601, such as 2025-12-31 or 2025-12-31T18:00:00Z." })),
+  ),
+});
+
+const IdParams = Type.Object({ id: Type.String() });
+
+const KeysQuery = Type.Object({
+  account: Type.Optional(Type.String({ description: "Only the keys of this account (name or id)." })),
+});
+
+const UsageQuery = Type.Object({
+  account: Type.Optional(Type.String({ description: "An account name or id." })),
+  key: Type.Optional(Type.String({ description: "A key's public id." })),
+  model: Type.Optional(Type.String()),
+  since: Type.Optional(Type.String({ description: "ISO 8601; rows at or after it." })),
+  until: Type.Optional(Type.String({ description: "ISO 8601; rows before it." })),
+  group_by: Type.Optional(StringEnum(USAGE_GROUPINGS)),
+  format: Type.Optional(StringEnum(["json", "csv"])),
+});
+
+/** The operator-facing field names that differ from the request fields. */
+const PARAM_OF_FIELD: Readonly<Record<string, string>> = { expires: "expires_at" };
+
+/**
+ * The admin HTTP API under `/admin` (SPEC §6): accounts (create, list, get, credit), keys
+ * (create, list, revoke) and usage (filter, group, CSV). JSON bodies, amounts as decimal strings,
+ * unknown body fields refused (a typo must not silently drop a balance). Register it inside the
+ * authenticated scope: a request without a valid key has had its 401 already; this answers a
+ * non-admin key with 403 `admin_key_required` before looking at the body.
+ *
+ * Responses: an account is `{id, name, balance, reserved, spent}`; a key is `{public_id,
+ * account_id, account, role, name, models, rpm, tpm, expires_at, revoked_at, created_at}` (`null`
+ * where unset), with the whole `key` once, on creation; lists are `{object: "list", data}`.
+ */
+export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOptions): void {
+  const { store } = options;
+  const clock = options.now === undefined ? {} : { now: options.now };
+
+  app.register(async (admin) => {
+    admin.addHook("onRequest", async (request) => {
+      if (options.getKey(request).role !== "admin") {
+        throw new AppError(
+          "admin_key_required",
+          "The admin API needs an admin key. Pass the admin key (printed at first start, or admin_key / TOLLGATE_ADMIN_KEY) as `Authorization: Bearer ...`.",
+        );
+      }
+    });
+
+    admin.post<{ Body: Static<typeof CreateAccountBody> }>(
+      "/admin/accounts",
+      { schema: { body: CreateAccountBody } },
+      async (request, reply) => {
+        const body = request.body;
+        rejectUnknownFields(body, CreateAccountBody);
+        const balanceNano = body.balance == null ? 0n : readAmount("balance", body.balance);
+        const account = await mapAdminErrors(() =>
+          createAccount(store, { name: body.name, balanceNano }, clock),
+        );
+        reply.code(201);
+        return await mapAdminErrors(() => describeAccount(store, account));
+      },
+    );
+
+    admin.get("/admin/accounts", async () => {
+      const accounts = await store.listAccounts();
+      const data = [];
+      for (const account of accounts) data.push(await mapAdminErrors(() => describeAccount(store, account)));
+      return { object: "list", data };
+    });
+
+    admin.get<{ Params: Static<typeof IdParams> }>(
+      "/admin/accounts/:id",
+      { schema: { params: IdParams } },
+      async (request) =>
+        await mapAdminErrors(async () => {
+          const account = await requireAccount(store, request.params.id);
+          return await describeAccount(store, account);
+        }),
+    );
+
+    admin.post<{ Params: Static<typeof IdParams>; Body: Static<typeof CreditBody> }>(
+      "/admin/accounts/:id/credits",
+      { schema: { params: IdParams, body: CreditBody } },
+      async (request, reply) => {
+        const body = request.body;
+        rejectUnknownFields(body, CreditBody);
+        const amountNano = readAmount("amount", body.amount);
+        const { account, credit } = await mapAdminErrors(async () => {
+          const found = await requireAccount(store, request.params.id);
+          const made = await creditAccount(
+            store,
+            { account: found, amountNano, note: body.note ?? undefined },
+            clock,
+          );
+          return { account: found, credit: made };
+        });
+        options.onAccountCredited?.(account.id);
+        reply.code(201);
+        return {
+          credit: {
+            id: credit.id,
+            amount: formatAmount(credit.amountNano),
+            note: credit.note ?? null,
+            created_at: credit.createdAt.toISOString(),
+          },
+          account: await mapAdminErrors(() => describeAccount(store, account)),
+        };
+      },
+    );
+
+    admin.post<{ Body: Static<typeof CreateKeyBody> }>(
+      "/admin/keys",
+      { schema: { body: CreateKeyBody } },
+      async (request, reply) => {
+        const body = request.body;
+        rejectUnknownFields(body, CreateKeyBody);
+        const expiresAt = body.expires_at == null ? undefined : readInstant("expires_at", body.expires_at);
+        const { account, created } = await mapAdminErrors(async () => {
+          const found = await requireAccount(store, body.account);
+          const made = await createKey(
+            store,
+            {
+              role: "user",
+              accountId: found.id,
+              name: body.name ?? undefined,
+              allowedModels: body.models ?? undefined,
+              rpm: body.rpm ?? undefined,
+              tpm: body.tpm ?? undefined,
+              expiresAt,
+            },
+            clock,
+          );
+          return { account: found, created: made };
+        });
+        reply.code(201);
+        return { key: created.key, ...renderKey(created.record, account.name) };
+      },
+    );
+
+    admin.get<{ Querystring: Static<typeof KeysQuery> }>(
+      "/admin/keys",
+      { schema: { querystring: KeysQuery } },
+      async (request) => {
+        const reference = request.query.account;
+        const account =
+          reference === undefined ? undefined : await mapAdminErrors(() => requireAccount(store, reference));
+        const keys = await store.listApiKeys(account === undefined ? {} : { accountId: account.id });
+        const names = new Map((await store.listAccounts()).map((each) => [each.id, each.name]));
+        return {
+          object: "list",
+          data: keys.map((key) =>
+            renderKey(key, key.accountId === undefined ? undefined : names.get(key.accountId)),
+          ),
+        };
+      },
+    );
+
+    admin.post<{ Params: Static<typeof IdParams> }>(
+      "/admin/keys/:id/revoke",
+      { schema: { params: IdParams } },
+      async (request) => {
+        const publicId = request.params.id;
+        // Only the public id: a whole key in a URL would leave its secret in access logs.
+        if (!isPublicId(publicId)) {
+          throw new AppError(
+            "invalid_value",
+            "Name the key by its public id: the 12 letters and digits after `sk-tg-`, as GET /admin/keys lists them.",
+            { param: "id" },
+          );
+        }
+        const outcome = await mapAdminErrors(() => revokeKey(store, publicId, clock));
+        options.onKeyRevoked?.(publicId);
+        const record = await store.getApiKeyByPublicId(publicId);
+        if (record === undefined) throw new AppError("not_found", `No key has the public id ${publicId}.`);
+        const account =
+          record.accountId === undefined ? undefined : await store.getAccountById(record.accountId);
+        return { ...renderKey(record, account?.name), already_revoked: !outcome.newlyRevoked };
+      },
+    );
+
+    admin.get<{ Querystring: Static<typeof UsageQuery> }>(
+      "/admin/usage",
+      { schema: { querystring: UsageQuery } },
+      async (request, reply) => {
+        const query = request.query;
+        const report = await mapAdminErrors(() => queryUsage(store, query));
+        const grouping = query.group_by;
+        if (query.format === "csv") {
+          const { headers, rows } = tabulateUsage(report, grouping);
+          reply.type("text/csv; charset=utf-8");
+          return `${formatCsv(headers, rows).join("\r\n")}\r\n`;
+        }
+        if (grouping === undefined) return { object: "list", data: renderUsageRows(report) };
+        return {
+          object: "list",
+          group_by: grouping,
+          data: groupUsage(report, grouping).map((group) => renderUsageGroup(group, grouping)),
+        };
+      },
+    );
+  });
+}
+
+/** A key as the admin API shows it: never its secret or hash. */
+function renderKey(key: ApiKeyRecord, accountName: string | undefined) {
+  return {
+    public_id: key.publicId,
+    account_id: key.accountId ?? null,
+    account: accountName ?? null,
+    role: key.role,
+    name: key.name,
+    models: key.allowedModels ?? null,
+    rpm: key.rpm ?? null,
+    tpm: key.tpm ?? null,
+    expires_at: key.expiresAt?.toISOString() ?? null,
+    revoked_at: key.revokedAt?.toISOString() ?? null,
+    created_at: key.createdAt.toISOString(),
+  };
+}
+
+/** Refuses body fields the schema does not name, naming the first one. */
+function rejectUnknownFields(body: object, schema: TObject): void {
+  const known = Object.keys(schema.properties);
+  const unknown = Object.keys(body).find((field) => !known.includes(field));
+  if (unknown !== undefined) {
+    throw new AppError("invalid_value", `Unknown field '${unknown}'. The fields are: ${known.join(", ")}.`, {
+      param: unknown,
+    });
+  }
+}
+
+function readAmount(field: string, text: string): bigint {
+  try {
+    return parseAmount(text);
+  } catch (error) {
+    if (error instanceof MoneyFormatError) {
+      throw new AppError("invalid_value", `Invalid '${field}': ${error.message}.`, { param: field });
+    }
+    throw error;
+  }
+}
+
+function readInstant(field: string, text: string): Date {
+  try {
+    return parseInstant(text);
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new AppError("invalid_value", `Invalid '${field}': ${reason}`, { param: field });
+  }
+}
+
+/** Runs an admin operation; an {@link AdminError} becomes the {@link AppError} the client sees. */
+async function mapAdminErrors<T>(operation: () => Promise<T>): Promise<T> {
+  try {
+    return await operation();
+  } catch (error) {
+    if (!(error instanceof AdminError)) throw error;
+    const param = error.field === undefined ? undefined : (PARAM_OF_FIELD[error.field] ?? error.field);
+    const options = { param, cause: error };
+    switch (error.kind) {
+      case "not_found":
+        throw new AppError("not_found", error.message, options);
+      case "invalid_value":
+      case "conflict":
+        throw new AppError("invalid_value", error.message, options);
+      default: {
+        const unexpected: never = error.kind;
+        throw new Error(`Unknown admin error kind ${String(unexpected)}`);
+      }
+    }
+  }
+}

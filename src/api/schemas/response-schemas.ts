@@ -1,0 +1,107 @@
+import { Type } from "@sinclair/typebox";
+import { StringEnum } from "./schema-helpers.ts";
+
+/**
+ * The response shapes, for `/openapi.json`. The seed contract's fields plus SPEC §4's additions
+ * (tool calls, the models' kind, pricing, context length and status).
+ */
+
+export const ErrorResponseSchema = Type.Object({
+  error: Type.Object({
+    message: Type.String(),
+    type: Type.String(),
+    param: Type.Union([Type.String(), Type.Null()]),
+    code: Type.String(),
+  }),
+});
+
+const UsageSchema = Type.Object({
+  prompt_tokens: Type.Integer(),
+  completion_tokens: Type.Integer(),
+  total_tokens: Type.Integer(),
+});
+
+const FinishReasonSchema = StringEnum(["stop", "length", "tool_calls", "content_filter"]);
+
+const ToolCallSchema = Type.Object({
+  id: Type.String(),
+  type: Type.Literal("function"),
+  function: Type.Object({
+    name: Type.String(),
+    arguments: Type.String({ description: "A JSON object as text." }),
+  }),
+});
+
+export const ChatCompletionSchema = Type.Object({
+  id: Type.String(),
+  object: Type.Literal("chat.completion"),
+  created: Type.Integer({ description: "Unix time in seconds." }),
+  model: Type.String(),
+  choices: Type.Array(
+    Type.Object({
+      index: Type.Integer(),
+      message: Type.Object({
+        role: Type.Literal("assistant"),
+        content: Type.String(),
+        tool_calls: Type.Optional(Type.Array(ToolCallSchema)),
+      }),
+      logprobs: Type.Null(),
+      finish_reason: FinishReasonSchema,
+    }),
+  ),
+  usage: UsageSchema,
+});
+
+export const ChatCompletionChunkSchema = Type.Object(
+  {
+    id: Type.String(),
+    object: Type.Literal("chat.completion.chunk"),
+    created: Type.Integer(),
+    model: Type.String(),
+    choices: Type.Array(
+      Type.Object({
+        index: Type.Integer(),
+        delta: Type.Object({
+          role: Type.Optional(Type.Literal("assistant")),
+          content: Type.Optional(Type.String()),
+          tool_calls: Type.Optional(
+            Type.Array(
+              Type.Object({
+                index: Type.Integer(),
+                id: Type.Optional(Type.String()),
+                type: Type.Optional(Type.Literal("function")),
+                function: Type.Object({ name: Type.Optional(Type.String()), arguments: Type.String() }),
+              }),
+            ),
+          ),
+        }),
+        logprobs: Type.Null(),
+        finish_reason: Type.Union([FinishReasonSchema, Type.Null()]),
+      }),
+    ),
+    usage: Type.Optional(Type.Union([UsageSchema, Type.Null()])),
+  },
+  {
+    description:
+      "One Server-Sent Event `data: <chunk>`; the stream ends with `data: [DONE]`. An error after the stream started is sent as `data: {error}`.",
+  },
+);
+
+export const ModelSchema = Type.Object({
+  id: Type.String(),
+  object: Type.Literal("model"),
+  created: Type.Integer(),
+  owned_by: Type.String(),
+  kind: StringEnum(["chat", "image", "embedding"]),
+  pricing: Type.Union([
+    Type.Object({ input_per_million: Type.String(), output_per_million: Type.String() }),
+    Type.Object({ per_million: Type.String() }),
+  ]),
+  context_length: Type.Optional(Type.Union([Type.Integer(), Type.Null()])),
+  status: StringEnum(["available", "loading", "unavailable"]),
+});
+
+export const ModelListSchema = Type.Object({
+  object: Type.Literal("list"),
+  data: Type.Array(ModelSchema),
+});

@@ -1,0 +1,176 @@
+/**
+ * Billing for chat requests: reserve, run, settle, in integer nano-units.
+ *
+ *   1. Request rate: spend one unit of the key's rpm bucket, else 429.
+ *   2. (The engine measures the request: prompt tokens and the most completion tokens it can
+ *      produce; a request over the context is refused here with 400.)
+ *   3. Token rate: spend `prompt + max completion` tokens of the key's tpm bucket, else 429.
+ *   4. Reserve: the maximum cost, `ceil((prompt × input + max completion × output) / 10^6)`,
+ *      is set aside atomically against the account's available balance (balance minus open
+ *      reservations) in one store transaction, else 403 `insufficient_balance`. This happens
+ *      before the request waits in the model's queue.
+ *   5. Run. Whatever happens next (finished, failed, aborted by the client or cut by a
+ *      shutdown), the ticket is settled exactly once.
+ *   6. Settle: the real cost from the real token counts (0 when no completion token was
+ *      produced) is charged, the reservation removed and the usage row written, all in one
+ *      store transaction, before the last byte reaches the client. The tpm bucket gets back
+ *      what the estimate overstated.
+ *
+ * A replica keeps the leases of its open reservations alive; a replica that starts releases
+ * what its previous run left (see `releaseLeftOverReservations`).
+ */
+import { randomUUID } from "node:crypto";
+import type { CatalogModel } from "../catalog/catalog.ts";
+import type {
+  AdmissionContext,
+  AdmissionRequest,
+  AdmissionTicket,
+  ChatAdmission,
+  RunOutcome,
+} from "../chat/chat-admission.ts";
+import { AppError } from "../errors/app-error.ts";
+import type { KeyLimits } from "../limits/key-limits.ts";
+import type { Store } from "../store/store.ts";
+import { costOfUsage, formatAmount, parseAmount } from "./money.ts";
+
+/** How long a reservation's lease lasts without renewal. */
+export const RESERVATION_LEASE_MS = 60_000;
+
+interface ChatPrices {
+  inputPerMillionNano: bigint;
+  outputPerMillionNano: bigint;
+}
+
+export interface BillingAdmissionOptions {
+  store: Store;
+  limits: KeyLimits;
+  /** Identifies this server in its reservations (SQLite: any stable name). */
+  replicaId: string;
+  now?: () => number;
+  /** Where settlement failures are reported; they never reach the client. */
+  onSettleError?: (error: unknown, requestId: string) => void;
+}
+
+/** Rate limits and billing for the chat pipeline. */
+export class BillingAdmission implements ChatAdmission {
+  readonly #store: Store;
+  readonly #limits: KeyLimits;
+  readonly #replicaId: string;
+  readonly #now: () => number;
+  readonly #onSettleError: (error: unknown, requestId: string) => void;
+  readonly #prices = new WeakMap<CatalogModel, ChatPrices>();
+
+  constructor(options: BillingAdmissionOptions) {
+    this.#store = options.store;
+    this.#limits = options.limits;
+    this.#replicaId = options.replicaId;
+    this.#now = options.now ?? Date.now;
+    this.#onSettleError = options.onSettleError ?? (() => {});
+  }
+
+  #pricesOf(model: CatalogModel): ChatPrices {
+    let prices = this.#prices.get(model);
+    if (prices === undefined) {
+      if (model.pricing.kind !== "chat") throw new Error(`model ${model.id} has no chat prices`);
+      prices = {
+        inputPerMillionNano: parseAmount(model.pricing.inputPerMillion),
+        outputPerMillionNano: parseAmount(model.pricing.outputPerMillion),
+      };
+      this.#prices.set(model, prices);
+    }
+    return prices;
+  }
+
+  async checkRequestRate(context: AdmissionContext): Promise<void> {
+    await this.#limits.takeRequest(context.key, context.setHeader);
+  }
+
+  async admit(request: AdmissionRequest): Promise<AdmissionTicket> {
+    const { key, model } = request;
+    const accountId = key.accountId;
+    if (accountId === undefined) {
+      throw new AppError(
+        "model_not_allowed",
+        "Admin keys manage Tollgate and cannot run requests; use an account's API key.",
+        { param: "model" },
+      );
+    }
+    const estimatedTokens = request.promptTokens + request.maxCompletionTokens;
+    await this.#limits.takeTokens(key, estimatedTokens, request.setHeader);
+    const prices = this.#pricesOf(model);
+    const amountNano = costOfUsage({
+      promptTokens: request.promptTokens,
+      completionTokens: request.maxCompletionTokens,
+      ...prices,
+    });
+    const now = this.#now();
+    const reservationId = randomUUID();
+    const reserved = await this.#store.reserve({
+      id: reservationId,
+      requestId: request.requestId,
+      accountId,
+      keyPublicId: key.publicId,
+      model: model.id,
+      amountNano,
+      replicaId: this.#replicaId,
+      leaseExpiresAt: new Date(now + RESERVATION_LEASE_MS),
+      createdAt: new Date(now),
+    });
+    if (reserved !== "reserved") {
+      await this.#limits.correctTokens(key, estimatedTokens, 0);
+      const money = await this.#store.getAccountMoney(accountId);
+      const available = money === undefined ? 0n : money.balanceNano - money.reservedNano;
+      throw new AppError(
+        "insufficient_balance",
+        `Your account's available balance (${formatAmount(available < 0n ? 0n : available)}) is below this request's maximum cost (${formatAmount(amountNano)}). Add credit, or lower max_tokens to reduce the maximum cost.`,
+      );
+    }
+    let settled = false;
+    return {
+      settle: async (outcome: RunOutcome) => {
+        if (settled) return;
+        settled = true;
+        await this.#settle({ request, reservationId, accountId, prices, estimatedTokens, outcome });
+      },
+    };
+  }
+
+  async #settle(settlement: {
+    request: AdmissionRequest;
+    reservationId: string;
+    accountId: string;
+    prices: ChatPrices;
+    estimatedTokens: number;
+    outcome: RunOutcome;
+  }): Promise<void> {
+    const { request, accountId, prices, estimatedTokens, outcome } = settlement;
+    const promptTokens = outcome.usage.promptTokens ?? request.promptTokens;
+    const completionTokens = outcome.usage.completionTokens ?? 0;
+    const costNano = costOfUsage({ promptTokens, completionTokens, ...prices });
+    request.annotate({ promptTokens, completionTokens, cost: formatAmount(costNano) });
+    try {
+      await this.#store.settle({
+        id: settlement.reservationId,
+        requestId: request.requestId,
+        accountId,
+        keyPublicId: request.key.publicId,
+        model: request.model.id,
+        promptTokens,
+        completionTokens,
+        costNano,
+        finishReason: outcome.finishReason,
+        errorCode: outcome.errorCode,
+        user: request.user,
+        queueMs: undefined,
+        firstTokenMs: outcome.timings.firstPartMs,
+        totalMs: outcome.timings.totalMs,
+        estimated: outcome.usage.estimated === true,
+        createdAt: new Date(this.#now()),
+      });
+      await this.#limits.correctTokens(request.key, estimatedTokens, promptTokens + completionTokens);
+    } catch (error) {
+      // The reservation stays open and is released at the next start; the client is not told.
+      this.#onSettleError(error, request.requestId);
+    }
+  }
+}

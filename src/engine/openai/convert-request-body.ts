@@ -1,0 +1,88 @@
+import type { ChatRequest, ResponseFormat, ToolChoice, ToolDefinition } from "../engine.ts";
+import { convertMessages } from "./convert-messages.ts";
+import type {
+  UpstreamRequestBody,
+  UpstreamResponseFormat,
+  UpstreamTool,
+  UpstreamToolChoice,
+} from "./upstream-wire.ts";
+
+/**
+ * The upstream request body for a chat request. The catalogue's `model` name goes upstream (the
+ * client only ever sees the catalogue id). The body always asks for a stream with usage, even when
+ * the client wants one JSON answer, so usage, timeouts and aborts work the same way for both.
+ * Values equal to the API's defaults are left out where some compatible servers reject the field
+ * (penalties, empty stop lists, "text" format, tool choice without tools).
+ */
+export function convertRequestBody(options: { request: ChatRequest; model: string }): UpstreamRequestBody {
+  const { request } = options;
+  const body: UpstreamRequestBody = {
+    model: options.model,
+    messages: convertMessages(request.messages),
+    stream: true,
+    stream_options: { include_usage: true },
+    temperature: request.temperature,
+    top_p: request.topP,
+  };
+  if (request.maxTokens !== undefined) body.max_tokens = request.maxTokens;
+  if (request.frequencyPenalty !== 0) body.frequency_penalty = request.frequencyPenalty;
+  if (request.presencePenalty !== 0) body.presence_penalty = request.presencePenalty;
+  if (request.stop.length > 0) body.stop = [...request.stop];
+  if (request.seed !== undefined) body.seed = request.seed;
+  if (request.tools.length > 0) {
+    body.tools = request.tools.map(convertTool);
+    body.tool_choice = convertToolChoice(request.toolChoice);
+  }
+  const format = convertResponseFormat(request.responseFormat);
+  if (format !== undefined) body.response_format = format;
+  return body;
+}
+
+function convertTool(tool: ToolDefinition): UpstreamTool {
+  return {
+    type: "function",
+    function: {
+      name: tool.name,
+      ...(tool.description === undefined ? {} : { description: tool.description }),
+      ...(tool.parameters === undefined ? {} : { parameters: tool.parameters }),
+      ...(tool.strict === undefined ? {} : { strict: tool.strict }),
+    },
+  };
+}
+
+function convertToolChoice(choice: ToolChoice): UpstreamToolChoice {
+  switch (choice.type) {
+    case "none":
+    case "auto":
+    case "required":
+      return choice.type;
+    case "function":
+      return { type: "function", function: { name: choice.name } };
+    default: {
+      const unreachable: never = choice;
+      throw new Error(`unknown tool choice ${JSON.stringify(unreachable)}`);
+    }
+  }
+}
+
+function convertResponseFormat(format: ResponseFormat): UpstreamResponseFormat | undefined {
+  switch (format.type) {
+    case "text":
+      return undefined;
+    case "json_object":
+      return { type: "json_object" };
+    case "json_schema":
+      return {
+        type: "json_schema",
+        json_schema: {
+          name: format.name,
+          schema: format.schema,
+          ...(format.strict === undefined ? {} : { strict: format.strict }),
+        },
+      };
+    default: {
+      const unreachable: never = format;
+      throw new Error(`unknown response format ${JSON.stringify(unreachable)}`);
+    }
+  }
+}

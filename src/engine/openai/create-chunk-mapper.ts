@@ -1,0 +1,171 @@
+import type { StreamPart, Usage } from "../engine.ts";
+import { convertUsage } from "./convert-usage.ts";
+import { createToolCallId } from "./create-tool-call-id.ts";
+import { estimateTextTokens } from "./estimate-tokens.ts";
+import { readErrorBody, type UpstreamErrorBody } from "./read-error-body.ts";
+import type { UpstreamChunk, UpstreamToolCallDelta } from "./upstream-wire.ts";
+
+/** Turns upstream `chat.completion.chunk` events into engine parts, and keeps what the end needs. */
+export interface ChunkMapper {
+  /**
+   * Reads one parsed event and appends its parts to `parts`. Returns the upstream's error when
+   * the event is an error (`{"error": ...}` or `event: error`), else `undefined`.
+   */
+  read(chunk: unknown, parts: StreamPart[], eventName?: string): UpstreamErrorBody | undefined;
+  /** Parts for tool calls that never got a name (the stream ended): appended to `parts`. */
+  flush(parts: StreamPart[]): void;
+  /** The upstream's `finish_reason`, once one came. */
+  readonly rawFinishReason: string | undefined;
+  /** Whether the response called at least one tool. */
+  readonly calledTools: boolean;
+  /** The usage the upstream reported, if it did (counts it left out stay `undefined`). */
+  readonly reportedUsage: Usage | undefined;
+  /** Estimated tokens of everything produced so far: text, tool names and arguments. */
+  estimateCompletionTokens(): number;
+}
+
+/** Tokens a tool call adds beyond its name and arguments (its markers), as templates render one. */
+const TOKENS_PER_TOOL_CALL = 4;
+
+interface ToolCallState {
+  /** Position among this response's calls, as the client sees it. */
+  index: number;
+  id: string | undefined;
+  name: string | undefined;
+  /** Argument fragments that came before the name, sent with the first delta. */
+  pendingArguments: string;
+  started: boolean;
+  arguments: string;
+}
+
+/**
+ * Maps upstream chunks (choice 0; Tollgate never asks for more) to parts. Text deltas pass
+ * through; tool-call deltas are re-assembled so that each call's first part carries its id and
+ * name and the later ones only argument fragments, whatever the upstream does: calls keyed by
+ * `index` (or by `id`, or the last call, where an upstream leaves the index out), a missing id
+ * made up, fragments that came before the name held back until it comes, and a new id at an
+ * index already in use read as a new call (servers that send every call whole at index 0).
+ */
+export function createChunkMapper(): ChunkMapper {
+  const texts: string[] = [];
+  const calls: ToolCallState[] = [];
+  const callsByKey = new Map<number | string, ToolCallState>();
+  let lastCall: ToolCallState | undefined;
+  let rawFinishReason: string | undefined;
+  let reportedUsage: Usage | undefined;
+
+  const newCall = (key: number | string): ToolCallState => {
+    const call: ToolCallState = {
+      index: calls.length,
+      id: undefined,
+      name: undefined,
+      pendingArguments: "",
+      started: false,
+      arguments: "",
+    };
+    calls.push(call);
+    callsByKey.set(key, call);
+    return call;
+  };
+
+  const readToolCall = (delta: UpstreamToolCallDelta, parts: StreamPart[]) => {
+    const id = typeof delta.id === "string" && delta.id !== "" ? delta.id : undefined;
+    const name =
+      typeof delta.function?.name === "string" && delta.function.name !== ""
+        ? delta.function.name
+        : undefined;
+    const fragment = typeof delta.function?.arguments === "string" ? delta.function.arguments : "";
+    const key: number | string | undefined =
+      typeof delta.index === "number" ? delta.index : (id ?? undefined);
+    let call = key === undefined ? lastCall : callsByKey.get(key);
+    if (call === undefined) call = newCall(key ?? calls.length);
+    else if (id !== undefined && call.id !== undefined && id !== call.id && name !== undefined) {
+      call = newCall(key ?? calls.length);
+    }
+    lastCall = call;
+    if (call.started) {
+      if (fragment !== "") {
+        call.arguments += fragment;
+        parts.push({ type: "tool-call-delta", index: call.index, argumentsDelta: fragment });
+      }
+      return;
+    }
+    if (id !== undefined) call.id = id;
+    if (name !== undefined) call.name = name;
+    call.pendingArguments += fragment;
+    if (call.name !== undefined) start(call, call.name, parts);
+  };
+
+  const start = (call: ToolCallState, name: string, parts: StreamPart[]) => {
+    call.started = true;
+    call.id ??= createToolCallId();
+    call.arguments = call.pendingArguments;
+    call.pendingArguments = "";
+    parts.push({
+      type: "tool-call-delta",
+      index: call.index,
+      id: call.id,
+      name,
+      argumentsDelta: call.arguments,
+    });
+  };
+
+  return {
+    read(value, parts, eventName) {
+      if (typeof value !== "object" || value === null) return undefined;
+      const chunk = value as UpstreamChunk;
+      if (chunk.error !== undefined && chunk.error !== null) {
+        return readErrorBody(JSON.stringify({ error: chunk.error }));
+      }
+      if (eventName === "error") return readErrorBody(JSON.stringify(chunk));
+      if (chunk.usage !== undefined && chunk.usage !== null) {
+        reportedUsage = convertUsage(chunk.usage) ?? reportedUsage;
+      }
+      const choices = chunk.choices;
+      if (!Array.isArray(choices)) return undefined;
+      for (const choice of choices) {
+        const index = (choice as { index?: unknown }).index;
+        if (index !== undefined && index !== 0) continue;
+        const delta = choice.delta;
+        if (delta !== undefined && delta !== null) {
+          if (typeof delta.content === "string" && delta.content !== "") {
+            texts.push(delta.content);
+            parts.push({ type: "text-delta", text: delta.content });
+          }
+          if (Array.isArray(delta.tool_calls)) {
+            for (const call of delta.tool_calls as unknown[]) {
+              if (typeof call === "object" && call !== null)
+                readToolCall(call as UpstreamToolCallDelta, parts);
+            }
+          }
+        }
+        if (typeof choice.finish_reason === "string" && choice.finish_reason !== "") {
+          rawFinishReason = choice.finish_reason;
+        }
+      }
+      return undefined;
+    },
+    flush(parts) {
+      for (const call of calls) if (!call.started) start(call, "", parts);
+    },
+    get rawFinishReason() {
+      return rawFinishReason;
+    },
+    get calledTools() {
+      return calls.length > 0;
+    },
+    get reportedUsage() {
+      return reportedUsage;
+    },
+    estimateCompletionTokens() {
+      let tokens = estimateTextTokens(texts.join(""));
+      for (const call of calls) {
+        tokens +=
+          TOKENS_PER_TOOL_CALL +
+          estimateTextTokens(call.name ?? "") +
+          estimateTextTokens(call.started ? call.arguments : call.pendingArguments);
+      }
+      return tokens;
+    },
+  };
+}

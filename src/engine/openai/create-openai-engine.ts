@@ -1,0 +1,144 @@
+import type { CatalogModel, OpenAiEngineConfig } from "../../catalog/catalog.ts";
+import { AppError } from "../../errors/app-error.ts";
+import type { EngineLogger } from "../create-engine.ts";
+import type { ChatEngine, ChatRequest, ModelStatus, PreparedChat } from "../engine.ts";
+import { checkContextLength } from "../llama/check-context-length.ts";
+import { convertRequestBody } from "./convert-request-body.ts";
+import { createEndpointBalancer } from "./create-endpoint-balancer.ts";
+import { createStallWatchdog } from "./create-stall-watchdog.ts";
+import { createUpstreamEndpoint } from "./create-upstream-endpoint.ts";
+import { estimatePromptTokens } from "./estimate-prompt-tokens.ts";
+import { runUpstreamChat } from "./run-upstream-chat.ts";
+import { runWithFallbacks } from "./run-with-fallbacks.ts";
+import { closingError } from "./start-upstream-attempt.ts";
+import type { UpstreamCall } from "./start-upstream-call.ts";
+import { resolveUpstreamSettings, type UpstreamSettings, type UpstreamTuning } from "./upstream-settings.ts";
+
+/** Options of {@link createOpenAiEngine}. */
+export interface OpenAiEngineOptions {
+  /** A catalogue chat model whose `engine.type` is `"openai"`. */
+  model: CatalogModel;
+  /** The engine of another catalogue model, for `fallbacks`; looked up when a fallback is needed. */
+  resolveEngine?: ((id: string) => ChatEngine | undefined) | undefined;
+  logger?: EngineLogger | undefined;
+  /** Settings beyond the configuration's (tests use short timeouts). */
+  settings?: Partial<UpstreamSettings> | undefined;
+  /** Source of jitter in [0, 1). Default `Math.random`. */
+  random?: (() => number) | undefined;
+}
+
+const silentLogger: EngineLogger = { info: () => {}, warn: () => {}, error: () => {} };
+
+/**
+ * Engines of this kind, prepared without their fallbacks: a model that serves as a fallback only
+ * tries its own endpoints, so fallbacks never chain and never loop.
+ */
+const preparersWithoutFallbacks = new WeakMap<ChatEngine, (request: ChatRequest) => Promise<PreparedChat>>();
+
+/**
+ * The upstream engine: a catalogue model served by OpenAI-compatible servers over HTTP.
+ *
+ * `prepare` estimates the prompt tokens (estimate-prompt-tokens.ts: the upstream's tokenizer is
+ * unknown), checks them against the catalogue's `context_length` when it gives one, and reserves
+ * `max_tokens`, else the rest of the context, else `defaultMaxCompletionTokens`. `run` streams from
+ * the endpoints (run-upstream-chat.ts: balancing, retries, cooldown, timeouts, usage) and, when they
+ * all fail before the first part, from the `fallbacks` (run-with-fallbacks.ts). The catalogue's
+ * `model` name goes upstream; the client only sees the catalogue id.
+ */
+export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
+  const { model } = options;
+  const config = readOpenAiConfig(model);
+  const settings = resolveUpstreamSettings(config, options.settings);
+  const logger = options.logger ?? silentLogger;
+  const endpoints = config.endpoints.map((endpoint, index) =>
+    createUpstreamEndpoint({ index, baseUrl: endpoint.baseUrl, apiKey: endpoint.apiKey, settings }),
+  );
+  const balancer = createEndpointBalancer({
+    endpoints,
+    failureThreshold: settings.failureThreshold,
+    cooldownMs: settings.cooldownMs,
+    maxCooldownMs: settings.maxCooldownMs,
+  });
+  const watchdog = createStallWatchdog({
+    firstByteMs: settings.firstByteTimeoutMs,
+    idleMs: settings.idleTimeoutMs,
+  });
+  const inFlight = new Set<UpstreamCall>();
+  const closeController = new AbortController();
+  let closed = false;
+
+  const prepare = async (request: ChatRequest, useFallbacks: boolean): Promise<PreparedChat> => {
+    if (closed) {
+      throw new AppError("model_unavailable", `The model '${model.id}' is shutting down. Please retry.`, {
+        retryAfterSeconds: 1,
+      });
+    }
+    const promptTokens = estimatePromptTokens(request);
+    const contextLength = model.contextLength;
+    if (contextLength !== undefined) {
+      checkContextLength({ contextLength, promptTokens, maxTokens: request.maxTokens });
+    }
+    const maxCompletionTokens =
+      request.maxTokens ??
+      (contextLength === undefined ? settings.defaultMaxCompletionTokens : contextLength - promptTokens);
+    const body = JSON.stringify(convertRequestBody({ request, model: config.model }));
+    const fallbacks = useFallbacks && options.resolveEngine !== undefined ? config.fallbacks : [];
+    const resolveEngine = options.resolveEngine ?? (() => undefined);
+    return {
+      promptTokens,
+      maxCompletionTokens,
+      run(signal) {
+        const primary = runUpstreamChat({
+          modelId: model.id,
+          balancer,
+          body,
+          promptTokens,
+          settings,
+          signal,
+          closeSignal: closeController.signal,
+          watchdog,
+          inFlight,
+          logger,
+          random: options.random,
+        });
+        if (fallbacks.length === 0) return primary;
+        return runWithFallbacks({
+          modelId: model.id,
+          primary,
+          fallbacks,
+          resolveEngine,
+          prepareFallback: (engine, fallbackRequest) =>
+            (preparersWithoutFallbacks.get(engine) ?? ((value) => engine.prepare(value)))(fallbackRequest),
+          request,
+          signal,
+          logger,
+        });
+      },
+    };
+  };
+
+  const engine: ChatEngine = {
+    contextLength: model.contextLength,
+    supportsMultipleChoices: false,
+    status(): ModelStatus {
+      return closed || balancer.allCoolingDown() ? "unavailable" : "available";
+    },
+    prepare: (request) => prepare(request, true),
+    async close() {
+      if (closed) return;
+      closed = true;
+      closeController.abort();
+      for (const call of inFlight) call.abort(closingError(model.id));
+      await Promise.all(endpoints.map((endpoint) => endpoint.pool.destroy()));
+    },
+  };
+  preparersWithoutFallbacks.set(engine, (request) => prepare(request, false));
+  return engine;
+}
+
+function readOpenAiConfig(model: CatalogModel): OpenAiEngineConfig & UpstreamTuning {
+  if (model.engine?.type !== "openai") {
+    throw new Error(`createOpenAiEngine needs a model with an openai engine; '${model.id}' has none`);
+  }
+  return model.engine;
+}

@@ -1,0 +1,88 @@
+/** Which wait ran too long: the first byte of the response, or the gap between two chunks. */
+export type StallKind = "first-byte" | "idle";
+
+/** One watched upstream response. */
+export interface StallWatch {
+  /** Something arrived (or was taken): ends the first-byte wait and restarts the idle wait. */
+  touch(): void;
+  /** Stops watching. */
+  stop(): void;
+  /** The wait that ran out, once one has. */
+  readonly stalled: StallKind | undefined;
+}
+
+/** Watches every upstream response of an engine for silence, with one shared timer. */
+export interface StallWatchdog {
+  /** Starts watching a response sent now; `onStall` is called once if it stalls. */
+  watch(onStall: (kind: StallKind) => void): StallWatch;
+}
+
+interface Entry {
+  startedAt: number;
+  lastActivity: number | undefined;
+  stalled: StallKind | undefined;
+  onStall: (kind: StallKind) => void;
+}
+
+/**
+ * A stall is a first byte that takes longer than `firstByteMs` from sending, or a silence of
+ * `idleMs` after it. One interval timer checks every watched response (a per-request timer costs
+ * a timer insertion and removal per request), ticking at an eighth of the shorter timeout, at
+ * most once a second: a stall is noticed at most one tick late. `touch` only stores the time.
+ */
+export function createStallWatchdog(options: {
+  firstByteMs: number;
+  idleMs: number;
+  /** Milliseconds on a monotonic clock. Default `performance.now`. */
+  now?: () => number;
+}): StallWatchdog {
+  const now = options.now ?? (() => performance.now());
+  const tickMs = Math.max(1, Math.min(1000, Math.floor(Math.min(options.firstByteMs, options.idleMs) / 8)));
+  const entries = new Set<Entry>();
+  let timer: NodeJS.Timeout | undefined;
+
+  const check = () => {
+    const time = now();
+    for (const entry of entries) {
+      const kind: StallKind | undefined =
+        entry.lastActivity === undefined
+          ? time - entry.startedAt >= options.firstByteMs
+            ? "first-byte"
+            : undefined
+          : time - entry.lastActivity >= options.idleMs
+            ? "idle"
+            : undefined;
+      if (kind === undefined) continue;
+      entry.stalled = kind;
+      entries.delete(entry);
+      entry.onStall(kind);
+    }
+    if (entries.size === 0) stopTimer();
+  };
+  const stopTimer = () => {
+    if (timer !== undefined) clearInterval(timer);
+    timer = undefined;
+  };
+
+  return {
+    watch(onStall) {
+      const entry: Entry = { startedAt: now(), lastActivity: undefined, stalled: undefined, onStall };
+      entries.add(entry);
+      if (timer === undefined) {
+        timer = setInterval(check, tickMs);
+        timer.unref();
+      }
+      return {
+        touch() {
+          entry.lastActivity = now();
+        },
+        stop() {
+          if (entries.delete(entry) && entries.size === 0) stopTimer();
+        },
+        get stalled() {
+          return entry.stalled;
+        },
+      };
+    },
+  };
+}

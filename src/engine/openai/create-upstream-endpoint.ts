@@ -1,0 +1,49 @@
+import { Pool } from "undici";
+import type { UpstreamSettings } from "./upstream-settings.ts";
+
+/** One configured upstream server, with its keep-alive connection pool. */
+export interface UpstreamEndpoint {
+  /** Position in the model's `endpoints` list, from 0. */
+  index: number;
+  /** Origin and path, without credentials or query: for logs. */
+  label: string;
+  /** `{base path}/chat/completions` with the base URL's query (Azure's `api-version`), if any. */
+  path: string;
+  /** Sent with every request: JSON in, event stream out, and the endpoint's key. */
+  headers: Record<string, string>;
+  pool: Pool;
+}
+
+/**
+ * Creates an endpoint's pool: keep-alive HTTP/1.1 connections (as many as the load needs, or
+ * `maxConnections`), the connect timeout set on the socket. The engine watches first-byte and idle
+ * times itself (`create-stall-timer.ts`), so undici's own header and body timeouts are off.
+ */
+export function createUpstreamEndpoint(options: {
+  index: number;
+  baseUrl: string;
+  apiKey: string | undefined;
+  settings: UpstreamSettings;
+}): UpstreamEndpoint {
+  const url = new URL(options.baseUrl);
+  const basePath = url.pathname.replace(/\/+$/, "");
+  const headers: Record<string, string> = {
+    "content-type": "application/json",
+    accept: "text/event-stream",
+  };
+  if (options.apiKey !== undefined) headers.authorization = `Bearer ${options.apiKey}`;
+  return {
+    index: options.index,
+    label: `${url.origin}${basePath}`,
+    path: `${basePath}/chat/completions${url.search}`,
+    headers,
+    pool: new Pool(url.origin, {
+      connections: options.settings.maxConnections ?? null,
+      pipelining: 1,
+      connect: { timeout: options.settings.connectTimeoutMs },
+      headersTimeout: 0,
+      bodyTimeout: 0,
+      keepAliveTimeout: 4_000,
+    }),
+  };
+}

@@ -1,0 +1,30 @@
+import type { FinishReason } from "../engine.ts";
+
+/**
+ * Maps an upstream's `finish_reason` to the unified one (the raw value is kept beside it by the
+ * caller). OpenAI's values map to themselves, the legacy `function_call` to `tool_calls`, and the
+ * values some compatible servers send (`eos`, `end_turn`, `max_tokens`, `tool_use`) to theirs.
+ * A response that called tools finishes with `tool_calls` even where the upstream says `stop`
+ * (OpenAI does for a named `tool_choice`): Tollgate always does (SPEC §11).
+ */
+export function mapFinishReason(raw: string | undefined, options: { calledTools: boolean }): FinishReason {
+  switch (raw) {
+    case "stop":
+    case "eos":
+    case "end_turn":
+    case "stop_sequence":
+      return options.calledTools ? "tool_calls" : "stop";
+    case "length":
+    case "max_tokens":
+    case "model_length":
+      return "length";
+    case "tool_calls":
+    case "function_call":
+    case "tool_use":
+      return "tool_calls";
+    case "content_filter":
+      return "content_filter";
+    default:
+      return "other";
+  }
+}

@@ -1,0 +1,100 @@
+import { AppError } from "../../errors/app-error.ts";
+import type { UpstreamErrorBody } from "./read-error-body.ts";
+import { createEndpointFailure, type UpstreamFailure } from "./upstream-failure.ts";
+
+/**
+ * What an upstream's error status means for the request:
+ *
+ * | status              | client gets                         | retried            | cooldown | fallbacks |
+ * |---------------------|-------------------------------------|--------------------|----------|-----------|
+ * | 400, 422            | 400 (upstream's message), or 400 `context_length_exceeded` | no | no | no |
+ * | 413                 | 413 `request_too_large`             | no                 | no       | no        |
+ * | 401, 403            | 503 `upstream_unavailable` (credentials, never the upstream's words) | other endpoints | yes | yes |
+ * | 404 and other 4xx   | 503 `upstream_unavailable`          | other endpoints    | yes      | yes       |
+ * | 408, 5xx            | 503 `upstream_unavailable`          | yes, with backoff  | yes      | yes       |
+ * | 429                 | 503 `upstream_unavailable` + retry-after | yes, after its `retry-after` | no | yes |
+ *
+ * An upstream's 401/403 is about Tollgate's credentials, never the client's: passing it on would
+ * tell the client its own key is wrong.
+ */
+export function mapUpstreamStatus(options: {
+  status: number;
+  body: UpstreamErrorBody;
+  retryAfterMs: number | undefined;
+  modelId: string;
+}): UpstreamFailure {
+  const { status, body, modelId, retryAfterMs } = options;
+  const told = body.message === undefined ? "" : `: ${body.message}`;
+  switch (status) {
+    case 400:
+    case 422: {
+      const contextExceeded =
+        body.code === "context_length_exceeded" || /context.length|maximum context/i.test(body.message ?? "");
+      return requestFailure(
+        contextExceeded
+          ? new AppError(
+              "context_length_exceeded",
+              `The request does not fit the upstream model's context${told}`,
+              { param: "messages" },
+            )
+          : new AppError(
+              "invalid_value",
+              `The upstream server rejected the request (HTTP ${status})${told}`,
+              {
+                param: body.param,
+              },
+            ),
+        status,
+      );
+    }
+    case 413:
+      return requestFailure(
+        new AppError("request_too_large", `The request is too large for the upstream server${told}`),
+        status,
+      );
+    case 401:
+    case 403:
+      return createEndpointFailure({
+        modelId,
+        summary: `refused Tollgate's credentials (HTTP ${status}); the server's operator must check the endpoint's api_key`,
+        retrySameEndpoint: false,
+      });
+    case 404:
+      return createEndpointFailure({
+        modelId,
+        summary:
+          "answered HTTP 404 (not found); the server's operator must check the endpoint's base_url and the engine's model",
+        retrySameEndpoint: false,
+      });
+    case 429:
+      return createEndpointFailure({
+        modelId,
+        summary: "is rate-limiting Tollgate (HTTP 429)",
+        endpointFault: false,
+        retryAfterMs,
+      });
+    default:
+      if (status === 408 || status >= 500) {
+        return createEndpointFailure({ modelId, summary: `answered HTTP ${status}`, retryAfterMs });
+      }
+      return createEndpointFailure({
+        modelId,
+        summary: `answered HTTP ${status}`,
+        retrySameEndpoint: false,
+        retryAfterMs,
+      });
+  }
+}
+
+/** The request itself is at fault: no retry, no fallback, the client hears why. */
+function requestFailure(error: AppError, status: number): UpstreamFailure {
+  return {
+    summary: `rejected the request (HTTP ${status})`,
+    retryable: false,
+    retrySameEndpoint: false,
+    endpointFault: false,
+    fallback: false,
+    retryAfterMs: undefined,
+    error,
+  };
+}

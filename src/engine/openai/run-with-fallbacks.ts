@@ -1,0 +1,85 @@
+import { isAppError } from "../../errors/app-error.ts";
+import type { EngineLogger } from "../create-engine.ts";
+import type { ChatEngine, ChatRequest, PreparedChat, StreamPart } from "../engine.ts";
+
+/** What {@link runWithFallbacks} needs. */
+export interface FallbackRunOptions {
+  modelId: string;
+  /** The run on the model's own endpoints. */
+  primary: AsyncIterable<StreamPart>;
+  /** Catalogue ids to try, in order, when the primary fails before its first part. */
+  fallbacks: readonly string[];
+  resolveEngine: (id: string) => ChatEngine | undefined;
+  /** Prepares a request on a fallback engine without its own fallbacks (no chains, no cycles). */
+  prepareFallback: (engine: ChatEngine, request: ChatRequest) => Promise<PreparedChat>;
+  request: ChatRequest;
+  signal: AbortSignal;
+  logger: EngineLogger;
+}
+
+/**
+ * Runs the primary; when it fails before its first part with `upstream_unavailable` (every
+ * endpoint down, refusing or rate-limiting), runs the request on each fallback model in turn until
+ * one starts. A fallback that is unavailable, cannot take the request (its context is smaller, its
+ * queue is full) or fails before its first part is skipped; when none starts, the primary's error
+ * is thrown. Errors that are the request's fault (400s) are never retried elsewhere. Only the
+ * model's own `fallbacks` are tried: a fallback's fallbacks are not (no chains, no cycles).
+ */
+export async function* runWithFallbacks(options: FallbackRunOptions): AsyncGenerator<StreamPart> {
+  const primary = options.primary[Symbol.asyncIterator]();
+  let first: IteratorResult<StreamPart>;
+  try {
+    first = await primary.next();
+  } catch (error) {
+    if (!isAppError(error) || error.code !== "upstream_unavailable" || options.fallbacks.length === 0)
+      throw error;
+    yield* runFallbacks(options, error);
+    return;
+  }
+  if (first.done === true) return;
+  yield first.value;
+  yield* { [Symbol.asyncIterator]: () => primary };
+}
+
+async function* runFallbacks(options: FallbackRunOptions, primaryError: Error): AsyncGenerator<StreamPart> {
+  for (const id of options.fallbacks) {
+    if (options.signal.aborted) break;
+    const engine = options.resolveEngine(id);
+    if (engine === undefined || engine.status() === "unavailable") {
+      options.logger.warn({ model: options.modelId, fallback: id }, "fallback model is unavailable; skipped");
+      continue;
+    }
+    let run: AsyncIterator<StreamPart>;
+    let first: IteratorResult<StreamPart>;
+    try {
+      const prepared = await options.prepareFallback(engine, options.request);
+      run = prepared.run(options.signal)[Symbol.asyncIterator]();
+      first = await run.next();
+    } catch (error) {
+      options.logger.warn(
+        {
+          model: options.modelId,
+          fallback: id,
+          failure: error instanceof Error ? error.message : String(error),
+        },
+        "fallback model failed before its first part; skipped",
+      );
+      continue;
+    }
+    options.logger.info({ model: options.modelId, fallback: id }, "request served by a fallback model");
+    if (first.done === true) return;
+    yield first.value;
+    yield* { [Symbol.asyncIterator]: () => run };
+    return;
+  }
+  if (options.signal.aborted) {
+    yield {
+      type: "finish",
+      reason: "stop",
+      rawReason: "abort",
+      usage: { promptTokens: undefined, completionTokens: 0 },
+    };
+    return;
+  }
+  throw primaryError;
+}

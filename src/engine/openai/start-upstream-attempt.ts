@@ -1,0 +1,292 @@
+import { AppError } from "../../errors/app-error.ts";
+import type { EngineLogger } from "../create-engine.ts";
+import type { StreamPart, Usage } from "../engine.ts";
+import { type ChunkMapper, createChunkMapper } from "./create-chunk-mapper.ts";
+import type { EndpointBalancer } from "./create-endpoint-balancer.ts";
+import { createSseParser, type ServerSentEvent } from "./create-sse-parser.ts";
+import type { StallKind, StallWatchdog } from "./create-stall-watchdog.ts";
+import type { UpstreamEndpoint } from "./create-upstream-endpoint.ts";
+import { describeTransportError } from "./describe-transport-error.ts";
+import { mapFinishReason } from "./map-finish-reason.ts";
+import { mapUpstreamStatus } from "./map-upstream-status.ts";
+import { parseRetryAfter } from "./parse-retry-after.ts";
+import { readErrorBody, type UpstreamErrorBody } from "./read-error-body.ts";
+import { startUpstreamCall, type UpstreamCall } from "./start-upstream-call.ts";
+import { createEndpointFailure, type UpstreamFailure } from "./upstream-failure.ts";
+import type { UpstreamSettings } from "./upstream-settings.ts";
+
+/** What every attempt of one engine shares. */
+export interface AttemptContext {
+  /** The catalogue id, for messages and logs. */
+  modelId: string;
+  /** The upstream request body as JSON text, sent unchanged on every attempt. */
+  body: string;
+  /** The estimated prompt tokens, used where the upstream reports none. */
+  promptTokens: number;
+  settings: UpstreamSettings;
+  /** The client's signal: aborting ends the attempt with a `finish` that counts what was generated. */
+  signal: AbortSignal;
+  /** The engine's: aborted when it closes. */
+  closeSignal: AbortSignal;
+  balancer: EndpointBalancer<UpstreamEndpoint>;
+  watchdog: StallWatchdog;
+  /** The engine's calls in flight, aborted when it closes. */
+  inFlight: Set<UpstreamCall>;
+  logger: EngineLogger;
+}
+
+/** The parts an attempt produced from what arrived, or why it produced nothing. */
+export type AttemptBatch =
+  | { kind: "parts"; parts: StreamPart[] /** The batch ends with `finish` or `error`. */; last: boolean }
+  | { kind: "failed"; failure: UpstreamFailure };
+
+/** One request on one endpoint, read batch by batch. */
+export interface UpstreamAttempt {
+  /**
+   * The parts made from the next data (at least one), or the failure while nothing was produced
+   * (the caller may retry). After a batch with `last`, the attempt is over and cleaned up.
+   */
+  next(): Promise<AttemptBatch>;
+  /** Stops an attempt whose reader gave up before its last batch. */
+  dispose(): void;
+}
+
+/** Longest upstream error body read, in bytes of text: enough for any message, bounded against abuse. */
+const MAX_ERROR_BODY_LENGTH = 64 * 1024;
+
+/** Why a call was aborted: the client left, the engine closed, or the upstream stalled. */
+class AttemptStopped extends Error {}
+
+/**
+ * Sends the request to `endpoint` and turns its SSE answer into parts: each event parsed as JSON
+ * and mapped (create-chunk-mapper.ts), the body read to its end after `[DONE]` so the connection
+ * is reused, usage taken from the upstream or estimated. A failure before any part is returned
+ * for the caller to retry; after one, it becomes the last batch's `error` part.
+ */
+export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: AttemptContext): UpstreamAttempt {
+  const { signal, closeSignal, settings, modelId } = context;
+  let call: UpstreamCall | undefined;
+  const watch = context.watchdog.watch(() => call?.abort(new AttemptStopped("stalled")));
+  call = startUpstreamCall({
+    pool: endpoint.pool,
+    path: endpoint.path,
+    headers: endpoint.headers,
+    body: context.body,
+    onActivity: () => watch.touch(),
+  });
+  const current = call;
+  context.inFlight.add(current);
+  const onAbort = () => current.abort(new AttemptStopped("aborted"));
+  signal.addEventListener("abort", onAbort);
+
+  const parser = createSseParser();
+  const mapper = createChunkMapper();
+  let stage: "response" | "body" | "over" = "response";
+  let produced = false;
+  let done = false;
+  let streamError: UpstreamErrorBody | undefined;
+
+  const finishUp = () => {
+    stage = "over";
+    watch.stop();
+    signal.removeEventListener("abort", onAbort);
+    context.inFlight.delete(current);
+  };
+
+  const readEvent = (event: ServerSentEvent, parts: StreamPart[]) => {
+    if (event.data === "[DONE]") {
+      done = true;
+      return;
+    }
+    if (event.data === "") return;
+    let chunk: unknown;
+    try {
+      chunk = JSON.parse(event.data);
+    } catch {
+      streamError = {
+        message: "an event that is not JSON",
+        type: undefined,
+        code: undefined,
+        param: undefined,
+      };
+      return;
+    }
+    streamError = mapper.read(chunk, parts, event.event);
+  };
+
+  /** The last batch or the failure, once the body ended (`error` undefined) or broke. */
+  const conclude = (parts: StreamPart[], error: unknown): AttemptBatch => {
+    const hasParts = produced || parts.length > 0;
+    let final: StreamPart | undefined;
+    let failure: UpstreamFailure | undefined;
+    if (done) {
+      final = finish(mapper, parts, context.promptTokens);
+    } else if (signal.aborted) {
+      final = finish(mapper, parts, context.promptTokens, "abort");
+    } else if (closeSignal.aborted) {
+      const closing = closingError(modelId);
+      if (hasParts)
+        final = { type: "error", error: closing, usage: usageSoFar(mapper, context.promptTokens) };
+      else
+        failure = {
+          ...createEndpointFailure({ modelId, summary: "" }),
+          retryable: false,
+          fallback: false,
+          error: closing,
+        };
+    } else if (streamError !== undefined) {
+      const summary = `sent an error${streamError.message === undefined ? "" : ` (${streamError.message})`}`;
+      if (hasParts) final = midStreamError(summary, parts);
+      else failure = createEndpointFailure({ modelId, summary, endpointFault: false });
+    } else if (error === undefined && mapper.rawFinishReason !== undefined) {
+      // Ended after its finish reason without [DONE]: the answer is complete.
+      final = finish(mapper, parts, context.promptTokens);
+    } else {
+      const summary =
+        error === undefined
+          ? hasParts
+            ? "closed the stream before the answer was complete"
+            : "closed the stream before sending anything"
+          : watch.stalled !== undefined
+            ? describeStall(watch.stalled, settings)
+            : describeTransportError(error);
+      if (hasParts) {
+        context.balancer.reportFailure(endpoint, { endpointFault: true, retryAfterMs: undefined });
+        final = midStreamError(summary, parts);
+      } else {
+        failure = createEndpointFailure({ modelId, summary });
+      }
+    }
+    finishUp();
+    if (final === undefined)
+      return { kind: "failed", failure: failure ?? createEndpointFailure({ modelId, summary: "failed" }) };
+    parts.push(final);
+    return { kind: "parts", parts, last: true };
+  };
+
+  const midStreamError = (summary: string, parts: StreamPart[]): StreamPart => {
+    mapper.flush(parts);
+    context.logger.warn(
+      { model: modelId, endpoint: endpoint.label, failure: summary },
+      "upstream stream failed after it started",
+    );
+    return {
+      type: "error",
+      error: new AppError(
+        "upstream_unavailable",
+        `The upstream server of the model '${modelId}' ${summary}; the answer is incomplete. Please retry.`,
+      ),
+      usage: usageSoFar(mapper, context.promptTokens),
+    };
+  };
+
+  return {
+    async next() {
+      const parts: StreamPart[] = [];
+      if (stage === "over") throw new Error("the attempt is over");
+      try {
+        if (stage === "response") {
+          const response = await current.response;
+          if (response.statusCode < 200 || response.statusCode >= 300) {
+            const text = await readErrorText(current);
+            finishUp();
+            return {
+              kind: "failed",
+              failure: mapUpstreamStatus({
+                status: response.statusCode,
+                body: readErrorBody(text),
+                retryAfterMs: parseRetryAfter(response.headers),
+                modelId,
+              }),
+            };
+          }
+          context.balancer.reportSuccess(endpoint);
+          stage = "body";
+        }
+        for (let text = await current.read(); text !== undefined; text = await current.read()) {
+          // After [DONE] (or an error event) the body is still read to its end: the connection is reused.
+          if (done || streamError !== undefined) continue;
+          for (const event of parser.push(text)) {
+            readEvent(event, parts);
+            if (done || streamError !== undefined) break;
+          }
+          if (parts.length > 0 && !done && streamError === undefined) {
+            produced = true;
+            return { kind: "parts", parts, last: false };
+          }
+        }
+        if (!done && streamError === undefined) {
+          const last = parser.end();
+          if (last !== undefined) readEvent(last, parts);
+        }
+        return conclude(parts, undefined);
+      } catch (error) {
+        return conclude(parts, error);
+      }
+    },
+    dispose() {
+      if (stage === "over") return;
+      finishUp();
+      current.abort(new AttemptStopped("disposed"));
+    },
+  };
+}
+
+function finish(
+  mapper: ChunkMapper,
+  parts: StreamPart[],
+  promptTokens: number,
+  abortReason?: "abort",
+): StreamPart {
+  mapper.flush(parts);
+  const usage = usageSoFar(mapper, promptTokens);
+  if (abortReason !== undefined) return { type: "finish", reason: "stop", rawReason: abortReason, usage };
+  return {
+    type: "finish",
+    reason: mapFinishReason(mapper.rawFinishReason, { calledTools: mapper.calledTools }),
+    rawReason: mapper.rawFinishReason,
+    usage,
+  };
+}
+
+/** The upstream's usage where it sent both counts, else estimates for what it left out. */
+function usageSoFar(mapper: ChunkMapper, promptTokens: number): Usage {
+  const reported = mapper.reportedUsage;
+  if (reported?.promptTokens !== undefined && reported.completionTokens !== undefined) return reported;
+  return {
+    promptTokens: reported?.promptTokens ?? promptTokens,
+    completionTokens: reported?.completionTokens ?? mapper.estimateCompletionTokens(),
+    estimated: true,
+  };
+}
+
+function describeStall(kind: StallKind, settings: UpstreamSettings): string {
+  return kind === "first-byte"
+    ? `did not answer within ${formatDuration(settings.firstByteTimeoutMs)}`
+    : `sent nothing for ${formatDuration(settings.idleTimeoutMs)}`;
+}
+
+function formatDuration(milliseconds: number): string {
+  return milliseconds < 1000 ? `${milliseconds} ms` : `${Math.round(milliseconds / 100) / 10} s`;
+}
+
+/** `model_unavailable`: the engine closed (shutdown or reload) while the request ran. */
+export function closingError(modelId: string): AppError {
+  return new AppError(
+    "model_unavailable",
+    `The model '${modelId}' was unloaded while the request ran (the server is shutting down or reloading). Please retry.`,
+    { retryAfterSeconds: 1 },
+  );
+}
+
+async function readErrorText(call: UpstreamCall): Promise<string> {
+  let text = "";
+  for (let piece = await call.read(); piece !== undefined; piece = await call.read()) {
+    text += piece;
+    if (text.length >= MAX_ERROR_BODY_LENGTH) {
+      call.abort(new AttemptStopped("error body too long"));
+      return text.slice(0, MAX_ERROR_BODY_LENGTH);
+    }
+  }
+  return text;
+}

@@ -1,0 +1,120 @@
+import type { IncomingHttpHeaders } from "node:http";
+import { StringDecoder } from "node:string_decoder";
+import type { Dispatcher, Pool } from "undici";
+
+/** One HTTP exchange with an upstream, read by pulling. */
+export interface UpstreamCall {
+  /** The status and headers; rejects with the transport error, or the reason it was aborted. */
+  readonly response: Promise<{ statusCode: number; headers: IncomingHttpHeaders }>;
+  /**
+   * The next piece of the body as text (UTF-8 decoded across chunk boundaries), or `undefined`
+   * once the body ended. Rejects with the transport error, or the reason it was aborted, after
+   * the pieces that came before it.
+   */
+  read(): Promise<string | undefined>;
+  /** Stops the exchange (closing its connection) and makes pending and later reads reject. */
+  abort(reason: Error): void;
+}
+
+/** Pieces held before the upstream is paused (TCP backpressure); it resumes at half. */
+const HIGH_WATER_MARK = 32;
+
+/**
+ * Sends a POST through undici's dispatcher, turning its callbacks into a pull interface. This
+ * costs less per request than `request()`, which wraps the body in a Readable stream and an
+ * AbortSignal. `onActivity` runs on every piece received and every piece read (stall watching).
+ */
+export function startUpstreamCall(options: {
+  pool: Pool;
+  path: string;
+  headers: Record<string, string>;
+  body: string;
+  onActivity: () => void;
+}): UpstreamCall {
+  let controller: Dispatcher.DispatchController | undefined;
+  let resolveResponse: (value: { statusCode: number; headers: IncomingHttpHeaders }) => void = () => {};
+  let rejectResponse: (error: Error) => void = () => {};
+  const response = new Promise<{ statusCode: number; headers: IncomingHttpHeaders }>((resolve, reject) => {
+    resolveResponse = resolve;
+    rejectResponse = reject;
+  });
+  // Read or not, a failed exchange must not become an unhandled rejection.
+  response.catch(() => {});
+  const pieces: string[] = [];
+  const decoder = new StringDecoder("utf8");
+  let ended = false;
+  let failure: Error | undefined;
+  let wake: (() => void) | undefined;
+  const notify = () => {
+    const resolve = wake;
+    wake = undefined;
+    resolve?.();
+  };
+  const fail = (error: Error) => {
+    if (failure !== undefined || ended) return;
+    failure = error;
+    rejectResponse(error);
+    notify();
+  };
+
+  const handler: Dispatcher.DispatchHandler = {
+    onRequestStart(started) {
+      controller = started;
+      if (failure !== undefined) started.abort(failure);
+    },
+    onResponseStart(_controller, statusCode, headers) {
+      resolveResponse({ statusCode, headers });
+    },
+    onResponseData(current, chunk) {
+      if (failure !== undefined) return;
+      pieces.push(decoder.write(chunk));
+      options.onActivity();
+      if (pieces.length >= HIGH_WATER_MARK) current.pause();
+      notify();
+    },
+    onResponseEnd() {
+      if (failure !== undefined) return;
+      const rest = decoder.end();
+      if (rest !== "") pieces.push(rest);
+      ended = true;
+      notify();
+    },
+    onResponseError(_controller, error) {
+      fail(error);
+    },
+  };
+
+  try {
+    options.pool.dispatch(
+      { method: "POST", path: options.path, headers: options.headers, body: options.body },
+      handler,
+    );
+  } catch (error) {
+    fail(error instanceof Error ? error : new Error(String(error)));
+  }
+
+  return {
+    response,
+    async read() {
+      for (;;) {
+        const piece = pieces.shift();
+        if (piece !== undefined) {
+          options.onActivity();
+          if (controller?.paused === true && pieces.length <= HIGH_WATER_MARK / 2) controller.resume();
+          return piece;
+        }
+        if (failure !== undefined) throw failure;
+        if (ended) return undefined;
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+        });
+      }
+    },
+    abort(reason) {
+      if (failure !== undefined || ended) return;
+      pieces.length = 0;
+      fail(reason);
+      controller?.abort(reason);
+    },
+  };
+}

@@ -1,0 +1,51 @@
+import { AppError } from "../../errors/app-error.ts";
+
+/** Why one attempt at an upstream failed before it produced anything, and what may follow. */
+export interface UpstreamFailure {
+  /** What happened, completing "The upstream server of the model 'x' ..."; names no secret. */
+  summary: string;
+  /** Another attempt (on this endpoint or another) may succeed. */
+  retryable: boolean;
+  /** The same endpoint may be tried again in this request (false: its set-up is wrong). */
+  retrySameEndpoint: boolean;
+  /** The endpoint is at fault (down, slow, misconfigured): counts towards its cooldown. */
+  endpointFault: boolean;
+  /** Fallback models may serve the request when every endpoint failed like this. */
+  fallback: boolean;
+  /** The pause the upstream asked for (`retry-after`), in ms. */
+  retryAfterMs: number | undefined;
+  /** The client's error when this is the last failure. */
+  error: AppError;
+}
+
+/** A failure of the endpoint (not of the request): retried, counted, with fallbacks. */
+export function createEndpointFailure(options: {
+  modelId: string;
+  summary: string;
+  retrySameEndpoint?: boolean;
+  endpointFault?: boolean;
+  retryAfterMs?: number | undefined;
+}): UpstreamFailure {
+  return {
+    summary: options.summary,
+    retryable: true,
+    retrySameEndpoint: options.retrySameEndpoint ?? true,
+    endpointFault: options.endpointFault ?? true,
+    fallback: true,
+    retryAfterMs: options.retryAfterMs,
+    error: createUnavailableError(options.modelId, options.summary, options.retryAfterMs),
+  };
+}
+
+/** `upstream_unavailable` (503) with a message that says what happened and no secret. */
+export function createUnavailableError(
+  modelId: string,
+  summary: string,
+  retryAfterMs: number | undefined,
+): AppError {
+  return new AppError(
+    "upstream_unavailable",
+    `The upstream server of the model '${modelId}' ${summary}. Please retry later.`,
+    { retryAfterSeconds: retryAfterMs === undefined ? undefined : Math.ceil(retryAfterMs / 1000) },
+  );
+}

@@ -1,0 +1,75 @@
+/**
+ * The OpenAI chat-completions wire format as Tollgate sends it upstream and reads it back. Only
+ * what the engine uses is typed; everything read from an upstream is checked before use, since
+ * "OpenAI-compatible" servers differ in what they leave out.
+ */
+
+export type UpstreamMessage =
+  | { role: "system"; content: string }
+  | { role: "user"; content: string }
+  | {
+      role: "assistant";
+      content: string | null;
+      tool_calls?: { id: string; type: "function"; function: { name: string; arguments: string } }[];
+    }
+  | { role: "tool"; content: string; tool_call_id: string };
+
+export interface UpstreamTool {
+  type: "function";
+  function: { name: string; description?: string; parameters?: Record<string, unknown>; strict?: boolean };
+}
+
+export type UpstreamToolChoice =
+  | "none"
+  | "auto"
+  | "required"
+  | { type: "function"; function: { name: string } };
+
+export type UpstreamResponseFormat =
+  | { type: "text" }
+  | { type: "json_object" }
+  | {
+      type: "json_schema";
+      json_schema: { name: string; schema: Record<string, unknown>; strict?: boolean };
+    };
+
+/** The body of `POST {base_url}/chat/completions`. Always streamed, always with usage. */
+export interface UpstreamRequestBody {
+  model: string;
+  messages: UpstreamMessage[];
+  stream: true;
+  stream_options: { include_usage: true };
+  max_tokens?: number;
+  temperature: number;
+  top_p: number;
+  frequency_penalty?: number;
+  presence_penalty?: number;
+  stop?: string[];
+  seed?: number;
+  tools?: UpstreamTool[];
+  tool_choice?: UpstreamToolChoice;
+  response_format?: UpstreamResponseFormat;
+}
+
+/** `usage` as upstreams send it; any field may be missing or null. */
+export interface UpstreamUsage {
+  prompt_tokens?: unknown;
+  completion_tokens?: unknown;
+}
+
+/** One `tool_calls` entry of a streamed delta. */
+export interface UpstreamToolCallDelta {
+  index?: unknown;
+  id?: unknown;
+  function?: { name?: unknown; arguments?: unknown } | null;
+}
+
+/** One `chat.completion.chunk` event, as far as the engine reads it. */
+export interface UpstreamChunk {
+  choices?: {
+    delta?: { content?: unknown; tool_calls?: unknown } | null;
+    finish_reason?: unknown;
+  }[];
+  usage?: UpstreamUsage | null;
+  error?: unknown;
+}

@@ -1,0 +1,81 @@
+import type { SetHeader } from "../chat/chat-admission.ts";
+import type { RequestKey } from "../chat/request-key.ts";
+import { AppError } from "../errors/app-error.ts";
+import { formatReset } from "./format-reset.ts";
+import type { BucketState, RateLimiter, TakeResult } from "./rate-limiter.ts";
+
+type Dimension = "requests" | "tokens";
+
+function bucketOf(key: RequestKey, dimension: Dimension) {
+  const limit = dimension === "requests" ? key.rpm : key.tpm;
+  return limit === undefined ? undefined : { bucket: `${dimension}:${key.publicId}`, limit };
+}
+
+function setLimitHeaders(setHeader: SetHeader, dimension: Dimension, state: BucketState): void {
+  setHeader(`x-ratelimit-limit-${dimension}`, String(state.limit));
+  setHeader(`x-ratelimit-remaining-${dimension}`, String(state.remaining));
+  setHeader(`x-ratelimit-reset-${dimension}`, formatReset(state.resetMs));
+}
+
+function refuse(dimension: Dimension, result: TakeResult, amount: number): AppError {
+  if (!Number.isFinite(result.retryAfterMs)) {
+    return new AppError(
+      "rate_limit_exceeded",
+      `Request too large: it may use ${amount} tokens, and this key's limit is ${result.limit} tokens per minute. Lower max_tokens or shorten the messages.`,
+      { retryAfterSeconds: 60 },
+    );
+  }
+  const what = dimension === "requests" ? "requests" : "tokens";
+  return new AppError(
+    "rate_limit_exceeded",
+    `Rate limit reached: this key allows ${result.limit} ${what} per minute. Retry in ${formatReset(result.retryAfterMs)}.`,
+    { retryAfterSeconds: Math.ceil(result.retryAfterMs / 1000) },
+  );
+}
+
+/**
+ * A key's requests-per-minute and tokens-per-minute buckets, with the response headers that
+ * report them (`x-ratelimit-{limit,remaining,reset}-{requests,tokens}`, only for the limits
+ * the key has) and the 429 errors that refuse a request.
+ */
+export class KeyLimits {
+  readonly #limiter: RateLimiter;
+
+  constructor(limiter: RateLimiter) {
+    this.#limiter = limiter;
+  }
+
+  /** Reports the key's buckets without spending anything (every response of a limited key). */
+  async report(key: RequestKey, setHeader: SetHeader): Promise<void> {
+    for (const dimension of ["requests", "tokens"] as const) {
+      const bucket = bucketOf(key, dimension);
+      if (bucket !== undefined) setLimitHeaders(setHeader, dimension, await this.#limiter.peek(bucket));
+    }
+  }
+
+  /** Spends one request, or throws 429 `rate_limit_exceeded`. */
+  async takeRequest(key: RequestKey, setHeader: SetHeader): Promise<void> {
+    await this.#take(key, "requests", 1, setHeader);
+  }
+
+  /** Spends the request's estimated tokens, or throws 429 `rate_limit_exceeded`. */
+  async takeTokens(key: RequestKey, amount: number, setHeader: SetHeader): Promise<void> {
+    await this.#take(key, "tokens", amount, setHeader);
+  }
+
+  /** Corrects the token bucket once the real count is known: gives back `estimate - actual`. */
+  async correctTokens(key: RequestKey, estimate: number, actual: number): Promise<void> {
+    const bucket = bucketOf(key, "tokens");
+    if (bucket !== undefined && estimate !== actual) {
+      await this.#limiter.adjust({ ...bucket, amount: estimate - actual });
+    }
+  }
+
+  async #take(key: RequestKey, dimension: Dimension, amount: number, setHeader: SetHeader): Promise<void> {
+    const bucket = bucketOf(key, dimension);
+    if (bucket === undefined) return;
+    const result = await this.#limiter.take({ ...bucket, amount });
+    setLimitHeaders(setHeader, dimension, result);
+    if (!result.allowed) throw refuse(dimension, result, amount);
+  }
+}

@@ -1,0 +1,70 @@
+import type { BucketRequest, BucketState, RateLimiter, TakeResult } from "./rate-limiter.ts";
+
+interface Bucket {
+  /** Units held at `updatedAt`; may be negative after an adjustment. */
+  level: number;
+  updatedAt: number;
+  limit: number;
+}
+
+const MS_PER_MINUTE = 60_000;
+
+/** Token buckets in this process's memory: for a single server. */
+export class MemoryRateLimiter implements RateLimiter {
+  readonly #buckets = new Map<string, Bucket>();
+  readonly #now: () => number;
+
+  constructor(options: { now?: () => number } = {}) {
+    this.#now = options.now ?? Date.now;
+  }
+
+  /** The bucket refilled up to now; a new one (or one whose limit changed) starts full. */
+  #refill(request: BucketRequest): Bucket {
+    const now = this.#now();
+    const existing = this.#buckets.get(request.bucket);
+    if (existing === undefined || existing.limit !== request.limit) {
+      const bucket = { level: request.limit, updatedAt: now, limit: request.limit };
+      this.#buckets.set(request.bucket, bucket);
+      return bucket;
+    }
+    const elapsed = Math.max(0, now - existing.updatedAt);
+    existing.level = Math.min(existing.limit, existing.level + (elapsed * existing.limit) / MS_PER_MINUTE);
+    existing.updatedAt = now;
+    return existing;
+  }
+
+  #state(bucket: Bucket): BucketState {
+    const missing = bucket.limit - bucket.level;
+    return {
+      limit: bucket.limit,
+      remaining: Math.max(0, Math.floor(bucket.level)),
+      resetMs: missing <= 0 ? 0 : Math.ceil((missing * MS_PER_MINUTE) / bucket.limit),
+    };
+  }
+
+  async take(request: BucketRequest & { amount: number }): Promise<TakeResult> {
+    const bucket = this.#refill(request);
+    if (bucket.level >= request.amount) {
+      bucket.level -= request.amount;
+      return { allowed: true, retryAfterMs: 0, ...this.#state(bucket) };
+    }
+    const retryAfterMs =
+      request.amount > bucket.limit
+        ? Number.POSITIVE_INFINITY
+        : Math.ceil(((request.amount - bucket.level) * MS_PER_MINUTE) / bucket.limit);
+    return { allowed: false, retryAfterMs, ...this.#state(bucket) };
+  }
+
+  async adjust(request: BucketRequest & { amount: number }): Promise<void> {
+    const bucket = this.#refill(request);
+    bucket.level = Math.min(bucket.limit, bucket.level + request.amount);
+  }
+
+  async peek(request: BucketRequest): Promise<BucketState> {
+    return this.#state(this.#refill(request));
+  }
+
+  async close(): Promise<void> {
+    this.#buckets.clear();
+  }
+}

@@ -1,0 +1,119 @@
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
+
+/** What one finished request tells the metrics; label values are bounded (never raw paths or keys). */
+export interface RequestObservation {
+  /** The route pattern (`/v1/models/*`), or "unknown" for unmatched paths. */
+  route: string;
+  /** A catalogue model id, or "" where the request named none (or an unknown one). */
+  model: string;
+  status: number;
+  seconds: number;
+  promptTokens: number | undefined;
+  completionTokens: number | undefined;
+  /** Cost in nano-units. */
+  costNano: bigint | undefined;
+  /** Seconds to the first generated part, where the request generated. */
+  firstTokenSeconds: number | undefined;
+  /** Seconds spent in the engine (queue and generation); the rest is gateway overhead. */
+  engineSeconds: number | undefined;
+}
+
+const LATENCY_BUCKETS = [
+  0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120,
+];
+const OVERHEAD_BUCKETS = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1];
+
+/** Prometheus metrics of one server, in a registry of its own. */
+export class Metrics {
+  readonly registry = new Registry();
+  readonly #requests = new Counter({
+    name: "tollgate_requests_total",
+    help: "Requests by route, model and status.",
+    labelNames: ["route", "model", "status"],
+    registers: [this.registry],
+  });
+  readonly #latency = new Histogram({
+    name: "tollgate_request_duration_seconds",
+    help: "Request latency, to the last byte.",
+    labelNames: ["route", "model"],
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+  readonly #firstToken = new Histogram({
+    name: "tollgate_time_to_first_token_seconds",
+    help: "Time from admission to the first generated part.",
+    labelNames: ["model"],
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+  readonly #overhead = new Histogram({
+    name: "tollgate_gateway_overhead_seconds",
+    help: "Request time spent outside the engine: parsing, auth, limits, billing, serialization.",
+    labelNames: ["route"],
+    buckets: OVERHEAD_BUCKETS,
+    registers: [this.registry],
+  });
+  readonly #tokens = new Counter({
+    name: "tollgate_tokens_total",
+    help: "Tokens by model and direction (prompt, completion).",
+    labelNames: ["model", "direction"],
+    registers: [this.registry],
+  });
+  readonly #cost = new Counter({
+    name: "tollgate_cost_total",
+    help: "Amount charged, in currency units.",
+    labelNames: ["model"],
+    registers: [this.registry],
+  });
+
+  constructor(options: {
+    inFlight: () => number;
+    modelLoad: () => { model: string; running: number; waiting: number }[];
+  }) {
+    new Gauge({
+      name: "tollgate_requests_in_flight",
+      help: "Requests being handled now.",
+      registers: [this.registry],
+      collect() {
+        this.set(options.inFlight());
+      },
+    });
+    new Gauge({
+      name: "tollgate_model_requests",
+      help: "Requests per model running in the engine (state=running) or waiting for it (state=waiting).",
+      labelNames: ["model", "state"],
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const load of options.modelLoad()) {
+          this.set({ model: load.model, state: "running" }, load.running);
+          this.set({ model: load.model, state: "waiting" }, load.waiting);
+        }
+      },
+    });
+  }
+
+  observe(observation: RequestObservation): void {
+    const { route, model } = observation;
+    this.#requests.inc({ route, model, status: String(observation.status) });
+    this.#latency.observe({ route, model }, observation.seconds);
+    if (observation.engineSeconds !== undefined) {
+      this.#overhead.observe({ route }, Math.max(0, observation.seconds - observation.engineSeconds));
+    }
+    if (observation.firstTokenSeconds !== undefined)
+      this.#firstToken.observe({ model }, observation.firstTokenSeconds);
+    if (observation.promptTokens !== undefined)
+      this.#tokens.inc({ model, direction: "prompt" }, observation.promptTokens);
+    if (observation.completionTokens !== undefined) {
+      this.#tokens.inc({ model, direction: "completion" }, observation.completionTokens);
+    }
+    if (observation.costNano !== undefined && observation.costNano > 0n) {
+      // Prometheus counters are floats: fine for a dashboard; the ledger stays exact.
+      this.#cost.inc({ model }, Number(observation.costNano) / 1e9);
+    }
+  }
+
+  async render(): Promise<{ contentType: string; body: string }> {
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+}

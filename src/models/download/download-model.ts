@@ -1,0 +1,164 @@
+import { mkdir, stat } from "node:fs/promises";
+import { join } from "node:path";
+import { acquireDownloadLock } from "./acquire-download-lock.ts";
+import { createModelFileName } from "./create-model-file-name.ts";
+import { type DownloadFileOptions, downloadFile } from "./download-file.ts";
+import type { DownloadListener } from "./download-progress.ts";
+import { formatBytes } from "./format-download-figures.ts";
+import type { HuggingFaceEndpoint } from "./hugging-face-endpoint.ts";
+import { describeModelUri, type ModelUri } from "./parse-model-uri.ts";
+import { resolveRemoteModelFile } from "./resolve-remote-model-file.ts";
+
+/** Options of {@link downloadModel}. */
+export interface DownloadModelOptions extends DownloadListener {
+  uri: ModelUri;
+  /** The models folder (see models-folder.ts); created when a download starts. */
+  modelsFolder: string;
+  huggingFace: HuggingFaceEndpoint;
+  /** Stops this caller's wait; the download itself stops when every caller has stopped waiting. */
+  signal?: AbortSignal | undefined;
+  /** Retry and timeout settings of the file download (tests shorten them). */
+  transfer?: Pick<DownloadFileOptions, "maxAttempts" | "retryDelayMilliseconds" | "stallTimeoutMilliseconds">;
+}
+
+/** A model file in the models folder. */
+export interface DownloadedModel {
+  path: string;
+  bytes: number;
+  /** The SHA-256 the download was verified against; `undefined` when none was known or it was already there. */
+  sha256: string | undefined;
+  /** True when the file was already in the models folder and nothing was downloaded. */
+  alreadyPresent: boolean;
+}
+
+interface SharedDownload {
+  promise: Promise<DownloadedModel>;
+  listeners: Set<DownloadListener>;
+  controller: AbortController;
+}
+
+/** Downloads under way in this process, by destination path. */
+const active = new Map<string, SharedDownload>();
+
+/**
+ * Makes a model URI's file present in the models folder, under its stable name
+ * (create-model-file-name.ts), and returns its path. A file already there is used as it is.
+ * Otherwise the URI is resolved (an `hf:` URI through the repository listing) and the file is
+ * downloaded by download-file.ts (resumable, verified, atomic). Callers in this process asking
+ * for the same file share one download and all hear its progress; other processes wait on a lock
+ * file beside it (acquire-download-lock.ts) and then find the file there.
+ */
+export async function downloadModel(options: DownloadModelOptions): Promise<DownloadedModel> {
+  const destination = join(options.modelsFolder, createModelFileName(options.uri));
+  const present = await readModelFile(destination);
+  if (present !== undefined) return present;
+  let shared = active.get(destination);
+  // A download whose callers all gave up is winding down: a new caller starts afresh (and waits
+  // for the old one's lock file to go).
+  if (shared === undefined || shared.controller.signal.aborted) {
+    const started = startDownload(destination, options);
+    active.set(destination, started);
+    const forget = () => {
+      if (active.get(destination) === started) active.delete(destination);
+    };
+    started.promise.then(forget, forget);
+    shared = started;
+  }
+  return waitForDownload(shared, options, options.signal);
+}
+
+/** The file at `path` as an already present model, or `undefined` when there is none. */
+async function readModelFile(path: string): Promise<DownloadedModel | undefined> {
+  const found = await stat(path).catch(() => undefined);
+  if (found === undefined || !found.isFile()) return undefined;
+  return { path, bytes: found.size, sha256: undefined, alreadyPresent: true };
+}
+
+function startDownload(destination: string, options: DownloadModelOptions): SharedDownload {
+  const listeners = new Set<DownloadListener>();
+  const controller = new AbortController();
+  const signal = controller.signal;
+  const notice = (message: string) => {
+    for (const listener of listeners) listener.onNotice?.(message);
+  };
+  const run = async (): Promise<DownloadedModel> => {
+    const remote = await resolveRemoteModelFile({ uri: options.uri, endpoint: options.huggingFace, signal });
+    await mkdir(options.modelsFolder, { recursive: true });
+    const lock = await acquireDownloadLock({
+      path: `${destination}.lock`,
+      signal,
+      onWait: () => notice("Another process is downloading this model; waiting for it to finish."),
+    });
+    try {
+      const present = await readModelFile(destination);
+      if (present !== undefined) return present;
+      const size = remote.size === undefined ? "" : ` (${formatBytes(remote.size)})`;
+      const source =
+        options.uri.type === "hugging-face"
+          ? `${remote.name}${size} from ${options.uri.text}`
+          : `${describeModelUri(options.uri)}${size}`;
+      notice(`Downloading ${source} to ${destination}`);
+      const endpointOrigin = new URL(options.huggingFace.baseUrl).origin;
+      const token = options.huggingFace.token;
+      const file = await downloadFile({
+        ...options.transfer,
+        url: remote.url,
+        destination,
+        expectedSize: remote.size,
+        expectedSha256: remote.sha256,
+        authorize: (url) =>
+          token !== undefined && url.origin === endpointOrigin ? `Bearer ${token}` : undefined,
+        trustedEtagOrigin: endpointOrigin,
+        signal,
+        onProgress: (progress) => {
+          for (const listener of listeners) listener.onProgress?.(progress);
+        },
+        onNotice: notice,
+      });
+      return { path: file.path, bytes: file.bytes, sha256: file.sha256, alreadyPresent: false };
+    } finally {
+      await lock.release();
+    }
+  };
+  return { promise: run(), listeners, controller };
+}
+
+/** Waits for a shared download as one of its callers. */
+function waitForDownload(
+  shared: SharedDownload,
+  listener: DownloadListener,
+  signal: AbortSignal | undefined,
+): Promise<DownloadedModel> {
+  const own: DownloadListener = { onProgress: listener.onProgress, onNotice: listener.onNotice };
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) {
+      leave();
+      reject(signal.reason);
+      return;
+    }
+    shared.listeners.add(own);
+    const onAbort = () => {
+      leave();
+      reject(signal?.reason);
+    };
+    signal?.addEventListener("abort", onAbort, { once: true });
+    shared.promise.then(
+      (model) => {
+        signal?.removeEventListener("abort", onAbort);
+        shared.listeners.delete(own);
+        resolve(model);
+      },
+      (error: unknown) => {
+        signal?.removeEventListener("abort", onAbort);
+        shared.listeners.delete(own);
+        reject(error);
+      },
+    );
+  });
+
+  function leave() {
+    shared.listeners.delete(own);
+    // The last caller gone: nobody wants the file any more.
+    if (shared.listeners.size === 0) shared.controller.abort(signal?.reason);
+  }
+}

@@ -1,0 +1,110 @@
+import { resolveModelSource } from "../resolve-model-source.ts";
+import { createProgressReporter, type ProgressOutput } from "./create-progress-reporter.ts";
+import { downloadModel } from "./download-model.ts";
+import { resolveHuggingFaceEndpoint } from "./hugging-face-endpoint.ts";
+import { ModelDownloadError } from "./model-download-error.ts";
+import { resolveModelsFolder } from "./models-folder.ts";
+import { describeModelUri } from "./parse-model-uri.ts";
+
+/** Where a server logs download progress (pino's shape). */
+export interface DownloadLogger {
+  info(object: object, message?: string): void;
+}
+
+/** Options of {@link ensureModelFile}. */
+export interface EnsureModelFileOptions {
+  /** `engine.model`: a file path (returned as it is) or a model URI. */
+  model: string;
+  /** Aborts the download (the server is closing). */
+  signal: AbortSignal;
+  /** Progress lines and the end of the download; a terminal on stderr gets a progress bar instead. */
+  logger?: DownloadLogger | undefined;
+  /** For `TOLLGATE_MODELS_DIR`, `TOLLGATE_HF_ENDPOINT`, `HF_TOKEN`. Default `process.env`. */
+  env?: NodeJS.ProcessEnv | undefined;
+}
+
+/**
+ * The local file of a llama model's `engine.model`, for a server about to load it: a path as it
+ * is; for a URI, its file in the models folder, downloaded first when it is not there yet. When
+ * the file cannot be had (no network, 404, checksum, a folder that cannot be written), throws a
+ * {@link ModelDownloadError} whose message says what happened and how to fix it: pull it
+ * elsewhere and put it at the path given, or point `engine.model` at a local file.
+ */
+export async function ensureModelFile(options: EnsureModelFileOptions): Promise<string> {
+  const env = options.env ?? process.env;
+  const modelsFolder = resolveModelsFolder(env);
+  const source = resolveModelSource(options.model, { modelsFolder });
+  switch (source.type) {
+    case "file":
+      return source.path;
+    case "unsupported":
+      throw new ModelDownloadError(
+        "unsupported-source",
+        `engine.model '${source.text}' is neither a file path nor a model URI Tollgate can download; write hf:ORG/REPO:QUANT, an https:// URL of a .gguf file, or a GGUF file path.`,
+      );
+    case "remote":
+      break;
+    default: {
+      const unexpected: never = source;
+      throw new Error(`unexpected model source ${JSON.stringify(unexpected)}`);
+    }
+  }
+  const shown = describeModelUri(source.uri);
+  const reporter = createProgressReporter({
+    output: createProgressOutput(options.logger, shown),
+    label: shown,
+  });
+  try {
+    const downloaded = await downloadModel({
+      uri: source.uri,
+      modelsFolder,
+      huggingFace: resolveHuggingFaceEndpoint(env),
+      signal: options.signal,
+      onProgress: reporter.onProgress,
+      onNotice: reporter.onNotice,
+    });
+    reporter.finish();
+    if (!downloaded.alreadyPresent) {
+      options.logger?.info(
+        { source: shown, path: downloaded.path, bytes: downloaded.bytes, sha256: downloaded.sha256 ?? null },
+        "model downloaded",
+      );
+    }
+    return downloaded.path;
+  } catch (error) {
+    reporter.finish();
+    if (options.signal.aborted) throw error;
+    const fix = `To fix it, let this machine reach the network and restart, or run \`tollgate models pull ${shown}\` on a machine with network access and put the file at ${source.path}, or set engine.model to a local GGUF file.`;
+    if (error instanceof ModelDownloadError) {
+      throw new ModelDownloadError(
+        error.failure,
+        `Its file could not be downloaded: ${error.message} ${fix}`,
+        {
+          cause: error,
+        },
+      );
+    }
+    if (isSystemError(error)) {
+      throw new ModelDownloadError(
+        "not-writable",
+        `Its file could not be saved in the models folder ${modelsFolder} (${error.message}); make the folder (TOLLGATE_MODELS_DIR) writable, with room for the model. ${fix}`,
+        { cause: error },
+      );
+    }
+    throw error;
+  }
+}
+
+/** A redrawn bar when stderr is a terminal (an operator watching), else log lines. */
+function createProgressOutput(logger: DownloadLogger | undefined, shown: string): ProgressOutput {
+  const terminal = process.stderr;
+  if (terminal.isTTY) {
+    return { type: "terminal", write: (text) => terminal.write(text), columns: terminal.columns };
+  }
+  return { type: "lines", write: (line) => logger?.info({ source: shown }, line) };
+}
+
+/** A Node.js file-system error (it has a `code` such as `EACCES` or `ENOSPC`). */
+function isSystemError(error: unknown): error is Error & { code: string } {
+  return error instanceof Error && "code" in error && typeof error.code === "string";
+}

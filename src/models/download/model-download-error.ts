@@ -1,0 +1,35 @@
+/**
+ * Why a model download failed. Only `interrupted` and `server-error` are worth retrying at once
+ * (a retry resumes from the partial file); the others need the operator: another URI, network
+ * access, a token, a writable models folder.
+ */
+export type ModelDownloadFailure =
+  | "unsupported-source"
+  | "not-writable"
+  | "not-found"
+  | "access-denied"
+  | "no-matching-file"
+  | "unreachable"
+  | "interrupted"
+  | "server-error"
+  | "size-mismatch"
+  | "checksum"
+  | "invalid-response";
+
+const retryableFailures: ReadonlySet<ModelDownloadFailure> = new Set(["interrupted", "server-error"]);
+
+/** A model file could not be downloaded; `message` says what happened, in one sentence or two. */
+export class ModelDownloadError extends Error {
+  override readonly name = "ModelDownloadError";
+  readonly failure: ModelDownloadFailure;
+
+  constructor(failure: ModelDownloadFailure, message: string, options: { cause?: unknown } = {}) {
+    super(message, { cause: options.cause });
+    this.failure = failure;
+  }
+
+  /** Whether trying again may succeed (a broken connection, a 5xx or 429 answer). */
+  get retryable(): boolean {
+    return retryableFailures.has(this.failure);
+  }
+}

@@ -1,0 +1,372 @@
+import { type Insertable, type Kysely, type Selectable, sql } from "kysely";
+import {
+  toCreditRecord,
+  toCreditRow,
+  toReservation,
+  toReservationRow,
+  toUsageRecord,
+  toUsageRow,
+} from "./billing-rows.ts";
+import { MAX_BIGINT_COLUMN, readBigInt, toTimestampText } from "./column-values.ts";
+import { createQueryTemplate, type TemplateParameter } from "./create-query-template.ts";
+import type { Database, ReservationsTable, UsageTable } from "./database.ts";
+import type {
+  AccountMoney,
+  AuditProblem,
+  CreditRecord,
+  CreditResult,
+  Reservation,
+  ReserveResult,
+  Store,
+  UsageFilter,
+  UsageRecord,
+} from "./store.ts";
+
+/** The billing half of the {@link Store}. */
+export type BillingStore = Pick<
+  Store,
+  | "reserve"
+  | "settle"
+  | "insertUsage"
+  | "renewLeases"
+  | "releaseReservations"
+  | "listReservations"
+  | "credit"
+  | "listCredits"
+  | "getAccountMoney"
+  | "listUsage"
+  | "audit"
+>;
+
+/**
+ * Billing over any kysely dialect.
+ *
+ * The money of an account lives on its row: `balance_nano` (credits minus settled charges) and
+ * `reserved_nano` (open reservations). Every change of either happens in the same transaction as
+ * the ledger row that explains it (credit, reservation, usage), so `audit` can recompute both.
+ * Reserving is one conditional `UPDATE ... WHERE balance_nano - reserved_nano >= amount`: on
+ * SQLite the transaction holds the write lock (`begin immediate`), on PostgreSQL the update takes
+ * the row lock and re-checks the condition, so no reader-then-writer race can overspend.
+ */
+export function createKyselyBilling(db: Kysely<Database>): BillingStore {
+  const queries = compileHotQueries(db);
+
+  return {
+    async reserve(reservation: Reservation): Promise<ReserveResult> {
+      const amount = reservation.amountNano;
+      if (amount < 0n) throw new RangeError("A reservation's amount must be zero or more.");
+      const row = toReservationRow(reservation);
+      return await db.transaction().execute(async (transaction) => {
+        const updated = await transaction.executeQuery(
+          queries.setAside({ accountId: reservation.accountId, amount }),
+        );
+        if (updated.numAffectedRows === 0n) {
+          // Off the hot path: only a refusal pays for telling its two causes apart.
+          const account = await transaction
+            .selectFrom("accounts")
+            .select("id")
+            .where("id", "=", reservation.accountId)
+            .executeTakeFirst();
+          return account === undefined ? "account_not_found" : "insufficient_balance";
+        }
+        await transaction.executeQuery(queries.insertReservation(row));
+        return "reserved";
+      });
+    },
+
+    async settle(usage: UsageRecord): Promise<void> {
+      if (usage.costNano < 0n) throw new RangeError("A usage row's cost must be zero or more.");
+      const row = toUsageRow(usage);
+      await db.transaction().execute(async (transaction) => {
+        const inserted = await transaction.executeQuery(queries.insertUsage(row));
+        // Settled before (or recorded as refused): never charge twice.
+        if (inserted.numAffectedRows === 0n) return;
+        const released = (await transaction.executeQuery(queries.deleteReservation({ id: usage.id })))
+          .rows[0];
+        if (released !== undefined && released.account_id !== usage.accountId) {
+          throw new Error(
+            `Reservation ${usage.id} belongs to another account than its usage row; nothing was settled.`,
+          );
+        }
+        const releasedNano = released === undefined ? 0n : readBigInt(released.amount_nano);
+        const updated = await transaction.executeQuery(
+          queries.charge({ accountId: usage.accountId, cost: usage.costNano, released: releasedNano }),
+        );
+        if (updated.numAffectedRows === 0n) {
+          throw new Error(`No account has the id ${usage.accountId}; nothing was settled.`);
+        }
+      });
+    },
+
+    async insertUsage(usage: UsageRecord): Promise<void> {
+      if (usage.costNano !== 0n) {
+        throw new RangeError("insertUsage records refused requests, which cost 0; settle charges.");
+      }
+      await db.executeQuery(queries.insertUsage(toUsageRow(usage)));
+    },
+
+    async renewLeases(replicaId: string, leaseExpiresAt: Date): Promise<void> {
+      await db
+        .updateTable("reservations")
+        .set({ lease_expires_at: toTimestampText(leaseExpiresAt) })
+        .where("replica_id", "=", replicaId)
+        .execute();
+    },
+
+    async releaseReservations(options: { replicaId: string; expiredBefore?: Date }): Promise<number> {
+      const { replicaId, expiredBefore } = options;
+      return await db.transaction().execute(async (transaction) => {
+        let query = transaction.deleteFrom("reservations");
+        if (replicaId !== "*") {
+          query = query.where((eb) =>
+            expiredBefore === undefined
+              ? eb("replica_id", "=", replicaId)
+              : eb.or([
+                  eb("replica_id", "=", replicaId),
+                  eb("lease_expires_at", "<", toTimestampText(expiredBefore)),
+                ]),
+          );
+        }
+        const released = await query.returning(["account_id", "amount_nano"]).execute();
+        const releasedByAccount = new Map<string, bigint>();
+        for (const row of released) {
+          const amount = readBigInt(row.amount_nano);
+          releasedByAccount.set(row.account_id, (releasedByAccount.get(row.account_id) ?? 0n) + amount);
+        }
+        // In id order, so two concurrent releases lock the account rows in the same order.
+        const accountIds = [...releasedByAccount.keys()].sort();
+        for (const accountId of accountIds) {
+          const amount = releasedByAccount.get(accountId) ?? 0n;
+          await transaction
+            .updateTable("accounts")
+            .set((eb) => ({ reserved_nano: eb("reserved_nano", "-", amount) }))
+            .where("id", "=", accountId)
+            .execute();
+        }
+        return released.length;
+      });
+    },
+
+    async listReservations(): Promise<Reservation[]> {
+      const rows = await db
+        .selectFrom("reservations")
+        .selectAll()
+        .orderBy("created_at")
+        .orderBy("id")
+        .execute();
+      return rows.map(toReservation);
+    },
+
+    async credit(credit: CreditRecord): Promise<CreditResult> {
+      const amount = credit.amountNano;
+      if (amount <= 0n) throw new RangeError("A credit's amount must be more than zero.");
+      return await db.transaction().execute(async (transaction) => {
+        // SQLite would turn an overflowing sum into a floating-point number: refuse it instead.
+        const updated = await transaction
+          .updateTable("accounts")
+          .set((eb) => ({ balance_nano: eb("balance_nano", "+", amount) }))
+          .where("id", "=", credit.accountId)
+          .where("balance_nano", "<=", MAX_BIGINT_COLUMN - amount)
+          .executeTakeFirst();
+        if (updated.numUpdatedRows === 0n) {
+          const account = await transaction
+            .selectFrom("accounts")
+            .select("id")
+            .where("id", "=", credit.accountId)
+            .executeTakeFirst();
+          return account === undefined ? "account_not_found" : "balance_too_large";
+        }
+        await transaction.insertInto("credits").values(toCreditRow(credit)).execute();
+        return "credited";
+      });
+    },
+
+    async listCredits(accountId: string): Promise<CreditRecord[]> {
+      const rows = await db
+        .selectFrom("credits")
+        .selectAll()
+        .where("account_id", "=", accountId)
+        .orderBy("created_at")
+        .orderBy("id")
+        .execute();
+      return rows.map(toCreditRecord);
+    },
+
+    async getAccountMoney(accountId: string): Promise<AccountMoney | undefined> {
+      const row = await db
+        .selectFrom("accounts")
+        .select((eb) => [
+          "balance_nano",
+          "reserved_nano",
+          eb
+            .selectFrom("usage")
+            .select(sumOf("usage.cost_nano").as("total"))
+            .whereRef("usage.account_id", "=", "accounts.id")
+            .as("spent_nano"),
+        ])
+        .where("id", "=", accountId)
+        .executeTakeFirst();
+      if (row === undefined) return undefined;
+      return {
+        balanceNano: readBigInt(row.balance_nano),
+        reservedNano: readBigInt(row.reserved_nano),
+        spentNano: readBigInt(row.spent_nano),
+      };
+    },
+
+    async listUsage(filter: UsageFilter = {}): Promise<UsageRecord[]> {
+      let query = db.selectFrom("usage").selectAll();
+      if (filter.accountId !== undefined) query = query.where("account_id", "=", filter.accountId);
+      if (filter.keyPublicId !== undefined) query = query.where("key_public_id", "=", filter.keyPublicId);
+      if (filter.model !== undefined) query = query.where("model", "=", filter.model);
+      if (filter.since !== undefined) query = query.where("created_at", ">=", toTimestampText(filter.since));
+      if (filter.until !== undefined) query = query.where("created_at", "<", toTimestampText(filter.until));
+      const rows = await query.orderBy("created_at").orderBy("id").execute();
+      return rows.map(toUsageRecord);
+    },
+
+    async audit(): Promise<AuditProblem[]> {
+      // One transaction: the sums and the open reservations describe the same instant.
+      return await db.transaction().execute(async (transaction) => {
+        const accounts = await transaction
+          .selectFrom("accounts")
+          .select((eb) => [
+            "id",
+            "balance_nano",
+            "reserved_nano",
+            eb
+              .selectFrom("credits")
+              .select(sumOf("credits.amount_nano").as("total"))
+              .whereRef("credits.account_id", "=", "accounts.id")
+              .as("credited_nano"),
+            eb
+              .selectFrom("usage")
+              .select(sumOf("usage.cost_nano").as("total"))
+              .whereRef("usage.account_id", "=", "accounts.id")
+              .as("spent_nano"),
+            eb
+              .selectFrom("reservations")
+              .select(sumOf("reservations.amount_nano").as("total"))
+              .whereRef("reservations.account_id", "=", "accounts.id")
+              .as("open_nano"),
+          ])
+          .orderBy("created_at")
+          .orderBy("name")
+          .execute();
+        const reservations = await transaction
+          .selectFrom("reservations")
+          .selectAll()
+          .orderBy("created_at")
+          .orderBy("id")
+          .execute();
+
+        const problems: AuditProblem[] = [];
+        for (const account of accounts) {
+          const balanceNano = readBigInt(account.balance_nano);
+          const expectedBalance = readBigInt(account.credited_nano) - readBigInt(account.spent_nano);
+          if (balanceNano !== expectedBalance) {
+            problems.push({
+              kind: "balance_mismatch",
+              accountId: account.id,
+              balanceNano,
+              expectedNano: expectedBalance,
+            });
+          }
+          const reservedNano = readBigInt(account.reserved_nano);
+          const expectedReserved = readBigInt(account.open_nano);
+          if (reservedNano !== expectedReserved) {
+            problems.push({
+              kind: "reserved_mismatch",
+              accountId: account.id,
+              reservedNano,
+              expectedNano: expectedReserved,
+            });
+          }
+        }
+        for (const row of reservations) {
+          problems.push({ kind: "open_reservation", reservation: toReservation(row) });
+        }
+        return problems;
+      });
+    },
+  };
+}
+
+/**
+ * The queries of reserve and settle, compiled once (see `createQueryTemplate`): on these paths
+ * building a query with kysely would cost more than running it.
+ */
+function compileHotQueries(db: Kysely<Database>) {
+  return {
+    /** Adds `amount` to the account's reserved money if it fits its available balance. */
+    setAside: createQueryTemplate((parameter: TemplateParameter<{ accountId: string; amount: bigint }>) =>
+      db
+        .updateTable("accounts")
+        .set((eb) => ({ reserved_nano: eb("reserved_nano", "+", parameter("amount")) }))
+        .where("id", "=", parameter("accountId"))
+        .where((eb) => eb(eb("balance_nano", "-", eb.ref("reserved_nano")), ">=", parameter("amount"))),
+    ),
+    insertReservation: createQueryTemplate((parameter: TemplateParameter<Insertable<ReservationsTable>>) =>
+      db.insertInto("reservations").values({
+        id: parameter("id"),
+        request_id: parameter("request_id"),
+        account_id: parameter("account_id"),
+        key_public_id: parameter("key_public_id"),
+        model: parameter("model"),
+        amount_nano: parameter("amount_nano"),
+        replica_id: parameter("replica_id"),
+        lease_expires_at: parameter("lease_expires_at"),
+        created_at: parameter("created_at"),
+      }),
+    ),
+    /** Writes a usage row unless one with its id exists (then affects no row). */
+    insertUsage: createQueryTemplate((parameter: TemplateParameter<Insertable<UsageTable>>) =>
+      db
+        .insertInto("usage")
+        .values({
+          id: parameter("id"),
+          request_id: parameter("request_id"),
+          account_id: parameter("account_id"),
+          key_public_id: parameter("key_public_id"),
+          model: parameter("model"),
+          prompt_tokens: parameter("prompt_tokens"),
+          completion_tokens: parameter("completion_tokens"),
+          cost_nano: parameter("cost_nano"),
+          finish_reason: parameter("finish_reason"),
+          error_code: parameter("error_code"),
+          user: parameter("user"),
+          queue_ms: parameter("queue_ms"),
+          first_token_ms: parameter("first_token_ms"),
+          total_ms: parameter("total_ms"),
+          estimated: parameter("estimated"),
+          created_at: parameter("created_at"),
+        })
+        .onConflict((conflict) => conflict.column("id").doNothing()),
+    ),
+    deleteReservation: createQueryTemplate((parameter: TemplateParameter<{ id: string }>) =>
+      db
+        .deleteFrom("reservations")
+        .where("id", "=", parameter("id"))
+        .returning(["account_id", "amount_nano"]),
+    ),
+    /** Charges `cost` to the balance and gives back `released` reserved money. */
+    charge: createQueryTemplate(
+      (parameter: TemplateParameter<{ accountId: string; cost: bigint; released: bigint }>) =>
+        db
+          .updateTable("accounts")
+          .set((eb) => ({
+            balance_nano: eb("balance_nano", "-", parameter("cost")),
+            reserved_nano: eb("reserved_nano", "-", parameter("released")),
+          }))
+          .where("id", "=", parameter("accountId")),
+    ),
+  };
+}
+
+/**
+ * `sum(column)` as a `bigint` that is 0 over no rows. The cast matters on PostgreSQL, where the
+ * sum of a `bigint` column is a `numeric` (and overflow then fails loudly, as SQLite's `sum` does).
+ */
+function sumOf(column: string) {
+  return sql<bigint>`cast(coalesce(sum(${sql.ref(column)}), 0) as bigint)`;
+}

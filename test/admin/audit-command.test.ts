@@ -1,0 +1,97 @@
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { runAuditCommand } from "../../src/admin/audit-command.ts";
+import { CliError } from "../../src/admin/cli-error.ts";
+import { openStore } from "../../src/store/open-store.ts";
+import { openNodeSqliteDatabase } from "../../src/store/sqlite/node-sqlite-database.ts";
+import type { Store } from "../../src/store/store.ts";
+import { makeAccount, makeReservation, makeSettlement } from "../store/store-fixtures.ts";
+import { makeTemporaryDirectory, newDatabaseUrl } from "../store/temporary-directory.ts";
+import { collectOutput } from "./cli-output.ts";
+
+const directory = makeTemporaryDirectory();
+let url: string;
+let store: Store;
+
+beforeEach(async () => {
+  url = newDatabaseUrl(directory);
+  store = await openStore(url);
+});
+
+afterEach(async () => {
+  await store.close();
+});
+
+async function audit(...argv: string[]) {
+  const out = collectOutput();
+  const outcome = await runAuditCommand(store, argv, out);
+  return { ...outcome, lines: out.lines };
+}
+
+function runSql(statement: string): void {
+  const database = openNodeSqliteDatabase(url.slice("sqlite:".length));
+  try {
+    database.prepare(statement).run([]);
+  } finally {
+    database.close();
+  }
+}
+
+describe("audit", () => {
+  it("passes on a consistent ledger", async () => {
+    const acme = makeAccount({ name: "acme", balanceNano: 10n });
+    await store.insertAccount(acme);
+    await store.insertAccount(makeAccount({ name: "beta" }));
+    const reservation = makeReservation({ accountId: acme.id, amountNano: 5n });
+    await store.reserve(reservation);
+    await store.settle(makeSettlement(reservation, 3n));
+    expect(await audit()).toEqual({
+      ok: true,
+      problems: [],
+      lines: ["audit passed: 2 accounts, no open reservations"],
+    });
+  });
+
+  it("passes on an empty store", async () => {
+    expect((await audit()).lines).toEqual(["audit passed: 0 accounts, no open reservations"]);
+  });
+
+  it("reports an open reservation and fails", async () => {
+    await store.insertAccount(makeAccount({ name: "acme" }));
+    const rich = makeAccount({ name: "rich", balanceNano: 5_000_000_000n });
+    await store.insertAccount(rich);
+    await store.reserve(
+      makeReservation({
+        accountId: rich.id,
+        requestId: "req_left",
+        amountNano: 2_500_000_000n,
+        replicaId: "host:8080",
+      }),
+    );
+    const outcome = await audit();
+    expect(outcome.ok).toBe(false);
+    expect(outcome.problems).toHaveLength(1);
+    expect(outcome.lines[0]).toBe("audit failed: 1 problem in 2 accounts");
+    expect(outcome.lines[1]).toMatch(
+      /^ {2}open reservation: [0-9a-f-]{36} \(request req_left\) of account rich \([0-9a-f-]{36}\), key keytest00001, model test-model, amount 2.5, replica host:8080, made 2025-01-01T00:00:00Z, lease until 2025-01-01T00:01:00Z$/,
+    );
+    expect(outcome.lines.at(-1)).toMatch(/Run the audit while no request is in flight/);
+  });
+
+  it("reports balances and reserved amounts that disagree with the ledger", async () => {
+    const acme = makeAccount({ name: "acme", balanceNano: 10_000_000_000n });
+    await store.insertAccount(acme);
+    runSql(`update accounts set balance_nano = 10500000000, reserved_nano = 1 where id = '${acme.id}'`);
+    const outcome = await audit();
+    expect(outcome.ok).toBe(false);
+    expect(outcome.lines).toEqual([
+      "audit failed: 2 problems in 1 account",
+      `  balance mismatch: account acme (${acme.id}) has balance 10.5, but its credits minus its charges are 10 (difference 0.5)`,
+      `  reserved mismatch: account acme (${acme.id}) has 0.000000001 reserved, but its open reservations sum to 0`,
+    ]);
+  });
+
+  it("refuses arguments", async () => {
+    await expect(audit("--fix")).rejects.toThrow(CliError);
+    await expect(audit("now")).rejects.toThrow(/Unexpected argument 'now'.\nUsage: tollgate audit/);
+  });
+});

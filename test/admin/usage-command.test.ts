@@ -1,0 +1,239 @@
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { CliError } from "../../src/admin/cli-error.ts";
+import { runUsageCommand } from "../../src/admin/usage-command.ts";
+import { openStore } from "../../src/store/open-store.ts";
+import type { Account, Store, UsageRecord } from "../../src/store/store.ts";
+import { makeAccount, makeReservation, makeSettlement, makeUsage } from "../store/store-fixtures.ts";
+import { makeTemporaryDirectory, newDatabaseUrl } from "../store/temporary-directory.ts";
+import { collectOutput } from "./cli-output.ts";
+
+const directory = makeTemporaryDirectory();
+let store: Store;
+let acme: Account;
+let beta: Account;
+
+const KEY_A = "keyacme00001";
+const KEY_B = "keyacme00002";
+const KEY_C = "keybeta00001";
+
+beforeEach(async () => {
+  store = await openStore(newDatabaseUrl(directory));
+  acme = makeAccount({ name: "acme", balanceNano: 10_000_000_000n });
+  beta = makeAccount({ name: "beta", balanceNano: 10_000_000_000n });
+  await store.insertAccount(acme);
+  await store.insertAccount(beta);
+  for (const [publicId, accountId] of [
+    [KEY_A, acme.id],
+    [KEY_B, acme.id],
+    [KEY_C, beta.id],
+  ] as const) {
+    await store.insertApiKey({
+      id: crypto.randomUUID(),
+      publicId,
+      accountId,
+      role: "user",
+      name: "",
+      secretHash: "a".repeat(64),
+      allowedModels: undefined,
+      rpm: undefined,
+      tpm: undefined,
+      expiresAt: undefined,
+      revokedAt: undefined,
+      createdAt: new Date("2025-01-01T00:00:00.000Z"),
+    });
+  }
+  await charge(acme, KEY_A, "small", 250_000_000n, "2025-06-01T10:00:00.000Z", { requestId: "req_1" });
+  await charge(acme, KEY_B, "large", 1_000_000_001n, "2025-06-01T23:59:59.999Z", {
+    requestId: "req_2",
+    estimated: true,
+  });
+  await charge(beta, KEY_C, "small", 500_000_000n, "2025-06-02T00:00:00.000Z", { requestId: "req_3" });
+  await store.insertUsage(
+    makeUsage({
+      accountId: acme.id,
+      keyPublicId: KEY_A,
+      model: "large",
+      requestId: "req_4",
+      promptTokens: 7,
+      completionTokens: 0,
+      finishReason: undefined,
+      errorCode: "rate_limit_exceeded",
+      createdAt: new Date("2025-06-03T08:00:00.000Z"),
+    }),
+  );
+});
+
+afterEach(async () => {
+  await store.close();
+});
+
+async function charge(
+  account: Account,
+  keyPublicId: string,
+  model: string,
+  costNano: bigint,
+  createdAt: string,
+  overrides: Partial<UsageRecord>,
+): Promise<void> {
+  const reservation = makeReservation({ accountId: account.id, keyPublicId, model, amountNano: costNano });
+  expect(await store.reserve(reservation)).toBe("reserved");
+  await store.settle(makeSettlement(reservation, costNano, { createdAt: new Date(createdAt), ...overrides }));
+}
+
+async function run(...argv: string[]): Promise<string[]> {
+  const out = collectOutput();
+  await runUsageCommand(store, argv, out);
+  return out.lines;
+}
+
+async function runJson(...argv: string[]): Promise<unknown> {
+  const lines = await run(...argv, "--format", "json");
+  expect(lines).toHaveLength(1);
+  return JSON.parse(lines[0] ?? "");
+}
+
+describe("usage --format json", () => {
+  it("prints every row, oldest first, as SPEC §11 describes", async () => {
+    const rows = (await runJson()) as Record<string, unknown>[];
+    expect(rows.map((row) => row.request_id)).toEqual(["req_1", "req_2", "req_3", "req_4"]);
+    expect(rows[1]).toEqual({
+      request_id: "req_2",
+      account: "acme",
+      key: KEY_B,
+      model: "large",
+      prompt_tokens: 10,
+      completion_tokens: 5,
+      cost: "1.000000001",
+      finish_reason: "stop",
+      error_code: null,
+      estimated: true,
+      created: "2025-06-01T23:59:59.999Z",
+    });
+    expect(rows[3]).toMatchObject({ cost: "0", finish_reason: null, error_code: "rate_limit_exceeded" });
+  });
+
+  it("filters by account name or id, key, model and time", async () => {
+    const ids = async (...argv: string[]) =>
+      ((await runJson(...argv)) as { request_id: string }[]).map((row) => row.request_id);
+    expect(await ids("--account", "acme")).toEqual(["req_1", "req_2", "req_4"]);
+    expect(await ids("--account", beta.id)).toEqual(["req_3"]);
+    expect(await ids("--key", KEY_A)).toEqual(["req_1", "req_4"]);
+    expect(await ids("--model", "small")).toEqual(["req_1", "req_3"]);
+    expect(await ids("--since", "2025-06-02")).toEqual(["req_3", "req_4"]);
+    expect(await ids("--until", "2025-06-02")).toEqual(["req_1", "req_2"]);
+    expect(await ids("--since", "2025-06-01T12:00:00Z", "--until", "2025-06-02T00:00:00.001Z")).toEqual([
+      "req_2",
+      "req_3",
+    ]);
+    expect(await ids("--model", "nothing")).toEqual([]);
+  });
+
+  it("groups by day, model or key with exact totals", async () => {
+    expect(await runJson("--group-by", "day")).toEqual([
+      { day: "2025-06-01", requests: 2, prompt_tokens: 20, completion_tokens: 10, cost: "1.250000001" },
+      { day: "2025-06-02", requests: 1, prompt_tokens: 10, completion_tokens: 5, cost: "0.5" },
+      { day: "2025-06-03", requests: 1, prompt_tokens: 7, completion_tokens: 0, cost: "0" },
+    ]);
+    expect(await runJson("--group-by", "model", "--account", "acme")).toEqual([
+      { model: "large", requests: 2, prompt_tokens: 17, completion_tokens: 5, cost: "1.000000001" },
+      { model: "small", requests: 1, prompt_tokens: 10, completion_tokens: 5, cost: "0.25" },
+    ]);
+    expect(await runJson("--group-by", "key")).toEqual([
+      { key: KEY_A, account: "acme", requests: 2, prompt_tokens: 17, completion_tokens: 5, cost: "0.25" },
+      {
+        key: KEY_B,
+        account: "acme",
+        requests: 1,
+        prompt_tokens: 10,
+        completion_tokens: 5,
+        cost: "1.000000001",
+      },
+      { key: KEY_C, account: "beta", requests: 1, prompt_tokens: 10, completion_tokens: 5, cost: "0.5" },
+    ]);
+  });
+});
+
+describe("usage --format csv", () => {
+  it("prints a header and one line per row", async () => {
+    const lines = await run("--format", "csv", "--account", "acme");
+    expect(lines).toEqual([
+      "request_id,account,key,model,prompt_tokens,completion_tokens,cost,finish_reason,error_code,estimated,created",
+      `req_1,acme,${KEY_A},small,10,5,0.25,stop,,false,2025-06-01T10:00:00.000Z`,
+      `req_2,acme,${KEY_B},large,10,5,1.000000001,stop,,true,2025-06-01T23:59:59.999Z`,
+      `req_4,acme,${KEY_A},large,7,0,0,,rate_limit_exceeded,false,2025-06-03T08:00:00.000Z`,
+    ]);
+  });
+
+  it("prints grouped totals", async () => {
+    expect(await run("--format", "csv", "--group-by", "key", "--model", "small")).toEqual([
+      "key,account,requests,prompt_tokens,completion_tokens,cost",
+      `${KEY_A},acme,1,10,5,0.25`,
+      `${KEY_C},beta,1,10,5,0.5`,
+    ]);
+  });
+
+  it("quotes cells with commas and quotes", async () => {
+    await store.insertUsage(
+      makeUsage({ accountId: beta.id, keyPublicId: KEY_C, model: 'odd,"model"', requestId: "req_5" }),
+    );
+    const lines = await run("--format", "csv", "--model", 'odd,"model"');
+    expect(lines[1]).toContain(`,"odd,""model""",`);
+  });
+});
+
+describe("usage as a table", () => {
+  it("prints rows with a total line", async () => {
+    const lines = await run("--account", "acme");
+    expect(lines[0]).toMatch(
+      /^CREATED\s+REQUEST ID\s+ACCOUNT\s+KEY\s+MODEL\s+PROMPT\s+COMPLETION\s+COST\s+OUTCOME$/,
+    );
+    expect(lines[1]?.split(/\s{2,}/)).toEqual([
+      "2025-06-01T10:00:00Z",
+      "req_1",
+      "acme",
+      KEY_A,
+      "small",
+      "10",
+      "5",
+      "0.25",
+      "stop",
+    ]);
+    expect(lines[2]).toContain("10~");
+    expect(lines[3]).toContain("rate_limit_exceeded");
+    expect(lines).toContain("~ token counts estimated by Tollgate (the engine reported none).");
+    expect(lines.at(-1)).toBe("total: 3 requests, 27 prompt and 10 completion tokens, cost 1.250000001");
+  });
+
+  it("prints grouped totals", async () => {
+    const lines = await run("--group-by", "model");
+    expect(lines[0]).toMatch(/^MODEL\s+REQUESTS\s+PROMPT\s+COMPLETION\s+COST$/);
+    expect(lines[1]?.split(/\s{2,}/)).toEqual(["large", "2", "17", "5", "1.000000001"]);
+    expect(lines[2]?.split(/\s{2,}/)).toEqual(["small", "2", "20", "10", "0.75"]);
+    expect(lines.at(-1)).toBe("total: 4 requests, 37 prompt and 15 completion tokens, cost 1.750000001");
+  });
+
+  it("says when nothing matches", async () => {
+    expect(await run("--model", "nothing")).toEqual(["No usage matches these filters."]);
+  });
+});
+
+describe("usage refuses", () => {
+  it.each([
+    ["an unknown account", ["--account", "nobody"], /No account has the name or id "nobody". List accounts/],
+    ["an unknown key", ["--key", "zzzzzzzzzzzz"], /No key has the public id "zzzzzzzzzzzz"/],
+    ["a bad --since", ["--since", "yesterday"], /since: "yesterday" is not an ISO 8601 date/],
+    ["an --until without zone", ["--until", "2025-06-01T10:00"], /add a time zone/],
+    [
+      "--since after --until",
+      ["--since", "2025-06-02", "--until", "2025-06-01"],
+      /since must be before until/,
+    ],
+    ["a bad grouping", ["--group-by", "week"], /--group-by must be day, model, key, not 'week'/],
+    ["a bad format", ["--format", "xml"], /--format must be table, json, csv, not 'xml'/],
+    ["a positional", ["acme"], /Unexpected argument 'acme'/],
+  ])("%s with a CliError", async (_case, argv, message) => {
+    const error = await run(...argv).catch((reason: unknown) => reason);
+    expect(error).toBeInstanceOf(CliError);
+    expect((error as Error).message).toMatch(message);
+  });
+});

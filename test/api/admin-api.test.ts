@@ -1,0 +1,454 @@
+import Fastify, { type FastifyInstance } from "fastify";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { createKey } from "../../src/admin/create-key.ts";
+import { errorHeaders, normalizeError, toWireError } from "../../src/api/errors.ts";
+import { registerAdminRoutes } from "../../src/api/routes/admin.ts";
+import { parseApiKey } from "../../src/auth/api-key.ts";
+import type { AuthenticatedKey } from "../../src/auth/authenticated-key.ts";
+import { createAuthenticator } from "../../src/auth/authenticator.ts";
+import { AppError } from "../../src/errors/app-error.ts";
+import { openStore } from "../../src/store/open-store.ts";
+import type { Store } from "../../src/store/store.ts";
+import { makeReservation, makeSettlement, makeUsage } from "../store/store-fixtures.ts";
+import { makeTemporaryDirectory, newDatabaseUrl } from "../store/temporary-directory.ts";
+
+const directory = makeTemporaryDirectory();
+const NOW = new Date("2025-06-01T12:00:00.000Z");
+
+let store: Store;
+let app: FastifyInstance;
+let adminKey: string;
+let userKey: string;
+const revoked: string[] = [];
+const credited: string[] = [];
+
+/**
+ * The app as `buildApp` assembles it for the admin API: JSON only, the one error mapping, and an
+ * authenticated scope (401 before anything else) in which the admin routes are registered.
+ */
+function buildAdminApp(): FastifyInstance {
+  const authenticator = createAuthenticator({ store });
+  const keys = new WeakMap<object, AuthenticatedKey>();
+  const instance = Fastify({
+    logger: false,
+    ajv: {
+      customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: false, allErrors: false },
+    },
+  });
+  instance.removeAllContentTypeParsers();
+  instance.addContentTypeParser("application/json", { parseAs: "string" }, (_request, body, done) => {
+    try {
+      done(null, JSON.parse(typeof body === "string" ? body : body.toString("utf8")));
+    } catch {
+      done(new AppError("invalid_json", "The request body is not valid JSON."), undefined);
+    }
+  });
+  instance.setErrorHandler((error, _request, reply) => {
+    const appError = normalizeError(error);
+    void reply.code(appError.status).headers(errorHeaders(appError)).send(toWireError(appError));
+  });
+  instance.register(async (authenticated) => {
+    authenticated.addHook("onRequest", async (request) => {
+      keys.set(request, await authenticator.authenticate(request.headers.authorization));
+    });
+    registerAdminRoutes(authenticated, {
+      store,
+      getKey: (request) => {
+        const key = keys.get(request);
+        if (key === undefined) throw new Error("route reached without authentication");
+        return key;
+      },
+      onKeyRevoked: (publicId) => {
+        revoked.push(publicId);
+        authenticator.forget(publicId);
+      },
+      onAccountCredited: (accountId) => credited.push(accountId),
+      now: () => NOW,
+    });
+  });
+  return instance;
+}
+
+beforeEach(async () => {
+  store = await openStore(newDatabaseUrl(directory));
+  adminKey = (await createKey(store, { role: "admin", accountId: undefined })).key;
+  await store.insertAccount({
+    id: "00000000-0000-4000-8000-000000000001",
+    name: "staff",
+    balanceNano: 0n,
+    createdAt: new Date("2025-01-01T00:00:00.000Z"),
+  });
+  userKey = (await createKey(store, { role: "user", accountId: "00000000-0000-4000-8000-000000000001" })).key;
+  revoked.length = 0;
+  credited.length = 0;
+  app = buildAdminApp();
+});
+
+afterEach(async () => {
+  await app.close();
+  await store.close();
+});
+
+interface CallOptions {
+  key?: string | undefined;
+  body?: unknown;
+}
+
+async function call(method: "GET" | "POST", url: string, options: CallOptions = {}) {
+  const key = "key" in options ? options.key : adminKey;
+  const response = await app.inject({
+    method,
+    url,
+    headers: {
+      ...(key === undefined ? {} : { authorization: `Bearer ${key}` }),
+      ...(options.body === undefined ? {} : { "content-type": "application/json" }),
+    },
+    ...(options.body === undefined ? {} : { payload: JSON.stringify(options.body) }),
+  });
+  return {
+    status: response.statusCode,
+    headers: response.headers,
+    text: response.body,
+    json: () => response.json(),
+  };
+}
+
+async function expectError(
+  response: Awaited<ReturnType<typeof call>>,
+  status: number,
+  code: string,
+  param: string | null,
+  message?: RegExp,
+) {
+  expect(response.status).toBe(status);
+  const body = response.json() as { error: { code: string; param: string | null; message: string } };
+  expect(body.error.code).toBe(code);
+  expect(body.error.param).toBe(param);
+  if (message !== undefined) expect(body.error.message).toMatch(message);
+}
+
+describe("admin API authentication", () => {
+  it("answers 401 without a key and with a bad key", async () => {
+    await expectError(await call("GET", "/admin/accounts", { key: undefined }), 401, "invalid_api_key", null);
+    await expectError(
+      await call("GET", "/admin/accounts", {
+        key: "sk-tg-zzzzzzzzzzzz-abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQ",
+      }),
+      401,
+      "invalid_api_key",
+      null,
+    );
+  });
+
+  it("answers 403 admin_key_required to a user key, before looking at the body", async () => {
+    const response = await call("POST", "/admin/accounts", { key: userKey, body: { name: 5 } });
+    await expectError(response, 403, "admin_key_required", null, /admin key/);
+    expect(response.headers["x-should-retry"]).toBe("false");
+    await expectError(await call("GET", "/admin/usage", { key: userKey }), 403, "admin_key_required", null);
+    expect(await store.getAccountByName("5")).toBeUndefined();
+  });
+});
+
+describe("admin API accounts", () => {
+  it("creates, lists, shows and credits an account", async () => {
+    const created = await call("POST", "/admin/accounts", { body: { name: "acme", balance: "10.5" } });
+    expect(created.status).toBe(201);
+    const account = created.json() as { id: string };
+    expect(account).toEqual({
+      id: expect.any(String),
+      name: "acme",
+      balance: "10.5",
+      reserved: "0",
+      spent: "0",
+    });
+
+    const listed = await call("GET", "/admin/accounts");
+    expect(listed.status).toBe(200);
+    expect(
+      (listed.json() as { object: string; data: { name: string }[] }).data.map((each) => each.name),
+    ).toEqual(["staff", "acme"]);
+
+    const credit = await call("POST", "/admin/accounts/acme/credits", {
+      body: { amount: "0.000000001", note: "top-up" },
+    });
+    expect(credit.status).toBe(201);
+    expect(credit.json()).toEqual({
+      credit: {
+        id: expect.any(String),
+        amount: "0.000000001",
+        note: "top-up",
+        created_at: NOW.toISOString(),
+      },
+      account: { id: account.id, name: "acme", balance: "10.500000001", reserved: "0", spent: "0" },
+    });
+    expect(credited).toEqual([account.id]);
+
+    const reservation = makeReservation({ accountId: account.id, amountNano: 2_000_000_000n });
+    await store.reserve(reservation);
+    await store.settle(makeSettlement(reservation, 500_000_000n));
+    await store.reserve(makeReservation({ accountId: account.id, amountNano: 1_000_000_000n }));
+    for (const reference of ["acme", account.id]) {
+      const shown = await call("GET", `/admin/accounts/${reference}`);
+      expect(shown.status).toBe(200);
+      expect(shown.json()).toEqual({
+        id: account.id,
+        name: "acme",
+        balance: "10.000000001",
+        reserved: "1",
+        spent: "0.5",
+      });
+    }
+    expect(await store.audit()).toHaveLength(1);
+  });
+
+  it("opens an account with balance 0 by default", async () => {
+    const created = await call("POST", "/admin/accounts", { body: { name: "acme" } });
+    expect(created.json()).toMatchObject({ balance: "0" });
+  });
+
+  it.each([
+    ["a missing name", {}, 400, "missing_required_parameter", "name"],
+    ["a number as name", { name: 5 }, 400, "invalid_type", "name"],
+    ["a number as balance", { name: "acme", balance: 10 }, 400, "invalid_type", "balance"],
+    ["a negative balance", { name: "acme", balance: "-1" }, 400, "invalid_value", "balance"],
+    ["too many decimals", { name: "acme", balance: "0.0000000001" }, 400, "invalid_value", "balance"],
+    ["a bad name", { name: "has space" }, 400, "invalid_value", "name"],
+    ["an unknown field", { name: "acme", balanse: "10" }, 400, "invalid_value", "balanse"],
+  ])("refuses %s", async (_case, body, status, code, param) => {
+    await expectError(await call("POST", "/admin/accounts", { body }), status, code, param);
+    expect(await store.getAccountByName("acme")).toBeUndefined();
+  });
+
+  it("refuses a body that is not an object, or no body", async () => {
+    await expectError(await call("POST", "/admin/accounts", { body: ["acme"] }), 400, "invalid_type", null);
+    await expectError(await call("POST", "/admin/accounts"), 400, "invalid_type", null);
+  });
+
+  it("refuses a name already taken", async () => {
+    await call("POST", "/admin/accounts", { body: { name: "acme" } });
+    await expectError(
+      await call("POST", "/admin/accounts", { body: { name: "acme" } }),
+      400,
+      "invalid_value",
+      "name",
+      /already exists/,
+    );
+  });
+
+  it("answers 404 not_found for an unknown account", async () => {
+    await expectError(await call("GET", "/admin/accounts/nobody"), 404, "not_found", "account", /nobody/);
+    await expectError(
+      await call("POST", "/admin/accounts/nobody/credits", { body: { amount: "1" } }),
+      404,
+      "not_found",
+      "account",
+    );
+    expect(credited).toEqual([]);
+  });
+
+  it.each([
+    ["a number", { amount: 1 }, "invalid_type", "amount"],
+    ["zero", { amount: "0" }, "invalid_value", "amount"],
+    ["an exponent", { amount: "1e3" }, "invalid_value", "amount"],
+    ["a missing amount", { note: "x" }, "missing_required_parameter", "amount"],
+    ["a long note", { amount: "1", note: "x".repeat(501) }, "invalid_value", "note"],
+  ])("refuses a credit with %s", async (_case, body, code, param) => {
+    await call("POST", "/admin/accounts", { body: { name: "acme", balance: "1" } });
+    await expectError(await call("POST", "/admin/accounts/acme/credits", { body }), 400, code, param);
+    expect((await store.getAccountByName("acme"))?.balanceNano).toBe(1_000_000_000n);
+  });
+});
+
+describe("admin API keys", () => {
+  it("creates a key shown once, lists it without its secret, and revokes it", async () => {
+    await call("POST", "/admin/accounts", { body: { name: "acme", balance: "1" } });
+    const created = await call("POST", "/admin/keys", {
+      body: {
+        account: "acme",
+        name: "ci",
+        models: ["m1", "m2"],
+        rpm: 60,
+        tpm: null,
+        expires_at: "2030-01-01",
+      },
+    });
+    expect(created.status).toBe(201);
+    const key = created.json() as Record<string, unknown> & { key: string; public_id: string };
+    const account = await store.getAccountByName("acme");
+    expect(parseApiKey(key.key)?.publicId).toBe(key.public_id);
+    expect(key).toEqual({
+      key: key.key,
+      public_id: key.public_id,
+      account_id: account?.id,
+      account: "acme",
+      role: "user",
+      name: "ci",
+      models: ["m1", "m2"],
+      rpm: 60,
+      tpm: null,
+      expires_at: "2030-01-01T00:00:00.000Z",
+      revoked_at: null,
+      created_at: NOW.toISOString(),
+    });
+
+    const listed = await call("GET", "/admin/keys?account=acme");
+    expect(listed.status).toBe(200);
+    const { key: _secret, ...shown } = key;
+    expect(listed.json()).toEqual({ object: "list", data: [shown] });
+    expect(listed.text).not.toContain(key.key.slice(-43));
+    expect((await call("GET", "/admin/keys")).json()).toMatchObject({
+      data: expect.arrayContaining([shown]),
+    });
+
+    // The key works until it is revoked; then it is refused at once here.
+    const revoke = await call("POST", `/admin/keys/${key.public_id}/revoke`);
+    expect(revoke.status).toBe(200);
+    expect(revoke.json()).toEqual({ ...shown, revoked_at: NOW.toISOString(), already_revoked: false });
+    expect(revoked).toEqual([key.public_id]);
+    const again = await call("POST", `/admin/keys/${key.public_id}/revoke`);
+    expect(again.json()).toMatchObject({ already_revoked: true });
+  });
+
+  it("makes a key with every model and no limits by default", async () => {
+    const created = await call("POST", "/admin/keys", { body: { account: "staff" } });
+    expect(created.status).toBe(201);
+    expect(created.json()).toMatchObject({ name: "", models: null, rpm: null, tpm: null, expires_at: null });
+  });
+
+  it("stops a revoked admin key at once", async () => {
+    const other = await createKey(store, { role: "admin", accountId: undefined });
+    expect((await call("GET", "/admin/accounts", { key: other.key })).status).toBe(200);
+    await call("POST", `/admin/keys/${other.record.publicId}/revoke`);
+    await expectError(await call("GET", "/admin/accounts", { key: other.key }), 401, "invalid_api_key", null);
+  });
+
+  it.each([
+    ["an unknown account", { account: "nobody" }, 404, "not_found", "account"],
+    ["a missing account", { name: "x" }, 400, "missing_required_parameter", "account"],
+    ["an rpm of 0", { account: "staff", rpm: 0 }, 400, "invalid_value", "rpm"],
+    ["a fractional tpm", { account: "staff", tpm: 1.5 }, 400, "invalid_type", "tpm"],
+    ["an rpm as a string", { account: "staff", rpm: "60" }, 400, "invalid_type", "rpm"],
+    ["an empty model list", { account: "staff", models: [] }, 400, "invalid_value", "models"],
+    ["a blank model", { account: "staff", models: [" "] }, 400, "invalid_value", "models"],
+    ["a past expiry", { account: "staff", expires_at: "2020-01-01" }, 400, "invalid_value", "expires_at"],
+    ["a bad expiry", { account: "staff", expires_at: "soon" }, 400, "invalid_value", "expires_at"],
+    ["an unknown field", { account: "staff", role: "admin" }, 400, "invalid_value", "role"],
+  ])("refuses a key with %s", async (_case, body, status, code, param) => {
+    const before = (await store.listApiKeys()).length;
+    await expectError(await call("POST", "/admin/keys", { body }), status, code, param);
+    expect(await store.listApiKeys()).toHaveLength(before);
+  });
+
+  it("refuses to revoke an unknown key or one named by anything but its public id", async () => {
+    await expectError(await call("POST", "/admin/keys/zzzzzzzzzzzz/revoke"), 404, "not_found", "key");
+    await expectError(await call("POST", `/admin/keys/${userKey}/revoke`), 400, "invalid_value", "id");
+    expect(revoked).toEqual([]);
+  });
+
+  it("answers 404 for the keys of an unknown account", async () => {
+    await expectError(await call("GET", "/admin/keys?account=nobody"), 404, "not_found", "account");
+  });
+});
+
+describe("admin API usage", () => {
+  const staffId = "00000000-0000-4000-8000-000000000001";
+
+  beforeEach(async () => {
+    await store.credit({
+      id: "c1",
+      accountId: staffId,
+      amountNano: 10_000_000_000n,
+      note: undefined,
+      createdAt: NOW,
+    });
+    const first = makeReservation({ accountId: staffId, amountNano: 1_000_000_000n, model: "small" });
+    await store.reserve(first);
+    await store.settle(
+      makeSettlement(first, 250_000_000n, {
+        requestId: "req,1",
+        createdAt: new Date("2025-06-01T10:00:00.000Z"),
+      }),
+    );
+    await store.insertUsage(
+      makeUsage({
+        accountId: staffId,
+        model: "large",
+        requestId: "req_2",
+        errorCode: "rate_limit_exceeded",
+        finishReason: undefined,
+        createdAt: new Date("2025-06-02T10:00:00.000Z"),
+      }),
+    );
+  });
+
+  it("lists rows as JSON", async () => {
+    const response = await call("GET", "/admin/usage?account=staff");
+    expect(response.status).toBe(200);
+    expect(response.json()).toEqual({
+      object: "list",
+      data: [
+        {
+          request_id: "req,1",
+          account: "staff",
+          key: "keytest00001",
+          model: "small",
+          prompt_tokens: 10,
+          completion_tokens: 5,
+          cost: "0.25",
+          finish_reason: "stop",
+          error_code: null,
+          estimated: false,
+          created: "2025-06-01T10:00:00.000Z",
+        },
+        expect.objectContaining({ request_id: "req_2", cost: "0", error_code: "rate_limit_exceeded" }),
+      ],
+    });
+  });
+
+  it("filters and groups", async () => {
+    expect((await call("GET", "/admin/usage?model=large&since=2025-06-02")).json()).toMatchObject({
+      data: [{ request_id: "req_2" }],
+    });
+    expect((await call("GET", "/admin/usage?until=2025-06-02T00:00:00Z")).json()).toMatchObject({
+      data: [{ request_id: "req,1" }],
+    });
+    expect((await call("GET", "/admin/usage?group_by=day")).json()).toEqual({
+      object: "list",
+      group_by: "day",
+      data: [
+        { day: "2025-06-01", requests: 1, prompt_tokens: 10, completion_tokens: 5, cost: "0.25" },
+        { day: "2025-06-02", requests: 1, prompt_tokens: 10, completion_tokens: 5, cost: "0" },
+      ],
+    });
+  });
+
+  it("answers CSV as text/csv with a header and quoted cells", async () => {
+    const response = await call("GET", "/admin/usage?format=csv");
+    expect(response.status).toBe(200);
+    expect(response.headers["content-type"]).toBe("text/csv; charset=utf-8");
+    expect(response.text).toBe(
+      [
+        "request_id,account,key,model,prompt_tokens,completion_tokens,cost,finish_reason,error_code,estimated,created",
+        '"req,1",staff,keytest00001,small,10,5,0.25,stop,,false,2025-06-01T10:00:00.000Z',
+        "req_2,staff,keytest00001,large,10,5,0,,rate_limit_exceeded,false,2025-06-02T10:00:00.000Z",
+        "",
+      ].join("\r\n"),
+    );
+    const grouped = await call("GET", "/admin/usage?format=csv&group_by=model");
+    expect(grouped.text).toBe(
+      ["model,requests,prompt_tokens,completion_tokens,cost", "large,1,10,5,0", "small,1,10,5,0.25", ""].join(
+        "\r\n",
+      ),
+    );
+  });
+
+  it.each([
+    ["an unknown grouping", "group_by=week", 400, "invalid_value", "group_by"],
+    ["an unknown format", "format=xml", 400, "invalid_value", "format"],
+    ["a bad since", "since=yesterday", 400, "invalid_value", "since"],
+    ["an unknown account", "account=nobody", 404, "not_found", "account"],
+    ["an unknown key", "key=zzzzzzzzzzzz", 404, "not_found", "key"],
+  ])("refuses %s", async (_case, query, status, code, param) => {
+    await expectError(await call("GET", `/admin/usage?${query}`), status, code, param);
+  });
+});

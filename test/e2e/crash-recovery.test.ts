@@ -1,0 +1,116 @@
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { openStore } from "../../src/store/open-store.ts";
+import { getTestModelPath } from "../support/test-model.ts";
+
+const cli = join(import.meta.dirname, "../../src/cli.ts");
+let folder: string;
+let configFile: string;
+let port: number;
+
+async function freePort(): Promise<number> {
+  const probe = createServer();
+  await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
+  const address = probe.address();
+  await new Promise((resolve) => probe.close(resolve));
+  if (typeof address !== "object" || address === null) throw new Error("no port");
+  return address.port;
+}
+
+/** Starts `tollgate serve` as its own process and waits until it answers. */
+async function startProcess(): Promise<{ child: ChildProcess; output: () => string }> {
+  const child = spawn(process.execPath, [cli, "serve", "--config", configFile], {
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, TOLLGATE_CONFIG: undefined },
+  });
+  let output = "";
+  child.stdout?.on("data", (data: Buffer) => {
+    output += data.toString();
+  });
+  child.stderr?.on("data", (data: Buffer) => {
+    output += data.toString();
+  });
+  for (let attempt = 0; attempt < 200; attempt++) {
+    if (output.includes("listening on")) return { child, output: () => output };
+    if (child.exitCode !== null) throw new Error(`server exited: ${output}`);
+    await sleep(50);
+  }
+  child.kill("SIGKILL");
+  throw new Error(`server did not start: ${output}`);
+}
+
+function runCli(...args: string[]) {
+  return spawnSync(process.execPath, [cli, ...args, "--config", configFile], { encoding: "utf8" });
+}
+
+beforeAll(async () => {
+  folder = mkdtempSync(join(tmpdir(), "tollgate-crash-"));
+  port = await freePort();
+  const model = await getTestModelPath({ endless: true, size: "small" });
+  configFile = join(folder, "tollgate.yaml");
+  writeFileSync(
+    configFile,
+    [
+      `server: { host: 127.0.0.1, port: ${port} }`,
+      "database: sqlite:./tollgate.db",
+      "models:",
+      "  - id: endless",
+      "    kind: chat",
+      '    pricing: { input_per_million: "1", output_per_million: "2" }',
+      "    context_length: 2048",
+      `    engine: { type: llama, model: "${model}", parallel: 1, threads: 1, gpu: false }`,
+      "",
+    ].join("\n"),
+  );
+});
+
+afterAll(() => {
+  rmSync(folder, { recursive: true, force: true });
+});
+
+describe("a crash mid-stream", () => {
+  it("leaves a reservation that the next start releases, and then audit passes", async () => {
+    expect(runCli("accounts", "create", "crash", "--balance", "5").status).toBe(0);
+    const created = runCli("keys", "create", "--account", "crash");
+    expect(created.status).toBe(0);
+    const key = created.stdout.split("\n").find((line) => line.startsWith("sk-tg-"))!;
+    expect(key).toMatch(/^sk-tg-/);
+
+    const first = await startProcess();
+    const response = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "endless", messages: [{ role: "user", content: "Go" }], stream: true }),
+    });
+    expect(response.status).toBe(200);
+    await response.body!.getReader().read();
+    first.child.kill("SIGKILL");
+    await new Promise((resolve) => first.child.once("exit", resolve));
+
+    const store = await openStore(`sqlite:${join(folder, "tollgate.db")}`);
+    try {
+      expect(await store.listReservations()).toHaveLength(1);
+      const before = runCli("audit");
+      expect(before.status).toBe(1);
+      expect(before.stdout + before.stderr).toMatch(/reservation/i);
+
+      const second = await startProcess();
+      second.child.kill("SIGTERM");
+      const exitCode = await new Promise((resolve) => second.child.once("exit", resolve));
+      expect(exitCode).toBe(0);
+      expect(await store.listReservations()).toEqual([]);
+      const account = await store.getAccountByName("crash");
+      expect(await store.getAccountMoney(account!.id)).toMatchObject({ reservedNano: 0n, spentNano: 0n });
+    } finally {
+      await store.close();
+    }
+    const after = runCli("audit");
+    expect(after.stdout + after.stderr).toMatch(/passed/i);
+    expect(after.status).toBe(0);
+  });
+});

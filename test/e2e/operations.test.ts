@@ -1,0 +1,121 @@
+import { PassThrough } from "node:stream";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestServer, type TestServer, TINY_MODEL } from "../support/test-server.ts";
+
+let server: TestServer;
+const logLines: Record<string, unknown>[] = [];
+
+beforeAll(async () => {
+  const destination = new PassThrough();
+  destination.on("data", (data: Buffer) => {
+    for (const line of data.toString().split("\n")) if (line.trim() !== "") logLines.push(JSON.parse(line));
+  });
+  server = await startTestServer({ logDestination: destination, metricsKey: "metrics-secret" });
+});
+
+afterAll(async () => {
+  await server?.close();
+});
+
+const secretPrompt = "my very secret prompt text";
+
+async function chat(body: Record<string, unknown> = {}) {
+  const response = await fetch(`${server.baseUrl}/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${server.starterKey}`, "content-type": "application/json" },
+    body: JSON.stringify({
+      model: TINY_MODEL,
+      messages: [{ role: "user", content: secretPrompt }],
+      max_tokens: 4,
+      ...body,
+    }),
+  });
+  await response.arrayBuffer();
+  return response;
+}
+
+describe("health, readiness and the API description", () => {
+  it("answers /health and /ready without a key", async () => {
+    expect((await fetch(`${server.origin}/health`)).status).toBe(200);
+    // Not ready while the model loads (503), ready once it has.
+    let ready = await fetch(`${server.origin}/ready`);
+    for (let attempt = 0; attempt < 100 && ready.status === 503; attempt++) {
+      const body = (await ready.json()) as { reasons: string[] };
+      expect(body.reasons).toEqual([`model '${TINY_MODEL}' is loading`]);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      ready = await fetch(`${server.origin}/ready`);
+    }
+    expect(ready.status).toBe(200);
+    expect(await ready.json()).toEqual({ status: "ready", reasons: [] });
+  });
+
+  it("serves /openapi.json without a key", async () => {
+    const response = await fetch(`${server.origin}/openapi.json`);
+    expect(response.status).toBe(200);
+    const document = (await response.json()) as { openapi: string; paths: Record<string, unknown> };
+    expect(document.openapi).toBe("3.1.0");
+    expect(Object.keys(document.paths)).toContain("/v1/chat/completions");
+  });
+});
+
+describe("metrics", () => {
+  it("needs the metrics key when one is configured", async () => {
+    expect((await fetch(`${server.origin}/metrics`)).status).toBe(401);
+    expect(
+      (await fetch(`${server.origin}/metrics`, { headers: { authorization: `Bearer ${server.starterKey}` } }))
+        .status,
+    ).toBe(401);
+  });
+
+  it("counts requests by route, model and status, tokens, cost and time to first token", async () => {
+    await chat();
+    await chat({ stream: true });
+    await chat({ model: "no-such-model" });
+    const response = await fetch(`${server.origin}/metrics`, {
+      headers: { authorization: "Bearer metrics-secret" },
+    });
+    expect(response.status).toBe(200);
+    const text = await response.text();
+    expect(text).toMatch(
+      /tollgate_requests_total\{route="\/v1\/chat\/completions",model="tiny",status="200"\} 2/,
+    );
+    // An unknown model never becomes a label value.
+    expect(text).toMatch(
+      /tollgate_requests_total\{route="\/v1\/chat\/completions",model="",status="404"\} 1/,
+    );
+    expect(text).not.toContain("no-such-model");
+    expect(text).toMatch(/tollgate_tokens_total\{model="tiny",direction="completion"\} [1-9]/);
+    expect(text).toMatch(/tollgate_time_to_first_token_seconds_count\{model="tiny"\} 2/);
+    expect(text).toMatch(/tollgate_gateway_overhead_seconds_count\{route="\/v1\/chat\/completions"\} 2/);
+    expect(text).toMatch(/tollgate_cost_total\{model="tiny"\} \d/);
+    expect(text).toContain("tollgate_requests_in_flight");
+  });
+});
+
+describe("logs", () => {
+  it("writes one JSON line per request with the key's public id, and never the prompt or a secret", async () => {
+    const before = logLines.length;
+    const response = await chat({ user: "someone" });
+    const requestId = response.headers.get("x-request-id");
+    // The line is written when the response finishes; give the stream a moment to flush.
+    for (let attempt = 0; attempt < 50 && !logLines.some((line) => line.reqId === requestId); attempt++) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    const lines = logLines.slice(before).filter((line) => line.reqId === requestId);
+    expect(lines).toHaveLength(1);
+    const publicId = server.starterKey.split("-")[2];
+    expect(lines[0]).toMatchObject({
+      msg: "request",
+      route: "/v1/chat/completions",
+      status: 200,
+      key: publicId,
+      model: TINY_MODEL,
+    });
+    expect(typeof lines[0]?.completionTokens).toBe("number");
+    expect(typeof lines[0]?.cost).toBe("string");
+    const everything = JSON.stringify(logLines);
+    expect(everything).not.toContain(secretPrompt);
+    expect(everything).not.toContain(server.starterKey.split("-")[3]);
+    expect(everything).not.toContain(server.adminKey.split("-")[3]);
+  });
+});

@@ -1,0 +1,255 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import OpenAI from "openai";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import type { CatalogModel } from "../../src/catalog/catalog.ts";
+import {
+  answerError,
+  chunk,
+  findClosedPort,
+  type MockUpstream,
+  startMockUpstream,
+  streamText,
+  textEvents,
+  writeEvents,
+} from "../engine/openai/mock-upstream.ts";
+import { startTestServer, type TestServer } from "../support/test-server.ts";
+
+/** The catalogue id clients use; the upstream knows the model by another name. */
+const REMOTE = "acme/remote:v1";
+const REMOTE_UPSTREAM_NAME = "upstream-gpt";
+const DOWN = "remote-down";
+const UPSTREAM_KEY = "sk-upstream-secret-abcdef";
+
+let upstream: MockUpstream;
+let server: TestServer;
+let client: OpenAI;
+
+function remoteModel(id: string, baseUrl: string): CatalogModel {
+  return {
+    id,
+    kind: "chat",
+    ownedBy: "acme",
+    pricing: { kind: "chat", inputPerMillion: "1.00", outputPerMillion: "2.00" },
+    contextLength: 8192,
+    created: 1_700_000_100,
+    engine: {
+      type: "openai",
+      endpoints: [{ baseUrl, apiKey: UPSTREAM_KEY }],
+      model: REMOTE_UPSTREAM_NAME,
+      fallbacks: [],
+    },
+  };
+}
+
+beforeAll(async () => {
+  upstream = await startMockUpstream();
+  const closedPort = await findClosedPort();
+  server = await startTestServer({
+    extraModels: [
+      remoteModel(REMOTE, upstream.baseUrl),
+      remoteModel(DOWN, `http://127.0.0.1:${closedPort}/v1`),
+    ],
+  });
+  client = new OpenAI({ baseURL: server.baseUrl, apiKey: server.starterKey, maxRetries: 0 });
+});
+
+afterAll(async () => {
+  await server?.close();
+  await upstream?.close();
+});
+
+beforeEach(() => {
+  upstream.requests.length = 0;
+  upstream.handle(streamText(["Hello", " from", " upstream"], { usage: [17, 3] }));
+});
+
+const messages: OpenAI.Chat.ChatCompletionMessageParam[] = [{ role: "user", content: "Hi there" }];
+
+async function postRaw(body: Record<string, unknown>) {
+  return fetch(`${server.baseUrl}/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${server.starterKey}`, "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+}
+
+describe("a model routed upstream, through the openai SDK", () => {
+  it("lists the model as available", async () => {
+    const model = await client.models.retrieve(REMOTE);
+    expect(model).toMatchObject({ id: REMOTE, owned_by: "acme", status: "available", context_length: 8192 });
+  });
+
+  it("answers a plain request with the catalogue id and the upstream's usage", async () => {
+    const completion = await client.chat.completions.create({ model: REMOTE, messages, max_tokens: 20 });
+    expect(completion.model).toBe(REMOTE);
+    expect(completion.id).toMatch(/^chatcmpl-/);
+    expect(completion.choices[0]?.message.content).toBe("Hello from upstream");
+    expect(completion.choices[0]?.finish_reason).toBe("stop");
+    expect(completion.usage).toEqual({ prompt_tokens: 17, completion_tokens: 3, total_tokens: 20 });
+    const [received] = upstream.requests;
+    expect(received?.headers.authorization).toBe(`Bearer ${UPSTREAM_KEY}`);
+    expect(received?.body).toMatchObject({
+      model: REMOTE_UPSTREAM_NAME,
+      stream: true,
+      stream_options: { include_usage: true },
+      max_tokens: 20,
+      messages: [{ role: "user", content: "Hi there" }],
+    });
+  });
+
+  it("streams chunks with the usage chunk last", async () => {
+    const stream = await client.chat.completions.create({
+      model: REMOTE,
+      messages,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    let text = "";
+    const finishReasons: (string | null | undefined)[] = [];
+    let usage: OpenAI.CompletionUsage | null | undefined;
+    for await (const event of stream) {
+      expect(event.model).toBe(REMOTE);
+      text += event.choices[0]?.delta.content ?? "";
+      if (event.choices[0]?.finish_reason) finishReasons.push(event.choices[0].finish_reason);
+      if (event.usage) usage = event.usage;
+    }
+    expect(text).toBe("Hello from upstream");
+    expect(finishReasons).toEqual(["stop"]);
+    expect(usage).toEqual({ prompt_tokens: 17, completion_tokens: 3, total_tokens: 20 });
+  });
+
+  it("returns tool calls, plain and streamed", async () => {
+    upstream.handle((_request, response) =>
+      writeEvents(response, [
+        chunk({ role: "assistant", content: null }),
+        chunk({
+          tool_calls: [
+            { index: 0, id: "call_w", type: "function", function: { name: "get_weather", arguments: "" } },
+          ],
+        }),
+        chunk({ tool_calls: [{ index: 0, function: { arguments: '{"city":' } }] }),
+        chunk({ tool_calls: [{ index: 0, function: { arguments: '"Oslo"}' } }] }),
+        chunk({}, "stop"),
+      ]),
+    );
+    const tools: OpenAI.Chat.ChatCompletionTool[] = [
+      {
+        type: "function",
+        function: {
+          name: "get_weather",
+          parameters: { type: "object", properties: { city: { type: "string" } } },
+        },
+      },
+    ];
+    const toolChoice = { type: "function", function: { name: "get_weather" } } as const;
+    const completion = await client.chat.completions.create({
+      model: REMOTE,
+      messages,
+      tools,
+      tool_choice: toolChoice,
+    });
+    expect(completion.choices[0]?.finish_reason).toBe("tool_calls");
+    expect(completion.choices[0]?.message.tool_calls).toEqual([
+      { id: "call_w", type: "function", function: { name: "get_weather", arguments: '{"city":"Oslo"}' } },
+    ]);
+    // No usage came from the upstream: Tollgate estimated it.
+    expect(completion.usage?.prompt_tokens).toBeGreaterThan(0);
+    expect(completion.usage?.completion_tokens).toBeGreaterThan(0);
+    expect(upstream.requests[0]?.body).toMatchObject({ tool_choice: toolChoice, tools });
+
+    const stream = client.chat.completions.stream({
+      model: REMOTE,
+      messages,
+      tools,
+      tool_choice: toolChoice,
+    });
+    const final = await stream.finalChatCompletion();
+    expect(final.choices[0]?.message.tool_calls?.[0]).toMatchObject({
+      id: "call_w",
+      function: { name: "get_weather", arguments: '{"city":"Oslo"}' },
+    });
+    expect(final.choices[0]?.finish_reason).toBe("tool_calls");
+  });
+});
+
+describe("upstream failures as the client sees them", () => {
+  it("turns an upstream 401 into 503 upstream_unavailable, never the client's 401", async () => {
+    upstream.handle(answerError(401, { error: { message: `Incorrect API key provided: ${UPSTREAM_KEY}` } }));
+    const response = await postRaw({ model: REMOTE, messages });
+    expect(response.status).toBe(503);
+    expect(response.headers.get("retry-after")).toBeTruthy();
+    const text = await response.text();
+    expect(text).not.toContain(UPSTREAM_KEY);
+    expect(text).not.toContain("127.0.0.1");
+    expect(JSON.parse(text)).toEqual({
+      error: {
+        message: expect.stringContaining("refused Tollgate's credentials"),
+        type: "server_error",
+        param: null,
+        code: "upstream_unavailable",
+      },
+    });
+  });
+
+  it("passes an upstream 400 on as a 400 with the upstream's reason", async () => {
+    upstream.handle(
+      answerError(400, { error: { message: "Unsupported parameter: 'seed'.", param: "seed" } }),
+    );
+    const response = await postRaw({ model: REMOTE, messages, seed: 1 });
+    expect(response.status).toBe(400);
+    expect(await response.json()).toEqual({
+      error: {
+        message: expect.stringContaining("Unsupported parameter: 'seed'."),
+        type: "invalid_request_error",
+        param: "seed",
+        code: "invalid_value",
+      },
+    });
+  });
+
+  it("answers 503 with retry-after when the upstream cannot be reached", async () => {
+    const response = await postRaw({ model: DOWN, messages });
+    expect(response.status).toBe(503);
+    expect(response.headers.get("retry-after")).toBeTruthy();
+    const body = (await response.json()) as { error: { code: string; message: string } };
+    expect(body.error.code).toBe("upstream_unavailable");
+    expect(body.error.message).toContain("refused the connection");
+  });
+
+  it("ends a stream that the upstream cuts with an error event and [DONE]", async () => {
+    upstream.handle(async (_request, response) => {
+      await writeEvents(response, [chunk({ content: "Partial" })], { done: false, end: false });
+      setTimeout(() => response.socket?.destroy(), 20);
+    });
+    const response = await postRaw({ model: REMOTE, messages, stream: true });
+    expect(response.status).toBe(200);
+    const text = await response.text();
+    const events = text.split("\n\n").filter((event) => event !== "");
+    expect(events.at(-1)).toBe("data: [DONE]");
+    const error = JSON.parse(events.at(-2)?.slice("data: ".length) ?? "{}") as { error: { code: string } };
+    expect(error.error.code).toBe("upstream_unavailable");
+    expect(text).toContain('"content":"Partial"');
+  });
+
+  it("aborts the upstream request when the client disconnects", async () => {
+    upstream.handle((_request, response) =>
+      writeEvents(response, textEvents(Array.from({ length: 500 }, () => " tick")), { delayMs: 10 }),
+    );
+    const controller = new AbortController();
+    const response = await fetch(`${server.baseUrl}/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${server.starterKey}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: REMOTE, messages, stream: true }),
+      signal: controller.signal,
+    });
+    const reader = response.body!.getReader();
+    await reader.read();
+    await reader.read();
+    controller.abort();
+    const closedEarly = await Promise.race([
+      upstream.requests[0]!.closedEarly,
+      sleep(3_000).then(() => "timeout"),
+    ]);
+    expect(closedEarly).toBe(true);
+  });
+});

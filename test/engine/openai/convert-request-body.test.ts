@@ -1,0 +1,126 @@
+import { describe, expect, it } from "vitest";
+import type { ChatRequest } from "../../../src/engine/engine.ts";
+import { convertRequestBody } from "../../../src/engine/openai/convert-request-body.ts";
+
+function request(overrides: Partial<ChatRequest> = {}): ChatRequest {
+  return {
+    messages: [{ role: "user", content: "Hi" }],
+    maxTokens: undefined,
+    temperature: 1,
+    topP: 1,
+    frequencyPenalty: 0,
+    presencePenalty: 0,
+    stop: [],
+    seed: undefined,
+    tools: [],
+    toolChoice: { type: "auto" },
+    responseFormat: { type: "text" },
+    ...overrides,
+  };
+}
+
+describe("convertRequestBody", () => {
+  it("sends the upstream model name, always streamed with usage, and leaves defaults out", () => {
+    expect(convertRequestBody({ request: request(), model: "gpt-4o-mini" })).toEqual({
+      model: "gpt-4o-mini",
+      messages: [{ role: "user", content: "Hi" }],
+      stream: true,
+      stream_options: { include_usage: true },
+      temperature: 1,
+      top_p: 1,
+    });
+  });
+
+  it("converts every message role, with tool calls and their results", () => {
+    const body = convertRequestBody({
+      model: "m",
+      request: request({
+        messages: [
+          { role: "system", content: "Be brief." },
+          { role: "user", content: "Weather?" },
+          {
+            role: "assistant",
+            content: null,
+            toolCalls: [{ id: "call_1", name: "get_weather", arguments: '{"city":"Oslo"}' }],
+          },
+          { role: "tool", content: '{"temp":3}', toolCallId: "call_1" },
+          { role: "assistant", content: "3 degrees." },
+        ],
+      }),
+    });
+    expect(body.messages).toEqual([
+      { role: "system", content: "Be brief." },
+      { role: "user", content: "Weather?" },
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [
+          { id: "call_1", type: "function", function: { name: "get_weather", arguments: '{"city":"Oslo"}' } },
+        ],
+      },
+      { role: "tool", content: '{"temp":3}', tool_call_id: "call_1" },
+      { role: "assistant", content: "3 degrees." },
+    ]);
+  });
+
+  it("passes sampling, stop, seed, max_tokens, tools, a named tool choice and a JSON schema format", () => {
+    const body = convertRequestBody({
+      model: "m",
+      request: request({
+        maxTokens: 64,
+        temperature: 0.2,
+        topP: 0.9,
+        frequencyPenalty: 0.5,
+        presencePenalty: -0.5,
+        stop: ["END", "\n\n"],
+        seed: 42,
+        tools: [
+          { name: "f", description: "does f", parameters: { type: "object", properties: {} }, strict: true },
+          { name: "g" },
+        ],
+        toolChoice: { type: "function", name: "f" },
+        responseFormat: { type: "json_schema", name: "answer", schema: { type: "object" }, strict: true },
+      }),
+    });
+    expect(body).toMatchObject({
+      max_tokens: 64,
+      temperature: 0.2,
+      top_p: 0.9,
+      frequency_penalty: 0.5,
+      presence_penalty: -0.5,
+      stop: ["END", "\n\n"],
+      seed: 42,
+      tools: [
+        {
+          type: "function",
+          function: {
+            name: "f",
+            description: "does f",
+            parameters: { type: "object", properties: {} },
+            strict: true,
+          },
+        },
+        { type: "function", function: { name: "g" } },
+      ],
+      tool_choice: { type: "function", function: { name: "f" } },
+      response_format: {
+        type: "json_schema",
+        json_schema: { name: "answer", schema: { type: "object" }, strict: true },
+      },
+    });
+  });
+
+  it("sends tool_choice only with tools, and json_object as it is", () => {
+    const withoutTools = convertRequestBody({
+      model: "m",
+      request: request({ toolChoice: { type: "none" }, responseFormat: { type: "json_object" } }),
+    });
+    expect(withoutTools.tool_choice).toBeUndefined();
+    expect(withoutTools.response_format).toEqual({ type: "json_object" });
+    const required = convertRequestBody({
+      model: "m",
+      request: request({ tools: [{ name: "f" }], toolChoice: { type: "required" } }),
+    });
+    expect(required.tool_choice).toBe("required");
+  });
+});

@@ -1,0 +1,118 @@
+import { describe, expect, it } from "vitest";
+import type { StreamPart } from "../../../src/engine/engine.ts";
+import { createChunkMapper } from "../../../src/engine/openai/create-chunk-mapper.ts";
+import { chunk, usageChunk } from "./mock-upstream.ts";
+
+function toolDelta(call: Record<string, unknown>) {
+  return chunk({ tool_calls: [call] });
+}
+
+function readAll(chunks: readonly unknown[]) {
+  const mapper = createChunkMapper();
+  const parts: StreamPart[] = [];
+  for (const value of chunks) mapper.read(value, parts);
+  mapper.flush(parts);
+  return { mapper, parts };
+}
+
+describe("createChunkMapper", () => {
+  it("passes text through and keeps the finish reason and usage", () => {
+    const { mapper, parts } = readAll([
+      chunk({ role: "assistant", content: "" }),
+      chunk({ content: "Hel" }),
+      chunk({ content: "lo" }),
+      chunk({}, "stop"),
+      usageChunk(9, 2),
+    ]);
+    expect(parts).toEqual([
+      { type: "text-delta", text: "Hel" },
+      { type: "text-delta", text: "lo" },
+    ]);
+    expect(mapper.rawFinishReason).toBe("stop");
+    expect(mapper.reportedUsage).toEqual({ promptTokens: 9, completionTokens: 2 });
+    expect(mapper.calledTools).toBe(false);
+  });
+
+  it("re-assembles OpenAI's streamed tool calls: id and name first, then argument fragments", () => {
+    const { parts, mapper } = readAll([
+      toolDelta({ index: 0, id: "call_a", type: "function", function: { name: "f", arguments: "" } }),
+      toolDelta({ index: 0, function: { arguments: '{"x"' } }),
+      toolDelta({ index: 0, function: { arguments: ":1}" } }),
+      toolDelta({ index: 1, id: "call_b", type: "function", function: { name: "g", arguments: "{}" } }),
+      chunk({}, "tool_calls"),
+    ]);
+    expect(parts).toEqual([
+      { type: "tool-call-delta", index: 0, id: "call_a", name: "f", argumentsDelta: "" },
+      { type: "tool-call-delta", index: 0, argumentsDelta: '{"x"' },
+      { type: "tool-call-delta", index: 0, argumentsDelta: ":1}" },
+      { type: "tool-call-delta", index: 1, id: "call_b", name: "g", argumentsDelta: "{}" },
+    ]);
+    expect(mapper.calledTools).toBe(true);
+  });
+
+  it("holds back fragments that come before the name, and makes up a missing id", () => {
+    const { parts } = readAll([
+      toolDelta({ index: 0, function: { arguments: '{"x":' } }),
+      toolDelta({ index: 0, function: { name: "f", arguments: "1}" } }),
+    ]);
+    expect(parts).toEqual([
+      {
+        type: "tool-call-delta",
+        index: 0,
+        id: expect.stringMatching(/^call_[A-Za-z0-9]{24}$/),
+        name: "f",
+        argumentsDelta: '{"x":1}',
+      },
+    ]);
+  });
+
+  it("reads whole calls sent one after another at index 0 as separate calls", () => {
+    const { parts } = readAll([
+      toolDelta({ index: 0, id: "call_a", function: { name: "f", arguments: "{}" } }),
+      toolDelta({ index: 0, id: "call_b", function: { name: "g", arguments: '{"y":2}' } }),
+    ]);
+    expect(parts).toEqual([
+      { type: "tool-call-delta", index: 0, id: "call_a", name: "f", argumentsDelta: "{}" },
+      { type: "tool-call-delta", index: 1, id: "call_b", name: "g", argumentsDelta: '{"y":2}' },
+    ]);
+  });
+
+  it("continues the last call when an upstream leaves out the index", () => {
+    const { parts } = readAll([
+      toolDelta({ id: "call_a", function: { name: "f", arguments: '{"a"' } }),
+      toolDelta({ function: { arguments: ":1}" } }),
+    ]);
+    expect(parts).toEqual([
+      { type: "tool-call-delta", index: 0, id: "call_a", name: "f", argumentsDelta: '{"a"' },
+      { type: "tool-call-delta", index: 0, argumentsDelta: ":1}" },
+    ]);
+  });
+
+  it("returns the upstream's error for error events", () => {
+    const mapper = createChunkMapper();
+    const parts: StreamPart[] = [];
+    expect(mapper.read({ error: { message: "overloaded", type: "server_error" } }, parts)?.message).toBe(
+      "overloaded",
+    );
+    expect(mapper.read({ message: "bad" }, parts, "error")?.message).toBe("bad");
+    expect(parts).toEqual([]);
+  });
+
+  it("ignores choices other than the first, and chunks that are not objects", () => {
+    const { parts } = readAll([
+      { choices: [{ index: 1, delta: { content: "other" } }] },
+      "nonsense",
+      { choices: [{ index: 0, delta: null }] },
+    ]);
+    expect(parts).toEqual([]);
+  });
+
+  it("estimates completion tokens from the text and the calls", () => {
+    const { mapper } = readAll([
+      chunk({ content: "The quick brown fox jumps over the lazy dog." }),
+      toolDelta({ index: 0, id: "call_a", function: { name: "get_weather", arguments: '{"city":"Oslo"}' } }),
+    ]);
+    expect(mapper.estimateCompletionTokens()).toBeGreaterThanOrEqual(15);
+    expect(mapper.estimateCompletionTokens()).toBeLessThanOrEqual(25);
+  });
+});

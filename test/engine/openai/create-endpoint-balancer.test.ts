@@ -1,0 +1,65 @@
+import { describe, expect, it } from "vitest";
+import { createEndpointBalancer } from "../../../src/engine/openai/create-endpoint-balancer.ts";
+
+function setUp(endpoints = ["a", "b", "c"]) {
+  let time = 0;
+  const balancer = createEndpointBalancer({
+    endpoints,
+    failureThreshold: 2,
+    cooldownMs: 1000,
+    maxCooldownMs: 3000,
+    now: () => time,
+  });
+  return { balancer, advance: (milliseconds: number) => (time += milliseconds) };
+}
+
+const fault = { endpointFault: true, retryAfterMs: undefined };
+
+describe("createEndpointBalancer", () => {
+  it("goes round-robin over the endpoints", () => {
+    const { balancer } = setUp();
+    expect([1, 2, 3, 4, 5].map(() => balancer.pick())).toEqual(["a", "b", "c", "a", "b"]);
+  });
+
+  it("skips excluded endpoints", () => {
+    const { balancer } = setUp();
+    expect(balancer.pick(new Set(["a", "b"]))).toBe("c");
+    expect(balancer.pick(new Set(["a", "b", "c"]))).toBeUndefined();
+  });
+
+  it("cools an endpoint down after failures in a row, doubling up to the maximum", () => {
+    const { balancer, advance } = setUp(["a", "b"]);
+    balancer.reportFailure("a", fault);
+    expect([balancer.pick(), balancer.pick()]).toEqual(["a", "b"]);
+    balancer.reportFailure("a", fault);
+    expect([balancer.pick(), balancer.pick()]).toEqual(["b", "b"]);
+    expect(balancer.waitForEndpoint(new Set(["b"]))).toBe(1000);
+    advance(1000);
+    expect(balancer.pick(new Set(["b"]))).toBe("a");
+    balancer.reportFailure("a", fault);
+    expect(balancer.waitForEndpoint(new Set(["b"]))).toBe(2000);
+    advance(2000);
+    balancer.reportFailure("a", fault);
+    balancer.reportFailure("a", fault);
+    expect(balancer.waitForEndpoint(new Set(["b"]))).toBe(3000);
+  });
+
+  it("clears the failure count on success", () => {
+    const { balancer } = setUp(["a"]);
+    balancer.reportFailure("a", fault);
+    balancer.reportSuccess("a");
+    balancer.reportFailure("a", fault);
+    expect(balancer.pick()).toBe("a");
+  });
+
+  it("keeps an endpoint out for its retry-after without counting a fault", () => {
+    const { balancer, advance } = setUp(["a"]);
+    balancer.reportFailure("a", { endpointFault: false, retryAfterMs: 500 });
+    expect(balancer.pick()).toBeUndefined();
+    expect(balancer.allCoolingDown()).toBe(true);
+    expect(balancer.waitForEndpoint()).toBe(500);
+    advance(500);
+    expect(balancer.pick()).toBe("a");
+    expect(balancer.allCoolingDown()).toBe(false);
+  });
+});

@@ -1,0 +1,17 @@
+import { describe, expect, it } from "vitest";
+import { describeTransportError } from "../../../src/engine/openai/describe-transport-error.ts";
+
+describe("describeTransportError", () => {
+  it.each([
+    [{ code: "ECONNREFUSED" }, "refused the connection"],
+    [{ code: "UND_ERR_CONNECT_TIMEOUT" }, "did not accept a connection in time"],
+    [{ code: "ENOTFOUND" }, "could not be found (its host name does not resolve)"],
+    [{ code: "UND_ERR_SOCKET" }, "closed the connection"],
+    [{ cause: { code: "ECONNRESET" } }, "closed the connection"],
+    [{ code: "ERR_TLS_CERT_ALTNAME_INVALID" }, "failed the TLS handshake"],
+    [new Error("boom"), "could not be reached"],
+    ["text", "could not be reached"],
+  ])("describes %j", (error, description) => {
+    expect(describeTransportError(error)).toBe(description);
+  });
+});

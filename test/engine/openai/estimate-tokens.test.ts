@@ -1,0 +1,88 @@
+import { describe, expect, it } from "vitest";
+import type { ChatRequest } from "../../../src/engine/engine.ts";
+import { estimatePromptTokens } from "../../../src/engine/openai/estimate-prompt-tokens.ts";
+import { estimateTextTokens } from "../../../src/engine/openai/estimate-tokens.ts";
+
+describe("estimateTextTokens", () => {
+  // Counts from OpenAI's o200k tokenizer, for the calibration these samples pin.
+  it.each([
+    ["The quick brown fox jumps over the lazy dog.", 10],
+    ["Tokenization splits text into smaller pieces called tokens.", 10],
+    ['{"name": "get_weather", "arguments": {"city": "Oslo", "days": 3}}', 21],
+    ["const total = items.reduce((sum, item) => sum + item.price, 0);", 18],
+    ["Москва — столица России.", 6],
+    ["北京是中华人民共和国的首都。", 8],
+  ])("estimates %j near its real count (%i)", (text, real) => {
+    const estimate = estimateTextTokens(text);
+    expect(estimate).toBeGreaterThanOrEqual(Math.floor(real * 0.75));
+    expect(estimate).toBeLessThanOrEqual(Math.ceil(real * 1.4));
+  });
+
+  it("counts nothing for nothing, and grows with the text", () => {
+    expect(estimateTextTokens("")).toBe(0);
+    expect(estimateTextTokens("word ".repeat(1000))).toBeGreaterThan(900);
+  });
+});
+
+describe("estimatePromptTokens", () => {
+  const base: ChatRequest = {
+    messages: [
+      { role: "system", content: "You are terse." },
+      { role: "user", content: "Hello there" },
+    ],
+    maxTokens: undefined,
+    temperature: 1,
+    topP: 1,
+    frequencyPenalty: 0,
+    presencePenalty: 0,
+    stop: [],
+    seed: undefined,
+    tools: [],
+    toolChoice: { type: "auto" },
+    responseFormat: { type: "text" },
+  };
+
+  it("adds template tokens per message and for the reply", () => {
+    // o200k with OpenAI's chat format counts 19 for this conversation.
+    expect(estimatePromptTokens(base)).toBeGreaterThanOrEqual(15);
+    expect(estimatePromptTokens(base)).toBeLessThanOrEqual(25);
+  });
+
+  it("counts tools, tool calls and a response schema", () => {
+    const plain = estimatePromptTokens(base);
+    const withTools = estimatePromptTokens({
+      ...base,
+      tools: [
+        { name: "get_weather", parameters: { type: "object", properties: { city: { type: "string" } } } },
+      ],
+    });
+    expect(withTools).toBeGreaterThan(plain + 10);
+    const withCall = estimatePromptTokens({
+      ...base,
+      messages: [
+        ...base.messages,
+        {
+          role: "assistant",
+          content: null,
+          toolCalls: [{ id: "c", name: "get_weather", arguments: '{"city":"Oslo"}' }],
+        },
+      ],
+    });
+    expect(withCall).toBeGreaterThan(plain + 8);
+  });
+});
+
+describe("estimateTextTokens on ASCII", () => {
+  it("counts ASCII text by character codes exactly as the general rules do", () => {
+    // A space and a non-ASCII letter at the end send the text down the general path, adding one token.
+    const samples = [
+      "The quick brown fox jumps over the lazy dog.",
+      '  indented\n\n\tcode();   // comment\r\n{ "a": [1, 22, 333, 4444] }',
+      "internationalization counterrevolutionaries 1234567890 !!!???...",
+      "\u0000control\u0007chars\u001f and ~`|\\ symbols",
+    ];
+    for (const sample of samples) {
+      expect(estimateTextTokens(`${sample} é`)).toBe(estimateTextTokens(sample) + 1);
+    }
+  });
+});

@@ -1,0 +1,25 @@
+import { describe, expect, it } from "vitest";
+import { mapFinishReason } from "../../../src/engine/openai/map-finish-reason.ts";
+
+describe("mapFinishReason", () => {
+  it.each([
+    ["stop", "stop"],
+    ["length", "length"],
+    ["tool_calls", "tool_calls"],
+    ["function_call", "tool_calls"],
+    ["content_filter", "content_filter"],
+    ["eos", "stop"],
+    ["end_turn", "stop"],
+    ["max_tokens", "length"],
+    ["tool_use", "tool_calls"],
+    ["something_new", "other"],
+    [undefined, "other"],
+  ] as const)("maps %s to %s", (raw, unified) => {
+    expect(mapFinishReason(raw, { calledTools: false })).toBe(unified);
+  });
+
+  it("finishes a response that called tools with tool_calls even where the upstream says stop", () => {
+    expect(mapFinishReason("stop", { calledTools: true })).toBe("tool_calls");
+    expect(mapFinishReason("length", { calledTools: true })).toBe("length");
+  });
+});

@@ -1,0 +1,20 @@
+import { describe, expect, it } from "vitest";
+import { parseRetryAfter } from "../../../src/engine/openai/parse-retry-after.ts";
+
+describe("parseRetryAfter", () => {
+  it("reads seconds, milliseconds and HTTP dates", () => {
+    expect(parseRetryAfter({ "retry-after": "2" })).toBe(2000);
+    expect(parseRetryAfter({ "retry-after": "0.5" })).toBe(500);
+    expect(parseRetryAfter({ "retry-after-ms": "250", "retry-after": "9" })).toBe(250);
+    const now = Date.parse("2025-01-01T00:00:00Z");
+    expect(parseRetryAfter({ "retry-after": "Wed, 01 Jan 2025 00:00:03 GMT" }, now)).toBe(3000);
+  });
+
+  it("is undefined without a readable header, and never negative", () => {
+    expect(parseRetryAfter({})).toBeUndefined();
+    expect(parseRetryAfter({ "retry-after": "soon" })).toBeUndefined();
+    expect(parseRetryAfter({ "retry-after": "-3" })).toBeUndefined();
+    const now = Date.parse("2025-01-01T00:00:10Z");
+    expect(parseRetryAfter({ "retry-after": "Wed, 01 Jan 2025 00:00:03 GMT" }, now)).toBe(0);
+  });
+});

@@ -1,0 +1,273 @@
+import { afterEach, describe, expect, it } from "vitest";
+import type { ChatEngine } from "../../../src/engine/engine.ts";
+import { AppError } from "../../../src/errors/app-error.ts";
+import {
+  closeEngines,
+  collectParts,
+  createTestEngine,
+  firstError,
+  textOf,
+  upstreamModel,
+} from "./engine-helpers.ts";
+import {
+  answerError,
+  chunk,
+  findClosedPort,
+  type MockHandler,
+  type MockUpstream,
+  startMockUpstream,
+  streamText,
+  writeEvents,
+} from "./mock-upstream.ts";
+
+const mocks: MockUpstream[] = [];
+async function mock(handler?: MockHandler) {
+  const upstream = await startMockUpstream(handler);
+  mocks.push(upstream);
+  return upstream;
+}
+
+afterEach(async () => {
+  await closeEngines();
+  await Promise.all(mocks.splice(0).map((upstream) => upstream.close()));
+});
+
+/** Answers the first `count` requests with `first`, the rest with `then`. */
+function sequence(count: number, first: MockHandler, then: MockHandler): MockHandler {
+  let seen = 0;
+  return (request, response) => (seen++ < count ? first(request, response) : then(request, response));
+}
+
+function expectNoSecrets(error: unknown, ...secrets: string[]) {
+  expect(error).toBeInstanceOf(AppError);
+  for (const secret of secrets) expect((error as AppError).message).not.toContain(secret);
+}
+
+describe("upstream engine: retries", () => {
+  it("waits out a 429's retry-after, then succeeds", async () => {
+    const upstream = await mock(
+      sequence(
+        1,
+        answerError(429, { error: { message: "slow down" } }, { "retry-after": "1" }),
+        streamText(["ok"]),
+      ),
+    );
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+    const started = performance.now();
+    const parts = await collectParts(engine);
+    expect(performance.now() - started).toBeGreaterThanOrEqual(990);
+    expect(textOf(parts)).toBe("ok");
+    expect(upstream.requests).toHaveLength(2);
+  });
+
+  it("gives up on a retry-after longer than it may wait, telling the client when to retry", async () => {
+    const upstream = await mock(answerError(429, {}, { "retry-after": "30" }));
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+    const error = await firstError(engine);
+    expect(error).toMatchObject({ code: "upstream_unavailable", status: 503, retryAfterSeconds: 30 });
+    expect(upstream.requests).toHaveLength(1);
+  });
+
+  it("retries a 500 with backoff, then succeeds", async () => {
+    const upstream = await mock(sequence(2, answerError(500), streamText(["fine"])));
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+    expect(textOf(await collectParts(engine))).toBe("fine");
+    expect(upstream.requests).toHaveLength(3);
+  });
+
+  it("throws 503 upstream_unavailable once the retries are spent, naming no secret", async () => {
+    const upstream = await mock(answerError(502));
+    const engine = createTestEngine({
+      model: upstreamModel([upstream.baseUrl]),
+      settings: { maxRetries: 2 },
+    });
+    const error = await firstError(engine);
+    expect(error).toMatchObject({ code: "upstream_unavailable", status: 503 });
+    expect((error as AppError).message).toBe(
+      "The upstream server of the model 'remote' answered HTTP 502. Please retry later.",
+    );
+    expectNoSecrets(error, "127.0.0.1", "sk-upstream");
+    expect(upstream.requests).toHaveLength(3);
+  });
+
+  it("moves to another endpoint at once when one refuses connections", async () => {
+    const closedPort = await findClosedPort();
+    const healthy = await mock(streamText(["from the healthy one"]));
+    const engine = createTestEngine({
+      model: upstreamModel([`http://127.0.0.1:${closedPort}/v1`, healthy.baseUrl]),
+    });
+    for (let index = 0; index < 3; index++) {
+      expect(textOf(await collectParts(engine))).toBe("from the healthy one");
+    }
+    expect(healthy.requests).toHaveLength(3);
+  });
+
+  it("reports a refused connection when no endpoint can be reached", async () => {
+    const closedPort = await findClosedPort();
+    const engine = createTestEngine({ model: upstreamModel([`http://127.0.0.1:${closedPort}/v1`]) });
+    const error = await firstError(engine);
+    expect(error).toMatchObject({ code: "upstream_unavailable" });
+    expect((error as AppError).message).toContain("refused the connection");
+    expectNoSecrets(error, String(closedPort));
+  });
+
+  it("retries a stream that closed before sending anything", async () => {
+    const upstream = await mock(
+      sequence(
+        1,
+        (_request, response) => {
+          response.writeHead(200, { "content-type": "text/event-stream" });
+          response.end();
+        },
+        streamText(["second time"]),
+      ),
+    );
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+    expect(textOf(await collectParts(engine))).toBe("second time");
+  });
+});
+
+describe("upstream engine: errors the client must not see as its own", () => {
+  it.each([401, 403])("turns an upstream %i into 503 without retrying the same endpoint", async (status) => {
+    const upstream = await mock(
+      answerError(status, { error: { message: "Incorrect API key provided: sk-upstream-secret-123456" } }),
+    );
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+    const error = await firstError(engine);
+    expect(error).toMatchObject({ code: "upstream_unavailable", status: 503 });
+    expect((error as AppError).message).toContain("refused Tollgate's credentials");
+    expectNoSecrets(error, "sk-upstream", "Incorrect API key");
+    expect(upstream.requests).toHaveLength(1);
+  });
+
+  it("passes an upstream 400 on with its message, without retry or fallback", async () => {
+    const upstream = await mock(
+      answerError(400, {
+        error: { message: "Unsupported value: 'seed'.", param: "seed", code: "unsupported_value" },
+      }),
+    );
+    const fallbackUpstream = await mock(streamText(["fallback"]));
+    const fallback = createTestEngine({ model: upstreamModel([fallbackUpstream.baseUrl], { id: "backup" }) });
+    const engine = createTestEngine({
+      model: upstreamModel([upstream.baseUrl], { fallbacks: ["backup"] }),
+      resolveEngine: (id) => (id === "backup" ? fallback : undefined),
+    });
+    const error = await firstError(engine);
+    expect(error).toMatchObject({ code: "invalid_value", status: 400, param: "seed" });
+    expect((error as AppError).message).toContain("Unsupported value: 'seed'.");
+    expect(upstream.requests).toHaveLength(1);
+    expect(fallbackUpstream.requests).toHaveLength(0);
+  });
+});
+
+describe("upstream engine: fallbacks and cooldown", () => {
+  it("runs the request on a fallback model once every endpoint failed", async () => {
+    const failing = await mock(answerError(500));
+    const backupUpstream = await mock(streamText(["from the backup"], { usage: [30, 3] }));
+    const backup = createTestEngine({
+      model: upstreamModel([backupUpstream.baseUrl], { id: "backup", upstreamModel: "backup-model" }),
+    });
+    const engine = createTestEngine({
+      model: upstreamModel([failing.baseUrl], { fallbacks: ["missing", "backup"] }),
+      resolveEngine: (id) => (id === "backup" ? backup : undefined),
+    });
+    const parts = await collectParts(engine);
+    expect(textOf(parts)).toBe("from the backup");
+    expect(parts.at(-1)).toMatchObject({ type: "finish", usage: { promptTokens: 30, completionTokens: 3 } });
+    expect(failing.requests).toHaveLength(3);
+    expect(backupUpstream.requests[0]?.body.model).toBe("backup-model");
+  });
+
+  it("does not chain or loop through the fallbacks' own fallbacks", async () => {
+    const first = await mock(answerError(503));
+    const second = await mock(answerError(503));
+    const engines = new Map<string, ChatEngine>();
+    const resolveEngine = (id: string) => engines.get(id);
+    engines.set(
+      "a",
+      createTestEngine({
+        model: upstreamModel([first.baseUrl], { id: "a", fallbacks: ["b"] }),
+        resolveEngine,
+      }),
+    );
+    engines.set(
+      "b",
+      createTestEngine({
+        model: upstreamModel([second.baseUrl], { id: "b", fallbacks: ["a"] }),
+        resolveEngine,
+      }),
+    );
+    const error = await firstError(engines.get("a")!);
+    expect(error).toMatchObject({ code: "upstream_unavailable" });
+    expect((error as AppError).message).toContain("'a'");
+    expect(first.requests).toHaveLength(3);
+    expect(second.requests).toHaveLength(3);
+  });
+
+  it("rests an endpoint that keeps failing: unavailable, failing fast, back after its cooldown", async () => {
+    const upstream = await mock(answerError(500));
+    const engine = createTestEngine({
+      model: upstreamModel([upstream.baseUrl]),
+      settings: { maxRetries: 0, failureThreshold: 2, cooldownMs: 300 },
+    });
+    await firstError(engine);
+    expect(engine.status()).toBe("available");
+    await firstError(engine);
+    expect(engine.status()).toBe("unavailable");
+    const error = await firstError(engine);
+    expect(error).toMatchObject({ code: "upstream_unavailable", retryAfterSeconds: 1 });
+    expect(upstream.requests).toHaveLength(2);
+    await new Promise((resolve) => setTimeout(resolve, 320));
+    expect(engine.status()).toBe("available");
+    upstream.handle(streamText(["recovered"]));
+    expect(textOf(await collectParts(engine))).toBe("recovered");
+  });
+});
+
+describe("upstream engine: failures after the first part", () => {
+  it("ends a stream cut mid-way with an error part and estimated usage", async () => {
+    const upstream = await mock(async (_request, response) => {
+      await writeEvents(
+        response,
+        [
+          chunk({ role: "assistant", content: "" }),
+          chunk({ content: "Once upon" }),
+          chunk({ content: " a time" }),
+        ],
+        {
+          done: false,
+          end: false,
+        },
+      );
+      setTimeout(() => response.socket?.destroy(), 20);
+    });
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+    const parts = await collectParts(engine);
+    expect(textOf(parts)).toBe("Once upon a time");
+    const last = parts.at(-1);
+    expect(last).toMatchObject({
+      type: "error",
+      error: { code: "upstream_unavailable" },
+      usage: { estimated: true },
+    });
+    if (last?.type !== "error") throw new Error("no error part");
+    expect(last.error.message).toContain("the answer is incomplete");
+    expect(last.usage.completionTokens).toBeGreaterThanOrEqual(3);
+    expect(upstream.requests).toHaveLength(1);
+  });
+
+  it("ends with an error part when the upstream sends an error event after content", async () => {
+    const upstream = await mock((_request, response) =>
+      writeEvents(response, [
+        chunk({ content: "Partial" }),
+        { error: { message: "model crashed", type: "server_error" } },
+      ]),
+    );
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+    const parts = await collectParts(engine);
+    expect(parts[0]).toEqual({ type: "text-delta", text: "Partial" });
+    expect(parts[1]).toMatchObject({ type: "error", usage: { estimated: true } });
+    if (parts[1]?.type !== "error") throw new Error("no error part");
+    expect(parts[1].error.message).toContain("model crashed");
+  });
+});

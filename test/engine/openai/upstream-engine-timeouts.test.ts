@@ -1,0 +1,173 @@
+import { once } from "node:events";
+import { createServer, type Server, type Socket } from "node:net";
+import { afterEach, describe, expect, it } from "vitest";
+import type { StreamPart } from "../../../src/engine/engine.ts";
+import type { AppError } from "../../../src/errors/app-error.ts";
+import { chatRequest, closeEngines, createTestEngine, firstError, upstreamModel } from "./engine-helpers.ts";
+import {
+  chunk,
+  type MockHandler,
+  type MockUpstream,
+  startMockUpstream,
+  textEvents,
+  writeEvents,
+} from "./mock-upstream.ts";
+
+const mocks: MockUpstream[] = [];
+async function mock(handler?: MockHandler) {
+  const upstream = await startMockUpstream(handler);
+  mocks.push(upstream);
+  return upstream;
+}
+
+afterEach(async () => {
+  await closeEngines();
+  await Promise.all(mocks.splice(0).map((upstream) => upstream.close()));
+});
+
+/** Never answers; the request stays open until the client gives up. */
+const silent: MockHandler = () => {};
+
+/** A long answer, one chunk every `delayMs`. */
+function slowStream(delayMs: number, count = 200): MockHandler {
+  return (_request, response) =>
+    writeEvents(response, textEvents(Array.from({ length: count }, () => " word")), { delayMs });
+}
+
+describe("upstream engine: timeouts", () => {
+  it("gives up on an upstream that sends no first byte, after retrying", async () => {
+    const upstream = await mock(silent);
+    const engine = createTestEngine({
+      model: upstreamModel([upstream.baseUrl]),
+      settings: { firstByteTimeoutMs: 150, maxRetries: 1 },
+    });
+    const started = performance.now();
+    const error = await firstError(engine);
+    expect(performance.now() - started).toBeGreaterThanOrEqual(290);
+    expect(error).toMatchObject({ code: "upstream_unavailable" });
+    expect((error as AppError).message).toContain("did not answer within 150 ms");
+    expect(upstream.requests).toHaveLength(2);
+    expect(await upstream.requests[0]?.closedEarly).toBe(true);
+  });
+
+  it("counts the first byte of the body, not the headers", async () => {
+    const upstream = await mock((_request, response) => {
+      response.writeHead(200, { "content-type": "text/event-stream" });
+      response.flushHeaders();
+    });
+    const engine = createTestEngine({
+      model: upstreamModel([upstream.baseUrl]),
+      settings: { firstByteTimeoutMs: 150, idleTimeoutMs: 10_000, maxRetries: 0 },
+    });
+    const error = await firstError(engine);
+    expect((error as AppError).message).toContain("did not answer within 150 ms");
+  });
+
+  it("ends a stream that falls silent with an error part", async () => {
+    const upstream = await mock(async (_request, response) => {
+      await writeEvents(response, [chunk({ content: "Start" })], { done: false, end: false });
+    });
+    const engine = createTestEngine({
+      model: upstreamModel([upstream.baseUrl]),
+      settings: { idleTimeoutMs: 150 },
+    });
+    const prepared = await engine.prepare(chatRequest());
+    const parts: StreamPart[] = [];
+    for await (const part of prepared.run(new AbortController().signal)) parts.push(part);
+    expect(parts[0]).toEqual({ type: "text-delta", text: "Start" });
+    expect(parts[1]).toMatchObject({
+      type: "error",
+      error: { code: "upstream_unavailable" },
+      usage: { estimated: true },
+    });
+    if (parts[1]?.type !== "error") throw new Error("no error part");
+    expect(parts[1].error.message).toContain("sent nothing for 150 ms");
+    expect(await upstream.requests[0]?.closedEarly).toBe(true);
+  });
+
+  it("gives up on a connection that is never established (TLS handshake unanswered)", async () => {
+    const sockets: Socket[] = [];
+    const server: Server = createServer((socket) => {
+      sockets.push(socket);
+    });
+    server.listen(0, "127.0.0.1");
+    await once(server, "listening");
+    const port = (server.address() as { port: number }).port;
+    try {
+      const engine = createTestEngine({
+        model: upstreamModel([`https://127.0.0.1:${port}/v1`]),
+        settings: { connectTimeoutMs: 150, maxRetries: 0 },
+      });
+      const started = performance.now();
+      const error = await firstError(engine);
+      expect(performance.now() - started).toBeLessThan(2_000);
+      expect(error).toMatchObject({ code: "upstream_unavailable" });
+      expect((error as AppError).message).toContain("did not accept a connection in time");
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      server.close();
+    }
+  });
+});
+
+describe("upstream engine: client abort", () => {
+  it("aborts the upstream request and finishes with the usage so far, estimated", async () => {
+    const upstream = await mock(slowStream(20));
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+    const prepared = await engine.prepare(chatRequest());
+    const controller = new AbortController();
+    const parts: StreamPart[] = [];
+    for await (const part of prepared.run(controller.signal)) {
+      parts.push(part);
+      if (parts.length === 5) controller.abort();
+    }
+    const last = parts.at(-1);
+    expect(last).toMatchObject({
+      type: "finish",
+      reason: "stop",
+      rawReason: "abort",
+      usage: { estimated: true },
+    });
+    if (last?.type !== "finish") throw new Error("no finish");
+    expect(last.usage.promptTokens).toBe(prepared.promptTokens);
+    expect(last.usage.completionTokens).toBeGreaterThanOrEqual(5);
+    expect(last.usage.completionTokens).toBeLessThan(20);
+    expect(await upstream.requests[0]?.closedEarly).toBe(true);
+  });
+
+  it("finishes with no completion tokens when aborted before the first byte", async () => {
+    const upstream = await mock(silent);
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+    const prepared = await engine.prepare(chatRequest());
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(), 50);
+    const parts: StreamPart[] = [];
+    for await (const part of prepared.run(controller.signal)) parts.push(part);
+    expect(parts).toEqual([
+      {
+        type: "finish",
+        reason: "stop",
+        rawReason: "abort",
+        usage: { promptTokens: prepared.promptTokens, completionTokens: 0, estimated: true },
+      },
+    ]);
+    expect(await upstream.requests[0]?.closedEarly).toBe(true);
+  });
+
+  it("stops waiting between retries when the client leaves", async () => {
+    const upstream = await mock((_request, response) => {
+      response.writeHead(503, { "retry-after": "5" });
+      response.end();
+    });
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+    const prepared = await engine.prepare(chatRequest());
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(), 100);
+    const started = performance.now();
+    const parts: StreamPart[] = [];
+    for await (const part of prepared.run(controller.signal)) parts.push(part);
+    expect(performance.now() - started).toBeLessThan(1_000);
+    expect(parts).toEqual([expect.objectContaining({ type: "finish", rawReason: "abort" })]);
+    expect(upstream.requests).toHaveLength(1);
+  });
+});

@@ -1,0 +1,216 @@
+import { afterEach, describe, expect, it } from "vitest";
+import type { StreamPart } from "../../../src/engine/engine.ts";
+import { AppError } from "../../../src/errors/app-error.ts";
+import {
+  chatRequest,
+  closeEngines,
+  collectParts,
+  createTestEngine,
+  firstError,
+  textOf,
+  upstreamModel,
+} from "./engine-helpers.ts";
+import {
+  chunk,
+  type MockUpstream,
+  startMockUpstream,
+  streamText,
+  textEvents,
+  writeEvents,
+} from "./mock-upstream.ts";
+
+const mocks: MockUpstream[] = [];
+async function mock(...args: Parameters<typeof startMockUpstream>) {
+  const upstream = await startMockUpstream(...args);
+  mocks.push(upstream);
+  return upstream;
+}
+
+afterEach(async () => {
+  await closeEngines();
+  await Promise.all(mocks.splice(0).map((upstream) => upstream.close()));
+});
+
+describe("upstream engine: answers", () => {
+  it("streams text and finishes with the upstream's usage, sending the upstream model name", async () => {
+    const upstream = await mock(streamText(["Hello", " world"], { usage: [21, 2] }));
+    const engine = createTestEngine({
+      model: upstreamModel([upstream.baseUrl], { upstreamModel: "gpt-4o-mini" }),
+    });
+    const parts = await collectParts(engine, chatRequest({ maxTokens: 50, seed: 3 }));
+    expect(parts).toEqual([
+      { type: "text-delta", text: "Hello" },
+      { type: "text-delta", text: " world" },
+      { type: "finish", reason: "stop", rawReason: "stop", usage: { promptTokens: 21, completionTokens: 2 } },
+    ]);
+    const [received] = upstream.requests;
+    expect(received?.url).toBe("/v1/chat/completions");
+    expect(received?.headers.authorization).toBe("Bearer sk-upstream-secret-123456");
+    expect(received?.body).toMatchObject({
+      model: "gpt-4o-mini",
+      stream: true,
+      stream_options: { include_usage: true },
+      max_tokens: 50,
+      seed: 3,
+      messages: [
+        { role: "system", content: "You are a test." },
+        { role: "user", content: "Say hello." },
+      ],
+    });
+  });
+
+  it("re-assembles streamed tool calls and finishes with tool_calls", async () => {
+    const upstream = await mock((_request, response) =>
+      writeEvents(response, [
+        chunk({ role: "assistant", content: null }),
+        chunk({
+          tool_calls: [
+            { index: 0, id: "call_1", type: "function", function: { name: "get_weather", arguments: "" } },
+          ],
+        }),
+        chunk({ tool_calls: [{ index: 0, function: { arguments: '{"city":' } }] }),
+        chunk({ tool_calls: [{ index: 0, function: { arguments: '"Oslo"}' } }] }),
+        chunk({
+          tool_calls: [
+            { index: 1, id: "call_2", type: "function", function: { name: "get_time", arguments: "{}" } },
+          ],
+        }),
+        chunk({}, "tool_calls"),
+      ]),
+    );
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+    const parts = await collectParts(
+      engine,
+      chatRequest({
+        tools: [{ name: "get_weather" }, { name: "get_time" }],
+        toolChoice: { type: "required" },
+      }),
+    );
+    expect(parts.slice(0, 4)).toEqual([
+      { type: "tool-call-delta", index: 0, id: "call_1", name: "get_weather", argumentsDelta: "" },
+      { type: "tool-call-delta", index: 0, argumentsDelta: '{"city":' },
+      { type: "tool-call-delta", index: 0, argumentsDelta: '"Oslo"}' },
+      { type: "tool-call-delta", index: 1, id: "call_2", name: "get_time", argumentsDelta: "{}" },
+    ]);
+    expect(parts[4]).toMatchObject({ type: "finish", reason: "tool_calls", rawReason: "tool_calls" });
+    expect(upstream.requests[0]?.body).toMatchObject({
+      tool_choice: "required",
+      tools: [
+        { type: "function", function: { name: "get_weather" } },
+        { type: "function", function: { name: "get_time" } },
+      ],
+    });
+  });
+
+  it("estimates usage, and says so, when the upstream sends none", async () => {
+    const upstream = await mock(
+      streamText(["The quick brown fox jumps over the lazy dog."], { usage: undefined }),
+    );
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+    const prepared = await engine.prepare(chatRequest());
+    const parts: StreamPart[] = [];
+    for await (const part of prepared.run(new AbortController().signal)) parts.push(part);
+    const finish = parts.at(-1);
+    expect(finish).toMatchObject({ type: "finish", reason: "stop", usage: { estimated: true } });
+    if (finish?.type !== "finish") throw new Error("no finish");
+    expect(finish.usage.promptTokens).toBe(prepared.promptTokens);
+    expect(finish.usage.completionTokens).toBeGreaterThanOrEqual(8);
+    expect(finish.usage.completionTokens).toBeLessThanOrEqual(14);
+  });
+
+  it("finishes when the upstream ends after finish_reason without [DONE]", async () => {
+    const upstream = await mock((_request, response) =>
+      writeEvents(response, textEvents(["Hi"], { usage: [5, 1] }), { done: false }),
+    );
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+    const parts = await collectParts(engine);
+    expect(parts.at(-1)).toEqual({
+      type: "finish",
+      reason: "stop",
+      rawReason: "stop",
+      usage: { promptTokens: 5, completionTokens: 1 },
+    });
+  });
+
+  it("keeps the upstream connection alive between requests", async () => {
+    const upstream = await mock(streamText(["a"]));
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+    for (let index = 0; index < 6; index++) await collectParts(engine);
+    const ports = new Set(upstream.requests.map((request) => request.clientPort));
+    expect(upstream.requests).toHaveLength(6);
+    // undici frees a connection a tick after its response ends, so two may alternate.
+    expect(ports.size).toBeLessThanOrEqual(2);
+  });
+
+  it("balances round-robin over healthy endpoints", async () => {
+    const first = await mock(streamText(["one"]));
+    const second = await mock(streamText(["two"]));
+    const engine = createTestEngine({ model: upstreamModel([first.baseUrl, second.baseUrl]) });
+    const texts: string[] = [];
+    for (let index = 0; index < 4; index++) texts.push(textOf(await collectParts(engine)));
+    expect(texts).toEqual(["one", "two", "one", "two"]);
+  });
+});
+
+describe("upstream engine: prepare", () => {
+  it("reserves max_tokens, else the rest of the context, else the default cap", async () => {
+    const upstream = await mock();
+    const withContext = createTestEngine({
+      model: upstreamModel([upstream.baseUrl], { contextLength: 1000 }),
+    });
+    const prepared = await withContext.prepare(chatRequest());
+    expect(prepared.promptTokens).toBeGreaterThan(5);
+    expect(prepared.maxCompletionTokens).toBe(1000 - prepared.promptTokens);
+    expect((await withContext.prepare(chatRequest({ maxTokens: 7 }))).maxCompletionTokens).toBe(7);
+    const withoutContext = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+    expect((await withoutContext.prepare(chatRequest())).maxCompletionTokens).toBe(4096);
+    expect(withContext.contextLength).toBe(1000);
+    expect(withContext.supportsMultipleChoices).toBe(false);
+  });
+
+  it("refuses a prompt over the catalogue's context length", async () => {
+    const upstream = await mock();
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl], { contextLength: 50 }) });
+    const long = chatRequest({ messages: [{ role: "user", content: "word ".repeat(100) }] });
+    await expect(engine.prepare(long)).rejects.toMatchObject({
+      code: "context_length_exceeded",
+      status: 400,
+    });
+    await expect(engine.prepare(chatRequest({ maxTokens: 49 }))).rejects.toMatchObject({
+      code: "context_length_exceeded",
+    });
+    expect(upstream.requests).toHaveLength(0);
+  });
+});
+
+describe("upstream engine: close", () => {
+  it("ends a running stream with model_unavailable and refuses new requests", async () => {
+    const upstream = await mock((_request, response) =>
+      writeEvents(response, textEvents(Array.from({ length: 100 }, () => "x")), { delayMs: 20 }),
+    );
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+    const prepared = await engine.prepare(chatRequest());
+    const parts: StreamPart[] = [];
+    for await (const part of prepared.run(new AbortController().signal)) {
+      parts.push(part);
+      if (parts.length === 2) void engine.close();
+    }
+    expect(parts.at(-1)).toMatchObject({ type: "error", error: { code: "model_unavailable" } });
+    expect(engine.status()).toBe("unavailable");
+    const error = await engine.prepare(chatRequest()).catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(AppError);
+    expect((error as AppError).code).toBe("model_unavailable");
+  });
+
+  it("throws model_unavailable from a run that had not started", async () => {
+    const upstream = await mock(streamText(["x"]));
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+    const prepared = await engine.prepare(chatRequest());
+    await engine.close();
+    const run = prepared.run(new AbortController().signal)[Symbol.asyncIterator]();
+    await expect(run.next()).rejects.toMatchObject({ code: "model_unavailable" });
+    expect(await firstError(engine).catch((error: unknown) => error)).toMatchObject({
+      code: "model_unavailable",
+    });
+  });
+});

@@ -1,0 +1,78 @@
+import { describe, expect, it } from "vitest";
+import type { RateLimiter } from "../../src/limits/rate-limiter.ts";
+
+/** A limiter under test with a clock the suite can move. */
+export interface LimiterUnderTest {
+  limiter: RateLimiter;
+  /** Moves the limiter's clock forward. */
+  advance(milliseconds: number): Promise<void>;
+}
+
+/**
+ * The token-bucket semantics every limiter must have (SPEC §11): a bucket holds at most the
+ * limit, starts full, and refills continuously at limit/60 per second.
+ */
+export function describeRateLimiterConformance(name: string, create: () => Promise<LimiterUnderTest>): void {
+  describe(`${name}: token buckets`, () => {
+    it("starts full: rpm 2 admits two requests at once and refuses the third", async () => {
+      const { limiter } = await create();
+      const bucket = { bucket: "requests:a", limit: 2, amount: 1 };
+      expect((await limiter.take(bucket)).allowed).toBe(true);
+      const second = await limiter.take(bucket);
+      expect(second).toMatchObject({ allowed: true, remaining: 0, limit: 2 });
+      const third = await limiter.take(bucket);
+      expect(third.allowed).toBe(false);
+      expect(third.retryAfterMs).toBeGreaterThan(29_000);
+      expect(third.retryAfterMs).toBeLessThanOrEqual(30_000);
+      await limiter.close();
+    });
+
+    it("refills continuously at limit/60 per second, never above the limit", async () => {
+      const { limiter, advance } = await create();
+      const bucket = { bucket: "requests:b", limit: 60, amount: 60 };
+      expect((await limiter.take(bucket)).allowed).toBe(true);
+      expect((await limiter.take({ ...bucket, amount: 1 })).allowed).toBe(false);
+      await advance(1000);
+      expect((await limiter.take({ ...bucket, amount: 1 })).allowed).toBe(true);
+      await advance(10 * 60_000);
+      const state = await limiter.peek(bucket);
+      expect(state.remaining).toBe(60);
+      expect(state.resetMs).toBe(0);
+      await limiter.close();
+    });
+
+    it("refuses an amount above the limit for good, and takes nothing when it refuses", async () => {
+      const { limiter } = await create();
+      const bucket = { bucket: "tokens:c", limit: 100 };
+      const refused = await limiter.take({ ...bucket, amount: 101 });
+      expect(refused.allowed).toBe(false);
+      expect(refused.retryAfterMs).toBe(Number.POSITIVE_INFINITY);
+      expect((await limiter.peek(bucket)).remaining).toBe(100);
+      await limiter.close();
+    });
+
+    it("adjusts after the fact: gives back up to the limit, and takes more below zero", async () => {
+      const { limiter, advance } = await create();
+      const bucket = { bucket: "tokens:d", limit: 600 };
+      await limiter.take({ ...bucket, amount: 500 });
+      await limiter.adjust({ ...bucket, amount: 300 });
+      expect((await limiter.peek(bucket)).remaining).toBe(400);
+      await limiter.adjust({ ...bucket, amount: 10_000 });
+      expect((await limiter.peek(bucket)).remaining).toBe(600);
+      await limiter.adjust({ ...bucket, amount: -700 });
+      expect((await limiter.peek(bucket)).remaining).toBe(0);
+      expect((await limiter.take({ ...bucket, amount: 1 })).allowed).toBe(false);
+      // 100 below zero: 11 s of refill at 10 per second brings it back to 10.
+      await advance(11_000);
+      expect((await limiter.peek(bucket)).remaining).toBe(10);
+      await limiter.close();
+    });
+
+    it("keeps buckets apart", async () => {
+      const { limiter } = await create();
+      await limiter.take({ bucket: "requests:e", limit: 1, amount: 1 });
+      expect((await limiter.take({ bucket: "requests:f", limit: 1, amount: 1 })).allowed).toBe(true);
+      await limiter.close();
+    });
+  });
+}

@@ -1,0 +1,220 @@
+import { existsSync } from "node:fs";
+import { readFile, stat, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { downloadFile } from "../../src/models/download/download-file.ts";
+import { ModelDownloadError } from "../../src/models/download/model-download-error.ts";
+import { makeTemporaryDirectory } from "../store/temporary-directory.ts";
+import { createModelBytes, type ModelFileServer, startModelFileServer } from "./model-file-server.ts";
+
+const folder = makeTemporaryDirectory();
+let server: ModelFileServer;
+let model: { bytes: Buffer; sha256: string };
+let sequence = 0;
+
+beforeAll(async () => {
+  server = await startModelFileServer();
+  model = await createModelBytes(5);
+});
+
+afterAll(async () => {
+  await server?.close();
+});
+
+/** A fresh file name on the server and a fresh destination for each test. */
+function prepare(served: Omit<Parameters<ModelFileServer["files"]["set"]>[1], "bytes"> = {}) {
+  sequence += 1;
+  const name = `/files/model-${sequence}.gguf`;
+  server.files.set(name, { bytes: model.bytes, ...served });
+  return { url: `${server.baseUrl}${name}`, name, destination: join(folder, `model-${sequence}.gguf`) };
+}
+
+const quick = { retryDelayMilliseconds: 1, stallTimeoutMilliseconds: 5000 };
+
+async function expectDownloadError(promise: Promise<unknown>): Promise<ModelDownloadError> {
+  const error = await promise.catch((caught: unknown) => caught);
+  expect(error).toBeInstanceOf(ModelDownloadError);
+  return error as ModelDownloadError;
+}
+
+describe("downloadFile", () => {
+  it("downloads a whole file to its destination and leaves no partial file", async () => {
+    const { url, destination } = prepare();
+    const progress: number[] = [];
+    const file = await downloadFile({
+      ...quick,
+      url,
+      destination,
+      onProgress: (update) => progress.push(update.receivedBytes),
+    });
+    expect(file).toEqual({ path: destination, bytes: model.bytes.length, sha256: undefined });
+    expect((await readFile(destination)).equals(model.bytes)).toBe(true);
+    expect(existsSync(`${destination}.partial`)).toBe(false);
+    expect(progress.at(-1)).toBe(model.bytes.length);
+  });
+
+  it("keeps the partial file after a broken connection and resumes it with a Range request", async () => {
+    const { url, name, destination } = prepare({ breakAfterBytes: 1_000_000, breakCount: 1 });
+    const failure = await expectDownloadError(downloadFile({ ...quick, url, destination, maxAttempts: 1 }));
+    expect(failure.failure).toBe("interrupted");
+    expect(failure.retryable).toBe(true);
+    expect(existsSync(destination)).toBe(false);
+    const kept = (await stat(`${destination}.partial`)).size;
+    expect(kept).toBeGreaterThan(0);
+    expect(kept).toBeLessThanOrEqual(1_000_000);
+
+    const notices: string[] = [];
+    await downloadFile({ ...quick, url, destination, onNotice: (message) => notices.push(message) });
+    const seen = server.requests.filter((request) => request.path === name);
+    expect(seen.map((request) => request.range)).toEqual([undefined, `bytes=${kept}-`]);
+    expect((await readFile(destination)).equals(model.bytes)).toBe(true);
+    expect(existsSync(`${destination}.partial`)).toBe(false);
+    expect(notices.join("\n")).toMatch(/Resuming at [\d.]+ [kM]B of [\d.]+ MB\./);
+  });
+
+  it("retries by itself after broken connections, each attempt continuing where the last one stopped", async () => {
+    const { url, name, destination } = prepare({ breakAfterBytes: 700_000, breakCount: 2 });
+    const notices: string[] = [];
+    await downloadFile({ ...quick, url, destination, onNotice: (message) => notices.push(message) });
+    const ranges = server.requests.filter((request) => request.path === name).map((request) => request.range);
+    expect(ranges).toHaveLength(3);
+    expect(ranges[0]).toBeUndefined();
+    const offsets = ranges.slice(1).map((range) => Number(/^bytes=(\d+)-$/.exec(range ?? "")?.[1]));
+    expect(offsets[0]).toBeGreaterThan(0);
+    expect(offsets[1]).toBeGreaterThan(offsets[0] ?? 0);
+    expect((await readFile(destination)).equals(model.bytes)).toBe(true);
+    expect(notices.filter((message) => /Retrying in/.test(message))).toHaveLength(2);
+  });
+
+  it("starts over when the server ignores the Range request (200 instead of 206)", async () => {
+    const { url, name, destination } = prepare({ ignoreRange: true });
+    // A partial file from an earlier attempt, with wrong bytes: it must not survive the restart.
+    await writeFile(`${destination}.partial`, Buffer.alloc(500_000, 7));
+    const notices: string[] = [];
+    await downloadFile({ ...quick, url, destination, onNotice: (message) => notices.push(message) });
+    expect(
+      server.requests.filter((request) => request.path === name).map((request) => request.range),
+    ).toEqual(["bytes=500000-"]);
+    expect((await readFile(destination)).equals(model.bytes)).toBe(true);
+    expect(notices.join("\n")).toMatch(/cannot resume downloads; starting over/);
+  });
+
+  it("finishes without a body when the partial file is already whole (416)", async () => {
+    const { url, destination } = prepare();
+    await writeFile(`${destination}.partial`, model.bytes);
+    await downloadFile({ ...quick, url, destination });
+    expect((await readFile(destination)).equals(model.bytes)).toBe(true);
+  });
+
+  it("verifies the SHA-256 from the server's ETag", async () => {
+    const { url, destination } = prepare({ etag: model.sha256 });
+    const file = await downloadFile({ ...quick, url, destination, trustedEtagOrigin: server.baseUrl });
+    expect(file.sha256).toBe(model.sha256);
+  });
+
+  it("rejects a file whose SHA-256 does not match and leaves neither the file nor a partial file", async () => {
+    const wrong = "0".repeat(64);
+    const { url, destination } = prepare({ etag: wrong });
+    const failure = await expectDownloadError(
+      downloadFile({ ...quick, url, destination, trustedEtagOrigin: server.baseUrl }),
+    );
+    expect(failure.failure).toBe("checksum");
+    expect(failure.message).toContain(`but ${wrong} was expected`);
+    expect(existsSync(destination)).toBe(false);
+    expect(existsSync(`${destination}.partial`)).toBe(false);
+  });
+
+  it("follows a Hugging Face style redirect and verifies against its X-Linked-ETag", async () => {
+    const target = prepare();
+    const wrong = prepare({ redirectTo: target.name, linkedEtag: "f".repeat(64) });
+    const failure = await expectDownloadError(
+      downloadFile({ ...quick, url: wrong.url, destination: wrong.destination }),
+    );
+    expect(failure.failure).toBe("checksum");
+    const right = prepare({ redirectTo: target.name, linkedEtag: model.sha256 });
+    const file = await downloadFile({ ...quick, url: right.url, destination: right.destination });
+    expect(file.sha256).toBe(model.sha256);
+  });
+
+  it("ignores a plain ETag from a server it does not trust", async () => {
+    const { url, destination } = prepare({ etag: "0".repeat(64) });
+    const file = await downloadFile({ ...quick, url, destination });
+    expect(file.sha256).toBeUndefined();
+  });
+
+  it("refuses a file whose size differs from the one expected", async () => {
+    const { url, destination } = prepare();
+    const failure = await expectDownloadError(
+      downloadFile({ ...quick, url, destination, expectedSize: model.bytes.length + 1 }),
+    );
+    expect(failure.failure).toBe("size-mismatch");
+    expect(existsSync(destination)).toBe(false);
+  });
+
+  it("fails with a clear error on 404, without retrying or leaving files", async () => {
+    const destination = join(folder, "missing.gguf");
+    const url = `${server.baseUrl}/files/missing.gguf`;
+    const failure = await expectDownloadError(downloadFile({ ...quick, url, destination }));
+    expect(failure.failure).toBe("not-found");
+    expect(failure.retryable).toBe(false);
+    expect(failure.message).toBe(`${url} does not exist (HTTP 404 Not Found); check the model URI.`);
+    expect(server.requests.filter((request) => request.path === "/files/missing.gguf")).toHaveLength(1);
+    expect(existsSync(destination)).toBe(false);
+    expect(existsSync(`${destination}.partial`)).toBe(false);
+  });
+
+  it("fails at once, as unreachable, when nothing listens", async () => {
+    const closed = await startModelFileServer();
+    await closed.close();
+    const failure = await expectDownloadError(
+      downloadFile({
+        ...quick,
+        url: `${closed.baseUrl}/model.gguf`,
+        destination: join(folder, "nowhere.gguf"),
+      }),
+    );
+    expect(failure.failure).toBe("unreachable");
+    expect(failure.message).toMatch(/^Cannot reach 127\.0\.0\.1:\d+ \(.*ECONNREFUSED.*\)\.$/);
+  });
+
+  it("abandons a stalled response and resumes", async () => {
+    let open: () => void = () => {};
+    const gate = new Promise<void>((resolve) => {
+      open = resolve;
+    });
+    const { url, name, destination } = prepare({ gate });
+    const notices: string[] = [];
+    const download = downloadFile({
+      ...quick,
+      url,
+      destination,
+      stallTimeoutMilliseconds: 200,
+      onNotice: (message) => {
+        notices.push(message);
+        // The retry finds the server answering again.
+        const served = server.files.get(name);
+        if (served !== undefined) served.gate = undefined;
+        open();
+      },
+    });
+    await download;
+    expect(notices[0]).toMatch(/sent nothing for 0\.2 s\. Retrying/);
+    expect((await readFile(destination)).equals(model.bytes)).toBe(true);
+  });
+
+  it("stops when its signal is aborted, keeping the partial file", async () => {
+    const { url, destination } = prepare();
+    const controller = new AbortController();
+    const download = downloadFile({
+      ...quick,
+      url,
+      destination,
+      signal: controller.signal,
+      onProgress: (progress) => {
+        if (progress.receivedBytes > 0) controller.abort(new Error("stop"));
+      },
+    });
+    await expect(download).rejects.toThrow("stop");
+    expect(existsSync(destination)).toBe(false);
+  });
+});

@@ -1,0 +1,146 @@
+import { existsSync } from "node:fs";
+import { readdir } from "node:fs/promises";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import type { CatalogModel } from "../../src/catalog/catalog.ts";
+import type { ChatEngine } from "../../src/engine/engine.ts";
+import { createLlamaEngine } from "../../src/engine/llama/create-llama-engine.ts";
+import type { LlamaEngineLogger } from "../../src/engine/llama/llama-engine-logger.ts";
+import { AppError } from "../../src/errors/app-error.ts";
+import { makeTemporaryDirectory } from "../store/temporary-directory.ts";
+import { createModelBytes, type ModelFileServer, startModelFileServer } from "./model-file-server.ts";
+
+const modelsFolder = makeTemporaryDirectory();
+const engines: ChatEngine[] = [];
+let server: ModelFileServer;
+let model: { bytes: Buffer; sha256: string };
+let previousModelsFolder: string | undefined;
+
+beforeAll(async () => {
+  previousModelsFolder = process.env.TOLLGATE_MODELS_DIR;
+  process.env.TOLLGATE_MODELS_DIR = modelsFolder;
+  [server, model] = await Promise.all([startModelFileServer(), createModelBytes(8)]);
+});
+
+afterAll(async () => {
+  await Promise.all(engines.map((engine) => engine.close()));
+  await server?.close();
+  if (previousModelsFolder === undefined) delete process.env.TOLLGATE_MODELS_DIR;
+  else process.env.TOLLGATE_MODELS_DIR = previousModelsFolder;
+});
+
+/** A catalogue chat model whose GGUF comes from `source`; CPU only, one thread. */
+function createCatalogModel(source: string): CatalogModel {
+  return {
+    id: "tiny-download",
+    kind: "chat",
+    ownedBy: "tollgate",
+    pricing: { kind: "chat", inputPerMillion: "1", outputPerMillion: "2" },
+    contextLength: 256,
+    created: 0,
+    engine: { type: "llama", model: source, parallel: 1, maxQueue: 4, threads: 1, gpu: false },
+  };
+}
+
+function createRecordingLogger() {
+  const lines: { level: "info" | "warn" | "error"; object: object; message: string | undefined }[] = [];
+  const logger: LlamaEngineLogger = {
+    info: (object, message) => lines.push({ level: "info", object, message }),
+    warn: (object, message) => lines.push({ level: "warn", object, message }),
+    error: (object, message) => lines.push({ level: "error", object, message }),
+  };
+  return { logger, lines };
+}
+
+function createEngine(source: string, logger: LlamaEngineLogger): ChatEngine {
+  const engine = createLlamaEngine({ model: createCatalogModel(source), logger });
+  engines.push(engine);
+  return engine;
+}
+
+const request = {
+  messages: [{ role: "user" as const, content: "Hello there" }],
+  maxTokens: 1,
+  temperature: 0,
+  topP: 1,
+  frequencyPenalty: 0,
+  presencePenalty: 0,
+  stop: [],
+  seed: undefined,
+  tools: [],
+  toolChoice: { type: "auto" as const },
+  responseFormat: { type: "text" as const },
+};
+
+async function refusalOf(engine: ChatEngine): Promise<AppError> {
+  const refusal = await engine.prepare(request).catch((error: unknown) => error);
+  expect(refusal).toBeInstanceOf(AppError);
+  return refusal as AppError;
+}
+
+describe("llama engine: a model URI downloaded on first use", () => {
+  it("is loading while the file downloads, then available, and generates", async () => {
+    let open: () => void = () => {};
+    server.files.set("/models/tiny.gguf", {
+      bytes: model.bytes,
+      gate: new Promise<void>((resolve) => {
+        open = resolve;
+      }),
+    });
+    const { logger, lines } = createRecordingLogger();
+    const engine = createEngine(`${server.baseUrl}/models/tiny.gguf`, logger);
+    await vi.waitFor(() =>
+      expect(server.requests.some((seen) => seen.path === "/models/tiny.gguf")).toBe(true),
+    );
+    expect(engine.status()).toBe("loading");
+    open();
+    const prepared = await engine.prepare(request);
+    expect(engine.status()).toBe("available");
+    const parts = [];
+    for await (const part of prepared.run(new AbortController().signal)) parts.push(part);
+    expect(parts.at(-1)).toMatchObject({ type: "finish", usage: { completionTokens: 1 } });
+    const files = await readdir(modelsFolder);
+    expect(files).toEqual([expect.stringMatching(/^127\.0\.0\.1_tiny-[0-9a-f]{8}\.gguf$/)]);
+    const messages = lines.map((line) => line.message);
+    expect(messages[0]).toMatch(/^Downloading http:\/\/127\.0\.0\.1:\d+\/models\/tiny\.gguf to /);
+    expect(messages).toContain("model downloaded");
+    expect(messages).toContain("local model loaded");
+    expect(lines.some((line) => line.level !== "info")).toBe(false);
+  });
+
+  it("is unavailable, with a 503 that says how to fix it, when the host cannot be reached", async () => {
+    const closed = await startModelFileServer();
+    await closed.close();
+    const source = `${closed.baseUrl}/models/tiny.gguf`;
+    const { logger, lines } = createRecordingLogger();
+    const engine = createEngine(source, logger);
+    const refusal = await refusalOf(engine);
+    expect(refusal.code).toBe("model_unavailable");
+    expect(refusal.status).toBe(503);
+    expect(refusal.message).toMatch(
+      new RegExp(
+        `^The model 'tiny-download' is unavailable\\. Its file could not be downloaded: Cannot reach ${closed.baseUrl.replace("http://", "").replace(/\./g, "\\.")} \\(.*\\)\\. To fix it, .*run \`tollgate models pull ${source.replace(/[./]/g, "\\$&")}\` on a machine with network access and put the file at ${modelsFolder.replace(/[./]/g, "\\$&")}/.*\\.gguf, or set engine\\.model to a local GGUF file\\.$`,
+      ),
+    );
+    expect(engine.status()).toBe("unavailable");
+    // An expected failure: one warning with the reason, no error with a stack trace.
+    expect(lines.filter((line) => line.level !== "info")).toEqual([
+      {
+        level: "warn",
+        object: {
+          model: "tiny-download",
+          reason: refusal.message.replace(/^The model 'tiny-download' is unavailable\. /, ""),
+        },
+        message: "local model unavailable",
+      },
+    ]);
+  });
+
+  it("is unavailable with the server's answer when the file does not exist", async () => {
+    const engine = createEngine(`${server.baseUrl}/models/missing.gguf`, createRecordingLogger().logger);
+    const refusal = await refusalOf(engine);
+    expect(refusal.message).toContain(
+      `${server.baseUrl}/models/missing.gguf does not exist (HTTP 404 Not Found)`,
+    );
+    expect(existsSync(`${modelsFolder}/missing.gguf`)).toBe(false);
+  });
+});

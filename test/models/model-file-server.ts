@@ -1,0 +1,157 @@
+import { createHash } from "node:crypto";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { writeTestModel } from "../../src/gguf/write-test-model.ts";
+
+/** How the server serves one file; change it between requests to script a test. */
+export interface ServedFile {
+  bytes: Buffer;
+  /** Answer every request with 200 and the whole file, as a server without range support does. */
+  ignoreRange?: boolean;
+  /** Cut the connection after this many body bytes, for the next `breakCount` requests. */
+  breakAfterBytes?: number;
+  breakCount?: number;
+  /** Send this as `ETag` (quoted). */
+  etag?: string;
+  /** Answer 302 to `redirectTo` with `X-Linked-ETag` (quoted) and `X-Linked-Size`, as Hugging Face does. */
+  redirectTo?: string;
+  linkedEtag?: string;
+  /** Wait for this before sending the body. */
+  gate?: Promise<void>;
+}
+
+/** One request the server saw. */
+export interface SeenRequest {
+  path: string;
+  range: string | undefined;
+  authorization: string | undefined;
+}
+
+/** A local HTTP server with model files and Hugging Face repository listings. */
+export interface ModelFileServer {
+  /** `http://127.0.0.1:PORT` */
+  baseUrl: string;
+  files: Map<string, ServedFile>;
+  /** Repository listings by `ORG/REPO`, served at `/api/models/ORG/REPO`. */
+  listings: Map<string, unknown>;
+  requests: SeenRequest[];
+  close(): Promise<void>;
+}
+
+export async function startModelFileServer(): Promise<ModelFileServer> {
+  const files = new Map<string, ServedFile>();
+  const listings = new Map<string, unknown>();
+  const requests: SeenRequest[] = [];
+  const server = createServer((request, response) => {
+    const path = new URL(request.url ?? "/", "http://localhost").pathname;
+    requests.push({ path, range: request.headers.range, authorization: request.headers.authorization });
+    serve(request, response, path).catch(() => response.destroy());
+  });
+
+  async function serve(request: IncomingMessage, response: ServerResponse, path: string): Promise<void> {
+    const listing = /^\/api\/models\/(.+)$/.exec(path)?.[1];
+    if (listing !== undefined) {
+      const body = listings.get(decodeURIComponent(listing));
+      if (body === undefined) {
+        response
+          .writeHead(401, { "content-type": "application/json" })
+          .end('{"error":"Repository not found"}');
+      } else {
+        response.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(body));
+      }
+      return;
+    }
+    const file = files.get(decodeURIComponent(path));
+    if (file === undefined) {
+      response.writeHead(404, { "content-type": "text/plain" }).end("Entry not found");
+      return;
+    }
+    if (file.redirectTo !== undefined) {
+      response
+        .writeHead(302, {
+          location: file.redirectTo,
+          ...(file.linkedEtag === undefined ? {} : { "x-linked-etag": `"${file.linkedEtag}"` }),
+          "x-linked-size": String(file.bytes.length),
+        })
+        .end();
+      return;
+    }
+    const total = file.bytes.length;
+    const range = file.ignoreRange ? undefined : /^bytes=(\d+)-$/.exec(request.headers.range ?? "");
+    const start = range === undefined || range === null ? 0 : Number(range[1]);
+    const headers: Record<string, string> = {
+      "content-type": "application/octet-stream",
+      ...(file.etag === undefined ? {} : { etag: `"${file.etag}"` }),
+    };
+    if (start >= total && range) {
+      response.writeHead(416, { ...headers, "content-range": `bytes */${total}` }).end();
+      return;
+    }
+    const body = file.bytes.subarray(start);
+    if (range) {
+      response.writeHead(206, {
+        ...headers,
+        "content-range": `bytes ${start}-${total - 1}/${total}`,
+        "content-length": String(body.length),
+      });
+    } else {
+      response.writeHead(200, { ...headers, "content-length": String(total) });
+    }
+    if (file.gate !== undefined) await file.gate;
+    if (file.breakAfterBytes !== undefined && (file.breakCount ?? 1) > 0) {
+      file.breakCount = (file.breakCount ?? 1) - 1;
+      // Ending the socket (not destroying it) delivers the bytes written so far, then closes.
+      response.write(body.subarray(0, file.breakAfterBytes), () => response.socket?.end());
+      return;
+    }
+    response.end(body);
+  }
+
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    baseUrl: `http://127.0.0.1:${port}`,
+    files,
+    listings,
+    requests,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/** A generated tiny GGUF model as bytes, with its SHA-256. */
+export async function createModelBytes(seed = 1): Promise<{ bytes: Buffer; sha256: string }> {
+  const folder = await mkdtemp(join(tmpdir(), "tollgate-model-bytes-"));
+  try {
+    const model = await writeTestModel({ path: join(folder, "model.gguf"), seed, size: "tiny" });
+    const bytes = await readFile(model.path);
+    return { bytes, sha256: createHash("sha256").update(bytes).digest("hex") };
+  } finally {
+    await rm(folder, { recursive: true, force: true });
+  }
+}
+
+/** A Hugging Face `/api/models/ORG/REPO?blobs=true` body listing these files. */
+export function createListing(
+  repository: string,
+  files: { path: string; bytes?: Buffer; sha256?: string }[],
+): unknown {
+  return {
+    id: repository,
+    siblings: files.map((file) =>
+      file.bytes === undefined
+        ? { rfilename: file.path, size: 100 }
+        : {
+            rfilename: file.path,
+            size: file.bytes.length,
+            lfs: { sha256: file.sha256, size: file.bytes.length, pointerSize: 135 },
+          },
+    ),
+  };
+}

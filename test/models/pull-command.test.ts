@@ -1,0 +1,163 @@
+import { existsSync } from "node:fs";
+import { readdir, readFile, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { CliError } from "../../src/admin/cli-error.ts";
+import type { CatalogModel, Config } from "../../src/catalog/catalog.ts";
+import { createModelFileName } from "../../src/models/download/create-model-file-name.ts";
+import { parseModelUri } from "../../src/models/download/parse-model-uri.ts";
+import { runModelsPullCommand } from "../../src/models/pull-command.ts";
+import { makeTemporaryDirectory } from "../store/temporary-directory.ts";
+import {
+  createListing,
+  createModelBytes,
+  type ModelFileServer,
+  startModelFileServer,
+} from "./model-file-server.ts";
+
+const root = makeTemporaryDirectory();
+let server: ModelFileServer;
+let model: { bytes: Buffer; sha256: string };
+let sequence = 0;
+
+beforeAll(async () => {
+  [server, model] = await Promise.all([startModelFileServer(), createModelBytes(7)]);
+  server.listings.set(
+    "acme/tiny-GGUF",
+    createListing("acme/tiny-GGUF", [{ path: "tiny-Q4_K_M.gguf", bytes: model.bytes, sha256: model.sha256 }]),
+  );
+  server.files.set("/acme/tiny-GGUF/resolve/main/tiny-Q4_K_M.gguf", {
+    bytes: model.bytes,
+    etag: model.sha256,
+  });
+  server.files.set("/files/plain.gguf", { bytes: model.bytes });
+});
+
+afterAll(async () => {
+  await server?.close();
+});
+
+function llamaModel(id: string, source: string): CatalogModel {
+  return {
+    id,
+    kind: "chat",
+    ownedBy: "tollgate",
+    pricing: { kind: "chat", inputPerMillion: "1", outputPerMillion: "2" },
+    contextLength: undefined,
+    created: 0,
+    engine: { type: "llama", model: source, parallel: 1, maxQueue: 1, threads: 1, gpu: false },
+  };
+}
+
+function createConfig(models: CatalogModel[]): Config {
+  return {
+    server: { host: "127.0.0.1", port: 0, bodyLimitBytes: 1_000_000 },
+    database: "sqlite::memory:",
+    redis: undefined,
+    adminKey: undefined,
+    metricsKey: undefined,
+    logPrompts: false,
+    models,
+    source: undefined,
+  };
+}
+
+/** Runs the command as on a pipe (no terminal), with its own models folder. */
+async function pull(config: Config, argv: string[]) {
+  sequence += 1;
+  const modelsFolder = join(root, `models-${sequence}`);
+  const lines: string[] = [];
+  const run = runModelsPullCommand(
+    config,
+    argv,
+    { write: (line) => lines.push(line) },
+    {
+      env: { TOLLGATE_MODELS_DIR: modelsFolder, TOLLGATE_HF_ENDPOINT: `${server.baseUrl}/` },
+      terminal: { isTTY: false, write: () => true },
+    },
+  );
+  return { run, lines, modelsFolder };
+}
+
+describe("tollgate models pull", () => {
+  it("pulls a catalogue model's hf: URI with progress lines and says where it saved it", async () => {
+    const uri = "hf:acme/tiny-GGUF:Q4_K_M";
+    const config = createConfig([llamaModel("tiny", uri)]);
+    const { run, lines, modelsFolder } = await pull(config, ["tiny"]);
+    await run;
+    const parsed = parseModelUri(uri);
+    if (parsed === undefined) throw new Error("bad URI");
+    const path = join(modelsFolder, createModelFileName(parsed));
+    expect((await readFile(path)).equals(model.bytes)).toBe(true);
+    const size = `${(model.bytes.length / 1e6).toFixed(1)} MB`;
+    expect(lines[0]).toBe(`Downloading tiny-Q4_K_M.gguf (${size}) from ${uri} to ${path}`);
+    expect(lines[1]).toBe(`${uri}: 0% (0 B of ${size})`);
+    expect(lines).toContain(`${uri}: 100% (${size} of ${size})`);
+    expect(lines.slice(-2)).toEqual([
+      "Verifying the SHA-256 checksum.",
+      `Saved ${path} (${size}, SHA-256 verified)`,
+    ]);
+  });
+
+  it("pulls a URL given directly and tells how to serve it", async () => {
+    const url = `${server.baseUrl}/files/plain.gguf`;
+    const { run, lines } = await pull(createConfig([]), [url]);
+    await run;
+    expect(lines.at(-2)).toMatch(/^Saved .*plain-[0-9a-f]{8}\.gguf \([\d.]+ MB\)$/);
+    expect(lines.at(-1)).toBe(`To serve it, set engine.model: "${url}" on a model in tollgate.yaml.`);
+  });
+
+  it("reports a file that is already there", async () => {
+    const url = `${server.baseUrl}/files/plain.gguf`;
+    const first = await pull(createConfig([]), [url]);
+    await first.run;
+    const second = runModelsPullCommand(
+      createConfig([]),
+      [url],
+      { write: () => {} },
+      {
+        env: { TOLLGATE_MODELS_DIR: first.modelsFolder, TOLLGATE_HF_ENDPOINT: server.baseUrl },
+        terminal: { isTTY: false, write: () => true },
+      },
+    );
+    await expect(second).resolves.toBeUndefined();
+  });
+
+  it("fails with a clear error for a file that does not exist (404)", async () => {
+    const url = `${server.baseUrl}/files/missing.gguf`;
+    const { run, modelsFolder } = await pull(createConfig([]), [url]);
+    const error = await run.catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(CliError);
+    expect((error as CliError).message).toBe(
+      `Cannot download ${url}: ${url} does not exist (HTTP 404 Not Found); check the model URI.`,
+    );
+    // No lock, partial or final file is left behind.
+    expect(existsSync(modelsFolder) ? await readdir(modelsFolder) : []).toEqual([]);
+  });
+
+  it("refuses unknown ids with a suggestion, upstream models and bad arguments", async () => {
+    const config = createConfig([llamaModel("qwen-small", "hf:acme/tiny-GGUF:Q4_K_M")]);
+    await expect((await pull(config, ["qwen-smal"])).run).rejects.toThrow(
+      "'qwen-smal' is neither a catalogue model id nor a model URI. Did you mean 'qwen-small'?",
+    );
+    const upstream: CatalogModel = {
+      ...llamaModel("gpt", "x"),
+      engine: { type: "openai", endpoints: [], model: "gpt", fallbacks: [] },
+    };
+    await expect((await pull(createConfig([upstream]), ["gpt"])).run).rejects.toThrow(
+      "The model 'gpt' is served by an upstream server; there is nothing to download.",
+    );
+    await expect((await pull(config, [])).run).rejects.toThrow(/^usage: tollgate models pull ID\|URI/);
+    await expect((await pull(config, ["s3://bucket/model.gguf"])).run).rejects.toThrow(
+      /is not a model URI Tollgate can download/,
+    );
+  });
+
+  it("has nothing to do for a model that uses a local file", async () => {
+    const path = join(root, "local.gguf");
+    await writeFile(path, model.bytes);
+    const { run, lines } = await pull(createConfig([llamaModel("local", path)]), ["local"]);
+    await run;
+    expect(lines).toEqual([`The model 'local' uses the local file ${path}; there is nothing to download.`]);
+  });
+});

@@ -1,0 +1,627 @@
+import { randomUUID } from "node:crypto";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { Account, Store } from "../../src/store/store.ts";
+import type { StoreClient } from "./open-store-in-worker.ts";
+import type { SharedDatabase, StoreConformanceBackend } from "./store-conformance.ts";
+import { makeAccount, makeCredit, makeReservation, makeSettlement, makeUsage, T0 } from "./store-fixtures.ts";
+
+/** The largest amount a store holds: 2^63 − 1 nano-units. */
+const MAX_NANO = 9_223_372_036_854_775_807n;
+const TWO_TO_62 = 4_611_686_018_427_387_904n;
+
+/**
+ * The billing half of the store conformance suite: credits, reservations, settlement, the usage
+ * ledger and the audit, each atomic in the backend.
+ */
+export function describeBillingConformance(name: string, backend: StoreConformanceBackend): void {
+  describe(`${name} store billing conformance`, () => {
+    let store: Store;
+
+    beforeEach(async () => {
+      store = await backend.openFreshStore();
+    });
+
+    afterEach(async () => {
+      await store.close();
+    });
+
+    async function openAccount(balanceNano: bigint, name = "acme"): Promise<Account> {
+      const account = makeAccount({ name, balanceNano });
+      expect(await store.insertAccount(account)).toBe("created");
+      return account;
+    }
+
+    async function money(accountId: string) {
+      return await store.getAccountMoney(accountId);
+    }
+
+    describe("opening balance and credits", () => {
+      it("records a non-zero opening balance as the account's first credit", async () => {
+        const account = await openAccount(12_500_000_000n);
+        expect(await store.listCredits(account.id)).toEqual([
+          {
+            id: account.id,
+            accountId: account.id,
+            amountNano: 12_500_000_000n,
+            note: "opening balance",
+            createdAt: account.createdAt,
+          },
+        ]);
+        expect(await store.audit()).toEqual([]);
+      });
+
+      it("writes no credit for a zero opening balance", async () => {
+        const account = await openAccount(0n);
+        expect(await store.listCredits(account.id)).toEqual([]);
+      });
+
+      it("writes no credit when the name is taken", async () => {
+        const first = await openAccount(5n);
+        const second = makeAccount({ name: "acme", balanceNano: 7n });
+        expect(await store.insertAccount(second)).toBe("name_taken");
+        expect(await store.listCredits(second.id)).toEqual([]);
+        expect(await store.listCredits(first.id)).toHaveLength(1);
+      });
+
+      it("credits raise the balance and are listed oldest first", async () => {
+        const account = await openAccount(1n);
+        const later = makeCredit({
+          accountId: account.id,
+          amountNano: 3n,
+          note: "top-up",
+          createdAt: new Date("2025-03-01T00:00:00.000Z"),
+        });
+        const earlier = makeCredit({
+          accountId: account.id,
+          amountNano: 2n,
+          createdAt: new Date("2025-02-01T00:00:00.000Z"),
+        });
+        expect(await store.credit(later)).toBe("credited");
+        expect(await store.credit(earlier)).toBe("credited");
+        expect((await store.getAccountById(account.id))?.balanceNano).toBe(6n);
+        const credits = await store.listCredits(account.id);
+        expect(credits.map((credit) => credit.amountNano)).toEqual([1n, 2n, 3n]);
+        expect(credits[2]).toEqual(later);
+        expect(credits[1]?.note).toBeUndefined();
+        expect(await store.audit()).toEqual([]);
+      });
+
+      it("answers account_not_found for a credit to an unknown account, writing nothing", async () => {
+        const accountId = randomUUID();
+        expect(await store.credit(makeCredit({ accountId, amountNano: 1n }))).toBe("account_not_found");
+        expect(await store.listCredits(accountId)).toEqual([]);
+      });
+
+      it("refuses a credit that would take the balance past 2^63 - 1, writing nothing", async () => {
+        const account = await openAccount(MAX_NANO - 10n);
+        expect(await store.credit(makeCredit({ accountId: account.id, amountNano: 11n }))).toBe(
+          "balance_too_large",
+        );
+        expect(await store.listCredits(account.id)).toHaveLength(1);
+        expect(await store.credit(makeCredit({ accountId: account.id, amountNano: 10n }))).toBe("credited");
+        expect((await store.getAccountById(account.id))?.balanceNano).toBe(MAX_NANO);
+        expect(await store.audit()).toEqual([]);
+      });
+
+      it("refuses credits of zero or less", async () => {
+        const account = await openAccount(0n);
+        await expect(store.credit(makeCredit({ accountId: account.id, amountNano: 0n }))).rejects.toThrow();
+        await expect(store.credit(makeCredit({ accountId: account.id, amountNano: -1n }))).rejects.toThrow();
+        expect(await store.listCredits(account.id)).toEqual([]);
+      });
+    });
+
+    describe("reserve", () => {
+      it("sets money aside when it fits the balance", async () => {
+        const account = await openAccount(100n);
+        const reservation = makeReservation({ accountId: account.id, amountNano: 60n });
+        expect(await store.reserve(reservation)).toBe("reserved");
+        expect(await money(account.id)).toEqual({ balanceNano: 100n, reservedNano: 60n, spentNano: 0n });
+        expect(await store.listReservations()).toEqual([reservation]);
+      });
+
+      it("reserves against the available balance: balance minus open reservations", async () => {
+        const account = await openAccount(100n);
+        expect(await store.reserve(makeReservation({ accountId: account.id, amountNano: 60n }))).toBe(
+          "reserved",
+        );
+        const tooMuch = makeReservation({ accountId: account.id, amountNano: 41n });
+        expect(await store.reserve(tooMuch)).toBe("insufficient_balance");
+        expect(await store.reserve(makeReservation({ accountId: account.id, amountNano: 40n }))).toBe(
+          "reserved",
+        );
+        expect(await store.reserve(makeReservation({ accountId: account.id, amountNano: 1n }))).toBe(
+          "insufficient_balance",
+        );
+        expect((await money(account.id))?.reservedNano).toBe(100n);
+        expect((await store.listReservations()).map((each) => each.id)).not.toContain(tooMuch.id);
+      });
+
+      it("reserves nothing on an empty balance but a zero amount", async () => {
+        const account = await openAccount(0n);
+        expect(await store.reserve(makeReservation({ accountId: account.id, amountNano: 1n }))).toBe(
+          "insufficient_balance",
+        );
+        expect(await store.reserve(makeReservation({ accountId: account.id, amountNano: 0n }))).toBe(
+          "reserved",
+        );
+      });
+
+      it("answers account_not_found for an unknown account", async () => {
+        const reservation = makeReservation({ accountId: randomUUID(), amountNano: 0n });
+        expect(await store.reserve(reservation)).toBe("account_not_found");
+        expect(await store.listReservations()).toEqual([]);
+      });
+
+      it("refuses a second reservation with the same id and keeps the first alone", async () => {
+        const account = await openAccount(100n);
+        const reservation = makeReservation({ accountId: account.id, amountNano: 10n });
+        await store.reserve(reservation);
+        await expect(store.reserve({ ...reservation, amountNano: 20n })).rejects.toThrow();
+        expect((await money(account.id))?.reservedNano).toBe(10n);
+        expect(await store.listReservations()).toEqual([reservation]);
+      });
+
+      it("refuses a negative amount", async () => {
+        const account = await openAccount(100n);
+        await expect(
+          store.reserve(makeReservation({ accountId: account.id, amountNano: -1n })),
+        ).rejects.toThrow();
+        expect((await money(account.id))?.reservedNano).toBe(0n);
+      });
+
+      it("keeps reservations of different accounts apart", async () => {
+        const acme = await openAccount(10n, "acme");
+        const other = await openAccount(10n, "other");
+        await store.reserve(makeReservation({ accountId: acme.id, amountNano: 10n }));
+        expect(await store.reserve(makeReservation({ accountId: other.id, amountNano: 10n }))).toBe(
+          "reserved",
+        );
+        expect((await money(acme.id))?.reservedNano).toBe(10n);
+        expect((await money(other.id))?.reservedNano).toBe(10n);
+      });
+    });
+
+    describe("settle", () => {
+      it("charges the cost, frees the reservation and writes the usage row, in one step", async () => {
+        const account = await openAccount(100n);
+        const reservation = makeReservation({ accountId: account.id, amountNano: 60n });
+        await store.reserve(reservation);
+        const usage = makeSettlement(reservation, 25n, { user: "user-7", estimated: true });
+        await store.settle(usage);
+        expect(await money(account.id)).toEqual({ balanceNano: 75n, reservedNano: 0n, spentNano: 25n });
+        expect((await store.getAccountById(account.id))?.balanceNano).toBe(75n);
+        expect(await store.listReservations()).toEqual([]);
+        expect(await store.listUsage()).toEqual([usage]);
+        expect(await store.audit()).toEqual([]);
+      });
+
+      it("keeps nano arithmetic exact near 2^62", async () => {
+        const account = await openAccount(MAX_NANO);
+        const reservation = makeReservation({ accountId: account.id, amountNano: TWO_TO_62 + 1n });
+        expect(await store.reserve(reservation)).toBe("reserved");
+        const available = MAX_NANO - TWO_TO_62 - 1n;
+        expect(
+          await store.reserve(makeReservation({ accountId: account.id, amountNano: available + 1n })),
+        ).toBe("insufficient_balance");
+        const rest = makeReservation({ accountId: account.id, amountNano: available });
+        expect(await store.reserve(rest)).toBe("reserved");
+        expect((await money(account.id))?.reservedNano).toBe(MAX_NANO);
+
+        await store.settle(makeSettlement(reservation, TWO_TO_62 - 3n));
+        await store.settle(makeSettlement(rest, 1n));
+        expect(await money(account.id)).toEqual({
+          balanceNano: MAX_NANO - TWO_TO_62 + 2n,
+          reservedNano: 0n,
+          spentNano: TWO_TO_62 - 2n,
+        });
+        expect(
+          await store.listUsage({ accountId: account.id }).then((rows) => rows.map((row) => row.costNano)),
+        ).toEqual(expect.arrayContaining([TWO_TO_62 - 3n, 1n]));
+        expect(await store.audit()).toEqual([]);
+      });
+
+      it("charges a settled request once: a second settle changes nothing", async () => {
+        const account = await openAccount(100n);
+        const reservation = makeReservation({ accountId: account.id, amountNano: 60n });
+        await store.reserve(reservation);
+        const usage = makeSettlement(reservation, 25n);
+        await store.settle(usage);
+        await store.settle(usage);
+        await store.settle({ ...usage, costNano: 50n, completionTokens: 99 });
+        await store.insertUsage({ ...usage, costNano: 0n });
+        expect(await money(account.id)).toEqual({ balanceNano: 75n, reservedNano: 0n, spentNano: 25n });
+        expect(await store.listUsage()).toEqual([usage]);
+        expect(await store.audit()).toEqual([]);
+      });
+
+      it("settles concurrent duplicates once", async () => {
+        const account = await openAccount(100n);
+        const reservation = makeReservation({ accountId: account.id, amountNano: 60n });
+        await store.reserve(reservation);
+        const usage = makeSettlement(reservation, 25n);
+        await Promise.all([store.settle(usage), store.settle(usage), store.settle(usage)]);
+        expect(await money(account.id)).toEqual({ balanceNano: 75n, reservedNano: 0n, spentNano: 25n });
+      });
+
+      it("charges a request whose reservation was already released, leaving other reservations alone", async () => {
+        const account = await openAccount(100n);
+        const released = makeReservation({ accountId: account.id, amountNano: 30n, replicaId: "gone" });
+        const other = makeReservation({ accountId: account.id, amountNano: 20n, replicaId: "alive" });
+        await store.reserve(released);
+        await store.reserve(other);
+        expect(await store.releaseReservations({ replicaId: "gone" })).toBe(1);
+        await store.settle(makeSettlement(released, 10n));
+        expect(await money(account.id)).toEqual({ balanceNano: 90n, reservedNano: 20n, spentNano: 10n });
+        expect(await store.listReservations()).toEqual([other]);
+      });
+
+      it("lets a cost above the balance take it below zero", async () => {
+        const account = await openAccount(10n);
+        const reservation = makeReservation({ accountId: account.id, amountNano: 10n });
+        await store.reserve(reservation);
+        await store.settle(makeSettlement(reservation, 15n));
+        expect(await money(account.id)).toEqual({ balanceNano: -5n, reservedNano: 0n, spentNano: 15n });
+        expect(await store.reserve(makeReservation({ accountId: account.id, amountNano: 0n }))).toBe(
+          "insufficient_balance",
+        );
+        expect(await store.audit()).toEqual([]);
+      });
+
+      it("charges nothing for a request that cost 0 and still frees its reservation", async () => {
+        const account = await openAccount(10n);
+        const reservation = makeReservation({ accountId: account.id, amountNano: 10n });
+        await store.reserve(reservation);
+        await store.settle(
+          makeSettlement(reservation, 0n, {
+            completionTokens: 0,
+            finishReason: undefined,
+            errorCode: "upstream_unavailable",
+          }),
+        );
+        expect(await money(account.id)).toEqual({ balanceNano: 10n, reservedNano: 0n, spentNano: 0n });
+      });
+
+      it("refuses a usage row for another account than its reservation, changing nothing", async () => {
+        const acme = await openAccount(10n, "acme");
+        const other = await openAccount(10n, "other");
+        const reservation = makeReservation({ accountId: acme.id, amountNano: 10n });
+        await store.reserve(reservation);
+        await expect(
+          store.settle(makeSettlement(reservation, 5n, { accountId: other.id })),
+        ).rejects.toThrow();
+        expect(await money(acme.id)).toEqual({ balanceNano: 10n, reservedNano: 10n, spentNano: 0n });
+        expect(await money(other.id)).toEqual({ balanceNano: 10n, reservedNano: 0n, spentNano: 0n });
+        expect(await store.listUsage()).toEqual([]);
+      });
+
+      it("refuses a negative cost", async () => {
+        const account = await openAccount(10n);
+        await expect(store.settle(makeUsage({ accountId: account.id, costNano: -1n }))).rejects.toThrow();
+        expect(await store.listUsage()).toEqual([]);
+      });
+    });
+
+    describe("usage rows", () => {
+      it("records a refused request at cost 0 without touching the balance, once", async () => {
+        const account = await openAccount(10n);
+        const usage = makeUsage({
+          accountId: account.id,
+          promptTokens: 0,
+          completionTokens: 0,
+          finishReason: undefined,
+          errorCode: "rate_limit_exceeded",
+          queueMs: undefined,
+          firstTokenMs: undefined,
+          totalMs: 0,
+        });
+        await store.insertUsage(usage);
+        await store.insertUsage(usage);
+        expect(await store.listUsage()).toEqual([usage]);
+        expect(await money(account.id)).toEqual({ balanceNano: 10n, reservedNano: 0n, spentNano: 0n });
+        expect(await store.audit()).toEqual([]);
+      });
+
+      it("refuses a refused request's row with a cost", async () => {
+        const account = await openAccount(10n);
+        await expect(store.insertUsage(makeUsage({ accountId: account.id, costNano: 1n }))).rejects.toThrow();
+        expect(await store.listUsage()).toEqual([]);
+      });
+
+      it("reads back every field, absent ones as undefined, durations in whole milliseconds", async () => {
+        const account = await openAccount(0n);
+        const usage = makeUsage({
+          accountId: account.id,
+          requestId: "client-chosen-id",
+          user: "end-user@example.com",
+          finishReason: undefined,
+          errorCode: "internal_error",
+          queueMs: 1.4,
+          firstTokenMs: undefined,
+          totalMs: 2.6,
+          estimated: true,
+        });
+        await store.insertUsage(usage);
+        expect(await store.listUsage()).toEqual([{ ...usage, queueMs: 1, totalMs: 3 }]);
+      });
+
+      it("keeps rows of requests that share a client request id apart", async () => {
+        const account = await openAccount(0n);
+        const first = makeUsage({ accountId: account.id, requestId: "same" });
+        const second = makeUsage({ accountId: account.id, requestId: "same" });
+        await store.insertUsage(first);
+        await store.insertUsage(second);
+        expect(await store.listUsage()).toHaveLength(2);
+      });
+
+      it("filters by account, key, model and time, oldest first", async () => {
+        const acme = await openAccount(0n, "acme");
+        const other = await openAccount(0n, "other");
+        const at = (day: number) => new Date(Date.UTC(2025, 0, day));
+        const rows = [
+          makeUsage({ accountId: acme.id, keyPublicId: "keyacme00001", model: "a", createdAt: at(3) }),
+          makeUsage({ accountId: acme.id, keyPublicId: "keyacme00002", model: "b", createdAt: at(1) }),
+          makeUsage({ accountId: other.id, keyPublicId: "keyother0001", model: "a", createdAt: at(2) }),
+          makeUsage({ accountId: acme.id, keyPublicId: "keyacme00001", model: "b", createdAt: at(4) }),
+        ];
+        for (const row of rows) await store.insertUsage(row);
+        const ids = async (filter: Parameters<Store["listUsage"]>[0]) =>
+          (await store.listUsage(filter)).map((row) =>
+            rows.indexOf(rows.find((each) => each.id === row.id)!),
+          );
+        expect(await ids({})).toEqual([1, 2, 0, 3]);
+        expect(await ids({ accountId: acme.id })).toEqual([1, 0, 3]);
+        expect(await ids({ keyPublicId: "keyacme00001" })).toEqual([0, 3]);
+        expect(await ids({ model: "a" })).toEqual([2, 0]);
+        expect(await ids({ since: at(2) })).toEqual([2, 0, 3]);
+        expect(await ids({ until: at(3) })).toEqual([1, 2]);
+        expect(await ids({ since: at(2), until: at(4), accountId: acme.id, model: "a" })).toEqual([0]);
+        expect(await ids({ accountId: randomUUID() })).toEqual([]);
+      });
+
+      it("sums the spent amount per account", async () => {
+        const acme = await openAccount(100n, "acme");
+        const other = await openAccount(100n, "other");
+        for (const [account, cost] of [
+          [acme, 7n],
+          [acme, 8n],
+          [other, 1n],
+        ] as const) {
+          const reservation = makeReservation({ accountId: account.id, amountNano: cost });
+          await store.reserve(reservation);
+          await store.settle(makeSettlement(reservation, cost));
+        }
+        expect(await money(acme.id)).toEqual({ balanceNano: 85n, reservedNano: 0n, spentNano: 15n });
+        expect(await money(other.id)).toEqual({ balanceNano: 99n, reservedNano: 0n, spentNano: 1n });
+        expect(await money(randomUUID())).toBeUndefined();
+      });
+    });
+
+    describe("leases and release", () => {
+      const lease = (minute: number) => new Date(Date.UTC(2025, 0, 1, 0, minute));
+      let made = 0;
+
+      /** A reservation made one millisecond after the previous one, so they list in this order. */
+      async function reserveFor(
+        account: Account,
+        replicaId: string,
+        amountNano: bigint,
+        leaseMinute: number,
+      ) {
+        made += 1;
+        const reservation = makeReservation({
+          accountId: account.id,
+          amountNano,
+          replicaId,
+          leaseExpiresAt: lease(leaseMinute),
+          createdAt: new Date(T0.getTime() + made),
+        });
+        expect(await store.reserve(reservation)).toBe("reserved");
+        return reservation;
+      }
+
+      it("releases a replica's reservations and gives their money back, no one else's", async () => {
+        const acme = await openAccount(100n, "acme");
+        const other = await openAccount(100n, "other");
+        await reserveFor(acme, "a", 10n, 5);
+        await reserveFor(other, "a", 20n, 5);
+        const kept = await reserveFor(acme, "b", 30n, 5);
+        expect(await store.releaseReservations({ replicaId: "a" })).toBe(2);
+        expect(await store.listReservations()).toEqual([kept]);
+        expect(await money(acme.id)).toEqual({ balanceNano: 100n, reservedNano: 30n, spentNano: 0n });
+        expect(await money(other.id)).toEqual({ balanceNano: 100n, reservedNano: 0n, spentNano: 0n });
+        expect(await store.listUsage()).toEqual([]);
+        expect((await store.audit()).map((problem) => problem.kind)).toEqual(["open_reservation"]);
+      });
+
+      it("releases expired leases of other replicas, never their live ones", async () => {
+        const account = await openAccount(100n);
+        await reserveFor(account, "me", 1n, 10);
+        await reserveFor(account, "crashed", 2n, 3);
+        const live = await reserveFor(account, "alive", 4n, 10);
+        const exactlyNow = await reserveFor(account, "alive", 8n, 5);
+        expect(await store.releaseReservations({ replicaId: "me", expiredBefore: lease(5) })).toBe(2);
+        expect(await store.listReservations()).toEqual([live, exactlyNow]);
+        expect((await money(account.id))?.reservedNano).toBe(12n);
+      });
+
+      it("releases every reservation for replica *", async () => {
+        const account = await openAccount(100n);
+        await reserveFor(account, "a", 1n, 10);
+        await reserveFor(account, "b", 2n, 10);
+        expect(await store.releaseReservations({ replicaId: "*" })).toBe(2);
+        expect(await store.listReservations()).toEqual([]);
+        expect((await money(account.id))?.reservedNano).toBe(0n);
+        expect(await store.audit()).toEqual([]);
+      });
+
+      it("releases nothing when nothing matches", async () => {
+        const account = await openAccount(100n);
+        await reserveFor(account, "a", 1n, 10);
+        expect(await store.releaseReservations({ replicaId: "b", expiredBefore: lease(1) })).toBe(0);
+        expect((await money(account.id))?.reservedNano).toBe(1n);
+      });
+
+      it("renews the leases of one replica only", async () => {
+        const account = await openAccount(100n);
+        const mine = await reserveFor(account, "me", 1n, 1);
+        const theirs = await reserveFor(account, "them", 2n, 1);
+        await store.renewLeases("me", lease(30));
+        expect(await store.listReservations()).toEqual([{ ...mine, leaseExpiresAt: lease(30) }, theirs]);
+        expect(await store.releaseReservations({ replicaId: "nobody", expiredBefore: lease(10) })).toBe(1);
+        expect((await store.listReservations()).map((each) => each.id)).toEqual([mine.id]);
+      });
+
+      it("lists open reservations oldest first", async () => {
+        const account = await openAccount(100n);
+        const later = makeReservation({
+          accountId: account.id,
+          createdAt: new Date("2025-01-02T00:00:00.000Z"),
+        });
+        const earlier = makeReservation({ accountId: account.id, createdAt: T0 });
+        await store.reserve(later);
+        await store.reserve(earlier);
+        expect(await store.listReservations()).toEqual([earlier, later]);
+      });
+    });
+
+    describe("audit", () => {
+      it("passes on an empty store and after a full flow", async () => {
+        expect(await store.audit()).toEqual([]);
+        const account = await openAccount(50n);
+        await store.credit(makeCredit({ accountId: account.id, amountNano: 25n }));
+        const reservation = makeReservation({ accountId: account.id, amountNano: 40n });
+        await store.reserve(reservation);
+        await store.settle(makeSettlement(reservation, 33n));
+        await store.insertUsage(makeUsage({ accountId: account.id, errorCode: "rate_limit_exceeded" }));
+        expect(await store.audit()).toEqual([]);
+      });
+
+      it("reports every open reservation, whoever holds it", async () => {
+        const account = await openAccount(50n);
+        const first = makeReservation({ accountId: account.id, amountNano: 1n, replicaId: "a" });
+        const second = makeReservation({
+          accountId: account.id,
+          amountNano: 2n,
+          replicaId: "b",
+          createdAt: new Date("2025-01-02T00:00:00.000Z"),
+        });
+        await store.reserve(second);
+        await store.reserve(first);
+        expect(await store.audit()).toEqual([
+          { kind: "open_reservation", reservation: first },
+          { kind: "open_reservation", reservation: second },
+        ]);
+      });
+    });
+
+    if (backend.openSharedDatabase !== undefined) {
+      describeSharedDatabase(backend.openSharedDatabase);
+    }
+  });
+}
+
+/** The tests that need several connections to one database, or to change it behind the store. */
+function describeSharedDatabase(openSharedDatabase: () => Promise<SharedDatabase>): void {
+  describe("with several connections", () => {
+    let shared: SharedDatabase;
+    let clients: StoreClient[] = [];
+
+    beforeEach(async () => {
+      shared = await openSharedDatabase();
+      clients = [];
+    });
+
+    afterEach(async () => {
+      await Promise.all(clients.map((client) => client.close()));
+      await shared.close();
+    });
+
+    async function openAccount(balanceNano: bigint): Promise<Account> {
+      const account = makeAccount({ name: "acme", balanceNano });
+      await shared.store.insertAccount(account);
+      return account;
+    }
+
+    it("never reserves more than the balance, whatever the concurrency", async () => {
+      const account = await openAccount(100n);
+      clients = await Promise.all([1, 2, 3, 4].map(() => shared.openClient()));
+      const attemptsPerClient = 40;
+      const results = await Promise.all(
+        clients.flatMap((client, clientIndex) =>
+          Array.from({ length: attemptsPerClient }, () =>
+            client.reserve(
+              makeReservation({ accountId: account.id, amountNano: 3n, replicaId: `client-${clientIndex}` }),
+            ),
+          ),
+        ),
+      );
+      const reserved = results.filter((result) => result === "reserved").length;
+      // 100 / 3: every attempt ran, so exactly as many fit as the balance allows.
+      expect(reserved).toBe(33);
+      expect(results.filter((result) => result === "insufficient_balance")).toHaveLength(
+        clients.length * attemptsPerClient - 33,
+      );
+      expect(await shared.store.getAccountMoney(account.id)).toEqual({
+        balanceNano: 100n,
+        reservedNano: 99n,
+        spentNano: 0n,
+      });
+      expect(await shared.store.listReservations()).toHaveLength(33);
+      const problems = await shared.store.audit();
+      expect(problems.filter((problem) => problem.kind !== "open_reservation")).toEqual([]);
+    });
+
+    it("keeps the ledger exact under concurrent reserve, settle and credit", async () => {
+      const account = await openAccount(1_000n);
+      clients = await Promise.all([1, 2, 3].map(() => shared.openClient()));
+      const runs = clients.map(async (client, clientIndex) => {
+        for (let run = 0; run < 15; run++) {
+          const reservation = makeReservation({ accountId: account.id, amountNano: 10n });
+          if ((await client.reserve(reservation)) === "reserved") {
+            await client.settle(makeSettlement(reservation, BigInt(clientIndex + 1)));
+          }
+          if (run % 5 === 0) await client.credit(makeCredit({ accountId: account.id, amountNano: 2n }));
+        }
+      });
+      await Promise.all(runs);
+      // 3 clients × 15 settles at costs 1, 2 and 3; 3 clients × 3 credits of 2.
+      expect(await shared.store.getAccountMoney(account.id)).toEqual({
+        balanceNano: 1_000n - 15n * (1n + 2n + 3n) + 9n * 2n,
+        reservedNano: 0n,
+        spentNano: 90n,
+      });
+      expect(await shared.store.audit()).toEqual([]);
+    });
+
+    it("reports a balance that does not match its credits and charges", async () => {
+      const account = await openAccount(100n);
+      await shared.runSql(`update accounts set balance_nano = 101 where id = '${account.id}'`);
+      expect(await shared.store.audit()).toEqual([
+        { kind: "balance_mismatch", accountId: account.id, balanceNano: 101n, expectedNano: 100n },
+      ]);
+    });
+
+    it("reports a reserved amount that does not match the open reservations", async () => {
+      const account = await openAccount(100n);
+      const reservation = makeReservation({ accountId: account.id, amountNano: 5n });
+      await shared.store.reserve(reservation);
+      await shared.runSql(`update accounts set reserved_nano = 7 where id = '${account.id}'`);
+      expect(await shared.store.audit()).toEqual([
+        { kind: "reserved_mismatch", accountId: account.id, reservedNano: 7n, expectedNano: 5n },
+        { kind: "open_reservation", reservation },
+      ]);
+    });
+
+    it("reports a lost usage row as a balance mismatch", async () => {
+      const account = await openAccount(100n);
+      const reservation = makeReservation({ accountId: account.id, amountNano: 5n });
+      await shared.store.reserve(reservation);
+      await shared.store.settle(makeSettlement(reservation, 4n));
+      await shared.runSql(`delete from usage where id = '${reservation.id}'`);
+      expect(await shared.store.audit()).toEqual([
+        { kind: "balance_mismatch", accountId: account.id, balanceNano: 96n, expectedNano: 100n },
+      ]);
+    });
+  });
+}
