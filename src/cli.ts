@@ -103,6 +103,15 @@ async function serve(argv: string[], configFile: string | undefined): Promise<vo
       },
     );
   };
+  // SIGHUP re-reads the config this command would read at start (SPEC §11) and swaps in its
+  // catalogue and prices; a config with errors is reported and the running one kept.
+  process.on("SIGHUP", () => {
+    loadConfig({ file: configFile }).then(
+      (next) => server.reload(next),
+      (error: unknown) =>
+        server.app.log.error({ err: error }, "reloading the config failed; keeping the running one"),
+    );
+  });
   process.on("SIGTERM", () => shutdown("SIGTERM"));
   process.on("SIGINT", () => shutdown("SIGINT"));
 }

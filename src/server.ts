@@ -9,6 +9,7 @@ import { createAuthenticator } from "./auth/authenticator.ts";
 import { BillingAdmission, RESERVATION_LEASE_MS } from "./billing/reserve-and-settle.ts";
 import type { Config } from "./catalog/catalog.ts";
 import { createEngine } from "./engine/create-engine.ts";
+import type { ChatEngine } from "./engine/engine.ts";
 import { KeyLimits } from "./limits/key-limits.ts";
 import { MemoryRateLimiter } from "./limits/memory-rate-limiter.ts";
 import { ModelRegistry } from "./models/model-registry.ts";
@@ -32,6 +33,31 @@ export interface RunningServer {
   shutdown(options?: { graceMs?: number }): Promise<void>;
   /** Stops at once: {@link shutdown} with no grace. */
   close(): Promise<void>;
+  /**
+   * Swaps in a new catalogue and prices (SIGHUP), without dropping requests in flight. Only
+   * `models` is taken from the new config; server, database and keys stay as they started.
+   */
+  reload(config: Config): void;
+}
+
+/** How often a replaced engine is checked for idleness before it is closed. */
+const IDLE_CHECK_MS = 1000;
+/** The longest a replaced engine that cannot report its load is kept before it is closed. */
+const MAX_RETIREMENT_MS = 15 * 60_000;
+
+/** Closes an engine once it runs nothing and nothing waits for it (or after a long bound). */
+function closeWhenIdle(engine: ChatEngine, onError: (error: unknown) => void): void {
+  const retiredAt = Date.now();
+  const check = () => {
+    const load = engine.load?.();
+    const idle = load !== undefined && load.running === 0 && load.waiting === 0;
+    if (idle || Date.now() - retiredAt >= MAX_RETIREMENT_MS) {
+      engine.close().catch(onError);
+      return;
+    }
+    setTimeout(check, IDLE_CHECK_MS).unref();
+  };
+  check();
 }
 
 /**
@@ -148,5 +174,12 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
     createdKeys,
     shutdown,
     close: () => shutdown({ graceMs: 0 }),
+    reload(next: Config) {
+      const retired = registry.replace(next.models);
+      for (const engine of retired) {
+        closeWhenIdle(engine, (error) => logger.error({ err: error }, "closing a replaced engine failed"));
+      }
+      logger.info({ models: next.models.length, replacedEngines: retired.length }, "catalogue reloaded");
+    },
   };
 }

@@ -38,7 +38,7 @@ export type TestModelInfo = {
   /** Total number of weights. */
   readonly parameters: number;
   readonly vocabularySize: number;
-  /** Trained context length written to `llama.context_length`. */
+  /** Trained context length written to `<architecture>.context_length`. */
   readonly contextLength: number;
   /** File size in bytes. */
   readonly bytes: number;
@@ -81,6 +81,11 @@ const shapes: Record<TestModelSize, Omit<TestModelShape, "ropeLayout">> = {
  * Writes a small llama-architecture GGUF chat model with random weights, a real byte-level BPE
  * tokenizer, ChatML special tokens and a Qwen2.5-style chat template with tool calling.
  * Deterministic: the same options always produce the same bytes.
+ *
+ * Behaviour with the default `endBias` (measured with node-llama-cpp's `LlamaChat`): answers
+ * end on `<|im_end|>` after about 8 to 15 tokens, at any temperature and however long the
+ * conversation, so `maxTokens: 3` nearly always stops on the limit and `maxTokens: 200` never
+ * does; under a JSON grammar the value closes within about 20 tokens. The text is meaningless.
  */
 export async function writeTestModel(options: WriteTestModelOptions): Promise<TestModelInfo> {
   const content = createTestModelContent(options);

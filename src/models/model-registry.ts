@@ -1,3 +1,4 @@
+import { isDeepStrictEqual } from "node:util";
 import type { CatalogModel } from "../catalog/catalog.ts";
 import type { ChatEngine, ModelStatus } from "../engine/engine.ts";
 
@@ -8,22 +9,17 @@ export interface RegisteredModel {
   engine: ChatEngine | undefined;
 }
 
-/**
- * Creates the engine for one catalogue model; `undefined` when it has none. `resolveEngine` finds
- * another model's engine when asked (upstream fallbacks), so the order of the models does not matter.
- */
-export type CreateEngine = (
-  model: CatalogModel,
-  context: { resolveEngine: (id: string) => ChatEngine | undefined },
-) => ChatEngine | undefined;
+/** Creates the engine for one catalogue model; `undefined` when it has none. */
+export type CreateEngine = (model: CatalogModel) => ChatEngine | undefined;
 
 /** The catalogue as the service runs it: models by id, each with its engine. */
 export class ModelRegistry {
-  readonly #models = new Map<string, RegisteredModel>();
+  #models = new Map<string, RegisteredModel>();
+  readonly #createEngine: CreateEngine;
 
   constructor(models: readonly CatalogModel[], createEngine: CreateEngine) {
-    const context = { resolveEngine: (id: string) => this.#models.get(id)?.engine };
-    for (const model of models) this.#models.set(model.id, { model, engine: createEngine(model, context) });
+    this.#createEngine = createEngine;
+    for (const model of models) this.#models.set(model.id, { model, engine: createEngine(model) });
   }
 
   get(id: string): RegisteredModel | undefined {
@@ -32,6 +28,31 @@ export class ModelRegistry {
 
   list(): RegisteredModel[] {
     return [...this.#models.values()];
+  }
+
+  /**
+   * Swaps in a new catalogue. A model whose engine settings did not change keeps its engine
+   * (and its loaded weights); others get a new one. Returns the engines no longer used, for the
+   * caller to close once their requests have finished: requests in flight keep the engine they
+   * started on.
+   */
+  replace(models: readonly CatalogModel[]): ChatEngine[] {
+    const previous = this.#models;
+    const next = new Map<string, RegisteredModel>();
+    const kept = new Set<ChatEngine>();
+    for (const model of models) {
+      const old = previous.get(model.id);
+      if (old?.engine !== undefined && isDeepStrictEqual(old.model.engine, model.engine)) {
+        next.set(model.id, { model, engine: old.engine });
+        kept.add(old.engine);
+      } else {
+        next.set(model.id, { model, engine: this.#createEngine(model) });
+      }
+    }
+    this.#models = next;
+    return [...previous.values()].flatMap((entry) =>
+      entry.engine === undefined || kept.has(entry.engine) ? [] : [entry.engine],
+    );
   }
 
   /** Closes every engine (in-flight requests are aborted). */

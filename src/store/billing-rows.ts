@@ -1,3 +1,4 @@
+/** Conversions between the billing records of `store.ts` and their rows (see `database.ts`). */
 import type { Insertable, Selectable } from "kysely";
 import {
   fromTimestampText,
@@ -8,8 +9,6 @@ import {
 } from "./column-values.ts";
 import type { CreditsTable, ReservationsTable, UsageTable } from "./database.ts";
 import type { CreditRecord, Reservation, UsageRecord } from "./store.ts";
-
-/** Conversions between the billing records of `store.ts` and their rows (see `database.ts`). */
 
 export function toReservationRow(reservation: Reservation): Insertable<ReservationsTable> {
   return {

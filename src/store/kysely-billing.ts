@@ -1,4 +1,4 @@
-import { type Insertable, type Kysely, type Selectable, sql } from "kysely";
+import { type Insertable, type Kysely, sql } from "kysely";
 import {
   toCreditRecord,
   toCreditRow,

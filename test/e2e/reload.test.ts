@@ -1,0 +1,89 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Config } from "../../src/catalog/catalog.ts";
+import { getTestModelPath } from "../support/test-model.ts";
+import {
+  createTinyModelEntry,
+  startTestServer,
+  type TestServer,
+  TINY_MODEL,
+} from "../support/test-server.ts";
+
+let server: TestServer;
+
+beforeAll(async () => {
+  server = await startTestServer();
+});
+
+afterAll(async () => {
+  await server?.close();
+});
+
+async function listModels() {
+  const response = await fetch(`${server.baseUrl}/models`, {
+    headers: { authorization: `Bearer ${server.starterKey}` },
+  });
+  return (
+    (await response.json()) as { data: { id: string; pricing: Record<string, string>; status: string }[] }
+  ).data;
+}
+
+describe("reloading the catalogue", () => {
+  it("swaps models and prices while a stream in flight completes", async () => {
+    const response = await fetch(`${server.baseUrl}/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${server.starterKey}`, "content-type": "application/json" },
+      body: JSON.stringify({
+        model: TINY_MODEL,
+        messages: [{ role: "user", content: "Go" }],
+        stream: true,
+        max_tokens: 60,
+      }),
+    });
+    expect(response.status).toBe(200);
+    const reader = response.body!.getReader();
+    let text = new TextDecoder().decode((await reader.read()).value);
+
+    const tiny = createTinyModelEntry(await getTestModelPath());
+    const next: Config = {
+      server: { host: "127.0.0.1", port: 0, bodyLimitBytes: 1024 * 1024 },
+      database: "sqlite::memory:",
+      redis: undefined,
+      adminKey: undefined,
+      metricsKey: undefined,
+      logPrompts: false,
+      source: undefined,
+      models: [
+        {
+          ...tiny,
+          contextLength: 1024,
+          pricing: { kind: "chat", inputPerMillion: "0.20", outputPerMillion: "0.80" },
+        },
+        { ...tiny, id: "tiny-2", engine: { ...tiny.engine!, parallel: 1 } as typeof tiny.engine },
+      ],
+    };
+    server.server.reload(next);
+
+    for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) {
+      text += new TextDecoder().decode(chunk.value);
+    }
+    expect(text.endsWith("data: [DONE]\n\n")).toBe(true);
+    expect(text).not.toContain('"error"');
+
+    const models = await listModels();
+    expect(models.map((model) => model.id)).toEqual([TINY_MODEL, "tiny-2"]);
+    expect(models[0]?.pricing).toEqual({ input_per_million: "0.20", output_per_million: "0.80" });
+
+    // The new price is what the next request is charged.
+    const { accountId, key } = await server.createFundedKey("after-reload", "1");
+    const completion = await fetch(`${server.baseUrl}/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: TINY_MODEL, messages: [{ role: "user", content: "Hi" }], max_tokens: 3 }),
+    });
+    const usage = (
+      (await completion.json()) as { usage: { prompt_tokens: number; completion_tokens: number } }
+    ).usage;
+    const [row] = await server.store.listUsage({ accountId });
+    expect(row?.costNano).toBe(BigInt(usage.prompt_tokens) * 200n + BigInt(usage.completion_tokens) * 800n);
+  });
+});

@@ -1,0 +1,110 @@
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { Account } from "../../src/store/store.ts";
+import type { StoreClient } from "./open-store-in-worker.ts";
+import type { SharedDatabase } from "./store-conformance.ts";
+import { makeAccount, makeCredit, makeReservation, makeSettlement } from "./store-fixtures.ts";
+
+/** The tests that need several connections to one database, or to change it behind the store. */
+export function describeSharedDatabaseConformance(openSharedDatabase: () => Promise<SharedDatabase>): void {
+  describe("with several connections", () => {
+    let shared: SharedDatabase;
+    let clients: StoreClient[] = [];
+
+    beforeEach(async () => {
+      shared = await openSharedDatabase();
+      clients = [];
+    });
+
+    afterEach(async () => {
+      await Promise.all(clients.map((client) => client.close()));
+      await shared.close();
+    });
+
+    async function openAccount(balanceNano: bigint): Promise<Account> {
+      const account = makeAccount({ name: "acme", balanceNano });
+      await shared.store.insertAccount(account);
+      return account;
+    }
+
+    it("never reserves more than the balance, whatever the concurrency", async () => {
+      const account = await openAccount(100n);
+      clients = await Promise.all([1, 2, 3, 4].map(() => shared.openClient()));
+      const attemptsPerClient = 40;
+      const results = await Promise.all(
+        clients.flatMap((client, clientIndex) =>
+          Array.from({ length: attemptsPerClient }, () =>
+            client.reserve(
+              makeReservation({ accountId: account.id, amountNano: 3n, replicaId: `client-${clientIndex}` }),
+            ),
+          ),
+        ),
+      );
+      const reserved = results.filter((result) => result === "reserved").length;
+      // 100 / 3: every attempt ran, so exactly as many fit as the balance allows.
+      expect(reserved).toBe(33);
+      expect(results.filter((result) => result === "insufficient_balance")).toHaveLength(
+        clients.length * attemptsPerClient - 33,
+      );
+      expect(await shared.store.getAccountMoney(account.id)).toEqual({
+        balanceNano: 100n,
+        reservedNano: 99n,
+        spentNano: 0n,
+      });
+      expect(await shared.store.listReservations()).toHaveLength(33);
+      const problems = await shared.store.audit();
+      expect(problems.filter((problem) => problem.kind !== "open_reservation")).toEqual([]);
+    });
+
+    it("keeps the ledger exact under concurrent reserve, settle and credit", async () => {
+      const account = await openAccount(1_000n);
+      clients = await Promise.all([1, 2, 3].map(() => shared.openClient()));
+      const runs = clients.map(async (client, clientIndex) => {
+        for (let run = 0; run < 15; run++) {
+          const reservation = makeReservation({ accountId: account.id, amountNano: 10n });
+          if ((await client.reserve(reservation)) === "reserved") {
+            await client.settle(makeSettlement(reservation, BigInt(clientIndex + 1)));
+          }
+          if (run % 5 === 0) await client.credit(makeCredit({ accountId: account.id, amountNano: 2n }));
+        }
+      });
+      await Promise.all(runs);
+      // 3 clients × 15 settles at costs 1, 2 and 3; 3 clients × 3 credits of 2.
+      expect(await shared.store.getAccountMoney(account.id)).toEqual({
+        balanceNano: 1_000n - 15n * (1n + 2n + 3n) + 9n * 2n,
+        reservedNano: 0n,
+        spentNano: 90n,
+      });
+      expect(await shared.store.audit()).toEqual([]);
+    });
+
+    it("reports a balance that does not match its credits and charges", async () => {
+      const account = await openAccount(100n);
+      await shared.runSql(`update accounts set balance_nano = 101 where id = '${account.id}'`);
+      expect(await shared.store.audit()).toEqual([
+        { kind: "balance_mismatch", accountId: account.id, balanceNano: 101n, expectedNano: 100n },
+      ]);
+    });
+
+    it("reports a reserved amount that does not match the open reservations", async () => {
+      const account = await openAccount(100n);
+      const reservation = makeReservation({ accountId: account.id, amountNano: 5n });
+      await shared.store.reserve(reservation);
+      await shared.runSql(`update accounts set reserved_nano = 7 where id = '${account.id}'`);
+      expect(await shared.store.audit()).toEqual([
+        { kind: "reserved_mismatch", accountId: account.id, reservedNano: 7n, expectedNano: 5n },
+        { kind: "open_reservation", reservation },
+      ]);
+    });
+
+    it("reports a lost usage row as a balance mismatch", async () => {
+      const account = await openAccount(100n);
+      const reservation = makeReservation({ accountId: account.id, amountNano: 5n });
+      await shared.store.reserve(reservation);
+      await shared.store.settle(makeSettlement(reservation, 4n));
+      await shared.runSql(`delete from usage where id = '${reservation.id}'`);
+      expect(await shared.store.audit()).toEqual([
+        { kind: "balance_mismatch", accountId: account.id, balanceNano: 96n, expectedNano: 100n },
+      ]);
+    });
+  });
+}
