@@ -1,0 +1,79 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestServer, TINY_MODEL, type TestServer } from "../support/test-server.ts";
+
+let server: TestServer;
+
+beforeAll(async () => {
+  server = await startTestServer();
+});
+
+afterAll(async () => {
+  await server?.close();
+});
+
+async function admin(method: string, path: string, body?: unknown, key = server.adminKey) {
+  const response = await fetch(`${server.origin}${path}`, {
+    method,
+    headers: {
+      ...(key === "" ? {} : { authorization: `Bearer ${key}` }),
+      ...(body === undefined ? {} : { "content-type": "application/json" }),
+    },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  const text = await response.text();
+  return { status: response.status, headers: response.headers, text, body: text.startsWith("{") ? JSON.parse(text) : undefined };
+}
+
+function chat(key: string) {
+  return fetch(`${server.baseUrl}/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body: JSON.stringify({ model: TINY_MODEL, messages: [{ role: "user", content: "Hi" }], max_tokens: 2 }),
+  });
+}
+
+describe("the admin API on the real server", () => {
+  it("needs a key (401) and an admin key (403)", async () => {
+    const none = await admin("GET", "/admin/accounts", undefined, "");
+    expect(none.status).toBe(401);
+    expect(none.body.error.code).toBe("invalid_api_key");
+    const user = await admin("GET", "/admin/accounts", undefined, server.starterKey);
+    expect(user.status).toBe(403);
+    expect(user.body.error).toMatchObject({ code: "admin_key_required", type: "permission_error" });
+  });
+
+  it("opens an account, credits it, makes a key that works at once, and revokes it at once", async () => {
+    const created = await admin("POST", "/admin/accounts", { name: "acme", balance: "0" });
+    expect(created.status).toBe(201);
+    const key = await admin("POST", "/admin/keys", { account: "acme", name: "ci" });
+    expect(key.status).toBe(201);
+    const secret: string = key.body.key;
+    expect(secret).toMatch(/^sk-tg-/);
+
+    // No balance yet: refused with 403; a credit takes effect on the next request.
+    expect((await chat(secret)).status).toBe(403);
+    const credit = await admin("POST", "/admin/accounts/acme/credits", { amount: "0.5", note: "top-up" });
+    expect(credit.status).toBe(201);
+    expect((await chat(secret)).status).toBe(200);
+
+    const shown = await admin("GET", "/admin/accounts/acme");
+    expect(shown.body).toMatchObject({ name: "acme", reserved: "0" });
+    expect(shown.body.balance).not.toBe("0.5");
+
+    const publicId = secret.split("-")[2];
+    expect((await admin("POST", `/admin/keys/${publicId}/revoke`)).status).toBe(200);
+    const refused = await chat(secret);
+    expect(refused.status).toBe(401);
+
+    const usage = await admin("GET", "/admin/usage?account=acme&format=csv");
+    expect(usage.status).toBe(200);
+    expect(usage.headers.get("content-type")).toMatch(/^text\/csv/);
+    expect(usage.text.split("\r\n")[0]).toContain("request_id");
+  });
+
+  it("validates bodies like the public API: amounts are decimal strings", async () => {
+    const response = await admin("POST", "/admin/accounts", { name: "numbers", balance: 5 });
+    expect(response.status).toBe(400);
+    expect(response.body.error).toMatchObject({ code: "invalid_type", param: "balance" });
+  });
+});
