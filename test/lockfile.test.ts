@@ -1,0 +1,30 @@
+import { readFileSync } from "node:fs";
+import { describe, expect, it } from "vitest";
+import { findMissingOptionalEntries, type Lockfile } from "../scripts/find-missing-optional-entries.ts";
+
+describe("package-lock.json", () => {
+  it("has an entry for every optional platform package, or `npm ci` refuses it (run `npm run lock:complete`)", () => {
+    const lockfile = JSON.parse(
+      readFileSync(new URL("../package-lock.json", import.meta.url), "utf8"),
+    ) as Lockfile;
+    expect(findMissingOptionalEntries(lockfile).map((item) => item.location)).toEqual([]);
+  });
+
+  it("reads a platform from a package's name", () => {
+    const missing = findMissingOptionalEntries({
+      packages: {
+        "": { optionalDependencies: { "@x/cli-darwin-arm64": "1.0.0", "@x/cli-linux-x64-musl": "1.0.0" } },
+      },
+    });
+    expect(missing).toEqual([
+      {
+        location: "node_modules/@x/cli-darwin-arm64",
+        entry: { version: "1.0.0", optional: true, os: ["darwin"], cpu: ["arm64"] },
+      },
+      {
+        location: "node_modules/@x/cli-linux-x64-musl",
+        entry: { version: "1.0.0", optional: true, os: ["linux"], cpu: ["x64"], libc: ["musl"] },
+      },
+    ]);
+  });
+});
