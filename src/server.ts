@@ -8,10 +8,11 @@ import { registerAdminRoutes } from "./api/routes/admin.ts";
 import { createAuthenticator } from "./auth/authenticator.ts";
 import { BillingAdmission, RESERVATION_LEASE_MS } from "./billing/reserve-and-settle.ts";
 import type { Config } from "./catalog/catalog.ts";
+import { readClusterSettings } from "./cluster/cluster-settings.ts";
+import { connectCluster } from "./cluster/connect-cluster.ts";
 import { createEngine } from "./engine/create-engine.ts";
 import type { ChatEngine } from "./engine/engine.ts";
 import { KeyLimits } from "./limits/key-limits.ts";
-import { MemoryRateLimiter } from "./limits/memory-rate-limiter.ts";
 import { ModelRegistry } from "./models/model-registry.ts";
 import { openStore } from "./store/open-store.ts";
 
@@ -94,16 +95,40 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
   const authenticator = createAuthenticator({ store, configuredAdminKey: config.adminKey });
   const host = options.host ?? config.server.host;
   const replicaId = resolveReplicaId(host, options.port ?? config.server.port);
-  // One server owns the SQLite file: whatever reservation is open now was left by a crash.
-  const released = await store.releaseReservations({ replicaId: "*" });
-  const keyLimits = new KeyLimits(new MemoryRateLimiter());
+  // One server owns a SQLite file: whatever reservation is open now was left by a crash. A
+  // shared store (PostgreSQL) has other replicas' live reservations: release only this
+  // replica's own and those whose lease expired (SPEC §11).
+  const released = await store.releaseReservations(
+    config.database.startsWith("sqlite:") ? { replicaId: "*" } : { replicaId, expiredBefore: new Date() },
+  );
   const logger =
     options.logger === false
       ? pino({ enabled: false })
       : options.logger?.destination === undefined
         ? pino({ level: options.logger?.level ?? "info" })
         : pino({ level: options.logger.level }, options.logger.destination);
-  const registry = new ModelRegistry(config.models, (model) => createEngine(model, logger));
+  // With Redis: rate limits shared by every replica, and revocations told to all of them.
+  const cluster = await connectCluster({
+    redisUrl: config.redis,
+    settings: readClusterSettings(process.env),
+    logger,
+    // Events published while the subscription was down are lost: drop every cached key.
+    onResubscribed: () => authenticator.forget(),
+  });
+  cluster.bus.subscribe((event) => {
+    switch (event.type) {
+      case "key-changed":
+        authenticator.forget(event.publicId);
+        return;
+      case "account-credited":
+        // Nothing caches balances: every reservation reads the store.
+        return;
+      default:
+        event satisfies never;
+    }
+  });
+  const keyLimits = new KeyLimits(cluster.limiter);
+  const registry = new ModelRegistry(config.models, (model, context) => createEngine(model, logger, context));
   if (released > 0) logger.warn({ released }, "released reservations left by the previous run");
   const admission = new BillingAdmission({
     store,
@@ -128,7 +153,11 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
       registerAdminRoutes(scope, {
         store,
         getKey,
-        onKeyRevoked: (publicId) => authenticator.forget(publicId),
+        onKeyRevoked: (publicId) => {
+          authenticator.forget(publicId);
+          cluster.bus.publish({ type: "key-changed", publicId });
+        },
+        onAccountCredited: (accountId) => cluster.bus.publish({ type: "account-credited", accountId }),
       }),
     metricsKey: config.metricsKey,
     checkReady: async () => {
@@ -150,7 +179,13 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
     clearInterval(leaseRenewal);
     await registry.close();
   });
-  await app.listen({ host, port: options.port ?? config.server.port });
+  try {
+    await app.listen({ host, port: options.port ?? config.server.port });
+  } catch (error) {
+    // Open Redis connections would keep a process that failed to start alive.
+    await cluster.close();
+    throw error;
+  }
   const address = app.server.address();
   const port = typeof address === "object" && address !== null ? address.port : config.server.port;
   let stopped: Promise<void> | undefined;
@@ -161,6 +196,8 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
       await app.close();
     } finally {
       clearTimeout(cut);
+      // After the app closed: settling the last requests still corrects their token buckets.
+      await cluster.close();
       await store.close();
     }
   }

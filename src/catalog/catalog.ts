@@ -26,6 +26,13 @@ export interface OpenAiEngineConfig {
   /** The model name sent upstream. */
   model: string;
   fallbacks: string[];
+  /** Tuning; `undefined` takes the engine's default (see `engine/openai/upstream-settings.ts`). */
+  connectTimeoutMs?: number | undefined;
+  firstByteTimeoutMs?: number | undefined;
+  idleTimeoutMs?: number | undefined;
+  maxRetries?: number | undefined;
+  cooldownMs?: number | undefined;
+  maxConnections?: number | undefined;
 }
 
 export type EngineConfig = LlamaEngineConfig | OpenAiEngineConfig;

@@ -28,7 +28,15 @@ import {
 
 const ENGINE_TYPES = ["llama", "openai"] as const;
 const LLAMA_KEYS = ["type", "model", "parallel", "max_queue", "threads", "gpu"] as const;
-const OPENAI_KEYS = ["type", "endpoints", "model", "fallbacks"] as const;
+const OPENAI_TUNING = {
+  connect_timeout_ms: { field: "connectTimeoutMs", range: { min: 1, max: 600_000 } },
+  first_byte_timeout_ms: { field: "firstByteTimeoutMs", range: { min: 1, max: 3_600_000 } },
+  idle_timeout_ms: { field: "idleTimeoutMs", range: { min: 1, max: 3_600_000 } },
+  max_retries: { field: "maxRetries", range: { min: 0, max: 10 } },
+  cooldown_ms: { field: "cooldownMs", range: { min: 0, max: 3_600_000 } },
+  max_connections: { field: "maxConnections", range: { min: 1, max: 10_000 } },
+} as const;
+const OPENAI_KEYS = ["type", "endpoints", "model", "fallbacks", ...Object.keys(OPENAI_TUNING)] as const;
 const ENDPOINT_KEYS = ["base_url", "api_key"] as const;
 
 const ENGINE_EXAMPLE =
@@ -155,8 +163,13 @@ function readOpenAiEngine(options: ReadEngineOptions, engine: ConfigMapping): Op
   const model =
     readString(issues, [...path, "model"], engine.model, { example: '"gpt-4o-mini"' }) ?? options.modelId;
   const fallbacks = readFallbacks(options, engine.fallbacks);
+  const tuning: Partial<Record<(typeof OPENAI_TUNING)[keyof typeof OPENAI_TUNING]["field"], number>> = {};
+  for (const [key, { field, range }] of Object.entries(OPENAI_TUNING)) {
+    const value = readInteger(issues, [...path, key], engine[key], range);
+    if (value !== undefined) tuning[field] = value;
+  }
   if (issues.count > before || endpoints === undefined || model === undefined) return undefined;
-  return { type: "openai", endpoints, model, fallbacks };
+  return { type: "openai", endpoints, model, fallbacks, ...tuning };
 }
 
 function readEndpoints(

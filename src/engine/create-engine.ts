@@ -1,5 +1,5 @@
 import type { CatalogModel } from "../catalog/catalog.ts";
-import type { ChatEngine } from "./engine.ts";
+import type { ChatEngine, EngineContext } from "./engine.ts";
 import { createLlamaEngine } from "./llama/create-llama-engine.ts";
 import { createOpenAiEngine } from "./openai/create-openai-engine.ts";
 
@@ -10,17 +10,11 @@ export interface EngineLogger {
   error(object: object, message?: string): void;
 }
 
-/** What an engine may need from the rest of the catalogue. */
-export interface EngineContext {
-  /** The engine of another catalogue model (upstream `fallbacks`), looked up when it is needed. */
-  resolveEngine?: ((id: string) => ChatEngine | undefined) | undefined;
-}
-
 /** The engine for one catalogue model: the one place that knows which engine types exist. */
 export function createEngine(
   model: CatalogModel,
   logger: EngineLogger,
-  context: EngineContext = {},
+  context?: EngineContext,
 ): ChatEngine | undefined {
   const engine = model.engine;
   if (engine === undefined) return undefined;
@@ -28,7 +22,7 @@ export function createEngine(
     case "llama":
       return createLlamaEngine({ model, logger });
     case "openai":
-      return createOpenAiEngine({ model, logger, resolveEngine: context.resolveEngine });
+      return createOpenAiEngine({ model, logger, resolveEngine: context?.resolveEngine });
     default: {
       const unreachable: never = engine;
       throw new Error(`unknown engine ${JSON.stringify(unreachable)}`);

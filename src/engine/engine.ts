@@ -140,3 +140,8 @@ export interface ChatEngine {
   /** Releases every resource (contexts, sockets). Requests in flight are aborted. */
   close(): Promise<void>;
 }
+
+/** What an engine may ask of the catalogue: other models' engines (upstream fallbacks), looked up when needed. */
+export interface EngineContext {
+  resolveEngine(id: string): ChatEngine | undefined;
+}

@@ -1,6 +1,6 @@
 import { isDeepStrictEqual } from "node:util";
 import type { CatalogModel } from "../catalog/catalog.ts";
-import type { ChatEngine, ModelStatus } from "../engine/engine.ts";
+import type { ChatEngine, EngineContext, ModelStatus } from "../engine/engine.ts";
 
 /** A catalogue model with the engine that serves it, if any. */
 export interface RegisteredModel {
@@ -10,16 +10,19 @@ export interface RegisteredModel {
 }
 
 /** Creates the engine for one catalogue model; `undefined` when it has none. */
-export type CreateEngine = (model: CatalogModel) => ChatEngine | undefined;
+export type CreateEngine = (model: CatalogModel, context: EngineContext) => ChatEngine | undefined;
 
 /** The catalogue as the service runs it: models by id, each with its engine. */
 export class ModelRegistry {
   #models = new Map<string, RegisteredModel>();
   readonly #createEngine: CreateEngine;
+  /** Looks up the current catalogue at call time, so fallbacks follow reloads. */
+  readonly #context: EngineContext = { resolveEngine: (id) => this.#models.get(id)?.engine };
 
   constructor(models: readonly CatalogModel[], createEngine: CreateEngine) {
     this.#createEngine = createEngine;
-    for (const model of models) this.#models.set(model.id, { model, engine: createEngine(model) });
+    for (const model of models)
+      this.#models.set(model.id, { model, engine: createEngine(model, this.#context) });
   }
 
   get(id: string): RegisteredModel | undefined {
@@ -46,7 +49,7 @@ export class ModelRegistry {
         next.set(model.id, { model, engine: old.engine });
         kept.add(old.engine);
       } else {
-        next.set(model.id, { model, engine: this.#createEngine(model) });
+        next.set(model.id, { model, engine: this.#createEngine(model, this.#context) });
       }
     }
     this.#models = next;

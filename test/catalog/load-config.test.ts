@@ -577,7 +577,7 @@ models:
       'models[2].pricing.per_million: missing; write a price per million tokens as a quoted decimal, such as "0.02"',
       'models[3].pricing.input_per_million: write the price as a quoted decimal string, such as "0.10" (got the number 0.1; YAML numbers are floating point and lose precision)',
       'models[3].pricing.output_per_million: "-1" is negative; prices are zero or more',
-      "models[3].engine.paralel: unknown key; remove it (allowed here: type, endpoints, model, fallbacks)",
+      "models[3].engine.paralel: unknown key; remove it (allowed here: type, endpoints, model, fallbacks, connect_timeout_ms, first_byte_timeout_ms, idle_timeout_ms, max_retries, cooldown_ms, max_connections)",
       'models[3].engine.endpoints: is empty; list at least one upstream server, such as [ { base_url: "https://api.example.com/v1", api_key: "${UPSTREAM_KEY}" } ]',
       'models[4].pricing.per_million: "0.0000000001" has more than 9 decimal places; the smallest price is "0.000000001"',
       'models[5].pricing.input_per_million: "1e3" uses an exponent; write the price out in full, such as "0.0000001" or "1000"',

@@ -14,10 +14,12 @@ export function countPromptTokens(options: {
   const { history } = options;
   const chatHistory: ChatHistoryItem[] =
     history.at(-1)?.type === "model" ? [...history] : [...history, { type: "model", response: [] }];
+  // The options exactly as LlamaChat passes them (run-llama-generation.ts documents parameters
+  // only when it offers functions), so a memoized render (memoize-context-state.ts) is reused.
   const { contextText } = options.chatWrapper.generateContextState({
     chatHistory,
     availableFunctions: options.functions,
-    documentFunctionParams: true,
+    documentFunctionParams: options.functions === undefined ? undefined : true,
   });
   return contextText.tokenize(options.tokenizer).length;
 }

@@ -9,6 +9,7 @@ import { createLeasePool, type LeasePool } from "./create-lease-pool.ts";
 import { type LlamaEngineLogger, silentLogger } from "./llama-engine-logger.ts";
 import { registerLlamaEngineStats } from "./llama-engine-stats.ts";
 import type { GenerationSlot, LoadedLlamaModel } from "./load-llama-model.ts";
+import { memoizeContextState } from "./memoize-context-state.ts";
 import { type GenerationPlan, planGeneration } from "./plan-generation.ts";
 import { runLlamaGeneration } from "./run-llama-generation.ts";
 
@@ -67,6 +68,7 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
         await disposeLoaded(loaded);
         return;
       }
+      memoizeContextState(loaded.chatWrapper);
       state = {
         status: "available",
         loaded,

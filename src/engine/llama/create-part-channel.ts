@@ -11,14 +11,33 @@ export interface PartChannel<Part> {
   next(): Promise<Part | undefined>;
 }
 
+/**
+ * Creates a {@link PartChannel}.
+ *
+ * A reader that waits is woken two event-loop turns after a push (`setImmediate` twice), not at
+ * once. The producer's callback runs in the middle of node-llama-cpp's token loop, and a context
+ * whose sequences are not all busy dispatches its next decode from a `setImmediate`: waking the
+ * reader at once would run everything the reader does with the part (SSE framing, the socket
+ * write, the client's share of a shared event loop) before that dispatch, on every token's critical
+ * path. Woken after it, the reader works on the main thread while llama.cpp decodes the next token
+ * on its own thread. The delay is a few microseconds when the event loop is idle; parts that arrive
+ * while the reader is busy are taken without any wait.
+ */
 export function createPartChannel<Part>(): PartChannel<Part> {
   const buffered: Part[] = [];
   let closed = false;
   let wake: (() => void) | undefined;
-  const notify = () => {
+  let wakeScheduled = false;
+  const wakeReader = () => {
+    wakeScheduled = false;
     const resolve = wake;
     wake = undefined;
     resolve?.();
+  };
+  const notify = () => {
+    if (wake === undefined || wakeScheduled) return;
+    wakeScheduled = true;
+    setImmediate(() => setImmediate(wakeReader));
   };
   return {
     push(part) {

@@ -49,7 +49,9 @@ export async function* runLlamaGeneration(options: LlamaGenerationOptions): Asyn
 
   const { sequence, chat } = lease.item;
   const stopController = new AbortController();
-  const generationSignal = AbortSignal.any([waitSignal, stopController.signal]);
+  // One level of sources: LlamaChat reads `aborted` several times per token, and a signal made of
+  // composite signals re-checks its whole tree on every read.
+  const generationSignal = AbortSignal.any([signal, closeSignal, stopController.signal]);
   const channel = createPartChannel<StreamPart>();
   const meterStart = sequence.tokenMeter.getState().usedOutputTokens;
   const usage = (): Usage => ({

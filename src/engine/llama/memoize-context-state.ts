@@ -1,0 +1,45 @@
+import type {
+  ChatWrapper,
+  ChatWrapperGenerateContextStateOptions,
+  ChatWrapperGeneratedContextState,
+} from "node-llama-cpp";
+
+/** Renders kept at most: enough for the requests prepared but not yet started. */
+const defaultMaxEntries = 64;
+
+/**
+ * Makes a chat wrapper render each prompt once instead of twice.
+ *
+ * `prepare` renders a request's history to count its prompt tokens; when the request runs,
+ * LlamaChat renders the very same history again with the same wrapper (a Jinja template takes
+ * about half a millisecond for a short chat, on the time to first token). The wrapper's
+ * `generateContextState` is replaced on this instance by one that keeps each render, keyed by
+ * the JSON of its options, until the next identical call takes it. Entries are taken once, so
+ * every render is used at most twice; the oldest are dropped beyond `maxEntries` (a request whose
+ * render was dropped is simply rendered again). Rendering is a pure function of the options, so a
+ * kept render is the render LlamaChat would have made.
+ */
+export function memoizeContextState(chatWrapper: ChatWrapper, options: { maxEntries?: number } = {}): void {
+  const maxEntries = options.maxEntries ?? defaultMaxEntries;
+  const render = chatWrapper.generateContextState.bind(chatWrapper);
+  const renders = new Map<string, ChatWrapperGeneratedContextState>();
+  chatWrapper.generateContextState = (renderOptions: ChatWrapperGenerateContextStateOptions) => {
+    const key = JSON.stringify([
+      renderOptions.chatHistory,
+      renderOptions.availableFunctions ?? null,
+      renderOptions.documentFunctionParams ?? null,
+    ]);
+    const kept = renders.get(key);
+    if (kept !== undefined) {
+      renders.delete(key);
+      return kept;
+    }
+    const rendered = render(renderOptions);
+    renders.set(key, rendered);
+    for (const oldest of renders.keys()) {
+      if (renders.size <= maxEntries) break;
+      renders.delete(oldest);
+    }
+    return rendered;
+  };
+}
