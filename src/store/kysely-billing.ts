@@ -226,77 +226,83 @@ export function createKyselyBilling(db: Kysely<Database>): BillingStore {
     },
 
     async audit(): Promise<AuditProblem[]> {
-      // One transaction: the sums and the open reservations describe the same instant.
-      return await db.transaction().execute(async (transaction) => {
-        const accounts = await transaction
-          .selectFrom("accounts")
-          .select((eb) => [
-            "id",
-            "balance_nano",
-            "reserved_nano",
-            eb
-              .selectFrom("credits")
-              .select(sumOf("credits.amount_nano").as("total"))
-              .whereRef("credits.account_id", "=", "accounts.id")
-              .as("credited_nano"),
-            eb
-              .selectFrom("usage")
-              .select(sumOf("usage.cost_nano").as("total"))
-              .whereRef("usage.account_id", "=", "accounts.id")
-              .as("spent_nano"),
-            eb
-              .selectFrom("reservations")
-              .select(sumOf("reservations.amount_nano").as("total"))
-              .whereRef("reservations.account_id", "=", "accounts.id")
-              .as("open_nano"),
-          ])
-          .orderBy("created_at")
-          .orderBy("name")
-          .execute();
-        const reservations = await transaction
-          .selectFrom("reservations")
-          .selectAll()
-          .orderBy("created_at")
-          .orderBy("id")
-          .execute();
+      // One snapshot: the sums and the open reservations describe the same instant. (SQLite's
+      // transactions always see one; PostgreSQL's default, read committed, takes one per statement.)
+      return await db
+        .transaction()
+        .setIsolationLevel("repeatable read")
+        .setAccessMode("read only")
+        .execute(async (transaction) => {
+          const accounts = await transaction
+            .selectFrom("accounts")
+            .select((eb) => [
+              "id",
+              "balance_nano",
+              "reserved_nano",
+              eb
+                .selectFrom("credits")
+                .select(sumOf("credits.amount_nano").as("total"))
+                .whereRef("credits.account_id", "=", "accounts.id")
+                .as("credited_nano"),
+              eb
+                .selectFrom("usage")
+                .select(sumOf("usage.cost_nano").as("total"))
+                .whereRef("usage.account_id", "=", "accounts.id")
+                .as("spent_nano"),
+              eb
+                .selectFrom("reservations")
+                .select(sumOf("reservations.amount_nano").as("total"))
+                .whereRef("reservations.account_id", "=", "accounts.id")
+                .as("open_nano"),
+            ])
+            .orderBy("created_at")
+            .orderBy("name")
+            .execute();
+          const reservations = await transaction
+            .selectFrom("reservations")
+            .selectAll()
+            .orderBy("created_at")
+            .orderBy("id")
+            .execute();
 
-        const problems: AuditProblem[] = [];
-        for (const account of accounts) {
-          const balanceNano = readBigInt(account.balance_nano);
-          const expectedBalance = readBigInt(account.credited_nano) - readBigInt(account.spent_nano);
-          if (balanceNano !== expectedBalance) {
-            problems.push({
-              kind: "balance_mismatch",
-              accountId: account.id,
-              balanceNano,
-              expectedNano: expectedBalance,
-            });
+          const problems: AuditProblem[] = [];
+          for (const account of accounts) {
+            const balanceNano = readBigInt(account.balance_nano);
+            const expectedBalance = readBigInt(account.credited_nano) - readBigInt(account.spent_nano);
+            if (balanceNano !== expectedBalance) {
+              problems.push({
+                kind: "balance_mismatch",
+                accountId: account.id,
+                balanceNano,
+                expectedNano: expectedBalance,
+              });
+            }
+            const reservedNano = readBigInt(account.reserved_nano);
+            const expectedReserved = readBigInt(account.open_nano);
+            if (reservedNano !== expectedReserved) {
+              problems.push({
+                kind: "reserved_mismatch",
+                accountId: account.id,
+                reservedNano,
+                expectedNano: expectedReserved,
+              });
+            }
           }
-          const reservedNano = readBigInt(account.reserved_nano);
-          const expectedReserved = readBigInt(account.open_nano);
-          if (reservedNano !== expectedReserved) {
-            problems.push({
-              kind: "reserved_mismatch",
-              accountId: account.id,
-              reservedNano,
-              expectedNano: expectedReserved,
-            });
+          for (const row of reservations) {
+            problems.push({ kind: "open_reservation", reservation: toReservation(row) });
           }
-        }
-        for (const row of reservations) {
-          problems.push({ kind: "open_reservation", reservation: toReservation(row) });
-        }
-        return problems;
-      });
+          return problems;
+        });
     },
   };
 }
 
 /**
  * The queries of reserve and settle, compiled once (see `createQueryTemplate`): on these paths
- * building a query with kysely would cost more than running it.
+ * building a query with kysely would cost more than running it. SQLite runs the same SQL without
+ * kysely, batched (`sqlite/sqlite-billing-batch.ts`).
  */
-function compileHotQueries(db: Kysely<Database>) {
+export function compileHotQueries(db: Kysely<Database>) {
   return {
     /** Adds `amount` to the account's reserved money if it fits its available balance. */
     setAside: createQueryTemplate((parameter: TemplateParameter<{ accountId: string; amount: bigint }>) =>

@@ -3,17 +3,32 @@ import { Migrator } from "kysely/migration";
 import type { Database } from "./database.ts";
 import { migrations } from "./migrations/migrations.ts";
 
+/** Options of {@link migrateToLatest}. */
+export interface MigrateToLatestOptions {
+  /**
+   * The schema that holds kysely's own tables (`kysely_migration`, `kysely_migration_lock`);
+   * `undefined` (SQLite) leaves them unqualified. PostgreSQL stores name the schema they migrate:
+   * without it kysely takes the tables for existing when any schema of the database has them.
+   */
+  migrationTableSchema?: string;
+}
+
 /**
  * Brings the schema up to the newest migration (creating it in an empty database). Where the
- * dialect has transactional DDL (PostgreSQL), kysely runs each migration in a transaction under
- * its migration lock; on SQLite it does neither, so `openSqliteStore` runs this whole call in one
- * write transaction instead. Either way two processes starting on the same store do not both
- * apply a migration.
+ * dialect has transactional DDL (PostgreSQL), kysely runs the pending migrations in one
+ * transaction under its migration lock, and `openPostgresStore` holds an advisory lock of its
+ * own around the whole call; on SQLite kysely does neither, so `openSqliteStore` runs this whole
+ * call in one write transaction instead. Either way two processes starting on the same store do
+ * not both apply a migration.
  */
-export async function migrateToLatest(db: Kysely<Database>): Promise<void> {
+export async function migrateToLatest(
+  db: Kysely<Database>,
+  options: MigrateToLatestOptions = {},
+): Promise<void> {
   const migrator = new Migrator({
     db,
     provider: { getMigrations: async () => ({ ...migrations }) },
+    migrationTableSchema: options.migrationTableSchema,
   });
   const { error, results } = await migrator.migrateToLatest();
   if (error !== undefined) {

@@ -1,3 +1,4 @@
+import { openPostgresStore } from "./postgres/open-postgres-store.ts";
 import { openSqliteStore } from "./sqlite/open-sqlite-store.ts";
 import type { Store } from "./store.ts";
 
@@ -7,17 +8,21 @@ import type { Store } from "./store.ts";
  *
  * - `sqlite:PATH`: a SQLite file; a relative PATH is relative to the working directory, and
  *   `sqlite:///abs/path` is accepted for `/abs/path`. `sqlite::memory:` is an in-memory store.
- * - `postgres://...` / `postgresql://...`: not supported yet (a later issue).
+ * - `postgres://USER:PASSWORD@HOST:PORT/DATABASE` (or `postgresql://`): a PostgreSQL database,
+ *   with any parameter `pg` reads (`sslmode`, `application_name`, `options`, ...). `?schema=NAME`
+ *   keeps the tables in the schema NAME (lowercase letters, digits, `_`), created when missing;
+ *   without it they live in the connection's current schema (usually `public`). See
+ *   `postgres/open-postgres-store.ts`.
+ *
+ * Errors never show a password from the URL.
  */
 export async function openStore(databaseUrl: string): Promise<Store> {
   if (databaseUrl.startsWith("sqlite:")) return await openSqliteStore(parseSqliteLocation(databaseUrl));
   if (databaseUrl.startsWith("postgres://") || databaseUrl.startsWith("postgresql://")) {
-    throw new Error(
-      "PostgreSQL stores are not supported yet. Use a SQLite store for now, e.g. `database: sqlite:./data/tollgate.db` or TOLLGATE_DATABASE_URL=sqlite:./data/tollgate.db.",
-    );
+    return await openPostgresStore(databaseUrl);
   }
   throw new Error(
-    `The database URL "${describeScheme(databaseUrl)}" is not one Tollgate knows. Use sqlite:PATH (e.g. sqlite:./data/tollgate.db).`,
+    `The database URL "${describeScheme(databaseUrl)}" is not one Tollgate knows. Use sqlite:PATH (e.g. sqlite:./data/tollgate.db) or postgres://USER:PASSWORD@HOST:PORT/DATABASE.`,
   );
 }
 

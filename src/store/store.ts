@@ -1,7 +1,7 @@
 /**
  * The persistent state of Tollgate behind one narrow interface. Services decide (ids,
  * timestamps, validation); a store writes what it is given and reads it back. Every backend
- * (SQLite now, PostgreSQL later) passes the same conformance suite
+ * (SQLite, PostgreSQL) passes the same conformance suite
  * (`test/store/store-conformance.ts`).
  */
 

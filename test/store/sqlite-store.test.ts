@@ -200,11 +200,6 @@ describe("openStore with sqlite:", () => {
 });
 
 describe("openStore with other URLs", () => {
-  it("says PostgreSQL is not supported yet", async () => {
-    await expect(openStore("postgres://tollgate@localhost/tollgate")).rejects.toThrow(/not supported yet/);
-    await expect(openStore("postgresql://tollgate@localhost/tollgate")).rejects.toThrow(/not supported yet/);
-  });
-
   it("refuses an unknown scheme without echoing the rest of the URL", async () => {
     await expect(openStore("mysql://root:hunter2@localhost/db")).rejects.toThrow(/sqlite:PATH/);
     await expect(openStore("mysql://root:hunter2@localhost/db")).rejects.not.toThrow(/hunter2/);

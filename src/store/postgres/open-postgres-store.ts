@@ -1,0 +1,140 @@
+import { createHash } from "node:crypto";
+import { Kysely, sql } from "kysely";
+import { Pool, TypeOverrides } from "pg";
+import type { Database } from "../database.ts";
+import { createKyselyStore } from "../kysely-store.ts";
+import { migrateToLatest } from "../migrate-to-latest.ts";
+import type { Store } from "../store.ts";
+import { parsePostgresUrl } from "./parse-postgres-url.ts";
+import { PostgresStoreDialect } from "./postgres-store-dialect.ts";
+
+/** Options of {@link openPostgresStore}. */
+export interface PostgresStoreOptions {
+  /** Connections the store opens at most; more concurrent queries wait for one. Default 10. */
+  poolSize?: number;
+  /** Milliseconds to wait for a new connection (or a free one) before failing. Default 10,000. */
+  connectionTimeoutMilliseconds?: number;
+}
+
+/** PostgreSQL's type id of `bigint` (`int8`). */
+const INT8_TYPE_ID = 20;
+
+/**
+ * Opens the PostgreSQL store at `databaseUrl` (see `parsePostgresUrl` for the URL, `?schema=NAME`
+ * included) and migrates it to the latest schema, creating the schema and the tables when missing.
+ *
+ * One `pg` pool per store (10 connections unless told), driven by kysely's `PostgresDialect` (with
+ * an introspector of its own, see `PostgresStoreDialect`): the same migrations and queries as SQLite (see `database.ts`). Every `bigint` column and aggregate
+ * is read as a JS `bigint` by a type parser of this pool only (pg's default answers strings, and
+ * the global `pg.types` is left alone), so money never passes through a floating-point number.
+ *
+ * Several replicas may start at once: the migration runs under a session advisory lock keyed by
+ * the schema, so one migrates while the others wait, then find nothing left to do. `close()` ends
+ * the pool. Errors show the URL without its password.
+ */
+export async function openPostgresStore(
+  databaseUrl: string,
+  options: PostgresStoreOptions = {},
+): Promise<Store> {
+  const location = parsePostgresUrl(databaseUrl);
+  const types = new TypeOverrides();
+  types.setTypeParser(INT8_TYPE_ID, "text", (text: string) => BigInt(text));
+  const pool = new Pool({
+    connectionString: location.connectionString,
+    max: options.poolSize ?? 10,
+    connectionTimeoutMillis: options.connectionTimeoutMilliseconds ?? 10_000,
+    idleTimeoutMillis: 30_000,
+    keepAlive: true,
+    fallback_application_name: "tollgate",
+    types,
+  });
+  // An idle connection broke (the server restarted, a proxy cut it): the pool has dropped it and
+  // opens another when asked, and the next query reports a problem that lasts. Without a listener
+  // the event would end the process.
+  pool.on("error", () => {});
+  const db = new Kysely<Database>({ dialect: new PostgresStoreDialect({ pool }) });
+
+  try {
+    await migrateExclusively(db, location.schema);
+  } catch (error) {
+    await db.destroy().catch(() => {
+      // The reason the store did not open says more than a failure to close it.
+    });
+    throw new Error(`Could not open the PostgreSQL store at ${location.redacted}: ${describeError(error)}`, {
+      cause: error,
+    });
+  }
+
+  const store = createKyselyStore(db);
+  let closing: Promise<void> | undefined;
+  return {
+    ...store,
+    close(): Promise<void> {
+      closing ??= store.close();
+      return closing;
+    },
+  };
+}
+
+/**
+ * Creates the schema when the URL names one that is missing, then migrates, all on one connection
+ * holding a session advisory lock keyed by the schema: replicas starting together on one database
+ * take turns, and a replica that crashes midway lets go of the lock with its connection. (kysely's
+ * migrator also takes a lock, but only around the migrations proper, after it has created its own
+ * tables.)
+ */
+async function migrateExclusively(db: Kysely<Database>, schema: string | undefined): Promise<void> {
+  await db.connection().execute(async (connection) => {
+    const target = schema ?? (await readCurrentSchema(connection));
+    const lockKey = createHash("sha256").update(`tollgate.migrate:${target}`).digest().readBigInt64BE(0);
+    await sql`select pg_advisory_lock(${lockKey})`.execute(connection);
+    let failure: unknown;
+    try {
+      if (schema !== undefined) await createSchemaIfMissing(connection, schema);
+      await migrateToLatest(connection, { migrationTableSchema: target });
+    } catch (error) {
+      failure = error;
+    }
+    try {
+      await sql`select pg_advisory_unlock(${lockKey})`.execute(connection);
+    } catch (error) {
+      // A broken connection took the lock with it; the migration's own failure matters more.
+      failure ??= error;
+    }
+    if (failure !== undefined) throw failure;
+  });
+}
+
+async function readCurrentSchema(connection: Kysely<Database>): Promise<string> {
+  const { rows } = await sql<{ schema: string | null }>`select current_schema() as schema`.execute(
+    connection,
+  );
+  const schema = rows[0]?.schema;
+  if (schema === undefined || schema === null) {
+    throw new Error(
+      "the connection's search_path names no schema that exists; create it, or name one with ?schema=NAME in the URL (Tollgate then creates it)",
+    );
+  }
+  return schema;
+}
+
+/** Looks before creating: `create schema if not exists` needs the CREATE right even when it exists. */
+async function createSchemaIfMissing(connection: Kysely<Database>, schema: string): Promise<void> {
+  const { rows } = await sql<{ found: number }>`
+    select 1 as found from pg_namespace where nspname = ${schema}
+  `.execute(connection);
+  if (rows.length === 0) await sql`create schema if not exists ${sql.id(schema)}`.execute(connection);
+}
+
+/** The error's message and its causes' (`pg` reports a refused connection as an `AggregateError`). */
+function describeError(error: unknown, depth = 0): string {
+  if (depth > 3) return "";
+  if (error instanceof AggregateError && error.errors.length > 0) {
+    return [...new Set(error.errors.map((each: unknown) => describeError(each, depth + 1)))].join("; ");
+  }
+  if (!(error instanceof Error)) return String(error);
+  const code = "code" in error && typeof error.code === "string" ? error.code : undefined;
+  const message = error.message === "" ? (code ?? error.name) : error.message;
+  const cause = error.cause === undefined ? "" : describeError(error.cause, depth + 1);
+  return cause === "" ? message : `${message.replace(/\.$/, "")}: ${cause}`;
+}
