@@ -87,6 +87,8 @@ export interface StartServerOptions {
 /** Opens the store, runs the first-run bootstrap, loads the engines and listens. */
 export async function startServer(options: StartServerOptions): Promise<RunningServer> {
   const { config } = options;
+  // Read before anything opens: a bad value stops the start with nothing left open.
+  const clusterSettings = readClusterSettings(process.env);
   const store = await openStore(config.database);
   const createdKeys = await bootstrap(store, {
     configuredAdminKey: config.adminKey,
@@ -110,7 +112,7 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
   // With Redis: rate limits shared by every replica, and revocations told to all of them.
   const cluster = await connectCluster({
     redisUrl: config.redis,
-    settings: readClusterSettings(process.env),
+    settings: clusterSettings,
     logger,
     // Events published while the subscription was down are lost: drop every cached key.
     onResubscribed: () => authenticator.forget(),

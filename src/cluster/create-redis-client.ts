@@ -1,0 +1,70 @@
+import { Redis } from "ioredis";
+import type { RedisOutageLog } from "./redis-outage-log.ts";
+
+/** How long one Redis command may take before it fails (and the failure policy applies). */
+export const DEFAULT_REDIS_COMMAND_TIMEOUT_MS = 1000;
+/** How long connecting may take. */
+const CONNECT_TIMEOUT_MS = 2000;
+/** The longest pause between two reconnection attempts. */
+const MAX_RECONNECT_DELAY_MS = 2000;
+
+/** Options of {@link createRedisClient}. */
+export interface RedisClientOptions {
+  /** `redis://` or `rediss://` URL. */
+  url: string;
+  /** Where connection failures and recoveries are logged, once per outage. */
+  outageLog: RedisOutageLog;
+  /** Milliseconds a command may take; default {@link DEFAULT_REDIS_COMMAND_TIMEOUT_MS}. */
+  commandTimeoutMs?: number;
+  /**
+   * A subscriber connection: commands sent while disconnected wait for the connection (only
+   * `subscribe` is ever sent on one) and its subscriptions are restored after reconnecting.
+   */
+  subscriber?: boolean;
+}
+
+/**
+ * A Redis connection that never makes a request hang: commands fail at once while Redis is
+ * unreachable (no offline queue, no retries) and after a short timeout when it does not answer,
+ * while the connection keeps reconnecting in the background, forever, with a capped backoff.
+ * Not connected yet: call {@link connectRedisClient}.
+ */
+export function createRedisClient(options: RedisClientOptions): Redis {
+  const subscriber = options.subscriber === true;
+  const redis = new Redis(options.url, {
+    lazyConnect: true,
+    enableOfflineQueue: subscriber,
+    maxRetriesPerRequest: subscriber ? null : 0,
+    ...(subscriber ? {} : { commandTimeout: options.commandTimeoutMs ?? DEFAULT_REDIS_COMMAND_TIMEOUT_MS }),
+    connectTimeout: CONNECT_TIMEOUT_MS,
+    retryStrategy: (attempt) => Math.min(attempt * 100, MAX_RECONNECT_DELAY_MS),
+    // Name the connection in `CLIENT LIST`, for operators.
+    connectionName: subscriber ? "tollgate-subscriber" : "tollgate",
+  });
+  // Without a listener ioredis prints every failed reconnection attempt.
+  redis.on("error", (error: unknown) => options.outageLog.failed(error));
+  redis.on("ready", () => options.outageLog.recovered());
+  return redis;
+}
+
+/**
+ * Connects, waiting at most the connect timeout. An unreachable Redis is not an error here: it
+ * has been logged, and the client keeps trying in the background.
+ */
+export async function connectRedisClient(redis: Redis): Promise<void> {
+  if (redis.status !== "wait") return;
+  await redis.connect().catch(() => {});
+}
+
+/** Closes a client, politely when it is connected, at once otherwise. */
+export async function closeRedisClient(redis: Redis): Promise<void> {
+  if (redis.status === "ready") {
+    try {
+      await redis.quit();
+      return;
+    } catch {
+      // Fall through: drop the connection.
+    }
+  }
+  redis.disconnect();
+}

@@ -1,0 +1,71 @@
+import { defineRedisScript } from "../cluster/run-redis-script.ts";
+
+/**
+ * The token bucket of `memory-rate-limiter.ts`, as Lua scripts that Redis runs atomically, one
+ * per operation, with Redis's own clock (`TIME`) so replicas with skewed clocks agree.
+ *
+ * A bucket is a hash at KEYS[1] with `level` (units held at `updated`, may be negative),
+ * `updated` (milliseconds) and `limit`. A missing key is a full bucket: a bucket that is full
+ * again is deleted, and every other one expires two minutes after it would be full, so idle
+ * keys leave no trace. Levels are written with 17 significant digits: a double survives the
+ * round trip exactly, and the arithmetic is the memory limiter's, step for step.
+ *
+ * Arguments: ARGV[1] the limit, ARGV[2] milliseconds added to Redis's clock (0, except in
+ * tests that move time), ARGV[3] the amount (take and adjust).
+ */
+const PRELUDE = `
+local key = KEYS[1]
+local limit = tonumber(ARGV[1])
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + tonumber(time[2]) / 1000 + tonumber(ARGV[2])
+local level = limit
+local stored = redis.call('HMGET', key, 'level', 'updated', 'limit')
+if stored[1] and stored[2] and tonumber(stored[3]) == limit then
+  local elapsed = math.max(0, now - tonumber(stored[2]))
+  level = math.min(limit, tonumber(stored[1]) + elapsed * limit / 60000)
+end
+
+local function state()
+  local missing = limit - level
+  local reset = 0
+  if missing > 0 then reset = math.ceil(missing * 60000 / limit) end
+  return math.max(0, math.floor(level)), reset
+end
+
+local function save()
+  if level >= limit then
+    redis.call('DEL', key)
+    return
+  end
+  redis.call('HSET', key, 'level', string.format('%.17g', level), 'updated', string.format('%.17g', now), 'limit', ARGV[1])
+  redis.call('PEXPIRE', key, math.ceil((limit - level) * 60000 / limit) + 120000)
+end
+`;
+
+/** Takes ARGV[3] when the bucket holds that much. Returns `{allowed, remaining, resetMs, retryAfterMs}` (-1: never). */
+export const TAKE_SCRIPT = defineRedisScript(`${PRELUDE}
+local amount = tonumber(ARGV[3])
+if level >= amount then
+  level = level - amount
+  save()
+  local remaining, reset = state()
+  return {1, remaining, reset, 0}
+end
+local remaining, reset = state()
+local retry = -1
+if amount <= limit then retry = math.ceil((amount - level) * 60000 / limit) end
+return {0, remaining, reset, retry}
+`);
+
+/** Adds ARGV[3] (negative: takes), never above the limit. Returns 1. */
+export const ADJUST_SCRIPT = defineRedisScript(`${PRELUDE}
+level = math.min(limit, level + tonumber(ARGV[3]))
+save()
+return 1
+`);
+
+/** Reads the bucket without writing. Returns `{remaining, resetMs}`. */
+export const PEEK_SCRIPT = defineRedisScript(`${PRELUDE}
+local remaining, reset = state()
+return {remaining, reset}
+`);

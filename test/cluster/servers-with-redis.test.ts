@@ -1,0 +1,175 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createAccount } from "../../src/admin/create-account.ts";
+import { createKey } from "../../src/admin/create-key.ts";
+import type { Config } from "../../src/catalog/catalog.ts";
+import { type RunningServer, startServer } from "../../src/server.ts";
+import { openStore } from "../../src/store/open-store.ts";
+import type { Store } from "../../src/store/store.ts";
+import { getTestModelPath } from "../support/test-model.ts";
+import { createTinyModelEntry, TINY_MODEL } from "../support/test-server.ts";
+import { checkTestRedis, createTestPrefix, deleteTestKeys } from "./redis-test-connection.ts";
+
+/**
+ * Two servers in this process on one SQLite file and one Redis prefix: the quick check of the
+ * wiring (shared limits, revocation over the bus, the Redis-down policies). The real scale-out
+ * test, with processes on PostgreSQL, is `replicas.test.ts`.
+ */
+const redis = await checkTestRedis();
+const prefix = createTestPrefix("servers");
+let folder: string;
+let modelPath: string;
+let store: Store;
+const servers: RunningServer[] = [];
+
+function configOf(redisUrl: string | undefined): Config {
+  return {
+    server: { host: "127.0.0.1", port: 0, bodyLimitBytes: 1024 * 1024 },
+    database: `sqlite:${join(folder, "tollgate.db")}`,
+    redis: redisUrl,
+    adminKey: "test-admin-key",
+    metricsKey: undefined,
+    logPrompts: false,
+    source: undefined,
+    models: [createTinyModelEntry(modelPath)],
+  };
+}
+
+/** Starts a server with these Redis settings in the environment (read at start). */
+async function start(redisUrl: string | undefined, env: Record<string, string> = {}): Promise<RunningServer> {
+  const saved = Object.fromEntries(Object.keys(env).map((name) => [name, process.env[name]]));
+  Object.assign(process.env, env);
+  try {
+    const server = await startServer({ config: configOf(redisUrl), logger: false });
+    servers.push(server);
+    return server;
+  } finally {
+    for (const [name, value] of Object.entries(saved)) {
+      if (value === undefined) delete process.env[name];
+      else process.env[name] = value;
+    }
+  }
+}
+
+async function createFundedKey(input: { rpm?: number } = {}): Promise<{ key: string; publicId: string }> {
+  const account = await createAccount(store, {
+    name: `account-${Math.random().toString(36).slice(2)}`,
+    balanceNano: 1_000_000_000n,
+  });
+  const created = await createKey(store, { role: "user", accountId: account.id, ...input });
+  return { key: created.key, publicId: created.record.publicId };
+}
+
+function chat(server: RunningServer, key: string): Promise<Response> {
+  return fetch(`${server.baseUrl}/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body: JSON.stringify({ model: TINY_MODEL, messages: [{ role: "user", content: "Hi" }], max_tokens: 1 }),
+  });
+}
+
+async function findClosedPort(): Promise<number> {
+  const probe = createServer();
+  await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
+  const address = probe.address();
+  await new Promise((resolve) => probe.close(resolve));
+  if (typeof address !== "object" || address === null) throw new Error("no port");
+  return address.port;
+}
+
+beforeAll(async () => {
+  folder = mkdtempSync(join(tmpdir(), "tollgate-redis-servers-"));
+  modelPath = await getTestModelPath();
+  store = await openStore(`sqlite:${join(folder, "tollgate.db")}`);
+});
+
+afterAll(async () => {
+  for (const server of servers) await server.close();
+  await store?.close();
+  if ("url" in redis) await deleteTestKeys(redis.url, prefix);
+  rmSync(folder, { recursive: true, force: true });
+});
+
+describe.skipIf(!("url" in redis))("two servers sharing Redis", () => {
+  const url = "url" in redis ? redis.url : "";
+  let first: RunningServer;
+  let second: RunningServer;
+
+  beforeAll(async () => {
+    first = await start(url, { TOLLGATE_REDIS_PREFIX: prefix });
+    second = await start(url, { TOLLGATE_REDIS_PREFIX: prefix });
+  });
+
+  it("share one rpm bucket per key", async () => {
+    const { key } = await createFundedKey({ rpm: 2 });
+    const one = await chat(first, key);
+    expect(one.status).toBe(200);
+    expect(one.headers.get("x-ratelimit-remaining-requests")).toBe("1");
+    const two = await chat(second, key);
+    expect(two.status).toBe(200);
+    expect(two.headers.get("x-ratelimit-remaining-requests")).toBe("0");
+    const third = await chat(first, key);
+    expect(third.status).toBe(429);
+    expect(((await third.json()) as { error: { code: string } }).error.code).toBe("rate_limit_exceeded");
+  });
+
+  it("refuse on the other server a key revoked through one server's admin API, well within a second", async () => {
+    const { key, publicId } = await createFundedKey();
+    // The other server has the key in its cache now.
+    expect((await chat(second, key)).status).toBe(200);
+    const revoked = await fetch(`${first.baseUrl.replace(/\/v1$/, "")}/admin/keys/${publicId}/revoke`, {
+      method: "POST",
+      headers: { authorization: "Bearer test-admin-key" },
+    });
+    expect(revoked.status).toBe(200);
+    const since = Date.now();
+    let status = 200;
+    while (status !== 401 && Date.now() - since < 2000) {
+      const response = await fetch(`${second.baseUrl}/models`, {
+        headers: { authorization: `Bearer ${key}` },
+      });
+      status = response.status;
+      await response.arrayBuffer();
+      if (status !== 401) await sleep(10);
+    }
+    expect(status).toBe(401);
+    // The bus, not the 1-second cache: typically a few milliseconds.
+    expect(Date.now() - since).toBeLessThan(500);
+  });
+});
+
+describe("a server whose Redis is down", () => {
+  it("fail-open (default): serves rate-limited keys without limits", async () => {
+    const server = await start(`redis://127.0.0.1:${await findClosedPort()}`, {
+      TOLLGATE_REDIS_PREFIX: "tollgate-test:down:",
+    });
+    const { key } = await createFundedKey({ rpm: 1 });
+    expect((await chat(server, key)).status).toBe(200);
+    expect((await chat(server, key)).status).toBe(200);
+  });
+
+  it("fail-closed: refuses rate-limited keys with 503 and a clear message, and serves the others", async () => {
+    const server = await start(`redis://127.0.0.1:${await findClosedPort()}`, {
+      TOLLGATE_REDIS_PREFIX: "tollgate-test:down:",
+      TOLLGATE_REDIS_FAILURE_POLICY: "fail-closed",
+    });
+    const limited = await createFundedKey({ rpm: 100 });
+    const refused = await chat(server, limited.key);
+    expect(refused.status).toBe(503);
+    expect(refused.headers.get("retry-after")).not.toBeNull();
+    const body = (await refused.json()) as { error: { message: string } };
+    expect(body.error.message).toMatch(/cannot reach its Redis/);
+    const unlimited = await createFundedKey();
+    expect((await chat(server, unlimited.key)).status).toBe(200);
+  });
+
+  it("refuses to start with a failure policy it does not know", async () => {
+    await expect(
+      start(`redis://127.0.0.1:${await findClosedPort()}`, { TOLLGATE_REDIS_FAILURE_POLICY: "maybe" }),
+    ).rejects.toThrow(/TOLLGATE_REDIS_FAILURE_POLICY must be "fail-open".*"fail-closed"/);
+  });
+});
