@@ -4,6 +4,7 @@ import { CliError, type OutputSink } from "./cli-error.ts";
 import { createAccount } from "./create-account.ts";
 import { creditAccount } from "./credit-account.ts";
 import { describeAccount } from "./describe-account.ts";
+import { dispatchSubcommand } from "./dispatch-subcommand.ts";
 import { requireAccount } from "./find-account.ts";
 import { formatInstant, formatTable } from "./format-table.ts";
 import { parseCommandArguments, stringOption } from "./parse-command-arguments.ts";
@@ -34,30 +35,18 @@ export async function runAccountsCommand(
   out: OutputSink,
   options: AccountsCommandOptions = {},
 ): Promise<void> {
-  const [subcommand, ...rest] = argv;
-  switch (subcommand) {
-    case "create":
-      return await createCommand(store, rest, out, options);
-    case "list":
-      return await listCommand(store, rest, out);
-    case "show":
-      return await showCommand(store, rest, out);
-    case "credit":
-      return await creditCommand(store, rest, out, options);
-    case "help":
-    case "--help":
-    case "-h":
-      for (const line of usageLines()) out.write(line);
-      return;
-    case undefined:
-      throw new CliError(["Missing subcommand.", ...usageLines()].join("\n"));
-    default:
-      throw new CliError([`Unknown subcommand 'accounts ${subcommand}'.`, ...usageLines()].join("\n"));
-  }
-}
-
-function usageLines(): string[] {
-  return ["Usage:", ...Object.values(USAGE).map((usage) => `  ${usage}`)];
+  await dispatchSubcommand({
+    group: "accounts",
+    usage: USAGE,
+    argv,
+    out,
+    handlers: {
+      create: (rest) => createCommand(store, rest, out, options),
+      list: (rest) => listCommand(store, rest, out),
+      show: (rest) => showCommand(store, rest, out),
+      credit: (rest) => creditCommand(store, rest, out, options),
+    },
+  });
 }
 
 async function createCommand(

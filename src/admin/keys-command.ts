@@ -1,6 +1,7 @@
 import type { ApiKeyRecord, Store } from "../store/store.ts";
 import { CliError, type OutputSink } from "./cli-error.ts";
 import { createKey } from "./create-key.ts";
+import { dispatchSubcommand } from "./dispatch-subcommand.ts";
 import { requireAccount } from "./find-account.ts";
 import { formatInstant, formatTable } from "./format-table.ts";
 import { parseCommandArguments, stringOption } from "./parse-command-arguments.ts";
@@ -35,28 +36,17 @@ export async function runKeysCommand(
   out: OutputSink,
   options: KeysCommandOptions = {},
 ): Promise<void> {
-  const [subcommand, ...rest] = argv;
-  switch (subcommand) {
-    case "create":
-      return await createCommand(store, rest, out, options);
-    case "list":
-      return await listCommand(store, rest, out);
-    case "revoke":
-      return await revokeCommand(store, rest, out, options);
-    case "help":
-    case "--help":
-    case "-h":
-      for (const line of usageLines()) out.write(line);
-      return;
-    case undefined:
-      throw new CliError(["Missing subcommand.", ...usageLines()].join("\n"));
-    default:
-      throw new CliError([`Unknown subcommand 'keys ${subcommand}'.`, ...usageLines()].join("\n"));
-  }
-}
-
-function usageLines(): string[] {
-  return ["Usage:", ...Object.values(USAGE).map((usage) => `  ${usage}`)];
+  await dispatchSubcommand({
+    group: "keys",
+    usage: USAGE,
+    argv,
+    out,
+    handlers: {
+      create: (rest) => createCommand(store, rest, out, options),
+      list: (rest) => listCommand(store, rest, out),
+      revoke: (rest) => revokeCommand(store, rest, out, options),
+    },
+  });
 }
 
 async function createCommand(
