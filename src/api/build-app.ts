@@ -1,4 +1,4 @@
-import { randomBytes, timingSafeEqual } from "node:crypto";
+import { timingSafeEqual } from "node:crypto";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from "fastify";
 import packageJson from "../../package.json" with { type: "json" };
 import { parseAmount } from "../billing/money.ts";
@@ -6,6 +6,7 @@ import { type ChatAdmission, unlimitedAdmission } from "../chat/chat-admission.t
 import { ChatService } from "../chat/chat-service.ts";
 import type { RequestKey } from "../chat/request-key.ts";
 import { AppError } from "../errors/app-error.ts";
+import { createRandomText } from "../ids/random-text.ts";
 import type { KeyLimits } from "../limits/key-limits.ts";
 import { Metrics } from "../metrics/metrics.ts";
 import type { ModelRegistry } from "../models/model-registry.ts";
@@ -61,10 +62,10 @@ function isSameSecret(given: string, expected: string): boolean {
 
 const REQUEST_ID_PATTERN = /^[\w.:-]{1,128}$/;
 
-/** The client's `x-request-id` when it is sane, else a new one. */
+/** The client's `x-request-id` when it is sane, else a new one (`req_` and 24 hex digits). */
 function createRequestId(header: string | string[] | undefined): string {
   if (typeof header === "string" && REQUEST_ID_PATTERN.test(header)) return header;
-  return `req_${randomBytes(12).toString("hex")}`;
+  return `req_${createRandomText(12, "hex")}`;
 }
 
 /** Builds the Fastify app: routes, authentication, JSON parsing and the one error mapping. */

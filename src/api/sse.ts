@@ -24,22 +24,21 @@ export function formatEvent(value: unknown): string {
 export class ChunkRenderer {
   readonly #identity: CompletionIdentity;
   readonly #includeUsage: boolean;
+  /** The event up to the delta, the same in every chunk of the stream: serialised once. */
+  readonly #prefix: string;
+  /** The event after `finish_reason`'s value. */
+  readonly #suffix: string;
 
   constructor(identity: CompletionIdentity, options: { includeUsage: boolean }) {
     this.#identity = identity;
     this.#includeUsage = options.includeUsage;
+    // The same text (and key order) as `formatEvent` of the whole chunk object would give.
+    this.#prefix = `data: {"id":${JSON.stringify(identity.id)},"object":"chat.completion.chunk","created":${JSON.stringify(identity.created)},"model":${JSON.stringify(identity.model)},"choices":[{"index":0,"delta":`;
+    this.#suffix = options.includeUsage ? '}],"usage":null}\n\n' : "}]}\n\n";
   }
 
   #chunk(delta: Record<string, unknown>, finishReason: string | null): string {
-    const chunk: Record<string, unknown> = {
-      id: this.#identity.id,
-      object: "chat.completion.chunk",
-      created: this.#identity.created,
-      model: this.#identity.model,
-      choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }],
-    };
-    if (this.#includeUsage) chunk.usage = null;
-    return formatEvent(chunk);
+    return `${this.#prefix}${JSON.stringify(delta)},"logprobs":null,"finish_reason":${JSON.stringify(finishReason)}${this.#suffix}`;
   }
 
   /** The first event: the assistant role with empty content. */

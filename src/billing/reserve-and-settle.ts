@@ -19,7 +19,7 @@
  * A replica keeps the leases of its open reservations alive; a replica that starts releases
  * what its previous run left (see `releaseLeftOverReservations`).
  */
-import { randomUUID } from "node:crypto";
+import { randomFillSync } from "node:crypto";
 import type { CatalogModel } from "../catalog/catalog.ts";
 import type {
   AdmissionContext,
@@ -35,6 +35,32 @@ import { costOfUsage, formatAmount, parseAmount } from "./money.ts";
 
 /** How long a reservation's lease lasts without renewal. */
 export const RESERVATION_LEASE_MS = 60_000;
+
+/** Random bytes drawn ahead: one `randomBytes` call costs several microseconds, a slice of this far less. */
+const randomPool = Buffer.allocUnsafe(10 * 256);
+let randomPoolOffset = randomPool.length;
+
+/**
+ * A new reservation id (also its usage row's id): a time-ordered UUID (version 7, RFC 9562),
+ * the millisecond `now` then 74 random bits. Ids made one after the other sort close together,
+ * so the primary-key indexes of `reservations` and `usage` grow at their end: a batch of
+ * settles touches a page or two of each instead of one random page per row, which keeps the
+ * write-ahead log (and its checkpoints) small.
+ */
+export function createReservationId(now: number): string {
+  if (randomPoolOffset + 10 > randomPool.length) {
+    randomFillSync(randomPool);
+    randomPoolOffset = 0;
+  }
+  const bytes = Buffer.allocUnsafe(16);
+  bytes.writeUIntBE(Math.max(0, Math.floor(now)) % 2 ** 48, 0, 6);
+  randomPool.copy(bytes, 6, randomPoolOffset, randomPoolOffset + 10);
+  randomPoolOffset += 10;
+  bytes[6] = 0x70 | ((bytes[6] as number) & 0x0f);
+  bytes[8] = 0x80 | ((bytes[8] as number) & 0x3f);
+  const hex = bytes.toString("hex");
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
 
 interface ChatPrices {
   inputPerMillionNano: bigint;
@@ -104,7 +130,7 @@ export class BillingAdmission implements ChatAdmission {
       ...prices,
     });
     const now = this.#now();
-    const reservationId = randomUUID();
+    const reservationId = createReservationId(now);
     const reserved = await this.#store.reserve({
       id: reservationId,
       requestId: request.requestId,

@@ -1,8 +1,8 @@
-import { randomBytes } from "node:crypto";
 import type { ChatCompletionOptions } from "../api/convert-chat-request.ts";
 import type { CompletionIdentity } from "../api/render-chat-completion.ts";
 import type { StreamPart } from "../engine/engine.ts";
 import { AppError, isAppError } from "../errors/app-error.ts";
+import { createRandomText } from "../ids/random-text.ts";
 import type { ModelRegistry } from "../models/model-registry.ts";
 import type { AdmissionTicket, Annotate, ChatAdmission, RunOutcome, SetHeader } from "./chat-admission.ts";
 import { isModelAllowedForKey, type RequestKey } from "./request-key.ts";
@@ -21,7 +21,7 @@ export interface ChatServiceOptions {
 
 /** `chatcmpl-` and 24 random base-36-ish characters, like OpenAI's ids. */
 export function createCompletionId(): string {
-  return `chatcmpl-${randomBytes(18).toString("base64url")}`;
+  return `chatcmpl-${createRandomText(18, "base64url")}`;
 }
 
 /**

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestServer, TINY_MODEL, type TestServer } from "../support/test-server.ts";
+import { startTestServer, type TestServer, TINY_MODEL } from "../support/test-server.ts";
 
 let server: TestServer;
 
@@ -21,7 +21,12 @@ async function admin(method: string, path: string, body?: unknown, key = server.
     ...(body === undefined ? {} : { body: JSON.stringify(body) }),
   });
   const text = await response.text();
-  return { status: response.status, headers: response.headers, text, body: text.startsWith("{") ? JSON.parse(text) : undefined };
+  return {
+    status: response.status,
+    headers: response.headers,
+    text,
+    body: text.startsWith("{") ? JSON.parse(text) : undefined,
+  };
 }
 
 function chat(key: string) {

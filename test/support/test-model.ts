@@ -28,7 +28,10 @@ export async function getTestModelPath(
   const seed = options.seed ?? 1;
   const size = options.size ?? "tiny";
   mkdirSync(folder, { recursive: true });
-  const path = join(folder, `${size}-seed${seed}${options.endless ? "-endless" : ""}-${generatorVersion}.gguf`);
+  const path = join(
+    folder,
+    `${size}-seed${seed}${options.endless ? "-endless" : ""}-${generatorVersion}.gguf`,
+  );
   // An "endless" model has no bias towards its end token: it generates until a limit.
   if (!existsSync(path))
     await writeTestModel({ path, seed, size, ...(options.endless ? { endBias: 0 } : {}) });

@@ -24,7 +24,7 @@ export interface NodeSqliteDatabaseOptions {
 export function openNodeSqliteDatabase(
   location: string,
   options: NodeSqliteDatabaseOptions = {},
-): SqliteDatabase {
+): NodeSqliteDatabase {
   const busyTimeout = options.busyTimeoutMilliseconds ?? 5000;
   const database = new DatabaseSync(location, {
     readBigInts: true,
@@ -43,7 +43,13 @@ export function openNodeSqliteDatabase(
   return new NodeSqliteDatabase(database, options.statementCacheSize ?? 256);
 }
 
-class NodeSqliteDatabase implements SqliteDatabase {
+/**
+ * The connection kysely drives, plus direct access for the few statements that the billing hot
+ * path runs without kysely (`sqlite-billing-batch.ts`). Direct statements must only run while
+ * kysely's connection lock is held (`db.connection().execute(...)`), so that they never land in
+ * the middle of a transaction kysely has open.
+ */
+export class NodeSqliteDatabase implements SqliteDatabase {
   readonly #database: DatabaseSync;
   readonly #statements = new Map<string, NodeSqliteStatement>();
   readonly #cacheSize: number;
@@ -69,6 +75,16 @@ class NodeSqliteDatabase implements SqliteDatabase {
     }
     this.#statements.set(sql, statement);
     return statement;
+  }
+
+  /** A statement run directly with `node:sqlite` (not cached: the caller keeps it). */
+  prepareDirect(sql: string): StatementSync {
+    return this.#database.prepare(sql);
+  }
+
+  /** True while a transaction is open (SQLite ends one by itself after some errors). */
+  get inTransaction(): boolean {
+    return this.#database.isTransaction;
   }
 
   close(): void {
@@ -101,7 +117,8 @@ class NodeSqliteStatement implements SqliteStatement {
   }
 }
 
-function toSqlParameters(parameters: ReadonlyArray<unknown>): SQLInputValue[] {
+/** Checks and converts parameters (booleans as 0 or 1) for `node:sqlite`. */
+export function toSqlParameters(parameters: ReadonlyArray<unknown>): SQLInputValue[] {
   return parameters.map(toSqlParameter);
 }
 

@@ -6,10 +6,10 @@ import { createKyselyStore } from "../kysely-store.ts";
 import { migrateToLatest } from "../migrate-to-latest.ts";
 import type { Store } from "../store.ts";
 import { openNodeSqliteDatabase } from "./node-sqlite-database.ts";
+import { createSqliteBillingBatch, type SqliteBillingBatch } from "./sqlite-billing-batch.ts";
 
 /** One connection to a SQLite file, shared by every store this process opens on it. */
-interface SharedConnection {
-  db: Kysely<Database>;
+interface SharedConnection extends SqliteConnection {
   /** Settles once the schema is migrated. */
   migrated: Promise<void>;
   /** Open stores using the connection; it is closed when the last one closes. */
@@ -33,21 +33,27 @@ const sharedConnections = new Map<string, SharedConnection>();
  */
 export async function openSqliteStore(location: string): Promise<Store> {
   if (location === ":memory:") {
-    const db = createKysely(location);
+    const connection = openConnection(location);
     try {
-      await migrateExclusively(db);
+      await migrateExclusively(connection.db);
     } catch (error) {
-      await db.destroy();
+      await connection.db.destroy();
       throw error;
     }
-    return createKyselyStore(db);
+    return {
+      ...createStore(connection),
+      async close(): Promise<void> {
+        await connection.billing.drain();
+        await connection.db.destroy();
+      },
+    };
   }
 
   const file = resolveFile(location);
   let shared = sharedConnections.get(file);
   if (shared === undefined) {
-    const db = createKysely(file);
-    const created: SharedConnection = { db, migrated: migrateExclusively(db), users: 0 };
+    const opened = openConnection(file);
+    const created: SharedConnection = { ...opened, migrated: migrateExclusively(opened.db), users: 0 };
     sharedConnections.set(file, created);
     shared = created;
   }
@@ -59,7 +65,7 @@ export async function openSqliteStore(location: string): Promise<Store> {
     await release(file, connection);
     throw error;
   }
-  const store = createKyselyStore(connection.db);
+  const store = createStore(connection);
   let closed = false;
   return {
     ...store,
@@ -71,10 +77,26 @@ export async function openSqliteStore(location: string): Promise<Store> {
   };
 }
 
-function createKysely(location: string): Kysely<Database> {
-  return new Kysely<Database>({
-    dialect: new SqliteDialect({ database: openNodeSqliteDatabase(location) }),
-  });
+/** kysely over one `node:sqlite` connection, and the batched billing on the same connection. */
+interface SqliteConnection {
+  db: Kysely<Database>;
+  billing: SqliteBillingBatch;
+}
+
+function openConnection(location: string): SqliteConnection {
+  const database = openNodeSqliteDatabase(location);
+  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database }) });
+  return { db, billing: createSqliteBillingBatch({ db, database }) };
+}
+
+/** The kysely store, with reserve and settle batched into group commits (see `sqlite-billing-batch.ts`). */
+function createStore(connection: SqliteConnection): Store {
+  const { billing } = connection;
+  return {
+    ...createKyselyStore(connection.db),
+    reserve: (reservation) => billing.reserve(reservation),
+    settle: (usage) => billing.settle(usage),
+  };
 }
 
 /** Migrates inside one write transaction: atomic, and serialised with other processes. */
@@ -95,6 +117,7 @@ async function release(file: string, connection: SharedConnection): Promise<void
   connection.users -= 1;
   if (connection.users > 0) return;
   if (sharedConnections.get(file) === connection) sharedConnections.delete(file);
+  await connection.billing.drain();
   await connection.db.destroy();
 }
 
