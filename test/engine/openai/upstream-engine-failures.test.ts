@@ -208,7 +208,8 @@ describe("upstream engine: fallbacks and cooldown", () => {
     const upstream = await mock(answerError(500));
     const engine = createTestEngine({
       model: upstreamModel([upstream.baseUrl]),
-      settings: { maxRetries: 0, failureThreshold: 2, cooldownMs: 300 },
+      // A cooldown long enough that a loaded machine cannot outrun it between the checks below.
+      settings: { maxRetries: 0, failureThreshold: 2, cooldownMs: 2000 },
     });
     await firstError(engine);
     expect(engine.status()).toBe("available");
@@ -217,7 +218,7 @@ describe("upstream engine: fallbacks and cooldown", () => {
     const error = await firstError(engine);
     expect(error).toMatchObject({ code: "upstream_unavailable", retryAfterSeconds: 1 });
     expect(upstream.requests).toHaveLength(2);
-    await new Promise((resolve) => setTimeout(resolve, 320));
+    await new Promise((resolve) => setTimeout(resolve, 2100));
     expect(engine.status()).toBe("available");
     upstream.handle(streamText(["recovered"]));
     expect(textOf(await collectParts(engine))).toBe("recovered");
