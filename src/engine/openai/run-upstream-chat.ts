@@ -36,7 +36,8 @@ export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenera
     if (closeSignal.aborted) throw closingError(options.modelId);
     if (endpoint === undefined) {
       const wait = balancer.waitForEndpoint(excluded);
-      if (wait === undefined || wait > settings.maxRetryWaitMs || attempt > settings.maxRetries) {
+      // Waiting out a cooldown is a retry: with none left, fail fast and say when to come back.
+      if (wait === undefined || wait > settings.maxRetryWaitMs || attempt >= settings.maxRetries) {
         throw lastFailure?.error ?? coolingError(options.modelId, wait);
       }
       await pause(wait, signal, closeSignal);

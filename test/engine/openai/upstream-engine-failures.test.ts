@@ -209,7 +209,7 @@ describe("upstream engine: fallbacks and cooldown", () => {
     const engine = createTestEngine({
       model: upstreamModel([upstream.baseUrl]),
       // A cooldown long enough that a loaded machine cannot outrun it between the checks below.
-      settings: { maxRetries: 0, failureThreshold: 2, cooldownMs: 2000 },
+      settings: { maxRetries: 0, failureThreshold: 2, cooldownMs: 1000 },
     });
     await firstError(engine);
     expect(engine.status()).toBe("available");
@@ -218,7 +218,7 @@ describe("upstream engine: fallbacks and cooldown", () => {
     const error = await firstError(engine);
     expect(error).toMatchObject({ code: "upstream_unavailable", retryAfterSeconds: 1 });
     expect(upstream.requests).toHaveLength(2);
-    await new Promise((resolve) => setTimeout(resolve, 2100));
+    await new Promise((resolve) => setTimeout(resolve, 1100));
     expect(engine.status()).toBe("available");
     upstream.handle(streamText(["recovered"]));
     expect(textOf(await collectParts(engine))).toBe("recovered");
