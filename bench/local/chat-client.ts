@@ -128,6 +128,7 @@ export function postChatCompletion(options: ChatRequestOptions): Promise<ChatOut
           }
         });
         response.on("end", () => {
+          if (outcome.aborted) return;
           if (!done && outcome.errorCode === undefined) outcome.errorCode = "stream_ended_early";
           finish();
         });

@@ -28,7 +28,11 @@ export interface ServerChildOptions {
 export interface ServerSample {
   /** Bytes. */
   rss: number;
+  /** A full garbage collection ran right before this sample. */
+  collected: boolean;
   heapUsed: number;
+  /** V8 heap committed (young and old generations), bytes. */
+  heapTotal: number;
   external: number;
   /** Event-loop delay since the previous sample, in milliseconds. */
   eventLoopDelay: { p50: number; p99: number; max: number; mean: number };
@@ -42,13 +46,18 @@ type ChildMessage =
   | { type: "sample"; sample: ServerSample }
   | { type: "error"; message: string };
 
-type ParentMessage = { type: "sample" } | { type: "stop" };
+type ParentMessage = { type: "sample"; collect: boolean } | { type: "stop" };
 
 /** The parent's handle on a running server child. */
 export interface ServerChild {
   baseUrl: string;
   key: string;
-  sample(): Promise<ServerSample>;
+  /**
+   * Measures the server. With `collect`, a full garbage collection runs first, so RSS shows what is
+   * retained rather than where V8's collection cycle happens to be (its pause is left out of the
+   * next sample's event-loop delay).
+   */
+  sample(options?: { collect?: boolean }): Promise<ServerSample>;
   stop(): Promise<void>;
 }
 
@@ -56,6 +65,13 @@ export interface ServerChild {
 export async function startServerChild(options: ServerChildOptions): Promise<ServerChild> {
   const child = fork(fileURLToPath(import.meta.url), [JSON.stringify(options)], {
     stdio: ["ignore", "inherit", "inherit", "ipc"],
+    // `--expose-gc` lets a sample ask for a full collection first (see `sample`);
+    // TOLLGATE_BENCH_CHILD_FLAGS adds flags for investigations (e.g. --trace-gc).
+    execArgv: [
+      ...process.execArgv,
+      "--expose-gc",
+      ...(process.env.TOLLGATE_BENCH_CHILD_FLAGS?.split(" ").filter((flag) => flag !== "") ?? []),
+    ],
   });
   const pending: ((message: ChildMessage) => void)[] = [];
   let exited = false;
@@ -76,10 +92,10 @@ export async function startServerChild(options: ServerChildOptions): Promise<Ser
   return {
     baseUrl: ready.baseUrl,
     key: ready.key,
-    async sample() {
+    async sample(sampleOptions = {}) {
       if (exited) throw new Error("server child exited");
       const reply = next();
-      child.send({ type: "sample" } satisfies ParentMessage);
+      child.send({ type: "sample", collect: sampleOptions.collect ?? false } satisfies ParentMessage);
       const message = await reply;
       if (message.type !== "sample") throw new Error(`unexpected reply from server child: ${message.type}`);
       return message.sample;
@@ -121,20 +137,28 @@ async function runChild(options: ServerChildOptions): Promise<void> {
   process.on("message", (message: ParentMessage) => {
     switch (message.type) {
       case "sample": {
-        const memory = process.memoryUsage();
         const toMilliseconds = (nanoseconds: number) => nanoseconds / 1e6;
+        // The delay since the last sample is read before a requested collection, and the
+        // histogram is reset after it: the collection's pause is the benchmark's, not the server's.
+        const eventLoopDelay = {
+          p50: toMilliseconds(delay.percentile(50)),
+          p99: toMilliseconds(delay.percentile(99)),
+          max: toMilliseconds(delay.max),
+          mean: toMilliseconds(delay.mean),
+        };
+        const collect = (globalThis as { gc?: () => void }).gc;
+        const collected = message.collect && collect !== undefined;
+        if (collected) collect();
+        const memory = process.memoryUsage();
         send({
           type: "sample",
           sample: {
             rss: memory.rss,
+            collected,
             heapUsed: memory.heapUsed,
+            heapTotal: memory.heapTotal,
             external: memory.external,
-            eventLoopDelay: {
-              p50: toMilliseconds(delay.percentile(50)),
-              p99: toMilliseconds(delay.percentile(99)),
-              max: toMilliseconds(delay.max),
-              mean: toMilliseconds(delay.mean),
-            },
+            eventLoopDelay,
             activeResources: countResources(),
             engines: readLlamaEngineStats(),
           },

@@ -21,13 +21,15 @@ export interface PartChannel<Part> {
  * write, the client's share of a shared event loop) before that dispatch, on every token's critical
  * path. Woken after it, the reader works on the main thread while llama.cpp decodes the next token
  * on its own thread. The delay is a few microseconds when the event loop is idle; parts that arrive
- * while the reader is busy are taken without any wait.
+ * while the reader is busy are taken without any wait. The first part wakes the reader at once: it
+ * is the time to first token, which matters more than one decode's overlap.
  */
 export function createPartChannel<Part>(): PartChannel<Part> {
   const buffered: Part[] = [];
   let closed = false;
   let wake: (() => void) | undefined;
   let wakeScheduled = false;
+  let delivered = false;
   const wakeReader = () => {
     wakeScheduled = false;
     const resolve = wake;
@@ -36,6 +38,7 @@ export function createPartChannel<Part>(): PartChannel<Part> {
   };
   const notify = () => {
     if (wake === undefined || wakeScheduled) return;
+    if (!delivered) return wakeReader();
     wakeScheduled = true;
     setImmediate(() => setImmediate(wakeReader));
   };
@@ -55,6 +58,7 @@ export function createPartChannel<Part>(): PartChannel<Part> {
           wake = resolve;
         });
       }
+      delivered ||= buffered.length > 0;
       return buffered.shift();
     },
   };

@@ -4,6 +4,7 @@ import type { ChatRequest, StreamPart, Usage } from "../engine.ts";
 import type { LeasePool } from "./create-lease-pool.ts";
 import { createPartChannel } from "./create-part-channel.ts";
 import { createPartMapper } from "./create-part-mapper.ts";
+import { linkAbortSignals } from "./link-abort-signals.ts";
 import type { LlamaEngineLogger } from "./llama-engine-logger.ts";
 import type { GenerationSlot } from "./load-llama-model.ts";
 import { mapFinish } from "./map-finish.ts";
@@ -39,8 +40,8 @@ export interface LlamaGenerationOptions {
  */
 export async function* runLlamaGeneration(options: LlamaGenerationOptions): AsyncGenerator<StreamPart> {
   const { signal, closeSignal } = options;
-  const waitSignal = AbortSignal.any([signal, closeSignal]);
-  const lease = await options.pool.acquire(waitSignal);
+  const wait = linkAbortSignals([signal, closeSignal]);
+  const lease = await options.pool.acquire(wait.signal).finally(wait.unlink);
   if (lease === undefined) {
     if (!signal.aborted) throw unloadedError();
     yield abortFinish(options.promptTokens, 0);
@@ -49,9 +50,7 @@ export async function* runLlamaGeneration(options: LlamaGenerationOptions): Asyn
 
   const { sequence, chat } = lease.item;
   const stopController = new AbortController();
-  // One level of sources: LlamaChat reads `aborted` several times per token, and a signal made of
-  // composite signals re-checks its whole tree on every read.
-  const generationSignal = AbortSignal.any([signal, closeSignal, stopController.signal]);
+  const generationAbort = linkAbortSignals([signal, closeSignal, stopController.signal]);
   const channel = createPartChannel<StreamPart>();
   const meterStart = sequence.tokenMeter.getState().usedOutputTokens;
   const usage = (): Usage => ({
@@ -70,7 +69,7 @@ export async function* runLlamaGeneration(options: LlamaGenerationOptions): Asyn
     const common = {
       ...sampling,
       maxTokens: options.maxCompletionTokens,
-      signal: generationSignal,
+      signal: generationAbort.signal,
       stopOnAbortSignal: true,
       onTextChunk: parts.onText,
       ...(stopTriggers.length === 0 ? {} : { customStopTriggers: stopTriggers }),
@@ -112,6 +111,7 @@ export async function* runLlamaGeneration(options: LlamaGenerationOptions): Asyn
       };
     })
     .then((end) => {
+      generationAbort.unlink();
       lease.release();
       channel.push(end);
       channel.close();
