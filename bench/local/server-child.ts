@@ -150,20 +150,28 @@ async function runChild(options: ServerChildOptions): Promise<void> {
         const collected = message.collect && collect !== undefined;
         if (collected) collect();
         const memory = process.memoryUsage();
-        send({
-          type: "sample",
-          sample: {
-            rss: memory.rss,
-            collected,
-            heapUsed: memory.heapUsed,
-            heapTotal: memory.heapTotal,
-            external: memory.external,
-            eventLoopDelay,
-            activeResources: countResources(),
-            engines: readLlamaEngineStats(),
-          },
-        });
-        delay.reset();
+        const activeResources = countResources();
+        const engines = readLlamaEngineStats();
+        const reply = () => {
+          send({
+            type: "sample",
+            sample: {
+              rss: memory.rss,
+              collected,
+              heapUsed: memory.heapUsed,
+              heapTotal: memory.heapTotal,
+              external: memory.external,
+              eventLoopDelay,
+              activeResources,
+              engines,
+            },
+          });
+          delay.reset();
+        };
+        // After a collection, the monitor's timer (due before this one) sees the pause on its
+        // next tick; the reset waits until after it.
+        if (collected) setTimeout(reply, 1);
+        else reply();
         return;
       }
       case "stop":

@@ -239,9 +239,15 @@ function printReport(report: {
 
   out.push(...describeRss(samples, report.warmupSeconds));
   const p99 = samples.map(({ sample }) => sample.eventLoopDelay.p99);
-  const max = samples.map(({ sample }) => sample.eventLoopDelay.max);
+  const worst = [...samples]
+    .sort((a, b) => b.sample.eventLoopDelay.max - a.sample.eventLoopDelay.max)
+    .slice(0, 3)
+    .map(
+      ({ seconds, sample }) =>
+        `${formatNumber(sample.eventLoopDelay.max)} ms (sample at ${seconds.toFixed(0)} s)`,
+    );
   out.push(
-    `event-loop delay under load: p99 per sample ${formatNumber(Math.min(...p99))} to ${formatNumber(Math.max(...p99))} ms, worst single delay ${formatNumber(Math.max(...max))} ms`,
+    `event-loop delay under load: p99 per sample ${formatNumber(Math.min(...p99))} to ${formatNumber(Math.max(...p99))} ms; longest single delays ${worst.join(", ")}`,
   );
   const handlesBefore = countHandles(idleBefore);
   const handlesAfter = countHandles(idleAfter);
