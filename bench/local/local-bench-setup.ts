@@ -13,9 +13,8 @@ export const BATCH_SIZE = 512;
 /** Tollgate's `parallel` for both models (the catalogue default). */
 export const PARALLEL = 4;
 /**
- * Sampling on both sides; client (or sequence) i uses `seed + i`. Greedy: a model written with
- * `endBias: 0` still samples its end token now and then at a temperature (seed 1234 at 0.7 ends
- * after 5 tokens), and a run that ends early measures the prompt rather than generation.
+ * Sampling on both sides; client (or sequence) i uses `seed + i`. Greedy, so both sides do the
+ * same work per token (a model written with `endBias: 0` never ends by itself either way).
  */
 export const sampling: BenchSampling = { temperature: 0, topP: 1, seed: 1234 };
 /** The conversation every request sends, and the direct side renders with the same template. */

@@ -18,7 +18,7 @@ import { createSeededRandom } from "./seeded-random.ts";
  *   after `<|im_start|>assistant\n`, falling to about 0 some 10 tokens later, whatever the
  *   prompt length and however many earlier turns there are. `output.weight[t][signal]` turns
  *   `w` into a logit bias that suppresses the end early in an answer and releases it later.
- * All biases scale with `endBias`; `endBias: 0` leaves plain random logits.
+ * All biases scale with `endBias`; `endBias: 0` only suppresses the control tokens.
  */
 export type TestModelShape = {
   readonly embeddingLength: number;

@@ -28,7 +28,9 @@ export type WriteTestModelOptions = {
   /**
    * Strength, in logit units (nats), of the bias towards `<|im_end|>` late in an answer; the
    * other biases (early suppression of the end, JSON closing tokens) scale with it. `0` writes
-   * plain random logits, which almost never end. Default {@link defaultEndBias}.
+   * random logits with the control tokens (`<|im_end|>`, `<|endoftext|>`, `<|im_start|>`)
+   * suppressed by {@link neverEndBias}: answers never end by themselves, only at a limit.
+   * Default {@link defaultEndBias}.
    */
   readonly endBias?: number;
 };
@@ -45,6 +47,13 @@ export type TestModelInfo = {
 };
 
 export const defaultEndBias = 8;
+
+/**
+ * The logit bias (nats) on control tokens with `endBias: 0`. Plain random logits still sampled
+ * `<|im_end|>` now and then at a temperature (about once in a few hundred tokens), which cut
+ * the "endless" generations that tests of disconnects, crashes and shutdowns depend on.
+ */
+export const neverEndBias = -30;
 
 /** `general.file_type` (llama_ftype) named after the type of most weights. */
 const llamaFileTypes = { f32: 0, f16: 1, q8_0: 7 } as const;
@@ -211,7 +220,12 @@ const closerCharacters = new Set(['"', "}", "]"]);
 function createBiases(vocabulary: TestModelVocabulary, endBias: number): TestModelBiases {
   const lateBias = new Map<number, number>();
   const earlyBias = new Map<number, number>();
-  if (endBias !== 0) {
+  if (endBias === 0) {
+    for (const id of [vocabulary.imEndId, vocabulary.endOfTextId, vocabulary.imStartId]) {
+      lateBias.set(id, neverEndBias);
+      earlyBias.set(id, neverEndBias);
+    }
+  } else {
     lateBias.set(vocabulary.imEndId, biasFactors.endLate * endBias);
     earlyBias.set(vocabulary.imEndId, biasFactors.endEarly * endBias);
     lateBias.set(vocabulary.endOfTextId, biasFactors.otherControl * endBias);

@@ -179,6 +179,20 @@ describe("the tiny test model in node-llama-cpp", () => {
     try {
       const result = await unbiasedChat.generateResponse(ask("Hello"), { maxTokens: 60, temperature: 0 });
       expect(result.metadata.stopReason).toBe("maxTokens");
+      // At a temperature too: plain random logits used to sample the end now and then (seed 1234
+      // at 0.7 ended after 5 tokens), cutting the generations that tests rely on running long.
+      for (const [seed, temperature] of [
+        [1234, 0.7],
+        [1, 1],
+        [2, 1.5],
+      ] as const) {
+        const sampled = await unbiasedChat.generateResponse(ask("Hello"), {
+          maxTokens: 300,
+          temperature,
+          seed,
+        });
+        expect(sampled.metadata.stopReason, `seed ${seed} at ${temperature}`).toBe("maxTokens");
+      }
     } finally {
       unbiasedChat.dispose();
       await unbiasedContext.dispose();
