@@ -7,6 +7,7 @@ import { createLlamaEngine } from "../../src/engine/llama/create-llama-engine.ts
 import type { LlamaEngineLogger } from "../../src/engine/llama/llama-engine-logger.ts";
 import { AppError } from "../../src/errors/app-error.ts";
 import { makeTemporaryDirectory } from "../store/temporary-directory.ts";
+import { createChatRequest } from "../support/create-chat-request.ts";
 import { createModelBytes, type ModelFileServer, startModelFileServer } from "./model-file-server.ts";
 
 const modelsFolder = makeTemporaryDirectory();
@@ -57,19 +58,7 @@ function createEngine(source: string, logger: LlamaEngineLogger): ChatEngine {
   return engine;
 }
 
-const request = {
-  messages: [{ role: "user" as const, content: "Hello there" }],
-  maxTokens: 1,
-  temperature: 0,
-  topP: 1,
-  frequencyPenalty: 0,
-  presencePenalty: 0,
-  stop: [],
-  seed: undefined,
-  tools: [],
-  toolChoice: { type: "auto" as const },
-  responseFormat: { type: "text" as const },
-};
+const request = createChatRequest({ maxTokens: 1, temperature: 0 });
 
 async function refusalOf(engine: ChatEngine): Promise<AppError> {
   const refusal = await engine.prepare(request).catch((error: unknown) => error);

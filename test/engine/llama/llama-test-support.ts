@@ -1,5 +1,6 @@
 import type { CatalogModel } from "../../../src/catalog/catalog.ts";
 import type { ChatRequest, PreparedChat, StreamPart } from "../../../src/engine/engine.ts";
+import { createChatRequest } from "../../support/create-chat-request.ts";
 
 /** A catalogue entry for a local test model; CPU only, one thread (the machine has two cores). */
 export function createTestCatalogModel(options: {
@@ -26,22 +27,9 @@ export function createTestCatalogModel(options: {
   };
 }
 
-/** A plain request with the API's defaults; override what a test is about. */
+/** A plain request, greedy (temperature 0) so that the local model's output is repeatable. */
 export function createTestRequest(overrides: Partial<ChatRequest> = {}): ChatRequest {
-  return {
-    messages: [{ role: "user", content: "Hello there" }],
-    maxTokens: undefined,
-    temperature: 0,
-    topP: 1,
-    frequencyPenalty: 0,
-    presencePenalty: 0,
-    stop: [],
-    seed: undefined,
-    tools: [],
-    toolChoice: { type: "auto" },
-    responseFormat: { type: "text" },
-    ...overrides,
-  };
+  return createChatRequest({ temperature: 0, ...overrides });
 }
 
 /** Runs a prepared request to its end and returns every part. */

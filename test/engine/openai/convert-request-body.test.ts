@@ -1,27 +1,15 @@
 import { describe, expect, it } from "vitest";
-import type { ChatRequest } from "../../../src/engine/engine.ts";
 import { convertRequestBody } from "../../../src/engine/openai/convert-request-body.ts";
-
-function request(overrides: Partial<ChatRequest> = {}): ChatRequest {
-  return {
-    messages: [{ role: "user", content: "Hi" }],
-    maxTokens: undefined,
-    temperature: 1,
-    topP: 1,
-    frequencyPenalty: 0,
-    presencePenalty: 0,
-    stop: [],
-    seed: undefined,
-    tools: [],
-    toolChoice: { type: "auto" },
-    responseFormat: { type: "text" },
-    ...overrides,
-  };
-}
+import { createChatRequest } from "../../support/create-chat-request.ts";
 
 describe("convertRequestBody", () => {
   it("sends the upstream model name, always streamed with usage, and leaves defaults out", () => {
-    expect(convertRequestBody({ request: request(), model: "gpt-4o-mini" })).toEqual({
+    expect(
+      convertRequestBody({
+        request: createChatRequest({ messages: [{ role: "user", content: "Hi" }] }),
+        model: "gpt-4o-mini",
+      }),
+    ).toEqual({
       model: "gpt-4o-mini",
       messages: [{ role: "user", content: "Hi" }],
       stream: true,
@@ -34,7 +22,7 @@ describe("convertRequestBody", () => {
   it("converts every message role, with tool calls and their results", () => {
     const body = convertRequestBody({
       model: "m",
-      request: request({
+      request: createChatRequest({
         messages: [
           { role: "system", content: "Be brief." },
           { role: "user", content: "Weather?" },
@@ -66,7 +54,7 @@ describe("convertRequestBody", () => {
   it("passes sampling, stop, seed, max_tokens, tools, a named tool choice and a JSON schema format", () => {
     const body = convertRequestBody({
       model: "m",
-      request: request({
+      request: createChatRequest({
         maxTokens: 64,
         temperature: 0.2,
         topP: 0.9,
@@ -113,13 +101,13 @@ describe("convertRequestBody", () => {
   it("sends tool_choice only with tools, and json_object as it is", () => {
     const withoutTools = convertRequestBody({
       model: "m",
-      request: request({ toolChoice: { type: "none" }, responseFormat: { type: "json_object" } }),
+      request: createChatRequest({ toolChoice: { type: "none" }, responseFormat: { type: "json_object" } }),
     });
     expect(withoutTools.tool_choice).toBeUndefined();
     expect(withoutTools.response_format).toEqual({ type: "json_object" });
     const required = convertRequestBody({
       model: "m",
-      request: request({ tools: [{ name: "f" }], toolChoice: { type: "required" } }),
+      request: createChatRequest({ tools: [{ name: "f" }], toolChoice: { type: "required" } }),
     });
     expect(required.tool_choice).toBe("required");
   });

@@ -5,6 +5,7 @@ import {
   type OpenAiEngineOptions,
 } from "../../../src/engine/openai/create-openai-engine.ts";
 import type { UpstreamSettings } from "../../../src/engine/openai/upstream-settings.ts";
+import { createChatRequest } from "../../support/create-chat-request.ts";
 
 /** A catalogue model routed to `baseUrls` (one endpoint each). */
 export function upstreamModel(
@@ -60,24 +61,15 @@ export async function closeEngines(): Promise<void> {
   await Promise.all(engines.splice(0).map((engine) => engine.close()));
 }
 
+/** A plain request with a system and a user message; override what a test is about. */
 export function chatRequest(overrides: Partial<ChatRequest> = {}): ChatRequest {
-  return {
+  return createChatRequest({
     messages: [
       { role: "system", content: "You are a test." },
       { role: "user", content: "Say hello." },
     ],
-    maxTokens: undefined,
-    temperature: 1,
-    topP: 1,
-    frequencyPenalty: 0,
-    presencePenalty: 0,
-    stop: [],
-    seed: undefined,
-    tools: [],
-    toolChoice: { type: "auto" },
-    responseFormat: { type: "text" },
     ...overrides,
-  };
+  });
 }
 
 /** Runs a request to its end and returns every part. */

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import type { ChatRequest } from "../../../src/engine/engine.ts";
 import { estimatePromptTokens } from "../../../src/engine/openai/estimate-prompt-tokens.ts";
 import { estimateTextTokens } from "../../../src/engine/openai/estimate-tokens.ts";
+import { createChatRequest } from "../../support/create-chat-request.ts";
 
 describe("estimateTextTokens", () => {
   // Counts from OpenAI's o200k tokenizer, for the calibration these samples pin.
@@ -25,22 +25,12 @@ describe("estimateTextTokens", () => {
 });
 
 describe("estimatePromptTokens", () => {
-  const base: ChatRequest = {
+  const base = createChatRequest({
     messages: [
       { role: "system", content: "You are terse." },
       { role: "user", content: "Hello there" },
     ],
-    maxTokens: undefined,
-    temperature: 1,
-    topP: 1,
-    frequencyPenalty: 0,
-    presencePenalty: 0,
-    stop: [],
-    seed: undefined,
-    tools: [],
-    toolChoice: { type: "auto" },
-    responseFormat: { type: "text" },
-  };
+  });
 
   it("adds template tokens per message and for the reply", () => {
     // o200k with OpenAI's chat format counts 19 for this conversation.
