@@ -1,16 +1,13 @@
 #!/usr/bin/env node
 import { parseArgs } from "node:util";
-import { runAccountsCommand } from "./admin/accounts-command.ts";
-import { runAuditCommand } from "./admin/audit-command.ts";
 import { CliError } from "./admin/cli-error.ts";
-import { runKeysCommand } from "./admin/keys-command.ts";
-import { runUsageCommand } from "./admin/usage-command.ts";
 import { formatAmount } from "./billing/money.ts";
 import { loadConfig } from "./catalog/load-config.ts";
-import { writeTestModel } from "./gguf/write-test-model.ts";
-import { runModelsPullCommand } from "./models/pull-command.ts";
-import { STARTER_BALANCE_NANO, startServer } from "./server.ts";
-import { openStore } from "./store/open-store.ts";
+import type { Store } from "./store/store.ts";
+
+// Each command imports what it runs when it runs: `serve` does not hold the admin commands, the
+// model downloader or the test-model writer in memory, and an admin command does not load the
+// HTTP server.
 
 const USAGE = `Usage: tollgate <command> [options]
 
@@ -62,6 +59,7 @@ async function serve(argv: string[], configFile: string | undefined): Promise<vo
     options: { host: { type: "string" }, port: { type: "string" } },
   });
   const config = await loadConfig({ file: configFile });
+  const { STARTER_BALANCE_NANO, startServer } = await import("./server.ts");
   const port = values.port === undefined ? undefined : Number(values.port);
   if (port !== undefined && (!Number.isInteger(port) || port < 0 || port > 65535)) {
     throw new CliError(`--port must be a port number from 0 to 65535 (got ${values.port})`);
@@ -106,11 +104,11 @@ async function serve(argv: string[], configFile: string | undefined): Promise<vo
   // SIGHUP re-reads the config this command would read at start (SPEC §11) and swaps in its
   // catalogue and prices; a config with errors is reported and the running one kept.
   process.on("SIGHUP", () => {
-    loadConfig({ file: configFile }).then(
-      (next) => server.reload(next),
-      (error: unknown) =>
+    loadConfig({ file: configFile })
+      .then((next) => server.reload(next))
+      .catch((error: unknown) =>
         server.app.log.error({ err: error }, "reloading the config failed; keeping the running one"),
-    );
+      );
   });
   process.on("SIGTERM", () => shutdown("SIGTERM"));
   process.on("SIGINT", () => shutdown("SIGINT"));
@@ -127,8 +125,11 @@ async function models(argv: string[], configFile: string | undefined): Promise<v
       }
       return;
     }
-    case "pull":
-      return runModelsPullCommand(await loadConfig({ file: configFile }), rest, out);
+    case "pull": {
+      const config = await loadConfig({ file: configFile });
+      const { runModelsPullCommand } = await import("./models/pull-command.ts");
+      return runModelsPullCommand(config, rest, out);
+    }
     case "make-test": {
       const { values, positionals } = parseArgs({
         args: rest,
@@ -144,6 +145,7 @@ async function models(argv: string[], configFile: string | undefined): Promise<v
       const size = values.size ?? "tiny";
       if (size !== "tiny" && size !== "small")
         throw new CliError(`--size must be tiny or small (got ${size})`);
+      const { writeTestModel } = await import("./gguf/write-test-model.ts");
       const info = await writeTestModel({ path: file, size, ...(seed === undefined ? {} : { seed }) });
       out.write(`wrote ${info.path} (${info.parameters} parameters, ${info.bytes} bytes)`);
       return;
@@ -155,11 +157,9 @@ async function models(argv: string[], configFile: string | undefined): Promise<v
   }
 }
 
-async function withStore<T>(
-  configFile: string | undefined,
-  run: (store: Awaited<ReturnType<typeof openStore>>) => Promise<T>,
-) {
+async function withStore<T>(configFile: string | undefined, run: (store: Store) => Promise<T>) {
   const config = await loadConfig({ file: configFile });
+  const { openStore } = await import("./store/open-store.ts");
   const store = await openStore(config.database);
   try {
     return await run(store);
@@ -174,13 +174,20 @@ async function main(argv: string[]): Promise<void> {
   switch (command) {
     case "serve":
       return serve(args, file);
-    case "accounts":
+    case "accounts": {
+      const { runAccountsCommand } = await import("./admin/accounts-command.ts");
       return withStore(file, (store) => runAccountsCommand(store, args, out));
-    case "keys":
+    }
+    case "keys": {
+      const { runKeysCommand } = await import("./admin/keys-command.ts");
       return withStore(file, (store) => runKeysCommand(store, args, out));
-    case "usage":
+    }
+    case "usage": {
+      const { runUsageCommand } = await import("./admin/usage-command.ts");
       return withStore(file, (store) => runUsageCommand(store, args, out));
+    }
     case "audit": {
+      const { runAuditCommand } = await import("./admin/audit-command.ts");
       const result = await withStore(file, (store) => runAuditCommand(store, args, out));
       if (!result.ok) process.exitCode = 1;
       return;

@@ -10,7 +10,7 @@ import { BillingAdmission, RESERVATION_LEASE_MS } from "./billing/reserve-and-se
 import type { Config } from "./catalog/catalog.ts";
 import { readClusterSettings } from "./cluster/cluster-settings.ts";
 import { connectCluster } from "./cluster/connect-cluster.ts";
-import { createEngine } from "./engine/create-engine.ts";
+import { createEngine, loadEngineModules } from "./engine/create-engine.ts";
 import type { ChatEngine } from "./engine/engine.ts";
 import { KeyLimits } from "./limits/key-limits.ts";
 import { ModelRegistry } from "./models/model-registry.ts";
@@ -37,8 +37,10 @@ export interface RunningServer {
   /**
    * Swaps in a new catalogue and prices (SIGHUP), without dropping requests in flight. Only
    * `models` is taken from the new config; server, database and keys stay as they started.
+   * Resolves once the new catalogue serves (an engine type the old one did not use is imported
+   * first).
    */
-  reload(config: Config): void;
+  reload(config: Config): Promise<void>;
 }
 
 /** How often a replaced engine is checked for idleness before it is closed. */
@@ -89,7 +91,9 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
   const { config } = options;
   // Read before anything opens: a bad value stops the start with nothing left open.
   const clusterSettings = readClusterSettings(process.env);
-  const store = await openStore(config.database);
+  // Only the engines the catalogue uses are imported (an upstream model brings undici).
+  await loadEngineModules(config.models);
+  const store = await openStore(config.database, { owner: true });
   const createdKeys = await bootstrap(store, {
     configuredAdminKey: config.adminKey,
     starterBalanceNano: STARTER_BALANCE_NANO,
@@ -213,7 +217,8 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
     createdKeys,
     shutdown,
     close: () => shutdown({ graceMs: 0 }),
-    reload(next: Config) {
+    async reload(next: Config) {
+      await loadEngineModules(next.models);
       const retired = registry.replace(next.models);
       for (const engine of retired) {
         closeWhenIdle(engine, (error) => logger.error({ err: error }, "closing a replaced engine failed"));

@@ -15,7 +15,7 @@
  */
 import { readFile, stat } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
-import { LineCounter, parseDocument, type YAMLError } from "yaml";
+import type { LineCounter, parseDocument, YAMLError } from "yaml";
 import { DEFAULT_CONFIG_FILE_NAME } from "./config-defaults.ts";
 import { ConfigError, type ConfigProblem } from "./config-error.ts";
 import type { ConfigIssue } from "./config-fields.ts";
@@ -59,8 +59,15 @@ export async function loadConfig(options: LoadConfigOptions = {}): Promise<Loade
 
   const source = location.path;
   const { text, modifiedSeconds } = await readConfigFile(location);
-  const lineCounter = new LineCounter();
-  const document = parseDocument(text, { lineCounter, prettyErrors: false, merge: true, uniqueKeys: true });
+  // The YAML parser is imported only when there is a file to parse (the built-in default needs none).
+  const yaml = await import("yaml");
+  const lineCounter = new yaml.LineCounter();
+  const document = yaml.parseDocument(text, {
+    lineCounter,
+    prettyErrors: false,
+    merge: true,
+    uniqueKeys: true,
+  });
   const yamlErrors = [...document.errors, ...document.warnings];
   if (yamlErrors.length > 0) {
     throw new ConfigError({

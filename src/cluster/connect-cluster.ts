@@ -1,10 +1,8 @@
 import { MemoryRateLimiter } from "../limits/memory-rate-limiter.ts";
 import type { RateLimiter } from "../limits/rate-limiter.ts";
-import { RedisRateLimiter } from "../limits/redis-rate-limiter.ts";
 import type { ClusterLogger } from "./cluster-logger.ts";
 import type { ClusterSettings } from "./cluster-settings.ts";
 import { createLocalInvalidationBus, type InvalidationBus } from "./invalidation-bus.ts";
-import { connectRedisInvalidationBus } from "./redis-invalidation-bus.ts";
 
 /** What a server shares with the other replicas: rate limits and cache invalidation. */
 export interface Cluster {
@@ -20,7 +18,10 @@ export interface Cluster {
  * Without Redis (a single server): in-process token buckets and a bus with nobody to tell.
  * With Redis: buckets in Redis and invalidation over its pub/sub, for every replica that uses
  * the same Redis and prefix. An unreachable Redis does not stop the start (see
- * {@link RedisRateLimiter} for what limits do meanwhile).
+ * `RedisRateLimiter` for what limits do meanwhile).
+ *
+ * The Redis side (ioredis with it) is imported only when a Redis URL is configured: a single
+ * server never loads it.
  */
 export async function connectCluster(options: {
   redisUrl: string | undefined;
@@ -35,6 +36,10 @@ export async function connectCluster(options: {
     const bus = createLocalInvalidationBus();
     return { limiter, bus, shared: false, close: () => limiter.close() };
   }
+  const [{ RedisRateLimiter }, { connectRedisInvalidationBus }] = await Promise.all([
+    import("../limits/redis-rate-limiter.ts"),
+    import("./redis-invalidation-bus.ts"),
+  ]);
   const [limiter, bus] = await Promise.all([
     RedisRateLimiter.connect({
       url: redisUrl,

@@ -1,7 +1,7 @@
-import type { CatalogModel } from "../catalog/catalog.ts";
+import type { CatalogModel, EngineConfig } from "../catalog/catalog.ts";
 import type { ChatEngine, EngineContext } from "./engine.ts";
-import { createLlamaEngine } from "./llama/create-llama-engine.ts";
-import { createOpenAiEngine } from "./openai/create-openai-engine.ts";
+import type { createLlamaEngine } from "./llama/create-llama-engine.ts";
+import type { createOpenAiEngine } from "./openai/create-openai-engine.ts";
 
 /** Logger shape the engines use (pino's). */
 export interface EngineLogger {
@@ -10,7 +10,38 @@ export interface EngineLogger {
   error(object: object, message?: string): void;
 }
 
-/** The engine for one catalogue model: the one place that knows which engine types exist. */
+/**
+ * The engine modules imported so far. Each is imported the first time a catalogue has a model of
+ * its type ({@link loadEngineModules}), so a server pays only for the engines it serves with: the
+ * upstream engine brings undici, the local one its generation code (node-llama-cpp itself waits
+ * until a model file is there, see `llama/load-llama-model.ts`).
+ */
+const factories: { llama?: typeof createLlamaEngine; openai?: typeof createOpenAiEngine } = {};
+
+/**
+ * Imports the modules of the engine types `models` use that are not imported yet. Await it before
+ * {@link createEngine} is called for these models: at start and before every reload.
+ */
+export async function loadEngineModules(models: readonly CatalogModel[]): Promise<void> {
+  const types = new Set(models.flatMap((model) => (model.engine === undefined ? [] : [model.engine.type])));
+  await Promise.all([
+    types.has("llama") && factories.llama === undefined
+      ? import("./llama/create-llama-engine.ts").then((module) => {
+          factories.llama = module.createLlamaEngine;
+        })
+      : undefined,
+    types.has("openai") && factories.openai === undefined
+      ? import("./openai/create-openai-engine.ts").then((module) => {
+          factories.openai = module.createOpenAiEngine;
+        })
+      : undefined,
+  ]);
+}
+
+/**
+ * The engine for one catalogue model: the one place that knows which engine types exist. Its
+ * type's module must have been loaded by {@link loadEngineModules}.
+ */
 export function createEngine(
   model: CatalogModel,
   logger: EngineLogger,
@@ -19,13 +50,24 @@ export function createEngine(
   const engine = model.engine;
   if (engine === undefined) return undefined;
   switch (engine.type) {
-    case "llama":
-      return createLlamaEngine({ model, logger });
-    case "openai":
-      return createOpenAiEngine({ model, logger, resolveEngine: context?.resolveEngine });
+    case "llama": {
+      const create = requireLoaded(factories.llama, engine.type);
+      return create({ model, logger });
+    }
+    case "openai": {
+      const create = requireLoaded(factories.openai, engine.type);
+      return create({ model, logger, resolveEngine: context?.resolveEngine });
+    }
     default: {
       const unreachable: never = engine;
       throw new Error(`unknown engine ${JSON.stringify(unreachable)}`);
     }
   }
+}
+
+function requireLoaded<Factory>(factory: Factory | undefined, type: EngineConfig["type"]): Factory {
+  if (factory === undefined) {
+    throw new Error(`the ${type} engine is not loaded: await loadEngineModules(models) before createEngine`);
+  }
+  return factory;
 }

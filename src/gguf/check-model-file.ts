@@ -1,5 +1,4 @@
 import { open } from "node:fs/promises";
-import { readGgufFileInfo } from "node-llama-cpp";
 
 /** The four bytes every GGUF file starts with. */
 const ggufMagic = "GGUF";
@@ -29,6 +28,9 @@ const checkedArchitectures = new Set(["llama", "qwen2", "qwen3", "gemma", "gemma
  */
 export async function checkModelFile(path: string): Promise<void> {
   await checkHeader(path);
+  // node-llama-cpp's reader is imported only for a file that starts like a GGUF: a server whose
+  // model file is missing or is something else does not load the library.
+  const { readGgufFileInfo } = await import("node-llama-cpp");
   let metadata: MetadataRecord;
   try {
     const info = await readGgufFileInfo(path, {

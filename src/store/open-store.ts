@@ -1,6 +1,15 @@
-import { openPostgresStore } from "./postgres/open-postgres-store.ts";
 import { openSqliteStore } from "./sqlite/open-sqlite-store.ts";
 import type { Store } from "./store.ts";
+
+export interface StoreOptions {
+  /**
+   * The store of the server that serves from this database. A SQLite file has one such owner
+   * (the server releases every reservation it finds when it starts), so its reservations can be
+   * held in memory until they last a second, instead of written with each request. Ignored by
+   * PostgreSQL, where replicas share the database.
+   */
+  owner?: boolean;
+}
 
 /**
  * Opens the store that `databaseUrl` names and migrates it to the latest schema, creating it
@@ -16,9 +25,15 @@ import type { Store } from "./store.ts";
  *
  * Errors never show a password from the URL.
  */
-export async function openStore(databaseUrl: string): Promise<Store> {
-  if (databaseUrl.startsWith("sqlite:")) return await openSqliteStore(parseSqliteLocation(databaseUrl));
+export async function openStore(databaseUrl: string, options: StoreOptions = {}): Promise<Store> {
+  if (databaseUrl.startsWith("sqlite:")) {
+    return await openSqliteStore(parseSqliteLocation(databaseUrl), {
+      holdReservations: options.owner === true,
+    });
+  }
   if (databaseUrl.startsWith("postgres://") || databaseUrl.startsWith("postgresql://")) {
+    // Imported only for a PostgreSQL URL: `pg` and its dialect stay out of a SQLite server's memory.
+    const { openPostgresStore } = await import("./postgres/open-postgres-store.ts");
     return await openPostgresStore(databaseUrl);
   }
   throw new Error(

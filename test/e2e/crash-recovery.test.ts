@@ -88,7 +88,20 @@ describe("a crash mid-stream", () => {
       body: JSON.stringify({ model: "endless", messages: [{ role: "user", content: "Go" }], stream: true }),
     });
     expect(response.status).toBe(200);
-    await response.body!.getReader().read();
+    const reader = response.body!.getReader();
+    await reader.read();
+    // The server holds a reservation in memory for its first second, then writes it: wait for
+    // the row (a crash before that loses nothing, as nothing was written or charged).
+    const watcher = await openStore(`sqlite:${join(folder, "tollgate.db")}`);
+    try {
+      const deadline = Date.now() + 20_000;
+      while ((await watcher.listReservations()).length === 0) {
+        if (Date.now() > deadline) throw new Error("the reservation was never written");
+        if ((await reader.read()).done) throw new Error("the endless model ended");
+      }
+    } finally {
+      await watcher.close();
+    }
     first.child.kill("SIGKILL");
     await new Promise((resolve) => first.child.once("exit", resolve));
 

@@ -61,7 +61,7 @@ describe("reloading the catalogue", () => {
         { ...tiny, id: "tiny-2", engine: { ...tiny.engine!, parallel: 1 } as typeof tiny.engine },
       ],
     };
-    server.server.reload(next);
+    await server.server.reload(next);
 
     for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) {
       text += new TextDecoder().decode(chunk.value);

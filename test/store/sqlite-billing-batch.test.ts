@@ -1,5 +1,7 @@
+import { DatabaseSync } from "node:sqlite";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { openStore } from "../../src/store/open-store.ts";
+import { HOLD_MS } from "../../src/store/sqlite/sqlite-billing-batch.ts";
 import type { Store } from "../../src/store/store.ts";
 import { makeAccount, makeReservation, makeSettlement, makeUsage } from "./store-fixtures.ts";
 import { makeTemporaryDirectory, newDatabaseUrl } from "./temporary-directory.ts";
@@ -86,5 +88,139 @@ describe("SQLite group commit of reserve and settle", () => {
     expect(await pending).toBe("reserved");
     await closing;
     store = await openStore(newDatabaseUrl(directory));
+  });
+});
+
+/** What the file itself says, read over a connection of its own (as the CLI beside a server would). */
+function readFile(url: string): { reservations: number; reservedNano: bigint[]; usage: number } {
+  const file = new DatabaseSync(url.slice("sqlite:".length), { readOnly: true, readBigInts: true });
+  try {
+    const count = (table: string) =>
+      Number((file.prepare(`select count(*) as n from ${table}`).get() as { n: bigint }).n);
+    return {
+      reservations: count("reservations"),
+      reservedNano: file
+        .prepare("select reserved_nano from accounts order by id")
+        .all()
+        .map((row) => row.reserved_nano as bigint),
+      usage: count("usage"),
+    };
+  } finally {
+    file.close();
+  }
+}
+
+async function waitFor(condition: () => boolean, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error("condition not met in time");
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+describe("SQLite reservations held in memory by the server that owns the file", () => {
+  let url: string;
+  let owner: Store;
+  beforeEach(async () => {
+    url = newDatabaseUrl(directory);
+    owner = await openStore(url, { owner: true });
+  });
+  afterEach(async () => {
+    await owner.close();
+  });
+
+  it("settles a short request without ever writing its reservation row", async () => {
+    const account = makeAccount({ name: "short", balanceNano: 1_000n });
+    await owner.insertAccount(account);
+    const reservation = makeReservation({ accountId: account.id, amountNano: 600n });
+    expect(await owner.reserve(reservation)).toBe("reserved");
+    expect(readFile(url)).toEqual({ reservations: 0, reservedNano: [0n], usage: 0 });
+    // Held money still counts: the rest of the balance does not cover a second one.
+    expect(await owner.reserve(makeReservation({ accountId: account.id, amountNano: 600n }))).toBe(
+      "insufficient_balance",
+    );
+    await owner.settle(makeSettlement(reservation, 250n));
+    expect(readFile(url)).toEqual({ reservations: 0, reservedNano: [0n], usage: 1 });
+    expect(await owner.getAccountMoney(account.id)).toEqual({
+      balanceNano: 750n,
+      reservedNano: 0n,
+      spentNano: 250n,
+    });
+    expect(await owner.audit()).toEqual([]);
+  });
+
+  it("writes a reservation that lasts, so other processes see the money set aside", async () => {
+    const account = makeAccount({ name: "long", balanceNano: 1_000n });
+    await owner.insertAccount(account);
+    const reservation = makeReservation({ accountId: account.id, amountNano: 600n });
+    const heldAt = performance.now();
+    expect(await owner.reserve(reservation)).toBe("reserved");
+    await waitFor(() => readFile(url).reservations === 1);
+    expect(performance.now() - heldAt).toBeGreaterThanOrEqual(HOLD_MS - 1);
+    expect(readFile(url).reservedNano).toEqual([600n]);
+    // Written once, and counted once.
+    expect(await owner.getAccountMoney(account.id)).toEqual({
+      balanceNano: 1_000n,
+      reservedNano: 600n,
+      spentNano: 0n,
+    });
+    await owner.settle(makeSettlement(reservation, 100n));
+    expect(readFile(url)).toEqual({ reservations: 0, reservedNano: [0n], usage: 1 });
+    expect(await owner.audit()).toEqual([]);
+  });
+
+  it("shares what it holds with a plain store on the same connection, which cannot overspend it", async () => {
+    const plain = await openStore(url);
+    try {
+      const account = makeAccount({ name: "shared", balanceNano: 100n });
+      await owner.insertAccount(account);
+      expect(await owner.reserve(makeReservation({ accountId: account.id, amountNano: 70n }))).toBe(
+        "reserved",
+      );
+      expect(await plain.reserve(makeReservation({ accountId: account.id, amountNano: 40n }))).toBe(
+        "insufficient_balance",
+      );
+      expect(await plain.reserve(makeReservation({ accountId: account.id, amountNano: 30n }))).toBe(
+        "reserved",
+      );
+      expect(await owner.reserve(makeReservation({ accountId: account.id, amountNano: 1n }))).toBe(
+        "insufficient_balance",
+      );
+      expect(readFile(url).reservedNano).toEqual([30n]);
+    } finally {
+      await plain.close();
+    }
+  });
+
+  it("writes what it holds when it closes, for the next start to release", async () => {
+    const account = makeAccount({ name: "closing", balanceNano: 100n });
+    await owner.insertAccount(account);
+    const reservation = makeReservation({ accountId: account.id, amountNano: 10n });
+    await owner.reserve(reservation);
+    await owner.close();
+    expect(readFile(url)).toEqual({ reservations: 1, reservedNano: [10n], usage: 0 });
+    owner = await openStore(url, { owner: true });
+    expect(await owner.listReservations()).toEqual([reservation]);
+  });
+
+  it("settles a reservation whose row is being written through that row, once", async () => {
+    const account = makeAccount({ name: "racing", balanceNano: 100n });
+    await owner.insertAccount(account);
+    const reservation = makeReservation({ accountId: account.id, amountNano: 10n });
+    await owner.reserve(reservation);
+    // listReservations starts writing the held row; the settles queued behind it (in the same
+    // batch) delete that row and charge once, before the listing reads.
+    const [listed] = await Promise.all([
+      owner.listReservations(),
+      owner.settle(makeSettlement(reservation, 4n)),
+      owner.settle(makeSettlement(reservation, 4n)),
+    ]);
+    expect(listed).toEqual([]);
+    expect(readFile(url)).toEqual({ reservations: 0, reservedNano: [0n], usage: 1 });
+    expect(await owner.getAccountMoney(account.id)).toEqual({
+      balanceNano: 96n,
+      reservedNano: 0n,
+      spentNano: 4n,
+    });
   });
 });

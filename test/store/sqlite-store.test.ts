@@ -35,6 +35,11 @@ describeStoreConformance("SQLite", {
 });
 
 describeStoreConformance("SQLite in memory", { openFreshStore: () => openStore("sqlite::memory:") });
+// The server's own store holds reservations in memory until they last a second; every reader
+// sees the same ledger as above.
+describeStoreConformance("SQLite owned by a server", {
+  openFreshStore: () => openStore(newDatabaseUrl(directory), { owner: true }),
+});
 
 describe("openStore with sqlite:", () => {
   it("creates the file and its missing parent folders, migrated", async () => {

@@ -50,15 +50,18 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
   let modelLoadError: (abstract new (...args: never[]) => Error) | undefined;
 
   const startedAt = performance.now();
-  // node-llama-cpp (about 45 MB resident before any model is loaded) is imported here, once a
-  // local model is configured: a server that serves none never loads it.
-  const loading = Promise.all([import("./load-llama-model.ts"), import("./get-shared-llama.ts")])
-    .then(([loader, shared]) => {
+  // node-llama-cpp (about 45 MB resident before any model is loaded) is imported only once the
+  // model's file is there and passed its checks (load-llama-model.ts), and the binding only when
+  // the loader asks for it: a local model whose file is missing costs none of it.
+  const getSharedLlama = async () =>
+    (await import("./get-shared-llama.ts")).getSharedLlama({ gpu: config.gpu });
+  const loading = import("./load-llama-model.ts")
+    .then((loader) => {
       modelLoadError = loader.ModelLoadError;
       return loader.loadLlamaModel({
         config,
         configuredContextLength: options.model.contextLength,
-        getLlama: options.llama ?? (() => shared.getSharedLlama({ gpu: config.gpu })),
+        getLlama: options.llama ?? getSharedLlama,
         signal: closeController.signal,
         logger,
       });

@@ -1,12 +1,11 @@
 import { stat } from "node:fs/promises";
-import {
-  type ChatWrapper,
-  type Llama,
+import type {
+  ChatWrapper,
+  Llama,
   LlamaChat,
-  type LlamaContext,
-  type LlamaContextSequence,
-  type LlamaModel,
-  resolveChatWrapper,
+  LlamaContext,
+  LlamaContextSequence,
+  LlamaModel,
 } from "node-llama-cpp";
 import type { LlamaEngineConfig } from "../../catalog/catalog.ts";
 import { checkModelFile } from "../../gguf/check-model-file.ts";
@@ -62,6 +61,9 @@ export async function loadLlamaModel(options: {
 }): Promise<LoadedLlamaModel> {
   const path = await resolveModelFile(options);
   await checkFile(path);
+  // Imported only now that the file is there and sound: node-llama-cpp and its dependencies take
+  // tens of MB, which a model whose file is missing or broken should not cost.
+  const llamaCpp = await import("node-llama-cpp");
   const llama = await options.getLlama();
   const model = await llama.loadModel({ modelPath: path, loadSignal: options.signal });
   try {
@@ -80,10 +82,10 @@ export async function loadLlamaModel(options: {
       threads,
       createSignal: options.signal,
     });
-    const chatWrapper = resolveChatWrapper(model);
+    const chatWrapper = llamaCpp.resolveChatWrapper(model);
     const slots = Array.from({ length: parallel }, () => {
       const sequence = context.getSequence();
-      return { sequence, chat: new LlamaChat({ contextSequence: sequence, chatWrapper }) };
+      return { sequence, chat: new llamaCpp.LlamaChat({ contextSequence: sequence, chatWrapper }) };
     });
     return { llama, model, context, chatWrapper, contextLength, threads, slots };
   } catch (error) {

@@ -1,6 +1,5 @@
 import { resolveModelSource } from "../resolve-model-source.ts";
-import { createProgressReporter, type ProgressOutput } from "./create-progress-reporter.ts";
-import { downloadModel } from "./download-model.ts";
+import type { ProgressOutput } from "./create-progress-reporter.ts";
 import { resolveHuggingFaceEndpoint } from "./hugging-face-endpoint.ts";
 import { ModelDownloadError } from "./model-download-error.ts";
 import { resolveModelsFolder } from "./models-folder.ts";
@@ -50,6 +49,12 @@ export async function ensureModelFile(options: EnsureModelFileOptions): Promise<
     }
   }
   const shown = describeModelUri(source.uri);
+  // The downloader is imported only for a model URI: a model served from a local path never
+  // loads it.
+  const [{ createProgressReporter }, { downloadModel }] = await Promise.all([
+    import("./create-progress-reporter.ts"),
+    import("./download-model.ts"),
+  ]);
   const reporter = createProgressReporter({
     output: createProgressOutput(options.logger, shown),
     label: shown,

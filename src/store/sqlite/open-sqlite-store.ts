@@ -8,6 +8,14 @@ import type { Store } from "../store.ts";
 import { openNodeSqliteDatabase } from "./node-sqlite-database.ts";
 import { createSqliteBillingBatch, type SqliteBillingBatch } from "./sqlite-billing-batch.ts";
 
+export interface SqliteStoreOptions {
+  /**
+   * Hold reservations in memory until they are a second old (see `sqlite-billing-batch.ts`):
+   * only for the server that owns the file, the one process that reserves on it.
+   */
+  holdReservations: boolean;
+}
+
 /** One connection to a SQLite file, shared by every store this process opens on it. */
 interface SharedConnection extends SqliteConnection {
   /** Settles once the schema is migrated. */
@@ -31,7 +39,10 @@ const sharedConnections = new Map<string, SharedConnection>();
  * (`begin immediate`), the migration included, so two processes starting on a new file do not
  * both apply the same migration.
  */
-export async function openSqliteStore(location: string): Promise<Store> {
+export async function openSqliteStore(
+  location: string,
+  options: SqliteStoreOptions = { holdReservations: false },
+): Promise<Store> {
   if (location === ":memory:") {
     const connection = openConnection(location);
     try {
@@ -41,9 +52,9 @@ export async function openSqliteStore(location: string): Promise<Store> {
       throw error;
     }
     return {
-      ...createStore(connection),
+      ...createStore(connection, options),
       async close(): Promise<void> {
-        await connection.billing.drain();
+        await connection.billing.close();
         await connection.db.destroy();
       },
     };
@@ -65,7 +76,7 @@ export async function openSqliteStore(location: string): Promise<Store> {
     await release(file, connection);
     throw error;
   }
-  const store = createStore(connection);
+  const store = createStore(connection, options);
   let closed = false;
   return {
     ...store,
@@ -89,13 +100,29 @@ function openConnection(location: string): SqliteConnection {
   return { db, billing: createSqliteBillingBatch({ db, database }) };
 }
 
-/** The kysely store, with reserve and settle batched into group commits (see `sqlite-billing-batch.ts`). */
-function createStore(connection: SqliteConnection): Store {
+/**
+ * The kysely store, with reserve and settle held in memory and group-committed (see
+ * `sqlite-billing-batch.ts`). Whatever reads or changes reservations otherwise first writes the
+ * ones held in memory, so it sees exactly what a store that wrote every reservation would.
+ */
+function createStore(connection: SqliteConnection, options: SqliteStoreOptions): Store {
   const { billing } = connection;
+  const store = createKyselyStore(connection.db);
+  const afterWritingHeld =
+    <Parameters extends unknown[], Result>(read: (...parameters: Parameters) => Promise<Result>) =>
+    async (...parameters: Parameters): Promise<Result> => {
+      await billing.writeHeld();
+      return await read(...parameters);
+    };
   return {
-    ...createKyselyStore(connection.db),
-    reserve: (reservation) => billing.reserve(reservation),
+    ...store,
+    reserve: (reservation) => billing.reserve(reservation, { hold: options.holdReservations }),
     settle: (usage) => billing.settle(usage),
+    renewLeases: afterWritingHeld(store.renewLeases),
+    releaseReservations: afterWritingHeld(store.releaseReservations),
+    listReservations: afterWritingHeld(store.listReservations),
+    getAccountMoney: afterWritingHeld(store.getAccountMoney),
+    audit: afterWritingHeld(store.audit),
   };
 }
 
@@ -117,7 +144,7 @@ async function release(file: string, connection: SharedConnection): Promise<void
   connection.users -= 1;
   if (connection.users > 0) return;
   if (sharedConnections.get(file) === connection) sharedConnections.delete(file);
-  await connection.billing.drain();
+  await connection.billing.close();
   await connection.db.destroy();
 }
 

@@ -3,61 +3,100 @@ import type { CompiledQuery, Insertable, Kysely } from "kysely";
 import { toReservationRow, toUsageRow } from "../billing-rows.ts";
 import { readBigInt } from "../column-values.ts";
 import { createQueryTemplate, type TemplateParameter } from "../create-query-template.ts";
-import type { Database, ReservationsTable, UsageTable } from "../database.ts";
+import type { Database, UsageTable } from "../database.ts";
 import { compileHotQueries } from "../kysely-billing.ts";
 import type { Reservation, ReserveResult, UsageRecord } from "../store.ts";
 import { type NodeSqliteDatabase, toSqlParameters } from "./node-sqlite-database.ts";
 
-/** The hot half of billing on SQLite: {@link Store.reserve} and {@link Store.settle}, batched. */
+/** How long a reservation stays in memory only before its row is written to the file. */
+export const HOLD_MS = 1_000;
+
+/** The hot half of billing on SQLite: {@link Store.reserve} and {@link Store.settle}. */
 export interface SqliteBillingBatch {
-  reserve(reservation: Reservation): Promise<ReserveResult>;
+  /**
+   * With `hold`, the reservation is held in memory (see below): only for the one server that
+   * owns the file. Without, its row is written at once with a conditional update, safe against
+   * other processes reserving on the same file.
+   */
+  reserve(reservation: Reservation, options: { hold: boolean }): Promise<ReserveResult>;
   settle(usage: UsageRecord): Promise<void>;
-  /** Settles once every reserve and settle asked for so far has committed or failed. */
+  /**
+   * Writes every reservation still held in memory to the file, so that what the file says is
+   * the whole truth; the store runs this before it reads or changes reservations otherwise.
+   */
+  writeHeld(): Promise<void>;
+  /** Settles once every write asked for so far has committed or failed. */
   drain(): Promise<void>;
+  /** Writes what is held, finishes pending writes and stops the timer; nothing may follow. */
+  close(): Promise<void>;
+}
+
+/** A reservation this process made whose row is not in the file (yet). */
+interface HeldReservation {
+  reservation: Reservation;
+  /** `performance.now()` when it was made: it is written once it is {@link HOLD_MS} old. */
+  heldAt: number;
+  /**
+   * - `memory`: only here;
+   * - `writing`: its row is being written (a settle then goes through the row, queued after it);
+   * - `settling`: its settle is queued; it charges the account without touching the reserved
+   *   column, and the reservation is forgotten once that commits.
+   */
+  state: "memory" | "writing" | "settling";
+  /** Its row could not be written: it stays in memory until it is settled. */
+  unwritable: boolean;
 }
 
 type Operation =
   | {
       kind: "reserve";
       reservation: Reservation;
-      row: Insertable<ReservationsTable>;
       resolve: (result: ReserveResult) => void;
       reject: (error: unknown) => void;
     }
+  | { kind: "write"; held: HeldReservation }
   | {
       kind: "settle";
       usage: UsageRecord;
       row: Insertable<UsageTable>;
+      /** The reservation it settles, when that is held in memory. */
+      held: HeldReservation | undefined;
       resolve: () => void;
       reject: (error: unknown) => void;
     };
 
-/** What one operation of a batch came to, handed to its caller once the batch commits. */
+/** What one operation of a batch came to. */
 type Outcome = { ok: true; value: ReserveResult | undefined } | { ok: false; error: unknown };
 
 /**
- * Group commit for reserve and settle on SQLite.
+ * Reserve and settle on SQLite, the single-server store.
  *
- * Each reserve or settle used to be its own write transaction: `begin immediate`, two or three
- * statements, `commit`, each commit appending the same few pages (the account row, the tables
- * and their indexes) to the WAL again. Under load most of that was repeated work, and the WAL
- * filled (and was checkpointed, on the event loop) several times a second.
+ * One server owns a SQLite file (a second would release the first's reservations when it starts),
+ * so the only reserves that can race are this process's own, and they run on one thread. That
+ * lets a reservation live in memory: `reserve` reads the account row (balance and the reserved
+ * money written to the file) synchronously, subtracts what this process holds, and answers at
+ * once, with no write and no wait for a commit. Most requests finish well within
+ * {@link HOLD_MS}; their settle then writes the usage row and charges the balance, and the
+ * reservation never touches the file. A request that runs longer gets its reservation row
+ * written (the account's reserved column raised with it), so the CLI beside the server sees its
+ * money set aside, and a crash leaves a reservation that the next start releases. A crash that
+ * loses a reservation held in memory loses nothing else: nothing was charged for it.
  *
- * Here the operations asked for during one turn of the event loop wait for its check phase
- * (`setImmediate`) and then run together in one transaction:
+ * Writes (settles, and reservations being written) are group-committed: those asked for during
+ * one turn of the event loop run together in one transaction at its check phase
+ * (`setImmediate`):
  * - each operation is still atomic: when one fails, the batch is rolled back and run again with
- *   a savepoint around each operation, so the failing one is rolled back to its savepoint and
- *   rejects while the others of its batch commit;
- * - nobody hears back before the commit: a reserve answers `reserved` and a settle resolves only
- *   once the transaction that holds their rows has committed (so a completed request still has
- *   its usage row before its last byte); a failed commit rejects the whole batch;
- * - the checks are those of `kysely-billing.ts`, with the same SQL (its compiled templates), run
- *   one after the other under the write lock: a batch cannot overspend any more than a sequence
- *   of single transactions could.
+ *   a savepoint around each operation, so only the failing one is rolled back and rejects;
+ * - nobody hears back before the commit: a settle resolves once the transaction that holds its
+ *   usage row has committed (so a completed request has its usage row before its last byte);
+ * - memory follows the file: a held reservation is forgotten (or moved to the file) in the same
+ *   synchronous step that commits its settle (or its row), so a reserve never sees the money
+ *   in neither place; in between it may count in both, which only errs on the safe side.
  *
  * The statements run directly on `node:sqlite` (kysely's per-call machinery cost more than the
  * statements), while the batch holds kysely's connection lock, so a batch never runs inside a
- * transaction that kysely has open for another call (credit, release, migrations).
+ * transaction that kysely has open for another call (credit, release, migrations). A reserve
+ * that finds such a transaction open waits for the lock instead of reading its uncommitted rows.
  */
 export function createSqliteBillingBatch(options: {
   db: Kysely<Database>;
@@ -67,6 +106,32 @@ export function createSqliteBillingBatch(options: {
   const queries = compileHotQueries(db);
   const findAccount = createQueryTemplate((parameter: TemplateParameter<{ accountId: string }>) =>
     db.selectFrom("accounts").select("id").where("id", "=", parameter("accountId")),
+  );
+  const readAccountMoney = createQueryTemplate((parameter: TemplateParameter<{ accountId: string }>) =>
+    db
+      .selectFrom("accounts")
+      .select(["balance_nano", "reserved_nano"])
+      .where("id", "=", parameter("accountId")),
+  );
+  const findReservation = createQueryTemplate((parameter: TemplateParameter<{ id: string }>) =>
+    db.selectFrom("reservations").select("id").where("id", "=", parameter("id")),
+  );
+  /** Sets `amount` aside if the available balance, less what is held in memory, covers it. */
+  const setAsideBeside = createQueryTemplate(
+    (parameter: TemplateParameter<{ accountId: string; amount: bigint; needed: bigint }>) =>
+      db
+        .updateTable("accounts")
+        .set((eb) => ({ reserved_nano: eb("reserved_nano", "+", parameter("amount")) }))
+        .where("id", "=", parameter("accountId"))
+        .where((eb) => eb(eb("balance_nano", "-", eb.ref("reserved_nano")), ">=", parameter("needed"))),
+  );
+  /** Moves a held reservation's money into the reserved column (it was checked when held). */
+  const addReserved = createQueryTemplate(
+    (parameter: TemplateParameter<{ accountId: string; amount: bigint }>) =>
+      db
+        .updateTable("accounts")
+        .set((eb) => ({ reserved_nano: eb("reserved_nano", "+", parameter("amount")) }))
+        .where("id", "=", parameter("accountId")),
   );
 
   const statements = new Map<string, StatementSync>();
@@ -88,18 +153,67 @@ export function createSqliteBillingBatch(options: {
     statementOf(sql).run();
   }
 
-  function reserveNow(reservation: Reservation, row: Insertable<ReservationsTable>): ReserveResult {
-    const amount = reservation.amountNano;
-    if (run(queries.setAside({ accountId: reservation.accountId, amount })) === 0) {
-      return all(findAccount({ accountId: reservation.accountId })).length === 0
-        ? "account_not_found"
-        : "insufficient_balance";
+  /** Reservations held in memory, oldest first (a Map keeps insertion order). */
+  const held = new Map<string, HeldReservation>();
+  /** The money each account has held in memory. */
+  const heldByAccount = new Map<string, bigint>();
+
+  function forget(entry: HeldReservation): void {
+    const { id, accountId, amountNano } = entry.reservation;
+    held.delete(id);
+    const remaining = (heldByAccount.get(accountId) ?? 0n) - amountNano;
+    if (remaining === 0n) heldByAccount.delete(accountId);
+    else heldByAccount.set(accountId, remaining);
+  }
+
+  /** Runs synchronously, outside any transaction: reads committed rows only. */
+  function reserveNow(reservation: Reservation): ReserveResult {
+    const { id, accountId, amountNano } = reservation;
+    const account = all(readAccountMoney({ accountId }))[0];
+    if (account === undefined) return "account_not_found";
+    if (held.has(id) || all(findReservation({ id })).length > 0) {
+      throw new Error(`A reservation with the id ${id} exists.`);
     }
-    run(queries.insertReservation(row));
+    const available =
+      readBigInt(account.balance_nano) -
+      readBigInt(account.reserved_nano) -
+      (heldByAccount.get(accountId) ?? 0n);
+    if (amountNano > available) return "insufficient_balance";
+    held.set(id, { reservation, heldAt: performance.now(), state: "memory", unwritable: false });
+    heldByAccount.set(accountId, (heldByAccount.get(accountId) ?? 0n) + amountNano);
+    scheduleWrites();
     return "reserved";
   }
 
-  function settleNow(usage: UsageRecord, row: Insertable<UsageTable>): void {
+  /** The conditional write of a reservation that is not held: safe beside other processes. */
+  function reserveRow(reservation: Reservation): ReserveResult {
+    const { accountId, amountNano } = reservation;
+    if (held.has(reservation.id)) throw new Error(`A reservation with the id ${reservation.id} exists.`);
+    const needed = amountNano + (heldByAccount.get(accountId) ?? 0n);
+    if (run(setAsideBeside({ accountId, amount: amountNano, needed })) === 0) {
+      return all(findAccount({ accountId })).length === 0 ? "account_not_found" : "insufficient_balance";
+    }
+    run(queries.insertReservation(toReservationRow(reservation)));
+    return "reserved";
+  }
+
+  function writeRow(entry: HeldReservation): void {
+    const { reservation } = entry;
+    if (run(addReserved({ accountId: reservation.accountId, amount: reservation.amountNano })) === 0) {
+      throw new Error(`No account has the id ${reservation.accountId}; the reservation stays in memory.`);
+    }
+    run(queries.insertReservation(toReservationRow(reservation)));
+  }
+
+  function settleHeld(usage: UsageRecord, row: Insertable<UsageTable>): void {
+    // Settled before (or recorded as refused): never charge twice.
+    if (run(queries.insertUsage(row)) === 0) return;
+    if (run(queries.charge({ accountId: usage.accountId, cost: usage.costNano, released: 0n })) === 0) {
+      throw new Error(`No account has the id ${usage.accountId}; nothing was settled.`);
+    }
+  }
+
+  function settleRow(usage: UsageRecord, row: Insertable<UsageTable>): void {
     // Settled before (or recorded as refused): never charge twice.
     if (run(queries.insertUsage(row)) === 0) return;
     const released = all(queries.deleteReservation({ id: usage.id }))[0];
@@ -119,9 +233,13 @@ export function createSqliteBillingBatch(options: {
   function apply(operation: Operation): ReserveResult | undefined {
     switch (operation.kind) {
       case "reserve":
-        return reserveNow(operation.reservation, operation.row);
+        return reserveRow(operation.reservation);
+      case "write":
+        writeRow(operation.held);
+        return undefined;
       case "settle":
-        settleNow(operation.usage, operation.row);
+        if (operation.held === undefined) settleRow(operation.usage, operation.row);
+        else settleHeld(operation.usage, operation.row);
         return undefined;
       default: {
         const unreachable: never = operation;
@@ -184,6 +302,38 @@ export function createSqliteBillingBatch(options: {
     }
   }
 
+  /** Brings memory in line with what the batch committed, then tells the callers. */
+  function finish(operation: Operation, outcome: Outcome): void {
+    switch (operation.kind) {
+      case "reserve":
+        if (outcome.ok) operation.resolve(outcome.value ?? "reserved");
+        else operation.reject(outcome.error);
+        return;
+      case "write":
+        if (outcome.ok) forget(operation.held);
+        else {
+          operation.held.state = "memory";
+          operation.held.unwritable = true;
+        }
+        return;
+      case "settle":
+        if (operation.held !== undefined) {
+          if (outcome.ok) forget(operation.held);
+          else {
+            operation.held.state = "memory";
+            scheduleWrites();
+          }
+        }
+        if (outcome.ok) operation.resolve();
+        else operation.reject(outcome.error);
+        return;
+      default: {
+        const unreachable: never = operation;
+        throw new Error(`unknown billing operation ${String(unreachable)}`);
+      }
+    }
+  }
+
   let pending: Operation[] = [];
   let scheduled = false;
   let inFlight = 0;
@@ -202,15 +352,20 @@ export function createSqliteBillingBatch(options: {
     const batch = pending;
     pending = [];
     try {
-      const outcomes = await db.connection().execute(async () => runBatch(batch));
-      batch.forEach((operation, index) => {
-        const outcome = outcomes[index] as Outcome;
-        if (!outcome.ok) operation.reject(outcome.error);
-        else if (operation.kind === "reserve") operation.resolve(outcome.value ?? "reserved");
-        else operation.resolve();
+      await db.connection().execute(async () => {
+        let outcomes: Outcome[];
+        try {
+          outcomes = runBatch(batch);
+        } catch (error) {
+          outcomes = batch.map(() => ({ ok: false, error }));
+        }
+        batch.forEach((operation, index) => {
+          finish(operation, outcomes[index] as Outcome);
+        });
       });
     } catch (error) {
-      for (const operation of batch) operation.reject(error);
+      // The lock itself failed (the connection is gone): nothing ran.
+      for (const operation of batch) finish(operation, { ok: false, error });
     } finally {
       inFlight -= 1;
       if (inFlight === 0 && idle !== undefined) {
@@ -220,28 +375,95 @@ export function createSqliteBillingBatch(options: {
     }
   }
 
+  async function drain(): Promise<void> {
+    if (inFlight === 0) return;
+    idle ??= Promise.withResolvers<void>();
+    await idle.promise;
+  }
+
+  function write(entry: HeldReservation): void {
+    entry.state = "writing";
+    enqueue({ kind: "write", held: entry });
+  }
+
+  let timer: NodeJS.Timeout | undefined;
+  let closed = false;
+
+  /** Arms the timer for the oldest reservation held in memory, if none is armed. */
+  function scheduleWrites(): void {
+    if (timer !== undefined || closed) return;
+    for (const entry of held.values()) {
+      if (entry.state !== "memory" || entry.unwritable) continue;
+      const delay = Math.max(0, entry.heldAt + HOLD_MS - performance.now());
+      timer = setTimeout(writeDue, delay);
+      timer.unref();
+      return;
+    }
+  }
+
+  function writeDue(): void {
+    timer = undefined;
+    const due = performance.now() - HOLD_MS;
+    for (const entry of held.values()) {
+      if (entry.state !== "memory" || entry.unwritable) continue;
+      // Held in order: the first one not due yet is the next to arm the timer for.
+      if (entry.heldAt > due) break;
+      write(entry);
+    }
+    scheduleWrites();
+  }
+
+  async function writeHeld(): Promise<void> {
+    for (const entry of held.values()) {
+      if (entry.state === "memory" && !entry.unwritable) write(entry);
+    }
+    await drain();
+  }
+
   return {
-    async reserve(reservation: Reservation): Promise<ReserveResult> {
+    async reserve(reservation: Reservation, options: { hold: boolean }): Promise<ReserveResult> {
       if (reservation.amountNano < 0n) throw new RangeError("A reservation's amount must be zero or more.");
-      const row = toReservationRow(reservation);
-      return await new Promise<ReserveResult>((resolve, reject) => {
-        enqueue({ kind: "reserve", reservation, row, resolve, reject });
-      });
+      if (!options.hold) {
+        return await new Promise<ReserveResult>((resolve, reject) => {
+          enqueue({ kind: "reserve", reservation, resolve, reject });
+        });
+      }
+      if (closed) throw new Error("The store is closed.");
+      // Another call's transaction is open on this connection: its rows are not committed yet.
+      if (database.inTransaction) return await db.connection().execute(async () => reserveNow(reservation));
+      return reserveNow(reservation);
     },
 
     async settle(usage: UsageRecord): Promise<void> {
       if (usage.costNano < 0n) throw new RangeError("A usage row's cost must be zero or more.");
       // Converted now so that a bad record (negative tokens) fails alone, before any batch.
       const row = toUsageRow(usage);
+      const entry = held.get(usage.id);
+      let heldEntry: HeldReservation | undefined;
+      if (entry !== undefined && entry.state === "memory") {
+        if (entry.reservation.accountId !== usage.accountId) {
+          throw new Error(
+            `Reservation ${usage.id} belongs to another account than its usage row; nothing was settled.`,
+          );
+        }
+        entry.state = "settling";
+        heldEntry = entry;
+      }
+      // A reservation being written is settled through its row, in a later statement or batch.
       await new Promise<void>((resolve, reject) => {
-        enqueue({ kind: "settle", usage, row, resolve, reject });
+        enqueue({ kind: "settle", usage, row, held: heldEntry, resolve, reject });
       });
     },
 
-    async drain(): Promise<void> {
-      if (inFlight === 0) return;
-      idle ??= Promise.withResolvers<void>();
-      await idle.promise;
+    writeHeld,
+    drain,
+
+    async close(): Promise<void> {
+      await writeHeld();
+      closed = true;
+      if (timer !== undefined) clearTimeout(timer);
+      timer = undefined;
+      await drain();
     },
   };
 }
