@@ -192,6 +192,22 @@ describe("SQLite reservations held in memory by the server that owns the file", 
     }
   });
 
+  it("refuses a reservation whose id is taken, held or written", async () => {
+    const account = makeAccount({ name: "twice", balanceNano: 100n });
+    await owner.insertAccount(account);
+    const reservation = makeReservation({ accountId: account.id, amountNano: 10n });
+    await owner.reserve(reservation);
+    await expect(owner.reserve(reservation)).rejects.toThrow(/exists/);
+    // Reading the reservations writes the held row: from then on the file knows the id.
+    expect(await owner.listReservations()).toEqual([reservation]);
+    await expect(owner.reserve({ ...reservation, amountNano: 1n })).rejects.toThrow(/exists/);
+    expect(await owner.getAccountMoney(account.id)).toEqual({
+      balanceNano: 100n,
+      reservedNano: 10n,
+      spentNano: 0n,
+    });
+  });
+
   it("writes what it holds when it closes, for the next start to release", async () => {
     const account = makeAccount({ name: "closing", balanceNano: 100n });
     await owner.insertAccount(account);

@@ -107,14 +107,17 @@ export function createSqliteBillingBatch(options: {
   const findAccount = createQueryTemplate((parameter: TemplateParameter<{ accountId: string }>) =>
     db.selectFrom("accounts").select("id").where("id", "=", parameter("accountId")),
   );
-  const readAccountMoney = createQueryTemplate((parameter: TemplateParameter<{ accountId: string }>) =>
-    db
-      .selectFrom("accounts")
-      .select(["balance_nano", "reserved_nano"])
-      .where("id", "=", parameter("accountId")),
-  );
-  const findReservation = createQueryTemplate((parameter: TemplateParameter<{ id: string }>) =>
-    db.selectFrom("reservations").select("id").where("id", "=", parameter("id")),
+  /** The account's money, and whether a reservation row has the id already: one statement. */
+  const readAccountMoney = createQueryTemplate(
+    (parameter: TemplateParameter<{ accountId: string; id: string }>) =>
+      db
+        .selectFrom("accounts")
+        .select((eb) => [
+          "balance_nano",
+          "reserved_nano",
+          eb.exists(eb.selectFrom("reservations").select("id").where("id", "=", parameter("id"))).as("taken"),
+        ])
+        .where("id", "=", parameter("accountId")),
   );
   /** Sets `amount` aside if the available balance, less what is held in memory, covers it. */
   const setAsideBeside = createQueryTemplate(
@@ -169,9 +172,9 @@ export function createSqliteBillingBatch(options: {
   /** Runs synchronously, outside any transaction: reads committed rows only. */
   function reserveNow(reservation: Reservation): ReserveResult {
     const { id, accountId, amountNano } = reservation;
-    const account = all(readAccountMoney({ accountId }))[0];
+    const account = all(readAccountMoney({ accountId, id }))[0];
     if (account === undefined) return "account_not_found";
-    if (held.has(id) || all(findReservation({ id })).length > 0) {
+    if (held.has(id) || Number(account.taken) !== 0) {
       throw new Error(`A reservation with the id ${id} exists.`);
     }
     const available =
