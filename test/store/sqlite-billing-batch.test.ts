@@ -208,6 +208,31 @@ describe("SQLite reservations held in memory by the server that owns the file", 
     });
   });
 
+  it("keeps a reservation whose row cannot be written in memory, and lets go of it when settled", async () => {
+    const account = makeAccount({ name: "stuck", balanceNano: 100n });
+    await owner.insertAccount(account);
+    const reservation = makeReservation({ accountId: account.id, amountNano: 60n });
+    await owner.reserve(reservation);
+    // Another writer takes the id in the file (amount 0, so the reserved column stays right):
+    // writing the held row now fails on its primary key.
+    const file = new DatabaseSync(url.slice("sqlite:".length));
+    file
+      .prepare(
+        "insert into reservations (id, request_id, account_id, key_public_id, model, amount_nano, replica_id, lease_expires_at, created_at) values (?, 'r', ?, 'k', 'm', 0, 'other', '2030-01-01T00:00:00.000Z', '2025-01-01T00:00:00.000Z')",
+      )
+      .run(reservation.id, account.id);
+    file.close();
+    // The write and the settle queue together: the settle goes through the file's row.
+    await Promise.all([owner.listReservations(), owner.settle(makeSettlement(reservation, 10n))]);
+    expect(await owner.getAccountMoney(account.id)).toEqual({
+      balanceNano: 90n,
+      reservedNano: 0n,
+      spentNano: 10n,
+    });
+    // Nothing is held any more: the whole balance can be reserved again.
+    expect(await owner.reserve(makeReservation({ accountId: account.id, amountNano: 90n }))).toBe("reserved");
+  });
+
   it("writes what it holds when it closes, for the next start to release", async () => {
     const account = makeAccount({ name: "closing", balanceNano: 100n });
     await owner.insertAccount(account);

@@ -326,6 +326,11 @@ export function createSqliteBillingBatch(options: {
             operation.held.state = "memory";
             scheduleWrites();
           }
+        } else if (outcome.ok) {
+          // Settled through the file while its reservation is still held: its row could not be
+          // written. The settle is what counts; hold its money no longer.
+          const stale = held.get(operation.usage.id);
+          if (stale !== undefined && stale.state === "memory") forget(stale);
         }
         if (outcome.ok) operation.resolve();
         else operation.reject(outcome.error);
@@ -354,6 +359,7 @@ export function createSqliteBillingBatch(options: {
     scheduled = false;
     const batch = pending;
     pending = [];
+    let finished = false;
     try {
       await db.connection().execute(async () => {
         let outcomes: Outcome[];
@@ -362,13 +368,14 @@ export function createSqliteBillingBatch(options: {
         } catch (error) {
           outcomes = batch.map(() => ({ ok: false, error }));
         }
+        finished = true;
         batch.forEach((operation, index) => {
           finish(operation, outcomes[index] as Outcome);
         });
       });
     } catch (error) {
       // The lock itself failed (the connection is gone): nothing ran.
-      for (const operation of batch) finish(operation, { ok: false, error });
+      if (!finished) for (const operation of batch) finish(operation, { ok: false, error });
     } finally {
       inFlight -= 1;
       if (inFlight === 0 && idle !== undefined) {
