@@ -1,16 +1,17 @@
-import type { Llama, LlamaGrammar } from "node-llama-cpp";
+import type { ChatWrapper, Llama, LlamaGrammar } from "node-llama-cpp";
 import type { CatalogModel, LlamaEngineConfig } from "../../catalog/catalog.ts";
 import { AppError } from "../../errors/app-error.ts";
 import type { ChatEngine, ChatRequest, ModelStatus, PreparedChat } from "../engine.ts";
 import { checkContextLength } from "./check-context-length.ts";
-import { countPromptTokens } from "./count-prompt-tokens.ts";
+import { renderPrompt } from "./count-prompt-tokens.ts";
 import { createGrammarCache, type GrammarCache } from "./create-grammar-cache.ts";
 import { createLeasePool, type LeasePool } from "./create-lease-pool.ts";
+import { prepareDirectPrompt, supportsDirectGeneration } from "./generate-directly.ts";
 import { type LlamaEngineLogger, silentLogger } from "./llama-engine-logger.ts";
 import { registerLlamaEngineStats } from "./llama-engine-stats.ts";
 import type { GenerationSlot, LoadedLlamaModel } from "./load-llama-model.ts";
 import { memoizeContextState } from "./memoize-context-state.ts";
-import { type GenerationPlan, planGeneration } from "./plan-generation.ts";
+import { type GenerationPlan, planGeneration, planStopStrings } from "./plan-generation.ts";
 import { runLlamaGeneration } from "./run-llama-generation.ts";
 
 /** Options of {@link createLlamaEngine}. */
@@ -20,11 +21,26 @@ export interface LlamaEngineOptions {
   /** The llama.cpp binding; default: the process-wide one for the model's `gpu` setting. */
   llama?: () => Promise<Llama>;
   logger?: LlamaEngineLogger;
+  /**
+   * Generates `text` and `json` plans on the direct path (generate-directly.ts) where the chat
+   * template allows. Default `true`; `false` sends every plan through LlamaChat (which tests
+   * compare the direct path with).
+   */
+  directGeneration?: boolean;
 }
 
 type EngineState =
   | { status: "loading" }
-  | { status: "available"; loaded: LoadedLlamaModel; pool: LeasePool<GenerationSlot>; grammars: GrammarCache }
+  | {
+      status: "available";
+      loaded: LoadedLlamaModel;
+      pool: LeasePool<GenerationSlot>;
+      grammars: GrammarCache;
+      /** Renders without keeping the render for LlamaChat (memoize-context-state.ts). */
+      renderOnce: ChatWrapper["generateContextState"];
+      /** Whether `text` and `json` plans take the direct path, as far as the chat wrapper goes. */
+      direct: boolean;
+    }
   | { status: "unavailable"; message: string };
 
 /** How long `close()` waits for aborted generations to hand their sequences back before disposing. */
@@ -35,10 +51,12 @@ const closeGraceMilliseconds = 10_000;
  *
  * Loading starts at once, in the background: `status()` is `loading`, then `available`, or
  * `unavailable` with a message that says how to fix it. `prepare` waits for the load, plans the
- * request (plan-generation.ts) and counts its prompt exactly as it will be rendered. `run` leases
- * one of the context's `parallel` sequences, waiting in a bounded queue (`maxQueue`, then 503), and
- * streams the generation (run-llama-generation.ts). `close` aborts what runs and waits, rejects what
- * waits, then disposes the context and the model.
+ * request (plan-generation.ts) and counts its prompt exactly as it will be rendered; `text` and
+ * `json` plans are generated on the direct path (generate-directly.ts) where the chat template
+ * allows it, the others by LlamaChat. `run` leases one of the context's `parallel` sequences,
+ * waiting in a bounded queue (`maxQueue`, then 503), and streams the generation
+ * (run-llama-generation.ts). `close` aborts what runs and waits, rejects what waits, then disposes
+ * the context and the model.
  */
 export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
   const config = readLlamaConfig(options.model);
@@ -71,12 +89,14 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
         await disposeLoaded(loaded);
         return;
       }
-      memoizeContextState(loaded.chatWrapper);
+      const renderOnce = memoizeContextState(loaded.chatWrapper);
       state = {
         status: "available",
         loaded,
         pool: createLeasePool({ items: loaded.slots, maxQueue: Math.max(0, config.maxQueue) }),
         grammars: createGrammarCache({ llama: loaded.llama }),
+        renderOnce,
+        direct: (options.directGeneration ?? true) && supportsDirectGeneration(loaded.chatWrapper),
       };
       logger.info(
         {
@@ -142,17 +162,30 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
     },
     load,
     async prepare(request: ChatRequest): Promise<PreparedChat> {
-      const { loaded, pool, grammars } = await waitForModel();
+      const { loaded, pool, grammars, renderOnce, direct } = await waitForModel();
       const { plan, history } = planGeneration(request);
       const grammar = await createPlanGrammar(plan, grammars);
-      const promptTokens = countPromptTokens({
+      const directPlan = direct && (plan.kind === "text" || plan.kind === "json");
+      const prompt = renderPrompt({
         chatWrapper: loaded.chatWrapper,
         tokenizer: loaded.model.tokenizer,
         history,
         functions: plan.kind === "functions" ? plan.functions : undefined,
+        // LlamaChat renders again and takes the kept render; the direct path uses this one.
+        ...(directPlan ? { render: renderOnce } : {}),
       });
+      const promptTokens = prompt.tokens.length;
       checkContextLength({ contextLength: loaded.contextLength, promptTokens, maxTokens: request.maxTokens });
       const maxCompletionTokens = request.maxTokens ?? loaded.contextLength - promptTokens;
+      // A render the direct path does not support goes to LlamaChat, which renders it once more.
+      const directPrompt = directPlan
+        ? prepareDirectPrompt({
+            prompt,
+            model: loaded.model,
+            grammar,
+            stops: planStopStrings(plan, request),
+          })
+        : undefined;
       return {
         promptTokens,
         maxCompletionTokens,
@@ -163,6 +196,7 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
             plan,
             history,
             grammar,
+            directPrompt,
             promptTokens,
             maxCompletionTokens,
             signal,

@@ -2,18 +2,38 @@ import type { FinishReason, StreamPart, Usage } from "../engine.ts";
 import type { LlamaChatResult } from "./create-part-mapper.ts";
 import type { GenerationPlan } from "./plan-generation.ts";
 
-/**
- * The `finish` part of a generation that ended: node-llama-cpp's stop reason kept as the raw
- * reason, mapped to the unified one. A forced tool call that ends naturally finishes with
- * `tool_calls`, as a named tool choice and `required` always do.
- */
+/** Why a generation ended, in node-llama-cpp's words (LlamaChat's, which the direct path reuses). */
+export type LlamaStopReason = LlamaChatResult["metadata"]["stopReason"];
+
+/** The `finish` part of a LlamaChat generation that ended: see {@link mapStopReason}. */
 export function mapFinish(options: {
   plan: GenerationPlan;
   result: Pick<LlamaChatResult, "metadata" | "functionCalls">;
   usage: Usage;
 }): StreamPart {
-  const { plan, result } = options;
-  const rawReason = result.metadata.stopReason;
+  const { plan, result, usage } = options;
+  return mapStopReason({
+    plan,
+    stopReason: result.metadata.stopReason,
+    calledFunctions: (result.functionCalls?.length ?? 0) > 0,
+    usage,
+  });
+}
+
+/**
+ * The `finish` part of a generation that ended, on either path: node-llama-cpp's stop reason kept
+ * as the raw reason, mapped to the unified one. A forced tool call that ends naturally finishes
+ * with `tool_calls`, as a named tool choice and `required` always do, and so does a generation that
+ * called functions.
+ */
+export function mapStopReason(options: {
+  plan: GenerationPlan;
+  stopReason: LlamaStopReason;
+  /** Whether the generation called functions (only `functions` plans can). */
+  calledFunctions: boolean;
+  usage: Usage;
+}): StreamPart {
+  const { plan, stopReason: rawReason } = options;
   const forcedCall = plan.kind === "tool-arguments" || plan.kind === "tool-envelope";
   let reason: FinishReason;
   switch (rawReason) {
@@ -29,7 +49,7 @@ export function mapFinish(options: {
     case "eogToken":
     case "stopGenerationTrigger":
     case "customStopTrigger":
-      reason = forcedCall || (result.functionCalls?.length ?? 0) > 0 ? "tool_calls" : "stop";
+      reason = forcedCall || options.calledFunctions ? "tool_calls" : "stop";
       break;
     default: {
       const unreachable: never = rawReason;

@@ -2,7 +2,7 @@ import { randomInt } from "node:crypto";
 import type { LLamaContextualRepeatPenalty } from "node-llama-cpp";
 import type { ChatRequest } from "../engine.ts";
 
-/** The sampling options LlamaChat gets for a request. */
+/** The sampling options a request's generation gets (LlamaChat's; the direct path maps them alike). */
 export interface SamplingOptions {
   /** 0 is greedy. node-llama-cpp's default is 0, so it is always passed. */
   temperature: number;

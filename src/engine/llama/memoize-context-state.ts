@@ -18,8 +18,15 @@ const defaultMaxEntries = 64;
  * every render is used at most twice; the oldest are dropped beyond `maxEntries` (a request whose
  * render was dropped is simply rendered again). Rendering is a pure function of the options, so a
  * kept render is the render LlamaChat would have made.
+ *
+ * Returns the wrapper's own render, which keeps nothing: for prompts that LlamaChat will not render
+ * again (the direct path, generate-directly.ts), whose renders would otherwise wait in the memo
+ * until dropped.
  */
-export function memoizeContextState(chatWrapper: ChatWrapper, options: { maxEntries?: number } = {}): void {
+export function memoizeContextState(
+  chatWrapper: ChatWrapper,
+  options: { maxEntries?: number } = {},
+): (renderOptions: ChatWrapperGenerateContextStateOptions) => ChatWrapperGeneratedContextState {
   const maxEntries = options.maxEntries ?? defaultMaxEntries;
   const render = chatWrapper.generateContextState.bind(chatWrapper);
   const renders = new Map<string, ChatWrapperGeneratedContextState>();
@@ -42,4 +49,5 @@ export function memoizeContextState(chatWrapper: ChatWrapper, options: { maxEntr
     }
     return rendered;
   };
+  return render;
 }

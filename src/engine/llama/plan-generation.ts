@@ -112,6 +112,11 @@ export function planGeneration(request: ChatRequest): PlannedGeneration {
   return { plan: { kind: "text" }, history };
 }
 
+/** The request's stop strings that `plan` applies: none for grammar plans (see the module comment). */
+export function planStopStrings(plan: GenerationPlan, request: ChatRequest): string[] {
+  return plan.kind === "text" || plan.kind === "functions" ? request.stop.filter((stop) => stop !== "") : [];
+}
+
 function planForcedCall(tools: readonly ToolDefinition[], history: ChatHistoryItem[]): PlannedGeneration {
   const instructedHistory = addSystemInstruction(history, describeForcedCall(tools));
   const [only] = tools;

@@ -3,13 +3,14 @@ import { AppError } from "../../errors/app-error.ts";
 import type { ChatRequest, StreamPart, Usage } from "../engine.ts";
 import type { LeasePool } from "./create-lease-pool.ts";
 import { createPartChannel } from "./create-part-channel.ts";
-import { createPartMapper } from "./create-part-mapper.ts";
+import { createPartMapper, type LlamaChatResult } from "./create-part-mapper.ts";
+import { createGrammarEvaluationState, type DirectPrompt, generateDirectly } from "./generate-directly.ts";
 import { linkAbortSignals } from "./link-abort-signals.ts";
 import type { LlamaEngineLogger } from "./llama-engine-logger.ts";
 import type { GenerationSlot } from "./load-llama-model.ts";
-import { mapFinish } from "./map-finish.ts";
-import { mapSamplingOptions } from "./map-sampling-options.ts";
-import type { GenerationPlan } from "./plan-generation.ts";
+import { type LlamaStopReason, mapStopReason } from "./map-finish.ts";
+import { mapSamplingOptions, type SamplingOptions } from "./map-sampling-options.ts";
+import { type GenerationPlan, planStopStrings } from "./plan-generation.ts";
 
 /** Everything one prepared request needs to run. */
 export interface LlamaGenerationOptions {
@@ -19,6 +20,8 @@ export interface LlamaGenerationOptions {
   history: ChatHistoryItem[];
   /** The grammar of grammar plans (`json`, `tool-arguments`, `tool-envelope`). */
   grammar: LlamaGrammar | undefined;
+  /** The prompt for the direct path (generate-directly.ts); `undefined` generates with LlamaChat. */
+  directPrompt: DirectPrompt | undefined;
   promptTokens: number;
   maxCompletionTokens: number;
   /** The client's signal: aborting ends generation with a `finish` that counts what was generated. */
@@ -29,7 +32,8 @@ export interface LlamaGenerationOptions {
 }
 
 /**
- * Runs one request on a leased sequence and streams its parts.
+ * Runs one request on a leased sequence and streams its parts: on the direct path when the engine
+ * prepared a direct prompt (generate-directly.ts), otherwise with the slot's LlamaChat.
  *
  * The sequence's state is cleared before every run, so each run starts from the same empty state
  * and evaluates its whole prompt in the same batches: llama.cpp's logits for a token can differ in
@@ -59,13 +63,25 @@ export async function* runLlamaGeneration(options: LlamaGenerationOptions): Asyn
   });
   const parts = createPartMapper(options.plan, (part) => channel.push(part));
 
-  const generate = async (): Promise<StreamPart> => {
-    await sequence.clearHistory();
-    const sampling = mapSamplingOptions(options.request);
-    const stopTriggers =
-      options.plan.kind === "text" || options.plan.kind === "functions"
-        ? options.request.stop.filter((stop) => stop !== "")
-        : [];
+  const generateDirectlyOn = async (prompt: DirectPrompt, sampling: SamplingOptions): Promise<Ended> => {
+    const grammarState =
+      options.grammar === undefined
+        ? undefined
+        : await createGrammarEvaluationState(sequence.model, options.grammar);
+    const stopReason = await generateDirectly({
+      sequence,
+      prompt,
+      grammarState,
+      sampling,
+      maxTokens: options.maxCompletionTokens,
+      signal: generationAbort.signal,
+      onText: parts.onText,
+    });
+    return { stopReason };
+  };
+
+  const generateWithLlamaChat = async (sampling: SamplingOptions): Promise<Ended> => {
+    const stopTriggers = planStopStrings(options.plan, options.request);
     const common = {
       ...sampling,
       maxTokens: options.maxCompletionTokens,
@@ -86,10 +102,25 @@ export async function* runLlamaGeneration(options: LlamaGenerationOptions): Asyn
             ...common,
             ...(options.grammar === undefined ? {} : { grammar: options.grammar }),
           });
+    return { stopReason: result.metadata.stopReason, functionCalls: result.functionCalls };
+  };
+
+  const generate = async (): Promise<StreamPart> => {
+    await sequence.clearHistory();
+    const sampling = mapSamplingOptions(options.request);
+    const ended =
+      options.directPrompt === undefined
+        ? await generateWithLlamaChat(sampling)
+        : await generateDirectlyOn(options.directPrompt, sampling);
     if (closeSignal.aborted && !signal.aborted)
       return { type: "error", error: unloadedError(), usage: usage() };
-    parts.onEnd(result);
-    return mapFinish({ plan: options.plan, result, usage: usage() });
+    parts.onEnd(ended);
+    return mapStopReason({
+      plan: options.plan,
+      stopReason: ended.stopReason,
+      calledFunctions: (ended.functionCalls?.length ?? 0) > 0,
+      usage: usage(),
+    });
   };
 
   // The sequence goes back to the pool as soon as generation ends, whether or not the reader has
@@ -126,6 +157,11 @@ export async function* runLlamaGeneration(options: LlamaGenerationOptions): Asyn
     stopController.abort();
     await generation;
   }
+}
+
+/** How a generation ended, on either path. */
+interface Ended extends Pick<LlamaChatResult, "functionCalls"> {
+  stopReason: LlamaStopReason;
 }
 
 function abortFinish(promptTokens: number, completionTokens: number): StreamPart {

@@ -1,0 +1,386 @@
+/**
+ * The direct path: `text` and `json` plans generated with `sequence.evaluate`, node-llama-cpp's
+ * lowest-level generation loop, instead of `LlamaChat.generateResponse`.
+ *
+ * Why: LlamaChat's per-token JavaScript (stop-trigger detectors with locks on a token stream
+ * regulator, segment handling, function-call detection, option objects rebuilt per token) took
+ * about 0.28 ms of main-thread CPU per token, against about 0.17 ms for node-llama-cpp driven
+ * directly (bench/local/direct-runner.ts): single-stream throughput stayed at 0.92-0.93 of that
+ * baseline (about 680 tokens/s on the small test model), where SPEC §10 asks for 0.95.
+ *
+ * What it does, the way LlamaChat does it, so that a request gets the same text on either path
+ * (test/engine/llama/llama-engine-direct.test.ts compares them):
+ * - it evaluates the prompt tokens the engine counted (count-prompt-tokens.ts), which are the
+ *   tokens LlamaChat evaluates, and samples with the options LlamaChat passes (temperature, top-p,
+ *   seed, top-k at node-llama-cpp's 40, the repeat penalty over the tokens released so far, the
+ *   JSON grammar): the same tokens come out;
+ * - it ends on an end-of-generation token, on the chat wrapper's and the grammar's stop triggers,
+ *   on the request's stop strings (which may span tokens and are never emitted), at `maxTokens`,
+ *   or when `signal` aborts, with LlamaChat's stop reasons;
+ * - it releases text as LlamaChat does: tokens whose bytes do not yet form whole characters wait
+ *   for the next; tokens whose text may still become a stop trigger wait until that is decided
+ *   (and are dropped if generation ends on max tokens or abort meanwhile); with a grammar that
+ *   trims its whitespace suffix (JSON), whitespace-only tokens wait for more text; the chat
+ *   wrapper's ignored start texts (one leading space or tab for the test model's template) are
+ *   removed from the first text released.
+ *
+ * What it does not support, left to LlamaChat ({@link prepareDirectPrompt} answers `undefined`):
+ * functions and forced tool calls (other plans), chat wrappers with segments (thoughts), and
+ * renders with prefix triggers, rerender triggers, multi-character ignored start texts, or stop
+ * triggers that span several tokens or mix tokens and text (beyond a trigger that starts with an
+ * end-of-generation token, which that token ends first). Context shifts are not needed: the engine
+ * never lets a prompt plus `maxTokens` exceed the context (check-context-length.ts).
+ */
+import type {
+  ChatWrapper,
+  LlamaContextSequence,
+  LlamaGrammar,
+  LlamaGrammarEvaluationState,
+  LlamaModel,
+  LlamaText,
+  SequenceEvaluateOptions,
+  Token,
+  Tokenizer,
+} from "node-llama-cpp";
+import type { RenderedPrompt } from "./count-prompt-tokens.ts";
+import type { LlamaStopReason } from "./map-finish.ts";
+import type { SamplingOptions } from "./map-sampling-options.ts";
+
+/** A prompt ready for {@link generateDirectly}: its tokens and what ends its generation. */
+export interface DirectPrompt {
+  tokens: Token[];
+  /** Tokens of the chat wrapper's stop triggers (`stopGenerationTrigger`). */
+  stopTokens: ReadonlySet<Token>;
+  /** Texts of the chat wrapper's and the grammar's stop triggers (`stopGenerationTrigger`). */
+  stopTexts: readonly string[];
+  /** The request's stop strings (`customStopTrigger`). */
+  customStopTexts: readonly string[];
+  /** Characters of which one is removed where the response starts (the wrapper's ignored start texts). */
+  ignoredStartCharacters: ReadonlySet<string>;
+  /** Whitespace-only text waits for more text, and is dropped at the end (the grammar's setting). */
+  trimWhitespaceSuffix: boolean;
+}
+
+/** A stop trigger resolved as node-llama-cpp's StopGenerationDetector resolves it. */
+type ResolvedTrigger = (string | Token)[];
+
+/** Whether a chat wrapper's responses can take the direct path: it defines no segments (thoughts). */
+export function supportsDirectGeneration(chatWrapper: ChatWrapper): boolean {
+  const segments = chatWrapper.settings.segments;
+  return segments?.thought == null && segments?.comment == null;
+}
+
+/**
+ * Prepares a rendered prompt for the direct path, or answers `undefined` when its render needs
+ * what only LlamaChat supports (see the module comment). `stops` are the request's stop strings
+ * the plan applies; `grammar` the plan's grammar.
+ */
+export function prepareDirectPrompt(options: {
+  prompt: RenderedPrompt;
+  model: LlamaModel;
+  grammar: LlamaGrammar | undefined;
+  stops: readonly string[];
+}): DirectPrompt | undefined {
+  const { model, grammar } = options;
+  const { state } = options.prompt;
+  const tokenizer = model.tokenizer;
+  if (
+    state.functionCall?.initiallyEngaged === true ||
+    (state.prefixTriggers?.length ?? 0) > 0 ||
+    state.noPrefixTrigger !== undefined ||
+    (state.rerender?.triggers.length ?? 0) > 0
+  ) {
+    return undefined;
+  }
+
+  const stopTokens = new Set<Token>();
+  const stopTexts: string[] = [];
+  const triggers = [
+    ...state.stopGenerationTriggers.map((trigger) => resolveTrigger(trigger, tokenizer)),
+    ...(grammar?.stopGenerationTriggers ?? []).map((trigger) => resolveTrigger(trigger, tokenizer)),
+  ];
+  for (const trigger of triggers) {
+    const [first] = trigger;
+    if (first === undefined) continue;
+    // An end-of-generation token ends generation before the rest of such a trigger could follow.
+    if (typeof first !== "string" && model.isEogToken(first)) continue;
+    if (trigger.length > 1) return undefined;
+    if (typeof first === "string") stopTexts.push(first);
+    else stopTokens.add(first);
+  }
+
+  const ignoredStartCharacters = resolveIgnoredStartCharacters(
+    (state.ignoreStartText ?? []).map((text) => resolveTrigger(text, tokenizer)),
+  );
+  if (ignoredStartCharacters === undefined) return undefined;
+
+  return {
+    tokens: options.prompt.tokens,
+    stopTokens,
+    stopTexts,
+    customStopTexts: options.stops,
+    ignoredStartCharacters,
+    trimWhitespaceSuffix: grammar?.trimWhitespaceSuffix ?? false,
+  };
+}
+
+/** The grammar's evaluation state for one generation (node-llama-cpp is loaded once a model is). */
+export async function createGrammarEvaluationState(
+  model: LlamaModel,
+  grammar: LlamaGrammar,
+): Promise<LlamaGrammarEvaluationState> {
+  const { LlamaGrammarEvaluationState } = await import("node-llama-cpp");
+  return new LlamaGrammarEvaluationState({ model, grammar });
+}
+
+/**
+ * Generates on `sequence` (whose state the caller has cleared) until a stop, passing released text
+ * to `onText`, and answers the stop reason. Completion tokens are for the caller to read from the
+ * sequence's token meter, as on the LlamaChat path.
+ */
+export async function generateDirectly(options: {
+  sequence: LlamaContextSequence;
+  prompt: DirectPrompt;
+  grammarState: LlamaGrammarEvaluationState | undefined;
+  sampling: SamplingOptions;
+  /** Tokens sampled at most, the end-of-generation token included; 0 for no limit (as LlamaChat). */
+  maxTokens: number;
+  signal: AbortSignal;
+  onText: (text: string) => void;
+}): Promise<LlamaStopReason> {
+  const { sequence, signal, maxTokens } = options;
+  if (signal.aborted) return "abort";
+  const stream = createTextRelease({ model: sequence.model, prompt: options.prompt, onText: options.onText });
+  const evaluateOptions = mapEvaluateOptions(options, sequence.model, stream.released);
+  let generated = 0;
+  for await (const token of sequence.evaluate(options.prompt.tokens, evaluateOptions)) {
+    // A token that arrives after the abort was already sampled (and metered), but is not shown.
+    if (signal.aborted) return "abort";
+    generated += 1;
+    const stopReason = stream.push(token);
+    if (stopReason !== undefined) return stopReason;
+    if (maxTokens > 0 && generated >= maxTokens) return "maxTokens";
+  }
+  throw new Error("The token stream ended without a stop (the sequence's sampler was disposed)");
+}
+
+/** The evaluate options LlamaChat passes for the same request (its `createNewEvaluationIterator`). */
+function mapEvaluateOptions(
+  options: { sampling: SamplingOptions; grammarState: LlamaGrammarEvaluationState | undefined },
+  model: LlamaModel,
+  released: readonly Token[],
+): SequenceEvaluateOptions {
+  const { temperature, topP, seed, repeatPenalty } = options.sampling;
+  const evaluateOptions: SequenceEvaluateOptions = { temperature, topP, seed, yieldEogToken: true };
+  if (options.grammarState !== undefined) evaluateOptions.grammarEvaluationState = options.grammarState;
+  if (repeatPenalty !== false) {
+    const lastTokens = repeatPenalty.lastTokens ?? 64; // LlamaChat's default
+    const newLine = repeatPenalty.penalizeNewLine === true ? undefined : model.tokens.nl;
+    if (lastTokens > 0) {
+      evaluateOptions.repeatPenalty = {
+        // LlamaChat punishes the tokens it has released, which is what `released` holds.
+        punishTokens: () => {
+          const punished = released.slice(-lastTokens);
+          return newLine === undefined ? punished : punished.filter((token) => token !== newLine);
+        },
+        maxPunishTokens: lastTokens,
+        ...(repeatPenalty.penalty === undefined ? {} : { penalty: repeatPenalty.penalty }),
+        ...(repeatPenalty.frequencyPenalty === undefined
+          ? {}
+          : { frequencyPenalty: repeatPenalty.frequencyPenalty }),
+        ...(repeatPenalty.presencePenalty === undefined
+          ? {}
+          : { presencePenalty: repeatPenalty.presencePenalty }),
+      };
+    }
+  }
+  return evaluateOptions;
+}
+
+/** Generated tokens whose text has been decided, in order, with their text. */
+interface Chunk {
+  tokens: Token[];
+  text: string;
+}
+
+/** What replaced U+FFFD decodes to: the bytes of a token that end inside a character. */
+const unknownCharacter = "\uFFFD";
+/** Tokens of context the detokenizer gets (node-llama-cpp's `maxRecentDetokenizerTokens`). */
+const detokenizerContextTokens = 3;
+
+/**
+ * Turns sampled tokens into released text (see the module comment for the rules). `push` answers a
+ * stop reason when a token ends generation; `released` holds the tokens whose text was released
+ * (what the repeat penalty punishes).
+ */
+function createTextRelease(options: {
+  model: LlamaModel;
+  prompt: DirectPrompt;
+  onText: (text: string) => void;
+}): { push(token: Token): LlamaStopReason | undefined; released: Token[] } {
+  const { model, prompt, onText } = options;
+  const stopTexts = [...prompt.stopTexts, ...prompt.customStopTexts];
+  const released: Token[] = [];
+  /** Decided text not released yet: it may still become a stop trigger, or is whitespace held. */
+  const held: Chunk[] = [];
+  let heldText = "";
+  /** Trailing held chunks that are whitespace only (with `trimWhitespaceSuffix`). */
+  let heldWhitespace = 0;
+  /** Tokens whose bytes do not form whole characters yet. */
+  let partial: Token[] = [];
+  /** The last tokens before the next chunk, the detokenizer's context. */
+  let context: Token[] = [];
+  let startIgnorable = prompt.ignoredStartCharacters.size > 0;
+
+  /**
+   * Releases the held chunks that end by `end` (text offset), except whitespace still held; at a
+   * stop (`cut`), also the text of the next chunk before `end`.
+   */
+  const release = (end: number, cut: boolean) => {
+    const releasable = held.length - heldWhitespace;
+    let count = 0;
+    let length = 0;
+    for (let chunk = held[0]; count < releasable && chunk !== undefined; chunk = held[count]) {
+      if (length + chunk.text.length > end) break;
+      length += chunk.text.length;
+      count += 1;
+    }
+    const chunks = held.splice(0, count);
+    let text = heldText.slice(0, length);
+    heldText = heldText.slice(length);
+    if (cut && count < releasable && end > length) text += heldText.slice(0, end - length);
+    if (chunks.length > 0 && startIgnorable && !cut) {
+      // LlamaChat drops an ignored start text once, from the first text it releases as it goes
+      // (not from text released at a stop), and re-tokenizes the rest of that first chunk.
+      startIgnorable = false;
+      const [first] = chunks;
+      if (first !== undefined && prompt.ignoredStartCharacters.has(first.text.charAt(0))) {
+        const rest = first.text.slice(1);
+        first.tokens = rest === "" ? [] : model.tokenize(rest, false, "trimLeadingSpace");
+        text = text.slice(1);
+      }
+    }
+    for (const chunk of chunks) for (const token of chunk.tokens) released.push(token);
+    if (text !== "") onText(text);
+  };
+
+  const push = (token: Token): LlamaStopReason | undefined => {
+    if (model.isEogToken(token)) {
+      release(heldText.length, true);
+      return "eogToken";
+    }
+    const tokens = partial.length === 0 ? [token] : [...partial, token];
+    const text = model.detokenize(tokens, false, context);
+    if (text.endsWith(unknownCharacter) && !model.isSpecialToken(token)) {
+      partial = tokens;
+      return undefined;
+    }
+    partial = [];
+    context = [...context, ...tokens].slice(-detokenizerContextTokens);
+    const whitespace = prompt.trimWhitespaceSuffix && text.trim() === "";
+    if (!whitespace) heldWhitespace = 0;
+
+    if (prompt.stopTokens.size > 0 && tokens.some((candidate) => prompt.stopTokens.has(candidate))) {
+      release(heldText.length, true);
+      return "stopGenerationTrigger";
+    }
+
+    const searchFrom = heldText.length;
+    held.push({ tokens, text });
+    heldText += text;
+    if (whitespace) heldWhitespace += 1;
+    if (stopTexts.length === 0) {
+      release(heldText.length, false);
+      return undefined;
+    }
+
+    // The earliest complete stop text that this chunk completed, if any.
+    let stopStart = -1;
+    let custom = true;
+    for (const [index, stop] of stopTexts.entries()) {
+      const start = heldText.indexOf(stop, Math.max(0, searchFrom - stop.length + 1));
+      if (start < 0) continue;
+      if (stopStart < 0 || start < stopStart) stopStart = start;
+      if (index < prompt.stopTexts.length) custom = false;
+    }
+    if (stopStart >= 0) {
+      release(stopStart, true);
+      return custom ? "customStopTrigger" : "stopGenerationTrigger";
+    }
+    release(findPartialStopStart(heldText, stopTexts), false);
+    return undefined;
+  };
+
+  return { push, released };
+}
+
+/** Where the earliest end of `text` that begins some stop text (but is not all of it) starts. */
+function findPartialStopStart(text: string, stops: readonly string[]): number {
+  let earliest = text.length;
+  for (const stop of stops) {
+    for (let start = Math.max(0, text.length - stop.length + 1); start < earliest; start += 1) {
+      if (isPrefixAt(text, start, stop)) {
+        earliest = start;
+        break;
+      }
+    }
+  }
+  return earliest;
+}
+
+/** Whether `text` from `start` to its end is a beginning of `stop`. */
+function isPrefixAt(text: string, start: number, stop: string): boolean {
+  for (let index = start; index < text.length; index += 1) {
+    if (text.charCodeAt(index) !== stop.charCodeAt(index - start)) return false;
+  }
+  return true;
+}
+
+/**
+ * A stop trigger as node-llama-cpp's StopGenerationDetector resolves it: texts stay text, special
+ * tokens become tokens, adjacent texts merge.
+ */
+function resolveTrigger(
+  trigger: LlamaText | string | readonly (string | Token)[],
+  tokenizer: Tokenizer,
+): ResolvedTrigger {
+  const values: (string | Token)[] =
+    typeof trigger === "string"
+      ? [trigger]
+      : Array.isArray(trigger)
+        ? [...trigger]
+        : (trigger as LlamaText).values.flatMap((value) =>
+            typeof value === "string"
+              ? [value]
+              : "tokenizeSpecialTokensOnly" in value
+                ? value.tokenizeSpecialTokensOnly(tokenizer)
+                : value.tokenize(tokenizer),
+          );
+  const resolved: ResolvedTrigger = [];
+  for (const value of values) {
+    const last = resolved.at(-1);
+    if (typeof value === "string" && typeof last === "string") resolved[resolved.length - 1] = last + value;
+    else if (value !== "") resolved.push(value);
+  }
+  return resolved;
+}
+
+/**
+ * The characters LlamaChat's ignore-start detector removes, or `undefined` when its triggers are
+ * longer. That detector is a trie in which the first trigger to end at a node wins (later, longer
+ * triggers through it are not added), so for the usual whitespace lists (" ", "  ", "\t", ...)
+ * only the single characters count, and only one of them is removed.
+ */
+function resolveIgnoredStartCharacters(triggers: readonly ResolvedTrigger[]): Set<string> | undefined {
+  const endsHere = new Map<string, boolean>();
+  for (const trigger of triggers) {
+    const [text] = trigger;
+    if (text === undefined) continue;
+    if (typeof text !== "string" || trigger.length > 1) return undefined;
+    const first = text.charAt(0);
+    if (endsHere.get(first) === true) continue;
+    endsHere.set(first, text.length === 1);
+  }
+  for (const single of endsHere.values()) if (!single) return undefined;
+  return new Set(endsHere.keys());
+}
