@@ -53,7 +53,7 @@ export function formatLocalReport(report: LocalBenchReport): string {
   const formatLoad = (values: number[]) => values.map((value) => value.toFixed(2)).join(" ");
   out.push(
     `Local engine: Tollgate against node-llama-cpp, ${cpus()[0]?.model ?? "unknown CPU"} (${cpus().length} CPUs, ${report.cpuMathCores} math cores), Node ${process.version}`,
-    `threads ${report.threads} on both sides; context ${CONTEXT_LENGTH} tokens per sequence; batch ${BATCH_SIZE}; Tollgate parallel ${PARALLEL}; client in the benchmark's process`,
+    `threads ${report.threads} on both sides; context ${CONTEXT_LENGTH} tokens per sequence; batch ${BATCH_SIZE}; Tollgate parallel ${PARALLEL}; server in its own process, clients in the benchmark's`,
     `small model ${(report.small.parameters / 1e6).toFixed(1)}M parameters (throughput), tiny ${(report.tiny.parameters / 1e6).toFixed(1)}M (time to first token), both endBias 0`,
     `${options.tokens} completion tokens per request, prompt ${report.promptTokens} tokens, ${options.rounds} rounds of pairs; load average before ${formatLoad(report.loadBefore)}, after ${formatLoad(loadavg())}`,
     "",
@@ -101,7 +101,7 @@ export function formatLocalReport(report: LocalBenchReport): string {
       rows,
     ),
     "tokens/s: median over rounds. ratio: median over pairs of tokens/s against the direct run of the same pair",
-    "(the direct line above the case). main-thread CPU includes the client's share on the Tollgate side.",
+    "(the direct line above the case). main-thread CPU and loop delay: Tollgate's server process on its lines.",
   );
   const short = throughput.filter((paired) => countShortRuns(paired) > 0);
   out.push(

@@ -2,6 +2,7 @@ import type { Agent } from "node:http";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { type ChatOutcome, postChatCompletion } from "./chat-client.ts";
 import type { BenchSampling } from "./direct-runner.ts";
+import type { ServerChild } from "./server-child.ts";
 import { readThreadCpuMicroseconds } from "./statistics.ts";
 
 /** Model ids of the benchmark server. */
@@ -50,8 +51,28 @@ export interface RunResult {
   delay: { p50: number; p99: number; max: number };
 }
 
-/** Runs `work` (which returns the tokens it generated) and measures it. */
-export async function timeRun(work: () => Promise<number>): Promise<RunResult> {
+/**
+ * Runs `work` (which returns the tokens it generated) and measures it: the main thread and event
+ * loop of this process, or of `server` (a Tollgate server in its own process) when given.
+ */
+export async function timeRun(work: () => Promise<number>, server?: ServerChild): Promise<RunResult> {
+  if (server !== undefined) {
+    // Sampling resets the child's event-loop histogram: the second sample covers the run.
+    const before = await server.sample();
+    const started = performance.now();
+    const tokens = await work();
+    const milliseconds = performance.now() - started;
+    const after = await server.sample();
+    const cpuBefore = before.mainThreadCpuMicroseconds;
+    const cpuAfter = after.mainThreadCpuMicroseconds;
+    return {
+      tokens,
+      milliseconds,
+      mainThreadMilliseconds:
+        cpuBefore === undefined || cpuAfter === undefined ? undefined : (cpuAfter - cpuBefore) / 1000,
+      delay: { p50: after.eventLoopDelay.p50, p99: after.eventLoopDelay.p99, max: after.eventLoopDelay.max },
+    };
+  }
   // A fresh monitor per run: a re-enabled one counts the pause as one long delay.
   const delay = monitorEventLoopDelay({ resolution: 1 });
   const cpuBefore = readThreadCpuMicroseconds();

@@ -4,13 +4,14 @@
  * The local engine against node-llama-cpp driven directly, in one run, on the same generated
  * model files and thread count (SPEC §10):
  * - throughput on the `small` test model: direct with one sequence against Tollgate non-streamed
- *   and streamed with one client (HTTP to a real server in this process); direct with four
+ *   and streamed with one client (HTTP to a real server in a child process, server-child.ts, as a
+ *   server runs beside its clients); direct with four
  *   sequences in one context generating at once against Tollgate with 2, 4 and 8 concurrent
  *   clients (aggregate tokens/s). Each Tollgate run is paired with a direct run next to it, and a
  *   ratio is the median over the pairs, so load from other processes hits both sides alike
  *   (measure-throughput.ts).
  * - time to first token on the `tiny` model (measure-time-to-first-token.ts).
- * - main-thread CPU per token and event-loop delay on both sides.
+ * - main-thread CPU per token and event-loop delay on both sides (Tollgate's: the server process's).
  * - memory of a server in a child process: idle with an empty catalogue, idle with only an
  *   unavailable local model, with the small model loaded, and after a burst (measure-memory.ts).
  * Both models are written with `endBias: 0`, so every request runs exactly `max_tokens` tokens.
@@ -21,7 +22,6 @@ import { join } from "node:path";
 import { getSharedLlama } from "../../src/engine/llama/get-shared-llama.ts";
 import { resolveThreadCount } from "../../src/engine/llama/resolve-thread-count.ts";
 import { writeBenchModel } from "./bench-models.ts";
-import { createBenchCatalogModel, startBenchServer, waitForModels } from "./bench-server.ts";
 import { createClientAgent, postChatCompletion } from "./chat-client.ts";
 import { createDirectRunner } from "./direct-runner.ts";
 import { formatLocalReport } from "./format-local-report.ts";
@@ -37,6 +37,7 @@ import {
 import { measureMemory } from "./measure-memory.ts";
 import { measureThroughput, type PairedCase } from "./measure-throughput.ts";
 import { measureTimeToFirstToken, type TimeToFirstTokenReport } from "./measure-time-to-first-token.ts";
+import { startServerChild } from "./server-child.ts";
 
 export async function run(args: string[]): Promise<void> {
   const options = parseArguments(args);
@@ -54,11 +55,13 @@ export async function run(args: string[]): Promise<void> {
 
     say(`starting Tollgate and the direct contexts (${threads} thread${threads === 1 ? "" : "s"})`);
     const entry = { parallel: PARALLEL, threads, contextLength: CONTEXT_LENGTH };
-    const server = await startBenchServer({
+    // The server runs in a process of its own, as it would beside its clients: the clients'
+    // share of the work (HTTP, parsing the answers and the SSE streams) stays off its thread.
+    const server = await startServerChild({
       folder,
       models: [
-        createBenchCatalogModel({ ...entry, id: SMALL_MODEL, path: small.path }),
-        createBenchCatalogModel({ ...entry, id: TINY_MODEL, path: tiny.path }),
+        { ...entry, id: SMALL_MODEL, path: small.path },
+        { ...entry, id: TINY_MODEL, path: tiny.path },
       ],
     });
     const agent = createClientAgent();
@@ -66,7 +69,6 @@ export async function run(args: string[]): Promise<void> {
     let ttft: TimeToFirstTokenReport;
     let promptTokens: number;
     try {
-      await waitForModels({ baseUrl: server.baseUrl, key: server.key, ids: [SMALL_MODEL, TINY_MODEL] });
       const client = { baseUrl: server.baseUrl, key: server.key, agent };
       const probe = await postChatCompletion({
         ...client,
@@ -79,7 +81,7 @@ export async function run(args: string[]): Promise<void> {
       const directBatch = await createDirectRunner({ ...direct, modelPath: small.path, sequences: 4 });
       const directTiny = await createDirectRunner({ ...direct, modelPath: tiny.path, sequences: 1 });
       try {
-        throughput = await measureThroughput({ options, client, directSingle, directBatch, say });
+        throughput = await measureThroughput({ options, client, server, directSingle, directBatch, say });
         ttft = await measureTimeToFirstToken({ options, client, directTiny, say });
       } finally {
         await directSingle.dispose();
@@ -88,7 +90,7 @@ export async function run(args: string[]): Promise<void> {
       }
     } finally {
       agent.destroy();
-      await server.close();
+      await server.stop();
     }
 
     const memory = await measureMemory({ folder, small, threads, tokens: options.tokens, say });

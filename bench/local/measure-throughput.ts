@@ -8,6 +8,7 @@ import {
   timeRun,
   tokensPerSecond,
 } from "./local-bench-setup.ts";
+import type { ServerChild } from "./server-child.ts";
 import { median } from "./statistics.ts";
 
 /** One Tollgate case, measured in pairs with the direct run it is compared to. */
@@ -65,6 +66,8 @@ interface CaseDefinition {
 export async function measureThroughput(options: {
   options: LocalBenchOptions;
   client: BenchClient;
+  /** The Tollgate server's process, measured during Tollgate's runs. */
+  server: ServerChild;
   directSingle: DirectRunner;
   directBatch: DirectRunner;
   say: (text: string) => void;
@@ -135,9 +138,9 @@ export async function measureThroughput(options: {
         // Direct first, then Tollgate first, alternating: a drift in the machine's load cancels.
         if ((round + pair) % 2 === 0) {
           paired.baselineRuns.push(await timeRun(definition.baseline));
-          paired.runs.push(await timeRun(definition.work));
+          paired.runs.push(await timeRun(definition.work, options.server));
         } else {
-          paired.runs.push(await timeRun(definition.work));
+          paired.runs.push(await timeRun(definition.work, options.server));
           paired.baselineRuns.push(await timeRun(definition.baseline));
         }
       }

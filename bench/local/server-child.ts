@@ -15,6 +15,7 @@ import {
   startBenchServer,
   waitForModels,
 } from "./bench-server.ts";
+import { readThreadCpuMicroseconds } from "./statistics.ts";
 
 /** What the child is started with. */
 export interface ServerChildOptions {
@@ -39,6 +40,8 @@ export interface ServerSample {
   /** `process.getActiveResourcesInfo()` counted by type. */
   activeResources: Record<string, number>;
   engines: LlamaEngineStats[];
+  /** CPU time of the server's main thread so far, in microseconds; `undefined` where Node cannot tell. */
+  mainThreadCpuMicroseconds: number | undefined;
 }
 
 type ChildMessage =
@@ -152,6 +155,7 @@ async function runChild(options: ServerChildOptions): Promise<void> {
         const memory = process.memoryUsage();
         const activeResources = countResources();
         const engines = readLlamaEngineStats();
+        const mainThreadCpuMicroseconds = readThreadCpuMicroseconds();
         const reply = () => {
           send({
             type: "sample",
@@ -164,6 +168,7 @@ async function runChild(options: ServerChildOptions): Promise<void> {
               eventLoopDelay,
               activeResources,
               engines,
+              mainThreadCpuMicroseconds,
             },
           });
           delay.reset();
