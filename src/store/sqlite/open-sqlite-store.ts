@@ -5,13 +5,15 @@ import type { Database } from "../database.ts";
 import { createKyselyStore } from "../kysely-store.ts";
 import { migrateToLatest } from "../migrate-to-latest.ts";
 import type { Store } from "../store.ts";
+import { claimSqliteFile } from "./claim-sqlite-file.ts";
 import { openNodeSqliteDatabase } from "./node-sqlite-database.ts";
 import { createSqliteBillingBatch, type SqliteBillingBatch } from "./sqlite-billing-batch.ts";
 
 export interface SqliteStoreOptions {
   /**
    * Hold reservations in memory until they are a second old (see `sqlite-billing-batch.ts`):
-   * only for the server that owns the file, the one process that reserves on it.
+   * only for the server that owns the file, the one process that reserves on it. Claims the file
+   * (claim-sqlite-file.ts): opening fails while a server of another process has it.
    */
   holdReservations: boolean;
 }
@@ -22,6 +24,8 @@ interface SharedConnection extends SqliteConnection {
   migrated: Promise<void>;
   /** Open stores using the connection; it is closed when the last one closes. */
   users: number;
+  /** Gives up the server's claim on the file (claim-sqlite-file.ts) when the connection closes. */
+  releaseClaim?: () => void;
 }
 
 const sharedConnections = new Map<string, SharedConnection>();
@@ -61,6 +65,8 @@ export async function openSqliteStore(
   }
 
   const file = resolveFile(location);
+  // Before anything opens: a second server on the file stops here with nothing left open.
+  const releaseClaim = options.holdReservations ? claimSqliteFile(file) : undefined;
   let shared = sharedConnections.get(file);
   if (shared === undefined) {
     const opened = openConnection(file);
@@ -70,6 +76,7 @@ export async function openSqliteStore(
   }
   const connection = shared;
   connection.users += 1;
+  if (releaseClaim !== undefined) connection.releaseClaim ??= releaseClaim;
   try {
     await connection.migrated;
   } catch (error) {
@@ -146,6 +153,7 @@ async function release(file: string, connection: SharedConnection): Promise<void
   if (sharedConnections.get(file) === connection) sharedConnections.delete(file);
   await connection.billing.close();
   await connection.db.destroy();
+  connection.releaseClaim?.();
 }
 
 /** The file's canonical path (folders created), so two spellings of one file share a connection. */
