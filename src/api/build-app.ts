@@ -13,7 +13,7 @@ import type { ModelRegistry } from "../models/model-registry.ts";
 import { createOpenApiDocument } from "./create-openapi-document.ts";
 import { errorHeaders, normalizeError, toWireError } from "./errors.ts";
 import { InFlightRequests, shuttingDownError } from "./in-flight-requests.ts";
-import { registerChatCompletionRoutes } from "./routes/chat-completions.ts";
+import { CHAT_COMPLETIONS_PATH, registerChatCompletionRoutes } from "./routes/chat-completions.ts";
 import { registerModelRoutes } from "./routes/models.ts";
 
 /** Everything the HTTP edge needs; `server.ts` and the tests build it. */
@@ -191,16 +191,36 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
     return openApiDocument;
   });
 
+  const keyLimits = dependencies.keyLimits;
+  const isLimited = (key: RequestKey) =>
+    keyLimits !== undefined && (key.rpm !== undefined || key.tpm !== undefined);
+
   app.register(async (authenticated) => {
     // The key comes before anything about the body (SPEC §11): onRequest runs before parsing.
     authenticated.addHook("onRequest", async (request, reply) => {
       const key = await dependencies.authenticate(request.headers.authorization);
       requestKeys.set(request, key);
-      if (dependencies.keyLimits !== undefined && (key.rpm !== undefined || key.tpm !== undefined)) {
-        await dependencies.keyLimits.report(key, (name, value) => {
+      // A chat request reports each bucket when it spends it; what it never reached (refused
+      // before the take) is reported on its way out, in onSend. One limiter call per bucket,
+      // which on Redis is one round trip.
+      if (isLimited(key) && request.routeOptions.url !== CHAT_COMPLETIONS_PATH) {
+        await keyLimits?.report(key, (name, value) => {
           reply.header(name, value);
         });
       }
+    });
+    authenticated.addHook("onSend", async (request, reply, payload) => {
+      const key = requestKeys.get(request);
+      if (key !== undefined && isLimited(key) && request.routeOptions.url === CHAT_COMPLETIONS_PATH) {
+        await keyLimits?.report(
+          key,
+          (name, value) => {
+            reply.header(name, value);
+          },
+          (name) => reply.hasHeader(name),
+        );
+      }
+      return payload;
     });
     dependencies.registerAdminRoutes?.(authenticated, getKey);
     const chat = new ChatService({

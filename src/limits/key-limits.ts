@@ -45,12 +45,23 @@ export class KeyLimits {
     this.#limiter = limiter;
   }
 
-  /** Reports the key's buckets without spending anything (every response of a limited key). */
-  async report(key: RequestKey, setHeader: SetHeader): Promise<void> {
-    for (const dimension of ["requests", "tokens"] as const) {
-      const bucket = bucketOf(key, dimension);
-      if (bucket !== undefined) setLimitHeaders(setHeader, dimension, await this.#limiter.peek(bucket));
-    }
+  /**
+   * Reports the key's buckets without spending anything (every response of a limited key), both
+   * at once; with `isReported`, only those whose headers are not set yet (a request that spent
+   * a bucket has reported it).
+   */
+  async report(
+    key: RequestKey,
+    setHeader: SetHeader,
+    isReported?: (header: string) => boolean,
+  ): Promise<void> {
+    await Promise.all(
+      (["requests", "tokens"] as const).map(async (dimension) => {
+        const bucket = bucketOf(key, dimension);
+        if (bucket === undefined || isReported?.(`x-ratelimit-limit-${dimension}`) === true) return;
+        setLimitHeaders(setHeader, dimension, await this.#limiter.peek(bucket));
+      }),
+    );
   }
 
   /** Spends one request, or throws 429 `rate_limit_exceeded`. */

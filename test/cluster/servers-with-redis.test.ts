@@ -3,6 +3,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createAccount } from "../../src/admin/create-account.ts";
 import { createKey } from "../../src/admin/create-key.ts";
@@ -115,6 +116,39 @@ describe.skipIf(!("url" in redis))("two servers sharing Redis", () => {
     const third = await chat(first, key);
     expect(third.status).toBe(429);
     expect(((await third.json()) as { error: { code: string } }).error.code).toBe("rate_limit_exceeded");
+  });
+
+  it("spend one Redis call per bucket on a chat request, and still report the buckets a refusal never reached", async () => {
+    const { key } = await createFundedKey({ rpm: 100 });
+    const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1 });
+    await client.connect();
+    try {
+      /** Lua script runs so far (the limiter's only commands). */
+      const scriptCalls = async () => {
+        const stats = await client.info("commandstats");
+        return [...stats.matchAll(/^cmdstat_(?:evalsha|eval):calls=(\d+)/gm)].reduce(
+          (sum, match) => sum + Number(match[1]),
+          0,
+        );
+      };
+      const before = await scriptCalls();
+      const answered = await chat(first, key);
+      expect(answered.status).toBe(200);
+      expect(answered.headers.get("x-ratelimit-remaining-requests")).toBe("99");
+      // The take of the rpm bucket, nothing else (it used to be peeked first).
+      expect((await scriptCalls()) - before).toBe(1);
+
+      const refused = await fetch(`${first.baseUrl}/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: "no-such-model", messages: [{ role: "user", content: "Hi" }] }),
+      });
+      expect(refused.status).toBe(404);
+      expect(refused.headers.get("x-ratelimit-limit-requests")).toBe("100");
+      expect(refused.headers.get("x-ratelimit-remaining-requests")).toBe("99");
+    } finally {
+      client.disconnect();
+    }
   });
 
   it("refuse on the other server a key revoked through one server's admin API, well within a second", async () => {

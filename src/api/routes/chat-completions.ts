@@ -29,6 +29,9 @@ function cutBy(signal: AbortSignal): AppError | undefined {
   return signal.aborted && isAppError(signal.reason) ? signal.reason : undefined;
 }
 
+/** The route of chat completions. */
+export const CHAT_COMPLETIONS_PATH = "/v1/chat/completions";
+
 /** `POST /v1/chat/completions`: validate, hand to the chat service, render JSON or SSE. */
 export function registerChatCompletionRoutes(
   app: FastifyInstance,
@@ -40,7 +43,7 @@ export function registerChatCompletionRoutes(
   },
 ): void {
   app.post<{ Body: ChatCompletionRequestBody }>(
-    "/v1/chat/completions",
+    CHAT_COMPLETIONS_PATH,
     { schema: { body: ChatCompletionRequestSchema } },
     async (request, reply) => {
       const chatOptions = convertChatRequest(request.body);
