@@ -3,7 +3,6 @@ import type { CatalogModel, LlamaEngineConfig } from "../../catalog/catalog.ts";
 import { AppError } from "../../errors/app-error.ts";
 import type { ChatEngine, ChatRequest, ModelStatus, PreparedChat } from "../engine.ts";
 import { checkContextLength } from "./check-context-length.ts";
-import { renderPrompt } from "./count-prompt-tokens.ts";
 import { createGrammarCache, type GrammarCache } from "./create-grammar-cache.ts";
 import { createLeasePool, type LeasePool } from "./create-lease-pool.ts";
 import { prepareDirectPrompt, supportsDirectGeneration } from "./generate-directly.ts";
@@ -12,6 +11,7 @@ import { registerLlamaEngineStats } from "./llama-engine-stats.ts";
 import type { GenerationSlot, LoadedLlamaModel } from "./load-llama-model.ts";
 import { memoizeContextState } from "./memoize-context-state.ts";
 import { type GenerationPlan, planGeneration, planStopStrings } from "./plan-generation.ts";
+import { renderPrompt } from "./render-prompt.ts";
 import { runLlamaGeneration } from "./run-llama-generation.ts";
 
 /** Options of {@link createLlamaEngine}. */

@@ -10,7 +10,7 @@
  *
  * What it does, the way LlamaChat does it, so that a request gets the same text on either path
  * (test/engine/llama/llama-engine-direct.test.ts compares them):
- * - it evaluates the prompt tokens the engine counted (count-prompt-tokens.ts), which are the
+ * - it evaluates the prompt tokens the engine counted (render-prompt.ts), which are the
  *   tokens LlamaChat evaluates, and samples with the options LlamaChat passes (temperature, top-p,
  *   seed, top-k at node-llama-cpp's 40, the repeat penalty over the tokens released so far, the
  *   JSON grammar): the same tokens come out;
@@ -42,9 +42,9 @@ import type {
   Token,
   Tokenizer,
 } from "node-llama-cpp";
-import type { RenderedPrompt } from "./count-prompt-tokens.ts";
 import type { LlamaStopReason } from "./map-finish.ts";
 import type { SamplingOptions } from "./map-sampling-options.ts";
+import type { RenderedPrompt } from "./render-prompt.ts";
 
 /** A prompt ready for {@link generateDirectly}: its tokens and what ends its generation. */
 export interface DirectPrompt {

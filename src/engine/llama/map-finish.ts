@@ -5,21 +5,6 @@ import type { GenerationPlan } from "./plan-generation.ts";
 /** Why a generation ended, in node-llama-cpp's words (LlamaChat's, which the direct path reuses). */
 export type LlamaStopReason = LlamaChatResult["metadata"]["stopReason"];
 
-/** The `finish` part of a LlamaChat generation that ended: see {@link mapStopReason}. */
-export function mapFinish(options: {
-  plan: GenerationPlan;
-  result: Pick<LlamaChatResult, "metadata" | "functionCalls">;
-  usage: Usage;
-}): StreamPart {
-  const { plan, result, usage } = options;
-  return mapStopReason({
-    plan,
-    stopReason: result.metadata.stopReason,
-    calledFunctions: (result.functionCalls?.length ?? 0) > 0,
-    usage,
-  });
-}
-
 /**
  * The `finish` part of a generation that ended, on either path: node-llama-cpp's stop reason kept
  * as the raw reason, mapped to the unified one. A forced tool call that ends naturally finishes

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { StreamPart } from "../../../src/engine/engine.ts";
 import { createPartMapper, type PartMapper } from "../../../src/engine/llama/create-part-mapper.ts";
-import { mapFinish } from "../../../src/engine/llama/map-finish.ts";
+import { type LlamaStopReason, mapStopReason } from "../../../src/engine/llama/map-finish.ts";
 
 type EndResult = Parameters<PartMapper["onEnd"]>[0];
 
@@ -81,15 +81,13 @@ describe("createPartMapper", () => {
   });
 });
 
-describe("mapFinish", () => {
+describe("mapStopReason", () => {
   const usage = { promptTokens: 3, completionTokens: 4 };
-  const finish = (plan: Parameters<typeof mapFinish>[0]["plan"], stopReason: string, calls = 0) =>
-    mapFinish({
+  const finish = (plan: Parameters<typeof mapStopReason>[0]["plan"], stopReason: string, calls = 0) =>
+    mapStopReason({
       plan,
-      result: {
-        metadata: { stopReason },
-        functionCalls: Array.from({ length: calls }, () => ({ functionName: "f", params: {}, raw: [] })),
-      } as unknown as Parameters<typeof mapFinish>[0]["result"],
+      stopReason: stopReason as LlamaStopReason,
+      calledFunctions: calls > 0,
       usage,
     });
 

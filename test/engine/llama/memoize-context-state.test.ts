@@ -9,9 +9,9 @@ import {
 } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { convertJsonSchemaToGbnf } from "../../../src/engine/llama/convert-json-schema-to-gbnf.ts";
-import { countPromptTokens } from "../../../src/engine/llama/count-prompt-tokens.ts";
 import { getSharedLlama } from "../../../src/engine/llama/get-shared-llama.ts";
 import { memoizeContextState } from "../../../src/engine/llama/memoize-context-state.ts";
+import { renderPrompt } from "../../../src/engine/llama/render-prompt.ts";
 import { getTestModelPath } from "../../support/test-model.ts";
 
 /** Counts the renders that really happen under the memo. */
@@ -115,7 +115,7 @@ describe("memoizeContextState with LlamaChat", () => {
     for (const offered of [undefined, functions]) {
       render.mockClear();
       await sequence.clearHistory();
-      countPromptTokens({ chatWrapper, tokenizer: model.tokenizer, history: request, functions: offered });
+      renderPrompt({ chatWrapper, tokenizer: model.tokenizer, history: request, functions: offered });
       await chat.generateResponse(request, {
         maxTokens: 1,
         temperature: 0,

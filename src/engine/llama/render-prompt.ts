@@ -40,13 +40,3 @@ export function renderPrompt(options: {
   });
   return { state, tokens: state.contextText.tokenize(options.tokenizer) };
 }
-
-/** Counts the prompt tokens of a history as {@link renderPrompt} renders it. */
-export function countPromptTokens(options: {
-  chatWrapper: ChatWrapper;
-  tokenizer: Tokenizer;
-  history: readonly ChatHistoryItem[];
-  functions: ChatModelFunctions | undefined;
-}): number {
-  return renderPrompt(options).tokens.length;
-}
