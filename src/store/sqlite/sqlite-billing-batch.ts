@@ -208,24 +208,23 @@ export function createSqliteBillingBatch(options: {
     run(queries.insertReservation(toReservationRow(reservation)));
   }
 
-  function settleHeld(usage: UsageRecord, row: Insertable<UsageTable>): void {
+  /**
+   * Writes the usage row and charges the account; a reservation held in memory (`held`) has no
+   * row to release, any other gives back its row's money.
+   */
+  function settleNow(usage: UsageRecord, row: Insertable<UsageTable>, held: boolean): void {
     // Settled before (or recorded as refused): never charge twice.
     if (run(queries.insertUsage(row)) === 0) return;
-    if (run(queries.charge({ accountId: usage.accountId, cost: usage.costNano, released: 0n })) === 0) {
-      throw new Error(`No account has the id ${usage.accountId}; nothing was settled.`);
+    let releasedNano = 0n;
+    if (!held) {
+      const released = all(queries.deleteReservation({ id: usage.id }))[0];
+      if (released !== undefined && released.account_id !== usage.accountId) {
+        throw new Error(
+          `Reservation ${usage.id} belongs to another account than its usage row; nothing was settled.`,
+        );
+      }
+      if (released !== undefined) releasedNano = readBigInt(released.amount_nano);
     }
-  }
-
-  function settleRow(usage: UsageRecord, row: Insertable<UsageTable>): void {
-    // Settled before (or recorded as refused): never charge twice.
-    if (run(queries.insertUsage(row)) === 0) return;
-    const released = all(queries.deleteReservation({ id: usage.id }))[0];
-    if (released !== undefined && released.account_id !== usage.accountId) {
-      throw new Error(
-        `Reservation ${usage.id} belongs to another account than its usage row; nothing was settled.`,
-      );
-    }
-    const releasedNano = released === undefined ? 0n : readBigInt(released.amount_nano);
     if (
       run(queries.charge({ accountId: usage.accountId, cost: usage.costNano, released: releasedNano })) === 0
     ) {
@@ -241,8 +240,7 @@ export function createSqliteBillingBatch(options: {
         writeRow(operation.held);
         return undefined;
       case "settle":
-        if (operation.held === undefined) settleRow(operation.usage, operation.row);
-        else settleHeld(operation.usage, operation.row);
+        settleNow(operation.usage, operation.row, operation.held !== undefined);
         return undefined;
       default: {
         const unreachable: never = operation;
