@@ -1,5 +1,5 @@
 /**
- * `node bench/gateway/measure-billing-store.ts [SRC_FOLDER] [--concurrency=N] [--seconds=S] [--ordered-ids]`:
+ * `node bench/gateway/measure-billing-store.ts [SRC_FOLDER] [--concurrency=N] [--seconds=S] [--ordered-ids] [--owner]`:
  * the billing hot path alone, on a fresh SQLite file: N loops each reserving, yielding once (as
  * a request would while it runs) and settling, for S seconds. Prints reserve+settle pairs per
  * second, CPU µs per pair and the event loop's delay (p50, p99, max), the figure WAL checkpoints
@@ -29,10 +29,12 @@ const createId = args.includes("--ordered-ids") ? () => createReservationId(Date
 const seconds = option("seconds", 5);
 
 const { openStore } = (await import(pathToFileURL(join(source, "store/open-store.ts")).href)) as {
-  openStore: (url: string) => Promise<Store>;
+  openStore: (url: string, options?: { owner?: boolean }) => Promise<Store>;
 };
+// `--owner`: the store as the server opens it (reservations held in memory), not as the CLI does.
+const owner = args.includes("--owner");
 const folder = mkdtempSync(join(tmpdir(), "tollgate-billing-bench-"));
-const store = await openStore(`sqlite:${join(folder, "tollgate.db")}`);
+const store = await openStore(`sqlite:${join(folder, "tollgate.db")}`, { owner });
 const accountId = randomUUID();
 await store.insertAccount({ id: accountId, name: "bench", balanceNano: 10n ** 18n, createdAt: new Date() });
 
@@ -91,5 +93,5 @@ rmSync(folder, { recursive: true, force: true });
 
 const ms = (nanoseconds: number) => (nanoseconds / 1e6).toFixed(2);
 process.stdout.write(
-  `${source}${args.includes("--ordered-ids") ? " (ordered ids)" : ""}: ${concurrency} loops, ${(pairs / elapsed).toFixed(0)} reserve+settle/s, ${((cpu.user + cpu.system) / pairs).toFixed(1)} CPU us/pair, event-loop delay p50 ${ms(delay.percentile(50))} ms p99 ${ms(delay.percentile(99))} ms max ${ms(delay.max)} ms, audit problems ${problems.length}\n`,
+  `${source}${args.includes("--ordered-ids") ? " (ordered ids)" : ""}${owner ? " (owner)" : ""}: ${concurrency} loops, ${(pairs / elapsed).toFixed(0)} reserve+settle/s, ${((cpu.user + cpu.system) / pairs).toFixed(1)} CPU us/pair, event-loop delay p50 ${ms(delay.percentile(50))} ms p99 ${ms(delay.percentile(99))} ms max ${ms(delay.max)} ms, audit problems ${problems.length}\n`,
 );

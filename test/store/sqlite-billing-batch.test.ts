@@ -110,6 +110,16 @@ function readFile(url: string): { reservations: number; reservedNano: bigint[]; 
   }
 }
 
+/** Changes the file from a connection of its own, as another process would. */
+function writeFile(url: string, statement: string): void {
+  const file = new DatabaseSync(url.slice("sqlite:".length));
+  try {
+    file.exec(statement);
+  } finally {
+    file.close();
+  }
+}
+
 async function waitFor(condition: () => boolean, timeoutMs = 10_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!condition()) {
@@ -242,6 +252,87 @@ describe("SQLite reservations held in memory by the server that owns the file", 
     expect(readFile(url)).toEqual({ reservations: 1, reservedNano: [10n], usage: 0 });
     owner = await openStore(url, { owner: true });
     expect(await owner.listReservations()).toEqual([reservation]);
+  });
+
+  it("holds what its known money covers without reading the file, and reads it for the rest", async () => {
+    const account = makeAccount({ name: "known", balanceNano: 1_000n });
+    await owner.insertAccount(account);
+    expect(await owner.reserve(makeReservation({ accountId: account.id, amountNano: 100n }))).toBe(
+      "reserved",
+    );
+    // Behind the owner's back the balance drops to 300 (nothing but the owner may do this; it
+    // shows which reservations read the file). 300 more are covered by what the owner knows
+    // (1,000 less the 100 it holds): held without a read.
+    writeFile(url, `update accounts set balance_nano = 300 where id = '${account.id}'`);
+    expect(await owner.reserve(makeReservation({ accountId: account.id, amountNano: 300n }))).toBe(
+      "reserved",
+    );
+    // 700 more are not covered by 1,000 - 400: the file decides, and it has 300 - 400.
+    expect(await owner.reserve(makeReservation({ accountId: account.id, amountNano: 700n }))).toBe(
+      "insufficient_balance",
+    );
+    // A credit from another process is seen as soon as a reservation needs it.
+    writeFile(url, `update accounts set balance_nano = 5000 where id = '${account.id}'`);
+    expect(await owner.reserve(makeReservation({ accountId: account.id, amountNano: 4_600n }))).toBe(
+      "reserved",
+    );
+    expect(await owner.reserve(makeReservation({ accountId: account.id, amountNano: 1n }))).toBe(
+      "insufficient_balance",
+    );
+  });
+
+  it("counts its own charges and written rows in what it knows, and never overspends", async () => {
+    const account = makeAccount({ name: "charged", balanceNano: 100n });
+    await owner.insertAccount(account);
+    const first = makeReservation({ accountId: account.id, amountNano: 60n });
+    expect(await owner.reserve(first)).toBe("reserved");
+    await owner.settle(makeSettlement(first, 50n));
+    // 50 left: known without a read, which must have counted the charge.
+    expect(await owner.reserve(makeReservation({ accountId: account.id, amountNano: 51n }))).toBe(
+      "insufficient_balance",
+    );
+    const second = makeReservation({ accountId: account.id, amountNano: 30n });
+    expect(await owner.reserve(second)).toBe("reserved");
+    // Its row is written (reserved 30 in the file, no longer held): still 20 available.
+    expect(await owner.listReservations()).toEqual([second]);
+    expect(await owner.reserve(makeReservation({ accountId: account.id, amountNano: 21n }))).toBe(
+      "insufficient_balance",
+    );
+    // Settled through its row: the 30 come back, 10 are charged.
+    await owner.settle(makeSettlement(second, 10n));
+    expect(await owner.reserve(makeReservation({ accountId: account.id, amountNano: 41n }))).toBe(
+      "insufficient_balance",
+    );
+    expect(await owner.reserve(makeReservation({ accountId: account.id, amountNano: 40n }))).toBe("reserved");
+    expect(readFile(url).reservedNano).toEqual([0n]);
+    expect(await owner.getAccountMoney(account.id)).toEqual({
+      balanceNano: 40n,
+      reservedNano: 40n,
+      spentNano: 60n,
+    });
+  });
+
+  it("tells an account's money with what it holds, without writing it", async () => {
+    const account = makeAccount({ name: "told", balanceNano: 100n });
+    await owner.insertAccount(account);
+    await owner.reserve(makeReservation({ accountId: account.id, amountNano: 70n }));
+    expect(await owner.getAccountMoney(account.id)).toEqual({
+      balanceNano: 100n,
+      reservedNano: 70n,
+      spentNano: 0n,
+    });
+    expect(readFile(url)).toEqual({ reservations: 0, reservedNano: [0n], usage: 0 });
+    expect(await owner.getAccountMoney("no-such-account")).toBeUndefined();
+  });
+
+  it("takes an id again once a release deleted its row", async () => {
+    const account = makeAccount({ name: "released", balanceNano: 100n });
+    await owner.insertAccount(account);
+    const reservation = makeReservation({ accountId: account.id, amountNano: 10n });
+    await owner.reserve(reservation);
+    expect(await owner.listReservations()).toEqual([reservation]);
+    expect(await owner.releaseReservations({ replicaId: "*" })).toBe(1);
+    expect(await owner.reserve(reservation)).toBe("reserved");
   });
 
   it("settles a reservation whose row is being written through that row, once", async () => {

@@ -2,6 +2,7 @@ import { mkdirSync, realpathSync } from "node:fs";
 import path from "node:path";
 import { Kysely, SqliteDialect, sql } from "kysely";
 import type { Database } from "../database.ts";
+import { createKyselyBilling } from "../kysely-billing.ts";
 import { createKyselyStore } from "../kysely-store.ts";
 import { migrateToLatest } from "../migrate-to-latest.ts";
 import type { Store } from "../store.ts";
@@ -126,9 +127,23 @@ function createStore(connection: SqliteConnection, options: SqliteStoreOptions):
     reserve: (reservation) => billing.reserve(reservation, { hold: options.holdReservations }),
     settle: (usage) => billing.settle(usage),
     renewLeases: afterWritingHeld(store.renewLeases),
-    releaseReservations: afterWritingHeld(store.releaseReservations),
+    releaseReservations: afterWritingHeld(async (options) => {
+      try {
+        return await store.releaseReservations(options);
+      } finally {
+        billing.forgetReservationIds();
+      }
+    }),
     listReservations: afterWritingHeld(store.listReservations),
-    getAccountMoney: afterWritingHeld(store.getAccountMoney),
+    // The file's figures plus what is held in memory, read together under the connection's
+    // lock (no batch can commit in between): what the file would say with every row written,
+    // without writing them (a flood of refused requests asks for this on every refusal).
+    getAccountMoney: (accountId) =>
+      connection.db.connection().execute(async (locked) => {
+        const money = await createKyselyBilling(locked).getAccountMoney(accountId);
+        if (money === undefined) return undefined;
+        return { ...money, reservedNano: money.reservedNano + billing.heldFor(accountId) };
+      }),
     audit: afterWritingHeld(store.audit),
   };
 }

@@ -25,6 +25,13 @@ export interface SqliteBillingBatch {
    * the whole truth; the store runs this before it reads or changes reservations otherwise.
    */
   writeHeld(): Promise<void>;
+  /** The reserved money this process holds in memory for the account. */
+  heldFor(accountId: string): bigint;
+  /**
+   * Call after reservation rows were deleted other than by a settle (a release): the ids of the
+   * rows in the file are read again before the next reservation is checked against them.
+   */
+  forgetReservationIds(): void;
   /** Settles once every write asked for so far has committed or failed. */
   drain(): Promise<void>;
   /** Writes what is held, finishes pending writes and stops the timer; nothing may follow. */
@@ -65,8 +72,26 @@ type Operation =
       reject: (error: unknown) => void;
     };
 
+/** What a committed settle changed on its account; `undefined` when it had been settled before. */
+interface SettleEffect {
+  chargedNano: bigint;
+  /** The money its reservation row gave back (0 for a reservation held in memory). */
+  releasedNano: bigint;
+  /** Whether it deleted a reservation row. */
+  releasedRow: boolean;
+}
+
 /** What one operation of a batch came to. */
-type Outcome = { ok: true; value: ReserveResult | undefined } | { ok: false; error: unknown };
+type Outcome = { ok: true; value: ReserveResult | SettleEffect | undefined } | { ok: false; error: unknown };
+
+/**
+ * What this process knows of an account's money: the file's balance and reserved money when it
+ * last read them, with what its own commits changed since.
+ */
+interface KnownMoney {
+  balanceNano: bigint;
+  reservedNano: bigint;
+}
 
 /**
  * Reserve and settle on SQLite, the single-server store.
@@ -81,6 +106,16 @@ type Outcome = { ok: true; value: ReserveResult | undefined } | { ok: false; err
  * written (the account's reserved column raised with it), so the CLI beside the server sees its
  * money set aside, and a crash leaves a reservation that the next start releases. A crash that
  * loses a reservation held in memory loses nothing else: nothing was charged for it.
+ *
+ * Reading the account row costs more than the rest of a reserve (each statement outside a
+ * transaction opens and closes a read transaction of its own: file locks and the WAL index), so
+ * the owner remembers each account's money as it last read it, with the changes of its own
+ * commits applied. Other processes can only raise what an account has available (a credit from
+ * the CLI; nothing else beside the owner reserves or charges), so that memory is a lower bound:
+ * a reservation it covers is held without a read, and one it does not cover reads the file, which
+ * then decides (and tells of any credit). Likewise the ids of the reservation rows in the file are
+ * known (read once, then kept as this process writes and deletes them), for the check that an id
+ * is not taken.
  *
  * Writes (settles, and reservations being written) are group-committed: those asked for during
  * one turn of the event loop run together in one transaction at its check phase
@@ -137,6 +172,10 @@ export function createSqliteBillingBatch(options: {
         .where("id", "=", parameter("accountId")),
   );
 
+  const listReservationIds = createQueryTemplate((_parameter: TemplateParameter<Record<string, never>>) =>
+    db.selectFrom("reservations").select("id"),
+  );
+
   const statements = new Map<string, StatementSync>();
   function statementOf(sql: string): StatementSync {
     let statement = statements.get(sql);
@@ -169,19 +208,44 @@ export function createSqliteBillingBatch(options: {
     else heldByAccount.set(accountId, remaining);
   }
 
+  /** Each account's money as this process knows it (see the function's comment). */
+  const knownMoney = new Map<string, KnownMoney>();
+  /** Ids of the reservation rows in the file; `undefined` until read (again). */
+  let rowIds: Set<string> | undefined;
+
+  function readRowIds(): Set<string> {
+    rowIds ??= new Set(all(listReservationIds({})).map((row) => String(row.id)));
+    return rowIds;
+  }
+
+  /** Applies a commit of this process to what it knows of the account. */
+  function adjustKnown(accountId: string, balanceNano: bigint, reservedNano: bigint): void {
+    const known = knownMoney.get(accountId);
+    if (known === undefined) return;
+    known.balanceNano += balanceNano;
+    known.reservedNano += reservedNano;
+  }
+
   /** Runs synchronously, outside any transaction: reads committed rows only. */
   function reserveNow(reservation: Reservation): ReserveResult {
     const { id, accountId, amountNano } = reservation;
-    const account = all(readAccountMoney({ accountId, id }))[0];
-    if (account === undefined) return "account_not_found";
-    if (held.has(id) || Number(account.taken) !== 0) {
-      throw new Error(`A reservation with the id ${id} exists.`);
+    if (held.has(id) || readRowIds().has(id)) throw new Error(`A reservation with the id ${id} exists.`);
+    const heldNano = heldByAccount.get(accountId) ?? 0n;
+    let known = knownMoney.get(accountId);
+    if (known === undefined || amountNano > known.balanceNano - known.reservedNano - heldNano) {
+      const account = all(readAccountMoney({ accountId, id }))[0];
+      if (account === undefined) {
+        knownMoney.delete(accountId);
+        return "account_not_found";
+      }
+      if (Number(account.taken) !== 0) throw new Error(`A reservation with the id ${id} exists.`);
+      known = {
+        balanceNano: readBigInt(account.balance_nano),
+        reservedNano: readBigInt(account.reserved_nano),
+      };
+      knownMoney.set(accountId, known);
+      if (amountNano > known.balanceNano - known.reservedNano - heldNano) return "insufficient_balance";
     }
-    const available =
-      readBigInt(account.balance_nano) -
-      readBigInt(account.reserved_nano) -
-      (heldByAccount.get(accountId) ?? 0n);
-    if (amountNano > available) return "insufficient_balance";
     held.set(id, { reservation, heldAt: performance.now(), state: "memory", unwritable: false });
     heldByAccount.set(accountId, (heldByAccount.get(accountId) ?? 0n) + amountNano);
     scheduleWrites();
@@ -212,10 +276,15 @@ export function createSqliteBillingBatch(options: {
    * Writes the usage row and charges the account; a reservation held in memory (`held`) has no
    * row to release, any other gives back its row's money.
    */
-  function settleNow(usage: UsageRecord, row: Insertable<UsageTable>, held: boolean): void {
+  function settleNow(
+    usage: UsageRecord,
+    row: Insertable<UsageTable>,
+    held: boolean,
+  ): SettleEffect | undefined {
     // Settled before (or recorded as refused): never charge twice.
-    if (run(queries.insertUsage(row)) === 0) return;
+    if (run(queries.insertUsage(row)) === 0) return undefined;
     let releasedNano = 0n;
+    let releasedRow = false;
     if (!held) {
       const released = all(queries.deleteReservation({ id: usage.id }))[0];
       if (released !== undefined && released.account_id !== usage.accountId) {
@@ -223,16 +292,20 @@ export function createSqliteBillingBatch(options: {
           `Reservation ${usage.id} belongs to another account than its usage row; nothing was settled.`,
         );
       }
-      if (released !== undefined) releasedNano = readBigInt(released.amount_nano);
+      if (released !== undefined) {
+        releasedNano = readBigInt(released.amount_nano);
+        releasedRow = true;
+      }
     }
     if (
       run(queries.charge({ accountId: usage.accountId, cost: usage.costNano, released: releasedNano })) === 0
     ) {
       throw new Error(`No account has the id ${usage.accountId}; nothing was settled.`);
     }
+    return { chargedNano: usage.costNano, releasedNano, releasedRow };
   }
 
-  function apply(operation: Operation): ReserveResult | undefined {
+  function apply(operation: Operation): ReserveResult | SettleEffect | undefined {
     switch (operation.kind) {
       case "reserve":
         return reserveRow(operation.reservation);
@@ -240,8 +313,7 @@ export function createSqliteBillingBatch(options: {
         writeRow(operation.held);
         return undefined;
       case "settle":
-        settleNow(operation.usage, operation.row, operation.held !== undefined);
-        return undefined;
+        return settleNow(operation.usage, operation.row, operation.held !== undefined);
       default: {
         const unreachable: never = operation;
         throw new Error(`unknown billing operation ${String(unreachable)}`);
@@ -306,18 +378,37 @@ export function createSqliteBillingBatch(options: {
   /** Brings memory in line with what the batch committed, then tells the callers. */
   function finish(operation: Operation, outcome: Outcome): void {
     switch (operation.kind) {
-      case "reserve":
-        if (outcome.ok) operation.resolve(outcome.value ?? "reserved");
-        else operation.reject(outcome.error);
+      case "reserve": {
+        if (!outcome.ok) {
+          operation.reject(outcome.error);
+          return;
+        }
+        const result = outcome.value === undefined ? "reserved" : (outcome.value as ReserveResult);
+        if (result === "reserved") {
+          const { id, accountId, amountNano } = operation.reservation;
+          rowIds?.add(id);
+          adjustKnown(accountId, 0n, amountNano);
+        }
+        operation.resolve(result);
         return;
+      }
       case "write":
-        if (outcome.ok) forget(operation.held);
-        else {
+        if (outcome.ok) {
+          const { id, accountId, amountNano } = operation.held.reservation;
+          rowIds?.add(id);
+          adjustKnown(accountId, 0n, amountNano);
+          forget(operation.held);
+        } else {
           operation.held.state = "memory";
           operation.held.unwritable = true;
         }
         return;
       case "settle":
+        if (outcome.ok && outcome.value !== undefined) {
+          const effect = outcome.value as SettleEffect;
+          if (effect.releasedRow) rowIds?.delete(operation.usage.id);
+          adjustKnown(operation.usage.accountId, -effect.chargedNano, -effect.releasedNano);
+        }
         if (operation.held !== undefined) {
           if (outcome.ok) forget(operation.held);
           else {
@@ -465,6 +556,14 @@ export function createSqliteBillingBatch(options: {
 
     writeHeld,
     drain,
+
+    heldFor(accountId: string): bigint {
+      return heldByAccount.get(accountId) ?? 0n;
+    },
+
+    forgetReservationIds(): void {
+      rowIds = undefined;
+    },
 
     async close(): Promise<void> {
       await writeHeld();
