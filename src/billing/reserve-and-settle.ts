@@ -8,11 +8,12 @@
  *   4. Reserve: the maximum cost, `ceil((prompt × input + max completion × output) / 10^6)`,
  *      is set aside atomically against the account's available balance (balance minus open
  *      reservations) in one store transaction, else 403 `insufficient_balance`. This happens
- *      before the request waits in the model's queue.
+ *      before the request waits in the model's queue. When fallback models may serve the
+ *      request, the maximum is taken at the dearest model's prices.
  *   5. Run. Whatever happens next (finished, failed, aborted by the client or cut by a
  *      shutdown), the ticket is settled exactly once.
  *   6. Settle: the real cost from the real token counts (0 when no completion token was
- *      produced) is charged, the reservation removed and the usage row written, all in one
+ *      produced), at the prices of the model that served (a fallback's own), is charged, the reservation removed and the usage row written, all in one
  *      store transaction, before the last byte reaches the client. The tpm bucket gets back
  *      what the estimate overstated.
  *
@@ -124,11 +125,17 @@ export class BillingAdmission implements ChatAdmission {
     const estimatedTokens = request.promptTokens + request.maxCompletionTokens;
     await this.#limits.takeTokens(key, estimatedTokens, request.setHeader);
     const prices = this.#pricesOf(model);
-    const amountNano = costOfUsage({
-      promptTokens: request.promptTokens,
-      completionTokens: request.maxCompletionTokens,
-      ...prices,
-    });
+    // A fallback may serve the request at its own prices: set aside what the dearest would cost.
+    let amountNano = 0n;
+    for (const candidate of [model, ...(request.alternateModels ?? [])]) {
+      if (candidate.pricing.kind !== "chat") continue;
+      const cost = costOfUsage({
+        promptTokens: request.promptTokens,
+        completionTokens: request.maxCompletionTokens,
+        ...this.#pricesOf(candidate),
+      });
+      if (cost > amountNano) amountNano = cost;
+    }
     const now = this.#now();
     const reservationId = createReservationId(now);
     const reserved = await this.#store.reserve({
@@ -169,9 +176,12 @@ export class BillingAdmission implements ChatAdmission {
     estimatedTokens: number;
     outcome: RunOutcome;
   }): Promise<void> {
-    const { request, accountId, prices, estimatedTokens, outcome } = settlement;
+    const { request, accountId, estimatedTokens, outcome } = settlement;
     const promptTokens = outcome.usage.promptTokens ?? request.promptTokens;
     const completionTokens = outcome.usage.completionTokens ?? 0;
+    // Charged at the prices of the model that served (a fallback), and recorded under its id.
+    const servedBy = outcome.servedBy?.pricing.kind === "chat" ? outcome.servedBy : undefined;
+    const prices = servedBy === undefined ? settlement.prices : this.#pricesOf(servedBy);
     const costNano = costOfUsage({ promptTokens, completionTokens, ...prices });
     request.annotate({ promptTokens, completionTokens, cost: formatAmount(costNano) });
     try {
@@ -180,7 +190,7 @@ export class BillingAdmission implements ChatAdmission {
         requestId: request.requestId,
         accountId,
         keyPublicId: request.key.publicId,
-        model: request.model.id,
+        model: (servedBy ?? request.model).id,
         promptTokens,
         completionTokens,
         costNano,

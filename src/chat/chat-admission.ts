@@ -24,6 +24,8 @@ export interface AdmissionRequest extends AdmissionContext {
   promptTokens: number;
   /** The most completion tokens the run can produce: prices the reservation. */
   maxCompletionTokens: number;
+  /** Other catalogue models that may serve the request (fallbacks): the reservation covers the dearest. */
+  alternateModels?: readonly CatalogModel[];
 }
 
 /** How a run ended, for settlement. */
@@ -33,6 +35,8 @@ export interface RunOutcome {
   errorCode: ErrorCode | undefined;
   /** Milliseconds from admission to the first part, and to the end. */
   timings: { firstPartMs: number | undefined; totalMs: number };
+  /** The model that served the run when it was one of the alternates; it prices the usage. */
+  servedBy?: CatalogModel | undefined;
 }
 
 /** A request admitted to run; settle it exactly once, whatever happens. */

@@ -1,5 +1,6 @@
 import type { ChatCompletionOptions } from "../api/convert-chat-request.ts";
 import type { CompletionIdentity } from "../api/render-chat-completion.ts";
+import type { CatalogModel } from "../catalog/catalog.ts";
 import type { StreamPart } from "../engine/engine.ts";
 import { AppError, isAppError } from "../errors/app-error.ts";
 import { createRandomText } from "../ids/random-text.ts";
@@ -102,13 +103,11 @@ export class ChatService {
       ...context,
       promptTokens: prepared.promptTokens,
       maxCompletionTokens: prepared.maxCompletionTokens,
+      ...(prepared.alternateModelIds === undefined
+        ? {}
+        : { alternateModels: this.#chatModels(prepared.alternateModelIds) }),
     });
     const startedAt = this.#now();
-    const identity: CompletionIdentity = {
-      id: createCompletionId(),
-      created: Math.floor(startedAt / 1000),
-      model: entry.model.id,
-    };
     const iterator = prepared.run(signal)[Symbol.asyncIterator]();
     let first: IteratorResult<StreamPart>;
     try {
@@ -122,16 +121,36 @@ export class ChatService {
       });
       throw error;
     }
-    return { identity, parts: this.#settleOnEnd(first, iterator, ticket, startedAt, input.annotate) };
+    // A fallback model that served is the one the client is told of and the one that is charged.
+    const servedById = prepared.servedBy?.();
+    const servedBy = servedById === undefined ? undefined : this.#registry.get(servedById)?.model;
+    if (servedBy !== undefined) input.annotate({ servedBy: servedBy.id });
+    const identity: CompletionIdentity = {
+      id: createCompletionId(),
+      created: Math.floor(startedAt / 1000),
+      model: (servedBy ?? entry.model).id,
+    };
+    return {
+      identity,
+      parts: this.#settleOnEnd(first, iterator, ticket, { startedAt, servedBy, annotate: input.annotate }),
+    };
+  }
+
+  /** The catalogue chat models among `ids` (an engine's alternates), in order. */
+  #chatModels(ids: readonly string[]): CatalogModel[] {
+    return ids.flatMap((id) => {
+      const model = this.#registry.get(id)?.model;
+      return model?.kind === "chat" ? [model] : [];
+    });
   }
 
   async *#settleOnEnd(
     first: IteratorResult<StreamPart>,
     iterator: AsyncIterator<StreamPart>,
     ticket: AdmissionTicket,
-    startedAt: number,
-    annotate: Annotate,
+    run: { startedAt: number; servedBy: CatalogModel | undefined; annotate: Annotate },
   ): AsyncGenerator<StreamPart> {
+    const { startedAt, servedBy, annotate } = run;
     const firstPartMs = this.#now() - startedAt;
     let settled = false;
     const settle = async (outcome: Omit<RunOutcome, "timings">) => {
@@ -139,7 +158,7 @@ export class ChatService {
       settled = true;
       const totalMs = this.#now() - startedAt;
       annotate({ firstTokenMs: firstPartMs, engineMs: totalMs, finishReason: outcome.finishReason });
-      await ticket.settle({ ...outcome, timings: { firstPartMs, totalMs } });
+      await ticket.settle({ ...outcome, timings: { firstPartMs, totalMs }, servedBy });
     };
     try {
       let result = first;

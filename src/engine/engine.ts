@@ -114,6 +114,16 @@ export interface PreparedChat {
   /** The most completion tokens this run can produce (`max_tokens`, else the rest of the context). */
   maxCompletionTokens: number;
   /**
+   * Catalogue ids of the other models that may serve this request (an upstream model's
+   * `fallbacks`): the reservation must cover the dearest of them.
+   */
+  alternateModelIds?: readonly string[];
+  /**
+   * The catalogue id of the model that serves the run, once its first part is out: one of
+   * {@link alternateModelIds}, or `undefined` for the model the request named.
+   */
+  servedBy?(): string | undefined;
+  /**
    * Runs the request. Errors before the first part (queue full, upstream down) are thrown
    * from the first `next()` as an {@link AppError}, so the edge can still answer with a status;
    * errors after the first part arrive as an `error` part. Aborting `signal` stops generation at

@@ -14,7 +14,12 @@ import type {
  * Values equal to the API's defaults are left out where some compatible servers reject the field
  * (penalties, empty stop lists, "text" format, tool choice without tools).
  */
-export function convertRequestBody(options: { request: ChatRequest; model: string }): UpstreamRequestBody {
+export function convertRequestBody(options: {
+  request: ChatRequest;
+  model: string;
+  /** The `max_tokens` to send; default the request's. */
+  maxTokens?: number | undefined;
+}): UpstreamRequestBody {
   const { request } = options;
   const body: UpstreamRequestBody = {
     model: options.model,
@@ -24,7 +29,8 @@ export function convertRequestBody(options: { request: ChatRequest; model: strin
     temperature: request.temperature,
     top_p: request.topP,
   };
-  if (request.maxTokens !== undefined) body.max_tokens = request.maxTokens;
+  const maxTokens = "maxTokens" in options ? options.maxTokens : request.maxTokens;
+  if (maxTokens !== undefined) body.max_tokens = maxTokens;
   if (request.frequencyPenalty !== 0) body.frequency_penalty = request.frequencyPenalty;
   if (request.presencePenalty !== 0) body.presence_penalty = request.presencePenalty;
   if (request.stop.length > 0) body.stop = [...request.stop];

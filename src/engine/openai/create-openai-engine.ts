@@ -40,10 +40,13 @@ const preparersWithoutFallbacks = new WeakMap<ChatEngine, (request: ChatRequest)
  *
  * `prepare` estimates the prompt tokens (estimate-prompt-tokens.ts: the upstream's tokenizer is
  * unknown), checks them against the catalogue's `context_length` when it gives one, and reserves
- * `max_tokens`, else the rest of the context, else `defaultMaxCompletionTokens`. `run` streams from
- * the endpoints (run-upstream-chat.ts: balancing, retries, cooldown, timeouts, usage) and, when they
- * all fail before the first part, from the `fallbacks` (run-with-fallbacks.ts). The catalogue's
- * `model` name goes upstream; the client only sees the catalogue id.
+ * `max_tokens`, else the rest of the context, else `defaultMaxCompletionTokens` (which then goes
+ * upstream as `max_tokens`, so the upstream cannot generate past what was reserved). `run` streams
+ * from the endpoints (run-upstream-chat.ts: balancing, retries, cooldown, timeouts, usage) and,
+ * when they all fail before the first part, from the `fallbacks` (run-with-fallbacks.ts), which the
+ * prepared request names (`alternateModelIds`) so that billing reserves for the dearest and charges
+ * the one that served (`servedBy`). The catalogue's `model` name goes upstream; the client only
+ * sees catalogue ids.
  */
 export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
   const { model } = options;
@@ -81,13 +84,24 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
     const maxCompletionTokens =
       request.maxTokens ??
       (contextLength === undefined ? settings.defaultMaxCompletionTokens : contextLength - promptTokens);
-    const body = JSON.stringify(convertRequestBody({ request, model: config.model }));
+    // Without a context length nothing else bounds the upstream's generation: send the bound the
+    // reservation assumed. With one, the upstream's context does (a bound from our estimated prompt
+    // could pass the upstream's context and be refused).
+    const upstreamMaxTokens =
+      request.maxTokens ?? (contextLength === undefined ? maxCompletionTokens : undefined);
+    const body = JSON.stringify(
+      convertRequestBody({ request, model: config.model, maxTokens: upstreamMaxTokens }),
+    );
     const fallbacks = useFallbacks && options.resolveEngine !== undefined ? config.fallbacks : [];
     const resolveEngine = options.resolveEngine ?? (() => undefined);
+    let servedBy: string | undefined;
     return {
       promptTokens,
       maxCompletionTokens,
+      ...(fallbacks.length === 0 ? {} : { alternateModelIds: fallbacks }),
+      servedBy: () => servedBy,
       run(signal) {
+        servedBy = undefined;
         const primary = runUpstreamChat({
           modelId: model.id,
           balancer,
@@ -112,6 +126,9 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
           request,
           signal,
           logger,
+          onFallback: (id) => {
+            servedBy = id;
+          },
         });
       },
     };

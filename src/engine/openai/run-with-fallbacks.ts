@@ -15,6 +15,8 @@ export interface FallbackRunOptions {
   request: ChatRequest;
   signal: AbortSignal;
   logger: EngineLogger;
+  /** Told the catalogue id of the fallback that serves the request, before its first part. */
+  onFallback?: (id: string) => void;
 }
 
 /**
@@ -67,6 +69,7 @@ async function* runFallbacks(options: FallbackRunOptions, primaryError: Error): 
       continue;
     }
     options.logger.info({ model: options.modelId, fallback: id }, "request served by a fallback model");
+    options.onFallback?.(id);
     if (first.done === true) return;
     yield first.value;
     yield* { [Symbol.asyncIterator]: () => run };

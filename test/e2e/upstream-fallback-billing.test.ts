@@ -1,0 +1,168 @@
+import OpenAI from "openai";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import type { CatalogModel } from "../../src/catalog/catalog.ts";
+import {
+  findClosedPort,
+  type MockUpstream,
+  startMockUpstream,
+  streamText,
+} from "../engine/openai/mock-upstream.ts";
+import { startTestServer, type TestServer } from "../support/test-server.ts";
+
+/** Its only endpoint refuses connections, at once (no retries): the fallback serves. */
+const PRIMARY = "primary-down";
+/** The fallback, dearer: 2.00 in and 10.00 out per million tokens, 2,000 and 10,000 nano per token. */
+const FALLBACK = "fallback-dear";
+/** Served by its own upstream, without a context length (the reservation bound goes upstream). */
+const UNBOUNDED = "unbounded";
+
+let upstream: MockUpstream;
+let server: TestServer;
+
+function upstreamModel(
+  id: string,
+  options: {
+    baseUrl: string;
+    prices: [string, string];
+    fallbacks?: string[];
+    contextLength?: number;
+  },
+): CatalogModel {
+  return {
+    id,
+    kind: "chat",
+    ownedBy: "acme",
+    pricing: { kind: "chat", inputPerMillion: options.prices[0], outputPerMillion: options.prices[1] },
+    contextLength: options.contextLength,
+    created: 1_700_000_200,
+    engine: {
+      type: "openai",
+      endpoints: [{ baseUrl: options.baseUrl, apiKey: undefined }],
+      model: `${id}-upstream`,
+      fallbacks: options.fallbacks ?? [],
+      maxRetries: 0,
+    },
+  };
+}
+
+beforeAll(async () => {
+  upstream = await startMockUpstream();
+  const closedPort = await findClosedPort();
+  server = await startTestServer({
+    extraModels: [
+      upstreamModel(PRIMARY, {
+        baseUrl: `http://127.0.0.1:${closedPort}/v1`,
+        prices: ["1.00", "1.00"],
+        fallbacks: [FALLBACK],
+        contextLength: 8192,
+      }),
+      upstreamModel(FALLBACK, { baseUrl: upstream.baseUrl, prices: ["2.00", "10.00"], contextLength: 8192 }),
+      upstreamModel(UNBOUNDED, { baseUrl: upstream.baseUrl, prices: ["1.00", "1.00"] }),
+    ],
+  });
+});
+
+afterAll(async () => {
+  await server?.close();
+  await upstream?.close();
+});
+
+beforeEach(() => {
+  upstream.requests.length = 0;
+  upstream.handle(streamText(["Served", " by", " the", " fallback"], { usage: [10, 4] }));
+});
+
+const messages: OpenAI.Chat.ChatCompletionMessageParam[] = [{ role: "user", content: "Hello" }];
+/** The fallback's price of the mock's usage: 10 prompt and 4 completion tokens. */
+const FALLBACK_COST = 10n * 2_000n + 4n * 10_000n;
+
+describe("a request served by a fallback model", () => {
+  it("answers under the fallback's id and charges the fallback's prices", async () => {
+    const { accountId, key } = await server.createFundedKey("fallback-plain", "1");
+    const client = new OpenAI({ baseURL: server.baseUrl, apiKey: key, maxRetries: 0 });
+    const completion = await client.chat.completions.create({ model: PRIMARY, messages, max_tokens: 50 });
+    expect(completion.model).toBe(FALLBACK);
+    expect(completion.choices[0]?.message.content).toBe("Served by the fallback");
+    expect(upstream.requests[0]?.body).toMatchObject({ model: `${FALLBACK}-upstream` });
+    const [row, ...others] = await server.store.listUsage({ accountId });
+    expect(others).toEqual([]);
+    expect(row).toMatchObject({
+      model: FALLBACK,
+      promptTokens: 10,
+      completionTokens: 4,
+      costNano: FALLBACK_COST,
+    });
+    expect(await server.store.getAccountMoney(accountId)).toEqual({
+      balanceNano: 1_000_000_000n - FALLBACK_COST,
+      reservedNano: 0n,
+      spentNano: FALLBACK_COST,
+    });
+  });
+
+  it("names the fallback in every streamed chunk", async () => {
+    const { accountId, key } = await server.createFundedKey("fallback-stream", "1");
+    const client = new OpenAI({ baseURL: server.baseUrl, apiKey: key, maxRetries: 0 });
+    const stream = await client.chat.completions.create({
+      model: PRIMARY,
+      messages,
+      max_tokens: 50,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    const models = new Set<string>();
+    let text = "";
+    for await (const event of stream) {
+      models.add(event.model);
+      text += event.choices[0]?.delta.content ?? "";
+    }
+    expect([...models]).toEqual([FALLBACK]);
+    expect(text).toBe("Served by the fallback");
+    const [row] = await server.store.listUsage({ accountId });
+    expect(row).toMatchObject({ model: FALLBACK, costNano: FALLBACK_COST });
+  });
+
+  it("reserves what the dearest model that may serve would cost", async () => {
+    // 1,000 completion tokens: at most about 0.001 on the primary, 0.01 on the fallback.
+    const { accountId, key } = await server.createFundedKey("fallback-short", "0.005");
+    const response = await fetch(`${server.baseUrl}/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: PRIMARY, messages, max_tokens: 1000 }),
+    });
+    expect(response.status).toBe(403);
+    const body = (await response.json()) as { error: { code: string } };
+    expect(body.error.code).toBe("insufficient_balance");
+    expect(upstream.requests).toEqual([]);
+    expect(await server.store.listUsage({ accountId })).toEqual([]);
+  });
+});
+
+describe("max_tokens sent upstream", () => {
+  async function sentMaxTokens(model: string, maxTokens: number | undefined): Promise<unknown> {
+    upstream.requests.length = 0;
+    const response = await fetch(`${server.baseUrl}/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${server.starterKey}`, "content-type": "application/json" },
+      body: JSON.stringify({
+        model,
+        messages,
+        ...(maxTokens === undefined ? {} : { max_tokens: maxTokens }),
+      }),
+    });
+    expect(response.status).toBe(200);
+    return upstream.requests[0]?.body.max_tokens;
+  }
+
+  it("is the bound that was reserved when the catalogue gives no context length", async () => {
+    expect(await sentMaxTokens(UNBOUNDED, undefined)).toBe(4096);
+  });
+
+  it("is left to the upstream's context when the catalogue gives a context length", async () => {
+    expect(await sentMaxTokens(FALLBACK, undefined)).toBeUndefined();
+  });
+
+  it("is the client's own when it sends one", async () => {
+    expect(await sentMaxTokens(UNBOUNDED, 7)).toBe(7);
+    expect(await sentMaxTokens(FALLBACK, 9)).toBe(9);
+  });
+});
