@@ -13,9 +13,9 @@
  *   5. Run. Whatever happens next (finished, failed, aborted by the client or cut by a
  *      shutdown), the ticket is settled exactly once.
  *   6. Settle: the real cost from the real token counts (0 when no completion token was
- *      produced), at the prices of the model that served (a fallback's own), is charged, the reservation removed and the usage row written, all in one
- *      store transaction, before the last byte reaches the client. The tpm bucket gets back
- *      what the estimate overstated.
+ *      produced), at the prices of the model that served (a fallback's own), is charged, the
+ *      reservation removed and the usage row written, all in one store transaction, before the
+ *      last byte reaches the client. The tpm bucket gets back what the estimate overstated.
  *
  * A replica keeps the leases of its open reservations alive; a replica that starts releases
  * what its previous run left (see `releaseLeftOverReservations`).

@@ -17,7 +17,10 @@ import type {
 export function convertRequestBody(options: {
   request: ChatRequest;
   model: string;
-  /** The `max_tokens` to send; default the request's. */
+  /**
+   * The `max_tokens` to send, when given (even as `undefined`, which sends none): the engine
+   * decides the upstream's bound. Left out, the request's own `max_tokens` goes.
+   */
   maxTokens?: number | undefined;
 }): UpstreamRequestBody {
   const { request } = options;

@@ -45,7 +45,8 @@ const preparersWithoutFallbacks = new WeakMap<ChatEngine, (request: ChatRequest)
  * from the endpoints (run-upstream-chat.ts: balancing, retries, cooldown, timeouts, usage) and,
  * when they all fail before the first part, from the `fallbacks` (run-with-fallbacks.ts), which the
  * prepared request names (`alternateModelIds`) so that billing reserves for the dearest and charges
- * the one that served (`servedBy`). The catalogue's `model` name goes upstream; the client only
+ * the one that served (`servedBy`); a fallback is held to this run's `maxCompletionTokens`, the
+ * bound the reservation was priced at. The catalogue's `model` name goes upstream; the client only
  * sees catalogue ids.
  */
 export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
@@ -122,7 +123,7 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
           fallbacks,
           resolveEngine,
           prepareFallback: (engine, fallbackRequest) =>
-            (preparersWithoutFallbacks.get(engine) ?? ((value) => engine.prepare(value)))(fallbackRequest),
+            prepareFallbackWithin(engine, fallbackRequest, maxCompletionTokens),
           request,
           signal,
           logger,
@@ -151,6 +152,22 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
   };
   preparersWithoutFallbacks.set(engine, (request) => prepare(request, false));
   return engine;
+}
+
+/**
+ * Prepares `request` on a fallback engine, without its own fallbacks, held to the completion
+ * bound the reservation was priced at: a fallback whose own bound is larger (a longer context, or
+ * none and so `defaultMaxCompletionTokens`) is prepared again with that bound as `max_tokens`.
+ */
+async function prepareFallbackWithin(
+  engine: ChatEngine,
+  request: ChatRequest,
+  maxCompletionTokens: number,
+): Promise<PreparedChat> {
+  const prepareWithoutFallbacks = preparersWithoutFallbacks.get(engine) ?? ((value) => engine.prepare(value));
+  const prepared = await prepareWithoutFallbacks(request);
+  if (prepared.maxCompletionTokens <= maxCompletionTokens) return prepared;
+  return prepareWithoutFallbacks({ ...request, maxTokens: maxCompletionTokens });
 }
 
 function readOpenAiConfig(model: CatalogModel): OpenAiEngineConfig & UpstreamTuning {

@@ -111,4 +111,15 @@ describe("convertRequestBody", () => {
     });
     expect(required.tool_choice).toBe("required");
   });
+
+  it("sends the max_tokens the engine gives in place of the request's, none when it gives undefined", () => {
+    const unbounded = createChatRequest({});
+    expect(convertRequestBody({ model: "m", request: unbounded, maxTokens: 4096 }).max_tokens).toBe(4096);
+    expect(convertRequestBody({ model: "m", request: unbounded }).max_tokens).toBeUndefined();
+    const bounded = createChatRequest({ maxTokens: 9 });
+    expect(convertRequestBody({ model: "m", request: bounded, maxTokens: undefined })).not.toHaveProperty(
+      "max_tokens",
+    );
+    expect(convertRequestBody({ model: "m", request: bounded }).max_tokens).toBe(9);
+  });
 });

@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import type { ChatEngine } from "../../../src/engine/engine.ts";
 import { AppError } from "../../../src/errors/app-error.ts";
 import {
+  chatRequest,
   closeEngines,
   collectParts,
   createTestEngine,
@@ -176,6 +177,40 @@ describe("upstream engine: fallbacks and cooldown", () => {
     expect(parts.at(-1)).toMatchObject({ type: "finish", usage: { promptTokens: 30, completionTokens: 3 } });
     expect(failing.requests).toHaveLength(3);
     expect(backupUpstream.requests[0]?.body.model).toBe("backup-model");
+  });
+
+  it("names its fallbacks and, once one starts, the fallback that served", async () => {
+    const failing = await mock(answerError(500));
+    const backupUpstream = await mock(streamText(["from the backup"]));
+    const backup = createTestEngine({ model: upstreamModel([backupUpstream.baseUrl], { id: "backup" }) });
+    const engine = createTestEngine({
+      model: upstreamModel([failing.baseUrl], { fallbacks: ["backup"] }),
+      resolveEngine: (id) => (id === "backup" ? backup : undefined),
+      settings: { maxRetries: 0 },
+    });
+    const prepared = await engine.prepare(chatRequest());
+    expect(prepared.alternateModelIds).toEqual(["backup"]);
+    const run = prepared.run(new AbortController().signal)[Symbol.asyncIterator]();
+    expect(prepared.servedBy?.()).toBeUndefined();
+    await run.next();
+    expect(prepared.servedBy?.()).toBe("backup");
+    while ((await run.next()).done !== true) {}
+  });
+
+  it("holds a fallback to the completion bound the reservation was priced at (regression)", async () => {
+    const failing = await mock(answerError(500));
+    const backupUpstream = await mock(streamText(["from the backup"]));
+    // Without a context length the backup alone would send its default bound, 4096.
+    const backup = createTestEngine({ model: upstreamModel([backupUpstream.baseUrl], { id: "backup" }) });
+    const engine = createTestEngine({
+      model: upstreamModel([failing.baseUrl], { fallbacks: ["backup"], contextLength: 1000 }),
+      resolveEngine: (id) => (id === "backup" ? backup : undefined),
+      settings: { maxRetries: 0 },
+    });
+    const prepared = await engine.prepare(chatRequest());
+    expect(prepared.maxCompletionTokens).toBeLessThan(1000);
+    for await (const _part of prepared.run(new AbortController().signal));
+    expect(backupUpstream.requests[0]?.body.max_tokens).toBe(prepared.maxCompletionTokens);
   });
 
   it("does not chain or loop through the fallbacks' own fallbacks", async () => {
