@@ -151,7 +151,7 @@ export class BillingAdmission implements ChatAdmission {
     });
     if (reserved !== "reserved") {
       await this.#limits.correctTokens(key, estimatedTokens, 0);
-      const money = await this.#store.getAccountMoney(accountId);
+      const money = await this.#store.getAccountBalance(accountId);
       const available = money === undefined ? 0n : money.balanceNano - money.reservedNano;
       throw new AppError(
         "insufficient_balance",

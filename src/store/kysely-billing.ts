@@ -11,6 +11,7 @@ import { MAX_BIGINT_COLUMN, readBigInt, toTimestampText } from "./column-values.
 import { createQueryTemplate, type TemplateParameter } from "./create-query-template.ts";
 import type { Database, ReservationsTable, UsageTable } from "./database.ts";
 import type {
+  AccountBalance,
   AccountMoney,
   AuditProblem,
   CreditRecord,
@@ -34,6 +35,7 @@ export type BillingStore = Pick<
   | "credit"
   | "listCredits"
   | "getAccountMoney"
+  | "getAccountBalance"
   | "listUsage"
   | "audit"
 >;
@@ -192,27 +194,9 @@ export function createKyselyBilling(db: Kysely<Database>): BillingStore {
       return rows.map(toCreditRecord);
     },
 
-    async getAccountMoney(accountId: string): Promise<AccountMoney | undefined> {
-      const row = await db
-        .selectFrom("accounts")
-        .select((eb) => [
-          "balance_nano",
-          "reserved_nano",
-          eb
-            .selectFrom("usage")
-            .select(sumOf("usage.cost_nano").as("total"))
-            .whereRef("usage.account_id", "=", "accounts.id")
-            .as("spent_nano"),
-        ])
-        .where("id", "=", accountId)
-        .executeTakeFirst();
-      if (row === undefined) return undefined;
-      return {
-        balanceNano: readBigInt(row.balance_nano),
-        reservedNano: readBigInt(row.reserved_nano),
-        spentNano: readBigInt(row.spent_nano),
-      };
-    },
+    getAccountMoney: (accountId: string) => readAccountMoney(db, accountId),
+
+    getAccountBalance: (accountId: string) => readAccountBalance(db, accountId),
 
     async listUsage(filter: UsageFilter = {}): Promise<UsageRecord[]> {
       let query = db.selectFrom("usage").selectAll();
@@ -302,6 +286,46 @@ export function createKyselyBilling(db: Kysely<Database>): BillingStore {
  * building a query with kysely would cost more than running it. SQLite runs the same SQL without
  * kysely, batched (`sqlite/sqlite-billing-batch.ts`).
  */
+/** An account's balance and reserved money, as the file (or database) has them. */
+export async function readAccountBalance(
+  db: Kysely<Database>,
+  accountId: string,
+): Promise<AccountBalance | undefined> {
+  const row = await db
+    .selectFrom("accounts")
+    .select(["balance_nano", "reserved_nano"])
+    .where("id", "=", accountId)
+    .executeTakeFirst();
+  if (row === undefined) return undefined;
+  return { balanceNano: readBigInt(row.balance_nano), reservedNano: readBigInt(row.reserved_nano) };
+}
+
+/** An account's balance, reserved and spent money, as the file (or database) has them. */
+export async function readAccountMoney(
+  db: Kysely<Database>,
+  accountId: string,
+): Promise<AccountMoney | undefined> {
+  const row = await db
+    .selectFrom("accounts")
+    .select((eb) => [
+      "balance_nano",
+      "reserved_nano",
+      eb
+        .selectFrom("usage")
+        .select(sumOf("usage.cost_nano").as("total"))
+        .whereRef("usage.account_id", "=", "accounts.id")
+        .as("spent_nano"),
+    ])
+    .where("id", "=", accountId)
+    .executeTakeFirst();
+  if (row === undefined) return undefined;
+  return {
+    balanceNano: readBigInt(row.balance_nano),
+    reservedNano: readBigInt(row.reserved_nano),
+    spentNano: readBigInt(row.spent_nano),
+  };
+}
+
 export function compileHotQueries(db: Kysely<Database>) {
   return {
     /** Adds `amount` to the account's reserved money if it fits its available balance. */

@@ -126,11 +126,14 @@ export interface CreditRecord {
 }
 
 /** An account's money at one instant, all in nano-units. */
-export interface AccountMoney {
+export interface AccountBalance {
   /** Credits minus settled charges. */
   balanceNano: bigint;
   /** Sum of open reservations. */
   reservedNano: bigint;
+}
+
+export interface AccountMoney extends AccountBalance {
   /** Sum of settled charges. */
   spentNano: bigint;
 }
@@ -228,6 +231,11 @@ export interface Store {
   listCredits(accountId: string): Promise<CreditRecord[]>;
   /** Balance, reserved and spent of an account; `undefined` when it does not exist. */
   getAccountMoney(accountId: string): Promise<AccountMoney | undefined>;
+  /**
+   * Balance and reserved money of an account, without what it spent (which sums its usage rows):
+   * what a refused reservation reports, cheap however long the account's ledger.
+   */
+  getAccountBalance(accountId: string): Promise<AccountBalance | undefined>;
   /** Usage rows, oldest first (by id among rows made in the same millisecond). */
   listUsage(filter?: UsageFilter): Promise<UsageRecord[]>;
   /**

@@ -137,6 +137,19 @@ export function describeBillingConformance(name: string, backend: StoreConforman
         expect((await store.listReservations()).map((each) => each.id)).not.toContain(tooMuch.id);
       });
 
+      it("tells an account's balance and reserved money without what it spent", async () => {
+        const account = await openAccount(100n);
+        const reservation = makeReservation({ accountId: account.id, amountNano: 60n });
+        expect(await store.reserve(reservation)).toBe("reserved");
+        await store.settle(makeSettlement(reservation, 25n));
+        expect(await store.reserve(makeReservation({ accountId: account.id, amountNano: 30n }))).toBe(
+          "reserved",
+        );
+        expect(await store.getAccountBalance(account.id)).toEqual({ balanceNano: 75n, reservedNano: 30n });
+        expect(await money(account.id)).toEqual({ balanceNano: 75n, reservedNano: 30n, spentNano: 25n });
+        expect(await store.getAccountBalance("no-such-account")).toBeUndefined();
+      });
+
       it("reserves nothing on an empty balance but a zero amount", async () => {
         const account = await openAccount(0n);
         expect(await store.reserve(makeReservation({ accountId: account.id, amountNano: 1n }))).toBe(

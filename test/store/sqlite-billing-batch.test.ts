@@ -321,6 +321,7 @@ describe("SQLite reservations held in memory by the server that owns the file", 
       reservedNano: 70n,
       spentNano: 0n,
     });
+    expect(await owner.getAccountBalance(account.id)).toEqual({ balanceNano: 100n, reservedNano: 70n });
     expect(readFile(url)).toEqual({ reservations: 0, reservedNano: [0n], usage: 0 });
     expect(await owner.getAccountMoney("no-such-account")).toBeUndefined();
   });

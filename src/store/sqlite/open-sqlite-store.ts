@@ -2,7 +2,7 @@ import { mkdirSync, realpathSync } from "node:fs";
 import path from "node:path";
 import { Kysely, SqliteDialect, sql } from "kysely";
 import type { Database } from "../database.ts";
-import { createKyselyBilling } from "../kysely-billing.ts";
+import { readAccountBalance, readAccountMoney } from "../kysely-billing.ts";
 import { createKyselyStore } from "../kysely-store.ts";
 import { migrateToLatest } from "../migrate-to-latest.ts";
 import type { Store } from "../store.ts";
@@ -140,9 +140,15 @@ function createStore(connection: SqliteConnection, options: SqliteStoreOptions):
     // without writing them (a flood of refused requests asks for this on every refusal).
     getAccountMoney: (accountId) =>
       connection.db.connection().execute(async (locked) => {
-        const money = await createKyselyBilling(locked).getAccountMoney(accountId);
+        const money = await readAccountMoney(locked, accountId);
         if (money === undefined) return undefined;
         return { ...money, reservedNano: money.reservedNano + billing.heldFor(accountId) };
+      }),
+    getAccountBalance: (accountId) =>
+      connection.db.connection().execute(async (locked) => {
+        const balance = await readAccountBalance(locked, accountId);
+        if (balance === undefined) return undefined;
+        return { ...balance, reservedNano: balance.reservedNano + billing.heldFor(accountId) };
       }),
     audit: afterWritingHeld(store.audit),
   };
