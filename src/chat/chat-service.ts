@@ -98,7 +98,10 @@ export class ChatService {
       annotate: input.annotate,
     };
     await this.#admission.checkRequestRate(context);
-    const prepared = await engine.prepare(options.request);
+    // A fallback serves the request only where the key may use it, as it would be asked for by name.
+    const prepared = await engine.prepare(options.request, {
+      mayServe: (modelId) => isModelAllowedForKey(key, modelId),
+    });
     const ticket = await this.#admission.admit({
       ...context,
       promptTokens: prepared.promptTokens,

@@ -133,6 +133,15 @@ export interface PreparedChat {
   run(signal: AbortSignal): AsyncIterable<StreamPart>;
 }
 
+/** What the caller allows a prepared request beyond its own model. */
+export interface PrepareOptions {
+  /**
+   * Whether another catalogue model (a fallback) may serve the request: the key's permission.
+   * Default: any.
+   */
+  mayServe?: (modelId: string) => boolean;
+}
+
 /** An engine that serves one catalogue chat model. */
 export interface ChatEngine {
   /** The context size that `context_length_exceeded` checks, if the engine knows it. */
@@ -144,7 +153,7 @@ export interface ChatEngine {
    * Counts the prompt and checks it against the context. Throws an {@link AppError}
    * (`context_length_exceeded`, `model_unavailable`) when the request cannot run.
    */
-  prepare(request: ChatRequest): Promise<PreparedChat>;
+  prepare(request: ChatRequest, options?: PrepareOptions): Promise<PreparedChat>;
   /** Requests running in the engine and waiting for it now, for `/metrics`; optional. */
   load?(): { running: number; waiting: number };
   /** Releases every resource (contexts, sockets). Requests in flight are aborted. */

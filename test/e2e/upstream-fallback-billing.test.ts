@@ -137,6 +137,36 @@ describe("a request served by a fallback model", () => {
   });
 });
 
+describe("a key that may not use the fallback", () => {
+  it("is not served by it: the primary's failure reaches the client, and nothing is charged", async () => {
+    const { accountId, key } = await server.createFundedKey("primary-only", "1", {
+      allowedModels: [PRIMARY],
+    });
+    const response = await fetch(`${server.baseUrl}/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: PRIMARY, messages, max_tokens: 50 }),
+    });
+    expect(response.status).toBe(503);
+    expect(((await response.json()) as { error: { code: string } }).error.code).toBe("upstream_unavailable");
+    expect(upstream.requests).toEqual([]);
+    const [row] = await server.store.listUsage({ accountId });
+    expect(row).toMatchObject({ model: PRIMARY, costNano: 0n, errorCode: "upstream_unavailable" });
+  });
+
+  it("reserves only for the models it may be served by", async () => {
+    // Enough for the primary's 1,000 completion tokens (about 0.001), not the fallback's (0.01).
+    const { key } = await server.createFundedKey("primary-only-short", "0.005", { allowedModels: [PRIMARY] });
+    const response = await fetch(`${server.baseUrl}/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: PRIMARY, messages, max_tokens: 1000 }),
+    });
+    // Past billing, the primary's own failure: not refused for the fallback's price.
+    expect(response.status).toBe(503);
+  });
+});
+
 describe("max_tokens sent upstream", () => {
   async function sentMaxTokens(model: string, maxTokens: number | undefined): Promise<unknown> {
     upstream.requests.length = 0;

@@ -1,7 +1,7 @@
 import type { CatalogModel, OpenAiEngineConfig } from "../../catalog/catalog.ts";
 import { AppError } from "../../errors/app-error.ts";
 import type { EngineLogger } from "../create-engine.ts";
-import type { ChatEngine, ChatRequest, ModelStatus, PreparedChat } from "../engine.ts";
+import type { ChatEngine, ChatRequest, ModelStatus, PreparedChat, PrepareOptions } from "../engine.ts";
 import { checkContextLength } from "../llama/check-context-length.ts";
 import { convertRequestBody } from "./convert-request-body.ts";
 import { createEndpointBalancer } from "./create-endpoint-balancer.ts";
@@ -43,11 +43,11 @@ const preparersWithoutFallbacks = new WeakMap<ChatEngine, (request: ChatRequest)
  * `max_tokens`, else the rest of the context, else `defaultMaxCompletionTokens` (which then goes
  * upstream as `max_tokens`, so the upstream cannot generate past what was reserved). `run` streams
  * from the endpoints (run-upstream-chat.ts: balancing, retries, cooldown, timeouts, usage) and,
- * when they all fail before the first part, from the `fallbacks` (run-with-fallbacks.ts), which the
- * prepared request names (`alternateModelIds`) so that billing reserves for the dearest and charges
- * the one that served (`servedBy`); a fallback is held to this run's `maxCompletionTokens`, the
- * bound the reservation was priced at. The catalogue's `model` name goes upstream; the client only
- * sees catalogue ids.
+ * when they all fail before the first part, from the `fallbacks` the caller allows (`mayServe`:
+ * the key's permission; run-with-fallbacks.ts). The prepared request names them
+ * (`alternateModelIds`) so that billing reserves for the dearest and charges the one that served
+ * (`servedBy`); a fallback is held to this run's `maxCompletionTokens`, the bound the reservation
+ * was priced at. The catalogue's `model` name goes upstream; the client only sees catalogue ids.
  */
 export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
   const { model } = options;
@@ -71,7 +71,11 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
   const closeController = new AbortController();
   let closed = false;
 
-  const prepare = async (request: ChatRequest, useFallbacks: boolean): Promise<PreparedChat> => {
+  const prepare = async (
+    request: ChatRequest,
+    prepareOptions: PrepareOptions,
+    useFallbacks: boolean,
+  ): Promise<PreparedChat> => {
     if (closed) {
       throw new AppError("model_unavailable", `The model '${model.id}' is shutting down. Please retry.`, {
         retryAfterSeconds: 1,
@@ -93,7 +97,10 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
     const body = JSON.stringify(
       convertRequestBody({ request, model: config.model, maxTokens: upstreamMaxTokens }),
     );
-    const fallbacks = useFallbacks && options.resolveEngine !== undefined ? config.fallbacks : [];
+    const fallbacks =
+      useFallbacks && options.resolveEngine !== undefined
+        ? config.fallbacks.filter((id) => prepareOptions.mayServe?.(id) ?? true)
+        : [];
     const resolveEngine = options.resolveEngine ?? (() => undefined);
     let servedBy: string | undefined;
     return {
@@ -141,7 +148,7 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
     status(): ModelStatus {
       return closed || balancer.allCoolingDown() ? "unavailable" : "available";
     },
-    prepare: (request) => prepare(request, true),
+    prepare: (request, prepareOptions = {}) => prepare(request, prepareOptions, true),
     async close() {
       if (closed) return;
       closed = true;
@@ -150,7 +157,7 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
       await Promise.all(endpoints.map((endpoint) => endpoint.pool.destroy()));
     },
   };
-  preparersWithoutFallbacks.set(engine, (request) => prepare(request, false));
+  preparersWithoutFallbacks.set(engine, (request) => prepare(request, {}, false));
   return engine;
 }
 
