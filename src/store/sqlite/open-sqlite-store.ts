@@ -5,7 +5,7 @@ import type { Database } from "../database.ts";
 import { readAccountBalance, readAccountMoney } from "../kysely-billing.ts";
 import { createKyselyStore } from "../kysely-store.ts";
 import { migrateToLatest } from "../migrate-to-latest.ts";
-import type { Store } from "../store.ts";
+import type { AccountBalance, Store } from "../store.ts";
 import { claimSqliteFile } from "./claim-sqlite-file.ts";
 import { openNodeSqliteDatabase } from "./node-sqlite-database.ts";
 import { createSqliteBillingBatch, type SqliteBillingBatch } from "./sqlite-billing-batch.ts";
@@ -122,6 +122,19 @@ function createStore(connection: SqliteConnection, options: SqliteStoreOptions):
       await billing.writeHeld();
       return await read(...parameters);
     };
+  // The file's figures plus what is held in memory, read together under the connection's lock
+  // (no batch can commit in between): what the file would say with every row written, without
+  // writing them (a flood of refused requests asks for this on every refusal).
+  const withHeldMoney =
+    <Money extends AccountBalance>(
+      read: (db: Kysely<Database>, accountId: string) => Promise<Money | undefined>,
+    ) =>
+    (accountId: string): Promise<Money | undefined> =>
+      connection.db.connection().execute(async (locked) => {
+        const money = await read(locked, accountId);
+        if (money === undefined) return undefined;
+        return { ...money, reservedNano: money.reservedNano + billing.heldFor(accountId) };
+      });
   return {
     ...store,
     reserve: (reservation) => billing.reserve(reservation, { hold: options.holdReservations }),
@@ -135,21 +148,8 @@ function createStore(connection: SqliteConnection, options: SqliteStoreOptions):
       }
     }),
     listReservations: afterWritingHeld(store.listReservations),
-    // The file's figures plus what is held in memory, read together under the connection's
-    // lock (no batch can commit in between): what the file would say with every row written,
-    // without writing them (a flood of refused requests asks for this on every refusal).
-    getAccountMoney: (accountId) =>
-      connection.db.connection().execute(async (locked) => {
-        const money = await readAccountMoney(locked, accountId);
-        if (money === undefined) return undefined;
-        return { ...money, reservedNano: money.reservedNano + billing.heldFor(accountId) };
-      }),
-    getAccountBalance: (accountId) =>
-      connection.db.connection().execute(async (locked) => {
-        const balance = await readAccountBalance(locked, accountId);
-        if (balance === undefined) return undefined;
-        return { ...balance, reservedNano: balance.reservedNano + billing.heldFor(accountId) };
-      }),
+    getAccountMoney: withHeldMoney(readAccountMoney),
+    getAccountBalance: withHeldMoney(readAccountBalance),
     audit: afterWritingHeld(store.audit),
   };
 }
