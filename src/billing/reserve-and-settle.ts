@@ -16,6 +16,8 @@
  *      produced), at the prices of the model that served (a fallback's own), is charged, the
  *      reservation removed and the usage row written, all in one store transaction, before the
  *      last byte reaches the client. The tpm bucket gets back what the estimate overstated.
+ *      A cost above the reservation (an upstream's prompt count above our estimate) is charged
+ *      only as far as the account's available balance pays it: balances are never overspent.
  *
  * A replica keeps the leases of its open reservations alive; a replica that starts releases
  * what its previous run left (see `releaseLeftOverReservations`).
@@ -183,9 +185,9 @@ export class BillingAdmission implements ChatAdmission {
     const servedBy = outcome.servedBy?.pricing.kind === "chat" ? outcome.servedBy : undefined;
     const prices = servedBy === undefined ? settlement.prices : this.#pricesOf(servedBy);
     const costNano = costOfUsage({ promptTokens, completionTokens, ...prices });
-    request.annotate({ promptTokens, completionTokens, cost: formatAmount(costNano) });
+    request.annotate({ promptTokens, completionTokens });
     try {
-      await this.#store.settle({
+      const chargedNano = await this.#store.settle({
         id: settlement.reservationId,
         requestId: request.requestId,
         accountId,
@@ -202,6 +204,12 @@ export class BillingAdmission implements ChatAdmission {
         totalMs: outcome.timings.totalMs,
         estimated: outcome.usage.estimated === true,
         createdAt: new Date(this.#now()),
+      });
+      // Less than the cost only where the reservation fell short and the account could pay no
+      // more (an upstream prompt above its estimate): the difference is logged, never owed.
+      request.annotate({
+        cost: formatAmount(chargedNano),
+        uncharged: chargedNano < costNano ? formatAmount(costNano - chargedNano) : undefined,
       });
       await this.#limits.correctTokens(request.key, estimatedTokens, promptTokens + completionTokens);
     } catch (error) {

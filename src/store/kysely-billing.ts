@@ -50,7 +50,10 @@ export type BillingStore = Pick<
  * SQLite the transaction holds the write lock (`begin immediate`), on PostgreSQL the update takes
  * the row lock and re-checks the condition, so no reader-then-writer race can overspend.
  */
-export function createKyselyBilling(db: Kysely<Database>): BillingStore {
+export function createKyselyBilling(
+  db: Kysely<Database>,
+  options: { lockAccountRows: boolean } = { lockAccountRows: false },
+): BillingStore {
   const queries = compileHotQueries(db);
 
   return {
@@ -76,13 +79,13 @@ export function createKyselyBilling(db: Kysely<Database>): BillingStore {
       });
     },
 
-    async settle(usage: UsageRecord): Promise<void> {
+    async settle(usage: UsageRecord): Promise<bigint> {
       if (usage.costNano < 0n) throw new RangeError("A usage row's cost must be zero or more.");
       const row = toUsageRow(usage);
-      await db.transaction().execute(async (transaction) => {
+      return await db.transaction().execute(async (transaction) => {
         const inserted = await transaction.executeQuery(queries.insertUsage(row));
         // Settled before (or recorded as refused): never charge twice.
-        if (inserted.numAffectedRows === 0n) return;
+        if (inserted.numAffectedRows === 0n) return 0n;
         const released = (await transaction.executeQuery(queries.deleteReservation({ id: usage.id })))
           .rows[0];
         if (released !== undefined && released.account_id !== usage.accountId) {
@@ -91,12 +94,40 @@ export function createKyselyBilling(db: Kysely<Database>): BillingStore {
           );
         }
         const releasedNano = released === undefined ? 0n : readBigInt(released.amount_nano);
-        const updated = await transaction.executeQuery(
-          queries.charge({ accountId: usage.accountId, cost: usage.costNano, released: releasedNano }),
-        );
-        if (updated.numAffectedRows === 0n) {
-          throw new Error(`No account has the id ${usage.accountId}; nothing was settled.`);
+        const { accountId, costNano } = usage;
+        if (costNano <= releasedNano) {
+          // Within its reservation a charge always fits.
+          const updated = await transaction.executeQuery(
+            queries.charge({ accountId, cost: costNano, released: releasedNano }),
+          );
+          if (updated.numAffectedRows === 0n) throw noAccountError(accountId);
+          return costNano;
         }
+        // Dearer than its reservation (or that was released): charged as far as the account can pay.
+        const charged = await transaction.executeQuery(
+          queries.chargeWithin({ accountId, cost: costNano, released: releasedNano, held: 0n }),
+        );
+        if (charged.numAffectedRows !== 0n) return costNano;
+        let query = transaction
+          .selectFrom("accounts")
+          .select(["balance_nano", "reserved_nano"])
+          .where("id", "=", accountId);
+        // PostgreSQL: hold the row until the charge, against reserves beside it; the lock an
+        // update takes (`for update` would wait on the key-share locks that other settles' usage
+        // rows hold through their foreign key, and deadlock with them). SQLite's transaction
+        // already holds the file's write lock.
+        if (options.lockAccountRows) query = query.forNoKeyUpdate();
+        const account = await query.executeTakeFirst();
+        if (account === undefined) throw noAccountError(accountId);
+        const chargedNano = capCharge(costNano, {
+          balanceNano: readBigInt(account.balance_nano),
+          reservedNano: readBigInt(account.reserved_nano) - releasedNano,
+        });
+        await transaction.executeQuery(
+          queries.charge({ accountId, cost: chargedNano, released: releasedNano }),
+        );
+        await transaction.executeQuery(queries.setUsageCost({ id: usage.id, cost: chargedNano }));
+        return chargedNano;
       });
     },
 
@@ -282,6 +313,26 @@ export function createKyselyBilling(db: Kysely<Database>): BillingStore {
 }
 
 /**
+ * What a settle charges when the cost is above the request's reservation: the cost, but never
+ * more than the account has available beside its other reservations (`reservedNano`, `heldNano`
+ * the ones held in memory), so a balance is never overspent. The estimate a reservation rests
+ * on (an upstream model's prompt tokens) can fall short of the real count; the account is then
+ * charged what it can pay, and the usage row records that charge beside the real token counts.
+ */
+export function capCharge(
+  costNano: bigint,
+  account: { balanceNano: bigint; reservedNano: bigint; heldNano?: bigint },
+): bigint {
+  const available = account.balanceNano - account.reservedNano - (account.heldNano ?? 0n);
+  if (available <= 0n) return 0n;
+  return costNano < available ? costNano : available;
+}
+
+export function noAccountError(accountId: string): Error {
+  return new Error(`No account has the id ${accountId}; nothing was settled.`);
+}
+
+/**
  * The queries of reserve and settle, compiled once (see `createQueryTemplate`): on these paths
  * building a query with kysely would cost more than running it. SQLite runs the same SQL without
  * kysely, batched (`sqlite/sqlite-billing-batch.ts`).
@@ -389,6 +440,38 @@ export function compileHotQueries(db: Kysely<Database>) {
             reserved_nano: eb("reserved_nano", "-", parameter("released")),
           }))
           .where("id", "=", parameter("accountId")),
+    ),
+    /**
+     * Charges `cost` and gives back `released` only if the account can pay it beside its other
+     * reservations (and `held`, the money of reservations held in memory); else affects no row.
+     */
+    chargeWithin: createQueryTemplate(
+      (parameter: TemplateParameter<{ accountId: string; cost: bigint; released: bigint; held: bigint }>) =>
+        db
+          .updateTable("accounts")
+          .set((eb) => ({
+            balance_nano: eb("balance_nano", "-", parameter("cost")),
+            reserved_nano: eb("reserved_nano", "-", parameter("released")),
+          }))
+          .where("id", "=", parameter("accountId"))
+          .where((eb) =>
+            eb(
+              eb(
+                eb(eb("balance_nano", "-", eb.ref("reserved_nano")), "+", parameter("released")),
+                "-",
+                parameter("held"),
+              ),
+              ">=",
+              parameter("cost"),
+            ),
+          ),
+    ),
+    /** Corrects a usage row's cost to what was charged (a capped charge). */
+    setUsageCost: createQueryTemplate((parameter: TemplateParameter<{ id: string; cost: bigint }>) =>
+      db
+        .updateTable("usage")
+        .set({ cost_nano: parameter("cost") })
+        .where("id", "=", parameter("id")),
     ),
   };
 }

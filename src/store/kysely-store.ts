@@ -21,7 +21,10 @@ export const OPENING_CREDIT_NOTE = "opening balance";
  * (see `database.ts` for the column conventions), so each backend only supplies the connection.
  * Billing lives in `kysely-billing.ts`.
  */
-export function createKyselyStore(db: Kysely<Database>): Store {
+export function createKyselyStore(
+  db: Kysely<Database>,
+  options: { lockAccountRows: boolean } = { lockAccountRows: false },
+): Store {
   return {
     async insertAccount(account: Account): Promise<InsertAccountResult> {
       if (account.balanceNano < 0n) throw new RangeError("An opening balance must be zero or more.");
@@ -142,7 +145,7 @@ export function createKyselyStore(db: Kysely<Database>): Store {
       return row !== undefined;
     },
 
-    ...createKyselyBilling(db),
+    ...createKyselyBilling(db, options),
 
     async close(): Promise<void> {
       await db.destroy();

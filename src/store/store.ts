@@ -203,11 +203,13 @@ export interface Store {
   /**
    * Settles a request in one transaction: removes its reservation (the one whose id is
    * `usage.id`, if still open: it may have been released), charges `usage.costNano` to the
-   * balance (which goes below zero if the cost exceeds it), and writes the usage row. A
-   * reservation is never charged twice: a second settle (or `insertUsage`) with the same
-   * `usage.id` changes nothing.
+   * balance, and writes the usage row. A cost above the reservation is charged only as far as
+   * the account's available balance (beside its other reservations) pays it, so a balance is
+   * never overspent; the usage row then records the smaller charge. A reservation is never
+   * charged twice: a second settle (or `insertUsage`) with the same `usage.id` changes nothing.
+   * Returns what was charged (0 when nothing changed).
    */
-  settle(usage: UsageRecord): Promise<void>;
+  settle(usage: UsageRecord): Promise<bigint>;
   /**
    * Writes a usage row for a request refused before it reserved anything: `costNano` must be 0
    * (throws otherwise); nothing else changes. Does nothing when a row with `usage.id` exists.

@@ -1,6 +1,9 @@
 import OpenAI from "openai";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { convertChatRequest } from "../../src/api/convert-chat-request.ts";
+import { formatAmount } from "../../src/billing/money.ts";
 import type { CatalogModel } from "../../src/catalog/catalog.ts";
+import { estimatePromptTokens } from "../../src/engine/openai/estimate-prompt-tokens.ts";
 import {
   findClosedPort,
   type MockUpstream,
@@ -194,5 +197,59 @@ describe("max_tokens sent upstream", () => {
   it("is the client's own when it sends one", async () => {
     expect(await sentMaxTokens(UNBOUNDED, 7)).toBe(7);
     expect(await sentMaxTokens(FALLBACK, 9)).toBe(9);
+  });
+});
+
+describe("an upstream prompt above its estimate", () => {
+  /** 1.00 per million in and out: 1,000 nano-units a token. */
+  const NANO_PER_TOKEN = 1_000n;
+  /** What the reservation rests on: the estimated prompt and `max_tokens` 2. */
+  const estimatedPrompt = BigInt(
+    estimatePromptTokens(
+      convertChatRequest({ model: UNBOUNDED, messages: [{ role: "user", content: "Hello" }], max_tokens: 2 })
+        .request,
+    ),
+  );
+  const reservedNano = (estimatedPrompt + 2n) * NANO_PER_TOKEN;
+  /** The upstream counts far more prompt tokens than estimated (another tokenizer, say). */
+  const realPrompt = estimatedPrompt + 40n;
+
+  beforeEach(() => {
+    upstream.handle(streamText(["Hi", "!"], { usage: [Number(realPrompt), 2] }));
+  });
+
+  async function ask(key: string) {
+    const client = new OpenAI({ baseURL: server.baseUrl, apiKey: key, maxRetries: 0 });
+    return await client.chat.completions.create({ model: UNBOUNDED, messages, max_tokens: 2 });
+  }
+
+  it("is charged in full when the account can pay it", async () => {
+    const { accountId, key } = await server.createFundedKey("prompt-above-rich", "1");
+    await ask(key);
+    const cost = (realPrompt + 2n) * NANO_PER_TOKEN;
+    expect(cost).toBeGreaterThan(reservedNano);
+    expect(await server.store.listUsage({ accountId })).toMatchObject([{ costNano: cost }]);
+    expect(await server.store.getAccountMoney(accountId)).toEqual({
+      balanceNano: 1_000_000_000n - cost,
+      reservedNano: 0n,
+      spentNano: cost,
+    });
+  });
+
+  it("never takes the balance below zero: the charge stops at what the account has", async () => {
+    // Exactly the reservation: the request is admitted and its answer delivered.
+    const { accountId, key } = await server.createFundedKey("prompt-above-poor", formatAmount(reservedNano));
+    const completion = await ask(key);
+    expect(completion.choices[0]?.message.content).toBe("Hi!");
+    expect(completion.usage).toMatchObject({ prompt_tokens: Number(realPrompt), completion_tokens: 2 });
+    expect(await server.store.listUsage({ accountId })).toMatchObject([
+      { promptTokens: Number(realPrompt), completionTokens: 2, costNano: reservedNano },
+    ]);
+    expect(await server.store.getAccountMoney(accountId)).toEqual({
+      balanceNano: 0n,
+      reservedNano: 0n,
+      spentNano: reservedNano,
+    });
+    expect(await server.store.audit()).toEqual([]);
   });
 });

@@ -239,9 +239,9 @@ export function describeBillingConformance(name: string, backend: StoreConforman
         const reservation = makeReservation({ accountId: account.id, amountNano: 60n });
         await store.reserve(reservation);
         const usage = makeSettlement(reservation, 25n);
-        await store.settle(usage);
-        await store.settle(usage);
-        await store.settle({ ...usage, costNano: 50n, completionTokens: 99 });
+        expect(await store.settle(usage)).toBe(25n);
+        expect(await store.settle(usage)).toBe(0n);
+        expect(await store.settle({ ...usage, costNano: 50n, completionTokens: 99 })).toBe(0n);
         await store.insertUsage({ ...usage, costNano: 0n });
         expect(await money(account.id)).toEqual({ balanceNano: 75n, reservedNano: 0n, spentNano: 25n });
         expect(await store.listUsage()).toEqual([usage]);
@@ -269,16 +269,54 @@ export function describeBillingConformance(name: string, backend: StoreConforman
         expect(await store.listReservations()).toEqual([other]);
       });
 
-      it("lets a cost above the balance take it below zero", async () => {
-        const account = await openAccount(10n);
+      it("charges a cost above its reservation in full when the available balance covers it", async () => {
+        const account = await openAccount(100n);
         const reservation = makeReservation({ accountId: account.id, amountNano: 10n });
         await store.reserve(reservation);
-        await store.settle(makeSettlement(reservation, 15n));
-        expect(await money(account.id)).toEqual({ balanceNano: -5n, reservedNano: 0n, spentNano: 15n });
-        expect(await store.reserve(makeReservation({ accountId: account.id, amountNano: 0n }))).toBe(
-          "insufficient_balance",
-        );
+        expect(await store.settle(makeSettlement(reservation, 15n))).toBe(15n);
+        expect(await money(account.id)).toEqual({ balanceNano: 85n, reservedNano: 0n, spentNano: 15n });
         expect(await store.audit()).toEqual([]);
+      });
+
+      it("never overspends: a cost above its reservation is charged only as far as the account can pay beside its other reservations", async () => {
+        const account = await openAccount(30n);
+        const short = makeReservation({ accountId: account.id, amountNano: 10n });
+        const other = makeReservation({ accountId: account.id, amountNano: 20n });
+        await store.reserve(short);
+        await store.reserve(other);
+        // 25 due on a reservation of 10: the other request's 20 stays whole, so 10 is all it can pay.
+        expect(await store.settle(makeSettlement(short, 25n))).toBe(10n);
+        expect(await money(account.id)).toEqual({ balanceNano: 20n, reservedNano: 20n, spentNano: 10n });
+        expect(await store.listUsage().then((rows) => rows.map((row) => row.costNano))).toEqual([10n]);
+        expect(await store.settle(makeSettlement(other, 20n))).toBe(20n);
+        expect(await money(account.id)).toEqual({ balanceNano: 0n, reservedNano: 0n, spentNano: 30n });
+        expect(await store.audit()).toEqual([]);
+      });
+
+      it("charges costs above their reservations settled together in full when together they fit", async () => {
+        const account = await openAccount(100n);
+        const first = makeReservation({ accountId: account.id, amountNano: 40n });
+        const second = makeReservation({ accountId: account.id, amountNano: 40n });
+        await store.reserve(first);
+        await store.reserve(second);
+        const charged = await Promise.all([
+          store.settle(makeSettlement(first, 50n)),
+          store.settle(makeSettlement(second, 50n)),
+        ]);
+        expect(charged).toEqual([50n, 50n]);
+        expect(await money(account.id)).toEqual({ balanceNano: 0n, reservedNano: 0n, spentNano: 100n });
+        expect(await store.audit()).toEqual([]);
+      });
+
+      it("charges a request whose reservation was released no more than the account has available", async () => {
+        const account = await openAccount(10n);
+        const released = makeReservation({ accountId: account.id, amountNano: 2n, replicaId: "gone" });
+        const other = makeReservation({ accountId: account.id, amountNano: 7n, replicaId: "alive" });
+        expect(await store.reserve(released)).toBe("reserved");
+        expect(await store.reserve(other)).toBe("reserved");
+        expect(await store.releaseReservations({ replicaId: "gone" })).toBe(1);
+        expect(await store.settle(makeSettlement(released, 5n))).toBe(3n);
+        expect(await money(account.id)).toEqual({ balanceNano: 7n, reservedNano: 7n, spentNano: 3n });
       });
 
       it("charges nothing for a request that cost 0 and still frees its reservation", async () => {

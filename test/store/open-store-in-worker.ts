@@ -46,9 +46,7 @@ export async function openStoreInWorker(databaseUrl: string): Promise<StoreClien
   return {
     reserve: async (reservation) =>
       (await call("reserve", reservation)) as Awaited<ReturnType<Store["reserve"]>>,
-    settle: async (usage) => {
-      await call("settle", usage);
-    },
+    settle: async (usage) => (await call("settle", usage)) as Awaited<ReturnType<Store["settle"]>>,
     credit: async (credit) => (await call("credit", credit)) as Awaited<ReturnType<Store["credit"]>>,
     close: async () => {
       await call("close", undefined);

@@ -77,6 +77,31 @@ export function describeSharedDatabaseConformance(openSharedDatabase: () => Prom
       expect(await shared.store.audit()).toEqual([]);
     });
 
+    it("never overspends when costs above their reservations settle at once on several connections", async () => {
+      const account = await openAccount(120n);
+      clients = await Promise.all([1, 2, 3, 4].map(() => shared.openClient()));
+      // Each reserves 30 (all 120 of the account) and then owes 45: together they can pay 120 only.
+      const reservations = clients.map((_client, index) =>
+        makeReservation({ accountId: account.id, amountNano: 30n, replicaId: `client-${index}` }),
+      );
+      for (const [index, client] of clients.entries())
+        expect(await client.reserve(reservations[index] as (typeof reservations)[number])).toBe("reserved");
+      const charged = await Promise.all(
+        clients.map((client, index) =>
+          client.settle(makeSettlement(reservations[index] as (typeof reservations)[number], 45n)),
+        ),
+      );
+      // Whoever settles first may take more than its reservation; the others keep theirs whole.
+      for (const charge of charged) expect(charge).toBeGreaterThanOrEqual(30n);
+      expect(charged.reduce((sum, charge) => sum + charge, 0n)).toBe(120n);
+      expect(await shared.store.getAccountMoney(account.id)).toEqual({
+        balanceNano: 0n,
+        reservedNano: 0n,
+        spentNano: 120n,
+      });
+      expect(await shared.store.audit()).toEqual([]);
+    });
+
     it("reports a balance that does not match its credits and charges", async () => {
       const account = await openAccount(100n);
       await shared.runSql(`update accounts set balance_nano = 101 where id = '${account.id}'`);

@@ -65,7 +65,7 @@ export async function openPostgresStore(
     });
   }
 
-  const store = createKyselyStore(db);
+  const store = createKyselyStore(db, { lockAccountRows: true });
   let closing: Promise<void> | undefined;
   return {
     ...store,

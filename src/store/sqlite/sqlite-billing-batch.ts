@@ -4,7 +4,7 @@ import { toReservationRow, toUsageRow } from "../billing-rows.ts";
 import { readBigInt } from "../column-values.ts";
 import { createQueryTemplate, type TemplateParameter } from "../create-query-template.ts";
 import type { Database, UsageTable } from "../database.ts";
-import { compileHotQueries } from "../kysely-billing.ts";
+import { capCharge, compileHotQueries, noAccountError } from "../kysely-billing.ts";
 import type { Reservation, ReserveResult, UsageRecord } from "../store.ts";
 import { type NodeSqliteDatabase, toSqlParameters } from "./node-sqlite-database.ts";
 
@@ -19,7 +19,8 @@ export interface SqliteBillingBatch {
    * other processes reserving on the same file.
    */
   reserve(reservation: Reservation, options: { hold: boolean }): Promise<ReserveResult>;
-  settle(usage: UsageRecord): Promise<void>;
+  /** See {@link Store.settle}: charges the cost as far as the account can pay it; returns the charge. */
+  settle(usage: UsageRecord): Promise<bigint>;
   /**
    * Writes every reservation still held in memory to the file, so that what the file says is
    * the whole truth; the store runs this before it reads or changes reservations otherwise.
@@ -68,7 +69,7 @@ type Operation =
       row: Insertable<UsageTable>;
       /** The reservation it settles, when that is held in memory. */
       held: HeldReservation | undefined;
-      resolve: () => void;
+      resolve: (chargedNano: bigint) => void;
       reject: (error: unknown) => void;
     };
 
@@ -264,30 +265,45 @@ export function createSqliteBillingBatch(options: {
     return "reserved";
   }
 
+  /**
+   * Money that moved out of memory in the running transaction (held reservations whose row was
+   * written, or that were settled), by account: until the transaction commits they still count
+   * in {@link heldByAccount}, and must not count twice beside the file's rows and charges.
+   */
+  const movedInTransaction = new Map<string, bigint>();
+
+  function moveOutOfMemory(accountId: string, amountNano: bigint): void {
+    movedInTransaction.set(accountId, (movedInTransaction.get(accountId) ?? 0n) + amountNano);
+  }
+
   function writeRow(entry: HeldReservation): void {
     const { reservation } = entry;
     if (run(addReserved({ accountId: reservation.accountId, amount: reservation.amountNano })) === 0) {
       throw new Error(`No account has the id ${reservation.accountId}; the reservation stays in memory.`);
     }
     run(queries.insertReservation(toReservationRow(reservation)));
+    moveOutOfMemory(reservation.accountId, reservation.amountNano);
   }
 
   /**
    * Writes the usage row and charges the account; a reservation held in memory (`held`) has no
-   * row to release, any other gives back its row's money.
+   * row to release, any other gives back its row's money. A cost above the reservation is
+   * charged as far as the account can pay beside its other reservations, those held in memory
+   * included (see {@link Store.settle}).
    */
   function settleNow(
     usage: UsageRecord,
     row: Insertable<UsageTable>,
-    held: boolean,
+    held: HeldReservation | undefined,
   ): SettleEffect | undefined {
     // Settled before (or recorded as refused): never charge twice.
     if (run(queries.insertUsage(row)) === 0) return undefined;
+    const { accountId, costNano } = usage;
     let releasedNano = 0n;
     let releasedRow = false;
-    if (!held) {
+    if (held === undefined) {
       const released = all(queries.deleteReservation({ id: usage.id }))[0];
-      if (released !== undefined && released.account_id !== usage.accountId) {
+      if (released !== undefined && released.account_id !== accountId) {
         throw new Error(
           `Reservation ${usage.id} belongs to another account than its usage row; nothing was settled.`,
         );
@@ -297,12 +313,33 @@ export function createSqliteBillingBatch(options: {
         releasedRow = true;
       }
     }
-    if (
-      run(queries.charge({ accountId: usage.accountId, cost: usage.costNano, released: releasedNano })) === 0
-    ) {
-      throw new Error(`No account has the id ${usage.accountId}; nothing was settled.`);
+    const heldNano = held?.reservation.amountNano ?? 0n;
+    let chargedNano = costNano;
+    if (costNano <= (held === undefined ? releasedNano : heldNano)) {
+      // Within its reservation a charge always fits.
+      if (run(queries.charge({ accountId, cost: costNano, released: releasedNano })) === 0) {
+        throw noAccountError(accountId);
+      }
+    } else {
+      const otherHeldNano =
+        (heldByAccount.get(accountId) ?? 0n) - (movedInTransaction.get(accountId) ?? 0n) - heldNano;
+      const fits = run(
+        queries.chargeWithin({ accountId, cost: costNano, released: releasedNano, held: otherHeldNano }),
+      );
+      if (fits === 0) {
+        const account = all(readAccountMoney({ accountId, id: usage.id }))[0];
+        if (account === undefined) throw noAccountError(accountId);
+        chargedNano = capCharge(costNano, {
+          balanceNano: readBigInt(account.balance_nano),
+          reservedNano: readBigInt(account.reserved_nano) - releasedNano,
+          heldNano: otherHeldNano,
+        });
+        run(queries.charge({ accountId, cost: chargedNano, released: releasedNano }));
+        run(queries.setUsageCost({ id: usage.id, cost: chargedNano }));
+      }
     }
-    return { chargedNano: usage.costNano, releasedNano, releasedRow };
+    if (held !== undefined) moveOutOfMemory(accountId, heldNano);
+    return { chargedNano, releasedNano, releasedRow };
   }
 
   function apply(operation: Operation): ReserveResult | SettleEffect | undefined {
@@ -313,7 +350,7 @@ export function createSqliteBillingBatch(options: {
         writeRow(operation.held);
         return undefined;
       case "settle":
-        return settleNow(operation.usage, operation.row, operation.held !== undefined);
+        return settleNow(operation.usage, operation.row, operation.held);
       default: {
         const unreachable: never = operation;
         throw new Error(`unknown billing operation ${String(unreachable)}`);
@@ -348,6 +385,7 @@ export function createSqliteBillingBatch(options: {
   }
 
   function runTransaction(batch: readonly Operation[], runOne: (operation: Operation) => Outcome): Outcome[] {
+    movedInTransaction.clear();
     execute("begin immediate");
     try {
       const outcomes = batch.map(runOne);
@@ -421,7 +459,8 @@ export function createSqliteBillingBatch(options: {
           const stale = held.get(operation.usage.id);
           if (stale !== undefined && stale.state === "memory") forget(stale);
         }
-        if (outcome.ok) operation.resolve();
+        if (outcome.ok)
+          operation.resolve(outcome.value === undefined ? 0n : (outcome.value as SettleEffect).chargedNano);
         else operation.reject(outcome.error);
         return;
       default: {
@@ -533,7 +572,7 @@ export function createSqliteBillingBatch(options: {
       return reserveNow(reservation);
     },
 
-    async settle(usage: UsageRecord): Promise<void> {
+    async settle(usage: UsageRecord): Promise<bigint> {
       if (usage.costNano < 0n) throw new RangeError("A usage row's cost must be zero or more.");
       // Converted now so that a bad record (negative tokens) fails alone, before any batch.
       const row = toUsageRow(usage);
@@ -549,7 +588,7 @@ export function createSqliteBillingBatch(options: {
         heldEntry = entry;
       }
       // A reservation being written is settled through its row, in a later statement or batch.
-      await new Promise<void>((resolve, reject) => {
+      return await new Promise<bigint>((resolve, reject) => {
         enqueue({ kind: "settle", usage, row, held: heldEntry, resolve, reject });
       });
     },
