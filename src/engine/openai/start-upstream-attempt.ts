@@ -53,6 +53,8 @@ export interface UpstreamAttempt {
 
 /** Longest upstream error body read, in bytes of text: enough for any message, bounded against abuse. */
 const MAX_ERROR_BODY_LENGTH = 64 * 1024;
+/** Longest whole JSON answer read (an upstream that ignored `stream`): far above any completion. */
+const MAX_JSON_ANSWER_LENGTH = 32 * 1024 * 1024;
 
 /** Why a call was aborted: the client left, the engine closed, or the upstream stalled. */
 class AttemptStopped extends Error {}
@@ -81,7 +83,8 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
 
   const parser = createSseParser();
   const mapper = createChunkMapper();
-  let stage: "response" | "body" | "over" = "response";
+  /** `json`: the upstream ignored `stream` and answers with one `chat.completion` object. */
+  let stage: "response" | "body" | "json" | "over" = "response";
   let produced = false;
   let done = false;
   let streamError: UpstreamErrorBody | undefined;
@@ -93,7 +96,8 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
     context.inFlight.delete(current);
   };
 
-  const readEvent = (event: ServerSentEvent, parts: StreamPart[]) => {
+  /** Reads one event; `whole`: the data is a whole `chat.completion` (see {@link asChunk}). */
+  const readEvent = (event: ServerSentEvent, parts: StreamPart[], whole = false) => {
     if (event.data === "[DONE]") {
       done = true;
       return;
@@ -104,14 +108,21 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
       chunk = JSON.parse(event.data);
     } catch {
       streamError = {
-        message: "an event that is not JSON",
+        message: whole ? "an answer that is not JSON" : "an event that is not JSON",
         type: undefined,
         code: undefined,
         param: undefined,
       };
       return;
     }
-    streamError = mapper.read(chunk, parts, event.event);
+    if (!whole) {
+      streamError = mapper.read(chunk, parts, event.event);
+      return;
+    }
+    streamError = mapper.read(asChunk(chunk), parts);
+    // A completion is complete in itself; anything else (no choices) is no answer.
+    if (streamError === undefined && Array.isArray((chunk as { choices?: unknown } | null)?.choices))
+      done = true;
   };
 
   /** The last batch or the failure, once the body ended (`error` undefined) or broke. */
@@ -201,7 +212,21 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
             };
           }
           context.balancer.reportSuccess(endpoint);
-          stage = "body";
+          stage = isJson(response.headers["content-type"]) ? "json" : "body";
+        }
+        if (stage === "json") {
+          const answer = await readText(current, MAX_JSON_ANSWER_LENGTH);
+          if (answer.cut) {
+            streamError = {
+              message: "an answer too large",
+              type: undefined,
+              code: undefined,
+              param: undefined,
+            };
+          } else {
+            readEvent({ event: undefined, data: answer.text }, parts, true);
+          }
+          return conclude(parts, undefined);
         }
         for (let text = await current.read(); text !== undefined; text = await current.read()) {
           // After [DONE] (or an error event) the body is still read to its end: the connection is reused.
@@ -280,13 +305,55 @@ export function closingError(modelId: string): AppError {
 }
 
 async function readErrorText(call: UpstreamCall): Promise<string> {
+  return (await readText(call, MAX_ERROR_BODY_LENGTH)).text;
+}
+
+/** The body as text, up to `maxLength`: past that the call is aborted and the text cut there. */
+async function readText(call: UpstreamCall, maxLength: number): Promise<{ text: string; cut: boolean }> {
   let text = "";
   for (let piece = await call.read(); piece !== undefined; piece = await call.read()) {
     text += piece;
-    if (text.length >= MAX_ERROR_BODY_LENGTH) {
-      call.abort(new AttemptStopped("error body too long"));
-      return text.slice(0, MAX_ERROR_BODY_LENGTH);
+    if (text.length > maxLength) {
+      call.abort(new AttemptStopped("body too long"));
+      return { text: text.slice(0, maxLength), cut: true };
     }
   }
-  return text;
+  return { text, cut: false };
+}
+
+/** Whether a `content-type` names JSON (`application/json`, `application/...+json`). */
+function isJson(contentType: string | string[] | undefined): boolean {
+  const type = (Array.isArray(contentType) ? contentType[0] : contentType)?.split(";", 1)[0]?.trim();
+  return type !== undefined && /^application\/([\w.-]+\+)?json$/i.test(type);
+}
+
+/**
+ * A non-streamed `chat.completion` as the one chunk that says the same: each choice's `message`
+ * as its `delta`, its tool calls numbered by position, the usage beside. Anything else (an error
+ * object, say) is left as it is for the chunk mapper to read.
+ */
+function asChunk(completion: unknown): unknown {
+  if (typeof completion !== "object" || completion === null) return completion;
+  const { choices } = completion as { choices?: unknown };
+  if (!Array.isArray(choices)) return completion;
+  return {
+    ...completion,
+    choices: choices.map((choice: unknown) => {
+      if (typeof choice !== "object" || choice === null) return choice;
+      const { message, ...rest } = choice as { message?: unknown };
+      if (typeof message !== "object" || message === null) return rest;
+      const { tool_calls: calls } = message as { tool_calls?: unknown };
+      return {
+        ...rest,
+        delta: {
+          ...message,
+          tool_calls: Array.isArray(calls)
+            ? calls.map((call: unknown, index) =>
+                typeof call === "object" && call !== null ? { ...call, index } : call,
+              )
+            : calls,
+        },
+      };
+    }),
+  };
 }

@@ -102,6 +102,97 @@ describe("upstream engine: answers", () => {
     });
   });
 
+  it("reads a whole chat.completion from an upstream that ignores stream", async () => {
+    const upstream = await mock((_request, response) => {
+      response.writeHead(200, { "content-type": "application/json; charset=utf-8" });
+      response.end(
+        JSON.stringify({
+          id: "chatcmpl-whole",
+          object: "chat.completion",
+          created: 1_700_000_000,
+          model: "gpt-4o-mini",
+          choices: [
+            { index: 0, message: { role: "assistant", content: "Hello, whole." }, finish_reason: "length" },
+          ],
+          usage: { prompt_tokens: 12, completion_tokens: 4, total_tokens: 16 },
+        }),
+      );
+    });
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+    expect(await collectParts(engine)).toEqual([
+      { type: "text-delta", text: "Hello, whole." },
+      {
+        type: "finish",
+        reason: "length",
+        rawReason: "length",
+        usage: { promptTokens: 12, completionTokens: 4 },
+      },
+    ]);
+  });
+
+  it("reads the tool calls of a whole chat.completion, numbered in order", async () => {
+    const upstream = await mock((_request, response) => {
+      response.writeHead(200, { "content-type": "application/json" });
+      response.end(
+        JSON.stringify({
+          object: "chat.completion",
+          choices: [
+            {
+              index: 0,
+              message: {
+                role: "assistant",
+                content: null,
+                tool_calls: [
+                  {
+                    id: "call_a",
+                    type: "function",
+                    function: { name: "get_weather", arguments: '{"city":"Oslo"}' },
+                  },
+                  { id: "call_b", type: "function", function: { name: "get_time", arguments: "{}" } },
+                ],
+              },
+              finish_reason: "tool_calls",
+            },
+          ],
+        }),
+      );
+    });
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+    const parts = await collectParts(
+      engine,
+      chatRequest({ tools: [{ name: "get_weather" }, { name: "get_time" }], toolChoice: { type: "auto" } }),
+    );
+    expect(parts.slice(0, 2)).toEqual([
+      {
+        type: "tool-call-delta",
+        index: 0,
+        id: "call_a",
+        name: "get_weather",
+        argumentsDelta: '{"city":"Oslo"}',
+      },
+      { type: "tool-call-delta", index: 1, id: "call_b", name: "get_time", argumentsDelta: "{}" },
+    ]);
+    // No usage in the answer: estimated, and said so.
+    expect(parts[2]).toMatchObject({ type: "finish", reason: "tool_calls", usage: { estimated: true } });
+  });
+
+  it("fails an attempt whose JSON answer is no completion, as it fails an empty stream", async () => {
+    const upstream = await mock((_request, response) => {
+      response.writeHead(200, { "content-type": "application/json" });
+      response.end('{"status":"ok"}');
+    });
+    const engine = createTestEngine({
+      model: upstreamModel([upstream.baseUrl]),
+      settings: { maxRetries: 0 },
+    });
+    const failure = await collectParts(engine).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    expect(failure).toBeInstanceOf(AppError);
+    expect((failure as AppError).code).toBe("upstream_unavailable");
+  });
+
   it("estimates usage, and says so, when the upstream sends none", async () => {
     const upstream = await mock(
       streamText(["The quick brown fox jumps over the lazy dog."], { usage: undefined }),
