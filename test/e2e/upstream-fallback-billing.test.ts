@@ -1,3 +1,5 @@
+import { PassThrough } from "node:stream";
+import { setTimeout as sleep } from "node:timers/promises";
 import OpenAI from "openai";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { convertChatRequest } from "../../src/api/convert-chat-request.ts";
@@ -21,6 +23,8 @@ const UNBOUNDED = "unbounded";
 
 let upstream: MockUpstream;
 let server: TestServer;
+/** The server's JSON log lines. */
+const logLines: Record<string, unknown>[] = [];
 
 function upstreamModel(
   id: string,
@@ -51,7 +55,15 @@ function upstreamModel(
 beforeAll(async () => {
   upstream = await startMockUpstream();
   const closedPort = await findClosedPort();
+  const logs = new PassThrough();
+  let partial = "";
+  logs.on("data", (data: Buffer) => {
+    const lines = (partial + data.toString()).split("\n");
+    partial = lines.pop() ?? "";
+    for (const line of lines) if (line.trim() !== "") logLines.push(JSON.parse(line));
+  });
   server = await startTestServer({
+    logDestination: logs,
     extraModels: [
       upstreamModel(PRIMARY, {
         baseUrl: `http://127.0.0.1:${closedPort}/v1`,
@@ -240,6 +252,7 @@ describe("an upstream prompt above its estimate", () => {
     // Exactly the reservation: the request is admitted and its answer delivered.
     const { accountId, key } = await server.createFundedKey("prompt-above-poor", formatAmount(reservedNano));
     const completion = await ask(key);
+    const cost = (realPrompt + 2n) * NANO_PER_TOKEN;
     expect(completion.choices[0]?.message.content).toBe("Hi!");
     expect(completion.usage).toMatchObject({ prompt_tokens: Number(realPrompt), completion_tokens: 2 });
     expect(await server.store.listUsage({ accountId })).toMatchObject([
@@ -251,5 +264,14 @@ describe("an upstream prompt above its estimate", () => {
       spentNano: reservedNano,
     });
     expect(await server.store.audit()).toEqual([]);
+    // The request's log line tells what the account could not pay.
+    const logged = () => logLines.find((line) => line.uncharged !== undefined);
+    for (let attempt = 0; attempt < 50 && logged() === undefined; attempt++) await sleep(20);
+    expect(logged()).toMatchObject({
+      status: 200,
+      model: UNBOUNDED,
+      cost: formatAmount(reservedNano),
+      uncharged: formatAmount(cost - reservedNano),
+    });
   });
 });
