@@ -44,7 +44,9 @@ type LogFields = Record<string, string | number | boolean | undefined>;
 const logFields = new WeakMap<object, LogFields>();
 
 function annotate(request: object, fields: LogFields): void {
-  logFields.set(request, { ...logFields.get(request), ...fields });
+  const known = logFields.get(request);
+  if (known === undefined) logFields.set(request, { ...fields });
+  else Object.assign(known, fields);
 }
 
 function getKey(request: object): RequestKey {

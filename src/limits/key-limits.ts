@@ -5,6 +5,11 @@ import { formatReset } from "./format-reset.ts";
 import type { BucketState, RateLimiter, TakeResult } from "./rate-limiter.ts";
 
 type Dimension = "requests" | "tokens";
+const DIMENSIONS: readonly Dimension[] = ["requests", "tokens"];
+const LIMIT_HEADERS = {
+  requests: "x-ratelimit-limit-requests",
+  tokens: "x-ratelimit-limit-tokens",
+} as const satisfies Record<Dimension, string>;
 
 function bucketOf(key: RequestKey, dimension: Dimension) {
   const limit = dimension === "requests" ? key.rpm : key.tpm;
@@ -55,11 +60,16 @@ export class KeyLimits {
     setHeader: SetHeader,
     isReported?: (header: string) => boolean,
   ): Promise<void> {
+    // A chat request that spent both buckets reported them: most calls have nothing left to do.
+    const unreported = DIMENSIONS.filter(
+      (dimension) =>
+        bucketOf(key, dimension) !== undefined && isReported?.(LIMIT_HEADERS[dimension]) !== true,
+    );
+    if (unreported.length === 0) return;
     await Promise.all(
-      (["requests", "tokens"] as const).map(async (dimension) => {
+      unreported.map(async (dimension) => {
         const bucket = bucketOf(key, dimension);
-        if (bucket === undefined || isReported?.(`x-ratelimit-limit-${dimension}`) === true) return;
-        setLimitHeaders(setHeader, dimension, await this.#limiter.peek(bucket));
+        if (bucket !== undefined) setLimitHeaders(setHeader, dimension, await this.#limiter.peek(bucket));
       }),
     );
   }
