@@ -172,6 +172,49 @@ describe("a model routed upstream, through the openai SDK", () => {
   });
 });
 
+describe("an upstream that ignores stream and answers one JSON completion", () => {
+  beforeEach(() => {
+    upstream.handle((_request, response) => {
+      response.writeHead(200, { "content-type": "application/json" });
+      response.end(
+        JSON.stringify({
+          object: "chat.completion",
+          choices: [
+            { index: 0, message: { role: "assistant", content: "All at once" }, finish_reason: "stop" },
+          ],
+          usage: { prompt_tokens: 11, completion_tokens: 3, total_tokens: 14 },
+        }),
+      );
+    });
+  });
+
+  it("still streams to a client that asked for a stream, with the upstream's usage", async () => {
+    const stream = await client.chat.completions.create({
+      model: REMOTE,
+      messages,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    let text = "";
+    let usage: OpenAI.CompletionUsage | null | undefined;
+    for await (const event of stream) {
+      text += event.choices[0]?.delta.content ?? "";
+      usage = event.usage ?? usage;
+    }
+    expect(text).toBe("All at once");
+    expect(usage).toMatchObject({ prompt_tokens: 11, completion_tokens: 3 });
+  });
+
+  it("answers a plain request", async () => {
+    const completion = await client.chat.completions.create({ model: REMOTE, messages });
+    expect(completion.choices[0]).toMatchObject({
+      message: { role: "assistant", content: "All at once" },
+      finish_reason: "stop",
+    });
+    expect(completion.usage).toMatchObject({ prompt_tokens: 11, completion_tokens: 3, total_tokens: 14 });
+  });
+});
+
 describe("upstream failures as the client sees them", () => {
   it("turns an upstream 401 into 503 upstream_unavailable, never the client's 401", async () => {
     upstream.handle(answerError(401, { error: { message: `Incorrect API key provided: ${UPSTREAM_KEY}` } }));
