@@ -135,6 +135,7 @@ function convertResponseFormat(body: ChatCompletionRequestBody): ResponseFormat 
           },
         );
       }
+      if (jsonSchema.schema != null) checkNesting(jsonSchema.schema, "response_format.json_schema.schema");
       return {
         type: "json_schema",
         name: jsonSchema.name,
@@ -144,6 +145,33 @@ function convertResponseFormat(body: ChatCompletionRequestBody): ResponseFormat 
           : { strict: jsonSchema.strict }),
       };
     }
+  }
+}
+
+/**
+ * Deepest nesting of objects and arrays accepted in a JSON Schema the client sends (a tool's
+ * parameters, a response format): real schemas stay far below it, and what goes deeper would
+ * overflow the stack of every recursive walk over it (JSON.stringify, the grammar converter).
+ */
+export const MAX_SCHEMA_NESTING = 64;
+
+/** Throws 400 `invalid_value` when `value` nests deeper than {@link MAX_SCHEMA_NESTING}. */
+function checkNesting(value: unknown, param: string): void {
+  let level: unknown[] = [value];
+  for (let depth = 0; level.length > 0; depth++) {
+    if (depth > MAX_SCHEMA_NESTING) {
+      throw new AppError(
+        "invalid_value",
+        `Invalid value for '${param}': nested deeper than ${MAX_SCHEMA_NESTING} levels.`,
+        { param },
+      );
+    }
+    const next: unknown[] = [];
+    for (const item of level) {
+      if (typeof item === "object" && item !== null)
+        for (const child of Object.values(item)) next.push(child);
+    }
+    level = next;
   }
 }
 
@@ -180,6 +208,7 @@ export function convertChatRequest(body: ChatCompletionRequestBody): ChatComplet
   }));
   const names = new Set<string>();
   tools.forEach((tool, index) => {
+    if (tool.parameters !== undefined) checkNesting(tool.parameters, `tools[${index}].function.parameters`);
     if (names.has(tool.name)) {
       throw new AppError("invalid_value", `Duplicate function name '${tool.name}' in 'tools'.`, {
         param: `tools[${index}].function.name`,

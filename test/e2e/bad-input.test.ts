@@ -26,6 +26,13 @@ async function post(body: string, headers: Record<string, string> = {}) {
 
 const valid = { model: TINY_MODEL, messages: [{ role: "user", content: "Hi" }], max_tokens: 1 };
 
+/** `{"a":{"a":...{"a":1}}}`, `depth` objects deep. */
+function nested(depth: number): Record<string, unknown> {
+  let value: Record<string, unknown> = { a: 1 };
+  for (let level = 1; level < depth; level++) value = { a: value };
+  return value;
+}
+
 /** [name, body changes, status, code, param] */
 const cases: [string, Record<string, unknown>, number, string, string | null][] = [
   ["missing model", { model: undefined }, 400, "missing_required_parameter", "model"],
@@ -104,6 +111,29 @@ const cases: [string, Record<string, unknown>, number, string, string | null][] 
   ["presence_penalty above 2", { presence_penalty: 3 }, 400, "invalid_value", "presence_penalty"],
   ["max_tokens 0", { max_tokens: 0 }, 400, "invalid_value", "max_tokens"],
   ["max_tokens fractional", { max_tokens: 1.5 }, 400, "invalid_type", "max_tokens"],
+  ["max_tokens beyond any count (1e30)", { max_tokens: 1e30 }, 400, "invalid_value", "max_tokens"],
+  [
+    "tool parameters nested 65 deep",
+    { tools: [{ type: "function", function: { name: "f", parameters: nested(65) } }] },
+    400,
+    "invalid_value",
+    "tools[0].function.parameters",
+  ],
+  [
+    "a response schema nested 65 deep",
+    { response_format: { type: "json_schema", json_schema: { name: "deep", schema: nested(65) } } },
+    400,
+    "invalid_value",
+    "response_format.json_schema.schema",
+  ],
+  ["max_tokens above 2^31 - 1", { max_tokens: 2 ** 31 }, 400, "invalid_value", "max_tokens"],
+  [
+    "max_completion_tokens beyond any count",
+    { max_completion_tokens: 1e30 },
+    400,
+    "invalid_value",
+    "max_completion_tokens",
+  ],
   [
     "max_completion_tokens negative",
     { max_completion_tokens: -1 },
@@ -237,6 +267,36 @@ describe("bad input gets its status, type, code and param, never a 500", () => {
     expect(response.body.error.type).toBe("invalid_request_error");
     expect(typeof response.body.error.message).toBe("string");
     expect(response.headers.get("x-request-id")).toMatch(/\S/);
+  });
+
+  it("refuses schemas nested far beyond any real one, where walking them would overflow the stack", async () => {
+    // Deeper than JSON.stringify goes on Node 24 (about 5,000), within this server's 64 KiB body limit.
+    const depth = 10_000;
+    const deep = `${'{"a":'.repeat(depth)}1${"}".repeat(depth)}`;
+    const messages = JSON.stringify(valid.messages);
+    const tools = await post(
+      `{"model":"${TINY_MODEL}","messages":${messages},"tools":[{"type":"function","function":{"name":"f","parameters":${deep}}}]}`,
+    );
+    expect(tools.status).toBe(400);
+    expect(tools.body.error).toMatchObject({ code: "invalid_value", param: "tools[0].function.parameters" });
+    const format = await post(
+      `{"model":"${TINY_MODEL}","messages":${messages},"response_format":{"type":"json_schema","json_schema":{"name":"deep","schema":${deep}}}}`,
+    );
+    expect(format.status).toBe(400);
+    expect(format.body.error).toMatchObject({
+      code: "invalid_value",
+      param: "response_format.json_schema.schema",
+    });
+  });
+
+  it("accepts a schema nested 64 deep", async () => {
+    const response = await post(
+      JSON.stringify({
+        ...valid,
+        tools: [{ type: "function", function: { name: "f", parameters: nested(64) } }],
+      }),
+    );
+    expect(response.status).toBe(200);
   });
 
   it("ignores unknown top-level fields", async () => {

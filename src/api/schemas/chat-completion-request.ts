@@ -7,6 +7,9 @@ import { Nullable, StringEnum } from "./schema-helpers.ts";
  * must name a tool) live in `convert-chat-request.ts`. Unknown fields are ignored, as OpenAI does.
  */
 
+/** The most tokens a request may ask for: 2^31 - 1. */
+export const MAX_TOKEN_COUNT = 2_147_483_647;
+
 const TextContentPart = Type.Object(
   {
     type: Type.String({ description: 'Only "text" parts are supported.' }),
@@ -73,8 +76,10 @@ export const ChatCompletionRequestSchema = Type.Object(
     top_p: Type.Optional(Nullable(Type.Number({ minimum: 0, maximum: 1, default: 1 }))),
     frequency_penalty: Type.Optional(Nullable(Type.Number({ minimum: -2, maximum: 2, default: 0 }))),
     presence_penalty: Type.Optional(Nullable(Type.Number({ minimum: -2, maximum: 2, default: 0 }))),
-    max_tokens: Type.Optional(Nullable(Type.Integer({ minimum: 1 }))),
-    max_completion_tokens: Type.Optional(Nullable(Type.Integer({ minimum: 1 }))),
+    // The contract leaves the upper bound open; a signed 32-bit count is what llama.cpp and the
+    // upstream servers take, and keeps token arithmetic (reservations, rate limits) exact.
+    max_tokens: Type.Optional(Nullable(Type.Integer({ minimum: 1, maximum: MAX_TOKEN_COUNT }))),
+    max_completion_tokens: Type.Optional(Nullable(Type.Integer({ minimum: 1, maximum: MAX_TOKEN_COUNT }))),
     n: Type.Optional(Nullable(Type.Integer({ minimum: 1, maximum: 128, default: 1 }))),
     stream: Type.Optional(Nullable(Type.Boolean({ default: false }))),
     stream_options: Type.Optional(Nullable(Type.Object({ include_usage: Type.Optional(Type.Boolean()) }))),
