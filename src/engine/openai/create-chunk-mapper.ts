@@ -3,7 +3,7 @@ import { convertUsage } from "./convert-usage.ts";
 import { createToolCallId } from "./create-tool-call-id.ts";
 import { estimateTextTokens } from "./estimate-tokens.ts";
 import { readErrorBody, type UpstreamErrorBody } from "./read-error-body.ts";
-import type { UpstreamChunk, UpstreamToolCallDelta } from "./upstream-wire.ts";
+import type { UpstreamChoice, UpstreamChunk, UpstreamToolCallDelta } from "./upstream-wire.ts";
 
 /** Turns upstream `chat.completion.chunk` events into engine parts, and keeps what the end needs. */
 export interface ChunkMapper {
@@ -124,9 +124,9 @@ export function createChunkMapper(): ChunkMapper {
       const choices = chunk.choices;
       if (!Array.isArray(choices)) return undefined;
       for (const choice of choices) {
-        const index = (choice as { index?: unknown }).index;
+        if (typeof choice !== "object" || choice === null) continue;
+        const { index, delta, finish_reason: finishReason } = choice as UpstreamChoice;
         if (index !== undefined && index !== 0) continue;
-        const delta = choice.delta;
         if (delta !== undefined && delta !== null) {
           if (typeof delta.content === "string" && delta.content !== "") {
             texts.push(delta.content);
@@ -139,9 +139,7 @@ export function createChunkMapper(): ChunkMapper {
             }
           }
         }
-        if (typeof choice.finish_reason === "string" && choice.finish_reason !== "") {
-          rawFinishReason = choice.finish_reason;
-        }
+        if (typeof finishReason === "string" && finishReason !== "") rawFinishReason = finishReason;
       }
       return undefined;
     },

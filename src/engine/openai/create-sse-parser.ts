@@ -10,6 +10,11 @@ export interface SseParser {
   push(text: string): ServerSentEvent[];
   /** The event left when the stream ended without a blank line after it, if any. */
   end(): ServerSentEvent | undefined;
+  /**
+   * Characters held for the event not complete yet (its data lines and the unfinished line):
+   * what an upstream that never ends a line or an event makes grow, for the caller to bound.
+   */
+  readonly pendingLength: number;
 }
 
 /**
@@ -18,8 +23,15 @@ export interface SseParser {
  * is dropped; comments (`:`), `id:` and `retry:` are ignored; events without data are dropped.
  */
 export function createSseParser(): SseParser {
-  let buffer = "";
+  /**
+   * The line not ended yet, in the pieces it came in: only new text is searched for line ends
+   * and a long line is joined once, so a line that arrives in many pieces costs linear time.
+   */
+  let partial: string[] = [];
+  let partialLength = 0;
   let data: string[] = [];
+  /** The characters in `data`. */
+  let dataLength = 0;
   let event: string | undefined;
   /** A `\r` ended the last piece: a `\n` starting the next one belongs to it. */
   let pendingCarriageReturn = false;
@@ -27,6 +39,7 @@ export function createSseParser(): SseParser {
   const dispatch = (events: ServerSentEvent[]) => {
     if (data.length > 0) events.push({ event, data: data.length === 1 ? (data[0] ?? "") : data.join("\n") });
     data = [];
+    dataLength = 0;
     event = undefined;
   };
 
@@ -40,23 +53,33 @@ export function createSseParser(): SseParser {
     const field = colon === -1 ? line : line.slice(0, colon);
     let value = colon === -1 ? "" : line.slice(colon + 1);
     if (value.charCodeAt(0) === 32) value = value.slice(1);
-    if (field === "data") data.push(value);
-    else if (field === "event") event = value;
+    if (field === "data") {
+      data.push(value);
+      dataLength += value.length;
+    } else if (field === "event") event = value;
+  };
+
+  /** The unfinished line held so far, followed by `tail`; forgets it. */
+  const takeLine = (tail: string): string => {
+    if (partial.length === 0) return tail;
+    partial.push(tail);
+    const line = partial.join("");
+    partial = [];
+    partialLength = 0;
+    return line;
   };
 
   return {
     push(text) {
       const events: ServerSentEvent[] = [];
-      let chunk = text;
-      if (pendingCarriageReturn && chunk.charCodeAt(0) === 10) chunk = chunk.slice(1);
-      pendingCarriageReturn = false;
-      buffer += chunk;
       let start = 0;
+      if (pendingCarriageReturn && text.charCodeAt(0) === 10) start = 1;
+      pendingCarriageReturn = false;
       // Most streams use "\n" only: look for "\r" again only after passing the last one found.
-      let carriage = buffer.indexOf("\r");
+      let carriage = text.indexOf("\r", start);
       for (;;) {
-        const newline = buffer.indexOf("\n", start);
-        if (carriage !== -1 && carriage < start) carriage = buffer.indexOf("\r", start);
+        const newline = text.indexOf("\n", start);
+        if (carriage !== -1 && carriage < start) carriage = text.indexOf("\r", start);
         if (newline === -1 && carriage === -1) break;
         let end: number;
         let next: number;
@@ -65,25 +88,30 @@ export function createSseParser(): SseParser {
           next = newline + 1;
         } else {
           end = carriage;
-          if (carriage + 1 === buffer.length) {
+          if (carriage + 1 === text.length) {
             pendingCarriageReturn = true;
             next = carriage + 1;
           } else {
-            next = buffer.charCodeAt(carriage + 1) === 10 ? carriage + 2 : carriage + 1;
+            next = text.charCodeAt(carriage + 1) === 10 ? carriage + 2 : carriage + 1;
           }
         }
-        readLine(buffer.slice(start, end), events);
+        readLine(takeLine(text.slice(start, end)), events);
         start = next;
       }
-      buffer = start === 0 ? buffer : buffer.slice(start);
+      if (start < text.length) {
+        partial.push(start === 0 ? text : text.slice(start));
+        partialLength += text.length - start;
+      }
       return events;
     },
     end() {
       const events: ServerSentEvent[] = [];
-      if (buffer !== "") readLine(buffer, events);
-      buffer = "";
+      if (partialLength > 0) readLine(takeLine(""), events);
       dispatch(events);
       return events[0];
+    },
+    get pendingLength() {
+      return partialLength + dataLength;
     },
   };
 }

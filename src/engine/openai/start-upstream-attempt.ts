@@ -55,6 +55,12 @@ export interface UpstreamAttempt {
 const MAX_ERROR_BODY_LENGTH = 64 * 1024;
 /** Longest whole JSON answer read (an upstream that ignored `stream`): far above any completion. */
 const MAX_JSON_ANSWER_LENGTH = 32 * 1024 * 1024;
+/**
+ * Longest SSE event, in characters: a chunk is a few hundred, a whole answer in one event stays
+ * far below. An upstream that never ends its line (or its event) is cut here, not read into memory
+ * until the process runs out.
+ */
+export const MAX_EVENT_LENGTH = 32 * 1024 * 1024;
 
 /** Why a call was aborted: the client left, the engine closed, or the upstream stalled. */
 class AttemptStopped extends Error {}
@@ -234,6 +240,16 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
           for (const event of parser.push(text)) {
             readEvent(event, parts);
             if (done || streamError !== undefined) break;
+          }
+          if (parser.pendingLength > MAX_EVENT_LENGTH && !done && streamError === undefined) {
+            streamError = {
+              message: `an event longer than ${MAX_EVENT_LENGTH / (1024 * 1024)} MiB`,
+              type: undefined,
+              code: undefined,
+              param: undefined,
+            };
+            // Nothing after it can be read: the connection goes, the next read throws.
+            current.abort(new AttemptStopped("event too long"));
           }
           if (parts.length > 0 && !done && streamError === undefined) {
             produced = true;

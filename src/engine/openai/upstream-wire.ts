@@ -64,12 +64,17 @@ export interface UpstreamToolCallDelta {
   function?: { name?: unknown; arguments?: unknown } | null;
 }
 
+/** One entry of a chunk's `choices`, as far as the engine reads it. */
+export interface UpstreamChoice {
+  index?: unknown;
+  delta?: { content?: unknown; tool_calls?: unknown } | null;
+  finish_reason?: unknown;
+}
+
 /** One `chat.completion.chunk` event, as far as the engine reads it. */
 export interface UpstreamChunk {
-  choices?: {
-    delta?: { content?: unknown; tool_calls?: unknown } | null;
-    finish_reason?: unknown;
-  }[];
+  /** Entries are what the upstream sent: not always objects. */
+  choices?: unknown;
   usage?: UpstreamUsage | null;
   error?: unknown;
 }

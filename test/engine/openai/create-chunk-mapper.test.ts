@@ -98,13 +98,15 @@ describe("createChunkMapper", () => {
     expect(parts).toEqual([]);
   });
 
-  it("ignores choices other than the first, and chunks that are not objects", () => {
+  it("ignores choices other than the first, and chunks and choices that are not objects", () => {
     const { parts } = readAll([
       { choices: [{ index: 1, delta: { content: "other" } }] },
       "nonsense",
       { choices: [{ index: 0, delta: null }] },
+      { choices: [null, "nonsense", 7] },
+      { choices: [{ index: 0, delta: { content: "kept" } }] },
     ]);
-    expect(parts).toEqual([]);
+    expect(parts).toEqual([{ type: "text-delta", text: "kept" }]);
   });
 
   it("estimates completion tokens from the text and the calls", () => {

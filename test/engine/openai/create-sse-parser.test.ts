@@ -44,4 +44,15 @@ describe("createSseParser", () => {
   it("returns an event left without a closing blank line at the end", () => {
     expect(parseInPieces(["data: last"])).toEqual([{ event: undefined, data: "last" }]);
   });
+
+  it("counts what it holds for the event not complete yet, and forgets it once dispatched", () => {
+    const parser = createSseParser();
+    expect(parser.push("data: abc\ndata: de")).toEqual([]);
+    // "abc" in a data line, "data: de" still unfinished.
+    expect(parser.pendingLength).toBe(3 + 8);
+    expect(parser.push("f\n")).toEqual([]);
+    expect(parser.pendingLength).toBe(6);
+    expect(parser.push("\n")).toEqual([{ event: undefined, data: "abc\ndef" }]);
+    expect(parser.pendingLength).toBe(0);
+  });
 });

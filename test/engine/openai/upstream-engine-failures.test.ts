@@ -1,5 +1,8 @@
+import { once } from "node:events";
+import type { ServerResponse } from "node:http";
 import { afterEach, describe, expect, it } from "vitest";
 import type { ChatEngine } from "../../../src/engine/engine.ts";
+import { MAX_EVENT_LENGTH } from "../../../src/engine/openai/start-upstream-attempt.ts";
 import { AppError } from "../../../src/errors/app-error.ts";
 import {
   chatRequest,
@@ -37,6 +40,23 @@ afterEach(async () => {
 function sequence(count: number, first: MockHandler, then: MockHandler): MockHandler {
   let seen = 0;
   return (request, response) => (seen++ < count ? first(request, response) : then(request, response));
+}
+
+/**
+ * Writes one `data:` line that never ends, a MiB at a time, until the client goes or `maxMiB`
+ * are written; resolves with the MiB written.
+ */
+async function writeEndlessLine(response: ServerResponse, maxMiB: number): Promise<number> {
+  const piece = "x".repeat(1024 * 1024);
+  const closed = once(response, "close");
+  response.write("data: ");
+  let written = 0;
+  while (written < maxMiB && !response.destroyed) {
+    written++;
+    if (!response.write(piece)) await Promise.race([once(response, "drain"), closed]);
+  }
+  response.end();
+  return written;
 }
 
 function expectNoSecrets(error: unknown, ...secrets: string[]) {
@@ -290,6 +310,24 @@ describe("upstream engine: failures after the first part", () => {
     expect(last.error.message).toContain("the answer is incomplete");
     expect(last.usage.completionTokens).toBeGreaterThanOrEqual(3);
     expect(upstream.requests).toHaveLength(1);
+  });
+
+  it("cuts an upstream whose event never ends, instead of reading it into memory", async () => {
+    const limitMiB = MAX_EVENT_LENGTH / (1024 * 1024);
+    let writtenMiB: Promise<number> | undefined;
+    const upstream = await mock(async (_request, response) => {
+      await writeEvents(response, [chunk({ content: "Partial" })], { done: false, end: false });
+      writtenMiB = writeEndlessLine(response, 2 * limitMiB);
+    });
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+    const parts = await collectParts(engine);
+    expect(textOf(parts)).toBe("Partial");
+    const last = parts.at(-1);
+    expect(last).toMatchObject({ type: "error", error: { code: "upstream_unavailable" } });
+    if (last?.type !== "error") throw new Error("no error part");
+    expect(last.error.message).toContain(`an event longer than ${limitMiB} MiB`);
+    // The connection was dropped soon after the limit: the upstream could not write it all.
+    expect(await writtenMiB).toBeLessThan(2 * limitMiB);
   });
 
   it("ends with an error part when the upstream sends an error event after content", async () => {
