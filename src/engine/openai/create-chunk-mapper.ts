@@ -22,6 +22,8 @@ export interface ChunkMapper {
   readonly reportedUsage: Usage | undefined;
   /** Estimated tokens of everything produced so far: text, tool names and arguments. */
   estimateCompletionTokens(): number;
+  /** Characters produced so far (text, tool names and arguments), for the caller to bound. */
+  readonly producedLength: number;
 }
 
 /** Tokens a tool call adds beyond its name and arguments (its markers), as templates render one. */
@@ -53,6 +55,7 @@ export function createChunkMapper(): ChunkMapper {
   let lastCall: ToolCallState | undefined;
   let rawFinishReason: string | undefined;
   let reportedUsage: Usage | undefined;
+  let producedLength = 0;
 
   const newCall = (key: number | string): ToolCallState => {
     const call: ToolCallState = {
@@ -75,6 +78,7 @@ export function createChunkMapper(): ChunkMapper {
         ? delta.function.name
         : undefined;
     const fragment = typeof delta.function?.arguments === "string" ? delta.function.arguments : "";
+    producedLength += fragment.length + (name?.length ?? 0);
     const key: number | string | undefined =
       typeof delta.index === "number" ? delta.index : (id ?? undefined);
     let call = key === undefined ? lastCall : callsByKey.get(key);
@@ -130,6 +134,7 @@ export function createChunkMapper(): ChunkMapper {
         if (delta !== undefined && delta !== null) {
           if (typeof delta.content === "string" && delta.content !== "") {
             texts.push(delta.content);
+            producedLength += delta.content.length;
             parts.push({ type: "text-delta", text: delta.content });
           }
           if (Array.isArray(delta.tool_calls)) {
@@ -154,6 +159,9 @@ export function createChunkMapper(): ChunkMapper {
     },
     get reportedUsage() {
       return reportedUsage;
+    },
+    get producedLength() {
+      return producedLength;
     },
     estimateCompletionTokens() {
       let tokens = estimateTextTokens(texts.join(""));

@@ -53,14 +53,14 @@ export interface UpstreamAttempt {
 
 /** Longest upstream error body read, in bytes of text: enough for any message, bounded against abuse. */
 const MAX_ERROR_BODY_LENGTH = 64 * 1024;
-/** Longest whole JSON answer read (an upstream that ignored `stream`): far above any completion. */
-const MAX_JSON_ANSWER_LENGTH = 32 * 1024 * 1024;
 /**
- * Longest SSE event, in characters: a chunk is a few hundred, a whole answer in one event stays
- * far below. An upstream that never ends its line (or its event) is cut here, not read into memory
- * until the process runs out.
+ * Longest answer read, in characters: a whole JSON answer (an upstream that ignored `stream`),
+ * one SSE event, or the text and tool arguments of a streamed answer. Far above any completion;
+ * an upstream that never ends its line, its event or its answer is cut here instead of being read
+ * into memory until the process runs out.
  */
-export const MAX_EVENT_LENGTH = 32 * 1024 * 1024;
+export const MAX_ANSWER_LENGTH = 32 * 1024 * 1024;
+const MAX_ANSWER_TEXT = `${MAX_ANSWER_LENGTH / (1024 * 1024)} MiB`;
 
 /** Why a call was aborted: the client left, the engine closed, or the upstream stalled. */
 class AttemptStopped extends Error {}
@@ -113,12 +113,7 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
     try {
       chunk = JSON.parse(event.data);
     } catch {
-      streamError = {
-        message: whole ? "an answer that is not JSON" : "an event that is not JSON",
-        type: undefined,
-        code: undefined,
-        param: undefined,
-      };
+      streamError = malformed(whole ? "an answer that is not JSON" : "an event that is not JSON");
       return;
     }
     if (!whole) {
@@ -221,14 +216,9 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
           stage = isJson(response.headers["content-type"]) ? "json" : "body";
         }
         if (stage === "json") {
-          const answer = await readText(current, MAX_JSON_ANSWER_LENGTH);
+          const answer = await readText(current, MAX_ANSWER_LENGTH);
           if (answer.cut) {
-            streamError = {
-              message: "an answer too large",
-              type: undefined,
-              code: undefined,
-              param: undefined,
-            };
+            streamError = malformed(`an answer longer than ${MAX_ANSWER_TEXT}`);
           } else {
             readEvent({ event: undefined, data: answer.text }, parts, true);
           }
@@ -241,15 +231,16 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
             readEvent(event, parts);
             if (done || streamError !== undefined) break;
           }
-          if (parser.pendingLength > MAX_EVENT_LENGTH && !done && streamError === undefined) {
-            streamError = {
-              message: `an event longer than ${MAX_EVENT_LENGTH / (1024 * 1024)} MiB`,
-              type: undefined,
-              code: undefined,
-              param: undefined,
-            };
-            // Nothing after it can be read: the connection goes, the next read throws.
-            current.abort(new AttemptStopped("event too long"));
+          const tooLong =
+            parser.pendingLength > MAX_ANSWER_LENGTH
+              ? "an event"
+              : mapper.producedLength > MAX_ANSWER_LENGTH
+                ? "an answer"
+                : undefined;
+          if (tooLong !== undefined && !done && streamError === undefined) {
+            streamError = malformed(`${tooLong} longer than ${MAX_ANSWER_TEXT}`);
+            // Nothing after it is read: the connection goes, the next read throws.
+            current.abort(new AttemptStopped("answer too long"));
           }
           if (parts.length > 0 && !done && streamError === undefined) {
             produced = true;
@@ -299,6 +290,11 @@ function usageSoFar(mapper: ChunkMapper, promptTokens: number): Usage {
     completionTokens: reported?.completionTokens ?? mapper.estimateCompletionTokens(),
     estimated: true,
   };
+}
+
+/** What an upstream that broke the protocol sent, as {@link readEvent} reports an upstream's error. */
+function malformed(message: string): UpstreamErrorBody {
+  return { message, type: undefined, code: undefined, param: undefined };
 }
 
 function describeStall(kind: StallKind, settings: UpstreamSettings): string {

@@ -2,7 +2,7 @@ import { once } from "node:events";
 import type { ServerResponse } from "node:http";
 import { afterEach, describe, expect, it } from "vitest";
 import type { ChatEngine } from "../../../src/engine/engine.ts";
-import { MAX_EVENT_LENGTH } from "../../../src/engine/openai/start-upstream-attempt.ts";
+import { MAX_ANSWER_LENGTH } from "../../../src/engine/openai/start-upstream-attempt.ts";
 import { AppError } from "../../../src/errors/app-error.ts";
 import {
   chatRequest,
@@ -313,7 +313,7 @@ describe("upstream engine: failures after the first part", () => {
   });
 
   it("cuts an upstream whose event never ends, instead of reading it into memory", async () => {
-    const limitMiB = MAX_EVENT_LENGTH / (1024 * 1024);
+    const limitMiB = MAX_ANSWER_LENGTH / (1024 * 1024);
     let writtenMiB: Promise<number> | undefined;
     const upstream = await mock(async (_request, response) => {
       await writeEvents(response, [chunk({ content: "Partial" })], { done: false, end: false });
@@ -327,6 +327,37 @@ describe("upstream engine: failures after the first part", () => {
     if (last?.type !== "error") throw new Error("no error part");
     expect(last.error.message).toContain(`an event longer than ${limitMiB} MiB`);
     // The connection was dropped soon after the limit: the upstream could not write it all.
+    expect(await writtenMiB).toBeLessThan(2 * limitMiB);
+  });
+
+  it("cuts an upstream whose streamed answer never ends", async () => {
+    const limitMiB = MAX_ANSWER_LENGTH / (1024 * 1024);
+    let writtenMiB: Promise<number> | undefined;
+    const upstream = await mock((_request, response) => {
+      writtenMiB = (async () => {
+        response.writeHead(200, { "content-type": "text/event-stream" });
+        const closed = once(response, "close");
+        const event = `data: ${JSON.stringify(chunk({ content: "x".repeat(1024 * 1024) }))}\n\n`;
+        let written = 0;
+        while (written < 2 * limitMiB && !response.destroyed) {
+          written++;
+          if (!response.write(event)) await Promise.race([once(response, "drain"), closed]);
+        }
+        response.end();
+        return written;
+      })();
+    });
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+    const parts = await collectParts(engine);
+    expect(textOf(parts).length).toBeGreaterThan(MAX_ANSWER_LENGTH);
+    const last = parts.at(-1);
+    expect(last).toMatchObject({
+      type: "error",
+      error: { code: "upstream_unavailable" },
+      usage: { estimated: true },
+    });
+    if (last?.type !== "error") throw new Error("no error part");
+    expect(last.error.message).toContain(`an answer longer than ${limitMiB} MiB`);
     expect(await writtenMiB).toBeLessThan(2 * limitMiB);
   });
 
