@@ -43,15 +43,13 @@ function sequence(count: number, first: MockHandler, then: MockHandler): MockHan
 }
 
 /**
- * Writes one `data:` line that never ends, a MiB at a time, until the client goes or `maxMiB`
- * are written; resolves with the MiB written.
+ * Writes `piece` over and over until the client goes or `max` pieces are written (the end
+ * follows); resolves with the pieces written.
  */
-async function writeEndlessLine(response: ServerResponse, maxMiB: number): Promise<number> {
-  const piece = "x".repeat(1024 * 1024);
+async function writeUntilClosed(response: ServerResponse, piece: string, max: number): Promise<number> {
   const closed = once(response, "close");
-  response.write("data: ");
   let written = 0;
-  while (written < maxMiB && !response.destroyed) {
+  while (written < max && !response.destroyed) {
     written++;
     if (!response.write(piece)) await Promise.race([once(response, "drain"), closed]);
   }
@@ -317,7 +315,9 @@ describe("upstream engine: failures after the first part", () => {
     let writtenMiB: Promise<number> | undefined;
     const upstream = await mock(async (_request, response) => {
       await writeEvents(response, [chunk({ content: "Partial" })], { done: false, end: false });
-      writtenMiB = writeEndlessLine(response, 2 * limitMiB);
+      // One `data:` line that never ends, a MiB at a time.
+      response.write("data: ");
+      writtenMiB = writeUntilClosed(response, "x".repeat(1024 * 1024), 2 * limitMiB);
     });
     const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
     const parts = await collectParts(engine);
@@ -334,18 +334,9 @@ describe("upstream engine: failures after the first part", () => {
     const limitMiB = MAX_ANSWER_LENGTH / (1024 * 1024);
     let writtenMiB: Promise<number> | undefined;
     const upstream = await mock((_request, response) => {
-      writtenMiB = (async () => {
-        response.writeHead(200, { "content-type": "text/event-stream" });
-        const closed = once(response, "close");
-        const event = `data: ${JSON.stringify(chunk({ content: "x".repeat(1024 * 1024) }))}\n\n`;
-        let written = 0;
-        while (written < 2 * limitMiB && !response.destroyed) {
-          written++;
-          if (!response.write(event)) await Promise.race([once(response, "drain"), closed]);
-        }
-        response.end();
-        return written;
-      })();
+      response.writeHead(200, { "content-type": "text/event-stream" });
+      const event = `data: ${JSON.stringify(chunk({ content: "x".repeat(1024 * 1024) }))}\n\n`;
+      writtenMiB = writeUntilClosed(response, event, 2 * limitMiB);
     });
     const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
     const parts = await collectParts(engine);
