@@ -1,4 +1,3 @@
-import { once } from "node:events";
 import type { ServerResponse } from "node:http";
 
 /**
@@ -9,6 +8,15 @@ export async function writeToClient(response: ServerResponse, data: string): Pro
   if (response.destroyed || response.writableEnded) return false;
   if (data === "") return true;
   if (response.write(data)) return true;
-  await Promise.race([once(response, "drain"), once(response, "close")]);
+  // Both listeners go once either event comes: a long stream to a slow client waits many times.
+  await new Promise<void>((resolve) => {
+    const done = () => {
+      response.off("drain", done);
+      response.off("close", done);
+      resolve();
+    };
+    response.on("drain", done);
+    response.on("close", done);
+  });
   return !response.destroyed;
 }

@@ -1,0 +1,101 @@
+import { once } from "node:events";
+import { createServer, get, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterEach, describe, expect, it } from "vitest";
+import { writeToClient } from "../../src/api/write-event-stream.ts";
+
+const servers: Server[] = [];
+
+afterEach(async () => {
+  for (const server of servers.splice(0)) {
+    server.closeAllConnections();
+    server.close();
+  }
+});
+
+/** A server whose one response is handed to `handle`; resolves with its URL. */
+async function serve(handle: (response: ServerResponse) => Promise<void>): Promise<string> {
+  const server = createServer((_request, response) => {
+    response.writeHead(200, { "content-type": "text/event-stream" });
+    void handle(response);
+  });
+  servers.push(server);
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+}
+
+describe("writeToClient", () => {
+  it("waits for a slow client many times without piling up listeners on the response", async () => {
+    const writes = 40;
+    const piece = "x".repeat(256 * 1024);
+    const seen: { waits: number; closeListeners: number[]; errorListeners: number[] } = {
+      waits: 0,
+      closeListeners: [],
+      errorListeners: [],
+    };
+    let finished: Promise<void> | undefined;
+    const url = await serve(async (response) => {
+      // Larger than the socket's buffer: most writes wait for a drain.
+      response.on("drain", () => {
+        seen.waits++;
+      });
+      finished = (async () => {
+        for (let index = 0; index < writes; index++) {
+          expect(await writeToClient(response, piece)).toBe(true);
+          seen.closeListeners.push(response.listenerCount("close"));
+          seen.errorListeners.push(response.listenerCount("error"));
+        }
+        response.end();
+      })();
+    });
+    let received = 0;
+    await new Promise<void>((resolve, reject) => {
+      get(url, (response) => {
+        response.on("data", (piece: Buffer) => {
+          received += piece.length;
+          // A slow reader: the server sees backpressure again and again.
+          response.pause();
+          setTimeout(() => response.resume(), 1);
+        });
+        response.on("end", resolve);
+        response.on("error", reject);
+      }).on("error", reject);
+    });
+    await finished;
+    expect(received).toBe(writes * piece.length);
+    expect(seen.waits).toBeGreaterThan(writes / 2);
+    // What the response had after the first write is what it has after the last.
+    expect(new Set(seen.closeListeners).size).toBe(1);
+    expect(new Set(seen.errorListeners).size).toBe(1);
+  });
+
+  it("returns false once the client has gone, and at once afterwards", async () => {
+    const results: boolean[] = [];
+    let finished: Promise<void> | undefined;
+    const url = await serve(async (response) => {
+      finished = (async () => {
+        const piece = "x".repeat(1024 * 1024);
+        // The client leaves after the first bytes: a write waiting for a drain hears the close.
+        for (let index = 0; index < 64 && (results.at(-1) ?? true); index++) {
+          results.push(await writeToClient(response, piece));
+        }
+        results.push(await writeToClient(response, "late"));
+      })();
+    });
+    await new Promise<void>((resolve, reject) => {
+      const request = get(url, (response) => {
+        response.once("data", () => {
+          request.destroy();
+          resolve();
+        });
+      });
+      request.on("error", () => {});
+      request.on("close", resolve);
+      setTimeout(() => reject(new Error("no data")), 5_000).unref();
+    });
+    await finished;
+    expect(results.at(-2)).toBe(false);
+    expect(results.at(-1)).toBe(false);
+  });
+});
