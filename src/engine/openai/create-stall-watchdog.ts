@@ -3,8 +3,15 @@ export type StallKind = "first-byte" | "idle";
 
 /** One watched upstream response. */
 export interface StallWatch {
-  /** Something arrived (or was taken): ends the first-byte wait and restarts the idle wait. */
+  /** Something arrived: ends the first-byte wait and restarts the idle wait. */
   touch(): void;
+  /**
+   * Whether the reader waits for the upstream (as it does from the start) or is busy with what
+   * it read (writing it to a slow client, say). Silence counts only while the reader waits, and
+   * from when it began to wait at the earliest: an upstream that the reader stopped reading
+   * (backpressure) is not silent.
+   */
+  setWaiting(waiting: boolean): void;
   /** Stops watching. */
   stop(): void;
   /** The wait that ran out, once one has. */
@@ -20,6 +27,9 @@ export interface StallWatchdog {
 interface Entry {
   startedAt: number;
   lastActivity: number | undefined;
+  waiting: boolean;
+  /** When the reader last began to wait. */
+  waitingSince: number;
   stalled: StallKind | undefined;
   onStall: (kind: StallKind) => void;
 }
@@ -44,12 +54,14 @@ export function createStallWatchdog(options: {
   const check = () => {
     const time = now();
     for (const entry of entries) {
+      if (!entry.waiting) continue;
+      const silence = time - Math.max(entry.lastActivity ?? entry.startedAt, entry.waitingSince);
       const kind: StallKind | undefined =
         entry.lastActivity === undefined
-          ? time - entry.startedAt >= options.firstByteMs
+          ? silence >= options.firstByteMs
             ? "first-byte"
             : undefined
-          : time - entry.lastActivity >= options.idleMs
+          : silence >= options.idleMs
             ? "idle"
             : undefined;
       if (kind === undefined) continue;
@@ -66,7 +78,15 @@ export function createStallWatchdog(options: {
 
   return {
     watch(onStall) {
-      const entry: Entry = { startedAt: now(), lastActivity: undefined, stalled: undefined, onStall };
+      const startedAt = now();
+      const entry: Entry = {
+        startedAt,
+        lastActivity: undefined,
+        waiting: true,
+        waitingSince: startedAt,
+        stalled: undefined,
+        onStall,
+      };
       entries.add(entry);
       if (timer === undefined) {
         timer = setInterval(check, tickMs);
@@ -75,6 +95,10 @@ export function createStallWatchdog(options: {
       return {
         touch() {
           entry.lastActivity = now();
+        },
+        setWaiting(waiting) {
+          if (waiting && !entry.waiting) entry.waitingSince = now();
+          entry.waiting = waiting;
         },
         stop() {
           if (entries.delete(entry) && entries.size === 0) stopTimer();

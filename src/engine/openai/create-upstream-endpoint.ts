@@ -17,7 +17,7 @@ export interface UpstreamEndpoint {
 /**
  * Creates an endpoint's pool: keep-alive HTTP/1.1 connections (as many as the load needs, or
  * `maxConnections`), the connect timeout set on the socket. The engine watches first-byte and idle
- * times itself (`create-stall-timer.ts`), so undici's own header and body timeouts are off.
+ * times itself (`create-stall-watchdog.ts`), so undici's own header and body timeouts are off.
  */
 export function createUpstreamEndpoint(options: {
   index: number;

@@ -81,6 +81,7 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
     headers: endpoint.headers,
     body: context.body,
     onActivity: () => watch.touch(),
+    onWaiting: (waiting) => watch.setWaiting(waiting),
   });
   const current = call;
   context.inFlight.add(current);

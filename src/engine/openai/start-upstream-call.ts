@@ -22,7 +22,8 @@ const HIGH_WATER_MARK = 32;
 /**
  * Sends a POST through undici's dispatcher, turning its callbacks into a pull interface. This
  * costs less per request than `request()`, which wraps the body in a Readable stream and an
- * AbortSignal. `onActivity` runs on every piece received and every piece read (stall watching).
+ * AbortSignal. For stall watching, `onActivity` runs on every piece received, and `onWaiting`
+ * tells whether the reader waits for the next piece (`true`) or has taken one (`false`).
  */
 export function startUpstreamCall(options: {
   pool: Pool;
@@ -30,6 +31,7 @@ export function startUpstreamCall(options: {
   headers: Record<string, string>;
   body: string;
   onActivity: () => void;
+  onWaiting: (waiting: boolean) => void;
 }): UpstreamCall {
   let controller: Dispatcher.DispatchController | undefined;
   let resolveResponse: (value: { statusCode: number; headers: IncomingHttpHeaders }) => void = () => {};
@@ -99,12 +101,13 @@ export function startUpstreamCall(options: {
       for (;;) {
         const piece = pieces.shift();
         if (piece !== undefined) {
-          options.onActivity();
+          options.onWaiting(false);
           if (controller?.paused === true && pieces.length <= HIGH_WATER_MARK / 2) controller.resume();
           return piece;
         }
         if (failure !== undefined) throw failure;
         if (ended) return undefined;
+        options.onWaiting(true);
         await new Promise<void>((resolve) => {
           wake = resolve;
         });

@@ -39,6 +39,20 @@ describe("createStallWatchdog", () => {
     expect(stalls).toEqual(["idle"]);
   });
 
+  it("counts silence only while the reader waits, from when it began to wait", () => {
+    const { watch, stalls } = start();
+    watch.touch();
+    // The reader took what came and is busy (a slow client): the upstream is not silent.
+    watch.setWaiting(false);
+    vi.advanceTimersByTime(5_000);
+    expect(stalls).toEqual([]);
+    watch.setWaiting(true);
+    vi.advanceTimersByTime(350);
+    expect(stalls).toEqual([]);
+    vi.advanceTimersByTime(100);
+    expect(stalls).toEqual(["idle"]);
+  });
+
   it("watches many responses with one timer, and stops it when none is left", () => {
     const { watchdog, watch, stalls } = start();
     const other: StallKind[] = [];

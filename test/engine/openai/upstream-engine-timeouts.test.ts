@@ -85,6 +85,25 @@ describe("upstream engine: timeouts", () => {
     expect(await upstream.requests[0]?.closedEarly).toBe(true);
   });
 
+  it("does not count the time its own reader is busy (a slow client) as the upstream's silence", async () => {
+    // 100 chunks 2 ms apart: the engine holds at most 32 pieces unread, then stops reading the
+    // upstream, which therefore goes quiet while the reader is away for longer than the timeout.
+    const upstream = await mock(slowStream(2, 100));
+    const engine = createTestEngine({
+      model: upstreamModel([upstream.baseUrl]),
+      settings: { idleTimeoutMs: 150 },
+    });
+    const prepared = await engine.prepare(chatRequest());
+    const parts: StreamPart[] = [];
+    for await (const part of prepared.run(new AbortController().signal)) {
+      if (parts.length === 0) await new Promise((resolve) => setTimeout(resolve, 600));
+      parts.push(part);
+    }
+    expect(parts.filter((part) => part.type === "text-delta")).toHaveLength(100);
+    expect(parts.at(-1)).toMatchObject({ type: "finish", reason: "stop", usage: { completionTokens: 100 } });
+    expect(engine.status()).toBe("available");
+  });
+
   it("gives up on a connection that is never established (TLS handshake unanswered)", async () => {
     const sockets: Socket[] = [];
     const server: Server = createServer((socket) => {
