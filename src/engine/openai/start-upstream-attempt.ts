@@ -62,6 +62,9 @@ const MAX_ERROR_BODY_LENGTH = 64 * 1024;
 export const MAX_ANSWER_LENGTH = 32 * 1024 * 1024;
 const MAX_ANSWER_TEXT = `${MAX_ANSWER_LENGTH / (1024 * 1024)} MiB`;
 
+/** How long the rest of a body after `[DONE]` may take before its connection is dropped. */
+const DRAIN_AFTER_END_MS = 1_000;
+
 /** Why a call was aborted: the client left, the engine closed, or the upstream stalled. */
 class AttemptStopped extends Error {}
 
@@ -226,11 +229,15 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
           return conclude(parts, undefined);
         }
         for (let text = await current.read(); text !== undefined; text = await current.read()) {
-          // After [DONE] (or an error event) the body is still read to its end: the connection is reused.
-          if (done || streamError !== undefined) continue;
           for (const event of parser.push(text)) {
             readEvent(event, parts);
             if (done || streamError !== undefined) break;
+          }
+          if (done || streamError !== undefined) {
+            // The answer is over ([DONE] or an error event): the rest of the body is only read
+            // so that the connection is reused, and not waited for.
+            current.drain(DRAIN_AFTER_END_MS);
+            break;
           }
           const tooLong =
             parser.pendingLength > MAX_ANSWER_LENGTH

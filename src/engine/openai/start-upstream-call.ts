@@ -14,6 +14,12 @@ export interface UpstreamCall {
   read(): Promise<string | undefined>;
   /** Stops the exchange (closing its connection) and makes pending and later reads reject. */
   abort(reason: Error): void;
+  /**
+   * The reader wants nothing more: the rest of the body is read and dropped, so that the
+   * connection can be reused, unless it has not ended within `timeoutMs` (then the exchange is
+   * aborted). Reads after this find the body ended.
+   */
+  drain(timeoutMs: number): void;
 }
 
 /** Pieces held before the upstream is paused (TCP backpressure); it resumes at half. */
@@ -45,6 +51,8 @@ export function startUpstreamCall(options: {
   const pieces: string[] = [];
   const decoder = new StringDecoder("utf8");
   let ended = false;
+  let draining = false;
+  let drainTimer: NodeJS.Timeout | undefined;
   let failure: Error | undefined;
   let wake: (() => void) | undefined;
   const notify = () => {
@@ -55,6 +63,7 @@ export function startUpstreamCall(options: {
   const fail = (error: Error) => {
     if (failure !== undefined || ended) return;
     failure = error;
+    clearTimeout(drainTimer);
     rejectResponse(error);
     notify();
   };
@@ -68,7 +77,7 @@ export function startUpstreamCall(options: {
       resolveResponse({ statusCode, headers });
     },
     onResponseData(current, chunk) {
-      if (failure !== undefined) return;
+      if (failure !== undefined || draining) return;
       pieces.push(decoder.write(chunk));
       options.onActivity();
       if (pieces.length >= HIGH_WATER_MARK) current.pause();
@@ -76,14 +85,22 @@ export function startUpstreamCall(options: {
     },
     onResponseEnd() {
       if (failure !== undefined) return;
+      clearTimeout(drainTimer);
       const rest = decoder.end();
-      if (rest !== "") pieces.push(rest);
+      if (rest !== "" && !draining) pieces.push(rest);
       ended = true;
       notify();
     },
     onResponseError(_controller, error) {
       fail(error);
     },
+  };
+
+  const abort = (reason: Error) => {
+    if (failure !== undefined || ended) return;
+    pieces.length = 0;
+    fail(reason);
+    controller?.abort(reason);
   };
 
   try {
@@ -106,18 +123,21 @@ export function startUpstreamCall(options: {
           return piece;
         }
         if (failure !== undefined) throw failure;
-        if (ended) return undefined;
+        if (ended || draining) return undefined;
         options.onWaiting(true);
         await new Promise<void>((resolve) => {
           wake = resolve;
         });
       }
     },
-    abort(reason) {
-      if (failure !== undefined || ended) return;
+    abort,
+    drain(timeoutMs) {
       pieces.length = 0;
-      fail(reason);
-      controller?.abort(reason);
+      if (failure !== undefined || ended || draining) return;
+      draining = true;
+      if (controller?.paused === true) controller.resume();
+      drainTimer = setTimeout(() => abort(new Error("the body did not end")), timeoutMs);
+      drainTimer.unref();
     },
   };
 }

@@ -233,6 +233,31 @@ describe("upstream engine: answers", () => {
     expect(ports.size).toBeLessThanOrEqual(2);
   });
 
+  it("finishes at [DONE] without waiting for a body that does not end, then drops its connection", async () => {
+    const upstream = await mock((_request, response) =>
+      writeEvents(response, textEvents(["Hello"]), { end: false }),
+    );
+    // Silence after [DONE] is not the answer's: a minute of idle timeout would be waited for.
+    const engine = createTestEngine({
+      model: upstreamModel([upstream.baseUrl]),
+      settings: { idleTimeoutMs: 60_000 },
+    });
+    const parts = await collectParts(engine);
+    expect(parts.at(-1)).toMatchObject({ type: "finish", reason: "stop", usage: { completionTokens: 1 } });
+    expect(await upstream.requests[0]?.closedEarly).toBe(true);
+  });
+
+  it("still reads a body that ends soon after [DONE], keeping its connection", async () => {
+    const upstream = await mock(async (_request, response) => {
+      await writeEvents(response, [...textEvents(["a"])], { end: false });
+      // Something more, and the end, a moment after [DONE].
+      setTimeout(() => response.end(": bye\n\n"), 20);
+    });
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+    expect(textOf(await collectParts(engine))).toBe("a");
+    expect(await upstream.requests[0]?.closedEarly).toBe(false);
+  });
+
   it("balances round-robin over healthy endpoints", async () => {
     const first = await mock(streamText(["one"]));
     const second = await mock(streamText(["two"]));
