@@ -85,7 +85,18 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
   });
 
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser("application/json", { parseAs: "string" }, (_request, body, done) => {
+  app.addContentTypeParser("application/json", { parseAs: "string" }, (request, body, done) => {
+    const encoding = request.headers["content-encoding"];
+    if (encoding !== undefined && encoding.trim().toLowerCase() !== "identity") {
+      done(
+        new AppError(
+          "invalid_content_type",
+          `Compressed request bodies (Content-Encoding: ${encoding}) are not supported; send the JSON uncompressed.`,
+        ),
+        undefined,
+      );
+      return;
+    }
     const text = typeof body === "string" ? body : body.toString("utf8");
     if (text.trim() === "") {
       done(new AppError("invalid_json", "The request body is empty; send a JSON object."), undefined);

@@ -1,3 +1,4 @@
+import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EMBEDDING_MODEL, startTestServer, type TestServer, TINY_MODEL } from "../support/test-server.ts";
 
@@ -11,7 +12,7 @@ afterAll(async () => {
   await server?.close();
 });
 
-async function post(body: string, headers: Record<string, string> = {}) {
+async function post(body: string | Uint8Array, headers: Record<string, string> = {}) {
   const response = await fetch(`${server.baseUrl}/chat/completions`, {
     method: "POST",
     headers: { authorization: `Bearer ${server.starterKey}`, "content-type": "application/json", ...headers },
@@ -333,6 +334,21 @@ describe("bad input gets its status, type, code and param, never a 500", () => {
       code: "invalid_content_type",
       type: "invalid_request_error",
     });
+  });
+
+  it("answers a compressed body with invalid_content_type, naming the encoding", async () => {
+    const response = await post(gzipSync(JSON.stringify(valid)), { "content-encoding": "gzip" });
+    expect(response.status).toBe(400);
+    expect(response.body.error).toMatchObject({
+      code: "invalid_content_type",
+      type: "invalid_request_error",
+    });
+    expect(response.body.error.message).toContain("Content-Encoding: gzip");
+    // "identity" is no encoding at all.
+    const plain = await post(JSON.stringify({ ...valid, model: "no-such-model" }), {
+      "content-encoding": "identity",
+    });
+    expect(plain.status).toBe(404);
   });
 
   it("answers a body over the limit with 413 request_too_large", async () => {
