@@ -154,8 +154,9 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
       const summary = `sent an error${streamError.message === undefined ? "" : ` (${streamError.message})`}`;
       if (hasParts) final = midStreamError(summary, parts);
       else failure = createEndpointFailure({ modelId, summary, endpointFault: false });
-    } else if (error === undefined && mapper.rawFinishReason !== undefined) {
-      // Ended after its finish reason without [DONE]: the answer is complete.
+    } else if (mapper.rawFinishReason !== undefined) {
+      // Ended (or broke) after its finish reason, without [DONE]: the answer is complete; only
+      // the usage chunk may be missing, and is then estimated.
       final = finish(mapper, parts, context.promptTokens);
     } else {
       const summary =

@@ -223,6 +223,26 @@ describe("upstream engine: answers", () => {
     });
   });
 
+  it("finishes, with estimated usage, when the connection breaks after finish_reason", async () => {
+    const upstream = await mock(async (_request, response) => {
+      // The answer is complete; the usage chunk and [DONE] never come.
+      await writeEvents(response, textEvents(["Hi", " there"], { usage: undefined }), {
+        done: false,
+        end: false,
+      });
+      setTimeout(() => response.socket?.destroy(), 20);
+    });
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+    const parts = await collectParts(engine);
+    expect(textOf(parts)).toBe("Hi there");
+    expect(parts.at(-1)).toMatchObject({
+      type: "finish",
+      reason: "stop",
+      usage: { promptTokens: expect.any(Number), estimated: true },
+    });
+    expect(engine.status()).toBe("available");
+  });
+
   it("keeps the upstream connection alive between requests", async () => {
     const upstream = await mock(streamText(["a"]));
     const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
