@@ -134,6 +134,14 @@ export async function writeEvents(
   if (options.end ?? true) response.end();
 }
 
+/** A handler that writes `events` (no [DONE]) and then resets the connection, mid-answer. */
+export function resetAfter(events: readonly unknown[]): MockHandler {
+  return async (_request, response) => {
+    await writeEvents(response, events, { done: false, end: false });
+    setTimeout(() => response.socket?.destroy(), 20);
+  };
+}
+
 /** A handler that streams `texts` as a complete answer with usage. */
 export function streamText(
   texts: readonly string[],

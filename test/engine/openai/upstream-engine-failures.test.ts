@@ -19,6 +19,7 @@ import {
   findClosedPort,
   type MockHandler,
   type MockUpstream,
+  resetAfter,
   startMockUpstream,
   streamText,
   writeEvents,
@@ -280,21 +281,13 @@ describe("upstream engine: fallbacks and cooldown", () => {
 
 describe("upstream engine: failures after the first part", () => {
   it("ends a stream cut mid-way with an error part and estimated usage", async () => {
-    const upstream = await mock(async (_request, response) => {
-      await writeEvents(
-        response,
-        [
-          chunk({ role: "assistant", content: "" }),
-          chunk({ content: "Once upon" }),
-          chunk({ content: " a time" }),
-        ],
-        {
-          done: false,
-          end: false,
-        },
-      );
-      setTimeout(() => response.socket?.destroy(), 20);
-    });
+    const upstream = await mock(
+      resetAfter([
+        chunk({ role: "assistant", content: "" }),
+        chunk({ content: "Once upon" }),
+        chunk({ content: " a time" }),
+      ]),
+    );
     const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
     const parts = await collectParts(engine);
     expect(textOf(parts)).toBe("Once upon a time");

@@ -13,6 +13,7 @@ import {
 import {
   chunk,
   type MockUpstream,
+  resetAfter,
   startMockUpstream,
   streamText,
   textEvents,
@@ -224,14 +225,8 @@ describe("upstream engine: answers", () => {
   });
 
   it("finishes, with estimated usage, when the connection breaks after finish_reason", async () => {
-    const upstream = await mock(async (_request, response) => {
-      // The answer is complete; the usage chunk and [DONE] never come.
-      await writeEvents(response, textEvents(["Hi", " there"], { usage: undefined }), {
-        done: false,
-        end: false,
-      });
-      setTimeout(() => response.socket?.destroy(), 20);
-    });
+    // The answer is complete; the usage chunk and [DONE] never come.
+    const upstream = await mock(resetAfter(textEvents(["Hi", " there"], { usage: undefined })));
     const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
     const parts = await collectParts(engine);
     expect(textOf(parts)).toBe("Hi there");
