@@ -99,6 +99,12 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
     }
     const text = typeof body === "string" ? body : body.toString("utf8");
     if (text.trim() === "") {
+      // Clients often send their JSON content type on every request: a route that reads no body
+      // (a revoke) takes an empty one.
+      if (request.routeOptions.schema?.body === undefined) {
+        done(null, undefined);
+        return;
+      }
       done(new AppError("invalid_json", "The request body is empty; send a JSON object."), undefined);
       return;
     }

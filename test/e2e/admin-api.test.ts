@@ -76,6 +76,24 @@ describe("the admin API on the real server", () => {
     expect(usage.text.split("\r\n")[0]).toContain("request_id");
   });
 
+  it("takes a revoke sent with a JSON content type and no body, as HTTP clients often send it", async () => {
+    const key = await admin("POST", "/admin/keys", { account: "starter", name: "empty-body" });
+    const publicId = (key.body.key as string).split("-")[2];
+    const response = await fetch(`${server.origin}/admin/keys/${publicId}/revoke`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${server.adminKey}`, "content-type": "application/json" },
+    });
+    expect(response.status).toBe(200);
+    expect(await response.json()).toMatchObject({ public_id: publicId, already_revoked: false });
+    // A route that reads a body still says that it is empty.
+    const empty = await fetch(`${server.origin}/admin/accounts`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${server.adminKey}`, "content-type": "application/json" },
+    });
+    expect(empty.status).toBe(400);
+    expect(((await empty.json()) as { error: { code: string } }).error.code).toBe("invalid_json");
+  });
+
   it("validates bodies like the public API: amounts are decimal strings", async () => {
     const response = await admin("POST", "/admin/accounts", { name: "numbers", balance: 5 });
     expect(response.status).toBe(400);
