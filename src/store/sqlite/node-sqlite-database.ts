@@ -87,6 +87,14 @@ export class NodeSqliteDatabase implements SqliteDatabase {
     return this.#database.isTransaction;
   }
 
+  /**
+   * SQLite's automatic checkpoint on this connection: on (every 1000 pages of WAL, its default)
+   * or off, while a worker thread checkpoints instead (start-checkpointer.ts).
+   */
+  setAutomaticCheckpoint(automatic: boolean): void {
+    if (this.#database.isOpen) this.#database.exec(`PRAGMA wal_autocheckpoint = ${automatic ? 1000 : 0}`);
+  }
+
   close(): void {
     this.#statements.clear();
     if (this.#database.isOpen) this.#database.close();

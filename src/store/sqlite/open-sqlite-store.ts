@@ -7,14 +7,16 @@ import { createKyselyStore } from "../kysely-store.ts";
 import { migrateToLatest } from "../migrate-to-latest.ts";
 import type { AccountBalance, Store } from "../store.ts";
 import { claimSqliteFile } from "./claim-sqlite-file.ts";
-import { openNodeSqliteDatabase } from "./node-sqlite-database.ts";
+import { type NodeSqliteDatabase, openNodeSqliteDatabase } from "./node-sqlite-database.ts";
 import { createSqliteBillingBatch, type SqliteBillingBatch } from "./sqlite-billing-batch.ts";
+import { type Checkpointing, createCheckpointing } from "./start-checkpointer.ts";
 
 export interface SqliteStoreOptions {
   /**
    * Hold reservations in memory until they are a second old (see `sqlite-billing-batch.ts`):
    * only for the server that owns the file, the one process that reserves on it. Claims the file
-   * (claim-sqlite-file.ts): opening fails while a server of another process has it.
+   * (claim-sqlite-file.ts): opening fails while a server of another process has it. Once its
+   * writes are sustained, the owner checkpoints the WAL on a worker thread (start-checkpointer.ts).
    */
   holdReservations: boolean;
 }
@@ -27,6 +29,8 @@ interface SharedConnection extends SqliteConnection {
   users: number;
   /** Gives up the server's claim on the file (claim-sqlite-file.ts) when the connection closes. */
   releaseClaim?: () => void;
+  /** The owner's checkpoints (start-checkpointer.ts). */
+  checkpointing?: Checkpointing;
 }
 
 const sharedConnections = new Map<string, SharedConnection>();
@@ -77,14 +81,20 @@ export async function openSqliteStore(
   }
   const connection = shared;
   connection.users += 1;
-  if (releaseClaim !== undefined) connection.releaseClaim ??= releaseClaim;
+  if (releaseClaim !== undefined) {
+    connection.releaseClaim ??= releaseClaim;
+    connection.checkpointing ??= createCheckpointing({
+      file,
+      setAutomatic: (automatic) => connection.database.setAutomaticCheckpoint(automatic),
+    });
+  }
   try {
     await connection.migrated;
   } catch (error) {
     await release(file, connection);
     throw error;
   }
-  const store = createStore(connection, options);
+  const store = createStore(connection, options, connection.checkpointing);
   let closed = false;
   return {
     ...store,
@@ -99,13 +109,14 @@ export async function openSqliteStore(
 /** kysely over one `node:sqlite` connection, and the batched billing on the same connection. */
 interface SqliteConnection {
   db: Kysely<Database>;
+  database: NodeSqliteDatabase;
   billing: SqliteBillingBatch;
 }
 
 function openConnection(location: string): SqliteConnection {
   const database = openNodeSqliteDatabase(location);
   const db = new Kysely<Database>({ dialect: new SqliteDialect({ database }) });
-  return { db, billing: createSqliteBillingBatch({ db, database }) };
+  return { db, database, billing: createSqliteBillingBatch({ db, database }) };
 }
 
 /**
@@ -113,7 +124,11 @@ function openConnection(location: string): SqliteConnection {
  * `sqlite-billing-batch.ts`). Whatever reads or changes reservations otherwise first writes the
  * ones held in memory, so it sees exactly what a store that wrote every reservation would.
  */
-function createStore(connection: SqliteConnection, options: SqliteStoreOptions): Store {
+function createStore(
+  connection: SqliteConnection,
+  options: SqliteStoreOptions,
+  checkpointing?: Checkpointing,
+): Store {
   const { billing } = connection;
   const store = createKyselyStore(connection.db);
   const afterWritingHeld =
@@ -138,7 +153,10 @@ function createStore(connection: SqliteConnection, options: SqliteStoreOptions):
   return {
     ...store,
     reserve: (reservation) => billing.reserve(reservation, { hold: options.holdReservations }),
-    settle: (usage) => billing.settle(usage),
+    settle: (usage) => {
+      checkpointing?.noteWrite();
+      return billing.settle(usage);
+    },
     renewLeases: afterWritingHeld(store.renewLeases),
     releaseReservations: afterWritingHeld(async (options) => {
       try {
@@ -173,6 +191,7 @@ async function release(file: string, connection: SharedConnection): Promise<void
   if (connection.users > 0) return;
   if (sharedConnections.get(file) === connection) sharedConnections.delete(file);
   await connection.billing.close();
+  await connection.checkpointing?.stop();
   await connection.db.destroy();
   connection.releaseClaim?.();
 }

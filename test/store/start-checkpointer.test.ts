@@ -1,0 +1,139 @@
+import { statSync } from "node:fs";
+import path from "node:path";
+import { DatabaseSync } from "node:sqlite";
+import { describe, expect, it } from "vitest";
+import { openStore } from "../../src/store/open-store.ts";
+import {
+  createCheckpointing,
+  START_AFTER_WRITES,
+  startCheckpointer,
+} from "../../src/store/sqlite/start-checkpointer.ts";
+import { makeAccount, makeUsage } from "./store-fixtures.ts";
+import { makeTemporaryDirectory, newDatabaseUrl } from "./temporary-directory.ts";
+
+const directory = makeTemporaryDirectory();
+
+/** A WAL file with one table, opened as the server opens its store (automatic checkpoint on). */
+function openWalFile(): { file: string; database: DatabaseSync } {
+  const file = newDatabaseUrl(directory).slice("sqlite:".length);
+  const database = new DatabaseSync(file);
+  database.exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL");
+  database.exec("create table notes (id integer primary key, body text not null)");
+  return { file, database };
+}
+
+/** About `kib` KiB of rows, in transactions of a few rows: well below the automatic 1000 pages. */
+function write(database: DatabaseSync, kib: number): void {
+  const insert = database.prepare("insert into notes (body) values (?)");
+  const body = "x".repeat(1024);
+  for (let index = 0; index < kib; index += 8) {
+    database.exec("begin immediate");
+    for (let row = 0; row < 8; row++) insert.run(body);
+    database.exec("commit");
+  }
+}
+
+function automaticPages(database: DatabaseSync): unknown {
+  return (database.prepare("PRAGMA wal_autocheckpoint").get() as Record<string, unknown>).wal_autocheckpoint;
+}
+
+/** Resolves once the database file (not its WAL) is larger than `bytes`; fails after 10 s. */
+async function fileGrowsPast(file: string, bytes: number): Promise<number> {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const size = statSync(file).size;
+    if (size > bytes) return size;
+    if (Date.now() > deadline) throw new Error(`${file} stayed at ${size} bytes`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+describe("startCheckpointer", () => {
+  it("turns the automatic checkpoint off and copies the WAL into the file from its worker", async () => {
+    const { file, database } = openWalFile();
+    const settings: boolean[] = [];
+    const checkpointer = await startCheckpointer({
+      file,
+      intervalMs: 20,
+      setAutomatic: (automatic) => {
+        settings.push(automatic);
+        database.exec(`PRAGMA wal_autocheckpoint = ${automatic ? 1000 : 0}`);
+      },
+    });
+    try {
+      expect(settings).toEqual([false]);
+      expect(automaticPages(database)).toBe(0);
+      const before = statSync(file).size;
+      // 1 MiB: SQLite's own checkpoint would wait for 4 MiB; only the worker moves it now.
+      write(database, 1024);
+      expect(await fileGrowsPast(file, before + 512 * 1024)).toBeGreaterThan(before);
+    } finally {
+      await checkpointer.stop();
+    }
+    expect(settings).toEqual([false, true]);
+    expect(automaticPages(database)).toBe(1000);
+    database.close();
+  });
+
+  it("leaves the automatic checkpoint on when its worker cannot open the file", async () => {
+    const settings: boolean[] = [];
+    const checkpointer = await startCheckpointer({
+      file: path.join(directory, "no-such-folder", "store.db"),
+      setAutomatic: (automatic) => settings.push(automatic),
+    });
+    await checkpointer.stop();
+    expect(settings).toEqual([]);
+  });
+});
+
+describe("createCheckpointing", () => {
+  it("starts the worker only at the threshold's write, and stops it", async () => {
+    const { file, database } = openWalFile();
+    const settings: boolean[] = [];
+    const checkpointing = createCheckpointing({
+      file,
+      startAfterWrites: 3,
+      setAutomatic: (automatic) => settings.push(automatic),
+    });
+    checkpointing.noteWrite();
+    checkpointing.noteWrite();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(settings).toEqual([]);
+    checkpointing.noteWrite();
+    for (let attempt = 0; attempt < 250 && settings.length === 0; attempt++) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(settings).toEqual([false]);
+    checkpointing.noteWrite();
+    await checkpointing.stop();
+    expect(settings).toEqual([false, true]);
+    database.close();
+  });
+});
+
+describe("a server's SQLite store", () => {
+  it("checkpoints on a worker once its writes are sustained, long before SQLite would", async () => {
+    const url = newDatabaseUrl(directory);
+    const file = url.slice("sqlite:".length);
+    const store = await openStore(url, { owner: true });
+    try {
+      const account = makeAccount({ name: "acme", balanceNano: 10n ** 15n });
+      await store.insertAccount(account);
+      const before = statSync(file).size;
+      // A thousand usage rows (twice the threshold), settled in batches as requests would be:
+      // about 2.4 MiB of WAL, below the 1000 pages (4 MiB) SQLite's own checkpoint waits for.
+      expect(START_AFTER_WRITES).toBeLessThan(1000);
+      for (let batch = 0; batch < 20; batch++) {
+        await Promise.all(
+          Array.from({ length: 50 }, () =>
+            store.settle(makeUsage({ accountId: account.id, costNano: 1n, requestId: "r".repeat(100) })),
+          ),
+        );
+      }
+      expect(await fileGrowsPast(file, before + 512 * 1024)).toBeGreaterThan(before);
+      expect(await store.audit()).toEqual([]);
+    } finally {
+      await store.close();
+    }
+  });
+});
