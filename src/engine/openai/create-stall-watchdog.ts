@@ -12,6 +12,8 @@ export interface StallWatch {
    * (backpressure) is not silent.
    */
   setWaiting(waiting: boolean): void;
+  /** From now on, silence of `idleMs` (if shorter than the watchdog's) is a stall. */
+  shortenIdle(idleMs: number): void;
   /** Stops watching. */
   stop(): void;
   /** The wait that ran out, once one has. */
@@ -30,6 +32,7 @@ interface Entry {
   waiting: boolean;
   /** When the reader last began to wait. */
   waitingSince: number;
+  idleMs: number;
   stalled: StallKind | undefined;
   onStall: (kind: StallKind) => void;
 }
@@ -61,7 +64,7 @@ export function createStallWatchdog(options: {
           ? silence >= options.firstByteMs
             ? "first-byte"
             : undefined
-          : silence >= options.idleMs
+          : silence >= entry.idleMs
             ? "idle"
             : undefined;
       if (kind === undefined) continue;
@@ -84,6 +87,7 @@ export function createStallWatchdog(options: {
         lastActivity: undefined,
         waiting: true,
         waitingSince: startedAt,
+        idleMs: options.idleMs,
         stalled: undefined,
         onStall,
       };
@@ -95,6 +99,9 @@ export function createStallWatchdog(options: {
       return {
         touch() {
           entry.lastActivity = now();
+        },
+        shortenIdle(idleMs) {
+          entry.idleMs = Math.min(entry.idleMs, idleMs);
         },
         setWaiting(waiting) {
           if (waiting && !entry.waiting) entry.waitingSince = now();

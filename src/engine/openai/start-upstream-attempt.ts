@@ -64,6 +64,12 @@ const MAX_ANSWER_TEXT = `${MAX_ANSWER_LENGTH / (1024 * 1024)} MiB`;
 
 /** How long the rest of a body after `[DONE]` may take before its connection is dropped. */
 const DRAIN_AFTER_END_MS = 1_000;
+/**
+ * Longest silence after the finish reason: only the usage chunk and `[DONE]` are left, which
+ * servers send at once. An upstream that holds the stream open there ends the answer after this
+ * instead of the idle timeout (the usage is then estimated).
+ */
+const FINISH_GRACE_MS = 1_000;
 
 /** Why a call was aborted: the client left, the engine closed, or the upstream stalled. */
 class AttemptStopped extends Error {}
@@ -251,6 +257,7 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
             // Nothing after it is read: the connection goes, the next read throws.
             current.abort(new AttemptStopped("answer too long"));
           }
+          if (mapper.rawFinishReason !== undefined) watch.shortenIdle(FINISH_GRACE_MS);
           if (parts.length > 0 && !done && streamError === undefined) {
             produced = true;
             return { kind: "parts", parts, last: false };

@@ -3,7 +3,14 @@ import { createServer, type Server, type Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import type { StreamPart } from "../../../src/engine/engine.ts";
 import type { AppError } from "../../../src/errors/app-error.ts";
-import { chatRequest, closeEngines, createTestEngine, firstError, upstreamModel } from "./engine-helpers.ts";
+import {
+  chatRequest,
+  closeEngines,
+  collectParts,
+  createTestEngine,
+  firstError,
+  upstreamModel,
+} from "./engine-helpers.ts";
 import {
   chunk,
   type MockHandler,
@@ -102,6 +109,20 @@ describe("upstream engine: timeouts", () => {
     expect(parts.filter((part) => part.type === "text-delta")).toHaveLength(100);
     expect(parts.at(-1)).toMatchObject({ type: "finish", reason: "stop", usage: { completionTokens: 100 } });
     expect(engine.status()).toBe("available");
+  });
+
+  it("ends the answer soon after the finish reason when the upstream then holds the stream open", async () => {
+    const upstream = await mock((_request, response) =>
+      writeEvents(response, textEvents(["Hi"], { usage: undefined }), { done: false, end: false }),
+    );
+    // Without the grace after the finish reason, the minute of idle timeout would be waited for.
+    const engine = createTestEngine({
+      model: upstreamModel([upstream.baseUrl]),
+      settings: { idleTimeoutMs: 60_000 },
+    });
+    const parts = await collectParts(engine);
+    expect(parts.at(-1)).toMatchObject({ type: "finish", reason: "stop", usage: { estimated: true } });
+    expect(await upstream.requests[0]?.closedEarly).toBe(true);
   });
 
   it("gives up on a connection that is never established (TLS handshake unanswered)", async () => {
