@@ -1,6 +1,6 @@
 import { once } from "node:events";
 import { createServer, get, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
+import { type AddressInfo, connect } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { writeToClient } from "../../src/api/write-event-stream.ts";
 
@@ -97,5 +97,35 @@ describe("writeToClient", () => {
     await finished;
     expect(results.at(-2)).toBe(false);
     expect(results.at(-1)).toBe(false);
+  });
+
+  it("disconnects a client that leaves what was sent unread for the stall timeout", async () => {
+    const results: boolean[] = [];
+    let closed: Promise<unknown> | undefined;
+    let finished: Promise<void> | undefined;
+    const url = new URL(
+      await serve(async (response) => {
+        closed = once(response, "close");
+        finished = (async () => {
+          const piece = "x".repeat(1024 * 1024);
+          for (let index = 0; index < 64 && (results.at(-1) ?? true); index++) {
+            results.push(await writeToClient(response, piece, 300));
+          }
+        })();
+      }),
+    );
+    // A client that sends its request and then reads nothing, its socket left open.
+    const socket = connect(Number(url.port), url.hostname);
+    socket.write(`GET / HTTP/1.1\r\nHost: ${url.host}\r\n\r\n`);
+    socket.pause();
+    for (let attempt = 0; attempt < 100 && finished === undefined; attempt++) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    await finished;
+    await closed;
+    expect(results.at(-1)).toBe(false);
+    // Far fewer than the 64 MiB it would have taken: the socket's buffers, then the timeout.
+    expect(results.length).toBeLessThan(64);
+    socket.destroy();
   });
 });
