@@ -64,6 +64,9 @@ function isSameSecret(given: string, expected: string): boolean {
 
 const REQUEST_ID_PATTERN = /^[\w.:-]{1,128}$/;
 
+/** Longest time a client may take to send a whole request, headers and body (then 408). */
+export const REQUEST_TIMEOUT_MS = 300_000;
+
 /** The client's `x-request-id` when it is sane, else a new one (`req_` and 24 hex digits). */
 function createRequestId(header: string | string[] | undefined): string {
   if (typeof header === "string" && REQUEST_ID_PATTERN.test(header)) return header;
@@ -76,6 +79,9 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
     ...(dependencies.logger === undefined ? { logger: false } : { loggerInstance: dependencies.logger }),
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: dependencies.bodyLimitBytes ?? 8 * 1024 * 1024,
+    // Node's own default, which Fastify turns off: without it a client that sends its body a
+    // byte now and then (or never finishes it) holds its connection for ever, key or no key.
+    requestTimeout: REQUEST_TIMEOUT_MS,
     genReqId: (request) => createRequestId(request.headers["x-request-id"]),
     requestIdHeader: false,
     ajv: {

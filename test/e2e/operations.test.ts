@@ -1,5 +1,6 @@
 import { PassThrough } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { REQUEST_TIMEOUT_MS } from "../../src/api/build-app.ts";
 import { startTestServer, type TestServer, TINY_MODEL } from "../support/test-server.ts";
 
 let server: TestServer;
@@ -33,6 +34,15 @@ async function chat(body: Record<string, unknown> = {}) {
   await response.arrayBuffer();
   return response;
 }
+
+describe("connections", () => {
+  it("bounds the time a client may take to send its request, as Node does unless told otherwise", () => {
+    const http = server.server.app.server;
+    expect(http.requestTimeout).toBe(REQUEST_TIMEOUT_MS);
+    expect(http.headersTimeout).toBeLessThanOrEqual(REQUEST_TIMEOUT_MS);
+    expect(REQUEST_TIMEOUT_MS).toBeGreaterThan(0);
+  });
+});
 
 describe("health, readiness and the API description", () => {
   it("answers /health and /ready without a key", async () => {
