@@ -252,13 +252,13 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
               : mapper.producedLength > MAX_ANSWER_LENGTH
                 ? "an answer"
                 : undefined;
-          if (tooLong !== undefined && !done && streamError === undefined) {
+          if (tooLong !== undefined) {
             streamError = malformed(`${tooLong} longer than ${MAX_ANSWER_TEXT}`);
             // Nothing after it is read: the connection goes, the next read throws.
             current.abort(new AttemptStopped("answer too long"));
           }
           if (mapper.rawFinishReason !== undefined) watch.shortenIdle(FINISH_GRACE_MS);
-          if (parts.length > 0 && !done && streamError === undefined) {
+          if (parts.length > 0 && streamError === undefined) {
             produced = true;
             return { kind: "parts", parts, last: false };
           }
