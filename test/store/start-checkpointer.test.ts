@@ -75,12 +75,14 @@ describe("startCheckpointer", () => {
     database.close();
   });
 
-  it("leaves the automatic checkpoint on when its worker cannot open the file", async () => {
+  it("leaves the automatic checkpoint on when its worker cannot open the file (and has exited)", async () => {
     const settings: boolean[] = [];
     const checkpointer = await startCheckpointer({
       file: path.join(directory, "no-such-folder", "store.db"),
       setAutomatic: (automatic) => settings.push(automatic),
     });
+    // The worker ends itself on failure: stopping it afterwards still resolves.
+    await new Promise((resolve) => setTimeout(resolve, 500));
     await checkpointer.stop();
     expect(settings).toEqual([]);
   });

@@ -26,10 +26,11 @@ function close() {
   if (database?.isOpen === true) database.close();
 }
 
-/** @param {unknown} error */
+/** Tells the parent why, and ends the worker. @param {unknown} error */
 function fail(error) {
   close();
   port?.postMessage({ kind: "failed", message: error instanceof Error ? error.message : String(error) });
+  port?.close();
 }
 
 try {

@@ -1,4 +1,3 @@
-import { once } from "node:events";
 import { Worker } from "node:worker_threads";
 
 /** Checkpoints running on a worker thread; see {@link startCheckpointer}. */
@@ -41,6 +40,8 @@ export async function startCheckpointer(options: CheckpointerOptions): Promise<C
     workerData: { file: options.file, intervalMs: options.intervalMs ?? CHECKPOINT_INTERVAL_MS },
   });
   worker.unref();
+  // Listened for from the start: a worker that failed may have exited long before `stop`.
+  const exited = new Promise<void>((resolve) => worker.once("exit", () => resolve()));
   let stopping = false;
   let automatic = true;
   const fallBack = () => {
@@ -71,7 +72,6 @@ export async function startCheckpointer(options: CheckpointerOptions): Promise<C
       if (stopping) return;
       stopping = true;
       fallBack();
-      const exited = once(worker, "exit").catch(() => {});
       // Unreferenced, the worker would let a process that waits for nothing else exit first.
       worker.ref();
       worker.postMessage("stop");
