@@ -224,6 +224,14 @@ function readBaseUrl(options: ReadEngineOptions, path: ConfigPath, value: unknow
     options.issues.add(path, `is not an http(s) URL; write the server's API root, such as ${example}`);
     return undefined;
   }
+  if (url.username !== "" || url.password !== "") {
+    // Requests go to the URL's origin, which has no credentials: they would be dropped silently.
+    options.issues.add(
+      path,
+      "carries credentials (user:password@), which are not sent; give the server's key as api_key",
+    );
+    return undefined;
+  }
   return text.replace(/\/+$/, "");
 }
 

@@ -656,6 +656,9 @@ models:
   - id: c
     pricing: { input_per_million: "1", output_per_million: "1" }
     engine: { type: openai, endpoints: [ { base_url: "ftp://x", apikey: k } ], threads: 2 }
+  - id: d
+    pricing: { input_per_million: "1", output_per_million: "1" }
+    engine: { type: openai, endpoints: [ { base_url: "https://user:s3cret@api.example.com/v1" } ] }
 `),
     ).toEqual([
       'models[0].engine.type: must be one of llama, openai (got "vllm")',
@@ -663,6 +666,7 @@ models:
       "models[2].engine.threads: belongs to type: llama engines",
       'models[2].engine.endpoints[0].apikey: unknown key; did you mean "api_key"?',
       'models[2].engine.endpoints[0].base_url: is not an http(s) URL; write the server\'s API root, such as "https://api.example.com/v1"',
+      "models[3].engine.endpoints[0].base_url: carries credentials (user:password@), which are not sent; give the server's key as api_key",
     ]);
   });
 
