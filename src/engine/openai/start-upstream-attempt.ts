@@ -104,6 +104,11 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
   let produced = false;
   let done = false;
   let streamError: UpstreamErrorBody | undefined;
+  /**
+   * The body's text while it has held no event (up to the error body's bound): an upstream that
+   * answers an event stream with bare JSON (an error, or a whole completion) is read as such.
+   */
+  let unparsed: string | undefined = "";
 
   const finishUp = () => {
     stage = "over";
@@ -236,7 +241,12 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
           return conclude(parts, undefined);
         }
         for (let text = await current.read(); text !== undefined; text = await current.read()) {
-          for (const event of parser.push(text)) {
+          const events = parser.push(text);
+          if (unparsed !== undefined) {
+            unparsed =
+              events.length === 0 && unparsed.length < MAX_ERROR_BODY_LENGTH ? unparsed + text : undefined;
+          }
+          for (const event of events) {
             readEvent(event, parts);
             if (done || streamError !== undefined) break;
           }
@@ -266,6 +276,8 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
         if (!done && streamError === undefined) {
           const last = parser.end();
           if (last !== undefined) readEvent(last, parts);
+          else if (unparsed?.trimStart().startsWith("{") === true)
+            readEvent({ event: undefined, data: unparsed }, parts, true);
         }
         return conclude(parts, undefined);
       } catch (error) {

@@ -177,6 +177,34 @@ describe("upstream engine: answers", () => {
     expect(parts[2]).toMatchObject({ type: "finish", reason: "tool_calls", usage: { estimated: true } });
   });
 
+  it("reads a bare JSON body sent as an event stream: an error's message, or a whole completion", async () => {
+    const upstream = await mock((_request, response) => {
+      response.writeHead(200, { "content-type": "text/event-stream" });
+      response.end('{"error":{"message":"the model is warming up","type":"server_error"}}\n');
+    });
+    const engine = createTestEngine({
+      model: upstreamModel([upstream.baseUrl]),
+      settings: { maxRetries: 0 },
+    });
+    const failure = await firstError(engine);
+    expect(failure).toBeInstanceOf(AppError);
+    expect((failure as AppError).message).toContain("the model is warming up");
+
+    upstream.handle((_request, response) => {
+      response.writeHead(200, { "content-type": "text/event-stream" });
+      response.end(
+        JSON.stringify({
+          object: "chat.completion",
+          choices: [{ index: 0, message: { role: "assistant", content: "Whole" }, finish_reason: "stop" }],
+          usage: { prompt_tokens: 3, completion_tokens: 1, total_tokens: 4 },
+        }),
+      );
+    });
+    const parts = await collectParts(engine);
+    expect(textOf(parts)).toBe("Whole");
+    expect(parts.at(-1)).toMatchObject({ type: "finish", usage: { promptTokens: 3, completionTokens: 1 } });
+  });
+
   it("fails an attempt whose JSON answer is no completion, as it fails an empty stream", async () => {
     const upstream = await mock((_request, response) => {
       response.writeHead(200, { "content-type": "application/json" });
