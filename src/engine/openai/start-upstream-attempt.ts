@@ -109,6 +109,8 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
    * answers an event stream with bare JSON (an error, or a whole completion) is read as such.
    */
   let unparsed: string | undefined = "";
+  /** The response's content type when it is neither an event stream nor JSON. */
+  let unexpectedType: string | undefined;
 
   const finishUp = () => {
     stage = "over";
@@ -174,7 +176,9 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
         error === undefined
           ? hasParts
             ? "closed the stream before the answer was complete"
-            : "closed the stream before sending anything"
+            : unexpectedType === undefined
+              ? "closed the stream before sending anything"
+              : `answered with ${unexpectedType} instead of an event stream`
           : watch.stalled !== undefined
             ? describeStall(watch.stalled, settings)
             : describeTransportError(error);
@@ -229,7 +233,11 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
             };
           }
           context.balancer.reportSuccess(endpoint);
-          stage = isJson(response.headers["content-type"]) ? "json" : "body";
+          const contentType = mediaType(response.headers["content-type"]);
+          stage = contentType !== undefined && JSON_TYPE.test(contentType) ? "json" : "body";
+          // Read all the same (some servers label streams loosely), but named if nothing came of it.
+          if (stage === "body" && contentType !== undefined && contentType !== "text/event-stream")
+            unexpectedType = contentType;
         }
         if (stage === "json") {
           const answer = await readText(current, MAX_ANSWER_LENGTH);
@@ -361,10 +369,13 @@ async function readText(call: UpstreamCall, maxLength: number): Promise<{ text: 
   return { text, cut: false };
 }
 
-/** Whether a `content-type` names JSON (`application/json`, `application/...+json`). */
-function isJson(contentType: string | string[] | undefined): boolean {
+/** JSON media types: `application/json`, `application/...+json`. */
+const JSON_TYPE = /^application\/([\w.-]+\+)?json$/;
+
+/** A `content-type`'s media type, lower-cased, without parameters; `undefined` when there is none. */
+function mediaType(contentType: string | string[] | undefined): string | undefined {
   const type = (Array.isArray(contentType) ? contentType[0] : contentType)?.split(";", 1)[0]?.trim();
-  return type !== undefined && /^application\/([\w.-]+\+)?json$/i.test(type);
+  return type === undefined || type === "" ? undefined : type.toLowerCase();
 }
 
 /**

@@ -205,6 +205,20 @@ describe("upstream engine: answers", () => {
     expect(parts.at(-1)).toMatchObject({ type: "finish", usage: { promptTokens: 3, completionTokens: 1 } });
   });
 
+  it("names the content type of an answer that was neither an event stream nor JSON", async () => {
+    const upstream = await mock((_request, response) => {
+      response.writeHead(200, { "content-type": "text/html; charset=utf-8" });
+      response.end("<html><body>Bad gateway</body></html>");
+    });
+    const engine = createTestEngine({
+      model: upstreamModel([upstream.baseUrl]),
+      settings: { maxRetries: 0 },
+    });
+    const failure = await firstError(engine);
+    expect(failure).toBeInstanceOf(AppError);
+    expect((failure as AppError).message).toContain("answered with text/html instead of an event stream");
+  });
+
   it("fails an attempt whose JSON answer is no completion, as it fails an empty stream", async () => {
     const upstream = await mock((_request, response) => {
       response.writeHead(200, { "content-type": "application/json" });
