@@ -12,6 +12,7 @@ import {
 } from "./engine-helpers.ts";
 import {
   chunk,
+  type MockHandler,
   type MockUpstream,
   resetAfter,
   startMockUpstream,
@@ -25,6 +26,21 @@ async function mock(...args: Parameters<typeof startMockUpstream>) {
   const upstream = await startMockUpstream(...args);
   mocks.push(upstream);
   return upstream;
+}
+
+/** Answers 200 with `body` as `contentType`. */
+function answerAs(contentType: string, body: string): MockHandler {
+  return (_request, response) => {
+    response.writeHead(200, { "content-type": contentType });
+    response.end(body);
+  };
+}
+
+/** A mock answering with `handler`, and an engine on it that does not retry. */
+async function oneTry(handler: MockHandler) {
+  const upstream = await mock(handler);
+  const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]), settings: { maxRetries: 0 } });
+  return { upstream, engine };
 }
 
 afterEach(async () => {
@@ -178,60 +194,41 @@ describe("upstream engine: answers", () => {
   });
 
   it("reads a bare JSON body sent as an event stream: an error's message, or a whole completion", async () => {
-    const upstream = await mock((_request, response) => {
-      response.writeHead(200, { "content-type": "text/event-stream" });
-      response.end('{"error":{"message":"the model is warming up","type":"server_error"}}\n');
-    });
-    const engine = createTestEngine({
-      model: upstreamModel([upstream.baseUrl]),
-      settings: { maxRetries: 0 },
-    });
-    const failure = await firstError(engine);
-    expect(failure).toBeInstanceOf(AppError);
-    expect((failure as AppError).message).toContain("the model is warming up");
+    const { upstream, engine } = await oneTry(
+      answerAs(
+        "text/event-stream",
+        '{"error":{"message":"the model is warming up","type":"server_error"}}\n',
+      ),
+    );
+    expect(((await firstError(engine)) as AppError).message).toContain("the model is warming up");
 
-    upstream.handle((_request, response) => {
-      response.writeHead(200, { "content-type": "text/event-stream" });
-      response.end(
+    upstream.handle(
+      answerAs(
+        "text/event-stream",
         JSON.stringify({
           object: "chat.completion",
           choices: [{ index: 0, message: { role: "assistant", content: "Whole" }, finish_reason: "stop" }],
           usage: { prompt_tokens: 3, completion_tokens: 1, total_tokens: 4 },
         }),
-      );
-    });
+      ),
+    );
     const parts = await collectParts(engine);
     expect(textOf(parts)).toBe("Whole");
     expect(parts.at(-1)).toMatchObject({ type: "finish", usage: { promptTokens: 3, completionTokens: 1 } });
   });
 
   it("names the content type of an answer that was neither an event stream nor JSON", async () => {
-    const upstream = await mock((_request, response) => {
-      response.writeHead(200, { "content-type": "text/html; charset=utf-8" });
-      response.end("<html><body>Bad gateway</body></html>");
-    });
-    const engine = createTestEngine({
-      model: upstreamModel([upstream.baseUrl]),
-      settings: { maxRetries: 0 },
-    });
+    const { engine } = await oneTry(
+      answerAs("text/html; charset=utf-8", "<html><body>Bad gateway</body></html>"),
+    );
     const failure = await firstError(engine);
     expect(failure).toBeInstanceOf(AppError);
     expect((failure as AppError).message).toContain("answered with text/html instead of an event stream");
   });
 
   it("fails an attempt whose JSON answer is no completion, as it fails an empty stream", async () => {
-    const upstream = await mock((_request, response) => {
-      response.writeHead(200, { "content-type": "application/json" });
-      response.end('{"status":"ok"}');
-    });
-    const engine = createTestEngine({
-      model: upstreamModel([upstream.baseUrl]),
-      settings: { maxRetries: 0 },
-    });
-    const failure = await collectParts(engine).then(
-      () => undefined,
-      (error: unknown) => error,
-    );
+    const { engine } = await oneTry(answerAs("application/json", '{"status":"ok"}'));
+    const failure = await firstError(engine);
     expect(failure).toBeInstanceOf(AppError);
     expect((failure as AppError).code).toBe("upstream_unavailable");
   });
