@@ -1,7 +1,7 @@
 import { once } from "node:events";
 import type { ServerResponse } from "node:http";
 import { afterEach, describe, expect, it } from "vitest";
-import type { ChatEngine } from "../../../src/engine/engine.ts";
+import type { ChatEngine, StreamPart } from "../../../src/engine/engine.ts";
 import { MAX_ANSWER_LENGTH } from "../../../src/engine/openai/start-upstream-attempt.ts";
 import { AppError } from "../../../src/errors/app-error.ts";
 import {
@@ -56,6 +56,15 @@ async function writeUntilClosed(response: ServerResponse, piece: string, max: nu
   }
   response.end();
   return written;
+}
+
+/** The last part, checked to be an upstream_unavailable error part whose message has `text`. */
+function expectErrorPart(parts: readonly StreamPart[], text: string) {
+  const last = parts.at(-1);
+  expect(last).toMatchObject({ type: "error", error: { code: "upstream_unavailable" } });
+  if (last?.type !== "error") throw new Error("no error part");
+  expect(last.error.message).toContain(text);
+  return last;
 }
 
 function expectNoSecrets(error: unknown, ...secrets: string[]) {
@@ -291,14 +300,8 @@ describe("upstream engine: failures after the first part", () => {
     const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
     const parts = await collectParts(engine);
     expect(textOf(parts)).toBe("Once upon a time");
-    const last = parts.at(-1);
-    expect(last).toMatchObject({
-      type: "error",
-      error: { code: "upstream_unavailable" },
-      usage: { estimated: true },
-    });
-    if (last?.type !== "error") throw new Error("no error part");
-    expect(last.error.message).toContain("the answer is incomplete");
+    const last = expectErrorPart(parts, "the answer is incomplete");
+    expect(last.usage).toMatchObject({ estimated: true });
     expect(last.usage.completionTokens).toBeGreaterThanOrEqual(3);
     expect(upstream.requests).toHaveLength(1);
   });
@@ -315,10 +318,7 @@ describe("upstream engine: failures after the first part", () => {
     const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
     const parts = await collectParts(engine);
     expect(textOf(parts)).toBe("Partial");
-    const last = parts.at(-1);
-    expect(last).toMatchObject({ type: "error", error: { code: "upstream_unavailable" } });
-    if (last?.type !== "error") throw new Error("no error part");
-    expect(last.error.message).toContain(`an event longer than ${limitMiB} MiB`);
+    expectErrorPart(parts, `an event longer than ${limitMiB} MiB`);
     // The connection was dropped soon after the limit: the upstream could not write it all.
     expect(await writtenMiB).toBeLessThan(2 * limitMiB);
   });
@@ -334,14 +334,9 @@ describe("upstream engine: failures after the first part", () => {
     const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
     const parts = await collectParts(engine);
     expect(textOf(parts).length).toBeGreaterThan(MAX_ANSWER_LENGTH);
-    const last = parts.at(-1);
-    expect(last).toMatchObject({
-      type: "error",
-      error: { code: "upstream_unavailable" },
-      usage: { estimated: true },
+    expect(expectErrorPart(parts, `an answer longer than ${limitMiB} MiB`).usage).toMatchObject({
+      estimated: true,
     });
-    if (last?.type !== "error") throw new Error("no error part");
-    expect(last.error.message).toContain(`an answer longer than ${limitMiB} MiB`);
     expect(await writtenMiB).toBeLessThan(2 * limitMiB);
   });
 
