@@ -27,10 +27,9 @@ export interface StallWatchdog {
 }
 
 interface Entry {
-  startedAt: number;
   lastActivity: number | undefined;
   waiting: boolean;
-  /** When the reader last began to wait. */
+  /** When the reader last began to wait: at first, when the request was sent. */
   waitingSince: number;
   idleMs: number;
   stalled: StallKind | undefined;
@@ -58,7 +57,7 @@ export function createStallWatchdog(options: {
     const time = now();
     for (const entry of entries) {
       if (!entry.waiting) continue;
-      const silence = time - Math.max(entry.lastActivity ?? entry.startedAt, entry.waitingSince);
+      const silence = time - Math.max(entry.lastActivity ?? 0, entry.waitingSince);
       const kind: StallKind | undefined =
         entry.lastActivity === undefined
           ? silence >= options.firstByteMs
@@ -81,12 +80,10 @@ export function createStallWatchdog(options: {
 
   return {
     watch(onStall) {
-      const startedAt = now();
       const entry: Entry = {
-        startedAt,
         lastActivity: undefined,
         waiting: true,
-        waitingSince: startedAt,
+        waitingSince: now(),
         idleMs: options.idleMs,
         stalled: undefined,
         onStall,
