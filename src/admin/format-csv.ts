@@ -1,16 +1,15 @@
+/** One CSV cell's value: `null` is an empty cell. */
+export type CsvValue = string | number | boolean | null;
+
 /**
- * Lays rows out as CSV (RFC 4180): a header line, then one line per row; a cell holding a comma,
- * a double quote or a line break is quoted, with its double quotes doubled. `null` is an empty
- * cell. Returns the lines without their line breaks (join them with CRLF for a file or HTTP).
+ * One CSV line (RFC 4180), without its line break (end lines with CRLF for a file or HTTP): a
+ * cell holding a comma, a double quote or a line break is quoted, with its double quotes doubled.
  */
-export function formatCsv(
-  headers: readonly string[],
-  rows: readonly (readonly (string | number | boolean | null)[])[],
-): string[] {
-  return [headers.map(formatCell).join(","), ...rows.map((row) => row.map(formatCell).join(","))];
+export function formatCsvLine(cells: readonly CsvValue[]): string {
+  return cells.map(formatCell).join(",");
 }
 
-function formatCell(value: string | number | boolean | null): string {
+function formatCell(value: CsvValue): string {
   if (value === null) return "";
   const text = String(value);
   return /[",\r\n]/.test(text) ? `"${text.replaceAll('"', '""')}"` : text;

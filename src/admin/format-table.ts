@@ -3,15 +3,35 @@
  * to their widest cell and separated by two spaces, trailing spaces trimmed.
  */
 export function formatTable(headers: readonly string[], rows: readonly (readonly string[])[]): string[] {
-  const widths = headers.map((header, column) =>
-    Math.max(header.length, ...rows.map((row) => (row[column] ?? "").length)),
-  );
+  return createTableLayout(headers)(rows);
+}
+
+/**
+ * Lays out a table too long to hold, a page of rows at a time: the header goes out with the first
+ * page, padded like {@link formatTable} to the widest cell of that page. A later page's wider
+ * cell widens its column from there on (it shifts the rest of its line rather than truncating).
+ */
+export function createTableLayout(
+  headers: readonly string[],
+): (rows: readonly (readonly string[])[]) => string[] {
+  const widths = headers.map((header) => header.length);
+  let headerSent = false;
   const formatRow = (cells: readonly string[]): string =>
     widths
       .map((width, column) => (cells[column] ?? "").padEnd(width))
       .join("  ")
       .trimEnd();
-  return [formatRow(headers), ...rows.map(formatRow)];
+  return (rows) => {
+    for (const row of rows) {
+      for (const [column, width] of widths.entries()) {
+        widths[column] = Math.max(width, (row[column] ?? "").length);
+      }
+    }
+    const lines = rows.map(formatRow);
+    if (headerSent) return lines;
+    headerSent = true;
+    return [formatRow(headers), ...lines];
+  };
 }
 
 /** An instant for tables and settings lines: ISO 8601 UTC to the second. */

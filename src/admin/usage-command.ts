@@ -1,19 +1,17 @@
 import { formatAmount } from "../billing/money.ts";
-import type { Store } from "../store/store.ts";
+import { type Store, USAGE_GROUPINGS, type UsageGrouping } from "../store/store.ts";
 import { CliError, type OutputSink } from "./cli-error.ts";
-import { formatCsv } from "./format-csv.ts";
-import { formatInstant, formatTable } from "./format-table.ts";
+import { createTableLayout, formatInstant, formatTable } from "./format-table.ts";
 import { parseCommandArguments, stringOption } from "./parse-command-arguments.ts";
 import {
-  groupUsage,
-  queryUsage,
+  readUsagePages,
   renderUsageGroup,
-  renderUsageRows,
-  tabulateUsage,
-  USAGE_GROUPINGS,
+  renderUsageRow,
+  selectUsage,
+  sumUsageGroups,
   type UsageGroup,
-  type UsageGrouping,
-  type UsageReport,
+  type UsageSelection,
+  usageCsvLines,
 } from "./usage-report.ts";
 import { withCliErrors } from "./with-cli-errors.ts";
 
@@ -21,14 +19,14 @@ const USAGE =
   "tollgate usage [--account NAME|ID] [--key PUBLIC_ID] [--model M] [--since ISO] [--until ISO] [--group-by day|model|key] [--format table|json|csv]";
 
 const FORMATS = ["table", "json", "csv"] as const;
-type UsageFormat = (typeof FORMATS)[number];
 
 /**
  * `tollgate usage ...`: the usage ledger, oldest first, filtered by account, key, model and time
  * (`--since` inclusive, `--until` exclusive; dates are midnight UTC), optionally totalled per
- * day, model or key. `--format json` prints one JSON array (rows as SPEC §11 describes, or group
- * totals); `--format csv` a header line and one line per row. Writes to `out`; throws a
- * {@link CliError} for anything the operator got wrong.
+ * day, model or key (by the store). `--format json` prints one JSON array (rows as SPEC §11
+ * describes, one per line, or group totals); `--format csv` a header line and one line per row.
+ * Rows are read and written a page at a time, so a ledger of millions of rows prints in constant
+ * memory. Writes to `out`; throws a {@link CliError} for anything the operator got wrong.
  */
 export async function runUsageCommand(store: Store, argv: readonly string[], out: OutputSink): Promise<void> {
   if (argv[0] === "help" || argv[0] === "--help" || argv[0] === "-h") {
@@ -50,9 +48,9 @@ export async function runUsageCommand(store: Store, argv: readonly string[], out
   });
   const grouping = readChoice("--group-by", stringOption(values, "group-by"), USAGE_GROUPINGS);
   const format = readChoice("--format", stringOption(values, "format"), FORMATS) ?? "table";
-  const report = await withCliErrors(
+  const selection = await withCliErrors(
     () =>
-      queryUsage(store, {
+      selectUsage(store, {
         account: stringOption(values, "account"),
         key: stringOption(values, "key"),
         model: stringOption(values, "model"),
@@ -61,7 +59,22 @@ export async function runUsageCommand(store: Store, argv: readonly string[], out
       }),
     { notFound: "List accounts and keys with `tollgate accounts list` and `tollgate keys list`." },
   );
-  writeReport(report, grouping, format, out);
+  if (format === "csv") {
+    for await (const lines of usageCsvLines(store, selection, grouping)) {
+      for (const line of lines) out.write(line);
+    }
+  } else if (grouping !== undefined) {
+    const groups = await sumUsageGroups(store, selection, grouping);
+    if (format === "json") {
+      out.write(JSON.stringify(groups.map((group) => renderUsageGroup(group, grouping))));
+    } else {
+      writeGroupsTable(groups, grouping, out);
+    }
+  } else if (format === "json") {
+    await writeRowsJson(store, selection, out);
+  } else {
+    await writeRowsTable(store, selection, out);
+  }
 }
 
 function readChoice<const T extends readonly string[]>(
@@ -75,44 +88,22 @@ function readChoice<const T extends readonly string[]>(
   throw new CliError(`${option} must be ${choices.join(", ")}, not '${value}'.\nUsage: ${USAGE}`);
 }
 
-function writeReport(
-  report: UsageReport,
-  grouping: UsageGrouping | undefined,
-  format: UsageFormat,
-  out: OutputSink,
-): void {
-  switch (format) {
-    case "json": {
-      const rows =
-        grouping === undefined
-          ? renderUsageRows(report)
-          : groupUsage(report, grouping).map((group) => renderUsageGroup(group, grouping));
-      out.write(JSON.stringify(rows));
-      return;
-    }
-    case "csv": {
-      const { headers, rows } = tabulateUsage(report, grouping);
-      for (const line of formatCsv(headers, rows)) out.write(line);
-      return;
-    }
-    case "table":
-      if (report.records.length === 0) {
-        out.write("No usage matches these filters.");
-        return;
-      }
-      if (grouping === undefined) writeRowsTable(report, out);
-      else writeGroupsTable(groupUsage(report, grouping), grouping, out);
-      writeTotal(report, out);
-      return;
-    default: {
-      const unexpected: never = format;
-      throw new Error(`Unknown format ${String(unexpected)}`);
+/** An array of rows, one per line: `[`, the rows (each but the last ending with a comma), `]`. */
+async function writeRowsJson(store: Store, selection: UsageSelection, out: OutputSink): Promise<void> {
+  out.write("[");
+  let held: string | undefined;
+  for await (const page of readUsagePages(store, selection)) {
+    for (const record of page) {
+      if (held !== undefined) out.write(`${held},`);
+      held = JSON.stringify(renderUsageRow(record, selection.accountNames));
     }
   }
+  if (held !== undefined) out.write(held);
+  out.write("]");
 }
 
-function writeRowsTable(report: UsageReport, out: OutputSink): void {
-  const headers = [
+async function writeRowsTable(store: Store, selection: UsageSelection, out: OutputSink): Promise<void> {
+  const layout = createTableLayout([
     "CREATED",
     "REQUEST ID",
     "ACCOUNT",
@@ -122,25 +113,40 @@ function writeRowsTable(report: UsageReport, out: OutputSink): void {
     "COMPLETION",
     "COST",
     "OUTCOME",
-  ];
-  const rows = report.records.map((record) => [
-    formatInstant(record.createdAt),
-    record.requestId,
-    report.accountNames.get(record.accountId) ?? record.accountId,
-    record.keyPublicId,
-    record.model,
-    `${record.promptTokens}${record.estimated ? "~" : ""}`,
-    `${record.completionTokens}${record.estimated ? "~" : ""}`,
-    formatAmount(record.costNano),
-    record.errorCode ?? record.finishReason ?? "-",
   ]);
-  for (const line of formatTable(headers, rows)) out.write(line);
-  if (report.records.some((record) => record.estimated)) {
-    out.write("~ token counts estimated by Tollgate (the engine reported none).");
+  const total: Totals = { requests: 0, promptTokens: 0, completionTokens: 0, costNano: 0n };
+  let estimated = false;
+  for await (const page of readUsagePages(store, selection)) {
+    const rows = page.map((record) => {
+      addTo(total, { requests: 1, ...record });
+      estimated ||= record.estimated;
+      return [
+        formatInstant(record.createdAt),
+        record.requestId,
+        selection.accountNames.get(record.accountId) ?? record.accountId,
+        record.keyPublicId,
+        record.model,
+        `${record.promptTokens}${record.estimated ? "~" : ""}`,
+        `${record.completionTokens}${record.estimated ? "~" : ""}`,
+        formatAmount(record.costNano),
+        record.errorCode ?? record.finishReason ?? "-",
+      ];
+    });
+    for (const line of layout(rows)) out.write(line);
   }
+  if (total.requests === 0) {
+    out.write(NOTHING_MATCHES);
+    return;
+  }
+  if (estimated) out.write("~ token counts estimated by Tollgate (the engine reported none).");
+  writeTotal(total, out);
 }
 
 function writeGroupsTable(groups: UsageGroup[], grouping: UsageGrouping, out: OutputSink): void {
+  if (groups.length === 0) {
+    out.write(NOTHING_MATCHES);
+    return;
+  }
   const headers = [
     grouping.toUpperCase(),
     ...(grouping === "key" ? ["ACCOUNT"] : []),
@@ -158,18 +164,24 @@ function writeGroupsTable(groups: UsageGroup[], grouping: UsageGrouping, out: Ou
     formatAmount(group.costNano),
   ]);
   for (const line of formatTable(headers, rows)) out.write(line);
+  const total: Totals = { requests: 0, promptTokens: 0, completionTokens: 0, costNano: 0n };
+  for (const group of groups) addTo(total, group);
+  writeTotal(total, out);
 }
 
-function writeTotal(report: UsageReport, out: OutputSink): void {
-  let promptTokens = 0;
-  let completionTokens = 0;
-  let costNano = 0n;
-  for (const record of report.records) {
-    promptTokens += record.promptTokens;
-    completionTokens += record.completionTokens;
-    costNano += record.costNano;
-  }
-  const requests = report.records.length;
+const NOTHING_MATCHES = "No usage matches these filters.";
+
+type Totals = Pick<UsageGroup, "requests" | "promptTokens" | "completionTokens" | "costNano">;
+
+function addTo(total: Totals, more: Totals): void {
+  total.requests += more.requests;
+  total.promptTokens += more.promptTokens;
+  total.completionTokens += more.completionTokens;
+  total.costNano += more.costNano;
+}
+
+function writeTotal(total: Totals, out: OutputSink): void {
+  const { requests, promptTokens, completionTokens, costNano } = total;
   out.write(
     `total: ${requests} ${requests === 1 ? "request" : "requests"}, ${promptTokens} prompt and ${completionTokens} completion tokens, cost ${formatAmount(costNano)}`,
   );

@@ -1,12 +1,10 @@
+import { setImmediate } from "node:timers/promises";
 import { formatAmount } from "../billing/money.ts";
-import type { Store, UsageFilter, UsageRecord } from "../store/store.ts";
+import type { Store, UsageCursor, UsageFilter, UsageGrouping, UsageRecord } from "../store/store.ts";
 import { AdminError } from "./admin-error.ts";
 import { findAccount } from "./find-account.ts";
+import { type CsvValue, formatCsvLine } from "./format-csv.ts";
 import { parseInstant } from "./parse-instant.ts";
-
-/** How `usage` may group its rows. */
-export const USAGE_GROUPINGS = ["day", "model", "key"] as const;
-export type UsageGrouping = (typeof USAGE_GROUPINGS)[number];
 
 /** The filters of `usage` and `GET /admin/usage`, as the operator wrote them. */
 export interface UsageQuery {
@@ -54,19 +52,22 @@ export interface UsageGroup {
   costNano: bigint;
 }
 
-/** What a usage query found: the rows oldest first, with the account names they refer to. */
-export interface UsageReport {
-  records: UsageRecord[];
+/** What a usage query selects: the store's filter, with the account names its rows refer to. */
+export interface UsageSelection {
+  filter: UsageFilter;
   /** Account names by id. */
   accountNames: Map<string, string>;
 }
 
+/** How many rows {@link readUsagePages} reads per query: a few milliseconds on SQLite. */
+export const USAGE_PAGE_ROWS = 1000;
+
 /**
- * Resolves the operator's filters and reads the matching rows. Throws an {@link AdminError}:
- * `not_found` for an unknown account or key, `invalid_value` for an instant that is not ISO 8601
- * or a `since` not before `until`.
+ * Resolves the operator's filters. Throws an {@link AdminError}: `not_found` for an unknown
+ * account or key, `invalid_value` for an instant that is not ISO 8601 or a `since` not before
+ * `until`.
  */
-export async function queryUsage(store: Store, query: UsageQuery): Promise<UsageReport> {
+export async function selectUsage(store: Store, query: UsageQuery): Promise<UsageSelection> {
   const filter: UsageFilter = {};
   if (query.account !== undefined) {
     const account = await findAccount(store, query.account);
@@ -93,8 +94,8 @@ export async function queryUsage(store: Store, query: UsageQuery): Promise<Usage
       field: "since",
     });
   }
-  const [records, accounts] = await Promise.all([store.listUsage(filter), store.listAccounts()]);
-  return { records, accountNames: new Map(accounts.map((account) => [account.id, account.name])) };
+  const accounts = await store.listAccounts();
+  return { filter, accountNames: new Map(accounts.map((account) => [account.id, account.name])) };
 }
 
 function readInstant(field: "since" | "until", text: string): Date {
@@ -106,11 +107,79 @@ function readInstant(field: "since" | "until", text: string): Date {
   }
 }
 
-/** The rows of a report as `usage --format json` prints them. */
-export function renderUsageRows(report: UsageReport): UsageRow[] {
-  return report.records.map((record) => ({
+/**
+ * The selected rows, oldest first, in pages of at most {@link USAGE_PAGE_ROWS}: those after
+ * `after`, at most `limit` of them (every one without). Each page is one indexed query however
+ * deep into the ledger, and the event loop runs between pages, so a server can stream a ledger
+ * of millions of rows while it serves requests, in constant memory.
+ */
+export async function* readUsagePages(
+  store: Store,
+  selection: UsageSelection,
+  options: { after?: UsageCursor | undefined; limit?: number | undefined } = {},
+): AsyncGenerator<UsageRecord[]> {
+  let after = options.after;
+  let left = options.limit ?? Number.POSITIVE_INFINITY;
+  while (left > 0) {
+    const limit = Math.min(USAGE_PAGE_ROWS, left);
+    const page = await store.listUsage(selection.filter, { limit, after });
+    if (page.length > 0) yield page;
+    if (page.length < limit) return;
+    left -= page.length;
+    const last = page[page.length - 1] as UsageRecord;
+    after = { createdAt: last.createdAt, id: last.id };
+    await setImmediate();
+  }
+}
+
+/** Totals per day (UTC), model or key, summed by the store, in ascending order of the group. */
+export async function sumUsageGroups(
+  store: Store,
+  selection: UsageSelection,
+  grouping: UsageGrouping,
+): Promise<UsageGroup[]> {
+  const totals = await store.sumUsage(selection.filter, grouping);
+  return totals
+    .map((each) => ({
+      group: each.group,
+      account:
+        each.accountId === undefined
+          ? undefined
+          : (selection.accountNames.get(each.accountId) ?? each.accountId),
+      requests: each.requests,
+      promptTokens: each.promptTokens,
+      completionTokens: each.completionTokens,
+      costNano: each.costNano,
+    }))
+    .sort((first, second) => (first.group < second.group ? -1 : first.group > second.group ? 1 : 0));
+}
+
+/**
+ * A position in the ledger as the admin API hands it out (`next_after`) and takes it back
+ * (`after`): opaque to clients, base64url of the last row's creation time and id.
+ */
+export function encodeUsageCursor(record: UsageRecord): string {
+  return Buffer.from(`${record.createdAt.toISOString()} ${record.id}`).toString("base64url");
+}
+
+/** Reads {@link encodeUsageCursor}'s text; throws an `invalid_value` {@link AdminError} otherwise. */
+export function decodeUsageCursor(text: string): UsageCursor {
+  const decoded = /^[A-Za-z0-9_-]+$/.test(text) ? Buffer.from(text, "base64url").toString() : "";
+  const space = decoded.indexOf(" ");
+  const createdAt = new Date(decoded.slice(0, space));
+  if (space < 0 || Number.isNaN(createdAt.getTime()) || createdAt.toISOString() !== decoded.slice(0, space)) {
+    throw new AdminError("invalid_value", "after must be the next_after of an earlier page.", {
+      field: "after",
+    });
+  }
+  return { createdAt, id: decoded.slice(space + 1) };
+}
+
+/** A row as `usage --format json` prints it. */
+export function renderUsageRow(record: UsageRecord, accountNames: ReadonlyMap<string, string>): UsageRow {
+  return {
     request_id: record.requestId,
-    account: report.accountNames.get(record.accountId) ?? record.accountId,
+    account: accountNames.get(record.accountId) ?? record.accountId,
     key: record.keyPublicId,
     model: record.model,
     prompt_tokens: record.promptTokens,
@@ -120,50 +189,7 @@ export function renderUsageRows(report: UsageReport): UsageRow[] {
     error_code: record.errorCode ?? null,
     estimated: record.estimated,
     created: record.createdAt.toISOString(),
-  }));
-}
-
-/** Totals per day (UTC), model or key, in ascending order of the group. */
-export function groupUsage(report: UsageReport, grouping: UsageGrouping): UsageGroup[] {
-  const groups = new Map<string, UsageGroup>();
-  for (const record of report.records) {
-    const group = groupOf(record, grouping);
-    let totals = groups.get(group);
-    if (totals === undefined) {
-      totals = {
-        group,
-        account:
-          grouping === "key" ? (report.accountNames.get(record.accountId) ?? record.accountId) : undefined,
-        requests: 0,
-        promptTokens: 0,
-        completionTokens: 0,
-        costNano: 0n,
-      };
-      groups.set(group, totals);
-    }
-    totals.requests += 1;
-    totals.promptTokens += record.promptTokens;
-    totals.completionTokens += record.completionTokens;
-    totals.costNano += record.costNano;
-  }
-  return [...groups.values()].sort((first, second) =>
-    first.group < second.group ? -1 : first.group > second.group ? 1 : 0,
-  );
-}
-
-function groupOf(record: UsageRecord, grouping: UsageGrouping): string {
-  switch (grouping) {
-    case "day":
-      return record.createdAt.toISOString().slice(0, 10);
-    case "model":
-      return record.model;
-    case "key":
-      return record.keyPublicId;
-    default: {
-      const unexpected: never = grouping;
-      throw new Error(`Unknown grouping ${String(unexpected)}`);
-    }
-  }
+  };
 }
 
 /** One group as JSON: the group under its grouping's name (`day`, `model`, `key`), then totals. */
@@ -182,7 +208,7 @@ export function renderUsageGroup(
 }
 
 /** The CSV (or table) columns of grouped usage. */
-export function usageGroupColumns(grouping: UsageGrouping): string[] {
+function usageGroupColumns(grouping: UsageGrouping): string[] {
   return [
     grouping,
     ...(grouping === "key" ? ["account"] : []),
@@ -194,7 +220,7 @@ export function usageGroupColumns(grouping: UsageGrouping): string[] {
 }
 
 /** The CSV columns of ungrouped usage: the JSON fields, in order. */
-export const USAGE_ROW_COLUMNS = [
+const USAGE_ROW_COLUMNS = [
   "request_id",
   "account",
   "key",
@@ -208,23 +234,37 @@ export const USAGE_ROW_COLUMNS = [
   "created",
 ] as const satisfies readonly (keyof UsageRow)[];
 
-/** A report as columns and cells (for CSV), grouped or not; `null` is an empty cell. */
-export function tabulateUsage(
-  report: UsageReport,
+/** A row's CSV cells, in the order of {@link USAGE_ROW_COLUMNS}; `null` is an empty cell. */
+function usageRowCells(row: UsageRow): CsvValue[] {
+  return USAGE_ROW_COLUMNS.map((column) => row[column]);
+}
+
+/** A group's CSV cells, in the order of {@link usageGroupColumns}. */
+function usageGroupCells(group: UsageGroup, grouping: UsageGrouping): CsvValue[] {
+  const rendered = renderUsageGroup(group, grouping);
+  return usageGroupColumns(grouping).map((column) => rendered[column] ?? null);
+}
+
+/**
+ * The CSV lines (without line breaks) of the selected rows, or of their totals per group: the
+ * header, then the rows a page at a time (see {@link readUsagePages}).
+ */
+export async function* usageCsvLines(
+  store: Store,
+  selection: UsageSelection,
   grouping: UsageGrouping | undefined,
-): { headers: string[]; rows: (string | number | boolean | null)[][] } {
-  if (grouping === undefined) {
-    return {
-      headers: [...USAGE_ROW_COLUMNS],
-      rows: renderUsageRows(report).map((row) => USAGE_ROW_COLUMNS.map((column) => row[column])),
-    };
+  options: { after?: UsageCursor | undefined; limit?: number | undefined } = {},
+): AsyncGenerator<string[]> {
+  if (grouping !== undefined) {
+    const groups = await sumUsageGroups(store, selection, grouping);
+    yield [
+      formatCsvLine(usageGroupColumns(grouping)),
+      ...groups.map((group) => formatCsvLine(usageGroupCells(group, grouping))),
+    ];
+    return;
   }
-  const headers = usageGroupColumns(grouping);
-  return {
-    headers,
-    rows: groupUsage(report, grouping).map((group) => {
-      const rendered = renderUsageGroup(group, grouping);
-      return headers.map((column) => rendered[column] ?? null);
-    }),
-  };
+  yield [formatCsvLine(USAGE_ROW_COLUMNS)];
+  for await (const page of readUsagePages(store, selection, options)) {
+    yield page.map((record) => formatCsvLine(usageRowCells(renderUsageRow(record, selection.accountNames))));
+  }
 }

@@ -158,6 +158,34 @@ export interface UsageFilter {
   until?: Date;
 }
 
+/** Where a page of {@link Store.listUsage} starts: after the row with this time and id. */
+export interface UsageCursor {
+  createdAt: Date;
+  id: string;
+}
+
+/** One page of {@link Store.listUsage}: at most `limit` rows (at least 1), after `after`. */
+export interface UsagePage {
+  limit: number;
+  after?: UsageCursor | undefined;
+}
+
+/** How {@link Store.sumUsage} groups: by day (UTC), model or key. */
+export const USAGE_GROUPINGS = ["day", "model", "key"] as const;
+export type UsageGrouping = (typeof USAGE_GROUPINGS)[number];
+
+/** The totals of the usage rows of one group (or of all matching rows). */
+export interface UsageTotals {
+  /** The day (`2025-06-01`, UTC), the model id or the key's public id; `""` for all rows. */
+  group: string;
+  /** The key's account when grouping by key (a key spends from one account), else `undefined`. */
+  accountId: string | undefined;
+  requests: number;
+  promptTokens: number;
+  completionTokens: number;
+  costNano: bigint;
+}
+
 /** One disagreement found by {@link Store.audit}. */
 export type AuditProblem =
   | { kind: "balance_mismatch"; accountId: string; balanceNano: bigint; expectedNano: bigint }
@@ -238,8 +266,18 @@ export interface Store {
    * what a refused reservation reports, cheap however long the account's ledger.
    */
   getAccountBalance(accountId: string): Promise<AccountBalance | undefined>;
-  /** Usage rows, oldest first (by id among rows made in the same millisecond). */
-  listUsage(filter?: UsageFilter): Promise<UsageRecord[]>;
+  /**
+   * Usage rows, oldest first (by id among rows made in the same millisecond): one page of them,
+   * or every one without `page` (meant for tests and small ledgers: a ledger grows without
+   * bound, and on SQLite the whole read blocks the event loop). Pages walk an index on
+   * (created_at, id), so each costs the same however deep into the ledger it starts.
+   */
+  listUsage(filter?: UsageFilter, page?: UsagePage): Promise<UsageRecord[]>;
+  /**
+   * Totals of the matching usage rows, computed by the database: one per group, in no particular
+   * order; without a grouping, exactly one (`group` is `""`; zeros when nothing matches).
+   */
+  sumUsage(filter?: UsageFilter, grouping?: UsageGrouping): Promise<UsageTotals[]>;
   /**
    * Checks that every balance equals its credits minus its settled charges, that every
    * account's reserved amount equals its open reservations, and lists every open reservation

@@ -1,8 +1,9 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { CliError } from "../../src/admin/cli-error.ts";
 import { runUsageCommand } from "../../src/admin/usage-command.ts";
+import { USAGE_PAGE_ROWS } from "../../src/admin/usage-report.ts";
 import { openStore } from "../../src/store/open-store.ts";
-import type { Account, Store, UsageRecord } from "../../src/store/store.ts";
+import type { Account, Store, UsagePage, UsageRecord } from "../../src/store/store.ts";
 import { makeAccount, makeReservation, makeSettlement, makeUsage } from "../store/store-fixtures.ts";
 import { makeTemporaryDirectory, newDatabaseUrl } from "../store/temporary-directory.ts";
 import { collectOutput } from "./cli-output.ts";
@@ -87,9 +88,7 @@ async function run(...argv: string[]): Promise<string[]> {
 }
 
 async function runJson(...argv: string[]): Promise<unknown> {
-  const lines = await run(...argv, "--format", "json");
-  expect(lines).toHaveLength(1);
-  return JSON.parse(lines[0] ?? "");
+  return JSON.parse((await run(...argv, "--format", "json")).join("\n"));
 }
 
 describe("usage --format json", () => {
@@ -214,6 +213,83 @@ describe("usage as a table", () => {
 
   it("says when nothing matches", async () => {
     expect(await run("--model", "nothing")).toEqual(["No usage matches these filters."]);
+  });
+});
+
+describe("usage of a ledger longer than a page", () => {
+  const ROWS = 2 * USAGE_PAGE_ROWS + 3;
+  const pages: (UsagePage | undefined)[] = [];
+
+  beforeEach(async () => {
+    for (let row = 0; row < ROWS; row += 1) {
+      await store.insertUsage(
+        makeUsage({
+          accountId: beta.id,
+          keyPublicId: KEY_C,
+          model: row % 2 === 0 ? "even" : "odd",
+          requestId: `bulk_${String(row).padStart(5, "0")}`,
+          promptTokens: row,
+          createdAt: new Date(Date.UTC(2025, 6, 1, 0, 0, row)),
+        }),
+      );
+    }
+    // Every read of rows is a bounded page: none holds the whole ledger.
+    const listUsage = store.listUsage.bind(store);
+    pages.length = 0;
+    store.listUsage = (filter, page) => {
+      pages.push(page);
+      return listUsage(filter, page);
+    };
+  });
+
+  const bulk = (count: number) =>
+    Array.from({ length: count }, (_, row) => `bulk_${String(row).padStart(5, "0")}`);
+
+  it("prints every row as JSON, one per line, reading a page at a time", async () => {
+    const lines = await run("--format", "json", "--account", "beta", "--since", "2025-07-01");
+    expect(lines).toHaveLength(ROWS + 2);
+    expect(lines[0]).toBe("[");
+    expect(lines[1]?.endsWith("},")).toBe(true);
+    expect(lines.at(-2)?.endsWith("}")).toBe(true);
+    const rows = JSON.parse(lines.join("\n")) as { request_id: string }[];
+    expect(rows.map((row) => row.request_id)).toEqual(bulk(ROWS));
+    expect(pages).toHaveLength(3);
+    for (const page of pages) expect(page?.limit).toBeLessThanOrEqual(USAGE_PAGE_ROWS);
+  });
+
+  it("prints every row as CSV and as a table with the total of them all", async () => {
+    const csv = await run("--format", "csv", "--since", "2025-07-01");
+    expect(csv.slice(1).map((line) => line.split(",")[0])).toEqual(bulk(ROWS));
+    const table = await run("--since", "2025-07-01", "--model", "odd");
+    const odd = bulk(ROWS).filter((_, row) => row % 2 === 1);
+    expect(table.slice(1, -1).map((line) => line.split(/\s{2,}/)[1])).toEqual(odd);
+    const oddTokens = odd.reduce((sum, _, index) => sum + 2 * index + 1, 0);
+    expect(table.at(-1)).toBe(
+      `total: ${odd.length} requests, ${oddTokens} prompt and ${5 * odd.length} completion tokens, cost 0`,
+    );
+    // Columns stay aligned across pages where no later cell is wider.
+    expect(new Set(table.slice(1, -1).map((line) => line.indexOf(KEY_C))).size).toBe(1);
+    for (const page of pages) expect(page?.limit).toBeLessThanOrEqual(USAGE_PAGE_ROWS);
+  });
+
+  it("totals groups in the store, without reading rows", async () => {
+    expect(await runJson("--group-by", "model", "--since", "2025-07-01")).toEqual([
+      {
+        model: "even",
+        requests: USAGE_PAGE_ROWS + 2,
+        prompt_tokens: (USAGE_PAGE_ROWS + 1) * (USAGE_PAGE_ROWS + 2),
+        completion_tokens: 5 * (USAGE_PAGE_ROWS + 2),
+        cost: "0",
+      },
+      {
+        model: "odd",
+        requests: USAGE_PAGE_ROWS + 1,
+        prompt_tokens: (USAGE_PAGE_ROWS + 1) * (USAGE_PAGE_ROWS + 1),
+        completion_tokens: 5 * (USAGE_PAGE_ROWS + 1),
+        cost: "0",
+      },
+    ]);
+    expect(pages).toEqual([]);
   });
 });
 

@@ -1,6 +1,7 @@
 import Fastify, { type FastifyInstance } from "fastify";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { createKey } from "../../src/admin/create-key.ts";
+import { USAGE_PAGE_ROWS } from "../../src/admin/usage-report.ts";
 import { errorHeaders, normalizeError, toWireError } from "../../src/api/errors.ts";
 import { registerAdminRoutes } from "../../src/api/routes/admin.ts";
 import { parseApiKey } from "../../src/auth/api-key.ts";
@@ -402,7 +403,97 @@ describe("admin API usage", () => {
         },
         expect.objectContaining({ request_id: "req_2", cost: "0", error_code: "rate_limit_exceeded" }),
       ],
+      has_more: false,
+      next_after: expect.any(String),
     });
+  });
+
+  it("pages rows with limit and after, and hands out a cursor for rows that come later", async () => {
+    for (let row = 3; row <= 5; row += 1) {
+      await store.insertUsage(
+        makeUsage({
+          accountId: staffId,
+          requestId: `req_${row}`,
+          createdAt: new Date(Date.UTC(2025, 5, row, 10)),
+        }),
+      );
+    }
+    const seen: string[] = [];
+    let after: string | undefined;
+    let pages = 0;
+    for (;;) {
+      const response = await call(
+        "GET",
+        `/admin/usage?limit=2${after === undefined ? "" : `&after=${after}`}`,
+      );
+      expect(response.status).toBe(200);
+      const page = response.json() as {
+        data: { request_id: string }[];
+        has_more: boolean;
+        next_after: string;
+      };
+      pages += 1;
+      seen.push(...page.data.map((row) => row.request_id));
+      expect(page.data.length).toBe(page.has_more ? 2 : 1);
+      after = page.next_after;
+      if (!page.has_more) break;
+    }
+    expect(pages).toBe(3);
+    expect(seen).toEqual(["req,1", "req_2", "req_3", "req_4", "req_5"]);
+    // The last page's cursor finds nothing now, and the rows that come later.
+    expect((await call("GET", `/admin/usage?after=${after}`)).json()).toEqual({
+      object: "list",
+      data: [],
+      has_more: false,
+      next_after: null,
+    });
+    await store.insertUsage(
+      makeUsage({ accountId: staffId, requestId: "req_6", createdAt: new Date(Date.UTC(2025, 5, 7)) }),
+    );
+    expect((await call("GET", `/admin/usage?after=${after}`)).json()).toMatchObject({
+      data: [{ request_id: "req_6" }],
+      has_more: false,
+    });
+    // Filters apply within pages.
+    expect(
+      (await call("GET", `/admin/usage?model=large&limit=1`)).json() as {
+        data: unknown[];
+        has_more: boolean;
+      },
+    ).toMatchObject({ data: [{ request_id: "req_2" }], has_more: false });
+    const csv = await call("GET", "/admin/usage?format=csv&limit=2&since=2025-06-02");
+    expect(csv.text.split("\r\n").map((line) => line.split(",")[0])).toEqual([
+      "request_id",
+      "req_2",
+      "req_3",
+      "",
+    ]);
+  });
+
+  it("streams CSV of a ledger longer than a page, every row in order", async () => {
+    const rows = USAGE_PAGE_ROWS + 10;
+    for (let row = 0; row < rows; row += 1) {
+      await store.insertUsage(
+        makeUsage({
+          accountId: staffId,
+          requestId: `bulk_${String(row).padStart(5, "0")}`,
+          createdAt: new Date(Date.UTC(2025, 6, 1, 0, 0, row)),
+        }),
+      );
+    }
+    const response = await call("GET", "/admin/usage?format=csv&since=2025-07-01");
+    expect(response.status).toBe(200);
+    const lines = response.text.split("\r\n");
+    expect(lines).toHaveLength(rows + 2);
+    expect(lines.slice(1, -1).map((line) => line.split(",")[0])).toEqual(
+      Array.from({ length: rows }, (_, row) => `bulk_${String(row).padStart(5, "0")}`),
+    );
+    const json = (await call("GET", "/admin/usage?since=2025-07-01")).json() as {
+      data: unknown[];
+      has_more: boolean;
+    };
+    expect(json.data).toHaveLength(USAGE_PAGE_ROWS);
+    expect(json.has_more).toBe(true);
   });
 
   it("filters and groups", async () => {
@@ -448,6 +539,13 @@ describe("admin API usage", () => {
     ["a bad since", "since=yesterday", 400, "invalid_value", "since"],
     ["an unknown account", "account=nobody", 404, "not_found", "account"],
     ["an unknown key", "key=zzzzzzzzzzzz", 404, "not_found", "key"],
+    ["a limit of 0", "limit=0", 400, "invalid_value", "limit"],
+    ["a limit above 10000", "limit=10001", 400, "invalid_value", "limit"],
+    ["a limit that is not a number", "limit=ten", 400, "invalid_value", "limit"],
+    ["a cursor it did not hand out", "after=bm90LWEtY3Vyc29y", 400, "invalid_value", "after"],
+    ["a cursor that is not base64url", "after=%2F%2F", 400, "invalid_value", "after"],
+    ["a limit with group_by", "group_by=day&limit=5", 400, "invalid_value", "limit"],
+    ["a cursor with group_by", "group_by=day&after=x", 400, "invalid_value", "after"],
   ])("refuses %s", async (_case, query, status, code, param) => {
     await expectError(await call("GET", `/admin/usage?${query}`), status, code, param);
   });

@@ -430,6 +430,97 @@ export function describeBillingConformance(name: string, backend: StoreConforman
         expect(await ids({ accountId: randomUUID() })).toEqual([]);
       });
 
+      it("pages through the rows in the order of the whole list, from any cursor", async () => {
+        const acme = await openAccount(0n, "acme");
+        const other = await openAccount(0n, "other");
+        // Rows in pairs that share a millisecond, so that pages must break ties by id.
+        const rows = Array.from({ length: 9 }, (_, index) =>
+          makeUsage({
+            accountId: index % 3 === 0 ? other.id : acme.id,
+            createdAt: new Date(T0.getTime() + Math.floor(index / 2)),
+          }),
+        );
+        for (const row of rows.toReversed()) await store.insertUsage(row);
+        for (const filter of [{}, { accountId: acme.id }, { since: new Date(T0.getTime() + 1) }]) {
+          const whole = await store.listUsage(filter);
+          for (const limit of [1, 2, 4, 100]) {
+            const paged = [];
+            let page = await store.listUsage(filter, { limit });
+            while (page.length > 0) {
+              expect(page.length).toBeLessThanOrEqual(limit);
+              paged.push(...page);
+              const last = page.at(-1)!;
+              page = await store.listUsage(filter, {
+                limit,
+                after: { createdAt: last.createdAt, id: last.id },
+              });
+            }
+            expect(paged).toEqual(whole);
+          }
+        }
+        expect((await store.listUsage()).map((row) => row.createdAt.getTime() - T0.getTime())).toEqual([
+          0, 0, 1, 1, 2, 2, 3, 3, 4,
+        ]);
+        // A cursor need not name a row: it is a position in (created_at, id) order.
+        const after = { createdAt: new Date(T0.getTime() + 3), id: "" };
+        expect(await store.listUsage({}, { limit: 10, after })).toHaveLength(3);
+        await expect(store.listUsage({}, { limit: 0 })).rejects.toThrow(RangeError);
+      });
+
+      it("sums usage per day, model and key in the database, exactly", async () => {
+        const acme = await openAccount(10n ** 18n, "acme");
+        const other = await openAccount(10n ** 18n, "other");
+        const large = 2n ** 53n + 1n;
+        const day = (date: number, hour: number) => new Date(Date.UTC(2025, 5, date, hour));
+        const settled: [Account, string, string, bigint, Date][] = [
+          [acme, "keyacme00001", "small", 5n, day(1, 0)],
+          [acme, "keyacme00001", "large", large, day(1, 23)],
+          [acme, "keyacme00002", "large", large, day(2, 0)],
+          [other, "keyother0001", "small", 7n, day(3, 12)],
+        ];
+        for (const [account, keyPublicId, model, cost, createdAt] of settled) {
+          const reservation = makeReservation({
+            accountId: account.id,
+            keyPublicId,
+            model,
+            amountNano: cost,
+          });
+          expect(await store.reserve(reservation)).toBe("reserved");
+          await store.settle(
+            makeSettlement(reservation, cost, { promptTokens: 10, completionTokens: 3, createdAt }),
+          );
+        }
+        const byGroup = (totals: Awaited<ReturnType<Store["sumUsage"]>>) =>
+          totals.toSorted((first, second) => (first.group < second.group ? -1 : 1));
+        const totals = (requests: number, costNano: bigint) => ({
+          requests,
+          promptTokens: 10 * requests,
+          completionTokens: 3 * requests,
+          costNano,
+        });
+        expect(await store.sumUsage()).toEqual([
+          { group: "", accountId: undefined, ...totals(4, 2n * large + 12n) },
+        ]);
+        expect(byGroup(await store.sumUsage({}, "day"))).toEqual([
+          { group: "2025-06-01", accountId: undefined, ...totals(2, large + 5n) },
+          { group: "2025-06-02", accountId: undefined, ...totals(1, large) },
+          { group: "2025-06-03", accountId: undefined, ...totals(1, 7n) },
+        ]);
+        expect(byGroup(await store.sumUsage({ accountId: acme.id }, "model"))).toEqual([
+          { group: "large", accountId: undefined, ...totals(2, 2n * large) },
+          { group: "small", accountId: undefined, ...totals(1, 5n) },
+        ]);
+        expect(byGroup(await store.sumUsage({ since: day(1, 12) }, "key"))).toEqual([
+          { group: "keyacme00001", accountId: acme.id, ...totals(1, large) },
+          { group: "keyacme00002", accountId: acme.id, ...totals(1, large) },
+          { group: "keyother0001", accountId: other.id, ...totals(1, 7n) },
+        ]);
+        expect(await store.sumUsage({ model: "none" })).toEqual([
+          { group: "", accountId: undefined, ...totals(0, 0n) },
+        ]);
+        expect(await store.sumUsage({ model: "none" }, "day")).toEqual([]);
+      });
+
       it("sums the spent amount per account", async () => {
         const acme = await openAccount(100n, "acme");
         const other = await openAccount(100n, "other");

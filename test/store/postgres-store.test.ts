@@ -138,7 +138,11 @@ describeWithPostgres("PostgreSQL", () => {
         schema,
         "select name from kysely_migration order by name",
       );
-      expect(applied.map((row) => row.name)).toEqual(["001_accounts_and_keys", "002_billing"]);
+      expect(applied.map((row) => row.name)).toEqual([
+        "001_accounts_and_keys",
+        "002_billing",
+        "003_usage_by_time",
+      ]);
     });
 
     it("migrates a new schema once when several replicas start at the same time", async () => {
@@ -154,7 +158,11 @@ describeWithPostgres("PostgreSQL", () => {
         schema,
         "select name from kysely_migration order by name",
       );
-      expect(applied.map((row) => row.name)).toEqual(["001_accounts_and_keys", "002_billing"]);
+      expect(applied.map((row) => row.name)).toEqual([
+        "001_accounts_and_keys",
+        "002_billing",
+        "003_usage_by_time",
+      ]);
     });
 
     it("migrates while other sessions drop schemas (regression: kysely's introspection failed with 3F000)", async () => {

@@ -1,5 +1,6 @@
 import { existsSync } from "node:fs";
 import path from "node:path";
+import { DatabaseSync } from "node:sqlite";
 import { describe, expect, it } from "vitest";
 import { openStore } from "../../src/store/open-store.ts";
 import { openNodeSqliteDatabase } from "../../src/store/sqlite/node-sqlite-database.ts";
@@ -82,6 +83,7 @@ describe("openStore with sqlite:", () => {
       expect(database.prepare("select name from kysely_migration order by name").all([])).toEqual([
         expect.objectContaining({ name: "001_accounts_and_keys" }),
         expect.objectContaining({ name: "002_billing" }),
+        expect.objectContaining({ name: "003_usage_by_time" }),
       ]);
     } finally {
       database.close();
@@ -194,6 +196,50 @@ describe("openStore with sqlite:", () => {
         reservedNano: 0n,
         spentNano: 0n,
       });
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("sums a large ledger in windows, letting the event loop run between them", async () => {
+    const url = newDatabaseUrl(directory);
+    const store = await openStore(url);
+    try {
+      const account = makeAccount({ name: "acme" });
+      await store.insertAccount(account);
+      const database = new DatabaseSync(url.slice("sqlite:".length), { timeout: 5000 });
+      try {
+        const insert = database.prepare(
+          "insert into usage (id, request_id, account_id, key_public_id, model, prompt_tokens, completion_tokens, cost_nano, total_ms, created_at) values (?, 'req', ?, 'keytest00001', ?, 2, 1, 3, 1, ?)",
+        );
+        database.exec("begin");
+        for (let row = 0; row < 25_000; row += 1) {
+          insert.run(
+            `u${row}`,
+            account.id,
+            `m${row % 3}`,
+            new Date(Date.UTC(2025, 0, 1, 0, 0, row)).toISOString(),
+          );
+        }
+        database.exec("commit");
+      } finally {
+        database.close();
+      }
+      const order: string[] = [];
+      setImmediate(() => order.push("event loop"));
+      const totals = await store.sumUsage({}, "model");
+      order.push("sum");
+      expect(order).toEqual(["event loop", "sum"]);
+      expect(totals.toSorted((first, second) => (first.group < second.group ? -1 : 1))).toEqual(
+        [8334, 8333, 8333].map((requests, model) => ({
+          group: `m${model}`,
+          accountId: undefined,
+          requests,
+          promptTokens: 2 * requests,
+          completionTokens: requests,
+          costNano: 3n * BigInt(requests),
+        })),
+      );
     } finally {
       await store.close();
     }

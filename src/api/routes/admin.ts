@@ -1,3 +1,4 @@
+import { Readable } from "node:stream";
 import { type Static, type TObject, Type } from "@sinclair/typebox";
 import type { FastifyInstance } from "fastify";
 import { AdminError } from "../../admin/admin-error.ts";
@@ -6,21 +7,28 @@ import { createKey } from "../../admin/create-key.ts";
 import { creditAccount } from "../../admin/credit-account.ts";
 import { describeAccount } from "../../admin/describe-account.ts";
 import { requireAccount } from "../../admin/find-account.ts";
-import { formatCsv } from "../../admin/format-csv.ts";
 import { parseInstant } from "../../admin/parse-instant.ts";
 import { revokeKey } from "../../admin/revoke-key.ts";
 import {
-  groupUsage,
-  queryUsage,
+  decodeUsageCursor,
+  encodeUsageCursor,
+  readUsagePages,
   renderUsageGroup,
-  renderUsageRows,
-  tabulateUsage,
-  USAGE_GROUPINGS,
+  renderUsageRow,
+  selectUsage,
+  sumUsageGroups,
+  usageCsvLines,
 } from "../../admin/usage-report.ts";
 import { isPublicId } from "../../auth/api-key.ts";
 import { formatAmount, MoneyFormatError, parseAmount } from "../../billing/money.ts";
 import { AppError } from "../../errors/app-error.ts";
-import type { ApiKeyRecord, KeyRole, Store } from "../../store/store.ts";
+import {
+  type ApiKeyRecord,
+  type KeyRole,
+  type Store,
+  USAGE_GROUPINGS,
+  type UsageRecord,
+} from "../../store/store.ts";
 import { Nullable, StringEnum } from "../schemas/schema-helpers.ts";
 
 /** Options of {@link registerAdminRoutes}. */
@@ -74,6 +82,10 @@ const KeysQuery = Type.Object({
   account: Type.Optional(Type.String({ description: "Only the keys of this account (name or id)." })),
 });
 
+/** Rows in a page of `GET /admin/usage` as JSON unless `limit` says otherwise, and the most it may say. */
+const DEFAULT_USAGE_LIMIT = 1000;
+const MAX_USAGE_LIMIT = 10_000;
+
 const UsageQuery = Type.Object({
   account: Type.Optional(Type.String({ description: "An account name or id." })),
   key: Type.Optional(Type.String({ description: "A key's public id." })),
@@ -82,6 +94,12 @@ const UsageQuery = Type.Object({
   until: Type.Optional(Type.String({ description: "ISO 8601; rows before it." })),
   group_by: Type.Optional(StringEnum(USAGE_GROUPINGS)),
   format: Type.Optional(StringEnum(["json", "csv"])),
+  limit: Type.Optional(
+    Type.String({
+      description: `Rows per page, 1 to ${MAX_USAGE_LIMIT} (JSON: ${DEFAULT_USAGE_LIMIT} unless given; CSV: every row unless given).`,
+    }),
+  ),
+  after: Type.Optional(Type.String({ description: "The next_after of the previous page: rows after it." })),
 });
 
 /** The operator-facing field names that differ from the request fields. */
@@ -96,7 +114,9 @@ const PARAM_OF_FIELD: Readonly<Record<string, string>> = { expires: "expires_at"
  *
  * Responses: an account is `{id, name, balance, reserved, spent}`; a key is `{public_id,
  * account_id, account, role, name, models, rpm, tpm, expires_at, revoked_at, created_at}` (`null`
- * where unset), with the whole `key` once, on creation; lists are `{object: "list", data}`.
+ * where unset), with the whole `key` once, on creation; lists are `{object: "list", data}`. Usage
+ * rows come in pages (`limit`, `after`), with `has_more` and `next_after` (the cursor of the last
+ * row, for the next page or for rows that come later); usage as CSV streams every row.
  */
 export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOptions): void {
   const { store } = options;
@@ -249,22 +269,66 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
       { schema: { querystring: UsageQuery } },
       async (request, reply) => {
         const query = request.query;
-        const report = await mapAdminErrors(() => queryUsage(store, query));
         const grouping = query.group_by;
-        if (query.format === "csv") {
-          const { headers, rows } = tabulateUsage(report, grouping);
-          reply.type("text/csv; charset=utf-8");
-          return `${formatCsv(headers, rows).join("\r\n")}\r\n`;
+        if (grouping !== undefined && (query.limit !== undefined || query.after !== undefined)) {
+          throw new AppError(
+            "invalid_value",
+            "limit and after page rows; group_by answers every group at once.",
+            {
+              param: query.after === undefined ? "limit" : "after",
+            },
+          );
         }
-        if (grouping === undefined) return { object: "list", data: renderUsageRows(report) };
+        const limit = query.limit === undefined ? undefined : readUsageLimit(query.limit);
+        const selection = await mapAdminErrors(() => selectUsage(store, query));
+        const cursor = query.after;
+        const after =
+          cursor === undefined ? undefined : await mapAdminErrors(async () => decodeUsageCursor(cursor));
+        if (query.format === "csv") {
+          // Streamed a page at a time: an export of the whole ledger holds one page in memory.
+          const pages = usageCsvLines(store, selection, grouping, { after, limit });
+          reply.type("text/csv; charset=utf-8");
+          return Readable.from(joinCsvLines(pages));
+        }
+        if (grouping !== undefined) {
+          const groups = await sumUsageGroups(store, selection, grouping);
+          return {
+            object: "list",
+            group_by: grouping,
+            data: groups.map((group) => renderUsageGroup(group, grouping)),
+          };
+        }
+        // One row more than asked says whether another page follows.
+        const pageRows = limit ?? DEFAULT_USAGE_LIMIT;
+        const records: UsageRecord[] = [];
+        for await (const page of readUsagePages(store, selection, { after, limit: pageRows + 1 })) {
+          records.push(...page);
+        }
+        const hasMore = records.length > pageRows;
+        if (hasMore) records.length = pageRows;
+        const last = records.at(-1);
         return {
           object: "list",
-          group_by: grouping,
-          data: groupUsage(report, grouping).map((group) => renderUsageGroup(group, grouping)),
+          data: records.map((record) => renderUsageRow(record, selection.accountNames)),
+          has_more: hasMore,
+          next_after: last === undefined ? null : encodeUsageCursor(last),
         };
       },
     );
   });
+}
+
+/** The `limit` of `GET /admin/usage` (a query string, so text): a whole number of rows in range. */
+function readUsageLimit(text: string): number {
+  const limit = /^[0-9]{1,6}$/.test(text) ? Number(text) : Number.NaN;
+  if (limit >= 1 && limit <= MAX_USAGE_LIMIT) return limit;
+  throw new AppError("invalid_value", `limit must be a whole number from 1 to ${MAX_USAGE_LIMIT}.`, {
+    param: "limit",
+  });
+}
+
+async function* joinCsvLines(pages: AsyncIterable<string[]>): AsyncGenerator<string> {
+  for await (const lines of pages) yield lines.map((line) => `${line}\r\n`).join("");
 }
 
 /** A key as the admin API shows it: never its secret or hash. */
