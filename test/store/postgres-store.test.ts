@@ -289,6 +289,66 @@ describeWithPostgres("PostgreSQL", () => {
         await store.close();
       }
     });
+
+    it("charges once when replicas settle the same request at the same time", async () => {
+      const schema = await newSchema();
+      const stores = await Promise.all(Array.from({ length: 6 }, () => openStore(schema.url)));
+      const [store] = stores as [Store];
+      try {
+        const account = makeAccount({ name: "acme", balanceNano: 1000n });
+        await store.insertAccount(account);
+        for (let round = 0; round < 10; round += 1) {
+          const reservation = makeReservation({ accountId: account.id, amountNano: 50n });
+          expect(await store.reserve(reservation)).toBe("reserved");
+          const usage = makeSettlement(reservation, 30n);
+          const charged = await Promise.all(
+            stores.flatMap((each) => [each.settle(usage), each.settle(usage)]),
+          );
+          expect(charged.toSorted()).toEqual([...Array.from({ length: 11 }, () => 0n), 30n]);
+        }
+        expect(await store.getAccountMoney(account.id)).toEqual({
+          balanceNano: 700n,
+          reservedNano: 0n,
+          spentNano: 300n,
+        });
+        expect(await store.audit()).toEqual([]);
+      } finally {
+        await Promise.all(stores.map((each) => each.close()));
+      }
+    });
+
+    it("settles while another replica releases reservations, without deadlocks", async () => {
+      const schema = await newSchema();
+      const [store, releaser] = await Promise.all([openStore(schema.url), openStore(schema.url)]);
+      try {
+        const accounts = [
+          makeAccount({ name: "acme", balanceNano: 10_000n }),
+          makeAccount({ name: "beta", balanceNano: 10_000n }),
+        ];
+        for (const account of accounts) await store.insertAccount(account);
+        const reservations = Array.from({ length: 120 }, (_, index) =>
+          makeReservation({
+            accountId: (accounts[index % 2] as (typeof accounts)[number]).id,
+            amountNano: 20n,
+            replicaId: `replica-${index % 3}`,
+          }),
+        );
+        for (const reservation of reservations) expect(await store.reserve(reservation)).toBe("reserved");
+        // Settles (reservation row, then account row) race releases (reservation rows, then the
+        // account rows in id order): PostgreSQL would abort one of two that lock in opposite orders.
+        const settled = reservations.map((reservation, index) =>
+          store.settle(makeSettlement(reservation, BigInt(index % 30))),
+        );
+        const released = ["replica-0", "replica-1", "replica-2"].map((replicaId) =>
+          releaser.releaseReservations({ replicaId }),
+        );
+        await Promise.all([...settled, ...released]);
+        expect(await store.listReservations()).toEqual([]);
+        expect(await store.audit()).toEqual([]);
+      } finally {
+        await Promise.all([store.close(), releaser.close()]);
+      }
+    });
   });
 });
 

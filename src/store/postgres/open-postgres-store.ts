@@ -6,6 +6,7 @@ import { createKyselyStore } from "../kysely-store.ts";
 import { migrateToLatest } from "../migrate-to-latest.ts";
 import type { Store } from "../store.ts";
 import { parsePostgresUrl } from "./parse-postgres-url.ts";
+import { createPostgresBilling } from "./postgres-billing.ts";
 import { PostgresStoreDialect } from "./postgres-store-dialect.ts";
 
 /** Options of {@link openPostgresStore}. */
@@ -69,6 +70,7 @@ export async function openPostgresStore(
   let closing: Promise<void> | undefined;
   return {
     ...store,
+    ...createPostgresBilling(db),
     close(): Promise<void> {
       closing ??= store.close();
       return closing;
