@@ -290,6 +290,88 @@ describeWithPostgres("PostgreSQL", () => {
       }
     });
 
+    it("answers each operation of a batch as it would alone", async () => {
+      const schema = await newSchema();
+      const store = await openStore(schema.url);
+      try {
+        const rich = makeAccount({ name: "rich", balanceNano: 1000n });
+        const poor = makeAccount({ name: "poor", balanceNano: 30n });
+        const other = makeAccount({ name: "other", balanceNano: 100n });
+        for (const account of [rich, poor, other]) await store.insertAccount(account);
+        const reservation = (account: typeof rich, amountNano: bigint) =>
+          makeReservation({ accountId: account.id, amountNano });
+        const existing = reservation(rich, 5n);
+        expect(await store.reserve(existing)).toBe("reserved");
+
+        // One turn of the event loop: one batch of reserves, each answered as alone.
+        const reserves = await Promise.all([
+          store.reserve(reservation(rich, 100n)),
+          store.reserve(reservation(rich, 200n)),
+          store.reserve(reservation(poor, 20n)),
+          store.reserve(reservation(poor, 20n)),
+          store.reserve(reservation(makeAccount({ name: "nobody" }), 1n)),
+        ]);
+        expect(reserves).toEqual([
+          "reserved",
+          "reserved",
+          "reserved",
+          "insufficient_balance",
+          "account_not_found",
+        ]);
+        // A duplicate id fails the batch's statement: each runs alone, and only the duplicate fails.
+        const withDuplicate = await Promise.all([
+          store.reserve(existing).catch((error: unknown) => String(error)),
+          store.reserve(reservation(rich, 1n)),
+        ]);
+        expect(withDuplicate).toEqual([expect.stringMatching(/duplicate key/), "reserved"]);
+        expect(await store.getAccountMoney(poor.id)).toEqual({
+          balanceNano: 30n,
+          reservedNano: 20n,
+          spentNano: 0n,
+        });
+
+        const [cheap, dear, poorOne] = await Promise.all(
+          [reservation(rich, 10n), reservation(rich, 10n), reservation(poor, 5n)].map(async (each) => {
+            expect(await store.reserve(each)).toBe("reserved");
+            return each;
+          }),
+        );
+        const settledBefore = reservation(other, 10n);
+        expect(await store.reserve(settledBefore)).toBe("reserved");
+        expect(await store.settle(makeSettlement(settledBefore, 4n))).toBe(4n);
+        const foreign = reservation(other, 10n);
+        expect(await store.reserve(foreign)).toBe("reserved");
+
+        // One batch of settles: in full, above its reservation, settled before, another account's
+        // reservation, and an account beyond its means (charged what it has, beside the other 20).
+        const settles = await Promise.all([
+          store.settle(makeSettlement(cheap as typeof existing, 7n)),
+          store.settle(makeSettlement(dear as typeof existing, 50n)),
+          store.settle(makeSettlement(settledBefore, 4n)),
+          store
+            .settle({ ...makeSettlement(foreign, 1n), accountId: rich.id })
+            .catch((error: unknown) => String(error)),
+          store.settle(makeSettlement(poorOne as typeof existing, 25n)),
+        ]);
+        expect(settles).toEqual([7n, 50n, 0n, expect.stringMatching(/belongs to another account/), 10n]);
+        expect(await store.getAccountMoney(poor.id)).toEqual({
+          balanceNano: 20n,
+          reservedNano: 20n,
+          spentNano: 10n,
+        });
+        expect(await store.getAccountMoney(other.id)).toEqual({
+          balanceNano: 96n,
+          reservedNano: 10n,
+          spentNano: 4n,
+        });
+        expect(await store.audit()).toEqual(
+          (await store.listReservations()).map((each) => ({ kind: "open_reservation", reservation: each })),
+        );
+      } finally {
+        await store.close();
+      }
+    });
+
     it("charges once when replicas settle the same request at the same time", async () => {
       const schema = await newSchema();
       const stores = await Promise.all(Array.from({ length: 6 }, () => openStore(schema.url)));
