@@ -1,5 +1,5 @@
 import { setImmediate } from "node:timers/promises";
-import { type Insertable, type Kysely, type SelectQueryBuilder, sql } from "kysely";
+import { type ExpressionBuilder, type Insertable, type Kysely, type SelectQueryBuilder, sql } from "kysely";
 import {
   toCreditRecord,
   toCreditRow,
@@ -57,9 +57,10 @@ export type BillingStore = Pick<
  */
 export function createKyselyBilling(
   db: Kysely<Database>,
-  options: { lockAccountRows: boolean } = { lockAccountRows: false },
+  options: { lockRows: boolean } = { lockRows: false },
 ): BillingStore {
   const queries = compileHotQueries(db);
+  const { lockRows } = options;
 
   return {
     async reserve(reservation: Reservation): Promise<ReserveResult> {
@@ -121,7 +122,7 @@ export function createKyselyBilling(
         // update takes (`for update` would wait on the key-share locks that other settles' usage
         // rows hold through their foreign key, and deadlock with them). SQLite's transaction
         // already holds the file's write lock.
-        if (options.lockAccountRows) query = query.forNoKeyUpdate();
+        if (lockRows) query = query.forNoKeyUpdate();
         const account = await query.executeTakeFirst();
         if (account === undefined) throw noAccountError(accountId);
         const chargedNano = capCharge(costNano, {
@@ -144,26 +145,38 @@ export function createKyselyBilling(
     },
 
     async renewLeases(replicaId: string, leaseExpiresAt: Date): Promise<void> {
-      await db
+      let query = db
         .updateTable("reservations")
         .set({ lease_expires_at: toTimestampText(leaseExpiresAt) })
-        .where("replica_id", "=", replicaId)
-        .execute();
+        .where("replica_id", "=", replicaId);
+      if (lockRows) {
+        query = query.where("id", "in", (eb) =>
+          lockedInIdOrder(eb.selectFrom("reservations").select("id").where("replica_id", "=", replicaId)),
+        );
+      }
+      await query.execute();
     },
 
     async releaseReservations(options: { replicaId: string; expiredBefore?: Date }): Promise<number> {
       const { replicaId, expiredBefore } = options;
       return await db.transaction().execute(async (transaction) => {
+        const toRelease =
+          replicaId === "*"
+            ? undefined
+            : (eb: ExpressionBuilder<Database, "reservations">) =>
+                expiredBefore === undefined
+                  ? eb("replica_id", "=", replicaId)
+                  : eb.or([
+                      eb("replica_id", "=", replicaId),
+                      eb("lease_expires_at", "<", toTimestampText(expiredBefore)),
+                    ]);
         let query = transaction.deleteFrom("reservations");
-        if (replicaId !== "*") {
-          query = query.where((eb) =>
-            expiredBefore === undefined
-              ? eb("replica_id", "=", replicaId)
-              : eb.or([
-                  eb("replica_id", "=", replicaId),
-                  eb("lease_expires_at", "<", toTimestampText(expiredBefore)),
-                ]),
-          );
+        if (toRelease !== undefined) query = query.where(toRelease);
+        if (lockRows) {
+          query = query.where("id", "in", (eb) => {
+            const rows = eb.selectFrom("reservations").select("id");
+            return lockedInIdOrder(toRelease === undefined ? rows : rows.where(toRelease));
+          });
         }
         const released = await query.returning(["account_id", "amount_nano"]).execute();
         const releasedByAccount = new Map<string, bigint>();
@@ -563,6 +576,15 @@ function whereUsageMatches<Output>(
 
 function noUsage(group: string, accountId: string | undefined): UsageTotals {
   return { group, accountId, requests: 0, promptTokens: 0, completionTokens: 0, costNano: 0n };
+}
+
+/**
+ * Locks the rows a query selects in id order (PostgreSQL): statements that lock several rows of a
+ * table must take them in one order, or two of them can each hold a row the other waits for (a
+ * batch of settles locks its reservations in id order).
+ */
+function lockedInIdOrder<Output>(query: SelectQueryBuilder<Database, "reservations", Output>) {
+  return query.orderBy("id").forUpdate();
 }
 
 /** A position in the usage ledger, as its columns hold it. */

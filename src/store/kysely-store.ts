@@ -23,7 +23,7 @@ export const OPENING_CREDIT_NOTE = "opening balance";
  */
 export function createKyselyStore(
   db: Kysely<Database>,
-  options: { lockAccountRows: boolean } = { lockAccountRows: false },
+  options: { lockRows: boolean } = { lockRows: false },
 ): Store {
   return {
     async insertAccount(account: Account): Promise<InsertAccountResult> {

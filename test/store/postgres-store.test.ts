@@ -303,21 +303,19 @@ describeWithPostgres("PostgreSQL", () => {
         const existing = reservation(rich, 5n);
         expect(await store.reserve(existing)).toBe("reserved");
 
-        // One turn of the event loop: one batch of reserves, each answered as alone.
-        const reserves = await Promise.all([
-          store.reserve(reservation(rich, 100n)),
-          store.reserve(reservation(rich, 200n)),
-          store.reserve(reservation(poor, 20n)),
-          store.reserve(reservation(poor, 20n)),
-          store.reserve(reservation(makeAccount({ name: "nobody" }), 1n)),
-        ]);
-        expect(reserves).toEqual([
-          "reserved",
-          "reserved",
-          "reserved",
-          "insufficient_balance",
-          "account_not_found",
-        ]);
+        // One turn of the event loop: one batch per account. The rich account's total fits; the
+        // poor one's (45 of 30) does not, so each of its reservations is tried alone, in order.
+        const [poorA, poorB, poorC] = [reservation(poor, 20n), reservation(poor, 20n), reservation(poor, 5n)];
+        const nobody = makeAccount({ name: "nobody" });
+        const reserves = await Promise.all(
+          [reservation(rich, 100n), reservation(rich, 200n), poorA, poorB, poorC].map((each) =>
+            store.reserve(each),
+          ),
+        );
+        expect(reserves).toEqual(["reserved", "reserved", "reserved", "insufficient_balance", "reserved"]);
+        expect(
+          await Promise.all([store.reserve(reservation(nobody, 1n)), store.reserve(reservation(nobody, 2n))]),
+        ).toEqual(["account_not_found", "account_not_found"]);
         // A duplicate id fails the batch's statement: each runs alone, and only the duplicate fails.
         const withDuplicate = await Promise.all([
           store.reserve(existing).catch((error: unknown) => String(error)),
@@ -326,43 +324,59 @@ describeWithPostgres("PostgreSQL", () => {
         expect(withDuplicate).toEqual([expect.stringMatching(/duplicate key/), "reserved"]);
         expect(await store.getAccountMoney(poor.id)).toEqual({
           balanceNano: 30n,
-          reservedNano: 20n,
+          reservedNano: 25n,
           spentNano: 0n,
         });
 
-        const [cheap, dear, poorOne] = await Promise.all(
-          [reservation(rich, 10n), reservation(rich, 10n), reservation(poor, 5n)].map(async (each) => {
-            expect(await store.reserve(each)).toBe("reserved");
-            return each;
-          }),
-        );
+        const [cheap, dear, otherOne] = [
+          reservation(rich, 10n),
+          reservation(rich, 10n),
+          reservation(other, 10n),
+        ];
         const settledBefore = reservation(other, 10n);
-        expect(await store.reserve(settledBefore)).toBe("reserved");
-        expect(await store.settle(makeSettlement(settledBefore, 4n))).toBe(4n);
         const foreign = reservation(other, 10n);
-        expect(await store.reserve(foreign)).toBe("reserved");
+        for (const each of [cheap, dear, otherOne, settledBefore, foreign]) {
+          expect(await store.reserve(each)).toBe("reserved");
+        }
+        expect(await store.settle(makeSettlement(settledBefore, 4n))).toBe(4n);
 
-        // One batch of settles: in full, above its reservation, settled before, another account's
-        // reservation, and an account beyond its means (charged what it has, beside the other 20).
+        // Batches of settles: in full, above its reservation, another account's reservation (rich);
+        // settled before, in full (other); beyond the account's means (poor: 45 due, 30 there),
+        // each then alone: the first within its reservation, the second capped at what is left.
         const settles = await Promise.all([
-          store.settle(makeSettlement(cheap as typeof existing, 7n)),
-          store.settle(makeSettlement(dear as typeof existing, 50n)),
-          store.settle(makeSettlement(settledBefore, 4n)),
+          store.settle(makeSettlement(cheap, 7n)),
+          store.settle(makeSettlement(dear, 50n)),
           store
             .settle({ ...makeSettlement(foreign, 1n), accountId: rich.id })
             .catch((error: unknown) => String(error)),
-          store.settle(makeSettlement(poorOne as typeof existing, 25n)),
+          store.settle(makeSettlement(settledBefore, 4n)),
+          store.settle(makeSettlement(otherOne, 3n)),
+          store.settle(makeSettlement(poorA, 20n)),
+          store.settle(makeSettlement(poorC, 25n)),
         ]);
-        expect(settles).toEqual([7n, 50n, 0n, expect.stringMatching(/belongs to another account/), 10n]);
+        expect(settles).toEqual([
+          7n,
+          50n,
+          expect.stringMatching(/belongs to another account/),
+          0n,
+          3n,
+          20n,
+          10n,
+        ]);
         expect(await store.getAccountMoney(poor.id)).toEqual({
-          balanceNano: 20n,
-          reservedNano: 20n,
-          spentNano: 10n,
+          balanceNano: 0n,
+          reservedNano: 0n,
+          spentNano: 30n,
         });
         expect(await store.getAccountMoney(other.id)).toEqual({
-          balanceNano: 96n,
+          balanceNano: 93n,
           reservedNano: 10n,
-          spentNano: 4n,
+          spentNano: 7n,
+        });
+        expect(await store.getAccountMoney(rich.id)).toEqual({
+          balanceNano: 943n,
+          reservedNano: 306n,
+          spentNano: 57n,
         });
         expect(await store.audit()).toEqual(
           (await store.listReservations()).map((each) => ({ kind: "open_reservation", reservation: each })),
@@ -399,34 +413,44 @@ describeWithPostgres("PostgreSQL", () => {
       }
     });
 
-    it("settles while another replica releases reservations, without deadlocks", async () => {
+    it("settles while another replica releases and renews reservations, without deadlocks", async () => {
       const schema = await newSchema();
       const [store, releaser] = await Promise.all([openStore(schema.url), openStore(schema.url)]);
       try {
         const accounts = [
-          makeAccount({ name: "acme", balanceNano: 10_000n }),
-          makeAccount({ name: "beta", balanceNano: 10_000n }),
+          makeAccount({ name: "acme", balanceNano: 100_000n }),
+          makeAccount({ name: "beta", balanceNano: 100_000n }),
         ];
         for (const account of accounts) await store.insertAccount(account);
-        const reservations = Array.from({ length: 120 }, (_, index) =>
-          makeReservation({
-            accountId: (accounts[index % 2] as (typeof accounts)[number]).id,
-            amountNano: 20n,
-            replicaId: `replica-${index % 3}`,
-          }),
-        );
-        for (const reservation of reservations) expect(await store.reserve(reservation)).toBe("reserved");
-        // Settles (reservation row, then account row) race releases (reservation rows, then the
-        // account rows in id order): PostgreSQL would abort one of two that lock in opposite orders.
-        const settled = reservations.map((reservation, index) =>
-          store.settle(makeSettlement(reservation, BigInt(index % 30))),
-        );
-        const released = ["replica-0", "replica-1", "replica-2"].map((replicaId) =>
-          releaser.releaseReservations({ replicaId }),
-        );
-        await Promise.all([...settled, ...released]);
-        expect(await store.listReservations()).toEqual([]);
-        expect(await store.audit()).toEqual([]);
+        const later = new Date(Date.now() + 60_000);
+        for (let round = 0; round < 3; round += 1) {
+          const reservations = Array.from({ length: 120 }, (_, index) =>
+            makeReservation({
+              accountId: (accounts[index % 2] as (typeof accounts)[number]).id,
+              amountNano: 20n,
+              replicaId: `replica-${index % 3}`,
+            }),
+          );
+          await Promise.all(
+            reservations.map(async (reservation) =>
+              expect(await store.reserve(reservation)).toBe("reserved"),
+            ),
+          );
+          // Batches of settles lock reservation rows, then account rows, each in id order; so do
+          // releases, and renewals lock reservation rows: PostgreSQL aborts one of two statements
+          // that lock the same rows in opposite orders.
+          await Promise.all([
+            ...reservations.map((reservation, index) =>
+              store.settle(makeSettlement(reservation, BigInt(index % 30))),
+            ),
+            ...["replica-0", "replica-1"].map((replicaId) => releaser.releaseReservations({ replicaId })),
+            releaser.renewLeases("replica-2", later),
+            store.renewLeases("replica-2", later),
+          ]);
+          await releaser.releaseReservations({ replicaId: "replica-2" });
+          expect(await store.listReservations()).toEqual([]);
+          expect(await store.audit()).toEqual([]);
+        }
       } finally {
         await Promise.all([store.close(), releaser.close()]);
       }

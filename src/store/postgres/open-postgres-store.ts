@@ -66,7 +66,7 @@ export async function openPostgresStore(
     });
   }
 
-  const store = createKyselyStore(db, { lockAccountRows: true });
+  const store = createKyselyStore(db, { lockRows: true });
   let closing: Promise<void> | undefined;
   return {
     ...store,

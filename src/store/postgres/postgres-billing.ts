@@ -5,15 +5,15 @@ import type { Database, ReservationsTable, UsageTable } from "../database.ts";
 import type { Reservation, ReserveResult, Store, UsageRecord } from "../store.ts";
 
 /**
- * Reserve and settle on PostgreSQL, group-committed: the reserves (and the settles) that a replica
- * receives while its previous batch is in flight go out together as one statement (data-modifying
- * CTEs over arrays) in its own implicit transaction, so an account's row is locked and committed
- * once per batch. A lone operation is one statement too. Before, every request paid nine round
- * trips (reserve: begin, update, insert, commit; settle: begin, insert, delete, update, commit),
- * each costing the server tens of microseconds of CPU (mostly the loopback write that wakes the
- * database), and held its account's row across several of them plus a commit: the requests of
- * one account queued behind each other's commits, about a thousand a second at most on this
- * machine however many replicas served them.
+ * Reserve and settle on PostgreSQL, group-committed: the reserves (and the settles) of an account
+ * that a replica receives while its previous batch for the account is in flight go out together
+ * as one statement (data-modifying CTEs over arrays) in its own implicit transaction, so the
+ * account's row is locked and committed once per batch. A lone operation is one statement too.
+ * Before, every request paid nine round trips (reserve: begin, update, insert, commit; settle:
+ * begin, insert, delete, update, commit), each costing the server tens of microseconds of CPU
+ * (mostly the loopback write that wakes the database), and held its account's row across several
+ * of them plus a commit: the requests of one account queued behind each other's commits, about a
+ * thousand a second at most on this machine however many replicas served them.
  *
  * Same behaviour as the generic path (`kysely-billing.ts`, whose conformance tests run here too):
  * - reserve: the conditional update re-checks `balance - reserved >= amount` on the row's latest
@@ -117,12 +117,12 @@ export function createPostgresBilling(db: Kysely<Database>): Pick<Store, "reserv
     async reserve(reservation: Reservation): Promise<ReserveResult> {
       if (reservation.amountNano < 0n) throw new RangeError("A reservation's amount must be zero or more.");
       const row = toReservationRow(reservation);
-      return await reserves.run(row.id, row);
+      return await reserves.run(row.account_id, row.id, row);
     },
 
     async settle(usage: UsageRecord): Promise<bigint> {
       if (usage.costNano < 0n) throw new RangeError("A usage row's cost must be zero or more.");
-      return await settles.run(usage.id, { usage, row: toUsageRow(usage) });
+      return await settles.run(usage.accountId, usage.id, { usage, row: toUsageRow(usage) });
     },
   };
 }
@@ -152,25 +152,27 @@ function usageColumnsAfterCost(row: Insertable<UsageTable>): unknown[] {
 const MAX_BATCH = 500;
 
 /**
- * Group commit: operations that arrive while a batch is in flight go out together in the next
- * one, as one statement (`many`), so that an account's row is locked and committed once per batch
- * rather than once per request. `many` answers each operation's result, or `undefined` for those
- * it left alone (an account whose total did not fit, a duplicate, no such account): those run
- * one at a time through `one`, in order, as they would have alone, as does the whole batch when
- * `many` fails. A batch of one goes through `one` directly. Operations with the same key as an
- * earlier one in the batch wait for the next batch.
+ * Group commit, per account: the operations of an account that arrive while its batch is in
+ * flight go out together in its next one, as one statement (`many`), so that the account's row is
+ * locked and committed once per batch rather than once per request. Accounts batch apart: one
+ * whose row is held (a slow or stuck transaction elsewhere) holds up its own requests only, and
+ * at most two connections (a reserve batch and a settle batch). `many` answers each operation's
+ * result, or `undefined` for those it left alone (a total that did not fit, a duplicate, no such
+ * account): those run one at a time through `one`, in order, as they would have alone, as does
+ * the whole batch when `many` fails. A batch of one goes through `one` directly. An operation
+ * with the same key as an earlier one in the batch waits for the next batch.
  */
 function createBatcher<Item, Result>(handlers: {
   one: (item: Item) => Promise<Result>;
   many: (items: Item[]) => Promise<(Result | undefined)[]>;
-}): { run(key: string, item: Item): Promise<Result> } {
+}): { run(account: string, key: string, item: Item): Promise<Result> } {
   interface Entry {
     key: string;
     item: Item;
     done: PromiseWithResolvers<Result>;
   }
-  let pending: Entry[] = [];
-  let running = false;
+  /** The operations waiting for each account's next batch; an account is here while it has a batch in flight. */
+  const queues = new Map<string, Entry[]>();
 
   async function runOne(entry: Entry): Promise<void> {
     try {
@@ -200,37 +202,36 @@ function createBatcher<Item, Result>(handlers: {
     for (const entry of left) await runOne(entry);
   }
 
-  async function drain(): Promise<void> {
-    running = true;
-    try {
-      while (pending.length > 0) {
-        const batch: Entry[] = [];
-        const keys = new Set<string>();
-        const later: Entry[] = [];
-        for (const entry of pending) {
-          if (batch.length < MAX_BATCH && !keys.has(entry.key)) {
-            keys.add(entry.key);
-            batch.push(entry);
-          } else {
-            later.push(entry);
-          }
+  async function drain(account: string, queue: Entry[]): Promise<void> {
+    while (queue.length > 0) {
+      const batch: Entry[] = [];
+      const keys = new Set<string>();
+      const later: Entry[] = [];
+      for (const entry of queue.splice(0)) {
+        if (batch.length < MAX_BATCH && !keys.has(entry.key)) {
+          keys.add(entry.key);
+          batch.push(entry);
+        } else {
+          later.push(entry);
         }
-        pending = later;
-        await runBatch(batch);
       }
-    } finally {
-      running = false;
+      queue.push(...later);
+      await runBatch(batch);
     }
+    queues.delete(account);
   }
 
   return {
-    run(key, item) {
+    run(account, key, item) {
       const done = Promise.withResolvers<Result>();
-      pending.push({ key, item, done });
-      if (!running) {
-        running = true;
-        // The rest of this turn's operations join the batch.
-        setImmediate(() => void drain());
+      const queued = queues.get(account);
+      if (queued !== undefined) {
+        queued.push({ key, item, done });
+      } else {
+        const queue = [{ key, item, done }];
+        queues.set(account, queue);
+        // The rest of this turn's operations of the account join the batch.
+        setImmediate(() => void drain(account, queue));
       }
       return done.promise;
     },
