@@ -52,6 +52,8 @@ function describeProblem(problem: AuditProblem, describe: (accountId: string) =>
   switch (problem.kind) {
     case "balance_mismatch":
       return `balance mismatch: ${describe(problem.accountId)} has balance ${formatAmount(problem.balanceNano)}, but its credits minus its charges are ${formatAmount(problem.expectedNano)} (difference ${formatAmount(problem.balanceNano - problem.expectedNano)})`;
+    case "spent_mismatch":
+      return `spent mismatch: ${describe(problem.accountId)} has spent ${formatAmount(problem.spentNano)}, but its charges sum to ${formatAmount(problem.expectedNano)}`;
     case "reserved_mismatch":
       return `reserved mismatch: ${describe(problem.accountId)} has ${formatAmount(problem.reservedNano)} reserved, but its open reservations sum to ${formatAmount(problem.expectedNano)}`;
     case "open_reservation": {

@@ -27,6 +27,8 @@ export interface AccountsTable {
   balance_nano: ColumnType<bigint, bigint | undefined, bigint>;
   /** Nano-units: the sum of the account's open reservations; defaults to 0. */
   reserved_nano: ColumnType<bigint, bigint | undefined, bigint>;
+  /** Nano-units: the sum of the account's usage rows' costs (what it was charged); defaults to 0. */
+  spent_nano: ColumnType<bigint, bigint | undefined, bigint>;
   created_at: string;
 }
 

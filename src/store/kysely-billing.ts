@@ -337,6 +337,7 @@ export function createKyselyBilling(
               "id",
               "balance_nano",
               "reserved_nano",
+              "spent_nano",
               eb
                 .selectFrom("credits")
                 .select(sumOf("credits.amount_nano").as("total"))
@@ -346,7 +347,7 @@ export function createKyselyBilling(
                 .selectFrom("usage")
                 .select(sumOf("usage.cost_nano").as("total"))
                 .whereRef("usage.account_id", "=", "accounts.id")
-                .as("spent_nano"),
+                .as("charged_nano"),
               eb
                 .selectFrom("reservations")
                 .select(sumOf("reservations.amount_nano").as("total"))
@@ -366,13 +367,23 @@ export function createKyselyBilling(
           const problems: AuditProblem[] = [];
           for (const account of accounts) {
             const balanceNano = readBigInt(account.balance_nano);
-            const expectedBalance = readBigInt(account.credited_nano) - readBigInt(account.spent_nano);
+            const chargedNano = readBigInt(account.charged_nano);
+            const expectedBalance = readBigInt(account.credited_nano) - chargedNano;
             if (balanceNano !== expectedBalance) {
               problems.push({
                 kind: "balance_mismatch",
                 accountId: account.id,
                 balanceNano,
                 expectedNano: expectedBalance,
+              });
+            }
+            const spentNano = readBigInt(account.spent_nano);
+            if (spentNano !== chargedNano) {
+              problems.push({
+                kind: "spent_mismatch",
+                accountId: account.id,
+                spentNano,
+                expectedNano: chargedNano,
               });
             }
             const reservedNano = readBigInt(account.reserved_nano);
@@ -441,15 +452,7 @@ export async function readAccountMoney(
 ): Promise<AccountMoney | undefined> {
   const row = await db
     .selectFrom("accounts")
-    .select((eb) => [
-      "balance_nano",
-      "reserved_nano",
-      eb
-        .selectFrom("usage")
-        .select(sumOf("usage.cost_nano").as("total"))
-        .whereRef("usage.account_id", "=", "accounts.id")
-        .as("spent_nano"),
-    ])
+    .select(["balance_nano", "reserved_nano", "spent_nano"])
     .where("id", "=", accountId)
     .executeTakeFirst();
   if (row === undefined) return undefined;
@@ -521,6 +524,7 @@ export function compileHotQueries(db: Kysely<Database>) {
           .set((eb) => ({
             balance_nano: eb("balance_nano", "-", parameter("cost")),
             reserved_nano: eb("reserved_nano", "-", parameter("released")),
+            spent_nano: eb("spent_nano", "+", parameter("cost")),
           }))
           .where("id", "=", parameter("accountId")),
     ),
@@ -535,6 +539,7 @@ export function compileHotQueries(db: Kysely<Database>) {
           .set((eb) => ({
             balance_nano: eb("balance_nano", "-", parameter("cost")),
             reserved_nano: eb("reserved_nano", "-", parameter("released")),
+            spent_nano: eb("spent_nano", "+", parameter("cost")),
           }))
           .where("id", "=", parameter("accountId"))
           .where((eb) =>

@@ -189,6 +189,7 @@ export interface UsageTotals {
 /** One disagreement found by {@link Store.audit}. */
 export type AuditProblem =
   | { kind: "balance_mismatch"; accountId: string; balanceNano: bigint; expectedNano: bigint }
+  | { kind: "spent_mismatch"; accountId: string; spentNano: bigint; expectedNano: bigint }
   | { kind: "reserved_mismatch"; accountId: string; reservedNano: bigint; expectedNano: bigint }
   | { kind: "open_reservation"; reservation: Reservation };
 
@@ -280,7 +281,8 @@ export interface Store {
   sumUsage(filter?: UsageFilter, grouping?: UsageGrouping): Promise<UsageTotals[]>;
   /**
    * Checks that every balance equals its credits minus its settled charges, that every
-   * account's reserved amount equals its open reservations, and lists every open reservation
+   * account's spent amount equals its settled charges, that every account's reserved amount
+   * equals its open reservations, and lists every open reservation
    * (whoever holds it: the audit is meant to run while no request is in flight). An empty list
    * means the ledger is consistent. Account problems come first (oldest account first), then the
    * open reservations, oldest first.

@@ -77,15 +77,18 @@ describe("audit", () => {
     expect(outcome.lines.at(-1)).toMatch(/Run the audit while no request is in flight/);
   });
 
-  it("reports balances and reserved amounts that disagree with the ledger", async () => {
+  it("reports balances, spent and reserved amounts that disagree with the ledger", async () => {
     const acme = makeAccount({ name: "acme", balanceNano: 10_000_000_000n });
     await store.insertAccount(acme);
-    runSql(`update accounts set balance_nano = 10500000000, reserved_nano = 1 where id = '${acme.id}'`);
+    runSql(
+      `update accounts set balance_nano = 10500000000, reserved_nano = 1, spent_nano = 2 where id = '${acme.id}'`,
+    );
     const outcome = await audit();
     expect(outcome.ok).toBe(false);
     expect(outcome.lines).toEqual([
-      "audit failed: 2 problems in 1 account",
+      "audit failed: 3 problems in 1 account",
       `  balance mismatch: account acme (${acme.id}) has balance 10.5, but its credits minus its charges are 10 (difference 0.5)`,
+      `  spent mismatch: account acme (${acme.id}) has spent 0.000000002, but its charges sum to 0`,
       `  reserved mismatch: account acme (${acme.id}) has 0.000000001 reserved, but its open reservations sum to 0`,
     ]);
   });

@@ -142,6 +142,7 @@ describeWithPostgres("PostgreSQL", () => {
         "001_accounts_and_keys",
         "002_billing",
         "003_usage_by_time",
+        "004_account_spent",
       ]);
     });
 
@@ -162,6 +163,7 @@ describeWithPostgres("PostgreSQL", () => {
         "001_accounts_and_keys",
         "002_billing",
         "003_usage_by_time",
+        "004_account_spent",
       ]);
     });
 

@@ -129,7 +129,26 @@ export function describeSharedDatabaseConformance(openSharedDatabase: () => Prom
       await shared.runSql(`delete from usage where id = '${reservation.id}'`);
       expect(await shared.store.audit()).toEqual([
         { kind: "balance_mismatch", accountId: account.id, balanceNano: 96n, expectedNano: 100n },
+        { kind: "spent_mismatch", accountId: account.id, spentNano: 4n, expectedNano: 0n },
       ]);
+    });
+
+    it("reports a spent amount that does not match the charges", async () => {
+      const account = await openAccount(100n);
+      const reservation = makeReservation({ accountId: account.id, amountNano: 5n });
+      await shared.store.reserve(reservation);
+      await shared.store.settle(makeSettlement(reservation, 4n));
+      expect(await shared.store.getAccountMoney(account.id)).toEqual({
+        balanceNano: 96n,
+        reservedNano: 0n,
+        spentNano: 4n,
+      });
+      await shared.runSql(`update accounts set spent_nano = 3 where id = '${account.id}'`);
+      expect(await shared.store.audit()).toEqual([
+        { kind: "spent_mismatch", accountId: account.id, spentNano: 3n, expectedNano: 4n },
+      ]);
+      // What an account has spent is read from its row, not summed from the ledger.
+      expect((await shared.store.getAccountMoney(account.id))?.spentNano).toBe(3n);
     });
   });
 }

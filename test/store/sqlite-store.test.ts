@@ -6,7 +6,7 @@ import { openStore } from "../../src/store/open-store.ts";
 import { openNodeSqliteDatabase } from "../../src/store/sqlite/node-sqlite-database.ts";
 import { openStoreInWorker } from "./open-store-in-worker.ts";
 import { describeStoreConformance, type SharedDatabase } from "./store-conformance.ts";
-import { makeAccount, makeReservation } from "./store-fixtures.ts";
+import { makeAccount, makeReservation, makeSettlement } from "./store-fixtures.ts";
 import { makeTemporaryDirectory, newDatabaseUrl } from "./temporary-directory.ts";
 
 const directory = makeTemporaryDirectory();
@@ -84,6 +84,7 @@ describe("openStore with sqlite:", () => {
         expect.objectContaining({ name: "001_accounts_and_keys" }),
         expect.objectContaining({ name: "002_billing" }),
         expect.objectContaining({ name: "003_usage_by_time" }),
+        expect.objectContaining({ name: "004_account_spent" }),
       ]);
     } finally {
       database.close();
@@ -198,6 +199,41 @@ describe("openStore with sqlite:", () => {
       });
     } finally {
       await store.close();
+    }
+  });
+
+  it("gives accounts made before spent_nano the sum of their charges", async () => {
+    const url = newDatabaseUrl(directory);
+    const store = await openStore(url);
+    const account = makeAccount({ name: "acme", balanceNano: 100n });
+    try {
+      await store.insertAccount(account);
+      for (const cost of [4n, 5n]) {
+        const reservation = makeReservation({ accountId: account.id, amountNano: 10n });
+        expect(await store.reserve(reservation)).toBe("reserved");
+        await store.settle(makeSettlement(reservation, cost));
+      }
+    } finally {
+      await store.close();
+    }
+    // Back to the schema of migration 003: no spent_nano, and 004 not run yet.
+    const database = new DatabaseSync(url.slice("sqlite:".length), { timeout: 5000 });
+    try {
+      database.exec("alter table accounts drop column spent_nano");
+      database.exec("delete from kysely_migration where name = '004_account_spent'");
+    } finally {
+      database.close();
+    }
+    const reopened = await openStore(url);
+    try {
+      expect(await reopened.getAccountMoney(account.id)).toEqual({
+        balanceNano: 91n,
+        reservedNano: 0n,
+        spentNano: 9n,
+      });
+      expect(await reopened.audit()).toEqual([]);
+    } finally {
+      await reopened.close();
     }
   });
 

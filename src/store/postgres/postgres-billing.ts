@@ -303,7 +303,8 @@ with settled_before as (
   from account, released_total
 ), charged as (
   update accounts
-  set balance_nano = balance_nano - settlement.charge, reserved_nano = reserved_nano - settlement.released
+  set balance_nano = balance_nano - settlement.charge, reserved_nano = reserved_nano - settlement.released,
+    spent_nano = spent_nano + settlement.charge
   from settlement
   where accounts.id = $2::text
   returning settlement.charge
@@ -389,7 +390,8 @@ with input as (
   where locked.balance_nano - locked.reserved_nano + per_account.released >= per_account.cost
 ), charged as (
   update accounts
-  set balance_nano = balance_nano - fits.cost, reserved_nano = reserved_nano - fits.released
+  set balance_nano = balance_nano - fits.cost, reserved_nano = reserved_nano - fits.released,
+    spent_nano = spent_nano + fits.cost
   from fits
   where accounts.id = fits.account_id and (select count(*) from locked) >= 0
   returning accounts.id
