@@ -203,22 +203,29 @@ function createBatcher<Item, Result>(handlers: {
   }
 
   async function drain(account: string, queue: Entry[]): Promise<void> {
-    while (queue.length > 0) {
-      const batch: Entry[] = [];
-      const keys = new Set<string>();
-      const later: Entry[] = [];
-      for (const entry of queue.splice(0)) {
-        if (batch.length < MAX_BATCH && !keys.has(entry.key)) {
-          keys.add(entry.key);
-          batch.push(entry);
-        } else {
-          later.push(entry);
+    try {
+      while (queue.length > 0) {
+        const batch: Entry[] = [];
+        const keys = new Set<string>();
+        const later: Entry[] = [];
+        for (const entry of queue.splice(0)) {
+          if (batch.length < MAX_BATCH && !keys.has(entry.key)) {
+            keys.add(entry.key);
+            batch.push(entry);
+          } else {
+            later.push(entry);
+          }
         }
+        queue.push(...later);
+        await runBatch(batch);
       }
-      queue.push(...later);
-      await runBatch(batch);
+    } catch (error) {
+      // runBatch settles every entry itself; whatever else went wrong fails the rest, never hangs.
+      for (const entry of queue.splice(0)) entry.done.reject(error);
+    } finally {
+      // In the same turn as the loop's last check: an operation that arrives later starts a new queue.
+      queues.delete(account);
     }
-    queues.delete(account);
   }
 
   return {
