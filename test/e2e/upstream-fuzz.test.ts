@@ -1,7 +1,7 @@
 import type { ServerResponse } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { CatalogModel } from "../../src/catalog/catalog.ts";
 import { createSeededRandom, type SeededRandom } from "../billing/seeded-random.ts";
+import { upstreamModel } from "../engine/openai/engine-helpers.ts";
 import { type MockUpstream, startMockUpstream } from "../engine/openai/mock-upstream.ts";
 import { startTestServer, type TestServer } from "../support/test-server.ts";
 
@@ -22,21 +22,7 @@ let server: TestServer;
 beforeAll(async () => {
   const random = createSeededRandom(SEED);
   upstream = await startMockUpstream((_request, response) => answerAtRandom(random, response));
-  const model: CatalogModel = {
-    id: MODEL,
-    kind: "chat",
-    ownedBy: "acme",
-    pricing: { kind: "chat", inputPerMillion: "1.00", outputPerMillion: "2.00" },
-    contextLength: 8192,
-    created: 1_700_000_100,
-    engine: {
-      type: "openai",
-      endpoints: [{ baseUrl: upstream.baseUrl, apiKey: undefined }],
-      model: "upstream",
-      fallbacks: [],
-    },
-  };
-  server = await startTestServer({ extraModels: [model] });
+  server = await startTestServer({ extraModels: [upstreamModel([upstream.baseUrl], { id: MODEL })] });
 });
 
 afterAll(async () => {

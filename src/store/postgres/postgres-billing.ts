@@ -35,17 +35,10 @@ import type { Reservation, ReserveResult, Store, UsageRecord } from "../store.ts
 export function createPostgresBilling(db: Kysely<Database>): Pick<Store, "reserve" | "settle"> {
   async function reserveOne(row: Insertable<ReservationsTable>): Promise<ReserveResult> {
     const result = await db.executeQuery<{ reserved: boolean; found: boolean }>(
-      CompiledQuery.raw(RESERVE, [
-        row.account_id,
-        row.amount_nano,
-        row.id,
-        row.request_id,
-        row.key_public_id,
-        row.model,
-        row.replica_id,
-        row.lease_expires_at,
-        row.created_at,
-      ]),
+      CompiledQuery.raw(
+        RESERVE,
+        RESERVATION_COLUMNS.map((column) => row[column]),
+      ),
     );
     const outcome = result.rows[0];
     if (outcome?.reserved === true) return "reserved";
@@ -56,7 +49,10 @@ export function createPostgresBilling(db: Kysely<Database>): Pick<Store, "reserv
     let outcome: SettleOutcome | undefined;
     try {
       const result = await db.executeQuery<SettleOutcome>(
-        CompiledQuery.raw(SETTLE, [row.id, row.account_id, row.cost_nano, ...usageColumnsAfterCost(row)]),
+        CompiledQuery.raw(
+          SETTLE,
+          SETTLE_COLUMNS.map((column) => row[column] ?? null),
+        ),
       );
       outcome = result.rows[0];
     } catch (error) {
@@ -80,17 +76,10 @@ export function createPostgresBilling(db: Kysely<Database>): Pick<Store, "reserv
     one: reserveOne,
     async many(rows) {
       const result = await db.executeQuery<{ id: string }>(
-        CompiledQuery.raw(RESERVE_MANY, [
-          rows.map((row) => row.id),
-          rows.map((row) => row.request_id),
-          rows.map((row) => row.account_id),
-          rows.map((row) => row.key_public_id),
-          rows.map((row) => row.model),
-          rows.map((row) => row.amount_nano),
-          rows.map((row) => row.replica_id),
-          rows.map((row) => row.lease_expires_at),
-          rows.map((row) => row.created_at),
-        ]),
+        CompiledQuery.raw(
+          RESERVE_MANY,
+          RESERVATION_COLUMNS.map((column) => rows.map((row) => row[column])),
+        ),
       );
       const reserved = new Set(result.rows.map((row) => row.id));
       return rows.map((row) => (reserved.has(row.id) ? "reserved" : undefined));
@@ -101,12 +90,7 @@ export function createPostgresBilling(db: Kysely<Database>): Pick<Store, "reserv
     one: ({ usage, row }) => settleOne(usage, row),
     async many(items) {
       const rows = items.map((item) => item.row);
-      const columns = [
-        rows.map((row) => row.id),
-        rows.map((row) => row.account_id),
-        rows.map((row) => row.cost_nano),
-        ...USAGE_COLUMNS_AFTER_COST.map((column) => rows.map((row) => row[column] ?? null)),
-      ];
+      const columns = SETTLE_COLUMNS.map((column) => rows.map((row) => row[column] ?? null));
       const result = await db.executeQuery<{ id: string }>(CompiledQuery.raw(SETTLE_MANY, columns));
       const settled = new Set(result.rows.map((row) => row.id));
       return items.map(({ usage }) => (settled.has(usage.id) ? usage.costNano : undefined));
@@ -127,8 +111,24 @@ export function createPostgresBilling(db: Kysely<Database>): Pick<Store, "reserv
   };
 }
 
-/** The usage columns that follow id, account and cost in {@link SETTLE} and {@link SETTLE_MANY}. */
-const USAGE_COLUMNS_AFTER_COST = [
+/** The reservation columns in the order of the parameters of {@link RESERVE} and {@link RESERVE_MANY}. */
+const RESERVATION_COLUMNS = [
+  "id",
+  "request_id",
+  "account_id",
+  "key_public_id",
+  "model",
+  "amount_nano",
+  "replica_id",
+  "lease_expires_at",
+  "created_at",
+] as const satisfies readonly (keyof ReservationsTable)[];
+
+/** The usage columns in the order of the parameters of {@link SETTLE} and {@link SETTLE_MANY}. */
+const SETTLE_COLUMNS = [
+  "id",
+  "account_id",
+  "cost_nano",
   "request_id",
   "key_public_id",
   "model",
@@ -143,10 +143,6 @@ const USAGE_COLUMNS_AFTER_COST = [
   "estimated",
   "created_at",
 ] as const satisfies readonly (keyof UsageTable)[];
-
-function usageColumnsAfterCost(row: Insertable<UsageTable>): unknown[] {
-  return USAGE_COLUMNS_AFTER_COST.map((column) => row[column] ?? null);
-}
 
 /** Most operations in one batch statement; more wait for the next. */
 const MAX_BATCH = 500;
@@ -262,25 +258,24 @@ function isUniqueViolation(error: unknown, constraint: string): boolean {
   );
 }
 
-/** $1 account, $2 amount, $3 id, $4 request id, $5 key, $6 model, $7 replica, $8 lease, $9 created. */
+/** Parameters in the order of {@link RESERVATION_COLUMNS}: $1 id ... $6 amount ... $9 created. */
 const RESERVE = `
 with set_aside as (
-  update accounts set reserved_nano = reserved_nano + $2::bigint
-  where id = $1::text and balance_nano - reserved_nano >= $2::bigint
+  update accounts set reserved_nano = reserved_nano + $6::bigint
+  where id = $3::text and balance_nano - reserved_nano >= $6::bigint
   returning id
 ), inserted as (
   insert into reservations
     (id, request_id, account_id, key_public_id, model, amount_nano, replica_id, lease_expires_at, created_at)
-  select $3::text, $4::text, $1::text, $5::text, $6::text, $2::bigint, $7::text, $8::text, $9::text
+  select $1::text, $2::text, $3::text, $4::text, $5::text, $6::bigint, $7::text, $8::text, $9::text
   from set_aside
   returning id
 )
-select exists (select 1 from inserted) as reserved, exists (select 1 from accounts where id = $1::text) as found`;
+select exists (select 1 from inserted) as reserved, exists (select 1 from accounts where id = $3::text) as found`;
 
 /**
- * $1 id, $2 account, $3 cost, then the usage row's other columns: $4 request id, $5 key, $6 model,
- * $7 prompt tokens, $8 completion tokens, $9 finish reason, $10 error code, $11 user, $12 queue ms,
- * $13 first token ms, $14 total ms, $15 estimated, $16 created.
+ * Parameters in the order of {@link SETTLE_COLUMNS}: $1 id, $2 account, $3 cost, then the usage
+ * row's other columns.
  *
  * `account` depends on `released` so that the reservation row is locked (deleted) before the
  * account row. The charge is `least(cost, available)`, where available is the balance less the
@@ -329,7 +324,7 @@ select
   exists (select 1 from foreign_owner) as foreign_owner,
   (select charge from charged where exists (select 1 from inserted)) as charged`;
 
-/** {@link RESERVE} for many reservations: arrays of the same columns, $1 ids ... $9 created. */
+/** {@link RESERVE} for many reservations: arrays of the same columns, in the same order. */
 const RESERVE_MANY = `
 with input as (
   select * from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[], $8::text[], $9::text[])
@@ -358,8 +353,7 @@ with input as (
 select id from inserted`;
 
 /**
- * {@link SETTLE} for many usage rows (arrays in the same order: $1 ids, $2 accounts, $3 costs,
- * then the other columns), charging in full the accounts whose total fits: their balance less their
+ * {@link SETTLE} for many usage rows (arrays of the same columns, in the same order), charging in full the accounts whose total fits: their balance less their
  * other reservations covers the batch's costs less what its reservations give back. Rows of other
  * accounts, rows settled before and reservations of another account are left alone. Reservation
  * rows are locked before account rows, each in id order, so that batches of other replicas (and
