@@ -10,6 +10,7 @@ import { createRandomText } from "../ids/random-text.ts";
 import type { KeyLimits } from "../limits/key-limits.ts";
 import { Metrics } from "../metrics/metrics.ts";
 import type { ModelRegistry } from "../models/model-registry.ts";
+import { answerClientError, boundUnreadBody } from "./answer-client-error.ts";
 import { createOpenApiDocument } from "./create-openapi-document.ts";
 import { errorHeaders, normalizeError, toWireError } from "./errors.ts";
 import { InFlightRequests, shuttingDownError } from "./in-flight-requests.ts";
@@ -37,6 +38,8 @@ export interface AppDependencies {
   inFlight?: InFlightRequests;
   /** A pino logger; default: no logs. */
   logger?: FastifyBaseLogger;
+  /** Longest time a client may take to send a whole request; default {@link REQUEST_TIMEOUT_MS}. */
+  requestTimeoutMs?: number;
 }
 
 const requestKeys = new WeakMap<object, RequestKey>();
@@ -75,13 +78,19 @@ function createRequestId(header: string | string[] | undefined): string {
 
 /** Builds the Fastify app: routes, authentication, JSON parsing and the one error mapping. */
 export function buildApp(dependencies: AppDependencies): FastifyInstance {
+  const requestTimeoutMs = dependencies.requestTimeoutMs ?? REQUEST_TIMEOUT_MS;
   const app = Fastify({
     ...(dependencies.logger === undefined ? { logger: false } : { loggerInstance: dependencies.logger }),
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: dependencies.bodyLimitBytes ?? 8 * 1024 * 1024,
     // Node's own default, which Fastify turns off: without it a client that sends its body a
     // byte now and then (or never finishes it) holds its connection for ever, key or no key.
-    requestTimeout: REQUEST_TIMEOUT_MS,
+    requestTimeout: requestTimeoutMs,
+    // How often Node looks for requests past it (its default, 30 s, unless the bound is shorter).
+    http: { connectionsCheckingInterval: Math.min(30_000, Math.max(50, requestTimeoutMs / 4)) },
+    // Requests the HTTP parser refuses, or that never arrive in full, are answered in the
+    // contract's error shape too.
+    clientErrorHandler: (error, socket) => answerClientError(error, socket, requestTimeoutMs),
     genReqId: (request) => createRequestId(request.headers["x-request-id"]),
     requestIdHeader: false,
     ajv: {
@@ -124,6 +133,10 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
     }
   });
 
+  // Node lets the request timeout lapse while the headers timeout is longer (seen on 24.21):
+  // the headers bound is never the looser of the two.
+  app.server.headersTimeout = Math.min(app.server.headersTimeout, requestTimeoutMs);
+
   const inFlight = dependencies.inFlight ?? new InFlightRequests();
   app.addHook("onRequest", async (request, reply) => {
     reply.header("x-request-id", request.id);
@@ -146,6 +159,7 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
   // One log line and one metrics observation per request: who, what, outcome, tokens, cost
   // and time; never the prompt.
   app.addHook("onResponse", async (request, reply) => {
+    boundUnreadBody(request.raw, requestTimeoutMs - reply.elapsedTime);
     const fields = logFields.get(request) ?? {};
     const route = request.routeOptions.url ?? "unknown";
     request.log.info(

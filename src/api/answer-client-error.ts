@@ -1,0 +1,76 @@
+import { type IncomingMessage, STATUS_CODES } from "node:http";
+import type { Duplex } from "node:stream";
+import { AppError } from "../errors/app-error.ts";
+import { toWireError } from "./errors.ts";
+
+/** What Node's HTTP server tells about a connection it could not read a request from. */
+interface ClientError extends Error {
+  code?: string;
+  /** llhttp's description of a parse error, e.g. "Invalid method encountered". */
+  reason?: string;
+}
+
+/** The response Node may be writing on the socket; a raw answer must not cut into its bytes. */
+interface HttpSocket extends Duplex {
+  _httpMessage?: { headersSent?: boolean } | null;
+}
+
+/**
+ * The error for a request the HTTP parser refused or that never arrived in full, in the
+ * contract's shape like every other answer (Node and Fastify would answer in their own).
+ */
+export function describeClientError(error: ClientError, requestTimeoutMs: number): AppError {
+  if (error.code === "ERR_HTTP_REQUEST_TIMEOUT")
+    return new AppError(
+      "request_timeout",
+      `The request did not arrive in full within ${requestTimeoutMs / 1000} seconds; send its headers and body without long pauses.`,
+    );
+  if (error.code === "HPE_HEADER_OVERFLOW")
+    return new AppError(
+      "headers_too_large",
+      "The request's headers are larger than this server accepts (16 KiB in all); send fewer or shorter headers.",
+    );
+  const reason = typeof error.reason === "string" && error.reason !== "" ? ` (${error.reason})` : "";
+  return new AppError("invalid_http_request", `The request is not valid HTTP/1.1${reason}.`);
+}
+
+/**
+ * Node's `clientError` handler: answers in the contract's error shape, then closes the
+ * connection. Nothing is written once a response has started on the socket (a pipelined
+ * request's error would corrupt it), nor to a connection the client already reset.
+ */
+export function answerClientError(error: ClientError, socket: HttpSocket, requestTimeoutMs: number): void {
+  if (error.code === "ECONNRESET" || socket.destroyed) return;
+  if (!socket.writable || socket._httpMessage?.headersSent === true) {
+    socket.destroy();
+    return;
+  }
+  const appError = describeClientError(error, requestTimeoutMs);
+  const body = JSON.stringify(toWireError(appError));
+  const head = [
+    `HTTP/1.1 ${appError.status} ${STATUS_CODES[appError.status] ?? "Error"}`,
+    "content-type: application/json; charset=utf-8",
+    `content-length: ${Buffer.byteLength(body)}`,
+    "connection: close",
+  ].join("\r\n");
+  socket.end(`${head}\r\n\r\n${body}`, () => socket.destroy());
+  // A client that reads nothing must not hold the socket open.
+  setTimeout(() => socket.destroy(), 5_000).unref();
+}
+
+/**
+ * Bounds the rest of a request body that an early answer left unread (a refused key, a body over
+ * the limit). Node then reads and drops it to reach the connection's next request, for as long
+ * as the client takes to send it, a byte at a time if it likes: the request timeout stops
+ * covering a request once its answer is out. The connection is closed if the body has not ended
+ * by the time that timeout, counted from the request's start, would have passed.
+ */
+export function boundUnreadBody(request: IncomingMessage, remainingMs: number): void {
+  if (request.complete) return;
+  const socket = request.socket;
+  const timer = setTimeout(() => socket.destroy(), Math.max(0, remainingMs));
+  timer.unref();
+  const clear = () => clearTimeout(timer);
+  request.once("end", clear);
+  socket.once("close", clear);
+}

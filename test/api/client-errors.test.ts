@@ -1,0 +1,170 @@
+import { connect } from "node:net";
+import type { FastifyInstance } from "fastify";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { buildApp } from "../../src/api/build-app.ts";
+import { AppError } from "../../src/errors/app-error.ts";
+import { ModelRegistry } from "../../src/models/model-registry.ts";
+
+const REQUEST_TIMEOUT_MS = 400;
+
+let app: FastifyInstance;
+let port: number;
+
+beforeAll(async () => {
+  app = buildApp({
+    registry: new ModelRegistry([], () => undefined),
+    authenticate: async (authorization) => {
+      if (authorization !== "Bearer good") throw new AppError("invalid_api_key", "Not a key.");
+      return {
+        publicId: "good",
+        accountId: undefined,
+        role: "user",
+        allowedModels: [],
+        rpm: undefined,
+        tpm: undefined,
+      };
+    },
+    requestTimeoutMs: REQUEST_TIMEOUT_MS,
+  });
+  await app.listen({ host: "127.0.0.1", port: 0 });
+  const address = app.server.address();
+  port = typeof address === "object" && address !== null ? address.port : 0;
+});
+
+afterAll(async () => {
+  await app?.close();
+});
+
+/**
+ * Writes `chunks` on a raw connection and reads everything until the server closes it (or 10 s
+ * pass); with `trickleMs`, then writes one more byte that often.
+ */
+function exchange(chunks: string[], trickleMs?: number): Promise<{ text: string; closed: boolean }> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, "127.0.0.1");
+    let text = "";
+    socket.setEncoding("utf8");
+    socket.on("data", (data: string) => {
+      text += data;
+    });
+    const trickle = trickleMs === undefined ? undefined : setInterval(() => socket.write(" "), trickleMs);
+    const stop = setTimeout(() => {
+      socket.destroy();
+      resolve({ text, closed: false });
+    }, 10_000);
+    socket.on("error", reject);
+    socket.on("close", () => {
+      clearInterval(trickle);
+      clearTimeout(stop);
+      resolve({ text, closed: true });
+    });
+    for (const chunk of chunks) socket.write(chunk);
+  });
+}
+
+function parseResponse(text: string) {
+  const [head = "", body = ""] = text.split("\r\n\r\n");
+  const [statusLine = "", ...headerLines] = head.split("\r\n");
+  const headers = Object.fromEntries(
+    headerLines.map((line) => {
+      const colon = line.indexOf(":");
+      return [line.slice(0, colon).toLowerCase(), line.slice(colon + 1).trim()];
+    }),
+  );
+  return { status: Number(statusLine.split(" ")[1]), headers, body: JSON.parse(body) as unknown };
+}
+
+describe("requests the HTTP parser refuses", () => {
+  it("answers a request that is not HTTP with 400 in the contract's error shape, then closes", async () => {
+    const { text, closed } = await exchange(["HELLO THERE\r\n\r\n"]);
+    expect(closed).toBe(true);
+    const response = parseResponse(text);
+    expect(response.status).toBe(400);
+    expect(response.headers["content-type"]).toBe("application/json; charset=utf-8");
+    expect(response.headers.connection).toBe("close");
+    expect(response.body).toEqual({
+      error: {
+        message: expect.stringMatching(/^The request is not valid HTTP\/1\.1 \(.+\)\.$/),
+        type: "invalid_request_error",
+        param: null,
+        code: "invalid_http_request",
+      },
+    });
+  });
+
+  it("answers a bad Content-Length the same way", async () => {
+    const { text } = await exchange([
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: ten\r\n\r\n",
+    ]);
+    const response = parseResponse(text);
+    expect(response.status).toBe(400);
+    expect(response.body).toMatchObject({ error: { code: "invalid_http_request" } });
+  });
+
+  it("answers headers over Node's limit with 431 headers_too_large", async () => {
+    const { text } = await exchange([
+      `GET /health HTTP/1.1\r\nHost: x\r\nX-Big: ${"a".repeat(20_000)}\r\n\r\n`,
+    ]);
+    const response = parseResponse(text);
+    expect(response.status).toBe(431);
+    expect(response.body).toEqual({
+      error: {
+        message: expect.stringContaining("headers are larger than this server accepts"),
+        type: "invalid_request_error",
+        param: null,
+        code: "headers_too_large",
+      },
+    });
+  });
+
+  it("answers a body that stops arriving with 408 request_timeout once the request timeout passes", async () => {
+    const started = Date.now();
+    const { text, closed } = await exchange([
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer good\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n",
+      '{"model":',
+    ]);
+    expect(closed).toBe(true);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(REQUEST_TIMEOUT_MS - 50);
+    const response = parseResponse(text);
+    expect(response.status).toBe(408);
+    expect(response.body).toEqual({
+      error: {
+        message: `The request did not arrive in full within ${REQUEST_TIMEOUT_MS / 1000} seconds; send its headers and body without long pauses.`,
+        type: "invalid_request_error",
+        param: null,
+        code: "request_timeout",
+      },
+    });
+  });
+
+  it("closes a connection whose body still trickles in past the timeout after an early answer", async () => {
+    // The key is refused before the body is read; Node then reads the rest of the body for the
+    // next request on the connection, a byte at a time if the client sends it so.
+    const started = Date.now();
+    const { text, closed } = await exchange(
+      [
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer bad\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n",
+        "{",
+      ],
+      50,
+    );
+    expect(closed).toBe(true);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(REQUEST_TIMEOUT_MS - 50);
+    expect(parseResponse(text).status).toBe(401);
+  });
+
+  it("keeps a connection whose body was read in full after an early answer", async () => {
+    const body = JSON.stringify({ model: "x", messages: [] });
+    const { text, closed } = await exchange([
+      `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer bad\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
+      "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    ]);
+    expect(closed).toBe(true);
+    expect(text).toMatch(/^HTTP\/1\.1 401 [\s\S]*HTTP\/1\.1 200 [\s\S]*\{"status":"ok"\}$/);
+  });
+
+  it("still answers well-formed requests on other connections", async () => {
+    const response = await fetch(`http://127.0.0.1:${port}/health`);
+    expect(response.status).toBe(200);
+  });
+});
