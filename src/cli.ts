@@ -2,6 +2,7 @@
 import { parseArgs } from "node:util";
 import { CliError } from "./admin/cli-error.ts";
 import { formatAmount } from "./billing/money.ts";
+import type { Config } from "./catalog/catalog.ts";
 import { loadConfig } from "./catalog/load-config.ts";
 import type { Store } from "./store/store.ts";
 
@@ -157,12 +158,15 @@ async function models(argv: string[], configFile: string | undefined): Promise<v
   }
 }
 
-async function withStore<T>(configFile: string | undefined, run: (store: Store) => Promise<T>) {
+async function withStore<T>(
+  configFile: string | undefined,
+  run: (store: Store, config: Config) => Promise<T>,
+) {
   const config = await loadConfig({ file: configFile });
   const { openStore } = await import("./store/open-store.ts");
   const store = await openStore(config.database);
   try {
-    return await run(store);
+    return await run(store, config);
   } finally {
     await store.close();
   }
@@ -180,7 +184,9 @@ async function main(argv: string[]): Promise<void> {
     }
     case "keys": {
       const { runKeysCommand } = await import("./admin/keys-command.ts");
-      return withStore(file, (store) => runKeysCommand(store, args, out));
+      return withStore(file, (store, config) =>
+        runKeysCommand(store, args, out, { knownModels: config.models.map((model) => model.id) }),
+      );
     }
     case "usage": {
       const { runUsageCommand } = await import("./admin/usage-command.ts");

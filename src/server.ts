@@ -159,6 +159,7 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
       registerAdminRoutes(scope, {
         store,
         getKey,
+        modelIds: () => registry.list().map((entry) => entry.model.id),
         onKeyRevoked: (publicId) => {
           authenticator.forget(publicId);
           cluster.bus.publish({ type: "key-changed", publicId });

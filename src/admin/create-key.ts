@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { generateApiKey } from "../auth/api-key.ts";
+import { suggestName } from "../catalog/suggest-name.ts";
 import type { ApiKeyRecord, KeyRole, Store } from "../store/store.ts";
 import { AdminError } from "./admin-error.ts";
 
@@ -31,11 +32,13 @@ const MAX_NAME_LENGTH = 100;
 /**
  * Makes a key and stores its hash. Throws an {@link AdminError} (`invalid_value`) for settings
  * that make no sense. The account is not looked up here: resolve it first (`requireAccount`).
+ * With `knownModels` (the catalogue's ids), every allowed model must be one of them: a typo
+ * would make a key that can use nothing.
  */
 export async function createKey(
   store: Store,
   input: CreateKeyInput,
-  options: { now?: () => Date } = {},
+  options: { now?: () => Date; knownModels?: readonly string[] } = {},
 ): Promise<CreatedKey> {
   const now = (options.now ?? (() => new Date()))();
   if (input.role === "user" && input.accountId === undefined) {
@@ -48,6 +51,8 @@ export async function createKey(
     });
   }
   const allowedModels = input.allowedModels === undefined ? undefined : normalizeModels(input.allowedModels);
+  if (allowedModels !== undefined && options.knownModels !== undefined)
+    requireKnownModels(allowedModels, options.knownModels);
   validateLimit("rpm", input.rpm);
   validateLimit("tpm", input.tpm);
   if (input.expiresAt !== undefined) {
@@ -92,6 +97,21 @@ function normalizeModels(models: string[]): string[] {
     );
   }
   return unique;
+}
+
+function requireKnownModels(models: readonly string[], known: readonly string[]): void {
+  const unknown = models.find((model) => !known.includes(model));
+  if (unknown === undefined) return;
+  const suggestion = suggestName(unknown, known);
+  const hint =
+    suggestion !== undefined
+      ? ` Did you mean '${suggestion}'?`
+      : known.length === 0
+        ? " The catalogue has no models."
+        : ` The catalogue has: ${known.join(", ")}.`;
+  throw new AdminError("invalid_value", `No model '${unknown}' in the catalogue.${hint}`, {
+    field: "models",
+  });
 }
 
 function validateLimit(field: "rpm" | "tpm", value: number | undefined): void {

@@ -22,6 +22,8 @@ const KEYS_HINT = "List keys with `tollgate keys list`.";
 /** Options of {@link runKeysCommand}. */
 export interface KeysCommandOptions {
   now?: () => Date;
+  /** The catalogue's model ids: `--models` must name some of them. Default: not checked. */
+  knownModels?: readonly string[];
 }
 
 /**
@@ -88,7 +90,10 @@ async function createCommand(
     createKey(
       store,
       { role: "user", accountId: account.id, ...settings },
-      options.now === undefined ? {} : { now: options.now },
+      {
+        ...(options.now === undefined ? {} : { now: options.now }),
+        ...(options.knownModels === undefined ? {} : { knownModels: options.knownModels }),
+      },
     ),
   );
   const { record } = created;

@@ -24,7 +24,7 @@ afterEach(async () => {
 
 async function run(...argv: string[]): Promise<string[]> {
   const out = collectOutput();
-  await runKeysCommand(store, argv, out, { now });
+  await runKeysCommand(store, argv, out, { now, knownModels: ["qwen3-0.6b", "org/model:Q4", "m1", "m2"] });
   return out.lines;
 }
 
@@ -101,6 +101,11 @@ describe("keys create", () => {
       "an empty model list",
       ["create", "--account", "acme", "--models", " , "],
       /--models needs at least one/,
+    ],
+    [
+      "a model not in the catalogue",
+      ["create", "--account", "acme", "--models", "m1,qwen3-06b"],
+      /No model 'qwen3-06b' in the catalogue\. Did you mean 'qwen3-0\.6b'\?/,
     ],
     [
       "an expiry in the past",

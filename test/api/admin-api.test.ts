@@ -54,6 +54,7 @@ function buildAdminApp(): FastifyInstance {
     });
     registerAdminRoutes(authenticated, {
       store,
+      modelIds: () => ["m1", "m2", "gpt-4o-mini"],
       getKey: (request) => {
         const key = keys.get(request);
         if (key === undefined) throw new Error("route reached without authentication");
@@ -331,6 +332,13 @@ describe("admin API keys", () => {
     ["an rpm as a string", { account: "staff", rpm: "60" }, 400, "invalid_type", "rpm"],
     ["an empty model list", { account: "staff", models: [] }, 400, "invalid_value", "models"],
     ["a blank model", { account: "staff", models: [" "] }, 400, "invalid_value", "models"],
+    [
+      "a model not in the catalogue",
+      { account: "staff", models: ["m1", "m9"] },
+      400,
+      "invalid_value",
+      "models",
+    ],
     ["a past expiry", { account: "staff", expires_at: "2020-01-01" }, 400, "invalid_value", "expires_at"],
     ["a bad expiry", { account: "staff", expires_at: "soon" }, 400, "invalid_value", "expires_at"],
     ["an unknown field", { account: "staff", role: "admin" }, 400, "invalid_value", "role"],
@@ -338,6 +346,20 @@ describe("admin API keys", () => {
     const before = (await store.listApiKeys()).length;
     await expectError(await call("POST", "/admin/keys", { body }), status, code, param);
     expect(await store.listApiKeys()).toHaveLength(before);
+  });
+
+  it("names the catalogue's models, or the one meant, when a key asks for an unknown one", async () => {
+    const typo = await call("POST", "/admin/keys", { body: { account: "staff", models: ["gpt-4o-mni"] } });
+    expect(typo.json()).toMatchObject({
+      error: {
+        message: "No model 'gpt-4o-mni' in the catalogue. Did you mean 'gpt-4o-mini'?",
+        param: "models",
+      },
+    });
+    const unknown = await call("POST", "/admin/keys", { body: { account: "staff", models: ["llama-70b"] } });
+    expect(unknown.json()).toMatchObject({
+      error: { message: "No model 'llama-70b' in the catalogue. The catalogue has: m1, m2, gpt-4o-mini." },
+    });
   });
 
   it("refuses to revoke an unknown key or one named by anything but its public id", async () => {

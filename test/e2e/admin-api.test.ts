@@ -94,6 +94,22 @@ describe("the admin API on the real server", () => {
     expect(((await empty.json()) as { error: { code: string } }).error.code).toBe("invalid_json");
   });
 
+  it("refuses a key for a model the catalogue does not have, naming the one meant", async () => {
+    const before = (await server.store.listApiKeys()).length;
+    const response = await admin("POST", "/admin/keys", { account: "starter", models: [`${TINY_MODEL}y`] });
+    expect(response.status).toBe(400);
+    expect(response.body.error).toEqual({
+      message: `No model '${TINY_MODEL}y' in the catalogue. Did you mean '${TINY_MODEL}'?`,
+      type: "invalid_request_error",
+      param: "models",
+      code: "invalid_value",
+    });
+    expect(await server.store.listApiKeys()).toHaveLength(before);
+    const made = await admin("POST", "/admin/keys", { account: "starter", models: [TINY_MODEL] });
+    expect(made.status).toBe(201);
+    expect(made.body.models).toEqual([TINY_MODEL]);
+  });
+
   it("validates bodies like the public API: amounts are decimal strings", async () => {
     const response = await admin("POST", "/admin/accounts", { name: "numbers", balance: 5 });
     expect(response.status).toBe(400);

@@ -76,7 +76,11 @@ afterAll(() => {
 describe("a crash mid-stream", () => {
   it("leaves a reservation that the next start releases, and then audit passes", async () => {
     expect(runCli("accounts", "create", "crash", "--balance", "5").status).toBe(0);
-    const created = runCli("keys", "create", "--account", "crash");
+    // The CLI checks a key's models against the config's catalogue.
+    const typo = runCli("keys", "create", "--account", "crash", "--models", "endles");
+    expect(typo.status).toBe(1);
+    expect(typo.stderr).toContain("No model 'endles' in the catalogue. Did you mean 'endless'?");
+    const created = runCli("keys", "create", "--account", "crash", "--models", "endless");
     expect(created.status).toBe(0);
     const key = created.stdout.split("\n").find((line) => line.startsWith("sk-tg-"))!;
     expect(key).toMatch(/^sk-tg-/);

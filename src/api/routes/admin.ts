@@ -42,6 +42,8 @@ export interface AdminRoutesOptions {
   onAccountCredited?: (accountId: string) => void;
   /** The clock for new accounts, keys and credits. Default: now. */
   now?: () => Date;
+  /** The catalogue's model ids now: a new key's `models` must be among them. Default: not checked. */
+  modelIds?: () => readonly string[];
 }
 
 const DecimalAmount = (description: string) =>
@@ -214,7 +216,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
               tpm: body.tpm ?? undefined,
               expiresAt,
             },
-            clock,
+            { ...clock, ...(options.modelIds === undefined ? {} : { knownModels: options.modelIds() }) },
           );
           return { account: found, created: made };
         });
