@@ -103,6 +103,11 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
   let stage: "response" | "body" | "json" | "over" = "response";
   let produced = false;
   let done = false;
+  /**
+   * Set while waiting for the upstream: what is thrown then is the upstream's (or the network's)
+   * doing; what is thrown otherwise is a fault in Tollgate's own reading of the answer.
+   */
+  let awaitingUpstream = false;
   let streamError: UpstreamErrorBody | undefined;
   /**
    * The body's text while it has held no event (up to the error body's bound): an upstream that
@@ -196,6 +201,44 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
     return { kind: "parts", parts, last: true };
   };
 
+  /**
+   * A fault in Tollgate's own code while reading the answer: a 500, logged with its stack, not
+   * retried and not held against the endpoint, which did nothing wrong as far as anyone knows.
+   */
+  const failInternally = (parts: StreamPart[], error: unknown): AttemptBatch => {
+    context.logger.error(
+      { err: error, model: modelId, endpoint: endpoint.label },
+      "reading an upstream answer failed in Tollgate",
+    );
+    finishUp();
+    current.abort(new AttemptStopped("internal error"));
+    const internal = new AppError(
+      "internal_error",
+      `The server had an error while reading the answer of the model '${modelId}'. Please retry.`,
+      { cause: error },
+    );
+    if (!produced && parts.length === 0)
+      return {
+        kind: "failed",
+        failure: {
+          summary: "failed in Tollgate",
+          retryable: false,
+          retrySameEndpoint: false,
+          endpointFault: false,
+          fallback: false,
+          retryAfterMs: undefined,
+          error: internal,
+        },
+      };
+    let usage: Usage;
+    try {
+      usage = usageSoFar(mapper, context.promptTokens);
+    } catch {
+      usage = { promptTokens: context.promptTokens, completionTokens: 0, estimated: true };
+    }
+    return { kind: "parts", parts: [...parts, { type: "error", error: internal, usage }], last: true };
+  };
+
   const midStreamError = (summary: string, parts: StreamPart[]): StreamPart => {
     mapper.flush(parts);
     context.logger.warn(
@@ -218,9 +261,13 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
       if (stage === "over") throw new Error("the attempt is over");
       try {
         if (stage === "response") {
+          awaitingUpstream = true;
           const response = await current.response;
+          awaitingUpstream = false;
           if (response.statusCode < 200 || response.statusCode >= 300) {
+            awaitingUpstream = true;
             const text = await readErrorText(current);
+            awaitingUpstream = false;
             finishUp();
             return {
               kind: "failed",
@@ -240,7 +287,9 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
             unexpectedType = contentType;
         }
         if (stage === "json") {
+          awaitingUpstream = true;
           const answer = await readText(current, MAX_ANSWER_LENGTH);
+          awaitingUpstream = false;
           if (answer.cut) {
             streamError = malformed(`an answer longer than ${MAX_ANSWER_TEXT}`);
           } else {
@@ -248,7 +297,11 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
           }
           return conclude(parts, undefined);
         }
-        for (let text = await current.read(); text !== undefined; text = await current.read()) {
+        for (;;) {
+          awaitingUpstream = true;
+          const text = await current.read();
+          awaitingUpstream = false;
+          if (text === undefined) break;
           const events = parser.push(text);
           if (unparsed !== undefined) {
             unparsed =
@@ -289,7 +342,7 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
         }
         return conclude(parts, undefined);
       } catch (error) {
-        return conclude(parts, error);
+        return awaitingUpstream ? conclude(parts, error) : failInternally(parts, error);
       }
     },
     dispose() {
