@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { type FileHandle, open, rename, rm } from "node:fs/promises";
+import { type FileHandle, mkdir, open, rename, rm } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 import { encodeTensorElements } from "./encode-tensor-elements.ts";
 import {
@@ -45,6 +45,8 @@ export async function writeGgufFile(options: WriteGgufFileOptions): Promise<Writ
   const layout = layOutTensors(options.tensors, alignment);
   const header = encodeHeader(options.metadata, layout, alignment);
 
+  // The folder is made if need be: `models make-test ./models/tiny.gguf` on a fresh checkout.
+  await mkdir(dirname(options.path), { recursive: true });
   const temporaryPath = join(dirname(options.path), `.${basename(options.path)}.${randomUUID()}.partial`);
   const handle = await open(temporaryPath, "w");
   try {
