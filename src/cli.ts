@@ -172,9 +172,21 @@ async function withStore<T>(
   }
 }
 
+/**
+ * A reader that stops early (`tollgate usage | head`) closes the pipe: a command stops there
+ * quietly, as Unix tools do (what it changed is already stored); the server keeps serving.
+ */
+function onClosedOutput(command: string | undefined): void {
+  process.stdout.on("error", (error: NodeJS.ErrnoException) => {
+    if (error.code !== "EPIPE") throw error;
+    if (command !== "serve") process.exit(0);
+  });
+}
+
 async function main(argv: string[]): Promise<void> {
   const { file, rest } = extractConfigOption(argv);
   const [command, ...args] = rest;
+  onClosedOutput(command);
   switch (command) {
     case "serve":
       return serve(args, file);

@@ -1,0 +1,103 @@
+/**
+ * A reader that stops early (`tollgate keys create ... | head -1`) closes the CLI's output pipe:
+ * commands then stop quietly, without Node's unhandled EPIPE and its stack trace, and the server
+ * keeps serving.
+ */
+import { spawn, spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+const cli = join(import.meta.dirname, "../../src/cli.ts");
+
+let folder: string;
+let configFile: string;
+
+beforeAll(() => {
+  folder = mkdtempSync(join(tmpdir(), "tollgate-cli-pipe-"));
+  configFile = join(folder, "tollgate.yaml");
+  writeFileSync(configFile, "database: sqlite:./tollgate.db\nmodels: []\n");
+});
+
+afterAll(() => {
+  rmSync(folder, { recursive: true, force: true });
+});
+
+/** Runs the CLI with its standard output closed before it writes anything. */
+async function runWithClosedOutput(...args: string[]) {
+  const child = spawn(process.execPath, [cli, ...args, "--config", configFile], {
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  child.stdout.destroy();
+  let stderr = "";
+  child.stderr.on("data", (data: Buffer) => {
+    stderr += data.toString();
+  });
+  const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
+  return { code, stderr };
+}
+
+async function freePort(): Promise<number> {
+  const probe = createServer();
+  await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
+  const address = probe.address();
+  await new Promise((resolve) => probe.close(resolve));
+  if (typeof address !== "object" || address === null) throw new Error("no port");
+  return address.port;
+}
+
+describe("a CLI whose output is closed early", () => {
+  it("finishes the command quietly, its change stored", async () => {
+    const created = spawnSync(
+      process.execPath,
+      [cli, "accounts", "create", "piped", "--config", configFile],
+      {
+        encoding: "utf8",
+      },
+    );
+    expect(created.status, created.stderr).toBe(0);
+
+    const { code, stderr } = await runWithClosedOutput("keys", "create", "--account", "piped");
+    expect(stderr).toBe("");
+    expect(code).toBe(0);
+    const listed = spawnSync(
+      process.execPath,
+      [cli, "keys", "list", "--account", "piped", "--config", configFile],
+      {
+        encoding: "utf8",
+      },
+    );
+    expect(listed.stdout.trim().split("\n")).toHaveLength(2);
+  });
+
+  it("keeps the server serving", async () => {
+    const port = await freePort();
+    const child = spawn(process.execPath, [cli, "serve", "--port", String(port), "--config", configFile], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    child.stdout.destroy();
+    try {
+      let status: number | undefined;
+      for (
+        let waited = 0;
+        waited < 20_000 && status === undefined && child.exitCode === null;
+        waited += 100
+      ) {
+        await sleep(100);
+        status = await fetch(`http://127.0.0.1:${port}/health`).then(
+          (response) => response.status,
+          () => undefined,
+        );
+      }
+      // Answering after its first-start banner went nowhere.
+      expect(status).toBe(200);
+      await sleep(200);
+      expect(child.exitCode).toBeNull();
+    } finally {
+      child.kill("SIGKILL");
+    }
+  }, 30_000);
+});
