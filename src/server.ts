@@ -8,13 +8,14 @@ import { registerAdminRoutes } from "./api/routes/admin.ts";
 import { createAuthenticator } from "./auth/authenticator.ts";
 import { BillingAdmission, RESERVATION_LEASE_MS } from "./billing/reserve-and-settle.ts";
 import type { Config } from "./catalog/catalog.ts";
-import { readClusterSettings } from "./cluster/cluster-settings.ts";
+import { type ClusterSettings, readClusterSettings } from "./cluster/cluster-settings.ts";
 import { connectCluster } from "./cluster/connect-cluster.ts";
 import { createEngine, loadEngineModules } from "./engine/create-engine.ts";
 import type { ChatEngine } from "./engine/engine.ts";
 import { KeyLimits } from "./limits/key-limits.ts";
 import { ModelRegistry } from "./models/model-registry.ts";
 import { openStore } from "./store/open-store.ts";
+import type { Store } from "./store/store.ts";
 
 /** The starter account's opening credit on first start, so the printed curl line works. */
 export const STARTER_BALANCE_NANO = 10_000_000_000n;
@@ -77,6 +78,31 @@ export function resolveReplicaId(host: string, port: number, env: NodeJS.Process
 /** How long a shutdown waits for running requests before it cuts them. */
 export const DEFAULT_SHUTDOWN_GRACE_MS = 10_000;
 
+/** Why the server could not listen, said with the fix; other errors as they are. */
+function describeListenError(error: unknown, host: string, port: number): unknown {
+  const code = (error as { code?: unknown } | null)?.code;
+  const where = `${host.includes(":") ? `[${host}]` : host}:${port}`;
+  switch (code) {
+    case "EADDRINUSE":
+      return new Error(
+        `Another program already listens on ${where}. Stop it, or choose another port with --port, PORT or server.port.`,
+        { cause: error },
+      );
+    case "EADDRNOTAVAIL":
+      return new Error(
+        `This machine has no address ${host} to listen on. Use 127.0.0.1, 0.0.0.0 or one of its own addresses (--host, HOST or server.host).`,
+        { cause: error },
+      );
+    case "EACCES":
+      return new Error(
+        `Listening on ${where} needs privileges this process does not have. Use a port above 1023 (--port, PORT or server.port).`,
+        { cause: error },
+      );
+    default:
+      return error;
+  }
+}
+
 export interface StartServerOptions {
   config: Config;
   /** Overrides `config.server` (tests listen on port 0). */
@@ -86,18 +112,31 @@ export interface StartServerOptions {
   logger?: false | { level: string; destination?: NodeJS.WritableStream };
 }
 
-/** Opens the store, runs the first-run bootstrap, loads the engines and listens. */
+/** Opens the store, loads the engines, listens, then runs the first-run bootstrap. */
 export async function startServer(options: StartServerOptions): Promise<RunningServer> {
-  const { config } = options;
   // Read before anything opens: a bad value stops the start with nothing left open.
   const clusterSettings = readClusterSettings(process.env);
   // Only the engines the catalogue uses are imported (an upstream model brings undici).
-  await loadEngineModules(config.models);
-  const store = await openStore(config.database, { owner: true });
-  const createdKeys = await bootstrap(store, {
-    configuredAdminKey: config.adminKey,
-    starterBalanceNano: STARTER_BALANCE_NANO,
-  });
+  await loadEngineModules(options.config.models);
+  const store = await openStore(options.config.database, { owner: true });
+  // A start that fails closes what it opened, last first: nothing (the store's claim, Redis,
+  // a model loading or downloading) keeps the failed process alive.
+  const opened: { close(): Promise<void> }[] = [store];
+  try {
+    return await startOnStore(options, store, clusterSettings, opened);
+  } catch (error) {
+    for (const resource of opened.reverse()) await resource.close().catch(() => {});
+    throw error;
+  }
+}
+
+async function startOnStore(
+  options: StartServerOptions,
+  store: Store,
+  clusterSettings: ClusterSettings,
+  opened: { close(): Promise<void> }[],
+): Promise<RunningServer> {
+  const { config } = options;
   const authenticator = createAuthenticator({ store, configuredAdminKey: config.adminKey });
   const host = options.host ?? config.server.host;
   const replicaId = resolveReplicaId(host, options.port ?? config.server.port);
@@ -121,6 +160,7 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
     // Events published while the subscription was down are lost: drop every cached key.
     onResubscribed: () => authenticator.forget(),
   });
+  opened.push(cluster);
   cluster.bus.subscribe((event) => {
     switch (event.type) {
       case "key-changed":
@@ -135,6 +175,7 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
   });
   const keyLimits = new KeyLimits(cluster.limiter);
   const registry = new ModelRegistry(config.models, (model, context) => createEngine(model, logger, context));
+  opened.push(registry);
   if (released > 0) logger.warn({ released }, "released reservations left by the previous run");
   const admission = new BillingAdmission({
     store,
@@ -186,13 +227,18 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
     clearInterval(leaseRenewal);
     await registry.close();
   });
+  opened.push(app);
+  const requestedPort = options.port ?? config.server.port;
   try {
-    await app.listen({ host, port: options.port ?? config.server.port });
+    await app.listen({ host, port: requestedPort });
   } catch (error) {
-    // Open Redis connections would keep a process that failed to start alive.
-    await cluster.close();
-    throw error;
+    throw describeListenError(error, host, requestedPort);
   }
+  // Only once the server listens: keys made by a start that then failed would never be shown.
+  const createdKeys = await bootstrap(store, {
+    configuredAdminKey: config.adminKey,
+    starterBalanceNano: STARTER_BALANCE_NANO,
+  });
   const address = app.server.address();
   const port = typeof address === "object" && address !== null ? address.port : config.server.port;
   let stopped: Promise<void> | undefined;
