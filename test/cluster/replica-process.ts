@@ -1,5 +1,4 @@
 import { type ChildProcess, execFile, spawn } from "node:child_process";
-import { createServer } from "node:net";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { promisify } from "node:util";
@@ -18,16 +17,6 @@ export interface ReplicaProcess {
   output(): string;
   /** Sends `signal` and waits for the exit; answers the exit code (or the signal's name). */
   stop(signal: NodeJS.Signals): Promise<number | string>;
-}
-
-/** A port free a moment ago. */
-export async function findFreePort(): Promise<number> {
-  const probe = createServer();
-  await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
-  const address = probe.address();
-  await new Promise((resolve) => probe.close(resolve));
-  if (typeof address !== "object" || address === null) throw new Error("no port");
-  return address.port;
 }
 
 /**

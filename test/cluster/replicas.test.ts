@@ -8,9 +8,10 @@ import { parseAmount } from "../../src/billing/money.ts";
 import { openStore } from "../../src/store/open-store.ts";
 import type { Store } from "../../src/store/store.ts";
 import { createPostgresTestSchema, type PostgresTestSchema } from "../store/postgres-test-database.ts";
+import { findFreePort } from "../support/free-port.ts";
 import { getTestModelPath } from "../support/test-model.ts";
 import { checkTestRedis, createTestPrefix, deleteTestKeys } from "./redis-test-connection.ts";
-import { findFreePort, type ReplicaProcess, runCli, startReplica } from "./replica-process.ts";
+import { type ReplicaProcess, runCli, startReplica } from "./replica-process.ts";
 
 /**
  * Scale-out, end to end: three `tollgate serve` processes on one PostgreSQL schema and one

@@ -1,5 +1,4 @@
 import { mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -11,6 +10,7 @@ import type { Config } from "../../src/catalog/catalog.ts";
 import { type RunningServer, startServer } from "../../src/server.ts";
 import { openStore } from "../../src/store/open-store.ts";
 import type { Store } from "../../src/store/store.ts";
+import { findFreePort } from "../support/free-port.ts";
 import { getTestModelPath } from "../support/test-model.ts";
 import { createTinyModelEntry, TINY_MODEL } from "../support/test-server.ts";
 import { checkTestRedis, createTestPrefix, deleteTestKeys } from "./redis-test-connection.ts";
@@ -71,15 +71,6 @@ function chat(server: RunningServer, key: string): Promise<Response> {
     headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
     body: JSON.stringify({ model: TINY_MODEL, messages: [{ role: "user", content: "Hi" }], max_tokens: 1 }),
   });
-}
-
-async function findClosedPort(): Promise<number> {
-  const probe = createServer();
-  await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
-  const address = probe.address();
-  await new Promise((resolve) => probe.close(resolve));
-  if (typeof address !== "object" || address === null) throw new Error("no port");
-  return address.port;
 }
 
 beforeAll(async () => {
@@ -178,7 +169,7 @@ describe.skipIf(!("url" in redis))("two servers sharing Redis", () => {
 
 describe("a server whose Redis is down", () => {
   it("fail-open (default): serves rate-limited keys without limits", async () => {
-    const server = await start(`redis://127.0.0.1:${await findClosedPort()}`, {
+    const server = await start(`redis://127.0.0.1:${await findFreePort()}`, {
       TOLLGATE_REDIS_PREFIX: "tollgate-test:down:",
     });
     const { key } = await createFundedKey({ rpm: 1 });
@@ -187,7 +178,7 @@ describe("a server whose Redis is down", () => {
   });
 
   it("fail-closed: refuses rate-limited keys with 503 and a clear message, and serves the others", async () => {
-    const server = await start(`redis://127.0.0.1:${await findClosedPort()}`, {
+    const server = await start(`redis://127.0.0.1:${await findFreePort()}`, {
       TOLLGATE_REDIS_PREFIX: "tollgate-test:down:",
       TOLLGATE_REDIS_FAILURE_POLICY: "fail-closed",
     });
@@ -203,7 +194,7 @@ describe("a server whose Redis is down", () => {
 
   it("refuses to start with a failure policy it does not know", async () => {
     await expect(
-      start(`redis://127.0.0.1:${await findClosedPort()}`, { TOLLGATE_REDIS_FAILURE_POLICY: "maybe" }),
+      start(`redis://127.0.0.1:${await findFreePort()}`, { TOLLGATE_REDIS_FAILURE_POLICY: "maybe" }),
     ).rejects.toThrow(/TOLLGATE_REDIS_FAILURE_POLICY must be "fail-open".*"fail-closed"/);
   });
 });

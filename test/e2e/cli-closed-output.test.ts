@@ -5,11 +5,11 @@
  */
 import { spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { findFreePort } from "../support/free-port.ts";
 
 const cli = join(import.meta.dirname, "../../src/cli.ts");
 
@@ -40,15 +40,6 @@ async function runWithClosedOutput(...args: string[]) {
   return { code, stderr };
 }
 
-async function freePort(): Promise<number> {
-  const probe = createServer();
-  await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
-  const address = probe.address();
-  await new Promise((resolve) => probe.close(resolve));
-  if (typeof address !== "object" || address === null) throw new Error("no port");
-  return address.port;
-}
-
 describe("a CLI whose output is closed early", () => {
   it("finishes the command quietly, its change stored", async () => {
     const created = spawnSync(
@@ -74,7 +65,7 @@ describe("a CLI whose output is closed early", () => {
   });
 
   it("keeps the server serving", async () => {
-    const port = await freePort();
+    const port = await findFreePort();
     const child = spawn(process.execPath, [cli, "serve", "--port", String(port), "--config", configFile], {
       stdio: ["ignore", "pipe", "pipe"],
     });

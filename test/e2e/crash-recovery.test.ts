@@ -1,26 +1,17 @@
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openStore } from "../../src/store/open-store.ts";
+import { findFreePort } from "../support/free-port.ts";
 import { getTestModelPath } from "../support/test-model.ts";
 
 const cli = join(import.meta.dirname, "../../src/cli.ts");
 let folder: string;
 let configFile: string;
 let port: number;
-
-async function freePort(): Promise<number> {
-  const probe = createServer();
-  await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
-  const address = probe.address();
-  await new Promise((resolve) => probe.close(resolve));
-  if (typeof address !== "object" || address === null) throw new Error("no port");
-  return address.port;
-}
 
 /** Starts `tollgate serve` as its own process and waits until it answers. */
 async function startProcess(): Promise<{ child: ChildProcess; output: () => string }> {
@@ -50,7 +41,7 @@ function runCli(...args: string[]) {
 
 beforeAll(async () => {
   folder = mkdtempSync(join(tmpdir(), "tollgate-crash-"));
-  port = await freePort();
+  port = await findFreePort();
   const model = await getTestModelPath({ endless: true, size: "small" });
   configFile = join(folder, "tollgate.yaml");
   writeFileSync(

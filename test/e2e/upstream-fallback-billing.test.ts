@@ -6,12 +6,8 @@ import { convertChatRequest } from "../../src/api/convert-chat-request.ts";
 import { formatAmount } from "../../src/billing/money.ts";
 import type { CatalogModel } from "../../src/catalog/catalog.ts";
 import { estimatePromptTokens } from "../../src/engine/openai/estimate-prompt-tokens.ts";
-import {
-  findClosedPort,
-  type MockUpstream,
-  startMockUpstream,
-  streamText,
-} from "../engine/openai/mock-upstream.ts";
+import { type MockUpstream, startMockUpstream, streamText } from "../engine/openai/mock-upstream.ts";
+import { findFreePort } from "../support/free-port.ts";
 import { startTestServer, type TestServer } from "../support/test-server.ts";
 
 /** Its only endpoint refuses connections, at once (no retries): the fallback serves. */
@@ -54,7 +50,7 @@ function upstreamModel(
 
 beforeAll(async () => {
   upstream = await startMockUpstream();
-  const closedPort = await findClosedPort();
+  const closedPort = await findFreePort();
   const logs = new PassThrough();
   let partial = "";
   logs.on("data", (data: Buffer) => {

@@ -5,13 +5,13 @@ import type { CatalogModel } from "../../src/catalog/catalog.ts";
 import {
   answerError,
   chunk,
-  findClosedPort,
   type MockUpstream,
   startMockUpstream,
   streamText,
   textEvents,
   writeEvents,
 } from "../engine/openai/mock-upstream.ts";
+import { findFreePort } from "../support/free-port.ts";
 import { startTestServer, type TestServer } from "../support/test-server.ts";
 
 /** The catalogue id clients use; the upstream knows the model by another name. */
@@ -43,7 +43,7 @@ function remoteModel(id: string, baseUrl: string): CatalogModel {
 
 beforeAll(async () => {
   upstream = await startMockUpstream();
-  const closedPort = await findClosedPort();
+  const closedPort = await findFreePort();
   server = await startTestServer({
     extraModels: [
       remoteModel(REMOTE, upstream.baseUrl),

@@ -12,6 +12,7 @@ import {
   hasRedisServerBinary,
   startRedisServer,
 } from "../cluster/redis-test-connection.ts";
+import { findFreePort } from "../support/free-port.ts";
 import { describeRateLimiterConformance } from "./rate-limiter-conformance.ts";
 
 const redis = await checkTestRedis();
@@ -27,16 +28,6 @@ function createRecordingLogger() {
 }
 
 const silent = createRecordingLogger().logger;
-
-/** A port that nothing listens on (it was free a moment ago). */
-async function findClosedPort(): Promise<number> {
-  const probe = createServer();
-  await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
-  const address = probe.address();
-  await new Promise((resolve) => probe.close(resolve));
-  if (typeof address !== "object" || address === null) throw new Error("no port");
-  return address.port;
-}
 
 if ("url" in redis) {
   afterAll(() => deleteTestKeys(redis.url, prefix));
@@ -100,7 +91,7 @@ describe("redis rate limiter when Redis is down", () => {
   it("fail-open (default): admits at once, reports full buckets, and logs the outage once", async () => {
     const { lines, logger } = createRecordingLogger();
     const limiter = await RedisRateLimiter.connect({
-      url: `redis://127.0.0.1:${await findClosedPort()}`,
+      url: `redis://127.0.0.1:${await findFreePort()}`,
       prefix: "tollgate-test:down:",
       logger,
     });
@@ -125,7 +116,7 @@ describe("redis rate limiter when Redis is down", () => {
   it("fail-closed: refuses with 503 and a clear message, without waiting", async () => {
     const { lines, logger } = createRecordingLogger();
     const limiter = await RedisRateLimiter.connect({
-      url: `redis://127.0.0.1:${await findClosedPort()}`,
+      url: `redis://127.0.0.1:${await findFreePort()}`,
       prefix: "tollgate-test:down:",
       failurePolicy: "fail-closed",
       logger,
@@ -179,7 +170,7 @@ if (!hasRedisServerBinary) console.warn("skipping the Redis restart test: no red
 
 describe.skipIf(!hasRedisServerBinary)("redis rate limiter across a Redis restart", () => {
   it("logs one line when Redis goes away and one when it is back, and limits again after", async () => {
-    const port = await findClosedPort();
+    const port = await findFreePort();
     let server = await startRedisServer(port);
     onTestFinished(() => server.stop());
     const { lines, logger } = createRecordingLogger();

@@ -161,14 +161,3 @@ export function answerError(
     response.end(JSON.stringify(body));
   };
 }
-
-/** A port on 127.0.0.1 where nothing listens (connections are refused). */
-export async function findClosedPort(): Promise<number> {
-  const server = createServer();
-  server.listen(0, "127.0.0.1");
-  await once(server, "listening");
-  const port = (server.address() as AddressInfo).port;
-  server.close();
-  await once(server, "close");
-  return port;
-}

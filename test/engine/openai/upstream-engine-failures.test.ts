@@ -4,6 +4,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import type { ChatEngine, StreamPart } from "../../../src/engine/engine.ts";
 import { MAX_ANSWER_LENGTH } from "../../../src/engine/openai/start-upstream-attempt.ts";
 import { AppError } from "../../../src/errors/app-error.ts";
+import { findFreePort } from "../../support/free-port.ts";
 import {
   chatRequest,
   closeEngines,
@@ -16,7 +17,6 @@ import {
 import {
   answerError,
   chunk,
-  findClosedPort,
   type MockHandler,
   type MockUpstream,
   resetAfter,
@@ -120,7 +120,7 @@ describe("upstream engine: retries", () => {
   });
 
   it("moves to another endpoint at once when one refuses connections", async () => {
-    const closedPort = await findClosedPort();
+    const closedPort = await findFreePort();
     const healthy = await mock(streamText(["from the healthy one"]));
     const engine = createTestEngine({
       model: upstreamModel([`http://127.0.0.1:${closedPort}/v1`, healthy.baseUrl]),
@@ -132,7 +132,7 @@ describe("upstream engine: retries", () => {
   });
 
   it("reports a refused connection when no endpoint can be reached", async () => {
-    const closedPort = await findClosedPort();
+    const closedPort = await findFreePort();
     const engine = createTestEngine({ model: upstreamModel([`http://127.0.0.1:${closedPort}/v1`]) });
     const error = await firstError(engine);
     expect(error).toMatchObject({ code: "upstream_unavailable" });
