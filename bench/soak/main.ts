@@ -6,13 +6,16 @@
  * and JSON requests for `minutes` (default 10). The server process is sampled every few seconds:
  * RSS, event-loop delay, active handles (`process.getActiveResourcesInfo()`), and the engine's
  * leased, free and waiting sequences. The report says whether RSS stayed within 10 % after the
- * warm-up, and whether handles or leased sequences grew (idle before against idle after).
+ * warm-up, and whether handles or leased sequences grew (idle before against idle after; the
+ * idle baseline is taken after a priming burst that starts the server's lasting resources).
  */
 import { mkdtempSync, rmSync } from "node:fs";
+import type { Agent } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { START_AFTER_WRITES } from "../../src/store/sqlite/start-checkpointer.ts";
 import { writeBenchModel } from "../local/bench-models.ts";
-import { createClientAgent } from "../local/chat-client.ts";
+import { createClientAgent, postChatCompletion } from "../local/chat-client.ts";
 import { type ServerSample, startServerChild } from "../local/server-child.ts";
 import { formatMegabytes, formatNumber, formatTable } from "../local/statistics.ts";
 import { createSoakTally, runSoakClient, type SoakTally } from "./soak-load.ts";
@@ -60,6 +63,12 @@ export async function run(args: string[]): Promise<void> {
     let idleBefore: ServerSample;
     let idleAfter: ServerSample;
     try {
+      // The server's lasting resources start before the idle baseline, so that the baseline
+      // holds them too: the SQLite checkpoint worker (a thread, one MessagePort handle) starts
+      // after START_AFTER_WRITES settles and stays.
+      const primeAgent = createClientAgent();
+      await primeServer(child.baseUrl, child.key, primeAgent);
+      primeAgent.destroy();
       await new Promise((resolve) => setTimeout(resolve, 1000));
       idleBefore = await child.sample({ collect: true });
       say(
@@ -107,6 +116,24 @@ export async function run(args: string[]): Promise<void> {
   } finally {
     rmSync(folder, { recursive: true, force: true });
   }
+}
+
+/** Sends START_AFTER_WRITES + 20 one-token requests, PARALLEL at a time. */
+async function primeServer(baseUrl: string, key: string, agent: Agent): Promise<void> {
+  let remaining = START_AFTER_WRITES + 20;
+  const worker = async () => {
+    while (remaining > 0) {
+      remaining -= 1;
+      const outcome = await postChatCompletion({
+        baseUrl,
+        key,
+        agent,
+        body: { model: MODEL, messages: [{ role: "user", content: "Hi" }], max_tokens: 1 },
+      });
+      if (outcome.status !== 200) throw new Error(`priming the server: status ${outcome.status}`);
+    }
+  };
+  await Promise.all(Array.from({ length: PARALLEL }, worker));
 }
 
 function parseArguments(args: string[]): SoakOptions {
