@@ -52,7 +52,20 @@ function extractConfigOption(argv: string[]): { file: string | undefined; rest: 
   return { file, rest };
 }
 
-const out = { write: (line: string) => process.stdout.write(`${line}\n`) };
+/**
+ * A reader that stops early (`tollgate usage | head`) closes the pipe: the rest of the output is
+ * dropped, quietly, and the command still runs to its end and its exit code (audit's included).
+ */
+let outputClosed = false;
+process.stdout.on("error", (error: NodeJS.ErrnoException) => {
+  if (error.code !== "EPIPE" && error.code !== "ERR_STREAM_DESTROYED") throw error;
+  outputClosed = true;
+});
+const out = {
+  write: (line: string) => {
+    if (!outputClosed) process.stdout.write(`${line}\n`);
+  },
+};
 
 async function serve(argv: string[], configFile: string | undefined): Promise<void> {
   const { values } = parseArgs({
@@ -172,21 +185,9 @@ async function withStore<T>(
   }
 }
 
-/**
- * A reader that stops early (`tollgate usage | head`) closes the pipe: a command stops there
- * quietly, as Unix tools do (what it changed is already stored); the server keeps serving.
- */
-function onClosedOutput(command: string | undefined): void {
-  process.stdout.on("error", (error: NodeJS.ErrnoException) => {
-    if (error.code !== "EPIPE") throw error;
-    if (command !== "serve") process.exit(0);
-  });
-}
-
 async function main(argv: string[]): Promise<void> {
   const { file, rest } = extractConfigOption(argv);
   const [command, ...args] = rest;
-  onClosedOutput(command);
   switch (command) {
     case "serve":
       return serve(args, file);

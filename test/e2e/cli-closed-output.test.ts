@@ -1,12 +1,13 @@
 /**
  * A reader that stops early (`tollgate keys create ... | head -1`) closes the CLI's output pipe:
- * commands then stop quietly, without Node's unhandled EPIPE and its stack trace, and the server
- * keeps serving.
+ * the rest of the output is dropped without Node's unhandled EPIPE and its stack trace, commands
+ * still end with their own exit code, and the server keeps serving.
  */
 import { spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { DatabaseSync } from "node:sqlite";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { findFreePort } from "../support/free-port.ts";
@@ -62,6 +63,15 @@ describe("a CLI whose output is closed early", () => {
       },
     );
     expect(listed.stdout.trim().split("\n")).toHaveLength(2);
+  });
+
+  it("still fails an audit that finds a problem", async () => {
+    const database = new DatabaseSync(join(folder, "tollgate.db"));
+    database.prepare("UPDATE accounts SET balance_nano = balance_nano + 1 WHERE name = 'piped'").run();
+    database.close();
+    const { code, stderr } = await runWithClosedOutput("audit");
+    expect(stderr).toBe("");
+    expect(code).toBe(1);
   });
 
   it("keeps the server serving", async () => {
