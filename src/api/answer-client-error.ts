@@ -70,7 +70,12 @@ export function boundUnreadBody(request: IncomingMessage, remainingMs: number): 
   const socket = request.socket;
   const timer = setTimeout(() => socket.destroy(), Math.max(0, remainingMs));
   timer.unref();
-  const clear = () => clearTimeout(timer);
+  // Both listeners go once either fires: a keep-alive socket may see many such requests.
+  const clear = () => {
+    clearTimeout(timer);
+    request.off("end", clear);
+    socket.off("close", clear);
+  };
   request.once("end", clear);
   socket.once("close", clear);
 }

@@ -163,6 +163,38 @@ describe("requests the HTTP parser refuses", () => {
     expect(text).toMatch(/^HTTP\/1\.1 401 [\s\S]*HTTP\/1\.1 200 [\s\S]*\{"status":"ok"\}$/);
   });
 
+  it("leaves no listener behind on a keep-alive connection that gets many early answers", async () => {
+    const warnings: Error[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning);
+    process.on("warning", onWarning);
+    const socket = connect(port, "127.0.0.1");
+    let received = "";
+    socket.setEncoding("utf8");
+    socket.on("data", (data: string) => {
+      received += data;
+    });
+    try {
+      const body = JSON.stringify({ model: "x", messages: [] });
+      for (let index = 1; index <= 15; index++) {
+        // Headers first; the body only once the 401 is out, as a slow upload's would come.
+        socket.write(
+          `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer bad\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`,
+        );
+        for (let waited = 0; (received.match(/HTTP\/1\.1 401/g) ?? []).length < index; waited += 5) {
+          if (waited > 5_000) throw new Error(`no answer ${index}: ${received}`);
+          await new Promise((resolve) => setTimeout(resolve, 5));
+        }
+        socket.write(body);
+      }
+      expect((received.match(/HTTP\/1\.1 401/g) ?? []).length).toBe(15);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(warnings.filter((warning) => warning.name === "MaxListenersExceededWarning")).toEqual([]);
+    } finally {
+      process.off("warning", onWarning);
+      socket.destroy();
+    }
+  });
+
   it("still answers well-formed requests on other connections", async () => {
     const response = await fetch(`http://127.0.0.1:${port}/health`);
     expect(response.status).toBe(200);
