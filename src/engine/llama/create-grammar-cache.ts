@@ -23,7 +23,7 @@ export function createGrammarCache(options: { llama: Llama; maxEntries?: number 
         grammars.set(key, cached);
         return cached;
       }
-      const created = createJsonSchemaGrammar(options.llama, schema);
+      const created = options.llama.createGrammarForJsonSchema<GbnfJsonSchema>(schema);
       grammars.set(key, created);
       created.catch(() => {
         if (grammars.get(key) === created) grammars.delete(key);
@@ -35,24 +35,4 @@ export function createGrammarCache(options: { llama: Llama; maxEntries?: number 
       return created;
     },
   };
-}
-
-/**
- * node-llama-cpp's rule for `integer` takes an exponent, so "5e-3" (not an integer) and
- * "8e9385351414791265" (Infinity once parsed) pass it: the same rule without one.
- */
-const INTEGER_RULE_WITH_EXPONENT =
-  'integer-number-rule ::= "-"? ("0" | [1-9] [0-9]{0,15}) ([eE] [-+]? ("0" | [1-9] [0-9]{0,15}))?';
-const INTEGER_RULE = 'integer-number-rule ::= "-"? ("0" | [1-9] [0-9]{0,15})';
-
-/** The grammar node-llama-cpp makes for `schema`, its integers written without an exponent. */
-async function createJsonSchemaGrammar(llama: Llama, schema: GbnfJsonSchema): Promise<LlamaGrammar> {
-  const json = await llama.createGrammarForJsonSchema<GbnfJsonSchema>(schema);
-  const grammar = json.grammar.replace(INTEGER_RULE_WITH_EXPONENT, INTEGER_RULE);
-  if (grammar === json.grammar) return json;
-  return llama.createGrammar({
-    grammar,
-    stopGenerationTriggers: json.stopGenerationTriggers,
-    trimWhitespaceSuffix: json.trimWhitespaceSuffix,
-  });
 }
