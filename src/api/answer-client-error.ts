@@ -1,6 +1,7 @@
 import { type IncomingMessage, STATUS_CODES } from "node:http";
 import type { Duplex } from "node:stream";
 import { AppError } from "../errors/app-error.ts";
+import { createRequestId } from "./create-request-id.ts";
 import { toWireError } from "./errors.ts";
 
 /** What Node's HTTP server tells about a connection it could not read a request from. */
@@ -52,6 +53,8 @@ export function answerClientError(error: ClientError, socket: HttpSocket, reques
     "content-type: application/json; charset=utf-8",
     `content-length: ${Buffer.byteLength(body)}`,
     "connection: close",
+    // Every response has one (SPEC §4); a request that could not be read has no id of its own.
+    `x-request-id: ${createRequestId()}`,
   ].join("\r\n");
   socket.end(`${head}\r\n\r\n${body}`, () => socket.destroy());
   // A client that reads nothing must not hold the socket open.

@@ -6,12 +6,12 @@ import { type ChatAdmission, unlimitedAdmission } from "../chat/chat-admission.t
 import { ChatService } from "../chat/chat-service.ts";
 import type { RequestKey } from "../chat/request-key.ts";
 import { AppError } from "../errors/app-error.ts";
-import { createRandomText } from "../ids/random-text.ts";
 import type { KeyLimits } from "../limits/key-limits.ts";
 import { Metrics } from "../metrics/metrics.ts";
 import type { ModelRegistry } from "../models/model-registry.ts";
 import { answerClientError, boundUnreadBody } from "./answer-client-error.ts";
 import { createOpenApiDocument } from "./create-openapi-document.ts";
+import { createRequestId } from "./create-request-id.ts";
 import { errorHeaders, normalizeError, toWireError } from "./errors.ts";
 import { InFlightRequests, shuttingDownError } from "./in-flight-requests.ts";
 import { CHAT_COMPLETIONS_PATH, registerChatCompletionRoutes } from "./routes/chat-completions.ts";
@@ -65,16 +65,8 @@ function isSameSecret(given: string, expected: string): boolean {
   return a.length === b.length && timingSafeEqual(a, b);
 }
 
-const REQUEST_ID_PATTERN = /^[\w.:-]{1,128}$/;
-
 /** Longest time a client may take to send a whole request, headers and body (then 408). */
 export const REQUEST_TIMEOUT_MS = 300_000;
-
-/** The client's `x-request-id` when it is sane, else a new one (`req_` and 24 hex digits). */
-function createRequestId(header: string | string[] | undefined): string {
-  if (typeof header === "string" && REQUEST_ID_PATTERN.test(header)) return header;
-  return `req_${createRandomText(12, "hex")}`;
-}
 
 /** Builds the Fastify app: routes, authentication, JSON parsing and the one error mapping. */
 export function buildApp(dependencies: AppDependencies): FastifyInstance {

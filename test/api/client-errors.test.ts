@@ -82,6 +82,7 @@ describe("requests the HTTP parser refuses", () => {
     expect(response.status).toBe(400);
     expect(response.headers["content-type"]).toBe("application/json; charset=utf-8");
     expect(response.headers.connection).toBe("close");
+    expect(response.headers["x-request-id"]).toMatch(/^req_[0-9a-f]{24}$/);
     expect(response.body).toEqual({
       error: {
         message: expect.stringMatching(/^The request is not valid HTTP\/1\.1 \(.+\)\.$/),
