@@ -221,6 +221,7 @@ async function startOnStore(
       return { ready: reasons.length === 0, reasons };
     },
     bodyLimitBytes: config.server.bodyLimitBytes,
+    logPrompts: config.logPrompts,
     logger,
   });
   app.addHook("onClose", async () => {

@@ -40,6 +40,8 @@ export interface AppDependencies {
   logger?: FastifyBaseLogger;
   /** Longest time a client may take to send a whole request; default {@link REQUEST_TIMEOUT_MS}. */
   requestTimeoutMs?: number;
+  /** Each chat request's log line carries its messages (`log_prompts: true`). Default: never. */
+  logPrompts?: boolean;
 }
 
 const requestKeys = new WeakMap<object, RequestKey>();
@@ -258,7 +260,13 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
       registry: dependencies.registry,
       admission: dependencies.admission ?? unlimitedAdmission,
     });
-    registerChatCompletionRoutes(authenticated, { chat, getKey, inFlight, annotate });
+    registerChatCompletionRoutes(authenticated, {
+      chat,
+      getKey,
+      inFlight,
+      annotate,
+      logPrompts: dependencies.logPrompts === true,
+    });
     registerModelRoutes(authenticated, { registry: dependencies.registry, getKey });
   });
 

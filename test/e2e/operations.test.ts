@@ -1,6 +1,7 @@
 import { PassThrough } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { REQUEST_TIMEOUT_MS } from "../../src/api/build-app.ts";
+import { MAX_LOGGED_PROMPT_CHARS } from "../../src/api/routes/chat-completions.ts";
 import { startTestServer, type TestServer, TINY_MODEL } from "../support/test-server.ts";
 
 let server: TestServer;
@@ -103,6 +104,40 @@ describe("metrics", () => {
 });
 
 describe("logs", () => {
+  it("carry each request's messages with log_prompts: true, cut at 64 KiB", async () => {
+    const lines: Record<string, unknown>[] = [];
+    const destination = new PassThrough();
+    destination.on("data", (data: Buffer) => {
+      for (const line of data.toString().split("\n")) if (line.trim() !== "") lines.push(JSON.parse(line));
+    });
+    const logging = await startTestServer({ logDestination: destination, logPrompts: true });
+    try {
+      const send = (content: string) =>
+        fetch(`${logging.baseUrl}/chat/completions`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${logging.starterKey}`, "content-type": "application/json" },
+          body: JSON.stringify({ model: TINY_MODEL, messages: [{ role: "user", content }], max_tokens: 1 }),
+        });
+      const short = await send(secretPrompt);
+      const long = await send("x".repeat(MAX_LOGGED_PROMPT_CHARS));
+      const lineOf = async (response: Response) => {
+        await response.text();
+        const id = response.headers.get("x-request-id");
+        for (let attempt = 0; attempt < 50 && !lines.some((line) => line.reqId === id); attempt++)
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        return lines.find((line) => line.reqId === id);
+      };
+      expect((await lineOf(short))?.prompt).toBe(JSON.stringify([{ role: "user", content: secretPrompt }]));
+      const cut = await lineOf(long);
+      expect(String(cut?.prompt).length).toBe(MAX_LOGGED_PROMPT_CHARS);
+      expect(cut?.promptChars).toBe(
+        JSON.stringify([{ role: "user", content: "x".repeat(MAX_LOGGED_PROMPT_CHARS) }]).length,
+      );
+    } finally {
+      await logging.close();
+    }
+  });
+
   it("writes one JSON line per request with the key's public id, and never the prompt or a secret", async () => {
     const before = logLines.length;
     const response = await chat({ user: "someone" });

@@ -52,6 +52,8 @@ export interface TestServerOptions {
   logDestination?: NodeJS.WritableStream;
   /** `/metrics` key; default none (open). */
   metricsKey?: string;
+  /** `log_prompts`; default false. */
+  logPrompts?: boolean;
   /** Also serve {@link ENDLESS_MODEL}: parallel 1, max_queue 0, for disconnect tests. */
   withEndlessModel?: boolean;
 }
@@ -86,7 +88,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     redis: undefined,
     adminKey: undefined,
     metricsKey: options.metricsKey,
-    logPrompts: false,
+    logPrompts: options.logPrompts ?? false,
     source: undefined,
     models: [
       createTinyModelEntry(modelPath, options),

@@ -24,6 +24,16 @@ function abortOnDisconnect(reply: FastifyReply, inFlight: InFlightRequests): Abo
   return controller;
 }
 
+/** Longest prompt text a log line carries (`log_prompts: true`); the rest is cut. */
+export const MAX_LOGGED_PROMPT_CHARS = 64 * 1024;
+
+/** The messages as JSON text for the request's log line, cut at {@link MAX_LOGGED_PROMPT_CHARS}. */
+function describePrompt(messages: unknown): Record<string, string | number> {
+  const text = JSON.stringify(messages);
+  if (text.length <= MAX_LOGGED_PROMPT_CHARS) return { prompt: text };
+  return { prompt: text.slice(0, MAX_LOGGED_PROMPT_CHARS), promptChars: text.length };
+}
+
 /** The error that cut a request (a shutdown), if any; a client disconnect has none. */
 function cutBy(signal: AbortSignal): AppError | undefined {
   return signal.aborted && isAppError(signal.reason) ? signal.reason : undefined;
@@ -40,6 +50,8 @@ export function registerChatCompletionRoutes(
     getKey: (request: object) => RequestKey;
     inFlight: InFlightRequests;
     annotate: (request: object, fields: Record<string, string | number | boolean | undefined>) => void;
+    /** Put each request's messages in its log line (`log_prompts: true`); default: never. */
+    logPrompts?: boolean;
   },
 ): void {
   app.post<{ Body: ChatCompletionRequestBody }>(
@@ -48,6 +60,7 @@ export function registerChatCompletionRoutes(
     async (request, reply) => {
       const chatOptions = convertChatRequest(request.body);
       options.annotate(request, { model: chatOptions.model, stream: chatOptions.stream });
+      if (options.logPrompts === true) options.annotate(request, describePrompt(request.body.messages));
       const controller = abortOnDisconnect(reply, options.inFlight);
       const started = await options.chat.start({
         requestId: request.id,
