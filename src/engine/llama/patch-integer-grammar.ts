@@ -4,7 +4,7 @@
  * and of tool-call arguments alike. This takes the exponent out of its integer rule, once per
  * process, in the one class every JSON grammar is built from (ours through
  * `createGrammarForJsonSchema`, LlamaChat's for functions). node-llama-cpp is pinned to one
- * version; create-grammar-cache.test.ts pins the rule, and fails if a new version moves it.
+ * version; patch-integer-grammar.test.ts pins the rule, and fails if a new version moves it.
  */
 const EXPONENT = ' ([eE] [-+]? ("0" | [1-9] [0-9]{0,15}))?';
 
@@ -17,7 +17,8 @@ let patching: Promise<boolean> | undefined;
 /** Patches node-llama-cpp's number terminal; answers whether it could (else grammars are as shipped). */
 export function patchIntegerGrammar(): Promise<boolean> {
   patching ??= (async () => {
-    // Its own module instance: a file URL is not subject to the package's exports map.
+    // The very module node-llama-cpp loads (same file URL, same instance); a file URL is not
+    // subject to the package's exports map, which does not list it.
     const url = new URL("./utils/gbnfJson/terminals/GbnfNumber.js", import.meta.resolve("node-llama-cpp"));
     const { GbnfNumber } = (await import(url.href)) as { GbnfNumber: GbnfNumberClass };
     const original = GbnfNumber.prototype.getGrammar;
