@@ -78,10 +78,15 @@ export function resolveReplicaId(host: string, port: number, env: NodeJS.Process
 /** How long a shutdown waits for running requests before it cuts them. */
 export const DEFAULT_SHUTDOWN_GRACE_MS = 10_000;
 
+/** `host:port`, an IPv6 host in brackets. */
+function formatHostPort(host: string, port: number): string {
+  return `${host.includes(":") ? `[${host}]` : host}:${port}`;
+}
+
 /** Why the server could not listen, said with the fix; other errors as they are. */
 function describeListenError(error: unknown, host: string, port: number): unknown {
   const code = (error as { code?: unknown } | null)?.code;
-  const where = `${host.includes(":") ? `[${host}]` : host}:${port}`;
+  const where = formatHostPort(host, port);
   switch (code) {
     case "EADDRINUSE":
       return new Error(
@@ -261,7 +266,7 @@ async function startOnStore(
   }
   return {
     app,
-    baseUrl: `http://${host.includes(":") ? `[${host}]` : host}:${port}/v1`,
+    baseUrl: `http://${formatHostPort(host, port)}/v1`,
     createdKeys,
     shutdown,
     close: () => shutdown({ graceMs: 0 }),

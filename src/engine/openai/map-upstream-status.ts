@@ -1,6 +1,6 @@
 import { AppError } from "../../errors/app-error.ts";
 import type { UpstreamErrorBody } from "./read-error-body.ts";
-import { createEndpointFailure, type UpstreamFailure } from "./upstream-failure.ts";
+import { createEndpointFailure, createFinalFailure, type UpstreamFailure } from "./upstream-failure.ts";
 
 /**
  * What an upstream's error status means for the request:
@@ -88,13 +88,5 @@ export function mapUpstreamStatus(options: {
 
 /** The request itself is at fault: no retry, no fallback, the client hears why. */
 function requestFailure(error: AppError, status: number): UpstreamFailure {
-  return {
-    summary: `rejected the request (HTTP ${status})`,
-    retryable: false,
-    retrySameEndpoint: false,
-    endpointFault: false,
-    fallback: false,
-    retryAfterMs: undefined,
-    error,
-  };
+  return createFinalFailure(`rejected the request (HTTP ${status})`, error);
 }

@@ -12,7 +12,7 @@ import { mapUpstreamStatus } from "./map-upstream-status.ts";
 import { parseRetryAfter } from "./parse-retry-after.ts";
 import { readErrorBody, type UpstreamErrorBody } from "./read-error-body.ts";
 import { startUpstreamCall, type UpstreamCall } from "./start-upstream-call.ts";
-import { createEndpointFailure, type UpstreamFailure } from "./upstream-failure.ts";
+import { createEndpointFailure, createFinalFailure, type UpstreamFailure } from "./upstream-failure.ts";
 import type { UpstreamSettings } from "./upstream-settings.ts";
 
 /** What every attempt of one engine shares. */
@@ -218,18 +218,7 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
       { cause: error },
     );
     if (!produced && parts.length === 0)
-      return {
-        kind: "failed",
-        failure: {
-          summary: "failed in Tollgate",
-          retryable: false,
-          retrySameEndpoint: false,
-          endpointFault: false,
-          fallback: false,
-          retryAfterMs: undefined,
-          error: internal,
-        },
-      };
+      return { kind: "failed", failure: createFinalFailure("failed in Tollgate", internal) };
     let usage: Usage;
     try {
       usage = usageSoFar(mapper, context.promptTokens);

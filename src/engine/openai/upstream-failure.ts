@@ -37,6 +37,22 @@ export function createEndpointFailure(options: {
   };
 }
 
+/**
+ * A failure no other attempt would mend (the request itself is at fault, or Tollgate is): no
+ * retry, no fallback, and the endpoint is not blamed; the client hears `error`.
+ */
+export function createFinalFailure(summary: string, error: AppError): UpstreamFailure {
+  return {
+    summary,
+    retryable: false,
+    retrySameEndpoint: false,
+    endpointFault: false,
+    fallback: false,
+    retryAfterMs: undefined,
+    error,
+  };
+}
+
 /** `upstream_unavailable` (503) with a message that says what happened and no secret. */
 export function createUnavailableError(
   modelId: string,
