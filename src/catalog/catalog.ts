@@ -21,8 +21,11 @@ export interface LlamaEngineConfig {
 /** An upstream OpenAI-compatible server (served by the upstream engine, a later issue). */
 export interface OpenAiEngineConfig {
   type: "openai";
-  /** `baseUrl` has no trailing slash; `apiKey` is `undefined` when not set or empty. */
-  endpoints: { baseUrl: string; apiKey: string | undefined }[];
+  /**
+   * `baseUrl` has no trailing slash; `apiKey` is `undefined` when not set or empty; `headers`
+   * (lower-case names) are sent with every request, absent when there are none.
+   */
+  endpoints: { baseUrl: string; apiKey: string | undefined; headers?: Readonly<Record<string, string>> }[];
   /** The model name sent upstream. */
   model: string;
   fallbacks: string[];

@@ -187,3 +187,40 @@ function describeIntegerRange(range: { min: number; max: number }): string {
   }
   return `an integer from ${range.min} to ${range.max}`;
 }
+
+/** True when `text` has a control character other than tab: HTTP header values cannot carry them. */
+function hasControlCharacter(text: string): boolean {
+  for (let index = 0; index < text.length; index++) {
+    const code = text.charCodeAt(index);
+    if ((code < 32 && code !== 9) || code === 127) return true;
+  }
+  return false;
+}
+
+/**
+ * Why `value` cannot be sent as (or compared with) an HTTP header value, or `undefined` when it
+ * can. HTTP drops spaces around a value, so a key with them would never match; a trailing
+ * newline is the usual one, copied from a file or a variable. Never repeats the value.
+ */
+export function describeHeaderValueProblem(value: string): string | undefined {
+  if (hasControlCharacter(value))
+    return "contains a line break or another control character, which HTTP headers cannot carry (often a trailing newline copied from a file); remove it";
+  if (value.trim() !== value)
+    return "starts or ends with spaces, which HTTP drops from header values; remove them";
+  return undefined;
+}
+
+/** Reads a string sent in an HTTP header (a key): {@link readString}, then {@link describeHeaderValueProblem}. */
+export function readHeaderValue(
+  issues: ConfigIssues,
+  path: ConfigPath,
+  value: unknown,
+  options: { example: string; secret?: boolean; allowEmpty?: boolean },
+): string | undefined {
+  const text = readString(issues, path, value, options);
+  if (text === undefined) return undefined;
+  const problem = describeHeaderValueProblem(text);
+  if (problem === undefined) return text;
+  issues.add(path, problem);
+  return undefined;
+}

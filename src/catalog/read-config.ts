@@ -17,10 +17,12 @@ import {
   ConfigIssues,
   type ConfigMapping,
   checkKnownKeys,
+  describeHeaderValueProblem,
   describeValue,
   isAbsent,
   isMapping,
   readBoolean,
+  readHeaderValue,
   readInteger,
   readMapping,
   readString,
@@ -107,6 +109,10 @@ export function readConfig(options: ReadConfigOptions): ReadConfigResult {
   const server = readServer(issues, tree.server, overrides);
   const database = readDatabase(issues, tree.database, overrides, options);
   const redis = readRedis(issues, tree.redis, overrides);
+  if (overrides.adminKey !== undefined) {
+    const problem = describeHeaderValueProblem(overrides.adminKey);
+    if (problem !== undefined) issues.addForEnvironment("TOLLGATE_ADMIN_KEY", problem);
+  }
   const adminKey =
     overrides.adminKey ??
     readOptionalSecret(issues, ["admin_key"], tree.admin_key, `"\${TOLLGATE_ADMIN_KEY}"`);
@@ -263,6 +269,6 @@ function readOptionalSecret(
   value: unknown,
   example: string,
 ): string | undefined {
-  const key = readString(issues, path, value, { example, secret: true, allowEmpty: true });
+  const key = readHeaderValue(issues, path, value, { example, secret: true, allowEmpty: true });
   return key === "" ? undefined : key;
 }

@@ -20,6 +20,7 @@ import {
   describeValue,
   isAbsent,
   readChoice,
+  readHeaderValue,
   readInteger,
   readList,
   readMapping,
@@ -37,7 +38,29 @@ const OPENAI_TUNING = {
   max_connections: { field: "maxConnections", range: { min: 1, max: 10_000 } },
 } as const;
 const OPENAI_KEYS = ["type", "endpoints", "model", "fallbacks", ...Object.keys(OPENAI_TUNING)] as const;
-const ENDPOINT_KEYS = ["base_url", "api_key"] as const;
+const ENDPOINT_KEYS = ["base_url", "api_key", "headers"] as const;
+/** A header name: an HTTP token (RFC 9110). */
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+/**
+ * Headers Tollgate sets or the HTTP client manages itself: JSON in, an event stream out, the
+ * body's length, the connection. `authorization` is the endpoint's `api_key` unless `headers`
+ * gives it instead.
+ */
+const RESERVED_HEADERS = new Set([
+  "accept",
+  "connection",
+  "content-encoding",
+  "content-length",
+  "content-type",
+  "expect",
+  "host",
+  "keep-alive",
+  "proxy-connection",
+  "te",
+  "trailer",
+  "transfer-encoding",
+  "upgrade",
+]);
 
 const ENGINE_EXAMPLE =
   '{ type: llama, model: "hf:ORG/REPO:Q4_K_M" } or { type: openai, endpoints: [...], model: NAME }';
@@ -199,14 +222,72 @@ function readEndpoints(
     }
     checkKnownKeys(issues, itemPath, endpoint, ENDPOINT_KEYS);
     const baseUrl = readBaseUrl(options, [...itemPath, "base_url"], endpoint.base_url);
-    const apiKey = readString(issues, [...itemPath, "api_key"], endpoint.api_key, {
+    const apiKey = readHeaderValue(issues, [...itemPath, "api_key"], endpoint.api_key, {
       example: `"\${UPSTREAM_KEY}"`,
       secret: true,
       allowEmpty: true,
     });
-    if (baseUrl !== undefined) endpoints.push({ baseUrl, apiKey: apiKey === "" ? undefined : apiKey });
+    const headers = readEndpointHeaders(options, [...itemPath, "headers"], endpoint.headers, {
+      hasApiKey: apiKey !== undefined && apiKey !== "",
+    });
+    if (baseUrl === undefined) return;
+    endpoints.push({
+      baseUrl,
+      apiKey: apiKey === "" ? undefined : apiKey,
+      ...(headers === undefined || Object.keys(headers).length === 0 ? {} : { headers }),
+    });
   });
   return endpoints;
+}
+
+/**
+ * Extra request headers of an endpoint (Azure's `api-key`, a gateway's own key, OpenRouter's
+ * `HTTP-Referer`), names lower-cased. Values may be secrets and are never repeated in messages;
+ * an empty value (a `${VAR}` set to nothing) sends no header.
+ */
+function readEndpointHeaders(
+  options: ReadEngineOptions,
+  path: ConfigPath,
+  value: unknown,
+  context: { hasApiKey: boolean },
+): Record<string, string> | undefined {
+  const { issues } = options;
+  const mapping = readMapping(issues, path, value, `{ api-key: "\${AZURE_OPENAI_KEY}" }`);
+  if (mapping === undefined) return undefined;
+  const headers: Record<string, string> = {};
+  const seen = new Set<string>();
+  for (const [name, headerValue] of Object.entries(mapping)) {
+    const namePath = [...path, name];
+    const lower = name.toLowerCase();
+    if (!HEADER_NAME.test(name)) {
+      issues.add(namePath, "is not a valid header name; use letters, digits and -, such as X-Api-Key");
+      continue;
+    }
+    if (seen.has(lower)) {
+      issues.add(namePath, "is given twice (header names ignore case); keep one");
+      continue;
+    }
+    seen.add(lower);
+    if (RESERVED_HEADERS.has(lower)) {
+      issues.add(namePath, "is set by Tollgate itself; remove it");
+      continue;
+    }
+    if (lower === "authorization" && context.hasApiKey) {
+      issues.add(namePath, "would replace the api_key's Authorization header; give one of the two");
+      continue;
+    }
+    if (isAbsent(headerValue)) {
+      issues.add(namePath, `has no value; write one, such as "\${UPSTREAM_HEADER}"`);
+      continue;
+    }
+    const text = readHeaderValue(issues, namePath, headerValue, {
+      example: `"\${UPSTREAM_HEADER}" (quote numbers)`,
+      secret: true,
+      allowEmpty: true,
+    });
+    if (text !== undefined && text !== "") headers[lower] = text;
+  }
+  return headers;
 }
 
 /** An http(s) URL; trailing slashes are dropped so paths can be appended with "/". */

@@ -1,4 +1,5 @@
 // biome-ignore-all lint/suspicious/noTemplateCurlyInString: ${VAR} references are the subject of these tests.
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { parseAmount } from "../../src/billing/money.ts";
@@ -129,6 +130,30 @@ describe("loadConfig: the SPEC §3 example", () => {
       models: expected,
       source: file,
     });
+  });
+});
+
+describe("loadConfig: the README's configuration example", () => {
+  it("loads as written, with the settings its comments describe", async () => {
+    const readme = readFileSync(join(import.meta.dirname, "../../README.md"), "utf8");
+    const example = /## Configuration[\s\S]*?```yaml\n([\s\S]*?)```/.exec(readme)?.[1];
+    expect(example, "README has a yaml block under ## Configuration").toBeDefined();
+    await folder.write("tollgate.yaml", example ?? "");
+    const config = await load({
+      env: { TOLLGATE_ADMIN_KEY: "admin-secret", UPSTREAM_KEY: "sk-up", AZURE_OPENAI_KEY: "az-key" },
+    });
+    expect(config.models.map((model) => model.id)).toEqual(["qwen2.5-0.5b-instruct", "gpt-4o-mini"]);
+    const upstream = config.models[1]?.engine;
+    expect(upstream?.type === "openai" && upstream.endpoints).toEqual([
+      { baseUrl: "https://api.example.com/v1", apiKey: "sk-up" },
+      { baseUrl: "http://10.0.0.7:8000/v1", apiKey: undefined },
+      {
+        baseUrl: "https://my-resource.openai.azure.com/openai/v1",
+        apiKey: undefined,
+        headers: { "api-key": "az-key" },
+      },
+    ]);
+    expect(upstream).toMatchObject({ fallbacks: ["qwen2.5-0.5b-instruct"], maxRetries: 2 });
   });
 });
 
@@ -697,6 +722,94 @@ models: []
     expect(problems).toEqual([
       'admin_key: must be a string such as "${TOLLGATE_ADMIN_KEY}" (got 12345)',
       'database: is not a valid PostgreSQL URL; write "sqlite:PATH" (such as "sqlite:./data/tollgate.db") or "postgres://user:password@host/db"',
+    ]);
+  });
+});
+
+describe("loadConfig: upstream endpoint headers and keys", () => {
+  const upstream = (endpoint: string) => `models:
+  - id: remote
+    pricing: { input_per_million: "1", output_per_million: "2" }
+    engine:
+      type: openai
+      endpoints: [ ${endpoint} ]
+`;
+
+  it("reads an endpoint's headers, lower-cased, with variables; an empty value sends none", async () => {
+    await folder.write(
+      "tollgate.yaml",
+      upstream(
+        '{ base_url: "https://res.example.com/openai/v1", headers: { Api-Key: "${AZURE_KEY}", X-Title: Tollgate, X-Optional: "${UNSET_HERE}" } }',
+      ),
+    );
+    const config = await load({ env: { AZURE_KEY: "az-secret", UNSET_HERE: "" } });
+    expect(config.models[0]?.engine).toEqual({
+      type: "openai",
+      endpoints: [
+        {
+          baseUrl: "https://res.example.com/openai/v1",
+          apiKey: undefined,
+          headers: { "api-key": "az-secret", "x-title": "Tollgate" },
+        },
+      ],
+      model: "remote",
+      fallbacks: [],
+    });
+  });
+
+  it("takes authorization from headers when there is no api_key", async () => {
+    await folder.write(
+      "tollgate.yaml",
+      upstream('{ base_url: "https://gw.example.com/v1", headers: { Authorization: "Token abc" } }'),
+    );
+    const engine = (await load()).models[0]?.engine;
+    expect(engine?.type === "openai" && engine.endpoints[0]?.headers).toEqual({ authorization: "Token abc" });
+  });
+
+  it("refuses bad header names, duplicates, headers Tollgate sets, and missing or non-string values", async () => {
+    const problems = await problemsOfFile(
+      upstream(`{ base_url: "https://x.example/v1", api_key: k, headers: {
+        "Bad Name": a, X-Key: "1", x-key: "2", Content-Type: text/plain, Host: evil.example,
+        Authorization: "Bearer other", X-Empty: , X-Count: 5 } }`),
+    );
+    expect(problems).toEqual([
+      'models[0].engine.endpoints[0].headers["Bad Name"]: is not a valid header name; use letters, digits and -, such as X-Api-Key',
+      "models[0].engine.endpoints[0].headers.x-key: is given twice (header names ignore case); keep one",
+      "models[0].engine.endpoints[0].headers.Content-Type: is set by Tollgate itself; remove it",
+      "models[0].engine.endpoints[0].headers.Host: is set by Tollgate itself; remove it",
+      "models[0].engine.endpoints[0].headers.Authorization: would replace the api_key's Authorization header; give one of the two",
+      'models[0].engine.endpoints[0].headers.X-Empty: has no value; write one, such as "${UPSTREAM_HEADER}"',
+      'models[0].engine.endpoints[0].headers.X-Count: must be a string such as "${UPSTREAM_HEADER}" (quote numbers) (got 5)',
+    ]);
+  });
+
+  it("refuses keys and header values that HTTP cannot carry, without repeating them", async () => {
+    const problems = await problemsOfFile(
+      upstream(
+        '{ base_url: "https://x.example/v1", api_key: "${KEY_FROM_FILE}", headers: { X-Key: "${HEADER_VALUE}" } }, { base_url: "https://y.example/v1", api_key: " spaced-secret " }',
+      ),
+      { KEY_FROM_FILE: "file-secret\n", HEADER_VALUE: "head\r\nX-Injected: 1" },
+    );
+    expect(problems).toEqual([
+      "models[0].engine.endpoints[0].api_key: contains a line break or another control character, which HTTP headers cannot carry (often a trailing newline copied from a file); remove it",
+      "models[0].engine.endpoints[0].headers.X-Key: contains a line break or another control character, which HTTP headers cannot carry (often a trailing newline copied from a file); remove it",
+      "models[0].engine.endpoints[1].api_key: starts or ends with spaces, which HTTP drops from header values; remove them",
+    ]);
+    expect(problems.join("\n")).not.toMatch(/file-secret|spaced-secret|Injected/);
+  });
+
+  it("refuses an admin or metrics key that no request could present", async () => {
+    expect(
+      await problemsOfFile('admin_key: "${ADMIN_FROM_FILE}"\nmetrics_key: " m "\nmodels: []\n', {
+        ADMIN_FROM_FILE: "admin-secret\n",
+      }),
+    ).toEqual([
+      "admin_key: contains a line break or another control character, which HTTP headers cannot carry (often a trailing newline copied from a file); remove it",
+      "metrics_key: starts or ends with spaces, which HTTP drops from header values; remove them",
+    ]);
+    await folder.write("tollgate.yaml", "models: []\n");
+    expect(await problemsOf({ env: { TOLLGATE_ADMIN_KEY: "admin-secret\r\n" } })).toEqual([
+      "TOLLGATE_ADMIN_KEY (environment): contains a line break or another control character, which HTTP headers cannot carry (often a trailing newline copied from a file); remove it",
     ]);
   });
 });

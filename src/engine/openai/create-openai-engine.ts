@@ -55,7 +55,13 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
   const settings = resolveUpstreamSettings(config, options.settings);
   const logger = options.logger ?? silentLogger;
   const endpoints = config.endpoints.map((endpoint, index) =>
-    createUpstreamEndpoint({ index, baseUrl: endpoint.baseUrl, apiKey: endpoint.apiKey, settings }),
+    createUpstreamEndpoint({
+      index,
+      baseUrl: endpoint.baseUrl,
+      apiKey: endpoint.apiKey,
+      headers: endpoint.headers,
+      settings,
+    }),
   );
   const balancer = createEndpointBalancer({
     endpoints,

@@ -9,7 +9,7 @@ export interface UpstreamEndpoint {
   label: string;
   /** `{base path}/chat/completions` with the base URL's query (Azure's `api-version`), if any. */
   path: string;
-  /** Sent with every request: JSON in, event stream out, and the endpoint's key. */
+  /** Sent with every request: JSON in, event stream out, the endpoint's key and its own headers. */
   headers: Record<string, string>;
   pool: Pool;
 }
@@ -23,6 +23,8 @@ export function createUpstreamEndpoint(options: {
   index: number;
   baseUrl: string;
   apiKey: string | undefined;
+  /** The endpoint's own headers (lower-case names), after Tollgate's. */
+  headers?: Readonly<Record<string, string>> | undefined;
   settings: UpstreamSettings;
 }): UpstreamEndpoint {
   const url = new URL(options.baseUrl);
@@ -32,6 +34,7 @@ export function createUpstreamEndpoint(options: {
     accept: "text/event-stream",
   };
   if (options.apiKey !== undefined) headers.authorization = `Bearer ${options.apiKey}`;
+  Object.assign(headers, options.headers);
   return {
     index: options.index,
     label: `${url.origin}${basePath}`,

@@ -76,6 +76,28 @@ describe("upstream engine: answers", () => {
     });
   });
 
+  it("sends an endpoint's own headers (Azure's api-key) and no Authorization without an api_key", async () => {
+    const upstream = await mock(streamText(["Hi"], { usage: [3, 1] }));
+    const model = upstreamModel([upstream.baseUrl]);
+    if (model.engine?.type !== "openai") throw new Error("an upstream model");
+    model.engine.endpoints = [
+      {
+        baseUrl: upstream.baseUrl,
+        apiKey: undefined,
+        headers: { "api-key": "az-secret", "x-title": "Tollgate" },
+      },
+    ];
+    const engine = createTestEngine({ model });
+    await collectParts(engine);
+    const [received] = upstream.requests;
+    expect(received?.headers).toMatchObject({
+      "api-key": "az-secret",
+      "x-title": "Tollgate",
+      "content-type": "application/json",
+    });
+    expect(received?.headers.authorization).toBeUndefined();
+  });
+
   it("re-assembles streamed tool calls and finishes with tool_calls", async () => {
     const upstream = await mock((_request, response) =>
       writeEvents(response, [
