@@ -1,5 +1,11 @@
 import { timingSafeEqual } from "node:crypto";
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from "fastify";
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+  LogController,
+} from "fastify";
 import packageJson from "../../package.json" with { type: "json" };
 import { parseAmount } from "../billing/money.ts";
 import { type ChatAdmission, unlimitedAdmission } from "../chat/chat-admission.ts";
@@ -66,6 +72,9 @@ function isSameSecret(given: string, expected: string): boolean {
   const b = Buffer.from(expected);
   return a.length === b.length && timingSafeEqual(a, b);
 }
+
+/** The status logged and counted for a request whose client left before its response was complete (nginx's). */
+export const CLIENT_CLOSED_STATUS = 499;
 
 /** Longest time a client may take to send a whole request, headers and body (then 408). */
 export const REQUEST_TIMEOUT_MS = 300_000;
@@ -151,16 +160,20 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
   });
 
   // One log line and one metrics observation per request: who, what, outcome, tokens, cost
-  // and time; never the prompt.
-  app.addHook("onResponse", async (request, reply) => {
-    boundUnreadBody(request.raw, requestTimeoutMs - reply.elapsedTime);
+  // and time; never the prompt. A request whose client left before its response was complete
+  // is recorded as 499 once its work is over (it may still have been charged).
+  const recorded = new WeakSet<object>();
+  const record = (request: FastifyRequest, reply: FastifyReply, clientClosed: boolean) => {
+    if (recorded.has(request)) return;
+    recorded.add(request);
     const fields = logFields.get(request) ?? {};
     const route = request.routeOptions.url ?? "unknown";
+    const status = clientClosed ? CLIENT_CLOSED_STATUS : reply.statusCode;
     request.log.info(
       {
         method: request.method,
         route,
-        status: reply.statusCode,
+        status,
         key: requestKeys.get(request)?.publicId,
         ms: Math.round(reply.elapsedTime * 10) / 10,
         ...fields,
@@ -173,7 +186,7 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
     metrics.observe({
       route,
       model,
-      status: reply.statusCode,
+      status,
       seconds: reply.elapsedTime / 1000,
       promptTokens: number(fields.promptTokens),
       completionTokens: number(fields.completionTokens),
@@ -181,6 +194,10 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
       firstTokenSeconds: fields.firstTokenMs === undefined ? undefined : Number(fields.firstTokenMs) / 1000,
       engineSeconds: fields.engineMs === undefined ? undefined : Number(fields.engineMs) / 1000,
     });
+  };
+  app.addHook("onResponse", async (request, reply) => {
+    boundUnreadBody(request.raw, requestTimeoutMs - reply.elapsedTime);
+    record(request, reply, !reply.raw.writableFinished);
   });
 
   app.setErrorHandler((error, request, reply) => {
@@ -266,6 +283,7 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
       inFlight,
       annotate,
       logPrompts: dependencies.logPrompts === true,
+      recordClientClosed: (request, reply) => record(request, reply, true),
     });
     registerModelRoutes(authenticated, { registry: dependencies.registry, getKey });
   });

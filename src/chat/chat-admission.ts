@@ -32,7 +32,8 @@ export interface AdmissionRequest extends AdmissionContext {
 export interface RunOutcome {
   usage: Usage;
   finishReason: FinishReason | undefined;
-  errorCode: ErrorCode | undefined;
+  /** Why the run failed, or `client_closed` when its client went away before it ended. */
+  errorCode: ErrorCode | "client_closed" | undefined;
   /** Milliseconds from admission to the first part, and to the end. */
   timings: { firstPartMs: number | undefined; totalMs: number };
   /** The model that served the run when it was one of the alternates; it prices the usage. */

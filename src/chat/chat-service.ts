@@ -20,6 +20,9 @@ export interface ChatServiceOptions {
   now?: () => number;
 }
 
+/** The ledger's error code of a run whose client went away before it ended. */
+export const CLIENT_CLOSED = "client_closed";
+
 /** `chatcmpl-` and 24 random base-36-ish characters, like OpenAI's ids. */
 export function createCompletionId(): string {
   return `chatcmpl-${createRandomText(18, "base64url")}`;
@@ -135,7 +138,12 @@ export class ChatService {
     };
     return {
       identity,
-      parts: this.#settleOnEnd(first, iterator, ticket, { startedAt, servedBy, annotate: input.annotate }),
+      parts: this.#settleOnEnd(first, iterator, ticket, {
+        startedAt,
+        servedBy,
+        annotate: input.annotate,
+        signal,
+      }),
     };
   }
 
@@ -151,9 +159,9 @@ export class ChatService {
     first: IteratorResult<StreamPart>,
     iterator: AsyncIterator<StreamPart>,
     ticket: AdmissionTicket,
-    run: { startedAt: number; servedBy: CatalogModel | undefined; annotate: Annotate },
+    run: { startedAt: number; servedBy: CatalogModel | undefined; annotate: Annotate; signal: AbortSignal },
   ): AsyncGenerator<StreamPart> {
-    const { startedAt, servedBy, annotate } = run;
+    const { startedAt, servedBy, annotate, signal } = run;
     const firstPartMs = this.#now() - startedAt;
     let settled = false;
     const settle = async (outcome: Omit<RunOutcome, "timings">) => {
@@ -168,7 +176,13 @@ export class ChatService {
       while (!result.done) {
         const part = result.value;
         if (part.type === "finish") {
-          await settle({ usage: part.usage, finishReason: part.reason, errorCode: undefined });
+          // A run stopped by its client (or cut by a shutdown) says so in the ledger.
+          const errorCode = !signal.aborted
+            ? undefined
+            : isAppError(signal.reason)
+              ? signal.reason.code
+              : CLIENT_CLOSED;
+          await settle({ usage: part.usage, finishReason: part.reason, errorCode });
         } else if (part.type === "error") {
           await settle({ usage: part.usage, finishReason: "error", errorCode: part.error.code });
         }

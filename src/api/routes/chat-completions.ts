@@ -1,5 +1,5 @@
 import type { OutgoingHttpHeaders } from "node:http";
-import type { FastifyInstance, FastifyReply } from "fastify";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { ChatService } from "../../chat/chat-service.ts";
 import type { RequestKey } from "../../chat/request-key.ts";
 import { type AppError, isAppError } from "../../errors/app-error.ts";
@@ -13,13 +13,23 @@ import {
 import { ChunkRenderer } from "../sse.ts";
 import { writeToClient } from "../write-event-stream.ts";
 
-/** Aborts when the client goes away before the response is complete. */
-function abortOnDisconnect(reply: FastifyReply, inFlight: InFlightRequests): AbortController {
+/**
+ * Aborts when the client goes away before the response is complete, and then calls `onClosed`
+ * once the handler's work is over (`handled`: the engine stopped and the request is settled).
+ */
+function abortOnDisconnect(
+  reply: FastifyReply,
+  inFlight: InFlightRequests,
+  handled: Promise<void>,
+  onClosed: () => void,
+): AbortController {
   const controller = new AbortController();
   const untrack = inFlight.track(controller);
   reply.raw.on("close", () => {
     untrack();
-    if (!reply.raw.writableFinished) controller.abort();
+    if (reply.raw.writableFinished) return;
+    controller.abort();
+    void handled.then(onClosed);
   });
   return controller;
 }
@@ -52,58 +62,75 @@ export function registerChatCompletionRoutes(
     annotate: (request: object, fields: Record<string, string | number | boolean | undefined>) => void;
     /** Put each request's messages in its log line (`log_prompts: true`); default: never. */
     logPrompts?: boolean;
+    /** Logs and counts a request whose client left before its response was complete. */
+    recordClientClosed: (request: FastifyRequest, reply: FastifyReply) => void;
   },
 ): void {
   app.post<{ Body: ChatCompletionRequestBody }>(
     CHAT_COMPLETIONS_PATH,
     { schema: { body: ChatCompletionRequestSchema } },
     async (request, reply) => {
-      const chatOptions = convertChatRequest(request.body);
-      options.annotate(request, { model: chatOptions.model, stream: chatOptions.stream });
-      if (options.logPrompts === true) options.annotate(request, describePrompt(request.body.messages));
-      const controller = abortOnDisconnect(reply, options.inFlight);
-      const started = await options.chat.start({
-        requestId: request.id,
-        key: options.getKey(request),
-        options: chatOptions,
-        signal: controller.signal,
-        setHeader: (name, value) => {
-          reply.header(name, value);
-        },
-        annotate: (fields) => options.annotate(request, fields),
-      });
-      if (!chatOptions.stream) {
-        const completion = await collectCompletion(started.parts);
-        if (completion.error !== undefined) throw completion.error;
-        const cut = cutBy(controller.signal);
-        if (cut !== undefined) throw cut;
-        return renderChatCompletion(started.identity, completion);
+      const handled = Promise.withResolvers<void>();
+      try {
+        return await handleChat(request, reply, handled.promise);
+      } finally {
+        handled.resolve();
       }
-      const renderer = new ChunkRenderer(started.identity, { includeUsage: chatOptions.includeUsage });
-      reply.hijack();
-      const raw = reply.raw;
-      const headers: OutgoingHttpHeaders = {};
-      for (const [name, value] of Object.entries(reply.getHeaders()))
-        if (value !== undefined) headers[name] = value;
-      raw.writeHead(200, {
-        ...headers,
-        "content-type": "text/event-stream; charset=utf-8",
-        "cache-control": "no-cache",
-        connection: "keep-alive",
-        "x-accel-buffering": "no",
-      });
-      let connected = await writeToClient(raw, renderer.start());
-      // Read to the end even after the client left: the engine then stops at once and reports
-      // what it generated, so the request is settled with the real usage.
-      for await (const part of started.parts) {
-        if (!connected) {
-          controller.abort();
-          continue;
-        }
-        const cut = part.type === "finish" ? cutBy(controller.signal) : undefined;
-        connected = await writeToClient(raw, cut === undefined ? renderer.part(part) : renderer.error(cut));
-      }
-      if (connected) raw.end();
     },
   );
+
+  async function handleChat(
+    request: FastifyRequest<{ Body: ChatCompletionRequestBody }>,
+    reply: FastifyReply,
+    handled: Promise<void>,
+  ) {
+    const chatOptions = convertChatRequest(request.body);
+    options.annotate(request, { model: chatOptions.model, stream: chatOptions.stream });
+    if (options.logPrompts === true) options.annotate(request, describePrompt(request.body.messages));
+    const controller = abortOnDisconnect(reply, options.inFlight, handled, () =>
+      options.recordClientClosed(request, reply),
+    );
+    const started = await options.chat.start({
+      requestId: request.id,
+      key: options.getKey(request),
+      options: chatOptions,
+      signal: controller.signal,
+      setHeader: (name, value) => {
+        reply.header(name, value);
+      },
+      annotate: (fields) => options.annotate(request, fields),
+    });
+    if (!chatOptions.stream) {
+      const completion = await collectCompletion(started.parts);
+      if (completion.error !== undefined) throw completion.error;
+      const cut = cutBy(controller.signal);
+      if (cut !== undefined) throw cut;
+      return renderChatCompletion(started.identity, completion);
+    }
+    const renderer = new ChunkRenderer(started.identity, { includeUsage: chatOptions.includeUsage });
+    reply.hijack();
+    const raw = reply.raw;
+    const headers: OutgoingHttpHeaders = {};
+    for (const [name, value] of Object.entries(reply.getHeaders()))
+      if (value !== undefined) headers[name] = value;
+    raw.writeHead(200, {
+      ...headers,
+      "content-type": "text/event-stream; charset=utf-8",
+      "cache-control": "no-cache",
+      connection: "keep-alive",
+      "x-accel-buffering": "no",
+    });
+    let connected = await writeToClient(raw, renderer.start());
+    // Read to the end even after the client left: the engine then stops at once and reports
+    // what it generated, so the request is settled with the real usage.
+    for await (const part of started.parts) {
+      if (!connected) {
+        controller.abort();
+        continue;
+      }
+      const cut = part.type === "finish" ? cutBy(controller.signal) : undefined;
+      connected = await writeToClient(raw, cut === undefined ? renderer.part(part) : renderer.error(cut));
+    }
+    if (connected) raw.end();
+  }
 }

@@ -1,0 +1,135 @@
+/**
+ * A request whose client leaves before the answer is complete is still charged for what was
+ * generated; it must also get its log line and its metrics (as 499), and its usage row must say
+ * that the client left.
+ */
+import { PassThrough } from "node:stream";
+import { setTimeout as sleep } from "node:timers/promises";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { CLIENT_CLOSED_STATUS } from "../../src/api/build-app.ts";
+import { CLIENT_CLOSED } from "../../src/chat/chat-service.ts";
+import {
+  type MockUpstream,
+  startMockUpstream,
+  textEvents,
+  writeEvents,
+} from "../engine/openai/mock-upstream.ts";
+import { startTestServer, type TestServer } from "../support/test-server.ts";
+
+const SLOW = "slow-remote";
+
+let upstream: MockUpstream;
+let server: TestServer;
+const logLines: Record<string, unknown>[] = [];
+
+beforeAll(async () => {
+  // Ticks every 20 ms, for far longer than any test waits.
+  upstream = await startMockUpstream((_request, response) =>
+    writeEvents(response, textEvents(Array.from({ length: 1_000 }, () => " tick")), { delayMs: 20 }),
+  );
+  const destination = new PassThrough();
+  destination.on("data", (data: Buffer) => {
+    for (const line of data.toString().split("\n")) if (line.trim() !== "") logLines.push(JSON.parse(line));
+  });
+  server = await startTestServer({
+    logDestination: destination,
+    extraModels: [
+      {
+        id: SLOW,
+        kind: "chat",
+        ownedBy: "acme",
+        pricing: { kind: "chat", inputPerMillion: "1.00", outputPerMillion: "2.00" },
+        contextLength: 8192,
+        created: 1_700_000_100,
+        engine: {
+          type: "openai",
+          endpoints: [{ baseUrl: upstream.baseUrl, apiKey: undefined }],
+          model: "slow",
+          fallbacks: [],
+        },
+      },
+    ],
+  });
+});
+
+afterAll(async () => {
+  await server?.close();
+  await upstream?.close();
+});
+
+/** Sends a request with `requestId` and leaves once `leave` resolves (given the response, if any came). */
+async function sendAndLeave(
+  requestId: string,
+  stream: boolean,
+  leave: (response: Response | undefined) => Promise<void>,
+): Promise<void> {
+  const controller = new AbortController();
+  const pending = fetch(`${server.baseUrl}/chat/completions`, {
+    method: "POST",
+    headers: {
+      authorization: `Bearer ${server.starterKey}`,
+      "content-type": "application/json",
+      "x-request-id": requestId,
+    },
+    body: JSON.stringify({ model: SLOW, messages: [{ role: "user", content: "Tick." }], stream }),
+    signal: controller.signal,
+  });
+  if (stream) await leave(await pending);
+  else {
+    pending.catch(() => undefined);
+    await leave(undefined);
+  }
+  controller.abort();
+}
+
+async function logLineOf(requestId: string): Promise<Record<string, unknown> | undefined> {
+  for (let attempt = 0; attempt < 100; attempt++) {
+    const line = logLines.find((candidate) => candidate.reqId === requestId && candidate.msg === "request");
+    if (line !== undefined) return line;
+    await sleep(50);
+  }
+  return undefined;
+}
+
+describe("a client that leaves early", () => {
+  it("is logged and counted as 499 with the tokens and cost it was charged, streamed or not", async () => {
+    await sendAndLeave("left-stream", true, async (response) => {
+      const reader = response!.body!.getReader();
+      let text = "";
+      while ((text.match(/tick/g) ?? []).length < 3)
+        text += new TextDecoder().decode((await reader.read()).value);
+    });
+    await sendAndLeave("left-plain", false, () => sleep(300));
+
+    for (const [requestId, stream] of [
+      ["left-stream", true],
+      ["left-plain", false],
+    ] as const) {
+      const line = await logLineOf(requestId);
+      expect(line, `the log line of ${requestId}`).toMatchObject({
+        route: "/v1/chat/completions",
+        status: CLIENT_CLOSED_STATUS,
+        model: SLOW,
+        stream,
+      });
+      expect(line?.completionTokens).toBeGreaterThanOrEqual(3);
+      expect(line?.cost).toMatch(/^0\.0000\d+$/);
+    }
+    expect(logLines.filter((line) => String(line.reqId).startsWith("left-"))).toHaveLength(2);
+
+    const metrics = await (await fetch(`${server.origin}/metrics`)).text();
+    expect(metrics).toMatch(
+      new RegExp(`tollgate_requests_total\\{route="/v1/chat/completions",model="${SLOW}",status="499"\\} 2`),
+    );
+    expect(metrics).toMatch(new RegExp(`tollgate_cost_total\\{model="${SLOW}"\\} 0\\.0000\\d+`));
+
+    const rows = await server.store.listUsage({ accountId: server.starterAccountId });
+    const left = rows.filter((row) => row.requestId.startsWith("left-"));
+    expect(left).toHaveLength(2);
+    for (const row of left) {
+      expect(row.errorCode).toBe(CLIENT_CLOSED);
+      expect(row.completionTokens).toBeGreaterThanOrEqual(3);
+      expect(row.costNano).toBeGreaterThan(0n);
+    }
+  });
+});
