@@ -1,4 +1,6 @@
+import type { Response } from "undici";
 import { convertFetchError } from "./convert-fetch-error.ts";
+import { downloadFetch } from "./download-fetch.ts";
 import { ModelDownloadError } from "./model-download-error.ts";
 import { redactUrl } from "./redact-url.ts";
 
@@ -45,7 +47,7 @@ export async function fetchFollowingRedirects(
     if (authorization !== undefined) headers.authorization = authorization;
     let response: Response;
     try {
-      response = await fetch(url, { headers, redirect: "manual", signal: options.signal });
+      response = await downloadFetch(url, { headers, redirect: "manual", signal: options.signal });
     } catch (error) {
       throw convertFetchError(error, { url, signal: options.signal, phase: "request" });
     }

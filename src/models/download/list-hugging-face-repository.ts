@@ -1,5 +1,7 @@
+import type { Response } from "undici";
 import { convertFetchError } from "./convert-fetch-error.ts";
 import { createHttpStatusError } from "./create-http-status-error.ts";
+import { downloadFetch } from "./download-fetch.ts";
 import type { HuggingFaceEndpoint } from "./hugging-face-endpoint.ts";
 import { ModelDownloadError } from "./model-download-error.ts";
 import type { RepositoryFile } from "./select-gguf-file.ts";
@@ -27,7 +29,7 @@ export async function listHuggingFaceRepository(options: {
   let response: Response;
   let body: unknown;
   try {
-    response = await fetch(url, {
+    response = await downloadFetch(url, {
       headers: {
         accept: "application/json",
         ...(endpoint.token === undefined ? {} : { authorization: `Bearer ${endpoint.token}` }),
