@@ -78,6 +78,9 @@ export function resolveReplicaId(host: string, port: number, env: NodeJS.Process
 /** How long a shutdown waits for running requests before it cuts them. */
 export const DEFAULT_SHUTDOWN_GRACE_MS = 10_000;
 
+/** How long cut requests have to send their last bytes before every connection is closed. */
+const CUT_STREAMS_FLUSH_MS = 1_000;
+
 /** `host:port`, an IPv6 host in brackets. */
 function formatHostPort(host: string, port: number): string {
   return `${host.includes(":") ? `[${host}]` : host}:${port}`;
@@ -250,11 +253,19 @@ async function startOnStore(
   let stopped: Promise<void> | undefined;
   async function drain(graceMs: number): Promise<void> {
     inFlight.beginClosing();
-    const cut = setTimeout(() => inFlight.abortAll(), graceMs);
+    let closeConnections: NodeJS.Timeout | undefined;
+    const cut = setTimeout(() => {
+      inFlight.abortAll();
+      // The cut streams end with their error event at once; then no connection may hold the
+      // shutdown open, such as one on which a client (a load balancer's pre-connect) never
+      // sent a request.
+      closeConnections = setTimeout(() => app.server.closeAllConnections(), CUT_STREAMS_FLUSH_MS);
+    }, graceMs);
     try {
       await app.close();
     } finally {
       clearTimeout(cut);
+      clearTimeout(closeConnections);
       // After the app closed: settling the last requests still corrects their token buckets.
       await cluster.close();
       await store.close();

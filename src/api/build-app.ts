@@ -100,6 +100,9 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
       customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: false, allErrors: false },
     },
     routerOptions: { ignoreTrailingSlash: true },
+    // The onRequest hook below answers requests that arrive while draining, in the contract's
+    // shape; Fastify's own 503 has neither that shape nor an x-request-id.
+    return503OnClosing: false,
   });
 
   app.removeAllContentTypeParsers();

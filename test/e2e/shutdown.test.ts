@@ -1,4 +1,8 @@
+import { once } from "node:events";
+import { connect, type Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
+import type { CatalogModel } from "../../src/catalog/catalog.ts";
+import { startMockUpstream, textEvents, writeEvents } from "../engine/openai/mock-upstream.ts";
 import { ENDLESS_MODEL, startTestServer, type TestServer, TINY_MODEL } from "../support/test-server.ts";
 
 let server: TestServer | undefined;
@@ -63,3 +67,93 @@ describe("graceful shutdown", () => {
     expect(await server.store.listReservations()).toEqual([]);
   });
 });
+
+/** A raw connection to the test server, reading every byte it answers. */
+async function openConnection(test: TestServer): Promise<{ socket: Socket; received: () => string }> {
+  const url = new URL(test.origin);
+  const socket = connect(Number(url.port), url.hostname);
+  let text = "";
+  socket.on("data", (data: Buffer) => {
+    text += data.toString();
+  });
+  socket.on("error", () => {});
+  await once(socket, "connect");
+  return { socket, received: () => text };
+}
+
+async function until(condition: () => boolean): Promise<void> {
+  while (!condition()) await new Promise((resolve) => setTimeout(resolve, 10));
+}
+
+describe("graceful shutdown and connections", () => {
+  it("ends even while a client holds a connection on which it never sent a request", async () => {
+    server = await startTestServer();
+    const { socket } = await openConnection(server);
+    const closed = once(socket, "close");
+    // Without a bound on such connections this never resolved while the client held on.
+    await server.server.shutdown({ graceMs: 100 });
+    await closed;
+  });
+
+  it("tells clients to close kept-alive connections, and answers one that does not in the contract's shape", async () => {
+    // A stream whose first event goes out at once and whose rest waits for `release`; a
+    // non-streamed answer waits for `release` too.
+    let release = () => {};
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const upstream = await startMockUpstream(async (recorded, response) => {
+      const events = textEvents(["Done"], { usage: [3, 1] });
+      const early = JSON.stringify(recorded.body).includes("stream first") ? 2 : 0;
+      await writeEvents(response, events.slice(0, early), { done: false, end: false });
+      await released;
+      await writeEvents(response, events.slice(early));
+    });
+    try {
+      server = await startTestServer({ extraModels: [slowModel(upstream.baseUrl)] });
+      const streamed = await openConnection(server);
+      const plain = await openConnection(server);
+      const request = (id: string, content: string, stream: boolean) => {
+        const body = JSON.stringify({ model: "held", messages: [{ role: "user", content }], stream });
+        return `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${server!.starterKey}\r\nContent-Type: application/json\r\nX-Request-Id: ${id}\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
+      };
+      // The stream's headers (keep-alive) go out before the drain begins.
+      streamed.socket.write(request("stream-1", "stream first", true));
+      await until(() => streamed.received().includes('"content":""'));
+      plain.socket.write(request("plain-1", "plain", false));
+      await until(() => upstream.requests.length === 2);
+      const stopped = server.server.shutdown({ graceMs: 30_000 });
+      release();
+
+      // A non-streamed answer sent while draining tells the client to close.
+      await until(() => plain.received().includes('"usage"'));
+      expect(plain.received()).toMatch(/^HTTP\/1\.1 200/);
+      expect(plain.received().toLowerCase()).toContain("connection: close");
+
+      // The stream ends; its client, told nothing, sends its next request on the connection.
+      await until(() => streamed.received().includes("data: [DONE]"));
+      streamed.socket.write(request("stream-2", "again", false));
+      await until(() => streamed.received().includes("x-request-id: stream-2") || streamed.socket.destroyed);
+      const second = streamed.received().slice(streamed.received().lastIndexOf("HTTP/1.1 "));
+      expect(second).toMatch(/^HTTP\/1\.1 503/);
+      expect(second.toLowerCase()).toContain("connection: close");
+      expect(second).toContain("x-request-id: stream-2");
+      expect(second).toContain('"code":"model_unavailable"');
+      await stopped;
+    } finally {
+      await upstream.close();
+    }
+  });
+});
+
+function slowModel(baseUrl: string): CatalogModel {
+  return {
+    id: "held",
+    kind: "chat",
+    ownedBy: "acme",
+    pricing: { kind: "chat", inputPerMillion: "1", outputPerMillion: "1" },
+    contextLength: 8192,
+    created: 1_700_000_000,
+    engine: { type: "openai", endpoints: [{ baseUrl, apiKey: undefined }], model: "held", fallbacks: [] },
+  };
+}

@@ -105,6 +105,8 @@ export function registerChatCompletionRoutes(
       if (completion.error !== undefined) throw completion.error;
       const cut = cutBy(controller.signal);
       if (cut !== undefined) throw cut;
+      // Draining: the client should not send its next request on this connection.
+      if (options.inFlight.closing) reply.header("connection", "close");
       return renderChatCompletion(started.identity, completion);
     }
     const renderer = new ChunkRenderer(started.identity, { includeUsage: chatOptions.includeUsage });
@@ -117,7 +119,7 @@ export function registerChatCompletionRoutes(
       ...headers,
       "content-type": "text/event-stream; charset=utf-8",
       "cache-control": "no-cache",
-      connection: "keep-alive",
+      connection: options.inFlight.closing ? "close" : "keep-alive",
       "x-accel-buffering": "no",
     });
     let connected = await writeToClient(raw, renderer.start());
