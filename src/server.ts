@@ -78,6 +78,24 @@ export function resolveReplicaId(host: string, port: number, env: NodeJS.Process
 /** How long a shutdown waits for running requests before it cuts them. */
 export const DEFAULT_SHUTDOWN_GRACE_MS = 10_000;
 
+/** How long `/ready` waits for the store: a probe must get its answer sooner than a query's timeout. */
+const READY_STORE_TIMEOUT_MS = 2_000;
+
+/** True when `promise` resolves within `ms`; false when it fails or takes longer. */
+async function answersWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  try {
+    return await Promise.race([promise.then(() => true as const), late]);
+  } catch {
+    return false;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** How long cut requests have to send their last bytes before every connection is closed. */
 const CUT_STREAMS_FLUSH_MS = 1_000;
 
@@ -218,11 +236,8 @@ async function startOnStore(
     metricsKey: config.metricsKey,
     checkReady: async () => {
       const reasons: string[] = [];
-      try {
-        await store.hasAdminKey();
-      } catch {
+      if (!(await answersWithin(store.hasAdminKey(), READY_STORE_TIMEOUT_MS)))
         reasons.push("the store does not answer");
-      }
       for (const entry of registry.list()) {
         if (entry.engine?.status() === "loading") reasons.push(`model '${entry.model.id}' is loading`);
       }

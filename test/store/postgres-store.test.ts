@@ -122,6 +122,26 @@ describeWithPostgres("PostgreSQL", () => {
       ]);
     });
 
+    it("fails a statement the database does not answer in time instead of waiting for ever", async () => {
+      const schema = await newSchema();
+      const { openPostgresStore } = await import("../../src/store/postgres/open-postgres-store.ts");
+      const store = await openPostgresStore(schema.url, { queryTimeoutMilliseconds: 300 });
+      const holder = new Client({ connectionString: testPostgresUrl() });
+      await holder.connect();
+      try {
+        // Another session holds the accounts table: every read of it waits for that session.
+        await holder.query("begin");
+        await holder.query(`lock table ${schema.schema}.accounts in access exclusive mode`);
+        await expect(store.getAccountByName("acme")).rejects.toThrow(/timeout/i);
+        await holder.query("rollback");
+        // The connection that gave up is usable again.
+        expect(await store.getAccountByName("acme")).toBeUndefined();
+      } finally {
+        await holder.end();
+        await store.close();
+      }
+    });
+
     it("keeps the data across reopening and runs each migration once", async () => {
       const schema = await newSchema();
       const first = await openStore(schema.url);

@@ -15,7 +15,17 @@ export interface PostgresStoreOptions {
   poolSize?: number;
   /** Milliseconds to wait for a new connection (or a free one) before failing. Default 10,000. */
   connectionTimeoutMilliseconds?: number;
+  /**
+   * Milliseconds a statement may take before it fails. Default 30,000. The server cancels it
+   * (`statement_timeout`: a lock that is never released), and the client gives up a moment later
+   * (`query_timeout`: a server or network that stopped answering), so no request and no
+   * readiness check waits for ever.
+   */
+  queryTimeoutMilliseconds?: number;
 }
+
+/** How much longer than the server's statement timeout the client waits for an answer. */
+const CLIENT_TIMEOUT_MARGIN_MS = 1_000;
 
 /** PostgreSQL's type id of `bigint` (`int8`). */
 const INT8_TYPE_ID = 20;
@@ -38,12 +48,15 @@ export async function openPostgresStore(
   options: PostgresStoreOptions = {},
 ): Promise<Store> {
   const location = parsePostgresUrl(databaseUrl);
+  const queryTimeout = options.queryTimeoutMilliseconds ?? 30_000;
   const types = new TypeOverrides();
   types.setTypeParser(INT8_TYPE_ID, "text", (text: string) => BigInt(text));
   const pool = new Pool({
     connectionString: location.connectionString,
     max: options.poolSize ?? 10,
     connectionTimeoutMillis: options.connectionTimeoutMilliseconds ?? 10_000,
+    statement_timeout: queryTimeout,
+    query_timeout: queryTimeout + CLIENT_TIMEOUT_MARGIN_MS,
     idleTimeoutMillis: 30_000,
     keepAlive: true,
     fallback_application_name: "tollgate",
