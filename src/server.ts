@@ -207,7 +207,18 @@ async function startOnStore(
     store,
     limits: keyLimits,
     replicaId,
-    onSettleError: (error, requestId) => logger.error({ err: error, requestId }, "settling a request failed"),
+    onSettleError: (error, requestId, { retrying, usage }) => {
+      if (retrying)
+        logger.error({ err: error, requestId }, "settling a request failed; retrying in the background");
+      // Given up at shutdown: everything needed to record the charge by hand.
+      else
+        logger.error(
+          { err: error, requestId, usage: { ...usage, costNano: String(usage.costNano) } },
+          "settling a request failed; its charge was not recorded",
+        );
+    },
+    onSettleRecovered: (requestId, attempts) =>
+      logger.warn({ requestId, attempts }, "settled a request after the store came back"),
   });
   const leaseRenewal = setInterval(() => {
     store.renewLeases(replicaId, new Date(Date.now() + RESERVATION_LEASE_MS)).catch((error: unknown) => {
@@ -281,6 +292,8 @@ async function startOnStore(
     } finally {
       clearTimeout(cut);
       clearTimeout(closeConnections);
+      // Settlements the store refused so far get a last try while it is still open.
+      await admission.close();
       // After the app closed: settling the last requests still corrects their token buckets.
       await cluster.close();
       await store.close();

@@ -23,6 +23,7 @@
  * what its previous run left (see `releaseLeftOverReservations`).
  */
 import { randomFillSync } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
 import type { CatalogModel } from "../catalog/catalog.ts";
 import type {
   AdmissionContext,
@@ -33,7 +34,7 @@ import type {
 } from "../chat/chat-admission.ts";
 import { AppError } from "../errors/app-error.ts";
 import type { KeyLimits } from "../limits/key-limits.ts";
-import type { Store } from "../store/store.ts";
+import type { Store, UsageRecord } from "../store/store.ts";
 import { costOfUsage, formatAmount, parseAmount } from "./money.ts";
 
 /** How long a reservation's lease lasts without renewal. */
@@ -76,9 +77,35 @@ export interface BillingAdmissionOptions {
   /** Identifies this server in its reservations (SQLite: any stable name). */
   replicaId: string;
   now?: () => number;
-  /** Where settlement failures are reported; they never reach the client. */
-  onSettleError?: (error: unknown, requestId: string) => void;
+  /**
+   * Where settlement failures are reported; they never reach the client. `retrying`: the
+   * settlement is tried again in the background; false when it is given up (at close).
+   */
+  onSettleError?: (
+    error: unknown,
+    requestId: string,
+    details: { retrying: boolean; usage: UsageRecord },
+  ) => void;
+  /** Reported when a settlement that failed went through on a later attempt. */
+  onSettleRecovered?: (requestId: string, attempts: number) => void;
+  /**
+   * Pauses between the attempts to settle while the store fails: the first ones before the
+   * request's last byte, then, in the background, the last repeated until it goes through.
+   * Default {@link SETTLE_RETRY_DELAYS_MS}.
+   */
+  settleRetryDelaysMs?: { beforeAnswer: readonly number[]; background: readonly number[] };
 }
+
+/**
+ * A store that fails now and then (a restart, a failover) must not lose a charge: settling is
+ * idempotent (a usage row is written once), so it is tried again, twice before the last byte,
+ * then in the background until it goes through; the reservation, kept alive meanwhile, still
+ * holds the money.
+ */
+export const SETTLE_RETRY_DELAYS_MS = {
+  beforeAnswer: [100, 400],
+  background: [1_000, 2_000, 5_000, 15_000, 30_000],
+};
 
 /** Rate limits and billing for the chat pipeline. */
 export class BillingAdmission implements ChatAdmission {
@@ -86,8 +113,15 @@ export class BillingAdmission implements ChatAdmission {
   readonly #limits: KeyLimits;
   readonly #replicaId: string;
   readonly #now: () => number;
-  readonly #onSettleError: (error: unknown, requestId: string) => void;
+  readonly #onSettleError: NonNullable<BillingAdmissionOptions["onSettleError"]>;
+  readonly #onSettleRecovered: NonNullable<BillingAdmissionOptions["onSettleRecovered"]>;
+  readonly #retryDelays: NonNullable<BillingAdmissionOptions["settleRetryDelaysMs"]>;
   readonly #prices = new WeakMap<CatalogModel, ChatPrices>();
+  /** Settlements waiting for their next background attempt. */
+  readonly #pending = new Map<
+    string,
+    { timer: NodeJS.Timeout; usage: UsageRecord; attempt: () => Promise<void> }
+  >();
 
   constructor(options: BillingAdmissionOptions) {
     this.#store = options.store;
@@ -95,6 +129,25 @@ export class BillingAdmission implements ChatAdmission {
     this.#replicaId = options.replicaId;
     this.#now = options.now ?? Date.now;
     this.#onSettleError = options.onSettleError ?? (() => {});
+    this.#onSettleRecovered = options.onSettleRecovered ?? (() => {});
+    this.#retryDelays = options.settleRetryDelaysMs ?? SETTLE_RETRY_DELAYS_MS;
+  }
+
+  /** Settlements still waiting to go through (their reservations still hold the money). */
+  get pendingSettlements(): number {
+    return this.#pending.size;
+  }
+
+  /**
+   * Tries every pending settlement once more, now; what still fails is reported as given up
+   * (with its usage, so it can be recorded by hand) and its reservation is released at the
+   * next start. Call before the store closes.
+   */
+  async close(): Promise<void> {
+    const pending = [...this.#pending.values()];
+    this.#pending.clear();
+    for (const { timer } of pending) clearTimeout(timer);
+    await Promise.all(pending.map(({ attempt }) => attempt()));
   }
 
   #pricesOf(model: CatalogModel): ChatPrices {
@@ -186,35 +239,84 @@ export class BillingAdmission implements ChatAdmission {
     const prices = servedBy === undefined ? settlement.prices : this.#pricesOf(servedBy);
     const costNano = costOfUsage({ promptTokens, completionTokens, ...prices });
     request.annotate({ promptTokens, completionTokens });
-    try {
-      const chargedNano = await this.#store.settle({
-        id: settlement.reservationId,
-        requestId: request.requestId,
-        accountId,
-        keyPublicId: request.key.publicId,
-        model: (servedBy ?? request.model).id,
-        promptTokens,
-        completionTokens,
-        costNano,
-        finishReason: outcome.finishReason,
-        errorCode: outcome.errorCode,
-        user: request.user,
-        queueMs: undefined,
-        firstTokenMs: outcome.timings.firstPartMs,
-        totalMs: outcome.timings.totalMs,
-        estimated: outcome.usage.estimated === true,
-        createdAt: new Date(this.#now()),
-      });
+    const usage: UsageRecord = {
+      id: settlement.reservationId,
+      requestId: request.requestId,
+      accountId,
+      keyPublicId: request.key.publicId,
+      model: (servedBy ?? request.model).id,
+      promptTokens,
+      completionTokens,
+      costNano,
+      finishReason: outcome.finishReason,
+      errorCode: outcome.errorCode,
+      user: request.user,
+      queueMs: undefined,
+      firstTokenMs: outcome.timings.firstPartMs,
+      totalMs: outcome.timings.totalMs,
+      estimated: outcome.usage.estimated === true,
+      createdAt: new Date(this.#now()),
+    };
+    const charged = async (chargedNano: bigint) => {
       // Less than the cost only where the reservation fell short and the account could pay no
       // more (an upstream prompt above its estimate): the difference is logged, never owed.
       request.annotate({
         cost: formatAmount(chargedNano),
         uncharged: chargedNano < costNano ? formatAmount(costNano - chargedNano) : undefined,
       });
-      await this.#limits.correctTokens(request.key, estimatedTokens, promptTokens + completionTokens);
-    } catch (error) {
-      // The reservation stays open and is released at the next start; the client is not told.
-      this.#onSettleError(error, request.requestId);
+      // The bucket gets back what the estimate overstated; a limiter that cannot be reached
+      // (Redis) only leaves the bucket a little emptier until it refills.
+      await this.#limits
+        .correctTokens(request.key, estimatedTokens, promptTokens + completionTokens)
+        .catch(() => {});
+    };
+    let lastError: unknown;
+    for (const delay of [0, ...this.#retryDelays.beforeAnswer]) {
+      if (delay > 0) await sleep(delay);
+      let chargedNano: bigint;
+      try {
+        chargedNano = await this.#store.settle(usage);
+      } catch (error) {
+        lastError = error;
+        continue;
+      }
+      await charged(chargedNano);
+      return;
     }
+    // The client gets its answer; the charge goes through when the store is back.
+    this.#onSettleError(lastError, request.requestId, { retrying: true, usage });
+    this.#retryInBackground(usage, charged, 0);
+  }
+
+  #retryInBackground(
+    usage: UsageRecord,
+    charged: (chargedNano: bigint) => Promise<void>,
+    attempts: number,
+  ): void {
+    const delays = this.#retryDelays.background;
+    const delay = delays[Math.min(attempts, delays.length - 1)] ?? 1_000;
+    const attempt = async () => {
+      this.#pending.delete(usage.id);
+      let chargedNano: bigint;
+      try {
+        chargedNano = await this.#store.settle(usage);
+      } catch (error) {
+        if (closing) this.#onSettleError(error, usage.requestId, { retrying: false, usage });
+        else this.#retryInBackground(usage, charged, attempts + 1);
+        return;
+      }
+      this.#onSettleRecovered(usage.requestId, attempts + 1);
+      await charged(chargedNano);
+    };
+    let closing = false;
+    const timer = setTimeout(() => void attempt(), delay);
+    this.#pending.set(usage.id, {
+      timer,
+      usage,
+      attempt: () => {
+        closing = true;
+        return attempt();
+      },
+    });
   }
 }

@@ -81,3 +81,118 @@ describe("BillingAdmission refusing a reservation", () => {
     });
   });
 });
+
+describe("BillingAdmission when the store fails to settle", () => {
+  let store: Store;
+  beforeEach(async () => {
+    store = await openStore(newDatabaseUrl(directory), { owner: true });
+  });
+  afterEach(async () => {
+    await store.close();
+  });
+
+  const key = (accountId: string): RequestKey => ({
+    publicId: "keypublic002",
+    accountId,
+    role: "user",
+    allowedModels: undefined,
+    rpm: undefined,
+    tpm: undefined,
+  });
+  const outcome = {
+    usage: { promptTokens: 10, completionTokens: 5 },
+    finishReason: "stop" as const,
+    errorCode: undefined,
+    timings: { firstPartMs: 1, totalMs: 2 },
+  };
+
+  /** The store, with `settle` failing its first `failures` calls (for ever with Infinity). */
+  function failingStore(failures: number) {
+    let calls = 0;
+    return {
+      ...store,
+      settle: (usage: Parameters<Store["settle"]>[0]) => {
+        calls += 1;
+        return calls <= failures ? Promise.reject(new Error("the database went away")) : store.settle(usage);
+      },
+    };
+  }
+
+  async function until(condition: () => boolean): Promise<void> {
+    for (let waited = 0; !condition(); waited += 5) {
+      if (waited > 10_000) throw new Error("gave up waiting");
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+  }
+
+  it("keeps trying in the background and charges once the store is back, the reservation holding the money meanwhile", async () => {
+    const account = makeAccount({ name: "flaky", balanceNano: 50_000n });
+    await store.insertAccount(account);
+    const errors: { requestId: string; retrying: boolean }[] = [];
+    const recovered: number[] = [];
+    const admission = new BillingAdmission({
+      // Three tries before the answer, then two in the background fail; the third goes through.
+      store: failingStore(5),
+      limits: new KeyLimits(new MemoryRateLimiter()),
+      replicaId: "test",
+      settleRetryDelaysMs: { beforeAnswer: [1, 1], background: [20, 20] },
+      onSettleError: (_error, requestId, { retrying }) => errors.push({ requestId, retrying }),
+      onSettleRecovered: (_requestId, attempts) => recovered.push(attempts),
+    });
+    const ticket = await admission.admit({
+      requestId: "req_flaky",
+      key: key(account.id),
+      model,
+      user: undefined,
+      setHeader: () => {},
+      annotate: () => {},
+      promptTokens: 10,
+      maxCompletionTokens: 20,
+    });
+    await ticket.settle(outcome);
+    expect(errors).toEqual([{ requestId: "req_flaky", retrying: true }]);
+    expect(admission.pendingSettlements).toBe(1);
+    expect((await store.getAccountMoney(account.id))?.reservedNano).toBe(30_000n);
+
+    await until(() => admission.pendingSettlements === 0 && recovered.length === 1);
+    expect(recovered).toEqual([3]);
+    expect(await store.getAccountMoney(account.id)).toEqual({
+      balanceNano: 35_000n,
+      reservedNano: 0n,
+      spentNano: 15_000n,
+    });
+    const [row] = await store.listUsage({ accountId: account.id });
+    expect(row).toMatchObject({ requestId: "req_flaky", costNano: 15_000n, completionTokens: 5 });
+  });
+
+  it("tries once more at close and reports what it gives up with the usage to record", async () => {
+    const account = makeAccount({ name: "down", balanceNano: 50_000n });
+    await store.insertAccount(account);
+    const errors: { retrying: boolean; costNano: bigint }[] = [];
+    const admission = new BillingAdmission({
+      store: failingStore(Number.POSITIVE_INFINITY),
+      limits: new KeyLimits(new MemoryRateLimiter()),
+      replicaId: "test",
+      settleRetryDelaysMs: { beforeAnswer: [], background: [60_000] },
+      onSettleError: (_error, _requestId, { retrying, usage }) =>
+        errors.push({ retrying, costNano: usage.costNano }),
+    });
+    const ticket = await admission.admit({
+      requestId: "req_down",
+      key: key(account.id),
+      model,
+      user: undefined,
+      setHeader: () => {},
+      annotate: () => {},
+      promptTokens: 10,
+      maxCompletionTokens: 20,
+    });
+    await ticket.settle(outcome);
+    await admission.close();
+    expect(errors).toEqual([
+      { retrying: true, costNano: 15_000n },
+      { retrying: false, costNano: 15_000n },
+    ]);
+    expect(admission.pendingSettlements).toBe(0);
+  });
+});

@@ -1,35 +1,44 @@
 import type { GbnfJsonSchema } from "node-llama-cpp";
+import { AppError } from "../../errors/app-error.ts";
 
 /**
- * Converts any client JSON Schema to the subset node-llama-cpp turns into a grammar
- * (`GbnfJsonSchema`), so that every schema a client sends works and every output the grammar
+ * Converts a client's JSON Schema to the subset node-llama-cpp turns into a grammar
+ * (`GbnfJsonSchema`), so that every valid schema a client sends works and every output the grammar
  * allows still validates against the client's schema wherever the subset can say so.
+ *
+ * A schema that is clearly invalid is refused with 400 `invalid_value` whose `param` is
+ * `options.param` and whose message names the place (a JSON pointer) and the problem, as OpenAI
+ * refuses it, instead of being taken for the empty schema: a schema that is not an object or a
+ * boolean; a `type` that is not one of the seven type names (or a list of them); `required` that is
+ * not an array of strings; `properties`, `$defs` or `definitions` that are not objects; `enum`,
+ * `anyOf`, `oneOf` or `allOf` that are not non-empty arrays, `prefixItems` that is not an array;
+ * `items` or `additionalProperties` that are not schemas; a `$ref` that does not resolve within the
+ * schema. Only the schemas the conversion reaches are checked (not unused `$defs`, nor what sits
+ * under dropped keywords such as `not`).
  *
  * The subset has no "any value", no `anyOf`/`allOf`, no `pattern`, no numeric ranges, no
  * `nullable`, and an object emits every declared property, in order. So:
- * - `{}`, `true` and unknown shapes become "any JSON value"; `false` becomes `null` (it cannot say
- *   "nothing").
+ * - `{}`, `true` and schemas without a type become "any JSON value"; `false` becomes `null` (it
+ *   cannot say "nothing").
  * - `anyOf` and `oneOf` become `oneOf` (siblings merged into each branch); `allOf` is merged into one
  *   schema; `type: [a, b]` and `nullable` become a `oneOf` of each type.
- * - `$ref` to `#/$defs/X` or `#/definitions/X` (and `#`, the root) become `$defs` references;
- *   any other reference becomes "any JSON value".
+ * - `$ref` to any JSON pointer within the schema (`#`, `#/$defs/X`, `#/definitions/X`,
+ *   `#/properties/a`) becomes a `$defs` reference; other references (URLs, anchors) are refused.
  * - Objects with `properties` emit exactly those (optional ones too, which is valid; no others,
  *   which is a valid subset even where `additionalProperties` allows more), so
  *   `{"type": "object", "properties": {}}` is `{}`. Objects without `properties` are maps: any
  *   keys, values per `additionalProperties` (any value by default, as JSON Schema says). Required
  *   properties that are not declared are added as "any JSON value".
- * - `pattern`, unknown `format`s, `minimum`/`maximum`, `multipleOf`, `uniqueItems`, `not`,
+ * - Enforced: `type`, `properties`, `required` (as every property is emitted), `additionalProperties`
+ *   of maps, `items`, `prefixItems`, `minItems`/`maxItems`, `minLength`/`maxLength`,
+ *   `minProperties`/`maxProperties` of maps, `enum`, `const`, `format` `date-time`, `date` and `time`.
+ * - `pattern`, other `format`s, `minimum`/`maximum`, `multipleOf`, `uniqueItems`, `not`,
  *   `if`/`then`, `dependentSchemas` and the like are dropped: the output may not meet them.
  * - `const` and `enum` of objects or arrays become exact object and array schemas.
  */
-export function convertJsonSchemaToGbnf(schema: unknown): GbnfJsonSchema {
-  const root = isRecord(schema) ? schema : {};
-  const definitions: Record<string, unknown> = {
-    ...(isRecord(root.definitions) ? root.definitions : {}),
-    ...(isRecord(root.$defs) ? root.$defs : {}),
-  };
-  const converter = new SchemaConverter(definitions, root);
-  const converted = converter.convert(schema, 0);
+export function convertJsonSchemaToGbnf(schema: unknown, options: { param: string }): GbnfJsonSchema {
+  const converter = new SchemaConverter(schema, options.param);
+  const converted = converter.convert(schema, { depth: 0, pointer: "#" });
   const defs = converter.convertedDefinitions();
   if (Object.keys(defs).length === 0) return converted;
   // `$defs` sit on the root; a root that is not an object, array or oneOf is wrapped in a oneOf.
@@ -54,40 +63,53 @@ const anyValue: GbnfJsonSchema = {
   ],
 };
 
+const typeNames = new Set(["string", "number", "integer", "boolean", "null", "object", "array"]);
 const supportedStringFormats = new Set(["date-time", "time", "date"]);
 
+/** Where the converter is in the client's schema: nesting for the depth bound, a JSON pointer for messages. */
+interface Position {
+  depth: number;
+  pointer: string;
+}
+
 class SchemaConverter {
-  readonly #definitions: Record<string, unknown>;
-  readonly #root: Record<string, unknown>;
+  readonly #root: unknown;
+  readonly #param: string;
   readonly #converted = new Map<string, GbnfJsonSchema>();
   readonly #inProgress = new Set<string>();
+  /** The `$defs` name of each referenced schema, by identity, so two pointers to it share one. */
+  readonly #names = new Map<object, string>();
 
-  constructor(definitions: Record<string, unknown>, root: Record<string, unknown>) {
-    this.#definitions = definitions;
+  constructor(root: unknown, param: string) {
     this.#root = root;
+    this.#param = param;
   }
 
   convertedDefinitions(): Record<string, GbnfJsonSchema> {
     return Object.fromEntries(this.#converted);
   }
 
-  convert(schema: unknown, depth: number): GbnfJsonSchema {
+  convert(schema: unknown, at: Position): GbnfJsonSchema {
     if (schema === false) return { type: "null" };
-    if (!isRecord(schema) || depth > maxDepth) return anyValue;
+    if (schema === true) return anyValue;
+    if (!isRecord(schema))
+      this.#refuse(at, `a schema must be an object or a boolean, not ${describe(schema)}.`);
+    this.#checkKeywords(schema, at);
+    if (at.depth > maxDepth) return anyValue;
     const description = typeof schema.description === "string" ? { description: schema.description } : {};
 
     if (typeof schema.$ref === "string")
-      return { ...this.#convertReference(schema.$ref, depth), ...description };
-    if (Array.isArray(schema.allOf)) return this.convert(mergeAllOf(schema), depth);
-    const alternatives = Array.isArray(schema.anyOf)
-      ? schema.anyOf
-      : Array.isArray(schema.oneOf)
-        ? schema.oneOf
-        : undefined;
-    if (alternatives !== undefined) {
+      return { ...this.#convertReference(schema.$ref, at), ...description };
+    if (Array.isArray(schema.allOf)) return this.convert(mergeAllOf(schema), at);
+    const keyword = Array.isArray(schema.anyOf) ? "anyOf" : Array.isArray(schema.oneOf) ? "oneOf" : undefined;
+    if (keyword !== undefined) {
       const { anyOf: _anyOf, oneOf: _oneOf, ...siblings } = schema;
-      const branches = alternatives.map((branch) =>
-        this.convert(isRecord(branch) ? { ...withoutAnnotations(siblings), ...branch } : branch, depth + 1),
+      const alternatives = schema[keyword] as unknown[];
+      const branches = alternatives.map((branch, index) =>
+        this.convert(
+          isRecord(branch) ? { ...withoutAnnotations(siblings), ...branch } : branch,
+          child(at, `${keyword}/${index}`),
+        ),
       );
       return oneOf(branches, description);
     }
@@ -100,40 +122,121 @@ class SchemaConverter {
     }
     if (schema.nullable === true) {
       const { nullable: _nullable, ...rest } = schema;
-      return oneOf([this.convert(rest, depth + 1), { type: "null" }], description);
+      return oneOf([this.convert(rest, { ...at, depth: at.depth + 1 }), { type: "null" }], description);
     }
 
     const types = readTypes(schema);
     if (types.length === 0) return { ...anyValue, ...description };
     return oneOf(
-      types.map((type) => this.#convertTyped(schema, type, depth)),
+      types.map((type) => this.#convertTyped(schema, type, at)),
       description,
     );
   }
 
-  #convertReference(reference: string, depth: number): GbnfJsonSchema {
-    if (reference === "#") return this.#referenceDefinition(rootDefinitionName, this.#root, depth);
-    const match = /^#\/(?:\$defs|definitions)\/([^/]+)$/.exec(reference);
-    const name = match?.[1] === undefined ? undefined : decodePointerSegment(match[1]);
-    if (name === undefined || !(name in this.#definitions)) return anyValue;
-    return this.#referenceDefinition(name, this.#definitions[name], depth);
+  /** Refuses the keywords the conversion reads when they cannot mean anything (see the module comment). */
+  #checkKeywords(schema: Record<string, unknown>, at: Position): void {
+    const { type } = schema;
+    if (type !== undefined) {
+      const names = Array.isArray(type) ? type : [type];
+      const unknown = names.find((name) => typeof name !== "string" || !typeNames.has(name));
+      if (names.length === 0 || unknown !== undefined) {
+        this.#refuse(
+          at,
+          `'type' ${names.length === 0 ? "is an empty array" : `has ${describe(unknown)}`}, which is not a JSON Schema type (${[...typeNames].join(", ")}).`,
+        );
+      }
+    }
+    if (
+      "required" in schema &&
+      (!Array.isArray(schema.required) || !schema.required.every((name) => typeof name === "string"))
+    ) {
+      this.#refuse(
+        at,
+        `'required' must be an array of property names (strings), not ${describe(schema.required)}.`,
+      );
+    }
+    for (const keyword of ["properties", "$defs", "definitions"]) {
+      if (keyword in schema && !isRecord(schema[keyword])) {
+        this.#refuse(
+          at,
+          `'${keyword}' must be an object of schemas by name, not ${describe(schema[keyword])}.`,
+        );
+      }
+    }
+    for (const keyword of ["enum", "anyOf", "oneOf", "allOf"]) {
+      const value = schema[keyword];
+      if (keyword in schema && (!Array.isArray(value) || value.length === 0)) {
+        this.#refuse(at, `'${keyword}' must be a non-empty array, not ${describe(value)}.`);
+      }
+    }
+    // `anyOf` and `oneOf` branches are checked as they are converted; `allOf` ones are merged.
+    const allOf: unknown[] = Array.isArray(schema.allOf) ? schema.allOf : [];
+    const notSchema = allOf.findIndex((branch) => !isSchema(branch));
+    if (notSchema !== -1) {
+      this.#refuse(
+        child(at, `allOf/${notSchema}`),
+        `a schema must be an object or a boolean, not ${describe(allOf[notSchema])}.`,
+      );
+    }
+    if ("prefixItems" in schema && !Array.isArray(schema.prefixItems)) {
+      this.#refuse(at, `'prefixItems' must be an array of schemas, not ${describe(schema.prefixItems)}.`);
+    }
+    if ("items" in schema && !isSchema(schema.items) && !Array.isArray(schema.items)) {
+      this.#refuse(at, `'items' must be a schema (an object or a boolean), not ${describe(schema.items)}.`);
+    }
+    if ("additionalProperties" in schema && !isSchema(schema.additionalProperties)) {
+      this.#refuse(
+        at,
+        `'additionalProperties' must be a schema (an object or a boolean), not ${describe(schema.additionalProperties)}.`,
+      );
+    }
+    if ("$ref" in schema && typeof schema.$ref !== "string") {
+      this.#refuse(at, `'$ref' must be a string, not ${describe(schema.$ref)}.`);
+    }
   }
 
-  #referenceDefinition(name: string, definition: unknown, depth: number): GbnfJsonSchema {
+  #convertReference(reference: string, at: Position): GbnfJsonSchema {
+    const target = resolveLocalReference(this.#root, reference);
+    if (target === undefined) {
+      this.#refuse(
+        at,
+        `'$ref' ${JSON.stringify(reference)} does not resolve: it must be a JSON pointer to a schema within this schema ('#', '#/$defs/NAME', '#/properties/NAME', ...).`,
+      );
+    }
+    const next = { depth: at.depth + 1, pointer: reference };
+    if (!isRecord(target)) return this.convert(target, next);
+    const name = this.#nameDefinition(target, reference);
     if (!this.#converted.has(name) && !this.#inProgress.has(name)) {
       this.#inProgress.add(name);
-      this.#converted.set(name, this.convert(definition, depth + 1));
+      this.#converted.set(name, this.convert(target, next));
       this.#inProgress.delete(name);
     }
     return { $ref: `#/$defs/${name}` } as GbnfJsonSchema;
   }
 
-  #convertTyped(schema: Record<string, unknown>, type: string, depth: number): GbnfJsonSchema {
+  /** The `$defs` name of a referenced schema: its pointer's last segment, made unique. */
+  #nameDefinition(target: Record<string, unknown>, reference: string): string {
+    const known = this.#names.get(target);
+    if (known !== undefined) return known;
+    const taken = new Set(this.#names.values());
+    const wanted =
+      reference === "#"
+        ? rootDefinitionName
+        : (decodePointerSegment(reference.split("/").at(-1) ?? "") ?? "");
+    let name = wanted;
+    for (let suffix = 2; taken.has(name) || (name === rootDefinitionName && reference !== "#"); suffix++) {
+      name = `${wanted}_${suffix}`;
+    }
+    this.#names.set(target, name);
+    return name;
+  }
+
+  #convertTyped(schema: Record<string, unknown>, type: string, at: Position): GbnfJsonSchema {
     switch (type) {
       case "object":
-        return this.#convertObject(schema, depth);
+        return this.#convertObject(schema, at);
       case "array":
-        return this.#convertArray(schema, depth);
+        return this.#convertArray(schema, at);
       case "string": {
         if (typeof schema.format === "string" && supportedStringFormats.has(schema.format)) {
           return { type: "string", format: schema.format as "date-time" | "time" | "date" };
@@ -156,14 +259,14 @@ class SchemaConverter {
     }
   }
 
-  #convertObject(schema: Record<string, unknown>, depth: number): GbnfJsonSchema {
+  #convertObject(schema: Record<string, unknown>, at: Position): GbnfJsonSchema {
     const declared = isRecord(schema.properties) ? schema.properties : undefined;
     const required = Array.isArray(schema.required)
       ? schema.required.filter((name): name is string => typeof name === "string")
       : [];
     const properties: Record<string, GbnfJsonSchema> = {};
     for (const [name, property] of Object.entries(declared ?? {})) {
-      properties[name] = this.convert(property, depth + 1);
+      properties[name] = this.convert(property, child(at, `properties/${encodePointerSegment(name)}`));
     }
     for (const name of required) {
       if (!(name in properties)) properties[name] = anyValue;
@@ -178,21 +281,29 @@ class SchemaConverter {
     const maxProperties = readCount(schema.maxProperties);
     return {
       type: "object",
-      additionalProperties: isRecord(additional) ? this.convert(additional, depth + 1) : true,
+      additionalProperties: isRecord(additional)
+        ? this.convert(additional, child(at, "additionalProperties"))
+        : true,
       ...(minProperties === undefined ? {} : { minProperties }),
       ...(maxProperties === undefined ? {} : { maxProperties: Math.max(maxProperties, minProperties ?? 0) }),
     };
   }
 
-  #convertArray(schema: Record<string, unknown>, depth: number): GbnfJsonSchema {
+  #convertArray(schema: Record<string, unknown>, at: Position): GbnfJsonSchema {
     // Draft 2020-12 tuples use `prefixItems` (+ `items` for the rest); earlier drafts an `items` array.
-    const tuple = Array.isArray(schema.prefixItems)
-      ? schema.prefixItems
+    const tupleKeyword = Array.isArray(schema.prefixItems)
+      ? "prefixItems"
       : Array.isArray(schema.items)
-        ? schema.items
+        ? "items"
         : undefined;
-    const rest = Array.isArray(schema.items) ? schema.additionalItems : schema.items;
-    const prefixItems = tuple?.map((item) => this.convert(item, depth + 1));
+    const restKeyword = Array.isArray(schema.items) ? "additionalItems" : "items";
+    const rest = schema[restKeyword];
+    const prefixItems =
+      tupleKeyword === undefined
+        ? undefined
+        : (schema[tupleKeyword] as unknown[]).map((item, index) =>
+            this.convert(item, child(at, `${tupleKeyword}/${index}`)),
+          );
     const minItems = Math.max(readCount(schema.minItems) ?? 0, prefixItems?.length ?? 0);
     let maxItems = readCount(schema.maxItems);
     if (rest === false && prefixItems !== undefined) maxItems = prefixItems.length;
@@ -202,11 +313,42 @@ class SchemaConverter {
       ...(prefixItems === undefined || prefixItems.length === 0 ? {} : { prefixItems }),
       ...(rest === undefined || rest === true || rest === false
         ? {}
-        : { items: this.convert(rest, depth + 1) }),
+        : { items: this.convert(rest, child(at, restKeyword)) }),
       ...(minItems === 0 ? {} : { minItems }),
       ...(maxItems === undefined ? {} : { maxItems }),
     };
   }
+
+  #refuse(at: Position, problem: string): never {
+    throw new AppError(
+      "invalid_value",
+      `Invalid JSON Schema in '${this.#param}' at '${at.pointer}': ${problem}`,
+      { param: this.#param },
+    );
+  }
+}
+
+/** The position of a subschema of `at` under `path` (pointer segments, already encoded). */
+function child(at: Position, path: string): Position {
+  return { depth: at.depth + 1, pointer: `${at.pointer}/${path}` };
+}
+
+/**
+ * The value a `$ref` within the document points at (`#` or `#/a/b` with JSON pointer and URI
+ * escapes), or `undefined` for one that does not resolve or is not local (a URL, an anchor).
+ */
+function resolveLocalReference(root: unknown, reference: string): unknown {
+  if (reference === "#") return root;
+  if (!reference.startsWith("#/")) return undefined;
+  let target: unknown = root;
+  for (const encoded of reference.slice(2).split("/")) {
+    const segment = decodePointerSegment(encoded);
+    if (segment === undefined) return undefined;
+    if (Array.isArray(target) && /^(0|[1-9][0-9]*)$/.test(segment)) target = target[Number(segment)];
+    else if (isRecord(target) && Object.hasOwn(target, segment)) target = target[segment];
+    else return undefined;
+  }
+  return target;
 }
 
 function oneOf(branches: GbnfJsonSchema[], description: { description?: string }): GbnfJsonSchema {
@@ -288,8 +430,28 @@ function readCount(value: unknown): number | undefined {
   return typeof value === "number" && Number.isFinite(value) && value >= 0 ? Math.floor(value) : undefined;
 }
 
-function decodePointerSegment(segment: string): string {
-  return decodeURIComponent(segment).replaceAll("~1", "/").replaceAll("~0", "~");
+/** A JSON pointer segment of a URI fragment, unescaped; `undefined` for a malformed `%` escape. */
+function decodePointerSegment(segment: string): string | undefined {
+  try {
+    return decodeURIComponent(segment).replaceAll("~1", "/").replaceAll("~0", "~");
+  } catch {
+    return undefined;
+  }
+}
+
+function encodePointerSegment(segment: string): string {
+  return segment.replaceAll("~", "~0").replaceAll("/", "~1");
+}
+
+function isSchema(value: unknown): boolean {
+  return typeof value === "boolean" || isRecord(value);
+}
+
+/** A short description of a value for a message: its JSON, cut, or its kind. */
+function describe(value: unknown): string {
+  const text = JSON.stringify(value);
+  if (text === undefined) return typeof value;
+  return text.length > 40 ? `${text.slice(0, 40)}...` : text;
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {

@@ -249,7 +249,7 @@ async function createPlanGrammar(
   try {
     return await grammars.get(plan.schema);
   } catch (error) {
-    const param = plan.kind === "json" ? "response_format" : "tools";
+    const param = plan.kind === "json" ? "response_format.json_schema.schema" : "tools";
     throw new AppError(
       "invalid_value",
       `The JSON schema in ${param} cannot be turned into a grammar (${error instanceof Error ? error.message : String(error)}). Simplify the schema.`,

@@ -21,10 +21,17 @@ export interface PartMapper {
  * scanner that finds the arguments, and in the envelope the name); for `functions` the streamed
  * parameters as tool-call deltas, cut to the JSON value (the library's chunks may carry the call
  * syntax's suffix).
+ *
+ * Every call starts with a delta of its own that carries its id and name and `arguments: ""`, as
+ * OpenAI streams it (SPEC §4), whichever plan made it; its arguments follow in later deltas.
  */
 export function createPartMapper(plan: GenerationPlan, emit: (part: StreamPart) => void): PartMapper {
+  const continueCall = (index: number, argumentsDelta: string) => {
+    if (argumentsDelta !== "") emit({ type: "tool-call-delta", index, argumentsDelta });
+  };
   const startCall = (index: number, name: string, argumentsDelta: string) => {
-    emit({ type: "tool-call-delta", index, id: createToolCallId(), name, argumentsDelta });
+    emit({ type: "tool-call-delta", index, id: createToolCallId(), name, argumentsDelta: "" });
+    continueCall(index, argumentsDelta);
   };
   const emitText = (text: string) => {
     if (text !== "") emit({ type: "text-delta", text });
@@ -42,7 +49,7 @@ export function createPartMapper(plan: GenerationPlan, emit: (part: StreamPart) 
         onText: (text) => {
           const { argumentsDelta } = scanner.push(text);
           if (argumentsDelta === "") return;
-          if (started) emit({ type: "tool-call-delta", index: 0, argumentsDelta });
+          if (started) continueCall(0, argumentsDelta);
           else startCall(0, plan.toolName, argumentsDelta);
           started = true;
         },
@@ -61,8 +68,8 @@ export function createPartMapper(plan: GenerationPlan, emit: (part: StreamPart) 
           if (name !== undefined && !started) {
             startCall(0, name, pendingArguments + argumentsDelta);
             started = true;
-          } else if (started && argumentsDelta !== "") {
-            emit({ type: "tool-call-delta", index: 0, argumentsDelta });
+          } else if (started) {
+            continueCall(0, argumentsDelta);
           } else {
             pendingArguments += argumentsDelta;
           }
@@ -82,8 +89,7 @@ export function createPartMapper(plan: GenerationPlan, emit: (part: StreamPart) 
           scanners.set(chunk.callIndex, scanner);
           const { argumentsDelta } = scanner.push(chunk.paramsChunk);
           if (first) startCall(chunk.callIndex, chunk.functionName, argumentsDelta);
-          else if (argumentsDelta !== "")
-            emit({ type: "tool-call-delta", index: chunk.callIndex, argumentsDelta });
+          else continueCall(chunk.callIndex, argumentsDelta);
         },
         onEnd: (result) => {
           (result.functionCalls ?? []).forEach((functionCall, index) => {
@@ -91,9 +97,7 @@ export function createPartMapper(plan: GenerationPlan, emit: (part: StreamPart) 
             const argumentsText = JSON.stringify(functionCall.params ?? {});
             // Calls without parameters are never streamed: the library fills them in itself.
             if (scanner === undefined) startCall(index, functionCall.functionName, argumentsText);
-            else if (scanner.argumentsText.trim() === "") {
-              emit({ type: "tool-call-delta", index, argumentsDelta: argumentsText });
-            }
+            else if (scanner.argumentsText.trim() === "") continueCall(index, argumentsText);
           });
         },
       };

@@ -31,6 +31,11 @@
  *   offered: a grammar and functions cannot share a generation, and a client that asks for JSON
  *   content must get JSON content. A forced tool choice (`required`, named) wins over the format,
  *   which only concerns content, and a forced call has none.
+ * - Schemas are checked while planning, in `prepare`, before anything is reserved or generated: an
+ *   invalid one (convert-json-schema-to-gbnf.ts) is a 400 `invalid_value` naming
+ *   `response_format.json_schema.schema` or `tools[i].function.parameters`, for every tool of the
+ *   request whether or not the plan uses it. A function's arguments are always a JSON object: a
+ *   parameters root without `type` becomes an object, one of another type is refused.
  * - Grammars end only where the JSON closes, so output that ends naturally always parses, even from
  *   a random-weight model. Stop strings are not applied to grammar plans: a stop string inside a
  *   JSON string would cut it.
@@ -58,13 +63,24 @@ export interface PlannedGeneration {
 /** The arguments schema of a function declared without parameters: an empty object. */
 const noParameters: JsonSchema = { type: "object", properties: {} };
 
+/** A request's tool with its arguments schema, checked and converted once per request. */
+interface PlannedTool {
+  definition: ToolDefinition;
+  /** The client's parameters with an object root (see {@link requireObjectRoot}), as documented. */
+  parameters: JsonSchema;
+  /** The converted grammar schema of the arguments; `undefined` for a tool declared without parameters. */
+  argumentsSchema: GbnfJsonSchema | undefined;
+}
+
 /** Chooses the plan for `request` and builds the history it renders. */
 export function planGeneration(request: ChatRequest): PlannedGeneration {
   const history = convertChatHistory(request.messages);
+  // Every tool's schema is checked, used by this plan or not: an invalid one is an invalid request.
+  const tools = request.tools.map(planTool);
   const choice = request.toolChoice;
   switch (choice.type) {
     case "function": {
-      const tool = request.tools.find((candidate) => candidate.name === choice.name);
+      const tool = tools.find((candidate) => candidate.definition.name === choice.name);
       if (tool === undefined) {
         throw new AppError(
           "invalid_value",
@@ -75,14 +91,14 @@ export function planGeneration(request: ChatRequest): PlannedGeneration {
       return planForcedCall([tool], history);
     }
     case "required":
-      if (request.tools.length === 0) {
+      if (tools.length === 0) {
         throw new AppError(
           "invalid_value",
           "tool_choice 'required' needs at least one tool. Add tools or use tool_choice 'auto' or 'none'.",
           { param: "tool_choice" },
         );
       }
-      return planForcedCall(request.tools, history);
+      return planForcedCall(tools, history);
     case "auto":
     case "none":
       break;
@@ -97,7 +113,13 @@ export function planGeneration(request: ChatRequest): PlannedGeneration {
     case "json_object":
       return { plan: { kind: "json", schema: { type: "object", additionalProperties: true } }, history };
     case "json_schema":
-      return { plan: { kind: "json", schema: convertJsonSchemaToGbnf(format.schema) }, history };
+      return {
+        plan: {
+          kind: "json",
+          schema: convertJsonSchemaToGbnf(format.schema, { param: "response_format.json_schema.schema" }),
+        },
+        history,
+      };
     case "text":
       break;
     default: {
@@ -106,8 +128,8 @@ export function planGeneration(request: ChatRequest): PlannedGeneration {
     }
   }
 
-  if (choice.type === "auto" && request.tools.length > 0) {
-    return { plan: { kind: "functions", functions: convertTools(request.tools) }, history };
+  if (choice.type === "auto" && tools.length > 0) {
+    return { plan: { kind: "functions", functions: convertTools(tools) }, history };
   }
   return { plan: { kind: "text" }, history };
 }
@@ -117,52 +139,111 @@ export function planStopStrings(plan: GenerationPlan, request: ChatRequest): str
   return plan.kind === "text" || plan.kind === "functions" ? request.stop.filter((stop) => stop !== "") : [];
 }
 
-function planForcedCall(tools: readonly ToolDefinition[], history: ChatHistoryItem[]): PlannedGeneration {
+function planTool(definition: ToolDefinition, index: number): PlannedTool {
+  const param = `tools[${index}].function.parameters`;
+  if (definition.parameters === undefined) {
+    return { definition, parameters: noParameters, argumentsSchema: undefined };
+  }
+  const parameters = requireObjectRoot(definition, param);
+  const argumentsSchema = convertJsonSchemaToGbnf(parameters, { param });
+  if (!describesOnlyObjects(argumentsSchema)) {
+    throw new AppError(
+      "invalid_value",
+      `Invalid schema for the function '${definition.name}' in '${param}': its root allows values that are not JSON objects (through anyOf, oneOf or $ref), but a call's arguments are a JSON object. Make every alternative an object.`,
+      { param },
+    );
+  }
+  return { definition, parameters, argumentsSchema };
+}
+
+/**
+ * A function's arguments are a JSON object (OpenAI's contract, and what clients parse), so the
+ * root of its parameters schema must describe one: a root without `type` (`{}`, a bare
+ * `properties`, a `$ref`) gets `type: "object"`, and a root that declares another type is refused,
+ * as OpenAI refuses it.
+ */
+function requireObjectRoot(definition: ToolDefinition, param: string): JsonSchema {
+  const parameters = definition.parameters ?? noParameters;
+  const { type } = parameters;
+  if (type === undefined) return { type: "object", ...parameters };
+  if (
+    type === "object" ||
+    (Array.isArray(type) && type.length > 0 && type.every((name) => name === "object"))
+  ) {
+    return parameters;
+  }
+  throw new AppError(
+    "invalid_value",
+    `Invalid schema for the function '${definition.name}' in '${param}': the root must be of type "object" (a call's arguments are a JSON object), not ${JSON.stringify(type)}.`,
+    { param },
+  );
+}
+
+/** Whether every value a converted schema allows is an object (its `oneOf` branches and references followed). */
+function describesOnlyObjects(root: GbnfJsonSchema): boolean {
+  const definitions: Record<string, unknown> = "$defs" in root && isRecord(root.$defs) ? root.$defs : {};
+  const visiting = new Set<string>();
+  const check = (schema: unknown): boolean => {
+    if (!isRecord(schema)) return false;
+    if (typeof schema.$ref === "string") {
+      const name = schema.$ref.slice("#/$defs/".length);
+      // A reference back into one being checked adds no other kind of value.
+      if (visiting.has(name)) return true;
+      visiting.add(name);
+      const result = check(definitions[name]);
+      visiting.delete(name);
+      return result;
+    }
+    if (Array.isArray(schema.oneOf)) return schema.oneOf.every(check);
+    return schema.type === "object";
+  };
+  return check(root);
+}
+
+function planForcedCall(tools: readonly PlannedTool[], history: ChatHistoryItem[]): PlannedGeneration {
   const instructedHistory = addSystemInstruction(history, describeForcedCall(tools));
   const [only] = tools;
   if (tools.length === 1 && only !== undefined) {
     return {
-      plan: {
-        kind: "tool-arguments",
-        toolName: only.name,
-        schema: convertJsonSchemaToGbnf(only.parameters ?? noParameters),
-      },
+      plan: { kind: "tool-arguments", toolName: only.definition.name, schema: forcedArgumentsSchema(only) },
       history: instructedHistory,
     };
   }
   const schema: GbnfJsonSchema = {
     oneOf: tools.map((tool) => ({
       type: "object",
-      properties: {
-        name: { const: tool.name },
-        arguments: convertJsonSchemaToGbnf(tool.parameters ?? noParameters),
-      },
+      properties: { name: { const: tool.definition.name }, arguments: forcedArgumentsSchema(tool) },
     })),
   };
   return { plan: { kind: "tool-envelope", schema }, history: instructedHistory };
 }
 
-function convertTools(tools: readonly ToolDefinition[]): ChatModelFunctions {
+/** A forced call writes its arguments itself: `{}` for a function without parameters. */
+function forcedArgumentsSchema(tool: PlannedTool): GbnfJsonSchema {
+  return tool.argumentsSchema ?? { type: "object", properties: {} };
+}
+
+function convertTools(tools: readonly PlannedTool[]): ChatModelFunctions {
   const functions: Record<string, ChatModelFunctions[string]> = {};
-  for (const tool of tools) {
-    functions[tool.name] = {
-      ...(tool.description === undefined ? {} : { description: tool.description }),
+  for (const { definition, argumentsSchema } of tools) {
+    functions[definition.name] = {
+      ...(definition.description === undefined ? {} : { description: definition.description }),
       // Without parameters the library renders and parses a call with no arguments ("{}" for us).
-      params: tool.parameters === undefined ? undefined : convertJsonSchemaToGbnf(tool.parameters),
+      params: argumentsSchema,
     };
   }
   return functions;
 }
 
-function describeForcedCall(tools: readonly ToolDefinition[]): string {
-  const describe = (tool: ToolDefinition) =>
+function describeForcedCall(tools: readonly PlannedTool[]): string {
+  const describe = ({ definition, parameters }: PlannedTool) =>
     [
-      `Function "${tool.name}"${tool.description === undefined ? "" : `: ${tool.description}`}`,
-      `Arguments JSON schema: ${JSON.stringify(tool.parameters ?? noParameters)}`,
+      `Function "${definition.name}"${definition.description === undefined ? "" : `: ${definition.description}`}`,
+      `Arguments JSON schema: ${JSON.stringify(parameters)}`,
     ].join("\n");
   const [only] = tools;
   if (tools.length === 1 && only !== undefined) {
-    return `Call the function "${only.name}" now: reply with only the JSON object of its arguments.\n${describe(only)}`;
+    return `Call the function "${only.definition.name}" now: reply with only the JSON object of its arguments.\n${describe(only)}`;
   }
   return [
     'Call one of these functions now: reply with only a JSON object {"name": <function name>, "arguments": <its arguments object>}.',
@@ -177,4 +258,8 @@ function addSystemInstruction(history: ChatHistoryItem[], instruction: string): 
     return [{ type: "system", text: `${first.text}\n\n${instruction}` }, ...history.slice(1)];
   }
   return [{ type: "system", text: instruction }, ...history];
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
 }

@@ -1,5 +1,23 @@
 import { describe, expect, it } from "vitest";
 import { convertJsonSchemaToGbnf } from "../../../src/engine/llama/convert-json-schema-to-gbnf.ts";
+import { AppError } from "../../../src/errors/app-error.ts";
+
+const param = "response_format.json_schema.schema";
+
+function convert(schema: unknown) {
+  return convertJsonSchemaToGbnf(schema, { param });
+}
+
+/** The error converting `schema` throws, or `undefined`. */
+function refusal(schema: unknown): AppError | undefined {
+  try {
+    convert(schema);
+    return undefined;
+  } catch (error) {
+    if (error instanceof AppError) return error;
+    throw error;
+  }
+}
 
 const anyValue = {
   oneOf: [
@@ -23,7 +41,7 @@ describe("convertJsonSchemaToGbnf", () => {
       required: ["city"],
       additionalProperties: false,
     };
-    expect(convertJsonSchemaToGbnf(schema)).toEqual({
+    expect(convert(schema)).toEqual({
       type: "object",
       description: "weather query",
       properties: {
@@ -36,25 +54,25 @@ describe("convertJsonSchemaToGbnf", () => {
   });
 
   it("turns empty and unknown schemas into any JSON value", () => {
-    expect(convertJsonSchemaToGbnf({})).toEqual(anyValue);
-    expect(convertJsonSchemaToGbnf(true)).toEqual(anyValue);
-    expect(convertJsonSchemaToGbnf({ type: "object" })).toEqual({
+    expect(convert({})).toEqual(anyValue);
+    expect(convert(true)).toEqual(anyValue);
+    expect(convert({ type: "object" })).toEqual({
       type: "object",
       additionalProperties: true,
     });
-    expect(convertJsonSchemaToGbnf({ type: "object", additionalProperties: { type: "number" } })).toEqual({
+    expect(convert({ type: "object", additionalProperties: { type: "number" } })).toEqual({
       type: "object",
       additionalProperties: { type: "number" },
     });
   });
 
   it("emits exactly the declared properties, none for an empty properties object", () => {
-    expect(convertJsonSchemaToGbnf({ type: "object", properties: {} })).toEqual({
+    expect(convert({ type: "object", properties: {} })).toEqual({
       type: "object",
       properties: {},
     });
     expect(
-      convertJsonSchemaToGbnf({
+      convert({
         type: "object",
         properties: { a: { type: "null" } },
         additionalProperties: true,
@@ -64,7 +82,7 @@ describe("convertJsonSchemaToGbnf", () => {
 
   it("degrades anyOf, type lists, nullable, allOf and unsupported keywords", () => {
     expect(
-      convertJsonSchemaToGbnf({
+      convert({
         anyOf: [
           { type: "string", pattern: "^a" },
           { type: "number", minimum: 3 },
@@ -73,14 +91,14 @@ describe("convertJsonSchemaToGbnf", () => {
     ).toEqual({
       oneOf: [{ type: "string" }, { type: "number" }],
     });
-    expect(convertJsonSchemaToGbnf({ type: ["string", "null"] })).toEqual({
+    expect(convert({ type: ["string", "null"] })).toEqual({
       oneOf: [{ type: "string" }, { type: "null" }],
     });
-    expect(convertJsonSchemaToGbnf({ type: "integer", nullable: true })).toEqual({
+    expect(convert({ type: "integer", nullable: true })).toEqual({
       oneOf: [{ type: "integer" }, { type: "null" }],
     });
     expect(
-      convertJsonSchemaToGbnf({
+      convert({
         allOf: [
           { type: "object", properties: { a: { type: "string" } } },
           { properties: { b: { type: "boolean" } }, required: ["c"] },
@@ -90,9 +108,9 @@ describe("convertJsonSchemaToGbnf", () => {
   });
 
   it("rewrites definitions references and keeps recursive ones finite", () => {
-    const converted = convertJsonSchemaToGbnf({
+    const converted = convert({
       type: "object",
-      properties: { root: { $ref: "#/definitions/node" }, other: { $ref: "https://example.com/x.json" } },
+      properties: { root: { $ref: "#/definitions/node" }, again: { $ref: "#/properties/root" } },
       definitions: {
         node: {
           type: "object",
@@ -102,18 +120,35 @@ describe("convertJsonSchemaToGbnf", () => {
     });
     expect(converted).toEqual({
       type: "object",
-      properties: { root: { $ref: "#/$defs/node" }, other: anyValue },
+      properties: { root: { $ref: "#/$defs/node" }, again: { $ref: "#/$defs/root" } },
       $defs: {
         node: {
           type: "object",
           properties: { children: { type: "array", items: { $ref: "#/$defs/node" } } },
         },
+        root: { $ref: "#/$defs/node" },
       },
     });
   });
 
+  it("gives two definitions of one name in $defs and definitions a $defs entry each", () => {
+    expect(
+      convert({
+        type: "array",
+        prefixItems: [{ $ref: "#/$defs/a" }, { $ref: "#/definitions/a" }],
+        $defs: { a: { type: "string" } },
+        definitions: { a: { type: "null" } },
+      }),
+    ).toEqual({
+      type: "array",
+      prefixItems: [{ $ref: "#/$defs/a" }, { $ref: "#/$defs/a_2" }],
+      minItems: 2,
+      $defs: { a: { type: "string" }, a_2: { type: "null" } },
+    });
+  });
+
   it("makes exact schemas for object and array constants", () => {
-    expect(convertJsonSchemaToGbnf({ const: { a: [1, "x"] } })).toEqual({
+    expect(convert({ const: { a: [1, "x"] } })).toEqual({
       type: "object",
       properties: {
         a: { type: "array", prefixItems: [{ const: 1 }, { const: "x" }], minItems: 2, maxItems: 2 },
@@ -122,19 +157,93 @@ describe("convertJsonSchemaToGbnf", () => {
   });
 
   it("converts tuples of both drafts", () => {
-    expect(
-      convertJsonSchemaToGbnf({ type: "array", items: [{ type: "string" }], additionalItems: false }),
-    ).toEqual({
+    expect(convert({ type: "array", items: [{ type: "string" }], additionalItems: false })).toEqual({
       type: "array",
       prefixItems: [{ type: "string" }],
       minItems: 1,
       maxItems: 1,
     });
-    expect(convertJsonSchemaToGbnf({ prefixItems: [{ type: "null" }], items: { type: "boolean" } })).toEqual({
+    expect(convert({ prefixItems: [{ type: "null" }], items: { type: "boolean" } })).toEqual({
       type: "array",
       prefixItems: [{ type: "null" }],
       items: { type: "boolean" },
       minItems: 1,
+    });
+  });
+
+  it("refuses clearly invalid schemas with invalid_value, naming the field, the place and the problem", () => {
+    const cases: [unknown, RegExp][] = [
+      [{ type: "banana" }, /at '#': 'type' has "banana", which is not a JSON Schema type \(string, number/],
+      [{ type: ["string", 5] }, /'type' has 5, which is not a JSON Schema type/],
+      [{ type: [] }, /'type' is an empty array/],
+      [
+        { type: "object", required: "a" },
+        /at '#': 'required' must be an array of property names \(strings\), not "a"/,
+      ],
+      [{ type: "object", required: ["a", 1] }, /'required' must be an array of property names/],
+      [{ $ref: "#/nope" }, /at '#': '\$ref' "#\/nope" does not resolve/],
+      [{ $ref: "https://example.com/x.json" }, /'\$ref' "https:\/\/example.com\/x.json" does not resolve/],
+      [{ $ref: 5 }, /'\$ref' must be a string, not 5/],
+      [{ type: "object", properties: [] }, /'properties' must be an object of schemas by name, not \[\]/],
+      [
+        { type: "object", properties: { a: "string" } },
+        /at '#\/properties\/a': a schema must be an object or a boolean, not "string"/,
+      ],
+      [{ enum: "a" }, /'enum' must be a non-empty array, not "a"/],
+      [{ enum: [] }, /'enum' must be a non-empty array, not \[\]/],
+      [{ anyOf: {} }, /'anyOf' must be a non-empty array/],
+      [{ oneOf: [{ type: "string" }, { type: "nope" }] }, /at '#\/oneOf\/1': 'type' has "nope"/],
+      [
+        { allOf: [{ type: "string" }, 3] },
+        /at '#\/allOf\/1': a schema must be an object or a boolean, not 3/,
+      ],
+      [{ type: "array", items: "string" }, /'items' must be a schema/],
+      [{ type: "object", additionalProperties: "no" }, /'additionalProperties' must be a schema/],
+      [{ $defs: [] }, /'\$defs' must be an object/],
+      [
+        { type: "object", properties: { "a/b": { type: "array", items: { type: "strng" } } } },
+        /at '#\/properties\/a~1b\/items': 'type' has "strng"/,
+      ],
+      [{ $ref: "#/$defs/x", $defs: { x: { type: "banana" } } }, /at '#\/\$defs\/x': 'type' has "banana"/],
+    ];
+    for (const [schema, message] of cases) {
+      const error = refusal(schema);
+      expect(error?.code, JSON.stringify(schema)).toBe("invalid_value");
+      expect(error?.status).toBe(400);
+      expect(error?.param).toBe(param);
+      expect(error?.message).toMatch(new RegExp(`^Invalid JSON Schema in '${param}' `));
+      expect(error?.message, JSON.stringify(schema)).toMatch(message);
+    }
+  });
+
+  it("keeps accepting valid schemas with keywords it does not enforce", () => {
+    const schema = {
+      type: "object",
+      properties: {
+        code: { type: "string", pattern: "^[A-Z]{3}$", format: "iata-code" },
+        price: { type: "number", minimum: 0, exclusiveMaximum: 1000, multipleOf: 0.01 },
+        tags: { type: "array", items: { type: "string" }, uniqueItems: true },
+        note: { not: { type: "null" } },
+        first: { $ref: "#/properties/tags/items" },
+        flag: true,
+        never: false,
+      },
+      required: ["code"],
+      $schema: "https://json-schema.org/draft/2020-12/schema",
+    };
+    expect(refusal(schema)).toBeUndefined();
+    expect(convert(schema)).toMatchObject({
+      type: "object",
+      properties: {
+        code: { type: "string" },
+        price: { type: "number" },
+        tags: { type: "array", items: { type: "string" } },
+        note: anyValue,
+        first: { $ref: "#/$defs/items" },
+        flag: anyValue,
+        never: { type: "null" },
+      },
+      $defs: { items: { type: "string" } },
     });
   });
 });

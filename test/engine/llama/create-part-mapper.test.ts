@@ -35,16 +35,18 @@ describe("createPartMapper", () => {
         index: 0,
         id: expect.stringMatching(/^call_[A-Za-z0-9]{24}$/),
         name: "f",
-        argumentsDelta: '{"a"',
+        argumentsDelta: "",
       },
+      { type: "tool-call-delta", index: 0, argumentsDelta: '{"a"' },
       { type: "tool-call-delta", index: 0, argumentsDelta: ": 1}" },
       {
         type: "tool-call-delta",
         index: 1,
         id: expect.stringMatching(/^call_/),
         name: "g",
-        argumentsDelta: "{}",
+        argumentsDelta: "",
       },
+      { type: "tool-call-delta", index: 1, argumentsDelta: "{}" },
     ]);
   });
 
@@ -56,6 +58,7 @@ describe("createPartMapper", () => {
     );
     for (const chunk of ["{", '"x": ', "2}", "\n\n"]) mapper.onText(chunk);
     expect(parts.map((part) => (part.type === "tool-call-delta" ? part.argumentsDelta : ""))).toEqual([
+      "",
       "{",
       '"x": ',
       "2}",
@@ -66,7 +69,7 @@ describe("createPartMapper", () => {
   it("reads the name from the envelope before streaming its arguments", () => {
     const { parts, emit } = collect();
     const mapper = createPartMapper({ kind: "tool-envelope", schema: { type: "object" } }, emit);
-    // The name closes in the same chunk as the arguments start: the first delta carries both.
+    // The name closes in the same chunk as the arguments start: the name's delta comes first.
     for (const chunk of ['{"na', 'me": "g', '", "arguments": {"z"', ": null}}"]) mapper.onText(chunk);
     expect(parts).toEqual([
       {
@@ -74,10 +77,57 @@ describe("createPartMapper", () => {
         index: 0,
         id: expect.stringMatching(/^call_/),
         name: "g",
-        argumentsDelta: '{"z"',
+        argumentsDelta: "",
       },
+      { type: "tool-call-delta", index: 0, argumentsDelta: '{"z"' },
       { type: "tool-call-delta", index: 0, argumentsDelta: ": null}" },
     ]);
+  });
+
+  // SPEC §4: the first delta of each index carries id, type, name and `arguments: ""`.
+  it.each([
+    {
+      name: "a forced call (named, or required with one tool)",
+      plan: { kind: "tool-arguments", toolName: "f", schema: { type: "object" } },
+      feed: (mapper: PartMapper) => mapper.onText('{"'),
+    },
+    {
+      name: "a required call among several tools",
+      plan: { kind: "tool-envelope", schema: { type: "object" } },
+      feed: (mapper: PartMapper) => mapper.onText('{"name": "f", "arguments": {"'),
+    },
+    {
+      name: "a call LlamaChat streamed (auto)",
+      plan: { kind: "functions", functions: { f: {} } },
+      feed: (mapper: PartMapper) =>
+        mapper.onFunctionCallParams({ callIndex: 0, functionName: "f", paramsChunk: '{"a": 1}', done: true }),
+    },
+    {
+      name: "a call LlamaChat never streamed (auto, no parameters)",
+      plan: { kind: "functions", functions: { f: {} } },
+      feed: (mapper: PartMapper) =>
+        mapper.onEnd({
+          functionCalls: [{ functionName: "f", params: undefined, raw: [] }],
+        } as unknown as EndResult),
+    },
+  ] as const)("starts $name with a delta whose arguments are empty", ({ plan, feed }) => {
+    const { parts, emit } = collect();
+    feed(createPartMapper(plan, emit));
+    const [first, ...rest] = parts;
+    expect(first).toEqual({
+      type: "tool-call-delta",
+      index: 0,
+      id: expect.stringMatching(/^call_[A-Za-z0-9]{24}$/),
+      name: "f",
+      argumentsDelta: "",
+    });
+    expect(rest.length).toBeGreaterThan(0);
+    for (const part of rest) {
+      expect(part).toMatchObject({ type: "tool-call-delta", index: 0 });
+      expect(part).not.toHaveProperty("id");
+      expect(part).not.toHaveProperty("name");
+      expect(part.type === "tool-call-delta" && part.argumentsDelta).not.toBe("");
+    }
   });
 });
 

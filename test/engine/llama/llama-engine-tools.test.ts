@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { getLlama } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { ChatEngine, ChatRequest, ToolDefinition } from "../../../src/engine/engine.ts";
+import type { ChatEngine, ChatRequest, StreamPart, ToolDefinition } from "../../../src/engine/engine.ts";
 import { createLlamaEngine } from "../../../src/engine/llama/create-llama-engine.ts";
 import { isAppError } from "../../../src/errors/app-error.ts";
 import { writeTestModel } from "../../../src/gguf/write-test-model.ts";
@@ -70,6 +70,26 @@ function parseObject(text: string): Record<string, unknown> {
   return value as Record<string, unknown>;
 }
 
+/**
+ * Every number literal in a JSON text, strings left out: each must be what strict parsers take,
+ * a finite double with an exponent of at most two digits (and a safe integer where `integers`).
+ */
+function checkNumbers(text: string, options: { integers?: boolean } = {}): void {
+  const literals = text.replace(/"(?:[^"\\]|\\.)*"/g, '""').match(/-?[0-9][0-9.eE+-]*/g) ?? [];
+  for (const literal of literals) {
+    expect(literal).toMatch(/^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]{1,2})?$/);
+    expect(Number.isFinite(Number(literal)), literal).toBe(true);
+    if (options.integers) expect(Number.isSafeInteger(Number(literal)), literal).toBe(true);
+  }
+}
+
+/** The first delta of each call must carry its id and name and no arguments yet (SPEC §4). */
+function expectFirstDeltasEmpty(parts: readonly StreamPart[]): void {
+  const firsts = parts.filter((part) => part.type === "tool-call-delta" && part.id !== undefined);
+  expect(firsts.length).toBeGreaterThan(0);
+  for (const first of firsts) expect(first).toMatchObject({ argumentsDelta: "" });
+}
+
 describe("llama engine: context length", () => {
   it("uses the model file's trained context when the catalogue gives none", async () => {
     await engine.prepare(createTestRequest());
@@ -90,6 +110,7 @@ describe("llama engine: forced tool calls", () => {
     );
     expect(parts.some((part) => part.type === "text-delta")).toBe(false);
     expect(end).toMatchObject({ type: "finish", reason: "tool_calls" });
+    expectFirstDeltasEmpty(parts);
     expect(calls).toHaveLength(1);
     expect(calls[0]?.name).toBe("get_weather");
     expect(calls[0]?.id).toMatch(/^call_[A-Za-z0-9]{24}$/);
@@ -99,7 +120,7 @@ describe("llama engine: forced tool calls", () => {
   it.each(seeds)(
     "calls one of several tools with matching arguments when required (seed %i)",
     async (seed) => {
-      const { end, calls } = await run(
+      const { parts, end, calls } = await run(
         createTestRequest({
           tools: [weather, time],
           toolChoice: { type: "required" },
@@ -109,6 +130,7 @@ describe("llama engine: forced tool calls", () => {
         }),
       );
       expect(end).toMatchObject({ type: "finish", reason: "tool_calls" });
+      expectFirstDeltasEmpty(parts);
       expect(calls).toHaveLength(1);
       const call = calls[0];
       expect(["get_weather", "get_time"]).toContain(call?.name);
@@ -119,10 +141,39 @@ describe("llama engine: forced tool calls", () => {
   );
 
   it("calls the only tool when required, with {} for a function without parameters", async () => {
-    const { end, calls } = await run(createTestRequest({ tools: [ping], toolChoice: { type: "required" } }));
+    const { parts, end, calls } = await run(
+      createTestRequest({ tools: [ping], toolChoice: { type: "required" } }),
+    );
     expect(end).toMatchObject({ type: "finish", reason: "tool_calls" });
+    expectFirstDeltasEmpty(parts);
     expect(calls.map((call) => [call.name, parseObject(call.arguments)])).toEqual([["ping", {}]]);
   });
+
+  // Regression: `parameters: {}` was "any JSON value", and arguments came out as "9", a string...
+  it.each(seeds)(
+    "writes a JSON object for parameters that declare no type, in every forced plan (seed %i)",
+    async (seed) => {
+      const anything: ToolDefinition = { name: "anything", parameters: {} };
+      const untyped: ToolDefinition = {
+        name: "untyped",
+        parameters: { properties: { n: { type: "number" } } },
+      };
+      const toolChoices = [
+        [[anything, untyped], { type: "function", name: "anything" }],
+        [[anything], { type: "required" }],
+        [[anything, untyped], { type: "required" }],
+      ] as const;
+      for (const [tools, toolChoice] of toolChoices) {
+        const { parts, calls } = await run(
+          createTestRequest({ tools: [...tools], toolChoice, temperature: 1, seed, maxTokens: 200 }),
+        );
+        expectFirstDeltasEmpty(parts);
+        expect(calls).toHaveLength(1);
+        parseObject(calls[0]?.arguments ?? "");
+        checkNumbers(calls[0]?.arguments ?? "");
+      }
+    },
+  );
 
   it("refuses a named function that is not among the tools", async () => {
     const refusal = await engine
@@ -173,6 +224,54 @@ describe("llama engine: JSON output", () => {
     const rating = /"rating":\s*([^,}\s]+)/.exec(text)?.[1];
     expect(rating === undefined || /^(null|-?(0|[1-9][0-9]*))$/.test(rating)).toBe(true);
     expect(typeof (value.node as { name?: unknown }).name).toBe("string");
+  });
+
+  // Regression: numbers had exponents of up to 16 digits ("74786006.86E2378147571108908" is Infinity).
+  it.each(seeds)("writes finite numbers and safe integers (seed %i)", async (seed) => {
+    const format = (schema: Record<string, unknown>) => ({ type: "json_schema", name: "x", schema }) as const;
+    const outputs = [
+      [format({ type: "number" }), false],
+      [format({ type: "object", properties: { n: { type: "number" } } }), false],
+      [format({ type: "array", items: { type: "number" }, maxItems: 4 }), false],
+      [format({ type: "integer" }), true],
+      [format({ type: "array", items: { type: "integer" }, maxItems: 4 }), true],
+      [{ type: "json_object" }, false],
+    ] as const;
+    for (const [responseFormat, integers] of outputs) {
+      const { text } = await run(createTestRequest({ responseFormat, temperature: 1, seed, maxTokens: 100 }));
+      checkNumbers(text, { integers });
+    }
+    const measure: ToolDefinition = {
+      name: "measure",
+      parameters: { type: "object", properties: { n: { type: "number" }, count: { type: "integer" } } },
+    };
+    const { calls } = await run(
+      createTestRequest({
+        tools: [measure],
+        toolChoice: { type: "required" },
+        temperature: 1,
+        seed,
+        maxTokens: 100,
+      }),
+    );
+    checkNumbers(calls[0]?.arguments ?? "");
+  });
+
+  it("refuses invalid schemas while preparing, before anything runs", async () => {
+    const refusals = [
+      [
+        createTestRequest({ responseFormat: { type: "json_schema", name: "x", schema: { type: "banana" } } }),
+        "response_format.json_schema.schema",
+      ],
+      [
+        createTestRequest({ tools: [weather, { name: "bad", parameters: { type: "string" } }] }),
+        "tools[1].function.parameters",
+      ],
+    ] as const;
+    for (const [request, param] of refusals) {
+      const refusal = await engine.prepare(request).catch((error: unknown) => error);
+      expect(isAppError(refusal) && [refusal.code, refusal.param]).toEqual(["invalid_value", param]);
+    }
   });
 
   it("lets the JSON format win over tools with auto", async () => {

@@ -109,7 +109,10 @@ describe("memoizeContextState with LlamaChat", () => {
     const functions = {
       get_weather: {
         description: "The weather in a city.",
-        params: convertJsonSchemaToGbnf({ type: "object", properties: { city: { type: "string" } } }),
+        params: convertJsonSchemaToGbnf(
+          { type: "object", properties: { city: { type: "string" } } },
+          { param: "tools[0].function.parameters" },
+        ),
       },
     };
     for (const offered of [undefined, functions]) {

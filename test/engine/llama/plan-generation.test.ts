@@ -1,0 +1,127 @@
+import { describe, expect, it } from "vitest";
+import type { ChatRequest, JsonSchema, ToolDefinition } from "../../../src/engine/engine.ts";
+import { type GenerationPlan, planGeneration } from "../../../src/engine/llama/plan-generation.ts";
+import { AppError } from "../../../src/errors/app-error.ts";
+import { createTestRequest } from "./llama-test-support.ts";
+
+function plan(overrides: Partial<ChatRequest>): GenerationPlan {
+  return planGeneration(createTestRequest(overrides)).plan;
+}
+
+/** The error planning `overrides` throws, or `undefined`. */
+function refusal(overrides: Partial<ChatRequest>): AppError | undefined {
+  try {
+    plan(overrides);
+    return undefined;
+  } catch (error) {
+    if (error instanceof AppError) return error;
+    throw error;
+  }
+}
+
+const anyObject = { type: "object", additionalProperties: true };
+
+/** Parameters schemas whose root says nothing about its type: arguments must still be an object. */
+const untypedParameters: [string, JsonSchema, unknown][] = [
+  ["{}", {}, anyObject],
+  [
+    "properties without a type",
+    { properties: { a: { type: "string" } } },
+    { type: "object", properties: { a: { type: "string" } } },
+  ],
+  ["a description only", { description: "anything" }, { ...anyObject, description: "anything" }],
+  [
+    "a $ref to an object",
+    { $ref: "#/$defs/args", $defs: { args: { type: "object", properties: {} } } },
+    { oneOf: [{ $ref: "#/$defs/args" }], $defs: { args: { type: "object", properties: {} } } },
+  ],
+];
+
+describe("planGeneration: tool parameters always describe a JSON object", () => {
+  it.each(untypedParameters)("gives %s an object root in every plan", (_name, parameters, expected) => {
+    const tool: ToolDefinition = { name: "f", parameters };
+    const other: ToolDefinition = { name: "g", parameters };
+    const named = plan({ tools: [tool, other], toolChoice: { type: "function", name: "f" } });
+    const requiredOne = plan({ tools: [tool], toolChoice: { type: "required" } });
+    const requiredSeveral = plan({ tools: [tool, other], toolChoice: { type: "required" } });
+    const auto = plan({ tools: [tool, other], toolChoice: { type: "auto" } });
+    expect(named).toMatchObject({ kind: "tool-arguments", schema: expected });
+    expect(requiredOne).toMatchObject({ kind: "tool-arguments", schema: expected });
+    expect(requiredSeveral).toMatchObject({
+      kind: "tool-envelope",
+      schema: {
+        oneOf: [
+          { type: "object", properties: { name: { const: "f" }, arguments: expected } },
+          { type: "object", properties: { name: { const: "g" }, arguments: expected } },
+        ],
+      },
+    });
+    expect(auto).toMatchObject({ kind: "functions", functions: { f: { params: expected } } });
+  });
+
+  it("gives a function without parameters an empty object when forced, and no parameters to LlamaChat", () => {
+    const tool: ToolDefinition = { name: "f" };
+    expect(plan({ tools: [tool], toolChoice: { type: "required" } })).toMatchObject({
+      schema: { type: "object", properties: {} },
+    });
+    expect(plan({ tools: [tool] })).toEqual({ kind: "functions", functions: { f: { params: undefined } } });
+  });
+
+  it("refuses parameters whose root declares another type, naming the tool's field", () => {
+    for (const type of ["string", "number", ["object", "null"]]) {
+      const error = refusal({
+        tools: [{ name: "f" }, { name: "g", parameters: { type } }],
+        toolChoice: { type: "auto" },
+      });
+      expect(error?.code).toBe("invalid_value");
+      expect(error?.param).toBe("tools[1].function.parameters");
+      expect(error?.message).toContain(`the root must be of type "object"`);
+      expect(error?.message).toContain(JSON.stringify(type));
+    }
+  });
+
+  it("refuses a root whose alternatives allow values that are not objects", () => {
+    const error = refusal({
+      tools: [{ name: "f", parameters: { anyOf: [{ type: "object" }, { type: "null" }] } }],
+      toolChoice: { type: "required" },
+    });
+    expect(error?.code).toBe("invalid_value");
+    expect(error?.param).toBe("tools[0].function.parameters");
+    expect(error?.message).toMatch(/allows values that are not JSON objects/);
+  });
+
+  it("checks every tool's schema, even where the plan does not use it", () => {
+    const tools: ToolDefinition[] = [
+      { name: "f" },
+      { name: "g", parameters: { type: "object", properties: { a: { type: "banana" } } } },
+    ];
+    for (const toolChoice of [{ type: "none" }, { type: "function", name: "f" }] as const) {
+      const error = refusal({ tools, toolChoice });
+      expect(error?.param).toBe("tools[1].function.parameters");
+      expect(error?.message).toMatch(/at '#\/properties\/a': 'type' has "banana"/);
+    }
+  });
+});
+
+describe("planGeneration: response formats", () => {
+  it.each([
+    [{ type: "banana" }, /'type' has "banana"/],
+    [{ type: "object", required: "a" }, /'required' must be an array of property names/],
+    [{ $ref: "#/nope" }, /'\$ref' "#\/nope" does not resolve/],
+    [{ type: "object", properties: 5 }, /'properties' must be an object/],
+    [{ enum: "a" }, /'enum' must be a non-empty array/],
+  ])("refuses the invalid json_schema %j", (schema, message) => {
+    const error = refusal({ responseFormat: { type: "json_schema", name: "x", schema } });
+    expect(error?.code).toBe("invalid_value");
+    expect(error?.status).toBe(400);
+    expect(error?.param).toBe("response_format.json_schema.schema");
+    expect(error?.message).toMatch(message);
+  });
+
+  it("keeps json_schema roots of any type (a number, a string)", () => {
+    expect(plan({ responseFormat: { type: "json_schema", name: "x", schema: { type: "number" } } })).toEqual({
+      kind: "json",
+      schema: { type: "number" },
+    });
+  });
+});
