@@ -208,14 +208,15 @@ async function startOnStore(
     limits: keyLimits,
     replicaId,
     onSettleError: (error, requestId, { retrying, usage }) => {
-      if (retrying)
+      if (retrying) {
         logger.error({ err: error, requestId }, "settling a request failed; retrying in the background");
+        return;
+      }
       // Given up at shutdown: everything needed to record the charge by hand.
-      else
-        logger.error(
-          { err: error, requestId, usage: { ...usage, costNano: String(usage.costNano) } },
-          "settling a request failed; its charge was not recorded",
-        );
+      logger.error(
+        { err: error, requestId, usage: { ...usage, costNano: String(usage.costNano) } },
+        "settling a request failed; its charge was not recorded",
+      );
     },
     onSettleRecovered: (requestId, attempts) =>
       logger.warn({ requestId, attempts }, "settled a request after the store came back"),

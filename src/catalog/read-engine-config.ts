@@ -42,12 +42,13 @@ const ENDPOINT_KEYS = ["base_url", "api_key", "headers"] as const;
 /** A header name: an HTTP token (RFC 9110). */
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 /**
- * Headers Tollgate sets or the HTTP client manages itself: JSON in, an event stream out, the
- * body's length, the connection. `authorization` is the endpoint's `api_key` unless `headers`
+ * Headers Tollgate sets or the HTTP client manages itself: JSON in, an event stream out (not
+ * compressed), the body's length, the connection. `authorization` is the endpoint's `api_key` unless `headers`
  * gives it instead.
  */
 const RESERVED_HEADERS = new Set([
   "accept",
+  "accept-encoding",
   "connection",
   "content-encoding",
   "content-length",

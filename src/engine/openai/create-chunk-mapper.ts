@@ -116,12 +116,13 @@ export function createChunkMapper(): ChunkMapper {
 
   return {
     read(value, parts, eventName) {
+      // Whatever an error event holds is its error: an object, or a bare message.
+      if (eventName === "error") return readErrorBody(JSON.stringify(value));
       if (typeof value !== "object" || value === null) return undefined;
       const chunk = value as UpstreamChunk;
       if (chunk.error !== undefined && chunk.error !== null) {
         return readErrorBody(JSON.stringify({ error: chunk.error }));
       }
-      if (eventName === "error") return readErrorBody(JSON.stringify(chunk));
       if (chunk.usage !== undefined && chunk.usage !== null) {
         reportedUsage = convertUsage(chunk.usage) ?? reportedUsage;
       }

@@ -100,14 +100,20 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
     // could pass the upstream's context and be refused).
     const upstreamMaxTokens =
       request.maxTokens ?? (contextLength === undefined ? maxCompletionTokens : undefined);
-    const body = JSON.stringify(
-      convertRequestBody({ request, model: config.model, maxTokens: upstreamMaxTokens }),
-    );
+    const upstreamBody = convertRequestBody({ request, model: config.model, maxTokens: upstreamMaxTokens });
+    const body = JSON.stringify(upstreamBody);
+    let bodyWithoutStreamOptions: string | undefined;
     const fallbacks =
       useFallbacks && options.resolveEngine !== undefined
         ? config.fallbacks.filter((id) => prepareOptions.mayServe?.(id) ?? true)
         : [];
     const resolveEngine = options.resolveEngine ?? (() => undefined);
+    // As runWithFallbacks sees them: a fallback that is there and not unavailable may serve.
+    const canFallBack = () =>
+      fallbacks.some((id) => {
+        const fallback = resolveEngine(id);
+        return fallback !== undefined && fallback.status() !== "unavailable";
+      });
     let servedBy: string | undefined;
     return {
       promptTokens,
@@ -120,6 +126,10 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
           modelId: model.id,
           balancer,
           body,
+          bodyWithoutStreamOptions: () => {
+            bodyWithoutStreamOptions ??= JSON.stringify({ ...upstreamBody, stream_options: undefined });
+            return bodyWithoutStreamOptions;
+          },
           promptTokens,
           settings,
           signal,
@@ -128,6 +138,7 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
           inFlight,
           logger,
           random: options.random,
+          canFallBack: fallbacks.length === 0 ? undefined : canFallBack,
         });
         if (fallbacks.length === 0) return primary;
         return runWithFallbacks({

@@ -21,6 +21,12 @@ export interface SseParser {
  * Parses `text/event-stream` as the HTML standard says: lines end in `\n`, `\r\n` or `\r`; a
  * blank line dispatches the event; `data:` lines are joined with `\n`; one space after the colon
  * is dropped; comments (`:`), `id:` and `retry:` are ignored; events without data are dropped.
+ * (The leading byte order mark the standard drops is dropped by the UTF-8 decoder, as the
+ * standard's own decoding does: start-upstream-call.ts.)
+ *
+ * One field beyond the standard: llama.cpp's server sends a stream's error as `error: {json}`,
+ * which a standard parser drops (the client would see a stream that ended with nothing); such a
+ * line is read as `event: error` with that data, the way other servers send theirs.
  */
 export function createSseParser(): SseParser {
   /**
@@ -53,9 +59,10 @@ export function createSseParser(): SseParser {
     const field = colon === -1 ? line : line.slice(0, colon);
     let value = colon === -1 ? "" : line.slice(colon + 1);
     if (value.charCodeAt(0) === 32) value = value.slice(1);
-    if (field === "data") {
+    if (field === "data" || field === "error") {
       data.push(value);
       dataLength += value.length;
+      if (field === "error") event = "error";
     } else if (field === "event") event = value;
   };
 
@@ -72,6 +79,8 @@ export function createSseParser(): SseParser {
   return {
     push(text) {
       const events: ServerSentEvent[] = [];
+      // An empty piece (a decoder holding half a character) must not forget a pending "\r".
+      if (text === "") return events;
       let start = 0;
       if (pendingCarriageReturn && text.charCodeAt(0) === 10) start = 1;
       pendingCarriageReturn = false;

@@ -9,9 +9,18 @@ export interface UpstreamEndpoint {
   label: string;
   /** `{base path}/chat/completions` with the base URL's query (Azure's `api-version`), if any. */
   path: string;
-  /** Sent with every request: JSON in, event stream out, the endpoint's key and its own headers. */
+  /**
+   * Sent with every request: JSON in, an uncompressed event stream out, the endpoint's key and
+   * its own headers.
+   */
   headers: Record<string, string>;
   pool: Pool;
+  /**
+   * Whether requests to this endpoint carry `stream_options`. Cleared, for the engine's life, the
+   * first time the endpoint refuses the field (servers that do not know it refuse every request
+   * that has it); usage is then estimated where the endpoint reports none.
+   */
+  takesStreamOptions: boolean;
 }
 
 /**
@@ -35,11 +44,15 @@ export function createUpstreamEndpoint(options: {
   };
   if (options.apiKey !== undefined) headers.authorization = `Bearer ${options.apiKey}`;
   Object.assign(headers, options.headers);
+  // The body is read as it comes, as text: a compressed one could not be. Set after the
+  // endpoint's own headers, which cannot ask for anything else.
+  headers["accept-encoding"] = "identity";
   return {
     index: options.index,
     label: `${url.origin}${basePath}`,
     path: `${basePath}/chat/completions${url.search}`,
     headers,
+    takesStreamOptions: true,
     pool: new Pool(url.origin, {
       connections: options.settings.maxConnections ?? null,
       pipelining: 1,

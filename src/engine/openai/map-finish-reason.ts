@@ -5,7 +5,8 @@ import type { FinishReason } from "../engine.ts";
  * caller). OpenAI's values map to themselves, the legacy `function_call` to `tool_calls`, and the
  * values some compatible servers send (`eos`, `end_turn`, `max_tokens`, `tool_use`) to theirs.
  * A response that called tools finishes with `tool_calls` even where the upstream says `stop`
- * (OpenAI does for a named `tool_choice`): Tollgate always does (SPEC §11).
+ * (OpenAI does for a named `tool_choice`), says nothing, or says something unknown: Tollgate always
+ * does (SPEC §11).
  */
 export function mapFinishReason(raw: string | undefined, options: { calledTools: boolean }): FinishReason {
   switch (raw) {
@@ -25,6 +26,8 @@ export function mapFinishReason(raw: string | undefined, options: { calledTools:
     case "content_filter":
       return "content_filter";
     default:
-      return "other";
+      // No reason, or one without a unified meaning: a response that called tools still asks
+      // the client to run them, which only `tool_calls` tells it.
+      return options.calledTools ? "tool_calls" : "other";
   }
 }

@@ -15,23 +15,24 @@ import { createEndpointFailure, createFinalFailure, type UpstreamFailure } from 
  * | 429                 | 503 `upstream_unavailable` + retry-after | yes, after its `retry-after` | no | yes |
  *
  * An upstream's 401/403 is about Tollgate's credentials, never the client's: passing it on would
- * tell the client its own key is wrong.
+ * tell the client its own key is wrong. A 400 that names `stream_options`, which Tollgate itself
+ * adds to every request, is marked `streamOptionsRefused`: the same request goes again without it.
  */
 export function mapUpstreamStatus(options: {
   status: number;
   body: UpstreamErrorBody;
   retryAfterMs: number | undefined;
   modelId: string;
+  /** Whether the request had `stream_options`. Default false. */
+  sentStreamOptions?: boolean | undefined;
 }): UpstreamFailure {
   const { status, body, modelId, retryAfterMs } = options;
   const told = body.message === undefined ? "" : `: ${body.message}`;
   switch (status) {
     case 400:
     case 422: {
-      const contextExceeded =
-        body.code === "context_length_exceeded" || /context.length|maximum context/i.test(body.message ?? "");
-      return requestFailure(
-        contextExceeded
+      const failure = requestFailure(
+        isContextOverflow(body)
           ? new AppError(
               "context_length_exceeded",
               `The request does not fit the upstream model's context${told}`,
@@ -46,6 +47,10 @@ export function mapUpstreamStatus(options: {
             ),
         status,
       );
+      // Servers that do not know the field refuse every request that carries it.
+      if (options.sentStreamOptions === true && namesStreamOptions(body))
+        return { ...failure, streamOptionsRefused: true };
+      return failure;
     }
     case 413:
       return requestFailure(
@@ -84,6 +89,23 @@ export function mapUpstreamStatus(options: {
         retryAfterMs,
       });
   }
+}
+
+/**
+ * The upstream says the prompt does not fit: OpenAI's code, llama.cpp's type
+ * (`exceed_context_size_error`), or a message about the context's length, size or window.
+ */
+function isContextOverflow(body: UpstreamErrorBody): boolean {
+  return (
+    body.code === "context_length_exceeded" ||
+    body.type === "exceed_context_size_error" ||
+    /context.(length|size|window)|maximum context/i.test(body.message ?? "")
+  );
+}
+
+/** The upstream's complaint is about `stream_options` (or its `include_usage`). */
+function namesStreamOptions(body: UpstreamErrorBody): boolean {
+  return /stream_options|include_usage/i.test(`${body.param ?? ""} ${body.message ?? ""}`);
 }
 
 /** The request itself is at fault: no retry, no fallback, the client hears why. */

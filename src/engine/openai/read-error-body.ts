@@ -31,28 +31,47 @@ export function readErrorBody(text: string): UpstreamErrorBody {
   if (!isRecord(parsed))
     return typeof parsed === "string" ? { ...empty, message: cleanMessage(parsed) } : empty;
   const error = parsed.error;
-  if (isRecord(error)) {
-    return {
-      message: readText(error.message),
-      type: readString(error.type),
-      code: readString(error.code) ?? (typeof error.code === "number" ? String(error.code) : undefined),
-      param: readString(error.param),
-    };
-  }
+  if (isRecord(error)) return readFields(error, readText(error.message));
   if (typeof error === "string") return { ...empty, message: cleanMessage(error) };
-  return { ...empty, message: readText(parsed.message) ?? readText(parsed.detail) };
+  // The fields at the top: vLLM's `{"object": "error", "message", "type", "code"}`, and the
+  // error events of llama.cpp's streams (`{"code": 400, "message", "type"}`).
+  return readFields(parsed, readText(parsed.message) ?? readText(parsed.detail));
+}
+
+function readFields(fields: Record<string, unknown>, message: string | undefined): UpstreamErrorBody {
+  return {
+    message,
+    type: readString(fields.type),
+    code: readString(fields.code) ?? (typeof fields.code === "number" ? String(fields.code) : undefined),
+    param: readString(fields.param),
+  };
 }
 
 function readText(value: unknown): string | undefined {
   if (typeof value === "string") return value.trim() === "" ? undefined : cleanMessage(value);
-  // FastAPI's validation errors: `detail` is a list of `{msg}`.
+  // FastAPI's validation errors: `detail` is a list of `{loc, msg}`.
   if (Array.isArray(value)) {
-    const messages = value
-      .map((item) => (isRecord(item) && typeof item.msg === "string" ? item.msg : undefined))
-      .filter((message) => message !== undefined);
+    const messages = value.map(readValidationError).filter((message) => message !== undefined);
     return messages.length === 0 ? undefined : cleanMessage(messages.join("; "));
   }
   return undefined;
+}
+
+/**
+ * One FastAPI validation error as `field: message`: the field is what says which part of the
+ * request was refused (`["body", "stream_options"]` reads `stream_options`).
+ */
+function readValidationError(item: unknown): string | undefined {
+  if (!isRecord(item) || typeof item.msg !== "string") return undefined;
+  const location = Array.isArray(item.loc)
+    ? item.loc
+        .filter(
+          (part, index) =>
+            (typeof part === "string" || typeof part === "number") && !(index === 0 && part === "body"),
+        )
+        .join(".")
+    : "";
+  return location === "" ? item.msg : `${location}: ${item.msg}`;
 }
 
 function readString(value: unknown): string | undefined {

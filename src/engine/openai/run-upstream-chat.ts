@@ -10,6 +10,11 @@ import type { UpstreamFailure } from "./upstream-failure.ts";
 export interface UpstreamRunOptions extends AttemptContext {
   /** Source of jitter in [0, 1). Default `Math.random`. */
   random?: (() => number) | undefined;
+  /**
+   * Whether a fallback model could serve the request now: then it does not wait for endpoints
+   * that are resting (cooldown, `retry-after`). Default: none could.
+   */
+  canFallBack?: (() => boolean) | undefined;
 }
 
 /**
@@ -18,17 +23,27 @@ export interface UpstreamRunOptions extends AttemptContext {
  * Until the first part is produced, a failed attempt (connection error, timeout, 408, 429, 5xx,
  * a stream cut before any content) is retried: at once on another endpoint when one is usable,
  * else on the same after an exponential backoff with jitter that is never shorter than the
- * upstream's `retry-after` or the endpoint's cooldown. When the retries are spent, or the next
- * pause would be longer than `maxRetryWaitMs`, the last failure is thrown as an AppError (the
- * caller may then try fallback models). After the first part, a failure ends the stream with an
- * `error` part. Every ending carries usage: the upstream's, or an estimate marked `estimated`.
+ * upstream's `retry-after` or the endpoint's cooldown. When the retries are spent, or the pauses
+ * would add up to more than `maxRetryWaitMs`, or every endpoint is resting while a fallback model
+ * could serve the request, the last failure is thrown as an AppError (the caller then tries the
+ * fallbacks). An endpoint that refuses `stream_options` is asked again at once without it, which
+ * costs no retry. After the first part, a failure ends the stream with an `error` part. Every
+ * ending carries usage: the upstream's, or an estimate marked `estimated`.
  */
 export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenerator<StreamPart> {
   const { balancer, settings, signal, closeSignal } = options;
   const excluded = new Set<UpstreamEndpoint>();
   let endpoint = balancer.pick();
   let lastFailure: UpstreamFailure | undefined;
-  for (let attempt = 0; ; attempt++) {
+  /** Retries so far: failed attempts tried again, and waits for a resting endpoint. */
+  let retries = 0;
+  /** Milliseconds paused so far, for backoff or resting endpoints. */
+  let waited = 0;
+  /** Whether pausing `milliseconds` more keeps the request within `maxRetryWaitMs` in all. */
+  const mayWait = (milliseconds: number): boolean => waited + milliseconds <= settings.maxRetryWaitMs;
+  /** Whether a fallback should serve the request now rather than it wait `restingMs` for an endpoint. */
+  const fallBackNow = (restingMs: number): boolean => restingMs > 0 && options.canFallBack?.() === true;
+  for (;;) {
     if (signal.aborted) {
       yield abortFinish(options.promptTokens);
       return;
@@ -37,9 +52,11 @@ export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenera
     if (endpoint === undefined) {
       const wait = balancer.waitForEndpoint(excluded);
       // Waiting out a cooldown is a retry: with none left, fail fast and say when to come back.
-      if (wait === undefined || wait > settings.maxRetryWaitMs || attempt >= settings.maxRetries) {
+      if (wait === undefined || retries >= settings.maxRetries || !mayWait(wait) || fallBackNow(wait)) {
         throw lastFailure?.error ?? coolingError(options.modelId, wait);
       }
+      retries++;
+      waited += wait;
       await pause(wait, signal, closeSignal);
       endpoint = balancer.pick(excluded);
       continue;
@@ -62,13 +79,23 @@ export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenera
     }
 
     const failure = batch.failure;
+    if (failure.streamOptionsRefused === true) {
+      // Only an attempt that sent the field is marked so: this happens once per endpoint.
+      endpoint.takesStreamOptions = false;
+      options.logger.warn(
+        { model: options.modelId, endpoint: endpoint.label, failure: failure.error.message },
+        "upstream endpoint refuses stream_options; it is asked without them from now on (usage estimated where it reports none)",
+      );
+      continue;
+    }
     lastFailure = failure;
     balancer.reportFailure(endpoint, failure);
     options.logger.warn(
-      { model: options.modelId, endpoint: endpoint.label, attempt: attempt + 1, failure: failure.summary },
+      { model: options.modelId, endpoint: endpoint.label, attempt: retries + 1, failure: failure.summary },
       "upstream attempt failed",
     );
-    if (!failure.retryable || attempt >= settings.maxRetries) throw failure.error;
+    if (!failure.retryable || retries >= settings.maxRetries) throw failure.error;
+    retries++;
     if (!failure.retrySameEndpoint) excluded.add(endpoint);
 
     const other = balancer.pick(new Set([...excluded, endpoint]));
@@ -76,19 +103,20 @@ export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenera
       endpoint = other;
       continue;
     }
-    const cooling = balancer.waitForEndpoint(excluded);
-    if (cooling === undefined) throw failure.error;
+    const resting = balancer.waitForEndpoint(excluded);
+    if (resting === undefined) throw failure.error;
     const delay = Math.max(
-      cooling,
+      resting,
       computeRetryDelay({
-        retry: attempt + 1,
+        retry: retries,
         baseMs: settings.retryBaseDelayMs,
         maxMs: settings.retryMaxDelayMs,
         retryAfterMs: failure.retryAfterMs,
         ...(options.random === undefined ? {} : { random: options.random }),
       }),
     );
-    if (delay > settings.maxRetryWaitMs) throw failure.error;
+    if (!mayWait(delay) || fallBackNow(resting)) throw failure.error;
+    waited += delay;
     await pause(delay, signal, closeSignal);
     endpoint = balancer.pick(excluded);
   }

@@ -1,6 +1,7 @@
 import { AppError } from "../../errors/app-error.ts";
 import type { EngineLogger } from "../create-engine.ts";
 import type { StreamPart, Usage } from "../engine.ts";
+import { convertCompletionToChunk } from "./convert-completion-to-chunk.ts";
 import { type ChunkMapper, createChunkMapper } from "./create-chunk-mapper.ts";
 import type { EndpointBalancer } from "./create-endpoint-balancer.ts";
 import { createSseParser, type ServerSentEvent } from "./create-sse-parser.ts";
@@ -8,8 +9,10 @@ import type { StallKind, StallWatchdog } from "./create-stall-watchdog.ts";
 import type { UpstreamEndpoint } from "./create-upstream-endpoint.ts";
 import { describeTransportError } from "./describe-transport-error.ts";
 import { mapFinishReason } from "./map-finish-reason.ts";
+import { mapStreamError } from "./map-stream-error.ts";
 import { mapUpstreamStatus } from "./map-upstream-status.ts";
 import { parseRetryAfter } from "./parse-retry-after.ts";
+import { isJsonType, readContentEncoding, readMediaType } from "./read-content-headers.ts";
 import { readErrorBody, type UpstreamErrorBody } from "./read-error-body.ts";
 import { startUpstreamCall, type UpstreamCall } from "./start-upstream-call.ts";
 import { createEndpointFailure, createFinalFailure, type UpstreamFailure } from "./upstream-failure.ts";
@@ -21,6 +24,8 @@ export interface AttemptContext {
   modelId: string;
   /** The upstream request body as JSON text, sent unchanged on every attempt. */
   body: string;
+  /** The same without `stream_options`, for endpoints that refuse the field; made when first asked for. */
+  bodyWithoutStreamOptions: () => string;
   /** The estimated prompt tokens, used where the upstream reports none. */
   promptTokens: number;
   settings: UpstreamSettings;
@@ -84,11 +89,12 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
   const { signal, closeSignal, settings, modelId } = context;
   let call: UpstreamCall | undefined;
   const watch = context.watchdog.watch(() => call?.abort(new AttemptStopped("stalled")));
+  const sentStreamOptions = endpoint.takesStreamOptions;
   call = startUpstreamCall({
     pool: endpoint.pool,
     path: endpoint.path,
     headers: endpoint.headers,
-    body: context.body,
+    body: sentStreamOptions ? context.body : context.bodyWithoutStreamOptions(),
     onActivity: () => watch.touch(),
     onWaiting: (waiting) => watch.setWaiting(waiting),
   });
@@ -124,25 +130,29 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
     context.inFlight.delete(current);
   };
 
-  /** Reads one event; `whole`: the data is a whole `chat.completion` (see {@link asChunk}). */
+  /** Reads one event; `whole`: the data is a whole `chat.completion` (see convert-completion-to-chunk.ts). */
   const readEvent = (event: ServerSentEvent, parts: StreamPart[], whole = false) => {
     if (event.data === "[DONE]") {
       done = true;
       return;
     }
-    if (event.data === "") return;
+    const isError = event.event === "error";
+    if (event.data === "" && !isError) return;
     let chunk: unknown;
     try {
       chunk = JSON.parse(event.data);
     } catch {
-      streamError = malformed(whole ? "an answer that is not JSON" : "an event that is not JSON");
+      // An error event's text is its message.
+      streamError = isError
+        ? readErrorBody(event.data)
+        : malformed(whole ? "an answer that is not JSON" : "an event that is not JSON");
       return;
     }
     if (!whole) {
       streamError = mapper.read(chunk, parts, event.event);
       return;
     }
-    streamError = mapper.read(asChunk(chunk), parts);
+    streamError = mapper.read(convertCompletionToChunk(chunk), parts);
     // A completion is complete in itself; anything else (no choices) is no answer.
     if (streamError === undefined && Array.isArray((chunk as { choices?: unknown } | null)?.choices))
       done = true;
@@ -171,7 +181,7 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
     } else if (streamError !== undefined) {
       const summary = `sent an error${streamError.message === undefined ? "" : ` (${streamError.message})`}`;
       if (hasParts) final = midStreamError(summary, parts);
-      else failure = createEndpointFailure({ modelId, summary, endpointFault: false });
+      else failure = mapStreamError({ body: streamError, summary, modelId, sentStreamOptions });
     } else if (mapper.rawFinishReason !== undefined) {
       // Ended (or broke) after its finish reason, without [DONE]: the answer is complete; only
       // the usage chunk may be missing, and is then estimated.
@@ -253,10 +263,17 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
           awaitingUpstream = true;
           const response = await current.response;
           awaitingUpstream = false;
+          const encoding = readContentEncoding(response.headers["content-encoding"]);
           if (response.statusCode < 200 || response.statusCode >= 300) {
-            awaitingUpstream = true;
-            const text = await readErrorText(current);
-            awaitingUpstream = false;
+            let text = "";
+            if (encoding === undefined) {
+              awaitingUpstream = true;
+              text = await readErrorText(current);
+              awaitingUpstream = false;
+            } else {
+              // A compressed error body would read as noise: its status says enough.
+              current.drain(DRAIN_AFTER_END_MS);
+            }
             finishUp();
             return {
               kind: "failed",
@@ -265,12 +282,18 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
                 body: readErrorBody(text),
                 retryAfterMs: parseRetryAfter(response.headers),
                 modelId,
+                sentStreamOptions,
               }),
             };
           }
+          if (encoding !== undefined) {
+            finishUp();
+            current.abort(new AttemptStopped("compressed body"));
+            return { kind: "failed", failure: compressedAnswerFailure(modelId, encoding) };
+          }
           context.balancer.reportSuccess(endpoint);
-          const contentType = mediaType(response.headers["content-type"]);
-          stage = contentType !== undefined && JSON_TYPE.test(contentType) ? "json" : "body";
+          const contentType = readMediaType(response.headers["content-type"]);
+          stage = contentType !== undefined && isJsonType(contentType) ? "json" : "body";
           // Read all the same (some servers label streams loosely), but named if nothing came of it.
           if (stage === "body" && contentType !== undefined && contentType !== "text/event-stream")
             unexpectedType = contentType;
@@ -411,42 +434,15 @@ async function readText(call: UpstreamCall, maxLength: number): Promise<{ text: 
   return { text, cut: false };
 }
 
-/** JSON media types: `application/json`, `application/...+json`. */
-const JSON_TYPE = /^application\/([\w.-]+\+)?json$/;
-
-/** A `content-type`'s media type, lower-cased, without parameters; `undefined` when there is none. */
-function mediaType(contentType: string | string[] | undefined): string | undefined {
-  const type = (Array.isArray(contentType) ? contentType[0] : contentType)?.split(";", 1)[0]?.trim();
-  return type === undefined || type === "" ? undefined : type.toLowerCase();
-}
-
 /**
- * A non-streamed `chat.completion` as the one chunk that says the same: each choice's `message`
- * as its `delta`, its tool calls numbered by position, the usage beside. Anything else (an error
- * object, say) is left as it is for the chunk mapper to read.
+ * An answer compressed although Tollgate asked for `accept-encoding: identity` (a server or a
+ * proxy that ignores it): it cannot be read. The endpoint is at fault and will answer the same
+ * again, so other endpoints and the fallbacks are tried, not this one, and it rests.
  */
-function asChunk(completion: unknown): unknown {
-  if (typeof completion !== "object" || completion === null) return completion;
-  const { choices } = completion as { choices?: unknown };
-  if (!Array.isArray(choices)) return completion;
-  return {
-    ...completion,
-    choices: choices.map((choice: unknown) => {
-      if (typeof choice !== "object" || choice === null) return choice;
-      const { message, ...rest } = choice as { message?: unknown };
-      if (typeof message !== "object" || message === null) return rest;
-      const { tool_calls: calls } = message as { tool_calls?: unknown };
-      return {
-        ...rest,
-        delta: {
-          ...message,
-          tool_calls: Array.isArray(calls)
-            ? calls.map((call: unknown, index) =>
-                typeof call === "object" && call !== null ? { ...call, index } : call,
-              )
-            : calls,
-        },
-      };
-    }),
-  };
+function compressedAnswerFailure(modelId: string, encoding: string): UpstreamFailure {
+  return createEndpointFailure({
+    modelId,
+    summary: `answered with Content-Encoding ${encoding}, which Tollgate does not decode`,
+    retrySameEndpoint: false,
+  });
 }

@@ -1,5 +1,4 @@
 import type { IncomingHttpHeaders } from "node:http";
-import { StringDecoder } from "node:string_decoder";
 import type { Dispatcher, Pool } from "undici";
 
 /** One HTTP exchange with an upstream, read by pulling. */
@@ -7,7 +6,8 @@ export interface UpstreamCall {
   /** The status and headers; rejects with the transport error, or the reason it was aborted. */
   readonly response: Promise<{ statusCode: number; headers: IncomingHttpHeaders }>;
   /**
-   * The next piece of the body as text (UTF-8 decoded across chunk boundaries), or `undefined`
+   * The next piece of the body as text (UTF-8 decoded across chunk boundaries, a leading byte
+   * order mark dropped), or `undefined`
    * once the body ended. Rejects with the transport error, or the reason it was aborted, after
    * the pieces that came before it.
    */
@@ -24,6 +24,8 @@ export interface UpstreamCall {
 
 /** Pieces held before the upstream is paused (TCP backpressure); it resumes at half. */
 const HIGH_WATER_MARK = 32;
+/** One options object for every piece decoded: more may follow. */
+const MORE_TO_COME = { stream: true };
 
 /**
  * Sends a POST through undici's dispatcher, turning its callbacks into a pull interface. This
@@ -49,7 +51,9 @@ export function startUpstreamCall(options: {
   // Read or not, a failed exchange must not become an unhandled rejection.
   response.catch(() => {});
   const pieces: string[] = [];
-  const decoder = new StringDecoder("utf8");
+  // The standard's UTF-8 decode, which drops one byte order mark at the start of the body (even
+  // split over pieces): an event stream's first line after a BOM would be a field nobody knows.
+  const decoder = new TextDecoder("utf-8");
   let ended = false;
   let draining = false;
   let drainTimer: NodeJS.Timeout | undefined;
@@ -78,7 +82,7 @@ export function startUpstreamCall(options: {
     },
     onResponseData(current, chunk) {
       if (failure !== undefined || draining) return;
-      pieces.push(decoder.write(chunk));
+      pieces.push(decoder.decode(chunk, MORE_TO_COME));
       options.onActivity();
       if (pieces.length >= HIGH_WATER_MARK) current.pause();
       notify();
@@ -86,7 +90,7 @@ export function startUpstreamCall(options: {
     onResponseEnd() {
       if (failure !== undefined) return;
       clearTimeout(drainTimer);
-      const rest = decoder.end();
+      const rest = decoder.decode();
       if (rest !== "" && !draining) pieces.push(rest);
       ended = true;
       notify();

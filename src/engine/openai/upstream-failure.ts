@@ -16,6 +16,11 @@ export interface UpstreamFailure {
   retryAfterMs: number | undefined;
   /** The client's error when this is the last failure. */
   error: AppError;
+  /**
+   * The upstream refused the `stream_options` it was sent (a server that does not know the
+   * field): the endpoint is asked again at once without it, whatever `retryable` says.
+   */
+  streamOptionsRefused?: boolean;
 }
 
 /** A failure of the endpoint (not of the request): retried, counted, with fallbacks. */

@@ -16,8 +16,9 @@ export interface UpstreamSettings {
   /** Longest backoff pause, in ms. Default 4 s. */
   retryMaxDelayMs: number;
   /**
-   * Longest pause a request waits for an endpoint (its `retry-after`, its cooldown) before giving
-   * up on it and trying the fallbacks, in ms. Default 10 s.
+   * Longest time a request pauses for its endpoints in all (backoff, `retry-after`, cooldowns)
+   * before it gives up on them and tries the fallbacks, in ms. Default 10 s. (With a fallback
+   * that could serve, a request does not wait for resting endpoints at all.)
    */
   maxRetryWaitMs: number;
   /** Failures in a row that put an endpoint in cooldown. Default 3. */

@@ -33,12 +33,15 @@ export type UpstreamResponseFormat =
       json_schema: { name: string; schema: Record<string, unknown>; strict?: boolean };
     };
 
-/** The body of `POST {base_url}/chat/completions`. Always streamed, always with usage. */
+/**
+ * The body of `POST {base_url}/chat/completions`. Always streamed, with usage asked for except
+ * from endpoints that refuse `stream_options`.
+ */
 export interface UpstreamRequestBody {
   model: string;
   messages: UpstreamMessage[];
   stream: true;
-  stream_options: { include_usage: true };
+  stream_options?: { include_usage: true };
   max_tokens?: number;
   temperature: number;
   top_p: number;

@@ -28,6 +28,22 @@ describe("createSseParser", () => {
     expect(parseInPieces([...text])).toEqual(expected);
   });
 
+  it("keeps a CRLF whole when an empty piece comes between its CR and LF (regression)", () => {
+    // A decoder holding half a character hands on "": the "\n" after it ends no second line.
+    expect(parseInPieces(["data: a\r", "", "\ndata: b\r\n\r\n"])).toEqual([
+      { event: undefined, data: "a\nb" },
+    ]);
+  });
+
+  it("reads llama.cpp's error field as an error event (regression: it was dropped)", () => {
+    const error =
+      '{"code":400,"message":"the request exceeds the available context size","type":"exceed_context_size_error"}';
+    expect(parseInPieces([`error: ${error}\n\ndata: [DONE]\n\n`])).toEqual([
+      { event: "error", data: error },
+      { event: undefined, data: "[DONE]" },
+    ]);
+  });
+
   it("accepts lone CR line endings", () => {
     expect(parseInPieces(["data: x\r\rdata: y\r\r"])).toEqual([
       { event: undefined, data: "x" },

@@ -22,4 +22,9 @@ describe("mapFinishReason", () => {
     expect(mapFinishReason("stop", { calledTools: true })).toBe("tool_calls");
     expect(mapFinishReason("length", { calledTools: true })).toBe("length");
   });
+
+  it("finishes a response that called tools with tool_calls where the upstream sent no reason (regression)", () => {
+    expect(mapFinishReason(undefined, { calledTools: true })).toBe("tool_calls");
+    expect(mapFinishReason("something_new", { calledTools: true })).toBe("tool_calls");
+  });
 });

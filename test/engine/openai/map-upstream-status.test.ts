@@ -24,6 +24,57 @@ describe("mapUpstreamStatus", () => {
     expect(failure.error.code).toBe("context_length_exceeded");
   });
 
+  it("recognises llama.cpp's context overflow by its type and message", () => {
+    const failure = map(
+      400,
+      JSON.stringify({
+        error: {
+          code: 400,
+          message: "the request exceeds the available context size, try increasing it",
+          type: "exceed_context_size_error",
+        },
+      }),
+    );
+    expect(failure.error.code).toBe("context_length_exceeded");
+    expect(failure.error.message).toContain("exceeds the available context size");
+    expect(
+      map(400, JSON.stringify({ error: { message: "prompt is longer than the context size" } })).error.code,
+    ).toBe("context_length_exceeded");
+  });
+
+  it("marks a 400 about the stream_options Tollgate sent, so that it goes again without them", () => {
+    const refusal = JSON.stringify({
+      error: { message: "Unrecognized request argument supplied: stream_options" },
+    });
+    const withOptions = (status: number, body: string) =>
+      mapUpstreamStatus({
+        status,
+        body: readErrorBody(body),
+        retryAfterMs: undefined,
+        modelId: "gpt",
+        sentStreamOptions: true,
+      });
+    expect(withOptions(400, refusal).streamOptionsRefused).toBe(true);
+    expect(
+      withOptions(
+        422,
+        JSON.stringify({
+          detail: [{ loc: ["body", "stream_options"], msg: "Extra inputs are not permitted" }],
+        }),
+      ).streamOptionsRefused,
+    ).toBe(true);
+    expect(
+      withOptions(400, JSON.stringify({ error: { message: "Unknown field", param: "include_usage" } }))
+        .streamOptionsRefused,
+    ).toBe(true);
+    // Not sent, or another complaint: the client's 400.
+    expect(map(400, refusal).streamOptionsRefused).toBeUndefined();
+    expect(
+      withOptions(400, JSON.stringify({ error: { message: "Invalid 'top_p'." } })).streamOptionsRefused,
+    ).toBeUndefined();
+    expect(withOptions(500, refusal).streamOptionsRefused).toBeUndefined();
+  });
+
   it.each([401, 403])("never passes an upstream %i on: it is about Tollgate's credentials", (status) => {
     const failure = map(
       status,

@@ -33,6 +33,27 @@ describe("readErrorBody", () => {
     expect(readErrorBody('{"error":{"code":429}}').code).toBe("429");
   });
 
+  it("reads the fields at the top level (vLLM's errors, llama.cpp's error events)", () => {
+    expect(
+      readErrorBody(
+        '{"object":"error","message":"too long","type":"BadRequestError","param":null,"code":400}',
+      ),
+    ).toEqual({ message: "too long", type: "BadRequestError", code: "400", param: undefined });
+  });
+
+  it("names the field of a FastAPI validation error", () => {
+    expect(
+      readErrorBody(
+        JSON.stringify({
+          detail: [
+            { loc: ["body", "stream_options"], msg: "Extra inputs are not permitted" },
+            { loc: ["body", "messages", 0, "role"], msg: "Input should be 'user'" },
+          ],
+        }),
+      ).message,
+    ).toBe("stream_options: Extra inputs are not permitted; messages.0.role: Input should be 'user'");
+  });
+
   it("says nothing for empty bodies and HTML pages", () => {
     expect(readErrorBody("")).toEqual({
       message: undefined,

@@ -267,6 +267,46 @@ describe("upstream engine: fallbacks and cooldown", () => {
     expect(second.requests).toHaveLength(3);
   });
 
+  it("goes to a fallback at once while every endpoint rests, instead of waiting for them (regression)", async () => {
+    const failing = await mock(answerError(500));
+    const backupUpstream = await mock(streamText(["from the backup"]));
+    const backup = createTestEngine({ model: upstreamModel([backupUpstream.baseUrl], { id: "backup" }) });
+    const engine = createTestEngine({
+      model: upstreamModel([failing.baseUrl], { fallbacks: ["backup"] }),
+      resolveEngine: (id) => (id === "backup" ? backup : undefined),
+      // One failure rests the endpoint, for longer than a test may wait but within what a
+      // request would wait for it.
+      settings: { failureThreshold: 1, cooldownMs: 20_000, maxRetryWaitMs: 60_000 },
+    });
+    for (let index = 0; index < 3; index++) {
+      expect(textOf(await collectParts(engine))).toBe("from the backup");
+    }
+    expect(failing.requests).toHaveLength(1);
+    expect(backupUpstream.requests).toHaveLength(3);
+  });
+
+  it("waits for resting endpoints when no fallback could serve", async () => {
+    const failing = await mock(sequence(1, answerError(500), streamText(["after the rest"])));
+    const engine = createTestEngine({
+      model: upstreamModel([failing.baseUrl], { fallbacks: ["missing"] }),
+      resolveEngine: () => undefined,
+      settings: { failureThreshold: 1, cooldownMs: 50 },
+    });
+    expect(textOf(await collectParts(engine))).toBe("after the rest");
+    expect(failing.requests).toHaveLength(2);
+  });
+
+  it("bounds the time a request waits for endpoints in all, not pause by pause (regression)", async () => {
+    const failing = await mock(answerError(500));
+    // Rests of 100, 200, 400 ms: each of the first two fits the bound, the two together do not.
+    const engine = createTestEngine({
+      model: upstreamModel([failing.baseUrl]),
+      settings: { failureThreshold: 1, cooldownMs: 100, maxRetryWaitMs: 250, maxRetries: 5 },
+    });
+    expect(await firstError(engine)).toMatchObject({ code: "upstream_unavailable" });
+    expect(failing.requests).toHaveLength(2);
+  });
+
   it("rests an endpoint that keeps failing: unavailable, failing fast, back after its cooldown", async () => {
     const upstream = await mock(answerError(500));
     const engine = createTestEngine({

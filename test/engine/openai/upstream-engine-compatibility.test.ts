@@ -1,0 +1,236 @@
+import { gzipSync } from "node:zlib";
+import { afterEach, describe, expect, it } from "vitest";
+import type { AppError } from "../../../src/errors/app-error.ts";
+import {
+  chatRequest,
+  closeEngines,
+  collectParts,
+  createTestEngine,
+  firstError,
+  textOf,
+  upstreamModel,
+} from "./engine-helpers.ts";
+import {
+  answerError,
+  chunk,
+  type MockHandler,
+  type MockUpstream,
+  startMockUpstream,
+  streamText,
+  textEvents,
+  usageChunk,
+  writeEvents,
+} from "./mock-upstream.ts";
+
+/** How servers that are "OpenAI-compatible" differ from OpenAI, and how the engine copes. */
+
+const mocks: MockUpstream[] = [];
+async function mock(handler?: MockHandler) {
+  const upstream = await startMockUpstream(handler);
+  mocks.push(upstream);
+  return upstream;
+}
+
+afterEach(async () => {
+  await closeEngines();
+  await Promise.all(mocks.splice(0).map((upstream) => upstream.close()));
+});
+
+/** Answers 200 with an event stream whose body is `pieces`, written one by one. */
+function answerStream(...pieces: (string | Buffer)[]): MockHandler {
+  return (_request, response) => {
+    response.writeHead(200, { "content-type": "text/event-stream" });
+    for (const piece of pieces) response.write(piece);
+    response.end();
+  };
+}
+
+function event(data: unknown): string {
+  return `data: ${JSON.stringify(data)}\n\n`;
+}
+
+/** A server that does not know `stream_options`: 400 for any body that has it, else `answer`. */
+function refusingStreamOptions(answer: MockHandler): MockHandler {
+  const refusal = answerError(400, {
+    error: {
+      message: "Unrecognized request argument supplied: stream_options",
+      type: "invalid_request_error",
+      param: null,
+      code: null,
+    },
+  });
+  return (request, response) =>
+    "stream_options" in request.body ? refusal(request, response) : answer(request, response);
+}
+
+function sentStreamOptions(upstream: MockUpstream): boolean[] {
+  return upstream.requests.map((request) => "stream_options" in request.body);
+}
+
+describe("upstream engine: servers that refuse stream_options", () => {
+  it("asks again at once without them, and leaves them out for that endpoint from then on (regression)", async () => {
+    const upstream = await mock(refusingStreamOptions(streamText(["Hello"], { usage: undefined })));
+    // No retries: asking again without stream_options is not one.
+    const engine = createTestEngine({
+      model: upstreamModel([upstream.baseUrl]),
+      settings: { maxRetries: 0 },
+    });
+    const parts = await collectParts(engine);
+    expect(textOf(parts)).toBe("Hello");
+    // Without include_usage the server reports none: estimated, and said so.
+    expect(parts.at(-1)).toMatchObject({ type: "finish", reason: "stop", usage: { estimated: true } });
+    expect(sentStreamOptions(upstream)).toEqual([true, false]);
+
+    expect(textOf(await collectParts(engine))).toBe("Hello");
+    expect(sentStreamOptions(upstream)).toEqual([true, false, false]);
+    expect(engine.status()).toBe("available");
+  });
+
+  it("keeps sending them to the endpoints that take them", async () => {
+    const refusing = await mock(refusingStreamOptions(streamText(["refusing"])));
+    const taking = await mock(streamText(["taking"]));
+    const engine = createTestEngine({ model: upstreamModel([refusing.baseUrl, taking.baseUrl]) });
+    const texts: string[] = [];
+    for (let index = 0; index < 4; index++) texts.push(textOf(await collectParts(engine)));
+    expect(texts).toEqual(["refusing", "taking", "refusing", "taking"]);
+    expect(sentStreamOptions(refusing)).toEqual([true, false, false]);
+    expect(sentStreamOptions(taking)).toEqual([true, true]);
+  });
+});
+
+describe("upstream engine: llama.cpp's error events", () => {
+  const contextOverflow =
+    'error: {"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error"}\n\n';
+
+  it("passes a context overflow before the answer on as 400 context_length_exceeded, not retried (regression)", async () => {
+    const upstream = await mock(answerStream(contextOverflow, "data: [DONE]\n\n"));
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+    const error = await firstError(engine);
+    expect(error).toMatchObject({ code: "context_length_exceeded", status: 400 });
+    expect((error as AppError).message).toContain("the request exceeds the available context size");
+    expect(upstream.requests).toHaveLength(1);
+    expect(engine.status()).toBe("available");
+  });
+
+  it("ends an answer with an error part that carries the upstream's message (regression)", async () => {
+    const upstream = await mock(
+      answerStream(
+        event(chunk({ role: "assistant", content: "Partial" })),
+        'error: {"code":500,"message":"llama_decode failed","type":"server_error"}\n\n',
+        "data: [DONE]\n\n",
+      ),
+    );
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+    const parts = await collectParts(engine);
+    expect(textOf(parts)).toBe("Partial");
+    const last = parts.at(-1);
+    expect(last).toMatchObject({ type: "error", error: { code: "upstream_unavailable" } });
+    if (last?.type !== "error") throw new Error("no error part");
+    expect(last.error.message).toContain("llama_decode failed");
+  });
+
+  it("retries an error event that is not the request's fault", async () => {
+    let seen = 0;
+    const upstream = await mock((request, response) =>
+      seen++ === 0
+        ? answerStream('error: {"code":503,"message":"loading model","type":"unavailable_error"}\n\n')(
+            request,
+            response,
+          )
+        : streamText(["loaded"])(request, response),
+    );
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+    expect(textOf(await collectParts(engine))).toBe("loaded");
+    expect(upstream.requests).toHaveLength(2);
+  });
+});
+
+describe("upstream engine: the stream's bytes", () => {
+  it("drops a byte order mark at the start of the stream instead of the first event (regression)", async () => {
+    // The first event carries text: it is the one a BOM would make unreadable.
+    const events = [chunk({ role: "assistant", content: "Hello" }), ...textEvents([" there"]).slice(1)];
+    const body = `\uFEFF${events.map(event).join("")}data: [DONE]\n\n`;
+    const bytes = Buffer.from(body);
+    // The mark split over two writes, as a network may deliver it.
+    const upstream = await mock(answerStream(bytes.subarray(0, 2), bytes.subarray(2)));
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+    const parts = await collectParts(engine);
+    expect(textOf(parts)).toBe("Hello there");
+    expect(parts.at(-1)).toMatchObject({ type: "finish", reason: "stop" });
+  });
+
+  it("finishes tool calls with tool_calls when the upstream sends no finish_reason (regression)", async () => {
+    const upstream = await mock((_request, response) =>
+      writeEvents(response, [
+        chunk({ role: "assistant", content: null }),
+        chunk({
+          tool_calls: [
+            { index: 0, id: "call_1", type: "function", function: { name: "get_time", arguments: "{}" } },
+          ],
+        }),
+        usageChunk(20, 5),
+      ]),
+    );
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+    const parts = await collectParts(
+      engine,
+      chatRequest({ tools: [{ name: "get_time" }], toolChoice: { type: "auto" } }),
+    );
+    expect(parts.at(-1)).toEqual({
+      type: "finish",
+      reason: "tool_calls",
+      rawReason: undefined,
+      usage: { promptTokens: 20, completionTokens: 5 },
+    });
+  });
+});
+
+describe("upstream engine: compressed answers", () => {
+  /** A server that compresses whatever it is asked: the body of `events`, gzipped. */
+  const gzipped: MockHandler = (_request, response) => {
+    response.writeHead(200, { "content-type": "text/event-stream", "content-encoding": "gzip" });
+    response.end(gzipSync(`${textEvents(["zipped"]).map(event).join("")}data: [DONE]\n\n`));
+  };
+
+  it("asks for an uncompressed answer, whatever the endpoint's own headers say", async () => {
+    const upstream = await mock(streamText(["Hi"]));
+    const model = upstreamModel([upstream.baseUrl]);
+    if (model.engine?.type !== "openai") throw new Error("an upstream model");
+    model.engine.endpoints = [
+      { baseUrl: upstream.baseUrl, apiKey: undefined, headers: { "accept-encoding": "gzip, br" } },
+    ];
+    const engine = createTestEngine({ model });
+    await collectParts(engine);
+    expect(upstream.requests[0]?.headers["accept-encoding"]).toBe("identity");
+  });
+
+  it("says an answer was compressed instead of calling it empty, and does not ask that endpoint again (regression)", async () => {
+    const upstream = await mock(gzipped);
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+    const error = await firstError(engine);
+    expect(error).toMatchObject({ code: "upstream_unavailable", status: 503 });
+    expect((error as AppError).message).toContain(
+      "answered with Content-Encoding gzip, which Tollgate does not decode",
+    );
+    expect(upstream.requests).toHaveLength(1);
+  });
+
+  it("serves the request from another endpoint when one answers compressed", async () => {
+    const compressing = await mock(gzipped);
+    const plain = await mock(streamText(["plain"]));
+    const engine = createTestEngine({ model: upstreamModel([compressing.baseUrl, plain.baseUrl]) });
+    expect(textOf(await collectParts(engine))).toBe("plain");
+    expect(compressing.requests).toHaveLength(1);
+  });
+
+  it("reads no message from a compressed error body, but keeps its status", async () => {
+    const upstream = await mock((_request, response) => {
+      response.writeHead(400, { "content-type": "application/json", "content-encoding": "gzip" });
+      response.end(gzipSync(JSON.stringify({ error: { message: "bad" } })));
+    });
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+    const error = await firstError(engine);
+    expect(error).toMatchObject({ code: "invalid_value", status: 400 });
+    expect((error as AppError).message).toBe("The upstream server rejected the request (HTTP 400)");
+  });
+});
