@@ -1,9 +1,21 @@
 #!/usr/bin/env node
-import { parseArgs } from "node:util";
 import { CliError } from "./admin/cli-error.ts";
+import { dispatchSubcommand } from "./admin/dispatch-subcommand.ts";
+import {
+  listUnappliedConfigChanges,
+  type UnappliedConfigChangesOptions,
+} from "./admin/list-unapplied-config-changes.ts";
+import {
+  isHelpRequested,
+  parseCommandArguments,
+  readWholeNumber,
+  stringOption,
+} from "./admin/parse-command-arguments.ts";
+import { hideKeySecrets } from "./admin/read-key-reference.ts";
 import { formatAmount } from "./billing/money.ts";
 import type { Config } from "./catalog/catalog.ts";
 import { loadConfig } from "./catalog/load-config.ts";
+import type { RunningServer } from "./server.ts";
 import type { Store } from "./store/store.ts";
 
 // Each command imports what it runs when it runs: `serve` does not hold the admin commands, the
@@ -22,7 +34,7 @@ Commands:
                                                     create an API key (printed once)
   keys list [--account NAME|ID]                     list keys (never their secrets)
   keys revoke ID                                    revoke a key by public id or whole key
-  usage [--account NAME|ID] [--key PUBLICID] [--model M] [--since ISO] [--until ISO]
+  usage [--account NAME|ID] [--key PUBLIC_ID|KEY] [--model M] [--since ISO] [--until ISO]
         [--group-by day|model|key] [--format table|json|csv]
                                                     the usage ledger
   audit                                             check balances against credits and charges;
@@ -32,7 +44,16 @@ Commands:
   models make-test FILE [--seed N] [--size tiny|small]
                                                     write a tiny random-weight GGUF for tests and demos
 
-Every command accepts --config FILE (else TOLLGATE_CONFIG, else ./tollgate.yaml, else the built-in catalogue).`;
+Every command accepts --config FILE (else TOLLGATE_CONFIG, else ./tollgate.yaml, else the built-in catalogue),
+and --help (or -h) anywhere for its usage.`;
+
+const SERVE_USAGE = "tollgate serve [--config FILE] [--host H] [--port N]";
+
+const MODELS_USAGE = {
+  list: "tollgate models list",
+  pull: "tollgate models pull ID|URI",
+  "make-test": "tollgate models make-test FILE [--seed N] [--size tiny|small]",
+} as const;
 
 /** Takes `--config FILE` / `--config=FILE` out of the arguments, wherever it stands. */
 function extractConfigOption(argv: string[]): { file: string | undefined; rest: string[] } {
@@ -68,19 +89,32 @@ const out = {
 };
 
 async function serve(argv: string[], configFile: string | undefined): Promise<void> {
-  const { values } = parseArgs({
-    args: argv,
+  if (isHelpRequested(argv)) {
+    out.write(`Usage: ${SERVE_USAGE}`);
+    return;
+  }
+  const { values } = parseCommandArguments(argv, {
     options: { host: { type: "string" }, port: { type: "string" } },
+    positionals: 0,
+    usage: SERVE_USAGE,
+  });
+  const host = readHostOption(stringOption(values, "host"));
+  const port = readPortOption(stringOption(values, "port"));
+  // SIGHUP re-reads the config this command would read at start (SPEC §11) and swaps in its
+  // catalogue and prices. The handler goes in before anything else: without one, a SIGHUP ends
+  // the process (its default action), and a start takes a second or more. One that comes while
+  // the server starts is done once it has started.
+  let reload: (() => void) | undefined;
+  let reloadWhenStarted = false;
+  process.on("SIGHUP", () => {
+    if (reload === undefined) reloadWhenStarted = true;
+    else reload();
   });
   const config = await loadConfig({ file: configFile });
   const { STARTER_BALANCE_NANO, startServer } = await import("./server.ts");
-  const port = values.port === undefined ? undefined : Number(values.port);
-  if (port !== undefined && (!Number.isInteger(port) || port < 0 || port > 65535)) {
-    throw new CliError(`--port must be a port number from 0 to 65535 (got ${values.port})`);
-  }
   const server = await startServer({
     config,
-    ...(values.host === undefined ? {} : { host: values.host }),
+    ...(host === undefined ? {} : { host }),
     ...(port === undefined ? {} : { port }),
   });
   const { adminKey, starterKey } = server.createdKeys;
@@ -102,6 +136,13 @@ async function serve(argv: string[], configFile: string | undefined): Promise<vo
     out.write("");
   }
   out.write(`Tollgate listening on ${server.baseUrl}`);
+  reload = createReloader({
+    server,
+    running: config,
+    configFile,
+    fixed: { hostFromCommandLine: host !== undefined, portFromCommandLine: port !== undefined },
+  });
+  if (reloadWhenStarted) reload();
   let closing = false;
   const shutdown = (signal: string) => {
     if (closing) return;
@@ -115,60 +156,112 @@ async function serve(argv: string[], configFile: string | undefined): Promise<vo
       },
     );
   };
-  // SIGHUP re-reads the config this command would read at start (SPEC §11) and swaps in its
-  // catalogue and prices; a config with errors is reported and the running one kept.
-  process.on("SIGHUP", () => {
-    loadConfig({ file: configFile })
-      .then((next) => server.reload(next))
-      .catch((error: unknown) =>
-        server.app.log.error({ err: error }, "reloading the config failed; keeping the running one"),
-      );
-  });
   process.on("SIGTERM", () => shutdown("SIGTERM"));
   process.on("SIGINT", () => shutdown("SIGINT"));
 }
 
-async function models(argv: string[], configFile: string | undefined): Promise<void> {
-  const [subcommand, ...rest] = argv;
-  switch (subcommand) {
-    case "list": {
-      const config = await loadConfig({ file: configFile });
-      for (const model of config.models) {
-        const engine = model.engine === undefined ? "-" : `${model.engine.type}:${model.engine.model}`;
-        out.write(`${model.id}\t${model.kind}\t${engine}`);
-      }
-      return;
-    }
-    case "pull": {
-      const config = await loadConfig({ file: configFile });
-      const { runModelsPullCommand } = await import("./models/pull-command.ts");
-      return runModelsPullCommand(config, rest, out);
-    }
-    case "make-test": {
-      const { values, positionals } = parseArgs({
-        args: rest,
-        allowPositionals: true,
-        options: { seed: { type: "string" }, size: { type: "string" } },
-      });
-      const file = positionals[0];
-      if (file === undefined || positionals.length > 1)
-        throw new CliError("usage: tollgate models make-test FILE [--seed N] [--size tiny|small]");
-      const seed = values.seed === undefined ? undefined : Number(values.seed);
-      if (seed !== undefined && !Number.isSafeInteger(seed))
-        throw new CliError(`--seed must be an integer (got ${values.seed})`);
-      const size = values.size ?? "tiny";
-      if (size !== "tiny" && size !== "small")
-        throw new CliError(`--size must be tiny or small (got ${size})`);
-      const { writeTestModel } = await import("./gguf/write-test-model.ts");
-      const info = await writeTestModel({ path: file, size, ...(seed === undefined ? {} : { seed }) });
-      out.write(`wrote ${info.path} (${info.parameters} parameters, ${info.bytes} bytes)`);
-      return;
-    }
-    default:
-      throw new CliError(
-        `unknown models command '${subcommand ?? ""}'; try 'models list', 'models pull ID|URI' or 'models make-test FILE'`,
-      );
+/** `--host`: an address or host name as it is; empty or padded text names no host to listen on. */
+function readHostOption(text: string | undefined): string | undefined {
+  if (text === undefined) return undefined;
+  if (text === "" || text.trim() !== text) {
+    throw new CliError(
+      `--host must be an address or host name such as 127.0.0.1 or 0.0.0.0 (got ${JSON.stringify(text)})`,
+    );
   }
+  return text;
+}
+
+/** `--port`: digits only, as the PORT variable takes it (no "", " 80", 0x50 or 8e3). */
+function readPortOption(text: string | undefined): number | undefined {
+  if (text === undefined) return undefined;
+  const port = readWholeNumber(text, 65_535);
+  if (port === undefined) {
+    throw new CliError(`--port must be an integer from 0 to 65535 (got ${JSON.stringify(text)})`);
+  }
+  return port;
+}
+
+/**
+ * What a SIGHUP runs once the server has started: re-reads the config and swaps in its catalogue
+ * (a config with errors is reported and the running one kept), then warns about every setting
+ * the reload does not apply. Reloads run one after another, so the last signal's config wins.
+ */
+function createReloader(options: {
+  server: RunningServer;
+  /** The config the server started with: what it still runs with, but for the catalogue. */
+  running: Config;
+  configFile: string | undefined;
+  fixed: UnappliedConfigChangesOptions;
+}): () => void {
+  const { server } = options;
+  let previous = Promise.resolve();
+  const reloadOnce = async () => {
+    try {
+      const next = await loadConfig({ file: options.configFile });
+      await server.reload(next);
+      for (const setting of listUnappliedConfigChanges(options.running, next, options.fixed)) {
+        server.app.log.warn({ setting }, `${setting} changed in the config; restart the server to apply it`);
+      }
+    } catch (error) {
+      server.app.log.error({ err: error }, "reloading the config failed; keeping the running one");
+    }
+  };
+  return () => {
+    previous = previous.then(reloadOnce);
+  };
+}
+
+async function models(argv: string[], configFile: string | undefined): Promise<void> {
+  await dispatchSubcommand({
+    group: "models",
+    usage: MODELS_USAGE,
+    argv,
+    out,
+    handlers: {
+      list: async (rest) => {
+        parseCommandArguments(rest, { options: {}, positionals: 0, usage: MODELS_USAGE.list });
+        const config = await loadConfig({ file: configFile });
+        for (const model of config.models) {
+          const engine = model.engine === undefined ? "-" : `${model.engine.type}:${model.engine.model}`;
+          out.write(`${model.id}\t${model.kind}\t${engine}`);
+        }
+      },
+      pull: async (rest) => {
+        const config = await loadConfig({ file: configFile });
+        const { runModelsPullCommand } = await import("./models/pull-command.ts");
+        await runModelsPullCommand(config, [...rest], out);
+      },
+      "make-test": (rest) => makeTestModel(rest),
+    },
+  });
+}
+
+/** `models make-test FILE [--seed N] [--size tiny|small]`. */
+async function makeTestModel(argv: readonly string[]): Promise<void> {
+  const usage = MODELS_USAGE["make-test"];
+  const { values, positionals } = parseCommandArguments(argv, {
+    options: { seed: { type: "string" }, size: { type: "string" } },
+    positionals: 1,
+    usage,
+  });
+  const seedText = stringOption(values, "seed");
+  // Any safe integer seeds the generator (it hashes the number's text); negative ones and
+  // other spellings of a number (0x10, 1e3) are refused so that one seed has one spelling.
+  const seed = seedText === undefined ? undefined : readWholeNumber(seedText, Number.MAX_SAFE_INTEGER);
+  if (seedText !== undefined && seed === undefined) {
+    throw new CliError(
+      `--seed must be a whole number from 0 to ${Number.MAX_SAFE_INTEGER} (got ${JSON.stringify(seedText)})`,
+    );
+  }
+  const size = stringOption(values, "size") ?? "tiny";
+  if (size !== "tiny" && size !== "small") throw new CliError(`--size must be tiny or small (got ${size})`);
+  const { writeTestModel } = await import("./gguf/write-test-model.ts");
+  const info = await writeTestModel({
+    path: positionals[0] ?? "",
+    size,
+    ...(seed === undefined ? {} : { seed }),
+  });
+  out.write(`wrote ${info.path} (${info.parameters} parameters, ${info.bytes} bytes)`);
 }
 
 async function withStore<T>(
@@ -225,7 +318,8 @@ async function main(argv: string[]): Promise<void> {
 }
 
 main(process.argv.slice(2)).catch((error: unknown) => {
-  const message = error instanceof Error ? error.message : String(error);
+  // An error may repeat what the operator typed: a key pasted in the wrong place keeps its secret.
+  const message = hideKeySecrets(error instanceof Error ? error.message : String(error));
   process.stderr.write(`tollgate: ${message}\n`);
   process.exitCode = 1;
 });

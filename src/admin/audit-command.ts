@@ -2,7 +2,7 @@ import { formatAmount } from "../billing/money.ts";
 import type { AuditProblem, Store } from "../store/store.ts";
 import type { OutputSink } from "./cli-error.ts";
 import { formatInstant } from "./format-table.ts";
-import { parseCommandArguments } from "./parse-command-arguments.ts";
+import { isHelpRequested, parseCommandArguments } from "./parse-command-arguments.ts";
 
 const USAGE = "tollgate audit";
 
@@ -26,7 +26,7 @@ export async function runAuditCommand(
   argv: readonly string[],
   out: OutputSink,
 ): Promise<AuditOutcome> {
-  if (argv[0] === "help" || argv[0] === "--help" || argv[0] === "-h") {
+  if (argv[0] === "help" || isHelpRequested(argv)) {
     out.write(`Usage: ${USAGE}`);
     return { ok: true, problems: [] };
   }

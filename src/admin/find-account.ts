@@ -1,5 +1,6 @@
 import type { Account, Store } from "../store/store.ts";
 import { AdminError } from "./admin-error.ts";
+import { hideKeySecrets } from "./read-key-reference.ts";
 
 /** The shape of account ids (UUIDs). */
 export const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -17,7 +18,8 @@ export async function findAccount(store: Store, nameOrId: string): Promise<Accou
 export async function requireAccount(store: Store, nameOrId: string): Promise<Account> {
   const account = await findAccount(store, nameOrId);
   if (account === undefined) {
-    throw new AdminError("not_found", `No account has the name or id ${JSON.stringify(nameOrId)}.`, {
+    const shown = hideKeySecrets(JSON.stringify(nameOrId));
+    throw new AdminError("not_found", `No account has the name or id ${shown}.`, {
       field: "account",
     });
   }

@@ -47,6 +47,29 @@ export function parseCommandArguments(
   return { values, positionals: parsed.positionals };
 }
 
+/**
+ * Whether the arguments ask for help: `--help` or `-h` anywhere before a `--` (after which
+ * everything is a positional), so `tollgate keys create --account acme --help` shows the usage
+ * instead of refusing an unknown option.
+ */
+export function isHelpRequested(argv: readonly string[]): boolean {
+  for (const argument of argv) {
+    if (argument === "--") return false;
+    if (argument === "--help" || argument === "-h") return true;
+  }
+  return false;
+}
+
+/**
+ * A whole number written in digits only, from 0 to `max`; `undefined` for anything else ("",
+ * " 80", "-1", "0x50", "8e3", "1.0"), which `Number()` would take.
+ */
+export function readWholeNumber(text: string, max: number): number | undefined {
+  if (!/^[0-9]+$/.test(text)) return undefined;
+  const value = Number(text);
+  return Number.isSafeInteger(value) && value <= max ? value : undefined;
+}
+
 /** The string value of an option, or `undefined` when it was not given. */
 export function stringOption(values: CommandArguments["values"], name: string): string | undefined {
   const value = values[name];

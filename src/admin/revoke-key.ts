@@ -1,6 +1,6 @@
-import { isPublicId, parseApiKey } from "../auth/api-key.ts";
 import type { Store } from "../store/store.ts";
 import { AdminError } from "./admin-error.ts";
+import { KEY_REFERENCE_HINT, readKeyReference } from "./read-key-reference.ts";
 
 /** What {@link revokeKey} did. */
 export interface RevokeKeyOutcome {
@@ -19,15 +19,8 @@ export async function revokeKey(
   publicIdOrKey: string,
   options: { now?: () => Date } = {},
 ): Promise<RevokeKeyOutcome> {
-  const text = publicIdOrKey.trim();
-  const publicId = parseApiKey(text)?.publicId ?? (isPublicId(text) ? text : undefined);
-  if (publicId === undefined) {
-    throw new AdminError(
-      "invalid_value",
-      "Name the key by its public id (12 letters and digits, the part after `sk-tg-`) or give the whole key.",
-      { field: "key" },
-    );
-  }
+  const publicId = readKeyReference(publicIdOrKey);
+  if (publicId === undefined) throw new AdminError("invalid_value", KEY_REFERENCE_HINT, { field: "key" });
   const result = await store.revokeApiKey(publicId, (options.now ?? (() => new Date()))());
   switch (result) {
     case "revoked":

@@ -2,7 +2,7 @@ import { formatAmount } from "../billing/money.ts";
 import { type Store, USAGE_GROUPINGS, type UsageGrouping } from "../store/store.ts";
 import { CliError, type OutputSink } from "./cli-error.ts";
 import { createTableLayout, formatInstant, formatTable } from "./format-table.ts";
-import { parseCommandArguments, stringOption } from "./parse-command-arguments.ts";
+import { isHelpRequested, parseCommandArguments, stringOption } from "./parse-command-arguments.ts";
 import {
   readUsagePages,
   renderUsageGroup,
@@ -16,7 +16,7 @@ import {
 import { withCliErrors } from "./with-cli-errors.ts";
 
 const USAGE =
-  "tollgate usage [--account NAME|ID] [--key PUBLIC_ID] [--model M] [--since ISO] [--until ISO] [--group-by day|model|key] [--format table|json|csv]";
+  "tollgate usage [--account NAME|ID] [--key PUBLIC_ID|KEY] [--model M] [--since ISO] [--until ISO] [--group-by day|model|key] [--format table|json|csv]";
 
 const FORMATS = ["table", "json", "csv"] as const;
 
@@ -29,7 +29,7 @@ const FORMATS = ["table", "json", "csv"] as const;
  * memory. Writes to `out`; throws a {@link CliError} for anything the operator got wrong.
  */
 export async function runUsageCommand(store: Store, argv: readonly string[], out: OutputSink): Promise<void> {
-  if (argv[0] === "help" || argv[0] === "--help" || argv[0] === "-h") {
+  if (argv[0] === "help" || isHelpRequested(argv)) {
     out.write(`Usage: ${USAGE}`);
     return;
   }

@@ -5,12 +5,13 @@ import { AdminError } from "./admin-error.ts";
 import { findAccount } from "./find-account.ts";
 import { type CsvValue, formatCsvLine } from "./format-csv.ts";
 import { parseInstant } from "./parse-instant.ts";
+import { hideKeySecrets, KEY_REFERENCE_HINT, readKeyReference } from "./read-key-reference.ts";
 
 /** The filters of `usage` and `GET /admin/usage`, as the operator wrote them. */
 export interface UsageQuery {
   /** An account name or id. */
   account?: string | undefined;
-  /** A key's public id. */
+  /** A key's public id, or the whole key (only its public id is used). */
   key?: string | undefined;
   model?: string | undefined;
   /** ISO 8601: rows at or after this instant. */
@@ -72,19 +73,24 @@ export async function selectUsage(store: Store, query: UsageQuery): Promise<Usag
   if (query.account !== undefined) {
     const account = await findAccount(store, query.account);
     if (account === undefined) {
-      throw new AdminError("not_found", `No account has the name or id ${JSON.stringify(query.account)}.`, {
+      const shown = hideKeySecrets(JSON.stringify(query.account));
+      throw new AdminError("not_found", `No account has the name or id ${shown}.`, {
         field: "account",
       });
     }
     filter.accountId = account.id;
   }
   if (query.key !== undefined) {
-    if ((await store.getApiKeyByPublicId(query.key)) === undefined) {
-      throw new AdminError("not_found", `No key has the public id ${JSON.stringify(query.key)}.`, {
+    // A whole key is taken by its public id, as `keys revoke` takes it; other text is not
+    // repeated (it may be a mistyped secret).
+    const publicId = readKeyReference(query.key);
+    if (publicId === undefined) throw new AdminError("invalid_value", KEY_REFERENCE_HINT, { field: "key" });
+    if ((await store.getApiKeyByPublicId(publicId)) === undefined) {
+      throw new AdminError("not_found", `No key has the public id ${JSON.stringify(publicId)}.`, {
         field: "key",
       });
     }
-    filter.keyPublicId = query.key;
+    filter.keyPublicId = publicId;
   }
   if (query.model !== undefined) filter.model = query.model;
   if (query.since !== undefined) filter.since = readInstant("since", query.since);

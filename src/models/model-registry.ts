@@ -35,9 +35,10 @@ export class ModelRegistry {
 
   /**
    * Swaps in a new catalogue. A model whose engine settings did not change keeps its engine
-   * (and its loaded weights); others get a new one. Returns the engines no longer used, for the
-   * caller to close once their requests have finished: requests in flight keep the engine they
-   * started on.
+   * (and its loaded weights, or the load under way) unless that engine is `unavailable`: a
+   * reload is how an operator retries a model whose file was missing or failed to load. Others
+   * get a new engine. Returns the engines no longer used, for the caller to close once their
+   * requests have finished: requests in flight keep the engine they started on.
    */
   replace(models: readonly CatalogModel[]): ChatEngine[] {
     const previous = this.#models;
@@ -45,7 +46,11 @@ export class ModelRegistry {
     const kept = new Set<ChatEngine>();
     for (const model of models) {
       const old = previous.get(model.id);
-      if (old?.engine !== undefined && isDeepStrictEqual(old.model.engine, model.engine)) {
+      if (
+        old?.engine !== undefined &&
+        old.engine.status() !== "unavailable" &&
+        isDeepStrictEqual(old.model.engine, model.engine)
+      ) {
         next.set(model.id, { model, engine: old.engine });
         kept.add(old.engine);
       } else {

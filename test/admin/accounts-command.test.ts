@@ -219,6 +219,16 @@ describe("accounts", () => {
     await expect(run()).rejects.toThrow(/Missing subcommand/);
   });
 
+  it("prints a subcommand's usage on --help after it, and does nothing else", async () => {
+    expect(await run("create", "--help")).toEqual([
+      "Usage: tollgate accounts create NAME [--balance AMOUNT]",
+    ]);
+    expect(await run("credit", "acme", "5", "-h")).toEqual([
+      "Usage: tollgate accounts credit NAME|ID AMOUNT [--note TEXT]",
+    ]);
+    expect(await store.listAccounts()).toEqual([]);
+  });
+
   it("prints the usage on --help", async () => {
     const lines = await run("--help");
     expect(lines[0]).toBe("Usage:");

@@ -127,6 +127,17 @@ describe("keys create", () => {
   });
 });
 
+describe("keys --help", () => {
+  it("prints the subcommand's usage wherever it stands, and creates nothing", async () => {
+    expect(await run("create", "--help")).toEqual([
+      "Usage: tollgate keys create --account NAME|ID [--name N] [--models a,b] [--rpm N] [--tpm N] [--expires ISO]",
+    ]);
+    expect(await run("create", "--account", "acme", "-h")).toHaveLength(1);
+    expect(await run("revoke", "--help")).toEqual(["Usage: tollgate keys revoke PUBLIC_ID|KEY"]);
+    expect(await store.listApiKeys({})).toEqual([]);
+  });
+});
+
 describe("keys list", () => {
   it("prints every key without its secret", async () => {
     const first = await createKey("--name", "ci", "--models", "m1,m2", "--rpm", "60");

@@ -293,6 +293,34 @@ describe("usage of a ledger longer than a page", () => {
   });
 });
 
+describe("usage --key", () => {
+  const secret = "S3cretS3cretS3cretS3cretS3cretS3cretS3cretX";
+
+  it("takes a whole key by its public id, as keys revoke does", async () => {
+    const rows = (await runJson("--key", `sk-tg-${KEY_A}-${secret}`)) as { request_id: string }[];
+    expect(rows.map((row) => row.request_id)).toEqual(["req_1", "req_4"]);
+  });
+
+  it.each([
+    ["an unknown whole key, naming only its public id", `sk-tg-zzzzzzzzzzzz-${secret}`, /"zzzzzzzzzzzz"/],
+    ["a mistyped key", `sk-tg-keyacme0001-${secret}`, /Name the key by its public id/],
+    ["a secret alone", secret, /Name the key by its public id/],
+  ])("refuses %s without repeating the secret", async (_case, key, message) => {
+    const error = await run("--key", key).catch((reason: unknown) => reason);
+    expect(error).toBeInstanceOf(CliError);
+    expect((error as Error).message).toMatch(message);
+    expect((error as Error).message).not.toContain(secret);
+  });
+});
+
+describe("usage --help", () => {
+  it("prints the usage wherever it stands, instead of refusing it", async () => {
+    for (const argv of [["--account", "x", "--help"], ["--format", "json", "-h"], ["help"]]) {
+      expect(await run(...argv)).toEqual([expect.stringMatching(/^Usage: tollgate usage \[--account/)]);
+    }
+  });
+});
+
 describe("usage refuses", () => {
   it.each([
     ["an unknown account", ["--account", "nobody"], /No account has the name or id "nobody". List accounts/],

@@ -110,6 +110,46 @@ describe("the admin API on the real server", () => {
     expect(made.body.models).toEqual([TINY_MODEL]);
   });
 
+  it("refuses unknown query parameters, naming the one meant, instead of widening the answer", async () => {
+    const usage = await admin("GET", "/admin/usage?acount=nobody&limit=1");
+    expect(usage.status).toBe(400);
+    expect(usage.body.error).toEqual({
+      message:
+        "Unknown query parameter 'acount'. Did you mean 'account'? The parameters are: account, key, model, since, until, group_by, format, limit, after.",
+      type: "invalid_request_error",
+      param: "acount",
+      code: "invalid_value",
+    });
+    const keys = await admin("GET", "/admin/keys?acount=beta");
+    expect(keys.status).toBe(400);
+    expect(keys.body.error).toMatchObject({ param: "acount", code: "invalid_value" });
+    expect(keys.body.error.message).toContain("Did you mean 'account'?");
+    const accounts = await admin("GET", "/admin/accounts?name=acme");
+    expect(accounts.status).toBe(400);
+    expect(accounts.body.error.message).toBe("Unknown query parameter 'name': this request takes none.");
+    // Known ones still work.
+    expect((await admin("GET", "/admin/keys?account=starter")).status).toBe(200);
+  });
+
+  it("takes a whole key in GET /admin/usage?key= by its public id, and never repeats a secret", async () => {
+    const made = await admin("POST", "/admin/keys", { account: "starter", name: "usage-by-key" });
+    const key: string = made.body.key;
+    expect((await chat(key)).status).toBe(200);
+    const usage = await admin("GET", `/admin/usage?key=${key}`);
+    expect(usage.status).toBe(200);
+    expect(usage.body.data).toHaveLength(1);
+    expect(usage.body.data[0].key).toBe(made.body.public_id);
+
+    const secret = key.split("-")[3] ?? "";
+    const mistyped = await admin("GET", `/admin/usage?key=sk-tg-${made.body.public_id}x-${secret}`);
+    expect(mistyped.status).toBe(400);
+    expect(mistyped.body.error.param).toBe("key");
+    expect(mistyped.text).not.toContain(secret);
+    const asAccount = await admin("GET", `/admin/keys?account=${key}`);
+    expect(asAccount.status).toBe(404);
+    expect(asAccount.text).not.toContain(secret);
+  });
+
   it("validates bodies like the public API: amounts are decimal strings", async () => {
     const response = await admin("POST", "/admin/accounts", { name: "numbers", balance: 5 });
     expect(response.status).toBe(400);

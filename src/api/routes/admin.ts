@@ -8,6 +8,7 @@ import { creditAccount } from "../../admin/credit-account.ts";
 import { describeAccount } from "../../admin/describe-account.ts";
 import { requireAccount } from "../../admin/find-account.ts";
 import { parseInstant } from "../../admin/parse-instant.ts";
+import { hideKeySecrets } from "../../admin/read-key-reference.ts";
 import { revokeKey } from "../../admin/revoke-key.ts";
 import {
   decodeUsageCursor,
@@ -21,6 +22,7 @@ import {
 } from "../../admin/usage-report.ts";
 import { isPublicId } from "../../auth/api-key.ts";
 import { formatAmount, MoneyFormatError, parseAmount } from "../../billing/money.ts";
+import { suggestName } from "../../catalog/suggest-name.ts";
 import { AppError } from "../../errors/app-error.ts";
 import {
   type ApiKeyRecord,
@@ -90,7 +92,9 @@ const MAX_USAGE_LIMIT = 10_000;
 
 const UsageQuery = Type.Object({
   account: Type.Optional(Type.String({ description: "An account name or id." })),
-  key: Type.Optional(Type.String({ description: "A key's public id." })),
+  key: Type.Optional(
+    Type.String({ description: "A key's public id, or the whole key (only its public id is used)." }),
+  ),
   model: Type.Optional(Type.String()),
   since: Type.Optional(Type.String({ description: "ISO 8601; rows at or after it." })),
   until: Type.Optional(Type.String({ description: "ISO 8601; rows before it." })),
@@ -110,9 +114,10 @@ const PARAM_OF_FIELD: Readonly<Record<string, string>> = { expires: "expires_at"
 /**
  * The admin HTTP API under `/admin` (SPEC §6): accounts (create, list, get, credit), keys
  * (create, list, revoke) and usage (filter, group, CSV). JSON bodies, amounts as decimal strings,
- * unknown body fields refused (a typo must not silently drop a balance). Register it inside the
- * authenticated scope: a request without a valid key has had its 401 already; this answers a
- * non-admin key with 403 `admin_key_required` before looking at the body.
+ * unknown body fields and query parameters refused (a typo must not silently drop a balance or
+ * widen a listing). Register it inside the authenticated scope: a request without a valid key
+ * has had its 401 already; this answers a non-admin key with 403 `admin_key_required` before
+ * looking at the body.
  *
  * Responses: an account is `{id, name, balance, reserved, spent}`; a key is `{public_id,
  * account_id, account, role, name, models, rpm, tpm, expires_at, revoked_at, created_at}` (`null`
@@ -132,6 +137,11 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
           "The admin API needs an admin key. Pass the admin key (printed at first start, or admin_key / TOLLGATE_ADMIN_KEY) as `Authorization: Bearer ...`.",
         );
       }
+    });
+
+    // After the admin check, before the schema's: a misspelt filter must not widen a listing.
+    admin.addHook("preValidation", async (request) => {
+      rejectUnknownQueryParameters(request.query, request.routeOptions.schema?.querystring);
     });
 
     admin.post<{ Body: Static<typeof CreateAccountBody> }>(
@@ -350,15 +360,51 @@ function renderKey(key: ApiKeyRecord, accountName: string | undefined) {
   };
 }
 
-/** Refuses body fields the schema does not name, naming the first one. */
+/** Refuses body fields the schema does not name, naming the first one and the field meant. */
 function rejectUnknownFields(body: object, schema: TObject): void {
   const known = Object.keys(schema.properties);
   const unknown = Object.keys(body).find((field) => !known.includes(field));
   if (unknown !== undefined) {
-    throw new AppError("invalid_value", `Unknown field '${unknown}'. The fields are: ${known.join(", ")}.`, {
-      param: unknown,
-    });
+    throw new AppError(
+      "invalid_value",
+      `Unknown field '${hideKeySecrets(unknown)}'.${describeSuggestion(unknown, known)} The fields are: ${known.join(", ")}.`,
+      { param: hideKeySecrets(unknown) },
+    );
   }
+}
+
+/**
+ * Refuses query parameters the route's querystring schema does not name (every one where it has
+ * none), naming the first one and the parameter meant: ignored, `?acount=acme` would list every
+ * account's usage.
+ */
+function rejectUnknownQueryParameters(query: unknown, schema: unknown): void {
+  if (typeof query !== "object" || query === null) return;
+  const known = isObjectSchema(schema) ? Object.keys(schema.properties) : [];
+  const unknown = Object.keys(query).find((name) => !known.includes(name));
+  if (unknown === undefined) return;
+  const shown = hideKeySecrets(unknown);
+  const message =
+    known.length === 0
+      ? `Unknown query parameter '${shown}': this request takes none.`
+      : `Unknown query parameter '${shown}'.${describeSuggestion(unknown, known)} The parameters are: ${known.join(", ")}.`;
+  throw new AppError("invalid_value", message, { param: shown });
+}
+
+function isObjectSchema(schema: unknown): schema is { properties: Record<string, unknown> } {
+  return (
+    typeof schema === "object" &&
+    schema !== null &&
+    "properties" in schema &&
+    typeof schema.properties === "object" &&
+    schema.properties !== null
+  );
+}
+
+/** " Did you mean 'account'?" when the name is close to a known one, else "". */
+function describeSuggestion(name: string, known: readonly string[]): string {
+  const suggestion = suggestName(name, known);
+  return suggestion === undefined ? "" : ` Did you mean '${suggestion}'?`;
 }
 
 function readAmount(field: string, text: string): bigint {

@@ -1,4 +1,5 @@
-import { open, rm, stat, utimes } from "node:fs/promises";
+import { randomUUID } from "node:crypto";
+import { link, open, readFile, rename, rm, stat, utimes } from "node:fs/promises";
 import { hostname } from "node:os";
 import { setTimeout as delay } from "node:timers/promises";
 
@@ -21,9 +22,11 @@ export interface AcquireDownloadLockOptions {
 
 /**
  * A lock between processes (replicas sharing a models volume) so that one of them downloads a
- * model while the others wait: the lock file is created exclusively, and its holder touches it
- * every few seconds. A lock left untouched for `staleMilliseconds` (its holder crashed or was
- * killed) is taken over. Within one process, downloads of the same file are already shared.
+ * model while the others wait: the lock file is created exclusively with its holder's
+ * `hostname pid`, and its holder touches it every few seconds. A lock whose holder ran on this
+ * machine and is gone (a pull stopped with Ctrl-C or killed) is taken over at once; any other
+ * lock left untouched for `staleMilliseconds` (a holder on another machine crashed) is taken
+ * over then. Within one process, downloads of the same file are already shared.
  */
 export async function acquireDownloadLock(options: AcquireDownloadLockOptions): Promise<DownloadLock> {
   const staleMilliseconds = options.staleMilliseconds ?? 30_000;
@@ -55,9 +58,9 @@ export async function acquireDownloadLock(options: AcquireDownloadLockOptions): 
     } catch (error) {
       if (!isAlreadyExists(error)) throw error;
     }
-    const held = await stat(options.path).catch(() => undefined);
-    if (held !== undefined && Date.now() - held.mtimeMs > staleMilliseconds) {
-      await rm(options.path, { force: true });
+    const abandoned = await readAbandonedLock(options.path, staleMilliseconds);
+    if (abandoned !== undefined) {
+      await takeOver(options.path, abandoned);
       continue;
     }
     if (!waiting) {
@@ -68,6 +71,69 @@ export async function acquireDownloadLock(options: AcquireDownloadLockOptions): 
   }
 }
 
+/**
+ * The text of the lock file when its holder is gone (a process of this machine that no longer
+ * runs, or one that stopped touching it), else `undefined`.
+ */
+async function readAbandonedLock(path: string, staleMilliseconds: number): Promise<string | undefined> {
+  const held = await stat(path).catch(() => undefined);
+  const text = await readFile(path, "utf8").catch(() => undefined);
+  if (held === undefined || text === undefined) return undefined;
+  if (Date.now() - held.mtimeMs > staleMilliseconds) return text;
+  const holder = parseHolder(text);
+  const gone = holder !== undefined && holder.host === hostname() && !isProcessRunning(holder.pid);
+  return gone ? text : undefined;
+}
+
+/**
+ * Removes an abandoned lock, and only that one: it is renamed away (one waiter wins), then
+ * checked. If another waiter had already replaced it with its own live lock, that one is put
+ * back, so two waiters that found the same abandoned lock never both download.
+ */
+async function takeOver(path: string, abandonedText: string): Promise<void> {
+  const moved = `${path}.${process.pid}.${randomUUID()}.stale`;
+  try {
+    await rename(path, moved);
+  } catch (error) {
+    if (isNotFound(error)) return;
+    throw error;
+  }
+  const movedText = await readFile(moved, "utf8").catch(() => undefined);
+  if (movedText !== undefined && movedText !== abandonedText) {
+    // A live lock: back in place unless yet another lock was made meanwhile.
+    await link(moved, path).catch(() => {});
+  }
+  await rm(moved, { force: true });
+}
+
+/** The `hostname pid` a holder writes; `undefined` for a file still being written or not ours. */
+function parseHolder(text: string): { host: string; pid: number } | undefined {
+  const match = /^(\S+) ([1-9][0-9]{0,9})\n$/.exec(text);
+  if (match === null) return undefined;
+  return { host: match[1] as string, pid: Number(match[2]) };
+}
+
+/**
+ * Whether a process with this id runs on this machine. Signal 0 only checks: ESRCH means there
+ * is none; EPERM means there is one (of another user), which counts as running.
+ */
+function isProcessRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return !hasCode(error, "ESRCH");
+  }
+}
+
 function isAlreadyExists(error: unknown): boolean {
-  return typeof error === "object" && error !== null && "code" in error && error.code === "EEXIST";
+  return hasCode(error, "EEXIST");
+}
+
+function isNotFound(error: unknown): boolean {
+  return hasCode(error, "ENOENT");
+}
+
+function hasCode(error: unknown, code: string): boolean {
+  return typeof error === "object" && error !== null && "code" in error && error.code === code;
 }

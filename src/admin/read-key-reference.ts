@@ -1,0 +1,26 @@
+import { isPublicId, parseApiKey } from "../auth/api-key.ts";
+
+/** What to write instead of text that names no key: never the text, which may be a mistyped secret. */
+export const KEY_REFERENCE_HINT =
+  "Name the key by its public id (12 letters and digits, the part after `sk-tg-`) or give the whole key.";
+
+/**
+ * The public id an operator's key reference names: a public id as it is, or a whole key's public
+ * id (its secret goes no further). `undefined` when the text is neither.
+ */
+export function readKeyReference(text: string): string | undefined {
+  const trimmed = text.trim();
+  return parseApiKey(trimmed)?.publicId ?? (isPublicId(trimmed) ? trimmed : undefined);
+}
+
+/** `sk-tg-`, what follows up to the next `-`, then what looks like a secret after it. */
+const KEY_WITH_SECRET = /(sk-tg-[A-Za-z0-9]*)-[A-Za-z0-9]{8,}/g;
+
+/**
+ * The text with the secret of every key in it hidden (`sk-tg-abc123def456-...`), for messages
+ * that repeat what an operator typed: a key pasted where something else was expected must not
+ * end up in a terminal's scrollback, a CI log or an HTTP error body.
+ */
+export function hideKeySecrets(text: string): string {
+  return text.replace(KEY_WITH_SECRET, "$1-...");
+}

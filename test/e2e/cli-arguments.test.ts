@@ -1,0 +1,113 @@
+/**
+ * The command line as an operator meets it, through real `node src/cli.ts` processes: `--help`
+ * wherever it stands prints the usage and exits 0; numbers are digits only (as the PORT variable
+ * takes them); no error message repeats a key's secret.
+ */
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+const cli = join(import.meta.dirname, "../../src/cli.ts");
+
+let folder: string;
+let configFile: string;
+
+beforeAll(() => {
+  folder = mkdtempSync(join(tmpdir(), "tollgate-cli-arguments-"));
+  configFile = join(folder, "tollgate.yaml");
+  writeFileSync(configFile, "database: sqlite:./tollgate.db\nmodels: []\n");
+});
+
+afterAll(() => {
+  rmSync(folder, { recursive: true, force: true });
+});
+
+function runCli(...args: string[]) {
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  for (const variable of ["TOLLGATE_CONFIG", "PORT", "HOST"]) delete env[variable];
+  const result = spawnSync(process.execPath, [cli, ...args, "--config", configFile], {
+    encoding: "utf8",
+    env,
+    timeout: 30_000,
+  });
+  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+describe("--help after a command", () => {
+  it.each([
+    [["serve", "--help"], "Usage: tollgate serve [--config FILE] [--host H] [--port N]"],
+    [["serve", "--port", "0", "-h"], "Usage: tollgate serve [--config FILE] [--host H] [--port N]"],
+    [["accounts", "create", "--help"], "Usage: tollgate accounts create NAME [--balance AMOUNT]"],
+    [["keys", "create", "--help"], "Usage: tollgate keys create --account NAME|ID"],
+    [["usage", "--account", "x", "--help"], "Usage: tollgate usage [--account NAME|ID]"],
+    [["audit", "--help"], "Usage: tollgate audit"],
+    [
+      ["models", "make-test", "--help"],
+      "Usage: tollgate models make-test FILE [--seed N] [--size tiny|small]",
+    ],
+    [["models", "pull", "-h"], "Usage: tollgate models pull ID|URI"],
+    [["models", "help"], "  tollgate models make-test FILE [--seed N] [--size tiny|small]"],
+  ])("%j prints the usage and exits 0", (args, usage) => {
+    const { code, stdout, stderr } = runCli(...args);
+    expect(stderr).toBe("");
+    expect(stdout).toContain(usage);
+    expect(code).toBe(0);
+  });
+});
+
+describe("serve options are as strict as the PORT variable", () => {
+  it.each([
+    ["--port=", '--port must be an integer from 0 to 65535 (got "")'],
+    ["--port=0x5DC1", '--port must be an integer from 0 to 65535 (got "0x5DC1")'],
+    ["--port= 24002", '--port must be an integer from 0 to 65535 (got " 24002")'],
+    ["--port=24002.0", '--port must be an integer from 0 to 65535 (got "24002.0")'],
+    ["--port=65536", '--port must be an integer from 0 to 65535 (got "65536")'],
+    ["--host=", '--host must be an address or host name such as 127.0.0.1 or 0.0.0.0 (got "")'],
+  ])("refuses %s", (option, message) => {
+    const { code, stdout, stderr } = runCli("serve", option);
+    expect(stderr).toBe(`tollgate: ${message}\n`);
+    expect(stdout).not.toContain("listening");
+    expect(code).toBe(1);
+  });
+});
+
+describe("models make-test --seed", () => {
+  it.each(["", "0x10", "1e3", "-1", "1.5", " 7", "9007199254740992"])(
+    "refuses %j: a seed is a whole number in digits",
+    (seed) => {
+      const file = join(folder, "refused.gguf");
+      const { code, stderr } = runCli("models", "make-test", file, `--seed=${seed}`);
+      expect(stderr).toBe(
+        `tollgate: --seed must be a whole number from 0 to 9007199254740991 (got ${JSON.stringify(seed)})\n`,
+      );
+      expect(code).toBe(1);
+      expect(existsSync(file)).toBe(false);
+    },
+  );
+
+  it("takes 0", () => {
+    const { code, stdout } = runCli("models", "make-test", join(folder, "zero.gguf"), "--seed", "0");
+    expect(stdout).toMatch(/^wrote .*zero\.gguf/);
+    expect(code).toBe(0);
+  });
+});
+
+describe("error messages never repeat a key's secret", () => {
+  const key = `sk-tg-abcdefghijkl-${"S3cret".repeat(7)}x`;
+
+  it.each([
+    [[key], "unknown command 'sk-tg-abcdefghijkl-...'"],
+    [["usage", key], "Unexpected argument 'sk-tg-abcdefghijkl-...'"],
+    [["usage", "--key", key], 'No key has the public id "abcdefghijkl"'],
+    [["usage", "--account", key], 'No account has the name or id "sk-tg-abcdefghijkl-..."'],
+    [["keys", "list", "--account", key], 'No account has the name or id "sk-tg-abcdefghijkl-..."'],
+    [["keys", "revoke", key, "again"], "Unexpected argument 'again'"],
+  ])("%j", (args, message) => {
+    const { code, stderr } = runCli(...args);
+    expect(stderr).toContain(message);
+    expect(stderr).not.toContain("S3cret");
+    expect(code).toBe(1);
+  });
+});

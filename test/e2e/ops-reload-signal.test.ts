@@ -1,0 +1,155 @@
+/**
+ * SIGHUP on a real `tollgate serve` process: one that comes while the server starts is kept and
+ * done once it has started (it used to end the process, SIGHUP's default action); a reload
+ * retries a local model that was unavailable because its file was missing; and settings a reload
+ * does not apply (admin_key, metrics_key, ...) are named in a warning instead of being ignored.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { getTestModelPath } from "../support/test-model.ts";
+
+const cli = join(import.meta.dirname, "../../src/cli.ts");
+
+let folder: string;
+let configFile: string;
+let modelFile: string;
+let child: ChildProcess | undefined;
+let output = "";
+
+/**
+ * Loaded before the CLI: sends the process a SIGHUP from inside the server's start (when it
+ * begins to listen, before `startServer` resolves), at a moment no sleep could aim at.
+ */
+const SIGHUP_WHILE_STARTING = `
+import net from "node:net";
+const listen = net.Server.prototype.listen;
+let sent = false;
+net.Server.prototype.listen = function (...args) {
+  if (!sent) {
+    sent = true;
+    process.kill(process.pid, "SIGHUP");
+  }
+  return listen.apply(this, args);
+};
+`;
+
+function writeConfig(keys: { admin: string; metrics: string }): void {
+  writeFileSync(
+    configFile,
+    [
+      "server: { host: 127.0.0.1, port: 0 }",
+      "database: sqlite:./tollgate.db",
+      `admin_key: ${keys.admin}`,
+      `metrics_key: ${keys.metrics}`,
+      "models:",
+      "  - id: late",
+      "    kind: chat",
+      '    pricing: { input_per_million: "1", output_per_million: "2" }',
+      `    engine: { type: llama, model: "${modelFile}", parallel: 1, threads: 1, gpu: false }`,
+      "",
+    ].join("\n"),
+  );
+}
+
+beforeAll(() => {
+  folder = mkdtempSync(join(tmpdir(), "tollgate-ops-reload-"));
+  configFile = join(folder, "tollgate.yaml");
+  modelFile = join(folder, "late.gguf");
+  writeConfig({ admin: "admin-key-before-rotation", metrics: "metrics-key-before-rotation" });
+  writeFileSync(join(folder, "sighup-while-starting.mjs"), SIGHUP_WHILE_STARTING);
+});
+
+afterAll(() => {
+  child?.kill("SIGKILL");
+  rmSync(folder, { recursive: true, force: true });
+});
+
+/** The server's JSON log lines so far. */
+function logLines(): Record<string, unknown>[] {
+  return output
+    .split("\n")
+    .filter((line) => line.startsWith("{"))
+    .map((line) => JSON.parse(line) as Record<string, unknown>);
+}
+
+async function waitFor<T>(what: string, find: () => T | undefined | Promise<T | undefined>): Promise<T> {
+  for (let attempt = 0; attempt < 600; attempt++) {
+    const found = await find();
+    if (found !== undefined) return found;
+    if (child?.exitCode !== null || child?.signalCode !== null) {
+      throw new Error(
+        `the server ended (${child?.exitCode ?? child?.signalCode}) before ${what}:\n${output}`,
+      );
+    }
+    await sleep(50);
+  }
+  throw new Error(`no ${what}:\n${output}`);
+}
+
+function reloads(): Record<string, unknown>[] {
+  return logLines().filter((line) => line.msg === "catalogue reloaded");
+}
+
+async function modelStatus(baseUrl: string, key: string): Promise<string | undefined> {
+  const response = await fetch(`${baseUrl}/models/late`, { headers: { authorization: `Bearer ${key}` } });
+  return ((await response.json()) as { status?: string }).status;
+}
+
+describe("SIGHUP on a running tollgate serve", () => {
+  it("survives one sent while starting, retries an unavailable model, and names what needs a restart", async () => {
+    const env: NodeJS.ProcessEnv = { ...process.env };
+    for (const variable of ["TOLLGATE_CONFIG", "TOLLGATE_ADMIN_KEY", "PORT", "HOST"]) delete env[variable];
+    child = spawn(
+      process.execPath,
+      ["--import", join(folder, "sighup-while-starting.mjs"), cli, "serve", "--config", configFile],
+      { stdio: ["ignore", "pipe", "pipe"], env },
+    );
+    child.stdout?.on("data", (data: Buffer) => {
+      output += data.toString();
+    });
+    child.stderr?.on("data", (data: Buffer) => {
+      output += data.toString();
+    });
+
+    // The SIGHUP sent while starting is done once the server has started.
+    const baseUrl = await waitFor(
+      "listening line",
+      () => /listening on (http:\/\/\S+\/v1)/.exec(output)?.[1],
+    );
+    const starterKey = await waitFor("starter key", () => /starter key: (sk-tg-\S+)/.exec(output)?.[1]);
+    await waitFor("reload after the start", () => reloads()[0]);
+
+    // The model's file is missing: unavailable, with the fix in the 503.
+    await waitFor("unavailable model", async () =>
+      (await modelStatus(baseUrl, starterKey)) === "unavailable" ? true : undefined,
+    );
+
+    // The operator puts the file in place and rotates the admin and metrics keys, then SIGHUP.
+    copyFileSync(await getTestModelPath(), modelFile);
+    writeConfig({ admin: "admin-key-after-rotation", metrics: "metrics-key-after-rotation" });
+    child.kill("SIGHUP");
+    const reload = await waitFor("second reload", () => reloads()[1]);
+    expect(reload).toMatchObject({ models: 1, replacedEngines: 1 });
+    await waitFor("model available after the reload", async () =>
+      (await modelStatus(baseUrl, starterKey)) === "available" ? true : undefined,
+    );
+
+    const warnings = logLines()
+      .filter((line) => typeof line.setting === "string")
+      .map((line) => line.msg);
+    expect(warnings).toEqual([
+      "admin_key changed in the config; restart the server to apply it",
+      "metrics_key changed in the config; restart the server to apply it",
+    ]);
+    expect(output).not.toContain("after-rotation");
+    // As the warning says: the running server still takes the old admin key.
+    const accounts = await fetch(`${new URL(baseUrl).origin}/admin/accounts`, {
+      headers: { authorization: "Bearer admin-key-before-rotation" },
+    });
+    expect(accounts.status).toBe(200);
+  }, 60_000);
+});

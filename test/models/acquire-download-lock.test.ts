@@ -1,0 +1,84 @@
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { readdir, readFile, writeFile } from "node:fs/promises";
+import { hostname, tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { acquireDownloadLock } from "../../src/models/download/acquire-download-lock.ts";
+
+const root = mkdtempSync(join(tmpdir(), "tollgate-lock-"));
+
+afterAll(() => {
+  rmSync(root, { recursive: true, force: true });
+});
+
+/** The id of a process of this machine that has ended (as a `models pull` stopped with Ctrl-C). */
+async function endedProcessId(): Promise<number> {
+  const child = spawn(process.execPath, ["-e", ""], { stdio: "ignore" });
+  const [code] = await once(child, "exit");
+  expect(code).toBe(0);
+  if (child.pid === undefined) throw new Error("the child had no pid");
+  return child.pid;
+}
+
+/**
+ * Acquires the lock, or gives up as soon as it would wait (its `onWait` aborts), so a lock that
+ * is (wrongly) waited for ends the attempt instead of holding the test for 30 s.
+ */
+async function acquireWithoutWaiting(path: string) {
+  const controller = new AbortController();
+  const lock = await acquireDownloadLock({
+    path,
+    signal: controller.signal,
+    onWait: () => controller.abort(),
+  }).catch(() => undefined);
+  return { lock, waited: controller.signal.aborted };
+}
+
+describe("a download lock left by a process of this machine", () => {
+  it("is taken over at once when that process has ended (no 30 s wait after Ctrl-C or kill)", async () => {
+    const path = join(root, "ended.lock");
+    await writeFile(path, `${hostname()} ${await endedProcessId()}\n`);
+
+    const { lock, waited } = await acquireWithoutWaiting(path);
+
+    expect(waited).toBe(false);
+    expect(await readFile(path, "utf8")).toBe(`${hostname()} ${process.pid}\n`);
+    await lock?.release();
+    expect(existsSync(path)).toBe(false);
+    // Nothing of the old lock is left beside it.
+    expect((await readdir(root)).filter((name) => name.startsWith("ended.lock"))).toEqual([]);
+  });
+
+  it("goes to one of two waiters that find it at once; the other waits", async () => {
+    const path = join(root, "contended.lock");
+    await writeFile(path, `${hostname()} ${await endedProcessId()}\n`);
+
+    const attempts = await Promise.all([acquireWithoutWaiting(path), acquireWithoutWaiting(path)]);
+
+    expect(attempts.filter((attempt) => attempt.lock !== undefined)).toHaveLength(1);
+    expect(attempts.filter((attempt) => attempt.waited)).toHaveLength(1);
+    expect(await readFile(path, "utf8")).toBe(`${hostname()} ${process.pid}\n`);
+    await Promise.all(attempts.map((attempt) => attempt.lock?.release()));
+  });
+
+  it("is waited for while that process runs", async () => {
+    const path = join(root, "running.lock");
+    const holder = spawn(process.execPath, ["-e", "setInterval(() => {}, 1000)"], { stdio: "ignore" });
+    try {
+      await once(holder, "spawn");
+      await writeFile(path, `${hostname()} ${holder.pid}\n`);
+      expect(await acquireWithoutWaiting(path)).toEqual({ lock: undefined, waited: true });
+      expect(await readFile(path, "utf8")).toBe(`${hostname()} ${holder.pid}\n`);
+    } finally {
+      holder.kill("SIGKILL");
+    }
+  });
+
+  it("is waited for when it names another machine: its process cannot be looked up from here", async () => {
+    const path = join(root, "elsewhere.lock");
+    await writeFile(path, `not-${hostname()} ${await endedProcessId()}\n`);
+    expect(await acquireWithoutWaiting(path)).toEqual({ lock: undefined, waited: true });
+  });
+});

@@ -1,0 +1,62 @@
+import { describe, expect, it } from "vitest";
+import type { CatalogModel } from "../../src/catalog/catalog.ts";
+import type { ChatEngine, ModelStatus } from "../../src/engine/engine.ts";
+import { ModelRegistry } from "../../src/models/model-registry.ts";
+
+/** An engine that reports a fixed status and is never asked to run anything here. */
+function createFakeEngine(status: ModelStatus): ChatEngine {
+  return {
+    contextLength: undefined,
+    supportsMultipleChoices: false,
+    status: () => status,
+    prepare: () => Promise.reject(new Error("not used")),
+    close: async () => {},
+  };
+}
+
+function createModel(id: string): CatalogModel {
+  return {
+    id,
+    kind: "chat",
+    ownedBy: "tollgate",
+    pricing: { kind: "chat", inputPerMillion: "1", outputPerMillion: "2" },
+    contextLength: undefined,
+    created: 0,
+    engine: { type: "llama", model: `/models/${id}.gguf`, parallel: 1, maxQueue: 4, threads: 1, gpu: false },
+  };
+}
+
+describe("replacing the catalogue", () => {
+  it("keeps the engines of unchanged models that are loaded or loading", () => {
+    const statuses: Record<string, ModelStatus> = { ready: "available", warming: "loading" };
+    let created = 0;
+    const registry = new ModelRegistry([createModel("ready"), createModel("warming")], (model) => {
+      created++;
+      return createFakeEngine(statuses[model.id] ?? "unavailable");
+    });
+    const before = registry.list().map((entry) => entry.engine);
+
+    const retired = registry.replace([createModel("ready"), createModel("warming")]);
+
+    expect(retired).toEqual([]);
+    expect(created).toBe(2);
+    expect(registry.list().map((entry) => entry.engine)).toEqual(before);
+  });
+
+  it("rebuilds an unchanged model whose engine is unavailable (its file was missing at start)", () => {
+    let fileInPlace = false;
+    const registry = new ModelRegistry([createModel("missing")], () =>
+      createFakeEngine(fileInPlace ? "loading" : "unavailable"),
+    );
+    const stale = registry.get("missing")?.engine;
+    expect(stale?.status()).toBe("unavailable");
+
+    fileInPlace = true;
+    const retired = registry.replace([createModel("missing")]);
+
+    expect(retired).toEqual([stale]);
+    const fresh = registry.get("missing")?.engine;
+    expect(fresh).not.toBe(stale);
+    expect(fresh?.status()).toBe("loading");
+  });
+});
