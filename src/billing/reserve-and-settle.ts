@@ -251,7 +251,7 @@ export class BillingAdmission implements ChatAdmission {
       finishReason: outcome.finishReason,
       errorCode: outcome.errorCode,
       user: request.user,
-      queueMs: undefined,
+      queueMs: outcome.timings.queueMs,
       firstTokenMs: outcome.timings.firstPartMs,
       totalMs: outcome.timings.totalMs,
       estimated: outcome.usage.estimated === true,

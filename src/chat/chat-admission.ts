@@ -34,8 +34,11 @@ export interface RunOutcome {
   finishReason: FinishReason | undefined;
   /** Why the run failed, or `client_closed` when its client went away before it ended. */
   errorCode: ErrorCode | "client_closed" | undefined;
-  /** Milliseconds from admission to the first part, and to the end. */
-  timings: { firstPartMs: number | undefined; totalMs: number };
+  /**
+   * Milliseconds from admission to the first part and to the end (both with the wait in the
+   * model's queue), and of that wait alone where the engine has a queue.
+   */
+  timings: { firstPartMs: number | undefined; totalMs: number; queueMs?: number | undefined };
   /** The model that served the run when it was one of the alternates; it prices the usage. */
   servedBy?: CatalogModel | undefined;
 }

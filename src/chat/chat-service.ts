@@ -164,12 +164,12 @@ export class ChatService {
     const { startedAt, servedBy, annotate, signal } = run;
     const firstPartMs = this.#now() - startedAt;
     let settled = false;
-    const settle = async (outcome: Omit<RunOutcome, "timings">) => {
+    const settle = async (outcome: Omit<RunOutcome, "timings">, queueMs?: number) => {
       if (settled) return;
       settled = true;
       const totalMs = this.#now() - startedAt;
-      annotate({ firstTokenMs: firstPartMs, engineMs: totalMs, finishReason: outcome.finishReason });
-      await ticket.settle({ ...outcome, timings: { firstPartMs, totalMs }, servedBy });
+      annotate({ firstTokenMs: firstPartMs, engineMs: totalMs, queueMs, finishReason: outcome.finishReason });
+      await ticket.settle({ ...outcome, timings: { firstPartMs, totalMs, queueMs }, servedBy });
     };
     try {
       let result = first;
@@ -182,9 +182,12 @@ export class ChatService {
             : isAppError(signal.reason)
               ? signal.reason.code
               : CLIENT_CLOSED;
-          await settle({ usage: part.usage, finishReason: part.reason, errorCode });
+          await settle({ usage: part.usage, finishReason: part.reason, errorCode }, part.queueMs);
         } else if (part.type === "error") {
-          await settle({ usage: part.usage, finishReason: "error", errorCode: part.error.code });
+          await settle(
+            { usage: part.usage, finishReason: "error", errorCode: part.error.code },
+            part.queueMs,
+          );
         }
         yield part;
         if (part.type === "finish" || part.type === "error") return;

@@ -84,7 +84,11 @@ export interface Usage {
   estimated?: boolean;
 }
 
-/** One part of an engine's output stream. */
+/**
+ * One part of an engine's output stream. The last (`finish` or `error`) may say how long the
+ * request waited in the engine's own queue before it ran (`queueMs`; engines without one leave
+ * it out).
+ */
 export type StreamPart =
   | { type: "text-delta"; text: string }
   | {
@@ -98,8 +102,8 @@ export type StreamPart =
       /** A fragment of the arguments JSON text; "" on a first delta that carries none. */
       argumentsDelta: string;
     }
-  | { type: "finish"; reason: FinishReason; rawReason: string | undefined; usage: Usage }
-  | { type: "error"; error: AppError; usage: Usage };
+  | { type: "finish"; reason: FinishReason; rawReason: string | undefined; usage: Usage; queueMs?: number }
+  | { type: "error"; error: AppError; usage: Usage; queueMs?: number };
 
 /** Readiness of a model, as `/v1/models` reports it. */
 export type ModelStatus = "available" | "loading" | "unavailable";

@@ -61,6 +61,10 @@ describe("exact charges", () => {
       estimated: false,
     });
     expect(["stop", "length"]).toContain(row?.finishReason);
+    // Timings: the wait in the model's queue, and from admission to the first token and the end.
+    expect(row?.queueMs).toBeGreaterThanOrEqual(0);
+    expect(row?.firstTokenMs).toBeGreaterThanOrEqual(row?.queueMs ?? 0);
+    expect(row?.totalMs).toBeGreaterThanOrEqual(row?.firstTokenMs ?? 0);
     expect(await server.store.getAccountMoney(accountId)).toEqual({
       balanceNano: ONE - cost,
       reservedNano: 0n,

@@ -45,10 +45,12 @@ export interface LlamaGenerationOptions {
 export async function* runLlamaGeneration(options: LlamaGenerationOptions): AsyncGenerator<StreamPart> {
   const { signal, closeSignal } = options;
   const wait = linkAbortSignals([signal, closeSignal]);
+  const queuedAt = performance.now();
   const lease = await options.pool.acquire(wait.signal).finally(wait.unlink);
+  const queueMs = Math.round(performance.now() - queuedAt);
   if (lease === undefined) {
     if (!signal.aborted) throw unloadedError();
-    yield abortFinish(options.promptTokens, 0);
+    yield abortFinish(options.promptTokens, 0, queueMs);
     return;
   }
 
@@ -144,7 +146,7 @@ export async function* runLlamaGeneration(options: LlamaGenerationOptions): Asyn
     .then((end) => {
       generationAbort.unlink();
       lease.release();
-      channel.push(end);
+      channel.push(end.type === "finish" || end.type === "error" ? { ...end, queueMs } : end);
       channel.close();
     });
 
@@ -164,8 +166,14 @@ interface Ended extends Pick<LlamaChatResult, "functionCalls"> {
   stopReason: LlamaStopReason;
 }
 
-function abortFinish(promptTokens: number, completionTokens: number): StreamPart {
-  return { type: "finish", reason: "stop", rawReason: "abort", usage: { promptTokens, completionTokens } };
+function abortFinish(promptTokens: number, completionTokens: number, queueMs?: number): StreamPart {
+  return {
+    type: "finish",
+    reason: "stop",
+    rawReason: "abort",
+    usage: { promptTokens, completionTokens },
+    ...(queueMs === undefined ? {} : { queueMs }),
+  };
 }
 
 function unloadedError(): AppError {

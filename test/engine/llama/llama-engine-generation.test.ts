@@ -101,6 +101,7 @@ describe("llama engine: generation", () => {
       reason: "stop",
       rawReason: "eogToken",
       usage: { promptTokens: prepared.promptTokens, completionTokens: direct.tokens },
+      queueMs: expect.any(Number),
     });
   });
 
@@ -191,7 +192,9 @@ describe("llama engine: queue and abort", () => {
     const reason = (refused[0] as PromiseRejectedResult).reason;
     expect(isAppError(reason) && reason.code).toBe("model_overloaded");
     expect(isAppError(reason) && reason.retryAfterSeconds).toBe(1);
-    // The two admitted requests run one after the other and both finish.
+    // The two admitted requests run one after the other and both finish; the second says how
+    // long it waited for the first.
+    const queued: number[] = [];
     for (const [index, iterator] of iterators.entries()) {
       if (firsts[index]?.status !== "fulfilled") continue;
       let result = await iterator.next();
@@ -200,7 +203,12 @@ describe("llama engine: queue and abort", () => {
         reason: "length",
         usage: { completionTokens: 20 },
       });
+      if (!result.done && result.value.type === "finish") queued.push(result.value.queueMs ?? -1);
     }
+    expect(queued).toHaveLength(2);
+    expect(Math.min(...queued)).toBeGreaterThanOrEqual(0);
+    // 20 tokens of the first request at least: never under a millisecond.
+    expect(Math.max(...queued)).toBeGreaterThan(0);
   });
 
   it("ends an aborted generation at once with partial usage and reuses its sequence", async () => {
