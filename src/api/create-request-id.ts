@@ -1,6 +1,11 @@
 import { createRandomText } from "../ids/random-text.ts";
 
-const REQUEST_ID_PATTERN = /^[\w.:-]{1,128}$/;
+/**
+ * A client's id is kept when it is 1 to 128 visible ASCII characters: UUIDs, base64 (`+/=`),
+ * W3C trace parents and paths all pass. Spaces, control characters and anything else are not
+ * repeated into headers, log lines and the ledger; such a request gets an id of its own.
+ */
+const REQUEST_ID_PATTERN = /^[!-~]{1,128}$/;
 
 /** The client's `x-request-id` when it is sane, else a new one (`req_` and 24 hex digits). */
 export function createRequestId(header?: string | string[] | undefined): string {
