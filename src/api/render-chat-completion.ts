@@ -45,6 +45,8 @@ export interface CompletionIdentity {
 /** What a whole run produced, gathered from its parts. */
 export interface CollectedCompletion {
   text: string;
+  /** The model's refusal, "" when it did not refuse. */
+  refusal: string;
   toolCalls: ToolCall[];
   finishReason: FinishReason;
   rawFinishReason: string | undefined;
@@ -56,11 +58,15 @@ export interface CollectedCompletion {
 /** Gathers one run's parts into a {@link CollectedCompletion}. */
 export async function collectCompletion(parts: AsyncIterable<StreamPart>): Promise<CollectedCompletion> {
   let text = "";
+  let refusal = "";
   const toolCalls: ToolCall[] = [];
   for await (const part of parts) {
     switch (part.type) {
       case "text-delta":
         text += part.text;
+        break;
+      case "refusal-delta":
+        refusal += part.text;
         break;
       case "tool-call-delta": {
         const call = toolCalls[part.index] ?? { id: "", name: "", arguments: "" };
@@ -73,6 +79,7 @@ export async function collectCompletion(parts: AsyncIterable<StreamPart>): Promi
       case "finish":
         return {
           text,
+          refusal,
           toolCalls,
           finishReason: part.reason,
           rawFinishReason: part.rawReason,
@@ -82,6 +89,7 @@ export async function collectCompletion(parts: AsyncIterable<StreamPart>): Promi
       case "error":
         return {
           text,
+          refusal,
           toolCalls,
           finishReason: "error",
           rawFinishReason: undefined,
@@ -111,6 +119,8 @@ export function renderChatCompletion(identity: CompletionIdentity, completion: C
         message: {
           role: "assistant" as const,
           content: completion.text,
+          // Only where the model refused: `content` stays a string, as the contract has it.
+          ...(completion.refusal === "" ? {} : { refusal: completion.refusal }),
           ...(toolCalls.length > 0
             ? {
                 tool_calls: toolCalls.map((call) => ({

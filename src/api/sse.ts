@@ -51,6 +51,8 @@ export class ChunkRenderer {
     switch (part.type) {
       case "text-delta":
         return part.text === "" ? "" : this.#chunk({ content: part.text }, null);
+      case "refusal-delta":
+        return part.text === "" ? "" : this.#chunk({ refusal: part.text }, null);
       case "tool-call-delta": {
         const call: Record<string, unknown> = { index: part.index };
         if (part.id !== undefined) {

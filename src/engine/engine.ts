@@ -91,6 +91,8 @@ export interface Usage {
  */
 export type StreamPart =
   | { type: "text-delta"; text: string }
+  /** A fragment of a refusal: the model declined to answer (an upstream's `refusal`). */
+  | { type: "refusal-delta"; text: string }
   | {
       type: "tool-call-delta";
       /** Position of the call among this response's calls, from 0. */

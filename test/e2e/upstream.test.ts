@@ -172,6 +172,59 @@ describe("a model routed upstream, through the openai SDK", () => {
   });
 });
 
+describe("an upstream model that refuses", () => {
+  it("passes the refusal on as OpenAI does, plain and streamed, and bills it", async () => {
+    upstream.handle((_request, response) =>
+      writeEvents(response, [
+        chunk({ role: "assistant", content: null, refusal: "" }),
+        chunk({ refusal: "I'm sorry, " }),
+        chunk({ refusal: "I cannot help with that." }),
+        chunk({}, "stop"),
+      ]),
+    );
+    const completion = await client.chat.completions.create({ model: REMOTE, messages });
+    expect(completion.choices[0]?.message).toMatchObject({
+      role: "assistant",
+      content: "",
+      refusal: "I'm sorry, I cannot help with that.",
+    });
+    // No usage came: the refusal is what was generated, and is estimated as such.
+    expect(completion.usage?.completion_tokens).toBeGreaterThan(0);
+
+    const stream = await client.chat.completions.create({ model: REMOTE, messages, stream: true });
+    let refusal = "";
+    let content = "";
+    for await (const event of stream) {
+      refusal += event.choices[0]?.delta.refusal ?? "";
+      content += event.choices[0]?.delta.content ?? "";
+    }
+    expect(refusal).toBe("I'm sorry, I cannot help with that.");
+    expect(content).toBe("");
+  });
+
+  it("reads the refusal of a whole JSON completion too", async () => {
+    upstream.handle((_request, response) => {
+      response.writeHead(200, { "content-type": "application/json" });
+      response.end(
+        JSON.stringify({
+          object: "chat.completion",
+          choices: [
+            {
+              index: 0,
+              message: { role: "assistant", content: null, refusal: "No." },
+              finish_reason: "stop",
+            },
+          ],
+          usage: { prompt_tokens: 11, completion_tokens: 2, total_tokens: 13 },
+        }),
+      );
+    });
+    const completion = await client.chat.completions.create({ model: REMOTE, messages });
+    expect(completion.choices[0]?.message.refusal).toBe("No.");
+    expect(completion.usage).toMatchObject({ prompt_tokens: 11, completion_tokens: 2 });
+  });
+});
+
 describe("an upstream that ignores stream and answers one JSON completion", () => {
   beforeEach(() => {
     upstream.handle((_request, response) => {

@@ -43,6 +43,9 @@ export const ChatCompletionSchema = Type.Object({
       message: Type.Object({
         role: Type.Literal("assistant"),
         content: Type.String(),
+        refusal: Type.Optional(
+          Type.String({ description: "Present when the model declined to answer (an upstream's refusal)." }),
+        ),
         tool_calls: Type.Optional(Type.Array(ToolCallSchema)),
       }),
       logprobs: Type.Null(),
@@ -64,6 +67,7 @@ export const ChatCompletionChunkSchema = Type.Object(
         delta: Type.Object({
           role: Type.Optional(Type.Literal("assistant")),
           content: Type.Optional(Type.String()),
+          refusal: Type.Optional(Type.String()),
           tool_calls: Type.Optional(
             Type.Array(
               Type.Object({

@@ -20,9 +20,9 @@ export interface ChunkMapper {
   readonly calledTools: boolean;
   /** The usage the upstream reported, if it did (counts it left out stay `undefined`). */
   readonly reportedUsage: Usage | undefined;
-  /** Estimated tokens of everything produced so far: text, tool names and arguments. */
+  /** Estimated tokens of everything produced so far: text, refusals, tool names and arguments. */
   estimateCompletionTokens(): number;
-  /** Characters produced so far (text, tool names and arguments), for the caller to bound. */
+  /** Characters produced so far (text, refusals, tool names and arguments), for the caller to bound. */
   readonly producedLength: number;
 }
 
@@ -137,6 +137,12 @@ export function createChunkMapper(): ChunkMapper {
             texts.push(delta.content);
             producedLength += delta.content.length;
             parts.push({ type: "text-delta", text: delta.content });
+          }
+          // OpenAI's structured outputs say why they declined here, not in the content.
+          if (typeof delta.refusal === "string" && delta.refusal !== "") {
+            texts.push(delta.refusal);
+            producedLength += delta.refusal.length;
+            parts.push({ type: "refusal-delta", text: delta.refusal });
           }
           if (Array.isArray(delta.tool_calls)) {
             for (const call of delta.tool_calls as unknown[]) {

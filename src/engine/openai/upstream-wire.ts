@@ -70,7 +70,7 @@ export interface UpstreamToolCallDelta {
 /** One entry of a chunk's `choices`, as far as the engine reads it. */
 export interface UpstreamChoice {
   index?: unknown;
-  delta?: { content?: unknown; tool_calls?: unknown } | null;
+  delta?: { content?: unknown; refusal?: unknown; tool_calls?: unknown } | null;
   finish_reason?: unknown;
 }
 
