@@ -105,13 +105,11 @@ export function createChunkMapper(): ChunkMapper {
     call.id ??= createToolCallId();
     call.arguments = call.pendingArguments;
     call.pendingArguments = "";
-    parts.push({
-      type: "tool-call-delta",
-      index: call.index,
-      id: call.id,
-      name,
-      argumentsDelta: call.arguments,
-    });
+    // The first delta carries the id and name with no arguments, as OpenAI streams it (SPEC
+    // section 4), even where the upstream sent the name and arguments together.
+    parts.push({ type: "tool-call-delta", index: call.index, id: call.id, name, argumentsDelta: "" });
+    if (call.arguments !== "")
+      parts.push({ type: "tool-call-delta", index: call.index, argumentsDelta: call.arguments });
   };
 
   return {

@@ -45,7 +45,9 @@ describe("createChunkMapper", () => {
       { type: "tool-call-delta", index: 0, id: "call_a", name: "f", argumentsDelta: "" },
       { type: "tool-call-delta", index: 0, argumentsDelta: '{"x"' },
       { type: "tool-call-delta", index: 0, argumentsDelta: ":1}" },
-      { type: "tool-call-delta", index: 1, id: "call_b", name: "g", argumentsDelta: "{}" },
+      // The first delta of a call never carries arguments (SPEC section 4), even sent together.
+      { type: "tool-call-delta", index: 1, id: "call_b", name: "g", argumentsDelta: "" },
+      { type: "tool-call-delta", index: 1, argumentsDelta: "{}" },
     ]);
     expect(mapper.calledTools).toBe(true);
   });
@@ -61,8 +63,9 @@ describe("createChunkMapper", () => {
         index: 0,
         id: expect.stringMatching(/^call_[A-Za-z0-9]{24}$/),
         name: "f",
-        argumentsDelta: '{"x":1}',
+        argumentsDelta: "",
       },
+      { type: "tool-call-delta", index: 0, argumentsDelta: '{"x":1}' },
     ]);
   });
 
@@ -72,8 +75,10 @@ describe("createChunkMapper", () => {
       toolDelta({ index: 0, id: "call_b", function: { name: "g", arguments: '{"y":2}' } }),
     ]);
     expect(parts).toEqual([
-      { type: "tool-call-delta", index: 0, id: "call_a", name: "f", argumentsDelta: "{}" },
-      { type: "tool-call-delta", index: 1, id: "call_b", name: "g", argumentsDelta: '{"y":2}' },
+      { type: "tool-call-delta", index: 0, id: "call_a", name: "f", argumentsDelta: "" },
+      { type: "tool-call-delta", index: 0, argumentsDelta: "{}" },
+      { type: "tool-call-delta", index: 1, id: "call_b", name: "g", argumentsDelta: "" },
+      { type: "tool-call-delta", index: 1, argumentsDelta: '{"y":2}' },
     ]);
   });
 
@@ -83,7 +88,8 @@ describe("createChunkMapper", () => {
       toolDelta({ function: { arguments: ":1}" } }),
     ]);
     expect(parts).toEqual([
-      { type: "tool-call-delta", index: 0, id: "call_a", name: "f", argumentsDelta: '{"a"' },
+      { type: "tool-call-delta", index: 0, id: "call_a", name: "f", argumentsDelta: "" },
+      { type: "tool-call-delta", index: 0, argumentsDelta: '{"a"' },
       { type: "tool-call-delta", index: 0, argumentsDelta: ":1}" },
     ]);
   });
