@@ -221,10 +221,21 @@ async function startOnStore(
     onSettleRecovered: (requestId, attempts) =>
       logger.warn({ requestId, attempts }, "settled a request after the store came back"),
   });
+  const sharedStore = !config.database.startsWith("sqlite:");
   const leaseRenewal = setInterval(() => {
     store.renewLeases(replicaId, new Date(Date.now() + RESERVATION_LEASE_MS)).catch((error: unknown) => {
       logger.error({ err: error }, "renewing reservation leases failed");
     });
+    // A replica that stopped for good (scaled away after a crash) renews nothing: the money its
+    // reservations hold goes back once their lease has expired, without waiting for a restart.
+    if (sharedStore) {
+      store.releaseReservations({ expiredBefore: new Date() }).then(
+        (expired) => {
+          if (expired > 0) logger.warn({ released: expired }, "released reservations whose lease expired");
+        },
+        (error: unknown) => logger.error({ err: error }, "releasing expired reservations failed"),
+      );
+    }
   }, RESERVATION_LEASE_MS / 3);
   leaseRenewal.unref();
   const inFlight = new InFlightRequests();

@@ -157,19 +157,23 @@ export function createKyselyBilling(
       await query.execute();
     },
 
-    async releaseReservations(options: { replicaId: string; expiredBefore?: Date }): Promise<number> {
+    async releaseReservations(options: { replicaId?: string; expiredBefore?: Date }): Promise<number> {
       const { replicaId, expiredBefore } = options;
+      if (replicaId === undefined && expiredBefore === undefined) return 0;
       return await db.transaction().execute(async (transaction) => {
         const toRelease =
           replicaId === "*"
             ? undefined
-            : (eb: ExpressionBuilder<Database, "reservations">) =>
-                expiredBefore === undefined
-                  ? eb("replica_id", "=", replicaId)
-                  : eb.or([
-                      eb("replica_id", "=", replicaId),
-                      eb("lease_expires_at", "<", toTimestampText(expiredBefore)),
-                    ]);
+            : (eb: ExpressionBuilder<Database, "reservations">) => {
+                const expired =
+                  expiredBefore === undefined
+                    ? undefined
+                    : eb("lease_expires_at", "<", toTimestampText(expiredBefore));
+                const mine = replicaId === undefined ? undefined : eb("replica_id", "=", replicaId);
+                return mine !== undefined && expired !== undefined
+                  ? eb.or([mine, expired])
+                  : (mine ?? expired)!;
+              };
         let query = transaction.deleteFrom("reservations");
         if (toRelease !== undefined) query = query.where(toRelease);
         if (lockRows) {

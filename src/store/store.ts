@@ -248,9 +248,10 @@ export interface Store {
   renewLeases(replicaId: string, leaseExpiresAt: Date): Promise<void>;
   /**
    * Releases left-over reservations (no charge, no usage row): those of `replicaId` (all of
-   * them when it is `"*"`), and any whose lease expired before `expiredBefore`. Returns how many.
+   * them when it is `"*"`, none when it is left out), and any whose lease expired before
+   * `expiredBefore`. Returns how many.
    */
-  releaseReservations(options: { replicaId: string; expiredBefore?: Date }): Promise<number>;
+  releaseReservations(options: { replicaId?: string; expiredBefore?: Date }): Promise<number>;
   /** Open reservations, oldest first. */
   listReservations(): Promise<Reservation[]>;
   /**

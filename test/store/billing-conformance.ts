@@ -601,6 +601,7 @@ export function describeBillingConformance(name: string, backend: StoreConforman
         const account = await openAccount(100n);
         await reserveFor(account, "a", 1n, 10);
         expect(await store.releaseReservations({ replicaId: "b", expiredBefore: lease(1) })).toBe(0);
+        expect(await store.releaseReservations({})).toBe(0);
         expect((await money(account.id))?.reservedNano).toBe(1n);
       });
 
@@ -610,7 +611,7 @@ export function describeBillingConformance(name: string, backend: StoreConforman
         const theirs = await reserveFor(account, "them", 2n, 1);
         await store.renewLeases("me", lease(30));
         expect(await store.listReservations()).toEqual([{ ...mine, leaseExpiresAt: lease(30) }, theirs]);
-        expect(await store.releaseReservations({ replicaId: "nobody", expiredBefore: lease(10) })).toBe(1);
+        expect(await store.releaseReservations({ expiredBefore: lease(10) })).toBe(1);
         expect((await store.listReservations()).map((each) => each.id)).toEqual([mine.id]);
       });
 
