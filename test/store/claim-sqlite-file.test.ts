@@ -65,4 +65,46 @@ describe("the server's claim on its SQLite file", () => {
     await store.close();
     expect(existsSync(claim)).toBe(false);
   });
+
+  it("goes to exactly one of several processes that claim the file at the same moment", async () => {
+    const claimModule = new URL("../../src/store/sqlite/claim-sqlite-file.ts", import.meta.url).href;
+    for (const stale of [false, true]) {
+      const file = newDatabaseUrl(directory).slice("sqlite:".length);
+      if (stale) {
+        // The claim of a server that crashed: every contender sees it is gone at once.
+        other = await startOtherProcess();
+        writeFileSync(`${file}.server`, `${other.pid}\n`);
+        other.kill("SIGKILL");
+        await once(other, "exit");
+      }
+      // Each waits for the same moment, claims, and holds the claim while the others try.
+      const start = Date.now() + 700;
+      const script = `const { claimSqliteFile } = await import(${JSON.stringify(claimModule)});
+        while (Date.now() < ${start}) {}
+        let result = "claimed";
+        try { claimSqliteFile(${JSON.stringify(file)}); } catch { result = "refused"; }
+        process.stdout.write(result);
+        setTimeout(() => {}, 600);`;
+      const contenders = Array.from({ length: 6 }, () =>
+        spawn(process.execPath, ["--input-type=module", "-e", script], {
+          stdio: ["ignore", "pipe", "inherit"],
+        }),
+      );
+      const results = await Promise.all(
+        contenders.map(async (child) => {
+          let output = "";
+          child.stdout?.on("data", (data: Buffer) => {
+            output += data.toString();
+          });
+          await once(child, "exit");
+          return output;
+        }),
+      );
+      expect(
+        results.filter((result) => result === "claimed"),
+        `with a stale claim: ${stale}`,
+      ).toHaveLength(1);
+      expect(results.filter((result) => result === "refused")).toHaveLength(5);
+    }
+  });
 });
