@@ -220,14 +220,14 @@ async function models(argv: string[], configFile: string | undefined): Promise<v
     handlers: {
       list: async (rest) => {
         parseCommandArguments(rest, { options: {}, positionals: 0, usage: MODELS_USAGE.list });
-        const config = await loadConfig({ file: configFile });
+        const config = await loadConfig({ file: configFile, purpose: "command" });
         for (const model of config.models) {
           const engine = model.engine === undefined ? "-" : `${model.engine.type}:${model.engine.model}`;
           out.write(`${model.id}\t${model.kind}\t${engine}`);
         }
       },
       pull: async (rest) => {
-        const config = await loadConfig({ file: configFile });
+        const config = await loadConfig({ file: configFile, purpose: "command" });
         const { runModelsPullCommand } = await import("./models/pull-command.ts");
         await runModelsPullCommand(config, [...rest], out);
       },
@@ -268,7 +268,7 @@ async function withStore<T>(
   configFile: string | undefined,
   run: (store: Store, config: Config) => Promise<T>,
 ) {
-  const config = await loadConfig({ file: configFile });
+  const config = await loadConfig({ file: configFile, purpose: "command" });
   const { openStore } = await import("./store/open-store.ts");
   const store = await openStore(config.database);
   try {

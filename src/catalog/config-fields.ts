@@ -20,8 +20,14 @@ export interface ConfigIssue {
 export class ConfigIssues {
   readonly list: ConfigIssue[] = [];
 
+  /**
+   * Records a problem, one per field: the first says what is wrong at the root (a variable that
+   * is not set), and what follows from it (the value is then empty) would only repeat it.
+   */
   add(path: ConfigPath, message: string): void {
-    this.list.push({ path, field: formatConfigPath(path), message });
+    const field = formatConfigPath(path);
+    if (this.list.some((issue) => issue.path !== undefined && issue.field === field)) return;
+    this.list.push({ path, field, message });
   }
 
   addForEnvironment(variable: string, message: string): void {

@@ -20,7 +20,7 @@ import { DEFAULT_CONFIG_FILE_NAME } from "./config-defaults.ts";
 import { ConfigError, type ConfigProblem } from "./config-error.ts";
 import type { ConfigIssue } from "./config-fields.ts";
 import { DEFAULT_CATALOG_CREATED } from "./default-catalog.ts";
-import { type LoadedConfig, readConfig } from "./read-config.ts";
+import { type ConfigPurpose, type LoadedConfig, readConfig } from "./read-config.ts";
 
 export type { LoadedConfig } from "./read-config.ts";
 
@@ -31,6 +31,8 @@ export interface LoadConfigOptions {
   env?: NodeJS.ProcessEnv;
   /** Working folder; default `process.cwd()`. */
   cwd?: string;
+  /** Who reads it (see `ConfigPurpose` in read-config.ts); default `"serve"`. */
+  purpose?: ConfigPurpose;
 }
 
 /** Where the configuration comes from. */
@@ -52,6 +54,7 @@ export async function loadConfig(options: LoadConfigOptions = {}): Promise<Loade
       configFolder: cwd,
       source: undefined,
       created: DEFAULT_CATALOG_CREATED,
+      purpose: options.purpose ?? "serve",
     });
     if (result.ok) return result.config;
     throw new ConfigError({ problems: result.issues.list.map(placeWithoutLine), source: undefined });
@@ -90,6 +93,7 @@ export async function loadConfig(options: LoadConfigOptions = {}): Promise<Loade
     configFolder: dirname(source),
     source,
     created: modifiedSeconds,
+    purpose: options.purpose ?? "serve",
   });
   if (result.ok) return result.config;
   // In the order of the file; problems without a line (environment variables) come last.

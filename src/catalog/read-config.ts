@@ -67,6 +67,26 @@ export interface ReadConfigOptions {
   source: string | undefined;
   /** `created` for models that do not set it (Unix seconds). */
   created: number;
+  /** Who reads the config: see {@link ConfigPurpose}. Default `"serve"`. */
+  purpose?: ConfigPurpose;
+}
+
+/**
+ * `serve`: everything must be there. `command`: a CLI command that neither serves nor calls an
+ * upstream (accounts, keys, usage, audit, models): upstream keys and headers whose variables are
+ * not set are read as empty, and `HOST` and `PORT` are not read, so an operator's shell needs
+ * none of the server's secrets.
+ */
+export type ConfigPurpose = "serve" | "command";
+
+/** Whether `path` is an upstream endpoint's `api_key` or one of its `headers`. */
+function isUpstreamSecret(path: ConfigPath): boolean {
+  return (
+    path[0] === "models" &&
+    path[2] === "engine" &&
+    path[3] === "endpoints" &&
+    (path[5] === "api_key" || path[5] === "headers")
+  );
 }
 
 export type ReadConfigResult = { ok: true; config: LoadedConfig } | { ok: false; issues: ConfigIssues };
@@ -82,7 +102,7 @@ interface EnvironmentOverrides {
 
 export function readConfig(options: ReadConfigOptions): ReadConfigResult {
   const issues = new ConfigIssues();
-  const overrides = readEnvironmentOverrides(options.env);
+  const overrides = readEnvironmentOverrides(options.env, options.purpose ?? "serve");
   if (!isMapping(options.raw)) {
     issues.add(
       [],
@@ -102,7 +122,9 @@ export function readConfig(options: ReadConfigOptions): ReadConfigResult {
   const raw = substituteVariables(removeOverriddenValues(ownKeys, overrides), {
     env: options.env,
     issues,
-    mayBeUnset: (path: ConfigPath) => path.length === 1 && MAY_BE_UNSET.has(String(path[0])),
+    mayBeUnset: (path: ConfigPath) =>
+      (path.length === 1 && MAY_BE_UNSET.has(String(path[0]))) ||
+      (options.purpose === "command" && isUpstreamSecret(path)),
   });
   const tree: ConfigMapping = isMapping(raw) ? raw : {};
 
@@ -146,14 +168,14 @@ export function readConfig(options: ReadConfigOptions): ReadConfigResult {
   };
 }
 
-function readEnvironmentOverrides(env: NodeJS.ProcessEnv): EnvironmentOverrides {
+function readEnvironmentOverrides(env: NodeJS.ProcessEnv, purpose: ConfigPurpose): EnvironmentOverrides {
   const read = (name: string): string | undefined => {
     const value = env[name];
     return value === undefined || value === "" ? undefined : value;
   };
   return {
-    host: read("HOST"),
-    port: read("PORT"),
+    host: purpose === "serve" ? read("HOST") : undefined,
+    port: purpose === "serve" ? read("PORT") : undefined,
     database: read("TOLLGATE_DATABASE_URL"),
     redis: read("TOLLGATE_REDIS_URL"),
     adminKey: read("TOLLGATE_ADMIN_KEY"),

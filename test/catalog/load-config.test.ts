@@ -814,6 +814,38 @@ describe("loadConfig: upstream endpoint headers and keys", () => {
   });
 });
 
+describe("loadConfig for CLI commands", () => {
+  const file = `server: { port: 8080 }
+models:
+  - id: remote
+    pricing: { input_per_million: "1", output_per_million: "2" }
+    engine:
+      type: openai
+      endpoints: [ { base_url: "https://api.example.com/v1", api_key: "\${UPSTREAM_KEY}", headers: { X-Gateway-Key: "\${GATEWAY_KEY}" } } ]
+`;
+
+  it("needs none of the server's upstream secrets, nor a valid HOST or PORT", async () => {
+    await folder.write("tollgate.yaml", file);
+    const env = { PORT: "99999", HOST: " " };
+    expect(await problemsOf({ env })).toEqual([
+      "models[0].engine.endpoints[0].api_key: environment variable UPSTREAM_KEY is not set; set it, or write the value in the file",
+      "models[0].engine.endpoints[0].headers.X-Gateway-Key: environment variable GATEWAY_KEY is not set; set it, or write the value in the file",
+      'PORT (environment): must be an integer from 0 to 65535 (got "99999")',
+    ]);
+    const config = await load({ env, purpose: "command" });
+    expect(config.models.map((model) => model.id)).toEqual(["remote"]);
+    expect(config.models[0]?.engine).toMatchObject({ endpoints: [{ apiKey: undefined }] });
+    expect(config.server.port).toBe(8080);
+  });
+
+  it("still needs every other variable, and reports one that is not set once (not also as an empty value)", async () => {
+    await folder.write("tollgate.yaml", file.replace("https://api.example.com/v1", "${UPSTREAM_URL}"));
+    expect(await problemsOf({ env: { UPSTREAM_KEY: "k" }, purpose: "command" })).toEqual([
+      "models[0].engine.endpoints[0].base_url: environment variable UPSTREAM_URL is not set; set it, or write the value in the file",
+    ]);
+  });
+});
+
 describe("the built-in catalogue", () => {
   it("has one small local chat model with valid prices", () => {
     const [model, ...others] = createDefaultCatalog();
