@@ -183,8 +183,13 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
       },
       "request",
     );
+    // Only catalogue ids become label values (never whatever a client asked for): one in the
+    // catalogue now, or one that ran (it was measured), though a reload may have removed it since.
     const model =
-      typeof fields.model === "string" && dependencies.registry.get(fields.model) ? fields.model : "";
+      typeof fields.model === "string" &&
+      (dependencies.registry.get(fields.model) !== undefined || fields.promptTokens !== undefined)
+        ? fields.model
+        : "";
     const number = (value: unknown) => (typeof value === "number" ? value : undefined);
     metrics.observe({
       route,

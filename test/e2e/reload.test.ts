@@ -86,4 +86,40 @@ describe("reloading the catalogue", () => {
     const [row] = await server.store.listUsage({ accountId });
     expect(row?.costNano).toBe(BigInt(usage.prompt_tokens) * 200n + BigInt(usage.completion_tokens) * 800n);
   });
+
+  it("counts a request on a model that a reload removed under that model's id", async () => {
+    const tiny = createTinyModelEntry(await getTestModelPath());
+    const config = (models: Config["models"]): Config => ({
+      server: { host: "127.0.0.1", port: 0, bodyLimitBytes: 1024 * 1024 },
+      database: "sqlite::memory:",
+      redis: undefined,
+      adminKey: undefined,
+      metricsKey: undefined,
+      logPrompts: false,
+      source: undefined,
+      models,
+    });
+    await server.server.reload(config([tiny, { ...tiny, id: "going" }]));
+    const response = await fetch(`${server.baseUrl}/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${server.starterKey}`, "content-type": "application/json" },
+      body: JSON.stringify({
+        model: "going",
+        messages: [{ role: "user", content: "Go" }],
+        stream: true,
+        max_tokens: 40,
+      }),
+    });
+    const reader = response.body!.getReader();
+    await reader.read();
+    await server.server.reload(config([tiny]));
+    while (!(await reader.read()).done) {}
+
+    const metrics = await (await fetch(`${server.origin}/metrics`)).text();
+    expect(metrics).toMatch(
+      /tollgate_requests_total\{route="\/v1\/chat\/completions",model="going",status="200"\} 1/,
+    );
+    expect(metrics).toMatch(/tollgate_cost_total\{model="going"\} \d/);
+    expect(metrics).not.toMatch(/tollgate_cost_total\{model=""\}/);
+  });
 });
