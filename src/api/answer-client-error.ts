@@ -42,7 +42,9 @@ export function describeClientError(error: ClientError, requestTimeoutMs: number
  */
 export function answerClientError(error: ClientError, socket: HttpSocket, requestTimeoutMs: number): void {
   if (error.code === "ECONNRESET" || socket.destroyed) return;
-  if (!socket.writable || socket._httpMessage?.headersSent === true) {
+  // The request was answered already (early, its body still unread): a second answer would
+  // reach the client as the response to a request it never sent.
+  if (!socket.writable || socket._httpMessage?.headersSent === true || draining.has(socket)) {
     socket.destroy();
     return;
   }
@@ -61,6 +63,9 @@ export function answerClientError(error: ClientError, socket: HttpSocket, reques
   setTimeout(() => socket.destroy(), 5_000).unref();
 }
 
+/** Connections reading and dropping the rest of a body whose request was answered early. */
+const draining = new WeakSet<Duplex>();
+
 /**
  * Bounds the rest of a request body that an early answer left unread (a refused key, a body over
  * the limit). Node then reads and drops it to reach the connection's next request, for as long
@@ -71,11 +76,13 @@ export function answerClientError(error: ClientError, socket: HttpSocket, reques
 export function boundUnreadBody(request: IncomingMessage, remainingMs: number): void {
   if (request.complete) return;
   const socket = request.socket;
+  draining.add(socket);
   const timer = setTimeout(() => socket.destroy(), Math.max(0, remainingMs));
   timer.unref();
   // Both listeners go once either fires: a keep-alive socket may see many such requests.
   const clear = () => {
     clearTimeout(timer);
+    draining.delete(socket);
     request.off("end", clear);
     socket.off("close", clear);
   };

@@ -1,6 +1,9 @@
-import { connect } from "node:net";
+import { once } from "node:events";
+import { createServer } from "node:http";
+import { type AddressInfo, connect } from "node:net";
 import type { FastifyInstance } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { answerClientError, boundUnreadBody } from "../../src/api/answer-client-error.ts";
 import { buildApp } from "../../src/api/build-app.ts";
 import { AppError } from "../../src/errors/app-error.ts";
 import { ModelRegistry } from "../../src/models/model-registry.ts";
@@ -199,5 +202,33 @@ describe("requests the HTTP parser refuses", () => {
   it("still answers well-formed requests on other connections", async () => {
     const response = await fetch(`http://127.0.0.1:${port}/health`);
     expect(response.status).toBe(200);
+  });
+});
+
+describe("answerClientError after an early answer", () => {
+  it("writes no second answer when the request timeout catches up with a body left unread", async () => {
+    // Whichever comes first, the bound on the unread body or Node's request timeout: the client
+    // got its answer and must not see another one for a request it never sent.
+    const server = createServer((request, response) => {
+      response.end("early");
+      boundUnreadBody(request, 60_000);
+      response.on("finish", () => {
+        const timeout = Object.assign(new Error("timeout"), { code: "ERR_HTTP_REQUEST_TIMEOUT" });
+        answerClientError(timeout, request.socket, REQUEST_TIMEOUT_MS);
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const address = server.address() as AddressInfo;
+    const socket = connect(address.port, "127.0.0.1");
+    let text = "";
+    socket.setEncoding("utf8");
+    socket.on("data", (data: string) => {
+      text += data;
+    });
+    socket.write("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{");
+    await once(socket, "close");
+    server.close();
+    expect(text).toMatch(/^HTTP\/1\.1 200 [\s\S]*early$/);
+    expect(text).not.toContain("408");
   });
 });
