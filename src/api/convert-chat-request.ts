@@ -5,6 +5,7 @@ import type {
   ToolChoice,
   ToolDefinition,
 } from "../engine/engine.ts";
+import { convertJsonSchemaToGbnf } from "../engine/llama/convert-json-schema-to-gbnf.ts";
 import { AppError } from "../errors/app-error.ts";
 import type { ChatCompletionRequestBody, ChatMessageBody } from "./schemas/chat-completion-request.ts";
 
@@ -135,7 +136,7 @@ function convertResponseFormat(body: ChatCompletionRequestBody): ResponseFormat 
           },
         );
       }
-      if (jsonSchema.schema != null) checkNesting(jsonSchema.schema, "response_format.json_schema.schema");
+      if (jsonSchema.schema != null) checkSchema(jsonSchema.schema, "response_format.json_schema.schema");
       return {
         type: "json_schema",
         name: jsonSchema.name,
@@ -176,6 +177,37 @@ function checkNesting(value: unknown, param: string): void {
 }
 
 /**
+ * Refuses a JSON Schema that is too deep or not valid JSON Schema (an unknown `type`, `required`
+ * that is not a list of names, a `$ref` that does not resolve, ...) with 400 naming `param`: a
+ * field error, found with the others before anything about the model (SPEC section 11), for
+ * every engine. The grammar converter is where validity is defined (the local engine builds its
+ * grammar with it); its result is not needed here.
+ */
+function checkSchema(schema: unknown, param: string): void {
+  checkNesting(schema, param);
+  convertJsonSchemaToGbnf(schema, { param });
+}
+
+/** {@link checkSchema}, and a root that declares a type declares an object: arguments are a JSON object. */
+function checkToolParameters(tool: ToolDefinition, param: string): void {
+  const parameters = tool.parameters;
+  if (parameters === undefined) return;
+  checkSchema(parameters, param);
+  const { type } = parameters;
+  const isObject =
+    type === undefined ||
+    type === "object" ||
+    (Array.isArray(type) && type.length > 0 && type.every((name) => name === "object"));
+  if (!isObject) {
+    throw new AppError(
+      "invalid_value",
+      `Invalid schema for the function '${tool.name}' in '${param}': the root must be of type "object" (a call's arguments are a JSON object), not ${JSON.stringify(type)}.`,
+      { param },
+    );
+  }
+}
+
+/**
  * Turns a schema-valid request body into the engine's request plus the edge's options,
  * applying the contract's defaults and the rules that span fields.
  */
@@ -208,7 +240,7 @@ export function convertChatRequest(body: ChatCompletionRequestBody): ChatComplet
   }));
   const names = new Set<string>();
   tools.forEach((tool, index) => {
-    if (tool.parameters !== undefined) checkNesting(tool.parameters, `tools[${index}].function.parameters`);
+    if (tool.parameters !== undefined) checkToolParameters(tool, `tools[${index}].function.parameters`);
     if (names.has(tool.name)) {
       throw new AppError("invalid_value", `Duplicate function name '${tool.name}' in 'tools'.`, {
         param: `tools[${index}].function.name`,

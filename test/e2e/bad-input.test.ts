@@ -254,6 +254,42 @@ const cases: [string, Record<string, unknown>, number, string, string | null][] 
     "missing_required_parameter",
     "response_format.json_schema.name",
   ],
+  [
+    "response_format json_schema with an unknown type, before the model is looked up",
+    {
+      model: "no-such-model",
+      response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "banana" } } },
+    },
+    400,
+    "invalid_value",
+    "response_format.json_schema.schema",
+  ],
+  [
+    "response_format json_schema with a $ref that does not resolve",
+    { response_format: { type: "json_schema", json_schema: { name: "x", schema: { $ref: "#/nope" } } } },
+    400,
+    "invalid_value",
+    "response_format.json_schema.schema",
+  ],
+  [
+    "tool parameters whose root is not an object, for any model",
+    {
+      model: "no-such-model",
+      tools: [{ type: "function", function: { name: "f", parameters: { type: "string" } } }],
+    },
+    400,
+    "invalid_value",
+    "tools[0].function.parameters",
+  ],
+  [
+    "tool parameters with required that is not a list",
+    {
+      tools: [{ type: "function", function: { name: "f", parameters: { type: "object", required: "a" } } }],
+    },
+    400,
+    "invalid_value",
+    "tools[0].function.parameters",
+  ],
   ["seed fractional", { seed: 1.5 }, 400, "invalid_type", "seed"],
   ["user not a string", { user: 5 }, 400, "invalid_type", "user"],
   ["unknown model", { model: "no-such-model" }, 404, "model_not_found", "model"],
