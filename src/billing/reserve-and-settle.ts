@@ -167,6 +167,13 @@ export class BillingAdmission implements ChatAdmission {
     await this.#limits.takeRequest(context.key, context.setHeader);
   }
 
+  async checkTokenRate(context: AdmissionContext, tokens: number): Promise<void> {
+    // Taken to learn whether there is room (429 if not), and given back at once: the request is
+    // refused either way, and refused requests cost nothing.
+    await this.#limits.takeTokens(context.key, tokens, context.setHeader);
+    await this.#limits.correctTokens(context.key, tokens, 0);
+  }
+
   async admit(request: AdmissionRequest): Promise<AdmissionTicket> {
     const { key, model } = request;
     const accountId = key.accountId;

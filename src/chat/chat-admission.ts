@@ -57,12 +57,19 @@ export interface AdmissionTicket {
  */
 export interface ChatAdmission {
   checkRequestRate(context: AdmissionContext): Promise<void>;
+  /**
+   * Refuses (429) a request the engine found too large for the context when the key's token
+   * rate has no room for `tokens` either (SPEC section 11: rate limits before the context
+   * length); spends nothing.
+   */
+  checkTokenRate(context: AdmissionContext, tokens: number): Promise<void>;
   admit(request: AdmissionRequest): Promise<AdmissionTicket>;
 }
 
 /** Admission without limits or billing: every request runs and costs nothing. */
 export const unlimitedAdmission: ChatAdmission = {
   async checkRequestRate() {},
+  async checkTokenRate() {},
   async admit() {
     return { async settle() {} };
   },

@@ -1,6 +1,7 @@
 import type { ChatCompletionOptions } from "../api/convert-chat-request.ts";
 import type { CompletionIdentity } from "../api/render-chat-completion.ts";
 import type { CatalogModel } from "../catalog/catalog.ts";
+import { ContextLengthError } from "../engine/check-context-length.ts";
 import type { StreamPart } from "../engine/engine.ts";
 import { AppError, isAppError } from "../errors/app-error.ts";
 import { createRandomText } from "../ids/random-text.ts";
@@ -31,9 +32,9 @@ export function createCompletionId(): string {
 /**
  * Decides what happens to a chat request, in the order SPEC §11 sets: model (404), the key's
  * permission (403), the model's kind (400), the request rate (429), then the engine measures
- * it (context, 400), admission checks the token rate (429) and reserves (403), and the run
- * waits for the model (503). The token rate needs the measured size, so it follows the context
- * check: a request too large for the context is refused without spending the key's tokens.
+ * it, admission checks the token rate (429) and reserves (403), and the run waits for the model
+ * (503). A request too large for the context (400) is told so after the token rate: it gets 429
+ * when the key has no room for its tokens either, and spends none of them.
  * Settlement wraps the run so it happens before the last part reaches the client.
  */
 export class ChatService {
@@ -102,9 +103,15 @@ export class ChatService {
     };
     await this.#admission.checkRequestRate(context);
     // A fallback serves the request only where the key may use it, as it would be asked for by name.
-    const prepared = await engine.prepare(options.request, {
-      mayServe: (modelId) => isModelAllowedForKey(key, modelId),
-    });
+    const prepared = await engine
+      .prepare(options.request, { mayServe: (modelId) => isModelAllowedForKey(key, modelId) })
+      .catch(async (error: unknown) => {
+        // Too large for the context, and perhaps for the key's token rate too: the rate limit
+        // answers first (SPEC section 11), the context length otherwise.
+        if (error instanceof ContextLengthError)
+          await this.#admission.checkTokenRate(context, error.requestedTokens);
+        throw error;
+      });
     const ticket = await this.#admission.admit({
       ...context,
       promptTokens: prepared.promptTokens,

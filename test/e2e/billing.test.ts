@@ -287,6 +287,32 @@ describe("rate limits", () => {
     expect(fits.headers.get("x-ratelimit-limit-requests")).toBeNull();
   });
 
+  it("puts the token rate before the context length (SPEC section 11), spending nothing on the refusal", async () => {
+    const send = (key: string, maxTokens: number) =>
+      fetch(`${server.baseUrl}/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: TINY_MODEL, messages, max_tokens: maxTokens }),
+      });
+    // Over the 1024-token context and over the key's whole token rate: 429 first.
+    const short = await server.createFundedKey("tpm-before-context", "1", { tpm: 100 });
+    const limited = await send(short.key, 5_000);
+    expect(limited.status).toBe(429);
+    expect(((await limited.json()) as { error: { code: string } }).error.code).toBe("rate_limit_exceeded");
+    // Over the context only: 400, and the key's tokens are all there for the next request.
+    const roomy = await server.createFundedKey("context-after-tpm", "1", { tpm: 100_000 });
+    const tooLong = await send(roomy.key, 5_000);
+    expect(tooLong.status).toBe(400);
+    expect(((await tooLong.json()) as { error: { code: string } }).error.code).toBe(
+      "context_length_exceeded",
+    );
+    const next = await send(roomy.key, 1);
+    expect(next.status).toBe(200);
+    const remaining = Number(next.headers.get("x-ratelimit-remaining-tokens"));
+    // Only the next request's own estimate (its prompt and one token) was taken.
+    expect(remaining).toBeGreaterThan(100_000 - 100);
+  });
+
   it("sends no rate-limit headers for a key without limits", async () => {
     const response = await fetch(`${server.baseUrl}/models`, {
       headers: { authorization: `Bearer ${server.starterKey}` },

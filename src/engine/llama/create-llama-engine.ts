@@ -1,8 +1,8 @@
 import type { ChatWrapper, Llama, LlamaGrammar } from "node-llama-cpp";
 import type { CatalogModel, LlamaEngineConfig } from "../../catalog/catalog.ts";
 import { AppError } from "../../errors/app-error.ts";
+import { checkContextLength } from "../check-context-length.ts";
 import type { ChatEngine, ChatRequest, ModelStatus, PreparedChat } from "../engine.ts";
-import { checkContextLength } from "./check-context-length.ts";
 import { createGrammarCache, type GrammarCache } from "./create-grammar-cache.ts";
 import { createLeasePool, type LeasePool } from "./create-lease-pool.ts";
 import { prepareDirectPrompt, supportsDirectGeneration } from "./generate-directly.ts";

@@ -1,8 +1,8 @@
 import type { CatalogModel, OpenAiEngineConfig } from "../../catalog/catalog.ts";
 import { AppError } from "../../errors/app-error.ts";
+import { checkContextLength } from "../check-context-length.ts";
 import type { EngineLogger } from "../create-engine.ts";
 import type { ChatEngine, ChatRequest, ModelStatus, PreparedChat, PrepareOptions } from "../engine.ts";
-import { checkContextLength } from "../llama/check-context-length.ts";
 import { convertRequestBody } from "./convert-request-body.ts";
 import { createEndpointBalancer } from "./create-endpoint-balancer.ts";
 import { createStallWatchdog } from "./create-stall-watchdog.ts";
