@@ -106,6 +106,19 @@ describe("BillingAdmission when the store fails to settle", () => {
     timings: { firstPartMs: 1, totalMs: 2 },
   };
 
+  /** Admits a request of 10 prompt tokens and at most 20 completion tokens: 30,000 held. */
+  const admitOne = (admission: BillingAdmission, requestId: string, accountId: string) =>
+    admission.admit({
+      requestId,
+      key: key(accountId),
+      model,
+      user: undefined,
+      setHeader: () => {},
+      annotate: () => {},
+      promptTokens: 10,
+      maxCompletionTokens: 20,
+    });
+
   /** The store, with `settle` failing its first `failures` calls (for ever with Infinity). */
   function failingStore(failures: number) {
     let calls = 0;
@@ -139,16 +152,7 @@ describe("BillingAdmission when the store fails to settle", () => {
       onSettleError: (_error, requestId, { retrying }) => errors.push({ requestId, retrying }),
       onSettleRecovered: (_requestId, attempts) => recovered.push(attempts),
     });
-    const ticket = await admission.admit({
-      requestId: "req_flaky",
-      key: key(account.id),
-      model,
-      user: undefined,
-      setHeader: () => {},
-      annotate: () => {},
-      promptTokens: 10,
-      maxCompletionTokens: 20,
-    });
+    const ticket = await admitOne(admission, "req_flaky", account.id);
     await ticket.settle(outcome);
     expect(errors).toEqual([{ requestId: "req_flaky", retrying: true }]);
     expect(admission.pendingSettlements).toBe(1);
@@ -177,16 +181,7 @@ describe("BillingAdmission when the store fails to settle", () => {
       onSettleError: (_error, _requestId, { retrying, usage }) =>
         errors.push({ retrying, costNano: usage.costNano }),
     });
-    const ticket = await admission.admit({
-      requestId: "req_down",
-      key: key(account.id),
-      model,
-      user: undefined,
-      setHeader: () => {},
-      annotate: () => {},
-      promptTokens: 10,
-      maxCompletionTokens: 20,
-    });
+    const ticket = await admitOne(admission, "req_down", account.id);
     await ticket.settle(outcome);
     await admission.close();
     expect(errors).toEqual([

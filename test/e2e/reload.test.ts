@@ -18,6 +18,20 @@ afterAll(async () => {
   await server?.close();
 });
 
+/** A configuration with these models (a reload reads only the catalogue from it). */
+function configWith(models: Config["models"]): Config {
+  return {
+    server: { host: "127.0.0.1", port: 0, bodyLimitBytes: 1024 * 1024 },
+    database: "sqlite::memory:",
+    redis: undefined,
+    adminKey: undefined,
+    metricsKey: undefined,
+    logPrompts: false,
+    source: undefined,
+    models,
+  };
+}
+
 async function listModels() {
   const response = await fetch(`${server.baseUrl}/models`, {
     headers: { authorization: `Bearer ${server.starterKey}` },
@@ -44,24 +58,16 @@ describe("reloading the catalogue", () => {
     let text = new TextDecoder().decode((await reader.read()).value);
 
     const tiny = createTinyModelEntry(await getTestModelPath());
-    const next: Config = {
-      server: { host: "127.0.0.1", port: 0, bodyLimitBytes: 1024 * 1024 },
-      database: "sqlite::memory:",
-      redis: undefined,
-      adminKey: undefined,
-      metricsKey: undefined,
-      logPrompts: false,
-      source: undefined,
-      models: [
+    await server.server.reload(
+      configWith([
         {
           ...tiny,
           contextLength: 1024,
           pricing: { kind: "chat", inputPerMillion: "0.20", outputPerMillion: "0.80" },
         },
         { ...tiny, id: "tiny-2", engine: { ...tiny.engine!, parallel: 1 } as typeof tiny.engine },
-      ],
-    };
-    await server.server.reload(next);
+      ]),
+    );
 
     for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) {
       text += new TextDecoder().decode(chunk.value);
@@ -89,17 +95,7 @@ describe("reloading the catalogue", () => {
 
   it("counts a request on a model that a reload removed under that model's id", async () => {
     const tiny = createTinyModelEntry(await getTestModelPath());
-    const config = (models: Config["models"]): Config => ({
-      server: { host: "127.0.0.1", port: 0, bodyLimitBytes: 1024 * 1024 },
-      database: "sqlite::memory:",
-      redis: undefined,
-      adminKey: undefined,
-      metricsKey: undefined,
-      logPrompts: false,
-      source: undefined,
-      models,
-    });
-    await server.server.reload(config([tiny, { ...tiny, id: "going" }]));
+    await server.server.reload(configWith([tiny, { ...tiny, id: "going" }]));
     const response = await fetch(`${server.baseUrl}/chat/completions`, {
       method: "POST",
       headers: { authorization: `Bearer ${server.starterKey}`, "content-type": "application/json" },
@@ -112,7 +108,7 @@ describe("reloading the catalogue", () => {
     });
     const reader = response.body!.getReader();
     await reader.read();
-    await server.server.reload(config([tiny]));
+    await server.server.reload(configWith([tiny]));
     while (!(await reader.read()).done) {}
 
     const metrics = await (await fetch(`${server.origin}/metrics`)).text();

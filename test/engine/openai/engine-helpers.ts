@@ -6,6 +6,7 @@ import {
 } from "../../../src/engine/openai/create-openai-engine.ts";
 import type { UpstreamSettings } from "../../../src/engine/openai/upstream-settings.ts";
 import { createChatRequest } from "../../support/create-chat-request.ts";
+import { type MockHandler, type MockUpstream, startMockUpstream } from "./mock-upstream.ts";
 
 /** A catalogue model routed to `baseUrls` (one endpoint each). */
 export function upstreamModel(
@@ -59,6 +60,21 @@ export function createTestEngine(
 
 export async function closeEngines(): Promise<void> {
   await Promise.all(engines.splice(0).map((engine) => engine.close()));
+}
+
+const mocks: MockUpstream[] = [];
+
+/** A mock upstream for the test; closed by {@link closeEnginesAndMocks}. */
+export async function startTestMock(handler?: MockHandler): Promise<MockUpstream> {
+  const upstream = await startMockUpstream(handler);
+  mocks.push(upstream);
+  return upstream;
+}
+
+/** Closes the engines and the mock upstreams the test made (an `afterEach`). */
+export async function closeEnginesAndMocks(): Promise<void> {
+  await closeEngines();
+  await Promise.all(mocks.splice(0).map((upstream) => upstream.close()));
 }
 
 /** A plain request with a system and a user message; override what a test is about. */

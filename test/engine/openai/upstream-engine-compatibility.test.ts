@@ -3,10 +3,11 @@ import { afterEach, describe, expect, it } from "vitest";
 import type { AppError } from "../../../src/errors/app-error.ts";
 import {
   chatRequest,
-  closeEngines,
+  closeEnginesAndMocks,
   collectParts,
   createTestEngine,
   firstError,
+  startTestMock,
   textOf,
   upstreamModel,
 } from "./engine-helpers.ts";
@@ -15,7 +16,6 @@ import {
   chunk,
   type MockHandler,
   type MockUpstream,
-  startMockUpstream,
   streamText,
   textEvents,
   usageChunk,
@@ -24,17 +24,9 @@ import {
 
 /** How servers that are "OpenAI-compatible" differ from OpenAI, and how the engine copes. */
 
-const mocks: MockUpstream[] = [];
-async function mock(handler?: MockHandler) {
-  const upstream = await startMockUpstream(handler);
-  mocks.push(upstream);
-  return upstream;
-}
+const mock = startTestMock;
 
-afterEach(async () => {
-  await closeEngines();
-  await Promise.all(mocks.splice(0).map((upstream) => upstream.close()));
-});
+afterEach(closeEnginesAndMocks);
 
 /** Answers 200 with an event stream whose body is `pieces`, written one by one. */
 function answerStream(...pieces: (string | Buffer)[]): MockHandler {

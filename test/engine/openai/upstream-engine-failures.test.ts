@@ -7,10 +7,11 @@ import { AppError } from "../../../src/errors/app-error.ts";
 import { findFreePort } from "../../support/free-port.ts";
 import {
   chatRequest,
-  closeEngines,
+  closeEnginesAndMocks,
   collectParts,
   createTestEngine,
   firstError,
+  startTestMock,
   textOf,
   upstreamModel,
 } from "./engine-helpers.ts";
@@ -18,24 +19,14 @@ import {
   answerError,
   chunk,
   type MockHandler,
-  type MockUpstream,
   resetAfter,
-  startMockUpstream,
   streamText,
   writeEvents,
 } from "./mock-upstream.ts";
 
-const mocks: MockUpstream[] = [];
-async function mock(handler?: MockHandler) {
-  const upstream = await startMockUpstream(handler);
-  mocks.push(upstream);
-  return upstream;
-}
+const mock = startTestMock;
 
-afterEach(async () => {
-  await closeEngines();
-  await Promise.all(mocks.splice(0).map((upstream) => upstream.close()));
-});
+afterEach(closeEnginesAndMocks);
 
 /** Answers the first `count` requests with `first`, the rest with `then`. */
 function sequence(count: number, first: MockHandler, then: MockHandler): MockHandler {

@@ -3,14 +3,15 @@ import type { EngineLogger } from "../../../src/engine/create-engine.ts";
 import type { AppError } from "../../../src/errors/app-error.ts";
 import {
   chatRequest,
-  closeEngines,
+  closeEnginesAndMocks,
   collectParts,
   createTestEngine,
   firstError,
+  startTestMock,
   textOf,
   upstreamModel,
 } from "./engine-helpers.ts";
-import { type MockUpstream, startMockUpstream, streamText } from "./mock-upstream.ts";
+import { streamText } from "./mock-upstream.ts";
 
 /** The text that makes the chunk mapper fail, as a bug in it would. */
 const FAULT = "<trip the mapper>";
@@ -35,17 +36,11 @@ vi.mock("../../../src/engine/openai/create-chunk-mapper.ts", async (importOrigin
   };
 });
 
-const mocks: MockUpstream[] = [];
-
-afterEach(async () => {
-  await closeEngines();
-  await Promise.all(mocks.splice(0).map((upstream) => upstream.close()));
-});
+afterEach(closeEnginesAndMocks);
 
 async function setUp(texts: string[]) {
-  const upstream = await startMockUpstream(streamText(texts));
-  const backupUpstream = await startMockUpstream(streamText(["from the backup"]));
-  mocks.push(upstream, backupUpstream);
+  const upstream = await startTestMock(streamText(texts));
+  const backupUpstream = await startTestMock(streamText(["from the backup"]));
   const logged: { object: object; message: string | undefined }[] = [];
   const logger: EngineLogger = {
     info: () => {},

@@ -5,32 +5,18 @@ import type { StreamPart } from "../../../src/engine/engine.ts";
 import type { AppError } from "../../../src/errors/app-error.ts";
 import {
   chatRequest,
-  closeEngines,
+  closeEnginesAndMocks,
   collectParts,
   createTestEngine,
   firstError,
+  startTestMock,
   upstreamModel,
 } from "./engine-helpers.ts";
-import {
-  chunk,
-  type MockHandler,
-  type MockUpstream,
-  startMockUpstream,
-  textEvents,
-  writeEvents,
-} from "./mock-upstream.ts";
+import { chunk, type MockHandler, textEvents, writeEvents } from "./mock-upstream.ts";
 
-const mocks: MockUpstream[] = [];
-async function mock(handler?: MockHandler) {
-  const upstream = await startMockUpstream(handler);
-  mocks.push(upstream);
-  return upstream;
-}
+const mock = startTestMock;
 
-afterEach(async () => {
-  await closeEngines();
-  await Promise.all(mocks.splice(0).map((upstream) => upstream.close()));
-});
+afterEach(closeEnginesAndMocks);
 
 /** Never answers; the request stays open until the client gives up. */
 const silent: MockHandler = () => {};

@@ -3,30 +3,17 @@ import type { StreamPart } from "../../../src/engine/engine.ts";
 import { AppError } from "../../../src/errors/app-error.ts";
 import {
   chatRequest,
-  closeEngines,
+  closeEnginesAndMocks,
   collectParts,
   createTestEngine,
   firstError,
+  startTestMock,
   textOf,
   upstreamModel,
 } from "./engine-helpers.ts";
-import {
-  chunk,
-  type MockHandler,
-  type MockUpstream,
-  resetAfter,
-  startMockUpstream,
-  streamText,
-  textEvents,
-  writeEvents,
-} from "./mock-upstream.ts";
+import { chunk, type MockHandler, resetAfter, streamText, textEvents, writeEvents } from "./mock-upstream.ts";
 
-const mocks: MockUpstream[] = [];
-async function mock(...args: Parameters<typeof startMockUpstream>) {
-  const upstream = await startMockUpstream(...args);
-  mocks.push(upstream);
-  return upstream;
-}
+const mock = startTestMock;
 
 /** Answers 200 with `body` as `contentType`. */
 function answerAs(contentType: string, body: string): MockHandler {
@@ -43,10 +30,7 @@ async function oneTry(handler: MockHandler) {
   return { upstream, engine };
 }
 
-afterEach(async () => {
-  await closeEngines();
-  await Promise.all(mocks.splice(0).map((upstream) => upstream.close()));
-});
+afterEach(closeEnginesAndMocks);
 
 describe("upstream engine: answers", () => {
   it("streams text and finishes with the upstream's usage, sending the upstream model name", async () => {
