@@ -14,7 +14,7 @@ import {
   textEvents,
   writeEvents,
 } from "../engine/openai/mock-upstream.ts";
-import { startTestServer, type TestServer } from "../support/test-server.ts";
+import { createUpstreamModelEntry, startTestServer, type TestServer } from "../support/test-server.ts";
 
 const SLOW = "slow-remote";
 
@@ -33,22 +33,7 @@ beforeAll(async () => {
   });
   server = await startTestServer({
     logDestination: destination,
-    extraModels: [
-      {
-        id: SLOW,
-        kind: "chat",
-        ownedBy: "acme",
-        pricing: { kind: "chat", inputPerMillion: "1.00", outputPerMillion: "2.00" },
-        contextLength: 8192,
-        created: 1_700_000_100,
-        engine: {
-          type: "openai",
-          endpoints: [{ baseUrl: upstream.baseUrl, apiKey: undefined }],
-          model: "slow",
-          fallbacks: [],
-        },
-      },
-    ],
+    extraModels: [createUpstreamModelEntry(SLOW, upstream.baseUrl)],
   });
 });
 

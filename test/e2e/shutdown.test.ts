@@ -1,9 +1,14 @@
 import { once } from "node:events";
 import { connect, type Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
-import type { CatalogModel } from "../../src/catalog/catalog.ts";
 import { startMockUpstream, textEvents, writeEvents } from "../engine/openai/mock-upstream.ts";
-import { ENDLESS_MODEL, startTestServer, type TestServer, TINY_MODEL } from "../support/test-server.ts";
+import {
+  createUpstreamModelEntry,
+  ENDLESS_MODEL,
+  startTestServer,
+  type TestServer,
+  TINY_MODEL,
+} from "../support/test-server.ts";
 
 let server: TestServer | undefined;
 
@@ -110,7 +115,7 @@ describe("graceful shutdown and connections", () => {
       await writeEvents(response, events.slice(early));
     });
     try {
-      server = await startTestServer({ extraModels: [slowModel(upstream.baseUrl)] });
+      server = await startTestServer({ extraModels: [createUpstreamModelEntry("held", upstream.baseUrl)] });
       const streamed = await openConnection(server);
       const plain = await openConnection(server);
       const request = (id: string, content: string, stream: boolean) => {
@@ -145,15 +150,3 @@ describe("graceful shutdown and connections", () => {
     }
   });
 });
-
-function slowModel(baseUrl: string): CatalogModel {
-  return {
-    id: "held",
-    kind: "chat",
-    ownedBy: "acme",
-    pricing: { kind: "chat", inputPerMillion: "1", outputPerMillion: "1" },
-    contextLength: 8192,
-    created: 1_700_000_000,
-    engine: { type: "openai", endpoints: [{ baseUrl, apiKey: undefined }], model: "held", fallbacks: [] },
-  };
-}

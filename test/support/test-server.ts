@@ -78,6 +78,19 @@ export function createTinyModelEntry(path: string, options: TestServerOptions = 
   };
 }
 
+/** A catalogue chat model served by the upstream at `baseUrl` (1.00 in, 2.00 out per million). */
+export function createUpstreamModelEntry(id: string, baseUrl: string): CatalogModel {
+  return {
+    id,
+    kind: "chat",
+    ownedBy: "acme",
+    pricing: { kind: "chat", inputPerMillion: "1.00", outputPerMillion: "2.00" },
+    contextLength: 8192,
+    created: 1_700_000_100,
+    engine: { type: "openai", endpoints: [{ baseUrl, apiKey: undefined }], model: id, fallbacks: [] },
+  };
+}
+
 /** Starts a real Tollgate server on 127.0.0.1 with a fresh SQLite file and the tiny model. */
 export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
   const folder = mkdtempSync(join(tmpdir(), "tollgate-test-"));
