@@ -2,7 +2,7 @@ import type { ChatCompletionOptions } from "../api/convert-chat-request.ts";
 import type { CompletionIdentity } from "../api/render-chat-completion.ts";
 import type { CatalogModel } from "../catalog/catalog.ts";
 import { ContextLengthError } from "../engine/check-context-length.ts";
-import type { StreamPart } from "../engine/engine.ts";
+import type { PreparedChat, StreamPart } from "../engine/engine.ts";
 import { AppError, isAppError } from "../errors/app-error.ts";
 import { createRandomText } from "../ids/random-text.ts";
 import type { ModelRegistry } from "../models/model-registry.ts";
@@ -103,15 +103,18 @@ export class ChatService {
     };
     await this.#admission.checkRequestRate(context);
     // A fallback serves the request only where the key may use it, as it would be asked for by name.
-    const prepared = await engine
-      .prepare(options.request, { mayServe: (modelId) => isModelAllowedForKey(key, modelId) })
-      .catch(async (error: unknown) => {
-        // Too large for the context, and perhaps for the key's token rate too: the rate limit
-        // answers first (SPEC section 11), the context length otherwise.
-        if (error instanceof ContextLengthError)
-          await this.#admission.checkTokenRate(context, error.requestedTokens);
-        throw error;
+    let prepared: PreparedChat;
+    try {
+      prepared = await engine.prepare(options.request, {
+        mayServe: (modelId) => isModelAllowedForKey(key, modelId),
       });
+    } catch (error) {
+      // Too large for the context, and perhaps for the key's token rate too: the rate limit
+      // answers first (SPEC section 11), the context length otherwise.
+      if (error instanceof ContextLengthError)
+        await this.#admission.checkTokenRate(context, error.requestedTokens);
+      throw error;
+    }
     const ticket = await this.#admission.admit({
       ...context,
       promptTokens: prepared.promptTokens,
