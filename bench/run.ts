@@ -5,7 +5,7 @@
  */
 import { existsSync } from "node:fs";
 
-const suites = ["gateway", "local", "soak"] as const;
+const suites = ["gateway", "local", "soak", "instructions"] as const;
 const [first, ...rest] = process.argv.slice(2);
 const chosen = first === undefined ? ["gateway", "local"] : [first];
 

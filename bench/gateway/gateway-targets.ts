@@ -30,20 +30,24 @@ interface StartedProcess<Ready> {
 const here = (file: string) => fileURLToPath(new URL(file, import.meta.url));
 const JSON_HEADERS = { "content-type": "application/json" };
 
-/** Runs `node SCRIPT ...`, pinned to `cpus`, and waits for its first stdout line (JSON). */
+/**
+ * Runs `node SCRIPT ...`, pinned to `cpus`, or under `launcher` (such as valgrind: the command
+ * and its arguments before node's), and waits for its first stdout line (JSON).
+ */
 async function startNodeScript<Ready>(options: {
   script: string;
   args: string[];
   cpus: string | undefined;
   nodeFlags?: string[];
+  launcher?: string[];
 }): Promise<StartedProcess<Ready>> {
   const nodeArguments = [...(options.nodeFlags ?? []), options.script, ...options.args];
-  const child =
-    options.cpus === undefined
-      ? spawn(process.execPath, nodeArguments, { stdio: ["ignore", "pipe", "inherit"] })
-      : spawn("taskset", ["-c", options.cpus, process.execPath, ...nodeArguments], {
-          stdio: ["ignore", "pipe", "inherit"],
-        });
+  const prefix = [
+    ...(options.cpus === undefined ? [] : ["taskset", "-c", options.cpus]),
+    ...(options.launcher ?? []),
+  ];
+  const [command = process.execPath, ...commandArguments] = [...prefix, process.execPath, ...nodeArguments];
+  const child = spawn(command, commandArguments, { stdio: ["ignore", "pipe", "inherit"] });
   const lines = createInterface({ input: child.stdout! });
   const exited = once(child, "exit").then(([code]) => {
     throw new Error(`${options.script} exited with code ${String(code)} before it was ready`);
@@ -86,11 +90,16 @@ export function directTarget(mockPort: number): Target {
   };
 }
 
-export async function startFeaturelessProxy(mockPort: number, cpus: string | undefined): Promise<Target> {
+export async function startFeaturelessProxy(
+  mockPort: number,
+  cpus: string | undefined,
+  launcher?: string[],
+): Promise<Target> {
   const { child, ready } = await startNodeScript<{ port: number }>({
     script: here("./featureless-proxy.ts"),
     args: [`http://127.0.0.1:${mockPort}`],
     cpus,
+    ...(launcher === undefined ? {} : { launcher }),
   });
   return {
     name: "featureless proxy",
@@ -107,6 +116,7 @@ export async function startTollgate(options: {
   cpus: string | undefined;
   limits: boolean;
   profileFolder: string | undefined;
+  launcher?: string[];
 }): Promise<Target & { limits: boolean }> {
   const { child, ready } = await startNodeScript<{ port: number; key: string; limits: boolean }>({
     script: here("./tollgate-gateway.ts"),
@@ -114,6 +124,7 @@ export async function startTollgate(options: {
     cpus: options.cpus,
     nodeFlags:
       options.profileFolder === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${options.profileFolder}`],
+    ...(options.launcher === undefined ? {} : { launcher: options.launcher }),
   });
   return {
     name: "tollgate",
