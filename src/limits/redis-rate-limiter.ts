@@ -27,6 +27,9 @@ export interface RedisRateLimiterOptions {
 /** How long a client is asked to wait when fail-closed refuses a request. */
 const RETRY_AFTER_SECONDS = 5;
 
+/** How long the limiter leaves Redis alone after a command failed. */
+export const REDIS_REST_MS = 2_000;
+
 /**
  * Token buckets in Redis, shared by every replica that uses the same Redis and prefix, with the
  * semantics of {@link MemoryRateLimiter} (see `token-bucket-scripts.ts`): each operation is one
@@ -35,7 +38,10 @@ const RETRY_AFTER_SECONDS = 5;
  * While Redis is unreachable or slow (a command fails at once, or after `commandTimeoutMs`),
  * nothing hangs and nothing answers 500: under `fail-open` a take is allowed and a peek reports
  * a full bucket; under `fail-closed` a take throws 503 and a peek reports an empty one.
- * Adjustments are dropped either way. The outage is logged once.
+ * Adjustments are dropped either way. The outage is logged once. After a command fails, Redis is
+ * left alone for {@link REDIS_REST_MS}: the requests in that time get the policy at once instead
+ * of each waiting out the command timeout of a Redis that stopped answering; then the next
+ * command tries again.
  */
 export class RedisRateLimiter implements RateLimiter {
   readonly #redis: Redis;
@@ -43,6 +49,8 @@ export class RedisRateLimiter implements RateLimiter {
   readonly #policy: RedisFailurePolicy;
   readonly #outageLog: RedisOutageLog;
   readonly #clockOffsetMs: () => number;
+  /** `performance.now()` until which Redis is not asked (it just failed). */
+  #restUntil = 0;
 
   private constructor(redis: Redis, outageLog: RedisOutageLog, options: RedisRateLimiterOptions) {
     this.#redis = redis;
@@ -112,6 +120,7 @@ export class RedisRateLimiter implements RateLimiter {
 
   /** Runs a script on the request's bucket; `undefined` when Redis failed (already logged). */
   async #run(script: RedisScript, request: BucketRequest, extra: number[]): Promise<unknown[] | undefined> {
+    if (this.#restUntil > 0 && performance.now() < this.#restUntil) return undefined;
     try {
       const reply = await runRedisScript(
         this.#redis,
@@ -120,9 +129,11 @@ export class RedisRateLimiter implements RateLimiter {
         [request.limit, this.#clockOffsetMs(), ...extra],
       );
       this.#outageLog.recovered();
+      this.#restUntil = 0;
       return Array.isArray(reply) ? (reply as unknown[]) : [reply];
     } catch (error) {
       this.#outageLog.failed(error);
+      this.#restUntil = performance.now() + REDIS_REST_MS;
       return undefined;
     }
   }

@@ -164,6 +164,43 @@ describe("redis rate limiter when Redis does not answer", () => {
     silentServer.close();
     expect(lines.filter((line) => line.startsWith("error:"))).toHaveLength(1);
   });
+
+  it("leaves a Redis that did not answer alone for a while: the next requests do not wait for it", async () => {
+    // Answers the client's name and ready check, then nothing: a Redis that stopped answering.
+    let commands = 0;
+    const info = "# Server\r\nredis_version:7.0.0\r\nloading:0\r\n";
+    const silentServer = createServer((socket) =>
+      socket.on("data", (data: Buffer) => {
+        const text = data.toString();
+        // One reply per command of the handshake, in order: CLIENT SETNAME/SETINFO, then INFO.
+        for (const [, name] of text.matchAll(/\$\d+\r\n(setname|setinfo|info)\r\n/gi)) {
+          socket.write(
+            name?.toLowerCase() === "info" ? `$${Buffer.byteLength(info)}\r\n${info}\r\n` : "+OK\r\n",
+          );
+        }
+        commands += (text.match(/EVAL/gi) ?? []).length;
+      }),
+    );
+    await new Promise<void>((resolve) => silentServer.listen(0, "127.0.0.1", resolve));
+    const address = silentServer.address();
+    if (typeof address !== "object" || address === null) throw new Error("no port");
+    const { logger } = createRecordingLogger();
+    const limiter = await RedisRateLimiter.connect({
+      url: `redis://127.0.0.1:${address.port}`,
+      prefix: "tollgate-test:resting:",
+      logger,
+      commandTimeoutMs: 200,
+    });
+    const take = () => limiter.take({ bucket: "requests:x", limit: 2, amount: 1 });
+    expect((await take()).allowed).toBe(true);
+    const asked = commands;
+    expect(asked).toBeGreaterThan(0);
+    // Within the rest that follows, no request asks Redis (each would wait out the timeout).
+    for (let index = 0; index < 10; index++) expect((await take()).allowed).toBe(true);
+    expect(commands).toBe(asked);
+    await limiter.close();
+    silentServer.close();
+  });
 });
 
 if (!hasRedisServerBinary) console.warn("skipping the Redis restart test: no redis-server binary on PATH");
