@@ -13,7 +13,9 @@ export function parseInstant(text: string): Date {
     throw new RangeError(`${JSON.stringify(text)} is not an ISO 8601 date; ${hint}.`);
   }
   const [, year, month, day, hour = "0", minute = "0", second = "0"] = match;
-  const calendar = new Date(Date.UTC(Number(year), Number(month) - 1, Number(day)));
+  // setUTCFullYear, not Date.UTC: that one takes years 0 to 99 for 1900 to 1999.
+  const calendar = new Date(0);
+  calendar.setUTCFullYear(Number(year), Number(month) - 1, Number(day));
   const validDate =
     calendar.getUTCFullYear() === Number(year) &&
     calendar.getUTCMonth() === Number(month) - 1 &&

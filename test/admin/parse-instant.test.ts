@@ -8,6 +8,8 @@ describe("parseInstant", () => {
     ["2025-12-31T18:00Z", "2025-12-31T18:00:00.000Z"],
     ["2025-12-31T18:00:00.5+02:00", "2025-12-31T16:00:00.500Z"],
     ["2024-02-29", "2024-02-29T00:00:00.000Z"],
+    ["0001-01-01", "0001-01-01T00:00:00.000Z"],
+    ["0099-12-31T23:59:59Z", "0099-12-31T23:59:59.000Z"],
   ])("reads %s", (text, iso) => {
     expect(parseInstant(text).toISOString()).toBe(iso);
   });
@@ -17,6 +19,7 @@ describe("parseInstant", () => {
     ["a day that does not exist", "2025-02-30", /not a real date/],
     ["hour 24", "2025-01-01T24:00:00Z", /not a real date/],
     ["a month 13", "2025-13-01", /not a real date/],
+    ["February 29 of a year 0 to 99 that is not a leap year", "0099-02-29", /not a real date/],
     ["words", "tomorrow", /not an ISO 8601 date/],
   ])("refuses %s", (_case, text, message) => {
     expect(() => parseInstant(text)).toThrow(message);
