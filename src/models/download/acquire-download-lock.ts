@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { link, open, readFile, rename, rm, stat, utimes } from "node:fs/promises";
 import { hostname } from "node:os";
 import { setTimeout as delay } from "node:timers/promises";
+import { isProcessRunning } from "../../process/is-process-running.ts";
 
 /** A held lock; `release()` removes it. */
 export interface DownloadLock {
@@ -111,19 +112,6 @@ function parseHolder(text: string): { host: string; pid: number } | undefined {
   const match = /^(\S+) ([1-9][0-9]{0,9})\n$/.exec(text);
   if (match === null) return undefined;
   return { host: match[1] as string, pid: Number(match[2]) };
-}
-
-/**
- * Whether a process with this id runs on this machine. Signal 0 only checks: ESRCH means there
- * is none; EPERM means there is one (of another user), which counts as running.
- */
-function isProcessRunning(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return !hasCode(error, "ESRCH");
-  }
 }
 
 function isAlreadyExists(error: unknown): boolean {

@@ -1,4 +1,5 @@
 import { linkSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { isProcessRunning } from "../../process/is-process-running.ts";
 
 /**
  * Claims a SQLite file for the server of this process, or throws when a live server of another
@@ -27,7 +28,7 @@ export function claimSqliteFile(file: string): () => void {
       if (createClaim(written, claimFile)) return release;
       const owner = readOwner(claimFile);
       if (owner === process.pid) return release;
-      if (owner !== undefined && isAlive(owner)) throw claimedError(file, claimFile, owner);
+      if (owner !== undefined && isProcessRunning(owner)) throw claimedError(file, claimFile, owner);
       removeStaleClaim(claimFile);
     }
   } finally {
@@ -76,7 +77,7 @@ function removeStaleClaim(claimFile: string): void {
     throw error;
   }
   const owner = readOwner(aside);
-  if (owner !== undefined && owner !== process.pid && isAlive(owner)) {
+  if (owner !== undefined && owner !== process.pid && isProcessRunning(owner)) {
     try {
       linkSync(aside, claimFile);
     } catch {
@@ -95,14 +96,4 @@ function readOwner(claimFile: string): number | undefined {
   }
   const pid = Number(text.trim());
   return Number.isSafeInteger(pid) && pid > 0 ? pid : undefined;
-}
-
-/** Whether a process with this id exists (one of another user counts: it cannot be signalled). */
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
-  }
 }
