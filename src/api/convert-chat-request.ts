@@ -1,11 +1,13 @@
 import type {
   ChatMessage,
   ChatRequest,
+  JsonSchema,
   ResponseFormat,
   ToolChoice,
   ToolDefinition,
 } from "../engine/engine.ts";
 import { convertJsonSchemaToGbnf } from "../engine/llama/convert-json-schema-to-gbnf.ts";
+import { requireObjectParameters } from "../engine/require-object-parameters.ts";
 import { AppError } from "../errors/app-error.ts";
 import type { ChatCompletionRequestBody, ChatMessageBody } from "./schemas/chat-completion-request.ts";
 
@@ -189,22 +191,9 @@ function checkSchema(schema: unknown, param: string): void {
 }
 
 /** {@link checkSchema}, and a root that declares a type declares an object: arguments are a JSON object. */
-function checkToolParameters(tool: ToolDefinition, param: string): void {
-  const parameters = tool.parameters;
-  if (parameters === undefined) return;
+function checkToolParameters(name: string, parameters: JsonSchema, param: string): void {
   checkSchema(parameters, param);
-  const { type } = parameters;
-  const isObject =
-    type === undefined ||
-    type === "object" ||
-    (Array.isArray(type) && type.length > 0 && type.every((name) => name === "object"));
-  if (!isObject) {
-    throw new AppError(
-      "invalid_value",
-      `Invalid schema for the function '${tool.name}' in '${param}': the root must be of type "object" (a call's arguments are a JSON object), not ${JSON.stringify(type)}.`,
-      { param },
-    );
-  }
+  requireObjectParameters(name, parameters, param);
 }
 
 /**
@@ -240,7 +229,8 @@ export function convertChatRequest(body: ChatCompletionRequestBody): ChatComplet
   }));
   const names = new Set<string>();
   tools.forEach((tool, index) => {
-    if (tool.parameters !== undefined) checkToolParameters(tool, `tools[${index}].function.parameters`);
+    if (tool.parameters !== undefined)
+      checkToolParameters(tool.name, tool.parameters, `tools[${index}].function.parameters`);
     if (names.has(tool.name)) {
       throw new AppError("invalid_value", `Duplicate function name '${tool.name}' in 'tools'.`, {
         param: `tools[${index}].function.name`,

@@ -43,6 +43,7 @@
 import type { ChatHistoryItem, ChatModelFunctions, GbnfJsonSchema } from "node-llama-cpp";
 import { AppError } from "../../errors/app-error.ts";
 import type { ChatRequest, JsonSchema, ToolDefinition } from "../engine.ts";
+import { requireObjectParameters } from "../require-object-parameters.ts";
 import { convertChatHistory } from "./convert-chat-history.ts";
 import { convertJsonSchemaToGbnf } from "./convert-json-schema-to-gbnf.ts";
 
@@ -66,7 +67,7 @@ const noParameters: JsonSchema = { type: "object", properties: {} };
 /** A request's tool with its arguments schema, checked and converted once per request. */
 interface PlannedTool {
   definition: ToolDefinition;
-  /** The client's parameters with an object root (see {@link requireObjectRoot}), as documented. */
+  /** The client's parameters with an object root (see {@link requireObjectParameters}), as documented. */
   parameters: JsonSchema;
   /** The converted grammar schema of the arguments; `undefined` for a tool declared without parameters. */
   argumentsSchema: GbnfJsonSchema | undefined;
@@ -144,7 +145,7 @@ function planTool(definition: ToolDefinition, index: number): PlannedTool {
   if (definition.parameters === undefined) {
     return { definition, parameters: noParameters, argumentsSchema: undefined };
   }
-  const parameters = requireObjectRoot(definition, param);
+  const parameters = requireObjectParameters(definition.name, definition.parameters, param);
   const argumentsSchema = convertJsonSchemaToGbnf(parameters, { param });
   if (!describesOnlyObjects(argumentsSchema)) {
     throw new AppError(
@@ -154,29 +155,6 @@ function planTool(definition: ToolDefinition, index: number): PlannedTool {
     );
   }
   return { definition, parameters, argumentsSchema };
-}
-
-/**
- * A function's arguments are a JSON object (OpenAI's contract, and what clients parse), so the
- * root of its parameters schema must describe one: a root without `type` (`{}`, a bare
- * `properties`, a `$ref`) gets `type: "object"`, and a root that declares another type is refused,
- * as OpenAI refuses it.
- */
-function requireObjectRoot(definition: ToolDefinition, param: string): JsonSchema {
-  const parameters = definition.parameters ?? noParameters;
-  const { type } = parameters;
-  if (type === undefined) return { type: "object", ...parameters };
-  if (
-    type === "object" ||
-    (Array.isArray(type) && type.length > 0 && type.every((name) => name === "object"))
-  ) {
-    return parameters;
-  }
-  throw new AppError(
-    "invalid_value",
-    `Invalid schema for the function '${definition.name}' in '${param}': the root must be of type "object" (a call's arguments are a JSON object), not ${JSON.stringify(type)}.`,
-    { param },
-  );
 }
 
 /** Whether every value a converted schema allows is an object (its `oneOf` branches and references followed). */
