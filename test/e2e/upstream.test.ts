@@ -12,7 +12,7 @@ import {
   writeEvents,
 } from "../engine/openai/mock-upstream.ts";
 import { findFreePort } from "../support/free-port.ts";
-import { startTestServer, type TestServer } from "../support/test-server.ts";
+import { createUpstreamModelEntry, startTestServer, type TestServer } from "../support/test-server.ts";
 
 /** The catalogue id clients use; the upstream knows the model by another name. */
 const REMOTE = "acme/remote:v1";
@@ -25,20 +25,7 @@ let server: TestServer;
 let client: OpenAI;
 
 function remoteModel(id: string, baseUrl: string): CatalogModel {
-  return {
-    id,
-    kind: "chat",
-    ownedBy: "acme",
-    pricing: { kind: "chat", inputPerMillion: "1.00", outputPerMillion: "2.00" },
-    contextLength: 8192,
-    created: 1_700_000_100,
-    engine: {
-      type: "openai",
-      endpoints: [{ baseUrl, apiKey: UPSTREAM_KEY }],
-      model: REMOTE_UPSTREAM_NAME,
-      fallbacks: [],
-    },
-  };
+  return createUpstreamModelEntry(id, baseUrl, { apiKey: UPSTREAM_KEY, upstreamModel: REMOTE_UPSTREAM_NAME });
 }
 
 beforeAll(async () => {

@@ -78,8 +78,15 @@ export function createTinyModelEntry(path: string, options: TestServerOptions = 
   };
 }
 
-/** A catalogue chat model served by the upstream at `baseUrl` (1.00 in, 2.00 out per million). */
-export function createUpstreamModelEntry(id: string, baseUrl: string): CatalogModel {
+/**
+ * A catalogue chat model served by the upstream at `baseUrl` (1.00 in, 2.00 out per million),
+ * known there as `upstreamModel` (default: the id), sent `apiKey` if given.
+ */
+export function createUpstreamModelEntry(
+  id: string,
+  baseUrl: string,
+  options: { apiKey?: string; upstreamModel?: string } = {},
+): CatalogModel {
   return {
     id,
     kind: "chat",
@@ -87,7 +94,12 @@ export function createUpstreamModelEntry(id: string, baseUrl: string): CatalogMo
     pricing: { kind: "chat", inputPerMillion: "1.00", outputPerMillion: "2.00" },
     contextLength: 8192,
     created: 1_700_000_100,
-    engine: { type: "openai", endpoints: [{ baseUrl, apiKey: undefined }], model: id, fallbacks: [] },
+    engine: {
+      type: "openai",
+      endpoints: [{ baseUrl, apiKey: options.apiKey }],
+      model: options.upstreamModel ?? id,
+      fallbacks: [],
+    },
   };
 }
 
