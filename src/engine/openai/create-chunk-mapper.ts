@@ -47,46 +47,113 @@ interface ToolCallState {
  * `index` (or by `id`, or the last call, where an upstream leaves the index out), a missing id
  * made up, fragments that came before the name held back until it comes, and a new id at an
  * index already in use read as a new call (servers that send every call whole at index 0).
+ *
+ * A class rather than a closure: a request makes one, and an object literal with getters costs
+ * several runtime calls to build where a class instance costs an allocation.
  */
 export function createChunkMapper(): ChunkMapper {
-  const texts: string[] = [];
-  const calls: ToolCallState[] = [];
-  const callsByKey = new Map<number | string, ToolCallState>();
-  let lastCall: ToolCallState | undefined;
-  let rawFinishReason: string | undefined;
-  let reportedUsage: Usage | undefined;
-  let producedLength = 0;
+  return new UpstreamChunkMapper();
+}
 
-  const newCall = (key: number | string): ToolCallState => {
+class UpstreamChunkMapper implements ChunkMapper {
+  readonly #texts: string[] = [];
+  readonly #calls: ToolCallState[] = [];
+  readonly #callsByKey = new Map<number | string, ToolCallState>();
+  #lastCall: ToolCallState | undefined;
+  rawFinishReason: string | undefined;
+  reportedUsage: Usage | undefined;
+  producedLength = 0;
+
+  get calledTools(): boolean {
+    return this.#calls.length > 0;
+  }
+
+  read(value: unknown, parts: StreamPart[], eventName?: string): UpstreamErrorBody | undefined {
+    // Whatever an error event holds is its error: an object, or a bare message.
+    if (eventName === "error") return readErrorBody(JSON.stringify(value));
+    if (typeof value !== "object" || value === null) return undefined;
+    const chunk = value as UpstreamChunk;
+    if (chunk.error !== undefined && chunk.error !== null) {
+      return readErrorBody(JSON.stringify({ error: chunk.error }));
+    }
+    if (chunk.usage !== undefined && chunk.usage !== null) {
+      this.reportedUsage = convertUsage(chunk.usage) ?? this.reportedUsage;
+    }
+    const choices = chunk.choices;
+    if (!Array.isArray(choices)) return undefined;
+    for (const choice of choices) {
+      if (typeof choice !== "object" || choice === null) continue;
+      const { index, delta, finish_reason: finishReason } = choice as UpstreamChoice;
+      if (index !== undefined && index !== 0) continue;
+      if (delta !== undefined && delta !== null) {
+        if (typeof delta.content === "string" && delta.content !== "") {
+          this.#texts.push(delta.content);
+          this.producedLength += delta.content.length;
+          parts.push({ type: "text-delta", text: delta.content });
+        }
+        // OpenAI's structured outputs say why they declined here, not in the content.
+        if (typeof delta.refusal === "string" && delta.refusal !== "") {
+          this.#texts.push(delta.refusal);
+          this.producedLength += delta.refusal.length;
+          parts.push({ type: "refusal-delta", text: delta.refusal });
+        }
+        if (Array.isArray(delta.tool_calls)) {
+          for (const call of delta.tool_calls as unknown[]) {
+            if (typeof call === "object" && call !== null)
+              this.#readToolCall(call as UpstreamToolCallDelta, parts);
+          }
+        }
+      }
+      if (typeof finishReason === "string" && finishReason !== "") this.rawFinishReason = finishReason;
+    }
+    return undefined;
+  }
+
+  flush(parts: StreamPart[]): void {
+    for (const call of this.#calls) if (!call.started) this.#start(call, "", parts);
+  }
+
+  estimateCompletionTokens(): number {
+    let tokens = estimateTextTokens(this.#texts.join(""));
+    for (const call of this.#calls) {
+      tokens +=
+        TOKENS_PER_TOOL_CALL +
+        estimateTextTokens(call.name ?? "") +
+        estimateTextTokens(call.started ? call.arguments : call.pendingArguments);
+    }
+    return tokens;
+  }
+
+  #newCall(key: number | string): ToolCallState {
     const call: ToolCallState = {
-      index: calls.length,
+      index: this.#calls.length,
       id: undefined,
       name: undefined,
       pendingArguments: "",
       started: false,
       arguments: "",
     };
-    calls.push(call);
-    callsByKey.set(key, call);
+    this.#calls.push(call);
+    this.#callsByKey.set(key, call);
     return call;
-  };
+  }
 
-  const readToolCall = (delta: UpstreamToolCallDelta, parts: StreamPart[]) => {
+  #readToolCall(delta: UpstreamToolCallDelta, parts: StreamPart[]): void {
     const id = typeof delta.id === "string" && delta.id !== "" ? delta.id : undefined;
     const name =
       typeof delta.function?.name === "string" && delta.function.name !== ""
         ? delta.function.name
         : undefined;
     const fragment = typeof delta.function?.arguments === "string" ? delta.function.arguments : "";
-    producedLength += fragment.length + (name?.length ?? 0);
+    this.producedLength += fragment.length + (name?.length ?? 0);
     const key: number | string | undefined =
       typeof delta.index === "number" ? delta.index : (id ?? undefined);
-    let call = key === undefined ? lastCall : callsByKey.get(key);
-    if (call === undefined) call = newCall(key ?? calls.length);
+    let call = key === undefined ? this.#lastCall : this.#callsByKey.get(key);
+    if (call === undefined) call = this.#newCall(key ?? this.#calls.length);
     else if (id !== undefined && call.id !== undefined && id !== call.id && name !== undefined) {
-      call = newCall(key ?? calls.length);
+      call = this.#newCall(key ?? this.#calls.length);
     }
-    lastCall = call;
+    this.#lastCall = call;
     if (call.started) {
       if (fragment !== "") {
         call.arguments += fragment;
@@ -97,10 +164,10 @@ export function createChunkMapper(): ChunkMapper {
     if (id !== undefined) call.id = id;
     if (name !== undefined) call.name = name;
     call.pendingArguments += fragment;
-    if (call.name !== undefined) start(call, call.name, parts);
-  };
+    if (call.name !== undefined) this.#start(call, call.name, parts);
+  }
 
-  const start = (call: ToolCallState, name: string, parts: StreamPart[]) => {
+  #start(call: ToolCallState, name: string, parts: StreamPart[]): void {
     call.started = true;
     call.id ??= createToolCallId();
     call.arguments = call.pendingArguments;
@@ -110,73 +177,5 @@ export function createChunkMapper(): ChunkMapper {
     parts.push({ type: "tool-call-delta", index: call.index, id: call.id, name, argumentsDelta: "" });
     if (call.arguments !== "")
       parts.push({ type: "tool-call-delta", index: call.index, argumentsDelta: call.arguments });
-  };
-
-  return {
-    read(value, parts, eventName) {
-      // Whatever an error event holds is its error: an object, or a bare message.
-      if (eventName === "error") return readErrorBody(JSON.stringify(value));
-      if (typeof value !== "object" || value === null) return undefined;
-      const chunk = value as UpstreamChunk;
-      if (chunk.error !== undefined && chunk.error !== null) {
-        return readErrorBody(JSON.stringify({ error: chunk.error }));
-      }
-      if (chunk.usage !== undefined && chunk.usage !== null) {
-        reportedUsage = convertUsage(chunk.usage) ?? reportedUsage;
-      }
-      const choices = chunk.choices;
-      if (!Array.isArray(choices)) return undefined;
-      for (const choice of choices) {
-        if (typeof choice !== "object" || choice === null) continue;
-        const { index, delta, finish_reason: finishReason } = choice as UpstreamChoice;
-        if (index !== undefined && index !== 0) continue;
-        if (delta !== undefined && delta !== null) {
-          if (typeof delta.content === "string" && delta.content !== "") {
-            texts.push(delta.content);
-            producedLength += delta.content.length;
-            parts.push({ type: "text-delta", text: delta.content });
-          }
-          // OpenAI's structured outputs say why they declined here, not in the content.
-          if (typeof delta.refusal === "string" && delta.refusal !== "") {
-            texts.push(delta.refusal);
-            producedLength += delta.refusal.length;
-            parts.push({ type: "refusal-delta", text: delta.refusal });
-          }
-          if (Array.isArray(delta.tool_calls)) {
-            for (const call of delta.tool_calls as unknown[]) {
-              if (typeof call === "object" && call !== null)
-                readToolCall(call as UpstreamToolCallDelta, parts);
-            }
-          }
-        }
-        if (typeof finishReason === "string" && finishReason !== "") rawFinishReason = finishReason;
-      }
-      return undefined;
-    },
-    flush(parts) {
-      for (const call of calls) if (!call.started) start(call, "", parts);
-    },
-    get rawFinishReason() {
-      return rawFinishReason;
-    },
-    get calledTools() {
-      return calls.length > 0;
-    },
-    get reportedUsage() {
-      return reportedUsage;
-    },
-    get producedLength() {
-      return producedLength;
-    },
-    estimateCompletionTokens() {
-      let tokens = estimateTextTokens(texts.join(""));
-      for (const call of calls) {
-        tokens +=
-          TOKENS_PER_TOOL_CALL +
-          estimateTextTokens(call.name ?? "") +
-          estimateTextTokens(call.started ? call.arguments : call.pendingArguments);
-      }
-      return tokens;
-    },
-  };
+  }
 }

@@ -29,29 +29,84 @@ export interface SseParser {
  * line is read as `event: error` with that data, the way other servers send theirs.
  */
 export function createSseParser(): SseParser {
+  return new EventStreamParser();
+}
+
+/** A class, not a closure: one per upstream answer, and a getter in an object literal costs a runtime call. */
+class EventStreamParser implements SseParser {
   /**
    * The line not ended yet, in the pieces it came in: only new text is searched for line ends
    * and a long line is joined once, so a line that arrives in many pieces costs linear time.
    */
-  let partial: string[] = [];
-  let partialLength = 0;
-  let data: string[] = [];
-  /** The characters in `data`. */
-  let dataLength = 0;
-  let event: string | undefined;
+  #partial: string[] = [];
+  #partialLength = 0;
+  #data: string[] = [];
+  /** The characters in `#data`. */
+  #dataLength = 0;
+  #event: string | undefined;
   /** A `\r` ended the last piece: a `\n` starting the next one belongs to it. */
-  let pendingCarriageReturn = false;
+  #pendingCarriageReturn = false;
 
-  const dispatch = (events: ServerSentEvent[]) => {
-    if (data.length > 0) events.push({ event, data: data.length === 1 ? (data[0] ?? "") : data.join("\n") });
-    data = [];
-    dataLength = 0;
-    event = undefined;
-  };
+  get pendingLength(): number {
+    return this.#partialLength + this.#dataLength;
+  }
 
-  const readLine = (line: string, events: ServerSentEvent[]) => {
+  push(text: string): ServerSentEvent[] {
+    const events: ServerSentEvent[] = [];
+    // An empty piece (a decoder holding half a character) must not forget a pending "\r".
+    if (text === "") return events;
+    let start = 0;
+    if (this.#pendingCarriageReturn && text.charCodeAt(0) === 10) start = 1;
+    this.#pendingCarriageReturn = false;
+    // Most streams use "\n" only: look for "\r" again only after passing the last one found.
+    let carriage = text.indexOf("\r", start);
+    for (;;) {
+      const newline = text.indexOf("\n", start);
+      if (carriage !== -1 && carriage < start) carriage = text.indexOf("\r", start);
+      if (newline === -1 && carriage === -1) break;
+      let end: number;
+      let next: number;
+      if (carriage === -1 || (newline !== -1 && newline < carriage)) {
+        end = newline;
+        next = newline + 1;
+      } else {
+        end = carriage;
+        if (carriage + 1 === text.length) {
+          this.#pendingCarriageReturn = true;
+          next = carriage + 1;
+        } else {
+          next = text.charCodeAt(carriage + 1) === 10 ? carriage + 2 : carriage + 1;
+        }
+      }
+      this.#readLine(this.#takeLine(text.slice(start, end)), events);
+      start = next;
+    }
+    if (start < text.length) {
+      this.#partial.push(start === 0 ? text : text.slice(start));
+      this.#partialLength += text.length - start;
+    }
+    return events;
+  }
+
+  end(): ServerSentEvent | undefined {
+    const events: ServerSentEvent[] = [];
+    if (this.#partialLength > 0) this.#readLine(this.#takeLine(""), events);
+    this.#dispatch(events);
+    return events[0];
+  }
+
+  #dispatch(events: ServerSentEvent[]): void {
+    const data = this.#data;
+    if (data.length > 0)
+      events.push({ event: this.#event, data: data.length === 1 ? (data[0] ?? "") : data.join("\n") });
+    this.#data = [];
+    this.#dataLength = 0;
+    this.#event = undefined;
+  }
+
+  #readLine(line: string, events: ServerSentEvent[]): void {
     if (line === "") {
-      dispatch(events);
+      this.#dispatch(events);
       return;
     }
     const colon = line.indexOf(":");
@@ -60,67 +115,19 @@ export function createSseParser(): SseParser {
     let value = colon === -1 ? "" : line.slice(colon + 1);
     if (value.charCodeAt(0) === 32) value = value.slice(1);
     if (field === "data" || field === "error") {
-      data.push(value);
-      dataLength += value.length;
-      if (field === "error") event = "error";
-    } else if (field === "event") event = value;
-  };
+      this.#data.push(value);
+      this.#dataLength += value.length;
+      if (field === "error") this.#event = "error";
+    } else if (field === "event") this.#event = value;
+  }
 
   /** The unfinished line held so far, followed by `tail`; forgets it. */
-  const takeLine = (tail: string): string => {
-    if (partial.length === 0) return tail;
-    partial.push(tail);
-    const line = partial.join("");
-    partial = [];
-    partialLength = 0;
+  #takeLine(tail: string): string {
+    if (this.#partial.length === 0) return tail;
+    this.#partial.push(tail);
+    const line = this.#partial.join("");
+    this.#partial = [];
+    this.#partialLength = 0;
     return line;
-  };
-
-  return {
-    push(text) {
-      const events: ServerSentEvent[] = [];
-      // An empty piece (a decoder holding half a character) must not forget a pending "\r".
-      if (text === "") return events;
-      let start = 0;
-      if (pendingCarriageReturn && text.charCodeAt(0) === 10) start = 1;
-      pendingCarriageReturn = false;
-      // Most streams use "\n" only: look for "\r" again only after passing the last one found.
-      let carriage = text.indexOf("\r", start);
-      for (;;) {
-        const newline = text.indexOf("\n", start);
-        if (carriage !== -1 && carriage < start) carriage = text.indexOf("\r", start);
-        if (newline === -1 && carriage === -1) break;
-        let end: number;
-        let next: number;
-        if (carriage === -1 || (newline !== -1 && newline < carriage)) {
-          end = newline;
-          next = newline + 1;
-        } else {
-          end = carriage;
-          if (carriage + 1 === text.length) {
-            pendingCarriageReturn = true;
-            next = carriage + 1;
-          } else {
-            next = text.charCodeAt(carriage + 1) === 10 ? carriage + 2 : carriage + 1;
-          }
-        }
-        readLine(takeLine(text.slice(start, end)), events);
-        start = next;
-      }
-      if (start < text.length) {
-        partial.push(start === 0 ? text : text.slice(start));
-        partialLength += text.length - start;
-      }
-      return events;
-    },
-    end() {
-      const events: ServerSentEvent[] = [];
-      if (partialLength > 0) readLine(takeLine(""), events);
-      dispatch(events);
-      return events[0];
-    },
-    get pendingLength() {
-      return partialLength + dataLength;
-    },
-  };
+  }
 }

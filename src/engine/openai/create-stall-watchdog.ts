@@ -26,14 +26,47 @@ export interface StallWatchdog {
   watch(onStall: (kind: StallKind) => void): StallWatch;
 }
 
-interface Entry {
-  lastActivity: number | undefined;
-  waiting: boolean;
+/** One watched response: the watchdog's entry and the reader's handle (a class: one per request). */
+class Watch implements StallWatch {
+  lastActivity: number | undefined = undefined;
+  waiting = true;
   /** When the reader last began to wait: at first, when the request was sent. */
   waitingSince: number;
   idleMs: number;
-  stalled: StallKind | undefined;
-  onStall: (kind: StallKind) => void;
+  stalled: StallKind | undefined = undefined;
+  readonly onStall: (kind: StallKind) => void;
+  readonly #watchdog: WatchdogState;
+
+  constructor(watchdog: WatchdogState, onStall: (kind: StallKind) => void) {
+    this.#watchdog = watchdog;
+    this.onStall = onStall;
+    this.waitingSince = watchdog.now();
+    this.idleMs = watchdog.idleMs;
+  }
+
+  touch(): void {
+    this.lastActivity = this.#watchdog.now();
+  }
+
+  shortenIdle(idleMs: number): void {
+    this.idleMs = Math.min(this.idleMs, idleMs);
+  }
+
+  setWaiting(waiting: boolean): void {
+    if (waiting && !this.waiting) this.waitingSince = this.#watchdog.now();
+    this.waiting = waiting;
+  }
+
+  stop(): void {
+    this.#watchdog.remove(this);
+  }
+}
+
+/** What the watches of one watchdog share. */
+interface WatchdogState {
+  now: () => number;
+  idleMs: number;
+  remove(watch: Watch): void;
 }
 
 /**
@@ -50,7 +83,7 @@ export function createStallWatchdog(options: {
 }): StallWatchdog {
   const now = options.now ?? (() => performance.now());
   const tickMs = Math.max(1, Math.min(1000, Math.floor(Math.min(options.firstByteMs, options.idleMs) / 8)));
-  const entries = new Set<Entry>();
+  const entries = new Set<Watch>();
   let timer: NodeJS.Timeout | undefined;
 
   const check = () => {
@@ -77,40 +110,23 @@ export function createStallWatchdog(options: {
     if (timer !== undefined) clearInterval(timer);
     timer = undefined;
   };
+  const state: WatchdogState = {
+    now,
+    idleMs: options.idleMs,
+    remove(watch) {
+      if (entries.delete(watch) && entries.size === 0) stopTimer();
+    },
+  };
 
   return {
     watch(onStall) {
-      const entry: Entry = {
-        lastActivity: undefined,
-        waiting: true,
-        waitingSince: now(),
-        idleMs: options.idleMs,
-        stalled: undefined,
-        onStall,
-      };
-      entries.add(entry);
+      const watch = new Watch(state, onStall);
+      entries.add(watch);
       if (timer === undefined) {
         timer = setInterval(check, tickMs);
         timer.unref();
       }
-      return {
-        touch() {
-          entry.lastActivity = now();
-        },
-        shortenIdle(idleMs) {
-          entry.idleMs = Math.min(entry.idleMs, idleMs);
-        },
-        setWaiting(waiting) {
-          if (waiting && !entry.waiting) entry.waitingSince = now();
-          entry.waiting = waiting;
-        },
-        stop() {
-          if (entries.delete(entry) && entries.size === 0) stopTimer();
-        },
-        get stalled() {
-          return entry.stalled;
-        },
-      };
+      return watch;
     },
   };
 }
