@@ -168,13 +168,16 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
   app.server.headersTimeout = Math.min(app.server.headersTimeout, requestTimeoutMs);
 
   const inFlight = dependencies.inFlight ?? new InFlightRequests();
-  app.addHook("onRequest", async (request, reply) => {
+  // Hooks with nothing to wait for take Fastify's callback form, which costs no promise.
+  app.addHook("onRequest", (request, reply, done) => {
     reply.header("x-request-id", request.id);
     // Keep-alive connections can still bring requests while the server drains.
     if (inFlight.closing && request.url.startsWith("/v1/")) {
       reply.header("connection", "close");
-      throw shuttingDownError();
+      done(shuttingDownError());
+      return;
     }
+    done();
   });
 
   const metrics = new Metrics({
@@ -227,9 +230,10 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
       engineSeconds: fields.engineMs === undefined ? undefined : Number(fields.engineMs) / 1000,
     });
   };
-  app.addHook("onResponse", async (request, reply) => {
+  app.addHook("onResponse", (request, reply, done) => {
     boundUnreadBody(request.raw, requestTimeoutMs - reply.elapsedTime);
     record(request, reply, !reply.raw.writableFinished);
+    done();
   });
 
   app.setErrorHandler((error, request, reply) => {
@@ -291,18 +295,20 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
         });
       }
     });
-    authenticated.addHook("onSend", async (request, reply, payload) => {
+    authenticated.addHook("onSend", (request, reply, payload, done) => {
       const key = stateOf(request).key;
-      if (key !== undefined && isLimited(key) && request.routeOptions.url === CHAT_COMPLETIONS_PATH) {
-        await keyLimits?.report(
-          key,
-          (name, value) => {
-            reply.header(name, value);
-          },
-          (name) => reply.hasHeader(name),
-        );
-      }
-      return payload;
+      const reporting =
+        key !== undefined && isLimited(key) && request.routeOptions.url === CHAT_COMPLETIONS_PATH
+          ? keyLimits?.report(
+              key,
+              (name, value) => {
+                reply.header(name, value);
+              },
+              (name) => reply.hasHeader(name),
+            )
+          : undefined;
+      if (reporting === undefined) done(null, payload);
+      else reporting.then(() => done(null, payload), done);
     });
     dependencies.registerAdminRoutes?.(authenticated, getKey);
     const chat = new ChatService({

@@ -53,25 +53,24 @@ export class KeyLimits {
   /**
    * Reports the key's buckets without spending anything (every response of a limited key), both
    * at once; with `isReported`, only those whose headers are not set yet (a request that spent
-   * a bucket has reported it).
+   * a bucket has reported it). Returns a promise only when there is something to report: most
+   * chat requests spent both buckets, and their way out then costs no promise.
    */
-  async report(
+  report(
     key: RequestKey,
     setHeader: SetHeader,
     isReported?: (header: string) => boolean,
-  ): Promise<void> {
-    // A chat request that spent both buckets reported them: most calls have nothing left to do.
-    const unreported = DIMENSIONS.filter(
-      (dimension) =>
-        bucketOf(key, dimension) !== undefined && isReported?.(LIMIT_HEADERS[dimension]) !== true,
-    );
-    if (unreported.length === 0) return;
-    await Promise.all(
+  ): Promise<void> | undefined {
+    const requests = bucketOf(key, "requests") !== undefined && isReported?.(LIMIT_HEADERS.requests) !== true;
+    const tokens = bucketOf(key, "tokens") !== undefined && isReported?.(LIMIT_HEADERS.tokens) !== true;
+    if (!requests && !tokens) return undefined;
+    const unreported = DIMENSIONS.filter((dimension) => (dimension === "requests" ? requests : tokens));
+    return Promise.all(
       unreported.map(async (dimension) => {
         const bucket = bucketOf(key, dimension);
         if (bucket !== undefined) setLimitHeaders(setHeader, dimension, await this.#limiter.peek(bucket));
       }),
-    );
+    ).then(() => undefined);
   }
 
   /** Spends one request, or throws 429 `rate_limit_exceeded`. */
