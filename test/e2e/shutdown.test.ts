@@ -149,4 +149,35 @@ describe("graceful shutdown and connections", () => {
       await upstream.close();
     }
   });
+
+  it("answers a non-streamed request cut by the shutdown with 503 and connection: close", async () => {
+    let release = () => {};
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    // Starts its answer, then holds the rest past the grace period.
+    const upstream = await startMockUpstream(async (_recorded, response) => {
+      const events = textEvents(["Held", " back"], { usage: [3, 2] });
+      await writeEvents(response, events.slice(0, 2), { done: false, end: false });
+      await released;
+      await writeEvents(response, events.slice(2));
+    });
+    try {
+      server = await startTestServer({ extraModels: [createUpstreamModelEntry("held", upstream.baseUrl)] });
+      const plain = await openConnection(server);
+      const body = JSON.stringify({ model: "held", messages: [{ role: "user", content: "plain" }] });
+      plain.socket.write(
+        `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${server.starterKey}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
+      );
+      await until(() => upstream.requests.length === 1);
+      await server.server.shutdown({ graceMs: 100 });
+      await until(() => plain.received().includes('"error"'));
+      expect(plain.received()).toMatch(/^HTTP\/1\.1 503/);
+      expect(plain.received().toLowerCase()).toContain("connection: close");
+      expect(plain.received()).toContain('"code":"model_unavailable"');
+    } finally {
+      release();
+      await upstream.close();
+    }
+  });
 });

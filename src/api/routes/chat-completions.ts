@@ -102,11 +102,12 @@ export function registerChatCompletionRoutes(
     });
     if (!chatOptions.stream) {
       const completion = await collectCompletion(started.parts);
+      // Draining: the client should not send its next request on this connection, whatever
+      // the answer is (a request cut by the shutdown gets its 503 with this header too).
+      if (options.inFlight.closing) reply.header("connection", "close");
       if (completion.error !== undefined) throw completion.error;
       const cut = cutBy(controller.signal);
       if (cut !== undefined) throw cut;
-      // Draining: the client should not send its next request on this connection.
-      if (options.inFlight.closing) reply.header("connection", "close");
       return renderChatCompletion(started.identity, completion);
     }
     const renderer = new ChunkRenderer(started.identity, { includeUsage: chatOptions.includeUsage });
