@@ -1,4 +1,5 @@
-import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { Gauge, Registry } from "prom-client";
+import { LabeledCounter, LabeledHistogram } from "./labeled-series.ts";
 
 /** What one finished request tells the metrics; label values are bounded (never raw paths or keys). */
 export interface RequestObservation {
@@ -23,48 +24,42 @@ const LATENCY_BUCKETS = [
 ];
 const OVERHEAD_BUCKETS = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1];
 
-/** Prometheus metrics of one server, in a registry of its own. */
+/**
+ * Prometheus metrics of one server. The per-request series are plain counters and histograms
+ * (labeled-series.ts: prom-client's label hashing cost a twentieth of a request); the gauges,
+ * read when scraped, stay in a prom-client registry of their own, rendered after them.
+ */
 export class Metrics {
   readonly registry = new Registry();
-  readonly #requests = new Counter({
-    name: "tollgate_requests_total",
-    help: "Requests by route, model and status.",
-    labelNames: ["route", "model", "status"],
-    registers: [this.registry],
-  });
-  readonly #latency = new Histogram({
-    name: "tollgate_request_duration_seconds",
-    help: "Request latency, to the last byte.",
-    labelNames: ["route", "model"],
-    buckets: LATENCY_BUCKETS,
-    registers: [this.registry],
-  });
-  readonly #firstToken = new Histogram({
-    name: "tollgate_time_to_first_token_seconds",
-    help: "Time from admission to the first generated part.",
-    labelNames: ["model"],
-    buckets: LATENCY_BUCKETS,
-    registers: [this.registry],
-  });
-  readonly #overhead = new Histogram({
-    name: "tollgate_gateway_overhead_seconds",
-    help: "Request time spent outside the engine: parsing, auth, limits, billing, serialization.",
-    labelNames: ["route"],
-    buckets: OVERHEAD_BUCKETS,
-    registers: [this.registry],
-  });
-  readonly #tokens = new Counter({
-    name: "tollgate_tokens_total",
-    help: "Tokens by model and direction (prompt, completion).",
-    labelNames: ["model", "direction"],
-    registers: [this.registry],
-  });
-  readonly #cost = new Counter({
-    name: "tollgate_cost_total",
-    help: "Amount charged, in currency units.",
-    labelNames: ["model"],
-    registers: [this.registry],
-  });
+  readonly #requests = new LabeledCounter("tollgate_requests_total", "Requests by route, model and status.", [
+    "route",
+    "model",
+    "status",
+  ]);
+  readonly #latency = new LabeledHistogram(
+    "tollgate_request_duration_seconds",
+    "Request latency, to the last byte.",
+    ["route", "model"],
+    LATENCY_BUCKETS,
+  );
+  readonly #firstToken = new LabeledHistogram(
+    "tollgate_time_to_first_token_seconds",
+    "Time from admission to the first generated part.",
+    ["model"],
+    LATENCY_BUCKETS,
+  );
+  readonly #overhead = new LabeledHistogram(
+    "tollgate_gateway_overhead_seconds",
+    "Request time spent outside the engine: parsing, auth, limits, billing, serialization.",
+    ["route"],
+    OVERHEAD_BUCKETS,
+  );
+  readonly #tokens = new LabeledCounter(
+    "tollgate_tokens_total",
+    "Tokens by model and direction (prompt, completion).",
+    ["model", "direction"],
+  );
+  readonly #cost = new LabeledCounter("tollgate_cost_total", "Amount charged, in currency units.", ["model"]);
 
   constructor(options: {
     inFlight: () => number;
@@ -95,25 +90,33 @@ export class Metrics {
 
   observe(observation: RequestObservation): void {
     const { route, model } = observation;
-    this.#requests.inc({ route, model, status: String(observation.status) });
-    this.#latency.observe({ route, model }, observation.seconds);
+    this.#requests.inc([route, model, String(observation.status)]);
+    this.#latency.observe([route, model], observation.seconds);
     if (observation.engineSeconds !== undefined) {
-      this.#overhead.observe({ route }, Math.max(0, observation.seconds - observation.engineSeconds));
+      this.#overhead.observe([route], Math.max(0, observation.seconds - observation.engineSeconds));
     }
     if (observation.firstTokenSeconds !== undefined)
-      this.#firstToken.observe({ model }, observation.firstTokenSeconds);
-    if (observation.promptTokens !== undefined)
-      this.#tokens.inc({ model, direction: "prompt" }, observation.promptTokens);
+      this.#firstToken.observe([model], observation.firstTokenSeconds);
+    if (observation.promptTokens !== undefined) this.#tokens.inc([model, "prompt"], observation.promptTokens);
     if (observation.completionTokens !== undefined) {
-      this.#tokens.inc({ model, direction: "completion" }, observation.completionTokens);
+      this.#tokens.inc([model, "completion"], observation.completionTokens);
     }
     if (observation.costNano !== undefined && observation.costNano > 0n) {
       // Prometheus counters are floats: fine for a dashboard; the ledger stays exact.
-      this.#cost.inc({ model }, Number(observation.costNano) / 1e9);
+      this.#cost.inc([model], Number(observation.costNano) / 1e9);
     }
   }
 
   async render(): Promise<{ contentType: string; body: string }> {
-    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+    const series = [
+      this.#requests,
+      this.#latency,
+      this.#firstToken,
+      this.#overhead,
+      this.#tokens,
+      this.#cost,
+    ];
+    const body = `${series.map((metric) => metric.render()).join("\n")}\n${await this.registry.metrics()}`;
+    return { contentType: this.registry.contentType, body };
   }
 }
