@@ -130,7 +130,11 @@ export class ChatService {
       first = await iterator.next();
     } catch (error) {
       await ticket.settle({
-        usage: { promptTokens: prepared.promptTokens, completionTokens: 0 },
+        usage: {
+          promptTokens: prepared.promptTokens,
+          completionTokens: 0,
+          estimated: prepared.promptTokensEstimated === true,
+        },
         finishReason: undefined,
         errorCode: isAppError(error) ? error.code : "internal_error",
         timings: { firstPartMs: undefined, totalMs: this.#now() - startedAt },

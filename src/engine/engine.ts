@@ -117,6 +117,11 @@ export type ModelStatus = "available" | "loading" | "unavailable";
 export interface PreparedChat {
   /** Prompt tokens: exact for local models, an estimate where the engine cannot count. */
   promptTokens: number;
+  /**
+   * Whether {@link promptTokens} is Tollgate's estimate (an upstream's tokenizer is unknown): a
+   * run that fails before the engine reports usage is recorded with it, marked estimated.
+   */
+  promptTokensEstimated?: boolean;
   /** The most completion tokens this run can produce (`max_tokens`, else the rest of the context). */
   maxCompletionTokens: number;
   /**

@@ -297,6 +297,11 @@ describe("upstream failures as the client sees them", () => {
     const body = (await response.json()) as { error: { code: string; message: string } };
     expect(body.error.code).toBe("upstream_unavailable");
     expect(body.error.message).toContain("refused the connection");
+    // The ledger row counts the prompt as Tollgate estimated it, and says so.
+    const requestId = response.headers.get("x-request-id");
+    const row = (await server.store.listUsage({ model: DOWN })).find((usage) => usage.requestId === requestId);
+    expect(row).toMatchObject({ errorCode: "upstream_unavailable", completionTokens: 0, estimated: true });
+    expect(row?.promptTokens).toBeGreaterThan(0);
   });
 
   it("ends a stream that the upstream cuts with an error event and [DONE]", async () => {

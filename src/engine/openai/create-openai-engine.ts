@@ -117,6 +117,7 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
     let servedBy: string | undefined;
     return {
       promptTokens,
+      promptTokensEstimated: true,
       maxCompletionTokens,
       ...(fallbacks.length === 0 ? {} : { alternateModelIds: fallbacks }),
       servedBy: () => servedBy,
