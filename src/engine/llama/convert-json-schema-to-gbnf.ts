@@ -29,6 +29,9 @@ import { AppError } from "../../errors/app-error.ts";
  *   `{"type": "object", "properties": {}}` is `{}`. Objects without `properties` are maps: any
  *   keys, values per `additionalProperties` (any value by default, as JSON Schema says). Required
  *   properties that are not declared are added as "any JSON value".
+ * - Refused too: a minimum above its maximum (`minLength` over `maxLength`, and the like for
+ *   items and properties), which no value meets, and lengths or counts above 2000, which llama.cpp's
+ *   grammar parser does not take.
  * - Enforced: `type`, `properties`, `required` (as every property is emitted), `additionalProperties`
  *   of maps, `items`, `prefixItems`, `minItems`/`maxItems`, `minLength`/`maxLength`,
  *   `minProperties`/`maxProperties` of maps, `enum`, `const`, `format` `date-time`, `date` and `time`.
@@ -54,6 +57,8 @@ export function convertJsonSchemaToGbnf(schema: unknown, options: { param: strin
 /** Deeper schemas become "any JSON value": the grammar generator stops at 512 nesting levels. */
 const maxDepth = 64;
 const rootDefinitionName = "tollgate_root";
+/** llama.cpp's grammar parser refuses repetitions above this (`MAX_REPETITION_THRESHOLD`). */
+const maxGrammarRepetitions = 2000;
 
 const anyValue: GbnfJsonSchema = {
   oneOf: [
@@ -241,12 +246,13 @@ class SchemaConverter {
         if (typeof schema.format === "string" && supportedStringFormats.has(schema.format)) {
           return { type: "string", format: schema.format as "date-time" | "time" | "date" };
         }
-        const minLength = readCount(schema.minLength);
-        const maxLength = readCount(schema.maxLength);
+        const minLength = this.#readBound(schema, "minLength", at);
+        const maxLength = this.#readBound(schema, "maxLength", at);
+        this.#checkRange(at, "minLength", minLength, "maxLength", maxLength);
         return {
           type: "string",
           ...(minLength === undefined ? {} : { minLength }),
-          ...(maxLength === undefined ? {} : { maxLength: Math.max(maxLength, minLength ?? 0) }),
+          ...(maxLength === undefined ? {} : { maxLength }),
         };
       }
       case "number":
@@ -277,15 +283,16 @@ class SchemaConverter {
     // No `properties` at all: a map whose values follow `additionalProperties` (any value by default).
     const additional = schema.additionalProperties;
     if (additional === false) return { type: "object", properties: {} };
-    const minProperties = readCount(schema.minProperties);
-    const maxProperties = readCount(schema.maxProperties);
+    const minProperties = this.#readBound(schema, "minProperties", at);
+    const maxProperties = this.#readBound(schema, "maxProperties", at);
+    this.#checkRange(at, "minProperties", minProperties, "maxProperties", maxProperties);
     return {
       type: "object",
       additionalProperties: isRecord(additional)
         ? this.convert(additional, child(at, "additionalProperties"))
         : true,
       ...(minProperties === undefined ? {} : { minProperties }),
-      ...(maxProperties === undefined ? {} : { maxProperties: Math.max(maxProperties, minProperties ?? 0) }),
+      ...(maxProperties === undefined ? {} : { maxProperties }),
     };
   }
 
@@ -304,8 +311,11 @@ class SchemaConverter {
         : (schema[tupleKeyword] as unknown[]).map((item, index) =>
             this.convert(item, child(at, `${tupleKeyword}/${index}`)),
           );
-    const minItems = Math.max(readCount(schema.minItems) ?? 0, prefixItems?.length ?? 0);
-    let maxItems = readCount(schema.maxItems);
+    const declaredMinItems = this.#readBound(schema, "minItems", at);
+    const declaredMaxItems = this.#readBound(schema, "maxItems", at);
+    this.#checkRange(at, "minItems", declaredMinItems, "maxItems", declaredMaxItems);
+    const minItems = Math.max(declaredMinItems ?? 0, prefixItems?.length ?? 0);
+    let maxItems = declaredMaxItems;
     if (rest === false && prefixItems !== undefined) maxItems = prefixItems.length;
     if (maxItems !== undefined) maxItems = Math.max(maxItems, minItems);
     return {
@@ -317,6 +327,37 @@ class SchemaConverter {
       ...(minItems === 0 ? {} : { minItems }),
       ...(maxItems === undefined ? {} : { maxItems }),
     };
+  }
+
+  /**
+   * A count keyword (`minLength`, `maxItems`, ...), or `undefined` without one. Counts above
+   * {@link maxGrammarRepetitions} are refused: llama.cpp's grammar parser rejects such repetitions,
+   * so the schema could not be enforced.
+   */
+  #readBound(schema: Record<string, unknown>, keyword: string, at: Position): number | undefined {
+    const count = readCount(schema[keyword]);
+    if (count !== undefined && count > maxGrammarRepetitions) {
+      this.#refuse(
+        at,
+        `'${keyword}' is ${count}, above ${maxGrammarRepetitions}, the largest length or count the output grammar can enforce. Lower it to ${maxGrammarRepetitions} or less, or remove it.`,
+      );
+    }
+    return count;
+  }
+
+  /** Refuses a lower bound above its upper bound: no value meets the schema, and the grammar would emit one that breaks it. */
+  #checkRange(
+    at: Position,
+    minimumKeyword: string,
+    minimum: number | undefined,
+    maximumKeyword: string,
+    maximum: number | undefined,
+  ): void {
+    if (minimum === undefined || maximum === undefined || minimum <= maximum) return;
+    this.#refuse(
+      at,
+      `'${minimumKeyword}' (${minimum}) is greater than '${maximumKeyword}' (${maximum}), so no value can match. Make the minimum at most the maximum.`,
+    );
   }
 
   #refuse(at: Position, problem: string): never {

@@ -10,7 +10,7 @@ import { type LlamaEngineLogger, silentLogger } from "./llama-engine-logger.ts";
 import { registerLlamaEngineStats } from "./llama-engine-stats.ts";
 import type { GenerationSlot, LoadedLlamaModel } from "./load-llama-model.ts";
 import { memoizeContextState } from "./memoize-context-state.ts";
-import { type GenerationPlan, planGeneration, planStopStrings } from "./plan-generation.ts";
+import { type GenerationPlan, planGeneration, planStopStrings, type ToolSchema } from "./plan-generation.ts";
 import { renderPrompt } from "./render-prompt.ts";
 import { runLlamaGeneration } from "./run-llama-generation.ts";
 
@@ -163,8 +163,8 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
     load,
     async prepare(request: ChatRequest): Promise<PreparedChat> {
       const { loaded, pool, grammars, renderOnce, direct } = await waitForModel();
-      const { plan, history } = planGeneration(request);
-      const grammar = await createPlanGrammar(plan, grammars);
+      const { plan, history, toolSchemas } = planGeneration(request);
+      const grammar = await createPlanGrammar({ plan, toolSchemas, grammars });
       const directPlan = direct && (plan.kind === "text" || plan.kind === "json");
       const prompt = renderPrompt({
         chatWrapper: loaded.chatWrapper,
@@ -241,19 +241,49 @@ function readLlamaConfig(model: CatalogModel): LlamaEngineConfig {
   return model.engine;
 }
 
-async function createPlanGrammar(
-  plan: GenerationPlan,
-  grammars: GrammarCache,
-): Promise<LlamaGrammar | undefined> {
-  if (plan.kind === "text" || plan.kind === "functions") return undefined;
-  try {
-    return await grammars.get(plan.schema);
-  } catch (error) {
-    const param = plan.kind === "json" ? "response_format.json_schema.schema" : "tools";
-    throw new AppError(
-      "invalid_value",
-      `The JSON schema in ${param} cannot be turned into a grammar (${error instanceof Error ? error.message : String(error)}). Simplify the schema.`,
-      { param, cause: error },
-    );
+/**
+ * The grammar of a grammar plan, built (or taken from the cache) before generation so that a schema
+ * llama.cpp cannot parse is a 400 naming the field it came from. The tools of a `functions` plan are
+ * built too, though LlamaChat builds its own grammars for them: it does so only once the model
+ * starts a call, where a schema that fails would end the generation with a 500.
+ */
+async function createPlanGrammar(options: {
+  plan: GenerationPlan;
+  toolSchemas: readonly ToolSchema[];
+  grammars: GrammarCache;
+}): Promise<LlamaGrammar | undefined> {
+  const { plan, toolSchemas, grammars } = options;
+  const build = async ({ param, schema }: ToolSchema) => {
+    try {
+      return await grammars.get(schema);
+    } catch (error) {
+      throw new AppError(
+        "invalid_value",
+        `The JSON schema in '${param}' cannot be turned into a grammar (${error instanceof Error ? error.message : String(error)}). A '$ref' that leads back to itself with nothing in between (such as {"$ref": "#"}, or definitions that only refer to each other) cannot be generated: make every such cycle pass through an object property or an array item, or simplify the schema.`,
+        { param, cause: error },
+      );
+    }
+  };
+  switch (plan.kind) {
+    case "text":
+      return undefined;
+    case "functions":
+      for (const tool of toolSchemas) await build(tool);
+      return undefined;
+    case "json":
+      return await build({ param: "response_format.json_schema.schema", schema: plan.schema });
+    case "tool-arguments":
+    case "tool-envelope":
+      try {
+        return await grammars.get(plan.schema);
+      } catch {
+        // The forced call's grammar holds the tools' schemas: blame the first one that fails alone.
+        for (const tool of toolSchemas) await build(tool);
+        return await build({ param: "tools", schema: plan.schema });
+      }
+    default: {
+      const unreachable: never = plan;
+      throw new Error(`unknown plan ${JSON.stringify(unreachable)}`);
+    }
   }
 }

@@ -18,11 +18,14 @@
  *   on the request's stop strings (which may span tokens and are never emitted), at `maxTokens`,
  *   or when `signal` aborts, with LlamaChat's stop reasons;
  * - it releases text as LlamaChat does: tokens whose bytes do not yet form whole characters wait
- *   for the next; tokens whose text may still become a stop trigger wait until that is decided
- *   (and are dropped if generation ends on max tokens or abort meanwhile); with a grammar that
- *   trims its whitespace suffix (JSON), whitespace-only tokens wait for more text; the chat
- *   wrapper's ignored start texts (one leading space or tab for the test model's template) are
- *   removed from the first text released.
+ *   for the next; tokens whose text may still become a stop trigger wait until that is decided;
+ *   with a grammar that trims its whitespace suffix (JSON), whitespace-only tokens wait for more
+ *   text; the chat wrapper's ignored start texts (one leading space or tab for the test model's
+ *   template) are removed from the first text released.
+ *
+ * Where it differs from LlamaChat on purpose: text held for a stop string that never completed is
+ * released when generation ends at `maxTokens` or on abort (LlamaChat drops it, and with it text
+ * the client is billed for).
  *
  * What it does not support, left to LlamaChat ({@link prepareDirectPrompt} answers `undefined`):
  * functions and forced tool calls (other plans), chat wrappers with segments (thoughts), and
@@ -155,11 +158,17 @@ export async function generateDirectly(options: {
   let generated = 0;
   for await (const token of sequence.evaluate(options.prompt.tokens, evaluateOptions)) {
     // A token that arrives after the abort was already sampled (and metered), but is not shown.
-    if (signal.aborted) return "abort";
+    if (signal.aborted) {
+      stream.finish();
+      return "abort";
+    }
     generated += 1;
     const stopReason = stream.push(token);
     if (stopReason !== undefined) return stopReason;
-    if (maxTokens > 0 && generated >= maxTokens) return "maxTokens";
+    if (maxTokens > 0 && generated >= maxTokens) {
+      stream.finish();
+      return "maxTokens";
+    }
   }
   throw new Error("The token stream ended without a stop (the sequence's sampler was disposed)");
 }
@@ -210,14 +219,15 @@ const detokenizerContextTokens = 3;
 
 /**
  * Turns sampled tokens into released text (see the module comment for the rules). `push` answers a
- * stop reason when a token ends generation; `released` holds the tokens whose text was released
- * (what the repeat penalty punishes).
+ * stop reason when a token ends generation; `finish` releases what is held when generation ends
+ * otherwise (max tokens, abort); `released` holds the tokens whose text was released (what the
+ * repeat penalty punishes).
  */
 function createTextRelease(options: {
   model: LlamaModel;
   prompt: DirectPrompt;
   onText: (text: string) => void;
-}): { push(token: Token): LlamaStopReason | undefined; released: Token[] } {
+}): { push(token: Token): LlamaStopReason | undefined; finish(): void; released: Token[] } {
   const { model, prompt, onText } = options;
   const stopTexts = [...prompt.stopTexts, ...prompt.customStopTexts];
   const released: Token[] = [];
@@ -311,7 +321,15 @@ function createTextRelease(options: {
     return undefined;
   };
 
-  return { push, released };
+  /**
+   * Text held because it might begin a stop string was generated and is billed, and no stop
+   * completed: it is the client's, as OpenAI, vLLM and llama.cpp's server return it (LlamaChat
+   * drops it). Whitespace held for a grammar that trims it stays dropped, as at any end, and bytes
+   * that never formed a whole character are not text.
+   */
+  const finish = () => release(heldText.length, false);
+
+  return { push, finish, released };
 }
 
 /** Where the earliest end of `text` that begins some stop text (but is not all of it) starts. */

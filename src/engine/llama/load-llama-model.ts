@@ -77,9 +77,12 @@ export async function loadLlamaModel(options: {
     const parallel = Math.max(1, options.config.parallel);
     // node-llama-cpp's `contextSize` is per sequence: the context allocates `contextSize × sequences`
     // cells and llama.cpp gives each sequence its own share, so every request gets the full length.
+    // One cell more than the length: LlamaChat wants a free cell beyond the prompt before it
+    // generates (its `minFreeContextTokens` of 1) and otherwise shifts the context, which fails
+    // for a prompt one token short of the length that the engine accepts (check-context-length.ts).
     const context = await model.createContext({
       sequences: parallel,
-      contextSize: contextLength,
+      contextSize: contextLength + 1,
       batchSize: Math.min(maxBatchSize, contextLength),
       threads,
       createSignal: options.signal,

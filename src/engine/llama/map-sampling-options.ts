@@ -41,8 +41,20 @@ export function mapSamplingOptions(request: ChatRequest): SamplingOptions {
   };
 }
 
-/** llama.cpp seeds are unsigned 32-bit; node-llama-cpp clamps negative seeds to 0, so wrap them instead. */
+/**
+ * llama.cpp's `LLAMA_DEFAULT_SEED` (0xFFFFFFFF): its sampler takes that seed to mean "a random
+ * seed", so requests with it would not repeat.
+ */
+const randomSeedSentinel = 0xffffffff;
+
+/**
+ * llama.cpp seeds are unsigned 32-bit; node-llama-cpp clamps negative seeds to 0, so wrap them instead.
+ * The one seed llama.cpp reads as "random" (what -1 and 4294967295 wrap to) becomes 0xFFFFFFFE, so
+ * that every seed repeats (SPEC section 11); it then shares its sequence with -2, as there is no
+ * unused 32-bit value left to give it.
+ */
 function toUnsigned32(seed: number): number {
   const integer = Number.isFinite(seed) ? Math.trunc(seed) : 0;
-  return ((integer % 2 ** 32) + 2 ** 32) % 2 ** 32;
+  const wrapped = ((integer % 2 ** 32) + 2 ** 32) % 2 ** 32;
+  return wrapped === randomSeedSentinel ? randomSeedSentinel - 1 : wrapped;
 }

@@ -59,6 +59,17 @@ export type GenerationPlan =
 export interface PlannedGeneration {
   plan: GenerationPlan;
   history: ChatHistoryItem[];
+  /**
+   * The converted arguments schema of each request tool declared with parameters, with the field it
+   * came from (`tools[i].function.parameters`): what a grammar that fails to build is blamed on.
+   */
+  toolSchemas: ToolSchema[];
+}
+
+/** A tool's converted arguments schema and the request field it came from. */
+export interface ToolSchema {
+  param: string;
+  schema: GbnfJsonSchema;
 }
 
 /** The arguments schema of a function declared without parameters: an empty object. */
@@ -78,6 +89,19 @@ export function planGeneration(request: ChatRequest): PlannedGeneration {
   const history = convertChatHistory(request.messages);
   // Every tool's schema is checked, used by this plan or not: an invalid one is an invalid request.
   const tools = request.tools.map(planTool);
+  const toolSchemas = tools.flatMap(({ argumentsSchema }, index) =>
+    argumentsSchema === undefined
+      ? []
+      : [{ param: `tools[${index}].function.parameters`, schema: argumentsSchema }],
+  );
+  return { ...choosePlan(request, tools, history), toolSchemas };
+}
+
+function choosePlan(
+  request: ChatRequest,
+  tools: readonly PlannedTool[],
+  history: ChatHistoryItem[],
+): Omit<PlannedGeneration, "toolSchemas"> {
   const choice = request.toolChoice;
   switch (choice.type) {
     case "function": {
@@ -178,7 +202,10 @@ function describesOnlyObjects(root: GbnfJsonSchema): boolean {
   return check(root);
 }
 
-function planForcedCall(tools: readonly PlannedTool[], history: ChatHistoryItem[]): PlannedGeneration {
+function planForcedCall(
+  tools: readonly PlannedTool[],
+  history: ChatHistoryItem[],
+): Omit<PlannedGeneration, "toolSchemas"> {
   const instructedHistory = addSystemInstruction(history, describeForcedCall(tools));
   const [only] = tools;
   if (tools.length === 1 && only !== undefined) {

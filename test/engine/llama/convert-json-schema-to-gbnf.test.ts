@@ -216,6 +216,42 @@ describe("convertJsonSchemaToGbnf", () => {
     }
   });
 
+  // Regression: minItems 3 with maxItems 1 gave 3 items, minLength 5 with maxLength 2 five characters.
+  it("refuses a minimum above its maximum, which no value meets", () => {
+    const cases: [unknown, RegExp][] = [
+      [
+        { type: "array", minItems: 3, maxItems: 1 },
+        /at '#': 'minItems' \(3\) is greater than 'maxItems' \(1\), so no value can match/,
+      ],
+      [
+        { type: "object", properties: { a: { type: "string", minLength: 5, maxLength: 2 } } },
+        /at '#\/properties\/a': 'minLength' \(5\) is greater than 'maxLength' \(2\)/,
+      ],
+      [{ type: "object", minProperties: 2, maxProperties: 1 }, /'minProperties' \(2\) is greater/],
+    ];
+    for (const [schema, message] of cases) {
+      const error = refusal(schema);
+      expect(error?.code, JSON.stringify(schema)).toBe("invalid_value");
+      expect(error?.param).toBe(param);
+      expect(error?.message, JSON.stringify(schema)).toMatch(message);
+    }
+    expect(refusal({ type: "string", minLength: 2, maxLength: 2 })).toBeUndefined();
+  });
+
+  it("refuses lengths and counts above what the grammar parser takes, saying what to change", () => {
+    for (const schema of [
+      { type: "string", minLength: 1_000_000 },
+      { type: "array", minItems: 100_000 },
+      { type: "string", maxLength: 2001 },
+    ]) {
+      const error = refusal(schema);
+      expect(error?.code, JSON.stringify(schema)).toBe("invalid_value");
+      expect(error?.param).toBe(param);
+      expect(error?.message).toMatch(/above 2000, the largest length or count .* Lower it to 2000 or less/);
+    }
+    expect(refusal({ type: "string", maxLength: 2000 })).toBeUndefined();
+  });
+
   it("keeps accepting valid schemas with keywords it does not enforce", () => {
     const schema = {
       type: "object",

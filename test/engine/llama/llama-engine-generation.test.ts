@@ -149,6 +149,17 @@ describe("llama engine: generation", () => {
     expect(new Set(runs).size).toBe(1);
   });
 
+  // Regression: both wrapped to 0xFFFFFFFF, which llama.cpp takes for "pick a random seed".
+  it.each([-1, 4294967295])("returns the same text for seed %i", async (seed) => {
+    const request = createTestRequest({ temperature: 1, seed, maxTokens: 40 });
+    const runs: string[] = [];
+    for (let index = 0; index < 3; index += 1) {
+      runs.push(readText(await collectParts(await endlessEngine.prepare(request))));
+    }
+    expect(runs[0]).not.toBe("");
+    expect(new Set(runs).size).toBe(1);
+  });
+
   it("accepts frequency and presence penalties, and a negative seed", async () => {
     const parts = await collectParts(
       await engine.prepare(

@@ -274,6 +274,61 @@ describe("llama engine: JSON output", () => {
     }
   });
 
+  // Regression: LlamaChat wanted one free token beyond the prompt and failed with a 500.
+  it("offers tools to a prompt that leaves one token of context", async () => {
+    const request = (length: number) =>
+      createTestRequest({
+        tools: [weather],
+        temperature: 1,
+        seed: 1,
+        messages: [{ role: "user", content: "x".repeat(length) }],
+      });
+    const measured = await engine.prepare(request(1000));
+    const length = 1000 + (2048 - 1 - measured.promptTokens);
+    const prepared = await engine.prepare(request(length));
+    expect(prepared.promptTokens).toBe(2047);
+    const end = readEnd(await collectParts(prepared));
+    expect(end).toMatchObject({ type: "finish", usage: { promptTokens: 2047, completionTokens: 1 } });
+  });
+
+  // Regression: these were blamed on `tools` whichever tool held them, and not checked for auto.
+  it("blames a schema llama.cpp cannot parse on its field, in every plan", async () => {
+    const looping = { name: "looping", parameters: { $ref: "#" } };
+    const cycle = {
+      name: "cycle",
+      parameters: {
+        type: "object",
+        properties: { a: { $ref: "#/$defs/a" } },
+        $defs: { a: { $ref: "#/$defs/b" }, b: { $ref: "#/$defs/a" } },
+      },
+    };
+    const cases = [
+      [
+        createTestRequest({ tools: [weather, looping], toolChoice: { type: "required" } }),
+        "tools[1].function.parameters",
+      ],
+      [
+        createTestRequest({ tools: [cycle], toolChoice: { type: "function", name: "cycle" } }),
+        "tools[0].function.parameters",
+      ],
+      [
+        createTestRequest({ tools: [weather, time, cycle], toolChoice: { type: "auto" } }),
+        "tools[2].function.parameters",
+      ],
+      [
+        createTestRequest({ responseFormat: { type: "json_schema", name: "x", schema: { $ref: "#" } } }),
+        "response_format.json_schema.schema",
+      ],
+    ] as const;
+    for (const [request, param] of cases) {
+      const refusal = await engine.prepare(request).catch((error: unknown) => error);
+      expect(isAppError(refusal) && [refusal.code, refusal.param]).toEqual(["invalid_value", param]);
+      expect(isAppError(refusal) && refusal.message).toMatch(
+        /cannot be turned into a grammar .* make every such cycle pass through/,
+      );
+    }
+  });
+
   it("lets the JSON format win over tools with auto", async () => {
     const { end, text, calls } = await run(
       createTestRequest({
