@@ -2,6 +2,7 @@
 import type { Insertable, Selectable } from "kysely";
 import {
   fromTimestampText,
+  MAX_BIGINT_COLUMN,
   readBigInt,
   toCountColumn,
   toMillisecondsColumn,
@@ -36,6 +37,17 @@ export function toReservation(row: Selectable<ReservationsTable>): Reservation {
     leaseExpiresAt: fromTimestampText(row.lease_expires_at),
     createdAt: fromTimestampText(row.created_at),
   };
+}
+
+/**
+ * The usage record as a settle writes it: a cost above the largest amount a column holds
+ * (2^63 − 1 nano-units, the cost of an upstream that reported an absurd token count) is capped
+ * there, so that it can be bound at all. No balance is that large, so the charge is then capped
+ * again at what the account has available, as any cost above its reservation is, and the usage
+ * row records that charge.
+ */
+export function capUsageCost(usage: UsageRecord): UsageRecord {
+  return usage.costNano > MAX_BIGINT_COLUMN ? { ...usage, costNano: MAX_BIGINT_COLUMN } : usage;
 }
 
 export function toUsageRow(usage: UsageRecord): Insertable<UsageTable> {

@@ -1,6 +1,7 @@
 import { setImmediate } from "node:timers/promises";
 import { type ExpressionBuilder, type Insertable, type Kysely, type SelectQueryBuilder, sql } from "kysely";
 import {
+  capUsageCost,
   toCreditRecord,
   toCreditRow,
   toReservation,
@@ -66,6 +67,7 @@ export function createKyselyBilling(
     async reserve(reservation: Reservation): Promise<ReserveResult> {
       const amount = reservation.amountNano;
       if (amount < 0n) throw new RangeError("A reservation's amount must be zero or more.");
+      if (amount > MAX_BIGINT_COLUMN) return await refuseBeyondAnyBalance(db, reservation.accountId);
       const row = toReservationRow(reservation);
       return await db.transaction().execute(async (transaction) => {
         const updated = await transaction.executeQuery(
@@ -85,8 +87,9 @@ export function createKyselyBilling(
       });
     },
 
-    async settle(usage: UsageRecord): Promise<bigint> {
-      if (usage.costNano < 0n) throw new RangeError("A usage row's cost must be zero or more.");
+    async settle(record: UsageRecord): Promise<bigint> {
+      if (record.costNano < 0n) throw new RangeError("A usage row's cost must be zero or more.");
+      const usage = capUsageCost(record);
       const row = toUsageRow(usage);
       return await db.transaction().execute(async (transaction) => {
         const inserted = await transaction.executeQuery(queries.insertUsage(row));
@@ -424,6 +427,19 @@ export function capCharge(
   const available = account.balanceNano - account.reservedNano - (account.heldNano ?? 0n);
   if (available <= 0n) return 0n;
   return costNano < available ? costNano : available;
+}
+
+/**
+ * The answer to a reservation above the largest amount a column holds (2^63 − 1 nano-units): no
+ * balance is that large, so it never fits, and it is refused like any other that does not,
+ * without binding an amount the database cannot hold.
+ */
+export async function refuseBeyondAnyBalance(
+  db: Kysely<Database>,
+  accountId: string,
+): Promise<ReserveResult> {
+  const account = await db.selectFrom("accounts").select("id").where("id", "=", accountId).executeTakeFirst();
+  return account === undefined ? "account_not_found" : "insufficient_balance";
 }
 
 export function noAccountError(accountId: string): Error {

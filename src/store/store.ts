@@ -225,8 +225,9 @@ export interface Store {
    * Sets money aside for a request, atomically against the available balance (balance minus
    * open reservations): one conditional update of the account row plus the reservation row,
    * in one transaction, so concurrent reserves from many processes can never overspend. An
-   * amount that fits exactly is reserved. Writes nothing unless it answers `"reserved"`; throws
-   * when a reservation with the same id exists.
+   * amount that fits exactly is reserved. An amount above the largest a store holds (2^63 − 1
+   * nano-units) fits no balance: `"insufficient_balance"`. Writes nothing unless it answers
+   * `"reserved"`; throws when a reservation with the same id exists.
    */
   reserve(reservation: Reservation): Promise<ReserveResult>;
   /**
@@ -234,7 +235,8 @@ export interface Store {
    * `usage.id`, if still open: it may have been released), charges `usage.costNano` to the
    * balance, and writes the usage row. A cost above the reservation is charged only as far as
    * the account's available balance (beside its other reservations) pays it, so a balance is
-   * never overspent; the usage row then records the smaller charge. A reservation is never
+   * never overspent; the usage row then records the smaller charge (a cost above the largest
+   * amount a store holds, 2^63 − 1 nano-units, is taken as that amount). A reservation is never
    * charged twice: a second settle (or `insertUsage`) with the same `usage.id` changes nothing.
    * Returns what was charged (0 when nothing changed).
    */

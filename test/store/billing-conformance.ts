@@ -183,6 +183,25 @@ export function describeBillingConformance(name: string, backend: StoreConforman
         expect((await money(account.id))?.reservedNano).toBe(0n);
       });
 
+      it("refuses an amount beyond what a column holds as insufficient, never failing (regression: 500 on PostgreSQL)", async () => {
+        const account = await openAccount(MAX_NANO);
+        const beyond = makeReservation({ accountId: account.id, amountNano: MAX_NANO + 1n });
+        expect(await store.reserve(beyond)).toBe("insufficient_balance");
+        expect(
+          await store.reserve(makeReservation({ accountId: randomUUID(), amountNano: 10n ** 30n })),
+        ).toBe("account_not_found");
+        expect(await money(account.id)).toEqual({ balanceNano: MAX_NANO, reservedNano: 0n, spentNano: 0n });
+        // What fits beside a reservation is still told apart from what does not.
+        expect(await store.reserve(makeReservation({ accountId: account.id, amountNano: 5n }))).toBe(
+          "reserved",
+        );
+        expect(
+          await store.reserve(makeReservation({ accountId: account.id, amountNano: MAX_NANO - 2n })),
+        ).toBe("insufficient_balance");
+        expect(await store.listReservations()).toHaveLength(1);
+        expect((await store.audit()).map((problem) => problem.kind)).toEqual(["open_reservation"]);
+      });
+
       it("keeps reservations of different accounts apart", async () => {
         const acme = await openAccount(10n, "acme");
         const other = await openAccount(10n, "other");
@@ -305,6 +324,49 @@ export function describeBillingConformance(name: string, backend: StoreConforman
         ]);
         expect(charged).toEqual([50n, 50n]);
         expect(await money(account.id)).toEqual({ balanceNano: 0n, reservedNano: 0n, spentNano: 100n });
+        expect(await store.audit()).toEqual([]);
+      });
+
+      it("charges a cost beyond what a column holds as far as the account can pay, recording the charge (regression: a settle that could never bind)", async () => {
+        const account = await openAccount(3_000_000_000n);
+        const short = makeReservation({ accountId: account.id, amountNano: 1_000n });
+        const other = makeReservation({ accountId: account.id, amountNano: 500_000_000n });
+        await store.reserve(short);
+        await store.reserve(other);
+        // 9007199254740991 prompt tokens at 1.123456789 and one completion token at 2.987654321 per
+        // million: above 2^63 - 1 nano-units.
+        const absurd = makeSettlement(short, 10_119_199_152_614_509_764n, {
+          promptTokens: Number.MAX_SAFE_INTEGER,
+          completionTokens: 1,
+          estimated: true,
+        });
+        expect(await store.settle(absurd)).toBe(2_500_000_000n);
+        expect(await store.settle(absurd)).toBe(0n);
+        expect(await money(account.id)).toEqual({
+          balanceNano: 500_000_000n,
+          reservedNano: 500_000_000n,
+          spentNano: 2_500_000_000n,
+        });
+        expect(await store.listUsage()).toEqual([{ ...absurd, costNano: 2_500_000_000n }]);
+        expect(await store.settle(makeSettlement(other, 500_000_000n))).toBe(500_000_000n);
+        expect(await store.audit()).toEqual([]);
+      });
+
+      it("charges costs beyond what a column holds settled together no further than the balance", async () => {
+        const account = await openAccount(10n);
+        const first = makeReservation({ accountId: account.id, amountNano: 3n });
+        const second = makeReservation({ accountId: account.id, amountNano: 3n });
+        await store.reserve(first);
+        await store.reserve(second);
+        const charged = await Promise.all([
+          store.settle(makeSettlement(first, MAX_NANO + 1n)),
+          store.settle(makeSettlement(second, 10n ** 40n)),
+        ]);
+        expect(charged[0]! + charged[1]!).toBe(10n);
+        expect(await money(account.id)).toEqual({ balanceNano: 0n, reservedNano: 0n, spentNano: 10n });
+        expect(
+          await store.listUsage().then((rows) => rows.reduce((sum, row) => sum + row.costNano, 0n)),
+        ).toBe(10n);
         expect(await store.audit()).toEqual([]);
       });
 

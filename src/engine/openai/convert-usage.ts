@@ -1,9 +1,18 @@
 import type { Usage } from "../engine.ts";
 
 /**
+ * The most tokens an upstream's count is taken at: a thousand times the longest contexts served
+ * today. A larger count is a broken upstream, not a request; taken as is, it would price the
+ * request beyond any amount a store holds and, summed over a ledger, overflow the totals. It is
+ * read as this bound and the usage marked estimated.
+ */
+export const MAX_REPORTED_TOKENS = 1_000_000_000;
+
+/**
  * Reads an upstream's `usage` object. A count that is missing, null or not a non-negative whole
- * number stays `undefined` (never 0), so the caller can fill it with an estimate; `undefined`
- * when the value carries no count at all.
+ * number stays `undefined` (never 0), so the caller can fill it with an estimate; a count above
+ * {@link MAX_REPORTED_TOKENS} is read as that bound, and the usage is then `estimated`.
+ * `undefined` when the value carries no count at all.
  */
 export function convertUsage(value: unknown): Usage | undefined {
   if (typeof value !== "object" || value === null) return undefined;
@@ -11,6 +20,14 @@ export function convertUsage(value: unknown): Usage | undefined {
   const promptTokens = readCount(usage.prompt_tokens);
   const completionTokens = readCount(usage.completion_tokens);
   if (promptTokens === undefined && completionTokens === undefined) return undefined;
+  if ((promptTokens ?? 0) > MAX_REPORTED_TOKENS || (completionTokens ?? 0) > MAX_REPORTED_TOKENS) {
+    return {
+      promptTokens: promptTokens === undefined ? undefined : Math.min(promptTokens, MAX_REPORTED_TOKENS),
+      completionTokens:
+        completionTokens === undefined ? undefined : Math.min(completionTokens, MAX_REPORTED_TOKENS),
+      estimated: true,
+    };
+  }
   return { promptTokens, completionTokens };
 }
 

@@ -1,7 +1,8 @@
 import { CompiledQuery, type Insertable, type Kysely } from "kysely";
-import { toReservationRow, toUsageRow } from "../billing-rows.ts";
-import { readBigInt } from "../column-values.ts";
+import { capUsageCost, toReservationRow, toUsageRow } from "../billing-rows.ts";
+import { MAX_BIGINT_COLUMN, readBigInt } from "../column-values.ts";
 import type { Database, ReservationsTable, UsageTable } from "../database.ts";
+import { refuseBeyondAnyBalance } from "../kysely-billing.ts";
 import type { Reservation, ReserveResult, Store, UsageRecord } from "../store.ts";
 
 /**
@@ -100,12 +101,16 @@ export function createPostgresBilling(db: Kysely<Database>): Pick<Store, "reserv
   return {
     async reserve(reservation: Reservation): Promise<ReserveResult> {
       if (reservation.amountNano < 0n) throw new RangeError("A reservation's amount must be zero or more.");
+      // Beyond what a bigint parameter holds: refused without failing the statement (or its batch).
+      if (reservation.amountNano > MAX_BIGINT_COLUMN)
+        return await refuseBeyondAnyBalance(db, reservation.accountId);
       const row = toReservationRow(reservation);
       return await reserves.run(row.account_id, row.id, row);
     },
 
-    async settle(usage: UsageRecord): Promise<bigint> {
-      if (usage.costNano < 0n) throw new RangeError("A usage row's cost must be zero or more.");
+    async settle(record: UsageRecord): Promise<bigint> {
+      if (record.costNano < 0n) throw new RangeError("A usage row's cost must be zero or more.");
+      const usage = capUsageCost(record);
       return await settles.run(usage.accountId, usage.id, { usage, row: toUsageRow(usage) });
     },
   };

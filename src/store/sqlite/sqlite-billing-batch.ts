@@ -1,7 +1,7 @@
 import type { StatementSync } from "node:sqlite";
 import type { CompiledQuery, Insertable, Kysely } from "kysely";
-import { toReservationRow, toUsageRow } from "../billing-rows.ts";
-import { readBigInt } from "../column-values.ts";
+import { capUsageCost, toReservationRow, toUsageRow } from "../billing-rows.ts";
+import { MAX_BIGINT_COLUMN, readBigInt } from "../column-values.ts";
 import { createQueryTemplate, type TemplateParameter } from "../create-query-template.ts";
 import type { Database, UsageTable } from "../database.ts";
 import { capCharge, compileHotQueries, noAccountError } from "../kysely-billing.ts";
@@ -258,7 +258,8 @@ export function createSqliteBillingBatch(options: {
     const { accountId, amountNano } = reservation;
     if (held.has(reservation.id)) throw new Error(`A reservation with the id ${reservation.id} exists.`);
     const needed = amountNano + (heldByAccount.get(accountId) ?? 0n);
-    if (run(setAsideBeside({ accountId, amount: amountNano, needed })) === 0) {
+    // No balance exceeds what a column holds: an amount beyond it never fits (and cannot be bound).
+    if (needed > MAX_BIGINT_COLUMN || run(setAsideBeside({ accountId, amount: amountNano, needed })) === 0) {
       return all(findAccount({ accountId })).length === 0 ? "account_not_found" : "insufficient_balance";
     }
     run(queries.insertReservation(toReservationRow(reservation)));
@@ -572,8 +573,9 @@ export function createSqliteBillingBatch(options: {
       return reserveNow(reservation);
     },
 
-    async settle(usage: UsageRecord): Promise<bigint> {
-      if (usage.costNano < 0n) throw new RangeError("A usage row's cost must be zero or more.");
+    async settle(record: UsageRecord): Promise<bigint> {
+      if (record.costNano < 0n) throw new RangeError("A usage row's cost must be zero or more.");
+      const usage = capUsageCost(record);
       // Converted now so that a bad record (negative tokens) fails alone, before any batch.
       const row = toUsageRow(usage);
       const entry = held.get(usage.id);
