@@ -299,7 +299,9 @@ describe("upstream failures as the client sees them", () => {
     expect(body.error.message).toContain("refused the connection");
     // The ledger row counts the prompt as Tollgate estimated it, and says so.
     const requestId = response.headers.get("x-request-id");
-    const row = (await server.store.listUsage({ model: DOWN })).find((usage) => usage.requestId === requestId);
+    const row = (await server.store.listUsage({ model: DOWN })).find(
+      (usage) => usage.requestId === requestId,
+    );
     expect(row).toMatchObject({ errorCode: "upstream_unavailable", completionTokens: 0, estimated: true });
     expect(row?.promptTokens).toBeGreaterThan(0);
   });
