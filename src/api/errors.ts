@@ -57,6 +57,14 @@ export function normalizeError(error: unknown): AppError {
   if (framework.statusCode === 413) {
     return new AppError("request_too_large", "The request body is larger than this server accepts.");
   }
+  if (isStoreUnavailable(error)) {
+    // The cause goes to the log only: it may name the database's host or user.
+    return new AppError(
+      "store_unavailable",
+      "The server's database is unavailable at the moment. Please retry in a few seconds.",
+      { retryAfterSeconds: STORE_RETRY_AFTER_SECONDS, cause: error },
+    );
+  }
   return new AppError(
     "internal_error",
     "The server had an error while processing your request. Please retry.",
@@ -64,4 +72,60 @@ export function normalizeError(error: unknown): AppError {
       cause: error,
     },
   );
+}
+
+/** Seconds a client is told to wait after a store outage: about what reconnecting takes. */
+const STORE_RETRY_AFTER_SECONDS = 5;
+
+/**
+ * SQLSTATE codes of a PostgreSQL that is going away or cannot take the connection: the 08 class
+ * (connection exceptions), admin and crash shutdown, "cannot connect now" (starting up or
+ * recovering), too many connections, and a statement cancelled by the store's own
+ * `statement_timeout` (see `openPostgresStore`).
+ */
+const UNAVAILABLE_SQLSTATES = new Set(["57P01", "57P02", "57P03", "53300", "57014"]);
+
+/** Socket failures of the store's connection, as `pg` reports them. */
+const UNAVAILABLE_SOCKET_CODES = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ETIMEDOUT",
+  "EPIPE",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "EAI_AGAIN",
+]);
+
+/**
+ * `pg`'s own errors for a connection that broke or never came (they carry no code): the server
+ * closed it, the pool's `connectionTimeoutMillis` passed, or the store's `query_timeout` did.
+ */
+const UNAVAILABLE_PG_MESSAGE =
+  /^(?:Connection terminated|timeout exceeded when trying to connect|Query read timeout|Client has encountered a connection error and is not queryable)/;
+
+/** SQLite's primary result code for a lock another process held past the busy timeout. */
+const SQLITE_BUSY = 5;
+
+/**
+ * True when `error` says the store cannot be reached or cannot answer now, as opposed to a bug:
+ * a PostgreSQL connection refused, cut or timed out, or SQLite still locked after its busy
+ * timeout. Only the error itself and the members of an `AggregateError` (a refused connection
+ * tried on several addresses) are looked at, never `cause`: an upstream model's failed `fetch`
+ * carries socket codes in its cause and is no store outage.
+ */
+function isStoreUnavailable(error: unknown): boolean {
+  if (error instanceof AggregateError && error.errors.some((each: unknown) => isStoreUnavailable(each))) {
+    return true;
+  }
+  if (!(error instanceof Error)) return false;
+  const fields = error as Error & { code?: unknown; errcode?: unknown };
+  if (typeof fields.code === "string") {
+    if (fields.code.startsWith("08") && fields.code.length === 5) return true;
+    if (UNAVAILABLE_SQLSTATES.has(fields.code) || UNAVAILABLE_SOCKET_CODES.has(fields.code)) return true;
+    // node:sqlite reports the extended result code (SQLITE_BUSY_TIMEOUT, ...) in `errcode`.
+    if (fields.code === "ERR_SQLITE_ERROR" && typeof fields.errcode === "number") {
+      return (fields.errcode & 0xff) === SQLITE_BUSY;
+    }
+  }
+  return UNAVAILABLE_PG_MESSAGE.test(error.message);
 }

@@ -3,7 +3,7 @@ import type { RedisOutageLog } from "./redis-outage-log.ts";
 
 /** How long one Redis command may take before it fails (and the failure policy applies). */
 export const DEFAULT_REDIS_COMMAND_TIMEOUT_MS = 1000;
-/** How long connecting may take. */
+/** How long connecting may take: the TCP connect, and again the handshake after it. */
 const CONNECT_TIMEOUT_MS = 2000;
 /** The longest pause between two reconnection attempts. */
 const MAX_RECONNECT_DELAY_MS = 2000;
@@ -44,7 +44,38 @@ export function createRedisClient(options: RedisClientOptions): Redis {
   // Without a listener ioredis prints every failed reconnection attempt.
   redis.on("error", (error: unknown) => options.outageLog.failed(error));
   redis.on("ready", () => options.outageLog.recovered());
+  dropStalledHandshakes(redis, options.outageLog);
   return redis;
+}
+
+/**
+ * ioredis's `connectTimeout` covers only the TCP connect. A Redis that accepts the connection
+ * and then does not answer (a paused process, a black-holed port) would keep the handshake
+ * (`CLIENT SETNAME`, the `INFO` ready check) waiting forever on a connection without a command
+ * timeout, the subscriber's, and with it `connect()` and the start of the server. A connection
+ * that is not ready within the connect timeout after the TCP connect is dropped instead: that is
+ * an outage like any other, and the retry strategy reconnects.
+ */
+function dropStalledHandshakes(redis: Redis, outageLog: RedisOutageLog): void {
+  let timer: NodeJS.Timeout | undefined;
+  const stop = () => clearTimeout(timer);
+  redis.on("connect", () => {
+    stop();
+    timer = setTimeout(() => {
+      if (redis.status !== "connect") return;
+      outageLog.failed(
+        new Error(`Redis accepted the connection but did not answer within ${CONNECT_TIMEOUT_MS} ms`),
+      );
+      // Destroyed, as ioredis does on its own connect timeout: `disconnect()` would wait for a
+      // goodbye that a stalled Redis never sends.
+      redis.stream.destroy();
+    }, CONNECT_TIMEOUT_MS);
+    // A pending check must not keep a process (the CLI) alive.
+    timer.unref();
+  });
+  redis.on("ready", stop);
+  redis.on("close", stop);
+  redis.on("end", stop);
 }
 
 /**

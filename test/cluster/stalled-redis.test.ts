@@ -1,0 +1,139 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { PassThrough } from "node:stream";
+import { setTimeout as sleep } from "node:timers/promises";
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
+import { createAccount } from "../../src/admin/create-account.ts";
+import { createKey } from "../../src/admin/create-key.ts";
+import type { InvalidationEvent } from "../../src/cluster/invalidation-bus.ts";
+import { connectRedisInvalidationBus } from "../../src/cluster/redis-invalidation-bus.ts";
+import { type RunningServer, startServer } from "../../src/server.ts";
+import { openStore } from "../../src/store/open-store.ts";
+import { startMockUpstream } from "../engine/openai/mock-upstream.ts";
+import { createUpstreamModelEntry } from "../support/test-server.ts";
+import { checkTestRedis, createTestPrefix } from "./redis-test-connection.ts";
+import { startTcpProxy } from "./tcp-proxy.ts";
+
+/**
+ * A Redis that accepts connections and never answers (a paused process): the TCP connect
+ * succeeds, so only the handshake can notice. The server must start and serve anyway.
+ */
+const redis = await checkTestRedis();
+let folder: string;
+
+beforeAll(() => {
+  folder = mkdtempSync(join(tmpdir(), "tollgate-stalled-redis-"));
+});
+
+afterAll(() => {
+  rmSync(folder, { recursive: true, force: true });
+});
+
+describe("a Redis that accepts connections but never answers", () => {
+  it("does not keep the server from starting, and the server serves (fail-open)", async () => {
+    const blackHole = await startTcpProxy({ targetPort: 0, mode: "hold" });
+    onTestFinished(() => blackHole.close());
+    const upstream = await startMockUpstream();
+    onTestFinished(() => upstream.close());
+    const database = `sqlite:${join(folder, "tollgate.db")}`;
+    const logs = new PassThrough();
+    let logText = "";
+    logs.on("data", (chunk: Buffer) => {
+      logText += chunk.toString();
+    });
+    const saved = process.env.TOLLGATE_REDIS_PREFIX;
+    process.env.TOLLGATE_REDIS_PREFIX = createTestPrefix("stalled");
+    let server: RunningServer;
+    try {
+      server = await startServer({
+        config: {
+          server: { host: "127.0.0.1", port: 0, bodyLimitBytes: 1024 * 1024 },
+          database,
+          redis: `redis://127.0.0.1:${blackHole.port}`,
+          adminKey: "test-admin-key",
+          metricsKey: undefined,
+          logPrompts: false,
+          source: undefined,
+          models: [createUpstreamModelEntry("remote", upstream.baseUrl)],
+        },
+        logger: { level: "info", destination: logs },
+      });
+    } finally {
+      if (saved === undefined) delete process.env.TOLLGATE_REDIS_PREFIX;
+      else process.env.TOLLGATE_REDIS_PREFIX = saved;
+    }
+    onTestFinished(() => server.close());
+
+    const origin = server.baseUrl.replace(/\/v1$/, "");
+    expect((await fetch(`${origin}/health`)).status).toBe(200);
+    // The listening connection has no command timeout: only the handshake check frees it.
+    expect(logText).toMatch(
+      /Redis is unreachable \(invalidation, listening\): Redis accepted the connection but did not answer/,
+    );
+
+    const store = await openStore(database);
+    onTestFinished(() => store.close());
+    const account = await createAccount(store, { name: "stalled", balanceNano: 1_000_000_000n });
+    const { key } = await createKey(store, { role: "user", accountId: account.id, rpm: 1 });
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const response = await fetch(`${server.baseUrl}/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        body: JSON.stringify({
+          model: "remote",
+          messages: [{ role: "user", content: "Hi" }],
+          max_tokens: 1,
+        }),
+      });
+      expect(response.status).toBe(200);
+      await response.arrayBuffer();
+    }
+    // A hang, not slowness, is the failure: without the handshake check the start never ends.
+  }, 20_000);
+
+  it.skipIf(!("url" in redis))(
+    "leaves the invalidation bus listening once Redis answers again",
+    async () => {
+      const target = new URL("url" in redis ? redis.url : "redis://127.0.0.1:6379");
+      const proxy = await startTcpProxy({
+        targetHost: target.hostname,
+        targetPort: Number(target.port || 6379),
+        mode: "hold",
+      });
+      onTestFinished(() => proxy.close());
+      const prefix = createTestPrefix("stalled-bus");
+      const lines: string[] = [];
+      const record = (_object: object, message?: string) => {
+        lines.push(message ?? "");
+      };
+      const bus = await connectRedisInvalidationBus({
+        url: `redis://${target.username === "" ? "" : `${target.username}:${target.password}@`}127.0.0.1:${proxy.port}${target.pathname}`,
+        prefix,
+        logger: { info: record, warn: record, error: record },
+      });
+      onTestFinished(() => bus.close());
+      const received: InvalidationEvent[] = [];
+      bus.subscribe((event) => {
+        received.push(event);
+      });
+
+      // Redis answers again; the connections held so far stay held, as a paused Redis's would.
+      proxy.setMode("forward");
+      const publisher = new Redis(target.href);
+      onTestFinished(() => publisher.disconnect());
+      const event: InvalidationEvent = { type: "key-changed", publicId: "after-the-stall" };
+      const deadline = Date.now() + 8000;
+      while (received.length === 0 && Date.now() < deadline) {
+        await publisher.publish(`${prefix}invalidate`, JSON.stringify({ origin: "another-replica", event }));
+        await sleep(50);
+      }
+      expect(received[0]).toEqual(event);
+      expect(
+        lines.some((line) => line.startsWith("Redis is reachable again (invalidation, listening)")),
+      ).toBe(true);
+    },
+    20_000,
+  );
+});

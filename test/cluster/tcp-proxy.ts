@@ -1,0 +1,66 @@
+import { connect, createServer, type Socket } from "node:net";
+
+/**
+ * What the proxy does with connections: pass them on to the target, hold them (accept and never
+ * answer, like a paused Redis), or cut them (close every open one and each new one at once).
+ */
+export type TcpProxyMode = "forward" | "hold" | "cut";
+
+/** A TCP proxy on 127.0.0.1 in front of `targetHost:targetPort`, for outage tests. */
+export interface TcpProxy {
+  port: number;
+  /** Connections accepted so far. */
+  readonly accepted: number;
+  /** Switches the mode; `cut` also closes every open connection, `forward` leaves held ones held. */
+  setMode(mode: TcpProxyMode): void;
+  close(): Promise<void>;
+}
+
+export async function startTcpProxy(options: {
+  targetPort: number;
+  /** Default 127.0.0.1. */
+  targetHost?: string;
+  mode: TcpProxyMode;
+}): Promise<TcpProxy> {
+  let mode = options.mode;
+  let accepted = 0;
+  const sockets = new Set<Socket>();
+  const track = (socket: Socket) => {
+    sockets.add(socket);
+    socket.on("close", () => sockets.delete(socket));
+    // A cut connection errors on the other side; nothing to report.
+    socket.on("error", () => {});
+  };
+  const server = createServer((client) => {
+    accepted++;
+    track(client);
+    if (mode === "cut") {
+      client.destroy();
+      return;
+    }
+    if (mode === "hold") return;
+    const upstream = connect(options.targetPort, options.targetHost ?? "127.0.0.1");
+    track(upstream);
+    client.pipe(upstream);
+    upstream.pipe(client);
+    client.on("close", () => upstream.destroy());
+    upstream.on("close", () => client.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const address = server.address();
+  if (typeof address !== "object" || address === null) throw new Error("the proxy has no port");
+  return {
+    port: address.port,
+    get accepted() {
+      return accepted;
+    },
+    setMode(next) {
+      mode = next;
+      if (next === "cut") for (const socket of sockets) socket.destroy();
+    },
+    async close() {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
