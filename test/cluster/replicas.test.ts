@@ -232,10 +232,12 @@ describe.skipIf(!("url" in redis && "url" in postgres))(
       await response.body!.getReader().read();
       const holders = async () =>
         (await store.listReservations()).map((reservation) => reservation.replicaId).sort();
-      expect(await holders()).toEqual([doomed.id, "replica-elsewhere", "replica-gone"]);
+      // The expired one may go at any moment: the live replicas sweep expired reservations.
+      const withoutExpired = async () => (await holders()).filter((holder) => holder !== "replica-gone");
+      expect(await withoutExpired()).toEqual([doomed.id, "replica-elsewhere"]);
 
       expect(await doomed.stop("SIGKILL")).toBe("SIGKILL");
-      expect(await holders()).toEqual([doomed.id, "replica-elsewhere", "replica-gone"]);
+      expect(await withoutExpired()).toEqual([doomed.id, "replica-elsewhere"]);
       expect((await cli("audit")).status).toBe(1);
 
       const restarted = await startReplica({
@@ -246,7 +248,8 @@ describe.skipIf(!("url" in redis && "url" in postgres))(
         waitForReady: false,
       });
       replicas[2] = restarted;
-      expect(restarted.output()).toMatch(/"released":2,.*released reservations left by the previous run/);
+      // Its own, and the expired one unless a live replica's sweep released it first.
+      expect(restarted.output()).toMatch(/"released":[12],.*released reservations left by the previous run/);
       expect(await holders()).toEqual(["replica-elsewhere"]);
 
       // The live one is its replica's to settle; here, the test stands in for it.
