@@ -1,4 +1,6 @@
 #!/usr/bin/env node
+import { stat } from "node:fs/promises";
+import { join } from "node:path";
 import { CliError } from "./admin/cli-error.ts";
 import { dispatchSubcommand } from "./admin/dispatch-subcommand.ts";
 import {
@@ -255,12 +257,24 @@ async function makeTestModel(argv: readonly string[]): Promise<void> {
   }
   const size = stringOption(values, "size") ?? "tiny";
   if (size !== "tiny" && size !== "small") throw new CliError(`--size must be tiny or small (got ${size})`);
+  const path = positionals[0] ?? "";
+  if (path.trim() === "")
+    throw new CliError(`FILE must be a file path such as ./models/tiny.gguf\nUsage: ${usage}`);
+  const found = await stat(path).catch(() => undefined);
+  if (found?.isDirectory()) {
+    throw new CliError(`${path} is a folder; give the file to write, such as ${join(path, "tiny.gguf")}`);
+  }
   const { writeTestModel } = await import("./gguf/write-test-model.ts");
-  const info = await writeTestModel({
-    path: positionals[0] ?? "",
-    size,
-    ...(seed === undefined ? {} : { seed }),
-  });
+  const info = await writeTestModel({ path, size, ...(seed === undefined ? {} : { seed }) }).catch(
+    (error: unknown) => {
+      // The file system's own message names the temporary file, not the one asked for.
+      const code = error instanceof Error && "code" in error ? error.code : undefined;
+      if (typeof code !== "string") throw error;
+      throw new CliError(`cannot write ${path} (${code}); check that its folder can be created and written`, {
+        cause: error,
+      });
+    },
+  );
   out.write(`wrote ${info.path} (${info.parameters} parameters, ${info.bytes} bytes)`);
 }
 
@@ -284,22 +298,28 @@ async function main(argv: string[]): Promise<void> {
   switch (command) {
     case "serve":
       return serve(args, file);
+    // Each store command answers --help before the config is read or the store opened: help
+    // must work where neither does yet, and must not create a database.
     case "accounts": {
-      const { runAccountsCommand } = await import("./admin/accounts-command.ts");
+      const { runAccountsCommand, writeAccountsHelp } = await import("./admin/accounts-command.ts");
+      if (writeAccountsHelp(args, out)) return;
       return withStore(file, (store) => runAccountsCommand(store, args, out));
     }
     case "keys": {
-      const { runKeysCommand } = await import("./admin/keys-command.ts");
+      const { runKeysCommand, writeKeysHelp } = await import("./admin/keys-command.ts");
+      if (writeKeysHelp(args, out)) return;
       return withStore(file, (store, config) =>
         runKeysCommand(store, args, out, { knownModels: config.models.map((model) => model.id) }),
       );
     }
     case "usage": {
-      const { runUsageCommand } = await import("./admin/usage-command.ts");
+      const { runUsageCommand, writeUsageHelp } = await import("./admin/usage-command.ts");
+      if (writeUsageHelp(args, out)) return;
       return withStore(file, (store) => runUsageCommand(store, args, out));
     }
     case "audit": {
-      const { runAuditCommand } = await import("./admin/audit-command.ts");
+      const { runAuditCommand, writeAuditHelp } = await import("./admin/audit-command.ts");
+      if (writeAuditHelp(args, out)) return;
       const result = await withStore(file, (store) => runAuditCommand(store, args, out));
       if (!result.ok) process.exitCode = 1;
       return;

@@ -4,7 +4,7 @@ import { CliError, type OutputSink } from "./cli-error.ts";
 import { createAccount } from "./create-account.ts";
 import { creditAccount } from "./credit-account.ts";
 import { describeAccount } from "./describe-account.ts";
-import { dispatchSubcommand } from "./dispatch-subcommand.ts";
+import { dispatchSubcommand, writeSubcommandHelp } from "./dispatch-subcommand.ts";
 import { requireAccount } from "./find-account.ts";
 import { formatInstant, formatTable } from "./format-table.ts";
 import { parseCommandArguments, stringOption } from "./parse-command-arguments.ts";
@@ -22,6 +22,14 @@ const LIST_HINT = "List accounts with `tollgate accounts list`.";
 /** Options of {@link runAccountsCommand}. */
 export interface AccountsCommandOptions {
   now?: () => Date;
+}
+
+/**
+ * Writes the usage that `argv` (what follows `accounts`) asks for, and returns whether it did;
+ * it needs no store, so the CLI calls it before opening one.
+ */
+export function writeAccountsHelp(argv: readonly string[], out: OutputSink): boolean {
+  return writeSubcommandHelp({ usage: USAGE, argv, out });
 }
 
 /**

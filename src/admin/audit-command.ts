@@ -14,6 +14,16 @@ export interface AuditOutcome {
 }
 
 /**
+ * Writes the usage that `argv` (what follows `audit`) asks for, and returns whether it did; it
+ * needs no store, so the CLI calls it before opening one.
+ */
+export function writeAuditHelp(argv: readonly string[], out: OutputSink): boolean {
+  if (argv[0] !== "help" && !isHelpRequested(argv)) return false;
+  out.write(`Usage: ${USAGE}`);
+  return true;
+}
+
+/**
  * `tollgate audit`: checks that every balance equals its credits minus its settled charges, that
  * every account's reserved amount equals its open reservations, and that no reservation is open
  * (SPEC §11: it is meant to run while no request is in flight, so every open reservation counts
@@ -26,10 +36,7 @@ export async function runAuditCommand(
   argv: readonly string[],
   out: OutputSink,
 ): Promise<AuditOutcome> {
-  if (argv[0] === "help" || isHelpRequested(argv)) {
-    out.write(`Usage: ${USAGE}`);
-    return { ok: true, problems: [] };
-  }
+  if (writeAuditHelp(argv, out)) return { ok: true, problems: [] };
   parseCommandArguments(argv, { options: {}, positionals: 0, usage: USAGE });
   const [problems, accounts] = await Promise.all([store.audit(), store.listAccounts()]);
   if (problems.length === 0) {

@@ -4,32 +4,55 @@ import { isHelpRequested } from "./parse-command-arguments.ts";
 /** Runs one subcommand of a command group (`tollgate accounts create ...`). */
 export type SubcommandHandler = (argv: readonly string[]) => Promise<void>;
 
+/** A command group's usage: one line per subcommand, by name. */
+export type SubcommandUsage = Readonly<Record<string, string>>;
+
 /**
- * Dispatches `argv` (what follows the group name) to its subcommand's handler; `help` prints the
- * group's usage, `--help` or `-h` after a subcommand prints that subcommand's, and a missing or
- * unknown subcommand is a {@link CliError} that shows the group's usage.
+ * Dispatches `argv` (what follows the group name) to its subcommand's handler; help is written
+ * as {@link writeSubcommandHelp} says, and a missing or unknown subcommand is a
+ * {@link CliError} that shows the group's usage.
  */
 export async function dispatchSubcommand(options: {
   group: string;
-  usage: Readonly<Record<string, string>>;
+  usage: SubcommandUsage;
   handlers: Readonly<Record<string, SubcommandHandler>>;
   argv: readonly string[];
   out: OutputSink;
 }): Promise<void> {
-  const [subcommand, ...rest] = options.argv;
-  const usageLines = ["Usage:", ...Object.values(options.usage).map((usage) => `  ${usage}`)];
-  if (subcommand === "help" || subcommand === "--help" || subcommand === "-h") {
-    for (const line of usageLines) options.out.write(line);
-    return;
-  }
+  if (writeSubcommandHelp(options)) return;
+  const [subcommand] = options.argv;
+  const usageLines = listUsageLines(options.usage);
   if (subcommand === undefined) throw new CliError(["Missing subcommand.", ...usageLines].join("\n"));
   const handler = Object.hasOwn(options.handlers, subcommand) ? options.handlers[subcommand] : undefined;
   if (handler === undefined) {
     throw new CliError([`Unknown subcommand '${options.group} ${subcommand}'.`, ...usageLines].join("\n"));
   }
-  if (isHelpRequested(rest)) {
-    options.out.write(`Usage: ${options.usage[subcommand] ?? usageLines.join("\n")}`);
-    return;
+  await handler(options.argv.slice(1));
+}
+
+/**
+ * Writes the usage that `argv` (what follows the group name) asks for, and returns whether it
+ * did: `help`, `--help` or `-h` as the subcommand gets the group's usage, `--help` or `-h` after
+ * a known subcommand that subcommand's. It reads nothing but the arguments, so the CLI answers
+ * help before it loads the config or opens the store.
+ */
+export function writeSubcommandHelp(options: {
+  usage: SubcommandUsage;
+  argv: readonly string[];
+  out: OutputSink;
+}): boolean {
+  const [subcommand, ...rest] = options.argv;
+  if (subcommand === "help" || subcommand === "--help" || subcommand === "-h") {
+    for (const line of listUsageLines(options.usage)) options.out.write(line);
+    return true;
   }
-  await handler(rest);
+  if (subcommand === undefined || !Object.hasOwn(options.usage, subcommand) || !isHelpRequested(rest)) {
+    return false;
+  }
+  options.out.write(`Usage: ${options.usage[subcommand]}`);
+  return true;
+}
+
+function listUsageLines(usage: SubcommandUsage): string[] {
+  return ["Usage:", ...Object.values(usage).map((line) => `  ${line}`)];
 }

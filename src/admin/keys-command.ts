@@ -1,7 +1,7 @@
 import type { ApiKeyRecord, Store } from "../store/store.ts";
 import { CliError, type OutputSink } from "./cli-error.ts";
 import { createKey } from "./create-key.ts";
-import { dispatchSubcommand } from "./dispatch-subcommand.ts";
+import { dispatchSubcommand, writeSubcommandHelp } from "./dispatch-subcommand.ts";
 import { requireAccount } from "./find-account.ts";
 import { formatInstant, formatTable } from "./format-table.ts";
 import { parseCommandArguments, stringOption } from "./parse-command-arguments.ts";
@@ -24,6 +24,14 @@ export interface KeysCommandOptions {
   now?: () => Date;
   /** The catalogue's model ids: `--models` must name some of them. Default: not checked. */
   knownModels?: readonly string[];
+}
+
+/**
+ * Writes the usage that `argv` (what follows `keys`) asks for, and returns whether it did; it
+ * needs no store, so the CLI calls it before opening one.
+ */
+export function writeKeysHelp(argv: readonly string[], out: OutputSink): boolean {
+  return writeSubcommandHelp({ usage: USAGE, argv, out });
 }
 
 /**

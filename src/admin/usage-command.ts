@@ -21,6 +21,16 @@ const USAGE =
 const FORMATS = ["table", "json", "csv"] as const;
 
 /**
+ * Writes the usage that `argv` (what follows `usage`) asks for, and returns whether it did; it
+ * needs no store, so the CLI calls it before opening one.
+ */
+export function writeUsageHelp(argv: readonly string[], out: OutputSink): boolean {
+  if (argv[0] !== "help" && !isHelpRequested(argv)) return false;
+  out.write(`Usage: ${USAGE}`);
+  return true;
+}
+
+/**
  * `tollgate usage ...`: the usage ledger, oldest first, filtered by account, key, model and time
  * (`--since` inclusive, `--until` exclusive; dates are midnight UTC), optionally totalled per
  * day, model or key (by the store). `--format json` prints one JSON array (rows as SPEC §11
@@ -29,10 +39,7 @@ const FORMATS = ["table", "json", "csv"] as const;
  * memory. Writes to `out`; throws a {@link CliError} for anything the operator got wrong.
  */
 export async function runUsageCommand(store: Store, argv: readonly string[], out: OutputSink): Promise<void> {
-  if (argv[0] === "help" || isHelpRequested(argv)) {
-    out.write(`Usage: ${USAGE}`);
-    return;
-  }
+  if (writeUsageHelp(argv, out)) return;
   const { values } = parseCommandArguments(argv, {
     options: {
       account: { type: "string" },

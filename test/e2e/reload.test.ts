@@ -37,7 +37,9 @@ async function listModels() {
     headers: { authorization: `Bearer ${server.starterKey}` },
   });
   return (
-    (await response.json()) as { data: { id: string; pricing: Record<string, string>; status: string }[] }
+    (await response.json()) as {
+      data: { id: string; pricing: Record<string, string>; status: string; context_length?: number | null }[];
+    }
   ).data;
 }
 
@@ -117,5 +119,28 @@ describe("reloading the catalogue", () => {
     );
     expect(metrics).toMatch(/tollgate_cost_total\{model="going"\} \d/);
     expect(metrics).not.toMatch(/tollgate_cost_total\{model=""\}/);
+  });
+
+  it("applies a changed context_length of a model whose engine block is unchanged", async () => {
+    const tiny = createTinyModelEntry(await getTestModelPath());
+    await server.server.reload(configWith([{ ...tiny, contextLength: 256 }]));
+
+    const [listed] = await listModels();
+    expect(listed?.context_length).toBe(256);
+    // 300 completion tokens fit the 1024 the model had, not the 256 it has now.
+    const response = await fetch(`${server.baseUrl}/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${server.starterKey}`, "content-type": "application/json" },
+      body: JSON.stringify({
+        model: TINY_MODEL,
+        messages: [{ role: "user", content: "Hi" }],
+        max_tokens: 300,
+      }),
+    });
+    expect(response.status).toBe(400);
+    const body = (await response.json()) as { error: { code: string; message: string } };
+    expect(body.error.code).toBe("context_length_exceeded");
+    expect(body.error.message).toContain("maximum context length is 256 tokens");
+    expect((await listModels())[0]?.context_length).toBe(256);
   });
 });

@@ -21,6 +21,8 @@ export interface ServedFile {
   linkedEtag?: string;
   /** Wait for this before sending the body. */
   gate?: Promise<void>;
+  /** The `Content-Type` sent; default `application/octet-stream`. */
+  contentType?: string;
 }
 
 /** One request the server saw. */
@@ -83,7 +85,7 @@ export async function startModelFileServer(): Promise<ModelFileServer> {
     const range = file.ignoreRange ? undefined : /^bytes=(\d+)-$/.exec(request.headers.range ?? "");
     const start = range === undefined || range === null ? 0 : Number(range[1]);
     const headers: Record<string, string> = {
-      "content-type": "application/octet-stream",
+      "content-type": file.contentType ?? "application/octet-stream",
       ...(file.etag === undefined ? {} : { etag: `"${file.etag}"` }),
     };
     if (start >= total && range) {

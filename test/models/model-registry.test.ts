@@ -43,6 +43,17 @@ describe("replacing the catalogue", () => {
     expect(registry.list().map((entry) => entry.engine)).toEqual(before);
   });
 
+  it("rebuilds a model whose context_length changed, though its engine block did not", () => {
+    const registry = new ModelRegistry([createModel("sized")], () => createFakeEngine("available"));
+    const old = registry.get("sized")?.engine;
+
+    const retired = registry.replace([{ ...createModel("sized"), contextLength: 2048 }]);
+
+    expect(retired).toEqual([old]);
+    expect(registry.get("sized")?.engine).not.toBe(old);
+    expect(registry.get("sized")?.model.contextLength).toBe(2048);
+  });
+
   it("rebuilds an unchanged model whose engine is unavailable (its file was missing at start)", () => {
     let fileInPlace = false;
     const registry = new ModelRegistry([createModel("missing")], () =>

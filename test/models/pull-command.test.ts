@@ -1,5 +1,5 @@
 import { existsSync } from "node:fs";
-import { readdir, readFile, writeFile } from "node:fs/promises";
+import { mkdir, readdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CliError } from "../../src/admin/cli-error.ts";
@@ -159,5 +159,90 @@ describe("tollgate models pull", () => {
     const { run, lines } = await pull(createConfig([llamaModel("local", path)]), ["local"]);
     await run;
     expect(lines).toEqual([`The model 'local' uses the local file ${path}; there is nothing to download.`]);
+  });
+
+  it("sends a user and password in the URL as Basic authorization, and never shows them or the query", async () => {
+    const url = new URL(`${server.baseUrl}/files/plain.gguf?sig=TOPSECRET`);
+    url.username = "alice";
+    url.password = "hunter2";
+    const { run, lines } = await pull(createConfig([]), [url.href]);
+    await run;
+    const seen = server.requests.filter((request) => request.path === "/files/plain.gguf").at(-1);
+    expect(seen?.authorization).toBe(`Basic ${Buffer.from("alice:hunter2").toString("base64")}`);
+    expect(lines.at(-2)).toMatch(/^Saved .*plain-[0-9a-f]{8}\.gguf \([\d.]+ MB\)$/);
+    expect(lines.slice(0, -1).join("\n")).not.toMatch(/alice|hunter2|TOPSECRET/);
+  });
+
+  it("names no user, password or query when the host cannot be reached", async () => {
+    const closed = await startModelFileServer();
+    await closed.close();
+    const url = closed.baseUrl.replace("http://", "http://alice:hunter2@");
+    const { run } = await pull(createConfig([]), [`${url}/files/s.gguf?sig=TOPSECRET`]);
+    const error = await run.catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(CliError);
+    const message = (error as CliError).message;
+    expect(message).toContain(`Cannot download ${closed.baseUrl}/files/s.gguf?…: Cannot reach`);
+    expect(message).not.toMatch(/alice|hunter2|TOPSECRET/);
+    // Nor does any error in its cause chain, which a logger would print too.
+    const chain: string[] = [];
+    for (let cause: unknown = error; cause instanceof Error; cause = cause.cause) chain.push(cause.message);
+    expect(chain.join("\n")).not.toMatch(/hunter2|TOPSECRET/);
+  });
+
+  it("refuses a download that is not a GGUF file (a login page) and keeps nothing", async () => {
+    server.files.set("/files/login.gguf", {
+      bytes: Buffer.from("<!DOCTYPE html><html><body>Please sign in</body></html>"),
+      contentType: "text/html; charset=utf-8",
+    });
+    const url = `${server.baseUrl}/files/login.gguf?token=TOPSECRET`;
+    const first = await pull(createConfig([]), [url]);
+    const error = await first.run.catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(CliError);
+    const message = (error as CliError).message;
+    expect(message).toContain(
+      `${server.baseUrl}/files/login.gguf?… sent 55 bytes (text/html; charset=utf-8)`,
+    );
+    expect(message).toContain("not a GGUF model file");
+    expect(message).not.toContain("TOPSECRET");
+    expect(existsSync(first.modelsFolder) ? await readdir(first.modelsFolder) : []).toEqual([]);
+
+    // Once the server sends the model, the next pull downloads it.
+    server.files.set("/files/login.gguf", { bytes: model.bytes });
+    const second = runModelsPullCommand(
+      createConfig([]),
+      [url],
+      { write: () => {} },
+      {
+        env: { TOLLGATE_MODELS_DIR: first.modelsFolder, TOLLGATE_HF_ENDPOINT: server.baseUrl },
+        terminal: { isTTY: false, write: () => true },
+      },
+    );
+    await second;
+    const [saved] = await readdir(first.modelsFolder);
+    expect((await readFile(join(first.modelsFolder, saved ?? ""))).equals(model.bytes)).toBe(true);
+  });
+
+  it("downloads again a file in the models folder that is not a GGUF file", async () => {
+    const url = `${server.baseUrl}/files/plain.gguf`;
+    const parsed = parseModelUri(url);
+    if (parsed === undefined) throw new Error("bad URI");
+    sequence += 1;
+    const modelsFolder = join(root, `models-${sequence}`);
+    await mkdir(modelsFolder, { recursive: true });
+    const path = join(modelsFolder, createModelFileName(parsed));
+    await writeFile(path, "<html>an error page saved by an earlier version</html>");
+    const lines: string[] = [];
+    await runModelsPullCommand(
+      createConfig([]),
+      [url],
+      { write: (line) => lines.push(line) },
+      {
+        env: { TOLLGATE_MODELS_DIR: modelsFolder, TOLLGATE_HF_ENDPOINT: server.baseUrl },
+        terminal: { isTTY: false, write: () => true },
+      },
+    );
+    expect(lines).toContain(`${path} is not a GGUF model file; downloading it again.`);
+    expect(lines.join("\n")).not.toContain("Already downloaded");
+    expect((await readFile(path)).equals(model.bytes)).toBe(true);
   });
 });

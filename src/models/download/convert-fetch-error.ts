@@ -1,5 +1,5 @@
 import { ModelDownloadError } from "./model-download-error.ts";
-import { redactUrl } from "./redact-url.ts";
+import { redactUrl, redactUrlsInText } from "./redact-url.ts";
 
 /** Connection failures that a new attempt may well not meet again. */
 const transientCodes = new Set([
@@ -30,15 +30,19 @@ export function convertFetchError(
   if (error instanceof ModelDownloadError) return error;
   const cause = error instanceof Error && error.cause instanceof Error ? error.cause : error;
   const code = readCode(cause) ?? readCode(error);
-  const reason = cause instanceof Error ? cause.message : String(cause);
+  // The reason goes into client messages and logs: a URL it repeats loses its secrets. An error
+  // whose text held a URL is not kept as the cause either, since a logger prints causes too.
+  const rawReason = cause instanceof Error ? cause.message : String(cause);
+  const reason = redactUrlsInText(rawReason);
+  const kept = reason === rawReason ? { cause: error } : {};
   if (options.phase === "body" || (code !== undefined && transientCodes.has(code))) {
     return new ModelDownloadError(
       "interrupted",
       `The connection to ${url.host} broke while downloading ${redactUrl(url)} (${reason}).`,
-      { cause: error },
+      kept,
     );
   }
-  return new ModelDownloadError("unreachable", `Cannot reach ${url.host} (${reason}).`, { cause: error });
+  return new ModelDownloadError("unreachable", `Cannot reach ${url.host} (${reason}).`, kept);
 }
 
 function readCode(value: unknown): string | undefined {

@@ -11,7 +11,8 @@
  * that added bytes does not count against the limit. When the whole file is there, its SHA-256 is
  * checked where one is known (given by the caller, or by `X-Linked-ETag`), and the partial file is
  * renamed to the destination: the destination exists only complete and verified. A checksum
- * mismatch deletes the partial file.
+ * mismatch deletes the partial file, and so does a file that does not start as a GGUF model does
+ * (a login or error page that a server answered with 200).
  */
 import { mkdir, open, rename, rm, stat } from "node:fs/promises";
 import { dirname } from "node:path";
@@ -26,6 +27,7 @@ import { hashFile } from "./hash-file.ts";
 import { ModelDownloadError } from "./model-download-error.ts";
 import { parseContentRange } from "./parse-content-range.ts";
 import { redactUrl } from "./redact-url.ts";
+import { startsAsGguf } from "./starts-as-gguf.ts";
 
 /** Options of {@link downloadFile}. */
 export interface DownloadFileOptions extends DownloadListener {
@@ -66,11 +68,11 @@ export async function downloadFile(options: DownloadFileOptions): Promise<Downlo
   const expected = { size: options.expectedSize, sha256: options.expectedSha256 };
   await mkdir(dirname(options.destination), { recursive: true });
   let failures = 0;
-  let bytes: number;
+  let received: ReceivedFile;
   for (;;) {
     const before = await readFileSize(partialPath);
     try {
-      bytes = await runAttempt(options, partialPath, expected);
+      received = await runAttempt(options, partialPath, expected);
       break;
     } catch (error) {
       if (options.signal?.aborted) throw options.signal.reason;
@@ -83,6 +85,15 @@ export async function downloadFile(options: DownloadFileOptions): Promise<Downlo
       );
       await delay(pause, undefined, { signal: options.signal });
     }
+  }
+  const { bytes } = received;
+  if (!(await startsAsGguf(partialPath))) {
+    await rm(partialPath, { force: true });
+    const what = received.contentType === undefined ? "" : ` (${received.contentType})`;
+    throw new ModelDownloadError(
+      "invalid-response",
+      `${redactUrl(new URL(options.url))} sent ${bytes} bytes${what} that are not a GGUF model file (which starts with "GGUF"), such as a login or error page; the download was deleted. Check the URL, and that the file may be downloaded without signing in.`,
+    );
   }
   if (expected.size !== undefined && bytes !== expected.size) {
     await rm(partialPath, { force: true });
@@ -106,21 +117,29 @@ export async function downloadFile(options: DownloadFileOptions): Promise<Downlo
   return { path: options.destination, bytes, sha256: expected.sha256 };
 }
 
+/** The complete partial file after an attempt. */
+interface ReceivedFile {
+  bytes: number;
+  /** The `Content-Type` of the answer that sent its bytes, when it had one. */
+  contentType: string | undefined;
+}
+
 /**
- * One request for the rest of the file. Returns the size of the complete partial file; throws a
+ * One request for the rest of the file. Returns the complete partial file; throws a
  * {@link ModelDownloadError} (retryable or not) or the caller's abort reason.
  */
 async function runAttempt(
   options: DownloadFileOptions,
   partialPath: string,
   expected: { size: number | undefined; sha256: string | undefined },
-): Promise<number> {
+): Promise<ReceivedFile> {
   let offset = await readFileSize(partialPath);
   if (expected.size !== undefined && offset > expected.size) {
     await rm(partialPath, { force: true });
     offset = 0;
   }
-  if (expected.size !== undefined && offset === expected.size) return offset;
+  if (expected.size !== undefined && offset === expected.size)
+    return { bytes: offset, contentType: undefined };
   const requestUrl = new URL(options.url);
   const stallMilliseconds = options.stallTimeoutMilliseconds ?? 60_000;
   const watchdog = createStallWatchdog({
@@ -174,7 +193,8 @@ async function runAttempt(
     } else if (response.status === 416) {
       await discard();
       const range = parseContentRange(response.headers.get("content-range"));
-      if (range?.type === "unsatisfied" && range.total === offset) return offset;
+      if (range?.type === "unsatisfied" && range.total === offset)
+        return { bytes: offset, contentType: undefined };
       await rm(partialPath, { force: true });
       throw new ModelDownloadError(
         "interrupted",
@@ -215,7 +235,7 @@ async function runAttempt(
         `${url.host} sent more than the announced ${total} bytes; starting over.`,
       );
     }
-    return written;
+    return { bytes: written, contentType: response.headers.get("content-type") ?? undefined };
   } finally {
     watchdog.stop();
   }

@@ -8,6 +8,7 @@ import { formatBytes } from "./format-download-figures.ts";
 import type { HuggingFaceEndpoint } from "./hugging-face-endpoint.ts";
 import { describeModelUri, type ModelUri } from "./parse-model-uri.ts";
 import { resolveRemoteModelFile } from "./resolve-remote-model-file.ts";
+import { startsAsGguf } from "./starts-as-gguf.ts";
 
 /** Options of {@link downloadModel}. */
 export interface DownloadModelOptions extends DownloadListener {
@@ -42,7 +43,8 @@ const active = new Map<string, SharedDownload>();
 
 /**
  * Makes a model URI's file present in the models folder, under its stable name
- * (create-model-file-name.ts), and returns its path. A file already there is used as it is.
+ * (create-model-file-name.ts), and returns its path. A GGUF file already there is used as it is;
+ * anything else there (a web page saved by an earlier version) is downloaded again.
  * Otherwise the URI is resolved (an `hf:` URI through the repository listing) and the file is
  * downloaded by download-file.ts (resumable, verified, atomic). Callers in this process asking
  * for the same file share one download and all hear its progress; other processes wait on a lock
@@ -67,10 +69,13 @@ export async function downloadModel(options: DownloadModelOptions): Promise<Down
   return waitForDownload(shared, options, options.signal);
 }
 
-/** The file at `path` as an already present model, or `undefined` when there is none. */
+/**
+ * The file at `path` as an already present model, or `undefined` when there is none, or when
+ * what is there is not a GGUF file (it is replaced by the download).
+ */
 async function readModelFile(path: string): Promise<DownloadedModel | undefined> {
   const found = await stat(path).catch(() => undefined);
-  if (found === undefined || !found.isFile()) return undefined;
+  if (found === undefined || !found.isFile() || !(await startsAsGguf(path))) return undefined;
   return { path, bytes: found.size, sha256: undefined, alreadyPresent: true };
 }
 
@@ -92,6 +97,9 @@ function startDownload(destination: string, options: DownloadModelOptions): Shar
     try {
       const present = await readModelFile(destination);
       if (present !== undefined) return present;
+      if (await stat(destination).catch(() => undefined)) {
+        notice(`${destination} is not a GGUF model file; downloading it again.`);
+      }
       const size = remote.size === undefined ? "" : ` (${formatBytes(remote.size)})`;
       const source =
         options.uri.type === "hugging-face"

@@ -30,20 +30,24 @@ const userAgent = "tollgate (model download)";
  * `fetch` with redirects followed by hand, so the headers of every hop can be read: Hugging Face
  * puts the file's SHA-256 and size on its redirect to the CDN (`X-Linked-ETag`, `X-Linked-Size`),
  * and credentials must only go to the host they belong to. Compression is refused so that byte
- * counts and ranges refer to the file itself.
+ * counts and ranges refer to the file itself. A user and password in a URL are sent as HTTP Basic
+ * authorization to that URL's origin (and there in place of `authorize`'s).
  */
 export async function fetchFollowingRedirects(
   options: FetchFollowingRedirectsOptions,
 ): Promise<{ response: Response; url: URL; linked: LinkedFileFacts }> {
   const linked: LinkedFileFacts = { sha256: undefined, size: undefined };
   let url = new URL(options.url);
+  let credentials: UrlCredentials | undefined;
   for (let hop = 0; ; hop++) {
+    credentials = takeUrlCredentials(url) ?? credentials;
     const headers: Record<string, string> = {
       "user-agent": userAgent,
       "accept-encoding": "identity",
       ...options.headers,
     };
-    const authorization = options.authorize?.(url);
+    const authorization =
+      credentials?.origin === url.origin ? credentials.authorization : options.authorize?.(url);
     if (authorization !== undefined) headers.authorization = authorization;
     let response: Response;
     try {
@@ -69,6 +73,39 @@ export async function fetchFollowingRedirects(
       linked.sha256 ??= readSha256(response.headers.get("etag"));
     }
     return { response, url, linked };
+  }
+}
+
+/** HTTP Basic credentials taken out of a URL, for the origin they were written for. */
+interface UrlCredentials {
+  origin: string;
+  /** The `Authorization` value. */
+  authorization: string;
+}
+
+/**
+ * Takes a user and password written in the URL (`https://user:password@host/...`) out of it, as
+ * HTTP Basic credentials. `fetch` refuses a URL that carries them (and its error repeats the URL,
+ * secrets and all), and a redirect resolved against such a URL would carry them to wherever it
+ * points; as a header they go to their own origin only.
+ */
+function takeUrlCredentials(url: URL): UrlCredentials | undefined {
+  if (url.username === "" && url.password === "") return undefined;
+  const user = decodeURIComponentSafely(url.username);
+  const password = decodeURIComponentSafely(url.password);
+  url.username = "";
+  url.password = "";
+  return {
+    origin: url.origin,
+    authorization: `Basic ${Buffer.from(`${user}:${password}`).toString("base64")}`,
+  };
+}
+
+function decodeURIComponentSafely(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
   }
 }
 

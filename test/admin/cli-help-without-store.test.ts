@@ -1,0 +1,83 @@
+/**
+ * `--help` on the commands that use the store answers from the arguments alone: it neither reads
+ * the config nor opens (or creates) the store, so it works in an empty folder, beside a broken
+ * config and without a reachable database. Regression: `keys --help` created ./data/tollgate.db,
+ * and `accounts create --help` beside an invalid tollgate.yaml printed its errors and exited 1.
+ */
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+
+const cli = join(import.meta.dirname, "../../src/cli.ts");
+
+let folder: string | undefined;
+
+afterEach(() => {
+  if (folder !== undefined) rmSync(folder, { recursive: true, force: true });
+  folder = undefined;
+});
+
+/** Runs the CLI in a fresh empty folder, with `files` written there first. */
+function runCliInFolder(
+  args: string[],
+  options: { files?: Record<string, string>; env?: NodeJS.ProcessEnv } = {},
+) {
+  folder = mkdtempSync(join(tmpdir(), "tollgate-cli-help-"));
+  for (const [name, text] of Object.entries(options.files ?? {})) writeFileSync(join(folder, name), text);
+  const env: NodeJS.ProcessEnv = { ...process.env, ...options.env };
+  for (const variable of ["TOLLGATE_CONFIG", "TOLLGATE_DATABASE_URL", "TOLLGATE_REDIS_URL"]) {
+    if (options.env?.[variable] === undefined) delete env[variable];
+  }
+  const result = spawnSync(process.execPath, [cli, ...args], {
+    cwd: folder,
+    encoding: "utf8",
+    env,
+    timeout: 30_000,
+  });
+  return { code: result.status, stdout: result.stdout, stderr: result.stderr, folder };
+}
+
+describe("--help on a store command needs neither the config nor the store", () => {
+  it.each([
+    [["keys", "--help"], "  tollgate keys create --account NAME|ID"],
+    [["keys", "create", "--help"], "Usage: tollgate keys create --account NAME|ID"],
+    [["accounts", "help"], "  tollgate accounts create NAME [--balance AMOUNT]"],
+    [["accounts", "show", "-h"], "Usage: tollgate accounts show NAME|ID"],
+    [["usage", "--help"], "Usage: tollgate usage [--account NAME|ID]"],
+    [["audit", "-h"], "Usage: tollgate audit"],
+  ])("%j in an empty folder prints the usage and creates no database", (args, usage) => {
+    const result = runCliInFolder(args);
+    expect(result.stderr).toBe("");
+    expect(result.stdout).toContain(usage);
+    expect(result.code).toBe(0);
+    expect(existsSync(join(result.folder, "data"))).toBe(false);
+  });
+
+  it("prints the usage beside an invalid tollgate.yaml", () => {
+    const result = runCliInFolder(["accounts", "create", "--help"], {
+      files: { "tollgate.yaml": "models: 12\nnot_a_setting: true\n" },
+    });
+    expect(result.stderr).toBe("");
+    expect(result.stdout).toContain("Usage: tollgate accounts create NAME [--balance AMOUNT]");
+    expect(result.code).toBe(0);
+  });
+
+  it("prints the usage when the PostgreSQL database cannot be reached", () => {
+    const result = runCliInFolder(["usage", "--help"], {
+      env: { TOLLGATE_DATABASE_URL: "postgres://postgres@127.0.0.1:1/test" },
+    });
+    expect(result.stderr).toBe("");
+    expect(result.stdout).toContain("Usage: tollgate usage [--account NAME|ID]");
+    expect(result.code).toBe(0);
+  });
+
+  it("still refuses an unknown subcommand, after the config is read", () => {
+    const result = runCliInFolder(["keys", "rotate", "--help"], {
+      files: { "tollgate.yaml": "database: sqlite:./store.db\nmodels: []\n" },
+    });
+    expect(result.stderr).toContain("Unknown subcommand 'keys rotate'.");
+    expect(result.code).toBe(1);
+  });
+});
