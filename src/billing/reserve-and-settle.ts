@@ -291,7 +291,7 @@ export class BillingAdmission implements ChatAdmission {
       if (delay > 0) await sleep(delay);
       let chargedNano: bigint;
       try {
-        chargedNano = await this.#store.settle(usage);
+        chargedNano = await this.#store.settle(this.#stampNow(usage));
       } catch (error) {
         lastError = error;
         continue;
@@ -302,6 +302,18 @@ export class BillingAdmission implements ChatAdmission {
     // The client gets its answer; the charge goes through when the store is back.
     this.#onSettleError(lastError, request.requestId, { retrying: true, usage });
     this.#retryInBackground(usage, charged, 0);
+  }
+
+  /**
+   * The usage row as the attempt about to be made writes it: stamped with the time of that attempt,
+   * so that rows become visible in the order of their times (as far as the clocks of replicas
+   * agree). A row whose settle was retried (in the background after a store outage, say) would
+   * otherwise commit with an older time than rows written before it, and a client polling the
+   * usage listing with `after=<next_after>` would never see it. (A settle that committed but
+   * whose answer was lost is not written again: the row's id is its reservation's.)
+   */
+  #stampNow(usage: UsageRecord): UsageRecord {
+    return { ...usage, createdAt: new Date(this.#now()) };
   }
 
   #retryInBackground(
@@ -315,7 +327,7 @@ export class BillingAdmission implements ChatAdmission {
       this.#pending.delete(usage.id);
       let chargedNano: bigint;
       try {
-        chargedNano = await this.#store.settle(usage);
+        chargedNano = await this.#store.settle(this.#stampNow(usage));
       } catch (error) {
         if (closing) this.#onSettleError(error, usage.requestId, { retrying: false, usage });
         else this.#retryInBackground(usage, charged, attempts + 1);

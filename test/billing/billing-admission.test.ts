@@ -119,7 +119,10 @@ describe("BillingAdmission when the store fails to settle", () => {
       maxCompletionTokens: 20,
     });
 
-  /** The store, with `settle` failing its first `failures` calls (for ever with Infinity). */
+  /**
+   * The store, with `settle` failing its first `failures` calls (for ever with Infinity), and a
+   * clock that moves a second on with each of those calls.
+   */
   function failingStore(failures: number) {
     let calls = 0;
     return {
@@ -128,6 +131,7 @@ describe("BillingAdmission when the store fails to settle", () => {
         calls += 1;
         return calls <= failures ? Promise.reject(new Error("the database went away")) : store.settle(usage);
       },
+      now: () => Date.parse("2026-11-26T00:00:00Z") + calls * 1000,
     };
   }
 
@@ -143,9 +147,11 @@ describe("BillingAdmission when the store fails to settle", () => {
     await store.insertAccount(account);
     const errors: { requestId: string; retrying: boolean }[] = [];
     const recovered: number[] = [];
+    const flaky = failingStore(5);
     const admission = new BillingAdmission({
       // Three tries before the answer, then two in the background fail; the third goes through.
-      store: failingStore(5),
+      store: flaky,
+      now: flaky.now,
       limits: new KeyLimits(new MemoryRateLimiter()),
       replicaId: "test",
       settleRetryDelaysMs: { beforeAnswer: [1, 1], background: [20, 20] },
@@ -167,6 +173,9 @@ describe("BillingAdmission when the store fails to settle", () => {
     });
     const [row] = await store.listUsage({ accountId: account.id });
     expect(row).toMatchObject({ requestId: "req_flaky", costNano: 15_000n, completionTokens: 5 });
+    // Stamped when it was written (the sixth try), not when the request ended: a client polling
+    // the usage listing from a cursor sees it after the rows written before it.
+    expect(row?.createdAt).toEqual(new Date("2026-11-26T00:00:05Z"));
   });
 
   it("tries once more at close and reports what it gives up with the usage to record", async () => {
