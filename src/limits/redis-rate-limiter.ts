@@ -149,9 +149,9 @@ function readInteger(reply: unknown[], index: number): number {
 }
 
 function limitsUnavailable(): AppError {
-  // No dedicated code yet: the closest 503 in the catalogue.
+  // Redis is the limits' store: nothing upstream failed, and the client is told so.
   return new AppError(
-    "upstream_unavailable",
+    "store_unavailable",
     "Rate limits cannot be checked right now: Tollgate cannot reach its Redis, and it refuses requests of rate-limited keys until Redis is back. Retry shortly.",
     { retryAfterSeconds: RETRY_AFTER_SECONDS },
   );

@@ -186,8 +186,9 @@ describe("a server whose Redis is down", () => {
     const refused = await chat(server, limited.key);
     expect(refused.status).toBe(503);
     expect(refused.headers.get("retry-after")).not.toBeNull();
-    const body = (await refused.json()) as { error: { message: string } };
+    const body = (await refused.json()) as { error: { message: string; code: string } };
     expect(body.error.message).toMatch(/cannot reach its Redis/);
+    expect(body.error.code).toBe("store_unavailable");
     const unlimited = await createFundedKey();
     expect((await chat(server, unlimited.key)).status).toBe(200);
   });

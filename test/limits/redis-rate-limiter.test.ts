@@ -129,6 +129,7 @@ describe("redis rate limiter when Redis is down", () => {
       expect(isAppError(error)).toBe(true);
       if (!isAppError(error)) return;
       expect(error.status).toBe(503);
+      expect(error.code).toBe("store_unavailable");
       expect(error.retryAfterSeconds).toBeGreaterThan(0);
       expect(error.message).toMatch(/cannot reach its Redis.*until Redis is back/);
     }
