@@ -132,4 +132,24 @@ describe("llama engine: a model URI downloaded on first use", () => {
     );
     expect(existsSync(`${modelsFolder}/missing.gguf`)).toBe(false);
   });
+
+  it("says why a downloaded file does not load, without the URL's user, password or query", async () => {
+    // A GGUF header of version 3 with no tensors and no metadata: kept by the download, and no model.
+    const header = Buffer.alloc(24);
+    header.write("GGUF", 0, "latin1");
+    header.writeUInt32LE(3, 4);
+    server.files.set("/models/broken.gguf", { bytes: header });
+    const source = `${server.baseUrl.replace("http://", "http://alice:hunter2@")}/models/broken.gguf?sig=TOPSECRET`;
+    const { logger, lines } = createRecordingLogger();
+    const engine = createEngine(source, logger);
+    const refusal = await refusalOf(engine);
+    expect(refusal.code).toBe("model_unavailable");
+    expect(refusal.message).toMatch(
+      /cannot be loaded: GGUF metadata key general\.architecture is missing\. Replace it with a valid GGUF chat model/,
+    );
+    for (const text of [refusal.message, JSON.stringify(lines.map((line) => [line.message, line.object]))]) {
+      expect(text).not.toContain("hunter2");
+      expect(text).not.toContain("TOPSECRET");
+    }
+  });
 });

@@ -1,6 +1,7 @@
 import type { ChatWrapper, Llama, LlamaGrammar } from "node-llama-cpp";
 import type { CatalogModel, LlamaEngineConfig } from "../../catalog/catalog.ts";
 import { AppError } from "../../errors/app-error.ts";
+import { redactUrlsInText } from "../../models/download/redact-url.ts";
 import { checkContextLength } from "../check-context-length.ts";
 import type { ChatEngine, ChatRequest, ModelStatus, PreparedChat } from "../engine.ts";
 import { createGrammarCache, type GrammarCache } from "./create-grammar-cache.ts";
@@ -114,7 +115,7 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
       const expected = modelLoadError !== undefined && error instanceof modelLoadError ? error : undefined;
       const message = expected
         ? `The model '${modelId}' is unavailable. ${expected.message}`
-        : `The model '${modelId}' is unavailable: its file '${config.model}' could not be loaded. Check the server log, and replace the file with a valid GGUF chat model (\`tollgate models pull\`).`;
+        : `The model '${modelId}' is unavailable: its file '${redactUrlsInText(config.model)}' could not be loaded. Check the server log, and replace the file with a valid GGUF chat model (\`tollgate models pull\`).`;
       state = { status: "unavailable", message };
       // An expected failure (missing file, no network) is a warning with its reason, not a stack trace.
       if (closed) return;

@@ -129,7 +129,10 @@ async function checkFile(path: string): Promise<void> {
   try {
     await checkModelFile(path);
   } catch (error) {
-    const reason = error instanceof Error ? error.message : String(error);
+    // The checker's messages start with the path, named here already, and may end without a stop.
+    const reason = (error instanceof Error ? error.message : String(error))
+      .replace(`${path}: `, "")
+      .replace(/(?<![.!?])$/, ".");
     throw new ModelLoadError(
       `The model file '${path}' cannot be loaded: ${reason} Replace it with a valid GGUF chat model (\`tollgate models pull\`, or \`tollgate models make-test ${path}\` for a test model).`,
       { cause: error },
