@@ -4,6 +4,7 @@ import { AppError } from "../../errors/app-error.ts";
 import { redactUrlsInText } from "../../models/download/redact-url.ts";
 import { checkContextLength } from "../check-context-length.ts";
 import type { ChatEngine, ChatRequest, ModelStatus, PreparedChat } from "../engine.ts";
+import { checkPromptSize } from "./check-prompt-size.ts";
 import { createGrammarCache, type GrammarCache } from "./create-grammar-cache.ts";
 import { createLeasePool, type LeasePool } from "./create-lease-pool.ts";
 import { prepareDirectPrompt, supportsDirectGeneration } from "./generate-directly.ts";
@@ -164,6 +165,13 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
     load,
     async prepare(request: ChatRequest): Promise<PreparedChat> {
       const { loaded, pool, grammars, renderOnce, direct } = await waitForModel();
+      // Megabytes of messages are refused without holding the event loop (check-prompt-size.ts).
+      await checkPromptSize({
+        messages: request.messages,
+        tokenizer: loaded.model.tokenizer,
+        contextLength: loaded.contextLength,
+        maxTokens: request.maxTokens,
+      });
       const { plan, history, toolSchemas } = planGeneration(request);
       const grammar = await createPlanGrammar({ plan, toolSchemas, grammars });
       const directPlan = direct && (plan.kind === "text" || plan.kind === "json");

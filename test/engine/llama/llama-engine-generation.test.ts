@@ -188,6 +188,12 @@ describe("llama engine: generation", () => {
     const long = createTestRequest({ messages: [{ role: "user", content: "hello world ".repeat(400) }] });
     const tooLong = await engine.prepare(long).catch((error: unknown) => error);
     expect(isAppError(tooLong) && tooLong.code).toBe("context_length_exceeded");
+
+    // Megabytes of messages are refused from their first pieces, never rendered whole.
+    const huge = createTestRequest({ messages: [{ role: "user", content: "hello world ".repeat(400_000) }] });
+    const hugeRefusal = await engine.prepare(huge).catch((error: unknown) => error);
+    expect(isAppError(hugeRefusal) && hugeRefusal.code).toBe("context_length_exceeded");
+    expect(String((hugeRefusal as Error).message)).toMatch(/your messages resulted in more than \d+ tokens/);
   });
 });
 
