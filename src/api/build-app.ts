@@ -240,7 +240,8 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
     const appError = normalizeError(error);
     annotate(request, { error: appError.code });
     if (appError.code === "internal_error") request.log.error({ err: error }, "request failed");
-    else if (appError.code === "store_unavailable") request.log.warn({ err: error }, "the store is unavailable");
+    else if (appError.code === "store_unavailable")
+      request.log.warn({ err: error }, "the store is unavailable");
     void reply.code(appError.status).headers(errorHeaders(appError)).send(toWireError(appError));
   });
 
