@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { Account, Store } from "../store/store.ts";
 import { AdminError } from "./admin-error.ts";
 import { UUID_PATTERN } from "./find-account.ts";
+import { hideKeySecrets } from "./read-key-reference.ts";
 
 /** What an operator gives to open an account. */
 export interface CreateAccountInput {
@@ -60,6 +61,10 @@ export function validateAccountName(name: string): void {
       `${JSON.stringify(name)} is not a valid account name: use 1 to 64 letters, digits, ".", "_", "@" or "-", starting with a letter or digit.`,
       { field: "name" },
     );
+  }
+  // A whole key pasted as a name would be shown in every listing, usage row and export.
+  if (hideKeySecrets(name) !== name) {
+    throw new AdminError("invalid_value", "That name is an API key; choose a name.", { field: "name" });
   }
   // Accounts are named by name or id on the command line: a name shaped like an id would be ambiguous.
   if (UUID_PATTERN.test(name)) {

@@ -4,13 +4,21 @@ export type CsvValue = string | number | boolean | null;
 /**
  * One CSV line (RFC 4180), without its line break (end lines with CRLF for a file or HTTP): a
  * cell holding a comma, a double quote or a line break is quoted, with its double quotes doubled.
+ *
+ * Text that a spreadsheet would run as a formula (starting with `=`, `+`, `-`, `@`, a tab or a
+ * carriage return) gets a `'` in front, as OWASP advises: request ids and `user` values come from
+ * API clients, and a usage export is opened by whoever pays the bills. Numbers stay as they are.
  */
 export function formatCsvLine(cells: readonly CsvValue[]): string {
   return cells.map(formatCell).join(",");
 }
 
+/** What spreadsheets read as the start of a formula. */
+const FORMULA_START = /^[=+\-@\t\r]/;
+
 function formatCell(value: CsvValue): string {
   if (value === null) return "";
-  const text = String(value);
+  let text = String(value);
+  if (typeof value === "string" && FORMULA_START.test(text)) text = `'${text}`;
   return /[",\r\n]/.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
 }

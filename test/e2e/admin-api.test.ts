@@ -148,6 +148,19 @@ describe("the admin API on the real server", () => {
     const asAccount = await admin("GET", `/admin/keys?account=${key}`);
     expect(asAccount.status).toBe(404);
     expect(asAccount.text).not.toContain(secret);
+
+    // Pasted where an amount, a date or a model goes, it is refused without its secret too.
+    const pasted = [
+      await admin("POST", "/admin/keys", { account: "starter", models: [key] }),
+      await admin("POST", "/admin/keys", { account: "starter", expires_at: key }),
+      await admin("POST", "/admin/accounts/starter/credits", { amount: key }),
+      await admin("GET", `/admin/usage?since=${key}`),
+    ];
+    for (const refused of pasted) {
+      expect(refused.status).toBe(400);
+      expect(refused.text).toContain(`sk-tg-${made.body.public_id}-...`);
+      expect(refused.text).not.toContain(secret);
+    }
   });
 
   it("validates bodies like the public API: amounts are decimal strings", async () => {
