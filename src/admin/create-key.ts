@@ -3,6 +3,7 @@ import { generateApiKey } from "../auth/api-key.ts";
 import { suggestName } from "../catalog/suggest-name.ts";
 import type { ApiKeyRecord, KeyRole, Store } from "../store/store.ts";
 import { AdminError } from "./admin-error.ts";
+import { hideKeySecrets } from "./read-key-reference.ts";
 
 /** The settings of a new key. */
 export interface CreateKeyInput {
@@ -49,6 +50,18 @@ export async function createKey(
     throw new AdminError("invalid_value", `A key name has at most ${MAX_NAME_LENGTH} characters.`, {
       field: "name",
     });
+  }
+  // Names are printed in tables and logs: a line break would break a table, an escape sequence
+  // would reach the operator's terminal, and a whole key would show its secret in every listing.
+  if (/\p{Cc}/u.test(name)) {
+    throw new AdminError(
+      "invalid_value",
+      "A key name cannot hold control characters (line breaks, tabs, escapes).",
+      { field: "name" },
+    );
+  }
+  if (hideKeySecrets(name) !== name) {
+    throw new AdminError("invalid_value", "That key name is an API key; choose a name.", { field: "name" });
   }
   const allowedModels = input.allowedModels === undefined ? undefined : normalizeModels(input.allowedModels);
   if (allowedModels !== undefined && options.knownModels !== undefined)

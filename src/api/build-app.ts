@@ -1,4 +1,4 @@
-import { timingSafeEqual } from "node:crypto";
+import { hash, timingSafeEqual } from "node:crypto";
 import Fastify, {
   type FastifyBaseLogger,
   type FastifyInstance,
@@ -20,6 +20,7 @@ import { createOpenApiDocument } from "./create-openapi-document.ts";
 import { createRequestId } from "./create-request-id.ts";
 import { errorHeaders, normalizeError, toWireError } from "./errors.ts";
 import { InFlightRequests, shuttingDownError } from "./in-flight-requests.ts";
+import { adminKeyRequired } from "./routes/admin.ts";
 import { CHAT_COMPLETIONS_PATH, registerChatCompletionRoutes } from "./routes/chat-completions.ts";
 import { registerModelRoutes } from "./routes/models.ts";
 
@@ -90,10 +91,15 @@ function getKey(request: object): RequestKey {
 }
 
 /** Compares secrets in constant time (for equal lengths). */
-function isSameSecret(given: string, expected: string): boolean {
-  const a = Buffer.from(given);
-  const b = Buffer.from(expected);
-  return a.length === b.length && timingSafeEqual(a, b);
+/**
+ * Whether the `Authorization` header carries `secret` as its bearer token, read as the API reads
+ * one (scheme in any case, spaces around the token). The two are compared as SHA-256 digests, of
+ * equal length whatever was sent, so the time taken tells nothing of the secret's length.
+ */
+function isBearerOf(header: string | undefined, secret: string): boolean {
+  const match = /^\s*bearer\s+(\S+)\s*$/i.exec(header ?? "");
+  if (match?.[1] === undefined) return false;
+  return timingSafeEqual(hash("sha256", match[1], "buffer"), hash("sha256", secret, "buffer"));
 }
 
 /** The status logged and counted for a request whose client left before its response was complete (nginx's). */
@@ -245,12 +251,18 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
     void reply.code(appError.status).headers(errorHeaders(appError)).send(toWireError(appError));
   });
 
-  app.setNotFoundHandler((request, reply) => {
+  app.setNotFoundHandler(async (request, reply) => {
+    // `/admin/*` needs the admin key (SPEC section 11), paths that do not exist too: which
+    // admin routes there are is not for a caller without one to find out.
+    if (dependencies.registerAdminRoutes !== undefined && /^\/admin(?:[/?]|$)/.test(request.url)) {
+      const key = await dependencies.authenticate(request.headers.authorization);
+      if (key.role !== "admin") throw adminKeyRequired();
+    }
     const error = new AppError(
       "not_found",
       `Unknown request URL: ${request.method} ${request.url.split("?")[0]}.`,
     );
-    void reply.code(error.status).send(toWireError(error));
+    return reply.code(error.status).send(toWireError(error));
   });
 
   app.get("/health", async () => ({ status: "ok" }));
@@ -263,10 +275,7 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
   });
   app.get("/metrics", async (request, reply) => {
     const metricsKey = dependencies.metricsKey;
-    if (
-      metricsKey !== undefined &&
-      !isSameSecret(request.headers.authorization ?? "", `Bearer ${metricsKey}`)
-    ) {
+    if (metricsKey !== undefined && !isBearerOf(request.headers.authorization, metricsKey)) {
       throw new AppError("invalid_api_key", "GET /metrics needs 'Authorization: Bearer <metrics_key>'.");
     }
     const rendered = await metrics.render();

@@ -117,6 +117,16 @@ describe("keys create", () => {
       ["create", "--account", "acme", "--expires", "soon"],
       /--expires: "soon" is not an ISO 8601 date/,
     ],
+    [
+      "a name with a line break or an escape",
+      ["create", "--account", "acme", "--name", "evil\u001b[31mRED\nx"],
+      /cannot hold control characters/,
+    ],
+    [
+      "a whole key as the name",
+      ["create", "--account", "acme", "--name", "sk-tg-abcdef123456-SECRETsecret0123"],
+      /is an API key; choose a name/,
+    ],
     ["an unknown option", ["create", "--account", "acme", "--role", "admin"], /Unknown option '--role'/],
     ["a positional", ["create", "acme"], /Unexpected argument 'acme'/],
   ])("refuses %s with a CliError", async (_case, argv, message) => {

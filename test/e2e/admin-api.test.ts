@@ -45,6 +45,18 @@ describe("the admin API on the real server", () => {
     const user = await admin("GET", "/admin/accounts", undefined, server.starterKey);
     expect(user.status).toBe(403);
     expect(user.body.error).toMatchObject({ code: "admin_key_required", type: "permission_error" });
+    // Paths under /admin that do not exist as well: no key learns which ones do.
+    for (const [method, path] of [
+      ["GET", "/admin/nope"],
+      ["DELETE", "/admin/accounts"],
+      ["GET", "/admin"],
+    ] as const) {
+      expect((await admin(method, path, undefined, "")).status).toBe(401);
+      expect((await admin(method, path, undefined, server.starterKey)).status).toBe(403);
+      const found = await admin(method, path);
+      expect(found.status).toBe(404);
+      expect(found.body.error.code).toBe("not_found");
+    }
   });
 
   it("opens an account, credits it, makes a key that works at once, and revokes it at once", async () => {
@@ -161,6 +173,15 @@ describe("the admin API on the real server", () => {
       expect(refused.text).toContain(`sk-tg-${made.body.public_id}-...`);
       expect(refused.text).not.toContain(secret);
     }
+  });
+
+  it("refuses to let an admin key revoke itself, which would lock its holder out", async () => {
+    const ownId = server.adminKey.split("-")[2];
+    const refused = await admin("POST", `/admin/keys/${ownId}/revoke`);
+    expect(refused.status).toBe(400);
+    expect(refused.body.error).toMatchObject({ code: "invalid_value", param: "id" });
+    expect(refused.body.error.message).toMatch(/cannot revoke itself/);
+    expect((await admin("GET", "/admin/accounts")).status).toBe(200);
   });
 
   it("validates bodies like the public API: amounts are decimal strings", async () => {

@@ -76,6 +76,22 @@ describe("metrics", () => {
       (await fetch(`${server.origin}/metrics`, { headers: { authorization: `Bearer ${server.starterKey}` } }))
         .status,
     ).toBe(401);
+    // The bearer scheme in any case and spaces around the key, as the API takes them.
+    for (const authorization of [
+      "bearer metrics-secret",
+      "BEARER  metrics-secret ",
+      "Bearer metrics-secret",
+    ]) {
+      expect((await fetch(`${server.origin}/metrics`, { headers: { authorization } })).status).toBe(200);
+    }
+    for (const authorization of [
+      "Bearer metrics-secre",
+      "Bearer metrics-secrets",
+      "metrics-secret",
+      "Bearer",
+    ]) {
+      expect((await fetch(`${server.origin}/metrics`, { headers: { authorization } })).status).toBe(401);
+    }
   });
 
   it("counts requests by route, model and status, tokens, cost and time to first token", async () => {

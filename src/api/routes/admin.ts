@@ -125,18 +125,21 @@ const PARAM_OF_FIELD: Readonly<Record<string, string>> = { expires: "expires_at"
  * rows come in pages (`limit`, `after`), with `has_more` and `next_after` (the cursor of the last
  * row, for the next page or for rows that come later); usage as CSV streams every row.
  */
+/** 403 `admin_key_required`: a user key on `/admin/*`. */
+export function adminKeyRequired(): AppError {
+  return new AppError(
+    "admin_key_required",
+    "The admin API needs an admin key. Pass the admin key (printed at first start, or admin_key / TOLLGATE_ADMIN_KEY) as `Authorization: Bearer ...`.",
+  );
+}
+
 export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOptions): void {
   const { store } = options;
   const clock = options.now === undefined ? {} : { now: options.now };
 
   app.register(async (admin) => {
     admin.addHook("onRequest", async (request) => {
-      if (options.getKey(request).role !== "admin") {
-        throw new AppError(
-          "admin_key_required",
-          "The admin API needs an admin key. Pass the admin key (printed at first start, or admin_key / TOLLGATE_ADMIN_KEY) as `Authorization: Bearer ...`.",
-        );
-      }
+      if (options.getKey(request).role !== "admin") throw adminKeyRequired();
     });
 
     // After the admin check, before the schema's: a misspelt filter must not widen a listing.
@@ -263,6 +266,15 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
           throw new AppError(
             "invalid_value",
             "Name the key by its public id: the 12 letters and digits after `sk-tg-`, as GET /admin/keys lists them.",
+            { param: "id" },
+          );
+        }
+        // A key revoking itself would lock its holder out of the admin API at once (and a store's
+        // generated admin key is never made again): that is done from the CLI, on purpose.
+        if (publicId === options.getKey(request).publicId) {
+          throw new AppError(
+            "invalid_value",
+            "An admin key cannot revoke itself over the API: revoke it with another admin key, or run `tollgate keys revoke` on the server.",
             { param: "id" },
           );
         }
