@@ -180,14 +180,16 @@ function checkNesting(value: unknown, param: string): void {
 
 /**
  * Refuses a JSON Schema that is too deep or not valid JSON Schema (an unknown `type`, `required`
- * that is not a list of names, a `$ref` that does not resolve, ...) with 400 naming `param`: a
- * field error, found with the others before anything about the model (SPEC section 11), for
- * every engine. The grammar converter is where validity is defined (the local engine builds its
- * grammar with it); its result is not needed here.
+ * that is not a list of names, a `$ref` that does not resolve, a minimum above its maximum, ...)
+ * with 400 naming `param`: a field error, found with the others before anything about the model
+ * (SPEC section 11), for every engine. The grammar converter is where validity is defined (the
+ * local engine builds its grammar with it); its result is not needed here. What only a local
+ * grammar cannot enforce (counts above 2000, references to other documents) is the local
+ * engine's to refuse: an upstream model takes such schemas.
  */
 function checkSchema(schema: unknown, param: string): void {
   checkNesting(schema, param);
-  convertJsonSchemaToGbnf(schema, { param });
+  convertJsonSchemaToGbnf(schema, { param, grammarLimits: false });
 }
 
 /** {@link checkSchema}, and a root that declares a type declares an object: arguments are a JSON object. */

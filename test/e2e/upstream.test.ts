@@ -84,6 +84,30 @@ describe("a model routed upstream, through the openai SDK", () => {
     });
   });
 
+  it("passes schemas beyond what a local grammar enforces on to the upstream, which takes them", async () => {
+    const parameters = {
+      type: "object",
+      properties: {
+        content: { type: "string", maxLength: 100_000 },
+        item: { $ref: "https://x.example/p.json" },
+      },
+    };
+    const response = await postRaw({
+      model: REMOTE,
+      messages,
+      tools: [{ type: "function", function: { name: "write_file", parameters } }],
+      response_format: {
+        type: "json_schema",
+        json_schema: { name: "page", schema: { type: "array", maxItems: 10_000 } },
+      },
+    });
+    expect(response.status).toBe(200);
+    expect(upstream.requests.at(-1)?.body).toMatchObject({
+      tools: [{ type: "function", function: { name: "write_file", parameters } }],
+      response_format: { json_schema: { schema: { type: "array", maxItems: 10_000 } } },
+    });
+  });
+
   it("streams chunks with the usage chunk last", async () => {
     const stream = await client.chat.completions.create({
       model: REMOTE,

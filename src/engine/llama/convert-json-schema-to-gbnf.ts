@@ -39,8 +39,20 @@ import { AppError } from "../../errors/app-error.ts";
  *   `if`/`then`, `dependentSchemas` and the like are dropped: the output may not meet them.
  * - `const` and `enum` of objects or arrays become exact object and array schemas.
  */
-export function convertJsonSchemaToGbnf(schema: unknown, options: { param: string }): GbnfJsonSchema {
-  const converter = new SchemaConverter(schema, options.param);
+export function convertJsonSchemaToGbnf(
+  schema: unknown,
+  options: {
+    param: string;
+    /**
+     * Whether to refuse what is valid JSON Schema but beyond what a llama.cpp grammar can
+     * enforce: counts above 2000 and references that are not JSON pointers within the schema (a
+     * URL, an anchor). Default `true`; `false` checks validity alone, as for a schema that goes
+     * to an upstream server, which enforces it its own way.
+     */
+    grammarLimits?: boolean;
+  },
+): GbnfJsonSchema {
+  const converter = new SchemaConverter(schema, options.param, options.grammarLimits ?? true);
   const converted = converter.convert(schema, { depth: 0, pointer: "#" });
   const defs = converter.convertedDefinitions();
   if (Object.keys(defs).length === 0) return converted;
@@ -85,9 +97,12 @@ class SchemaConverter {
   /** The `$defs` name of each referenced schema, by identity, so two pointers to it share one. */
   readonly #names = new Map<object, string>();
 
-  constructor(root: unknown, param: string) {
+  readonly #grammarLimits: boolean;
+
+  constructor(root: unknown, param: string, grammarLimits: boolean) {
     this.#root = root;
     this.#param = param;
+    this.#grammarLimits = grammarLimits;
   }
 
   convertedDefinitions(): Record<string, GbnfJsonSchema> {
@@ -202,6 +217,10 @@ class SchemaConverter {
 
   #convertReference(reference: string, at: Position): GbnfJsonSchema {
     const target = resolveLocalReference(this.#root, reference);
+    // A reference to another document (or an anchor) is valid JSON Schema that only a grammar
+    // cannot follow; one to a place in this schema that is not there is no schema at all.
+    if (target === undefined && !this.#grammarLimits && !reference.startsWith("#/") && reference !== "#")
+      return anyValue;
     if (target === undefined) {
       this.#refuse(
         at,
@@ -336,7 +355,7 @@ class SchemaConverter {
    */
   #readBound(schema: Record<string, unknown>, keyword: string, at: Position): number | undefined {
     const count = readCount(schema[keyword]);
-    if (count !== undefined && count > maxGrammarRepetitions) {
+    if (count !== undefined && count > maxGrammarRepetitions && this.#grammarLimits) {
       this.#refuse(
         at,
         `'${keyword}' is ${count}, above ${maxGrammarRepetitions}, the largest length or count the output grammar can enforce. Lower it to ${maxGrammarRepetitions} or less, or remove it.`,

@@ -252,6 +252,21 @@ describe("convertJsonSchemaToGbnf", () => {
     expect(refusal({ type: "string", maxLength: 2000 })).toBeUndefined();
   });
 
+  it("checks validity alone without grammarLimits: what only a grammar cannot enforce passes", () => {
+    const check = (schema: unknown) => convertJsonSchemaToGbnf(schema, { param, grammarLimits: false });
+    expect(() => check({ type: "string", maxLength: 100_000 })).not.toThrow();
+    expect(() => check({ type: "array", minItems: 5000 })).not.toThrow();
+    expect(() => check({ $ref: "https://example.com/schemas/p.json#/$defs/P" })).not.toThrow();
+    expect(() => check({ $ref: "#anchor" })).not.toThrow();
+    // Invalid for everyone, whoever enforces the schema.
+    expect(() => check({ $ref: "#/$defs/Missing" })).toThrow(/does not resolve/);
+    expect(() => check({ type: "string", minLength: 5, maxLength: 2 })).toThrow(/is greater than/);
+    expect(() => check({ type: "strng" })).toThrow(AppError);
+    // The local engine's conversion still refuses what its grammar cannot do.
+    expect(refusal({ type: "string", maxLength: 100_000 })?.code).toBe("invalid_value");
+    expect(refusal({ $ref: "https://example.com/schemas/p.json" })?.code).toBe("invalid_value");
+  });
+
   it("keeps accepting valid schemas with keywords it does not enforce", () => {
     const schema = {
       type: "object",

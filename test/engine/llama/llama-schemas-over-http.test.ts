@@ -88,6 +88,33 @@ describe("invalid schemas over HTTP", () => {
       "tools[0].function.parameters",
       /at '#\/properties\/a': 'enum' must be a non-empty array/,
     ],
+    [
+      "a length a local grammar cannot enforce (an upstream model takes it)",
+      {
+        tools: [
+          {
+            type: "function",
+            function: {
+              name: "w",
+              parameters: { properties: { text: { type: "string", maxLength: 100_000 } } },
+            },
+          },
+        ],
+      },
+      "tools[0].function.parameters",
+      /'maxLength' is 100000, above 2000/,
+    ],
+    [
+      "a reference to another document",
+      {
+        response_format: {
+          type: "json_schema",
+          json_schema: { name: "x", schema: { $ref: "https://x.example/p.json" } },
+        },
+      },
+      "response_format.json_schema.schema",
+      /does not resolve/,
+    ],
   ];
 
   it.each(invalid)(
