@@ -132,6 +132,22 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
     // The onRequest hook below answers requests that arrive while draining, in the contract's
     // shape; Fastify's own 503 has neither that shape nor an x-request-id.
     return503OnClosing: false,
+    // A path the router cannot decode (a `%` without two hex digits after it) is answered in the
+    // contract's shape too, with its request id; Fastify's own answer has neither.
+    frameworkErrors: (error, request, reply) => {
+      const appError =
+        error.code === "FST_ERR_BAD_URL" || error.code === "FST_ERR_MAX_PARAM_LENGTH"
+          ? new AppError(
+              "invalid_http_request",
+              "The request URL is not valid: every '%' in its path must start an escape of two hex digits (write a '%' itself as %25).",
+            )
+          : normalizeError(error);
+      void (reply as FastifyReply)
+        .code(appError.status)
+        .header("x-request-id", request.id)
+        .headers(errorHeaders(appError))
+        .send(toWireError(appError));
+    },
   });
 
   app.decorateRequest("tollgateState", null);

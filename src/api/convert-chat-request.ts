@@ -270,6 +270,7 @@ export function convertChatRequest(body: ChatCompletionRequestBody): ChatComplet
       seed: body.seed ?? undefined,
       tools,
       toolChoice: convertToolChoice(body, tools),
+      parallelToolCalls: body.parallel_tool_calls ?? undefined,
       responseFormat: convertResponseFormat(body),
     },
   };

@@ -66,6 +66,11 @@ export interface ChatRequest {
   seed: number | undefined;
   tools: ToolDefinition[];
   toolChoice: ToolChoice;
+  /**
+   * The client's `parallel_tool_calls` (`undefined` when it sent none): passed on to upstream
+   * models; the local engine does not apply it.
+   */
+  parallelToolCalls?: boolean | undefined;
   responseFormat: ResponseFormat;
 }
 

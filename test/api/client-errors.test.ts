@@ -96,6 +96,23 @@ describe("requests the HTTP parser refuses", () => {
     });
   });
 
+  it("answers a path with a broken percent escape in the contract's shape, with a request id", async () => {
+    for (const path of ["/v1/models/%ZZ", "/v1/models/%E0%A4%A", "/v1/%ZZ"]) {
+      const { text } = await exchange([`GET ${path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`]);
+      const response = parseResponse(text);
+      expect(response.status, path).toBe(400);
+      expect(response.headers["x-request-id"]).toMatch(/^req_[0-9a-f]{24}$/);
+      expect(response.body).toEqual({
+        error: {
+          message: expect.stringMatching(/^The request URL is not valid: every '%'/),
+          type: "invalid_request_error",
+          param: null,
+          code: "invalid_http_request",
+        },
+      });
+    }
+  });
+
   it("answers a bad Content-Length the same way", async () => {
     const { text } = await exchange([
       "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: ten\r\n\r\n",

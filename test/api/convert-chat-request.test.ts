@@ -107,6 +107,12 @@ describe("convertChatRequest", () => {
       convertChatRequest({ ...base, tools, tool_choice: { type: "function", function: { name: "f" } } })
         .request.toolChoice,
     ).toEqual({ type: "function", name: "f" });
+    expect(convertChatRequest({ ...base, tools, parallel_tool_calls: false }).request.parallelToolCalls).toBe(
+      false,
+    );
+    expect(convertChatRequest({ ...base, tools, parallel_tool_calls: null }).request.parallelToolCalls).toBe(
+      undefined,
+    );
   });
 
   it("refuses requests whose fields contradict each other", () => {

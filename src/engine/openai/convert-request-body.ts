@@ -41,6 +41,8 @@ export function convertRequestBody(options: {
   if (request.tools.length > 0) {
     body.tools = request.tools.map(convertTool);
     body.tool_choice = convertToolChoice(request.toolChoice);
+    // Only as the client sent it: servers that do not know the field may refuse it.
+    if (request.parallelToolCalls !== undefined) body.parallel_tool_calls = request.parallelToolCalls;
   }
   const format = convertResponseFormat(request.responseFormat);
   if (format !== undefined) body.response_format = format;

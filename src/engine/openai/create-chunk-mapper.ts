@@ -144,7 +144,7 @@ class UpstreamChunkMapper implements ChunkMapper {
       typeof delta.function?.name === "string" && delta.function.name !== ""
         ? delta.function.name
         : undefined;
-    const fragment = typeof delta.function?.arguments === "string" ? delta.function.arguments : "";
+    const fragment = readArguments(delta.function?.arguments);
     this.producedLength += fragment.length + (name?.length ?? 0);
     const key: number | string | undefined =
       typeof delta.index === "number" ? delta.index : (id ?? undefined);
@@ -178,4 +178,15 @@ class UpstreamChunkMapper implements ChunkMapper {
     if (call.arguments !== "")
       parts.push({ type: "tool-call-delta", index: call.index, argumentsDelta: call.arguments });
   }
+}
+
+/**
+ * A delta's arguments fragment. The protocol sends JSON text; a server that sends the arguments
+ * as a JSON object instead has them written as that text, not dropped (the client would get a
+ * call with empty arguments and no word of why).
+ */
+function readArguments(value: unknown): string {
+  if (typeof value === "string") return value;
+  if (typeof value === "object" && value !== null && !Array.isArray(value)) return JSON.stringify(value);
+  return "";
 }

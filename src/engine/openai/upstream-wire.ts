@@ -51,6 +51,7 @@ export interface UpstreamRequestBody {
   seed?: number;
   tools?: UpstreamTool[];
   tool_choice?: UpstreamToolChoice;
+  parallel_tool_calls?: boolean;
   response_format?: UpstreamResponseFormat;
 }
 

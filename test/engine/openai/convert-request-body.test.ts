@@ -112,6 +112,23 @@ describe("convertRequestBody", () => {
     expect(required.tool_choice).toBe("required");
   });
 
+  it("sends parallel_tool_calls as the client sent it, with tools only", () => {
+    const tools = [{ name: "f" }];
+    const body = (parallelToolCalls: boolean | undefined, withTools = true) =>
+      convertRequestBody({
+        model: "m",
+        request: createChatRequest({
+          tools: withTools ? tools : [],
+          toolChoice: { type: "auto" },
+          parallelToolCalls,
+        }),
+      });
+    expect(body(false).parallel_tool_calls).toBe(false);
+    expect(body(true).parallel_tool_calls).toBe(true);
+    expect("parallel_tool_calls" in body(undefined)).toBe(false);
+    expect("parallel_tool_calls" in body(false, false)).toBe(false);
+  });
+
   it("sends the max_tokens the engine gives in place of the request's, none when it gives undefined", () => {
     const unbounded = createChatRequest({});
     expect(convertRequestBody({ model: "m", request: unbounded, maxTokens: 4096 }).max_tokens).toBe(4096);

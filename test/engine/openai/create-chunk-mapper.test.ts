@@ -94,6 +94,16 @@ describe("createChunkMapper", () => {
     ]);
   });
 
+  it("writes arguments sent as a JSON object as their JSON text", () => {
+    const { parts } = readAll([
+      toolDelta({ index: 0, id: "call_o", function: { name: "f", arguments: { a: 1 } } }),
+    ]);
+    expect(parts).toEqual([
+      { type: "tool-call-delta", index: 0, id: "call_o", name: "f", argumentsDelta: "" },
+      { type: "tool-call-delta", index: 0, argumentsDelta: '{"a":1}' },
+    ]);
+  });
+
   it("returns the upstream's error for error events", () => {
     const mapper = createChunkMapper();
     const parts: StreamPart[] = [];
