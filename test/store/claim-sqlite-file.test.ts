@@ -77,14 +77,16 @@ describe("the server's claim on its SQLite file", () => {
         other.kill("SIGKILL");
         await once(other, "exit");
       }
-      // Each waits for the same moment, claims, and holds the claim while the others try.
+      // Each waits for the same moment, claims, and holds the claim (alive) until every one has
+      // tried: a contender slow to start must still find the winner running, not a claim left
+      // by a process that has exited (which it would rightly take over).
       const start = Date.now() + 700;
       const script = `const { claimSqliteFile } = await import(${JSON.stringify(claimModule)});
         while (Date.now() < ${start}) {}
         let result = "claimed";
         try { claimSqliteFile(${JSON.stringify(file)}); } catch { result = "refused"; }
         process.stdout.write(result);
-        setTimeout(() => {}, 600);`;
+        setInterval(() => {}, 1000);`;
       const contenders = Array.from({ length: 6 }, () =>
         spawn(process.execPath, ["--input-type=module", "-e", script], {
           stdio: ["ignore", "pipe", "inherit"],
@@ -92,12 +94,14 @@ describe("the server's claim on its SQLite file", () => {
       );
       const results = await Promise.all(
         contenders.map(async (child) => {
-          let output = "";
-          child.stdout?.on("data", (data: Buffer) => {
-            output += data.toString();
-          });
+          const [data] = (await once(child.stdout!, "data")) as [Buffer];
+          return data.toString();
+        }),
+      );
+      await Promise.all(
+        contenders.map(async (child) => {
+          child.kill("SIGKILL");
           await once(child, "exit");
-          return output;
         }),
       );
       expect(
