@@ -155,7 +155,7 @@ async function creditCommand(
   const account = await withCliErrors(() => requireAccount(store, positionals[0] ?? ""), {
     notFound: LIST_HINT,
   });
-  const credit = await withCliErrors(() =>
+  const { credit } = await withCliErrors(() =>
     creditAccount(
       store,
       { account, amountNano, note: stringOption(values, "note") },

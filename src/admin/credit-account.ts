@@ -1,4 +1,4 @@
-import { randomUUID } from "node:crypto";
+import { createHash, randomUUID } from "node:crypto";
 import { formatAmount } from "../billing/money.ts";
 import type { Account, CreditRecord, Store } from "../store/store.ts";
 import { AdminError } from "./admin-error.ts";
@@ -10,6 +10,25 @@ export interface CreditAccountInput {
   amountNano: bigint;
   /** Why; at most {@link MAX_CREDIT_NOTE_LENGTH} characters. `undefined` or empty for none. */
   note?: string | undefined;
+  /**
+   * The client's `Idempotency-Key`: a retry with the same key credits once. The credit's id is
+   * made from the account and the key, so the store's unique ids keep it once, across replicas.
+   */
+  idempotencyKey?: string | undefined;
+}
+
+/** What {@link creditAccount} did. */
+export interface CreditOutcome {
+  credit: CreditRecord;
+  /** `true` when the credit was made before with the same idempotency key: nothing changed now. */
+  replayed: boolean;
+}
+
+/** The id of the credit an idempotency key stands for on an account: a UUID from their SHA-256. */
+export function creditIdFor(accountId: string, idempotencyKey: string): string {
+  const hex = createHash("sha256").update(`credit\u0000${accountId}\u0000${idempotencyKey}`).digest("hex");
+  // Version 8 (custom) and the RFC 9562 variant, so it reads as the UUID it stands in for.
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-8${hex.slice(13, 16)}-${((Number.parseInt(hex.slice(16, 17), 16) & 0x3) | 0x8).toString(16)}${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
 }
 
 /** The longest note a credit may carry. */
@@ -23,7 +42,7 @@ export async function creditAccount(
   store: Store,
   input: CreditAccountInput,
   options: { now?: () => Date } = {},
-): Promise<CreditRecord> {
+): Promise<CreditOutcome> {
   if (input.amountNano <= 0n) {
     throw new AdminError("invalid_value", "The amount to credit must be more than 0.", { field: "amount" });
   }
@@ -34,7 +53,8 @@ export async function creditAccount(
     });
   }
   const credit: CreditRecord = {
-    id: randomUUID(),
+    id:
+      input.idempotencyKey === undefined ? randomUUID() : creditIdFor(input.account.id, input.idempotencyKey),
     accountId: input.account.id,
     amountNano: input.amountNano,
     note,
@@ -43,7 +63,20 @@ export async function creditAccount(
   const result = await store.credit(credit);
   switch (result) {
     case "credited":
-      return credit;
+      return { credit, replayed: false };
+    case "already_credited": {
+      const earlier = (await store.listCredits(input.account.id)).find((each) => each.id === credit.id);
+      if (earlier === undefined) throw new Error(`Credit ${credit.id} exists on another account.`);
+      // The same key for another credit is a client's mistake, not a retry.
+      if (earlier.amountNano !== credit.amountNano || earlier.note !== credit.note) {
+        throw new AdminError(
+          "invalid_value",
+          `This Idempotency-Key was used for a credit of ${formatAmount(earlier.amountNano)}${earlier.note === undefined ? "" : ` (${JSON.stringify(earlier.note)})`} on ${earlier.createdAt.toISOString()}; use a new key for another credit.`,
+          { field: "idempotency-key" },
+        );
+      }
+      return { credit: earlier, replayed: true };
+    }
     case "account_not_found":
       throw new AdminError("not_found", `No account has the id ${input.account.id}.`, { field: "account" });
     case "balance_too_large":

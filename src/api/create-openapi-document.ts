@@ -1,30 +1,142 @@
+import type { TObject } from "@sinclair/typebox";
+import {
+  CreateAccountBody,
+  CreateKeyBody,
+  CreditBody,
+  IdParams,
+  KeysQuery,
+  UsageQuery,
+} from "./routes/admin.ts";
+import {
+  AdminAccountListSchema,
+  AdminAccountSchema,
+  AdminCreatedKeySchema,
+  AdminCreditSchema,
+  AdminKeyListSchema,
+  AdminKeySchema,
+  AdminRevokedKeySchema,
+  AdminUsageGroupsSchema,
+  AdminUsagePageSchema,
+} from "./schemas/admin-response-schemas.ts";
 import { ChatCompletionRequestSchema } from "./schemas/chat-completion-request.ts";
 import {
   ChatCompletionChunkSchema,
   ChatCompletionSchema,
   ErrorResponseSchema,
+  HealthSchema,
   ModelListSchema,
   ModelSchema,
+  ReadinessSchema,
 } from "./schemas/response-schemas.ts";
 
 /** Strips typebox's symbol keys and `undefined`s: what remains is plain JSON Schema. */
-function toJson(schema: unknown): unknown {
-  return JSON.parse(JSON.stringify(schema));
+function toJson(schema: unknown): Record<string, unknown> {
+  return JSON.parse(JSON.stringify(schema)) as Record<string, unknown>;
+}
+
+/**
+ * An admin request body as the document shows it. The route refuses fields its schema does not
+ * name (a typo must not silently drop a balance), with its own message rather than through the
+ * schema: the document says so with `additionalProperties`.
+ */
+function closedBody(schema: TObject): Record<string, unknown> {
+  return { ...toJson(schema), additionalProperties: false };
 }
 
 const reference = (name: string) => ({ $ref: `#/components/schemas/${name}` });
+const headerReference = (name: string) => ({ $ref: `#/components/headers/${name}` });
 
+type ResponseHeaders = Record<string, { $ref: string }>;
+
+/** A response; every one carries `x-request-id`, whatever its status. */
+function response(description: string, content?: Record<string, unknown>, headers: ResponseHeaders = {}) {
+  return {
+    description,
+    headers: { "x-request-id": headerReference("XRequestId"), ...headers },
+    ...(content === undefined ? {} : { content }),
+  };
+}
+
+function json(schema: unknown) {
+  return { "application/json": { schema } };
+}
+
+/** Extra headers of an error response by status (SPEC §4): no-retry on 403, retry-after on 429 and 503. */
+function errorHeaders(status: string): ResponseHeaders {
+  if (status === "403") return { "x-should-retry": headerReference("XShouldRetry") };
+  if (status === "429" || status === "503") return { "retry-after": headerReference("RetryAfter") };
+  return {};
+}
+
+/** Error responses in the contract's shape; each description names the codes the status carries. */
 function errorResponses(statuses: Record<string, string>) {
   return Object.fromEntries(
     Object.entries(statuses).map(([status, description]) => [
       status,
-      { description, content: { "application/json": { schema: reference("ErrorResponse") } } },
+      response(description, json(reference("ErrorResponse")), errorHeaders(status)),
     ]),
   );
 }
 
 /**
- * The OpenAPI 3.1 document of the public API, built from the same schemas that validate
+ * What any request can be answered, whatever its path: Node's HTTP parser and the request
+ * timeout come before routing (`answer-client-error.ts`), and an unexpected failure is a 500.
+ */
+const ANY_REQUEST_ERRORS = {
+  "400": "`invalid_http_request`: the request is not valid HTTP/1.1, or a `%` in its path starts no escape.",
+  "408": "`request_timeout`: the request's headers and body did not arrive in full in time.",
+  "431": "`headers_too_large`: the request's headers are over 16 KiB.",
+  "500": "`internal_error`: the server failed; retry.",
+};
+
+const KEY_ERROR = "`invalid_api_key`: the key is missing, malformed, unknown, revoked or expired.";
+const STORE_UNAVAILABLE =
+  "`store_unavailable`: the database cannot be reached; retry after `retry-after` seconds.";
+const SHUTTING_DOWN = "`model_unavailable`: the server is shutting down; retry after `retry-after` seconds.";
+const VALIDATION_CODES =
+  "`invalid_json`, `invalid_content_type`, `missing_required_parameter`, `invalid_type`, `invalid_value` or `array_above_max_length` (`param` names the field)";
+
+/** The errors of a route under `/admin`: the admin key first (SPEC §11), then the request. */
+function adminErrors(statuses: Record<string, string> = {}) {
+  return errorResponses({
+    ...ANY_REQUEST_ERRORS,
+    "400": `${VALIDATION_CODES}; an unknown query parameter or body field is \`invalid_value\`. Or \`invalid_http_request\`.`,
+    "401": KEY_ERROR,
+    "403": "`admin_key_required`: the key is not an admin key.",
+    "503": STORE_UNAVAILABLE,
+    ...statuses,
+  });
+}
+
+const REQUEST_TOO_LARGE = "`request_too_large`: the request body is over the server's limit.";
+
+/** The query parameters of a route, from the schema it validates its query string with. */
+function queryParameters(schema: TObject) {
+  const required = new Set(schema.required ?? []);
+  return Object.entries(toJson(schema.properties)).map(([name, property]) => ({
+    name,
+    in: "query",
+    required: required.has(name),
+    ...(typeof (property as { description?: unknown }).description === "string"
+      ? { description: (property as { description: string }).description }
+      : {}),
+    schema: property,
+  }));
+}
+
+/** The `{id}` path parameter of an admin route, from the schema the route validates it with. */
+function idParameter(description: string) {
+  return { name: "id", in: "path", required: true, description, schema: toJson(IdParams.properties.id) };
+}
+
+function jsonBody(name: string) {
+  return { required: true, content: json(reference(name)) };
+}
+
+const adminSecurity = [{ adminKey: [] }];
+
+/**
+ * The OpenAPI 3.1 document of the HTTP API, built from the same schemas that validate
  * requests, so the two cannot drift apart.
  */
 export function createOpenApiDocument(options: { version: string }): Record<string, unknown> {
@@ -34,10 +146,40 @@ export function createOpenApiDocument(options: { version: string }): Record<stri
       title: "Tollgate",
       version: options.version,
       description:
-        "Self-hosted, OpenAI-compatible chat completions behind API keys, balances and rate limits.",
+        "Self-hosted, OpenAI-compatible chat completions behind API keys, balances and rate limits. Every error is `{error: {message, type, param, code}}`; a path that does not exist is answered 404 `not_found` (under `/admin`, only once the admin key is given). Every response carries `x-request-id`.",
     },
     components: {
-      securitySchemes: { bearerAuth: { type: "http", scheme: "bearer", description: "`sk-tg-...` API key" } },
+      securitySchemes: {
+        bearerAuth: { type: "http", scheme: "bearer", description: "`sk-tg-...` API key" },
+        adminKey: {
+          type: "http",
+          scheme: "bearer",
+          description:
+            "The admin key (`sk-tg-...`, printed at first start, or `admin_key` / `TOLLGATE_ADMIN_KEY`).",
+        },
+        metricsKey: {
+          type: "http",
+          scheme: "bearer",
+          description: "The `metrics_key` of the config, when it sets one; otherwise `/metrics` is open.",
+        },
+      },
+      headers: {
+        XRequestId: {
+          description:
+            "The request's id: the client's own `x-request-id` when it is 1 to 128 visible ASCII characters, else a new one. It is the usage row's `request_id`.",
+          schema: { type: "string" },
+        },
+        RetryAfter: {
+          description: "Seconds to wait before retrying.",
+          schema: { type: "integer", minimum: 1 },
+        },
+        XShouldRetry: { description: "The request will fail again as it is.", schema: { const: "false" } },
+        IdempotentReplayed: {
+          description:
+            "`true` when this answer is the credit an earlier request with the same `Idempotency-Key` made.",
+          schema: { const: "true" },
+        },
+      },
       schemas: {
         ChatCompletionRequest: toJson(ChatCompletionRequestSchema),
         ChatCompletion: toJson(ChatCompletionSchema),
@@ -45,6 +187,20 @@ export function createOpenApiDocument(options: { version: string }): Record<stri
         Model: toJson(ModelSchema),
         ModelList: toJson(ModelListSchema),
         ErrorResponse: toJson(ErrorResponseSchema),
+        Health: toJson(HealthSchema),
+        Readiness: toJson(ReadinessSchema),
+        CreateAccountRequest: closedBody(CreateAccountBody),
+        CreditRequest: closedBody(CreditBody),
+        CreateKeyRequest: closedBody(CreateKeyBody),
+        Account: toJson(AdminAccountSchema),
+        AccountList: toJson(AdminAccountListSchema),
+        Credit: toJson(AdminCreditSchema),
+        Key: toJson(AdminKeySchema),
+        CreatedKey: toJson(AdminCreatedKeySchema),
+        RevokedKey: toJson(AdminRevokedKeySchema),
+        KeyList: toJson(AdminKeyListSchema),
+        UsagePage: toJson(AdminUsagePageSchema),
+        UsageGroups: toJson(AdminUsageGroupsSchema),
       },
     },
     security: [{ bearerAuth: [] }],
@@ -53,27 +209,21 @@ export function createOpenApiDocument(options: { version: string }): Record<stri
         post: {
           operationId: "createChatCompletion",
           summary: "Creates a model response for a conversation, plain or streamed.",
-          requestBody: {
-            required: true,
-            content: { "application/json": { schema: reference("ChatCompletionRequest") } },
-          },
+          requestBody: jsonBody("ChatCompletionRequest"),
           responses: {
-            "200": {
-              description: "A completion, or with `stream: true` a Server-Sent Events stream of chunks.",
-              content: {
-                "application/json": { schema: reference("ChatCompletion") },
-                "text/event-stream": { schema: reference("ChatCompletionChunk") },
-              },
-            },
+            "200": response("A completion, or with `stream: true` a Server-Sent Events stream of chunks.", {
+              "application/json": { schema: reference("ChatCompletion") },
+              "text/event-stream": { schema: reference("ChatCompletionChunk") },
+            }),
             ...errorResponses({
-              "400": "Invalid request",
-              "401": "Missing or invalid API key",
-              "403": "Model not allowed for the key, or balance too low",
-              "404": "Unknown model",
-              "413": "Request body too large",
-              "429": "Rate limit exceeded",
-              "500": "Server error",
-              "503": "Model overloaded or unavailable",
+              ...ANY_REQUEST_ERRORS,
+              "400": `${VALIDATION_CODES}; \`model_not_supported\` (a model of another kind); \`context_length_exceeded\`; or \`invalid_http_request\`.`,
+              "401": KEY_ERROR,
+              "403": "`model_not_allowed` (the key may not use the model) or `insufficient_balance`.",
+              "404": "`model_not_found`.",
+              "413": REQUEST_TOO_LARGE,
+              "429": "`rate_limit_exceeded`: the key's requests or tokens per minute.",
+              "503": `\`model_overloaded\` (the model's queue is full), \`upstream_unavailable\`, \`model_unavailable\` (not loaded, or the server is shutting down) or \`store_unavailable\`; retry after \`retry-after\` seconds.`,
             }),
           },
         },
@@ -83,11 +233,12 @@ export function createOpenApiDocument(options: { version: string }): Record<stri
           operationId: "listModels",
           summary: "Lists the models the key may use.",
           responses: {
-            "200": {
-              description: "The models",
-              content: { "application/json": { schema: reference("ModelList") } },
-            },
-            ...errorResponses({ "401": "Missing or invalid API key", "500": "Server error" }),
+            "200": response("The models", json(reference("ModelList"))),
+            ...errorResponses({
+              ...ANY_REQUEST_ERRORS,
+              "401": KEY_ERROR,
+              "503": `${STORE_UNAVAILABLE} Or ${SHUTTING_DOWN}`,
+            }),
           },
         },
       },
@@ -97,15 +248,141 @@ export function createOpenApiDocument(options: { version: string }): Record<stri
           summary: "Retrieves one model; ids may contain `/` and `:`.",
           parameters: [{ name: "model_id", in: "path", required: true, schema: { type: "string" } }],
           responses: {
-            "200": {
-              description: "The model",
-              content: { "application/json": { schema: reference("Model") } },
-            },
+            "200": response("The model", json(reference("Model"))),
             ...errorResponses({
-              "401": "Missing or invalid API key",
-              "404": "Unknown model",
-              "500": "Server error",
+              ...ANY_REQUEST_ERRORS,
+              "401": KEY_ERROR,
+              "404": "`model_not_found`: no such model, or the key may not use it.",
+              "503": `${STORE_UNAVAILABLE} Or ${SHUTTING_DOWN}`,
             }),
+          },
+        },
+      },
+      "/admin/accounts": {
+        post: {
+          operationId: "createAccount",
+          summary: "Opens an account.",
+          security: adminSecurity,
+          requestBody: jsonBody("CreateAccountRequest"),
+          responses: {
+            "201": response("The new account", json(reference("Account"))),
+            ...adminErrors({ "413": REQUEST_TOO_LARGE }),
+          },
+        },
+        get: {
+          operationId: "listAccounts",
+          summary: "Lists every account with its money.",
+          security: adminSecurity,
+          responses: {
+            "200": response("The accounts", json(reference("AccountList"))),
+            ...adminErrors(),
+          },
+        },
+      },
+      "/admin/accounts/{id}": {
+        get: {
+          operationId: "retrieveAccount",
+          summary: "Retrieves one account with its money.",
+          security: adminSecurity,
+          parameters: [idParameter("The account's name or id.")],
+          responses: {
+            "200": response("The account", json(reference("Account"))),
+            ...adminErrors({ "404": "`not_found`: no account has this name or id." }),
+          },
+        },
+      },
+      "/admin/accounts/{id}/credits": {
+        post: {
+          operationId: "creditAccount",
+          summary: "Adds money to an account's balance.",
+          security: adminSecurity,
+          parameters: [
+            idParameter("The account's name or id."),
+            {
+              name: "Idempotency-Key",
+              in: "header",
+              required: false,
+              description:
+                "1 to 255 visible ASCII characters: a retry with the same key gets the credit it made instead of a second one.",
+              schema: { type: "string", minLength: 1, maxLength: 255 },
+            },
+          ],
+          requestBody: jsonBody("CreditRequest"),
+          responses: {
+            "201": response("The credit, and the account after it", json(reference("Credit")), {
+              "idempotent-replayed": headerReference("IdempotentReplayed"),
+            }),
+            ...adminErrors({
+              "404": "`not_found`: no account has this name or id.",
+              "413": REQUEST_TOO_LARGE,
+            }),
+          },
+        },
+      },
+      "/admin/keys": {
+        post: {
+          operationId: "createKey",
+          summary: "Makes a user key for an account; the whole key is shown once, in this answer.",
+          security: adminSecurity,
+          requestBody: jsonBody("CreateKeyRequest"),
+          responses: {
+            "201": response("The new key, with its secret", json(reference("CreatedKey"))),
+            ...adminErrors({
+              "404": "`not_found`: no account has this name or id.",
+              "413": REQUEST_TOO_LARGE,
+            }),
+          },
+        },
+        get: {
+          operationId: "listKeys",
+          summary: "Lists the keys, never their secrets.",
+          security: adminSecurity,
+          parameters: queryParameters(KeysQuery),
+          responses: {
+            "200": response("The keys", json(reference("KeyList"))),
+            ...adminErrors({ "404": "`not_found`: no account has this name or id." }),
+          },
+        },
+      },
+      "/admin/keys/{id}/revoke": {
+        post: {
+          operationId: "revokeKey",
+          summary: "Revokes a key; it stops working on every replica within a second. No body.",
+          security: adminSecurity,
+          parameters: [
+            idParameter(
+              "The key's public id (the 12 letters and digits after `sk-tg-`); an admin key cannot revoke itself here.",
+            ),
+          ],
+          responses: {
+            "200": response("The key, revoked", json(reference("RevokedKey"))),
+            ...adminErrors({
+              "404": "`not_found`: no key has this public id.",
+              "413": REQUEST_TOO_LARGE,
+            }),
+          },
+        },
+      },
+      "/admin/usage": {
+        get: {
+          operationId: "listUsage",
+          summary: "Usage rows or totals, filtered, as JSON pages or as CSV.",
+          security: adminSecurity,
+          parameters: queryParameters(UsageQuery),
+          responses: {
+            "200": response("The usage", {
+              "application/json": {
+                schema: { anyOf: [reference("UsagePage"), reference("UsageGroups")] },
+              },
+              "text/csv": {
+                schema: {
+                  type: "string",
+                  description:
+                    "With `format=csv`: a header line, then one line per row (every row unless `limit` is given; the columns of the JSON rows, in order) or per group (the group, `account` when grouping by key, `requests`, `prompt_tokens`, `completion_tokens`, `cost`). Lines end with CRLF.",
+                },
+              },
+            }),
+            ...adminErrors({ "404": "`not_found`: no such account or key." }),
           },
         },
       },
@@ -113,7 +390,10 @@ export function createOpenApiDocument(options: { version: string }): Record<stri
         get: {
           operationId: "health",
           security: [],
-          responses: { "200": { description: "The process is alive." } },
+          responses: {
+            "200": response("The process is alive.", json(reference("Health"))),
+            ...errorResponses(ANY_REQUEST_ERRORS),
+          },
         },
       },
       "/ready": {
@@ -121,10 +401,43 @@ export function createOpenApiDocument(options: { version: string }): Record<stri
           operationId: "ready",
           security: [],
           responses: {
-            "200": {
-              description: "The store is reachable and every local model is loaded or marked unavailable.",
-            },
-            "503": { description: "Not ready yet." },
+            "200": response(
+              "The store is reachable and every local model is loaded or marked unavailable.",
+              json(reference("Readiness")),
+            ),
+            "503": response(
+              "Not ready yet, or shutting down: `reasons` says why.",
+              json(reference("Readiness")),
+            ),
+            ...errorResponses(ANY_REQUEST_ERRORS),
+          },
+        },
+      },
+      "/metrics": {
+        get: {
+          operationId: "metrics",
+          summary: "Prometheus metrics: requests, latencies, tokens, cost, queue depth, in-flight requests.",
+          // Open unless the config sets `metrics_key`.
+          security: [{}, { metricsKey: [] }],
+          responses: {
+            "200": response("The metrics in Prometheus' text format.", {
+              "text/plain": { schema: { type: "string" } },
+            }),
+            ...errorResponses({
+              ...ANY_REQUEST_ERRORS,
+              "401": "`invalid_api_key`: the config sets `metrics_key` and the request does not carry it.",
+            }),
+          },
+        },
+      },
+      "/openapi.json": {
+        get: {
+          operationId: "openApiDocument",
+          summary: "This document.",
+          security: [],
+          responses: {
+            "200": response("The OpenAPI 3.1 document.", json({ type: "object" })),
+            ...errorResponses(ANY_REQUEST_ERRORS),
           },
         },
       },

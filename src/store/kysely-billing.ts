@@ -75,12 +75,9 @@ export function createKyselyBilling(
         );
         if (updated.numAffectedRows === 0n) {
           // Off the hot path: only a refusal pays for telling its two causes apart.
-          const account = await transaction
-            .selectFrom("accounts")
-            .select("id")
-            .where("id", "=", reservation.accountId)
-            .executeTakeFirst();
-          return account === undefined ? "account_not_found" : "insufficient_balance";
+          return (await accountExists(transaction, reservation.accountId))
+            ? "insufficient_balance"
+            : "account_not_found";
         }
         await transaction.executeQuery(queries.insertReservation(row));
         return "reserved";
@@ -218,25 +215,34 @@ export function createKyselyBilling(
     async credit(credit: CreditRecord): Promise<CreditResult> {
       const amount = credit.amountNano;
       if (amount <= 0n) throw new RangeError("A credit's amount must be more than zero.");
-      return await db.transaction().execute(async (transaction) => {
-        // SQLite would turn an overflowing sum into a floating-point number: refuse it instead.
-        const updated = await transaction
-          .updateTable("accounts")
-          .set((eb) => ({ balance_nano: eb("balance_nano", "+", amount) }))
-          .where("id", "=", credit.accountId)
-          .where("balance_nano", "<=", MAX_BIGINT_COLUMN - amount)
-          .executeTakeFirst();
-        if (updated.numUpdatedRows === 0n) {
-          const account = await transaction
-            .selectFrom("accounts")
-            .select("id")
+      const exists = async (executor: Kysely<Database>) =>
+        (await executor.selectFrom("credits").select("id").where("id", "=", credit.id).executeTakeFirst()) !==
+        undefined;
+      try {
+        return await db.transaction().execute(async (transaction) => {
+          // A credit's id is its identity: one that exists is a retry, which changes nothing.
+          if (await exists(transaction)) return "already_credited";
+          // SQLite would turn an overflowing sum into a floating-point number: refuse it instead.
+          const updated = await transaction
+            .updateTable("accounts")
+            .set((eb) => ({ balance_nano: eb("balance_nano", "+", amount) }))
             .where("id", "=", credit.accountId)
+            .where("balance_nano", "<=", MAX_BIGINT_COLUMN - amount)
             .executeTakeFirst();
-          return account === undefined ? "account_not_found" : "balance_too_large";
-        }
-        await transaction.insertInto("credits").values(toCreditRow(credit)).execute();
-        return "credited";
-      });
+          if (updated.numUpdatedRows === 0n) {
+            return (await accountExists(transaction, credit.accountId))
+              ? "balance_too_large"
+              : "account_not_found";
+          }
+          await transaction.insertInto("credits").values(toCreditRow(credit)).execute();
+          return "credited";
+        });
+      } catch (error) {
+        // Two retries at once: the second's insert meets the first's row once that commits (and
+        // its transaction, balance update included, is rolled back).
+        if (await exists(db).catch(() => false)) return "already_credited";
+        throw error;
+      }
     },
 
     async listCredits(accountId: string): Promise<CreditRecord[]> {
@@ -438,8 +444,15 @@ export async function refuseBeyondAnyBalance(
   db: Kysely<Database>,
   accountId: string,
 ): Promise<ReserveResult> {
-  const account = await db.selectFrom("accounts").select("id").where("id", "=", accountId).executeTakeFirst();
-  return account === undefined ? "account_not_found" : "insufficient_balance";
+  return (await accountExists(db, accountId)) ? "insufficient_balance" : "account_not_found";
+}
+
+/** Whether the account exists: what tells a refusal's two causes apart. */
+async function accountExists(db: Kysely<Database>, accountId: string): Promise<boolean> {
+  return (
+    (await db.selectFrom("accounts").select("id").where("id", "=", accountId).executeTakeFirst()) !==
+    undefined
+  );
 }
 
 export function noAccountError(accountId: string): Error {

@@ -140,9 +140,11 @@ export interface AccountMoney extends AccountBalance {
 
 /**
  * The outcome of {@link Store.credit}: `balance_too_large` when the balance would exceed the
- * largest amount a store holds (2^63 − 1 nano-units); nothing is written unless `credited`.
+ * largest amount a store holds (2^63 − 1 nano-units); `already_credited` when a credit with the
+ * same id exists (an idempotent retry: the balance was raised once); nothing is written unless
+ * `credited`.
  */
-export type CreditResult = "credited" | "account_not_found" | "balance_too_large";
+export type CreditResult = "credited" | "already_credited" | "account_not_found" | "balance_too_large";
 
 /** The outcome of {@link Store.reserve}. */
 export type ReserveResult = "reserved" | "insufficient_balance" | "account_not_found";

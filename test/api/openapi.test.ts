@@ -1,6 +1,9 @@
 import { Validator } from "@seriousme/openapi-schema-validator";
-import { describe, expect, it } from "vitest";
+import { Ajv2020 } from "ajv/dist/2020.js";
+import type { FastifyInstance } from "fastify";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createOpenApiDocument } from "../../src/api/create-openapi-document.ts";
+import { startTestServer, type TestServer, TINY_MODEL } from "../support/test-server.ts";
 
 describe("the OpenAPI document", () => {
   it("is valid OpenAPI 3.1", async () => {
@@ -39,5 +42,227 @@ describe("the OpenAPI document", () => {
         "user",
       ]),
     );
+  });
+});
+
+/** An operation's documented response for a status, or `undefined`. */
+interface DocumentedResponse {
+  headers?: Record<string, unknown>;
+  content?: Record<string, { schema: unknown }>;
+}
+
+type Paths = Record<string, Record<string, { responses: Record<string, DocumentedResponse> }>>;
+
+function pathsOf(document: Record<string, unknown>): Paths {
+  return document.paths as Paths;
+}
+
+/**
+ * The routes a Fastify app serves, as `METHOD /path` in the router's own syntax, read from
+ * `printRoutes`: each line is a node of the radix tree, indented four characters per level,
+ * whose text is appended to its parent's; nodes that end a route list its methods.
+ */
+function readRegisteredRoutes(app: FastifyInstance): string[] {
+  const prefixes: string[] = [];
+  const routes: string[] = [];
+  for (const line of app.printRoutes().split("\n")) {
+    const match = /^(.*?)[├└]── (.*?)(?: \(([A-Z, ]+)\))?$/.exec(line);
+    if (match === null) continue;
+    const depth = (match[1] ?? "").length / 4;
+    prefixes.length = depth;
+    const path = `${prefixes.join("")}${match[2] ?? ""}`;
+    prefixes.push(match[2] ?? "");
+    for (const method of match[3]?.split(", ") ?? []) routes.push(`${method} ${path}`);
+  }
+  return routes;
+}
+
+/** A route's path as OpenAPI writes it: `:id` as `{id}`, the model id's wildcard as `{model_id}`. */
+function toOpenApiPath(path: string): string {
+  return path.replace(/:(\w+)/g, "{$1}").replace(/\/\*$/, "/{model_id}");
+}
+
+/**
+ * Every object schema of the document closed with `additionalProperties: false` (where it says
+ * nothing else), so a live answer with a field the document does not name fails validation.
+ */
+function closeObjects(schema: unknown): unknown {
+  if (Array.isArray(schema)) return schema.map(closeObjects);
+  if (typeof schema !== "object" || schema === null) return schema;
+  const closed = Object.fromEntries(Object.entries(schema).map(([key, value]) => [key, closeObjects(value)]));
+  if ("properties" in closed && !("additionalProperties" in closed)) closed.additionalProperties = false;
+  return closed;
+}
+
+const DOCUMENT_ID = "https://tollgate.test/openapi.json";
+
+/** Validates bodies against the document's response schemas, with JSON Schema 2020-12 as OpenAPI 3.1 has it. */
+function createResponseValidator(document: Record<string, unknown>) {
+  // Not strict: the document holds OpenAPI's own keys (paths, operationId, ...) around its schemas.
+  const ajv = new Ajv2020({ strict: false, allErrors: true });
+  ajv.addFormat("date-time", (text: string) => /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/.test(text));
+  ajv.addFormat("date", (text: string) => /^\d{4}-\d\d-\d\d$/.test(text));
+  ajv.addSchema({ ...(closeObjects(document) as object), $id: DOCUMENT_ID });
+  const paths = pathsOf(document);
+  return {
+    /** The validation errors of `body` as the response of `method path` with `status` (`[]` when valid). */
+    errors(method: string, path: string, status: number, contentType: string, body: unknown) {
+      const documented = paths[path]?.[method]?.responses[String(status)];
+      if (documented?.content?.[contentType] === undefined)
+        return [`${method} ${path} ${status} ${contentType} is not documented`];
+      const pointer = ["paths", path, method, "responses", String(status), "content", contentType, "schema"]
+        .map((part) => part.replaceAll("~", "~0").replaceAll("/", "~1"))
+        .join("/");
+      const validate = ajv.getSchema(`${DOCUMENT_ID}#/${pointer}`);
+      if (validate === undefined) return [`no schema at ${pointer}`];
+      return validate(body)
+        ? []
+        : (validate.errors ?? []).map((error) => `${error.instancePath} ${error.message}`);
+    },
+  };
+}
+
+describe("the OpenAPI document of a running server", () => {
+  let server: TestServer;
+  const document = createOpenApiDocument({ version: "1.0.0" });
+  const validator = createResponseValidator(document);
+  const expectValid = (
+    method: string,
+    path: string,
+    answer: { status: number; contentType: string; body: unknown },
+  ) => expect(validator.errors(method, path, answer.status, answer.contentType, answer.body)).toEqual([]);
+
+  beforeAll(async () => {
+    server = await startTestServer();
+  });
+
+  afterAll(async () => {
+    await server?.close();
+  });
+
+  async function call(
+    method: string,
+    path: string,
+    key: string | undefined,
+    body?: unknown,
+    extraHeaders: Record<string, string> = {},
+  ) {
+    const response = await fetch(`${server.origin}${path}`, {
+      method,
+      headers: {
+        ...extraHeaders,
+        ...(key === undefined ? {} : { authorization: `Bearer ${key}` }),
+        ...(body === undefined ? {} : { "content-type": "application/json" }),
+      },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    const contentType = (response.headers.get("content-type") ?? "").split(";")[0] ?? "";
+    const text = await response.text();
+    return {
+      status: response.status,
+      contentType,
+      body: contentType === "application/json" ? JSON.parse(text) : text,
+    };
+  }
+
+  it("documents every route the server registers, and none it does not", () => {
+    const registered = readRegisteredRoutes(server.server.app);
+    // Fastify answers HEAD for every GET route by itself, as the GET without its body.
+    const heads = registered.filter((route) => route.startsWith("HEAD "));
+    for (const head of heads) expect(registered).toContain(head.replace(/^HEAD /, "GET "));
+    const served = registered
+      .filter((route) => !route.startsWith("HEAD "))
+      .map((route) => {
+        const [method = "", path = ""] = route.split(" ");
+        return `${method.toLowerCase()} ${toOpenApiPath(path)}`;
+      })
+      .sort();
+    const documented = Object.entries(pathsOf(document))
+      .flatMap(([path, operations]) => Object.keys(operations).map((method) => `${method} ${path}`))
+      .sort();
+    expect(served).toContain("post /admin/accounts/{id}/credits");
+    expect(served).toContain("get /v1/models/{model_id}");
+    expect(documented).toEqual(served);
+  });
+
+  it("describes what the admin API answers: accounts, credits, keys, usage as JSON and CSV", async () => {
+    const account = await call("POST", "/admin/accounts", server.adminKey, {
+      name: "documented",
+      balance: "5",
+    });
+    expect(account.status).toBe(201);
+    expectValid("post", "/admin/accounts", account);
+    expectValid("get", "/admin/accounts", await call("GET", "/admin/accounts", server.adminKey));
+    expectValid(
+      "get",
+      "/admin/accounts/{id}",
+      await call("GET", "/admin/accounts/documented", server.adminKey),
+    );
+    const credit = await call("POST", "/admin/accounts/documented/credits", server.adminKey, {
+      amount: "1.5",
+    });
+    expect(credit.status).toBe(201);
+    expectValid("post", "/admin/accounts/{id}/credits", credit);
+
+    const key = await call("POST", "/admin/keys", server.adminKey, {
+      account: "documented",
+      name: "docs",
+      models: [TINY_MODEL],
+      rpm: 60,
+      expires_at: "2099-01-01",
+    });
+    expect(key.status).toBe(201);
+    expectValid("post", "/admin/keys", key);
+    expectValid("get", "/admin/keys", await call("GET", "/admin/keys", server.adminKey));
+
+    // One real request, so that the usage has a row and a group to show.
+    const chat = await call("POST", "/v1/chat/completions", (key.body as { key: string }).key, {
+      model: TINY_MODEL,
+      messages: [{ role: "user", content: "Hi" }],
+      max_tokens: 2,
+    });
+    expect(chat.status).toBe(200);
+    expectValid("post", "/v1/chat/completions", chat);
+    const usage = await call("GET", "/admin/usage?account=documented", server.adminKey);
+    expect((usage.body as { data: unknown[] }).data).toHaveLength(1);
+    expectValid("get", "/admin/usage", usage);
+    for (const grouping of ["day", "model", "key"]) {
+      const groups = await call("GET", `/admin/usage?group_by=${grouping}`, server.adminKey);
+      expect((groups.body as { data: unknown[] }).data.length).toBeGreaterThan(0);
+      expectValid("get", "/admin/usage", groups);
+    }
+    const csv = await call("GET", "/admin/usage?format=csv", server.adminKey);
+    expect(csv.contentType).toBe("text/csv");
+    expectValid("get", "/admin/usage", csv);
+
+    const publicId = (key.body as { public_id: string }).public_id;
+    const revoked = await call("POST", `/admin/keys/${publicId}/revoke`, server.adminKey);
+    expectValid("post", "/admin/keys/{id}/revoke", revoked);
+  });
+
+  it("describes the errors the server answers in the contract's shape", async () => {
+    expectValid("get", "/admin/keys", await call("GET", "/admin/keys", undefined));
+    expectValid("get", "/admin/keys", await call("GET", "/admin/keys", server.starterKey));
+    expectValid("get", "/admin/usage", await call("GET", "/admin/usage?acount=x", server.adminKey));
+    expectValid("get", "/admin/accounts/{id}", await call("GET", "/admin/accounts/nobody", server.adminKey));
+    expectValid(
+      "post",
+      "/admin/keys/{id}/revoke",
+      await call("POST", "/admin/keys/abcdefabcdef/revoke", server.adminKey),
+    );
+    const tooLarge = await call("POST", "/admin/accounts", server.adminKey, { name: "x".repeat(1_100_000) });
+    expect(tooLarge.status).toBe(413);
+    expectValid("post", "/admin/accounts", tooLarge);
+    const headersTooLarge = await call("GET", "/v1/models", server.starterKey, undefined, {
+      "x-filler": "x".repeat(20_000),
+    });
+    expect(headersTooLarge.status).toBe(431);
+    expectValid("get", "/v1/models", headersTooLarge);
+    expectValid("get", "/health", await call("GET", "/health", undefined));
+    expectValid("get", "/ready", await call("GET", "/ready", undefined));
+    const metrics = await call("GET", "/metrics", undefined);
+    expect(metrics.contentType).toBe("text/plain");
+    expectValid("get", "/metrics", metrics);
+    expectValid("get", "/openapi.json", await call("GET", "/openapi.json", undefined));
   });
 });

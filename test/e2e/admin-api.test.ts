@@ -175,6 +175,41 @@ describe("the admin API on the real server", () => {
     }
   });
 
+  it("credits once per Idempotency-Key, however often the request is retried", async () => {
+    expect((await admin("POST", "/admin/accounts", { name: "retrying", balance: "0" })).status).toBe(201);
+    const credit = (amount: string, key: string) =>
+      fetch(`${server.origin}/admin/accounts/retrying/credits`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${server.adminKey}`,
+          "content-type": "application/json",
+          "idempotency-key": key,
+        },
+        body: JSON.stringify({ amount, note: "top-up" }),
+      });
+    const first = await credit("1.5", "order-42");
+    expect(first.status).toBe(201);
+    expect(first.headers.get("idempotent-replayed")).toBeNull();
+    const made = (await first.json()) as { credit: { id: string }; account: { balance: string } };
+    expect(made.account.balance).toBe("1.5");
+    const retries = await Promise.all([credit("1.5", "order-42"), credit("1.5", "order-42")]);
+    for (const retry of retries) {
+      expect(retry.status).toBe(201);
+      expect(retry.headers.get("idempotent-replayed")).toBe("true");
+      const body = (await retry.json()) as { credit: { id: string }; account: { balance: string } };
+      expect(body.credit.id).toBe(made.credit.id);
+      expect(body.account.balance).toBe("1.5");
+    }
+    // The same key for another amount is a mistake, refused; a new key credits again.
+    const misused = await credit("2", "order-42");
+    expect(misused.status).toBe(400);
+    expect(((await misused.json()) as { error: { param: string } }).error.param).toBe("idempotency-key");
+    expect((await credit("2", "order-43")).status).toBe(201);
+    const account = await admin("GET", "/admin/accounts/retrying");
+    expect(account.body.balance).toBe("3.5");
+    expect((await credit("1", "")).status).toBe(400);
+  });
+
   it("refuses to let an admin key revoke itself, which would lock its holder out", async () => {
     const ownId = server.adminKey.split("-")[2];
     const refused = await admin("POST", `/admin/keys/${ownId}/revoke`);

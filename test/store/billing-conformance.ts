@@ -86,6 +86,20 @@ export function describeBillingConformance(name: string, backend: StoreConforman
         expect(await store.audit()).toEqual([]);
       });
 
+      it("credits an id once: a retry, even several at once, answers already_credited", async () => {
+        const account = await openAccount(1n);
+        const credit = makeCredit({ accountId: account.id, amountNano: 5n });
+        expect(await store.credit(credit)).toBe("credited");
+        expect(await store.credit({ ...credit, createdAt: new Date() })).toBe("already_credited");
+        const again = makeCredit({ accountId: account.id, amountNano: 7n });
+        const results = await Promise.all(Array.from({ length: 5 }, () => store.credit(again)));
+        expect(results.filter((result) => result === "credited")).toHaveLength(1);
+        expect(results.filter((result) => result === "already_credited")).toHaveLength(4);
+        expect((await store.getAccountById(account.id))?.balanceNano).toBe(13n);
+        expect(await store.listCredits(account.id)).toHaveLength(3);
+        expect(await store.audit()).toEqual([]);
+      });
+
       it("answers account_not_found for a credit to an unknown account, writing nothing", async () => {
         const accountId = randomUUID();
         expect(await store.credit(makeCredit({ accountId, amountNano: 1n }))).toBe("account_not_found");

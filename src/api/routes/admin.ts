@@ -51,17 +51,17 @@ export interface AdminRoutesOptions {
 const DecimalAmount = (description: string) =>
   Type.String({ description: `${description} A decimal string, such as "10" or "0.25"; never a number.` });
 
-const CreateAccountBody = Type.Object({
+export const CreateAccountBody = Type.Object({
   name: Type.String({ description: "Unique: letters, digits, '.', '_', '@', '-'; at most 64 characters." }),
   balance: Type.Optional(Nullable(DecimalAmount("The opening balance; default 0."))),
 });
 
-const CreditBody = Type.Object({
+export const CreditBody = Type.Object({
   amount: DecimalAmount("The amount to add; more than 0."),
   note: Type.Optional(Nullable(Type.String({ description: "Why; at most 500 characters." }))),
 });
 
-const CreateKeyBody = Type.Object({
+export const CreateKeyBody = Type.Object({
   account: Type.String({ description: "The account the key spends from: its name or id." }),
   name: Type.Optional(Nullable(Type.String({ description: "A label; at most 100 characters." }))),
   models: Type.Optional(
@@ -80,17 +80,17 @@ const CreateKeyBody = Type.Object({
   ),
 });
 
-const IdParams = Type.Object({ id: Type.String() });
+export const IdParams = Type.Object({ id: Type.String() });
 
-const KeysQuery = Type.Object({
+export const KeysQuery = Type.Object({
   account: Type.Optional(Type.String({ description: "Only the keys of this account (name or id)." })),
 });
 
 /** Rows in a page of `GET /admin/usage` as JSON unless `limit` says otherwise, and the most it may say. */
-const DEFAULT_USAGE_LIMIT = 1000;
-const MAX_USAGE_LIMIT = 10_000;
+export const DEFAULT_USAGE_LIMIT = 1000;
+export const MAX_USAGE_LIMIT = 10_000;
 
-const UsageQuery = Type.Object({
+export const UsageQuery = Type.Object({
   account: Type.Optional(Type.String({ description: "An account name or id." })),
   key: Type.Optional(
     Type.String({ description: "A key's public id, or the whole key (only its public id is used)." }),
@@ -112,6 +112,32 @@ const UsageQuery = Type.Object({
 const PARAM_OF_FIELD: Readonly<Record<string, string>> = { expires: "expires_at" };
 
 /**
+ * The `Idempotency-Key` header of a credit, if sent: 1 to 255 visible ASCII characters (as the
+ * IETF draft and payment APIs have it), so that a client retrying a credit after a timeout gets
+ * the one it made instead of a second.
+ */
+function readIdempotencyKey(value: string | string[] | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  const key = Array.isArray(value) ? undefined : value.trim();
+  if (key === undefined || !/^[\x21-\x7e]{1,255}$/.test(key)) {
+    throw new AppError(
+      "invalid_value",
+      "The Idempotency-Key header must be one value of 1 to 255 visible ASCII characters (a UUID, say).",
+      { param: "idempotency-key" },
+    );
+  }
+  return key;
+}
+
+/** 403 `admin_key_required`: a user key on `/admin/*`. */
+export function adminKeyRequired(): AppError {
+  return new AppError(
+    "admin_key_required",
+    "The admin API needs an admin key. Pass the admin key (printed at first start, or admin_key / TOLLGATE_ADMIN_KEY) as `Authorization: Bearer ...`.",
+  );
+}
+
+/**
  * The admin HTTP API under `/admin` (SPEC §6): accounts (create, list, get, credit), keys
  * (create, list, revoke) and usage (filter, group, CSV). JSON bodies, amounts as decimal strings,
  * unknown body fields and query parameters refused (a typo must not silently drop a balance or
@@ -125,14 +151,6 @@ const PARAM_OF_FIELD: Readonly<Record<string, string>> = { expires: "expires_at"
  * rows come in pages (`limit`, `after`), with `has_more` and `next_after` (the cursor of the last
  * row, for the next page or for rows that come later); usage as CSV streams every row.
  */
-/** 403 `admin_key_required`: a user key on `/admin/*`. */
-export function adminKeyRequired(): AppError {
-  return new AppError(
-    "admin_key_required",
-    "The admin API needs an admin key. Pass the admin key (printed at first start, or admin_key / TOLLGATE_ADMIN_KEY) as `Authorization: Bearer ...`.",
-  );
-}
-
 export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOptions): void {
   const { store } = options;
   const clock = options.now === undefined ? {} : { now: options.now };
@@ -186,16 +204,19 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
         const body = request.body;
         rejectUnknownFields(body, CreditBody);
         const amountNano = readAmount("amount", body.amount);
-        const { account, credit } = await mapAdminErrors(async () => {
+        const idempotencyKey = readIdempotencyKey(request.headers["idempotency-key"]);
+        const { account, credit, replayed } = await mapAdminErrors(async () => {
           const found = await requireAccount(store, request.params.id);
           const made = await creditAccount(
             store,
-            { account: found, amountNano, note: body.note ?? undefined },
+            { account: found, amountNano, note: body.note ?? undefined, idempotencyKey },
             clock,
           );
-          return { account: found, credit: made };
+          return { account: found, ...made };
         });
         options.onAccountCredited?.(account.id);
+        // A retry with the same key gets the credit it made, and says so.
+        if (replayed) reply.header("idempotent-replayed", "true");
         reply.code(201);
         return {
           credit: {

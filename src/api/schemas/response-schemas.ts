@@ -109,3 +109,10 @@ export const ModelListSchema = Type.Object({
   object: Type.Literal("list"),
   data: Type.Array(ModelSchema),
 });
+
+export const HealthSchema = Type.Object({ status: Type.Literal("ok") });
+
+export const ReadinessSchema = Type.Object({
+  status: StringEnum(["ready", "not_ready"]),
+  reasons: Type.Array(Type.String(), { description: "Why the server is not ready; empty when it is." }),
+});
