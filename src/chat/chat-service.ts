@@ -176,7 +176,14 @@ export class ChatService {
     run: { startedAt: number; servedBy: CatalogModel | undefined; annotate: Annotate; signal: AbortSignal },
   ): AsyncGenerator<StreamPart> {
     const { startedAt, servedBy, annotate, signal } = run;
-    const firstPartMs = this.#now() - startedAt;
+    // The time to the first token: none when the run ended before it generated anything (a
+    // client that left while queued), which would otherwise count as a fast first token.
+    const firstPart = first.done ? undefined : first.value;
+    const generatedNothing =
+      firstPart !== undefined &&
+      (firstPart.type === "finish" || firstPart.type === "error") &&
+      (firstPart.usage.completionTokens ?? 0) === 0;
+    const firstPartMs = generatedNothing ? undefined : this.#now() - startedAt;
     let settled = false;
     const settle = async (outcome: Omit<RunOutcome, "timings">, queueMs?: number) => {
       if (settled) return;

@@ -7,6 +7,7 @@ import { PassThrough } from "node:stream";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CLIENT_CLOSED_STATUS } from "../../src/api/build-app.ts";
+import type { CatalogModel } from "../../src/catalog/catalog.ts";
 import { CLIENT_CLOSED } from "../../src/chat/chat-service.ts";
 import {
   type MockUpstream,
@@ -17,6 +18,8 @@ import {
 import { createUpstreamModelEntry, startTestServer, type TestServer } from "../support/test-server.ts";
 
 const SLOW = "slow-remote";
+/** The same upstream through one connection: a second request waits in Tollgate for it. */
+const ONE_LANE = "one-lane";
 
 let upstream: MockUpstream;
 let server: TestServer;
@@ -33,7 +36,7 @@ beforeAll(async () => {
   });
   server = await startTestServer({
     logDestination: destination,
-    extraModels: [createUpstreamModelEntry(SLOW, upstream.baseUrl)],
+    extraModels: [createUpstreamModelEntry(SLOW, upstream.baseUrl), oneLaneModel(upstream.baseUrl)],
   });
 });
 
@@ -42,11 +45,18 @@ afterAll(async () => {
   await upstream?.close();
 });
 
+function oneLaneModel(baseUrl: string): CatalogModel {
+  const entry = createUpstreamModelEntry(ONE_LANE, baseUrl);
+  if (entry.engine?.type !== "openai") throw new Error("an upstream model");
+  return { ...entry, engine: { ...entry.engine, maxConnections: 1 } };
+}
+
 /** Sends a request with `requestId` and leaves once `leave` resolves (given the response, if any came). */
 async function sendAndLeave(
   requestId: string,
   stream: boolean,
   leave: (response: Response | undefined) => Promise<void>,
+  model = SLOW,
 ): Promise<void> {
   const controller = new AbortController();
   const pending = fetch(`${server.baseUrl}/chat/completions`, {
@@ -56,7 +66,7 @@ async function sendAndLeave(
       "content-type": "application/json",
       "x-request-id": requestId,
     },
-    body: JSON.stringify({ model: SLOW, messages: [{ role: "user", content: "Tick." }], stream }),
+    body: JSON.stringify({ model, messages: [{ role: "user", content: "Tick." }], stream }),
     signal: controller.signal,
   });
   if (stream) await leave(await pending);
@@ -116,5 +126,32 @@ describe("a client that leaves early", () => {
       expect(row.completionTokens).toBeGreaterThanOrEqual(3);
       expect(row.costNano).toBeGreaterThan(0n);
     }
+  });
+
+  it("has no time to first token when it left before anything was generated (queued for a connection)", async () => {
+    let releaseFirst = () => {};
+    const first = sendAndLeave(
+      "lane-holder",
+      true,
+      () =>
+        new Promise<void>((resolve) => {
+          releaseFirst = resolve;
+        }),
+      ONE_LANE,
+    );
+    await sleep(200);
+    // Waits behind the first for the model's one upstream connection, and leaves.
+    await sendAndLeave("left-queued", false, () => sleep(300), ONE_LANE);
+    const line = await logLineOf("left-queued");
+    expect(line).toMatchObject({ status: CLIENT_CLOSED_STATUS, completionTokens: 0 });
+    expect(line?.firstTokenMs).toBeUndefined();
+    releaseFirst();
+    await first;
+    // Only the request that generated is in the time-to-first-token histogram.
+    await logLineOf("lane-holder");
+    const metrics = await (await fetch(`${server.origin}/metrics`)).text();
+    expect(metrics).toMatch(
+      new RegExp(`tollgate_time_to_first_token_seconds_count\\{model="${ONE_LANE}"\\} 1\\n`),
+    );
   });
 });

@@ -3,9 +3,13 @@
  *
  * - Round-robin over the endpoints that are not cooling down.
  * - `failureThreshold` failures in a row (connection errors, timeouts, 5xx, refused credentials)
- *   put an endpoint in cooldown for `cooldownMs`, doubled with each further failure up to
- *   `maxCooldownMs`; one success clears the count. After its cooldown the endpoint gets requests
- *   again, and a failure there sends it straight back for longer.
+ *   put an endpoint in cooldown for `cooldownMs`; one success clears the count. After its
+ *   cooldown the endpoint gets requests again, and a failure of one of those sends it straight
+ *   back for twice as long (up to `maxCooldownMs`); a success ends the doubling.
+ * - Only what an attempt started since the endpoint's last cooldown began says anything new: the
+ *   failures of attempts already under way when it began (a blip that hit fifty requests at once)
+ *   and failures reported while it rests neither lengthen nor double the rest. Callers say when an
+ *   attempt started (`startedAt`, on {@link EndpointBalancer.clock}).
  * - A `retry-after` (429, 503) keeps the endpoint out for at least that long, fault or not.
  */
 export interface EndpointBalancer<Endpoint> {
@@ -16,10 +20,17 @@ export interface EndpointBalancer<Endpoint> {
   reportSuccess(endpoint: Endpoint): void;
   reportFailure(
     endpoint: Endpoint,
-    failure: { endpointFault: boolean; retryAfterMs: number | undefined },
+    failure: {
+      endpointFault: boolean;
+      retryAfterMs: number | undefined;
+      /** When the failed attempt started, on {@link clock}; unknown counts as now. */
+      startedAt?: number | undefined;
+    },
   ): void;
   /** True while every endpoint is cooling down. */
   allCoolingDown(): boolean;
+  /** The balancer's clock, for `startedAt`. */
+  clock(): number;
 }
 
 export interface EndpointBalancerOptions<Endpoint> {
@@ -35,6 +46,10 @@ interface EndpointHealth {
   consecutiveFailures: number;
   /** Clock time until which the endpoint is left out (0: never was). */
   coolingUntil: number;
+  /** When its last cooldown for faults began (-Infinity: none yet). */
+  cooledAt: number;
+  /** Cooldowns for faults in a row, without a success between: the next one lasts 2^this times as long. */
+  cooldownsInARow: number;
 }
 
 export function createEndpointBalancer<Endpoint>(
@@ -43,7 +58,10 @@ export function createEndpointBalancer<Endpoint>(
   const { endpoints } = options;
   const now = options.now ?? (() => performance.now());
   const health = new Map<Endpoint, EndpointHealth>(
-    endpoints.map((endpoint) => [endpoint, { consecutiveFailures: 0, coolingUntil: 0 }]),
+    endpoints.map((endpoint) => [
+      endpoint,
+      { consecutiveFailures: 0, coolingUntil: 0, cooledAt: Number.NEGATIVE_INFINITY, cooldownsInARow: 0 },
+    ]),
   );
   let cursor = 0;
 
@@ -77,17 +95,25 @@ export function createEndpointBalancer<Endpoint>(
       return soonest;
     },
     reportSuccess(endpoint) {
-      healthOf(endpoint).consecutiveFailures = 0;
+      const state = healthOf(endpoint);
+      state.consecutiveFailures = 0;
+      state.cooldownsInARow = 0;
     },
     reportFailure(endpoint, failure) {
       const state = healthOf(endpoint);
       const time = now();
-      if (failure.endpointFault) {
+      const startedAt = failure.startedAt ?? time;
+      const fresh = state.coolingUntil <= time && startedAt >= state.cooledAt;
+      if (failure.endpointFault && fresh) {
         state.consecutiveFailures++;
-        const beyond = state.consecutiveFailures - options.failureThreshold;
-        if (beyond >= 0) {
-          const cooldown = Math.min(options.maxCooldownMs, options.cooldownMs * 2 ** beyond);
+        // Back from a rest, one failure sends it back; otherwise it takes the threshold.
+        const needed = state.cooldownsInARow > 0 ? 1 : options.failureThreshold;
+        if (state.consecutiveFailures >= needed) {
+          const cooldown = Math.min(options.maxCooldownMs, options.cooldownMs * 2 ** state.cooldownsInARow);
           state.coolingUntil = Math.max(state.coolingUntil, time + cooldown);
+          state.cooledAt = time;
+          state.cooldownsInARow++;
+          state.consecutiveFailures = 0;
         }
       }
       if (failure.retryAfterMs !== undefined) {
@@ -99,5 +125,6 @@ export function createEndpointBalancer<Endpoint>(
       for (const state of health.values()) if (state.coolingUntil <= time) return false;
       return true;
     },
+    clock: now,
   };
 }

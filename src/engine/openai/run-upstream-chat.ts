@@ -62,6 +62,7 @@ export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenera
       continue;
     }
 
+    const startedAt = balancer.clock();
     const running = startUpstreamAttempt(endpoint, options);
     let batch = await running.next();
     if (batch.kind === "parts") {
@@ -89,7 +90,7 @@ export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenera
       continue;
     }
     lastFailure = failure;
-    balancer.reportFailure(endpoint, failure);
+    balancer.reportFailure(endpoint, { ...failure, startedAt });
     options.logger.warn(
       { model: options.modelId, endpoint: endpoint.label, attempt: retries + 1, failure: failure.summary },
       "upstream attempt failed",

@@ -87,8 +87,13 @@ class AttemptStopped extends Error {}
  */
 export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: AttemptContext): UpstreamAttempt {
   const { signal, closeSignal, settings, modelId } = context;
+  const startedAt = context.balancer.clock();
   let call: UpstreamCall | undefined;
   const watch = context.watchdog.watch(() => call?.abort(new AttemptStopped("stalled")));
+  // The first-byte wait begins when the request goes out on a connection: time queued for one
+  // (`max_connections`) is Tollgate's own, and must neither time out as the upstream's silence
+  // nor rest an endpoint that was only busy.
+  watch.setWaiting(false);
   const sentStreamOptions = endpoint.takesStreamOptions;
   call = startUpstreamCall({
     pool: endpoint.pool,
@@ -97,6 +102,7 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
     body: sentStreamOptions ? context.body : context.bodyWithoutStreamOptions(),
     onActivity: () => watch.touch(),
     onWaiting: (waiting) => watch.setWaiting(waiting),
+    onStarted: () => watch.setWaiting(true),
   });
   const current = call;
   context.inFlight.add(current);
@@ -198,7 +204,7 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
             ? describeStall(watch.stalled, settings)
             : describeTransportError(error);
       if (hasParts) {
-        context.balancer.reportFailure(endpoint, { endpointFault: true, retryAfterMs: undefined });
+        context.balancer.reportFailure(endpoint, { endpointFault: true, retryAfterMs: undefined, startedAt });
         final = midStreamError(summary, parts);
       } else {
         failure = createEndpointFailure({ modelId, summary });

@@ -40,6 +40,11 @@ export function startUpstreamCall(options: {
   body: string;
   onActivity: () => void;
   onWaiting: (waiting: boolean) => void;
+  /**
+   * The request is being written on a connection: it has left the pool's queue (`max_connections`)
+   * and any connect. Waiting there is Tollgate's, not the upstream's.
+   */
+  onStarted?: () => void;
 }): UpstreamCall {
   let controller: Dispatcher.DispatchController | undefined;
   let resolveResponse: (value: { statusCode: number; headers: IncomingHttpHeaders }) => void = () => {};
@@ -76,6 +81,7 @@ export function startUpstreamCall(options: {
     onRequestStart(started) {
       controller = started;
       if (failure !== undefined) started.abort(failure);
+      else options.onStarted?.();
     },
     onResponseStart(_controller, statusCode, headers) {
       resolveResponse({ statusCode, headers });

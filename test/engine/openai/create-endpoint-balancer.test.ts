@@ -44,6 +44,43 @@ describe("createEndpointBalancer", () => {
     expect(balancer.waitForEndpoint(new Set(["b"]))).toBe(3000);
   });
 
+  it("rests an endpoint once for a blip that failed many attempts at once (regression: 60 s)", () => {
+    const { balancer, advance } = setUp(["a", "b"]);
+    // Fifty attempts under way when the upstream blips: all fail within moments.
+    const startedAt = 0;
+    advance(10);
+    for (let attempt = 0; attempt < 50; attempt++) {
+      balancer.reportFailure("a", { ...fault, startedAt });
+      advance(1);
+    }
+    // One cooldown of cooldownMs from the failure that began it, not doubled fifty times.
+    expect(balancer.waitForEndpoint(new Set(["b"]))).toBe(1000 - 49);
+    advance(1000);
+    // Attempts started before that cooldown began say nothing new when they fail late.
+    balancer.reportFailure("a", { ...fault, startedAt });
+    expect(balancer.pick(new Set(["b"]))).toBe("a");
+    // One started after it began does: straight back, for twice as long.
+    balancer.reportFailure("a", fault);
+    expect(balancer.waitForEndpoint(new Set(["b"]))).toBe(2000);
+    // A success ends the doubling: the next rest is cooldownMs again, after the threshold.
+    advance(2000);
+    balancer.reportSuccess("a");
+    balancer.reportFailure("a", fault);
+    expect(balancer.pick(new Set(["b"]))).toBe("a");
+    balancer.reportFailure("a", fault);
+    expect(balancer.waitForEndpoint(new Set(["b"]))).toBe(1000);
+  });
+
+  it("does not lengthen a rest for failures reported during it", () => {
+    const { balancer, advance } = setUp(["a"]);
+    balancer.reportFailure("a", fault);
+    balancer.reportFailure("a", fault);
+    advance(500);
+    balancer.reportFailure("a", fault);
+    balancer.reportFailure("a", fault);
+    expect(balancer.waitForEndpoint()).toBe(500);
+  });
+
   it("clears the failure count on success", () => {
     const { balancer } = setUp(["a"]);
     balancer.reportFailure("a", fault);

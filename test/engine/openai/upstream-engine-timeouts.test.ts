@@ -56,6 +56,24 @@ describe("upstream engine: timeouts", () => {
     expect((error as AppError).message).toContain("did not answer within 150 ms");
   });
 
+  it("does not count the wait for one of max_connections as the upstream's silence (regression)", async () => {
+    // Each answer takes 150 ms; four at once through one connection wait up to 450 ms for it.
+    const upstream = await mock(async (_request, response) => {
+      await new Promise((resolve) => setTimeout(resolve, 150));
+      await writeEvents(response, textEvents(["ok"]));
+    });
+    const engine = createTestEngine({
+      model: upstreamModel([upstream.baseUrl]),
+      settings: { firstByteTimeoutMs: 300, maxConnections: 1, maxRetries: 0 },
+    });
+    const ends = await Promise.all(
+      Array.from({ length: 4 }, async () => (await collectParts(engine)).at(-1)),
+    );
+    for (const end of ends) expect(end).toMatchObject({ type: "finish", reason: "stop" });
+    expect(upstream.requests).toHaveLength(4);
+    expect(engine.status()).toBe("available");
+  });
+
   it("ends a stream that falls silent with an error part", async () => {
     const upstream = await mock(async (_request, response) => {
       await writeEvents(response, [chunk({ content: "Start" })], { done: false, end: false });
