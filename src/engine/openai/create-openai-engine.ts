@@ -74,6 +74,8 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
     idleMs: settings.idleTimeoutMs,
   });
   const inFlight = new Set<UpstreamCall>();
+  /** Runs under way, retries and waits between attempts included: what a reload waits for. */
+  const activeRuns = { count: 0 };
   const closeController = new AbortController();
   let closed = false;
 
@@ -140,6 +142,7 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
           logger,
           random: options.random,
           canFallBack: fallbacks.length === 0 ? undefined : canFallBack,
+          activeRuns,
         });
         if (fallbacks.length === 0) return primary;
         return runWithFallbacks({
@@ -167,6 +170,9 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
       return closed || balancer.allCoolingDown() ? "unavailable" : "available";
     },
     prepare: (request, prepareOptions = {}) => prepare(request, prepareOptions, true),
+    // Upstream servers queue for themselves: nothing waits here. A reload closes a replaced
+    // engine once this says it runs nothing (server.ts), not after its longest bound.
+    load: () => ({ running: activeRuns.count, waiting: 0 }),
     async close() {
       if (closed) return;
       closed = true;

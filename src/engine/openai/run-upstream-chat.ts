@@ -15,6 +15,8 @@ export interface UpstreamRunOptions extends AttemptContext {
    * that are resting (cooldown, `retry-after`). Default: none could.
    */
   canFallBack?: (() => boolean) | undefined;
+  /** The engine's count of runs under way (from the first part asked for to the last). */
+  activeRuns?: { count: number } | undefined;
 }
 
 /**
@@ -31,95 +33,101 @@ export interface UpstreamRunOptions extends AttemptContext {
  * ending carries usage: the upstream's, or an estimate marked `estimated`.
  */
 export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenerator<StreamPart> {
-  const { balancer, settings, signal, closeSignal } = options;
-  const excluded = new Set<UpstreamEndpoint>();
-  let endpoint = balancer.pick();
-  let lastFailure: UpstreamFailure | undefined;
-  /** Retries so far: failed attempts tried again, and waits for a resting endpoint. */
-  let retries = 0;
-  /** Milliseconds paused so far, for backoff or resting endpoints. */
-  let waited = 0;
-  /** Whether pausing `milliseconds` more keeps the request within `maxRetryWaitMs` in all. */
-  const mayWait = (milliseconds: number): boolean => waited + milliseconds <= settings.maxRetryWaitMs;
-  /** Whether a fallback should serve the request now rather than it wait `restingMs` for an endpoint. */
-  const fallBackNow = (restingMs: number): boolean => restingMs > 0 && options.canFallBack?.() === true;
-  for (;;) {
-    if (signal.aborted) {
-      yield abortFinish(options.promptTokens);
-      return;
-    }
-    if (closeSignal.aborted) throw closingError(options.modelId);
-    if (endpoint === undefined) {
-      const wait = balancer.waitForEndpoint(excluded);
-      // Waiting out a cooldown is a retry: with none left, fail fast and say when to come back.
-      if (wait === undefined || retries >= settings.maxRetries || !mayWait(wait) || fallBackNow(wait)) {
-        throw lastFailure?.error ?? coolingError(options.modelId, wait);
+  const activeRuns = options.activeRuns;
+  if (activeRuns !== undefined) activeRuns.count++;
+  try {
+    const { balancer, settings, signal, closeSignal } = options;
+    const excluded = new Set<UpstreamEndpoint>();
+    let endpoint = balancer.pick();
+    let lastFailure: UpstreamFailure | undefined;
+    /** Retries so far: failed attempts tried again, and waits for a resting endpoint. */
+    let retries = 0;
+    /** Milliseconds paused so far, for backoff or resting endpoints. */
+    let waited = 0;
+    /** Whether pausing `milliseconds` more keeps the request within `maxRetryWaitMs` in all. */
+    const mayWait = (milliseconds: number): boolean => waited + milliseconds <= settings.maxRetryWaitMs;
+    /** Whether a fallback should serve the request now rather than it wait `restingMs` for an endpoint. */
+    const fallBackNow = (restingMs: number): boolean => restingMs > 0 && options.canFallBack?.() === true;
+    for (;;) {
+      if (signal.aborted) {
+        yield abortFinish(options.promptTokens);
+        return;
       }
-      retries++;
-      waited += wait;
-      await pause(wait, signal, closeSignal);
-      endpoint = balancer.pick(excluded);
-      continue;
-    }
-
-    const startedAt = balancer.clock();
-    const running = startUpstreamAttempt(endpoint, options);
-    let batch = await running.next();
-    if (batch.kind === "parts") {
-      try {
-        for (;;) {
-          for (const part of batch.parts) yield part;
-          // After its last part a run is not resumed: the attempt cleaned up before returning it.
-          if (batch.last) return;
-          batch = await running.next();
-          if (batch.kind === "failed") throw new Error("an attempt failed after it produced parts");
+      if (closeSignal.aborted) throw closingError(options.modelId);
+      if (endpoint === undefined) {
+        const wait = balancer.waitForEndpoint(excluded);
+        // Waiting out a cooldown is a retry: with none left, fail fast and say when to come back.
+        if (wait === undefined || retries >= settings.maxRetries || !mayWait(wait) || fallBackNow(wait)) {
+          throw lastFailure?.error ?? coolingError(options.modelId, wait);
         }
-      } finally {
-        running.dispose();
+        retries++;
+        waited += wait;
+        await pause(wait, signal, closeSignal);
+        endpoint = balancer.pick(excluded);
+        continue;
       }
-    }
 
-    const failure = batch.failure;
-    if (failure.streamOptionsRefused === true) {
-      // Only an attempt that sent the field is marked so: this happens once per endpoint.
-      endpoint.takesStreamOptions = false;
+      const startedAt = balancer.clock();
+      const running = startUpstreamAttempt(endpoint, options);
+      let batch = await running.next();
+      if (batch.kind === "parts") {
+        try {
+          for (;;) {
+            for (const part of batch.parts) yield part;
+            // After its last part a run is not resumed: the attempt cleaned up before returning it.
+            if (batch.last) return;
+            batch = await running.next();
+            if (batch.kind === "failed") throw new Error("an attempt failed after it produced parts");
+          }
+        } finally {
+          running.dispose();
+        }
+      }
+
+      const failure = batch.failure;
+      if (failure.streamOptionsRefused === true) {
+        // Only an attempt that sent the field is marked so: this happens once per endpoint.
+        endpoint.takesStreamOptions = false;
+        options.logger.warn(
+          { model: options.modelId, endpoint: endpoint.label, failure: failure.error.message },
+          "upstream endpoint refuses stream_options; it is asked without them from now on (usage estimated where it reports none)",
+        );
+        continue;
+      }
+      lastFailure = failure;
+      balancer.reportFailure(endpoint, { ...failure, startedAt });
       options.logger.warn(
-        { model: options.modelId, endpoint: endpoint.label, failure: failure.error.message },
-        "upstream endpoint refuses stream_options; it is asked without them from now on (usage estimated where it reports none)",
+        { model: options.modelId, endpoint: endpoint.label, attempt: retries + 1, failure: failure.summary },
+        "upstream attempt failed",
       );
-      continue;
-    }
-    lastFailure = failure;
-    balancer.reportFailure(endpoint, { ...failure, startedAt });
-    options.logger.warn(
-      { model: options.modelId, endpoint: endpoint.label, attempt: retries + 1, failure: failure.summary },
-      "upstream attempt failed",
-    );
-    if (!failure.retryable || retries >= settings.maxRetries) throw failure.error;
-    retries++;
-    if (!failure.retrySameEndpoint) excluded.add(endpoint);
+      if (!failure.retryable || retries >= settings.maxRetries) throw failure.error;
+      retries++;
+      if (!failure.retrySameEndpoint) excluded.add(endpoint);
 
-    const other = balancer.pick(new Set([...excluded, endpoint]));
-    if (other !== undefined) {
-      endpoint = other;
-      continue;
+      const other = balancer.pick(new Set([...excluded, endpoint]));
+      if (other !== undefined) {
+        endpoint = other;
+        continue;
+      }
+      const resting = balancer.waitForEndpoint(excluded);
+      if (resting === undefined) throw failure.error;
+      const delay = Math.max(
+        resting,
+        computeRetryDelay({
+          retry: retries,
+          baseMs: settings.retryBaseDelayMs,
+          maxMs: settings.retryMaxDelayMs,
+          retryAfterMs: failure.retryAfterMs,
+          ...(options.random === undefined ? {} : { random: options.random }),
+        }),
+      );
+      if (!mayWait(delay) || fallBackNow(resting)) throw failure.error;
+      waited += delay;
+      await pause(delay, signal, closeSignal);
+      endpoint = balancer.pick(excluded);
     }
-    const resting = balancer.waitForEndpoint(excluded);
-    if (resting === undefined) throw failure.error;
-    const delay = Math.max(
-      resting,
-      computeRetryDelay({
-        retry: retries,
-        baseMs: settings.retryBaseDelayMs,
-        maxMs: settings.retryMaxDelayMs,
-        retryAfterMs: failure.retryAfterMs,
-        ...(options.random === undefined ? {} : { random: options.random }),
-      }),
-    );
-    if (!mayWait(delay) || fallBackNow(resting)) throw failure.error;
-    waited += delay;
-    await pause(delay, signal, closeSignal);
-    endpoint = balancer.pick(excluded);
+  } finally {
+    if (activeRuns !== undefined) activeRuns.count--;
   }
 }
 

@@ -280,6 +280,41 @@ describe("upstream engine: answers", () => {
     expect(engine.status()).toBe("available");
   });
 
+  it("counts its runs under way, pauses between retries included, for a reload to wait for", async () => {
+    let release = () => {};
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let answered = 0;
+    // The first answer fails (a retry after a pause follows), the second waits for `release`.
+    const upstream = await mock(async (_request, response) => {
+      answered += 1;
+      if (answered === 1) {
+        response.writeHead(500).end();
+        return;
+      }
+      await released;
+      await writeEvents(response, textEvents(["done"]));
+    });
+    const engine = createTestEngine({
+      model: upstreamModel([upstream.baseUrl]),
+      settings: { retryBaseDelayMs: 200, retryMaxDelayMs: 200 },
+    });
+    expect(engine.load?.()).toEqual({ running: 0, waiting: 0 });
+    const prepared = await engine.prepare(chatRequest());
+    const iterator = prepared.run(new AbortController().signal)[Symbol.asyncIterator]();
+    const first = iterator.next();
+    // While the first attempt fails and the run pauses before its retry, it still runs.
+    while (upstream.requests.length < 1) await new Promise((resolve) => setTimeout(resolve, 5));
+    expect(engine.load?.()).toEqual({ running: 1, waiting: 0 });
+    while (upstream.requests.length < 2) await new Promise((resolve) => setTimeout(resolve, 5));
+    expect(engine.load?.()).toEqual({ running: 1, waiting: 0 });
+    release();
+    await first;
+    while (!(await iterator.next()).done) {}
+    expect(engine.load?.()).toEqual({ running: 0, waiting: 0 });
+  });
+
   it("keeps the upstream connection alive between requests", async () => {
     const upstream = await mock(streamText(["a"]));
     const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
