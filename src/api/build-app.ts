@@ -90,7 +90,6 @@ function getKey(request: object): RequestKey {
   return key;
 }
 
-/** Compares secrets in constant time (for equal lengths). */
 /**
  * Whether the `Authorization` header carries `secret` as its bearer token, read as the API reads
  * one (scheme in any case, spaces around the token). The two are compared as SHA-256 digests, of
