@@ -16,6 +16,7 @@ import type { KeyLimits } from "../limits/key-limits.ts";
 import { Metrics } from "../metrics/metrics.ts";
 import type { ModelRegistry } from "../models/model-registry.ts";
 import { answerClientError, boundUnreadBody } from "./answer-client-error.ts";
+import { exceedsJsonDepth, MAX_JSON_DEPTH } from "./check-json-depth.ts";
 import { createOpenApiDocument } from "./create-openapi-document.ts";
 import { createRequestId } from "./create-request-id.ts";
 import { errorHeaders, normalizeError, toWireError } from "./errors.ts";
@@ -172,6 +173,16 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
         return;
       }
       done(new AppError("invalid_json", "The request body is empty; send a JSON object."), undefined);
+      return;
+    }
+    if (exceedsJsonDepth(text)) {
+      done(
+        new AppError(
+          "invalid_json",
+          `The request body nests arrays and objects more than ${MAX_JSON_DEPTH} levels deep; no request needs that.`,
+        ),
+        undefined,
+      );
       return;
     }
     try {
