@@ -35,19 +35,24 @@ export async function checkPromptSize(options: {
   if (characters <= CHECK_ABOVE_CHARS) return;
   const { contextLength, maxTokens } = options;
   const room = contextLength - (maxTokens ?? 1);
+  // The texts end to end, cut into pieces: many short messages count as much as one long one (a
+  // margin per text would swallow texts shorter than it). Joined, neighbours may merge into
+  // fewer tokens, never more, so the count stays a lower bound.
+  const text = texts.join("");
   let atLeast = 0;
-  for (const text of texts) {
-    for (let start = 0; start < text.length; ) {
-      const end = pieceEnd(text, start);
-      atLeast += Math.max(0, options.tokenizer(text.slice(start, end)).length - MARGIN_PER_PIECE);
-      start = end;
-      if (atLeast > room) throw tooLong(contextLength, atLeast, maxTokens);
-      await nextTurn();
-    }
+  for (let start = 0; start < text.length; ) {
+    const end = pieceEnd(text, start);
+    atLeast += Math.max(0, options.tokenizer(text.slice(start, end)).length - MARGIN_PER_PIECE);
+    start = end;
+    if (atLeast > room) throw tooLong(contextLength, atLeast, maxTokens);
+    await nextTurn();
   }
 }
 
-/** The texts of the messages that become prompt tokens: contents and tool calls. */
+/**
+ * The texts of the messages that surely become prompt tokens: contents and tool calls (not their
+ * ids, which a chat template may leave out: counted, they could refuse a prompt that fits).
+ */
 function messageTexts(messages: readonly ChatMessage[]): string[] {
   const texts: string[] = [];
   for (const message of messages) {

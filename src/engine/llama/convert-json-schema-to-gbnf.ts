@@ -71,6 +71,13 @@ const maxDepth = 64;
 const rootDefinitionName = "tollgate_root";
 /** llama.cpp's grammar parser refuses repetitions above this (`MAX_REPETITION_THRESHOLD`). */
 const maxGrammarRepetitions = 2000;
+/**
+ * The most properties and `enum` values a schema may declare in all: OpenAI's structured outputs
+ * take 5000 properties. Building a local grammar is synchronous and grows with them (30,000
+ * properties held the event loop 2.3 s, 300,000 for half a minute), so a local model takes fewer.
+ */
+const maxSchemaEntries = 5000;
+const maxGrammarEntries = 1000;
 
 const anyValue: GbnfJsonSchema = {
   oneOf: [
@@ -98,6 +105,8 @@ class SchemaConverter {
   readonly #names = new Map<object, string>();
 
   readonly #grammarLimits: boolean;
+  /** Properties and `enum` values met so far. */
+  #entries = 0;
 
   constructor(root: unknown, param: string, grammarLimits: boolean) {
     this.#root = root;
@@ -135,6 +144,7 @@ class SchemaConverter {
     }
     if ("const" in schema) return { ...convertConstant(schema.const), ...description };
     if (Array.isArray(schema.enum)) {
+      this.#countEntries(schema.enum.length, at);
       return oneOf(
         schema.enum.map((value) => convertConstant(value)),
         description,
@@ -289,12 +299,16 @@ class SchemaConverter {
     const required = Array.isArray(schema.required)
       ? schema.required.filter((name): name is string => typeof name === "string")
       : [];
-    const properties: Record<string, GbnfJsonSchema> = {};
-    for (const [name, property] of Object.entries(declared ?? {})) {
+    // Without a prototype: a property named `__proto__`, `constructor` or `toString` is a key
+    // like any other (on `{}` the first set the prototype and the others were found inherited).
+    const properties: Record<string, GbnfJsonSchema> = Object.create(null);
+    const entries = Object.entries(declared ?? {});
+    this.#countEntries(entries.length, at);
+    for (const [name, property] of entries) {
       properties[name] = this.convert(property, child(at, `properties/${encodePointerSegment(name)}`));
     }
     for (const name of required) {
-      if (!(name in properties)) properties[name] = anyValue;
+      if (!Object.hasOwn(properties, name)) properties[name] = anyValue;
     }
     // Declared properties (even none, `properties: {}`) are what the client wants: only those.
     if (declared !== undefined || Object.keys(properties).length > 0) return { type: "object", properties };
@@ -377,6 +391,18 @@ class SchemaConverter {
       at,
       `'${minimumKeyword}' (${minimum}) is greater than '${maximumKeyword}' (${maximum}), so no value can match. Make the minimum at most the maximum.`,
     );
+  }
+
+  /** Counts `count` more properties or `enum` values, refusing a schema that has too many in all. */
+  #countEntries(count: number, at: Position): void {
+    this.#entries += count;
+    const limit = this.#grammarLimits ? maxGrammarEntries : maxSchemaEntries;
+    if (this.#entries > limit) {
+      this.#refuse(
+        at,
+        `the schema declares more than ${limit} properties and enum values in all${this.#grammarLimits ? " (what a local model's output grammar takes)" : ""}. Split it, or describe fewer of them.`,
+      );
+    }
   }
 
   #refuse(at: Position, problem: string): never {

@@ -64,6 +64,23 @@ describe("checkPromptSize", () => {
     );
   });
 
+  it("counts many short messages as much as one long one (regression: each fell under the margin)", async () => {
+    // 100,000 messages of 7 tokens each: the margin per piece used to be taken from every message.
+    const messages = Array.from({ length: 100_000 }, () => ({
+      role: "user" as const,
+      content: "a b c d e f g ",
+    }));
+    const { tokenizer, pieces } = countingTokenizer(2);
+    const refusal = await checkPromptSize({
+      messages,
+      tokenizer,
+      contextLength: 1024,
+      maxTokens: undefined,
+    }).catch((error: unknown) => error);
+    expect(refusal).toBeInstanceOf(ContextLengthError);
+    expect(pieces.length).toBeLessThanOrEqual(2);
+  });
+
   it("never cuts a surrogate pair in two", async () => {
     const { tokenizer, pieces } = countingTokenizer(1_000_000);
     // An emoji straddles the first piece's end.

@@ -267,6 +267,21 @@ describe("convertJsonSchemaToGbnf", () => {
     expect(refusal({ $ref: "https://example.com/schemas/p.json" })?.code).toBe("invalid_value");
   });
 
+  it("bounds the properties and enum values of a schema, a local grammar's more tightly", () => {
+    const withProperties = (count: number) => ({
+      type: "object",
+      properties: Object.fromEntries(Array.from({ length: count }, (_, index) => [`p${index}`, {}])),
+    });
+    const check = (schema: unknown) => convertJsonSchemaToGbnf(schema, { param, grammarLimits: false });
+    expect(refusal(withProperties(1000))).toBeUndefined();
+    expect(refusal(withProperties(1001))?.message).toMatch(
+      /more than 1000 properties and enum values in all/,
+    );
+    expect(refusal({ enum: Array.from({ length: 1001 }, (_, index) => index) })?.code).toBe("invalid_value");
+    expect(() => check(withProperties(5000))).not.toThrow();
+    expect(() => check(withProperties(5001))).toThrow(/more than 5000 properties and enum values in all/);
+  });
+
   it("keeps accepting valid schemas with keywords it does not enforce", () => {
     const schema = {
       type: "object",

@@ -181,6 +181,30 @@ describe("direct path against LlamaChat", () => {
     expect(outcome.end).toMatchObject({ reason: "stop" });
   });
 
+  it("writes properties named like built-in object keys (__proto__, constructor) as any other", async () => {
+    // Parsed from JSON, as a client's body brings it: `__proto__` is an own key (in an object
+    // literal it would set the prototype).
+    const parsedSchema = JSON.parse(
+      '{"type":"object","properties":{"__proto__":{"type":"integer"},"constructor":{"type":"boolean"},"b":{"type":"boolean"}},"required":["__proto__","constructor","b"],"additionalProperties":false}',
+    ) as Record<string, unknown>;
+    let complete = 0;
+    for (const seed of [1, 2, 3]) {
+      const outcome = await expectSame(
+        ending,
+        createTestRequest({
+          responseFormat: { type: "json_schema", name: "keys", schema: parsedSchema },
+          temperature: 1,
+          seed,
+          maxTokens: 200,
+        }),
+      );
+      if (outcome.end.type !== "finish" || outcome.end.reason !== "stop") continue;
+      complete += 1;
+      expect(Object.keys(JSON.parse(outcome.text) as object)).toEqual(["__proto__", "constructor", "b"]);
+    }
+    expect(complete).toBeGreaterThan(0);
+  });
+
   it("generates the same JSON for a json_schema", async () => {
     const schema = {
       type: "object",
