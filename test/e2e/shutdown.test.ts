@@ -91,6 +91,38 @@ async function until(condition: () => boolean): Promise<void> {
 }
 
 describe("graceful shutdown and connections", () => {
+  it("closes a streamed answer's connection when the client asked to, and keeps it otherwise", async () => {
+    const upstream = await startMockUpstream(async (_recorded, response) => {
+      await writeEvents(response, textEvents(["Done"], { usage: [3, 1] }));
+    });
+    try {
+      server = await startTestServer({ extraModels: [createUpstreamModelEntry("quick", upstream.baseUrl)] });
+      const streamed = (connection: string) => {
+        const body = JSON.stringify({
+          model: "quick",
+          messages: [{ role: "user", content: "Hi" }],
+          stream: true,
+        });
+        return `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${server!.starterKey}\r\nContent-Type: application/json\r\nConnection: ${connection}\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
+      };
+      const closing = await openConnection(server);
+      const closed = once(closing.socket, "close");
+      closing.socket.write(streamed("close"));
+      await closed;
+      expect(closing.received().toLowerCase()).toContain("connection: close");
+      expect(closing.received()).toContain("data: [DONE]");
+
+      const kept = await openConnection(server);
+      kept.socket.write(streamed("keep-alive"));
+      await until(() => kept.received().includes("data: [DONE]"));
+      expect(kept.received().toLowerCase()).toContain("connection: keep-alive");
+      expect(kept.socket.destroyed).toBe(false);
+      kept.socket.destroy();
+    } finally {
+      await upstream.close();
+    }
+  });
+
   it("ends even while a client holds a connection on which it never sent a request", async () => {
     server = await startTestServer();
     const { socket } = await openConnection(server);

@@ -120,7 +120,9 @@ export function registerChatCompletionRoutes(
       ...headers,
       "content-type": "text/event-stream; charset=utf-8",
       "cache-control": "no-cache",
-      connection: options.inFlight.closing ? "close" : "keep-alive",
+      // Draining, the connection closes after the stream; otherwise Node decides as the client
+      // asked (a client that sent `connection: close`, or HTTP/1.0, gets its connection closed).
+      ...(options.inFlight.closing ? { connection: "close" } : {}),
       "x-accel-buffering": "no",
     });
     let connected = await writeToClient(raw, renderer.start());
