@@ -306,11 +306,10 @@ describe("bad input gets its status, type, code and param, never a 500", () => {
     expect(response.headers.get("x-request-id")).toMatch(/\S/);
   });
 
-  it("refuses schemas nested far beyond any real one, where walking them would overflow the stack", async () => {
-    // Deeper than JSON.stringify goes on Node 24 (about 5,000), within this server's 64 KiB body limit.
-    const depth = 10_000;
-    const deep = `${'{"a":'.repeat(depth)}1${"}".repeat(depth)}`;
+  it("refuses schemas nested beyond any real one, naming the field, and bodies nested far deeper whole", async () => {
     const messages = JSON.stringify(valid.messages);
+    // Past the schemas' 64 levels, within the body's 128: the field is named.
+    const deep = JSON.stringify(nested(100));
     const tools = await post(
       `{"model":"${TINY_MODEL}","messages":${messages},"tools":[{"type":"function","function":{"name":"f","parameters":${deep}}}]}`,
     );
@@ -324,6 +323,15 @@ describe("bad input gets its status, type, code and param, never a 500", () => {
       code: "invalid_value",
       param: "response_format.json_schema.schema",
     });
+    // Deeper than JSON.stringify goes on Node 24 (about 5,000), within the 64 KiB body limit:
+    // refused before parsing, as any body nested more than 128 levels is.
+    const depth = 10_000;
+    const deeper = `${'{"a":'.repeat(depth)}1${"}".repeat(depth)}`;
+    const whole = await post(
+      `{"model":"${TINY_MODEL}","messages":${messages},"tools":[{"type":"function","function":{"name":"f","parameters":${deeper}}}]}`,
+    );
+    expect(whole.status).toBe(400);
+    expect(whole.body.error).toMatchObject({ code: "invalid_json", param: null });
   });
 
   it("accepts a schema nested 64 deep", async () => {
