@@ -344,6 +344,54 @@ describe("bad input gets its status, type, code and param, never a 500", () => {
     expect(response.status).toBe(200);
   });
 
+  it("bounds tool call ids and tool descriptions, which a local prompt renders whole", async () => {
+    const id = "c".repeat(1025);
+    const withId = await post(
+      JSON.stringify({
+        ...valid,
+        messages: [
+          { role: "user", content: "Hi" },
+          {
+            role: "assistant",
+            content: null,
+            tool_calls: [{ id: "call_1", type: "function", function: { name: "f", arguments: "{}" } }],
+          },
+          { role: "tool", tool_call_id: id, content: "done" },
+        ],
+      }),
+    );
+    expect(withId.status).toBe(400);
+    expect(withId.body.error).toMatchObject({ code: "invalid_value", param: "messages[2].tool_call_id" });
+    const withDescription = await post(
+      JSON.stringify({
+        ...valid,
+        tools: [{ type: "function", function: { name: "f", description: "d".repeat(32 * 1024 + 1) } }],
+      }),
+    );
+    expect(withDescription.status).toBe(400);
+    expect(withDescription.body.error).toMatchObject({
+      code: "invalid_value",
+      param: "tools[0].function.description",
+    });
+    const atTheBounds = await post(
+      JSON.stringify({
+        ...valid,
+        messages: [
+          { role: "user", content: "Hi" },
+          {
+            role: "assistant",
+            content: null,
+            tool_calls: [
+              { id: "c".repeat(1024), type: "function", function: { name: "f", arguments: "{}" } },
+            ],
+          },
+          { role: "tool", tool_call_id: "c".repeat(1024), content: "done" },
+        ],
+      }),
+    );
+    expect(atTheBounds.status).toBe(200);
+  });
+
   it("ignores unknown top-level fields", async () => {
     const response = await post(JSON.stringify({ ...valid, model: "no-such-model", frobnicate: true }));
     expect(response.status).toBe(404);

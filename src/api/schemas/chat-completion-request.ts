@@ -23,8 +23,16 @@ const MessageContent = Type.Union([Type.String(), Type.Array(TextContentPart), T
     "The message text, or an array of text parts. May be null on an assistant message with tool_calls.",
 });
 
+/**
+ * Longest tool call id: ids are tens of characters; a local prompt renders them, and megabytes of
+ * one held the event loop for seconds.
+ */
+const MAX_TOOL_CALL_ID_LENGTH = 1024;
+/** Longest tool description: a long manual fits; it is rendered into a local model's prompt whole. */
+const MAX_TOOL_DESCRIPTION_LENGTH = 32 * 1024;
+
 const ToolCallInMessage = Type.Object({
-  id: Type.String(),
+  id: Type.String({ maxLength: MAX_TOOL_CALL_ID_LENGTH }),
   type: Type.Optional(Type.Literal("function")),
   function: Type.Object({ name: Type.String(), arguments: Type.String() }),
 });
@@ -36,14 +44,14 @@ export const ChatMessageSchema = Type.Object({
   content: Type.Optional(MessageContent),
   name: Type.Optional(Type.String()),
   tool_calls: Type.Optional(Type.Array(ToolCallInMessage)),
-  tool_call_id: Type.Optional(Type.String()),
+  tool_call_id: Type.Optional(Type.String({ maxLength: MAX_TOOL_CALL_ID_LENGTH })),
 });
 
 export const ToolSchema = Type.Object({
   type: Type.Literal("function"),
   function: Type.Object({
     name: Type.String({ minLength: 1, maxLength: 64, pattern: "^[a-zA-Z0-9_-]+$" }),
-    description: Type.Optional(Type.String()),
+    description: Type.Optional(Type.String({ maxLength: MAX_TOOL_DESCRIPTION_LENGTH })),
     parameters: Type.Optional(Type.Object({}, { additionalProperties: true })),
     strict: Type.Optional(Nullable(Type.Boolean())),
   }),
