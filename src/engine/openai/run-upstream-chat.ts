@@ -151,8 +151,15 @@ function coolingError(modelId: string, waitMs: number | undefined): AppError {
 /** Waits, unless the client or the engine gives up first. */
 async function pause(milliseconds: number, signal: AbortSignal, closeSignal: AbortSignal): Promise<void> {
   if (milliseconds <= 0) return;
+  const until = performance.now() + milliseconds;
+  const stopped = AbortSignal.any([signal, closeSignal]);
   try {
-    await sleep(milliseconds, undefined, { signal: AbortSignal.any([signal, closeSignal]) });
+    // Timers run on the event loop's clock, which lags `performance.now()` (the clock cooldowns
+    // are kept on) by as much as a busy turn takes: a pause for a resting endpoint could end just
+    // before its rest did and spend a retry on finding it still resting. What is left is slept too.
+    for (let left = milliseconds; left > 0 && !stopped.aborted; left = until - performance.now()) {
+      await sleep(Math.ceil(left), undefined, { signal: stopped });
+    }
   } catch {
     // Aborted: the loop looks at the signals next.
   }
