@@ -102,6 +102,11 @@ function isBearerOf(header: string | undefined, secret: string): boolean {
   return timingSafeEqual(hash("sha256", match[1], "buffer"), hash("sha256", secret, "buffer"));
 }
 
+/** Answers `error` in the contract's shape, with its status and headers (retry-after, ...). */
+function sendError(reply: FastifyReply, error: AppError): FastifyReply {
+  return reply.code(error.status).headers(errorHeaders(error)).send(toWireError(error));
+}
+
 /** The status logged and counted for a request whose client left before its response was complete (nginx's). */
 export const CLIENT_CLOSED_STATUS = 499;
 
@@ -142,11 +147,7 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
               "The request URL is not valid: every '%' in its path must start an escape of two hex digits (write a '%' itself as %25).",
             )
           : normalizeError(error);
-      void (reply as FastifyReply)
-        .code(appError.status)
-        .header("x-request-id", request.id)
-        .headers(errorHeaders(appError))
-        .send(toWireError(appError));
+      void sendError((reply as FastifyReply).header("x-request-id", request.id), appError);
     },
   });
 
@@ -274,7 +275,7 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
     if (appError.code === "internal_error") request.log.error({ err: error }, "request failed");
     else if (appError.code === "store_unavailable")
       request.log.warn({ err: error }, "the store is unavailable");
-    void reply.code(appError.status).headers(errorHeaders(appError)).send(toWireError(appError));
+    void sendError(reply, appError);
   });
 
   app.setNotFoundHandler(async (request, reply) => {
@@ -288,7 +289,7 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
       "not_found",
       `Unknown request URL: ${request.method} ${request.url.split("?")[0]}.`,
     );
-    return reply.code(error.status).send(toWireError(error));
+    return sendError(reply, error);
   });
 
   app.get("/health", async () => ({ status: "ok" }));

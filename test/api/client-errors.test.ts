@@ -5,6 +5,7 @@ import type { FastifyInstance } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { answerClientError, boundUnreadBody } from "../../src/api/answer-client-error.ts";
 import { buildApp } from "../../src/api/build-app.ts";
+import { MAX_JSON_DEPTH } from "../../src/api/check-json-depth.ts";
 import { AppError } from "../../src/errors/app-error.ts";
 import { ModelRegistry } from "../../src/models/model-registry.ts";
 
@@ -247,5 +248,34 @@ describe("answerClientError after an early answer", () => {
     server.close();
     expect(text).toMatch(/^HTTP\/1\.1 200 [\s\S]*early$/);
     expect(text).not.toContain("408");
+  });
+});
+
+describe("a request body nested too deep", () => {
+  it("is refused with 400 invalid_json before it is parsed, in fields the server would ignore too", async () => {
+    // Four million levels of brackets, under the size limit: parsed, it held 225 MB for seconds.
+    const depth = 2_000_000;
+    const body = `{"model":"m","messages":[{"role":"user","content":"hi"}],"x":${"[".repeat(depth)}${"]".repeat(depth)}}`;
+    const post = (authorization?: string) =>
+      fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          ...(authorization === undefined ? {} : { authorization }),
+        },
+        body,
+      });
+    const refused = await post("Bearer good");
+    expect(refused.status).toBe(400);
+    expect(await refused.json()).toEqual({
+      error: {
+        message: `The request body nests arrays and objects more than ${MAX_JSON_DEPTH} levels deep; no request needs that.`,
+        type: "invalid_request_error",
+        param: null,
+        code: "invalid_json",
+      },
+    });
+    // The key is still checked first (SPEC section 11).
+    expect((await post()).status).toBe(401);
   });
 });

@@ -345,8 +345,8 @@ describe("bad input gets its status, type, code and param, never a 500", () => {
   });
 
   it("bounds tool call ids and tool descriptions, which a local prompt renders whole", async () => {
-    const id = "c".repeat(1025);
-    const withId = await post(
+    /** A call and its result, with these ids. */
+    const answered = (callId: string, resultId: string) =>
       JSON.stringify({
         ...valid,
         messages: [
@@ -354,12 +354,12 @@ describe("bad input gets its status, type, code and param, never a 500", () => {
           {
             role: "assistant",
             content: null,
-            tool_calls: [{ id: "call_1", type: "function", function: { name: "f", arguments: "{}" } }],
+            tool_calls: [{ id: callId, type: "function", function: { name: "f", arguments: "{}" } }],
           },
-          { role: "tool", tool_call_id: id, content: "done" },
+          { role: "tool", tool_call_id: resultId, content: "done" },
         ],
-      }),
-    );
+      });
+    const withId = await post(answered("call_1", "c".repeat(1025)));
     expect(withId.status).toBe(400);
     expect(withId.body.error).toMatchObject({ code: "invalid_value", param: "messages[2].tool_call_id" });
     const withDescription = await post(
@@ -373,22 +373,7 @@ describe("bad input gets its status, type, code and param, never a 500", () => {
       code: "invalid_value",
       param: "tools[0].function.description",
     });
-    const atTheBounds = await post(
-      JSON.stringify({
-        ...valid,
-        messages: [
-          { role: "user", content: "Hi" },
-          {
-            role: "assistant",
-            content: null,
-            tool_calls: [
-              { id: "c".repeat(1024), type: "function", function: { name: "f", arguments: "{}" } },
-            ],
-          },
-          { role: "tool", tool_call_id: "c".repeat(1024), content: "done" },
-        ],
-      }),
-    );
+    const atTheBounds = await post(answered("c".repeat(1024), "c".repeat(1024)));
     expect(atTheBounds.status).toBe(200);
   });
 

@@ -67,7 +67,6 @@ export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenera
         continue;
       }
 
-      const startedAt = balancer.clock();
       const running = startUpstreamAttempt(endpoint, options);
       let batch = await running.next();
       if (batch.kind === "parts") {
@@ -95,7 +94,7 @@ export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenera
         continue;
       }
       lastFailure = failure;
-      balancer.reportFailure(endpoint, { ...failure, startedAt });
+      balancer.reportFailure(endpoint, { ...failure, startedAt: running.startedAt });
       options.logger.warn(
         { model: options.modelId, endpoint: endpoint.label, attempt: retries + 1, failure: failure.summary },
         "upstream attempt failed",

@@ -54,6 +54,8 @@ export interface UpstreamAttempt {
   next(): Promise<AttemptBatch>;
   /** Stops an attempt whose reader gave up before its last batch. */
   dispose(): void;
+  /** When it started, on the balancer's clock: a failure is reported with it. */
+  readonly startedAt: number;
 }
 
 /** Longest upstream error body read, in bytes of text: enough for any message, bounded against abuse. */
@@ -261,6 +263,7 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
   };
 
   return {
+    startedAt,
     async next() {
       const parts: StreamPart[] = [];
       if (stage === "over") throw new Error("the attempt is over");
