@@ -11,21 +11,45 @@ interface ClientError extends Error {
   reason?: string;
 }
 
-/** The response Node may be writing on the socket; a raw answer must not cut into its bytes. */
+/**
+ * The response Node may be writing on the socket (a raw answer must not cut into its bytes), and
+ * the parser with the request whose headers it read last.
+ */
 interface HttpSocket extends Duplex {
   _httpMessage?: { headersSent?: boolean } | null;
+  parser?: { incoming?: IncomingMessage | null } | null;
+}
+
+/** The bounds Node puts on a client's sending of a request, as the server is configured. */
+export interface RequestTimeouts {
+  /** Longest time, in ms, from a request's first byte to the end of its headers; 0: none. */
+  headersTimeoutMs: number;
+  /** Longest time, in ms, from a request's first byte to the end of its body; 0: none. */
+  requestTimeoutMs: number;
 }
 
 /**
  * The error for a request the HTTP parser refused or that never arrived in full, in the
  * contract's shape like every other answer (Node and Fastify would answer in their own).
  */
-export function describeClientError(error: ClientError, requestTimeoutMs: number): AppError {
-  if (error.code === "ERR_HTTP_REQUEST_TIMEOUT")
+export function describeClientError(
+  error: ClientError,
+  timeouts: RequestTimeouts,
+  headersReceived: boolean,
+): AppError {
+  if (error.code === "ERR_HTTP_REQUEST_TIMEOUT") {
+    // Node reports both bounds with this one code: the headers bound (never the looser one) is
+    // what fired if the headers are not in yet, the whole request's otherwise.
+    if (!headersReceived && timeouts.headersTimeoutMs > 0)
+      return new AppError(
+        "request_timeout",
+        `The request's headers did not arrive in full within ${timeouts.headersTimeoutMs / 1000} seconds; send them without long pauses.`,
+      );
     return new AppError(
       "request_timeout",
-      `The request did not arrive in full within ${requestTimeoutMs / 1000} seconds; send its headers and body without long pauses.`,
+      `The request did not arrive in full within ${timeouts.requestTimeoutMs / 1000} seconds of its start; send its body without long pauses.`,
     );
+  }
   if (error.code === "HPE_HEADER_OVERFLOW")
     return new AppError(
       "headers_too_large",
@@ -40,7 +64,7 @@ export function describeClientError(error: ClientError, requestTimeoutMs: number
  * connection. Nothing is written once a response has started on the socket (a pipelined
  * request's error would corrupt it), nor to a connection the client already reset.
  */
-export function answerClientError(error: ClientError, socket: HttpSocket, requestTimeoutMs: number): void {
+export function answerClientError(error: ClientError, socket: HttpSocket, timeouts: RequestTimeouts): void {
   if (error.code === "ECONNRESET" || socket.destroyed) return;
   // The request was answered already (early, its body still unread): a second answer would
   // reach the client as the response to a request it never sent.
@@ -48,7 +72,9 @@ export function answerClientError(error: ClientError, socket: HttpSocket, reques
     socket.destroy();
     return;
   }
-  const appError = describeClientError(error, requestTimeoutMs);
+  // The parser keeps the last request whose headers it read, complete once its body is in too.
+  const incoming = socket.parser?.incoming;
+  const appError = describeClientError(error, timeouts, incoming != null && !incoming.complete);
   const body = JSON.stringify(toWireError(appError));
   const head = [
     `HTTP/1.1 ${appError.status} ${STATUS_CODES[appError.status] ?? "Error"}`,

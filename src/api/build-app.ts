@@ -16,11 +16,12 @@ import type { KeyLimits } from "../limits/key-limits.ts";
 import { Metrics } from "../metrics/metrics.ts";
 import type { ModelRegistry } from "../models/model-registry.ts";
 import { answerClientError, boundUnreadBody } from "./answer-client-error.ts";
-import { exceedsJsonDepth, MAX_JSON_DEPTH } from "./check-json-depth.ts";
+import { forwardUnmetExpectations, refuseRequestHead } from "./check-request-head.ts";
 import { createOpenApiDocument } from "./create-openapi-document.ts";
 import { createRequestId } from "./create-request-id.ts";
 import { errorHeaders, normalizeError, toWireError } from "./errors.ts";
 import { InFlightRequests, shuttingDownError } from "./in-flight-requests.ts";
+import { registerJsonBodyParser } from "./register-json-body-parser.ts";
 import { adminKeyRequired } from "./routes/admin.ts";
 import { CHAT_COMPLETIONS_PATH, registerChatCompletionRoutes } from "./routes/chat-completions.ts";
 import { registerModelRoutes } from "./routes/models.ts";
@@ -48,6 +49,11 @@ export interface AppDependencies {
   logger?: FastifyBaseLogger;
   /** Longest time a client may take to send a whole request; default {@link REQUEST_TIMEOUT_MS}. */
   requestTimeoutMs?: number;
+  /**
+   * Longest time a client may take to send a request's headers; default
+   * {@link HEADERS_TIMEOUT_MS}, never more than the request timeout.
+   */
+  headersTimeoutMs?: number;
   /** Each chat request's log line carries its messages (`log_prompts: true`). Default: never. */
   logPrompts?: boolean;
 }
@@ -113,9 +119,16 @@ export const CLIENT_CLOSED_STATUS = 499;
 /** Longest time a client may take to send a whole request, headers and body (then 408). */
 export const REQUEST_TIMEOUT_MS = 300_000;
 
+/** Longest time a client may take to send a request's headers (then 408); Node's default. */
+export const HEADERS_TIMEOUT_MS = 60_000;
+
 /** Builds the Fastify app: routes, authentication, JSON parsing and the one error mapping. */
 export function buildApp(dependencies: AppDependencies): FastifyInstance {
   const requestTimeoutMs = dependencies.requestTimeoutMs ?? REQUEST_TIMEOUT_MS;
+  // Node lets the request timeout lapse while the headers timeout is longer (seen on 24.21):
+  // the headers bound is never the looser of the two.
+  const headersTimeoutMs = Math.min(dependencies.headersTimeoutMs ?? HEADERS_TIMEOUT_MS, requestTimeoutMs);
+  const timeouts = { headersTimeoutMs, requestTimeoutMs };
   const app = Fastify({
     ...(dependencies.logger === undefined ? { logger: false } : { loggerInstance: dependencies.logger }),
     logController: new LogController({ disableRequestLogging: true }),
@@ -124,10 +137,14 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
     // byte now and then (or never finishes it) holds its connection for ever, key or no key.
     requestTimeout: requestTimeoutMs,
     // How often Node looks for requests past it (its default, 30 s, unless the bound is shorter).
-    http: { connectionsCheckingInterval: Math.min(30_000, Math.max(50, requestTimeoutMs / 4)) },
+    // A missing Host is refused by the onRequest hook below, in the contract's shape.
+    http: {
+      connectionsCheckingInterval: Math.min(30_000, Math.max(50, requestTimeoutMs / 4)),
+      requireHostHeader: false,
+    },
     // Requests the HTTP parser refuses, or that never arrive in full, are answered in the
     // contract's error shape too.
-    clientErrorHandler: (error, socket) => answerClientError(error, socket, requestTimeoutMs),
+    clientErrorHandler: (error, socket) => answerClientError(error, socket, timeouts),
     genReqId: (request) => createRequestId(request.headers["x-request-id"]),
     requestIdHeader: false,
     ajv: {
@@ -153,57 +170,24 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
 
   app.decorateRequest("tollgateState", null);
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser("application/json", { parseAs: "string" }, (request, body, done) => {
-    const encoding = request.headers["content-encoding"];
-    if (encoding !== undefined && encoding.trim().toLowerCase() !== "identity") {
-      done(
-        new AppError(
-          "invalid_content_type",
-          `Compressed request bodies (Content-Encoding: ${encoding}) are not supported; send the JSON uncompressed.`,
-        ),
-        undefined,
-      );
-      return;
-    }
-    const text = typeof body === "string" ? body : body.toString("utf8");
-    if (text.trim() === "") {
-      // Clients often send their JSON content type on every request: a route that reads no body
-      // (a revoke) takes an empty one.
-      if (request.routeOptions.schema?.body === undefined) {
-        done(null, undefined);
-        return;
-      }
-      done(new AppError("invalid_json", "The request body is empty; send a JSON object."), undefined);
-      return;
-    }
-    if (exceedsJsonDepth(text)) {
-      done(
-        new AppError(
-          "invalid_json",
-          `The request body nests arrays and objects more than ${MAX_JSON_DEPTH} levels deep; no request needs that.`,
-        ),
-        undefined,
-      );
-      return;
-    }
-    try {
-      done(null, JSON.parse(text));
-    } catch (error) {
-      done(
-        new AppError("invalid_json", `The request body is not valid JSON (${(error as Error).message}).`),
-        undefined,
-      );
-    }
-  });
+  registerJsonBodyParser(app);
 
-  // Node lets the request timeout lapse while the headers timeout is longer (seen on 24.21):
-  // the headers bound is never the looser of the two.
-  app.server.headersTimeout = Math.min(app.server.headersTimeout, requestTimeoutMs);
+  app.server.headersTimeout = headersTimeoutMs;
+  forwardUnmetExpectations(app.server);
 
   const inFlight = dependencies.inFlight ?? new InFlightRequests();
   // Hooks with nothing to wait for take Fastify's callback form, which costs no promise.
   app.addHook("onRequest", (request, reply, done) => {
     reply.header("x-request-id", request.id);
+    const headers = request.headers;
+    if (headers.host === undefined || headers.expect !== undefined) {
+      const refusal = refuseRequestHead(request.raw);
+      if (refusal !== undefined) {
+        if (refusal.closeConnection) reply.header("connection", "close");
+        done(refusal.error);
+        return;
+      }
+    }
     // Keep-alive connections can still bring requests while the server drains.
     if (inFlight.closing && request.url.startsWith("/v1/")) {
       reply.header("connection", "close");
@@ -272,6 +256,11 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
   app.setErrorHandler((error, request, reply) => {
     const appError = normalizeError(error);
     annotate(request, { error: appError.code });
+    // Fastify closes the connection after refusing a body, and with the rest of the body still
+    // coming the close often reaches the client as a reset, before it could read the 413. Kept
+    // open, the connection reads and drops the rest (bounded as after any early answer: see the
+    // onResponse hook), and the client gets its answer whenever it stops sending to read it.
+    if (appError.code === "request_too_large") reply.removeHeader("connection");
     if (appError.code === "internal_error") request.log.error({ err: error }, "request failed");
     else if (appError.code === "store_unavailable")
       request.log.warn({ err: error }, "the store is unavailable");

@@ -10,6 +10,8 @@ import { AppError } from "../../src/errors/app-error.ts";
 import { ModelRegistry } from "../../src/models/model-registry.ts";
 
 const REQUEST_TIMEOUT_MS = 400;
+const HEADERS_TIMEOUT_MS = 200;
+const TIMEOUTS = { headersTimeoutMs: HEADERS_TIMEOUT_MS, requestTimeoutMs: REQUEST_TIMEOUT_MS };
 
 let app: FastifyInstance;
 let port: number;
@@ -29,6 +31,7 @@ beforeAll(async () => {
       };
     },
     requestTimeoutMs: REQUEST_TIMEOUT_MS,
+    headersTimeoutMs: HEADERS_TIMEOUT_MS,
   });
   await app.listen({ host: "127.0.0.1", port: 0 });
   const address = app.server.address();
@@ -151,12 +154,36 @@ describe("requests the HTTP parser refuses", () => {
     expect(response.status).toBe(408);
     expect(response.body).toEqual({
       error: {
-        message: `The request did not arrive in full within ${REQUEST_TIMEOUT_MS / 1000} seconds; send its headers and body without long pauses.`,
+        message: `The request did not arrive in full within ${REQUEST_TIMEOUT_MS / 1000} seconds of its start; send its body without long pauses.`,
         type: "invalid_request_error",
         param: null,
         code: "request_timeout",
       },
     });
+  });
+
+  it("answers headers that stop arriving with 408 naming the headers bound, not the whole request's", async () => {
+    // Node reports both bounds as ERR_HTTP_REQUEST_TIMEOUT; the headers bound is the shorter.
+    for (const head of ["GET /health HTTP/1.1\r\nHost: x\r\n", "GET /heal"]) {
+      const { text, closed } = await exchange([head]);
+      expect(closed).toBe(true);
+      const response = parseResponse(text);
+      expect(response.status).toBe(408);
+      expect(response.body).toEqual({
+        error: {
+          message: `The request's headers did not arrive in full within ${HEADERS_TIMEOUT_MS / 1000} seconds; send them without long pauses.`,
+          type: "invalid_request_error",
+          param: null,
+          code: "request_timeout",
+        },
+      });
+    }
+  });
+
+  it("names the headers bound for a second request on a keep-alive connection whose headers stop", async () => {
+    const { text } = await exchange(["GET /health HTTP/1.1\r\nHost: x\r\n\r\nGET /health HTTP/1.1\r\n"]);
+    expect(text).toMatch(/^HTTP\/1\.1 200 [\s\S]*HTTP\/1\.1 408 /);
+    expect(text).toContain(`headers did not arrive in full within ${HEADERS_TIMEOUT_MS / 1000} seconds`);
   });
 
   it("closes a connection whose body still trickles in past the timeout after an early answer", async () => {
@@ -223,6 +250,111 @@ describe("requests the HTTP parser refuses", () => {
   });
 });
 
+describe("request heads Node would refuse with a bare answer of its own", () => {
+  it("answers an HTTP/1.1 request without Host with 400 in the contract's shape, then closes", async () => {
+    const { text, closed } = await exchange(["GET /health HTTP/1.1\r\nX-Request-Id: no-host\r\n\r\n"]);
+    expect(closed).toBe(true);
+    const response = parseResponse(text);
+    expect(response.status).toBe(400);
+    expect(response.headers["content-type"]).toBe("application/json; charset=utf-8");
+    expect(response.headers.connection).toBe("close");
+    expect(response.headers["x-request-id"]).toBe("no-host");
+    expect(response.body).toEqual({
+      error: {
+        message: expect.stringMatching(
+          /^The request has no Host header, which HTTP\/1\.1 requires; send one/,
+        ),
+        type: "invalid_request_error",
+        param: null,
+        code: "invalid_http_request",
+      },
+    });
+  });
+
+  it("still answers an HTTP/1.0 request without Host, as Node does", async () => {
+    const { text } = await exchange(["GET /health HTTP/1.0\r\n\r\n"]);
+    expect(text).toMatch(/^HTTP\/1\.1 200 [\s\S]*\{"status":"ok"\}$/);
+  });
+
+  it("answers an Expect other than 100-continue in the contract's shape and keeps the connection", async () => {
+    const { text } = await exchange([
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}",
+      "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    ]);
+    const [refused = "", next = ""] = text.split(/(?=HTTP\/1\.1 200 )/);
+    const response = parseResponse(refused);
+    expect(response.status).toBe(400);
+    expect(response.headers["x-request-id"]).toMatch(/^req_[0-9a-f]{24}$/);
+    expect(response.body).toEqual({
+      error: {
+        message:
+          "The request's 'Expect: 200-ok' cannot be met: this server knows only 'Expect: 100-continue'; remove the header.",
+        type: "invalid_request_error",
+        param: null,
+        code: "invalid_http_request",
+      },
+    });
+    expect(next).toMatch(/\{"status":"ok"\}$/);
+  });
+
+  it("still meets Expect: 100-continue", async () => {
+    const { text } = await exchange([
+      "GET /health HTTP/1.1\r\nHost: x\r\nExpect: 100-Continue\r\nConnection: close\r\n\r\n",
+    ]);
+    expect(text).toMatch(/^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 200 [\s\S]*\{"status":"ok"\}$/);
+  });
+});
+
+describe("a body over the limit", () => {
+  it("is answered 413 on a connection that stays open to take the rest of the body (no reset)", async () => {
+    const small = buildApp({
+      registry: new ModelRegistry([], () => undefined),
+      authenticate: async () => ({
+        publicId: "good",
+        accountId: undefined,
+        role: "user",
+        allowedModels: [],
+        rpm: undefined,
+        tpm: undefined,
+      }),
+      bodyLimitBytes: 1024,
+    });
+    await small.listen({ host: "127.0.0.1", port: 0 });
+    try {
+      const socket = connect((small.server.address() as AddressInfo).port, "127.0.0.1");
+      let text = "";
+      const errors: Error[] = [];
+      socket.setEncoding("utf8");
+      socket.on("data", (data: string) => {
+        text += data;
+      });
+      socket.on("error", (error) => errors.push(error));
+      const closed = new Promise((resolve) => socket.on("close", resolve));
+      const size = 1_000_000;
+      socket.write(
+        `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer good\r\nContent-Type: application/json\r\nContent-Length: ${size}\r\n\r\n`,
+      );
+      // As a client that writes its whole body before it reads: the 413 is out before the body.
+      for (let waited = 0; !/\r\n\r\n\{.*\}$/s.test(text); waited += 5) {
+        if (waited > 5_000) throw new Error(`no answer: ${text}`);
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+      socket.write("x".repeat(size));
+      socket.write("GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+      await closed;
+      expect(errors).toEqual([]);
+      const [refused = "", next = ""] = text.split(/(?=HTTP\/1\.1 200 )/);
+      expect(parseResponse(refused)).toMatchObject({
+        status: 413,
+        body: { error: { code: "request_too_large", type: "invalid_request_error" } },
+      });
+      expect(next).toMatch(/\{"status":"ok"\}$/);
+    } finally {
+      await small.close();
+    }
+  });
+});
+
 describe("answerClientError after an early answer", () => {
   it("writes no second answer when the request timeout catches up with a body left unread", async () => {
     // Whichever comes first, the bound on the unread body or Node's request timeout: the client
@@ -232,7 +364,7 @@ describe("answerClientError after an early answer", () => {
       boundUnreadBody(request, 60_000);
       response.on("finish", () => {
         const timeout = Object.assign(new Error("timeout"), { code: "ERR_HTTP_REQUEST_TIMEOUT" });
-        answerClientError(timeout, request.socket, REQUEST_TIMEOUT_MS);
+        answerClientError(timeout, request.socket, TIMEOUTS);
       });
     });
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));

@@ -1,0 +1,120 @@
+import type { FastifyInstance, FastifyRequest } from "fastify";
+import { AppError } from "../errors/app-error.ts";
+import { exceedsJsonDepth, MAX_JSON_DEPTH } from "./check-json-depth.ts";
+
+type Done = (error: Error | null, body?: unknown) => void;
+
+/**
+ * The content types read as UTF-8 text by Fastify itself: `application/json` with no parameter
+ * or with `charset=utf-8` alone, as Fastify normalises them (lower-case type, quoted values).
+ */
+const UTF8_JSON = /^application\/json(?:; charset="utf-?8")?$/i;
+
+/** Every other `application/json` with parameters: a charset to honour, or other parameters. */
+const PARAMETERISED_JSON = /^application\/json; /;
+
+/** The `charset` parameter of a `Content-Type` header, unquoted; `undefined` without one. */
+const CHARSET_PARAMETER = /;\s*charset\s*=\s*(?:"([^"]*)"|([^;\s]*))/i;
+
+/**
+ * Registers the one JSON body parser, in two halves. The common content types (no charset, or
+ * UTF-8) keep Fastify's own string reading, as fast as it is. Any other `application/json; ...`
+ * is read as bytes and decoded with the charset it declares when `TextDecoder` knows it
+ * (latin1, windows-1252, UTF-16, Shift_JIS, ...): read as UTF-8, its non-ASCII text would be
+ * corrupted without a word. A charset it does not know is refused, naming it.
+ *
+ * Both are registered as regular expressions, which Fastify consults only when no parser has
+ * the bare media type; it remembers which parser a content type gets, so the common path costs
+ * what a parser under the string `application/json` did.
+ */
+export function registerJsonBodyParser(app: FastifyInstance): void {
+  app.addContentTypeParser(PARAMETERISED_JSON, { parseAs: "buffer" }, (request, body, done) => {
+    const refusal = refuseContentEncoding(request);
+    if (refusal !== undefined) {
+      done(refusal, undefined);
+      return;
+    }
+    const charset = readCharset(request.headers["content-type"]);
+    const text = decode(body as Buffer, charset ?? "utf-8");
+    if (text === undefined) {
+      done(
+        new AppError(
+          "invalid_content_type",
+          `The request body's charset '${String(charset).slice(0, 64)}' is not supported; send the JSON in UTF-8 ('Content-Type: application/json').`,
+        ),
+        undefined,
+      );
+      return;
+    }
+    parseJsonText(request, text, done);
+  });
+  app.addContentTypeParser(UTF8_JSON, { parseAs: "string" }, (request, body, done) => {
+    const refusal = refuseContentEncoding(request);
+    if (refusal !== undefined) {
+      done(refusal, undefined);
+      return;
+    }
+    parseJsonText(request, typeof body === "string" ? body : body.toString("utf8"), done);
+  });
+}
+
+/** The `charset` parameter of `contentType`, or `undefined`. */
+export function readCharset(contentType: string | undefined): string | undefined {
+  const match = CHARSET_PARAMETER.exec(contentType ?? "");
+  if (match === null) return undefined;
+  return match[1] ?? match[2];
+}
+
+/**
+ * `bytes` decoded as the WHATWG encoding `label` names (a byte order mark dropped, bytes that
+ * encode nothing replaced by U+FFFD, as the UTF-8 path does), or `undefined` for a label that
+ * names none `TextDecoder` knows.
+ */
+function decode(bytes: Uint8Array, label: string): string | undefined {
+  try {
+    return new TextDecoder(label).decode(bytes);
+  } catch {
+    return undefined;
+  }
+}
+
+/** The refusal of a compressed body, or `undefined` for an identity one. */
+function refuseContentEncoding(request: FastifyRequest): AppError | undefined {
+  const encoding = request.headers["content-encoding"];
+  if (encoding === undefined || encoding.trim().toLowerCase() === "identity") return undefined;
+  return new AppError(
+    "invalid_content_type",
+    `Compressed request bodies (Content-Encoding: ${encoding}) are not supported; send the JSON uncompressed.`,
+  );
+}
+
+function parseJsonText(request: FastifyRequest, text: string, done: Done): void {
+  if (text.trim() === "") {
+    // Clients often send their JSON content type on every request: a route that reads no body
+    // (a revoke) takes an empty one.
+    if (request.routeOptions.schema?.body === undefined) {
+      done(null, undefined);
+      return;
+    }
+    done(new AppError("invalid_json", "The request body is empty; send a JSON object."), undefined);
+    return;
+  }
+  if (exceedsJsonDepth(text)) {
+    done(
+      new AppError(
+        "invalid_json",
+        `The request body nests arrays and objects more than ${MAX_JSON_DEPTH} levels deep; no request needs that.`,
+      ),
+      undefined,
+    );
+    return;
+  }
+  try {
+    done(null, JSON.parse(text));
+  } catch (error) {
+    done(
+      new AppError("invalid_json", `The request body is not valid JSON (${(error as Error).message}).`),
+      undefined,
+    );
+  }
+}

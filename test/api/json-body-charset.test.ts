@@ -1,0 +1,134 @@
+import type { FastifyInstance } from "fastify";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { buildApp } from "../../src/api/build-app.ts";
+import { readCharset } from "../../src/api/register-json-body-parser.ts";
+import { AppError } from "../../src/errors/app-error.ts";
+import { ModelRegistry } from "../../src/models/model-registry.ts";
+
+let app: FastifyInstance;
+let url: string;
+
+beforeAll(async () => {
+  app = buildApp({
+    registry: new ModelRegistry([], () => undefined),
+    authenticate: async () => {
+      throw new AppError("invalid_api_key", "Not a key.");
+    },
+  });
+  // A route that answers the body it was given, parsed by the app's one JSON parser.
+  app.post("/echo", async (request) => ({ body: request.body }));
+  await app.listen({ host: "127.0.0.1", port: 0 });
+  const address = app.server.address();
+  url = `http://127.0.0.1:${typeof address === "object" && address !== null ? address.port : 0}/echo`;
+});
+
+afterAll(async () => {
+  await app?.close();
+});
+
+async function post(contentType: string, body: Uint8Array, headers: Record<string, string> = {}) {
+  const response = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": contentType, ...headers },
+    body,
+  });
+  return { status: response.status, body: (await response.json()) as unknown };
+}
+
+/** `{"text":"<text>"}` in the single-byte windows-1252 encoding (which `latin1` names too). */
+function windows1252Json(text: string): Uint8Array {
+  const bytes: number[] = [];
+  for (const character of `{"text":"${text}"}`)
+    bytes.push(character === "€" ? 0x80 : character.charCodeAt(0));
+  return Uint8Array.from(bytes);
+}
+
+describe("a JSON body with a declared charset", () => {
+  it("is decoded with a latin1, ISO-8859-1 or windows-1252 charset, not read as UTF-8", async () => {
+    const body = windows1252Json("café à 5 €");
+    for (const contentType of [
+      "application/json; charset=latin1",
+      "application/json; charset=ISO-8859-1",
+      "application/json;charset=iso-8859-1",
+      'application/json; charset="windows-1252"',
+      "Application/JSON; Charset=CP1252",
+    ]) {
+      expect(await post(contentType, body), contentType).toEqual({
+        status: 200,
+        body: { body: { text: "café à 5 €" } },
+      });
+    }
+  });
+
+  it("is decoded as UTF-16, little or big endian", async () => {
+    const json = '{"text":"日本語 ✓"}';
+    const littleEndian = Buffer.from(json, "utf16le");
+    const bigEndian = Buffer.from(littleEndian).swap16();
+    for (const [contentType, body] of [
+      ["application/json; charset=utf-16le", littleEndian],
+      ["application/json; charset=utf-16", littleEndian],
+      ["application/json; charset=UTF-16BE", bigEndian],
+    ] as const) {
+      expect(await post(contentType, body), contentType).toEqual({
+        status: 200,
+        body: { body: { text: "日本語 ✓" } },
+      });
+    }
+  });
+
+  it("is read as UTF-8 without a charset, with UTF-8 or an alias of it, or with other parameters", async () => {
+    const body = Buffer.from('{"text":"café 日本"}');
+    for (const contentType of [
+      "application/json",
+      "application/json; charset=utf-8",
+      "application/json; charset=UTF-8",
+      "application/json; charset=utf8",
+      "application/json; charset=unicode-1-1-utf-8",
+      "application/json; version=2",
+    ]) {
+      expect(await post(contentType, body), contentType).toEqual({
+        status: 200,
+        body: { body: { text: "café 日本" } },
+      });
+    }
+  });
+
+  it("is refused, naming the charset, when the charset is not one the server can decode", async () => {
+    for (const charset of ["klingon", "utf-32"]) {
+      expect(await post(`application/json; charset=${charset}`, Buffer.from("{}"))).toEqual({
+        status: 400,
+        body: {
+          error: {
+            message: `The request body's charset '${charset}' is not supported; send the JSON in UTF-8 ('Content-Type: application/json').`,
+            type: "invalid_request_error",
+            param: null,
+            code: "invalid_content_type",
+          },
+        },
+      });
+    }
+  });
+
+  it("still refuses a compressed body, and invalid JSON, whatever its charset", async () => {
+    const compressed = await post("application/json; charset=latin1", Buffer.from("{}"), {
+      "content-encoding": "gzip",
+    });
+    expect(compressed).toMatchObject({ status: 400, body: { error: { code: "invalid_content_type" } } });
+    const invalid = await post("application/json; charset=latin1", Buffer.from("{"));
+    expect(invalid).toMatchObject({ status: 400, body: { error: { code: "invalid_json" } } });
+    expect(await post("application/json-seq", Buffer.from("{}"))).toMatchObject({
+      status: 400,
+      body: { error: { code: "invalid_content_type" } },
+    });
+  });
+});
+
+describe("readCharset", () => {
+  it("reads the charset parameter, quoted or not, in any case", () => {
+    expect(readCharset("application/json")).toBeUndefined();
+    expect(readCharset(undefined)).toBeUndefined();
+    expect(readCharset("application/json; charset=latin1")).toBe("latin1");
+    expect(readCharset('application/json; version=2; CHARSET="utf-16"')).toBe("utf-16");
+    expect(readCharset("application/json;charset=UTF-8 ; version=2")).toBe("UTF-8");
+  });
+});
