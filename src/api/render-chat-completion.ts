@@ -1,4 +1,4 @@
-import type { FinishReason, StreamPart, ToolCall, Usage } from "../engine/engine.ts";
+import type { FinishReason, PartBatch, ToolCall, Usage } from "../engine/engine.ts";
 import type { AppError } from "../errors/app-error.ts";
 
 /** Token usage on the wire. */
@@ -56,49 +56,51 @@ export interface CollectedCompletion {
 }
 
 /** Gathers one run's parts into a {@link CollectedCompletion}. */
-export async function collectCompletion(parts: AsyncIterable<StreamPart>): Promise<CollectedCompletion> {
+export async function collectCompletion(batches: AsyncIterable<PartBatch>): Promise<CollectedCompletion> {
   let text = "";
   let refusal = "";
   const toolCalls: ToolCall[] = [];
-  for await (const part of parts) {
-    switch (part.type) {
-      case "text-delta":
-        text += part.text;
-        break;
-      case "refusal-delta":
-        refusal += part.text;
-        break;
-      case "tool-call-delta": {
-        const call = toolCalls[part.index] ?? { id: "", name: "", arguments: "" };
-        toolCalls[part.index] = call;
-        if (part.id !== undefined) call.id = part.id;
-        if (part.name !== undefined) call.name = part.name;
-        call.arguments += part.argumentsDelta;
-        break;
-      }
-      case "finish":
-        return {
-          text,
-          refusal,
-          toolCalls,
-          finishReason: part.reason,
-          rawFinishReason: part.rawReason,
-          usage: part.usage,
-          error: undefined,
-        };
-      case "error":
-        return {
-          text,
-          refusal,
-          toolCalls,
-          finishReason: "error",
-          rawFinishReason: undefined,
-          usage: part.usage,
-          error: part.error,
-        };
-      default: {
-        const unreachable: never = part;
-        throw new Error(`unknown stream part ${JSON.stringify(unreachable)}`);
+  for await (const parts of batches) {
+    for (const part of parts) {
+      switch (part.type) {
+        case "text-delta":
+          text += part.text;
+          break;
+        case "refusal-delta":
+          refusal += part.text;
+          break;
+        case "tool-call-delta": {
+          const call = toolCalls[part.index] ?? { id: "", name: "", arguments: "" };
+          toolCalls[part.index] = call;
+          if (part.id !== undefined) call.id = part.id;
+          if (part.name !== undefined) call.name = part.name;
+          call.arguments += part.argumentsDelta;
+          break;
+        }
+        case "finish":
+          return {
+            text,
+            refusal,
+            toolCalls,
+            finishReason: part.reason,
+            rawFinishReason: part.rawReason,
+            usage: part.usage,
+            error: undefined,
+          };
+        case "error":
+          return {
+            text,
+            refusal,
+            toolCalls,
+            finishReason: "error",
+            rawFinishReason: undefined,
+            usage: part.usage,
+            error: part.error,
+          };
+        default: {
+          const unreachable: never = part;
+          throw new Error(`unknown stream part ${JSON.stringify(unreachable)}`);
+        }
       }
     }
   }

@@ -1,4 +1,4 @@
-import type { StreamPart } from "../engine/engine.ts";
+import type { PartBatch, StreamPart } from "../engine/engine.ts";
 import type { AppError } from "../errors/app-error.ts";
 import { toWireError } from "./errors.ts";
 import {
@@ -77,6 +77,18 @@ export class ChunkRenderer {
         throw new Error(`unknown stream part ${JSON.stringify(unreachable)}`);
       }
     }
+  }
+
+  /**
+   * The events for a batch of parts, as one text to write at once. `cut`: the error that cut the
+   * run (a shutdown), sent in place of its `finish`.
+   */
+  parts(parts: PartBatch, cut?: AppError): string {
+    if (parts.length === 1 && cut === undefined) return this.part(parts[0] as StreamPart);
+    let events = "";
+    for (const part of parts)
+      events += cut !== undefined && part.type === "finish" ? this.error(cut) : this.part(part);
+    return events;
   }
 
   /** An error after the stream started: an error event, then the terminator. */

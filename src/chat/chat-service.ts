@@ -2,7 +2,7 @@ import type { ChatCompletionOptions } from "../api/convert-chat-request.ts";
 import type { CompletionIdentity } from "../api/render-chat-completion.ts";
 import type { CatalogModel } from "../catalog/catalog.ts";
 import { ContextLengthError } from "../engine/check-context-length.ts";
-import type { PreparedChat, StreamPart } from "../engine/engine.ts";
+import type { PartBatch, PreparedChat, StreamPart } from "../engine/engine.ts";
 import { AppError, isAppError } from "../errors/app-error.ts";
 import { createRandomText } from "../ids/random-text.ts";
 import type { ModelRegistry } from "../models/model-registry.ts";
@@ -12,7 +12,8 @@ import { isModelAllowedForKey, type RequestKey } from "./request-key.ts";
 /** A chat request accepted and started: its identity and its parts, the first already produced. */
 export interface StartedChat {
   identity: CompletionIdentity;
-  parts: AsyncIterable<StreamPart>;
+  /** The engine's batches of parts; the last part is `finish` or `error`. */
+  parts: AsyncIterable<PartBatch>;
 }
 
 export interface ChatServiceOptions {
@@ -20,6 +21,9 @@ export interface ChatServiceOptions {
   admission: ChatAdmission;
   now?: () => number;
 }
+
+/** The part that ends a run. */
+type EndPart = Extract<StreamPart, { type: "finish" | "error" }>;
 
 /** The ledger's error code of a run whose client went away before it ended. */
 export const CLIENT_CLOSED = "client_closed";
@@ -125,7 +129,7 @@ export class ChatService {
     });
     const startedAt = this.#now();
     const iterator = prepared.run(signal)[Symbol.asyncIterator]();
-    let first: IteratorResult<StreamPart>;
+    let first: IteratorResult<PartBatch>;
     try {
       first = await iterator.next();
     } catch (error) {
@@ -169,16 +173,21 @@ export class ChatService {
     });
   }
 
+  /**
+   * The run's batches, settled before the one holding the last part goes out. That part goes
+   * in a batch of its own, after the parts read with it, so that these do not wait for the
+   * settlement's commit.
+   */
   async *#settleOnEnd(
-    first: IteratorResult<StreamPart>,
-    iterator: AsyncIterator<StreamPart>,
+    first: IteratorResult<PartBatch>,
+    iterator: AsyncIterator<PartBatch>,
     ticket: AdmissionTicket,
     run: { startedAt: number; servedBy: CatalogModel | undefined; annotate: Annotate; signal: AbortSignal },
-  ): AsyncGenerator<StreamPart> {
+  ): AsyncGenerator<PartBatch> {
     const { startedAt, servedBy, annotate, signal } = run;
     // The time to the first token: none when the run ended before it generated anything (a
     // client that left while queued), which would otherwise count as a fast first token.
-    const firstPart = first.done ? undefined : first.value;
+    const firstPart = first.done ? undefined : first.value[0];
     const generatedNothing =
       firstPart !== undefined &&
       (firstPart.type === "finish" || firstPart.type === "error") &&
@@ -186,32 +195,35 @@ export class ChatService {
     const firstPartMs = generatedNothing ? undefined : this.#now() - startedAt;
     let settled = false;
     const settle = async (outcome: Omit<RunOutcome, "timings">, queueMs?: number) => {
-      if (settled) return;
       settled = true;
       const totalMs = this.#now() - startedAt;
       annotate({ firstTokenMs: firstPartMs, engineMs: totalMs, queueMs, finishReason: outcome.finishReason });
       await ticket.settle({ ...outcome, timings: { firstPartMs, totalMs, queueMs }, servedBy });
     };
+    /** The outcome a run's last part tells. */
+    const outcomeOf = (last: EndPart): Omit<RunOutcome, "timings"> => {
+      if (last.type === "error")
+        return { usage: last.usage, finishReason: "error", errorCode: last.error.code };
+      // A run stopped by its client (or cut by a shutdown) says so in the ledger.
+      const errorCode = !signal.aborted
+        ? undefined
+        : isAppError(signal.reason)
+          ? signal.reason.code
+          : CLIENT_CLOSED;
+      return { usage: last.usage, finishReason: last.reason, errorCode };
+    };
     try {
       let result = first;
       while (!result.done) {
-        const part = result.value;
-        if (part.type === "finish") {
-          // A run stopped by its client (or cut by a shutdown) says so in the ledger.
-          const errorCode = !signal.aborted
-            ? undefined
-            : isAppError(signal.reason)
-              ? signal.reason.code
-              : CLIENT_CLOSED;
-          await settle({ usage: part.usage, finishReason: part.reason, errorCode }, part.queueMs);
-        } else if (part.type === "error") {
-          await settle(
-            { usage: part.usage, finishReason: "error", errorCode: part.error.code },
-            part.queueMs,
-          );
+        const parts = result.value;
+        const last = parts.at(-1);
+        if (last?.type === "finish" || last?.type === "error") {
+          if (parts.length > 1) yield parts.slice(0, -1);
+          await settle(outcomeOf(last), last.queueMs);
+          yield [last];
+          return;
         }
-        yield part;
-        if (part.type === "finish" || part.type === "error") return;
+        if (parts.length > 0) yield parts;
         result = await iterator.next();
       }
       throw new Error("engine stream ended without a finish part");

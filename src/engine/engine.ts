@@ -112,6 +112,14 @@ export type StreamPart =
   | { type: "finish"; reason: FinishReason; rawReason: string | undefined; usage: Usage; queueMs?: number }
   | { type: "error"; error: AppError; usage: Usage; queueMs?: number };
 
+/**
+ * Parts that became available together (one read of an upstream's answer, the tokens generated
+ * while the reader was busy), never empty. Passing them on as one step instead of one by one
+ * spares each layer between the engine and the client a promise per part, and lets a stream
+ * write them to its client at once.
+ */
+export type PartBatch = readonly StreamPart[];
+
 /** Readiness of a model, as `/v1/models` reports it. */
 export type ModelStatus = "available" | "loading" | "unavailable";
 
@@ -140,13 +148,14 @@ export interface PreparedChat {
    */
   servedBy?(): string | undefined;
   /**
-   * Runs the request. Errors before the first part (queue full, upstream down) are thrown
-   * from the first `next()` as an {@link AppError}, so the edge can still answer with a status;
-   * errors after the first part arrive as an `error` part. Aborting `signal` stops generation at
-   * once; the stream then ends with a `finish` part whose usage counts what was generated.
-   * The last part is always `finish` or `error`.
+   * Runs the request: its parts, in batches (see {@link PartBatch}). Errors before the first
+   * part (queue full, upstream down) are thrown from the first `next()` as an {@link AppError},
+   * so the edge can still answer with a status; errors after the first part arrive as an `error`
+   * part. Aborting `signal` stops generation at once; the stream then ends with a `finish` part
+   * whose usage counts what was generated. The last part is always `finish` or `error`, and
+   * nothing follows the batch that holds it.
    */
-  run(signal: AbortSignal): AsyncIterable<StreamPart>;
+  run(signal: AbortSignal): AsyncIterable<PartBatch>;
 }
 
 /** What the caller allows a prepared request beyond its own model. */

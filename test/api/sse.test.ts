@@ -115,4 +115,48 @@ describe("ChunkRenderer", () => {
       "[DONE]",
     ]);
   });
+
+  it("renders a batch of parts as the events of each, in order, in one text", () => {
+    const renderer = new ChunkRenderer(identity, { includeUsage: false });
+    const finish = {
+      type: "finish",
+      reason: "stop",
+      rawReason: "stop",
+      usage: { promptTokens: 3, completionTokens: 2 },
+    } as const;
+    const batch = [
+      { type: "text-delta", text: "Hel" },
+      { type: "text-delta", text: "" },
+      { type: "text-delta", text: "lo" },
+      finish,
+    ] as const;
+    expect(renderer.parts(batch)).toBe(batch.map((part) => renderer.part(part)).join(""));
+    expect(parseEvents(renderer.parts(batch))).toHaveLength(4);
+    expect(renderer.parts([{ type: "text-delta", text: "x" }])).toBe(
+      renderer.part({ type: "text-delta", text: "x" }),
+    );
+  });
+
+  it("sends the error that cut a run in place of its finish", () => {
+    const renderer = new ChunkRenderer(identity, { includeUsage: true });
+    const cut = new AppError("model_unavailable", "The server is shutting down.");
+    const events = parseEvents(
+      renderer.parts(
+        [
+          { type: "text-delta", text: "Hi" },
+          {
+            type: "finish",
+            reason: "stop",
+            rawReason: "abort",
+            usage: { promptTokens: 3, completionTokens: 1 },
+          },
+        ],
+        cut,
+      ),
+    ) as { choices?: { delta: unknown }[]; error?: { code: string } }[];
+    expect(events[0]?.choices?.[0]?.delta).toEqual({ content: "Hi" });
+    expect(events[1]?.error?.code).toBe("model_unavailable");
+    expect(events[2]).toBe("[DONE]");
+    expect(events).toHaveLength(3);
+  });
 });

@@ -128,13 +128,12 @@ export function registerChatCompletionRoutes(
     let connected = await writeToClient(raw, renderer.start());
     // Read to the end even after the client left: the engine then stops at once and reports
     // what it generated, so the request is settled with the real usage.
-    for await (const part of started.parts) {
+    for await (const parts of started.parts) {
       if (!connected) {
         controller.abort();
         continue;
       }
-      const cut = part.type === "finish" ? cutBy(controller.signal) : undefined;
-      connected = await writeToClient(raw, cut === undefined ? renderer.part(part) : renderer.error(cut));
+      connected = await writeToClient(raw, renderer.parts(parts, cutBy(controller.signal)));
     }
     if (connected) raw.end();
   }

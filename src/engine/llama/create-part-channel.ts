@@ -1,14 +1,14 @@
 /**
  * A one-reader buffer between callback-style producers (node-llama-cpp's `onTextChunk`) and an
  * async generator. Pushing never blocks: generation runs at its own pace and parts queue up until
- * the reader takes them.
+ * the reader takes them, all of them at once.
  */
 export interface PartChannel<Part> {
   push(part: Part): void;
   /** No more parts; the reader drains what is buffered, then ends. */
   close(): void;
-  /** Resolves the next part, or `undefined` once closed and drained. */
-  next(): Promise<Part | undefined>;
+  /** Resolves every part buffered (at least one, in order), or `undefined` once closed and drained. */
+  next(): Promise<Part[] | undefined>;
 }
 
 /**
@@ -25,7 +25,7 @@ export interface PartChannel<Part> {
  * is the time to first token, which matters more than one decode's overlap.
  */
 export function createPartChannel<Part>(): PartChannel<Part> {
-  const buffered: Part[] = [];
+  let buffered: Part[] = [];
   let closed = false;
   let wake: (() => void) | undefined;
   let wakeScheduled = false;
@@ -58,8 +58,11 @@ export function createPartChannel<Part>(): PartChannel<Part> {
           wake = resolve;
         });
       }
-      delivered ||= buffered.length > 0;
-      return buffered.shift();
+      if (buffered.length === 0) return undefined;
+      delivered = true;
+      const parts = buffered;
+      buffered = [];
+      return parts;
     },
   };
 }

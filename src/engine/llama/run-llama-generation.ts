@@ -1,6 +1,6 @@
 import type { ChatHistoryItem, LLamaChatGenerateResponseOptions, LlamaGrammar } from "node-llama-cpp";
 import { AppError } from "../../errors/app-error.ts";
-import type { ChatRequest, StreamPart, Usage } from "../engine.ts";
+import type { ChatRequest, PartBatch, StreamPart, Usage } from "../engine.ts";
 import type { LeasePool } from "./create-lease-pool.ts";
 import { createPartChannel } from "./create-part-channel.ts";
 import { createPartMapper, type LlamaChatResult } from "./create-part-mapper.ts";
@@ -42,7 +42,7 @@ export interface LlamaGenerationOptions {
  * Completion tokens are read from the sequence's token meter, which counts one output per sampled
  * token (the end-of-generation token included) and none for prompt evaluation.
  */
-export async function* runLlamaGeneration(options: LlamaGenerationOptions): AsyncGenerator<StreamPart> {
+export async function* runLlamaGeneration(options: LlamaGenerationOptions): AsyncGenerator<PartBatch> {
   const { signal, closeSignal } = options;
   const wait = linkAbortSignals([signal, closeSignal]);
   const queuedAt = performance.now();
@@ -50,7 +50,7 @@ export async function* runLlamaGeneration(options: LlamaGenerationOptions): Asyn
   const queueMs = Math.round(performance.now() - queuedAt);
   if (lease === undefined) {
     if (!signal.aborted) throw unloadedError();
-    yield abortFinish(options.promptTokens, 0, queueMs);
+    yield [abortFinish(options.promptTokens, 0, queueMs)];
     return;
   }
 
@@ -151,8 +151,8 @@ export async function* runLlamaGeneration(options: LlamaGenerationOptions): Asyn
     });
 
   try {
-    for (let part = await channel.next(); part !== undefined; part = await channel.next()) {
-      yield part;
+    for (let parts = await channel.next(); parts !== undefined; parts = await channel.next()) {
+      yield parts;
     }
   } finally {
     // Reached too when the reader stops early: stop generating, and hand the sequence back.

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { AppError } from "../../errors/app-error.ts";
-import type { StreamPart } from "../engine.ts";
+import type { PartBatch, StreamPart } from "../engine.ts";
 import { computeRetryDelay } from "./compute-retry-delay.ts";
 import type { UpstreamEndpoint } from "./create-upstream-endpoint.ts";
 import { type AttemptContext, closingError, startUpstreamAttempt } from "./start-upstream-attempt.ts";
@@ -30,9 +30,10 @@ export interface UpstreamRunOptions extends AttemptContext {
  * could serve the request, the last failure is thrown as an AppError (the caller then tries the
  * fallbacks). An endpoint that refuses `stream_options` is asked again at once without it, which
  * costs no retry. After the first part, a failure ends the stream with an `error` part. Every
- * ending carries usage: the upstream's, or an estimate marked `estimated`.
+ * ending carries usage: the upstream's, or an estimate marked `estimated`. Parts come in the
+ * batches the attempt read them in.
  */
-export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenerator<StreamPart> {
+export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenerator<PartBatch> {
   const activeRuns = options.activeRuns;
   if (activeRuns !== undefined) activeRuns.count++;
   try {
@@ -50,7 +51,7 @@ export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenera
     const fallBackNow = (restingMs: number): boolean => restingMs > 0 && options.canFallBack?.() === true;
     for (;;) {
       if (signal.aborted) {
-        yield abortFinish(options.promptTokens);
+        yield [abortFinish(options.promptTokens)];
         return;
       }
       if (closeSignal.aborted) throw closingError(options.modelId);
@@ -72,7 +73,7 @@ export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenera
       if (batch.kind === "parts") {
         try {
           for (;;) {
-            for (const part of batch.parts) yield part;
+            if (batch.parts.length > 0) yield batch.parts;
             // After its last part a run is not resumed: the attempt cleaned up before returning it.
             if (batch.last) return;
             batch = await running.next();

@@ -1,12 +1,12 @@
 import { isAppError } from "../../errors/app-error.ts";
 import type { EngineLogger } from "../create-engine.ts";
-import type { ChatEngine, ChatRequest, PreparedChat, StreamPart } from "../engine.ts";
+import type { ChatEngine, ChatRequest, PartBatch, PreparedChat } from "../engine.ts";
 
 /** What {@link runWithFallbacks} needs. */
 export interface FallbackRunOptions {
   modelId: string;
   /** The run on the model's own endpoints. */
-  primary: AsyncIterable<StreamPart>;
+  primary: AsyncIterable<PartBatch>;
   /** Catalogue ids to try, in order, when the primary fails before its first part. */
   fallbacks: readonly string[];
   resolveEngine: (id: string) => ChatEngine | undefined;
@@ -27,9 +27,9 @@ export interface FallbackRunOptions {
  * is thrown. Errors that are the request's fault (400s) are never retried elsewhere. Only the
  * model's own `fallbacks` are tried: a fallback's fallbacks are not (no chains, no cycles).
  */
-export async function* runWithFallbacks(options: FallbackRunOptions): AsyncGenerator<StreamPart> {
+export async function* runWithFallbacks(options: FallbackRunOptions): AsyncGenerator<PartBatch> {
   const primary = options.primary[Symbol.asyncIterator]();
-  let first: IteratorResult<StreamPart>;
+  let first: IteratorResult<PartBatch>;
   try {
     first = await primary.next();
   } catch (error) {
@@ -43,7 +43,7 @@ export async function* runWithFallbacks(options: FallbackRunOptions): AsyncGener
   yield* { [Symbol.asyncIterator]: () => primary };
 }
 
-async function* runFallbacks(options: FallbackRunOptions, primaryError: Error): AsyncGenerator<StreamPart> {
+async function* runFallbacks(options: FallbackRunOptions, primaryError: Error): AsyncGenerator<PartBatch> {
   for (const id of options.fallbacks) {
     if (options.signal.aborted) break;
     const engine = options.resolveEngine(id);
@@ -51,8 +51,8 @@ async function* runFallbacks(options: FallbackRunOptions, primaryError: Error): 
       options.logger.warn({ model: options.modelId, fallback: id }, "fallback model is unavailable; skipped");
       continue;
     }
-    let run: AsyncIterator<StreamPart>;
-    let first: IteratorResult<StreamPart>;
+    let run: AsyncIterator<PartBatch>;
+    let first: IteratorResult<PartBatch>;
     try {
       const prepared = await options.prepareFallback(engine, options.request);
       run = prepared.run(options.signal)[Symbol.asyncIterator]();
@@ -76,12 +76,14 @@ async function* runFallbacks(options: FallbackRunOptions, primaryError: Error): 
     return;
   }
   if (options.signal.aborted) {
-    yield {
-      type: "finish",
-      reason: "stop",
-      rawReason: "abort",
-      usage: { promptTokens: undefined, completionTokens: 0 },
-    };
+    yield [
+      {
+        type: "finish",
+        reason: "stop",
+        rawReason: "abort",
+        usage: { promptTokens: undefined, completionTokens: 0 },
+      },
+    ];
     return;
   }
   throw primaryError;

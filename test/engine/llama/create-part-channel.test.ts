@@ -2,19 +2,20 @@ import { describe, expect, it } from "vitest";
 import { createPartChannel } from "../../../src/engine/llama/create-part-channel.ts";
 
 describe("createPartChannel", () => {
-  it("hands over parts in order, those pushed before and while the reader waits, then ends", async () => {
+  it("hands over parts in order, all those buffered at once, then ends", async () => {
     const channel = createPartChannel<number>();
     channel.push(1);
     channel.push(2);
-    const read: (number | undefined)[] = [await channel.next(), await channel.next()];
+    const read: (number[] | undefined)[] = [await channel.next()];
     const waiting = channel.next();
     channel.push(3);
     read.push(await waiting);
     channel.push(4);
-    channel.close();
     channel.push(5);
+    channel.close();
+    channel.push(6);
     read.push(await channel.next(), await channel.next(), await channel.next());
-    expect(read).toEqual([1, 2, 3, 4, undefined, undefined]);
+    expect(read).toEqual([[1, 2], [3], [4, 5], undefined, undefined]);
   });
 
   it("ends a waiting reader when it closes", async () => {

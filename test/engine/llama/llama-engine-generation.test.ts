@@ -215,12 +215,10 @@ describe("llama engine: queue and abort", () => {
     for (const [index, iterator] of iterators.entries()) {
       if (firsts[index]?.status !== "fulfilled") continue;
       let result = await iterator.next();
-      while (!result.done && result.value.type !== "finish") result = await iterator.next();
-      expect(result.done ? undefined : result.value).toMatchObject({
-        reason: "length",
-        usage: { completionTokens: 20 },
-      });
-      if (!result.done && result.value.type === "finish") queued.push(result.value.queueMs ?? -1);
+      while (!result.done && result.value.at(-1)?.type !== "finish") result = await iterator.next();
+      const finish = result.done ? undefined : result.value.at(-1);
+      expect(finish).toMatchObject({ reason: "length", usage: { completionTokens: 20 } });
+      if (finish?.type === "finish") queued.push(finish.queueMs ?? -1);
     }
     expect(queued).toHaveLength(2);
     expect(Math.min(...queued)).toBeGreaterThanOrEqual(0);
@@ -233,7 +231,7 @@ describe("llama engine: queue and abort", () => {
     const controller = new AbortController();
     const parts: StreamPart[] = [];
     let abortedAt = 0;
-    for await (const part of prepared.run(controller.signal)) {
+    for await (const batch of prepared.run(controller.signal)) for (const part of batch) {
       parts.push(part);
       if (part.type === "text-delta" && !controller.signal.aborted) {
         abortedAt = performance.now();
@@ -263,11 +261,9 @@ describe("llama engine: queue and abort", () => {
       [Symbol.asyncIterator]();
     const waitingFirst = waiting.next();
     controller.abort();
-    expect((await waitingFirst).value).toMatchObject({
-      type: "finish",
-      rawReason: "abort",
-      usage: { completionTokens: 0 },
-    });
+    expect((await waitingFirst).value).toMatchObject([
+      { type: "finish", rawReason: "abort", usage: { completionTokens: 0 } },
+    ]);
     // The reader of the running request stops early: its sequence still goes back to the pool.
     await runningIterator.return?.(undefined);
     const next = await collectParts(await endlessEngine.prepare(createTestRequest({ maxTokens: 2 })));
@@ -282,7 +278,7 @@ describe("llama engine: queue and abort", () => {
     const closing = endlessEngine.close();
     const rest: StreamPart[] = [];
     for (let result = await iterator.next(); !result.done; result = await iterator.next())
-      rest.push(result.value);
+      rest.push(...result.value);
     await closing;
     const end = readEnd(rest);
     expect(end.type === "error" && end.error.code).toBe("model_unavailable");

@@ -38,7 +38,7 @@ export async function collectParts(
   signal: AbortSignal = new AbortController().signal,
 ): Promise<StreamPart[]> {
   const parts: StreamPart[] = [];
-  for await (const part of prepared.run(signal)) parts.push(part);
+  for await (const batch of prepared.run(signal)) parts.push(...batch);
   return parts;
 }
 

@@ -96,7 +96,7 @@ export async function collectParts(
 ): Promise<StreamPart[]> {
   const prepared = await engine.prepare(request);
   const parts: StreamPart[] = [];
-  for await (const part of prepared.run(signal)) parts.push(part);
+  for await (const batch of prepared.run(signal)) parts.push(...batch);
   return parts;
 }
 

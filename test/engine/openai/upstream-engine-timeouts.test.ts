@@ -84,7 +84,7 @@ describe("upstream engine: timeouts", () => {
     });
     const prepared = await engine.prepare(chatRequest());
     const parts: StreamPart[] = [];
-    for await (const part of prepared.run(new AbortController().signal)) parts.push(part);
+    for await (const batch of prepared.run(new AbortController().signal)) for (const part of batch) parts.push(part);
     expect(parts[0]).toEqual({ type: "text-delta", text: "Start" });
     expect(parts[1]).toMatchObject({
       type: "error",
@@ -106,7 +106,7 @@ describe("upstream engine: timeouts", () => {
     });
     const prepared = await engine.prepare(chatRequest());
     const parts: StreamPart[] = [];
-    for await (const part of prepared.run(new AbortController().signal)) {
+    for await (const batch of prepared.run(new AbortController().signal)) for (const part of batch) {
       if (parts.length === 0) await new Promise((resolve) => setTimeout(resolve, 600));
       parts.push(part);
     }
@@ -161,7 +161,7 @@ describe("upstream engine: client abort", () => {
     const prepared = await engine.prepare(chatRequest());
     const controller = new AbortController();
     const parts: StreamPart[] = [];
-    for await (const part of prepared.run(controller.signal)) {
+    for await (const batch of prepared.run(controller.signal)) for (const part of batch) {
       parts.push(part);
       if (parts.length === 5) controller.abort();
     }
@@ -186,7 +186,7 @@ describe("upstream engine: client abort", () => {
     const controller = new AbortController();
     setTimeout(() => controller.abort(), 50);
     const parts: StreamPart[] = [];
-    for await (const part of prepared.run(controller.signal)) parts.push(part);
+    for await (const batch of prepared.run(controller.signal)) for (const part of batch) parts.push(part);
     expect(parts).toEqual([
       {
         type: "finish",
@@ -209,7 +209,7 @@ describe("upstream engine: client abort", () => {
     setTimeout(() => controller.abort(), 100);
     const started = performance.now();
     const parts: StreamPart[] = [];
-    for await (const part of prepared.run(controller.signal)) parts.push(part);
+    for await (const batch of prepared.run(controller.signal)) for (const part of batch) parts.push(part);
     expect(performance.now() - started).toBeLessThan(1_000);
     expect(parts).toEqual([expect.objectContaining({ type: "finish", rawReason: "abort" })]);
     expect(upstream.requests).toHaveLength(1);

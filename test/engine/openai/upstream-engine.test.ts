@@ -243,7 +243,7 @@ describe("upstream engine: answers", () => {
     const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
     const prepared = await engine.prepare(chatRequest());
     const parts: StreamPart[] = [];
-    for await (const part of prepared.run(new AbortController().signal)) parts.push(part);
+    for await (const batch of prepared.run(new AbortController().signal)) for (const part of batch) parts.push(part);
     const finish = parts.at(-1);
     expect(finish).toMatchObject({ type: "finish", reason: "stop", usage: { estimated: true } });
     if (finish?.type !== "finish") throw new Error("no finish");
@@ -399,7 +399,7 @@ describe("upstream engine: close", () => {
     const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
     const prepared = await engine.prepare(chatRequest());
     const parts: StreamPart[] = [];
-    for await (const part of prepared.run(new AbortController().signal)) {
+    for await (const batch of prepared.run(new AbortController().signal)) for (const part of batch) {
       parts.push(part);
       if (parts.length === 2) void engine.close();
     }
