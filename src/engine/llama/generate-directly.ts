@@ -25,7 +25,8 @@
  *
  * Where it differs from LlamaChat on purpose: text held for a stop string that never completed is
  * released when generation ends at `maxTokens` or on abort (LlamaChat drops it, and with it text
- * the client is billed for).
+ * the client is billed for; the LlamaChat path applies the request's stop strings itself for that
+ * reason, create-stop-matcher.ts).
  *
  * What it does not support, left to LlamaChat ({@link prepareDirectPrompt} answers `undefined`):
  * functions and forced tool calls (other plans), chat wrappers with segments (thoughts), and
@@ -45,6 +46,7 @@ import type {
   Token,
   Tokenizer,
 } from "node-llama-cpp";
+import { findPartialStopStart } from "./create-stop-matcher.ts";
 import type { LlamaStopReason } from "./map-finish.ts";
 import type { SamplingOptions } from "./map-sampling-options.ts";
 import type { RenderedPrompt } from "./render-prompt.ts";
@@ -324,34 +326,13 @@ function createTextRelease(options: {
   /**
    * Text held because it might begin a stop string was generated and is billed, and no stop
    * completed: it is the client's, as OpenAI, vLLM and llama.cpp's server return it (LlamaChat
-   * drops it). Whitespace held for a grammar that trims it stays dropped, as at any end, and bytes
-   * that never formed a whole character are not text.
+   * drops it, so the LlamaChat path matches stop strings itself, create-stop-matcher.ts).
+   * Whitespace held for a grammar that trims it stays dropped, as at any end, and bytes that never
+   * formed a whole character are not text.
    */
   const finish = () => release(heldText.length, false);
 
   return { push, finish, released };
-}
-
-/** Where the earliest end of `text` that begins some stop text (but is not all of it) starts. */
-function findPartialStopStart(text: string, stops: readonly string[]): number {
-  let earliest = text.length;
-  for (const stop of stops) {
-    for (let start = Math.max(0, text.length - stop.length + 1); start < earliest; start += 1) {
-      if (isPrefixAt(text, start, stop)) {
-        earliest = start;
-        break;
-      }
-    }
-  }
-  return earliest;
-}
-
-/** Whether `text` from `start` to its end is a beginning of `stop`. */
-function isPrefixAt(text: string, start: number, stop: string): boolean {
-  for (let index = start; index < text.length; index += 1) {
-    if (text.charCodeAt(index) !== stop.charCodeAt(index - start)) return false;
-  }
-  return true;
 }
 
 /**

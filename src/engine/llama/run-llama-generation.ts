@@ -1,9 +1,16 @@
-import type { ChatHistoryItem, LLamaChatGenerateResponseOptions, LlamaGrammar } from "node-llama-cpp";
+import type {
+  ChatHistoryItem,
+  LLamaChatGenerateResponseOptions,
+  LlamaChatResponseChunk,
+  LlamaGrammar,
+  Token,
+} from "node-llama-cpp";
 import { AppError } from "../../errors/app-error.ts";
 import type { ChatRequest, PartBatch, StreamPart, Usage } from "../engine.ts";
 import type { LeasePool } from "./create-lease-pool.ts";
 import { createPartChannel } from "./create-part-channel.ts";
 import { createPartMapper, type LlamaChatResult } from "./create-part-mapper.ts";
+import { createStopMatcher, type StopMatcher } from "./create-stop-matcher.ts";
 import { createGrammarEvaluationState, type DirectPrompt, generateDirectly } from "./generate-directly.ts";
 import { linkAbortSignals } from "./link-abort-signals.ts";
 import type { LlamaEngineLogger } from "./llama-engine-logger.ts";
@@ -83,27 +90,54 @@ export async function* runLlamaGeneration(options: LlamaGenerationOptions): Asyn
   };
 
   const generateWithLlamaChat = async (sampling: SamplingOptions): Promise<Ended> => {
-    const stopTriggers = planStopStrings(options.plan, options.request);
+    // LlamaChat gets no stop strings: it would drop the text held for one (create-stop-matcher.ts).
+    const stops = planStopStrings(options.plan, options.request);
+    const matcher = stops.length === 0 ? undefined : createStopMatcher(stops, parts.onText);
+    const stopHit = new AbortController();
+    const chatAbort = linkAbortSignals([generationAbort.signal, stopHit.signal]);
     const common = {
       ...sampling,
+      ...(matcher === undefined
+        ? { onTextChunk: parts.onText }
+        : {
+            onResponseChunk: (chunk: LlamaChatResponseChunk) => {
+              if (chunk.type === undefined && matcher.push(chunk.text, chunk.tokens)) stopHit.abort();
+            },
+            repeatPenalty: excludeHeldTokens(sampling.repeatPenalty, matcher, options.maxCompletionTokens),
+          }),
       maxTokens: options.maxCompletionTokens,
-      signal: generationAbort.signal,
+      signal: chatAbort.signal,
       stopOnAbortSignal: true,
-      onTextChunk: parts.onText,
-      ...(stopTriggers.length === 0 ? {} : { customStopTriggers: stopTriggers }),
     } satisfies LLamaChatGenerateResponseOptions;
-    const result =
-      options.plan.kind === "functions"
-        ? await chat.generateResponse(options.history, {
-            ...common,
-            functions: options.plan.functions,
-            documentFunctionParams: true,
-            onFunctionCallParamsChunk: parts.onFunctionCallParams,
-          })
-        : await chat.generateResponse(options.history, {
-            ...common,
-            ...(options.grammar === undefined ? {} : { grammar: options.grammar }),
-          });
+    let result: LlamaChatResult;
+    try {
+      result =
+        options.plan.kind === "functions"
+          ? await chat.generateResponse(options.history, {
+              ...common,
+              functions: options.plan.functions,
+              documentFunctionParams: true,
+              onFunctionCallParamsChunk: (chunk) => {
+                // No stop string can follow once a call starts: held text goes first, as LlamaChat does.
+                matcher?.release();
+                parts.onFunctionCallParams(chunk);
+              },
+            })
+          : await chat.generateResponse(options.history, {
+              ...common,
+              ...(options.grammar === undefined ? {} : { grammar: options.grammar }),
+            });
+    } catch (error) {
+      if (matcher?.stopped === true) return { stopReason: "customStopTrigger" };
+      throw error;
+    } finally {
+      chatAbort.unlink();
+    }
+    // Ended by the stop string's abort: LlamaChat reports "abort".
+    if (matcher?.stopped === true)
+      return { stopReason: "customStopTrigger", functionCalls: result.functionCalls };
+    // Ended otherwise (max tokens, abort, end of generation, calls): held text is the client's.
+    matcher?.release();
     return { stopReason: result.metadata.stopReason, functionCalls: result.functionCalls };
   };
 
@@ -164,6 +198,36 @@ export async function* runLlamaGeneration(options: LlamaGenerationOptions): Asyn
 /** How a generation ended, on either path. */
 interface Ended extends Pick<LlamaChatResult, "functionCalls"> {
   stopReason: LlamaStopReason;
+}
+
+/**
+ * The repeat penalty of a generation whose stop strings a {@link StopMatcher} applies: without the
+ * tokens it holds, as LlamaChat punishes only the tokens it has released, and as the direct path
+ * does (generate-directly.ts), so that stop strings change sampling alike on both paths.
+ */
+function excludeHeldTokens(
+  repeatPenalty: SamplingOptions["repeatPenalty"],
+  matcher: StopMatcher,
+  maxCompletionTokens: number,
+): SamplingOptions["repeatPenalty"] {
+  if (repeatPenalty === false) return false;
+  const lastTokens = repeatPenalty.lastTokens ?? 64; // LlamaChat's default
+  return {
+    ...repeatPenalty,
+    // LlamaChat takes its last `lastTokens` tokens before filtering: the held ones come on top.
+    lastTokens: lastTokens + maxCompletionTokens,
+    punishTokensFilter: (tokens: Token[]) => {
+      const held = matcher.heldTokens;
+      const released = endsWith(tokens, held) ? tokens.slice(0, tokens.length - held.length) : tokens;
+      return released.slice(-lastTokens);
+    },
+  };
+}
+
+function endsWith(tokens: readonly Token[], end: readonly Token[]): boolean {
+  if (end.length > tokens.length) return false;
+  const offset = tokens.length - end.length;
+  return end.every((token, index) => tokens[offset + index] === token);
 }
 
 function abortFinish(promptTokens: number, completionTokens: number, queueMs?: number): StreamPart {
