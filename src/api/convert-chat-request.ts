@@ -9,6 +9,7 @@ import type {
 import { convertJsonSchemaToGbnf } from "../engine/llama/convert-json-schema-to-gbnf.ts";
 import { requireObjectParameters } from "../engine/require-object-parameters.ts";
 import { AppError } from "../errors/app-error.ts";
+import { checkSchemaSize } from "./check-schema-size.ts";
 import type { ChatCompletionRequestBody, ChatMessageBody } from "./schemas/chat-completion-request.ts";
 
 /** What the HTTP edge needs beyond the engine's request. */
@@ -152,34 +153,7 @@ function convertResponseFormat(body: ChatCompletionRequestBody): ResponseFormat 
 }
 
 /**
- * Deepest nesting of objects and arrays accepted in a JSON Schema the client sends (a tool's
- * parameters, a response format): real schemas stay far below it, and what goes deeper would
- * overflow the stack of every recursive walk over it (JSON.stringify, the grammar converter).
- */
-export const MAX_SCHEMA_NESTING = 64;
-
-/** Throws 400 `invalid_value` when `value` nests deeper than {@link MAX_SCHEMA_NESTING}. */
-function checkNesting(value: unknown, param: string): void {
-  let level: unknown[] = [value];
-  for (let depth = 0; level.length > 0; depth++) {
-    if (depth > MAX_SCHEMA_NESTING) {
-      throw new AppError(
-        "invalid_value",
-        `Invalid value for '${param}': nested deeper than ${MAX_SCHEMA_NESTING} levels.`,
-        { param },
-      );
-    }
-    const next: unknown[] = [];
-    for (const item of level) {
-      if (typeof item === "object" && item !== null)
-        for (const child of Object.values(item)) next.push(child);
-    }
-    level = next;
-  }
-}
-
-/**
- * Refuses a JSON Schema that is too deep or not valid JSON Schema (an unknown `type`, `required`
+ * Refuses a JSON Schema that is too large (see {@link checkSchemaSize}) or is not valid JSON Schema (an unknown `type`, `required`
  * that is not a list of names, a `$ref` that does not resolve, a minimum above its maximum, ...)
  * with 400 naming `param`: a field error, found with the others before anything about the model
  * (SPEC section 11), for every engine. The grammar converter is where validity is defined (the
@@ -188,7 +162,7 @@ function checkNesting(value: unknown, param: string): void {
  * engine's to refuse: an upstream model takes such schemas.
  */
 function checkSchema(schema: unknown, param: string): void {
-  checkNesting(schema, param);
+  checkSchemaSize(schema, param);
   convertJsonSchemaToGbnf(schema, { param, grammarLimits: false });
 }
 

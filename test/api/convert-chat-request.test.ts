@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { MAX_LARGE_ENUM_CHARS, MAX_SCHEMA_STRING_CHARS } from "../../src/api/check-schema-size.ts";
 import { convertChatRequest } from "../../src/api/convert-chat-request.ts";
 import type { ChatCompletionRequestBody } from "../../src/api/schemas/chat-completion-request.ts";
 import { AppError } from "../../src/errors/app-error.ts";
@@ -159,5 +160,121 @@ describe("convertChatRequest", () => {
       "response_format.json_schema",
     );
     expectError({ ...base, stop: ["a", ""] }, "invalid_value", "stop[1]");
+  });
+
+  describe("bounds the strings of a schema as OpenAI's structured outputs do", () => {
+    const format = (schema: Record<string, unknown>): ChatCompletionRequestBody => ({
+      ...base,
+      response_format: { type: "json_schema", json_schema: { name: "answer", schema } },
+    });
+    const tool = (parameters: Record<string, unknown>): ChatCompletionRequestBody => ({
+      ...base,
+      tools: [
+        { type: "function", function: { name: "ok", parameters: { type: "object" } } },
+        { type: "function", function: { name: "big", parameters } },
+      ],
+    });
+    /** A string of `length` characters. */
+    const text = (length: number, letter = "x") => letter.repeat(length);
+    /** The message of the error converting `body` throws, after checking its code and param. */
+    const refusal = (body: ChatCompletionRequestBody, param: string): string => {
+      try {
+        convertChatRequest(body);
+      } catch (error) {
+        expect(error).toBeInstanceOf(AppError);
+        expect((error as AppError).code).toBe("invalid_value");
+        expect((error as AppError).param).toBe(param);
+        return (error as AppError).message;
+      }
+      throw new Error("expected an error");
+    };
+    const formatParam = "response_format.json_schema.schema";
+
+    it("refuses one long enum value, property name, definition name, const or undeclared required name", () => {
+      const long = text(MAX_SCHEMA_STRING_CHARS + 1);
+      const schemas: Record<string, unknown>[] = [
+        { type: "object", properties: { a: { enum: [long] } } },
+        { type: "object", properties: { [long]: { type: "string" } } },
+        { type: "object", $defs: { [long]: { type: "string" } } },
+        { type: "object", definitions: { [long]: { type: "string" } } },
+        { type: "object", properties: { a: { const: long } } },
+        { type: "object", properties: { a: { const: { [long]: 1 } } } },
+        { type: "object", properties: { a: { enum: [{ nested: [long] }] } } },
+        { type: "object", required: [long] },
+      ];
+      for (const schema of schemas) {
+        expect(refusal(format(schema), formatParam)).toMatch(
+          /property names, definition names, enum values and const values hold more than 120000 characters in all/,
+        );
+      }
+      expect(refusal(tool(schemas[0] ?? {}), "tools[1].function.parameters")).toMatch(/120000 characters/);
+      // A 7 MB string is refused as fast as a short one, before the grammar converter sees it.
+      expect(
+        refusal(format({ type: "object", properties: { a: { enum: [text(7_000_000)] } } }), formatParam),
+      ).toMatch(/passed at '#\/properties\/a\/enum\/0'/);
+    });
+
+    it("counts names and constants across the whole schema, and nothing else", () => {
+      // Exactly the bound, spread over every kind of counted string.
+      const quarter = MAX_SCHEMA_STRING_CHARS / 4;
+      const atTheBound = {
+        type: "object",
+        properties: { [text(quarter - 1, "p")]: { type: "string" }, d: { $ref: "#/$defs/D" } },
+        required: [text(quarter, "r")],
+        $defs: { D: { enum: [text(quarter - 1, "e")] } },
+        allOf: [{ properties: { c: { const: text(quarter - 1, "c") } } }],
+      };
+      expect(() => convertChatRequest(format(atTheBound))).not.toThrow();
+      const overTheBound = { ...atTheBound, required: [text(quarter + 1, "r")] };
+      expect(refusal(format(overTheBound), formatParam)).toMatch(/more than 120000 characters/);
+      // Descriptions, patterns, titles and defaults are not spelled out by a grammar: they do not
+      // count, nor does a property named like a keyword, whose schema is not a constant.
+      const long = text(MAX_SCHEMA_STRING_CHARS * 2);
+      const annotated = {
+        type: "object",
+        description: long,
+        title: long,
+        properties: {
+          a: { type: "string", pattern: long, format: long, default: long, examples: [long] },
+          const: { type: "string", description: long },
+          enum: { type: "string", description: long },
+        },
+        required: ["a", "const", "enum"],
+      };
+      expect(() => convertChatRequest(format(annotated))).not.toThrow();
+    });
+
+    it("bounds an enum of more than 250 strings to 15,000 characters", () => {
+      const values = (count: number, length: number) =>
+        Array.from({ length: count }, (_, index) => `${index}`.padEnd(length, "v"));
+      const schema = (values: unknown[]) => ({ type: "object", properties: { pick: { enum: values } } });
+      // 251 values of 60 characters: 15,060.
+      expect(refusal(format(schema(values(251, 60))), formatParam)).toMatch(
+        /at '#\/properties\/pick\/enum': an enum of more than 250 strings \(251\) may hold 15000 characters in all, not 15060/,
+      );
+      // 250 values may hold more; 251 may hold 15,000; other values than strings do not count.
+      expect(() => convertChatRequest(format(schema(values(250, 100))))).not.toThrow();
+      const exactly = values(251, 59);
+      exactly[0] = `${exactly[0]}${text(MAX_LARGE_ENUM_CHARS - 251 * 59)}`;
+      expect(() => convertChatRequest(format(schema(exactly)))).not.toThrow();
+      expect(() => convertChatRequest(format(schema([...values(250, 100), 1, 2, null])))).not.toThrow();
+    });
+
+    it("counts the properties, enum values and constants' members a schema declares before converting it", () => {
+      const numbers = (count: number) => Array.from({ length: count }, (_, index) => index);
+      expect(
+        refusal(format({ type: "object", properties: { a: { const: numbers(5001) } } }), formatParam),
+      ).toMatch(/declares more than 5000 properties and enum values in all/);
+      expect(
+        refusal(format({ type: "object", properties: { a: { enum: numbers(1_000_000) } } }), formatParam),
+      ).toMatch(/declares more than 5000/);
+      const names = (count: number) => Array.from({ length: count }, (_, index) => `n${index}`);
+      expect(refusal(format({ type: "object", required: names(5001) }), formatParam)).toMatch(
+        /more than 5000/,
+      );
+      expect(() =>
+        convertChatRequest(format({ type: "object", properties: { a: { enum: numbers(4999) } } })),
+      ).not.toThrow(); // 4999 values and the property that holds them
+    });
   });
 });

@@ -38,6 +38,11 @@ import { AppError } from "../../errors/app-error.ts";
  * - `pattern`, other `format`s, `minimum`/`maximum`, `multipleOf`, `uniqueItems`, `not`,
  *   `if`/`then`, `dependentSchemas` and the like are dropped: the output may not meet them.
  * - `const` and `enum` of objects or arrays become exact object and array schemas.
+ *
+ * The work is bounded whatever the schema (see {@link Budget}): what the conversion writes out
+ * (properties, `enum` values, the members of constants), the steps it takes (an `anyOf` branch
+ * repeats its siblings, so a schema of a few hundred bytes could take exponentially many) and,
+ * for a grammar, the characters it writes (names, constants, descriptions).
  */
 export function convertJsonSchemaToGbnf(
   schema: unknown,
@@ -53,7 +58,7 @@ export function convertJsonSchemaToGbnf(
   },
 ): GbnfJsonSchema {
   const converter = new SchemaConverter(schema, options.param, options.grammarLimits ?? true);
-  const converted = converter.convert(schema, { depth: 0, pointer: "#" });
+  const converted = converter.convert(schema, { depth: 0, pointer: () => "#" });
   const defs = converter.convertedDefinitions();
   if (Object.keys(defs).length === 0) return converted;
   // `$defs` sit on the root; a root that is not an object, array or oneOf is wrapped in a oneOf.
@@ -76,8 +81,26 @@ const maxGrammarRepetitions = 2000;
  * take 5000 properties. Building a local grammar is synchronous and grows with them (30,000
  * properties held the event loop 2.3 s, 300,000 for half a minute), so a local model takes fewer.
  */
-const maxSchemaEntries = 5000;
+export const maxSchemaEntries = 5000;
 const maxGrammarEntries = 1000;
+/**
+ * The most steps (schemas converted, plus `required` names, `allOf` branches and merged
+ * properties read) a conversion may take: an `anyOf` branch is converted with its siblings, so a
+ * schema of a kilobyte that nests them took seconds (and exponentially longer with every level)
+ * without declaring many properties. Real schemas take a few per property.
+ */
+const maxSchemaSteps = 30_000;
+const maxGrammarSteps = 6000;
+/**
+ * The most characters of property names, constants and descriptions a conversion for a grammar
+ * may write out, repetitions included: the grammar, the key it is cached by and a tool's prompt
+ * (rendered and tokenized whole: 900,000 characters of descriptions held the event loop 0.6 s)
+ * spell each of them out. The edge bounds what a schema declares (120,000 characters of names
+ * and constants); this bounds descriptions, and what repeating all that in branches makes of it.
+ */
+const maxGrammarCharacters = 500_000;
+/** A `$defs` name taken from a reference longer than this is cut: it only has to be unique. */
+const maxDefinitionNameLength = 64;
 
 const anyValue: GbnfJsonSchema = {
   oneOf: [
@@ -90,10 +113,53 @@ const anyValue: GbnfJsonSchema = {
 const typeNames = new Set(["string", "number", "integer", "boolean", "null", "object", "array"]);
 const supportedStringFormats = new Set(["date-time", "time", "date"]);
 
-/** Where the converter is in the client's schema: nesting for the depth bound, a JSON pointer for messages. */
+/** The keywords the conversion reads: all that an `anyOf` branch takes from its siblings and `allOf` merges. */
+const convertedKeywords = [
+  "type",
+  "properties",
+  "required",
+  "additionalProperties",
+  "items",
+  "prefixItems",
+  "additionalItems",
+  "enum",
+  "const",
+  "nullable",
+  "format",
+  "pattern",
+  "minLength",
+  "maxLength",
+  "minItems",
+  "maxItems",
+  "minProperties",
+  "maxProperties",
+  "minimum",
+  "maximum",
+  "multipleOf",
+  "$ref",
+  "allOf",
+  "anyOf",
+  "oneOf",
+];
+/** What a schema keeps when it is copied (checked, `description` written) but does not hand to `anyOf` branches. */
+const ownKeywords = ["description", "$defs", "definitions"];
+const siblingKeywords = convertedKeywords.filter((keyword) => keyword !== "anyOf" && keyword !== "oneOf");
+const copiedKeywords = [...convertedKeywords, ...ownKeywords];
+
+/**
+ * Where the converter is in the client's schema: nesting for the depth bound, a JSON pointer for
+ * messages (built only for one: a property name can be long, and a place can be met many times).
+ */
 interface Position {
   depth: number;
-  pointer: string;
+  pointer(): string;
+}
+
+/** What a conversion may spend, see {@link maxSchemaEntries}, {@link maxSchemaSteps}, {@link maxGrammarCharacters}. */
+interface Budget {
+  entries: number;
+  steps: number;
+  characters: number;
 }
 
 class SchemaConverter {
@@ -104,14 +170,23 @@ class SchemaConverter {
   /** The `$defs` name of each referenced schema, by identity, so two pointers to it share one. */
   readonly #names = new Map<object, string>();
 
+  /** The `$defs` names given so far. */
+  readonly #taken = new Set<string>();
+  /** What each `$ref` string resolved to: a pointer is walked once, however often it is met. */
+  readonly #references = new Map<string, unknown>();
+
   readonly #grammarLimits: boolean;
-  /** Properties and `enum` values met so far. */
-  #entries = 0;
+  readonly #limits: Budget;
+  /** What the conversion has spent so far. */
+  readonly #spent: Budget = { entries: 0, steps: 0, characters: 0 };
 
   constructor(root: unknown, param: string, grammarLimits: boolean) {
     this.#root = root;
     this.#param = param;
     this.#grammarLimits = grammarLimits;
+    this.#limits = grammarLimits
+      ? { entries: maxGrammarEntries, steps: maxGrammarSteps, characters: maxGrammarCharacters }
+      : { entries: maxSchemaEntries, steps: maxSchemaSteps, characters: Number.POSITIVE_INFINITY };
   }
 
   convertedDefinitions(): Record<string, GbnfJsonSchema> {
@@ -123,35 +198,40 @@ class SchemaConverter {
     if (schema === true) return anyValue;
     if (!isRecord(schema))
       this.#refuse(at, `a schema must be an object or a boolean, not ${describe(schema)}.`);
+    this.#spend(at, "steps", 1);
     this.#checkKeywords(schema, at);
     if (at.depth > maxDepth) return anyValue;
     const description = typeof schema.description === "string" ? { description: schema.description } : {};
+    if (description.description !== undefined) this.#spendCharacters(at, description.description);
 
     if (typeof schema.$ref === "string")
       return { ...this.#convertReference(schema.$ref, at), ...description };
-    if (Array.isArray(schema.allOf)) return this.convert(mergeAllOf(schema), at);
+    if (Array.isArray(schema.allOf)) return this.convert(this.#mergeAllOf(schema, at), at);
     const keyword = Array.isArray(schema.anyOf) ? "anyOf" : Array.isArray(schema.oneOf) ? "oneOf" : undefined;
     if (keyword !== undefined) {
-      const { anyOf: _anyOf, oneOf: _oneOf, ...siblings } = schema;
+      // Only the keywords the conversion reads are copied: a branch is made once for every time
+      // its schema is converted, and the client's objects may hold any number of other keys.
+      const siblings = pick(schema, siblingKeywords);
       const alternatives = schema[keyword] as unknown[];
+      this.#reserve(at, "steps", alternatives.length);
       const branches = alternatives.map((branch, index) =>
         this.convert(
-          isRecord(branch) ? { ...withoutAnnotations(siblings), ...branch } : branch,
-          child(at, `${keyword}/${index}`),
+          isRecord(branch) ? { ...siblings, ...pick(branch, copiedKeywords) } : branch,
+          child(at, keyword, String(index)),
         ),
       );
       return oneOf(branches, description);
     }
-    if ("const" in schema) return { ...convertConstant(schema.const), ...description };
+    if ("const" in schema) return { ...this.#convertConstant(schema.const, at), ...description };
     if (Array.isArray(schema.enum)) {
-      this.#countEntries(schema.enum.length, at);
+      this.#spend(at, "entries", schema.enum.length);
       return oneOf(
-        schema.enum.map((value) => convertConstant(value)),
+        schema.enum.map((value) => this.#convertConstant(value, at)),
         description,
       );
     }
     if (schema.nullable === true) {
-      const { nullable: _nullable, ...rest } = schema;
+      const { nullable: _nullable, ...rest } = pick(schema, copiedKeywords);
       return oneOf([this.convert(rest, { ...at, depth: at.depth + 1 }), { type: "null" }], description);
     }
 
@@ -175,7 +255,11 @@ class SchemaConverter {
           `'type' ${names.length === 0 ? "is an empty array" : `has ${describe(unknown)}`}, which is not a JSON Schema type (${[...typeNames].join(", ")}).`,
         );
       }
+      if (names.length > typeNames.size) {
+        this.#refuse(at, "'type' names a type more than once: its names must be unique.");
+      }
     }
+    if (Array.isArray(schema.required)) this.#spend(at, "steps", schema.required.length);
     if (
       "required" in schema &&
       (!Array.isArray(schema.required) || !schema.required.every((name) => typeof name === "string"))
@@ -201,10 +285,11 @@ class SchemaConverter {
     }
     // `anyOf` and `oneOf` branches are checked as they are converted; `allOf` ones are merged.
     const allOf: unknown[] = Array.isArray(schema.allOf) ? schema.allOf : [];
+    this.#spend(at, "steps", allOf.length);
     const notSchema = allOf.findIndex((branch) => !isSchema(branch));
     if (notSchema !== -1) {
       this.#refuse(
-        child(at, `allOf/${notSchema}`),
+        child(at, "allOf", String(notSchema)),
         `a schema must be an object or a boolean, not ${describe(allOf[notSchema])}.`,
       );
     }
@@ -226,7 +311,9 @@ class SchemaConverter {
   }
 
   #convertReference(reference: string, at: Position): GbnfJsonSchema {
-    const target = resolveLocalReference(this.#root, reference);
+    if (!this.#references.has(reference))
+      this.#references.set(reference, resolveLocalReference(this.#root, reference));
+    const target = this.#references.get(reference);
     // A reference to another document (or an anchor) is valid JSON Schema that only a grammar
     // cannot follow; one to a place in this schema that is not there is no schema at all.
     if (target === undefined && !this.#grammarLimits && !reference.startsWith("#/") && reference !== "#")
@@ -237,7 +324,7 @@ class SchemaConverter {
         `'$ref' ${JSON.stringify(reference)} does not resolve: it must be a JSON pointer to a schema within this schema ('#', '#/$defs/NAME', '#/properties/NAME', ...).`,
       );
     }
-    const next = { depth: at.depth + 1, pointer: reference };
+    const next = { depth: at.depth + 1, pointer: () => reference };
     if (!isRecord(target)) return this.convert(target, next);
     const name = this.#nameDefinition(target, reference);
     if (!this.#converted.has(name) && !this.#inProgress.has(name)) {
@@ -248,20 +335,27 @@ class SchemaConverter {
     return { $ref: `#/$defs/${name}` } as GbnfJsonSchema;
   }
 
-  /** The `$defs` name of a referenced schema: its pointer's last segment, made unique. */
+  /** The `$defs` name of a referenced schema: its pointer's last segment (cut), made unique. */
   #nameDefinition(target: Record<string, unknown>, reference: string): string {
     const known = this.#names.get(target);
     if (known !== undefined) return known;
-    const taken = new Set(this.#names.values());
     const wanted =
       reference === "#"
         ? rootDefinitionName
-        : (decodePointerSegment(reference.split("/").at(-1) ?? "") ?? "");
+        : (decodePointerSegment(reference.slice(reference.lastIndexOf("/") + 1)) ?? "").slice(
+            0,
+            maxDefinitionNameLength,
+          );
     let name = wanted;
-    for (let suffix = 2; taken.has(name) || (name === rootDefinitionName && reference !== "#"); suffix++) {
+    for (
+      let suffix = 2;
+      this.#taken.has(name) || (name === rootDefinitionName && reference !== "#");
+      suffix++
+    ) {
       name = `${wanted}_${suffix}`;
     }
     this.#names.set(target, name);
+    this.#taken.add(name);
     return name;
   }
 
@@ -303,12 +397,17 @@ class SchemaConverter {
     // like any other (on `{}` the first set the prototype and the others were found inherited).
     const properties: Record<string, GbnfJsonSchema> = Object.create(null);
     const entries = Object.entries(declared ?? {});
-    this.#countEntries(entries.length, at);
+    this.#spend(at, "entries", entries.length);
     for (const [name, property] of entries) {
-      properties[name] = this.convert(property, child(at, `properties/${encodePointerSegment(name)}`));
+      this.#spendCharacters(at, name);
+      properties[name] = this.convert(property, child(at, "properties", name));
     }
+    // A required property that is not declared is written too: it counts as one.
     for (const name of required) {
-      if (!Object.hasOwn(properties, name)) properties[name] = anyValue;
+      if (Object.hasOwn(properties, name)) continue;
+      this.#spend(at, "entries", 1);
+      this.#spendCharacters(at, name);
+      properties[name] = anyValue;
     }
     // Declared properties (even none, `properties: {}`) are what the client wants: only those.
     if (declared !== undefined || Object.keys(properties).length > 0) return { type: "object", properties };
@@ -338,11 +437,12 @@ class SchemaConverter {
         : undefined;
     const restKeyword = Array.isArray(schema.items) ? "additionalItems" : "items";
     const rest = schema[restKeyword];
+    if (tupleKeyword !== undefined) this.#reserve(at, "steps", (schema[tupleKeyword] as unknown[]).length);
     const prefixItems =
       tupleKeyword === undefined
         ? undefined
         : (schema[tupleKeyword] as unknown[]).map((item, index) =>
-            this.convert(item, child(at, `${tupleKeyword}/${index}`)),
+            this.convert(item, child(at, tupleKeyword, String(index))),
           );
     const declaredMinItems = this.#readBound(schema, "minItems", at);
     const declaredMaxItems = this.#readBound(schema, "maxItems", at);
@@ -393,30 +493,135 @@ class SchemaConverter {
     );
   }
 
-  /** Counts `count` more properties or `enum` values, refusing a schema that has too many in all. */
-  #countEntries(count: number, at: Position): void {
-    this.#entries += count;
-    const limit = this.#grammarLimits ? maxGrammarEntries : maxSchemaEntries;
-    if (this.#entries > limit) {
-      this.#refuse(
-        at,
-        `the schema declares more than ${limit} properties and enum values in all${this.#grammarLimits ? " (what a local model's output grammar takes)" : ""}. Split it, or describe fewer of them.`,
-      );
+  /**
+   * Merges `allOf` branches (and the schema's own keywords) into one schema, shallowly. Properties
+   * and required names of several branches are gathered into one copy, each read counted as a step
+   * (copying the growing whole for every branch took 19 s for 5000 branches of one property).
+   */
+  #mergeAllOf(schema: Record<string, unknown>, at: Position): Record<string, unknown> {
+    const { allOf, ...merged } = pick(schema, copiedKeywords);
+    const copied = new Set<string>();
+    for (const branch of allOf as unknown[]) {
+      if (!isRecord(branch)) continue;
+      for (const key of copiedKeywords) {
+        if (!Object.hasOwn(branch, key)) continue;
+        const value = branch[key];
+        const existing = merged[key];
+        if (key === "properties" && isRecord(existing) && isRecord(value)) {
+          // Without a prototype, so that a property named `__proto__` is one like any other.
+          const properties: Record<string, unknown> = copied.has(key)
+            ? existing
+            : Object.assign(Object.create(null), existing);
+          const added = Object.entries(value);
+          this.#spend(at, "steps", (copied.has(key) ? 0 : Object.keys(existing).length) + added.length);
+          for (const [name, property] of added) properties[name] = property;
+          merged[key] = properties;
+          copied.add(key);
+        } else if (key === "required" && Array.isArray(existing) && Array.isArray(value)) {
+          const required: unknown[] = copied.has(key) ? existing : [...existing];
+          this.#spend(at, "steps", (copied.has(key) ? 0 : existing.length) + value.length);
+          for (const name of value) required.push(name);
+          merged[key] = required;
+          copied.add(key);
+        } else if (!(key in merged)) {
+          merged[key] = value;
+        }
+      }
     }
+    return merged;
+  }
+
+  /** An exact schema for a constant: `const` for primitives, fixed shapes for objects and arrays. */
+  #convertConstant(value: unknown, at: Position): GbnfJsonSchema {
+    if (value === null || typeof value === "boolean") return { const: value };
+    if (typeof value === "string") {
+      this.#spendCharacters(at, value);
+      return { const: value };
+    }
+    if (typeof value === "number") return Number.isFinite(value) ? { const: value } : { type: "null" };
+    // Each item and member is a property or tuple item of the grammar: they count as entries.
+    if (Array.isArray(value)) {
+      if (value.length === 0) return { type: "array", maxItems: 0 };
+      this.#spend(at, "entries", value.length);
+      return {
+        type: "array",
+        prefixItems: value.map((item) => this.#convertConstant(item, at)),
+        minItems: value.length,
+        maxItems: value.length,
+      };
+    }
+    if (isRecord(value)) {
+      const entries = Object.entries(value);
+      if (entries.length === 0) return { type: "object", properties: {} };
+      this.#spend(at, "entries", entries.length);
+      const properties: Record<string, GbnfJsonSchema> = Object.create(null);
+      for (const [key, entry] of entries) {
+        this.#spendCharacters(at, key);
+        properties[key] = this.#convertConstant(entry, at);
+      }
+      return { type: "object", properties };
+    }
+    return { type: "null" };
+  }
+
+  #spendCharacters(at: Position, text: string): void {
+    this.#spend(at, "characters", text.length);
+  }
+
+  /** Spends `amount` more of `kind`, refusing a schema that needs more than its limit (see {@link Budget}). */
+  #spend(at: Position, kind: keyof Budget, amount: number): void {
+    this.#reserve(at, kind, amount);
+    this.#spent[kind] += amount;
+  }
+
+  /** Refuses now a schema that is sure to need more than its limit of `kind` (`amount` more), before working on it. */
+  #reserve(at: Position, kind: keyof Budget, amount: number): void {
+    const limit = this.#limits[kind];
+    if (this.#spent[kind] + amount <= limit) return;
+    this.#refuse(at, describeOverspending(kind, limit, this.#grammarLimits));
   }
 
   #refuse(at: Position, problem: string): never {
     throw new AppError(
       "invalid_value",
-      `Invalid JSON Schema in '${this.#param}' at '${at.pointer}': ${problem}`,
+      `Invalid JSON Schema in '${this.#param}' at '${cut(at.pointer())}': ${problem}`,
       { param: this.#param },
     );
   }
 }
 
-/** The position of a subschema of `at` under `path` (pointer segments, already encoded). */
-function child(at: Position, path: string): Position {
-  return { depth: at.depth + 1, pointer: `${at.pointer}/${path}` };
+/** Why a schema that needs more than `limit` of `kind` is refused, and what to change. */
+function describeOverspending(kind: keyof Budget, limit: number, grammarLimits: boolean): string {
+  const local = grammarLimits ? " (what a local model's output grammar takes)" : "";
+  switch (kind) {
+    case "entries":
+      return `the schema declares more than ${limit} properties and enum values in all${local}; undeclared required properties, the members of constants, and what anyOf or oneOf branches repeat of their siblings count too. Split it, or describe fewer of them.`;
+    case "steps":
+      return `the schema takes more than ${limit} steps to convert${local}: anyOf and oneOf branches repeat their siblings (properties, items, ...) once each, and required names and allOf branches count too. Move what the branches share into them, or simplify the schema.`;
+    case "characters":
+      return `the schema spells out more than ${limit} characters of property names, constants and descriptions${local}, counted again each time anyOf or oneOf branches repeat them. Shorten them, or simplify the schema.`;
+    default: {
+      const unreachable: never = kind;
+      throw new Error(`unknown budget ${String(unreachable)}`);
+    }
+  }
+}
+
+/** The position of a subschema of `at` under these pointer segments (not yet encoded). */
+function child(at: Position, ...segments: string[]): Position {
+  return {
+    depth: at.depth + 1,
+    pointer: () => `${at.pointer()}/${segments.map(encodePointerSegment).join("/")}`,
+  };
+}
+
+/** The `keywords` `schema` has: a copy whose size does not depend on the client's object. */
+function pick(schema: Record<string, unknown>, keywords: readonly string[]): Record<string, unknown> {
+  const picked: Record<string, unknown> = {};
+  for (const keyword of keywords) {
+    if (Object.hasOwn(schema, keyword)) picked[keyword] = schema[keyword];
+  }
+  return picked;
 }
 
 /**
@@ -444,30 +649,6 @@ function oneOf(branches: GbnfJsonSchema[], description: { description?: string }
   return { oneOf: branches, ...description };
 }
 
-/** An exact schema for a constant: `const` for primitives, fixed shapes for objects and arrays. */
-function convertConstant(value: unknown): GbnfJsonSchema {
-  if (value === null || typeof value === "string" || typeof value === "boolean") return { const: value };
-  if (typeof value === "number") return Number.isFinite(value) ? { const: value } : { type: "null" };
-  if (Array.isArray(value)) {
-    if (value.length === 0) return { type: "array", maxItems: 0 };
-    return {
-      type: "array",
-      prefixItems: value.map(convertConstant),
-      minItems: value.length,
-      maxItems: value.length,
-    };
-  }
-  if (isRecord(value)) {
-    const entries = Object.entries(value);
-    if (entries.length === 0) return { type: "object", properties: {} };
-    return {
-      type: "object",
-      properties: Object.fromEntries(entries.map(([key, entry]) => [key, convertConstant(entry)])),
-    };
-  }
-  return { type: "null" };
-}
-
 function readTypes(schema: Record<string, unknown>): string[] {
   if (typeof schema.type === "string") return [schema.type];
   if (Array.isArray(schema.type)) {
@@ -479,37 +660,6 @@ function readTypes(schema: Record<string, unknown>): string[] {
     return ["string"];
   if ("minimum" in schema || "maximum" in schema || "multipleOf" in schema) return ["number"];
   return [];
-}
-
-/** Merges `allOf` branches (and the schema's own keywords) into one schema, shallowly. */
-function mergeAllOf(schema: Record<string, unknown>): Record<string, unknown> {
-  const { allOf, ...own } = schema;
-  const merged: Record<string, unknown> = { ...own };
-  for (const branch of Array.isArray(allOf) ? allOf : []) {
-    if (!isRecord(branch)) continue;
-    for (const [key, value] of Object.entries(branch)) {
-      const existing = merged[key];
-      if (key === "properties" && isRecord(existing) && isRecord(value)) {
-        merged[key] = { ...existing, ...value };
-      } else if (key === "required" && Array.isArray(existing) && Array.isArray(value)) {
-        merged[key] = [...existing, ...value];
-      } else if (!(key in merged)) {
-        merged[key] = value;
-      }
-    }
-  }
-  return merged;
-}
-
-function withoutAnnotations(schema: Record<string, unknown>): Record<string, unknown> {
-  const {
-    description: _description,
-    title: _title,
-    $defs: _defs,
-    definitions: _definitions,
-    ...rest
-  } = schema;
-  return rest;
 }
 
 function readCount(value: unknown): number | undefined {
@@ -538,6 +688,11 @@ function describe(value: unknown): string {
   const text = JSON.stringify(value);
   if (text === undefined) return typeof value;
   return text.length > 40 ? `${text.slice(0, 40)}...` : text;
+}
+
+/** A pointer for a message, its middle cut when a long name makes it long. */
+function cut(pointer: string): string {
+  return pointer.length > 200 ? `${pointer.slice(0, 100)}...${pointer.slice(-100)}` : pointer;
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {
