@@ -204,13 +204,15 @@ export class ChatService {
     const outcomeOf = (last: EndPart): Omit<RunOutcome, "timings"> => {
       if (last.type === "error")
         return { usage: last.usage, finishReason: "error", errorCode: last.error.code };
-      // A run stopped by its client (or cut by a shutdown) says so in the ledger.
-      const errorCode = !signal.aborted
-        ? undefined
-        : isAppError(signal.reason)
-          ? signal.reason.code
-          : CLIENT_CLOSED;
-      return { usage: last.usage, finishReason: last.reason, errorCode };
+      if (!signal.aborted) return { usage: last.usage, finishReason: last.reason, errorCode: undefined };
+      // A run stopped by its client (or cut by a shutdown) says so in the ledger, and claims no
+      // finish reason unless the model reached one before the stop (engines end a stopped run
+      // with `stop`, raw reason `abort`).
+      return {
+        usage: last.usage,
+        finishReason: last.rawReason === "abort" ? undefined : last.reason,
+        errorCode: isAppError(signal.reason) ? signal.reason.code : CLIENT_CLOSED,
+      };
     };
     try {
       let result = first;

@@ -123,6 +123,8 @@ describe("a client that leaves early", () => {
     expect(left).toHaveLength(2);
     for (const row of left) {
       expect(row.errorCode).toBe(CLIENT_CLOSED);
+      // Stopped, not finished: the ledger claims no finish reason.
+      expect(row.finishReason).toBeUndefined();
       expect(row.completionTokens).toBeGreaterThanOrEqual(3);
       expect(row.costNano).toBeGreaterThan(0n);
     }
