@@ -123,7 +123,11 @@ async function serve(argv: string[], configFile: string | undefined): Promise<vo
   if (starterKey !== undefined || adminKey !== undefined) {
     const model = config.models.find((entry) => entry.kind === "chat")?.id ?? "MODEL";
     out.write("");
-    out.write("First start: created these keys. They are shown once; keep them safe.");
+    out.write(
+      starterKey === undefined
+        ? "Created an admin key (the store had none that works). It is shown once; keep it safe."
+        : "First start: created these keys. They are shown once; keep them safe.",
+    );
     if (adminKey !== undefined) out.write(`  admin key:   ${adminKey}`);
     if (starterKey !== undefined) {
       out.write(

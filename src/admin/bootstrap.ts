@@ -2,6 +2,7 @@ import type { Store } from "../store/store.ts";
 import { AdminError } from "./admin-error.ts";
 import { createAccount } from "./create-account.ts";
 import { createKey } from "./create-key.ts";
+import { hasActiveAdminKey } from "./has-active-admin-key.ts";
 
 /** Options of {@link bootstrap}. */
 export interface BootstrapOptions {
@@ -15,9 +16,9 @@ export interface BootstrapOptions {
   now?: () => Date;
 }
 
-/** What a first start created, to be printed once; every field is `undefined` on later starts. */
+/** What this start created, to be printed once; every field is `undefined` when it made nothing. */
 export interface BootstrapResult {
-  /** The whole generated admin key (no account). */
+  /** The whole generated admin key (no account): on a first start, or once no stored one works. */
   adminKey: string | undefined;
   /** The whole starter user key, spending from {@link BootstrapResult.accountName}. */
   starterKey: string | undefined;
@@ -29,9 +30,10 @@ export interface BootstrapResult {
 export const STARTER_ACCOUNT_NAME = "starter";
 
 /**
- * Prepares a store for its first start, and does nothing on later ones:
- * - an admin key (role admin, no account) when the store has no admin key at all, revoked ones
- *   included, and none is configured;
+ * Makes what a start needs and the store lacks (on a store in use, nothing):
+ * - an admin key (role admin, no account) when none is configured and the store has none that
+ *   works (none yet, or every one revoked or expired): an operator who revoked the last one gets
+ *   back in by restarting the server, which prints the new key;
  * - the account `starter` with one user key when the store has no account at all (an operator
  *   who made accounts with the CLI before the first start gets none).
  * The returned keys exist nowhere else: print them once.
@@ -45,7 +47,8 @@ export async function bootstrap(store: Store, options: BootstrapOptions = {}): P
   const result: BootstrapResult = { adminKey: undefined, starterKey: undefined, accountName: undefined };
 
   const configured = options.configuredAdminKey !== undefined && options.configuredAdminKey !== "";
-  if (!configured && !(await store.hasAdminKey())) {
+  const now = (options.now ?? (() => new Date()))();
+  if (!configured && !(await hasActiveAdminKey(store, now))) {
     const created = await createKey(store, { role: "admin", accountId: undefined, name: "admin" }, clock);
     result.adminKey = created.key;
   }

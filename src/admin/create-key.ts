@@ -3,6 +3,7 @@ import { generateApiKey } from "../auth/api-key.ts";
 import { suggestName } from "../catalog/suggest-name.ts";
 import type { ApiKeyRecord, KeyRole, Store } from "../store/store.ts";
 import { AdminError } from "./admin-error.ts";
+import { hasMoreCharactersThan } from "./count-characters.ts";
 import { hideKeySecrets } from "./read-key-reference.ts";
 
 /** The settings of a new key. */
@@ -10,7 +11,7 @@ export interface CreateKeyInput {
   role: KeyRole;
   /** Required for user keys; admin keys have none. */
   accountId: string | undefined;
-  /** A label; default empty. At most 100 characters. */
+  /** A label; default empty. At most 100 characters (code points: an emoji is one). */
   name?: string | undefined;
   /** Model ids the key may use; `undefined` means every model. Must not be empty. */
   allowedModels?: string[] | undefined;
@@ -46,7 +47,7 @@ export async function createKey(
     throw new AdminError("invalid_value", "A user key needs an account.", { field: "account" });
   }
   const name = input.name ?? "";
-  if (name.length > MAX_NAME_LENGTH) {
+  if (hasMoreCharactersThan(name, MAX_NAME_LENGTH)) {
     throw new AdminError("invalid_value", `A key name has at most ${MAX_NAME_LENGTH} characters.`, {
       field: "name",
     });

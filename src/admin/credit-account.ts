@@ -2,13 +2,17 @@ import { createHash, randomUUID } from "node:crypto";
 import { formatAmount } from "../billing/money.ts";
 import type { Account, CreditRecord, Store } from "../store/store.ts";
 import { AdminError } from "./admin-error.ts";
+import { hasMoreCharactersThan } from "./count-characters.ts";
 
 /** What an operator gives to credit an account. */
 export interface CreditAccountInput {
   account: Pick<Account, "id" | "name">;
   /** Nano-units; more than zero. */
   amountNano: bigint;
-  /** Why; at most {@link MAX_CREDIT_NOTE_LENGTH} characters. `undefined` or empty for none. */
+  /**
+   * Why; at most {@link MAX_CREDIT_NOTE_LENGTH} characters (code points: an emoji is one).
+   * `undefined` or empty for none.
+   */
   note?: string | undefined;
   /**
    * The client's `Idempotency-Key`: a retry with the same key credits once. The credit's id is
@@ -47,7 +51,7 @@ export async function creditAccount(
     throw new AdminError("invalid_value", "The amount to credit must be more than 0.", { field: "amount" });
   }
   const note = input.note === undefined || input.note === "" ? undefined : input.note;
-  if (note !== undefined && note.length > MAX_CREDIT_NOTE_LENGTH) {
+  if (note !== undefined && hasMoreCharactersThan(note, MAX_CREDIT_NOTE_LENGTH)) {
     throw new AdminError("invalid_value", `A note has at most ${MAX_CREDIT_NOTE_LENGTH} characters.`, {
       field: "note",
     });

@@ -19,6 +19,13 @@ const USAGE = {
 const ACCOUNTS_HINT = "List accounts with `tollgate accounts list`.";
 const KEYS_HINT = "List keys with `tollgate keys list`.";
 
+/**
+ * Said when no admin key in the store works any more. Whether the server's config sets
+ * `admin_key` is not known here (its `${VAR}` may be set only in the server's environment).
+ */
+export const LAST_ADMIN_KEY_NOTICE =
+  "That was the last admin key in the store: the admin API now takes only the config's admin_key (TOLLGATE_ADMIN_KEY), if it sets one. Without one, restart the server: `tollgate serve` makes a new admin key and prints it once.";
+
 /** Options of {@link runKeysCommand}. */
 export interface KeysCommandOptions {
   now?: () => Date;
@@ -198,6 +205,7 @@ async function revokeCommand(
       ? `Revoked key ${outcome.publicId}: it is refused everywhere within 1 second.`
       : `Key ${outcome.publicId} was already revoked.`,
   );
+  if (outcome.lastAdminKey) out.write(LAST_ADMIN_KEY_NOTICE);
 }
 
 function describeModels(key: Pick<ApiKeyRecord, "allowedModels">): string {

@@ -1,5 +1,6 @@
 import type { Store } from "../store/store.ts";
 import { AdminError } from "./admin-error.ts";
+import { hasActiveAdminKey } from "./has-active-admin-key.ts";
 import { KEY_REFERENCE_HINT, readKeyReference } from "./read-key-reference.ts";
 
 /** What {@link revokeKey} did. */
@@ -7,6 +8,11 @@ export interface RevokeKeyOutcome {
   publicId: string;
   /** `false` when the key had already been revoked (its first revocation time is kept). */
   newlyRevoked: boolean;
+  /**
+   * `true` when the key is an admin key and no admin key left in the store works: until a
+   * restart makes a new one, the admin API takes only a configured `admin_key`.
+   */
+  lastAdminKey: boolean;
 }
 
 /**
@@ -21,12 +27,13 @@ export async function revokeKey(
 ): Promise<RevokeKeyOutcome> {
   const publicId = readKeyReference(publicIdOrKey);
   if (publicId === undefined) throw new AdminError("invalid_value", KEY_REFERENCE_HINT, { field: "key" });
-  const result = await store.revokeApiKey(publicId, (options.now ?? (() => new Date()))());
+  const now = (options.now ?? (() => new Date()))();
+  const result = await store.revokeApiKey(publicId, now);
   switch (result) {
     case "revoked":
-      return { publicId, newlyRevoked: true };
+      return { publicId, newlyRevoked: true, lastAdminKey: await isLastAdminKey(store, publicId, now) };
     case "already_revoked":
-      return { publicId, newlyRevoked: false };
+      return { publicId, newlyRevoked: false, lastAdminKey: await isLastAdminKey(store, publicId, now) };
     case "not_found":
       throw new AdminError("not_found", `No key has the public id ${publicId}.`, { field: "key" });
     default: {
@@ -34,4 +41,10 @@ export async function revokeKey(
       throw new Error(`Unexpected result ${String(unexpected)}`);
     }
   }
+}
+
+/** Whether the (revoked) key is an admin key and the store has no other admin key that works. */
+async function isLastAdminKey(store: Store, publicId: string, now: Date): Promise<boolean> {
+  const record = await store.getApiKeyByPublicId(publicId);
+  return record?.role === "admin" && !(await hasActiveAdminKey(store, now));
 }

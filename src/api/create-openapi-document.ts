@@ -84,7 +84,8 @@ function errorResponses(statuses: Record<string, string>) {
  */
 const ANY_REQUEST_ERRORS = {
   "400": "`invalid_http_request`: the request is not valid HTTP/1.1, or a `%` in its path starts no escape.",
-  "408": "`request_timeout`: the request's headers (within a minute) or its whole body (within five minutes) did not arrive in full.",
+  "408":
+    "`request_timeout`: the request's headers (within a minute) or its whole body (within five minutes) did not arrive in full.",
   "431": "`headers_too_large`: the request's headers are over 16 KiB.",
   "500": "`internal_error`: the server failed; retry.",
 };
@@ -155,7 +156,7 @@ export function createOpenApiDocument(options: { version: string }): Record<stri
           type: "http",
           scheme: "bearer",
           description:
-            "The admin key (`sk-tg-...`, printed at first start, or `admin_key` / `TOLLGATE_ADMIN_KEY`).",
+            "The admin key (`sk-tg-...`, printed by `tollgate serve` when it makes one, or `admin_key` / `TOLLGATE_ADMIN_KEY`).",
         },
         metricsKey: {
           type: "http",

@@ -40,7 +40,14 @@ export async function runModelsPullCommand(
   const target = readTarget(argv);
   const env = environment.env ?? process.env;
   const modelsFolder = resolveModelsFolder(env);
-  const { model, modelId } = findModel(config, target);
+  const found = findModel(config, target);
+  if (found.type === "nothing") {
+    // Nothing to pull is not a failure: pulling every model of a config must not stop at an
+    // upstream one, as it does not at one whose local file is there.
+    out.write(found.message);
+    return;
+  }
+  const { model, modelId } = found;
   const source = resolveModelSource(model, { modelsFolder });
   switch (source.type) {
     case "file": {
@@ -108,17 +115,24 @@ function readTarget(argv: string[]): string {
   return target;
 }
 
-/** The `engine.model` to pull: a catalogue model's, or the argument itself when it is a URI. */
-function findModel(config: Config, target: string): { model: string; modelId: string | undefined } {
+/**
+ * What `models pull` was asked for: an `engine.model` to pull (a catalogue model's, or the
+ * argument itself when it is a URI), or a catalogue model that has no file (what to say).
+ */
+type PullTarget =
+  | { type: "model"; model: string; modelId: string | undefined }
+  | { type: "nothing"; message: string };
+
+function findModel(config: Config, target: string): PullTarget {
   const entry = config.models.find((model) => model.id === target);
   if (entry !== undefined) {
     const engine = entry.engine;
-    if (engine?.type === "llama") return { model: engine.model, modelId: entry.id };
+    if (engine?.type === "llama") return { type: "model", model: engine.model, modelId: entry.id };
     const reason =
       engine === undefined ? "is not served by an engine here" : "is served by an upstream server";
-    throw new CliError(`The model '${entry.id}' ${reason}; there is nothing to download.`);
+    return { type: "nothing", message: `The model '${entry.id}' ${reason}; there is nothing to download.` };
   }
-  if (hasUriScheme(target)) return { model: target, modelId: undefined };
+  if (hasUriScheme(target)) return { type: "model", model: target, modelId: undefined };
   const ids = config.models.map((model) => model.id);
   const suggestion = suggestName(target, ids);
   const hint = suggestion === undefined ? "" : ` Did you mean '${suggestion}'?`;

@@ -186,6 +186,19 @@ describe("accounts credit", () => {
     expect(await store.audit()).toEqual([]);
   });
 
+  it("counts a note's characters as code points: 500 with an emoji fit, 501 do not", async () => {
+    await run("create", "acme");
+    const note = `${"x".repeat(499)}\u{1F680}`;
+    expect(note.length).toBe(501);
+    await run("credit", "acme", "1", "--note", note);
+    const id = (await store.getAccountByName("acme"))?.id ?? "";
+    expect((await store.listCredits(id))[0]?.note).toBe(note);
+    await expect(run("credit", "acme", "1", "--note", `x${note}`)).rejects.toThrow(/at most 500 characters/);
+    // 500 emoji are 500 characters, though UTF-16 takes 1000 units for them.
+    await run("credit", "acme", "1", "--note", "\u{1F600}".repeat(500));
+    expect(await store.listCredits(id)).toHaveLength(2);
+  });
+
   it("finds the account by id and needs no note", async () => {
     await run("create", "acme");
     const id = (await store.getAccountByName("acme"))?.id ?? "";

@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { bootstrap } from "../../src/admin/bootstrap.ts";
+import { createKey } from "../../src/admin/create-key.ts";
 import { parseApiKey } from "../../src/auth/api-key.ts";
 import { createAuthenticator } from "../../src/auth/authenticator.ts";
 import { openStore } from "../../src/store/open-store.ts";
@@ -49,10 +50,38 @@ describe("bootstrap", () => {
     expect(await store.listApiKeys()).toHaveLength(2);
   });
 
-  it("makes nothing after the admin key was revoked", async () => {
+  it("makes a new admin key once the only one was revoked, so the operator can get back in", async () => {
     const first = await bootstrap(store);
     await store.revokeApiKey(parseApiKey(first.adminKey ?? "")?.publicId ?? "", new Date());
+    const second = await bootstrap(store);
+    expect(second).toMatchObject({ starterKey: undefined, accountName: undefined });
+    const adminKey = second.adminKey ?? "";
+    expect(adminKey).not.toBe(first.adminKey);
+    expect(await createAuthenticator({ store }).authenticate(`Bearer ${adminKey}`)).toMatchObject({
+      role: "admin",
+    });
+    // And only once: the next start finds the new key.
     expect((await bootstrap(store)).adminKey).toBeUndefined();
+  });
+
+  it("makes a new admin key when every stored one has expired, and none while one still works", async () => {
+    const now = new Date("2025-06-01T12:00:00.000Z");
+    const expiring = await createKey(
+      store,
+      { role: "admin", accountId: undefined, expiresAt: new Date("2025-06-02T00:00:00.000Z") },
+      { now: () => now },
+    );
+    expect((await bootstrap(store, { now: () => now })).adminKey).toBeUndefined();
+    const later = () => new Date("2025-06-02T00:00:00.000Z");
+    const made = await bootstrap(store, { now: later });
+    expect(made.adminKey).toBeDefined();
+    expect(made.adminKey).not.toBe(expiring.key);
+  });
+
+  it("makes no admin key while one is configured, even with every stored one revoked", async () => {
+    const first = await bootstrap(store);
+    await store.revokeApiKey(parseApiKey(first.adminKey ?? "")?.publicId ?? "", new Date());
+    expect((await bootstrap(store, { configuredAdminKey: "configured-secret" })).adminKey).toBeUndefined();
   });
 
   it("makes no admin key when one is configured, but still the starter account and key", async () => {

@@ -1,7 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { runAccountsCommand } from "../../src/admin/accounts-command.ts";
 import { CliError } from "../../src/admin/cli-error.ts";
-import { runKeysCommand } from "../../src/admin/keys-command.ts";
+import { createKey as createStoredKey } from "../../src/admin/create-key.ts";
+import { LAST_ADMIN_KEY_NOTICE, runKeysCommand } from "../../src/admin/keys-command.ts";
 import { parseApiKey } from "../../src/auth/api-key.ts";
 import { createAuthenticator } from "../../src/auth/authenticator.ts";
 import { openStore } from "../../src/store/open-store.ts";
@@ -189,6 +190,15 @@ describe("keys list", () => {
   });
 });
 
+describe("keys create names", () => {
+  it("counts a name's characters as code points: 100 with an emoji fit, 101 do not", async () => {
+    const name = `${"n".repeat(98)}\u{1F511}\u{1F680}`;
+    const { lines } = await createKey("--name", name);
+    expect(lines[3]).toBe(`name:      ${name}`);
+    await expect(createKey("--name", `n${name}`)).rejects.toThrow(/at most 100 characters/);
+  });
+});
+
 describe("keys revoke", () => {
   it("revokes by public id", async () => {
     const { key, publicId } = await createKey();
@@ -212,6 +222,45 @@ describe("keys revoke", () => {
     const { publicId } = await createKey();
     await run("revoke", publicId);
     expect(await run("revoke", publicId)).toEqual([`Key ${publicId} was already revoked.`]);
+  });
+
+  it("says so when it revokes the last admin key, and how to get a new one", async () => {
+    const makeAdminKey = async () =>
+      (await createStoredKey(store, { role: "admin", accountId: undefined }, { now })).record.publicId;
+    const first = await makeAdminKey();
+    const second = await makeAdminKey();
+    // Another admin key still works: nothing more to say.
+    expect(await run("revoke", first)).toEqual([
+      `Revoked key ${first}: it is refused everywhere within 1 second.`,
+    ]);
+    expect(await run("revoke", second)).toEqual([
+      `Revoked key ${second}: it is refused everywhere within 1 second.`,
+      "That was the last admin key in the store: the admin API now takes only the config's admin_key (TOLLGATE_ADMIN_KEY), if it sets one. Without one, restart the server: `tollgate serve` makes a new admin key and prints it once.",
+    ]);
+    expect(await run("revoke", second)).toEqual([
+      `Key ${second} was already revoked.`,
+      LAST_ADMIN_KEY_NOTICE,
+    ]);
+    // A user key is not an admin key, whatever admin keys there are.
+    const { publicId } = await createKey();
+    expect(await run("revoke", publicId)).toEqual([
+      `Revoked key ${publicId}: it is refused everywhere within 1 second.`,
+    ]);
+  });
+
+  it("counts an expired admin key as gone when it says a revoked one was the last", async () => {
+    const expired = await createStoredKey(
+      store,
+      { role: "admin", accountId: undefined, expiresAt: new Date("2025-06-01T12:30:00.000Z") },
+      { now },
+    );
+    const active = await createStoredKey(store, { role: "admin", accountId: undefined }, { now });
+    const out = collectOutput();
+    await runKeysCommand(store, ["revoke", active.record.publicId], out, {
+      now: () => new Date("2025-06-01T13:00:00.000Z"),
+    });
+    expect(out.lines).toContain(LAST_ADMIN_KEY_NOTICE);
+    expect((await store.getApiKeyByPublicId(expired.record.publicId))?.revokedAt).toBeUndefined();
   });
 
   it("refuses an unknown key and text that names no key", async () => {

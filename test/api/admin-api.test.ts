@@ -462,12 +462,12 @@ describe("admin API usage", () => {
     }
     expect(pages).toBe(3);
     expect(seen).toEqual(["req,1", "req_2", "req_3", "req_4", "req_5"]);
-    // The last page's cursor finds nothing now, and the rows that come later.
+    // The last page's cursor finds nothing now (and is given back), and the rows that come later.
     expect((await call("GET", `/admin/usage?after=${after}`)).json()).toEqual({
       object: "list",
       data: [],
       has_more: false,
-      next_after: null,
+      next_after: after,
     });
     await store.insertUsage(
       makeUsage({ accountId: staffId, requestId: "req_6", createdAt: new Date(Date.UTC(2025, 5, 7)) }),

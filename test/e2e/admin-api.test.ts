@@ -219,6 +219,43 @@ describe("the admin API on the real server", () => {
     expect((await admin("GET", "/admin/accounts")).status).toBe(200);
   });
 
+  it("gives back the after cursor on an empty page, so a poller following next_after stays put", async () => {
+    const made = await admin("POST", "/admin/keys", { account: "starter", name: "poller" });
+    expect((await chat(made.body.key)).status).toBe(200);
+    const first = await admin("GET", `/admin/usage?key=${made.body.public_id}`);
+    expect(first.body.data).toHaveLength(1);
+    const cursor: string = first.body.next_after;
+    expect(cursor).toEqual(expect.any(String));
+    // Nothing new: the same cursor again, not null (which would start over from the first row).
+    const empty = await admin("GET", `/admin/usage?key=${made.body.public_id}&after=${cursor}`);
+    expect(empty.body).toEqual({ object: "list", data: [], has_more: false, next_after: cursor });
+    expect((await chat(made.body.key)).status).toBe(200);
+    const next = await admin("GET", `/admin/usage?key=${made.body.public_id}&after=${empty.body.next_after}`);
+    expect(next.body.data).toHaveLength(1);
+    expect(next.body.data[0].request_id).not.toBe(first.body.data[0].request_id);
+    // Without a cursor, an empty page has none to give.
+    const nothing = await admin("GET", "/admin/usage?model=no-such-model");
+    expect(nothing.body).toMatchObject({ data: [], next_after: null });
+  });
+
+  it("counts a credit note's and a key name's characters as code points", async () => {
+    const note = `${"x".repeat(499)}\u{1F680}`;
+    const credited = await admin("POST", "/admin/accounts/starter/credits", { amount: "0.01", note });
+    expect(credited.status).toBe(201);
+    expect(credited.body.credit.note).toBe(note);
+    const tooLong = await admin("POST", "/admin/accounts/starter/credits", {
+      amount: "0.01",
+      note: `x${note}`,
+    });
+    expect(tooLong.status).toBe(400);
+    expect(tooLong.body.error).toMatchObject({ code: "invalid_value", param: "note" });
+    const name = `${"n".repeat(99)}\u{1F511}`;
+    const key = await admin("POST", "/admin/keys", { account: "starter", name });
+    expect(key.status).toBe(201);
+    expect(key.body.name).toBe(name);
+    expect((await admin("POST", "/admin/keys", { account: "starter", name: `n${name}` })).status).toBe(400);
+  });
+
   it("validates bodies like the public API: amounts are decimal strings", async () => {
     const response = await admin("POST", "/admin/accounts", { name: "numbers", balance: 5 });
     expect(response.status).toBe(400);

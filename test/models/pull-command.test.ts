@@ -135,22 +135,35 @@ describe("tollgate models pull", () => {
     expect(existsSync(modelsFolder) ? await readdir(modelsFolder) : []).toEqual([]);
   });
 
-  it("refuses unknown ids with a suggestion, upstream models and bad arguments", async () => {
+  it("refuses unknown ids with a suggestion and bad arguments", async () => {
     const config = createConfig([llamaModel("qwen-small", "hf:acme/tiny-GGUF:Q4_K_M")]);
     await expect((await pull(config, ["qwen-smal"])).run).rejects.toThrow(
       "'qwen-smal' is neither a catalogue model id nor a model URI. Did you mean 'qwen-small'?",
-    );
-    const upstream: CatalogModel = {
-      ...llamaModel("gpt", "x"),
-      engine: { type: "openai", endpoints: [], model: "gpt", fallbacks: [] },
-    };
-    await expect((await pull(createConfig([upstream]), ["gpt"])).run).rejects.toThrow(
-      "The model 'gpt' is served by an upstream server; there is nothing to download.",
     );
     await expect((await pull(config, [])).run).rejects.toThrow(/^usage: tollgate models pull ID\|URI/);
     await expect((await pull(config, ["s3://bucket/model.gguf"])).run).rejects.toThrow(
       /is not a model URI Tollgate can download/,
     );
+  });
+
+  it("has nothing to do, and does not fail, for an upstream model or one no engine serves", async () => {
+    // Pulling every model of a config must not stop at an upstream one.
+    const upstream: CatalogModel = {
+      ...llamaModel("gpt", "x"),
+      engine: { type: "openai", endpoints: [], model: "gpt", fallbacks: [] },
+    };
+    const embedding: CatalogModel = { ...llamaModel("embed", "x"), kind: "embedding", engine: undefined };
+    const config = createConfig([upstream, embedding]);
+    const gpt = await pull(config, ["gpt"]);
+    await gpt.run;
+    expect(gpt.lines).toEqual([
+      "The model 'gpt' is served by an upstream server; there is nothing to download.",
+    ]);
+    const embed = await pull(config, ["embed"]);
+    await embed.run;
+    expect(embed.lines).toEqual([
+      "The model 'embed' is not served by an engine here; there is nothing to download.",
+    ]);
   });
 
   it("has nothing to do for a model that uses a local file", async () => {

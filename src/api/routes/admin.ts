@@ -133,7 +133,7 @@ function readIdempotencyKey(value: string | string[] | undefined): string | unde
 export function adminKeyRequired(): AppError {
   return new AppError(
     "admin_key_required",
-    "The admin API needs an admin key. Pass the admin key (printed at first start, or admin_key / TOLLGATE_ADMIN_KEY) as `Authorization: Bearer ...`.",
+    "The admin API needs an admin key. Pass the admin key (the one `tollgate serve` printed when it made it, or admin_key / TOLLGATE_ADMIN_KEY) as `Authorization: Bearer ...`.",
   );
 }
 
@@ -149,7 +149,8 @@ export function adminKeyRequired(): AppError {
  * account_id, account, role, name, models, rpm, tpm, expires_at, revoked_at, created_at}` (`null`
  * where unset), with the whole `key` once, on creation; lists are `{object: "list", data}`. Usage
  * rows come in pages (`limit`, `after`), with `has_more` and `next_after` (the cursor of the last
- * row, for the next page or for rows that come later); usage as CSV streams every row.
+ * row, for the next page or for rows that come later; on an empty page the `after` it was asked
+ * with, null without one); usage as CSV streams every row.
  */
 export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOptions): void {
   const { store } = options;
@@ -356,7 +357,9 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
           object: "list",
           data: records.map((record) => renderUsageRow(record, selection.accountNames)),
           has_more: hasMore,
-          next_after: last === undefined ? null : encodeUsageCursor(last),
+          // An empty page gives back the cursor it was asked with: a poller that follows
+          // next_after stays where it was instead of starting again from the first row.
+          next_after: last === undefined ? (cursor ?? null) : encodeUsageCursor(last),
         };
       },
     );

@@ -93,7 +93,7 @@ export const AdminUsagePageSchema = Type.Object(
     next_after: Nullable(
       Type.String({
         description:
-          "The cursor of the page's last row: pass it as `after` for the next page, or later for the rows added since; null for an empty page.",
+          "The cursor of the page's last row: pass it as `after` for the next page, or later for the rows added since. On an empty page, the `after` the request gave (so a poller stays where it was); null when it gave none.",
       }),
     ),
   },
