@@ -16,8 +16,3 @@ export interface AuthenticatedKey {
   /** The operator's label for the key; may be empty. */
   name: string;
 }
-
-/** Whether the key may use the model: every model when the key names none, else exact ids. */
-export function isModelAllowed(key: Pick<AuthenticatedKey, "allowedModels">, modelId: string): boolean {
-  return key.allowedModels === undefined || key.allowedModels.includes(modelId);
-}

@@ -12,7 +12,7 @@ export interface RequestKey {
   tpm: number | undefined;
 }
 
-/** Whether the key may use the model. */
-export function isModelAllowedForKey(key: RequestKey, modelId: string): boolean {
+/** Whether the key may use the model: every model when the key names none, else exact ids. */
+export function isModelAllowedForKey(key: Pick<RequestKey, "allowedModels">, modelId: string): boolean {
   return key.allowedModels === undefined || key.allowedModels.includes(modelId);
 }

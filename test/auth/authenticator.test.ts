@@ -1,7 +1,7 @@
 import { beforeEach, describe, expect, it, vi } from "vitest";
 import { generateApiKey } from "../../src/auth/api-key.ts";
-import { isModelAllowed } from "../../src/auth/authenticated-key.ts";
 import { createAuthenticator } from "../../src/auth/authenticator.ts";
+import { isModelAllowedForKey } from "../../src/chat/request-key.ts";
 import { AppError } from "../../src/errors/app-error.ts";
 import { openStore } from "../../src/store/open-store.ts";
 import type { ApiKeyRecord, Store } from "../../src/store/store.ts";
@@ -270,15 +270,15 @@ describe("the cache", () => {
   });
 });
 
-describe("isModelAllowed", () => {
+describe("isModelAllowedForKey", () => {
   it("allows every model when the key names none", () => {
-    expect(isModelAllowed({ allowedModels: undefined }, "anything")).toBe(true);
+    expect(isModelAllowedForKey({ allowedModels: undefined }, "anything")).toBe(true);
   });
 
   it("allows exactly the listed models", () => {
     const key = { allowedModels: ["qwen3-0.6b", "org/model:Q4"] };
-    expect(isModelAllowed(key, "org/model:Q4")).toBe(true);
-    expect(isModelAllowed(key, "qwen3")).toBe(false);
-    expect(isModelAllowed({ allowedModels: [] }, "qwen3-0.6b")).toBe(false);
+    expect(isModelAllowedForKey(key, "org/model:Q4")).toBe(true);
+    expect(isModelAllowedForKey(key, "qwen3")).toBe(false);
+    expect(isModelAllowedForKey({ allowedModels: [] }, "qwen3-0.6b")).toBe(false);
   });
 });
