@@ -302,7 +302,7 @@ export function createKyselyBilling(
               sql<bigint>`count(*)`.as("requests"),
               sumOf("prompt_tokens").as("prompt_tokens"),
               sumOf("completion_tokens").as("completion_tokens"),
-              sumOf("cost_nano").as("cost_nano"),
+              ...exactSumOf("cost_nano"),
             ]),
             filter,
           ),
@@ -326,7 +326,7 @@ export function createKyselyBilling(
           totals.requests += requests;
           totals.promptTokens += Number(readBigInt(row.prompt_tokens));
           totals.completionTokens += Number(readBigInt(row.completion_tokens));
-          totals.costNano += readBigInt(row.cost_nano);
+          totals.costNano += readExactSum(row);
         }
         if (end === undefined) break;
         after = end;
@@ -346,30 +346,33 @@ export function createKyselyBilling(
         .execute(async (transaction) => {
           const accounts = await transaction
             .selectFrom("accounts")
-            .select((eb) => [
-              "id",
-              "balance_nano",
-              "reserved_nano",
-              "spent_nano",
-              eb
-                .selectFrom("credits")
-                .select(sumOf("credits.amount_nano").as("total"))
-                .whereRef("credits.account_id", "=", "accounts.id")
-                .as("credited_nano"),
-              eb
-                .selectFrom("usage")
-                .select(sumOf("usage.cost_nano").as("total"))
-                .whereRef("usage.account_id", "=", "accounts.id")
-                .as("charged_nano"),
-              eb
-                .selectFrom("reservations")
-                .select(sumOf("reservations.amount_nano").as("total"))
-                .whereRef("reservations.account_id", "=", "accounts.id")
-                .as("open_nano"),
-            ])
+            .select(["id", "balance_nano", "reserved_nano", "spent_nano"])
             .orderBy("created_at")
             .orderBy("name")
             .execute();
+          // Per account in one pass over each ledger. Credits alone can add up past what an
+          // integer column holds (a balance kept near 2^63 - 1 by credits that replace charges).
+          const credited = toExactSums(
+            await transaction
+              .selectFrom("credits")
+              .select(["account_id", ...exactSumOf("amount_nano")])
+              .groupBy("account_id")
+              .execute(),
+          );
+          const charged = toExactSums(
+            await transaction
+              .selectFrom("usage")
+              .select(["account_id", ...exactSumOf("cost_nano")])
+              .groupBy("account_id")
+              .execute(),
+          );
+          const open = toExactSums(
+            await transaction
+              .selectFrom("reservations")
+              .select(["account_id", ...exactSumOf("amount_nano")])
+              .groupBy("account_id")
+              .execute(),
+          );
           const reservations = await transaction
             .selectFrom("reservations")
             .selectAll()
@@ -380,8 +383,8 @@ export function createKyselyBilling(
           const problems: AuditProblem[] = [];
           for (const account of accounts) {
             const balanceNano = readBigInt(account.balance_nano);
-            const chargedNano = readBigInt(account.charged_nano);
-            const expectedBalance = readBigInt(account.credited_nano) - chargedNano;
+            const chargedNano = charged.get(account.id) ?? 0n;
+            const expectedBalance = (credited.get(account.id) ?? 0n) - chargedNano;
             if (balanceNano !== expectedBalance) {
               problems.push({
                 kind: "balance_mismatch",
@@ -400,7 +403,7 @@ export function createKyselyBilling(
               });
             }
             const reservedNano = readBigInt(account.reserved_nano);
-            const expectedReserved = readBigInt(account.open_nano);
+            const expectedReserved = open.get(account.id) ?? 0n;
             if (reservedNano !== expectedReserved) {
               problems.push({
                 kind: "reserved_mismatch",
@@ -663,9 +666,41 @@ function groupExpression(grouping: UsageGrouping) {
 }
 
 /**
- * `sum(column)` as a `bigint` that is 0 over no rows. The cast matters on PostgreSQL, where the
- * sum of a `bigint` column is a `numeric` (and overflow then fails loudly, as SQLite's `sum` does).
+ * `sum(column)` as a `bigint` that is 0 over no rows, for counts far from 2^63 (tokens). The cast
+ * matters on PostgreSQL, where the sum of a `bigint` column is a `numeric` (and overflow then
+ * fails loudly, as SQLite's `sum` does). Money goes through {@link exactSumOf}.
  */
 function sumOf(column: string) {
   return sql<bigint>`cast(coalesce(sum(${sql.ref(column)}), 0) as bigint)`;
+}
+
+/** 2^32: where {@link exactSumOf} splits each value. */
+const SUM_SPLIT = 4_294_967_296n;
+
+/**
+ * The exact sum of an integer column of nano-units, which may exceed 2^63 - 1 (the usage of
+ * several accounts, or the credits of one that spent and was credited again), as two sums that
+ * never overflow: of `value / 2^32` (less than 2^31 in size each) and of `value % 2^32` (less
+ * than 2^32), fine up to 2^31 rows. Both databases divide integers truncating toward zero, with
+ * a remainder of the dividend's sign, so `high * 2^32 + low` is the sum for negative values too.
+ * SQLite's `total()` would be a floating-point number, and PostgreSQL's `numeric` sum is not
+ * SQLite's; this reads the same on both. Join the halves with {@link readExactSum}.
+ */
+function exactSumOf(column: string) {
+  const value = sql.ref(column);
+  const split = sql.lit(Number(SUM_SPLIT));
+  return [
+    sql<bigint>`cast(coalesce(sum(${value} / ${split}), 0) as bigint)`.as("sum_high"),
+    sql<bigint>`cast(coalesce(sum(${value} % ${split}), 0) as bigint)`.as("sum_low"),
+  ] as const;
+}
+
+/** The sum that {@link exactSumOf} selected. */
+function readExactSum(row: { sum_high: unknown; sum_low: unknown }): bigint {
+  return readBigInt(row.sum_high) * SUM_SPLIT + readBigInt(row.sum_low);
+}
+
+/** Rows of {@link exactSumOf} grouped by account, as each account's sum. */
+function toExactSums(rows: readonly { account_id: string; sum_high: unknown; sum_low: unknown }[]) {
+  return new Map(rows.map((row) => [row.account_id, readExactSum(row)]));
 }

@@ -732,6 +732,38 @@ export function describeBillingConformance(name: string, backend: StoreConforman
           { kind: "open_reservation", reservation: second },
         ]);
       });
+
+      it("sums credits and charges beyond 2^63 - 1 exactly (regression: integer overflow)", async () => {
+        // The largest balance, charged near 2^62 and credited back: the credits add up past what
+        // a column holds, and the usage of two such accounts does too.
+        const accounts = [await openAccount(MAX_NANO, "first"), await openAccount(MAX_NANO, "second")];
+        const costs = [TWO_TO_62 + 5n, TWO_TO_62 + 7n];
+        for (const [index, account] of accounts.entries()) {
+          const cost = costs[index] as bigint;
+          const reservation = makeReservation({ accountId: account.id, amountNano: cost });
+          expect(await store.reserve(reservation)).toBe("reserved");
+          expect(await store.settle(makeSettlement(reservation, cost))).toBe(cost);
+          expect(await store.credit(makeCredit({ accountId: account.id, amountNano: cost }))).toBe(
+            "credited",
+          );
+          expect(await money(account.id)).toEqual({
+            balanceNano: MAX_NANO,
+            reservedNano: 0n,
+            spentNano: cost,
+          });
+        }
+        // An open reservation beside them, of the whole balance.
+        await store.reserve(makeReservation({ accountId: accounts[0]?.id as string, amountNano: MAX_NANO }));
+        expect((await store.audit()).map((problem) => problem.kind)).toEqual(["open_reservation"]);
+
+        const total = costs[0]! + costs[1]!;
+        expect(total > MAX_NANO).toBe(true);
+        expect((await store.sumUsage()).map((totals) => totals.costNano)).toEqual([total]);
+        expect((await store.sumUsage({}, "model")).map((totals) => totals.costNano)).toEqual([total]);
+        expect(
+          (await store.sumUsage({}, "key")).map((totals) => [totals.group, totals.requests, totals.costNano]),
+        ).toEqual([["keytest00001", 2, total]]);
+      });
     });
 
     if (backend.openSharedDatabase !== undefined) {

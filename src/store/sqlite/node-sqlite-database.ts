@@ -1,13 +1,20 @@
 import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite";
 import type { SqliteDatabase, SqliteStatement } from "kysely";
+import { explainSqliteError } from "./explain-sqlite-error.ts";
 
 /** Options of {@link openNodeSqliteDatabase}. */
 export interface NodeSqliteDatabaseOptions {
-  /** Milliseconds a statement waits for a lock held by another process before failing. Default 5000. */
+  /**
+   * Milliseconds a statement waits for a lock held by another process before failing. Default
+   * {@link DEFAULT_BUSY_TIMEOUT_MS}. The wait blocks the thread (node:sqlite is synchronous).
+   */
   busyTimeoutMilliseconds?: number;
   /** Prepared statements kept, keyed by SQL text; the oldest is dropped beyond this. Default 256. */
   statementCacheSize?: number;
 }
+
+/** How long a connection waits for another process's write lock unless told otherwise. */
+export const DEFAULT_BUSY_TIMEOUT_MS = 5000;
 
 /**
  * Opens a SQLite file (or `:memory:`) with `node:sqlite` and wraps it in the better-sqlite3-like
@@ -20,27 +27,39 @@ export interface NodeSqliteDatabaseOptions {
  *
  * Every INTEGER is read as a `bigint` (`readBigInts`), so money in nano-units never passes
  * through a floating-point number; code that wants a `number` (rpm, tpm) converts explicitly.
+ *
+ * SQLite's errors about the file itself (locked by another process, not a database, cannot be
+ * opened) are thrown as {@link SqliteFileError}s that name the file and the way out.
  */
 export function openNodeSqliteDatabase(
   location: string,
   options: NodeSqliteDatabaseOptions = {},
 ): NodeSqliteDatabase {
-  const busyTimeout = options.busyTimeoutMilliseconds ?? 5000;
-  const database = new DatabaseSync(location, {
-    readBigInts: true,
-    enableForeignKeyConstraints: true,
-    timeout: busyTimeout,
-  });
+  const busyTimeout = Math.trunc(options.busyTimeoutMilliseconds ?? DEFAULT_BUSY_TIMEOUT_MS);
+  let database: DatabaseSync;
+  try {
+    database = new DatabaseSync(location, {
+      readBigInts: true,
+      enableForeignKeyConstraints: true,
+      timeout: busyTimeout,
+    });
+  } catch (error) {
+    throw explainSqliteError(error, location, busyTimeout);
+  }
   try {
     database.exec("PRAGMA journal_mode = WAL");
     database.exec("PRAGMA synchronous = NORMAL");
-    database.exec(`PRAGMA busy_timeout = ${Math.trunc(busyTimeout)}`);
+    database.exec(`PRAGMA busy_timeout = ${busyTimeout}`);
     database.exec("PRAGMA foreign_keys = ON");
   } catch (error) {
     database.close();
-    throw error;
+    throw explainSqliteError(error, location, busyTimeout);
   }
-  return new NodeSqliteDatabase(database, options.statementCacheSize ?? 256);
+  return new NodeSqliteDatabase(database, {
+    location,
+    busyTimeout,
+    cacheSize: options.statementCacheSize ?? 256,
+  });
 }
 
 /**
@@ -50,13 +69,34 @@ export function openNodeSqliteDatabase(
  * the middle of a transaction kysely has open.
  */
 export class NodeSqliteDatabase implements SqliteDatabase {
+  /** The file (or `:memory:`), as errors name it. */
+  readonly location: string;
   readonly #database: DatabaseSync;
   readonly #statements = new Map<string, NodeSqliteStatement>();
   readonly #cacheSize: number;
+  #busyTimeout: number;
 
-  constructor(database: DatabaseSync, cacheSize: number) {
+  constructor(database: DatabaseSync, options: { location: string; busyTimeout: number; cacheSize: number }) {
     this.#database = database;
-    this.#cacheSize = cacheSize;
+    this.location = options.location;
+    this.#busyTimeout = options.busyTimeout;
+    this.#cacheSize = options.cacheSize;
+  }
+
+  /** Milliseconds a statement waits for another process's lock before failing. */
+  get busyTimeout(): number {
+    return this.#busyTimeout;
+  }
+
+  /** Changes {@link busyTimeout} (the server's own connection waits far less than the CLI's). */
+  setBusyTimeout(milliseconds: number): void {
+    this.#busyTimeout = Math.trunc(milliseconds);
+    this.#database.exec(`PRAGMA busy_timeout = ${this.#busyTimeout}`);
+  }
+
+  /** See {@link explainSqliteError}. */
+  explain(error: unknown): unknown {
+    return explainSqliteError(error, this.location, this.#busyTimeout);
   }
 
   prepare(sql: string): SqliteStatement {
@@ -67,7 +107,13 @@ export class NodeSqliteDatabase implements SqliteDatabase {
     // SQLITE_BUSY when another process (the CLI, another server) wrote in between, whatever the
     // busy timeout. `begin immediate` takes the lock up front and waits for it instead.
     const text = sql.trim().toLowerCase() === "begin" ? "begin immediate" : sql;
-    const statement = new NodeSqliteStatement(this.#database.prepare(text));
+    let prepared: StatementSync;
+    try {
+      prepared = this.#database.prepare(text);
+    } catch (error) {
+      throw this.explain(error);
+    }
+    const statement = new NodeSqliteStatement(prepared, this);
     if (this.#statements.size >= this.#cacheSize) {
       // Maps iterate in insertion order: the first key is the oldest statement.
       const oldest = this.#statements.keys().next();
@@ -105,23 +151,40 @@ class NodeSqliteStatement implements SqliteStatement {
   /** True when the statement returns rows: a SELECT, a PRAGMA that answers, or `... RETURNING`. */
   readonly reader: boolean;
   readonly #statement: StatementSync;
+  readonly #database: NodeSqliteDatabase;
 
-  constructor(statement: StatementSync) {
+  constructor(statement: StatementSync, database: NodeSqliteDatabase) {
     this.#statement = statement;
+    this.#database = database;
     this.reader = statement.columns().length > 0;
   }
 
   all(parameters: ReadonlyArray<unknown>): unknown[] {
-    return this.#statement.all(...toSqlParameters(parameters));
+    const values = toSqlParameters(parameters);
+    try {
+      return this.#statement.all(...values);
+    } catch (error) {
+      throw this.#database.explain(error);
+    }
   }
 
   run(parameters: ReadonlyArray<unknown>): { changes: number | bigint; lastInsertRowid: number | bigint } {
-    const { changes, lastInsertRowid } = this.#statement.run(...toSqlParameters(parameters));
-    return { changes, lastInsertRowid };
+    const values = toSqlParameters(parameters);
+    try {
+      const { changes, lastInsertRowid } = this.#statement.run(...values);
+      return { changes, lastInsertRowid };
+    } catch (error) {
+      throw this.#database.explain(error);
+    }
   }
 
   iterate(parameters: ReadonlyArray<unknown>): IterableIterator<unknown> {
-    return this.#statement.iterate(...toSqlParameters(parameters));
+    const values = toSqlParameters(parameters);
+    try {
+      return this.#statement.iterate(...values);
+    } catch (error) {
+      throw this.#database.explain(error);
+    }
   }
 }
 

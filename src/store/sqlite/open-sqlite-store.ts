@@ -1,13 +1,20 @@
 import { mkdirSync, realpathSync } from "node:fs";
 import path from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import { Kysely, SqliteDialect, sql } from "kysely";
 import type { Database } from "../database.ts";
 import { readAccountBalance, readAccountMoney } from "../kysely-billing.ts";
 import { createKyselyStore } from "../kysely-store.ts";
 import { migrateToLatest } from "../migrate-to-latest.ts";
+import { migrations } from "../migrations/migrations.ts";
 import type { AccountBalance, Store } from "../store.ts";
 import { claimSqliteFile } from "./claim-sqlite-file.ts";
-import { type NodeSqliteDatabase, openNodeSqliteDatabase } from "./node-sqlite-database.ts";
+import { isSqliteBusy } from "./explain-sqlite-error.ts";
+import {
+  DEFAULT_BUSY_TIMEOUT_MS,
+  type NodeSqliteDatabase,
+  openNodeSqliteDatabase,
+} from "./node-sqlite-database.ts";
 import { createSqliteBillingBatch, type SqliteBillingBatch } from "./sqlite-billing-batch.ts";
 import { type Checkpointing, createCheckpointing } from "./start-checkpointer.ts";
 
@@ -21,12 +28,27 @@ export interface SqliteStoreOptions {
   holdReservations: boolean;
 }
 
+/**
+ * How long the server's own connection waits for a lock another process holds on the file.
+ * node:sqlite waits on the event loop's thread, so every request in flight waits with it: the
+ * wait is kept to what the CLI's writes beside a serving server take (a few milliseconds each,
+ * `accounts credit` included), and a longer lock (a VACUUM, an open sqlite3 session) fails
+ * fast instead: settles are retried in the background, reservations and other writes answer
+ * 503 `store_unavailable` until the file is free. The CLI waits {@link DEFAULT_BUSY_TIMEOUT_MS}.
+ */
+export const OWNER_BUSY_TIMEOUT_MS = 50;
+
+/** How long the owner's start (releasing what its previous run left) waits for a locked file. */
+const START_LOCK_WAIT_MS = DEFAULT_BUSY_TIMEOUT_MS;
+
 /** One connection to a SQLite file, shared by every store this process opens on it. */
 interface SharedConnection extends SqliteConnection {
   /** Settles once the schema is migrated. */
   migrated: Promise<void>;
   /** Open stores using the connection; it is closed when the last one closes. */
   users: number;
+  /** Open stores of the server that owns the file; while any is, locks are waited for briefly. */
+  owners: number;
   /** Gives up the server's claim on the file (claim-sqlite-file.ts) when the connection closes. */
   releaseClaim?: () => void;
   /** The owner's checkpoints (start-checkpointer.ts). */
@@ -46,7 +68,11 @@ const sharedConnections = new Map<string, SharedConnection>();
  * kysely queue the transactions instead. Other processes (the CLI beside `serve`) have their own
  * connection and wait for SQLite's write lock; every transaction takes it up front
  * (`begin immediate`), the migration included, so two processes starting on a new file do not
- * both apply the same migration.
+ * both apply the same migration (a file already migrated opens without the lock). The server's
+ * own connection waits only {@link OWNER_BUSY_TIMEOUT_MS} for it.
+ *
+ * Errors about the file itself (not a database, a folder, locked) name it and the fix
+ * (`explain-sqlite-error.ts`); a server that cannot open its file gives its claim back.
  */
 export async function openSqliteStore(
   location: string,
@@ -74,8 +100,20 @@ export async function openSqliteStore(
   const releaseClaim = options.holdReservations ? claimSqliteFile(file) : undefined;
   let shared = sharedConnections.get(file);
   if (shared === undefined) {
-    const opened = openConnection(file);
-    const created: SharedConnection = { ...opened, migrated: migrateExclusively(opened.db), users: 0 };
+    let opened: SqliteConnection;
+    try {
+      opened = openConnection(file);
+    } catch (error) {
+      // Not a database, a folder, locked: a server that cannot start leaves no claim behind.
+      releaseClaim?.();
+      throw error;
+    }
+    const created: SharedConnection = {
+      ...opened,
+      migrated: migrateUnlessCurrent(opened.db),
+      users: 0,
+      owners: 0,
+    };
     sharedConnections.set(file, created);
     shared = created;
   }
@@ -94,6 +132,10 @@ export async function openSqliteStore(
     await release(file, connection);
     throw error;
   }
+  if (options.holdReservations) {
+    connection.owners += 1;
+    connection.database.setBusyTimeout(OWNER_BUSY_TIMEOUT_MS);
+  }
   const store = createStore(connection, options, connection.checkpointing);
   let closed = false;
   return {
@@ -101,6 +143,12 @@ export async function openSqliteStore(
     async close(): Promise<void> {
       if (closed) return;
       closed = true;
+      if (options.holdReservations) {
+        connection.owners -= 1;
+        if (connection.owners === 0 && connection.users > 1) {
+          connection.database.setBusyTimeout(DEFAULT_BUSY_TIMEOUT_MS);
+        }
+      }
       await release(file, connection);
     },
   };
@@ -158,9 +206,12 @@ function createStore(
       return billing.settle(usage);
     },
     renewLeases: afterWritingHeld(store.renewLeases),
-    releaseReservations: afterWritingHeld(async (options) => {
+    releaseReservations: afterWritingHeld(async (releasing) => {
       try {
-        return await store.releaseReservations(options);
+        // The owner runs this as it starts, before it serves: a lock held a moment longer than
+        // its short busy timeout (a CLI command) is waited out, without blocking the thread.
+        if (!options.holdReservations) return await store.releaseReservations(releasing);
+        return await retryWhileBusy(() => store.releaseReservations(releasing), START_LOCK_WAIT_MS);
       } finally {
         billing.forgetReservationIds();
       }
@@ -170,6 +221,46 @@ function createStore(
     getAccountBalance: withHeldMoney(readAccountBalance),
     audit: afterWritingHeld(store.audit),
   };
+}
+
+/**
+ * Migrates the file unless every migration has been applied. Checking is a read, which another
+ * process's write lock does not block: a CLI command (`accounts list`) or a server starts while a
+ * long write holds the file, and only a file that needs migrating waits for the lock.
+ */
+async function migrateUnlessCurrent(db: Kysely<Database>): Promise<void> {
+  if (await isCurrent(db)) return;
+  await migrateExclusively(db);
+}
+
+/** True when the file has every migration applied, and none this code does not know. */
+async function isCurrent(db: Kysely<Database>): Promise<boolean> {
+  let applied: string[];
+  try {
+    const rows = await sql<{ name: string }>`select name from kysely_migration`.execute(db);
+    applied = rows.rows.map((row) => row.name);
+  } catch {
+    // A new file has no migration table yet; anything else shows again as it migrates.
+    return false;
+  }
+  const known = Object.keys(migrations);
+  return applied.length === known.length && known.every((name) => applied.includes(name));
+}
+
+/**
+ * Runs `operation` again while it fails on another process's lock, pausing between attempts
+ * without blocking the thread, for about `forMs`; then its last error is thrown.
+ */
+async function retryWhileBusy<Result>(operation: () => Promise<Result>, forMs: number): Promise<Result> {
+  const deadline = performance.now() + forMs;
+  for (;;) {
+    try {
+      return await operation();
+    } catch (error) {
+      if (!isSqliteBusy(error) || performance.now() >= deadline) throw error;
+    }
+    await sleep(OWNER_BUSY_TIMEOUT_MS);
+  }
 }
 
 /** Migrates inside one write transaction: atomic, and serialised with other processes. */

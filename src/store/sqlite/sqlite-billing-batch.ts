@@ -6,6 +6,7 @@ import { createQueryTemplate, type TemplateParameter } from "../create-query-tem
 import type { Database, UsageTable } from "../database.ts";
 import { capCharge, compileHotQueries, noAccountError } from "../kysely-billing.ts";
 import type { Reservation, ReserveResult, UsageRecord } from "../store.ts";
+import { isSqliteBusy } from "./explain-sqlite-error.ts";
 import { type NodeSqliteDatabase, toSqlParameters } from "./node-sqlite-database.ts";
 
 /** How long a reservation stays in memory only before its row is written to the file. */
@@ -129,6 +130,12 @@ interface KnownMoney {
  *   synchronous step that commits its settle (or its row), so a reserve never sees the money
  *   in neither place; in between it may count in both, which only errs on the safe side.
  *
+ * Another process can hold the file's write lock for longer than the owner's short busy timeout
+ * (a VACUUM, an open sqlite3 session): a batch then fails at once (its settles are retried by
+ * their caller), and until a batch commits again reservations are written, not held, so they
+ * fail too (503) instead of serving requests whose charges cannot be recorded. A row that could
+ * not be written for the lock is tried again after {@link HOLD_MS}.
+ *
  * The statements run directly on `node:sqlite` (kysely's per-call machinery cost more than the
  * statements), while the batch holds kysely's connection lock, so a batch never runs inside a
  * transaction that kysely has open for another call (credit, release, migrations). A reserve
@@ -187,13 +194,27 @@ export function createSqliteBillingBatch(options: {
     return statement;
   }
   function run(query: CompiledQuery<unknown>): number {
-    return Number(statementOf(query.sql).run(...toSqlParameters(query.parameters)).changes);
+    const parameters = toSqlParameters(query.parameters);
+    try {
+      return Number(statementOf(query.sql).run(...parameters).changes);
+    } catch (error) {
+      throw database.explain(error);
+    }
   }
   function all(query: CompiledQuery<unknown>): Record<string, unknown>[] {
-    return statementOf(query.sql).all(...toSqlParameters(query.parameters));
+    const parameters = toSqlParameters(query.parameters);
+    try {
+      return statementOf(query.sql).all(...parameters);
+    } catch (error) {
+      throw database.explain(error);
+    }
   }
   function execute(sql: string): void {
-    statementOf(sql).run();
+    try {
+      statementOf(sql).run();
+    } catch (error) {
+      throw database.explain(error);
+    }
   }
 
   /** Reservations held in memory, oldest first (a Map keeps insertion order). */
@@ -437,6 +458,11 @@ export function createSqliteBillingBatch(options: {
           rowIds?.add(id);
           adjustKnown(accountId, 0n, amountNano);
           forget(operation.held);
+        } else if (isSqliteBusy(outcome.error)) {
+          // Another process holds the file: written again once it may have let go.
+          operation.held.state = "memory";
+          writesPausedUntil = performance.now() + HOLD_MS;
+          scheduleWrites();
         } else {
           operation.held.state = "memory";
           operation.held.unwritable = true;
@@ -473,6 +499,12 @@ export function createSqliteBillingBatch(options: {
 
   let pending: Operation[] = [];
   let scheduled = false;
+  /**
+   * True from a batch that failed because another process held the file's write lock (a CLI
+   * command, a VACUUM, an open sqlite3 session) until a batch commits again. Meanwhile
+   * reservations are written rather than held (see `reserve`).
+   */
+  let fileLocked = false;
   let inFlight = 0;
   let idle: PromiseWithResolvers<void> | undefined;
 
@@ -494,7 +526,9 @@ export function createSqliteBillingBatch(options: {
         let outcomes: Outcome[];
         try {
           outcomes = runBatch(batch);
+          fileLocked = false;
         } catch (error) {
+          if (isSqliteBusy(error)) fileLocked = true;
           outcomes = batch.map(() => ({ ok: false, error }));
         }
         finished = true;
@@ -527,13 +561,16 @@ export function createSqliteBillingBatch(options: {
 
   let timer: NodeJS.Timeout | undefined;
   let closed = false;
+  /** `performance.now()` before which no row is written: the file was locked by another process. */
+  let writesPausedUntil = 0;
 
   /** Arms the timer for the oldest reservation held in memory, if none is armed. */
   function scheduleWrites(): void {
     if (timer !== undefined || closed) return;
     for (const entry of held.values()) {
       if (entry.state !== "memory" || entry.unwritable) continue;
-      const delay = Math.max(0, entry.heldAt + HOLD_MS - performance.now());
+      const now = performance.now();
+      const delay = Math.max(0, entry.heldAt + HOLD_MS - now, writesPausedUntil - now);
       timer = setTimeout(writeDue, delay);
       timer.unref();
       return;
@@ -542,6 +579,10 @@ export function createSqliteBillingBatch(options: {
 
   function writeDue(): void {
     timer = undefined;
+    if (performance.now() < writesPausedUntil) {
+      scheduleWrites();
+      return;
+    }
     const due = performance.now() - HOLD_MS;
     for (const entry of held.values()) {
       if (entry.state !== "memory" || entry.unwritable) continue;
@@ -562,7 +603,10 @@ export function createSqliteBillingBatch(options: {
   return {
     async reserve(reservation: Reservation, options: { hold: boolean }): Promise<ReserveResult> {
       if (reservation.amountNano < 0n) throw new RangeError("A reservation's amount must be zero or more.");
-      if (!options.hold) {
+      // While another process holds the file, the server's writes (its settles) fail: a reservation
+      // is then written, not held, so that it fails too (503, retry later) rather than let
+      // requests run whose charges cannot be recorded; the first that commits ends this.
+      if (!options.hold || fileLocked) {
         return await new Promise<ReserveResult>((resolve, reject) => {
           enqueue({ kind: "reserve", reservation, resolve, reject });
         });
