@@ -85,7 +85,8 @@ describe("llama engine: a model URI downloaded on first use", () => {
     const prepared = await engine.prepare(request);
     expect(engine.status()).toBe("available");
     const parts = [];
-    for await (const batch of prepared.run(new AbortController().signal)) for (const part of batch) parts.push(part);
+    for await (const batch of prepared.run(new AbortController().signal))
+      for (const part of batch) parts.push(part);
     expect(parts.at(-1)).toMatchObject({ type: "finish", usage: { completionTokens: 1 } });
     const files = await readdir(modelsFolder);
     expect(files).toEqual([expect.stringMatching(/^127\.0\.0\.1_tiny-[0-9a-f]{8}\.gguf$/)]);

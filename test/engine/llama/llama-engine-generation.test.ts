@@ -231,13 +231,14 @@ describe("llama engine: queue and abort", () => {
     const controller = new AbortController();
     const parts: StreamPart[] = [];
     let abortedAt = 0;
-    for await (const batch of prepared.run(controller.signal)) for (const part of batch) {
-      parts.push(part);
-      if (part.type === "text-delta" && !controller.signal.aborted) {
-        abortedAt = performance.now();
-        controller.abort();
+    for await (const batch of prepared.run(controller.signal))
+      for (const part of batch) {
+        parts.push(part);
+        if (part.type === "text-delta" && !controller.signal.aborted) {
+          abortedAt = performance.now();
+          controller.abort();
+        }
       }
-    }
     expect(performance.now() - abortedAt).toBeLessThan(500);
     const end = readEnd(parts);
     expect(end).toMatchObject({ type: "finish", reason: "stop", rawReason: "abort" });

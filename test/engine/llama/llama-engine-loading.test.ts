@@ -52,7 +52,8 @@ describe("llama engine: loading with the shared binding", () => {
     const prepared = await engine.prepare(createTestRequest({ maxTokens: 1 }));
     expect(engine.status()).toBe("available");
     const parts = [];
-    for await (const batch of prepared.run(new AbortController().signal)) for (const part of batch) parts.push(part);
+    for await (const batch of prepared.run(new AbortController().signal))
+      for (const part of batch) parts.push(part);
     expect(parts.at(-1)).toMatchObject({ type: "finish", reason: "length", usage: { completionTokens: 1 } });
   });
 });

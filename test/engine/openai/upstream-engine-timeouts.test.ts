@@ -84,7 +84,8 @@ describe("upstream engine: timeouts", () => {
     });
     const prepared = await engine.prepare(chatRequest());
     const parts: StreamPart[] = [];
-    for await (const batch of prepared.run(new AbortController().signal)) for (const part of batch) parts.push(part);
+    for await (const batch of prepared.run(new AbortController().signal))
+      for (const part of batch) parts.push(part);
     expect(parts[0]).toEqual({ type: "text-delta", text: "Start" });
     expect(parts[1]).toMatchObject({
       type: "error",
@@ -106,10 +107,11 @@ describe("upstream engine: timeouts", () => {
     });
     const prepared = await engine.prepare(chatRequest());
     const parts: StreamPart[] = [];
-    for await (const batch of prepared.run(new AbortController().signal)) for (const part of batch) {
-      if (parts.length === 0) await new Promise((resolve) => setTimeout(resolve, 600));
-      parts.push(part);
-    }
+    for await (const batch of prepared.run(new AbortController().signal))
+      for (const part of batch) {
+        if (parts.length === 0) await new Promise((resolve) => setTimeout(resolve, 600));
+        parts.push(part);
+      }
     expect(parts.filter((part) => part.type === "text-delta")).toHaveLength(100);
     expect(parts.at(-1)).toMatchObject({ type: "finish", reason: "stop", usage: { completionTokens: 100 } });
     expect(engine.status()).toBe("available");
@@ -161,10 +163,11 @@ describe("upstream engine: client abort", () => {
     const prepared = await engine.prepare(chatRequest());
     const controller = new AbortController();
     const parts: StreamPart[] = [];
-    for await (const batch of prepared.run(controller.signal)) for (const part of batch) {
-      parts.push(part);
-      if (parts.length === 5) controller.abort();
-    }
+    for await (const batch of prepared.run(controller.signal))
+      for (const part of batch) {
+        parts.push(part);
+        if (parts.length === 5) controller.abort();
+      }
     const last = parts.at(-1);
     expect(last).toMatchObject({
       type: "finish",

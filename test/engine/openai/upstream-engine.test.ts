@@ -243,7 +243,8 @@ describe("upstream engine: answers", () => {
     const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
     const prepared = await engine.prepare(chatRequest());
     const parts: StreamPart[] = [];
-    for await (const batch of prepared.run(new AbortController().signal)) for (const part of batch) parts.push(part);
+    for await (const batch of prepared.run(new AbortController().signal))
+      for (const part of batch) parts.push(part);
     const finish = parts.at(-1);
     expect(finish).toMatchObject({ type: "finish", reason: "stop", usage: { estimated: true } });
     if (finish?.type !== "finish") throw new Error("no finish");
@@ -399,10 +400,11 @@ describe("upstream engine: close", () => {
     const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
     const prepared = await engine.prepare(chatRequest());
     const parts: StreamPart[] = [];
-    for await (const batch of prepared.run(new AbortController().signal)) for (const part of batch) {
-      parts.push(part);
-      if (parts.length === 2) void engine.close();
-    }
+    for await (const batch of prepared.run(new AbortController().signal))
+      for (const part of batch) {
+        parts.push(part);
+        if (parts.length === 2) void engine.close();
+      }
     expect(parts.at(-1)).toMatchObject({ type: "error", error: { code: "model_unavailable" } });
     expect(engine.status()).toBe("unavailable");
     const error = await engine.prepare(chatRequest()).catch((caught: unknown) => caught);
