@@ -236,8 +236,8 @@ export function convertChatRequest(body: ChatCompletionRequestBody): ChatComplet
     request: {
       messages: body.messages.map(convertMessage),
       maxTokens: body.max_completion_tokens ?? body.max_tokens ?? undefined,
-      temperature: body.temperature ?? 1,
-      topP: body.top_p ?? 1,
+      temperature: body.temperature ?? undefined,
+      topP: body.top_p ?? undefined,
       frequencyPenalty: body.frequency_penalty ?? 0,
       presencePenalty: body.presence_penalty ?? 0,
       stop,
@@ -245,6 +245,7 @@ export function convertChatRequest(body: ChatCompletionRequestBody): ChatComplet
       tools,
       toolChoice: convertToolChoice(body, tools),
       parallelToolCalls: body.parallel_tool_calls ?? undefined,
+      reasoningEffort: body.reasoning_effort ?? undefined,
       responseFormat: convertResponseFormat(body),
     },
   };

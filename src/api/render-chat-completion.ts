@@ -121,8 +121,9 @@ export function renderChatCompletion(identity: CompletionIdentity, completion: C
         message: {
           role: "assistant" as const,
           content: completion.text,
-          // Only where the model refused: `content` stays a string, as the contract has it.
-          ...(completion.refusal === "" ? {} : { refusal: completion.refusal }),
+          // null unless the model refused, as OpenAI sends it (its SDK's type has the field
+          // always); `content` stays a string, as the contract has it.
+          refusal: completion.refusal === "" ? null : completion.refusal,
           ...(toolCalls.length > 0
             ? {
                 tool_calls: toolCalls.map((call) => ({

@@ -52,10 +52,13 @@ export interface ChatRequest {
   messages: ChatMessage[];
   /** Upper bound of generated tokens; `undefined` means "until the natural end or the context". */
   maxTokens: number | undefined;
-  /** 0 to 2; 0 is greedy. */
-  temperature: number;
-  /** 0 to 1. */
-  topP: number;
+  /**
+   * 0 to 2; 0 is greedy. `undefined` when the client sent none: the engine's default (1 locally;
+   * an upstream's own, as some models take no sampling settings at all).
+   */
+  temperature: number | undefined;
+  /** 0 to 1; `undefined` when the client sent none, as {@link ChatRequest.temperature}. */
+  topP: number | undefined;
   /** -2 to 2. */
   frequencyPenalty: number;
   /** -2 to 2. */
@@ -71,6 +74,11 @@ export interface ChatRequest {
    * models; the local engine does not apply it.
    */
   parallelToolCalls?: boolean | undefined;
+  /**
+   * The client's `reasoning_effort` (`undefined` when it sent none): passed on to upstream models
+   * as sent; the local engine does not apply it.
+   */
+  reasoningEffort?: string | undefined;
   responseFormat: ResponseFormat;
 }
 

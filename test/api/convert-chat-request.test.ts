@@ -19,15 +19,15 @@ function expectError(body: ChatCompletionRequestBody, code: string, param: strin
 }
 
 describe("convertChatRequest", () => {
-  it("applies the contract's defaults", () => {
+  it("applies the contract's defaults, and leaves sampling the client did not set to the engine", () => {
     const converted = convertChatRequest(base);
     expect(converted.stream).toBe(false);
     expect(converted.choices).toBe(1);
     expect(converted.request).toEqual({
       messages: [{ role: "user", content: "Hi" }],
       maxTokens: undefined,
-      temperature: 1,
-      topP: 1,
+      temperature: undefined,
+      topP: undefined,
       frequencyPenalty: 0,
       presencePenalty: 0,
       stop: [],
@@ -59,8 +59,13 @@ describe("convertChatRequest", () => {
       { role: "system", content: "Be brief." },
       { role: "user", content: "Hello there" },
     ]);
-    expect(converted.request.temperature).toBe(1);
+    expect(converted.request.temperature).toBeUndefined();
     expect(converted.request.stop).toEqual(["END"]);
+  });
+
+  it("keeps the sampling settings and reasoning effort the client sent", () => {
+    const { request } = convertChatRequest({ ...base, temperature: 0, top_p: 0.5, reasoning_effort: "low" });
+    expect(request).toMatchObject({ temperature: 0, topP: 0.5, reasoningEffort: "low" });
   });
 
   it("takes max_completion_tokens as an alias of max_tokens", () => {

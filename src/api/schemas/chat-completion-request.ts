@@ -99,6 +99,16 @@ export const ChatCompletionRequestSchema = Type.Object(
     tools: Type.Optional(Nullable(Type.Array(ToolSchema, { maxItems: 128 }))),
     tool_choice: Type.Optional(Type.Union([ToolChoiceSchema, Type.Null()])),
     parallel_tool_calls: Type.Optional(Nullable(Type.Boolean())),
+    reasoning_effort: Type.Optional(
+      Nullable(
+        Type.String({
+          minLength: 1,
+          maxLength: 32,
+          description:
+            "How hard a reasoning model thinks (`minimal`, `low`, `medium`, `high`, ...): passed on to upstream models as sent; local models ignore it.",
+        }),
+      ),
+    ),
     response_format: Type.Optional(Type.Union([ResponseFormatSchema, Type.Null()])),
     seed: Type.Optional(Nullable(Type.Integer())),
     user: Type.Optional(Nullable(Type.String({ maxLength: 256 }))),

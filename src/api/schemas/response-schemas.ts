@@ -43,9 +43,9 @@ export const ChatCompletionSchema = Type.Object({
       message: Type.Object({
         role: Type.Literal("assistant"),
         content: Type.String(),
-        refusal: Type.Optional(
-          Type.String({ description: "Present when the model declined to answer (an upstream's refusal)." }),
-        ),
+        refusal: Type.Union([Type.String(), Type.Null()], {
+          description: "The model's refusal when it declined to answer (an upstream's); null otherwise.",
+        }),
         tool_calls: Type.Optional(Type.Array(ToolCallSchema)),
       }),
       logprobs: Type.Null(),

@@ -26,8 +26,9 @@ const penaltyWindowTokens = 256;
 export function mapSamplingOptions(request: ChatRequest): SamplingOptions {
   const penalized = request.frequencyPenalty !== 0 || request.presencePenalty !== 0;
   return {
-    temperature: request.temperature,
-    topP: request.topP,
+    // OpenAI's defaults where the client sent none.
+    temperature: request.temperature ?? 1,
+    topP: request.topP ?? 1,
     seed: request.seed === undefined ? randomInt(0, 2 ** 32) : toUnsigned32(request.seed),
     repeatPenalty: penalized
       ? {

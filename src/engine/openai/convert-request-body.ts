@@ -12,7 +12,9 @@ import type {
  * client only ever sees the catalogue id). The body always asks for a stream with usage, even when
  * the client wants one JSON answer, so usage, timeouts and aborts work the same way for both.
  * Values equal to the API's defaults are left out where some compatible servers reject the field
- * (penalties, empty stop lists, "text" format, tool choice without tools).
+ * (penalties, empty stop lists, "text" format, tool choice without tools), and sampling settings
+ * the client did not send are left to the upstream (OpenAI's reasoning models refuse
+ * `temperature` and `top_p` whatever their value).
  */
 export function convertRequestBody(options: {
   request: ChatRequest;
@@ -29,9 +31,9 @@ export function convertRequestBody(options: {
     messages: convertMessages(request.messages),
     stream: true,
     stream_options: { include_usage: true },
-    temperature: request.temperature,
-    top_p: request.topP,
   };
+  if (request.temperature !== undefined) body.temperature = request.temperature;
+  if (request.topP !== undefined) body.top_p = request.topP;
   const maxTokens = "maxTokens" in options ? options.maxTokens : request.maxTokens;
   if (maxTokens !== undefined) body.max_tokens = maxTokens;
   if (request.frequencyPenalty !== 0) body.frequency_penalty = request.frequencyPenalty;
@@ -44,6 +46,7 @@ export function convertRequestBody(options: {
     // Only as the client sent it: servers that do not know the field may refuse it.
     if (request.parallelToolCalls !== undefined) body.parallel_tool_calls = request.parallelToolCalls;
   }
+  if (request.reasoningEffort !== undefined) body.reasoning_effort = request.reasoningEffort;
   const format = convertResponseFormat(request.responseFormat);
   if (format !== undefined) body.response_format = format;
   return body;

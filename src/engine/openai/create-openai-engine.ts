@@ -13,6 +13,7 @@ import { runWithFallbacks } from "./run-with-fallbacks.ts";
 import { closingError } from "./start-upstream-attempt.ts";
 import type { UpstreamCall } from "./start-upstream-call.ts";
 import { resolveUpstreamSettings, type UpstreamSettings, type UpstreamTuning } from "./upstream-settings.ts";
+import type { UpstreamRequestBody } from "./upstream-wire.ts";
 
 /** Options of {@link createOpenAiEngine}. */
 export interface OpenAiEngineOptions {
@@ -103,8 +104,20 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
     const upstreamMaxTokens =
       request.maxTokens ?? (contextLength === undefined ? maxCompletionTokens : undefined);
     const upstreamBody = convertRequestBody({ request, model: config.model, maxTokens: upstreamMaxTokens });
-    const body = JSON.stringify(upstreamBody);
-    let bodyWithoutStreamOptions: string | undefined;
+    const fullBody = JSON.stringify(upstreamBody);
+    /** Bodies for endpoints that refuse a field, by shape, made when first asked for. */
+    let otherBodies: Map<string, string> | undefined;
+    const body = (takes: { streamOptions: boolean; maxTokens: boolean }): string => {
+      if (takes.streamOptions && takes.maxTokens) return fullBody;
+      otherBodies ??= new Map();
+      const shape = `${takes.streamOptions}/${takes.maxTokens}`;
+      let text = otherBodies.get(shape);
+      if (text === undefined) {
+        text = JSON.stringify(shapeBody(upstreamBody, takes));
+        otherBodies.set(shape, text);
+      }
+      return text;
+    };
     const fallbacks =
       useFallbacks && options.resolveEngine !== undefined
         ? config.fallbacks.filter((id) => prepareOptions.mayServe?.(id) ?? true)
@@ -129,10 +142,7 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
           modelId: model.id,
           balancer,
           body,
-          bodyWithoutStreamOptions: () => {
-            bodyWithoutStreamOptions ??= JSON.stringify({ ...upstreamBody, stream_options: undefined });
-            return bodyWithoutStreamOptions;
-          },
+          boundsCompletion: upstreamBody.max_tokens !== undefined,
           promptTokens,
           settings,
           signal,
@@ -183,6 +193,28 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
   };
   preparersWithoutFallbacks.set(engine, (request) => prepare(request, {}, false));
   return engine;
+}
+
+/**
+ * The upstream body as an endpoint takes it (see {@link UpstreamEndpoint}): without
+ * `stream_options` for one that refuses them, the bound as `max_completion_tokens` for one that
+ * refuses `max_tokens`.
+ */
+function shapeBody(
+  body: UpstreamRequestBody,
+  takes: { streamOptions: boolean; maxTokens: boolean },
+): UpstreamRequestBody {
+  if (takes.streamOptions && takes.maxTokens) return body;
+  const { stream_options: streamOptions, max_tokens: maxTokens, ...rest } = body;
+  return {
+    ...rest,
+    ...(takes.streamOptions && streamOptions !== undefined ? { stream_options: streamOptions } : {}),
+    ...(maxTokens === undefined
+      ? {}
+      : takes.maxTokens
+        ? { max_tokens: maxTokens }
+        : { max_completion_tokens: maxTokens }),
+  };
 }
 
 /**

@@ -21,6 +21,12 @@ export interface UpstreamEndpoint {
    * that has it); usage is then estimated where the endpoint reports none.
    */
   takesStreamOptions: boolean;
+  /**
+   * Whether the completion bound goes to this endpoint as `max_tokens`. Cleared, for the engine's
+   * life, the first time the endpoint refuses it and names `max_completion_tokens` instead
+   * (OpenAI's reasoning models); the bound then goes as that.
+   */
+  takesMaxTokens: boolean;
 }
 
 /**
@@ -53,6 +59,7 @@ export function createUpstreamEndpoint(options: {
     path: `${basePath}/chat/completions${url.search}`,
     headers,
     takesStreamOptions: true,
+    takesMaxTokens: true,
     pool: new Pool(url.origin, {
       connections: options.settings.maxConnections ?? null,
       pipelining: 1,

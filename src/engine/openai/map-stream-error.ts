@@ -19,6 +19,8 @@ export function mapStreamError(options: {
   modelId: string;
   /** Whether the request had `stream_options`. */
   sentStreamOptions: boolean;
+  /** Whether the request had `max_tokens`. */
+  sentMaxTokens?: boolean;
 }): UpstreamFailure {
   const { body, modelId } = options;
   const status = readErrorStatus(body);
@@ -29,6 +31,7 @@ export function mapStreamError(options: {
       retryAfterMs: undefined,
       modelId,
       sentStreamOptions: options.sentStreamOptions,
+      sentMaxTokens: options.sentMaxTokens,
     });
     if (!failure.retryable) return failure;
   }

@@ -17,6 +17,8 @@ import { createEndpointFailure, createFinalFailure, type UpstreamFailure } from 
  * An upstream's 401/403 is about Tollgate's credentials, never the client's: passing it on would
  * tell the client its own key is wrong. A 400 that names `stream_options`, which Tollgate itself
  * adds to every request, is marked `streamOptionsRefused`: the same request goes again without it.
+ * One that refuses `max_tokens` for `max_completion_tokens` is marked `maxTokensRefused`: the same
+ * request goes again with the bound under that name.
  */
 export function mapUpstreamStatus(options: {
   status: number;
@@ -25,6 +27,8 @@ export function mapUpstreamStatus(options: {
   modelId: string;
   /** Whether the request had `stream_options`. Default false. */
   sentStreamOptions?: boolean | undefined;
+  /** Whether the request had `max_tokens`. Default false. */
+  sentMaxTokens?: boolean | undefined;
 }): UpstreamFailure {
   const { status, body, modelId, retryAfterMs } = options;
   const told = body.message === undefined ? "" : `: ${body.message}`;
@@ -50,6 +54,8 @@ export function mapUpstreamStatus(options: {
       // Servers that do not know the field refuse every request that carries it.
       if (options.sentStreamOptions === true && namesStreamOptions(body))
         return { ...failure, streamOptionsRefused: true };
+      if (options.sentMaxTokens === true && asksForMaxCompletionTokens(body))
+        return { ...failure, maxTokensRefused: true };
       return failure;
     }
     case 413:
@@ -100,6 +106,19 @@ function isContextOverflow(body: UpstreamErrorBody): boolean {
     body.code === "context_length_exceeded" ||
     body.type === "exceed_context_size_error" ||
     /context.(length|size|window)|maximum context/i.test(body.message ?? "")
+  );
+}
+
+/**
+ * The upstream refuses `max_tokens` and names `max_completion_tokens` instead ("Unsupported
+ * parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens'
+ * instead."), not a `max_tokens` that is only too large for it.
+ */
+function asksForMaxCompletionTokens(body: UpstreamErrorBody): boolean {
+  const message = body.message ?? "";
+  return (
+    /max_completion_tokens/.test(message) &&
+    (body.param === "max_tokens" || /max_tokens/.test(message.replaceAll("max_completion_tokens", "")))
   );
 }
 

@@ -94,6 +94,14 @@ export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenera
         );
         continue;
       }
+      if (failure.maxTokensRefused === true) {
+        endpoint.takesMaxTokens = false;
+        options.logger.warn(
+          { model: options.modelId, endpoint: endpoint.label, failure: failure.error.message },
+          "upstream endpoint refuses max_tokens; the completion bound goes as max_completion_tokens from now on",
+        );
+        continue;
+      }
       lastFailure = failure;
       balancer.reportFailure(endpoint, { ...failure, startedAt: running.startedAt });
       options.logger.warn(

@@ -22,10 +22,14 @@ import type { UpstreamSettings } from "./upstream-settings.ts";
 export interface AttemptContext {
   /** The catalogue id, for messages and logs. */
   modelId: string;
-  /** The upstream request body as JSON text, sent unchanged on every attempt. */
-  body: string;
-  /** The same without `stream_options`, for endpoints that refuse the field; made when first asked for. */
-  bodyWithoutStreamOptions: () => string;
+  /**
+   * The upstream request body as JSON text for an endpoint, by what it takes: with or without
+   * `stream_options`, the completion bound as `max_tokens` or as `max_completion_tokens` (see
+   * {@link UpstreamEndpoint}). The same text on every attempt to endpoints that take the same.
+   */
+  body: (takes: { streamOptions: boolean; maxTokens: boolean }) => string;
+  /** Whether the body bounds the completion (as `max_tokens` where the endpoint takes it). */
+  boundsCompletion: boolean;
   /** The estimated prompt tokens, used where the upstream reports none. */
   promptTokens: number;
   settings: UpstreamSettings;
@@ -97,11 +101,12 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
   // nor rest an endpoint that was only busy.
   watch.setWaiting(false);
   const sentStreamOptions = endpoint.takesStreamOptions;
+  const sentMaxTokens = context.boundsCompletion && endpoint.takesMaxTokens;
   call = startUpstreamCall({
     pool: endpoint.pool,
     path: endpoint.path,
     headers: endpoint.headers,
-    body: sentStreamOptions ? context.body : context.bodyWithoutStreamOptions(),
+    body: context.body({ streamOptions: sentStreamOptions, maxTokens: endpoint.takesMaxTokens }),
     onActivity: () => watch.touch(),
     onWaiting: (waiting) => watch.setWaiting(waiting),
     onStarted: () => watch.setWaiting(true),
@@ -189,7 +194,8 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
     } else if (streamError !== undefined) {
       const summary = `sent an error${streamError.message === undefined ? "" : ` (${streamError.message})`}`;
       if (hasParts) final = midStreamError(summary, parts);
-      else failure = mapStreamError({ body: streamError, summary, modelId, sentStreamOptions });
+      else
+        failure = mapStreamError({ body: streamError, summary, modelId, sentStreamOptions, sentMaxTokens });
     } else if (mapper.rawFinishReason !== undefined) {
       // Ended (or broke) after its finish reason, without [DONE]: the answer is complete; only
       // the usage chunk may be missing, and is then estimated.
@@ -292,6 +298,7 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
                 retryAfterMs: parseRetryAfter(response.headers),
                 modelId,
                 sentStreamOptions,
+                sentMaxTokens,
               }),
             };
           }

@@ -21,6 +21,11 @@ export interface UpstreamFailure {
    * field): the endpoint is asked again at once without it, whatever `retryable` says.
    */
   streamOptionsRefused?: boolean;
+  /**
+   * The upstream refused the `max_tokens` it was sent and asked for `max_completion_tokens`: the
+   * endpoint is asked again at once with the bound under that name, whatever `retryable` says.
+   */
+  maxTokensRefused?: boolean;
 }
 
 /** A failure of the endpoint (not of the request): retried, counted, with fallbacks. */

@@ -35,7 +35,8 @@ export type UpstreamResponseFormat =
 
 /**
  * The body of `POST {base_url}/chat/completions`. Always streamed, with usage asked for except
- * from endpoints that refuse `stream_options`.
+ * from endpoints that refuse `stream_options`; the completion bound as `max_tokens`, or as
+ * `max_completion_tokens` to endpoints that refuse `max_tokens` (OpenAI's reasoning models).
  */
 export interface UpstreamRequestBody {
   model: string;
@@ -43,8 +44,9 @@ export interface UpstreamRequestBody {
   stream: true;
   stream_options?: { include_usage: true };
   max_tokens?: number;
-  temperature: number;
-  top_p: number;
+  max_completion_tokens?: number;
+  temperature?: number;
+  top_p?: number;
   frequency_penalty?: number;
   presence_penalty?: number;
   stop?: string[];
@@ -52,6 +54,7 @@ export interface UpstreamRequestBody {
   tools?: UpstreamTool[];
   tool_choice?: UpstreamToolChoice;
   parallel_tool_calls?: boolean;
+  reasoning_effort?: string;
   response_format?: UpstreamResponseFormat;
 }
 

@@ -3,7 +3,7 @@ import { convertRequestBody } from "../../../src/engine/openai/convert-request-b
 import { createChatRequest } from "../../support/create-chat-request.ts";
 
 describe("convertRequestBody", () => {
-  it("sends the upstream model name, always streamed with usage, and leaves defaults out", () => {
+  it("sends the upstream model name, always streamed with usage, and leaves defaults and unsent sampling out", () => {
     expect(
       convertRequestBody({
         request: createChatRequest({ messages: [{ role: "user", content: "Hi" }] }),
@@ -14,9 +14,19 @@ describe("convertRequestBody", () => {
       messages: [{ role: "user", content: "Hi" }],
       stream: true,
       stream_options: { include_usage: true },
-      temperature: 1,
-      top_p: 1,
     });
+  });
+
+  it("sends the sampling settings and reasoning effort the client sent, even at their defaults", () => {
+    const body = convertRequestBody({
+      model: "m",
+      request: createChatRequest({ temperature: 1, topP: 1, reasoningEffort: "high" }),
+    });
+    expect(body).toMatchObject({ temperature: 1, top_p: 1, reasoning_effort: "high" });
+    const unset = convertRequestBody({ model: "m", request: createChatRequest({ temperature: 0 }) });
+    expect(unset.temperature).toBe(0);
+    expect("top_p" in unset).toBe(false);
+    expect("reasoning_effort" in unset).toBe(false);
   });
 
   it("converts every message role, with tool calls and their results", () => {

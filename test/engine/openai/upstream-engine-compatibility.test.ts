@@ -90,6 +90,74 @@ describe("upstream engine: servers that refuse stream_options", () => {
   });
 });
 
+/**
+ * OpenAI's reasoning models (o-series, gpt-5): 400 for a body with `max_tokens` (they take
+ * `max_completion_tokens`), and for `temperature` or `top_p` at any value.
+ */
+function reasoningModel(answer: MockHandler): MockHandler {
+  const refuse = (param: string, message: string) =>
+    answerError(400, {
+      error: { message, type: "invalid_request_error", param, code: "unsupported_parameter" },
+    });
+  return (request, response) => {
+    if ("max_tokens" in request.body)
+      return refuse(
+        "max_tokens",
+        "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.",
+      )(request, response);
+    for (const param of ["temperature", "top_p"])
+      if (param in request.body)
+        return refuse(param, `Unsupported parameter: '${param}' is not supported with this model.`)(
+          request,
+          response,
+        );
+    return answer(request, response);
+  };
+}
+
+describe("upstream engine: reasoning models", () => {
+  it("sends no sampling settings the client did not send, and the bound as max_completion_tokens once max_tokens is refused (regression)", async () => {
+    const upstream = await mock(reasoningModel(streamText(["Thought about it"])));
+    const engine = createTestEngine({
+      model: upstreamModel([upstream.baseUrl]),
+      settings: { maxRetries: 0 },
+    });
+    expect(textOf(await collectParts(engine, chatRequest({ maxTokens: 50 })))).toBe("Thought about it");
+    expect(upstream.requests.map((request) => request.body.max_tokens)).toEqual([50, undefined]);
+    expect(upstream.requests[1]?.body.max_completion_tokens).toBe(50);
+    // Remembered for the endpoint: the next request goes with max_completion_tokens at once.
+    expect(textOf(await collectParts(engine, chatRequest({ maxTokens: 7 })))).toBe("Thought about it");
+    expect(upstream.requests).toHaveLength(3);
+    expect(upstream.requests[2]?.body).toMatchObject({
+      max_completion_tokens: 7,
+      stream_options: { include_usage: true },
+    });
+    expect("max_tokens" in (upstream.requests[2]?.body ?? {})).toBe(false);
+    expect(engine.status()).toBe("available");
+  });
+
+  it("passes a refused max_tokens that is only too large on to the client, without asking again", async () => {
+    const upstream = await mock(
+      answerError(400, {
+        error: {
+          message: "max_tokens is too large: 100000. This model supports at most 4096 completion tokens.",
+          type: "invalid_request_error",
+          param: "max_tokens",
+          code: "invalid_value",
+        },
+      }),
+    );
+    const engine = createTestEngine({
+      model: upstreamModel([upstream.baseUrl]),
+      settings: { maxRetries: 0 },
+    });
+    const error = (await firstError(engine, chatRequest({ maxTokens: 100_000 }))) as AppError;
+    expect(error.code).toBe("invalid_value");
+    expect(error.message).toContain("max_tokens is too large");
+    expect(upstream.requests).toHaveLength(1);
+  });
+});
+
 describe("upstream engine: llama.cpp's error events", () => {
   const contextOverflow =
     'error: {"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error"}\n\n';
