@@ -254,7 +254,7 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
   });
 
   app.setErrorHandler((error, request, reply) => {
-    const appError = normalizeError(error);
+    const appError = normalizeError(error, request.body);
     annotate(request, { error: appError.code });
     // Fastify closes the connection after refusing a body, and with the rest of the body still
     // coming the close often reaches the client as a reset, before it could read the 413. Kept

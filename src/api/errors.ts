@@ -1,6 +1,7 @@
 import { hideKeySecrets } from "../admin/read-key-reference.ts";
 import { AppError, isAppError } from "../errors/app-error.ts";
 import { mapValidationError, type SchemaValidationIssue } from "./map-validation-error.ts";
+import { refuseUnsupportedToolTypes } from "./refuse-unsupported-tool-types.ts";
 
 /** The contract's error body: `{"error":{"message","type","param","code"}}`. */
 export interface WireError {
@@ -38,12 +39,15 @@ interface FrameworkError {
 
 /**
  * Turns anything thrown while handling a request into the {@link AppError} the client sees.
- * Errors that are not ours become `internal_error` with a message that leaks nothing.
+ * Errors that are not ours become `internal_error` with a message that leaks nothing. `body`:
+ * the request's parsed body, which explains some validation failures better than the schema's
+ * first complaint (a tool of another kind than `function`).
  */
-export function normalizeError(error: unknown): AppError {
+export function normalizeError(error: unknown, body?: unknown): AppError {
   if (isAppError(error)) return error;
   const framework = (typeof error === "object" && error !== null ? error : {}) as FrameworkError;
-  if (Array.isArray(framework.validation)) return mapValidationError(framework.validation);
+  if (Array.isArray(framework.validation))
+    return refuseUnsupportedToolTypes(body) ?? mapValidationError(framework.validation);
   switch (framework.code) {
     case "FST_ERR_CTP_BODY_TOO_LARGE":
       return new AppError("request_too_large", "The request body is larger than this server accepts.");

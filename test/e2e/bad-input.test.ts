@@ -172,6 +172,23 @@ const cases: [string, Record<string, unknown>, number, string, string | null][] 
     "tools[0].type",
   ],
   [
+    "a custom tool (another kind than function, without a function object)",
+    { tools: [{ type: "custom", custom: { name: "grammar" } }] },
+    400,
+    "invalid_value",
+    "tools[0].type",
+  ],
+  [
+    "an allowed_tools tool_choice",
+    {
+      tools: [{ type: "function", function: { name: "f" } }],
+      tool_choice: { type: "allowed_tools", allowed_tools: { mode: "auto", tools: [] } },
+    },
+    400,
+    "invalid_value",
+    "tool_choice.type",
+  ],
+  [
     "tool without a function name",
     { tools: [{ type: "function", function: {} }] },
     400,

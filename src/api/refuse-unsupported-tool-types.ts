@@ -1,0 +1,36 @@
+import { AppError } from "../errors/app-error.ts";
+
+/**
+ * The 400 for a chat body whose `tools` or `tool_choice` use a kind of tool other than
+ * `function` (OpenAI's `custom` tools, `allowed_tools` choices, ...), or `undefined`. Asked when
+ * the body failed its schema, whose first complaint would be the missing `function` object:
+ * that misleads a client that sent another kind on purpose.
+ */
+export function refuseUnsupportedToolTypes(body: unknown): AppError | undefined {
+  if (typeof body !== "object" || body === null) return undefined;
+  const { tools, tool_choice: choice } = body as { tools?: unknown; tool_choice?: unknown };
+  if (Array.isArray(tools)) {
+    for (const [index, tool] of tools.entries()) {
+      const type = typeOf(tool);
+      if (type !== undefined && type !== "function") return unsupported(`tools[${index}].type`, type);
+    }
+  }
+  const type = typeOf(choice);
+  if (type !== undefined && type !== "function") return unsupported("tool_choice.type", type);
+  return undefined;
+}
+
+/** The `type` string of an object, if it has one. */
+function typeOf(value: unknown): string | undefined {
+  if (typeof value !== "object" || value === null) return undefined;
+  const type = (value as { type?: unknown }).type;
+  return typeof type === "string" ? type : undefined;
+}
+
+function unsupported(param: string, type: string): AppError {
+  return new AppError(
+    "invalid_value",
+    `Invalid value for '${param}': '${type.slice(0, 64)}' tools are not supported; only 'function' tools are.`,
+    { param },
+  );
+}
