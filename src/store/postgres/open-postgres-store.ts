@@ -62,10 +62,20 @@ export async function openPostgresStore(
     fallback_application_name: "tollgate",
     types,
   });
-  // An idle connection broke (the server restarted, a proxy cut it): the pool has dropped it and
-  // opens another when asked, and the next query reports a problem that lasts. Without a listener
-  // the event would end the process.
+  // A connection broke (the server restarted or failed over, an administrator terminated its
+  // backend, a proxy cut it). pg emits an 'error' event for it, and an 'error' event without a
+  // listener ends the process. While the connection is idle the pool listens (and emits it here);
+  // while it is checked out (a statement running, or between the statements of a transaction)
+  // only the client's own listeners hear it, and a terminated backend's goodbye and the end of
+  // its socket often arrive together, before the failed statement has given its connection back.
+  // So every connection gets a listener of its own as it opens. Nothing else is needed: the
+  // statement (or the next one on that connection) fails with the error, which the API answers
+  // with 503 `store_unavailable`, and the pool drops the broken connection when it comes back
+  // (pg marks it not queryable) and opens another when asked.
   pool.on("error", () => {});
+  pool.on("connect", (client) => {
+    client.on("error", () => {});
+  });
   const db = new Kysely<Database>({ dialect: new PostgresStoreDialect({ pool }) });
 
   try {
