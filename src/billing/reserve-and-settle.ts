@@ -116,6 +116,12 @@ export const SETTLE_RETRY_DELAYS_MS = {
   background: [1_000, 2_000, 5_000, 15_000, 30_000],
 };
 
+/**
+ * A settle attempt that fails after this long (a timeout, not a blip) is not tried again before
+ * the request's last byte: its retries go on in the background at once.
+ */
+export const SLOW_SETTLE_FAILURE_MS = 1_000;
+
 /** Rate limits and billing for the chat pipeline. */
 export class BillingAdmission implements ChatAdmission {
   readonly #store: Store;
@@ -290,10 +296,14 @@ export class BillingAdmission implements ChatAdmission {
     for (const delay of [0, ...this.#retryDelays.beforeAnswer]) {
       if (delay > 0) await sleep(delay);
       let chargedNano: bigint;
+      const startedAt = performance.now();
       try {
         chargedNano = await this.#store.settle(this.#stampNow(usage));
       } catch (error) {
         lastError = error;
+        // A store that took this long to fail is down, not blinking: the client is not held for
+        // more of its timeouts (each 30 s on PostgreSQL), the charge goes on in the background.
+        if (performance.now() - startedAt >= SLOW_SETTLE_FAILURE_MS) break;
         continue;
       }
       await charged(chargedNano);

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { BillingAdmission } from "../../src/billing/reserve-and-settle.ts";
+import { BillingAdmission, SLOW_SETTLE_FAILURE_MS } from "../../src/billing/reserve-and-settle.ts";
 import type { CatalogModel } from "../../src/catalog/catalog.ts";
 import type { RequestKey } from "../../src/chat/request-key.ts";
 import { isAppError } from "../../src/errors/app-error.ts";
@@ -176,6 +176,36 @@ describe("BillingAdmission when the store fails to settle", () => {
     // Stamped when it was written (the sixth try), not when the request ended: a client polling
     // the usage listing from a cursor sees it after the rows written before it.
     expect(row?.createdAt).toEqual(new Date("2026-11-26T00:00:05Z"));
+  });
+
+  it("answers after one attempt that failed slowly (a timeout), and charges in the background", async () => {
+    const account = makeAccount({ name: "slow", balanceNano: 50_000n });
+    await store.insertAccount(account);
+    let calls = 0;
+    const slow: Store = {
+      ...store,
+      settle: (usage: Parameters<Store["settle"]>[0]) => {
+        calls += 1;
+        if (calls > 1) return store.settle(usage);
+        return new Promise((_resolve, reject) =>
+          setTimeout(() => reject(new Error("Query read timeout")), SLOW_SETTLE_FAILURE_MS + 50),
+        );
+      },
+    };
+    const admission = new BillingAdmission({
+      store: slow,
+      limits: new KeyLimits(new MemoryRateLimiter()),
+      replicaId: "test",
+      settleRetryDelaysMs: { beforeAnswer: [1, 1], background: [20] },
+    });
+    const ticket = await admitOne(admission, "req_slow", account.id);
+    await ticket.settle(outcome);
+    // Not tried again before the answer: a store that times out would hold the client a timeout each time.
+    expect(calls).toBe(1);
+    expect(admission.pendingSettlements).toBe(1);
+    await until(() => admission.pendingSettlements === 0);
+    expect(calls).toBe(2);
+    expect((await store.getAccountMoney(account.id))?.spentNano).toBe(15_000n);
   });
 
   it("tries once more at close and reports what it gives up with the usage to record", async () => {
