@@ -105,13 +105,23 @@ function checkTokenizer(path: string, metadata: MetadataRecord): void {
 /** Magic, version, tensor count and key/value count. */
 const ggufHeaderBytes = 24;
 
+/**
+ * The fewest bytes one tensor's description can take in a GGUF header: its name's length (u64),
+ * its dimension count (u32), type (u32) and offset (u64), even with an empty name and no dimension.
+ */
+const minTensorInfoBytes = 24n;
+/** The fewest bytes one metadata entry can take: its key's length (u64), type (u32), a byte of value. */
+const minMetadataEntryBytes = 13n;
+
 async function checkHeader(path: string): Promise<void> {
   let bytesRead: number;
+  let fileBytes: number;
   const header = Buffer.alloc(ggufHeaderBytes);
   try {
     const handle = await open(path, "r");
     try {
       ({ bytesRead } = await handle.read(header, 0, header.length, 0));
+      fileBytes = (await handle.stat()).size;
     } finally {
       await handle.close();
     }
@@ -129,6 +139,18 @@ async function checkHeader(path: string): Promise<void> {
   const version = header.readUInt32LE(4);
   if (version !== 2 && version !== 3) {
     throw new Error(`${path}: unsupported GGUF version ${version} (llama.cpp reads versions 2 and 3)`);
+  }
+  // A damaged count (4 billion tensors) would have the reader build that many entries on the
+  // event loop, for minutes and gigabytes, before it fails: no file this size can hold them.
+  const tensors = header.readBigUInt64LE(8);
+  const entries = header.readBigUInt64LE(16);
+  if (
+    BigInt(ggufHeaderBytes) + tensors * minTensorInfoBytes + entries * minMetadataEntryBytes >
+    BigInt(fileBytes)
+  ) {
+    throw new Error(
+      `${path}: the GGUF header counts ${tensors} tensors and ${entries} metadata entries, more than a file of ${fileBytes} bytes can hold; the file is damaged or truncated: download it again`,
+    );
   }
 }
 

@@ -1,5 +1,5 @@
 import { spawnSync } from "node:child_process";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -73,6 +73,22 @@ describe("checkModelFile", () => {
     const truncated = join(folder, "truncated.gguf");
     await writeFile(truncated, Buffer.from("GGUF\u0003\u0000\u0000\u0000", "latin1"));
     await expect(checkModelFile(truncated)).rejects.toThrow(/too short to be a GGUF file/);
+  });
+
+  it("rejects a header whose tensor or metadata count no file of its size can hold, at once", async () => {
+    const path = join(folder, "complete-for-counts.gguf");
+    await writeTestModel({ path });
+    const original = await readFile(path);
+    for (const offset of [8, 16]) {
+      const damaged = Buffer.from(original);
+      damaged.writeUInt32LE(0xffffffff, offset);
+      const damagedPath = join(folder, `damaged-count-${offset}.gguf`);
+      await writeFile(damagedPath, damaged);
+      // node-llama-cpp's reader would build 4 billion entries first (minutes, gigabytes).
+      await expect(checkModelFile(damagedPath)).rejects.toThrow(
+        /more than a file of \d+ bytes can hold; the file is damaged/,
+      );
+    }
   });
 
   it("rejects a missing file with a clear message", async () => {

@@ -31,19 +31,19 @@ export interface LlamaEngineOptions {
   directGeneration?: boolean;
 }
 
-type EngineState =
-  | { status: "loading" }
-  | {
-      status: "available";
-      loaded: LoadedLlamaModel;
-      pool: LeasePool<GenerationSlot>;
-      grammars: GrammarCache;
-      /** Renders without keeping the render for LlamaChat (memoize-context-state.ts). */
-      renderOnce: ChatWrapper["generateContextState"];
-      /** Whether `text` and `json` plans take the direct path, as far as the chat wrapper goes. */
-      direct: boolean;
-    }
-  | { status: "unavailable"; message: string };
+/** A loaded model, ready to prepare and run requests. */
+interface AvailableState {
+  status: "available";
+  loaded: LoadedLlamaModel;
+  pool: LeasePool<GenerationSlot>;
+  grammars: GrammarCache;
+  /** Renders without keeping the render for LlamaChat (memoize-context-state.ts). */
+  renderOnce: ChatWrapper["generateContextState"];
+  /** Whether `text` and `json` plans take the direct path, as far as the chat wrapper goes. */
+  direct: boolean;
+}
+
+type EngineState = { status: "loading" } | AvailableState | { status: "unavailable"; message: string };
 
 /** How long `close()` waits for aborted generations to hand their sequences back before disposing. */
 const closeGraceMilliseconds = 10_000;
@@ -137,10 +137,15 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
     return current;
   };
 
+  /**
+   * Requests being prepared: waiting for the model to load, or being measured. They count as
+   * waiting, so that a reload does not close an engine (server.ts) that requests still wait for.
+   */
+  let preparing = 0;
   const load = () =>
     state.status === "available"
-      ? { running: state.pool.leased, waiting: state.pool.waiting }
-      : { running: 0, waiting: 0 };
+      ? { running: state.pool.leased, waiting: state.pool.waiting + preparing }
+      : { running: 0, waiting: preparing };
   const unregisterStats = registerLlamaEngineStats(() => {
     const sequences = state.status === "available" ? state.loaded.slots.length : 0;
     const { running, waiting } = load();
@@ -164,55 +169,12 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
     },
     load,
     async prepare(request: ChatRequest): Promise<PreparedChat> {
-      const { loaded, pool, grammars, renderOnce, direct } = await waitForModel();
-      // Megabytes of messages are refused without holding the event loop (check-prompt-size.ts).
-      await checkPromptSize({
-        messages: request.messages,
-        tokenizer: loaded.model.tokenizer,
-        contextLength: loaded.contextLength,
-        maxTokens: request.maxTokens,
-      });
-      const { plan, history, toolSchemas } = planGeneration(request);
-      const grammar = await createPlanGrammar({ plan, toolSchemas, grammars });
-      const directPlan = direct && (plan.kind === "text" || plan.kind === "json");
-      const prompt = renderPrompt({
-        chatWrapper: loaded.chatWrapper,
-        tokenizer: loaded.model.tokenizer,
-        history,
-        functions: plan.kind === "functions" ? plan.functions : undefined,
-        // LlamaChat renders again and takes the kept render; the direct path uses this one.
-        ...(directPlan ? { render: renderOnce } : {}),
-      });
-      const promptTokens = prompt.tokens.length;
-      checkContextLength({ contextLength: loaded.contextLength, promptTokens, maxTokens: request.maxTokens });
-      const maxCompletionTokens = request.maxTokens ?? loaded.contextLength - promptTokens;
-      // A render the direct path does not support goes to LlamaChat, which renders it once more.
-      const directPrompt = directPlan
-        ? prepareDirectPrompt({
-            prompt,
-            model: loaded.model,
-            grammar,
-            stops: planStopStrings(plan, request),
-          })
-        : undefined;
-      return {
-        promptTokens,
-        maxCompletionTokens,
-        run: (signal) =>
-          runLlamaGeneration({
-            pool,
-            request,
-            plan,
-            history,
-            grammar,
-            directPrompt,
-            promptTokens,
-            maxCompletionTokens,
-            signal,
-            closeSignal: closeController.signal,
-            logger,
-          }),
-      };
+      preparing++;
+      try {
+        return await prepareLoaded(request, await waitForModel());
+      } finally {
+        preparing--;
+      }
     },
     async close() {
       if (closed) return;
@@ -231,6 +193,59 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
       unregisterStats();
     },
   };
+
+  /** Measures a request on the loaded model: prompt tokens, the plan, its grammar and prompt. */
+  async function prepareLoaded(request: ChatRequest, current: AvailableState): Promise<PreparedChat> {
+    const { loaded, pool, grammars, renderOnce, direct } = current;
+    // Megabytes of messages are refused without holding the event loop (check-prompt-size.ts).
+    await checkPromptSize({
+      messages: request.messages,
+      tokenizer: loaded.model.tokenizer,
+      contextLength: loaded.contextLength,
+      maxTokens: request.maxTokens,
+    });
+    const { plan, history, toolSchemas } = planGeneration(request);
+    const grammar = await createPlanGrammar({ plan, toolSchemas, grammars });
+    const directPlan = direct && (plan.kind === "text" || plan.kind === "json");
+    const prompt = renderPrompt({
+      chatWrapper: loaded.chatWrapper,
+      tokenizer: loaded.model.tokenizer,
+      history,
+      functions: plan.kind === "functions" ? plan.functions : undefined,
+      // LlamaChat renders again and takes the kept render; the direct path uses this one.
+      ...(directPlan ? { render: renderOnce } : {}),
+    });
+    const promptTokens = prompt.tokens.length;
+    checkContextLength({ contextLength: loaded.contextLength, promptTokens, maxTokens: request.maxTokens });
+    const maxCompletionTokens = request.maxTokens ?? loaded.contextLength - promptTokens;
+    // A render the direct path does not support goes to LlamaChat, which renders it once more.
+    const directPrompt = directPlan
+      ? prepareDirectPrompt({
+          prompt,
+          model: loaded.model,
+          grammar,
+          stops: planStopStrings(plan, request),
+        })
+      : undefined;
+    return {
+      promptTokens,
+      maxCompletionTokens,
+      run: (signal) =>
+        runLlamaGeneration({
+          pool,
+          request,
+          plan,
+          history,
+          grammar,
+          directPrompt,
+          promptTokens,
+          maxCompletionTokens,
+          signal,
+          closeSignal: closeController.signal,
+          logger,
+        }),
+    };
+  }
 
   async function disposeLoaded(loaded: LoadedLlamaModel): Promise<void> {
     try {

@@ -49,7 +49,12 @@ describe("llama engine: loading with the shared binding", () => {
     const model = await writeTestModel({ path: join(folder, "valid.gguf"), seed: 3 });
     const engine = createEngine(model.path);
     expect(engine.status()).toBe("loading");
-    const prepared = await engine.prepare(createTestRequest({ maxTokens: 1 }));
+    expect(engine.load?.()).toEqual({ running: 0, waiting: 0 });
+    const preparing = engine.prepare(createTestRequest({ maxTokens: 1 }));
+    // A request waiting for the model to load counts: a reload does not close the engine under it.
+    expect(engine.load?.()).toEqual({ running: 0, waiting: 1 });
+    const prepared = await preparing;
+    expect(engine.load?.()).toEqual({ running: 0, waiting: 0 });
     expect(engine.status()).toBe("available");
     const parts = [];
     for await (const batch of prepared.run(new AbortController().signal))
