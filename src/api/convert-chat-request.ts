@@ -49,6 +49,8 @@ function convertContent(message: ChatMessageBody, index: number): string | null 
 
 function convertMessage(message: ChatMessageBody, index: number): ChatMessage {
   const content = convertContent(message, index);
+  // The participant's name, for upstream models (a tool message's has no meaning there).
+  const named = message.name === undefined ? {} : { name: message.name };
   const requireContent = (): string => {
     if (content === null) {
       throw new AppError(
@@ -64,9 +66,9 @@ function convertMessage(message: ChatMessageBody, index: number): ChatMessage {
   switch (message.role) {
     case "system":
     case "developer":
-      return { role: "system", content: requireContent() };
+      return { role: "system", content: requireContent(), ...named };
     case "user":
-      return { role: "user", content: requireContent() };
+      return { role: "user", content: requireContent(), ...named };
     case "assistant": {
       const toolCalls = message.tool_calls?.map((call) => ({
         id: call.id,
@@ -75,8 +77,8 @@ function convertMessage(message: ChatMessageBody, index: number): ChatMessage {
       }));
       if (content === null && (toolCalls === undefined || toolCalls.length === 0)) requireContent();
       return toolCalls && toolCalls.length > 0
-        ? { role: "assistant", content, toolCalls }
-        : { role: "assistant", content };
+        ? { role: "assistant", content, toolCalls, ...named }
+        : { role: "assistant", content, ...named };
     }
     case "tool": {
       if (message.tool_call_id === undefined) {

@@ -20,9 +20,9 @@ export interface ToolCall {
 
 /** A conversation message, already normalised: `developer` became `system`, content parts joined. */
 export type ChatMessage =
-  | { role: "system"; content: string }
-  | { role: "user"; content: string }
-  | { role: "assistant"; content: string | null; toolCalls?: ToolCall[] }
+  | { role: "system"; content: string; name?: string }
+  | { role: "user"; content: string; name?: string }
+  | { role: "assistant"; content: string | null; toolCalls?: ToolCall[]; name?: string }
   | { role: "tool"; content: string; toolCallId: string };
 
 /** A function the model may call. */

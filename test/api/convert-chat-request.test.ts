@@ -63,6 +63,24 @@ describe("convertChatRequest", () => {
     expect(converted.request.stop).toEqual(["END"]);
   });
 
+  it("keeps the names of participants", () => {
+    const { request } = convertChatRequest({
+      ...base,
+      messages: [
+        { role: "system", content: "Referee.", name: "rules" },
+        { role: "user", content: "Hi", name: "alice" },
+        { role: "assistant", content: "Hello", name: "bot" },
+        { role: "user", content: "Hey" },
+      ],
+    });
+    expect(request.messages).toEqual([
+      { role: "system", content: "Referee.", name: "rules" },
+      { role: "user", content: "Hi", name: "alice" },
+      { role: "assistant", content: "Hello", name: "bot" },
+      { role: "user", content: "Hey" },
+    ]);
+  });
+
   it("keeps the sampling settings and reasoning effort the client sent", () => {
     const { request } = convertChatRequest({ ...base, temperature: 0, top_p: 0.5, reasoning_effort: "low" });
     expect(request).toMatchObject({ temperature: 0, topP: 0.5, reasoningEffort: "low" });

@@ -42,7 +42,12 @@ export const ChatMessageSchema = Type.Object({
     description: "`developer` is treated as `system`.",
   }),
   content: Type.Optional(MessageContent),
-  name: Type.Optional(Type.String()),
+  name: Type.Optional(
+    Type.String({
+      maxLength: 256,
+      description: "The participant's name: passed on to upstream models; local models ignore it.",
+    }),
+  ),
   tool_calls: Type.Optional(Type.Array(ToolCallInMessage)),
   tool_call_id: Type.Optional(Type.String({ maxLength: MAX_TOOL_CALL_ID_LENGTH })),
 });

@@ -20,6 +20,7 @@ export function estimatePromptTokens(request: ChatRequest): number {
   for (const message of request.messages) {
     tokens += TOKENS_PER_MESSAGE;
     if (message.content !== null) tokens += estimateTextTokens(message.content);
+    if (message.role !== "tool" && message.name !== undefined) tokens += estimateTextTokens(message.name);
     if (message.role === "assistant") {
       for (const call of message.toolCalls ?? []) {
         tokens += TOKENS_PER_MESSAGE + estimateTextTokens(call.name) + estimateTextTokens(call.arguments);

@@ -5,11 +5,12 @@
  */
 
 export type UpstreamMessage =
-  | { role: "system"; content: string }
-  | { role: "user"; content: string }
+  | { role: "system"; content: string; name?: string }
+  | { role: "user"; content: string; name?: string }
   | {
       role: "assistant";
       content: string | null;
+      name?: string;
       tool_calls?: { id: string; type: "function"; function: { name: string; arguments: string } }[];
     }
   | { role: "tool"; content: string; tool_call_id: string };

@@ -17,6 +17,36 @@ describe("convertRequestBody", () => {
     });
   });
 
+  it("sends participants' names as the client gave them", () => {
+    const body = convertRequestBody({
+      model: "m",
+      request: createChatRequest({
+        messages: [
+          { role: "user", content: "Hi", name: "alice" },
+          {
+            role: "assistant",
+            content: null,
+            name: "bot",
+            toolCalls: [{ id: "call_1", name: "f", arguments: "{}" }],
+          },
+          { role: "tool", content: "done", toolCallId: "call_1" },
+          { role: "user", content: "Thanks" },
+        ],
+      }),
+    });
+    expect(body.messages).toEqual([
+      { role: "user", content: "Hi", name: "alice" },
+      {
+        role: "assistant",
+        content: null,
+        name: "bot",
+        tool_calls: [{ id: "call_1", type: "function", function: { name: "f", arguments: "{}" } }],
+      },
+      { role: "tool", content: "done", tool_call_id: "call_1" },
+      { role: "user", content: "Thanks" },
+    ]);
+  });
+
   it("sends the sampling settings and reasoning effort the client sent, even at their defaults", () => {
     const body = convertRequestBody({
       model: "m",
