@@ -230,6 +230,9 @@ export class ChatService {
       }
       throw new Error("engine stream ended without a finish part");
     } finally {
+      // The engine's run is left where it gave its last part: ended, it runs its own `finally`
+      // (an upstream engine counts its runs there, which a reload waits for to close it).
+      if (settled) await iterator.return?.();
       // Consumers read to the end even after aborting (the engine then finishes with what it
       // generated), so this only runs when a consumer failed or an engine broke its contract.
       if (!settled) {

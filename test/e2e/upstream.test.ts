@@ -129,6 +129,20 @@ describe("a model routed upstream, through the openai SDK", () => {
     expect(usage).toEqual({ prompt_tokens: 17, completion_tokens: 3, total_tokens: 20 });
   });
 
+  it("counts no run still under way once requests have ended, plain and streamed", async () => {
+    await client.chat.completions.create({ model: REMOTE, messages, max_tokens: 20 });
+    const stream = await client.chat.completions.create({ model: REMOTE, messages, stream: true });
+    for await (const _event of stream);
+    // The engine's count of runs is what a reload waits for before it closes a replaced engine.
+    const running = async () => {
+      const metrics = await (await fetch(`${server.origin}/metrics`)).text();
+      return new RegExp(`tollgate_model_requests\\{model="${REMOTE}",state="running"\\} (\\d+)`).exec(
+        metrics,
+      )?.[1];
+    };
+    await expect.poll(running).toBe("0");
+  });
+
   it("returns tool calls, plain and streamed", async () => {
     upstream.handle((_request, response) =>
       writeEvents(response, [
