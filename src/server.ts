@@ -223,9 +223,13 @@ async function startOnStore(
   });
   const sharedStore = !config.database.startsWith("sqlite:");
   const leaseRenewal = setInterval(() => {
-    store.renewLeases(replicaId, new Date(Date.now() + RESERVATION_LEASE_MS)).catch((error: unknown) => {
-      logger.error({ err: error }, "renewing reservation leases failed");
-    });
+    // Only the reservations of this server's requests: one the store made although its answer
+    // never came back (a partition) belongs to none, and expires.
+    store
+      .renewLeases(replicaId, new Date(Date.now() + RESERVATION_LEASE_MS), admission.liveReservationIds)
+      .catch((error: unknown) => {
+        logger.error({ err: error }, "renewing reservation leases failed");
+      });
     // A replica that stopped for good (scaled away after a crash) renews nothing: the money its
     // reservations hold goes back once their lease has expired, without waiting for a restart.
     if (sharedStore) {

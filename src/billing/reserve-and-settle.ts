@@ -132,6 +132,8 @@ export class BillingAdmission implements ChatAdmission {
   readonly #onSettleRecovered: NonNullable<BillingAdmissionOptions["onSettleRecovered"]>;
   readonly #retryDelays: NonNullable<BillingAdmissionOptions["settleRetryDelaysMs"]>;
   readonly #prices = new WeakMap<CatalogModel, ChatPrices>();
+  /** Ids of the reservations of requests running or waiting for their settlement. */
+  readonly #live = new Set<string>();
   /** Settlements waiting for their next background attempt. */
   readonly #pending = new Map<
     string,
@@ -151,6 +153,16 @@ export class BillingAdmission implements ChatAdmission {
   /** Settlements still waiting to go through (their reservations still hold the money). */
   get pendingSettlements(): number {
     return this.#pending.size;
+  }
+
+  /**
+   * The reservations this server knows to be open: of requests running or waiting for their
+   * settlement to go through. Only these have their leases renewed (server.ts): a reservation
+   * the store made although its answer never came back (a reserve cut off by a network
+   * partition) belongs to no request, and is released once its lease has expired.
+   */
+  get liveReservationIds(): string[] {
+    return [...this.#live];
   }
 
   /**
@@ -235,6 +247,7 @@ export class BillingAdmission implements ChatAdmission {
         `Your account's available balance (${formatAmount(available < 0n ? 0n : available)}) is below this request's maximum cost (${formatAmount(amountNano)}). Add credit, or lower max_tokens to reduce the maximum cost.`,
       );
     }
+    this.#live.add(reservationId);
     let settled = false;
     return {
       settle: async (outcome: RunOutcome) => {
@@ -306,6 +319,7 @@ export class BillingAdmission implements ChatAdmission {
         if (performance.now() - startedAt >= SLOW_SETTLE_FAILURE_MS) break;
         continue;
       }
+      this.#live.delete(usage.id);
       await charged(chargedNano);
       return;
     }
@@ -339,10 +353,15 @@ export class BillingAdmission implements ChatAdmission {
       try {
         chargedNano = await this.#store.settle(this.#stampNow(usage));
       } catch (error) {
-        if (closing) this.#onSettleError(error, usage.requestId, { retrying: false, usage });
-        else this.#retryInBackground(usage, charged, attempts + 1);
+        if (closing) {
+          this.#live.delete(usage.id);
+          this.#onSettleError(error, usage.requestId, { retrying: false, usage });
+        } else {
+          this.#retryInBackground(usage, charged, attempts + 1);
+        }
         return;
       }
+      this.#live.delete(usage.id);
       this.#onSettleRecovered(usage.requestId, attempts + 1);
       await charged(chargedNano);
     };

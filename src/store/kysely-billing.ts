@@ -144,17 +144,33 @@ export function createKyselyBilling(
       await db.executeQuery(queries.insertUsage(toUsageRow(usage)));
     },
 
-    async renewLeases(replicaId: string, leaseExpiresAt: Date): Promise<void> {
-      let query = db
-        .updateTable("reservations")
-        .set({ lease_expires_at: toTimestampText(leaseExpiresAt) })
-        .where("replica_id", "=", replicaId);
-      if (lockRows) {
-        query = query.where("id", "in", (eb) =>
-          lockedInIdOrder(eb.selectFrom("reservations").select("id").where("replica_id", "=", replicaId)),
-        );
+    async renewLeases(
+      replicaId: string,
+      leaseExpiresAt: Date,
+      reservationIds?: readonly string[],
+    ): Promise<void> {
+      // In slices, within the bound parameters a statement may have (SQLite: 32,766).
+      const slices =
+        reservationIds === undefined
+          ? [undefined]
+          : Array.from({ length: Math.ceil(reservationIds.length / RENEWED_PER_STATEMENT) }, (_, index) =>
+              reservationIds.slice(index * RENEWED_PER_STATEMENT, (index + 1) * RENEWED_PER_STATEMENT),
+            );
+      for (const ids of slices) {
+        let query = db
+          .updateTable("reservations")
+          .set({ lease_expires_at: toTimestampText(leaseExpiresAt) })
+          .where("replica_id", "=", replicaId);
+        if (ids !== undefined) query = query.where("id", "in", ids);
+        if (lockRows) {
+          query = query.where("id", "in", (eb) => {
+            let locked = eb.selectFrom("reservations").select("id").where("replica_id", "=", replicaId);
+            if (ids !== undefined) locked = locked.where("id", "in", ids);
+            return lockedInIdOrder(locked);
+          });
+        }
+        await query.execute();
       }
-      await query.execute();
     },
 
     async releaseReservations(options: { replicaId?: string; expiredBefore?: Date }): Promise<number> {
@@ -624,6 +640,9 @@ function noUsage(group: string, accountId: string | undefined): UsageTotals {
  * table must take them in one order, or two of them can each hold a row the other waits for (a
  * batch of settles locks its reservations in id order).
  */
+/** Reservation ids per lease-renewing statement (each may appear twice in it). */
+const RENEWED_PER_STATEMENT = 1000;
+
 function lockedInIdOrder<Output>(query: SelectQueryBuilder<Database, "reservations", Output>) {
   return query.orderBy("id").forUpdate();
 }

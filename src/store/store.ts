@@ -248,8 +248,11 @@ export interface Store {
    * (throws otherwise); nothing else changes. Does nothing when a row with `usage.id` exists.
    */
   insertUsage(usage: UsageRecord): Promise<void>;
-  /** Extends the leases of a replica's open reservations. */
-  renewLeases(replicaId: string, leaseExpiresAt: Date): Promise<void>;
+  /**
+   * Extends the leases of a replica's open reservations: all of them, or only those among
+   * `reservationIds` (the ones its requests still hold; any other is left to expire).
+   */
+  renewLeases(replicaId: string, leaseExpiresAt: Date, reservationIds?: readonly string[]): Promise<void>;
   /**
    * Releases left-over reservations (no charge, no usage row): those of `replicaId` (all of
    * them when it is `"*"`, none when it is left out), and any whose lease expired before

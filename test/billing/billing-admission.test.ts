@@ -178,6 +178,29 @@ describe("BillingAdmission when the store fails to settle", () => {
     expect(row?.createdAt).toEqual(new Date("2026-11-26T00:00:05Z"));
   });
 
+  it("knows its live reservations: those of requests running or waiting for their settlement", async () => {
+    const account = makeAccount({ name: "live", balanceNano: 100_000n });
+    await store.insertAccount(account);
+    const flaky = failingStore(1);
+    const admission = new BillingAdmission({
+      store: flaky,
+      limits: new KeyLimits(new MemoryRateLimiter()),
+      replicaId: "test",
+      settleRetryDelaysMs: { beforeAnswer: [], background: [20] },
+    });
+    const running = await admitOne(admission, "req_running", account.id);
+    const failing = await admitOne(admission, "req_failing", account.id);
+    const reservations = await store.listReservations();
+    expect(new Set(admission.liveReservationIds)).toEqual(new Set(reservations.map((each) => each.id)));
+    // The first settle fails: its reservation stays live while the background retry waits.
+    await failing.settle(outcome);
+    expect(admission.liveReservationIds).toHaveLength(2);
+    await until(() => admission.pendingSettlements === 0);
+    expect(admission.liveReservationIds).toHaveLength(1);
+    await running.settle(outcome);
+    expect(admission.liveReservationIds).toEqual([]);
+  });
+
   it("answers after one attempt that failed slowly (a timeout), and charges in the background", async () => {
     const account = makeAccount({ name: "slow", balanceNano: 50_000n });
     await store.insertAccount(account);

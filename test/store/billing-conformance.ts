@@ -691,6 +691,27 @@ export function describeBillingConformance(name: string, backend: StoreConforman
         expect((await store.listReservations()).map((each) => each.id)).toEqual([mine.id]);
       });
 
+      it("renews only the leases of the reservations named, when it is given them", async () => {
+        const account = await openAccount(100n);
+        const live = await reserveFor(account, "me", 1n, 1);
+        const orphan = await reserveFor(account, "me", 2n, 1);
+        const theirs = await reserveFor(account, "them", 3n, 1);
+        await store.renewLeases("me", lease(30), [live.id, theirs.id]);
+        const byId = new Map((await store.listReservations()).map((each) => [each.id, each.leaseExpiresAt]));
+        expect(byId.get(live.id)).toEqual(lease(30));
+        // Not named: left to expire, and released with the expired ones.
+        expect(byId.get(orphan.id)).toEqual(lease(1));
+        // Another replica's, even when named.
+        expect(byId.get(theirs.id)).toEqual(lease(1));
+        await store.renewLeases("me", lease(40), []);
+        expect((await store.listReservations()).find((each) => each.id === live.id)?.leaseExpiresAt).toEqual(
+          lease(30),
+        );
+        expect(await store.releaseReservations({ expiredBefore: lease(10) })).toBe(2);
+        expect((await store.listReservations()).map((each) => each.id)).toEqual([live.id]);
+        expect((await money(account.id))?.reservedNano).toBe(1n);
+      });
+
       it("lists open reservations oldest first", async () => {
         const account = await openAccount(100n);
         const later = makeReservation({
