@@ -1,5 +1,6 @@
 import { once } from "node:events";
 import { connect, type Socket } from "node:net";
+import { Writable } from "node:stream";
 import { afterEach, describe, expect, it } from "vitest";
 import { startMockUpstream, textEvents, writeEvents } from "../engine/openai/mock-upstream.ts";
 import {
@@ -55,7 +56,14 @@ describe("graceful shutdown", () => {
   });
 
   it("cuts a stream that outlives the grace period with an error event, and settles it", async () => {
-    server = await startTestServer({ withEndlessModel: true });
+    const logged: Record<string, unknown>[] = [];
+    const logDestination = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        for (const line of chunk.toString().split("\n")) if (line !== "") logged.push(JSON.parse(line));
+        done();
+      },
+    });
+    server = await startTestServer({ withEndlessModel: true, logDestination });
     const stream = await startStream(server, ENDLESS_MODEL);
     const stopped = server.server.shutdown({ graceMs: 300 });
     const text = await stream.rest();
@@ -70,6 +78,12 @@ describe("graceful shutdown", () => {
     expect(row?.completionTokens).toBeGreaterThan(0);
     expect(row?.costNano).toBeGreaterThan(0n);
     expect(await server.store.listReservations()).toEqual([]);
+    // Its log line says how it ended, as its usage row does (error_code model_unavailable).
+    expect(row?.errorCode).toBe("model_unavailable");
+    expect(logged.find((line) => line.route === "/v1/chat/completions")).toMatchObject({
+      status: 200,
+      error: "model_unavailable",
+    });
   });
 });
 

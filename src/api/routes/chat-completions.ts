@@ -126,15 +126,21 @@ export function registerChatCompletionRoutes(
       "x-accel-buffering": "no",
     });
     let connected = await writeToClient(raw, renderer.start());
+    /** The error the stream ended with, after its 200: the log line says so, as the ledger does. */
+    let endedWith: AppError | undefined;
     // Read to the end even after the client left: the engine then stops at once and reports
     // what it generated, so the request is settled with the real usage.
     for await (const parts of started.parts) {
+      const last = parts.at(-1);
+      const cut = last?.type === "finish" ? cutBy(controller.signal) : undefined;
+      endedWith = last?.type === "error" ? last.error : (cut ?? endedWith);
       if (!connected) {
         controller.abort();
         continue;
       }
-      connected = await writeToClient(raw, renderer.parts(parts, cutBy(controller.signal)));
+      connected = await writeToClient(raw, renderer.parts(parts, cut));
     }
+    if (endedWith !== undefined) options.annotate(request, { error: endedWith.code });
     if (connected) raw.end();
   }
 }
