@@ -1,5 +1,6 @@
 import { hideKeySecrets } from "../admin/read-key-reference.ts";
 import { AppError, isAppError } from "../errors/app-error.ts";
+import { isSqliteBusy } from "../store/sqlite/explain-sqlite-error.ts";
 import { mapValidationError, type SchemaValidationIssue } from "./map-validation-error.ts";
 import { refuseUnsupportedToolTypes } from "./refuse-unsupported-tool-types.ts";
 
@@ -115,9 +116,6 @@ const UNAVAILABLE_SOCKET_CODES = new Set([
 const UNAVAILABLE_PG_MESSAGE =
   /^(?:Connection terminated|timeout exceeded when trying to connect|Query read timeout|Client has encountered a connection error and is not queryable)/;
 
-/** SQLite's primary result code for a lock another process held past the busy timeout. */
-const SQLITE_BUSY = 5;
-
 /**
  * True when `error` says the store cannot be reached or cannot answer now, as opposed to a bug:
  * a PostgreSQL connection refused, cut or timed out, or SQLite still locked after its busy
@@ -130,14 +128,11 @@ function isStoreUnavailable(error: unknown): boolean {
     return true;
   }
   if (!(error instanceof Error)) return false;
-  const fields = error as Error & { code?: unknown; errcode?: unknown };
+  const fields = error as Error & { code?: unknown };
   if (typeof fields.code === "string") {
     if (fields.code.startsWith("08") && fields.code.length === 5) return true;
     if (UNAVAILABLE_SQLSTATES.has(fields.code) || UNAVAILABLE_SOCKET_CODES.has(fields.code)) return true;
-    // node:sqlite reports the extended result code (SQLITE_BUSY_TIMEOUT, ...) in `errcode`.
-    if (fields.code === "ERR_SQLITE_ERROR" && typeof fields.errcode === "number") {
-      return (fields.errcode & 0xff) === SQLITE_BUSY;
-    }
+    if (fields.code === "ERR_SQLITE_ERROR") return isSqliteBusy(error);
   }
   return UNAVAILABLE_PG_MESSAGE.test(error.message);
 }
