@@ -182,11 +182,13 @@ describe("BillingAdmission when the store fails to settle", () => {
     const account = makeAccount({ name: "live", balanceNano: 100_000n });
     await store.insertAccount(account);
     const flaky = failingStore(1);
+    const recovered: string[] = [];
     const admission = new BillingAdmission({
       store: flaky,
       limits: new KeyLimits(new MemoryRateLimiter()),
       replicaId: "test",
       settleRetryDelaysMs: { beforeAnswer: [], background: [20] },
+      onSettleRecovered: (requestId) => recovered.push(requestId),
     });
     const running = await admitOne(admission, "req_running", account.id);
     const failing = await admitOne(admission, "req_failing", account.id);
@@ -195,7 +197,8 @@ describe("BillingAdmission when the store fails to settle", () => {
     // The first settle fails: its reservation stays live while the background retry waits.
     await failing.settle(outcome);
     expect(admission.liveReservationIds).toHaveLength(2);
-    await until(() => admission.pendingSettlements === 0);
+    // Recovered: the background settlement went through (it leaves the pending list when it starts).
+    await until(() => recovered.length === 1);
     expect(admission.liveReservationIds).toHaveLength(1);
     await running.settle(outcome);
     expect(admission.liveReservationIds).toEqual([]);
@@ -205,6 +208,7 @@ describe("BillingAdmission when the store fails to settle", () => {
     const account = makeAccount({ name: "slow", balanceNano: 50_000n });
     await store.insertAccount(account);
     let calls = 0;
+    let recoveredSlow = false;
     const slow: Store = {
       ...store,
       settle: (usage: Parameters<Store["settle"]>[0]) => {
@@ -220,13 +224,16 @@ describe("BillingAdmission when the store fails to settle", () => {
       limits: new KeyLimits(new MemoryRateLimiter()),
       replicaId: "test",
       settleRetryDelaysMs: { beforeAnswer: [1, 1], background: [20] },
+      onSettleRecovered: () => {
+        recoveredSlow = true;
+      },
     });
     const ticket = await admitOne(admission, "req_slow", account.id);
     await ticket.settle(outcome);
     // Not tried again before the answer: a store that times out would hold the client a timeout each time.
     expect(calls).toBe(1);
     expect(admission.pendingSettlements).toBe(1);
-    await until(() => admission.pendingSettlements === 0);
+    await until(() => recoveredSlow);
     expect(calls).toBe(2);
     expect((await store.getAccountMoney(account.id))?.spentNano).toBe(15_000n);
   });
