@@ -94,6 +94,16 @@ describe.skipIf(!("url" in redis))("two servers sharing Redis", () => {
   beforeAll(async () => {
     first = await start(url, { TOLLGATE_REDIS_PREFIX: prefix });
     second = await start(url, { TOLLGATE_REDIS_PREFIX: prefix });
+    // Until its model has loaded, a server's event loop stalls for a second or more (the chat
+    // template is resolved synchronously): a Redis command sent then can outlive its timeout and
+    // be answered by the fail-open policy, which is not what these tests are about.
+    for (const server of [first, second]) {
+      const ready = `${server.baseUrl.replace(/\/v1$/, "")}/ready`;
+      for (let tries = 0; (await fetch(ready)).status !== 200; tries++) {
+        if (tries > 300) throw new Error(`${ready} never answered 200`);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    }
   });
 
   it("share one rpm bucket per key", async () => {
