@@ -1,4 +1,4 @@
-import { Redis } from "ioredis";
+import { type Command, Redis, type RedisOptions } from "ioredis";
 import type { RedisOutageLog } from "./redis-outage-log.ts";
 
 /** How long one Redis command may take before it fails (and the failure policy applies). */
@@ -31,21 +31,55 @@ export interface RedisClientOptions {
  */
 export function createRedisClient(options: RedisClientOptions): Redis {
   const subscriber = options.subscriber === true;
-  const redis = new Redis(options.url, {
+  const redisOptions: RedisOptions = {
     lazyConnect: true,
     enableOfflineQueue: subscriber,
     maxRetriesPerRequest: subscriber ? null : 0,
-    ...(subscriber ? {} : { commandTimeout: options.commandTimeoutMs ?? DEFAULT_REDIS_COMMAND_TIMEOUT_MS }),
     connectTimeout: CONNECT_TIMEOUT_MS,
     retryStrategy: (attempt) => Math.min(attempt * 100, MAX_RECONNECT_DELAY_MS),
     // Name the connection in `CLIENT LIST`, for operators.
     connectionName: subscriber ? "tollgate-subscriber" : "tollgate",
-  });
+  };
+  const redis = subscriber
+    ? new Redis(options.url, redisOptions)
+    : new TimedRedis(options.url, redisOptions, options.commandTimeoutMs ?? DEFAULT_REDIS_COMMAND_TIMEOUT_MS);
   // Without a listener ioredis prints every failed reconnection attempt.
   redis.on("error", (error: unknown) => options.outageLog.failed(error));
   redis.on("ready", () => options.outageLog.recovered());
   dropStalledHandshakes(redis, options.outageLog);
   return redis;
+}
+
+/**
+ * A connection whose commands fail after a timeout, as with ioredis's `commandTimeout`, except
+ * when the event loop was held up: ioredis's timer fires as soon as the loop comes back, before
+ * the sockets are read (timers run first in each turn), so a command that Redis answered in a
+ * millisecond failed when the loop had been blocked past the timeout (a local model loading holds
+ * it for a second or more), and the limiter applied its failure policy to every request for the
+ * next couple of seconds: no limits under fail-open, 503s under fail-closed. Here a lapsed
+ * timeout is decided in the next check phase (`setImmediate`), which comes after the loop has
+ * read its sockets: an answer already waiting there wins.
+ */
+class TimedRedis extends Redis {
+  readonly #timeoutMs: number;
+
+  constructor(url: string, options: RedisOptions, timeoutMs: number) {
+    super(url, options);
+    this.#timeoutMs = timeoutMs;
+  }
+
+  override sendCommand(command: Command, stream?: Parameters<Redis["sendCommand"]>[1]): unknown {
+    const sent = super.sendCommand(command, stream);
+    const timer = setTimeout(() => {
+      setImmediate(() => {
+        if (!command.isResolved) command.reject(new Error("Command timed out"));
+      });
+    }, this.#timeoutMs);
+    // Answered, failed or refused at once (no connection): the timer goes.
+    const stop = () => clearTimeout(timer);
+    command.promise.then(stop, stop);
+    return sent;
+  }
 }
 
 /**

@@ -49,6 +49,37 @@ if ("url" in redis) {
     };
   });
 
+  describe("redis: an event loop held up past the command timeout", () => {
+    it("takes Redis's answer that came meanwhile, under either policy, and logs no outage", async () => {
+      for (const failurePolicy of ["fail-open", "fail-closed"] as const) {
+        const { lines, logger } = createRecordingLogger();
+        const limiter = await RedisRateLimiter.connect({
+          url: redis.url,
+          prefix: `${prefix}stall:${randomUUID()}:`,
+          failurePolicy,
+          logger,
+          commandTimeoutMs: 100,
+        });
+        try {
+          const take = limiter.take({ bucket: "requests:x", limit: 5, amount: 1 });
+          // What a local model's load does to the loop: Redis answers within a millisecond,
+          // and the answer waits in the socket until the loop comes back, after the timeout.
+          const until = performance.now() + 400;
+          while (performance.now() < until) {}
+          expect(await take).toMatchObject({ allowed: true, remaining: 4 });
+          // The next request asks Redis too (no rest after a failure that was none).
+          expect(await limiter.take({ bucket: "requests:x", limit: 5, amount: 1 })).toMatchObject({
+            allowed: true,
+            remaining: 3,
+          });
+          expect(lines.filter((line) => line.startsWith("error:"))).toEqual([]);
+        } finally {
+          await limiter.close();
+        }
+      }
+    });
+  });
+
   describe("redis: the shared bucket", () => {
     it("is one bucket for every limiter on the same prefix, and concurrent takes never overdraw it", async () => {
       const shared = `${prefix}shared:`;
