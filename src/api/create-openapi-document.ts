@@ -61,10 +61,18 @@ function json(schema: unknown) {
   return { "application/json": { schema } };
 }
 
-/** Extra headers of an error response by status (SPEC §4): no-retry on 403, retry-after on 429 and 503. */
+/**
+ * Extra headers of an error response by status (SPEC §4): no-retry on 403, retry-after on 429
+ * and 503, or no-retry on a 429 that waiting cannot cure (a request above the key's token rate).
+ */
 function errorHeaders(status: string): ResponseHeaders {
   if (status === "403") return { "x-should-retry": headerReference("XShouldRetry") };
-  if (status === "429" || status === "503") return { "retry-after": headerReference("RetryAfter") };
+  if (status === "429")
+    return {
+      "retry-after": headerReference("RetryAfter"),
+      "x-should-retry": headerReference("XShouldRetry"),
+    };
+  if (status === "503") return { "retry-after": headerReference("RetryAfter") };
   return {};
 }
 

@@ -23,9 +23,14 @@ export function toWireError(error: AppError): WireError {
   };
 }
 
-/** Headers an error response carries besides the body: no-retry on 403, `retry-after` on 429 and 503. */
+/**
+ * Headers an error response carries besides the body: `retry-after` on 429 and 503, and
+ * `x-should-retry: false` (which OpenAI's SDKs obey) on 403 and on a 429 that no wait can cure,
+ * instead of a retry-after that would have the SDK wait and send the same request again.
+ */
 export function errorHeaders(error: AppError): Record<string, string> {
-  if (error.status === 403) return { "x-should-retry": "false" };
+  if (error.status === 403 || (error.status === 429 && !error.retryable))
+    return { "x-should-retry": "false" };
   if (error.status === 429 || error.status === 503) {
     return { "retry-after": String(Math.max(1, Math.ceil(error.retryAfterSeconds ?? 1))) };
   }

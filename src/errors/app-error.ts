@@ -6,6 +6,11 @@ export interface AppErrorOptions {
   param?: string;
   /** Seconds after which a retry may succeed; sent as `retry-after` on 429 and 503. */
   retryAfterSeconds?: number;
+  /**
+   * `false` for a request that no retry can help, whatever its code usually means (a 429 for a
+   * request larger than the key's whole token rate): the catalogue's flag otherwise.
+   */
+  retryable?: false;
   /** The underlying failure, for logs only: never sent to the client. */
   cause?: unknown;
 }
@@ -18,6 +23,7 @@ export class AppError extends Error {
   readonly code: ErrorCode;
   readonly param: string | undefined;
   readonly retryAfterSeconds: number | undefined;
+  readonly #retryable: boolean | undefined;
 
   constructor(code: ErrorCode, message: string, options: AppErrorOptions = {}) {
     super(message, { cause: options.cause });
@@ -25,6 +31,7 @@ export class AppError extends Error {
     this.code = code;
     this.param = options.param;
     this.retryAfterSeconds = options.retryAfterSeconds;
+    this.#retryable = options.retryable;
   }
 
   get status(): number {
@@ -36,7 +43,7 @@ export class AppError extends Error {
   }
 
   get retryable(): boolean {
-    return errorCatalog[this.code].retryable;
+    return this.#retryable ?? errorCatalog[this.code].retryable;
   }
 }
 

@@ -27,7 +27,8 @@ function refuse(dimension: Dimension, result: TakeResult, amount: number): AppEr
     return new AppError(
       "rate_limit_exceeded",
       `Request too large: it may use ${amount} tokens, and this key's limit is ${result.limit} tokens per minute. Lower max_tokens or shorten the messages.`,
-      { retryAfterSeconds: 60 },
+      // Waiting cannot help: the bucket never holds more than the limit.
+      { retryable: false },
     );
   }
   const what = dimension === "requests" ? "requests" : "tokens";

@@ -281,6 +281,9 @@ describe("rate limits", () => {
     const tooLarge = await send(500);
     expect(tooLarge.status).toBe(429);
     expect(((await tooLarge.json()) as { error: { message: string } }).error.message).toMatch(/too large/i);
+    // No wait makes it fit: OpenAI's SDKs are told not to send it again.
+    expect(tooLarge.headers.get("x-should-retry")).toBe("false");
+    expect(tooLarge.headers.get("retry-after")).toBeNull();
     const fits = await send(3);
     expect(fits.status).toBe(200);
     expect(fits.headers.get("x-ratelimit-limit-tokens")).toBe("100");
