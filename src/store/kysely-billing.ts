@@ -90,8 +90,11 @@ export function createKyselyBilling(
       const row = toUsageRow(usage);
       return await db.transaction().execute(async (transaction) => {
         const inserted = await transaction.executeQuery(queries.insertUsage(row));
-        // Settled before (or recorded as refused): never charge twice.
-        if (inserted.numAffectedRows === 0n) return 0n;
+        // Settled before (or recorded as refused): never charge twice; answer what was charged.
+        if (inserted.numAffectedRows === 0n) {
+          const recorded = (await transaction.executeQuery(queries.readUsageCost({ id: usage.id }))).rows[0];
+          return recorded === undefined ? 0n : readBigInt(recorded.cost_nano);
+        }
         const released = (await transaction.executeQuery(queries.deleteReservation({ id: usage.id })))
           .rows[0];
         if (released !== undefined && released.account_id !== usage.accountId) {
@@ -605,6 +608,10 @@ export function compileHotQueries(db: Kysely<Database>) {
               parameter("cost"),
             ),
           ),
+    ),
+    /** The cost a usage row records (what its settle charged). */
+    readUsageCost: createQueryTemplate((parameter: TemplateParameter<{ id: string }>) =>
+      db.selectFrom("usage").select("cost_nano").where("id", "=", parameter("id")),
     ),
     /** Corrects a usage row's cost to what was charged (a capped charge). */
     setUsageCost: createQueryTemplate((parameter: TemplateParameter<{ id: string; cost: bigint }>) =>

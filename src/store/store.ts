@@ -240,7 +240,8 @@ export interface Store {
    * never overspent; the usage row then records the smaller charge (a cost above the largest
    * amount a store holds, 2^63 − 1 nano-units, is taken as that amount). A reservation is never
    * charged twice: a second settle (or `insertUsage`) with the same `usage.id` changes nothing.
-   * Returns what was charged (0 when nothing changed).
+   * Returns what was charged: by this settle, or by the earlier one whose row is there (a retry
+   * after an answer that was lost on its way back finds the charge its first attempt made).
    */
   settle(usage: UsageRecord): Promise<bigint>;
   /**

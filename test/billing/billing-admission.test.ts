@@ -238,6 +238,44 @@ describe("BillingAdmission when the store fails to settle", () => {
     expect((await store.getAccountMoney(account.id))?.spentNano).toBe(15_000n);
   });
 
+  it("reports the charge of a settle whose answer was lost, as its retry finds it", async () => {
+    const account = makeAccount({ name: "lost", balanceNano: 50_000n });
+    await store.insertAccount(account);
+    let calls = 0;
+    const losing: Store = {
+      ...store,
+      // The first settle commits, and its answer never arrives (a connection dropped after the commit).
+      settle: async (usage: Parameters<Store["settle"]>[0]) => {
+        calls += 1;
+        const charged = await store.settle(usage);
+        if (calls === 1) throw new Error("Connection terminated unexpectedly");
+        return charged;
+      },
+    };
+    const admission = new BillingAdmission({
+      store: losing,
+      limits: new KeyLimits(new MemoryRateLimiter()),
+      replicaId: "test",
+      settleRetryDelaysMs: { beforeAnswer: [1], background: [20] },
+    });
+    const annotations: Record<string, unknown> = {};
+    const ticket = await admission.admit({
+      requestId: "req_lost",
+      key: key(account.id),
+      model,
+      user: undefined,
+      setHeader: () => {},
+      annotate: (fields) => Object.assign(annotations, fields),
+      promptTokens: 10,
+      maxCompletionTokens: 20,
+    });
+    await ticket.settle(outcome);
+    expect(calls).toBe(2);
+    // The log line's cost (and the cost metric) is what the account paid, once.
+    expect(annotations.cost).toBe("0.000015");
+    expect((await store.getAccountMoney(account.id))?.spentNano).toBe(15_000n);
+  });
+
   it("tries once more at close and reports what it gives up with the usage to record", async () => {
     const account = makeAccount({ name: "down", balanceNano: 50_000n });
     await store.insertAccount(account);

@@ -23,8 +23,8 @@ import type { Reservation, ReserveResult, Store, UsageRecord } from "../store.ts
  *   whole statement. A batch takes each account's total when it fits (then each reservation fits,
  *   in any order); the reservations of an account whose total does not fit are tried one at a
  *   time, in order, as they would have been alone.
- * - settle: nothing happens when a usage row with the id exists (or the reservation belongs to
- *   another account, which then throws). The reservation row is locked first, then the account
+ * - settle: nothing happens when a usage row with the id exists (the answer is then the charge it
+ *   records), or when the reservation belongs to another account (which then throws). The reservation row is locked first, then the account
  *   row (the order of `releaseReservations` too, so they never deadlock), the charge capped at
  *   what the account has beside its other reservations, and the usage row written with what was
  *   charged. A second settle of the same id racing the first fails on the usage row's primary
@@ -58,10 +58,17 @@ export function createPostgresBilling(db: Kysely<Database>): Pick<Store, "reserv
       outcome = result.rows[0];
     } catch (error) {
       // A settle of the same id committed while this one ran: it is the one that counts.
-      if (isUniqueViolation(error, "usage_pkey")) return 0n;
-      throw error;
+      if (!isUniqueViolation(error, "usage_pkey")) throw error;
+      const recorded = await db
+        .selectFrom("usage")
+        .select("cost_nano")
+        .where("id", "=", usage.id)
+        .executeTakeFirst();
+      return recorded === undefined ? 0n : readBigInt(recorded.cost_nano);
     }
-    if (outcome === undefined || outcome.settled_before) return 0n;
+    if (outcome === undefined) return 0n;
+    // Settled before: what that settle charged (a retry after a lost answer reports it).
+    if (outcome.settled_before) return outcome.recorded === null ? 0n : readBigInt(outcome.recorded);
     if (outcome.foreign_owner) {
       throw new Error(
         `Reservation ${usage.id} belongs to another account than its usage row; nothing was settled.`,
@@ -269,6 +276,8 @@ function createBatcher<Item, Result>(handlers: {
 
 interface SettleOutcome {
   settled_before: boolean;
+  /** What the settle before charged (its usage row's cost), when there was one. */
+  recorded: bigint | string | null;
   foreign_owner: boolean;
   /** What was charged; `null` when nothing was (no such account, or nothing to do). */
   charged: bigint | string | null;
@@ -344,7 +353,7 @@ select exists (select 1 from inserted) as reserved, exists (select 1 from accoun
  */
 const SETTLE = `
 with settled_before as (
-  select 1 from usage where id = $1::text
+  select cost_nano from usage where id = $1::text
 ), foreign_owner as (
   select 1 from reservations where id = $1::text and account_id <> $2::text
 ), released as (
@@ -382,6 +391,7 @@ with settled_before as (
 )
 select
   exists (select 1 from settled_before) as settled_before,
+  (select cost_nano from settled_before) as recorded,
   exists (select 1 from foreign_owner) as foreign_owner,
   (select charge from charged where exists (select 1 from inserted)) as charged`;
 

@@ -74,8 +74,12 @@ type Operation =
       reject: (error: unknown) => void;
     };
 
-/** What a committed settle changed on its account; `undefined` when it had been settled before. */
+/**
+ * What a committed settle changed on its account; `repeated` when it had been settled before
+ * (nothing changed, and `chargedNano` is what the earlier settle charged).
+ */
 interface SettleEffect {
+  repeated: boolean;
   chargedNano: bigint;
   /** The money its reservation row gave back (0 for a reservation held in memory). */
   releasedNano: bigint;
@@ -317,9 +321,17 @@ export function createSqliteBillingBatch(options: {
     usage: UsageRecord,
     row: Insertable<UsageTable>,
     held: HeldReservation | undefined,
-  ): SettleEffect | undefined {
-    // Settled before (or recorded as refused): never charge twice.
-    if (run(queries.insertUsage(row)) === 0) return undefined;
+  ): SettleEffect {
+    // Settled before (or recorded as refused): never charge twice; answer what was charged.
+    if (run(queries.insertUsage(row)) === 0) {
+      const recorded = all(queries.readUsageCost({ id: usage.id }))[0];
+      return {
+        repeated: true,
+        chargedNano: recorded === undefined ? 0n : readBigInt(recorded.cost_nano),
+        releasedNano: 0n,
+        releasedRow: false,
+      };
+    }
     const { accountId, costNano } = usage;
     let releasedNano = 0n;
     let releasedRow = false;
@@ -361,7 +373,7 @@ export function createSqliteBillingBatch(options: {
       }
     }
     if (held !== undefined) moveOutOfMemory(accountId, heldNano);
-    return { chargedNano, releasedNano, releasedRow };
+    return { repeated: false, chargedNano, releasedNano, releasedRow };
   }
 
   function apply(operation: Operation): ReserveResult | SettleEffect | undefined {
@@ -469,7 +481,7 @@ export function createSqliteBillingBatch(options: {
         }
         return;
       case "settle":
-        if (outcome.ok && outcome.value !== undefined) {
+        if (outcome.ok && outcome.value !== undefined && !(outcome.value as SettleEffect).repeated) {
           const effect = outcome.value as SettleEffect;
           if (effect.releasedRow) rowIds?.delete(operation.usage.id);
           adjustKnown(operation.usage.accountId, -effect.chargedNano, -effect.releasedNano);
