@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import type { GbnfJsonSchema, Llama, LlamaGrammar } from "node-llama-cpp";
+import { createJsonGrammar } from "./create-json-grammar.ts";
 
 /** JSON-schema grammars by schema, so a schema that clients send again is compiled once. */
 export interface GrammarCache {
@@ -23,7 +24,7 @@ export function createGrammarCache(options: { llama: Llama; maxEntries?: number 
         grammars.set(key, cached);
         return cached;
       }
-      const created = options.llama.createGrammarForJsonSchema<GbnfJsonSchema>(schema);
+      const created = createJsonGrammar(options.llama, schema);
       grammars.set(key, created);
       created.catch(() => {
         if (grammars.get(key) === created) grammars.delete(key);

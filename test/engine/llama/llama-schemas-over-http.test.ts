@@ -170,3 +170,89 @@ describe("streamed tool calls over HTTP", () => {
     },
   );
 });
+
+describe("grammar-constrained answers over HTTP", () => {
+  interface Answer {
+    text: string;
+    finishReason: string;
+    completionTokens: number;
+  }
+
+  /** The answer's JSON text (content, or the first call's arguments), finish reason and completion tokens. */
+  async function ask(body: Record<string, unknown>, maxTokens: number): Promise<Answer> {
+    const response = await post(server.starterKey, { ...body, seed: 3, max_tokens: maxTokens });
+    expect(response.status).toBe(200);
+    const completion = (await response.json()) as {
+      choices: {
+        message: { content: string | null; tool_calls?: { function: { arguments: string } }[] };
+        finish_reason: string;
+      }[];
+      usage: { completion_tokens: number };
+    };
+    const [choice] = completion.choices;
+    if (choice === undefined) throw new Error("no choice");
+    return {
+      text: choice.message.tool_calls?.[0]?.function.arguments ?? choice.message.content ?? "",
+      finishReason: choice.finish_reason,
+      completionTokens: completion.usage.completion_tokens,
+    };
+  }
+
+  it.each([
+    [
+      "json_schema",
+      {
+        response_format: {
+          type: "json_schema",
+          json_schema: {
+            name: "a",
+            strict: true,
+            schema: {
+              type: "object",
+              properties: { a: { type: "string", maxLength: 3 } },
+              required: ["a"],
+              additionalProperties: false,
+            },
+          },
+        },
+      },
+      "stop",
+    ],
+    [
+      "a named tool call",
+      {
+        tools: [
+          {
+            type: "function",
+            function: {
+              name: "get_time",
+              parameters: {
+                type: "object",
+                properties: { tz: { enum: ["UTC", "CET"] } },
+                required: ["tz"],
+                additionalProperties: false,
+              },
+            },
+          },
+        ],
+        tool_choice: { type: "function", function: { name: "get_time" } },
+      },
+      "tool_calls",
+    ],
+  ])(
+    "end once the JSON is complete, billing only its tokens and the end token: %s (regression: four hidden newlines billed)",
+    async (_name, body, finishReason) => {
+      const whole = await ask(body, 200);
+      expect(whole.finishReason).toBe(finishReason);
+      JSON.parse(whole.text);
+      // The fewest tokens that give the whole JSON, the same seed making each answer a prefix of
+      // the whole one.
+      let needed = 1;
+      while ((await ask(body, needed)).text !== whole.text) {
+        needed += 1;
+        expect(needed).toBeLessThan(whole.completionTokens);
+      }
+      expect(whole.completionTokens).toBe(needed + 1);
+    },
+  );
+});
