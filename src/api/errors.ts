@@ -24,15 +24,17 @@ export function toWireError(error: AppError): WireError {
 }
 
 /**
- * Headers an error response carries besides the body: `retry-after` on 429 and 503, and
- * `x-should-retry: false` (which OpenAI's SDKs obey) on 403 and on a 429 that no wait can cure,
- * instead of a retry-after that would have the SDK wait and send the same request again.
+ * Headers an error response carries besides the body (SPEC §4): `retry-after` on 429 and 503, and
+ * `x-should-retry: false` on 403 and on a 429 that no wait can cure (OpenAI's SDKs obey it before
+ * `retry-after`, which would have them wait and send the same request again).
  */
 export function errorHeaders(error: AppError): Record<string, string> {
-  if (error.status === 403 || (error.status === 429 && !error.retryable))
-    return { "x-should-retry": "false" };
+  if (error.status === 403) return { "x-should-retry": "false" };
   if (error.status === 429 || error.status === 503) {
-    return { "retry-after": String(Math.max(1, Math.ceil(error.retryAfterSeconds ?? 1))) };
+    const retryAfter = String(Math.max(1, Math.ceil(error.retryAfterSeconds ?? 1)));
+    return error.retryable
+      ? { "retry-after": retryAfter }
+      : { "retry-after": retryAfter, "x-should-retry": "false" };
   }
   return {};
 }

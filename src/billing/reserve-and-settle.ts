@@ -34,7 +34,7 @@ import type {
 } from "../chat/chat-admission.ts";
 import { AppError } from "../errors/app-error.ts";
 import type { KeyLimits } from "../limits/key-limits.ts";
-import type { Store, UsageRecord } from "../store/store.ts";
+import type { ReserveResult, Store, UsageRecord } from "../store/store.ts";
 import { costOfUsage, formatAmount, parseAmount } from "./money.ts";
 
 /** How long a reservation's lease lasts without renewal. */
@@ -198,7 +198,7 @@ export class BillingAdmission implements ChatAdmission {
     // Taken to learn whether there is room (429 if not), and given back at once: the request is
     // refused either way, and refused requests cost nothing.
     await this.#limits.takeTokens(context.key, tokens, context.setHeader);
-    await this.#limits.correctTokens(context.key, tokens, 0);
+    await this.#limits.returnTokens(context.key, tokens, context.setHeader);
   }
 
   async admit(request: AdmissionRequest): Promise<AdmissionTicket> {
@@ -227,19 +227,27 @@ export class BillingAdmission implements ChatAdmission {
     }
     const now = this.#now();
     const reservationId = createReservationId(now);
-    const reserved = await this.#store.reserve({
-      id: reservationId,
-      requestId: request.requestId,
-      accountId,
-      keyPublicId: key.publicId,
-      model: model.id,
-      amountNano,
-      replicaId: this.#replicaId,
-      leaseExpiresAt: new Date(now + RESERVATION_LEASE_MS),
-      createdAt: new Date(now),
-    });
+    let reserved: ReserveResult;
+    try {
+      reserved = await this.#store.reserve({
+        id: reservationId,
+        requestId: request.requestId,
+        accountId,
+        keyPublicId: key.publicId,
+        model: model.id,
+        amountNano,
+        replicaId: this.#replicaId,
+        leaseExpiresAt: new Date(now + RESERVATION_LEASE_MS),
+        createdAt: new Date(now),
+      });
+    } catch (error) {
+      // Refused (the store is down or locked: 503): nothing runs, nothing is settled, and the
+      // tokens taken would otherwise stay spent until the bucket refills.
+      await this.#limits.returnTokens(key, estimatedTokens, request.setHeader).catch(() => {});
+      throw error;
+    }
     if (reserved !== "reserved") {
-      await this.#limits.correctTokens(key, estimatedTokens, 0);
+      await this.#limits.returnTokens(key, estimatedTokens, request.setHeader);
       const money = await this.#store.getAccountBalance(accountId);
       const available = money === undefined ? 0n : money.balanceNano - money.reservedNano;
       throw new AppError(

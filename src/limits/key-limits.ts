@@ -27,8 +27,9 @@ function refuse(dimension: Dimension, result: TakeResult, amount: number): AppEr
     return new AppError(
       "rate_limit_exceeded",
       `Request too large: it may use ${amount} tokens, and this key's limit is ${result.limit} tokens per minute. Lower max_tokens or shorten the messages.`,
-      // Waiting cannot help: the bucket never holds more than the limit.
-      { retryable: false },
+      // Waiting cannot help (the bucket never holds more than the limit): OpenAI's SDKs are told
+      // not to retry, which they obey before the retry-after that every 429 carries (SPEC §4).
+      { retryAfterSeconds: 60, retryable: false },
     );
   }
   const what = dimension === "requests" ? "requests" : "tokens";
@@ -82,6 +83,17 @@ export class KeyLimits {
   /** Spends the request's estimated tokens, or throws 429 `rate_limit_exceeded`. */
   async takeTokens(key: RequestKey, amount: number, setHeader: SetHeader): Promise<void> {
     await this.#take(key, "tokens", amount, setHeader);
+  }
+
+  /**
+   * Gives back the tokens taken for a request that was refused after all (it spends nothing), and
+   * reports the bucket as it is then: the headers set when they were taken would say they were spent.
+   */
+  async returnTokens(key: RequestKey, amount: number, setHeader: SetHeader): Promise<void> {
+    const bucket = bucketOf(key, "tokens");
+    if (bucket === undefined || amount === 0) return;
+    await this.#limiter.adjust({ ...bucket, amount });
+    setLimitHeaders(setHeader, "tokens", await this.#limiter.peek(bucket));
   }
 
   /** Corrects the token bucket once the real count is known: gives back `estimate - actual`. */

@@ -82,6 +82,85 @@ describe("BillingAdmission refusing a reservation", () => {
   });
 });
 
+describe("BillingAdmission giving back the tokens of a refused request", () => {
+  let store: Store;
+  beforeEach(async () => {
+    store = await openStore(newDatabaseUrl(directory), { owner: true });
+  });
+  afterEach(async () => {
+    await store.close();
+  });
+
+  /** A key with a tpm limit of 1000, the headers its requests get, and a fresh admission over `over`. */
+  async function setUp(balanceNano: bigint, over: (store: Store) => Store = (each) => each) {
+    const account = makeAccount({ name: `tpm-${balanceNano}`, balanceNano });
+    await store.insertAccount(account);
+    const limits = new KeyLimits(new MemoryRateLimiter());
+    const admission = new BillingAdmission({ store: over(store), limits, replicaId: "test" });
+    const key: RequestKey = {
+      publicId: "keypublic003",
+      accountId: account.id,
+      role: "user",
+      allowedModels: undefined,
+      rpm: undefined,
+      tpm: 1000,
+    };
+    const headers = new Map<string, string>();
+    const setHeader = (name: string, value: string) => void headers.set(name, value);
+    const admit = () =>
+      admission
+        .admit({
+          requestId: "req_tpm",
+          key,
+          model,
+          user: undefined,
+          setHeader,
+          annotate: () => {},
+          promptTokens: 100,
+          maxCompletionTokens: 200,
+        })
+        .then(
+          () => undefined,
+          (error: unknown) => error,
+        );
+    /** What the bucket holds now, as a later response of the key would report it. */
+    const remaining = async () => {
+      const report = new Map<string, string>();
+      await limits.report(key, (name, value) => void report.set(name, value));
+      return report.get("x-ratelimit-remaining-tokens");
+    };
+    return { admission, key, headers, setHeader, admit, remaining };
+  }
+
+  it("on a store that cannot reserve (503): the tokens come back, and the headers say so", async () => {
+    const { headers, admit, remaining } = await setUp(1_000_000n, (each) => ({
+      ...each,
+      reserve: () => Promise.reject(new Error("database is locked")),
+    }));
+    expect(String(await admit())).toContain("database is locked");
+    expect(await remaining()).toBe("1000");
+    expect(headers.get("x-ratelimit-remaining-tokens")).toBe("1000");
+  });
+
+  it("on a balance too low (403): the headers report the bucket full again", async () => {
+    const { headers, admit, remaining } = await setUp(0n);
+    const refused = await admit();
+    expect(isAppError(refused) && refused.code).toBe("insufficient_balance");
+    expect(await remaining()).toBe("1000");
+    expect(headers.get("x-ratelimit-remaining-tokens")).toBe("1000");
+  });
+
+  it("after a token-rate check for a request refused for its length (400): the headers report the bucket full", async () => {
+    const { admission, key, headers, setHeader, remaining } = await setUp(1_000_000n);
+    await admission.checkTokenRate(
+      { requestId: "req_long", key, model, user: undefined, setHeader, annotate: () => {} },
+      300,
+    );
+    expect(await remaining()).toBe("1000");
+    expect(headers.get("x-ratelimit-remaining-tokens")).toBe("1000");
+  });
+});
+
 describe("BillingAdmission when the store fails to settle", () => {
   let store: Store;
   beforeEach(async () => {
