@@ -16,7 +16,7 @@ let loading: Promise<GrammarTextBuilder | undefined> | undefined;
 
 /**
  * node-llama-cpp's JSON grammar text builder: the very module it loads (the number rules that
- * patch-number-grammar.ts bounds apply), reached by file URL since the package does not export it.
+ * patch-grammar-terminals.ts bounds apply), reached by file URL since the package does not export it.
  */
 function loadGrammarTextBuilder(): Promise<GrammarTextBuilder | undefined> {
   loading ??= (async () => {

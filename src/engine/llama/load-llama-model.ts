@@ -12,7 +12,7 @@ import { checkModelFile } from "../../gguf/check-model-file.ts";
 import { ensureModelFile } from "../../models/download/ensure-model-file.ts";
 import { ModelDownloadError } from "../../models/download/model-download-error.ts";
 import type { LlamaEngineLogger } from "./llama-engine-logger.ts";
-import { patchNumberGrammar } from "./patch-number-grammar.ts";
+import { patchGrammarTerminals } from "./patch-grammar-terminals.ts";
 import { resolveContextLength } from "./resolve-context-length.ts";
 import { resolveThreadCount } from "./resolve-thread-count.ts";
 
@@ -65,7 +65,7 @@ export async function loadLlamaModel(options: {
   // Imported only now that the file is there and sound: node-llama-cpp and its dependencies take
   // tens of MB, which a model whose file is missing or broken should not cost.
   const llamaCpp = await import("node-llama-cpp");
-  await patchNumberGrammar();
+  await patchGrammarTerminals();
   const llama = await options.getLlama();
   const model = await llama.loadModel({ modelPath: path, loadSignal: options.signal });
   try {

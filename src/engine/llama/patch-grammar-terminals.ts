@@ -1,0 +1,101 @@
+/**
+ * Two of node-llama-cpp's JSON grammar terminals let out values that strict readers refuse. This
+ * rewrites their rules, once per process, in the classes every JSON grammar is built from (ours
+ * through create-json-grammar.ts, LlamaChat's for function parameters, the "any JSON value" rule).
+ * A rule that differs from the one shipped is left as it is; node-llama-cpp is pinned to one
+ * version, and patch-grammar-terminals.test.ts pins the rules and fails if a new version moves them.
+ *
+ * Numbers: an exponent of up to 16 digits let "74786006.86E2378147571108908" (Infinity once
+ * parsed) come out of json_schema and json_object output and of tool-call arguments alike, and an
+ * `integer` could be "5e-3" (no integer) or have 16 digits (past `Number.MAX_SAFE_INTEGER`). Now:
+ * - an integer has at most 15 digits and no fraction or exponent: always a safe integer;
+ * - any other number keeps its 16 digits and 16 decimals and may have an exponent of at most two
+ *   digits: always a finite double (below 1e116). The exponent stays because a model that means
+ *   6.02e23 could not write it out in 16 digits.
+ *
+ * Dates (`format: "date"`, and the date of `date-time`): any month could have 31 days, so
+ * "2023-02-31" and "2023-11-31" came out. Now each month has its own days, and February 29 only
+ * in leap years (of the proleptic Gregorian calendar, as RFC 3339 reads them).
+ */
+const shippedRules = {
+  integer: '"-"? ("0" | [1-9] [0-9]{0,15}) ([eE] [-+]? ("0" | [1-9] [0-9]{0,15}))?',
+  fractional: '"-"? ("0" | [1-9] [0-9]{0,15}) ("." [0-9]{1,16})? ([eE] [-+]? ("0" | [1-9] [0-9]{0,15}))?',
+};
+
+const boundedRules = {
+  integer: '"-"? ("0" | [1-9] [0-9]{0,14})',
+  fractional: '"-"? ("0" | [1-9] [0-9]{0,15}) ("." [0-9]{1,16})? ([eE] [-+]? ("0" | [1-9] [0-9]?))?',
+};
+
+const shippedDateRule = '[0-9]{4} "-" ("0" [1-9] | "1" [012]) "-" ("0" [1-9] | [12] [0-9] | "3" [01])';
+
+/** Two-digit endings of leap years (a multiple of 4 but not 00), and centuries that are leap years. */
+const LEAP_YEAR =
+  '([0-9] [0-9] ("0" [48] | [2468] [048] | [13579] [26]) | ([02468] [048] | [13579] [26]) "00")';
+
+const boundedDateRule = [
+  "(",
+  '[0-9]{4} "-" (',
+  '("0" [13578] | "1" [02]) "-" ("0" [1-9] | [12] [0-9] | "3" [01])',
+  '| ("0" [469] | "11") "-" ("0" [1-9] | [12] [0-9] | "30")',
+  '| "02-" ("0" [1-9] | "1" [0-9] | "2" [0-8])',
+  `) | ${LEAP_YEAR} "-02-29"`,
+  ")",
+].join(" ");
+
+interface GbnfNumberClass {
+  prototype: { allowFractional: boolean; getGrammar(): string };
+}
+
+interface GbnfFormatStringClass {
+  prototype: { _getDateGrammar(): string };
+}
+
+/**
+ * A terminal module as node-llama-cpp loads it (same file URL, same instance); a file URL is not
+ * subject to the package's exports map, which does not list it.
+ */
+async function importTerminal(file: string): Promise<unknown> {
+  return await import(
+    new URL(`./utils/gbnfJson/terminals/${file}`, import.meta.resolve("node-llama-cpp")).href
+  );
+}
+
+async function patchNumbers(): Promise<boolean> {
+  const { GbnfNumber } = (await importTerminal("GbnfNumber.js")) as { GbnfNumber: GbnfNumberClass };
+  const original = GbnfNumber.prototype.getGrammar;
+  if (typeof original !== "function") return false;
+  GbnfNumber.prototype.getGrammar = function getGrammar(this: { allowFractional: boolean }) {
+    const grammar = original.call(this);
+    const kind = this.allowFractional ? "fractional" : "integer";
+    return grammar === shippedRules[kind] ? boundedRules[kind] : grammar;
+  };
+  return true;
+}
+
+async function patchDates(): Promise<boolean> {
+  const { GbnfFormatString } = (await importTerminal("GbnfFormatString.js")) as {
+    GbnfFormatString: GbnfFormatStringClass;
+  };
+  const original = GbnfFormatString.prototype._getDateGrammar;
+  if (typeof original !== "function") return false;
+  GbnfFormatString.prototype._getDateGrammar = function getDateGrammar(this: unknown) {
+    const grammar = original.call(this);
+    return grammar === shippedDateRule ? boundedDateRule : grammar;
+  };
+  return true;
+}
+
+let patching: Promise<boolean> | undefined;
+
+/** Patches the number and date terminals; answers whether both could be (else grammars are as shipped). */
+export function patchGrammarTerminals(): Promise<boolean> {
+  patching ??= (async () => {
+    const [numbers, dates] = await Promise.all([
+      patchNumbers().catch(() => false),
+      patchDates().catch(() => false),
+    ]);
+    return numbers && dates;
+  })();
+  return patching;
+}

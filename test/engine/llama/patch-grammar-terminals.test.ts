@@ -1,0 +1,69 @@
+import { describe, expect, it } from "vitest";
+import { getSharedLlama } from "../../../src/engine/llama/get-shared-llama.ts";
+import { patchGrammarTerminals } from "../../../src/engine/llama/patch-grammar-terminals.ts";
+
+/** The line of `grammar` that defines `rule`. */
+function ruleLine(grammar: string, rule: string): string | undefined {
+  return grammar.split("\n").find((line) => line.startsWith(`${rule} ::=`));
+}
+
+describe("JSON grammars after patchGrammarTerminals", () => {
+  it("write safe integers and finite numbers: at most 15 integer digits, exponents of at most 2 digits", async () => {
+    // Fails when a new node-llama-cpp moves or rewrites the rules: then look at the patch again.
+    expect(await patchGrammarTerminals()).toBe(true);
+    const llama = await getSharedLlama({ gpu: false });
+    const grammar = await llama.createGrammarForJsonSchema({
+      type: "object",
+      properties: { count: { type: "integer" }, ratio: { type: "number" } },
+    });
+    expect(ruleLine(grammar.grammar, "integer-number-rule")).toBe(
+      'integer-number-rule ::= "-"? ("0" | [1-9] [0-9]{0,14})',
+    );
+    expect(ruleLine(grammar.grammar, "fractional-number-rule")).toBe(
+      'fractional-number-rule ::= "-"? ("0" | [1-9] [0-9]{0,15}) ("." [0-9]{1,16})? ([eE] [-+]? ("0" | [1-9] [0-9]?))?',
+    );
+    // The largest numbers the rules allow.
+    expect(Number.isSafeInteger(JSON.parse("-999999999999999"))).toBe(true);
+    expect(Number.isFinite(JSON.parse("9999999999999999.9999999999999999e+99"))).toBe(true);
+  });
+
+  it("bounds the numbers of the any-JSON-value rule too (json_object, parameters without a schema)", async () => {
+    await patchGrammarTerminals();
+    const llama = await getSharedLlama({ gpu: false });
+    const grammar = await llama.createGrammarForJsonSchema({ type: "object", additionalProperties: true });
+    expect(grammar.grammar).not.toContain("{0,15}))?");
+    expect(ruleLine(grammar.grammar, "fractional-number-rule")).toContain('("0" | [1-9] [0-9]?))?');
+  });
+});
+
+describe("date grammars after patchGrammarTerminals", () => {
+  /** Every day of `year` and the days that do not exist (the 29th to 31st of every month). */
+  function calendar(year: number): { real: string[]; unreal: string[] } {
+    const real: string[] = [];
+    const unreal: string[] = [];
+    for (let month = 1; month <= 12; month++) {
+      const days = new Date(Date.UTC(year, month, 0)).getUTCDate();
+      for (let day = 1; day <= 31; day++) {
+        const text = `${String(year).padStart(4, "0")}-${String(month).padStart(2, "0")}-${String(day).padStart(2, "0")}`;
+        (day <= days ? real : unreal).push(text);
+      }
+    }
+    return { real, unreal };
+  }
+
+  it("write only days that exist: each month its own, February 29 in leap years only (regression: 2023-02-31)", async () => {
+    expect(await patchGrammarTerminals()).toBe(true);
+    const llama = await getSharedLlama({ gpu: false });
+    const grammar = await llama.createGrammarForJsonSchema({ type: "string", format: "date" });
+    // The whole grammar matches a JSON string: test the dates inside quotes (node-llama-cpp's own
+    // full-match check, internal to the pinned version).
+    const accepts = (date: string) =>
+      (grammar as unknown as { _testText(text: string): boolean })._testText(`"${date}"\n\n\n\n`);
+    expect(accepts("2023-01-01")).toBe(true);
+    for (const year of [1900, 2000, 2023, 2024, 2100, 2400, 1, 4, 96, 9996]) {
+      const { real, unreal } = calendar(year);
+      expect(real.filter((date) => !accepts(date))).toEqual([]);
+      expect(unreal.filter((date) => accepts(date))).toEqual([]);
+    }
+  });
+});
