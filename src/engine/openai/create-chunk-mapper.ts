@@ -57,6 +57,12 @@ export function createChunkMapper(): ChunkMapper {
 
 class UpstreamChunkMapper implements ChunkMapper {
   readonly #texts: string[] = [];
+  /**
+   * Reasoning the upstream streamed beside the answer (vLLM's `reasoning_content`, Ollama's and
+   * OpenRouter's `reasoning`, Mistral's `thinking` parts): never sent to the client, but generated
+   * and paid for upstream, so it counts where the completion tokens are estimated.
+   */
+  readonly #reasoning: string[] = [];
   readonly #calls: ToolCallState[] = [];
   readonly #callsByKey = new Map<number | string, ToolCallState>();
   #lastCall: ToolCallState | undefined;
@@ -86,10 +92,14 @@ class UpstreamChunkMapper implements ChunkMapper {
       const { index, delta, finish_reason: finishReason } = choice as UpstreamChoice;
       if (index !== undefined && index !== 0) continue;
       if (delta !== undefined && delta !== null) {
-        if (typeof delta.content === "string" && delta.content !== "") {
-          this.#texts.push(delta.content);
-          this.producedLength += delta.content.length;
-          parts.push({ type: "text-delta", text: delta.content });
+        const content = readContent(delta.content, this.#addReasoning);
+        if (content !== "") {
+          this.#texts.push(content);
+          this.producedLength += content.length;
+          parts.push({ type: "text-delta", text: content });
+        }
+        for (const reasoning of [delta.reasoning_content, delta.reasoning]) {
+          if (typeof reasoning === "string") this.#addReasoning(reasoning);
         }
         // OpenAI's structured outputs say why they declined here, not in the content.
         if (typeof delta.refusal === "string" && delta.refusal !== "") {
@@ -109,12 +119,21 @@ class UpstreamChunkMapper implements ChunkMapper {
     return undefined;
   }
 
+  /** Keeps reasoning text for the estimate: held in memory, so bounded with the answer. */
+  readonly #addReasoning = (text: string): void => {
+    if (text === "") return;
+    this.#reasoning.push(text);
+    this.producedLength += text.length;
+  };
+
   flush(parts: StreamPart[]): void {
-    for (const call of this.#calls) if (!call.started) this.#start(call, "", parts);
+    // A call with neither a name nor arguments said nothing: no client could run it.
+    for (const call of this.#calls)
+      if (!call.started && call.pendingArguments !== "") this.#start(call, "", parts);
   }
 
   estimateCompletionTokens(): number {
-    let tokens = estimateTextTokens(this.#texts.join(""));
+    let tokens = estimateTextTokens(this.#texts.join("")) + estimateTextTokens(this.#reasoning.join(""));
     for (const call of this.#calls) {
       tokens +=
         TOKENS_PER_TOOL_CALL +
@@ -145,6 +164,9 @@ class UpstreamChunkMapper implements ChunkMapper {
         ? delta.function.name
         : undefined;
     const fragment = readArguments(delta.function?.arguments);
+    // An entry with no id, name or arguments (Gemini's thought signatures ride alone in
+    // `extra_content`) is no call, nor part of one.
+    if (id === undefined && name === undefined && fragment === "") return;
     this.producedLength += fragment.length + (name?.length ?? 0);
     const key: number | string | undefined =
       typeof delta.index === "number" ? delta.index : (id ?? undefined);
@@ -152,6 +174,9 @@ class UpstreamChunkMapper implements ChunkMapper {
     if (call === undefined) call = this.#newCall(key ?? this.#calls.length);
     else if (id !== undefined && call.id !== undefined && id !== call.id && name !== undefined) {
       call = this.#newCall(key ?? this.#calls.length);
+    } else if (key === undefined && name !== undefined && call.name !== undefined) {
+      // Neither index nor id (each call sent whole): a name for a call that has one is the next call.
+      call = this.#newCall(this.#calls.length);
     }
     this.#lastCall = call;
     if (call.started) {
@@ -177,6 +202,36 @@ class UpstreamChunkMapper implements ChunkMapper {
     parts.push({ type: "tool-call-delta", index: call.index, id: call.id, name, argumentsDelta: "" });
     if (call.arguments !== "")
       parts.push({ type: "tool-call-delta", index: call.index, argumentsDelta: call.arguments });
+  }
+}
+
+/**
+ * A delta's text. Mostly a string; some servers (Mistral's reasoning models, some gateways) send
+ * a list of typed parts: its `text` parts are the answer, its `thinking` parts go to `reasoning`.
+ */
+function readContent(value: unknown, onReasoning: (text: string) => void): string {
+  if (typeof value === "string") return value;
+  if (!Array.isArray(value)) return "";
+  let text = "";
+  for (const part of value as unknown[]) {
+    if (typeof part !== "object" || part === null) continue;
+    const { type, text: partText, thinking } = part as { type?: unknown; text?: unknown; thinking?: unknown };
+    if (type === "text" && typeof partText === "string") text += partText;
+    else if (type === "thinking") readThinking(thinking, onReasoning);
+  }
+  return text;
+}
+
+/** A `thinking` part's text: a string, or a list of text parts. */
+function readThinking(value: unknown, onReasoning: (text: string) => void): void {
+  if (typeof value === "string") {
+    onReasoning(value);
+    return;
+  }
+  if (!Array.isArray(value)) return;
+  for (const part of value as unknown[]) {
+    const text = typeof part === "object" && part !== null ? (part as { text?: unknown }).text : undefined;
+    if (typeof text === "string") onReasoning(text);
   }
 }
 

@@ -75,7 +75,13 @@ export interface UpstreamToolCallDelta {
 /** One entry of a chunk's `choices`, as far as the engine reads it. */
 export interface UpstreamChoice {
   index?: unknown;
-  delta?: { content?: unknown; refusal?: unknown; tool_calls?: unknown } | null;
+  delta?: {
+    content?: unknown;
+    refusal?: unknown;
+    tool_calls?: unknown;
+    reasoning_content?: unknown;
+    reasoning?: unknown;
+  } | null;
   finish_reason?: unknown;
 }
 

@@ -133,4 +133,77 @@ describe("createChunkMapper", () => {
     expect(mapper.estimateCompletionTokens()).toBeGreaterThanOrEqual(15);
     expect(mapper.estimateCompletionTokens()).toBeLessThanOrEqual(25);
   });
+
+  it("reads content sent as a list of typed parts: text parts are the answer, thinking parts reasoning (regression: dropped, yet billed)", () => {
+    const { parts, mapper } = readAll([
+      chunk({
+        role: "assistant",
+        content: [{ type: "thinking", thinking: [{ type: "text", text: "Hmm, France." }] }],
+      }),
+      chunk({ content: [{ type: "text", text: "Par" }] }),
+      chunk({
+        content: [
+          { type: "text", text: "is" },
+          { type: "image_url", image_url: { url: "x" } },
+        ],
+      }),
+      chunk({}, "stop"),
+    ]);
+    expect(parts).toEqual([
+      { type: "text-delta", text: "Par" },
+      { type: "text-delta", text: "is" },
+    ]);
+    // The thinking is not sent, but counts where tokens are estimated.
+    expect(mapper.estimateCompletionTokens()).toBeGreaterThan(1 + 1);
+  });
+
+  it("counts reasoning deltas (reasoning_content, reasoning) in the estimate, never sending them (regression: a client that left during the reasoning paid 0)", () => {
+    const thinking = "Let me think about this carefully step by step before answering. ".repeat(20);
+    for (const field of ["reasoning_content", "reasoning"]) {
+      const { parts, mapper } = readAll([chunk({ role: "assistant", content: "", [field]: thinking })]);
+      expect(parts).toEqual([]);
+      expect(mapper.estimateCompletionTokens()).toBeGreaterThan(200);
+      expect(mapper.producedLength).toBe(thinking.length);
+    }
+  });
+
+  it("keeps whole calls apart when they carry neither index nor id (regression: merged into one call, arguments run together)", () => {
+    const { parts } = readAll([
+      chunk({
+        tool_calls: [
+          { id: "", type: "function", function: { name: "get_weather", arguments: '{"city":"Paris"}' } },
+          { type: "function", function: { name: "get_time", arguments: '{"tz":"CET"}' } },
+        ],
+      }),
+      toolDelta({ function: { name: "get_news", arguments: "{}" } }),
+      chunk({}, "tool_calls"),
+    ]);
+    const started = parts.filter((part) => part.type === "tool-call-delta" && part.name !== undefined);
+    expect(started.map((part) => (part.type === "tool-call-delta" ? [part.index, part.name] : []))).toEqual([
+      [0, "get_weather"],
+      [1, "get_time"],
+      [2, "get_news"],
+    ]);
+    const argumentsOf = (index: number) =>
+      parts
+        .filter((part) => part.type === "tool-call-delta" && part.index === index)
+        .map((part) => (part.type === "tool-call-delta" ? part.argumentsDelta : ""))
+        .join("");
+    expect([argumentsOf(0), argumentsOf(1), argumentsOf(2)]).toEqual([
+      '{"city":"Paris"}',
+      '{"tz":"CET"}',
+      "{}",
+    ]);
+  });
+
+  it("makes no call of an entry that carries nothing (Gemini's lone thought signatures)", () => {
+    const { parts } = readAll([
+      toolDelta({ extra_content: { google: { thought_signature: "abc" } } }),
+      toolDelta({ id: "call_1", type: "function", function: { name: "get_weather", arguments: "{}" } }),
+      chunk({}, "tool_calls"),
+    ]);
+    expect(parts.filter((part) => part.type === "tool-call-delta" && part.name !== undefined)).toEqual([
+      { type: "tool-call-delta", index: 0, id: "call_1", name: "get_weather", argumentsDelta: "" },
+    ]);
+  });
 });
