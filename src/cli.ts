@@ -112,6 +112,16 @@ async function serve(argv: string[], configFile: string | undefined): Promise<vo
     if (reload === undefined) reloadWhenStarted = true;
     else reload();
   });
+  // SIGTERM and SIGINT likewise: one that comes while the server starts (its store claimed, its
+  // port not yet open) would end the process at once with 143; it shuts down once started.
+  let shutdown: ((signal: string) => void) | undefined;
+  let signalWhileStarting: string | undefined;
+  for (const signal of ["SIGTERM", "SIGINT"] as const) {
+    process.on(signal, () => {
+      if (shutdown === undefined) signalWhileStarting ??= signal;
+      else shutdown(signal);
+    });
+  }
   const config = await loadConfig({ file: configFile });
   const { STARTER_BALANCE_NANO, startServer } = await import("./server.ts");
   const server = await startServer({
@@ -148,9 +158,8 @@ async function serve(argv: string[], configFile: string | undefined): Promise<vo
     configFile,
     fixed: { hostFromCommandLine: host !== undefined, portFromCommandLine: port !== undefined },
   });
-  if (reloadWhenStarted) reload();
   let closing = false;
-  const shutdown = (signal: string) => {
+  shutdown = (signal: string) => {
     if (closing) return;
     closing = true;
     server.app.log.info({ signal }, "shutting down");
@@ -162,8 +171,8 @@ async function serve(argv: string[], configFile: string | undefined): Promise<vo
       },
     );
   };
-  process.on("SIGTERM", () => shutdown("SIGTERM"));
-  process.on("SIGINT", () => shutdown("SIGINT"));
+  if (signalWhileStarting !== undefined) shutdown(signalWhileStarting);
+  else if (reloadWhenStarted) reload();
 }
 
 /** `--host`: an address or host name as it is; empty or padded text names no host to listen on. */
