@@ -17,6 +17,7 @@ import { hideKeySecrets } from "./admin/read-key-reference.ts";
 import { formatAmount } from "./billing/money.ts";
 import type { Config } from "./catalog/catalog.ts";
 import { loadConfig } from "./catalog/load-config.ts";
+import { redactUrlsInText } from "./models/download/redact-url.ts";
 import type { RunningServer } from "./server.ts";
 import type { Store } from "./store/store.ts";
 
@@ -237,7 +238,9 @@ async function models(argv: string[], configFile: string | undefined): Promise<v
         parseCommandArguments(rest, { options: {}, positionals: 0, usage: MODELS_USAGE.list });
         const config = await loadConfig({ file: configFile, purpose: "command" });
         for (const model of config.models) {
-          const engine = model.engine === undefined ? "-" : `${model.engine.type}:${model.engine.model}`;
+          // A download URL's user, password and query (signed URLs) are not repeated: see README.
+          const engine =
+            model.engine === undefined ? "-" : `${model.engine.type}:${redactUrlsInText(model.engine.model)}`;
           out.write(`${model.id}\t${model.kind}\t${engine}`);
         }
       },

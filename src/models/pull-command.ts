@@ -10,6 +10,7 @@ import { resolveHuggingFaceEndpoint } from "./download/hugging-face-endpoint.ts"
 import { ModelDownloadError } from "./download/model-download-error.ts";
 import { resolveModelsFolder } from "./download/models-folder.ts";
 import { describeModelUri, hasUriScheme } from "./download/parse-model-uri.ts";
+import { redactUrlsInText } from "./download/redact-url.ts";
 import { resolveModelSource } from "./resolve-model-source.ts";
 
 const USAGE =
@@ -62,7 +63,7 @@ export async function runModelsPullCommand(
     }
     case "unsupported":
       throw new CliError(
-        `'${source.text}' is not a model URI Tollgate can download; write hf:ORG/REPO:QUANT, hf:ORG/REPO/FILE.gguf or an https:// URL of a .gguf file.`,
+        `'${redactUrlsInText(source.text)}' is not a model URI Tollgate can download; write hf:ORG/REPO:QUANT, hf:ORG/REPO/FILE.gguf or an https:// URL of a .gguf file.`,
       );
     case "remote":
       break;
@@ -99,7 +100,14 @@ export async function runModelsPullCommand(
     out.write(`Saved ${downloaded.path} (${formatBytes(downloaded.bytes)}${verified})`);
   }
   if (modelId === undefined) {
-    out.write(`To serve it, set engine.model: "${source.uri.text}" on a model in tollgate.yaml.`);
+    if (shown === source.uri.text) {
+      out.write(`To serve it, set engine.model: "${shown}" on a model in tollgate.yaml.`);
+    } else {
+      // Not repeated: the URL's user, password or query (a signed URL's secret).
+      out.write(
+        `To serve it, set engine.model on a model in tollgate.yaml to the URL you gave (${shown}), its secret parts written as \${VARIABLE}s that the server's environment holds.`,
+      );
+    }
   }
 }
 

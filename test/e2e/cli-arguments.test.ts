@@ -111,3 +111,31 @@ describe("error messages never repeat a key's secret", () => {
     expect(code).toBe(1);
   });
 });
+
+describe("models list", () => {
+  it("never repeats a download URL's user, password or query (a signed URL's secret)", () => {
+    const secretConfig = join(folder, "secret-models.yaml");
+    writeFileSync(
+      secretConfig,
+      [
+        "database: sqlite:./tollgate.db",
+        "models:",
+        '  - { id: signed, kind: chat, pricing: { input_per_million: "1", output_per_million: "1" }, engine: { type: llama, model: "https://models.example.com/m/tiny.gguf?X-Amz-Signature=s3cr3tSIG" } }',
+        '  - { id: basic, kind: chat, pricing: { input_per_million: "1", output_per_million: "1" }, engine: { type: llama, model: "https://ops:hunter2@models.example.com/m/tiny.gguf" } }',
+        '  - { id: hub, kind: chat, pricing: { input_per_million: "1", output_per_million: "1" }, engine: { type: llama, model: "hf:acme/tiny-GGUF:Q4_K_M" } }',
+        "",
+      ].join("\n"),
+    );
+    const result = spawnSync(process.execPath, [cli, "models", "list", "--config", secretConfig], {
+      encoding: "utf8",
+      timeout: 30_000,
+    });
+    expect(result.status).toBe(0);
+    expect(result.stdout).not.toMatch(/s3cr3tSIG|hunter2/);
+    expect(result.stdout.split("\n").filter((line) => line !== "")).toEqual([
+      "signed\tchat\tllama:https://models.example.com/m/tiny.gguf?…",
+      "basic\tchat\tllama:https://models.example.com/m/tiny.gguf",
+      "hub\tchat\tllama:hf:acme/tiny-GGUF:Q4_K_M",
+    ]);
+  });
+});

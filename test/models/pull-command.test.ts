@@ -107,6 +107,18 @@ describe("tollgate models pull", () => {
     expect(lines.at(-1)).toBe(`To serve it, set engine.model: "${url}" on a model in tollgate.yaml.`);
   });
 
+  it("never repeats the user, password or query of a URL given directly, and tells how to serve it", async () => {
+    const url = new URL(`${server.baseUrl}/files/plain.gguf?sig=s3cr3tSIG`);
+    url.username = "ops";
+    url.password = "hunter2";
+    const { run, lines } = await pull(createConfig([]), [url.href]);
+    await run;
+    expect(lines.join("\n")).not.toMatch(/s3cr3tSIG|hunter2/);
+    expect(lines.at(-1)).toBe(
+      `To serve it, set engine.model on a model in tollgate.yaml to the URL you gave (${server.baseUrl}/files/plain.gguf?…), its secret parts written as \${VARIABLE}s that the server's environment holds.`,
+    );
+  });
+
   it("reports a file that is already there", async () => {
     const url = `${server.baseUrl}/files/plain.gguf`;
     const first = await pull(createConfig([]), [url]);
