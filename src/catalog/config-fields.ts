@@ -59,7 +59,9 @@ export function describeValue(value: unknown, options: { secret?: boolean } = {}
     const shown = value.length > 80 ? `${value.slice(0, 77)}...` : value;
     return JSON.stringify(shown);
   }
-  if (typeof value === "number" || typeof value === "boolean") return String(value);
+  // A key written without quotes is a number to YAML: as secret as the string it should be.
+  if (typeof value === "number") return options.secret === true ? "a number" : String(value);
+  if (typeof value === "boolean") return String(value);
   if (Array.isArray(value)) return "a list";
   if (isMapping(value)) return "a mapping";
   return typeof value;

@@ -110,6 +110,12 @@ function createProgressOutput(logger: DownloadLogger | undefined, shown: string)
 }
 
 /** A Node.js file-system error (it has a `code` such as `EACCES` or `ENOSPC`). */
+/** A file-system error (`EACCES`, `ENOSPC`, ...), not one of Node's own `ERR_*` codes. */
 function isSystemError(error: unknown): error is Error & { code: string } {
-  return error instanceof Error && "code" in error && typeof error.code === "string";
+  return (
+    error instanceof Error &&
+    "code" in error &&
+    typeof error.code === "string" &&
+    /^E[A-Z]+$/.test(error.code)
+  );
 }

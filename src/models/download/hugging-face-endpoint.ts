@@ -1,3 +1,5 @@
+import { ModelDownloadError } from "./model-download-error.ts";
+
 /** Where `hf:` model URIs are resolved and downloaded from, and the token sent there. */
 export interface HuggingFaceEndpoint {
   /** Origin and optional base path, without a trailing slash; default `https://huggingface.co`. */
@@ -6,10 +8,22 @@ export interface HuggingFaceEndpoint {
   token: string | undefined;
 }
 
-/** The endpoint from `TOLLGATE_HF_ENDPOINT` (tests and mirrors) and `HF_TOKEN`. */
+/**
+ * The endpoint from `TOLLGATE_HF_ENDPOINT` (tests and mirrors) and `HF_TOKEN`. Throws a
+ * {@link ModelDownloadError} naming the variable when it is not an http(s) URL (every download
+ * needs it: its origin is where HF_TOKEN may go).
+ */
 export function resolveHuggingFaceEndpoint(env: NodeJS.ProcessEnv = process.env): HuggingFaceEndpoint {
   const configured = env.TOLLGATE_HF_ENDPOINT;
   const baseUrl = configured === undefined || configured === "" ? "https://huggingface.co" : configured;
+  const protocol = URL.canParse(baseUrl) ? new URL(baseUrl).protocol : undefined;
+  if (protocol !== "http:" && protocol !== "https:") {
+    const shown = baseUrl.length > 80 ? `${baseUrl.slice(0, 77)}...` : baseUrl;
+    throw new ModelDownloadError(
+      "misconfigured",
+      `TOLLGATE_HF_ENDPOINT must be an http:// or https:// URL such as https://huggingface.co (got ${JSON.stringify(shown)}); fix or unset it.`,
+    );
+  }
   const token = env.HF_TOKEN;
   return {
     baseUrl: baseUrl.replace(/\/+$/, ""),

@@ -14,7 +14,9 @@ export type ModelDownloadFailure =
   | "server-error"
   | "size-mismatch"
   | "checksum"
-  | "invalid-response";
+  | "invalid-response"
+  /** A setting of this machine is wrong (`TOLLGATE_HF_ENDPOINT`). */
+  | "misconfigured";
 
 const retryableFailures: ReadonlySet<ModelDownloadFailure> = new Set(["interrupted", "server-error"]);
 

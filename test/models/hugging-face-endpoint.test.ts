@@ -1,0 +1,28 @@
+import { describe, expect, it } from "vitest";
+import { resolveHuggingFaceEndpoint } from "../../src/models/download/hugging-face-endpoint.ts";
+import { ModelDownloadError } from "../../src/models/download/model-download-error.ts";
+
+describe("resolveHuggingFaceEndpoint", () => {
+  it("takes huggingface.co by default, a mirror from TOLLGATE_HF_ENDPOINT, and HF_TOKEN", () => {
+    expect(resolveHuggingFaceEndpoint({})).toEqual({ baseUrl: "https://huggingface.co", token: undefined });
+    expect(
+      resolveHuggingFaceEndpoint({ TOLLGATE_HF_ENDPOINT: "http://mirror.local/hf/", HF_TOKEN: "hf_x" }),
+    ).toEqual({ baseUrl: "http://mirror.local/hf", token: "hf_x" });
+  });
+
+  it.each(["huggingface.co", "ftp://mirror.local", "http//mirror"])(
+    "names the variable when it is not an http(s) URL: %s (regression: 'Invalid URL', or a models folder to make writable)",
+    (value) => {
+      let thrown: unknown;
+      try {
+        resolveHuggingFaceEndpoint({ TOLLGATE_HF_ENDPOINT: value });
+      } catch (error) {
+        thrown = error;
+      }
+      expect(thrown).toBeInstanceOf(ModelDownloadError);
+      expect((thrown as ModelDownloadError).message).toBe(
+        `TOLLGATE_HF_ENDPOINT must be an http:// or https:// URL such as https://huggingface.co (got ${JSON.stringify(value)}); fix or unset it.`,
+      );
+    },
+  );
+});
