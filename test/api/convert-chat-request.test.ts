@@ -139,6 +139,11 @@ describe("convertChatRequest", () => {
     );
   });
 
+  it("refuses a user with NUL in it, which the usage row could not hold on PostgreSQL (regression: uncharged, reservation left)", () => {
+    expectError({ ...base, user: "a\u0000b" }, "invalid_value", "user");
+    expect(convertChatRequest({ ...base, user: "a\u0001b \u{1F600}" }).user).toBe("a\u0001b \u{1F600}");
+  });
+
   it("refuses requests whose fields contradict each other", () => {
     expectError({ ...base, stream_options: { include_usage: true } }, "invalid_value", "stream_options");
     expectError({ ...base, tool_choice: "required" }, "invalid_value", "tool_choice");
