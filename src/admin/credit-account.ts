@@ -11,7 +11,7 @@ export interface CreditAccountInput {
   amountNano: bigint;
   /**
    * Why; at most {@link MAX_CREDIT_NOTE_LENGTH} characters (code points: an emoji is one).
-   * `undefined` or empty for none.
+   * `undefined` or empty for none. A lone surrogate in it is kept as U+FFFD, as stores keep it.
    */
   note?: string | undefined;
   /**
@@ -50,7 +50,9 @@ export async function creditAccount(
   if (input.amountNano <= 0n) {
     throw new AdminError("invalid_value", "The amount to credit must be more than 0.", { field: "amount" });
   }
-  const note = input.note === undefined || input.note === "" ? undefined : input.note;
+  // A lone surrogate (half an emoji, cut by a client) is stored as U+FFFD: made well formed first,
+  // the note stored, answered and compared with a retry's is the same.
+  const note = input.note === undefined || input.note === "" ? undefined : input.note.toWellFormed();
   if (note !== undefined && hasMoreCharactersThan(note, MAX_CREDIT_NOTE_LENGTH)) {
     throw new AdminError("invalid_value", `A note has at most ${MAX_CREDIT_NOTE_LENGTH} characters.`, {
       field: "note",

@@ -1,5 +1,6 @@
 import type { Account, Store } from "../store/store.ts";
 import { AdminError } from "./admin-error.ts";
+import { hasNulCharacter } from "./has-nul-character.ts";
 import { hideKeySecrets } from "./read-key-reference.ts";
 
 /** The shape of account ids (UUIDs). */
@@ -7,6 +8,9 @@ export const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0
 
 /** The account with this id or, failing that, this name. */
 export async function findAccount(store: Store, nameOrId: string): Promise<Account | undefined> {
+  // No account's name or id holds a NUL, and PostgreSQL fails a query that sends one: such a
+  // reference finds nothing, as on SQLite, without asking.
+  if (hasNulCharacter(nameOrId)) return undefined;
   if (UUID_PATTERN.test(nameOrId)) {
     const byId = await store.getAccountById(nameOrId.toLowerCase());
     if (byId !== undefined) return byId;

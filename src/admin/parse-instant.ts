@@ -1,8 +1,10 @@
 /**
  * Reads an instant given by an operator (`--expires`, `--since`, `--until`, `expires_at`): an
  * ISO 8601 date (`2025-12-31`, midnight UTC at its start) or date and time with a zone
- * (`2025-12-31T18:00:00Z`, `2025-12-31T18:00+02:00`). A time without a zone is refused, not
- * guessed. Throws a `RangeError` whose message says how to write it.
+ * (`2025-12-31T18:00:00Z`, `2025-12-31T18:00+02:00`). Fractions of a second may have any number
+ * of digits (Python's `isoformat` writes 6, Go's RFC 3339 up to 9): a `Date` holds milliseconds,
+ * so the rest is cut off, never rounded into the next second. A time without a zone is refused,
+ * not guessed. Throws a `RangeError` whose message says how to write it.
  */
 export function parseInstant(text: string): Date {
   const match = INSTANT_PATTERN.exec(text);
@@ -23,9 +25,11 @@ export function parseInstant(text: string): Date {
   if (!validDate || Number(hour) > 23 || Number(minute) > 59 || Number(second) > 59) {
     throw new RangeError(`${JSON.stringify(text)} is not a real date and time.`);
   }
-  return new Date(text);
+  // Cut to milliseconds here: ECMAScript's date format has exactly 3 digits, so past that
+  // `new Date` would depend on the engine's leniency.
+  return new Date(text.replace(/(\.\d{3})\d+/, "$1"));
 }
 
 const INSTANT_PATTERN =
-  /^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,3})?)?(?:Z|[+-](?:[01]\d|2[0-3]):[0-5]\d))?$/;
+  /^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d+)?)?(?:Z|[+-](?:[01]\d|2[0-3]):[0-5]\d))?$/;
 const LOCAL_TIME_PATTERN = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?$/;

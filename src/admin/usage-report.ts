@@ -4,6 +4,7 @@ import type { Store, UsageCursor, UsageFilter, UsageGrouping, UsageRecord } from
 import { AdminError } from "./admin-error.ts";
 import { findAccount } from "./find-account.ts";
 import { type CsvValue, formatCsvLine } from "./format-csv.ts";
+import { hasNulCharacter } from "./has-nul-character.ts";
 import { parseInstant } from "./parse-instant.ts";
 import { hideKeySecrets, KEY_REFERENCE_HINT, readKeyReference } from "./read-key-reference.ts";
 
@@ -58,6 +59,11 @@ export interface UsageSelection {
   filter: UsageFilter;
   /** Account names by id. */
   accountNames: Map<string, string>;
+  /**
+   * `true` when a filter names what no row holds (a model id with a NUL, which PostgreSQL cannot
+   * even be asked about): the readers answer no rows without asking the store.
+   */
+  matchesNothing: boolean;
 }
 
 /** How many rows {@link readUsagePages} reads per query: a few milliseconds on SQLite. */
@@ -101,7 +107,11 @@ export async function selectUsage(store: Store, query: UsageQuery): Promise<Usag
     });
   }
   const accounts = await store.listAccounts();
-  return { filter, accountNames: new Map(accounts.map((account) => [account.id, account.name])) };
+  return {
+    filter,
+    accountNames: new Map(accounts.map((account) => [account.id, account.name])),
+    matchesNothing: filter.model !== undefined && hasNulCharacter(filter.model),
+  };
 }
 
 function readInstant(field: "since" | "until", text: string): Date {
@@ -124,6 +134,7 @@ export async function* readUsagePages(
   selection: UsageSelection,
   options: { after?: UsageCursor | undefined; limit?: number | undefined } = {},
 ): AsyncGenerator<UsageRecord[]> {
+  if (selection.matchesNothing) return;
   let after = options.after;
   let left = options.limit ?? Number.POSITIVE_INFINITY;
   while (left > 0) {
@@ -144,6 +155,7 @@ export async function sumUsageGroups(
   selection: UsageSelection,
   grouping: UsageGrouping,
 ): Promise<UsageGroup[]> {
+  if (selection.matchesNothing) return [];
   const totals = await store.sumUsage(selection.filter, grouping);
   return totals
     .map((each) => ({
@@ -173,12 +185,19 @@ export function decodeUsageCursor(text: string): UsageCursor {
   const decoded = /^[A-Za-z0-9_-]+$/.test(text) ? Buffer.from(text, "base64url").toString() : "";
   const space = decoded.indexOf(" ");
   const createdAt = new Date(decoded.slice(0, space));
-  if (space < 0 || Number.isNaN(createdAt.getTime()) || createdAt.toISOString() !== decoded.slice(0, space)) {
+  const id = decoded.slice(space + 1);
+  // No row's id holds a NUL (nor could PostgreSQL be asked about one): not a cursor handed out.
+  if (
+    space < 0 ||
+    Number.isNaN(createdAt.getTime()) ||
+    createdAt.toISOString() !== decoded.slice(0, space) ||
+    hasNulCharacter(id)
+  ) {
     throw new AdminError("invalid_value", "after must be the next_after of an earlier page.", {
       field: "after",
     });
   }
-  return { createdAt, id: decoded.slice(space + 1) };
+  return { createdAt, id };
 }
 
 /** A row as `usage --format json` prints it. */
@@ -253,7 +272,9 @@ function usageGroupCells(group: UsageGroup, grouping: UsageGrouping): CsvValue[]
 
 /**
  * The CSV lines (without line breaks) of the selected rows, or of their totals per group: the
- * header, then the rows a page at a time (see {@link readUsagePages}).
+ * header, then the rows a page at a time (see {@link readUsagePages}). The header comes with the
+ * first page (or every group), so that a caller that waits for the first lines before answering
+ * has run the first query: a store that fails then can still be answered with an error.
  */
 export async function* usageCsvLines(
   store: Store,
@@ -269,8 +290,10 @@ export async function* usageCsvLines(
     ];
     return;
   }
-  yield [formatCsvLine(USAGE_ROW_COLUMNS)];
-  for await (const page of readUsagePages(store, selection, options)) {
-    yield page.map((record) => formatCsvLine(usageRowCells(renderUsageRow(record, selection.accountNames))));
-  }
+  const formatPage = (page: UsageRecord[]) =>
+    page.map((record) => formatCsvLine(usageRowCells(renderUsageRow(record, selection.accountNames))));
+  const pages = readUsagePages(store, selection, options);
+  const first = await pages.next();
+  yield [formatCsvLine(USAGE_ROW_COLUMNS), ...(first.done === true ? [] : formatPage(first.value))];
+  for await (const page of pages) yield formatPage(page);
 }

@@ -10,6 +10,11 @@ describe("parseInstant", () => {
     ["2024-02-29", "2024-02-29T00:00:00.000Z"],
     ["0001-01-01", "0001-01-01T00:00:00.000Z"],
     ["0099-12-31T23:59:59Z", "0099-12-31T23:59:59.000Z"],
+    // Python's isoformat, Go's RFC 3339 with nanoseconds: cut to milliseconds, never rounded up.
+    ["2099-01-01T00:00:00.123456+00:00", "2099-01-01T00:00:00.123Z"],
+    ["2025-12-31T23:59:59.999999999Z", "2025-12-31T23:59:59.999Z"],
+    ["2025-12-31T18:00:00.000000Z", "2025-12-31T18:00:00.000Z"],
+    ["2025-12-31T18:00:00.98765432101234567890+02:00", "2025-12-31T16:00:00.987Z"],
   ])("reads %s", (text, iso) => {
     expect(parseInstant(text).toISOString()).toBe(iso);
   });
@@ -21,6 +26,9 @@ describe("parseInstant", () => {
     ["a month 13", "2025-13-01", /not a real date/],
     ["February 29 of a year 0 to 99 that is not a leap year", "0099-02-29", /not a real date/],
     ["words", "tomorrow", /not an ISO 8601 date/],
+    ["a point without digits", "2025-12-31T18:00:00.Z", /not an ISO 8601 date/],
+    ["microseconds without zone", "2025-12-31T18:00:00.123456", /add a time zone/],
+    ["second 60 with a fraction", "2025-12-31T23:59:60.5Z", /not a real date/],
   ])("refuses %s", (_case, text, message) => {
     expect(() => parseInstant(text)).toThrow(message);
   });

@@ -1,5 +1,6 @@
-import Fastify, { type FastifyInstance } from "fastify";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { PassThrough } from "node:stream";
+import Fastify, { type FastifyInstance, LogController } from "fastify";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { createKey } from "../../src/admin/create-key.ts";
 import { USAGE_PAGE_ROWS } from "../../src/admin/usage-report.ts";
 import { errorHeaders, normalizeError, toWireError } from "../../src/api/errors.ts";
@@ -22,6 +23,8 @@ let adminKey: string;
 let userKey: string;
 const revoked: string[] = [];
 const credited: string[] = [];
+/** The app's JSON log lines. */
+let logs: PassThrough;
 
 /**
  * The app as `buildApp` assembles it for the admin API: JSON only, the one error mapping, and an
@@ -31,7 +34,8 @@ function buildAdminApp(): FastifyInstance {
   const authenticator = createAuthenticator({ store });
   const keys = new WeakMap<object, AuthenticatedKey>();
   const instance = Fastify({
-    logger: false,
+    logger: { level: "info", stream: logs },
+    logController: new LogController({ disableRequestLogging: true }),
     ajv: {
       customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: false, allErrors: false },
     },
@@ -83,10 +87,12 @@ beforeEach(async () => {
   userKey = (await createKey(store, { role: "user", accountId: "00000000-0000-4000-8000-000000000001" })).key;
   revoked.length = 0;
   credited.length = 0;
+  logs = new PassThrough();
   app = buildAdminApp();
 });
 
 afterEach(async () => {
+  vi.restoreAllMocks();
   await app.close();
   await store.close();
 });
@@ -317,6 +323,14 @@ describe("admin API keys", () => {
     expect(created.json()).toMatchObject({ name: "", models: null, rpm: null, tpm: null, expires_at: null });
   });
 
+  it("takes an expiry with more than 3 digits of fraction, as Python and Go write it", async () => {
+    const created = await call("POST", "/admin/keys", {
+      body: { account: "staff", expires_at: "2030-01-01T23:59:59.999999+00:00" },
+    });
+    expect(created.status, created.text).toBe(201);
+    expect(created.json()).toMatchObject({ expires_at: "2030-01-01T23:59:59.999Z" });
+  });
+
   it("stops a revoked admin key at once", async () => {
     const other = await createKey(store, { role: "admin", accountId: undefined });
     expect((await call("GET", "/admin/accounts", { key: other.key })).status).toBe(200);
@@ -525,6 +539,9 @@ describe("admin API usage", () => {
     expect((await call("GET", "/admin/usage?until=2025-06-02T00:00:00Z")).json()).toMatchObject({
       data: [{ request_id: "req,1" }],
     });
+    expect((await call("GET", "/admin/usage?since=2025-06-02T09:59:59.999999999Z")).json()).toMatchObject({
+      data: [{ request_id: "req_2" }],
+    });
     expect((await call("GET", "/admin/usage?group_by=day")).json()).toEqual({
       object: "list",
       group_by: "day",
@@ -553,6 +570,39 @@ describe("admin API usage", () => {
         "\r\n",
       ),
     );
+  });
+
+  it("answers the store's error, not a 200 cut short, when the first page of a CSV fails", async () => {
+    vi.spyOn(store, "listUsage").mockRejectedValueOnce(new Error("the store failed"));
+    const response = await call("GET", "/admin/usage?format=csv");
+    await expectError(response, 500, "internal_error", null);
+    vi.spyOn(store, "sumUsage").mockRejectedValueOnce(new Error("the store failed"));
+    await expectError(await call("GET", "/admin/usage?format=csv&group_by=day"), 500, "internal_error", null);
+  });
+
+  it("cuts a CSV short when a later page fails, and logs why", async () => {
+    const fullPage = Array.from({ length: USAGE_PAGE_ROWS }, (_, row) =>
+      makeUsage({ accountId: staffId, requestId: `bulk_${row}` }),
+    );
+    vi.spyOn(store, "listUsage")
+      .mockResolvedValueOnce(fullPage)
+      .mockRejectedValueOnce(new Error("the store failed on page 2"));
+    await app.listen({ host: "127.0.0.1", port: 0 });
+    const address = app.server.address();
+    const port = typeof address === "object" && address !== null ? address.port : 0;
+    const response = await fetch(`http://127.0.0.1:${port}/admin/usage?format=csv`, {
+      headers: { authorization: `Bearer ${adminKey}` },
+    });
+    // The status went out with the first page: only the cut connection can tell the client.
+    expect(response.status).toBe(200);
+    await expect(response.text()).rejects.toThrow();
+    const lines = (logs.read() as Buffer | null)?.toString() ?? "";
+    const logged = lines
+      .split("\n")
+      .filter((line) => line !== "")
+      .map((line) => JSON.parse(line) as { level: number; msg: string; err?: { message: string } })
+      .find((line) => line.err?.message === "the store failed on page 2");
+    expect(logged).toMatchObject({ level: 50, msg: expect.stringMatching(/usage CSV cut short/) });
   });
 
   it.each([

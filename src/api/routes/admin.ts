@@ -1,12 +1,13 @@
 import { Readable } from "node:stream";
 import { type Static, type TObject, Type } from "@sinclair/typebox";
-import type { FastifyInstance } from "fastify";
+import type { FastifyBaseLogger, FastifyInstance } from "fastify";
 import { AdminError } from "../../admin/admin-error.ts";
 import { createAccount } from "../../admin/create-account.ts";
 import { createKey } from "../../admin/create-key.ts";
 import { creditAccount } from "../../admin/credit-account.ts";
 import { describeAccount } from "../../admin/describe-account.ts";
 import { requireAccount } from "../../admin/find-account.ts";
+import { hasNulCharacter } from "../../admin/has-nul-character.ts";
 import { parseInstant } from "../../admin/parse-instant.ts";
 import { hideKeySecrets } from "../../admin/read-key-reference.ts";
 import { revokeKey } from "../../admin/revoke-key.ts";
@@ -108,6 +109,9 @@ export const UsageQuery = Type.Object({
   after: Type.Optional(Type.String({ description: "The next_after of the previous page: rows after it." })),
 });
 
+/** Body fields that name a record to find, not a value to store: one with a NUL finds nothing. */
+const REFERENCE_FIELDS: ReadonlySet<string> = new Set(["account"]);
+
 /** The operator-facing field names that differ from the request fields. */
 const PARAM_OF_FIELD: Readonly<Record<string, string>> = { expires: "expires_at" };
 
@@ -164,6 +168,11 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
     // After the admin check, before the schema's: a misspelt filter must not widen a listing.
     admin.addHook("preValidation", async (request) => {
       rejectUnknownQueryParameters(request.query, request.routeOptions.schema?.querystring);
+    });
+
+    // After the schema's: the same answer on every store to a value no store keeps.
+    admin.addHook("preHandler", async (request) => {
+      rejectNulCharacters(request.body, request.routeOptions.schema?.body);
     });
 
     admin.post<{ Body: Static<typeof CreateAccountBody> }>(
@@ -332,9 +341,10 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
           cursor === undefined ? undefined : await mapAdminErrors(async () => decodeUsageCursor(cursor));
         if (query.format === "csv") {
           // Streamed a page at a time: an export of the whole ledger holds one page in memory.
-          const pages = usageCsvLines(store, selection, grouping, { after, limit });
+          const lines = usageCsvLines(store, selection, grouping, { after, limit });
+          const stream = await startCsvStream(lines, request.log);
           reply.type("text/csv; charset=utf-8");
-          return Readable.from(joinCsvLines(pages));
+          return stream;
         }
         if (grouping !== undefined) {
           const groups = await sumUsageGroups(store, selection, grouping);
@@ -375,8 +385,47 @@ function readUsageLimit(text: string): number {
   });
 }
 
-async function* joinCsvLines(pages: AsyncIterable<string[]>): AsyncGenerator<string> {
-  for await (const lines of pages) yield lines.map((line) => `${line}\r\n`).join("");
+/**
+ * The CSV as a stream, once its first lines (the header and the first page: see
+ * {@link usageCsvLines}) are read: a store that fails before any row is sent gets the request
+ * its error answer. Past that the status is sent, and a failure can only cut the response short:
+ * it is logged, since the client sees only a connection closed early.
+ */
+async function startCsvStream(lines: AsyncGenerator<string[]>, log: FastifyBaseLogger): Promise<Readable> {
+  const join = (chunk: string[]) => chunk.map((line) => `${line}\r\n`).join("");
+  const first = await lines.next();
+  async function* chunks(): AsyncGenerator<string> {
+    if (first.done === true) return;
+    yield join(first.value);
+    try {
+      for await (const chunk of lines) yield join(chunk);
+    } catch (error) {
+      log.error({ err: error }, "usage CSV cut short: reading a later page failed");
+      throw error;
+    }
+  }
+  return Readable.from(chunks());
+}
+
+/**
+ * Refuses a NUL character (U+0000) in a body field the route's schema names, other than one
+ * that names a record to find ({@link REFERENCE_FIELDS}; finding nothing is the answer there):
+ * PostgreSQL cannot store one where SQLite would, so it is refused on both, naming the field.
+ */
+function rejectNulCharacters(body: unknown, schema: unknown): void {
+  if (typeof body !== "object" || body === null || !isObjectSchema(schema)) return;
+  for (const [field, value] of Object.entries(body)) {
+    // Unknown fields are the handler's to refuse, by name and with the one meant.
+    if (REFERENCE_FIELDS.has(field) || !Object.hasOwn(schema.properties, field)) continue;
+    const texts: unknown[] = Array.isArray(value) ? value : [value];
+    if (texts.some((text) => typeof text === "string" && hasNulCharacter(text))) {
+      throw new AppError(
+        "invalid_value",
+        `Invalid '${field}': it holds a NUL character (U+0000), which cannot be stored; remove it.`,
+        { param: field },
+      );
+    }
+  }
 }
 
 /** A key as the admin API shows it: never its secret or hash. */
