@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { AppError } from "../errors/app-error.ts";
-import { exceedsJsonDepth, MAX_JSON_DEPTH } from "./check-json-depth.ts";
+import { exceedsJsonDepth, MAX_JSON_DEPTH } from "../json/check-json-depth.ts";
 
 type Done = (error: Error | null, body?: unknown) => void;
 

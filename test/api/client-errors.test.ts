@@ -5,8 +5,8 @@ import type { FastifyInstance } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { answerClientError, boundUnreadBody } from "../../src/api/answer-client-error.ts";
 import { buildApp } from "../../src/api/build-app.ts";
-import { MAX_JSON_DEPTH } from "../../src/api/check-json-depth.ts";
 import { AppError } from "../../src/errors/app-error.ts";
+import { MAX_JSON_DEPTH } from "../../src/json/check-json-depth.ts";
 import { ModelRegistry } from "../../src/models/model-registry.ts";
 
 const REQUEST_TIMEOUT_MS = 400;

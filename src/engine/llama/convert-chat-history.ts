@@ -1,4 +1,5 @@
 import type { ChatHistoryItem, ChatModelFunctionCall, ChatModelResponse } from "node-llama-cpp";
+import { exceedsJsonDepth } from "../../json/check-json-depth.ts";
 import type { ChatMessage, ToolCall } from "../engine.ts";
 
 /**
@@ -79,8 +80,13 @@ function convertToolCall(call: ToolCall, startsNewChunk: boolean): ChatModelFunc
   };
 }
 
-/** Tool arguments and results are JSON texts as a rule; the chat wrappers render them as JSON values. */
+/**
+ * Tool arguments and results are JSON texts as a rule; the chat wrappers render them as JSON
+ * values. A text nested deeper than a request body may be stays text: node-llama-cpp copies and
+ * renders values recursively, and 5000 levels inside a string (10 KB) overflowed its stack (500).
+ */
 function parseJsonOrKeep(text: string): unknown {
+  if (exceedsJsonDepth(text)) return text;
   try {
     return JSON.parse(text);
   } catch {

@@ -256,3 +256,26 @@ describe("grammar-constrained answers over HTTP", () => {
     },
   );
 });
+
+describe("tool calls in the history over HTTP", () => {
+  it("takes arguments and results nested far deeper than a body may be as text (regression: 500, a stack overflow in node-llama-cpp)", async () => {
+    // 20,000 brackets in all: as text they are counted, and too long for the tiny model's context.
+    const deep = `${"[".repeat(5000)}${"]".repeat(5000)}`;
+    const response = await post(server.starterKey, {
+      messages: [
+        { role: "user", content: "Go." },
+        {
+          role: "assistant",
+          content: null,
+          tool_calls: [{ id: "call_1", type: "function", function: { name: "f", arguments: deep } }],
+        },
+        { role: "tool", tool_call_id: "call_1", content: deep },
+      ],
+      max_tokens: 2,
+    });
+    expect(response.status).toBe(400);
+    expect(((await response.json()) as { error: { code: string } }).error.code).toBe(
+      "context_length_exceeded",
+    );
+  });
+});

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { exceedsJsonDepth } from "../../src/api/check-json-depth.ts";
+import { exceedsJsonDepth } from "../../src/json/check-json-depth.ts";
 
 const nested = (depth: number) => `${"[".repeat(depth)}${"]".repeat(depth)}`;
 
