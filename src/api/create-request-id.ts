@@ -1,3 +1,4 @@
+import { hideKeySecrets } from "../admin/read-key-reference.ts";
 import { createRandomText } from "../ids/random-text.ts";
 
 /**
@@ -7,8 +8,12 @@ import { createRandomText } from "../ids/random-text.ts";
  */
 const REQUEST_ID_PATTERN = /^[!-~]{1,128}$/;
 
-/** The client's `x-request-id` when it is sane, else a new one (`req_` and 24 hex digits). */
+/**
+ * The client's `x-request-id` when it is sane, else a new one (`req_` and 24 hex digits). An API
+ * key sent as the id (a header mixed up) is not sane: the id goes into log lines and the ledger.
+ */
 export function createRequestId(header?: string | string[] | undefined): string {
-  if (typeof header === "string" && REQUEST_ID_PATTERN.test(header)) return header;
+  if (typeof header === "string" && REQUEST_ID_PATTERN.test(header) && hideKeySecrets(header) === header)
+    return header;
   return `req_${createRandomText(12, "hex")}`;
 }

@@ -22,6 +22,7 @@ describe("createRequestId", () => {
     ["not ASCII", "idé"],
     ["over 128 characters", "x".repeat(129)],
     ["sent twice", ["a", "b"]],
+    ["an API key (headers mixed up)", "sk-tg-abcdefghijkl-0123456789abcdefghijklmnopqrstuv"],
   ])("makes a new id when the client's is %s", (_case, header) => {
     expect(createRequestId(header)).toMatch(GENERATED);
   });

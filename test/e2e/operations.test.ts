@@ -179,4 +179,22 @@ describe("logs", () => {
     expect(everything).not.toContain(server.starterKey.split("-")[3]);
     expect(everything).not.toContain(server.adminKey.split("-")[3]);
   });
+
+  it("never logs a key sent where something else was expected: as the model, or as the request id", async () => {
+    const before = logLines.length;
+    const response = await chat({ model: server.starterKey });
+    expect(response.status).toBe(404);
+    const sentAsId = await fetch(`${server.baseUrl}/models`, {
+      headers: { authorization: `Bearer ${server.starterKey}`, "x-request-id": server.starterKey },
+    });
+    expect(sentAsId.status).toBe(200);
+    expect(sentAsId.headers.get("x-request-id")).toMatch(/^req_[0-9a-f]{24}$/);
+    for (let attempt = 0; attempt < 50 && logLines.length < before + 2; attempt++) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    const lines = logLines.slice(before);
+    const publicId = server.starterKey.split("-")[2];
+    expect(lines.find((line) => line.status === 404)?.model).toBe(`sk-tg-${publicId}-...`);
+    expect(JSON.stringify(lines)).not.toContain(server.starterKey.split("-")[3]);
+  });
 });

@@ -1,5 +1,6 @@
 import type { OutgoingHttpHeaders } from "node:http";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { hideKeySecrets } from "../../admin/read-key-reference.ts";
 import type { ChatService } from "../../chat/chat-service.ts";
 import type { RequestKey } from "../../chat/request-key.ts";
 import { type AppError, isAppError } from "../../errors/app-error.ts";
@@ -37,9 +38,21 @@ function abortOnDisconnect(
 /** Longest prompt text a log line carries (`log_prompts: true`); the rest is cut. */
 export const MAX_LOGGED_PROMPT_CHARS = 64 * 1024;
 
+/** Longest model name a log line repeats as the client sent it. */
+const MAX_LOGGED_MODEL_CHARS = 256;
+
+/**
+ * The model as the client named it, for its log line: the secret of a key pasted there is hidden
+ * (keys are never logged: SPEC section 6; the 404 hides it too), a long name cut.
+ */
+function describeModel(model: string): string {
+  const shown = model.includes("sk-tg-") ? hideKeySecrets(model) : model;
+  return shown.length > MAX_LOGGED_MODEL_CHARS ? `${shown.slice(0, MAX_LOGGED_MODEL_CHARS)}...` : shown;
+}
+
 /** The messages as JSON text for the request's log line, cut at {@link MAX_LOGGED_PROMPT_CHARS}. */
 function describePrompt(messages: unknown): Record<string, string | number> {
-  const text = JSON.stringify(messages);
+  const text = hideKeySecrets(JSON.stringify(messages));
   if (text.length <= MAX_LOGGED_PROMPT_CHARS) return { prompt: text };
   return { prompt: text.slice(0, MAX_LOGGED_PROMPT_CHARS), promptChars: text.length };
 }
@@ -85,7 +98,7 @@ export function registerChatCompletionRoutes(
     handled: Promise<void>,
   ) {
     const chatOptions = convertChatRequest(request.body);
-    options.annotate(request, { model: chatOptions.model, stream: chatOptions.stream });
+    options.annotate(request, { model: describeModel(chatOptions.model), stream: chatOptions.stream });
     if (options.logPrompts === true) options.annotate(request, describePrompt(request.body.messages));
     const controller = abortOnDisconnect(reply, options.inFlight, handled, () =>
       options.recordClientClosed(request, reply),
