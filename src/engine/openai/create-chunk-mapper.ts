@@ -48,14 +48,18 @@ interface ToolCallState {
  * made up, fragments that came before the name held back until it comes, and a new id at an
  * index already in use read as a new call (servers that send every call whole at index 0).
  *
+ * An error the upstream sends is read with `secrets`, the endpoint's (see
+ * create-upstream-endpoint.ts), removed from it: it may repeat the credentials it was sent.
+ *
  * A class rather than a closure: a request makes one, and an object literal with getters costs
  * several runtime calls to build where a class instance costs an allocation.
  */
-export function createChunkMapper(): ChunkMapper {
-  return new UpstreamChunkMapper();
+export function createChunkMapper(secrets: readonly string[]): ChunkMapper {
+  return new UpstreamChunkMapper(secrets);
 }
 
 class UpstreamChunkMapper implements ChunkMapper {
+  readonly #secrets: readonly string[];
   readonly #texts: string[] = [];
   /**
    * Reasoning the upstream streamed beside the answer (vLLM's `reasoning_content`, Ollama's and
@@ -70,17 +74,21 @@ class UpstreamChunkMapper implements ChunkMapper {
   reportedUsage: Usage | undefined;
   producedLength = 0;
 
+  constructor(secrets: readonly string[]) {
+    this.#secrets = secrets;
+  }
+
   get calledTools(): boolean {
     return this.#calls.length > 0;
   }
 
   read(value: unknown, parts: StreamPart[], eventName?: string): UpstreamErrorBody | undefined {
     // Whatever an error event holds is its error: an object, or a bare message.
-    if (eventName === "error") return readErrorBody(JSON.stringify(value));
+    if (eventName === "error") return readErrorBody(JSON.stringify(value), this.#secrets);
     if (typeof value !== "object" || value === null) return undefined;
     const chunk = value as UpstreamChunk;
     if (chunk.error !== undefined && chunk.error !== null) {
-      return readErrorBody(JSON.stringify({ error: chunk.error }));
+      return readErrorBody(JSON.stringify({ error: chunk.error }), this.#secrets);
     }
     if (chunk.usage !== undefined && chunk.usage !== null) {
       this.reportedUsage = convertUsage(chunk.usage) ?? this.reportedUsage;

@@ -1,4 +1,5 @@
 import { Pool } from "undici";
+import { listEndpointSecrets } from "./list-endpoint-secrets.ts";
 import type { UpstreamSettings } from "./upstream-settings.ts";
 
 /** One configured upstream server, with its keep-alive connection pool. */
@@ -14,6 +15,12 @@ export interface UpstreamEndpoint {
    * its own headers.
    */
   headers: Record<string, string>;
+  /**
+   * The endpoint's credentials and configured values (list-endpoint-secrets.ts), longest first:
+   * removed from whatever the upstream says before it reaches a client or a log line, since an
+   * upstream may repeat what it was sent in its errors.
+   */
+  secrets: readonly string[];
   pool: Pool;
   /**
    * Whether requests to this endpoint carry `stream_options`. Cleared, for the engine's life, the
@@ -58,6 +65,7 @@ export function createUpstreamEndpoint(options: {
     label: `${url.origin}${basePath}`,
     path: `${basePath}/chat/completions${url.search}`,
     headers,
+    secrets: listEndpointSecrets(options),
     takesStreamOptions: true,
     takesMaxTokens: true,
     pool: new Pool(url.origin, {

@@ -1,23 +1,39 @@
-/** What an upstream said about a failed request, as far as its body says anything. */
+import { redactUpstreamText } from "./redact-upstream-text.ts";
+
+/**
+ * What an upstream said about a failed request, as far as its body says anything. Every field is
+ * free of the endpoint's secrets and of anything shaped like a credential (redact-upstream-text.ts).
+ */
 export interface UpstreamErrorBody {
-  /** The upstream's message, shortened and with anything shaped like a credential removed. */
+  /** The upstream's message, shortened. */
   message: string | undefined;
   type: string | undefined;
   code: string | undefined;
   param: string | undefined;
 }
 
-/** Longest upstream message passed on. */
+/** Longest upstream message (or other field) passed on. */
 const MAX_MESSAGE_LENGTH = 300;
-/** API keys and bearer tokens that an upstream may echo in a message (`Incorrect API key: sk-...`). */
-const CREDENTIAL = /\b(?:sk|pk|rk|ak|key)[-_][A-Za-z0-9_-]{6,}|\bBearer\s+\S+|\b[A-Za-z0-9_-]{32,}\b/g;
 
 /**
  * Reads an upstream's error body: OpenAI's `{"error": {"message", "type", "code", "param"}}`, and
  * the shapes other compatible servers use (`{"error": "text"}`, `{"message"}`, `{"detail"}`, plain
- * text). Never throws; every field is `undefined` where the body does not say.
+ * text). Never throws; every field is `undefined` where the body does not say. `secrets`: the
+ * endpoint's (see create-upstream-endpoint.ts), removed from every field, since an upstream may
+ * repeat in its errors the credentials it was sent.
  */
-export function readErrorBody(text: string): UpstreamErrorBody {
+export function readErrorBody(text: string, secrets: readonly string[]): UpstreamErrorBody {
+  const raw = readRawErrorBody(text);
+  return {
+    message: cleanText(raw.message, secrets),
+    type: cleanText(raw.type, secrets),
+    code: cleanText(raw.code, secrets),
+    param: cleanText(raw.param, secrets),
+  };
+}
+
+/** The body's fields as the upstream wrote them. */
+function readRawErrorBody(text: string): UpstreamErrorBody {
   const empty: UpstreamErrorBody = { message: undefined, type: undefined, code: undefined, param: undefined };
   const trimmed = text.trim();
   if (trimmed === "") return empty;
@@ -26,13 +42,12 @@ export function readErrorBody(text: string): UpstreamErrorBody {
     parsed = JSON.parse(trimmed);
   } catch {
     // HTML error pages say nothing useful to a client.
-    return trimmed.startsWith("<") ? empty : { ...empty, message: cleanMessage(trimmed) };
+    return trimmed.startsWith("<") ? empty : { ...empty, message: trimmed };
   }
-  if (!isRecord(parsed))
-    return typeof parsed === "string" ? { ...empty, message: cleanMessage(parsed) } : empty;
+  if (!isRecord(parsed)) return typeof parsed === "string" ? { ...empty, message: parsed } : empty;
   const error = parsed.error;
   if (isRecord(error)) return readFields(error, readText(error.message));
-  if (typeof error === "string") return { ...empty, message: cleanMessage(error) };
+  if (typeof error === "string") return { ...empty, message: error };
   // The fields at the top: vLLM's `{"object": "error", "message", "type", "code"}`, and the
   // error events of llama.cpp's streams (`{"code": 400, "message", "type"}`).
   return readFields(parsed, readText(parsed.message) ?? readText(parsed.detail));
@@ -48,11 +63,11 @@ function readFields(fields: Record<string, unknown>, message: string | undefined
 }
 
 function readText(value: unknown): string | undefined {
-  if (typeof value === "string") return value.trim() === "" ? undefined : cleanMessage(value);
+  if (typeof value === "string") return value.trim() === "" ? undefined : value;
   // FastAPI's validation errors: `detail` is a list of `{loc, msg}`.
   if (Array.isArray(value)) {
     const messages = value.map(readValidationError).filter((message) => message !== undefined);
-    return messages.length === 0 ? undefined : cleanMessage(messages.join("; "));
+    return messages.length === 0 ? undefined : messages.join("; ");
   }
   return undefined;
 }
@@ -78,9 +93,15 @@ function readString(value: unknown): string | undefined {
   return typeof value === "string" && value !== "" ? value : undefined;
 }
 
-function cleanMessage(message: string): string {
-  const redacted = message.replace(CREDENTIAL, "[redacted]").replace(/\s+/g, " ").trim();
-  return redacted.length <= MAX_MESSAGE_LENGTH ? redacted : `${redacted.slice(0, MAX_MESSAGE_LENGTH - 1)}…`;
+/**
+ * A field as it may be passed on: secrets removed first, on the whole text (shortening could
+ * otherwise cut one and leave its start), then one line, shortened; `undefined` when blank.
+ */
+function cleanText(text: string | undefined, secrets: readonly string[]): string | undefined {
+  if (text === undefined) return undefined;
+  const cleaned = redactUpstreamText(text, secrets).replace(/\s+/g, " ").trim();
+  if (cleaned === "") return undefined;
+  return cleaned.length <= MAX_MESSAGE_LENGTH ? cleaned : `${cleaned.slice(0, MAX_MESSAGE_LENGTH - 1)}…`;
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {

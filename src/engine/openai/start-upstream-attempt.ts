@@ -14,6 +14,7 @@ import { mapUpstreamStatus } from "./map-upstream-status.ts";
 import { parseRetryAfter } from "./parse-retry-after.ts";
 import { isJsonType, readContentEncoding, readMediaType } from "./read-content-headers.ts";
 import { readErrorBody, type UpstreamErrorBody } from "./read-error-body.ts";
+import { dropCutSecret, redactUpstreamText } from "./redact-upstream-text.ts";
 import { startUpstreamCall, type UpstreamCall } from "./start-upstream-call.ts";
 import { createEndpointFailure, createFinalFailure, type UpstreamFailure } from "./upstream-failure.ts";
 import type { UpstreamSettings } from "./upstream-settings.ts";
@@ -73,6 +74,9 @@ const MAX_ERROR_BODY_LENGTH = 64 * 1024;
 export const MAX_ANSWER_LENGTH = 32 * 1024 * 1024;
 const MAX_ANSWER_TEXT = `${MAX_ANSWER_LENGTH / (1024 * 1024)} MiB`;
 
+/** Longest upstream header value (a content type or encoding) repeated in a message. */
+const MAX_HEADER_LENGTH = 40;
+
 /** How long the rest of a body after `[DONE]` may take before its connection is dropped. */
 const DRAIN_AFTER_END_MS = 1_000;
 /**
@@ -117,7 +121,7 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
   signal.addEventListener("abort", onAbort);
 
   const parser = createSseParser();
-  const mapper = createChunkMapper();
+  const mapper = createChunkMapper(endpoint.secrets);
   /** `json`: the upstream ignored `stream` and answers with one `chat.completion` object. */
   let stage: "response" | "body" | "json" | "over" = "response";
   let produced = false;
@@ -157,7 +161,7 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
     } catch {
       // An error event's text is its message.
       streamError = isError
-        ? readErrorBody(event.data)
+        ? readErrorBody(event.data, endpoint.secrets)
         : malformed(whole ? "an answer that is not JSON" : "an event that is not JSON");
       return;
     }
@@ -207,7 +211,7 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
             ? "closed the stream before the answer was complete"
             : unexpectedType === undefined
               ? "closed the stream before sending anything"
-              : `answered with ${unexpectedType} instead of an event stream`
+              : `answered with ${quoteHeader(unexpectedType, endpoint.secrets)} instead of an event stream`
           : watch.stalled !== undefined
             ? describeStall(watch.stalled, settings)
             : describeTransportError(error);
@@ -283,7 +287,7 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
             let text = "";
             if (encoding === undefined) {
               awaitingUpstream = true;
-              text = await readErrorText(current);
+              text = await readErrorText(current, endpoint.secrets);
               awaitingUpstream = false;
             } else {
               // A compressed error body would read as noise: its status says enough.
@@ -294,7 +298,7 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
               kind: "failed",
               failure: mapUpstreamStatus({
                 status: response.statusCode,
-                body: readErrorBody(text),
+                body: readErrorBody(text, endpoint.secrets),
                 retryAfterMs: parseRetryAfter(response.headers),
                 modelId,
                 sentStreamOptions,
@@ -305,7 +309,10 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
           if (encoding !== undefined) {
             finishUp();
             current.abort(new AttemptStopped("compressed body"));
-            return { kind: "failed", failure: compressedAnswerFailure(modelId, encoding) };
+            return {
+              kind: "failed",
+              failure: compressedAnswerFailure(modelId, quoteHeader(encoding, endpoint.secrets)),
+            };
           }
           context.balancer.reportSuccess(endpoint);
           const contentType = readMediaType(response.headers["content-type"]);
@@ -433,8 +440,19 @@ export function closingError(modelId: string): AppError {
   );
 }
 
-async function readErrorText(call: UpstreamCall): Promise<string> {
-  return (await readText(call, MAX_ERROR_BODY_LENGTH)).text;
+/** The error body, up to its bound; where cut there, without the start of a secret it may end in. */
+async function readErrorText(call: UpstreamCall, secrets: readonly string[]): Promise<string> {
+  const { text, cut } = await readText(call, MAX_ERROR_BODY_LENGTH);
+  return cut ? dropCutSecret(text, secrets) : text;
+}
+
+/**
+ * An upstream's header value as a message repeats it: without the endpoint's secrets, then cut
+ * short (cut first, a secret could be cut and its start left).
+ */
+function quoteHeader(value: string, secrets: readonly string[]): string {
+  const redacted = redactUpstreamText(value, secrets);
+  return redacted.length <= MAX_HEADER_LENGTH ? redacted : `${redacted.slice(0, MAX_HEADER_LENGTH - 1)}…`;
 }
 
 /** The body as text, up to `maxLength`: past that the call is aborted and the text cut there. */

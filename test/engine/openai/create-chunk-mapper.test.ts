@@ -8,7 +8,7 @@ function toolDelta(call: Record<string, unknown>) {
 }
 
 function readAll(chunks: readonly unknown[]) {
-  const mapper = createChunkMapper();
+  const mapper = createChunkMapper([]);
   const parts: StreamPart[] = [];
   for (const value of chunks) mapper.read(value, parts);
   mapper.flush(parts);
@@ -105,7 +105,7 @@ describe("createChunkMapper", () => {
   });
 
   it("returns the upstream's error for error events", () => {
-    const mapper = createChunkMapper();
+    const mapper = createChunkMapper([]);
     const parts: StreamPart[] = [];
     expect(mapper.read({ error: { message: "overloaded", type: "server_error" } }, parts)?.message).toBe(
       "overloaded",

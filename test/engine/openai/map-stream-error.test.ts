@@ -4,7 +4,7 @@ import { readErrorBody } from "../../../src/engine/openai/read-error-body.ts";
 
 function map(error: unknown) {
   return mapStreamError({
-    body: readErrorBody(JSON.stringify(error)),
+    body: readErrorBody(JSON.stringify(error), []),
     summary: "sent an error",
     modelId: "gpt",
     sentStreamOptions: true,

@@ -3,7 +3,7 @@ import { mapUpstreamStatus } from "../../../src/engine/openai/map-upstream-statu
 import { readErrorBody } from "../../../src/engine/openai/read-error-body.ts";
 
 function map(status: number, body = "", retryAfterMs?: number) {
-  return mapUpstreamStatus({ status, body: readErrorBody(body), retryAfterMs, modelId: "gpt" });
+  return mapUpstreamStatus({ status, body: readErrorBody(body, []), retryAfterMs, modelId: "gpt" });
 }
 
 describe("mapUpstreamStatus", () => {
@@ -49,7 +49,7 @@ describe("mapUpstreamStatus", () => {
     const withOptions = (status: number, body: string) =>
       mapUpstreamStatus({
         status,
-        body: readErrorBody(body),
+        body: readErrorBody(body, []),
         retryAfterMs: undefined,
         modelId: "gpt",
         sentStreamOptions: true,

@@ -1,10 +1,15 @@
 import { describe, expect, it } from "vitest";
 import { readErrorBody } from "../../../src/engine/openai/read-error-body.ts";
 
+/** With no endpoint secrets: only the shapes of credentials are removed. */
+function readBody(text: string) {
+  return readErrorBody(text, []);
+}
+
 describe("readErrorBody", () => {
   it("reads OpenAI's error shape", () => {
     expect(
-      readErrorBody(
+      readBody(
         JSON.stringify({
           error: {
             message: "Invalid 'temperature'.",
@@ -23,27 +28,25 @@ describe("readErrorBody", () => {
   });
 
   it("reads the shapes other compatible servers use", () => {
-    expect(readErrorBody('{"error":"model overloaded"}').message).toBe("model overloaded");
-    expect(readErrorBody('{"message":"bad things"}').message).toBe("bad things");
-    expect(readErrorBody('{"detail":"Not Found"}').message).toBe("Not Found");
-    expect(readErrorBody('{"detail":[{"msg":"field required"},{"msg":"value too big"}]}').message).toBe(
+    expect(readBody('{"error":"model overloaded"}').message).toBe("model overloaded");
+    expect(readBody('{"message":"bad things"}').message).toBe("bad things");
+    expect(readBody('{"detail":"Not Found"}').message).toBe("Not Found");
+    expect(readBody('{"detail":[{"msg":"field required"},{"msg":"value too big"}]}').message).toBe(
       "field required; value too big",
     );
-    expect(readErrorBody("upstream timed out\n").message).toBe("upstream timed out");
-    expect(readErrorBody('{"error":{"code":429}}').code).toBe("429");
+    expect(readBody("upstream timed out\n").message).toBe("upstream timed out");
+    expect(readBody('{"error":{"code":429}}').code).toBe("429");
   });
 
   it("reads the fields at the top level (vLLM's errors, llama.cpp's error events)", () => {
     expect(
-      readErrorBody(
-        '{"object":"error","message":"too long","type":"BadRequestError","param":null,"code":400}',
-      ),
+      readBody('{"object":"error","message":"too long","type":"BadRequestError","param":null,"code":400}'),
     ).toEqual({ message: "too long", type: "BadRequestError", code: "400", param: undefined });
   });
 
   it("names the field of a FastAPI validation error", () => {
     expect(
-      readErrorBody(
+      readBody(
         JSON.stringify({
           detail: [
             { loc: ["body", "stream_options"], msg: "Extra inputs are not permitted" },
@@ -55,24 +58,48 @@ describe("readErrorBody", () => {
   });
 
   it("says nothing for empty bodies and HTML pages", () => {
-    expect(readErrorBody("")).toEqual({
+    expect(readBody("")).toEqual({
       message: undefined,
       type: undefined,
       code: undefined,
       param: undefined,
     });
-    expect(readErrorBody("<html><body>502 Bad Gateway</body></html>").message).toBeUndefined();
+    expect(readBody("<html><body>502 Bad Gateway</body></html>").message).toBeUndefined();
   });
 
   it("removes anything shaped like a credential and shortens long messages", () => {
-    const body = readErrorBody(
+    const body = readBody(
       JSON.stringify({
         error: { message: "Incorrect API key provided: sk-proj-abcdef123456. Header was Bearer xyz.123" },
       }),
     );
     expect(body.message).toBe("Incorrect API key provided: [redacted]. Header was [redacted]");
-    const long = readErrorBody(JSON.stringify({ error: { message: "word ".repeat(200) } }));
+    const long = readBody(JSON.stringify({ error: { message: "word ".repeat(200) } }));
     expect(long.message?.length).toBe(300);
     expect(long.message?.endsWith("…")).toBe(true);
+  });
+
+  it("removes the endpoint's secrets from every field, before shortening", () => {
+    const secrets = ["vllm-local-7f3a", "azkey-9c1e2f"];
+    const body = readErrorBody(
+      JSON.stringify({
+        error: {
+          message: `${"word ".repeat(58)}token vllm-local-7f3a refused`,
+          type: "denied_for_azkey-9c1e2f",
+          code: "azkey-9c1e2f",
+          param: "api-key=azkey-9c1e2f",
+        },
+      }),
+      secrets,
+    );
+    expect(body).toEqual({
+      message: `${"word ".repeat(58)}token [re…`,
+      type: "denied_for_[redacted]",
+      code: "[redacted]",
+      param: "api-key=[redacted]",
+    });
+    expect(readErrorBody("vllm-local-7f3a is not allowed", secrets).message).toBe(
+      "[redacted] is not allowed",
+    );
   });
 });

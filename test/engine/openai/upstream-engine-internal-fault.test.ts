@@ -22,8 +22,8 @@ vi.mock("../../../src/engine/openai/create-chunk-mapper.ts", async (importOrigin
   const original = await importOriginal<typeof import("../../../src/engine/openai/create-chunk-mapper.ts")>();
   return {
     ...original,
-    createChunkMapper: () => {
-      const mapper = original.createChunkMapper();
+    createChunkMapper: (secrets: readonly string[]) => {
+      const mapper = original.createChunkMapper(secrets);
       const read = mapper.read.bind(mapper);
       mapper.read = (chunk, parts, event) => {
         const content = (chunk as { choices?: { delta?: { content?: unknown } }[] }).choices?.[0]?.delta

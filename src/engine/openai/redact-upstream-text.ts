@@ -1,0 +1,33 @@
+/**
+ * API keys and bearer tokens that an upstream may echo (`Incorrect API key: sk-...`): a backstop
+ * for credentials Tollgate does not know of, such as another endpoint's behind a gateway.
+ */
+const CREDENTIAL = /\b(?:sk|pk|rk|ak|key)[-_][A-Za-z0-9_-]{6,}|\bBearer\s+\S+|\b[A-Za-z0-9_-]{32,}\b/g;
+
+const REDACTED = "[redacted]";
+
+/**
+ * Upstream text (an error's message or param, a header value) as it may reach a client or a log
+ * line: every one of the endpoint's `secrets` (see list-endpoint-secrets.ts) removed wherever it
+ * occurs, then anything shaped like a credential. `secrets` go longest first, so that one that
+ * holds another is removed whole.
+ */
+export function redactUpstreamText(text: string, secrets: readonly string[]): string {
+  let redacted = text;
+  for (const secret of secrets) redacted = redacted.replaceAll(secret, REDACTED);
+  return redacted.replace(CREDENTIAL, REDACTED);
+}
+
+/**
+ * A text cut short (a body read up to a bound) may end in the first characters of a secret,
+ * which no exact match finds: those are dropped.
+ */
+export function dropCutSecret(text: string, secrets: readonly string[]): string {
+  let cut = 0;
+  for (const secret of secrets) {
+    for (let length = Math.min(secret.length - 1, text.length); length > cut; length--) {
+      if (text.endsWith(secret.slice(0, length))) cut = length;
+    }
+  }
+  return text.slice(0, text.length - cut);
+}

@@ -1,0 +1,19 @@
+import { describe, expect, it } from "vitest";
+import { dropCutSecret, redactUpstreamText } from "../../../src/engine/openai/redact-upstream-text.ts";
+
+describe("redactUpstreamText", () => {
+  it("removes each secret wherever it occurs, and what is shaped like a credential", () => {
+    expect(
+      redactUpstreamText("key 'vllm-local-7f3a' (vllm-local-7f3a), other sk-proj-abcdef123", [
+        "vllm-local-7f3a",
+      ]),
+    ).toBe("key '[redacted]' ([redacted]), other [redacted]");
+  });
+});
+
+describe("dropCutSecret", () => {
+  it("drops the start of a secret that a cut text ends in", () => {
+    expect(dropCutSecret("denied vllm-l", ["azkey-9c1e2f", "vllm-local-7f3a"])).toBe("denied ");
+    expect(dropCutSecret("denied for now", ["vllm-local-7f3a"])).toBe("denied for now");
+  });
+});
