@@ -164,6 +164,12 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
               "The request URL is not valid: every '%' in its path must start an escape of two hex digits (write a '%' itself as %25).",
             )
           : normalizeError(error);
+      annotate(request, { error: appError.code });
+      // Answered before routing: no onResponse hook runs, so the request's log line and metrics
+      // are written here, once the answer is out.
+      reply.raw.once("close", () =>
+        record(request as FastifyRequest, reply as FastifyReply, !reply.raw.writableFinished),
+      );
       void sendError((reply as FastifyReply).header("x-request-id", request.id), appError);
     },
   });
@@ -238,6 +244,7 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
     metrics.observe({
       route,
       model,
+      servedModel: typeof fields.servedBy === "string" ? fields.servedBy : undefined,
       status,
       seconds: reply.elapsedTime / 1000,
       promptTokens: number(fields.promptTokens),

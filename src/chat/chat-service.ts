@@ -108,6 +108,9 @@ export class ChatService {
     await this.#admission.checkRequestRate(context);
     // A fallback serves the request only where the key may use it, as it would be asked for by name.
     let prepared: PreparedChat;
+    // Engine time from here: preparing waits for a model still loading (seconds after a start or
+    // a reload), which is the engine's time, not the gateway's overhead.
+    const preparing = this.#now();
     try {
       prepared = await engine.prepare(options.request, {
         mayServe: (modelId) => isModelAllowedForKey(key, modelId),
@@ -128,6 +131,7 @@ export class ChatService {
         : { alternateModels: this.#chatModels(prepared.alternateModelIds) }),
     });
     const startedAt = this.#now();
+    const prepareMs = startedAt - preparing;
     const iterator = prepared.run(signal)[Symbol.asyncIterator]();
     let first: IteratorResult<PartBatch>;
     try {
@@ -158,6 +162,7 @@ export class ChatService {
       identity,
       parts: this.#settleOnEnd(first, iterator, ticket, {
         startedAt,
+        prepareMs,
         servedBy,
         annotate: input.annotate,
         signal,
@@ -182,9 +187,16 @@ export class ChatService {
     first: IteratorResult<PartBatch>,
     iterator: AsyncIterator<PartBatch>,
     ticket: AdmissionTicket,
-    run: { startedAt: number; servedBy: CatalogModel | undefined; annotate: Annotate; signal: AbortSignal },
+    run: {
+      startedAt: number;
+      /** How long the engine took to prepare the run (a model's load included): engine time too. */
+      prepareMs: number;
+      servedBy: CatalogModel | undefined;
+      annotate: Annotate;
+      signal: AbortSignal;
+    },
   ): AsyncGenerator<PartBatch> {
-    const { startedAt, servedBy, annotate, signal } = run;
+    const { startedAt, prepareMs, servedBy, annotate, signal } = run;
     // The time to the first token: none when the run ended before it generated anything (a
     // client that left while queued), which would otherwise count as a fast first token.
     const firstPart = first.done ? undefined : first.value[0];
@@ -197,7 +209,12 @@ export class ChatService {
     const settle = async (outcome: Omit<RunOutcome, "timings">, queueMs?: number) => {
       settled = true;
       const totalMs = this.#now() - startedAt;
-      annotate({ firstTokenMs: firstPartMs, engineMs: totalMs, queueMs, finishReason: outcome.finishReason });
+      annotate({
+        firstTokenMs: firstPartMs,
+        engineMs: prepareMs + totalMs,
+        queueMs,
+        finishReason: outcome.finishReason,
+      });
       await ticket.settle({ ...outcome, timings: { firstPartMs, totalMs, queueMs }, servedBy });
     };
     /** The outcome a run's last part tells. */

@@ -1,5 +1,5 @@
 import { Gauge, Registry } from "prom-client";
-import { LabeledCounter, LabeledHistogram } from "./labeled-series.ts";
+import { LabeledAmountCounter, LabeledCounter, LabeledHistogram } from "./labeled-series.ts";
 
 /** What one finished request tells the metrics; label values are bounded (never raw paths or keys). */
 export interface RequestObservation {
@@ -7,6 +7,11 @@ export interface RequestObservation {
   route: string;
   /** A catalogue model id, or "" where the request named none (or an unknown one). */
   model: string;
+  /**
+   * The catalogue model that ran, where a fallback served the request: its tokens, cost and time
+   * to the first token are its own, as in the ledger. Default: `model`.
+   */
+  servedModel?: string | undefined;
   status: number;
   seconds: number;
   promptTokens: number | undefined;
@@ -59,7 +64,11 @@ export class Metrics {
     "Tokens by model and direction (prompt, completion).",
     ["model", "direction"],
   );
-  readonly #cost = new LabeledCounter("tollgate_cost_total", "Amount charged, in currency units.", ["model"]);
+  readonly #cost = new LabeledAmountCounter(
+    "tollgate_cost_total",
+    "Amount charged, in currency units (exact, as the ledger sums it).",
+    ["model"],
+  );
 
   constructor(options: {
     inFlight: () => number;
@@ -95,15 +104,18 @@ export class Metrics {
     if (observation.engineSeconds !== undefined) {
       this.#overhead.observe([route], Math.max(0, observation.seconds - observation.engineSeconds));
     }
+    // Requests and latency count under the model asked for; what was generated and charged
+    // under the model that generated it (a fallback), as the ledger's rows do.
+    const served = observation.servedModel ?? model;
     if (observation.firstTokenSeconds !== undefined)
-      this.#firstToken.observe([model], observation.firstTokenSeconds);
-    if (observation.promptTokens !== undefined) this.#tokens.inc([model, "prompt"], observation.promptTokens);
+      this.#firstToken.observe([served], observation.firstTokenSeconds);
+    if (observation.promptTokens !== undefined)
+      this.#tokens.inc([served, "prompt"], observation.promptTokens);
     if (observation.completionTokens !== undefined) {
-      this.#tokens.inc([model, "completion"], observation.completionTokens);
+      this.#tokens.inc([served, "completion"], observation.completionTokens);
     }
     if (observation.costNano !== undefined && observation.costNano > 0n) {
-      // Prometheus counters are floats: fine for a dashboard; the ledger stays exact.
-      this.#cost.inc([model], Number(observation.costNano) / 1e9);
+      this.#cost.inc([served], observation.costNano);
     }
   }
 

@@ -197,4 +197,72 @@ describe("logs", () => {
     expect(lines.find((line) => line.status === 404)?.model).toBe(`sk-tg-${publicId}-...`);
     expect(JSON.stringify(lines)).not.toContain(server.starterKey.split("-")[3]);
   });
+
+  it("logs and counts a request whose URL cannot be decoded (regression: answered, but neither logged nor counted)", async () => {
+    const counted = async () => {
+      const response = await fetch(`${server.origin}/metrics`, {
+        headers: { authorization: "Bearer metrics-secret" },
+      });
+      const line = (await response.text())
+        .split("\n")
+        .find((each) => each.startsWith('tollgate_requests_total{route="unknown",model="",status="400"}'));
+      return line === undefined ? 0 : Number(line.split(" ").at(-1));
+    };
+    const before = await counted();
+    const response = await fetch(`${server.baseUrl}/models/%zz`, {
+      headers: { authorization: `Bearer ${server.starterKey}` },
+    });
+    expect(response.status).toBe(400);
+    const requestId = response.headers.get("x-request-id");
+    for (let attempt = 0; attempt < 50 && !logLines.some((line) => line.reqId === requestId); attempt++) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(logLines.filter((line) => line.reqId === requestId)).toEqual([
+      expect.objectContaining({
+        msg: "request",
+        status: 400,
+        route: "unknown",
+        error: "invalid_http_request",
+      }),
+    ]);
+    expect(await counted()).toBe(before + 1);
+  });
+});
+
+describe("a request that waits for its model to load", () => {
+  it("counts the wait as engine time, not gateway overhead (regression: seconds of overhead after each start)", async () => {
+    const lines: Record<string, unknown>[] = [];
+    const destination = new PassThrough();
+    destination.on("data", (data: Buffer) => {
+      for (const line of data.toString().split("\n")) if (line.trim() !== "") lines.push(JSON.parse(line));
+    });
+    // Not waited for: the model is still loading when the request comes.
+    const fresh = await startTestServer({ logDestination: destination });
+    try {
+      const response = await fetch(`${fresh.baseUrl}/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${fresh.starterKey}`, "content-type": "application/json" },
+        body: JSON.stringify({
+          model: TINY_MODEL,
+          messages: [{ role: "user", content: "Hi" }],
+          max_tokens: 2,
+        }),
+      });
+      expect(response.status).toBe(200);
+      await response.arrayBuffer();
+      const requestId = response.headers.get("x-request-id");
+      for (let attempt = 0; attempt < 50 && !lines.some((line) => line.reqId === requestId); attempt++) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      const line = lines.find((each) => each.reqId === requestId && each.msg === "request");
+      // The model's load (about a second here) came before anything was generated: most of the
+      // request's time is the engine's.
+      const loaded = lines.findIndex((each) => each.msg === "local model loaded");
+      expect(loaded).toBeGreaterThanOrEqual(0);
+      expect(loaded).toBeLessThan(lines.indexOf(line ?? {}));
+      expect(Number(line?.engineMs)).toBeGreaterThan(Number(line?.ms) / 2);
+    } finally {
+      await fresh.close();
+    }
+  });
 });
