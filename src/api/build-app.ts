@@ -9,7 +9,7 @@ import Fastify, {
 import packageJson from "../../package.json" with { type: "json" };
 import { parseAmount } from "../billing/money.ts";
 import { type ChatAdmission, unlimitedAdmission } from "../chat/chat-admission.ts";
-import { ChatService } from "../chat/chat-service.ts";
+import { ChatService, CLIENT_CLOSED } from "../chat/chat-service.ts";
 import type { RequestKey } from "../chat/request-key.ts";
 import { AppError } from "../errors/app-error.ts";
 import type { KeyLimits } from "../limits/key-limits.ts";
@@ -222,6 +222,8 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
     const fields = state.fields ?? {};
     const route = request.routeOptions.url ?? "unknown";
     const status = clientClosed ? CLIENT_CLOSED_STATUS : reply.statusCode;
+    // As the request's usage row says (its error code), unless an error came first.
+    if (clientClosed && fields.error === undefined) fields.error = CLIENT_CLOSED;
     request.log.info(
       {
         method: request.method,

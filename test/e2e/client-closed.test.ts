@@ -106,6 +106,8 @@ describe("a client that leaves early", () => {
         status: CLIENT_CLOSED_STATUS,
         model: SLOW,
         stream,
+        // As its usage row's error code says.
+        error: "client_closed",
       });
       expect(line?.completionTokens).toBeGreaterThanOrEqual(3);
       expect(line?.cost).toMatch(/^0\.0000\d+$/);
