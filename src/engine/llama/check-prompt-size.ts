@@ -2,6 +2,7 @@ import { setImmediate as nextTurn } from "node:timers/promises";
 import type { Tokenizer } from "node-llama-cpp";
 import { ContextLengthError } from "../check-context-length.ts";
 import type { ChatMessage } from "../engine.ts";
+import { shortestToolText } from "./read-tool-json.ts";
 
 /** Message text up to this many characters is rendered at once (tokenizing it takes milliseconds). */
 export const CHECK_ABOVE_CHARS = 64 * 1024;
@@ -56,9 +57,11 @@ export async function checkPromptSize(options: {
 function messageTexts(messages: readonly ChatMessage[]): string[] {
   const texts: string[] = [];
   for (const message of messages) {
-    if (message.content !== null) texts.push(message.content);
+    // A tool result's JSON is rendered compact (read-tool-json.ts): its whitespace is no token.
+    if (message.role === "tool") texts.push(shortestToolText(message.content));
+    else if (message.content !== null) texts.push(message.content);
     if (message.role === "assistant") {
-      for (const call of message.toolCalls ?? []) texts.push(call.name, call.arguments);
+      for (const call of message.toolCalls ?? []) texts.push(call.name, shortestToolText(call.arguments));
     }
   }
   return texts;

@@ -1,6 +1,6 @@
 import type { ChatHistoryItem, ChatModelFunctionCall, ChatModelResponse } from "node-llama-cpp";
-import { exceedsJsonDepth } from "../../json/check-json-depth.ts";
 import type { ChatMessage, ToolCall } from "../engine.ts";
+import { readToolJson } from "./read-tool-json.ts";
 
 /**
  * Converts a request's messages to node-llama-cpp's chat history.
@@ -15,7 +15,8 @@ import type { ChatMessage, ToolCall } from "../engine.ts";
  */
 export function convertChatHistory(messages: readonly ChatMessage[]): ChatHistoryItem[] {
   const history: ChatHistoryItem[] = [];
-  let openCalls = new Map<string, ChatModelFunctionCall>();
+  /** The calls of the last assistant message still waiting for their result, by id, in order. */
+  let openCalls = new Map<string, ChatModelFunctionCall[]>();
 
   const currentModelItem = (): ChatModelResponse => {
     const last = history.at(-1);
@@ -43,12 +44,15 @@ export function convertChatHistory(messages: readonly ChatMessage[]): ChatHistor
         calls.forEach((call, index) => {
           const functionCall = convertToolCall(call, index === 0);
           item.response.push(functionCall);
-          openCalls.set(call.id, functionCall);
+          // Ids are the client's: two calls may share one, and then take their results in turn.
+          const sharing = openCalls.get(call.id);
+          if (sharing === undefined) openCalls.set(call.id, [functionCall]);
+          else sharing.push(functionCall);
         });
         break;
       }
       case "tool": {
-        const functionCall = openCalls.get(message.toolCallId);
+        const functionCall = openCalls.get(message.toolCallId)?.shift();
         if (functionCall === undefined || history.at(-1)?.type !== "model") {
           history.push({
             type: "user",
@@ -56,7 +60,7 @@ export function convertChatHistory(messages: readonly ChatMessage[]): ChatHistor
           });
           openCalls = new Map();
         } else {
-          functionCall.result = parseJsonOrKeep(message.content);
+          functionCall.result = readToolJson(message.content);
         }
         break;
       }
@@ -73,23 +77,9 @@ function convertToolCall(call: ToolCall, startsNewChunk: boolean): ChatModelFunc
   return {
     type: "functionCall",
     name: call.name,
-    params: parseJsonOrKeep(call.arguments),
+    params: readToolJson(call.arguments),
     // A call whose result never came back still renders as a call with an empty result.
     result: "",
     startsNewChunk,
   };
-}
-
-/**
- * Tool arguments and results are JSON texts as a rule; the chat wrappers render them as JSON
- * values. A text nested deeper than a request body may be stays text: node-llama-cpp copies and
- * renders values recursively, and 5000 levels inside a string (10 KB) overflowed its stack (500).
- */
-function parseJsonOrKeep(text: string): unknown {
-  if (exceedsJsonDepth(text)) return text;
-  try {
-    return JSON.parse(text);
-  } catch {
-    return text;
-  }
 }

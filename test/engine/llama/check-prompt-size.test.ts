@@ -94,4 +94,26 @@ describe("checkPromptSize", () => {
     expect(pieces.join("")).toBe(content);
     expect(pieces.every((piece) => !/[\uD800-\uDBFF]$/.test(piece))).toBe(true);
   });
+
+  it("counts a tool result's JSON as the template renders it, compact (regression: indented JSON that fits was refused)", async () => {
+    // 100,000 characters as sent, most of them indentation; 26 as the prompt holds them.
+    const indented = `{${" ".repeat(99_970)}"status": "shipped", "id": 7}`;
+    const messages = [
+      { role: "user" as const, content: "Where is my order?" },
+      {
+        role: "assistant" as const,
+        content: null,
+        toolCalls: [{ id: "call_1", name: "track", arguments: `{${" ".repeat(70_000)}"order": 7}` }],
+      },
+      { role: "tool" as const, toolCallId: "call_1", content: indented },
+    ];
+    await expect(
+      checkPromptSize({
+        messages,
+        tokenizer: countingTokenizer(1).tokenizer,
+        contextLength: 2048,
+        maxTokens: 100,
+      }),
+    ).resolves.toBeUndefined();
+  });
 });

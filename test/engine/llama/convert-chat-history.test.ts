@@ -74,4 +74,65 @@ describe("convertChatHistory", () => {
     });
     expect(history[3]).toEqual({ type: "user", text: "Result of tool call a:\nlate" });
   });
+
+  it("hands the template JSON values only where they say exactly what was sent (regression: 64-bit ids rounded, strings unquoted)", () => {
+    const exact = '{"order": 7, "price": 10.5, "tags": ["a"], "ok": true}';
+    const lossy = '{"order_id": 1234567890123456789, "price": 10.10, "ratio": 1e400}';
+    const history = convertChatHistory([
+      { role: "user", content: "Go" },
+      {
+        role: "assistant",
+        content: null,
+        toolCalls: [
+          { id: "a", name: "f", arguments: exact },
+          { id: "b", name: "g", arguments: lossy },
+          { id: "c", name: "h", arguments: "{}" },
+        ],
+      },
+      { role: "tool", toolCallId: "a", content: lossy },
+      { role: "tool", toolCallId: "b", content: '"shipped"' },
+      { role: "tool", toolCallId: "c", content: exact },
+    ]);
+    expect(history[1]).toEqual({
+      type: "model",
+      response: [
+        {
+          type: "functionCall",
+          name: "f",
+          params: { order: 7, price: 10.5, tags: ["a"], ok: true },
+          result: lossy,
+          startsNewChunk: true,
+        },
+        { type: "functionCall", name: "g", params: lossy, result: '"shipped"', startsNewChunk: false },
+        {
+          type: "functionCall",
+          name: "h",
+          params: {},
+          result: { order: 7, price: 10.5, tags: ["a"], ok: true },
+          startsNewChunk: false,
+        },
+      ],
+    });
+  });
+
+  it("gives calls that share an id their results in turn (regression: the first result was dropped)", () => {
+    const history = convertChatHistory([
+      { role: "user", content: "Go" },
+      {
+        role: "assistant",
+        content: null,
+        toolCalls: [
+          { id: "same", name: "f", arguments: "{}" },
+          { id: "same", name: "f", arguments: "{}" },
+        ],
+      },
+      { role: "tool", toolCallId: "same", content: "FIRST" },
+      { role: "tool", toolCallId: "same", content: "SECOND" },
+      { role: "tool", toolCallId: "same", content: "THIRD" },
+    ]);
+    expect(history[1]).toMatchObject({
+      response: [{ result: "FIRST" }, { result: "SECOND" }],
+    });
+    expect(history[2]).toEqual({ type: "user", text: "Result of tool call same:\nTHIRD" });
+  });
 });
