@@ -2,14 +2,16 @@
  * Spreads requests over a model's endpoints and keeps failing ones out for a while.
  *
  * - Round-robin over the endpoints that are not cooling down.
- * - `failureThreshold` failures in a row (connection errors, timeouts, 5xx, refused credentials)
- *   put an endpoint in cooldown for `cooldownMs`; one success clears the count. After its
- *   cooldown the endpoint gets requests again, and a failure of one of those sends it straight
- *   back for twice as long (up to `maxCooldownMs`); a success ends the doubling.
+ * - `failureThreshold` failures in a row (connection errors, timeouts, 5xx, refused credentials,
+ *   answers broken off) put an endpoint in cooldown for `cooldownMs`; one success (an answer that
+ *   came whole, not merely one that began) clears the count. After its cooldown the endpoint
+ *   gets requests again, and a failure of one of those sends it straight back for twice as long
+ *   (up to `maxCooldownMs`); a success ends the doubling.
  * - Only what an attempt started since the endpoint's last cooldown began says anything new: the
  *   failures of attempts already under way when it began (a blip that hit fifty requests at once)
- *   and failures reported while it rests neither lengthen nor double the rest. Callers say when an
- *   attempt started (`startedAt`, on {@link EndpointBalancer.clock}).
+ *   and failures reported while it rests neither lengthen nor double the rest, and the successes
+ *   of such attempts (long answers that were still streaming) do not end the doubling. Callers
+ *   say when an attempt started (`startedAt`, on {@link EndpointBalancer.clock}).
  * - A `retry-after` (429, 503) keeps the endpoint out for at least that long, fault or not.
  */
 export interface EndpointBalancer<Endpoint> {
@@ -17,7 +19,13 @@ export interface EndpointBalancer<Endpoint> {
   pick(exclude?: ReadonlySet<Endpoint>): Endpoint | undefined;
   /** Milliseconds until the first endpoint outside `exclude` leaves its cooldown (0: one is usable). */
   waitForEndpoint(exclude?: ReadonlySet<Endpoint>): number | undefined;
-  reportSuccess(endpoint: Endpoint): void;
+  reportSuccess(
+    endpoint: Endpoint,
+    success?: {
+      /** When the attempt started, on {@link clock}; unknown counts as now. */
+      startedAt?: number | undefined;
+    },
+  ): void;
   reportFailure(
     endpoint: Endpoint,
     failure: {
@@ -40,6 +48,8 @@ export interface EndpointBalancerOptions<Endpoint> {
   maxCooldownMs: number;
   /** Milliseconds on any monotonic clock. Default `performance.now`. */
   now?: () => number;
+  /** Told when an endpoint begins to rest (a cooldown, or a `retry-after`). */
+  onRest?: ((endpoint: Endpoint) => void) | undefined;
 }
 
 interface EndpointHealth {
@@ -94,8 +104,9 @@ export function createEndpointBalancer<Endpoint>(
       }
       return soonest;
     },
-    reportSuccess(endpoint) {
+    reportSuccess(endpoint, success = {}) {
       const state = healthOf(endpoint);
+      if ((success.startedAt ?? now()) < state.cooledAt) return;
       state.consecutiveFailures = 0;
       state.cooldownsInARow = 0;
     },
@@ -103,6 +114,7 @@ export function createEndpointBalancer<Endpoint>(
       const state = healthOf(endpoint);
       const time = now();
       const startedAt = failure.startedAt ?? time;
+      const wasResting = state.coolingUntil > time;
       const fresh = state.coolingUntil <= time && startedAt >= state.cooledAt;
       if (failure.endpointFault && fresh) {
         state.consecutiveFailures++;
@@ -119,6 +131,7 @@ export function createEndpointBalancer<Endpoint>(
       if (failure.retryAfterMs !== undefined) {
         state.coolingUntil = Math.max(state.coolingUntil, time + failure.retryAfterMs);
       }
+      if (!wasResting && state.coolingUntil > time) options.onRest?.(endpoint);
     },
     allCoolingDown() {
       const time = now();

@@ -69,6 +69,9 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
     failureThreshold: settings.failureThreshold,
     cooldownMs: settings.cooldownMs,
     maxCooldownMs: settings.maxCooldownMs,
+    onRest: (endpoint) => {
+      for (const requeue of [...endpoint.unsent]) requeue();
+    },
   });
   const watchdog = createStallWatchdog({
     firstByteMs: settings.firstByteTimeoutMs,

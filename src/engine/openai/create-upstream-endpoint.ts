@@ -34,6 +34,11 @@ export interface UpstreamEndpoint {
    * (OpenAI's reasoning models); the bound then goes as that.
    */
   takesMaxTokens: boolean;
+  /**
+   * The attempts not sent yet (waiting for one of `max_connections`, or for a connection), each
+   * by what sends it elsewhere: when the endpoint begins to rest, they do not wait for it.
+   */
+  unsent: Set<() => void>;
 }
 
 /**
@@ -68,6 +73,7 @@ export function createUpstreamEndpoint(options: {
     secrets: listEndpointSecrets(options),
     takesStreamOptions: true,
     takesMaxTokens: true,
+    unsent: new Set(),
     pool: new Pool(url.origin, {
       connections: options.settings.maxConnections ?? null,
       pipelining: 1,

@@ -23,13 +23,15 @@ export interface UpstreamRunOptions extends AttemptContext {
  * Runs one request against a model's endpoints and streams its parts.
  *
  * Until the first part is produced, a failed attempt (connection error, timeout, 408, 429, 5xx,
- * a stream cut before any content) is retried: at once on another endpoint when one is usable,
- * else on the same after an exponential backoff with jitter that is never shorter than the
- * upstream's `retry-after` or the endpoint's cooldown. When the retries are spent, or the pauses
- * would add up to more than `maxRetryWaitMs`, or every endpoint is resting while a fallback model
- * could serve the request, the last failure is thrown as an AppError (the caller then tries the
- * fallbacks). An endpoint that refuses `stream_options` is asked again at once without it, which
- * costs no retry. After the first part, a failure ends the stream with an `error` part. Every
+ * a stream cut before any content) is retried: at once on an endpoint this request has not tried
+ * yet when one is usable, else, once it has tried them all, after a pause (compute-retry-delay.ts:
+ * exponential backoff with jitter, or the time until a resting endpoint is back, plus jitter) on
+ * whichever is usable then. Waiting for endpoints that all rest when the request comes is such a
+ * pause too. When the retries are spent, or the pauses would add up to more than
+ * `maxRetryWaitMs`, or every endpoint is resting while a fallback model could serve the request,
+ * the last failure is thrown as an AppError (the caller then tries the fallbacks). An attempt
+ * still waiting for a connection when its endpoint begins to rest goes elsewhere, and an endpoint
+ * that refuses `stream_options` is asked again at once without it: neither costs a retry. After the first part, a failure ends the stream with an `error` part. Every
  * ending carries usage: the upstream's, or an estimate marked `estimated`. Parts come in the
  * batches the attempt read them in.
  */
@@ -38,17 +40,41 @@ export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenera
   if (activeRuns !== undefined) activeRuns.count++;
   try {
     const { balancer, settings, signal, closeSignal } = options;
+    /** Endpoints not to go back to: their set-up is wrong. */
     const excluded = new Set<UpstreamEndpoint>();
+    /** Endpoints this request failed on: going back to one at once would likely fail again. */
+    const tried = new Set<UpstreamEndpoint>();
     let endpoint = balancer.pick();
     let lastFailure: UpstreamFailure | undefined;
     /** Retries so far: failed attempts tried again, and waits for a resting endpoint. */
     let retries = 0;
+    /** Pauses so far: each backs off longer than the one before. */
+    let pauses = 0;
     /** Milliseconds paused so far, for backoff or resting endpoints. */
     let waited = 0;
-    /** Whether pausing `milliseconds` more keeps the request within `maxRetryWaitMs` in all. */
-    const mayWait = (milliseconds: number): boolean => waited + milliseconds <= settings.maxRetryWaitMs;
     /** Whether a fallback should serve the request now rather than it wait `restingMs` for an endpoint. */
     const fallBackNow = (restingMs: number): boolean => restingMs > 0 && options.canFallBack?.() === true;
+    /**
+     * The pause before the next attempt while the endpoints outside `excluded` rest `restingMs`
+     * (0: one is usable), or `undefined` when it would take the request past `maxRetryWaitMs`.
+     */
+    const planPause = (restingMs: number): number | undefined => {
+      const left = settings.maxRetryWaitMs - waited;
+      const delay = computeRetryDelay({
+        retry: pauses + 1,
+        baseMs: settings.retryBaseDelayMs,
+        maxMs: settings.retryMaxDelayMs,
+        restingMs,
+        withinMs: left,
+        random: options.random,
+      });
+      return delay <= left ? delay : undefined;
+    };
+    const takePause = async (delay: number): Promise<void> => {
+      pauses++;
+      waited += delay;
+      await pause(delay, signal, closeSignal);
+    };
     for (;;) {
       if (signal.aborted) {
         yield [abortFinish(options.promptTokens)];
@@ -58,12 +84,13 @@ export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenera
       if (endpoint === undefined) {
         const wait = balancer.waitForEndpoint(excluded);
         // Waiting out a cooldown is a retry: with none left, fail fast and say when to come back.
-        if (wait === undefined || retries >= settings.maxRetries || !mayWait(wait) || fallBackNow(wait)) {
-          throw lastFailure?.error ?? coolingError(options.modelId, wait);
-        }
+        const delay =
+          wait === undefined || retries >= settings.maxRetries || fallBackNow(wait)
+            ? undefined
+            : planPause(wait);
+        if (delay === undefined) throw lastFailure?.error ?? coolingError(options.modelId, wait);
         retries++;
-        waited += wait;
-        await pause(wait, signal, closeSignal);
+        await takePause(delay);
         endpoint = balancer.pick(excluded);
         continue;
       }
@@ -102,6 +129,11 @@ export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenera
         );
         continue;
       }
+      if (failure.requeued === true) {
+        // Never sent, so nothing to count: on to an endpoint not tried yet, else to the pause for one.
+        endpoint = balancer.pick(tried);
+        continue;
+      }
       lastFailure = failure;
       balancer.reportFailure(endpoint, { ...failure, startedAt: running.startedAt });
       options.logger.warn(
@@ -110,28 +142,20 @@ export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenera
       );
       if (!failure.retryable || retries >= settings.maxRetries) throw failure.error;
       retries++;
+      tried.add(endpoint);
       if (!failure.retrySameEndpoint) excluded.add(endpoint);
 
-      const other = balancer.pick(new Set([...excluded, endpoint]));
-      if (other !== undefined) {
-        endpoint = other;
+      // Every excluded endpoint was tried: this leaves out both.
+      const untried = balancer.pick(tried);
+      if (untried !== undefined) {
+        endpoint = untried;
         continue;
       }
+      // The upstream's `retry-after` is in the balancer's rests (reportFailure).
       const resting = balancer.waitForEndpoint(excluded);
-      if (resting === undefined) throw failure.error;
-      const delay = Math.max(
-        resting,
-        computeRetryDelay({
-          retry: retries,
-          baseMs: settings.retryBaseDelayMs,
-          maxMs: settings.retryMaxDelayMs,
-          retryAfterMs: failure.retryAfterMs,
-          ...(options.random === undefined ? {} : { random: options.random }),
-        }),
-      );
-      if (!mayWait(delay) || fallBackNow(resting)) throw failure.error;
-      waited += delay;
-      await pause(delay, signal, closeSignal);
+      const delay = resting === undefined || fallBackNow(resting) ? undefined : planPause(resting);
+      if (delay === undefined) throw failure.error;
+      await takePause(delay);
       endpoint = balancer.pick(excluded);
     }
   } finally {

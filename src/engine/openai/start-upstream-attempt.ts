@@ -104,6 +104,13 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
   // (`max_connections`) is Tollgate's own, and must neither time out as the upstream's silence
   // nor rest an endpoint that was only busy.
   watch.setWaiting(false);
+  // Until then, an endpoint that begins to rest (a hung one, say) sends it elsewhere: otherwise
+  // it would still go out when a connection frees, and wait there for its own timeout.
+  let requeued = false;
+  const requeue = () => {
+    requeued = call?.abort(new AttemptStopped("requeued")) === true;
+  };
+  endpoint.unsent.add(requeue);
   const sentStreamOptions = endpoint.takesStreamOptions;
   const sentMaxTokens = context.boundsCompletion && endpoint.takesMaxTokens;
   call = startUpstreamCall({
@@ -113,7 +120,10 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
     body: context.body({ streamOptions: sentStreamOptions, maxTokens: endpoint.takesMaxTokens }),
     onActivity: () => watch.touch(),
     onWaiting: (waiting) => watch.setWaiting(waiting),
-    onStarted: () => watch.setWaiting(true),
+    onStarted: () => {
+      endpoint.unsent.delete(requeue);
+      watch.setWaiting(true);
+    },
   });
   const current = call;
   context.inFlight.add(current);
@@ -140,8 +150,17 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
   /** The response's content type when it is neither an event stream nor JSON. */
   let unexpectedType: string | undefined;
 
+  /**
+   * The answer came whole: only then does the endpoint count as working. A 2xx alone says little:
+   * an endpoint that answers 200 and then breaks every stream would have each failure follow a
+   * success and never rest. An answer that ends otherwise (the client left, the engine closed,
+   * an error the upstream sent, a fault in Tollgate) is neither success nor failure.
+   */
+  const reportSuccess = () => context.balancer.reportSuccess(endpoint, { startedAt });
+
   const finishUp = () => {
     stage = "over";
+    endpoint.unsent.delete(requeue);
     watch.stop();
     signal.removeEventListener("abort", onAbort);
     context.inFlight.delete(current);
@@ -182,6 +201,7 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
     let failure: UpstreamFailure | undefined;
     if (done) {
       final = finish(mapper, parts, context.promptTokens);
+      reportSuccess();
     } else if (signal.aborted) {
       final = finish(mapper, parts, context.promptTokens, "abort");
     } else if (closeSignal.aborted) {
@@ -195,6 +215,9 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
           fallback: false,
           error: closing,
         };
+    } else if (requeued) {
+      const summary = "began to rest before the request was sent";
+      failure = { ...createEndpointFailure({ modelId, summary, endpointFault: false }), requeued: true };
     } else if (streamError !== undefined) {
       const summary = `sent an error${streamError.message === undefined ? "" : ` (${streamError.message})`}`;
       if (hasParts) final = midStreamError(summary, parts);
@@ -204,6 +227,7 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
       // Ended (or broke) after its finish reason, without [DONE]: the answer is complete; only
       // the usage chunk may be missing, and is then estimated.
       final = finish(mapper, parts, context.promptTokens);
+      reportSuccess();
     } else {
       const summary =
         error === undefined
@@ -314,7 +338,6 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
               failure: compressedAnswerFailure(modelId, quoteHeader(encoding, endpoint.secrets)),
             };
           }
-          context.balancer.reportSuccess(endpoint);
           const contentType = readMediaType(response.headers["content-type"]);
           stage = contentType !== undefined && isJsonType(contentType) ? "json" : "body";
           // Read all the same (some servers label streams loosely), but named if nothing came of it.

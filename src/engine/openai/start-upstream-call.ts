@@ -12,8 +12,11 @@ export interface UpstreamCall {
    * the pieces that came before it.
    */
   read(): Promise<string | undefined>;
-  /** Stops the exchange (closing its connection) and makes pending and later reads reject. */
-  abort(reason: Error): void;
+  /**
+   * Stops the exchange (closing its connection) and makes pending and later reads reject; false
+   * when it had already ended or failed.
+   */
+  abort(reason: Error): boolean;
   /**
    * The reader wants nothing more: the rest of the body is read and dropped, so that the
    * connection can be reused, unless it has not ended within `timeoutMs` (then the exchange is
@@ -106,11 +109,12 @@ export function startUpstreamCall(options: {
     },
   };
 
-  const abort = (reason: Error) => {
-    if (failure !== undefined || ended) return;
+  const abort = (reason: Error): boolean => {
+    if (failure !== undefined || ended) return false;
     pieces.length = 0;
     fail(reason);
     controller?.abort(reason);
+    return true;
   };
 
   try {

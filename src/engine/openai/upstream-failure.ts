@@ -26,6 +26,11 @@ export interface UpstreamFailure {
    * endpoint is asked again at once with the bound under that name, whatever `retryable` says.
    */
   maxTokensRefused?: boolean;
+  /**
+   * The request was never sent: its endpoint began to rest while it waited for a connection. It
+   * goes to another endpoint, costing no retry and counting against nothing.
+   */
+  requeued?: boolean;
 }
 
 /** A failure of the endpoint (not of the request): retried, counted, with fallbacks. */

@@ -11,7 +11,7 @@ export interface UpstreamSettings {
   idleTimeoutMs: number;
   /** Retries after the first attempt, on any endpoint, before the first byte. Default 2. */
   maxRetries: number;
-  /** First backoff pause, doubled on each retry, in ms (with jitter). Default 250 ms. */
+  /** First backoff pause of a request, doubled on each further one, in ms (with jitter). Default 250 ms. */
   retryBaseDelayMs: number;
   /** Longest backoff pause, in ms. Default 4 s. */
   retryMaxDelayMs: number;

@@ -71,6 +71,19 @@ describe("createEndpointBalancer", () => {
     expect(balancer.waitForEndpoint(new Set(["b"]))).toBe(1000);
   });
 
+  it("does not end the doubling for an answer begun before the rest", () => {
+    const { balancer, advance } = setUp(["a", "b"]);
+    const startedAt = 0;
+    advance(10);
+    balancer.reportFailure("a", fault);
+    balancer.reportFailure("a", fault);
+    advance(1000);
+    // A long answer that was streaming when the rest began ends well after it: nothing new.
+    balancer.reportSuccess("a", { startedAt });
+    balancer.reportFailure("a", fault);
+    expect(balancer.waitForEndpoint(new Set(["b"]))).toBe(2000);
+  });
+
   it("does not lengthen a rest for failures reported during it", () => {
     const { balancer, advance } = setUp(["a"]);
     balancer.reportFailure("a", fault);
@@ -87,6 +100,29 @@ describe("createEndpointBalancer", () => {
     balancer.reportSuccess("a");
     balancer.reportFailure("a", fault);
     expect(balancer.pick()).toBe("a");
+  });
+
+  it("tells when an endpoint begins to rest, once a rest", () => {
+    let time = 0;
+    const rested: string[] = [];
+    const balancer = createEndpointBalancer({
+      endpoints: ["a", "b"],
+      failureThreshold: 2,
+      cooldownMs: 1000,
+      maxCooldownMs: 3000,
+      now: () => time,
+      onRest: (endpoint) => rested.push(endpoint),
+    });
+    balancer.reportFailure("a", fault);
+    expect(rested).toEqual([]);
+    balancer.reportFailure("a", fault);
+    balancer.reportFailure("a", { endpointFault: false, retryAfterMs: 5000 });
+    expect(rested).toEqual(["a"]);
+    balancer.reportFailure("b", { endpointFault: false, retryAfterMs: 500 });
+    expect(rested).toEqual(["a", "b"]);
+    time += 600;
+    balancer.reportFailure("b", { endpointFault: false, retryAfterMs: 500 });
+    expect(rested).toEqual(["a", "b", "b"]);
   });
 
   it("keeps an endpoint out for its retry-after without counting a fault", () => {
