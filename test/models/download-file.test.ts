@@ -1,5 +1,5 @@
 import { existsSync } from "node:fs";
-import { readFile, stat, writeFile } from "node:fs/promises";
+import { readFile, rm, stat, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { downloadFile } from "../../src/models/download/download-file.ts";
@@ -201,6 +201,71 @@ describe("downloadFile", () => {
     expect(notices[0]).toMatch(/sent nothing for 0\.2 s\. Retrying/);
     expect((await readFile(destination)).equals(model.bytes)).toBe(true);
   });
+
+  it("downloads a file that changed between runs again whole, never a mix of both versions (If-Range)", async () => {
+    const changed = await createModelBytes(6);
+    const { url, name, destination } = prepare({ etag: "v1", breakAfterBytes: 1_000_000, breakCount: 1 });
+    await expectDownloadError(downloadFile({ ...quick, url, destination, maxAttempts: 1 }));
+    const kept = (await stat(`${destination}.partial`)).size;
+    server.files.set(name, { bytes: changed.bytes, etag: "v2" });
+
+    const notices: string[] = [];
+    await downloadFile({ ...quick, url, destination, onNotice: (message) => notices.push(message) });
+    const seen = server.requests.filter((request) => request.path === name);
+    expect(seen.map(({ range, ifRange }) => ({ range, ifRange }))).toEqual([
+      { range: undefined, ifRange: undefined },
+      { range: `bytes=${kept}-`, ifRange: '"v1"' },
+    ]);
+    expect((await readFile(destination)).equals(changed.bytes)).toBe(true);
+    expect(notices.join("\n")).toMatch(/changed since the partial download began; starting over/);
+    expect(existsSync(`${destination}.partial.validator`)).toBe(false);
+  });
+
+  it("starts over when a server ignoring If-Range sends the rest of another version (206, new ETag)", async () => {
+    const changed = await createModelBytes(6);
+    const { url, name, destination } = prepare({ etag: "v1", breakAfterBytes: 1_000_000, breakCount: 1 });
+    await expectDownloadError(downloadFile({ ...quick, url, destination, maxAttempts: 1 }));
+    server.files.set(name, { bytes: changed.bytes, etag: "v2", ignoreIfRange: true });
+
+    await downloadFile({ ...quick, url, destination });
+    const ranges = server.requests.filter((request) => request.path === name).map((request) => request.range);
+    expect(ranges).toHaveLength(3);
+    expect(ranges[2]).toBeUndefined();
+    expect((await readFile(destination)).equals(changed.bytes)).toBe(true);
+  });
+
+  it("names the version by Last-Modified, never by a weak ETag, when resuming", async () => {
+    const lastModified = "Wed, 21 Oct 2015 07:28:00 GMT";
+    const { url, name, destination } = prepare({
+      etag: 'W/"v1"',
+      lastModified,
+      breakAfterBytes: 1_000_000,
+      breakCount: 1,
+    });
+    await downloadFile({ ...quick, url, destination });
+    const seen = server.requests.filter((request) => request.path === name);
+    expect(seen.map((request) => request.ifRange)).toEqual([undefined, lastModified]);
+    expect((await readFile(destination)).equals(model.bytes)).toBe(true);
+  });
+
+  it.skipIf(!existsSync("/dev/full"))(
+    "reports a full disk as a models folder that cannot take the file, without retrying",
+    async () => {
+      const { url, name, destination } = prepare();
+      // Every write to /dev/full fails with ENOSPC, as on a full disk.
+      await symlink("/dev/full", `${destination}.partial`);
+      const failure = await expectDownloadError(downloadFile({ ...quick, url, destination }));
+      expect(failure.failure).toBe("not-writable");
+      expect(failure.retryable).toBe(false);
+      expect(failure.message).toMatch(
+        new RegExp(
+          `^The models folder ${folder} cannot take the file \\(ENOSPC: .*\\); make the folder \\(TOLLGATE_MODELS_DIR\\) writable, with room for the model\\.$`,
+        ),
+      );
+      expect(server.requests.filter((request) => request.path === name)).toHaveLength(1);
+      await rm(`${destination}.partial`);
+    },
+  );
 
   it("stops when its signal is aborted, keeping the partial file", async () => {
     const { url, destination } = prepare();

@@ -140,6 +140,32 @@ describe("downloadModel: hf: URIs", () => {
     expect(existsSync(modelsFolder)).toBe(false);
   });
 
+  it("retries a repository listing answered with 503 or 429 (one blip kept the model unavailable)", async () => {
+    const modelsFolder = newModelsFolder();
+    const repository = "acme/flaky-GGUF";
+    hub.listings.set(
+      repository,
+      createListing(repository, [{ path: "tiny-q4_k_m.gguf", bytes: model.bytes, sha256: model.sha256 }]),
+    );
+    hub.listingFailures.set(repository, [503, 429]);
+    hub.files.set(`/${repository}/resolve/main/tiny-q4_k_m.gguf`, {
+      bytes: model.bytes,
+      redirectTo: `${cdn.baseUrl}/blobs/tiny`,
+      linkedEtag: model.sha256,
+    });
+    const notices: string[] = [];
+    const result = await downloadModel({
+      uri: uri(`hf:${repository}:Q4_K_M`),
+      modelsFolder,
+      huggingFace: endpoint(),
+      transfer: { retryDelayMilliseconds: 1 },
+      onNotice: (message) => notices.push(message),
+    });
+    expect((await readFile(result.path)).equals(model.bytes)).toBe(true);
+    expect(hub.requests.filter((request) => request.path === `/api/models/${repository}`)).toHaveLength(3);
+    expect(notices.filter((message) => /HTTP (503|429).*Retrying in/.test(message))).toHaveLength(2);
+  });
+
   it("fails at once when the hub cannot be reached, without creating the models folder", async () => {
     const modelsFolder = newModelsFolder();
     const closed = await startModelFileServer();

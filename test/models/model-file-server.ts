@@ -14,8 +14,12 @@ export interface ServedFile {
   /** Cut the connection after this many body bytes, for the next `breakCount` requests. */
   breakAfterBytes?: number;
   breakCount?: number;
-  /** Send this as `ETag` (quoted). */
+  /** Send this as `ETag` (quoted; write `W/"..."` whole for a weak one). */
   etag?: string;
+  /** Send this as `Last-Modified`. */
+  lastModified?: string;
+  /** Send the rest of the file for a `Range` even when `If-Range` names another version. */
+  ignoreIfRange?: boolean;
   /** Answer 302 to `redirectTo` with `X-Linked-ETag` (quoted) and `X-Linked-Size`, as Hugging Face does. */
   redirectTo?: string;
   linkedEtag?: string;
@@ -29,6 +33,7 @@ export interface ServedFile {
 export interface SeenRequest {
   path: string;
   range: string | undefined;
+  ifRange: string | undefined;
   authorization: string | undefined;
 }
 
@@ -39,6 +44,8 @@ export interface ModelFileServer {
   files: Map<string, ServedFile>;
   /** Repository listings by `ORG/REPO`, served at `/api/models/ORG/REPO`. */
   listings: Map<string, unknown>;
+  /** HTTP statuses to answer, one per request, before a listing is served, by `ORG/REPO`. */
+  listingFailures: Map<string, number[]>;
   requests: SeenRequest[];
   close(): Promise<void>;
 }
@@ -46,16 +53,27 @@ export interface ModelFileServer {
 export async function startModelFileServer(): Promise<ModelFileServer> {
   const files = new Map<string, ServedFile>();
   const listings = new Map<string, unknown>();
+  const listingFailures = new Map<string, number[]>();
   const requests: SeenRequest[] = [];
   const server = createServer((request, response) => {
     const path = new URL(request.url ?? "/", "http://localhost").pathname;
-    requests.push({ path, range: request.headers.range, authorization: request.headers.authorization });
+    requests.push({
+      path,
+      range: request.headers.range,
+      ifRange: readIfRange(request),
+      authorization: request.headers.authorization,
+    });
     serve(request, response, path).catch(() => response.destroy());
   });
 
   async function serve(request: IncomingMessage, response: ServerResponse, path: string): Promise<void> {
     const listing = /^\/api\/models\/(.+)$/.exec(path)?.[1];
     if (listing !== undefined) {
+      const failure = listingFailures.get(decodeURIComponent(listing))?.shift();
+      if (failure !== undefined) {
+        response.writeHead(failure, { "content-type": "text/plain" }).end("Try again later");
+        return;
+      }
       const body = listings.get(decodeURIComponent(listing));
       if (body === undefined) {
         response
@@ -82,11 +100,18 @@ export async function startModelFileServer(): Promise<ModelFileServer> {
       return;
     }
     const total = file.bytes.length;
-    const range = file.ignoreRange ? undefined : /^bytes=(\d+)-$/.exec(request.headers.range ?? "");
+    const etag =
+      file.etag === undefined ? undefined : file.etag.startsWith("W/") ? file.etag : `"${file.etag}"`;
+    const ifRange = readIfRange(request);
+    // If-Range (RFC 9110 section 13.1.5): the range only for the version it names, else the whole file.
+    const stale =
+      ifRange !== undefined && !file.ignoreIfRange && ifRange !== etag && ifRange !== file.lastModified;
+    const range = file.ignoreRange || stale ? undefined : /^bytes=(\d+)-$/.exec(request.headers.range ?? "");
     const start = range === undefined || range === null ? 0 : Number(range[1]);
     const headers: Record<string, string> = {
       "content-type": file.contentType ?? "application/octet-stream",
-      ...(file.etag === undefined ? {} : { etag: `"${file.etag}"` }),
+      ...(etag === undefined ? {} : { etag }),
+      ...(file.lastModified === undefined ? {} : { "last-modified": file.lastModified }),
     };
     if (start >= total && range) {
       response.writeHead(416, { ...headers, "content-range": `bytes */${total}` }).end();
@@ -118,6 +143,7 @@ export async function startModelFileServer(): Promise<ModelFileServer> {
     baseUrl: `http://127.0.0.1:${port}`,
     files,
     listings,
+    listingFailures,
     requests,
     close: () =>
       new Promise<void>((resolve) => {
@@ -125,6 +151,11 @@ export async function startModelFileServer(): Promise<ModelFileServer> {
         server.close(() => resolve());
       }),
   };
+}
+
+function readIfRange(request: IncomingMessage): string | undefined {
+  const header = request.headers["if-range"];
+  return typeof header === "string" ? header : undefined;
 }
 
 /** A generated tiny GGUF model as bytes, with its SHA-256. */

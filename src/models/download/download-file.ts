@@ -3,9 +3,14 @@
  *
  * The bytes go to `DESTINATION.partial` beside the destination. An attempt asks for the rest of
  * the file with `Range: bytes=N-` when the partial file holds N bytes: `206` appends (after
- * checking that `Content-Range` starts at N), `200` means the server ignored the range and the
- * file is written again from its start, `416` means the partial file is already whole (or does
- * not fit the file, and is dropped). The file's size comes from `Content-Range` or
+ * checking that `Content-Range` starts at N), `200` means the server ignored the range (or the
+ * file changed) and the file is written again from its start, `416` means the partial file is
+ * already whole (or does not fit the file, and is dropped). The validator of the answer that
+ * started the partial file (its strong `ETag`, else its `Last-Modified`) is kept beside it in
+ * `DESTINATION.partial.validator` and sent as `If-Range`, so that a file changed between attempts
+ * (or between runs) is downloaded again whole rather than saved as a mix of both versions; a
+ * `206` with another validator drops the partial file too. A file-system error while saving (a
+ * full disk, a read-only folder) is `not-writable`, never retried. The file's size comes from `Content-Range` or
  * `Content-Length` and must match the size known in advance, if any. A broken connection, a stall
  * or a 5xx/429 answer is retried after a growing pause, resuming where the file ends; an attempt
  * that added bytes does not count against the limit. When the whole file is there, its SHA-256 is
@@ -14,11 +19,11 @@
  * mismatch deletes the partial file, and so does a file that does not start as a GGUF model does
  * (a login or error page that a server answered with 200).
  */
-import { mkdir, open, rename, rm, stat } from "node:fs/promises";
+import { mkdir, open, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
 import { dirname } from "node:path";
-import { setTimeout as delay } from "node:timers/promises";
 import { convertFetchError } from "./convert-fetch-error.ts";
 import { createHttpStatusError } from "./create-http-status-error.ts";
+import { createNotWritableError, isSystemError } from "./create-not-writable-error.ts";
 import { createStallWatchdog } from "./create-stall-watchdog.ts";
 import type { DownloadListener } from "./download-progress.ts";
 import { fetchFollowingRedirects } from "./fetch-following-redirects.ts";
@@ -27,6 +32,7 @@ import { hashFile } from "./hash-file.ts";
 import { ModelDownloadError } from "./model-download-error.ts";
 import { parseContentRange } from "./parse-content-range.ts";
 import { redactUrl } from "./redact-url.ts";
+import { formatSeconds, retryTransientFailures } from "./retry-transient-failures.ts";
 import { startsAsGguf } from "./starts-as-gguf.ts";
 
 /** Options of {@link downloadFile}. */
@@ -59,36 +65,21 @@ export interface DownloadedFile {
   sha256: string | undefined;
 }
 
-const maxRetryDelayMilliseconds = 30_000;
-
 export async function downloadFile(options: DownloadFileOptions): Promise<DownloadedFile> {
-  const partialPath = `${options.destination}.partial`;
-  const maxAttempts = options.maxAttempts ?? 5;
-  const retryDelay = options.retryDelayMilliseconds ?? 1000;
+  const partial = createPartialFile(`${options.destination}.partial`);
+  const partialPath = partial.path;
   const expected = { size: options.expectedSize, sha256: options.expectedSha256 };
   await mkdir(dirname(options.destination), { recursive: true });
-  let failures = 0;
-  let received: ReceivedFile;
-  for (;;) {
-    const before = await readFileSize(partialPath);
-    try {
-      received = await runAttempt(options, partialPath, expected);
-      break;
-    } catch (error) {
-      if (options.signal?.aborted) throw options.signal.reason;
-      const progressed = (await readFileSize(partialPath)) > before;
-      failures = progressed ? 1 : failures + 1;
-      if (!(error instanceof ModelDownloadError) || !error.retryable || failures >= maxAttempts) throw error;
-      const pause = Math.min(retryDelay * 2 ** (failures - 1), maxRetryDelayMilliseconds);
-      options.onNotice?.(
-        `${error.message} Retrying in ${formatSeconds(pause)} (attempt ${failures + 1} of ${maxAttempts}).`,
-      );
-      await delay(pause, undefined, { signal: options.signal });
-    }
-  }
+  const received = await retryTransientFailures(() => runAttempt(options, partial, expected), {
+    maxAttempts: options.maxAttempts,
+    retryDelayMilliseconds: options.retryDelayMilliseconds,
+    signal: options.signal,
+    onNotice: options.onNotice,
+    progress: () => readFileSize(partialPath),
+  });
   const { bytes } = received;
   if (!(await startsAsGguf(partialPath))) {
-    await rm(partialPath, { force: true });
+    await partial.remove();
     const what = received.contentType === undefined ? "" : ` (${received.contentType})`;
     throw new ModelDownloadError(
       "invalid-response",
@@ -96,7 +87,7 @@ export async function downloadFile(options: DownloadFileOptions): Promise<Downlo
     );
   }
   if (expected.size !== undefined && bytes !== expected.size) {
-    await rm(partialPath, { force: true });
+    await partial.remove();
     throw new ModelDownloadError(
       "size-mismatch",
       `The download of ${redactUrl(new URL(options.url))} has ${bytes} bytes, but ${expected.size} were expected; the partial file was deleted.`,
@@ -106,7 +97,7 @@ export async function downloadFile(options: DownloadFileOptions): Promise<Downlo
     options.onNotice?.("Verifying the SHA-256 checksum.");
     const actual = await hashFile(partialPath, options.signal);
     if (actual !== expected.sha256) {
-      await rm(partialPath, { force: true });
+      await partial.remove();
       throw new ModelDownloadError(
         "checksum",
         `The download of ${redactUrl(new URL(options.url))} is corrupt: its SHA-256 is ${actual}, but ${expected.sha256} was expected. The partial file was deleted; download it again.`,
@@ -114,6 +105,7 @@ export async function downloadFile(options: DownloadFileOptions): Promise<Downlo
     }
   }
   await rename(partialPath, options.destination);
+  await partial.forgetValidator();
   return { path: options.destination, bytes, sha256: expected.sha256 };
 }
 
@@ -130,12 +122,13 @@ interface ReceivedFile {
  */
 async function runAttempt(
   options: DownloadFileOptions,
-  partialPath: string,
+  partial: PartialFile,
   expected: { size: number | undefined; sha256: string | undefined },
 ): Promise<ReceivedFile> {
+  const partialPath = partial.path;
   let offset = await readFileSize(partialPath);
   if (expected.size !== undefined && offset > expected.size) {
-    await rm(partialPath, { force: true });
+    await partial.remove();
     offset = 0;
   }
   if (expected.size !== undefined && offset === expected.size)
@@ -153,9 +146,11 @@ async function runAttempt(
   const signal =
     options.signal === undefined ? watchdog.signal : AbortSignal.any([options.signal, watchdog.signal]);
   try {
+    const kept = offset > 0 ? await partial.readValidator() : undefined;
     const { response, url, linked } = await fetchFollowingRedirects({
       url: options.url,
-      headers: offset > 0 ? { range: `bytes=${offset}-` } : {},
+      headers:
+        offset > 0 ? { range: `bytes=${offset}-`, ...(kept === undefined ? {} : { "if-range": kept }) } : {},
       authorize: options.authorize,
       trustedEtagOrigin: options.trustedEtagOrigin,
       signal,
@@ -165,16 +160,26 @@ async function runAttempt(
     expected.size ??= linked.size;
     const body = response.body;
     const discard = () => body?.cancel().catch(() => {});
+    const validator = readValidator(response.headers);
     let start: number;
     let total: number | undefined;
     if (response.status === 206) {
       const range = parseContentRange(response.headers.get("content-range"));
       if (range?.type !== "part" || range.start !== offset) {
         await discard();
-        await rm(partialPath, { force: true });
+        await partial.remove();
         throw new ModelDownloadError(
           "interrupted",
           `${url.host} sent another part of the file than the one asked for; starting over.`,
+        );
+      }
+      // A server that ignores If-Range sends the rest of whatever the file is now.
+      if (kept !== undefined && validator !== kept) {
+        await discard();
+        await partial.remove();
+        throw new ModelDownloadError(
+          "interrupted",
+          `The file on ${url.host} changed since the partial download began; starting over.`,
         );
       }
       start = offset;
@@ -185,7 +190,13 @@ async function runAttempt(
         );
       }
     } else if (response.status === 200) {
-      if (offset > 0) options.onNotice?.(`${url.host} cannot resume downloads; starting over.`);
+      if (offset > 0) {
+        options.onNotice?.(
+          kept !== undefined && validator !== kept
+            ? `The file on ${url.host} changed since the partial download began; starting over.`
+            : `${url.host} cannot resume downloads; starting over.`,
+        );
+      }
       start = 0;
       total = response.headers.has("content-encoding")
         ? undefined
@@ -195,7 +206,7 @@ async function runAttempt(
       const range = parseContentRange(response.headers.get("content-range"));
       if (range?.type === "unsatisfied" && range.total === offset)
         return { bytes: offset, contentType: undefined };
-      await rm(partialPath, { force: true });
+      await partial.remove();
       throw new ModelDownloadError(
         "interrupted",
         `The partial download does not fit the file on ${url.host}; starting over.`,
@@ -214,7 +225,8 @@ async function runAttempt(
     total ??= expected.size;
     const written = await writeBody({
       body,
-      path: partialPath,
+      partial,
+      validator,
       start,
       total,
       url,
@@ -229,7 +241,7 @@ async function runAttempt(
       );
     }
     if (total !== undefined && written > total) {
-      await rm(partialPath, { force: true });
+      await partial.remove();
       throw new ModelDownloadError(
         "interrupted",
         `${url.host} sent more than the announced ${total} bytes; starting over.`,
@@ -241,10 +253,14 @@ async function runAttempt(
   }
 }
 
-/** Writes the body to the partial file from `start` on; returns the file's size afterwards. */
+/**
+ * Writes the body to the partial file from `start` on; returns the file's size afterwards. A file
+ * started afresh keeps `validator` (or none) for later resumes.
+ */
 async function writeBody(context: {
   body: ReadableStream<Uint8Array> | null;
-  path: string;
+  partial: PartialFile;
+  validator: string | undefined;
   start: number;
   total: number | undefined;
   url: URL;
@@ -252,29 +268,96 @@ async function writeBody(context: {
   watchdog: { touch(): void };
   options: DownloadListener;
 }): Promise<number> {
-  const { body, start, total } = context;
-  const file = await open(context.path, start === 0 ? "w" : "a");
+  const { body, start, total, partial } = context;
+  // The models folder is full or read-only: not a broken connection, and not worth a retry.
+  const saving = (error: unknown) =>
+    isSystemError(error) ? createNotWritableError(error, dirname(partial.path)) : error;
+  // Truncated before its validator is replaced: a crash in between leaves an empty partial file,
+  // never old bytes under a new validator.
+  const file = await open(partial.path, start === 0 ? "w" : "a").catch(async (error: unknown) => {
+    await body?.cancel().catch(() => {});
+    throw saving(error);
+  });
   let received = start;
   try {
+    if (start === 0)
+      await partial.keepValidator(context.validator).catch((error: unknown) => {
+        throw saving(error);
+      });
     context.options.onProgress?.({ receivedBytes: received, totalBytes: total, startBytes: start });
-    if (body !== null) {
+    if (body === null) return received;
+    const reader = body[Symbol.asyncIterator]();
+    for (;;) {
+      let next: IteratorResult<Uint8Array>;
       try {
-        for await (const chunk of body) {
-          await file.write(chunk);
-          received += chunk.byteLength;
-          context.watchdog.touch();
-          context.options.onProgress?.({ receivedBytes: received, totalBytes: total, startBytes: start });
-          // More than announced: stop at once rather than fill the disk.
-          if (total !== undefined && received > total) break;
-        }
+        next = await reader.next();
       } catch (error) {
         throw convertFetchError(error, { url: context.url, signal: context.signal, phase: "body" });
       }
+      if (next.done === true) break;
+      try {
+        await file.write(next.value);
+      } catch (error) {
+        await reader.return?.().catch(() => {});
+        throw saving(error);
+      }
+      received += next.value.byteLength;
+      context.watchdog.touch();
+      context.options.onProgress?.({ receivedBytes: received, totalBytes: total, startBytes: start });
+      // More than announced: stop at once rather than fill the disk.
+      if (total !== undefined && received > total) {
+        await reader.return?.().catch(() => {});
+        break;
+      }
     }
   } finally {
-    await file.close();
+    await file.close().catch(() => {});
   }
   return received;
+}
+
+/** The partial file and, beside it, the validator of the answer that started it. */
+interface PartialFile {
+  path: string;
+  /** The kept `ETag` or `Last-Modified` value, for `If-Range`; `undefined` when none is kept. */
+  readValidator(): Promise<string | undefined>;
+  /** Keeps a new file's validator, or keeps none. */
+  keepValidator(validator: string | undefined): Promise<void>;
+  forgetValidator(): Promise<void>;
+  /** Deletes the partial file and its validator. */
+  remove(): Promise<void>;
+}
+
+function createPartialFile(path: string): PartialFile {
+  const validatorPath = `${path}.validator`;
+  const forgetValidator = () => rm(validatorPath, { force: true });
+  return {
+    path,
+    readValidator: async () => {
+      const text = await readFile(validatorPath, "utf8").catch(() => undefined);
+      return text === undefined || text.trim() === "" ? undefined : text.trim();
+    },
+    keepValidator: async (validator) => {
+      if (validator === undefined) await forgetValidator();
+      else await writeFile(validatorPath, validator);
+    },
+    forgetValidator,
+    remove: async () => {
+      await rm(path, { force: true });
+      await forgetValidator();
+    },
+  };
+}
+
+/**
+ * What `If-Range` may name this answer's content by: its strong `ETag`, else its
+ * `Last-Modified`. A weak `ETag` (`W/...`) is not allowed there (RFC 9110 section 13.1.5).
+ */
+function readValidator(headers: Headers): string | undefined {
+  const etag = headers.get("etag")?.trim();
+  if (etag !== undefined && etag !== "" && !etag.startsWith("W/")) return etag;
+  const lastModified = headers.get("last-modified")?.trim();
+  return lastModified === undefined || lastModified === "" ? undefined : lastModified;
 }
 
 function readContentLength(header: string | null): number | undefined {
@@ -284,9 +367,4 @@ function readContentLength(header: string | null): number | undefined {
 async function readFileSize(path: string): Promise<number> {
   const found = await stat(path).catch(() => undefined);
   return found?.isFile() ? found.size : 0;
-}
-
-function formatSeconds(milliseconds: number): string {
-  const seconds = milliseconds / 1000;
-  return `${Number.isInteger(seconds) ? seconds : seconds.toFixed(1)} s`;
 }

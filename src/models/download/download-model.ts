@@ -8,6 +8,7 @@ import { formatBytes } from "./format-download-figures.ts";
 import type { HuggingFaceEndpoint } from "./hugging-face-endpoint.ts";
 import { describeModelUri, type ModelUri } from "./parse-model-uri.ts";
 import { resolveRemoteModelFile } from "./resolve-remote-model-file.ts";
+import { retryTransientFailures } from "./retry-transient-failures.ts";
 import { startsAsGguf } from "./starts-as-gguf.ts";
 
 /** Options of {@link downloadModel}. */
@@ -18,7 +19,7 @@ export interface DownloadModelOptions extends DownloadListener {
   huggingFace: HuggingFaceEndpoint;
   /** Stops this caller's wait; the download itself stops when every caller has stopped waiting. */
   signal?: AbortSignal | undefined;
-  /** Retry and timeout settings of the file download (tests shorten them). */
+  /** Retry and timeout settings of the listing and the file download (tests shorten them). */
   transfer?: Pick<DownloadFileOptions, "maxAttempts" | "retryDelayMilliseconds" | "stallTimeoutMilliseconds">;
 }
 
@@ -45,8 +46,9 @@ const active = new Map<string, SharedDownload>();
  * Makes a model URI's file present in the models folder, under its stable name
  * (create-model-file-name.ts), and returns its path. A GGUF file already there is used as it is;
  * anything else there (a web page saved by an earlier version) is downloaded again.
- * Otherwise the URI is resolved (an `hf:` URI through the repository listing) and the file is
- * downloaded by download-file.ts (resumable, verified, atomic). Callers in this process asking
+ * Otherwise the URI is resolved (an `hf:` URI through the repository listing, retried like the
+ * file after a 5xx, 429 or broken connection) and the file is downloaded by download-file.ts
+ * (resumable, verified, atomic). Callers in this process asking
  * for the same file share one download and all hear its progress; other processes wait on a lock
  * file beside it (acquire-download-lock.ts) and then find the file there.
  */
@@ -87,7 +89,16 @@ function startDownload(destination: string, options: DownloadModelOptions): Shar
     for (const listener of listeners) listener.onNotice?.(message);
   };
   const run = async (): Promise<DownloadedModel> => {
-    const remote = await resolveRemoteModelFile({ uri: options.uri, endpoint: options.huggingFace, signal });
+    // A 503 or a reset from the hub is as passing for the listing as for the file.
+    const remote = await retryTransientFailures(
+      () => resolveRemoteModelFile({ uri: options.uri, endpoint: options.huggingFace, signal }),
+      {
+        maxAttempts: options.transfer?.maxAttempts,
+        retryDelayMilliseconds: options.transfer?.retryDelayMilliseconds,
+        signal,
+        onNotice: notice,
+      },
+    );
     await mkdir(options.modelsFolder, { recursive: true });
     const lock = await acquireDownloadLock({
       path: `${destination}.lock`,

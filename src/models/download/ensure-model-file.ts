@@ -1,4 +1,5 @@
 import { resolveModelSource } from "../resolve-model-source.ts";
+import { createNotWritableError, isSystemError } from "./create-not-writable-error.ts";
 import type { ProgressOutput } from "./create-progress-reporter.ts";
 import { resolveHuggingFaceEndpoint } from "./hugging-face-endpoint.ts";
 import { ModelDownloadError } from "./model-download-error.ts";
@@ -80,20 +81,17 @@ export async function ensureModelFile(options: EnsureModelFileOptions): Promise<
     reporter.finish();
     if (options.signal.aborted) throw error;
     const fix = `To fix it, let this machine reach the network and restart, or run \`tollgate models pull ${shown}\` on a machine with network access and put the file at ${source.path}, or set engine.model to a local GGUF file.`;
-    if (error instanceof ModelDownloadError) {
+    // A system error here comes from creating the folder or the lock file; a failed write of the
+    // file itself arrives already as `not-writable`.
+    const failure = isSystemError(error) ? createNotWritableError(error, modelsFolder) : error;
+    if (failure instanceof ModelDownloadError) {
+      const what = failure.failure === "not-writable" ? "saved" : "downloaded";
       throw new ModelDownloadError(
-        error.failure,
-        `Its file could not be downloaded: ${error.message} ${fix}`,
+        failure.failure,
+        `Its file could not be ${what}: ${failure.message} ${fix}`,
         {
-          cause: error,
+          cause: failure,
         },
-      );
-    }
-    if (isSystemError(error)) {
-      throw new ModelDownloadError(
-        "not-writable",
-        `Its file could not be saved in the models folder ${modelsFolder} (${error.message}); make the folder (TOLLGATE_MODELS_DIR) writable, with room for the model. ${fix}`,
-        { cause: error },
       );
     }
     throw error;
@@ -107,15 +105,4 @@ function createProgressOutput(logger: DownloadLogger | undefined, shown: string)
     return { type: "terminal", write: (text) => terminal.write(text), columns: terminal.columns };
   }
   return { type: "lines", write: (line) => logger?.info({ source: shown }, line) };
-}
-
-/** A Node.js file-system error (it has a `code` such as `EACCES` or `ENOSPC`). */
-/** A file-system error (`EACCES`, `ENOSPC`, ...), not one of Node's own `ERR_*` codes. */
-function isSystemError(error: unknown): error is Error & { code: string } {
-  return (
-    error instanceof Error &&
-    "code" in error &&
-    typeof error.code === "string" &&
-    /^E[A-Z]+$/.test(error.code)
-  );
 }

@@ -1,0 +1,23 @@
+import { ModelDownloadError } from "./model-download-error.ts";
+
+/** A file-system error (`EACCES`, `ENOSPC`, ...), not one of Node's own `ERR_*` codes. */
+export function isSystemError(error: unknown): error is Error & { code: string } {
+  return (
+    error instanceof Error &&
+    "code" in error &&
+    typeof error.code === "string" &&
+    /^E[A-Z]+$/.test(error.code)
+  );
+}
+
+/**
+ * The error for a models folder that cannot take the file (full, read-only, not ours): not
+ * retried, since only the operator can make room or change the permissions.
+ */
+export function createNotWritableError(error: Error, modelsFolder: string): ModelDownloadError {
+  return new ModelDownloadError(
+    "not-writable",
+    `The models folder ${modelsFolder} cannot take the file (${error.message}); make the folder (TOLLGATE_MODELS_DIR) writable, with room for the model.`,
+    { cause: error },
+  );
+}
