@@ -11,7 +11,12 @@ export const CLIENT_STALL_TIMEOUT_MS = 60_000;
 /**
  * Writes to a response that may be closed by the client at any time, honouring backpressure:
  * resolves when the data is handed to the socket, and returns false once the client is gone.
- * A client that reads nothing for `stallTimeoutMs` while data waits for it is disconnected.
+ * A client that reads nothing for `stallTimeoutMs` while data waits for it is disconnected: its
+ * connection is closed. A pipelined response queued behind an earlier one on its connection has
+ * no socket yet, and its data waits for that one, not for the client: the time counts from when
+ * it gets the connection (the stall timer used to run from the first write, and a stream queued
+ * behind one longer than a minute was destroyed while still queued, then flushed cut short on a
+ * connection left open).
  */
 export async function writeToClient(
   response: ServerResponse,
@@ -23,13 +28,19 @@ export async function writeToClient(
   if (response.write(data)) return true;
   // Both listeners go once either event comes: a long stream to a slow client waits many times.
   await new Promise<void>((resolve) => {
-    const stalled = setTimeout(() => response.destroy(), stallTimeoutMs);
+    let stalled: NodeJS.Timeout | undefined;
+    const watch = () => {
+      stalled = setTimeout(() => (response.socket ?? response).destroy(), stallTimeoutMs);
+    };
     const done = () => {
       clearTimeout(stalled);
+      response.off("socket", watch);
       response.off("drain", done);
       response.off("close", done);
       resolve();
     };
+    if (response.socket !== null) watch();
+    else response.once("socket", watch);
     response.on("drain", done);
     response.on("close", done);
   });

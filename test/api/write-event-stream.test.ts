@@ -128,4 +128,41 @@ describe("writeToClient", () => {
     expect(results.length).toBeLessThan(64);
     socket.destroy();
   });
+
+  it("counts a pipelined response's stall only once it has its connection (regression: cut while queued, connection left open)", async () => {
+    const piece = "y".repeat(1024 * 1024);
+    let queued: Promise<boolean> | undefined;
+    const server = createServer((request, response) => {
+      response.writeHead(200, { "content-type": "text/event-stream" });
+      if (request.url === "/first") {
+        // A long stream the client reads all along: the second response waits behind it.
+        response.write("first ");
+        setTimeout(() => response.end("done"), 600);
+        return;
+      }
+      queued = writeToClient(response, piece, 150).then((written) => {
+        response.end();
+        return written;
+      });
+    });
+    servers.push(server);
+    server.listen(0, "127.0.0.1");
+    await once(server, "listening");
+    const { port } = server.address() as AddressInfo;
+    const socket = connect(port, "127.0.0.1");
+    let received = 0;
+    socket.on("data", (data: Buffer) => {
+      received += data.length;
+    });
+    const ended = once(socket, "end");
+    // Both requests at once on one connection; the second asks for the connection to close after it.
+    socket.write(
+      `GET /first HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET /second HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n`,
+    );
+    await ended;
+    expect(await queued).toBe(true);
+    // The second response came whole, and the server closed the connection after it.
+    expect(received).toBeGreaterThan(piece.length);
+    socket.destroy();
+  });
 });
