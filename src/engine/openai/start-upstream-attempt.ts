@@ -203,7 +203,14 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
       final = finish(mapper, parts, context.promptTokens);
       reportSuccess();
     } else if (signal.aborted) {
-      final = finish(mapper, parts, context.promptTokens, "abort");
+      // A client that left after the model's finish reason (waiting for the usage) left a
+      // finished answer: its reason stands, as on a local model.
+      final = finish(
+        mapper,
+        parts,
+        context.promptTokens,
+        mapper.rawFinishReason === undefined ? "abort" : undefined,
+      );
     } else if (closeSignal.aborted) {
       const closing = closingError(modelId);
       if (hasParts)

@@ -182,6 +182,26 @@ describe("upstream engine: client abort", () => {
     expect(await upstream.requests[0]?.closedEarly).toBe(true);
   });
 
+  it("keeps the upstream's finish reason when the client left after it, before the usage (regression: recorded as stopped)", async () => {
+    // The whole answer and its finish reason, then the connection held open: no usage, no [DONE].
+    const upstream = await mock((_request, response) => {
+      response.writeHead(200, { "content-type": "text/event-stream" });
+      for (const event of textEvents(["one", " two"], { finishReason: "length", usage: undefined }))
+        response.write(`data: ${JSON.stringify(event)}\n\n`);
+    });
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+    const prepared = await engine.prepare(chatRequest());
+    const controller = new AbortController();
+    const parts: StreamPart[] = [];
+    for await (const batch of prepared.run(controller.signal))
+      for (const part of batch) {
+        parts.push(part);
+        // Gone a moment later, the finish reason read, within the second the usage is waited for.
+        if (part.type === "text-delta" && part.text === " two") setTimeout(() => controller.abort(), 100);
+      }
+    expect(parts.at(-1)).toMatchObject({ type: "finish", reason: "length", rawReason: "length" });
+  });
+
   it("finishes with no completion tokens when aborted before the first byte", async () => {
     const upstream = await mock(silent);
     const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
