@@ -1,3 +1,4 @@
+import { hasNulCharacter } from "../admin/has-nul-character.ts";
 import type {
   ChatMessage,
   ChatRequest,
@@ -231,7 +232,7 @@ export function convertChatRequest(body: ChatCompletionRequestBody): ChatComplet
   });
   // Kept with the request's usage row, where PostgreSQL's text cannot hold NUL: the settle would
   // fail for ever, the request go uncharged and its reservation stay (an audit failure).
-  if (body.user?.includes("\u0000") === true) {
+  if (body.user != null && hasNulCharacter(body.user)) {
     throw new AppError("invalid_value", "'user' must not contain the NUL character (U+0000).", {
       param: "user",
     });
