@@ -201,6 +201,13 @@ function readPortOption(text: string | undefined): number | undefined {
  * What a SIGHUP runs once the server has started: re-reads the config and swaps in its catalogue
  * (a config with errors is reported and the running one kept), then warns about every setting
  * the reload does not apply. Reloads run one after another, so the last signal's config wins.
+ *
+ * A config file that names no models (empty, or without `models:`) stands for the built-in
+ * catalogue at start, but a reload that finds one while the running catalogue is the file's own
+ * keeps the running catalogue: such a file is almost always one being written in place (an
+ * editor, `>` in a shell) when the signal came, and swapping in the built-in catalogue would
+ * answer 404 for every configured model. The operator who wants the built-in catalogue back
+ * restarts, or removes the file (no file at all is the built-in default, SPEC §11).
  */
 function createReloader(options: {
   server: RunningServer;
@@ -211,10 +218,20 @@ function createReloader(options: {
 }): () => void {
   const { server } = options;
   let previous = Promise.resolve();
+  /** Whether the catalogue running now is the built-in one. */
+  let runningBuiltIn = options.running.builtInCatalog === true;
   const reloadOnce = async () => {
     try {
       const next = await loadConfig({ file: options.configFile });
+      if (next.builtInCatalog === true && next.source !== undefined && !runningBuiltIn) {
+        server.app.log.error(
+          { config: next.source },
+          "the config file names no models (empty, or being written?); keeping the running catalogue",
+        );
+        return;
+      }
       await server.reload(next);
+      runningBuiltIn = next.builtInCatalog === true;
       for (const setting of listUnappliedConfigChanges(options.running, next, options.fixed)) {
         server.app.log.warn({ setting }, `${setting} changed in the config; restart the server to apply it`);
       }

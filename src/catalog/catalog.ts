@@ -73,6 +73,11 @@ export interface Config {
   metricsKey: string | undefined;
   logPrompts: boolean;
   models: CatalogModel[];
+  /**
+   * `true` when `models` is the built-in catalogue because the config names none (no file, or a
+   * file without `models:`); absent or `false` when the config lists its own.
+   */
+  builtInCatalog?: boolean;
   /** The file it was read from, or `undefined` for the built-in default. */
   source: string | undefined;
 }

@@ -163,6 +163,7 @@ export function readConfig(options: ReadConfigOptions): ReadConfigResult {
       metricsKey,
       logPrompts,
       models: models ?? createDefaultCatalog(),
+      builtInCatalog: models === undefined,
       source: options.source,
     },
   };

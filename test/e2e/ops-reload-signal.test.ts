@@ -152,4 +152,34 @@ describe("SIGHUP on a running tollgate serve", () => {
     });
     expect(accounts.status).toBe(200);
   }, 60_000);
+
+  it("keeps the running catalogue when the file names no models (empty, or being written)", async () => {
+    if (child === undefined) throw new Error("the server of the test before is not running");
+    const baseUrl = /listening on (http:\/\/\S+\/v1)/.exec(output)?.[1] ?? "";
+    const starterKey = /starter key: (sk-tg-\S+)/.exec(output)?.[1] ?? "";
+    const refusals = () =>
+      logLines().filter((line) => String(line.msg).startsWith("the config file names no models"));
+    const reloadsBefore = reloads().length;
+
+    // Truncated by an editor or a shell's `>` at the moment of the signal.
+    writeFileSync(configFile, "");
+    child.kill("SIGHUP");
+    await waitFor("refusal of the empty file", () => refusals()[0]);
+    // Half written: the settings are there, the models not yet.
+    writeFileSync(configFile, "server: { host: 127.0.0.1, port: 0 }\ndatabase: sqlite:./tollgate.db\n");
+    child.kill("SIGHUP");
+    const refusal = await waitFor("refusal of the file without models", () => refusals()[1]);
+    expect(refusal).toMatchObject({ level: 50, config: configFile });
+    expect(reloads()).toHaveLength(reloadsBefore);
+    expect(await modelStatus(baseUrl, starterKey)).toBe("available");
+    const listed = await fetch(`${baseUrl}/models`, { headers: { authorization: `Bearer ${starterKey}` } });
+    expect(((await listed.json()) as { data: { id: string }[] }).data.map((model) => model.id)).toEqual([
+      "late",
+    ]);
+
+    // Once the file is whole again, reloads apply it.
+    writeConfig({ admin: "admin-key-after-rotation", metrics: "metrics-key-after-rotation" });
+    child.kill("SIGHUP");
+    await waitFor("reload of the whole file", () => reloads()[reloadsBefore]);
+  }, 60_000);
 });
