@@ -11,8 +11,8 @@ import type { Config } from "./catalog/catalog.ts";
 import { type ClusterSettings, readClusterSettings } from "./cluster/cluster-settings.ts";
 import { connectCluster } from "./cluster/connect-cluster.ts";
 import { createEngine, loadEngineModules } from "./engine/create-engine.ts";
-import type { ChatEngine } from "./engine/engine.ts";
 import { KeyLimits } from "./limits/key-limits.ts";
+import { closeWhenIdle } from "./models/close-when-idle.ts";
 import { ModelRegistry } from "./models/model-registry.ts";
 import { openStore } from "./store/open-store.ts";
 import type { Store } from "./store/store.ts";
@@ -42,26 +42,6 @@ export interface RunningServer {
    * first).
    */
   reload(config: Config): Promise<void>;
-}
-
-/** How often a replaced engine is checked for idleness before it is closed. */
-const IDLE_CHECK_MS = 1000;
-/** The longest a replaced engine that cannot report its load is kept before it is closed. */
-const MAX_RETIREMENT_MS = 15 * 60_000;
-
-/** Closes an engine once it runs nothing and nothing waits for it (or after a long bound). */
-function closeWhenIdle(engine: ChatEngine, onError: (error: unknown) => void): void {
-  const retiredAt = Date.now();
-  const check = () => {
-    const load = engine.load?.();
-    const idle = load !== undefined && load.running === 0 && load.waiting === 0;
-    if (idle || Date.now() - retiredAt >= MAX_RETIREMENT_MS) {
-      engine.close().catch(onError);
-      return;
-    }
-    setTimeout(check, IDLE_CHECK_MS).unref();
-  };
-  check();
 }
 
 /**
@@ -329,7 +309,10 @@ async function startOnStore(
       await loadEngineModules(next.models);
       const retired = registry.replace(next.models);
       for (const engine of retired) {
-        closeWhenIdle(engine, (error) => logger.error({ err: error }, "closing a replaced engine failed"));
+        closeWhenIdle(engine, {
+          isHeld: (held) => registry.isHeld(held),
+          onError: (error) => logger.error({ err: error }, "closing a replaced engine failed"),
+        });
       }
       logger.info({ models: next.models.length, replacedEngines: retired.length }, "catalogue reloaded");
     },

@@ -2,10 +2,10 @@ import type { ChatCompletionOptions } from "../api/convert-chat-request.ts";
 import type { CompletionIdentity } from "../api/render-chat-completion.ts";
 import type { CatalogModel } from "../catalog/catalog.ts";
 import { ContextLengthError } from "../engine/check-context-length.ts";
-import type { PartBatch, PreparedChat, StreamPart } from "../engine/engine.ts";
+import type { ChatEngine, PartBatch, PreparedChat, StreamPart } from "../engine/engine.ts";
 import { AppError, isAppError } from "../errors/app-error.ts";
 import { createRandomText } from "../ids/random-text.ts";
-import type { ModelRegistry } from "../models/model-registry.ts";
+import type { ModelRegistry, RegisteredModel } from "../models/model-registry.ts";
 import type { AdmissionTicket, Annotate, ChatAdmission, RunOutcome, SetHeader } from "./chat-admission.ts";
 import { isModelAllowedForKey, type RequestKey } from "./request-key.ts";
 
@@ -14,6 +14,16 @@ export interface StartedChat {
   identity: CompletionIdentity;
   /** The engine's batches of parts; the last part is `finish` or `error`. */
   parts: AsyncIterable<PartBatch>;
+}
+
+/** What {@link ChatService.start} is given for one request. */
+export interface StartInput {
+  requestId: string;
+  key: RequestKey;
+  options: ChatCompletionOptions;
+  signal: AbortSignal;
+  setHeader: SetHeader;
+  annotate: Annotate;
 }
 
 export interface ChatServiceOptions {
@@ -52,15 +62,8 @@ export class ChatService {
     this.#now = options.now ?? Date.now;
   }
 
-  async start(input: {
-    requestId: string;
-    key: RequestKey;
-    options: ChatCompletionOptions;
-    signal: AbortSignal;
-    setHeader: SetHeader;
-    annotate: Annotate;
-  }): Promise<StartedChat> {
-    const { key, options, signal } = input;
+  async start(input: StartInput): Promise<StartedChat> {
+    const { key, options } = input;
     const entry = this.#registry.get(options.model);
     if (entry === undefined) {
       throw new AppError(
@@ -97,6 +100,23 @@ export class ChatService {
         },
       );
     }
+    // The request keeps its engine: a reload closes a replaced engine only once none holds it.
+    const release = this.#registry.hold(engine);
+    try {
+      return await this.#startOn(entry, engine, input, release);
+    } catch (error) {
+      release();
+      throw error;
+    }
+  }
+
+  async #startOn(
+    entry: RegisteredModel,
+    engine: ChatEngine,
+    input: StartInput,
+    release: () => void,
+  ): Promise<StartedChat> {
+    const { key, options, signal } = input;
     const context = {
       requestId: input.requestId,
       key,
@@ -166,6 +186,7 @@ export class ChatService {
         servedBy,
         annotate: input.annotate,
         signal,
+        release,
       }),
     };
   }
@@ -194,6 +215,8 @@ export class ChatService {
       servedBy: CatalogModel | undefined;
       annotate: Annotate;
       signal: AbortSignal;
+      /** Lets go of the engine (ModelRegistry.hold) once the run has ended. */
+      release: () => void;
     },
   ): AsyncGenerator<PartBatch> {
     const { startedAt, prepareMs, servedBy, annotate, signal } = run;
@@ -252,13 +275,17 @@ export class ChatService {
       if (settled) await iterator.return?.();
       // Consumers read to the end even after aborting (the engine then finishes with what it
       // generated), so this only runs when a consumer failed or an engine broke its contract.
-      if (!settled) {
-        await iterator.return?.();
-        await settle({
-          usage: { promptTokens: undefined, completionTokens: undefined },
-          finishReason: undefined,
-          errorCode: "internal_error",
-        });
+      try {
+        if (!settled) {
+          await iterator.return?.();
+          await settle({
+            usage: { promptTokens: undefined, completionTokens: undefined },
+            finishReason: undefined,
+            errorCode: "internal_error",
+          });
+        }
+      } finally {
+        run.release();
       }
     }
   }

@@ -18,6 +18,8 @@ export class ModelRegistry {
   readonly #createEngine: CreateEngine;
   /** Looks up the current catalogue at call time, so fallbacks follow reloads. */
   readonly #context: EngineContext = { resolveEngine: (id) => this.#models.get(id)?.engine };
+  /** Requests under way on each engine, from their start to their end (see {@link hold}). */
+  readonly #holds = new Map<ChatEngine, number>();
 
   constructor(models: readonly CatalogModel[], createEngine: CreateEngine) {
     this.#createEngine = createEngine;
@@ -64,6 +66,29 @@ export class ModelRegistry {
     return [...previous.values()].flatMap((entry) =>
       entry.engine === undefined || kept.has(entry.engine) ? [] : [entry.engine],
     );
+  }
+
+  /**
+   * Marks a request under way on `engine` until the returned function is called (once; later
+   * calls do nothing). A reload closes an engine it replaced only once nothing holds it
+   * (close-when-idle.ts): a request keeps the engine it started on through every step, its
+   * waits for limits and reservations included.
+   */
+  hold(engine: ChatEngine): () => void {
+    this.#holds.set(engine, (this.#holds.get(engine) ?? 0) + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const remaining = (this.#holds.get(engine) ?? 1) - 1;
+      if (remaining === 0) this.#holds.delete(engine);
+      else this.#holds.set(engine, remaining);
+    };
+  }
+
+  /** Whether a request started on `engine` has not ended yet (see {@link hold}). */
+  isHeld(engine: ChatEngine): boolean {
+    return this.#holds.has(engine);
   }
 
   /** Closes every engine (in-flight requests are aborted). */

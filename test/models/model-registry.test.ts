@@ -71,3 +71,20 @@ describe("replacing the catalogue", () => {
     expect(fresh?.status()).toBe("loading");
   });
 });
+
+describe("holding an engine", () => {
+  it("counts each request until its release, and a second release of one request does nothing", () => {
+    const registry = new ModelRegistry([createModel("held")], () => createFakeEngine("available"));
+    const engine = registry.get("held")?.engine;
+    if (engine === undefined) throw new Error("no engine");
+    expect(registry.isHeld(engine)).toBe(false);
+
+    const first = registry.hold(engine);
+    const second = registry.hold(engine);
+    first();
+    first();
+    expect(registry.isHeld(engine)).toBe(true);
+    second();
+    expect(registry.isHeld(engine)).toBe(false);
+  });
+});

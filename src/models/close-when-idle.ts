@@ -1,0 +1,30 @@
+import type { ChatEngine } from "../engine/engine.ts";
+
+/** How often a replaced engine is checked for idleness before it is closed. */
+export const IDLE_CHECK_MS = 1000;
+/** The longest a replaced engine that cannot report its load is kept before it is closed. */
+export const MAX_RETIREMENT_MS = 15 * 60_000;
+
+/**
+ * Closes an engine a reload replaced once it runs nothing, nothing waits for it and no request
+ * holds it (or after {@link MAX_RETIREMENT_MS}). `isHeld`: whether a request started on it and
+ * has not ended (ModelRegistry.hold): the engine's own load counts a request only while the
+ * engine has it, not while it waits between the engine's steps for its rate limit or its
+ * reservation (a database round trip on PostgreSQL), and closing then failed it with a 503.
+ */
+export function closeWhenIdle(
+  engine: ChatEngine,
+  options: { isHeld: (engine: ChatEngine) => boolean; onError: (error: unknown) => void },
+): void {
+  const retiredAt = Date.now();
+  const check = () => {
+    const load = engine.load?.();
+    const idle = load !== undefined && load.running === 0 && load.waiting === 0 && !options.isHeld(engine);
+    if (idle || Date.now() - retiredAt >= MAX_RETIREMENT_MS) {
+      engine.close().catch(options.onError);
+      return;
+    }
+    setTimeout(check, IDLE_CHECK_MS).unref();
+  };
+  check();
+}
