@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import type { FastifyInstance } from "fastify";
 import { pino } from "pino";
@@ -14,7 +15,7 @@ import { createEngine, loadEngineModules } from "./engine/create-engine.ts";
 import { KeyLimits } from "./limits/key-limits.ts";
 import { closeWhenIdle } from "./models/close-when-idle.ts";
 import { ModelRegistry } from "./models/model-registry.ts";
-import { openStore } from "./store/open-store.ts";
+import { claimReplicaId, openStore } from "./store/open-store.ts";
 import type { Store } from "./store/store.ts";
 
 /** The starter account's opening credit on first start, so the printed curl line works. */
@@ -45,14 +46,34 @@ export interface RunningServer {
 }
 
 /**
- * This server's replica id, stable across restarts: `TOLLGATE_REPLICA_ID`, else `host:port`
- * (the machine's hostname for a wildcard host, so replicas on 0.0.0.0 differ).
+ * This server's replica id: `TOLLGATE_REPLICA_ID` when set, else `host:port` with the port asked
+ * for. A starting replica releases the reservations its id left open (SPEC §11), so two live
+ * servers on one database must never share an id. For a wildcard or loopback host the machine's
+ * hostname stands in for the host: replicas on different machines all listening on 0.0.0.0:8080
+ * or 127.0.0.1:8080 (behind a proxy of their own) then differ. Port 0 names nothing stable (each
+ * start gets another port), so it gets a random suffix: such an id is never shared, and never the
+ * same across restarts (its left-overs are released once their lease expires).
  */
 export function resolveReplicaId(host: string, port: number, env: NodeJS.ProcessEnv = process.env): string {
   const configured = env.TOLLGATE_REPLICA_ID?.trim();
   if (configured) return configured;
-  const wildcard = host === "0.0.0.0" || host === "::" || host === "";
-  return `${wildcard ? hostname() : host}:${port}`;
+  const machine = isWildcardHost(host) || isLoopbackHost(host) ? hostname() : host;
+  return port === 0 ? `${machine}:0-${randomBytes(6).toString("hex")}` : `${machine}:${port}`;
+}
+
+function isWildcardHost(host: string): boolean {
+  return host === "0.0.0.0" || host === "::" || host === "";
+}
+
+/** 127.0.0.0/8 (also IPv4-mapped), ::1 and localhost: an address every machine has. */
+function isLoopbackHost(host: string): boolean {
+  const address = host.toLowerCase().replace(/^\[(.*)\]$/, "$1");
+  return (
+    address === "localhost" ||
+    address.endsWith(".localhost") ||
+    address === "::1" ||
+    /^(::ffff:)?127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(address)
+  );
 }
 
 /** How long a shutdown waits for running requests before it cuts them. */
@@ -146,18 +167,48 @@ async function startOnStore(
   const authenticator = createAuthenticator({ store, configuredAdminKey: config.adminKey });
   const host = options.host ?? config.server.host;
   const replicaId = resolveReplicaId(host, options.port ?? config.server.port);
-  // One server owns a SQLite file: whatever reservation is open now was left by a crash. A
-  // shared store (PostgreSQL) has other replicas' live reservations: release only this
-  // replica's own and those whose lease expired (SPEC §11).
-  const released = await store.releaseReservations(
-    config.database.startsWith("sqlite:") ? { replicaId: "*" } : { replicaId, expiredBefore: new Date() },
-  );
   const logger =
     options.logger === false
       ? pino({ enabled: false })
       : options.logger?.destination === undefined
         ? pino({ level: options.logger?.level ?? "info" })
         : pino({ level: options.logger.level }, options.logger.destination);
+  // Claimed before releasing "its own" reservations: with an id another live replica uses, they
+  // would be that replica's running requests, served then without being paid for.
+  const replicaClaim = await claimReplicaId(config.database, {
+    replicaId,
+    onEvent: (event) => {
+      switch (event.type) {
+        case "lost":
+          logger.warn({ err: event.error, replicaId }, "lost the claim on this replica id; taking it again");
+          return;
+        case "retry-failed":
+          logger.warn(
+            { err: event.error, replicaId },
+            "taking the claim on this replica id again failed; retrying",
+          );
+          return;
+        case "claimed-elsewhere":
+          logger.error(
+            { err: event.error, replicaId },
+            "another running server uses this replica id; retrying",
+          );
+          return;
+        case "retaken":
+          logger.info({ replicaId }, "claimed this replica id again");
+          return;
+        default:
+          event satisfies never;
+      }
+    },
+  });
+  if (replicaClaim !== undefined) opened.push(replicaClaim);
+  // One server owns a SQLite file: whatever reservation is open now was left by a crash. A
+  // shared store (PostgreSQL) has other replicas' live reservations: release only this
+  // replica's own and those whose lease expired (SPEC §11).
+  const released = await store.releaseReservations(
+    config.database.startsWith("sqlite:") ? { replicaId: "*" } : { replicaId, expiredBefore: new Date() },
+  );
   // With Redis: rate limits shared by every replica, and revocations told to all of them.
   const cluster = await connectCluster({
     redisUrl: config.redis,
@@ -292,7 +343,12 @@ async function startOnStore(
       await admission.close();
       // After the app closed: settling the last requests still corrects their token buckets.
       await cluster.close();
-      await store.close();
+      try {
+        await store.close();
+      } finally {
+        // Last: the id stays this server's until every request it served is settled.
+        await replicaClaim?.close();
+      }
     }
   }
   function shutdown(shutdownOptions: { graceMs?: number } = {}): Promise<void> {

@@ -1,3 +1,4 @@
+import type { ClaimReplicaIdOptions, ReplicaClaim } from "./postgres/claim-postgres-replica-id.ts";
 import { openSqliteStore } from "./sqlite/open-sqlite-store.ts";
 import type { Store } from "./store.ts";
 
@@ -39,6 +40,21 @@ export async function openStore(databaseUrl: string, options: StoreOptions = {})
   throw new Error(
     `The database URL "${describeScheme(databaseUrl)}" is not one Tollgate knows. Use sqlite:PATH (e.g. sqlite:./data/tollgate.db) or postgres://USER:PASSWORD@HOST:PORT/DATABASE.`,
   );
+}
+
+/**
+ * Claims the server's replica id on the database that `databaseUrl` names, for as long as the
+ * server runs (see `postgres/claim-postgres-replica-id.ts`): throws when another live server
+ * uses the same id. `undefined` for SQLite, where one server owns the file and so needs no id of
+ * its own (`sqlite/claim-sqlite-file.ts`).
+ */
+export async function claimReplicaId(
+  databaseUrl: string,
+  options: ClaimReplicaIdOptions,
+): Promise<ReplicaClaim | undefined> {
+  if (databaseUrl.startsWith("sqlite:")) return undefined;
+  const { claimPostgresReplicaId } = await import("./postgres/claim-postgres-replica-id.ts");
+  return await claimPostgresReplicaId(databaseUrl, options);
 }
 
 function parseSqliteLocation(databaseUrl: string): string {

@@ -152,7 +152,7 @@ async function createSchemaIfMissing(connection: Kysely<Database>, schema: strin
 }
 
 /** The error's message and its causes' (`pg` reports a refused connection as an `AggregateError`). */
-function describeError(error: unknown, depth = 0): string {
+export function describeError(error: unknown, depth = 0): string {
   if (depth > 3) return "";
   if (error instanceof AggregateError && error.errors.length > 0) {
     return [...new Set(error.errors.map((each: unknown) => describeError(each, depth + 1)))].join("; ");

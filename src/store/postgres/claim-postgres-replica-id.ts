@@ -1,0 +1,202 @@
+import { createHash } from "node:crypto";
+import { Client } from "pg";
+import { describeError } from "./open-postgres-store.ts";
+import { parsePostgresUrl } from "./parse-postgres-url.ts";
+
+/** What happened to a claim after it was taken (see {@link claimPostgresReplicaId}). */
+export type ReplicaClaimEvent =
+  /** The claim's connection broke: the id is unclaimed until a retry takes it again. */
+  | { type: "lost"; error: unknown }
+  /** A retry could not reach the database; another follows. */
+  | { type: "retry-failed"; error: unknown }
+  /** A retry found the id claimed by another live server (a duplicate replica id); another follows. */
+  | { type: "claimed-elsewhere"; error: Error }
+  /** A retry took the claim again. */
+  | { type: "retaken" };
+
+/** Options of {@link claimPostgresReplicaId}. */
+export interface ClaimReplicaIdOptions {
+  replicaId: string;
+  /** Told what happens to the claim once it was taken; never throws into the claim. */
+  onEvent?: (event: ReplicaClaimEvent) => void;
+  /** Milliseconds between tries to take a lost claim again. Default 5,000. */
+  retryMilliseconds?: number;
+}
+
+/** A replica id claimed on a database; `close()` gives it up. */
+export interface ReplicaClaim {
+  close(): Promise<void>;
+}
+
+const DEFAULT_RETRY_MS = 5_000;
+/** Bounds on connecting and on each statement: a start never waits for ever on a stalled database. */
+const CONNECT_TIMEOUT_MS = 10_000;
+const QUERY_TIMEOUT_MS = 10_000;
+/**
+ * The database's TCP keepalives on the claim's connection (seconds): when a replica's machine is
+ * gone without closing its connections, PostgreSQL ends its session, and so frees its id, within
+ * about a minute instead of the system default of two hours.
+ */
+const SERVER_KEEPALIVE = { idle: 30, interval: 10, count: 3 };
+
+/**
+ * Claims `replicaId` on the PostgreSQL database at `databaseUrl` for as long as the server runs,
+ * or throws a one-line error when a live server of any process, on any machine, holds it.
+ *
+ * A starting replica releases the open reservations of its own id (SPEC §11), taking them for
+ * left-overs of its previous run: a second live server with the same id would release the first
+ * one's running requests' money, and those requests would be served without being paid for. The
+ * claim is a session-level advisory lock keyed by the schema and the id, held on a connection of
+ * its own (not one of the store's pool, which comes and goes): PostgreSQL frees it when the
+ * session ends, so a crashed replica's id is free again for its restart.
+ *
+ * When that connection breaks later (a database restart, a failover), the lock is gone with it;
+ * the claim reports `lost` and tries to take it again every `retryMilliseconds` in the background,
+ * never throwing. `close()` unlocks and ends the connection.
+ */
+export async function claimPostgresReplicaId(
+  databaseUrl: string,
+  options: ClaimReplicaIdOptions,
+): Promise<ReplicaClaim> {
+  const location = parsePostgresUrl(databaseUrl);
+  const { replicaId } = options;
+  const retryMilliseconds = options.retryMilliseconds ?? DEFAULT_RETRY_MS;
+  const report = (event: ReplicaClaimEvent) => {
+    try {
+      options.onEvent?.(event);
+    } catch {
+      // A failing listener must not stop the retries.
+    }
+  };
+  // Computed on the first connection (the schema may be the connection's current one) and kept:
+  // a retry claims the same lock.
+  let lockKey: string | undefined;
+  let current: Client | undefined;
+  let closed = false;
+  let retryTimer: NodeJS.Timeout | undefined;
+  let retrying: Promise<void> | undefined;
+
+  const take = async (): Promise<Client> => {
+    const client = new Client({
+      connectionString: location.connectionString,
+      connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+      query_timeout: QUERY_TIMEOUT_MS,
+      keepAlive: true,
+      fallback_application_name: "tollgate",
+    });
+    let failure: unknown;
+    // An 'error' event without a listener would end the process; the 'end' that follows it is
+    // what reports the loss.
+    client.on("error", (error) => {
+      failure = error;
+    });
+    client.on("end", () => {
+      if (client !== current || closed) return;
+      current = undefined;
+      report({ type: "lost", error: failure ?? new Error("the connection to PostgreSQL ended") });
+      scheduleRetry();
+    });
+    try {
+      await client.connect();
+      await client
+        .query(
+          `set tcp_keepalives_idle = ${SERVER_KEEPALIVE.idle}; set tcp_keepalives_interval = ${SERVER_KEEPALIVE.interval}; set tcp_keepalives_count = ${SERVER_KEEPALIVE.count}`,
+        )
+        .catch(() => {
+          // Only a faster release after a lost machine: the claim holds without it.
+        });
+      lockKey ??= await computeLockKey(client, location.schema, replicaId);
+      const { rows } = await client.query<{ claimed: boolean }>(
+        "select pg_try_advisory_lock($1::bigint) as claimed",
+        [lockKey],
+      );
+      if (rows[0]?.claimed !== true) throw new ReplicaIdInUseError(replicaId, location.redacted);
+      return client;
+    } catch (error) {
+      await client.end().catch(() => {});
+      throw error;
+    }
+  };
+
+  const scheduleRetry = () => {
+    retryTimer = setTimeout(() => {
+      retrying = take().then(
+        async (client) => {
+          if (closed) {
+            await client.end().catch(() => {});
+            return;
+          }
+          current = client;
+          report({ type: "retaken" });
+        },
+        (error: unknown) => {
+          if (closed) return;
+          report(
+            error instanceof ReplicaIdInUseError
+              ? { type: "claimed-elsewhere", error }
+              : { type: "retry-failed", error },
+          );
+          scheduleRetry();
+        },
+      );
+    }, retryMilliseconds);
+    // A lost claim never keeps a process alive that has nothing else to do.
+    retryTimer.unref();
+  };
+
+  try {
+    current = await take();
+  } catch (error) {
+    if (error instanceof ReplicaIdInUseError) throw error;
+    throw new Error(
+      `Could not claim the replica id "${replicaId}" on the PostgreSQL store at ${location.redacted}: ${describeError(error)}`,
+      { cause: error },
+    );
+  }
+
+  let closing: Promise<void> | undefined;
+  return {
+    close() {
+      closing ??= (async () => {
+        closed = true;
+        clearTimeout(retryTimer);
+        await retrying;
+        const client = current;
+        current = undefined;
+        if (client === undefined) return;
+        // Unlocked before the connection ends: a replica that starts right after this one closed
+        // must find the id free, not the lock of a backend still on its way out.
+        await client.query("select pg_advisory_unlock($1::bigint)", [lockKey]).catch(() => {});
+        await client.end().catch(() => {});
+      })();
+      return closing;
+    },
+  };
+}
+
+/** The advisory lock's key: a 64-bit hash of the schema and the id, apart from the migration's. */
+async function computeLockKey(
+  client: Client,
+  schema: string | undefined,
+  replicaId: string,
+): Promise<string> {
+  let target = schema;
+  if (target === undefined) {
+    const { rows } = await client.query<{ schema: string | null }>("select current_schema() as schema");
+    target = rows[0]?.schema ?? "";
+  }
+  return createHash("sha256")
+    .update(`tollgate.replica:${target}\u0000${replicaId}`)
+    .digest()
+    .readBigInt64BE(0)
+    .toString();
+}
+
+/** A live server of another process, or of this one, holds the replica id. */
+class ReplicaIdInUseError extends Error {
+  constructor(replicaId: string, database: string) {
+    super(
+      `Another running Tollgate server already uses the replica id "${replicaId}" on ${database}; set TOLLGATE_REPLICA_ID to a unique value per replica (a replica that has just stopped frees its id within a minute).`,
+    );
+  }
+}
