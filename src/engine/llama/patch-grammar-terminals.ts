@@ -1,5 +1,5 @@
 /**
- * Two of node-llama-cpp's JSON grammar terminals let out values that strict readers refuse. This
+ * Three of node-llama-cpp's JSON grammar terminals let out values that strict readers refuse. This
  * rewrites their rules, once per process, in the classes every JSON grammar is built from (ours
  * through create-json-grammar.ts, LlamaChat's for function parameters, the "any JSON value" rule).
  * A rule that differs from the one shipped is left as it is; node-llama-cpp is pinned to one
@@ -16,6 +16,13 @@
  * Dates (`format: "date"`, and the date of `date-time`): any month could have 31 days, so
  * "2023-02-31" and "2023-11-31" came out. Now each month has its own days, and February 29 only
  * in leap years (of the proleptic Gregorian calendar, as RFC 3339 reads them).
+ *
+ * Literal strings (`enum` and `const` values, property names): only `\ " \t \r \n` were escaped,
+ * so "\u0001", "\b" or "\f" came out raw inside the JSON string (which JSON.parse refuses), and a
+ * NUL cut the grammar text short (llama.cpp reads it as a C string) so the schema was refused. Now
+ * the literal is the value's JSON text exactly as `JSON.stringify` writes it (`\b \f \u0001`, lone
+ * surrogates as `\ud800`), so the output parses back to the very value and the grammar text holds
+ * no control character.
  */
 const shippedRules = {
   integer: '"-"? ("0" | [1-9] [0-9]{0,15}) ([eE] [-+]? ("0" | [1-9] [0-9]{0,15}))?',
@@ -43,8 +50,28 @@ const boundedDateRule = [
   ")",
 ].join(" ");
 
+/** The grammar node-llama-cpp writes for the literal string `value` (the pinned version's escaping). */
+function shippedStringRule(value: string): string {
+  const escaped = value
+    .replaceAll("\\", "\\\\\\\\")
+    .replaceAll("\t", "\\\\t")
+    .replaceAll("\r", "\\\\r")
+    .replaceAll("\n", "\\\\n")
+    .replaceAll('"', '\\\\\\"');
+  return `"\\"${escaped}\\""`;
+}
+
+/** A GBNF literal that matches exactly the JSON text of `value`: its backslashes and quotes escaped. */
+function jsonStringRule(value: string): string {
+  return `"${JSON.stringify(value).replaceAll("\\", "\\\\").replaceAll('"', '\\"')}"`;
+}
+
 interface GbnfNumberClass {
   prototype: { allowFractional: boolean; getGrammar(): string };
+}
+
+interface GbnfStringValueClass {
+  prototype: { value: string; getGrammar(): string };
 }
 
 interface GbnfFormatStringClass {
@@ -86,16 +113,33 @@ async function patchDates(): Promise<boolean> {
   return true;
 }
 
+async function patchStringValues(): Promise<boolean> {
+  const { GbnfStringValue } = (await importTerminal("GbnfStringValue.js")) as {
+    GbnfStringValue: GbnfStringValueClass;
+  };
+  const original = GbnfStringValue.prototype.getGrammar;
+  if (typeof original !== "function") return false;
+  GbnfStringValue.prototype.getGrammar = function getGrammar(this: { value: string }) {
+    const grammar = original.call(this);
+    return grammar === shippedStringRule(this.value) ? jsonStringRule(this.value) : grammar;
+  };
+  return true;
+}
+
 let patching: Promise<boolean> | undefined;
 
-/** Patches the number and date terminals; answers whether both could be (else grammars are as shipped). */
+/**
+ * Patches the number, date and literal string terminals; answers whether all three could be (else
+ * those that could not are as shipped).
+ */
 export function patchGrammarTerminals(): Promise<boolean> {
   patching ??= (async () => {
-    const [numbers, dates] = await Promise.all([
+    const [numbers, dates, strings] = await Promise.all([
       patchNumbers().catch(() => false),
       patchDates().catch(() => false),
+      patchStringValues().catch(() => false),
     ]);
-    return numbers && dates;
+    return numbers && dates && strings;
   })();
   return patching;
 }

@@ -1,3 +1,4 @@
+import type { GbnfJsonSchema } from "node-llama-cpp";
 import { describe, expect, it } from "vitest";
 import { getSharedLlama } from "../../../src/engine/llama/get-shared-llama.ts";
 import { patchGrammarTerminals } from "../../../src/engine/llama/patch-grammar-terminals.ts";
@@ -65,5 +66,51 @@ describe("date grammars after patchGrammarTerminals", () => {
       expect(real.filter((date) => !accepts(date))).toEqual([]);
       expect(unreal.filter((date) => accepts(date))).toEqual([]);
     }
+  });
+});
+
+describe("literal string grammars after patchGrammarTerminals", () => {
+  const values = ["\u0001", "\b\f", "tab\there", '"\\', "\u001f\r\n", "lone \ud800", "\u007f\u2028"];
+  const schema: GbnfJsonSchema = {
+    type: "object",
+    properties: { sep: { enum: values }, "key\u0002": { const: "\u0003" } },
+    required: ["sep", "key\u0002"],
+    additionalProperties: false,
+  };
+
+  /** Whether the grammar takes `text` as a whole (node-llama-cpp's check, with its four newlines). */
+  function accepts(grammar: unknown, text: string): boolean {
+    return (grammar as { _testText(text: string): boolean })._testText(`${text}\n\n\n\n`);
+  }
+
+  // Regression: "\u0001", "\b" and "\f" came out raw inside the JSON string, which JSON.parse refuses.
+  it("write enum and const values and property names as their JSON text, control characters escaped", async () => {
+    expect(await patchGrammarTerminals()).toBe(true);
+    const llama = await getSharedLlama({ gpu: false });
+    const grammar = await llama.createGrammarForJsonSchema(schema);
+    // Lines are the only control characters left in the grammar text.
+    expect([...grammar.grammar].filter((character) => character < " " && character !== "\n")).toEqual([]);
+    for (const value of values) {
+      const json = JSON.stringify({ sep: value, "key\u0002": "\u0003" });
+      expect(accepts(grammar, json), json).toBe(true);
+      expect(JSON.parse(json)).toEqual({ sep: value, "key\u0002": "\u0003" });
+    }
+    // The raw control characters, as the shipped grammar let them out, are not JSON and not allowed.
+    expect(accepts(grammar, '{"sep":"\u0001","key\\u0002":"\\u0003"}')).toBe(false);
+    expect(accepts(grammar, '{"sep":"\\u0001","key\u0002":"\\u0003"}')).toBe(false);
+    expect(accepts(grammar, '{"sep":"\b\f","key\\u0002":"\\u0003"}')).toBe(false);
+    // Other writings of the same value are not either: exactly one text per value.
+    expect(accepts(grammar, '{"sep":"\\u0008\\f","key\\u0002":"\\u0003"}')).toBe(false);
+  });
+
+  // Regression: llama.cpp reads the grammar text as a C string, so a NUL cut it short and the
+  // schema was refused with a message about `$ref` cycles.
+  it("write a NUL as \\u0000, never into the grammar text", async () => {
+    expect(await patchGrammarTerminals()).toBe(true);
+    const llama = await getSharedLlama({ gpu: false });
+    const grammar = await llama.createGrammarForJsonSchema({ enum: ["a\u0000b", "\u0000"] });
+    expect(grammar.grammar).not.toContain("\u0000");
+    expect(accepts(grammar, '"a\\u0000b"')).toBe(true);
+    expect(accepts(grammar, '"\\u0000"')).toBe(true);
   });
 });
