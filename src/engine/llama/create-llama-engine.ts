@@ -238,6 +238,7 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
           history,
           grammar,
           directPrompt,
+          prompt: prompt.tokens,
           promptTokens,
           maxCompletionTokens,
           signal,

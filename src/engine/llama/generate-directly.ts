@@ -16,7 +16,8 @@
  *   JSON grammar): the same tokens come out;
  * - it ends on an end-of-generation token, on the chat wrapper's and the grammar's stop triggers,
  *   on the request's stop strings (which may span tokens and are never emitted), at `maxTokens`,
- *   or when `signal` aborts, with LlamaChat's stop reasons;
+ *   or when `signal` aborts (checked between the prompt's batches too, and a token sampled after
+ *   the abort is neither shown nor counted), with LlamaChat's stop reasons;
  * - it releases text as LlamaChat does: tokens whose bytes do not yet form whole characters wait
  *   for the next; tokens whose text may still become a stop trigger wait until that is decided;
  *   with a grammar that trims its whitespace suffix (JSON), whitespace-only tokens wait for more
@@ -47,6 +48,7 @@ import type {
   Tokenizer,
 } from "node-llama-cpp";
 import { findPartialStopStart } from "./create-stop-matcher.ts";
+import { evaluatePromptHead } from "./evaluate-prompt-head.ts";
 import type { LlamaStopReason } from "./map-finish.ts";
 import type { SamplingOptions } from "./map-sampling-options.ts";
 import type { RenderedPrompt } from "./render-prompt.ts";
@@ -138,10 +140,24 @@ export async function createGrammarEvaluationState(
   return new LlamaGrammarEvaluationState({ model, grammar });
 }
 
+/** How a direct generation ended. */
+export interface DirectGenerationEnd {
+  stopReason: LlamaStopReason;
+  /**
+   * Tokens sampled after `signal` aborted (0 or 1): the sequence's token meter counts them, but they
+   * were neither shown nor generated for the client, so they are not charged.
+   */
+  discardedTokens: number;
+}
+
 /**
  * Generates on `sequence` (whose state the caller has cleared) until a stop, passing released text
- * to `onText`, and answers the stop reason. Completion tokens are for the caller to read from the
- * sequence's token meter, as on the LlamaChat path.
+ * to `onText`, and answers how it ended. Completion tokens are for the caller to read from the
+ * sequence's token meter, as on the LlamaChat path, less the {@link DirectGenerationEnd} discarded.
+ *
+ * The prompt is evaluated a batch at a time with the abort checked in between
+ * (evaluate-prompt-head.ts): a client that leaves while its prompt is evaluated frees the sequence
+ * within one batch, and nothing is sampled for it.
  */
 export async function generateDirectly(options: {
   sequence: LlamaContextSequence;
@@ -152,24 +168,26 @@ export async function generateDirectly(options: {
   maxTokens: number;
   signal: AbortSignal;
   onText: (text: string) => void;
-}): Promise<LlamaStopReason> {
+}): Promise<DirectGenerationEnd> {
   const { sequence, signal, maxTokens } = options;
-  if (signal.aborted) return "abort";
+  const rest = await evaluatePromptHead({ sequence, tokens: options.prompt.tokens, signal });
+  if (rest === undefined) return { stopReason: "abort", discardedTokens: 0 };
   const stream = createTextRelease({ model: sequence.model, prompt: options.prompt, onText: options.onText });
   const evaluateOptions = mapEvaluateOptions(options, sequence.model, stream.released);
   let generated = 0;
-  for await (const token of sequence.evaluate(options.prompt.tokens, evaluateOptions)) {
-    // A token that arrives after the abort was already sampled (and metered), but is not shown.
+  for await (const token of sequence.evaluate(rest, evaluateOptions)) {
+    // A token that arrives after the abort was sampled (and metered) for a client that has left:
+    // it is neither shown nor counted.
     if (signal.aborted) {
       stream.finish();
-      return "abort";
+      return { stopReason: "abort", discardedTokens: 1 };
     }
     generated += 1;
     const stopReason = stream.push(token);
-    if (stopReason !== undefined) return stopReason;
+    if (stopReason !== undefined) return { stopReason, discardedTokens: 0 };
     if (maxTokens > 0 && generated >= maxTokens) {
       stream.finish();
-      return "maxTokens";
+      return { stopReason: "maxTokens", discardedTokens: 0 };
     }
   }
   throw new Error("The token stream ended without a stop (the sequence's sampler was disposed)");

@@ -2,6 +2,7 @@ import type {
   ChatHistoryItem,
   LLamaChatGenerateResponseOptions,
   LlamaChatResponseChunk,
+  LlamaContextSequence,
   LlamaGrammar,
   Token,
 } from "node-llama-cpp";
@@ -11,6 +12,7 @@ import type { LeasePool } from "./create-lease-pool.ts";
 import { createPartChannel } from "./create-part-channel.ts";
 import { createPartMapper, type LlamaChatResult } from "./create-part-mapper.ts";
 import { createStopMatcher, type StopMatcher } from "./create-stop-matcher.ts";
+import { evaluatePromptHead } from "./evaluate-prompt-head.ts";
 import { createGrammarEvaluationState, type DirectPrompt, generateDirectly } from "./generate-directly.ts";
 import { linkAbortSignals } from "./link-abort-signals.ts";
 import type { LlamaEngineLogger } from "./llama-engine-logger.ts";
@@ -29,6 +31,8 @@ export interface LlamaGenerationOptions {
   grammar: LlamaGrammar | undefined;
   /** The prompt for the direct path (generate-directly.ts); `undefined` generates with LlamaChat. */
   directPrompt: DirectPrompt | undefined;
+  /** The rendered prompt's tokens (render-prompt.ts), which LlamaChat evaluates too. */
+  prompt: Token[];
   promptTokens: number;
   maxCompletionTokens: number;
   /** The client's signal: aborting ends generation with a `finish` that counts what was generated. */
@@ -47,7 +51,12 @@ export interface LlamaGenerationOptions {
  * the last bits depending on how the tokens before it were batched, and reusing a previous
  * request's prefix would make "same request, same seed, same text" depend on what ran before.
  * Completion tokens are read from the sequence's token meter, which counts one output per sampled
- * token (the end-of-generation token included) and none for prompt evaluation.
+ * token (the end-of-generation token included) and none for prompt evaluation, less the tokens
+ * sampled after the client left: neither path can stop a sampling under way, and what comes out of
+ * it after the abort is not generated for anyone. On either path the prompt is evaluated a batch at
+ * a time, stopping between batches on an abort (evaluate-prompt-head.ts): a client that leaves
+ * while its prompt is evaluated frees the sequence within a batch, and a run that sampled nothing
+ * ends as one aborted in the queue does, with 0 completion tokens (which cost nothing).
  */
 export async function* runLlamaGeneration(options: LlamaGenerationOptions): AsyncGenerator<PartBatch> {
   const { signal, closeSignal } = options;
@@ -66,9 +75,14 @@ export async function* runLlamaGeneration(options: LlamaGenerationOptions): Asyn
   const generationAbort = linkAbortSignals([signal, closeSignal, stopController.signal]);
   const channel = createPartChannel<StreamPart>();
   const meterStart = sequence.tokenMeter.getState().usedOutputTokens;
+  /** Tokens metered but sampled after the abort (see the function comment). */
+  let discardedTokens = 0;
   const usage = (): Usage => ({
     promptTokens: options.promptTokens,
-    completionTokens: sequence.tokenMeter.getState().usedOutputTokens - meterStart,
+    completionTokens: Math.max(
+      0,
+      sequence.tokenMeter.getState().usedOutputTokens - meterStart - discardedTokens,
+    ),
   });
   const parts = createPartMapper(options.plan, (part) => channel.push(part));
 
@@ -77,7 +91,7 @@ export async function* runLlamaGeneration(options: LlamaGenerationOptions): Asyn
       options.grammar === undefined
         ? undefined
         : await createGrammarEvaluationState(sequence.model, options.grammar);
-    const stopReason = await generateDirectly({
+    const end = await generateDirectly({
       sequence,
       prompt,
       grammarState,
@@ -86,10 +100,19 @@ export async function* runLlamaGeneration(options: LlamaGenerationOptions): Asyn
       signal: generationAbort.signal,
       onText: parts.onText,
     });
-    return { stopReason };
+    discardedTokens += end.discardedTokens;
+    return { stopReason: end.stopReason };
   };
 
   const generateWithLlamaChat = async (sampling: SamplingOptions): Promise<Ended> => {
+    // LlamaChat evaluates a prompt in one go: the head is evaluated here, where an abort stops it,
+    // and LlamaChat evaluates the rest (it keeps the sequence's state where it matches its prompt).
+    const rest = await evaluatePromptHead({
+      sequence,
+      tokens: options.prompt,
+      signal: generationAbort.signal,
+    });
+    if (rest === undefined) return { stopReason: "abort" };
     // LlamaChat gets no stop strings: it would drop the text held for one (create-stop-matcher.ts).
     const stops = planStopStrings(options.plan, options.request);
     const matcher = stops.length === 0 ? undefined : createStopMatcher(stops, parts.onText);
@@ -110,6 +133,7 @@ export async function* runLlamaGeneration(options: LlamaGenerationOptions): Asyn
       stopOnAbortSignal: true,
     } satisfies LLamaChatGenerateResponseOptions;
     let result: LlamaChatResult;
+    const afterAbort = countTokensAfterAbort(sequence, generationAbort.signal);
     try {
       result =
         options.plan.kind === "functions"
@@ -132,6 +156,8 @@ export async function* runLlamaGeneration(options: LlamaGenerationOptions): Asyn
       throw error;
     } finally {
       chatAbort.unlink();
+      afterAbort.restore();
+      discardedTokens += afterAbort.count;
     }
     // Ended by the stop string's abort: LlamaChat reports "abort".
     if (matcher?.stopped === true)
@@ -193,6 +219,43 @@ export async function* runLlamaGeneration(options: LlamaGenerationOptions): Asyn
     stopController.abort();
     await generation;
   }
+}
+
+/**
+ * Counts the tokens that come out of `sequence.evaluate` after `signal` aborted, until `restore`.
+ * LlamaChat samples with `evaluate` and checks its signal only once it has taken the sampled token
+ * in, so the token that was being sampled when the client left is metered; the count is what must
+ * not be charged. The wrapper is this sequence's own property (the class's method is untouched),
+ * and passes LlamaChat's replacement tokens on.
+ */
+function countTokensAfterAbort(
+  sequence: LlamaContextSequence,
+  signal: AbortSignal,
+): { readonly count: number; restore(): void } {
+  const evaluate = sequence.evaluate;
+  let count = 0;
+  sequence.evaluate = async function* (tokens, evaluateOptions) {
+    const iterator = evaluate.call(sequence, tokens, evaluateOptions);
+    let input: Token | Token[] | undefined;
+    try {
+      while (true) {
+        const result = await iterator.next(input);
+        if (result.done === true) return;
+        if (signal.aborted) count += 1;
+        input = (yield result.value) ?? undefined;
+      }
+    } finally {
+      await iterator.return();
+    }
+  };
+  return {
+    get count() {
+      return count;
+    },
+    restore: () => {
+      Reflect.deleteProperty(sequence, "evaluate");
+    },
+  };
 }
 
 /** How a generation ended, on either path. */
