@@ -7,6 +7,7 @@ import { describeAccount } from "./describe-account.ts";
 import { dispatchSubcommand, writeSubcommandHelp } from "./dispatch-subcommand.ts";
 import { requireAccount } from "./find-account.ts";
 import { formatInstant, formatTable } from "./format-table.ts";
+import { listAccountSummaries } from "./list-account-summaries.ts";
 import { parseCommandArguments, stringOption } from "./parse-command-arguments.ts";
 import { withCliErrors } from "./with-cli-errors.ts";
 
@@ -92,23 +93,19 @@ function parseAmountOption(label: string, text: string): bigint {
 
 async function listCommand(store: Store, argv: readonly string[], out: OutputSink): Promise<void> {
   parseCommandArguments(argv, { options: {}, positionals: 0, usage: USAGE.list });
-  const accounts = await store.listAccounts();
+  const accounts = await listAccountSummaries(store);
   if (accounts.length === 0) {
     out.write("No accounts yet. Create one with `tollgate accounts create NAME`.");
     return;
   }
-  const rows: string[][] = [];
-  for (const account of accounts) {
-    const summary = await describeAccount(store, account);
-    rows.push([
-      account.id,
-      account.name,
-      summary.balance,
-      summary.reserved,
-      summary.spent,
-      formatInstant(account.createdAt),
-    ]);
-  }
+  const rows = accounts.map(({ account, summary }) => [
+    account.id,
+    account.name,
+    summary.balance,
+    summary.reserved,
+    summary.spent,
+    formatInstant(account.createdAt),
+  ]);
   for (const line of formatTable(["ID", "NAME", "BALANCE", "RESERVED", "SPENT", "CREATED"], rows)) {
     out.write(line);
   }

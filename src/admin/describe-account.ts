@@ -1,5 +1,5 @@
 import { formatAmount } from "../billing/money.ts";
-import type { Account, Store } from "../store/store.ts";
+import type { Account, AccountMoney, Store } from "../store/store.ts";
 import { AdminError } from "./admin-error.ts";
 
 /**
@@ -26,6 +26,11 @@ export async function describeAccount(
   if (money === undefined) {
     throw new AdminError("not_found", `No account has the id ${account.id}.`, { field: "account" });
   }
+  return summarizeAccount(account, money);
+}
+
+/** An account's money as the admin API and CLI show it (SPEC §11): decimal strings, in this order. */
+export function summarizeAccount(account: Pick<Account, "id" | "name">, money: AccountMoney): AccountSummary {
   return {
     id: account.id,
     name: account.name,

@@ -6,6 +6,7 @@ import { requireAccount } from "./find-account.ts";
 import { formatInstant, formatTable } from "./format-table.ts";
 import { parseCommandArguments, stringOption } from "./parse-command-arguments.ts";
 import { parseInstant } from "./parse-instant.ts";
+import { readAccountNames } from "./read-account-names.ts";
 import { revokeKey } from "./revoke-key.ts";
 import { withCliErrors } from "./with-cli-errors.ts";
 
@@ -173,7 +174,10 @@ async function listCommand(store: Store, argv: readonly string[], out: OutputSin
     );
     return;
   }
-  const accountNames = new Map((await store.listAccounts()).map((each) => [each.id, each.name]));
+  const accountNames = await readAccountNames(
+    store,
+    keys.map((key) => key.accountId),
+  );
   const rows = keys.map((key) => [
     key.publicId,
     key.accountId === undefined ? "(admin)" : (accountNames.get(key.accountId) ?? key.accountId),

@@ -6,6 +6,7 @@ import { findAccount } from "./find-account.ts";
 import { type CsvValue, formatCsvLine } from "./format-csv.ts";
 import { hasNulCharacter } from "./has-nul-character.ts";
 import { parseInstant } from "./parse-instant.ts";
+import { readAccountNames } from "./read-account-names.ts";
 import { hideKeySecrets, KEY_REFERENCE_HINT, readKeyReference } from "./read-key-reference.ts";
 
 /** The filters of `usage` and `GET /admin/usage`, as the operator wrote them. */
@@ -57,7 +58,11 @@ export interface UsageGroup {
 /** What a usage query selects: the store's filter, with the account names its rows refer to. */
 export interface UsageSelection {
   filter: UsageFilter;
-  /** Account names by id. */
+  /**
+   * Account names by id: the filter's account from the start, and those of the rows and groups
+   * read so far ({@link readUsagePages} and {@link sumUsageGroups} add them before they answer),
+   * never every account.
+   */
   accountNames: Map<string, string>;
   /**
    * `true` when a filter names what no row holds (a model id with a NUL, which PostgreSQL cannot
@@ -76,6 +81,7 @@ export const USAGE_PAGE_ROWS = 1000;
  */
 export async function selectUsage(store: Store, query: UsageQuery): Promise<UsageSelection> {
   const filter: UsageFilter = {};
+  const accountNames = new Map<string, string>();
   if (query.account !== undefined) {
     const account = await findAccount(store, query.account);
     if (account === undefined) {
@@ -85,6 +91,7 @@ export async function selectUsage(store: Store, query: UsageQuery): Promise<Usag
       });
     }
     filter.accountId = account.id;
+    accountNames.set(account.id, account.name);
   }
   if (query.key !== undefined) {
     // A whole key is taken by its public id, as `keys revoke` takes it; other text is not
@@ -106,10 +113,9 @@ export async function selectUsage(store: Store, query: UsageQuery): Promise<Usag
       field: "since",
     });
   }
-  const accounts = await store.listAccounts();
   return {
     filter,
-    accountNames: new Map(accounts.map((account) => [account.id, account.name])),
+    accountNames,
     matchesNothing: filter.model !== undefined && hasNulCharacter(filter.model),
   };
 }
@@ -127,7 +133,9 @@ function readInstant(field: "since" | "until", text: string): Date {
  * The selected rows, oldest first, in pages of at most {@link USAGE_PAGE_ROWS}: those after
  * `after`, at most `limit` of them (every one without). Each page is one indexed query however
  * deep into the ledger, and the event loop runs between pages, so a server can stream a ledger
- * of millions of rows while it serves requests, in constant memory.
+ * of millions of rows while it serves requests, in constant memory. The names of a page's
+ * accounts are in `selection.accountNames` when it is yielded (read for that page's accounts
+ * only, when not known yet).
  */
 export async function* readUsagePages(
   store: Store,
@@ -140,7 +148,14 @@ export async function* readUsagePages(
   while (left > 0) {
     const limit = Math.min(USAGE_PAGE_ROWS, left);
     const page = await store.listUsage(selection.filter, { limit, after });
-    if (page.length > 0) yield page;
+    if (page.length > 0) {
+      await readAccountNames(
+        store,
+        page.map((record) => record.accountId),
+        selection.accountNames,
+      );
+      yield page;
+    }
     if (page.length < limit) return;
     left -= page.length;
     const last = page[page.length - 1] as UsageRecord;
@@ -157,6 +172,11 @@ export async function sumUsageGroups(
 ): Promise<UsageGroup[]> {
   if (selection.matchesNothing) return [];
   const totals = await store.sumUsage(selection.filter, grouping);
+  await readAccountNames(
+    store,
+    totals.map((each) => each.accountId),
+    selection.accountNames,
+  );
   return totals
     .map((each) => ({
       group: each.group,

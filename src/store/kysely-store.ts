@@ -5,6 +5,7 @@ import type { AccountsTable, ApiKeysTable, Database } from "./database.ts";
 import { createKyselyBilling } from "./kysely-billing.ts";
 import type {
   Account,
+  AccountWithMoney,
   ApiKeyFilter,
   ApiKeyRecord,
   InsertAccountResult,
@@ -15,6 +16,13 @@ import type {
 
 /** The note of the credit that records an account's opening balance. */
 export const OPENING_CREDIT_NOTE = "opening balance";
+
+/**
+ * How many ids {@link Store.getAccountsByIds} binds per query: far below the smallest limit on
+ * bound parameters (999 in SQLite before 3.32; 65,535 in PostgreSQL), and a page of usage rows
+ * (1,000 rows) names at most two chunks of accounts.
+ */
+export const ACCOUNT_IDS_PER_QUERY = 500;
 
 /**
  * The {@link Store} over any kysely dialect. Queries use only what SQLite and PostgreSQL share
@@ -77,6 +85,19 @@ export function createKyselyStore(
         .execute();
       return rows.map(toAccount);
     },
+
+    async getAccountsByIds(ids: readonly string[]): Promise<Account[]> {
+      const unique = [...new Set(ids)];
+      const accounts: Account[] = [];
+      for (let start = 0; start < unique.length; start += ACCOUNT_IDS_PER_QUERY) {
+        const chunk = unique.slice(start, start + ACCOUNT_IDS_PER_QUERY);
+        const rows = await db.selectFrom("accounts").selectAll().where("id", "in", chunk).execute();
+        accounts.push(...rows.map(toAccount));
+      }
+      return accounts;
+    },
+
+    listAccountsWithMoney: () => readAccountsWithMoney(db),
 
     async hasAccounts(): Promise<boolean> {
       const row = await db.selectFrom("accounts").select("id").limit(1).executeTakeFirst();
@@ -151,6 +172,20 @@ export function createKyselyStore(
       await db.destroy();
     },
   };
+}
+
+/**
+ * Every account with its money as the file (or database) has it, in the order of
+ * {@link Store.listAccounts}: the money lives on the account's row (see `database.ts`), so one
+ * query reads it all.
+ */
+export async function readAccountsWithMoney(db: Kysely<Database>): Promise<AccountWithMoney[]> {
+  const rows = await db.selectFrom("accounts").selectAll().orderBy("created_at").orderBy("name").execute();
+  return rows.map((row) => ({
+    ...toAccount(row),
+    reservedNano: readBigInt(row.reserved_nano),
+    spentNano: readBigInt(row.spent_nano),
+  }));
 }
 
 function toAccount(row: Selectable<AccountsTable>): Account {

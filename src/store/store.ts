@@ -138,6 +138,9 @@ export interface AccountMoney extends AccountBalance {
   spentNano: bigint;
 }
 
+/** An account with its money, as {@link Store.listAccountsWithMoney} reads them together. */
+export interface AccountWithMoney extends Account, AccountMoney {}
+
 /**
  * The outcome of {@link Store.credit}: `balance_too_large` when the balance would exceed the
  * largest amount a store holds (2^63 − 1 nano-units); `already_credited` when a credit with the
@@ -206,6 +209,19 @@ export interface Store {
   getAccountByName(name: string): Promise<Account | undefined>;
   /** Every account, oldest first (by name among accounts made in the same millisecond). */
   listAccounts(): Promise<Account[]>;
+  /**
+   * The accounts with these ids, in no particular order; an id that names no account is left
+   * out. Any number of ids: they are read in chunks the backend's bound-parameter limit allows.
+   * What names the accounts of a page of rows, without reading every account.
+   */
+  getAccountsByIds(ids: readonly string[]): Promise<Account[]>;
+  /**
+   * Every account with its money, exactly as {@link getAccountMoney} reads it (reservations a
+   * SQLite server holds in memory included), in the order of {@link listAccounts}: one query
+   * however many accounts, not one per account. Still a read of every account: on SQLite it
+   * blocks the thread about as long as {@link listAccounts} does.
+   */
+  listAccountsWithMoney(): Promise<AccountWithMoney[]>;
   /** Whether any account exists. */
   hasAccounts(): Promise<boolean>;
 

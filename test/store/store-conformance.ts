@@ -1,9 +1,10 @@
 import { randomUUID } from "node:crypto";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { Store } from "../../src/store/store.ts";
+import { ACCOUNT_IDS_PER_QUERY } from "../../src/store/kysely-store.ts";
+import type { Account, Store } from "../../src/store/store.ts";
 import { describeBillingConformance } from "./billing-conformance.ts";
 import type { StoreClient } from "./open-store-in-worker.ts";
-import { makeAccount, makeKey } from "./store-fixtures.ts";
+import { makeAccount, makeCredit, makeKey, makeReservation, makeSettlement, T0 } from "./store-fixtures.ts";
 
 /** A database that several clients can reach at once, for the multi-connection tests. */
 export interface SharedDatabase {
@@ -97,6 +98,57 @@ export function describeStoreConformance(name: string, backend: StoreConformance
         expect(await store.hasAccounts()).toBe(false);
         await store.insertAccount(makeAccount({ name: "acme" }));
         expect(await store.hasAccounts()).toBe(true);
+      });
+
+      it("reads accounts by id, more ids than one query binds, unknown and repeated ones included", async () => {
+        const accounts = Array.from({ length: ACCOUNT_IDS_PER_QUERY + 20 }, (_, index) =>
+          makeAccount({ name: `account-${index}`, balanceNano: BigInt(index) }),
+        );
+        for (const account of accounts) await store.insertAccount(account);
+        const ids = [...accounts.map((account) => account.id), randomUUID(), accounts[0]?.id ?? ""];
+        const read = await store.getAccountsByIds(ids);
+        expect(read.sort(byName)).toEqual([...accounts].sort(byName));
+        expect(await store.getAccountsByIds([])).toEqual([]);
+        expect(await store.getAccountsByIds([randomUUID()])).toEqual([]);
+      });
+
+      it("lists every account with the money getAccountMoney reads, in the order of listAccounts", async () => {
+        const rich = makeAccount({ name: "rich", balanceNano: 10_000n, createdAt: T0 });
+        const poor = makeAccount({ name: "poor", balanceNano: 0n, createdAt: T0 });
+        const later = makeAccount({
+          name: "later",
+          balanceNano: 500n,
+          createdAt: new Date(T0.getTime() + 1),
+        });
+        for (const account of [later, rich, poor]) await store.insertAccount(account);
+        await store.credit(makeCredit({ accountId: poor.id, amountNano: 300n }));
+        const settled = makeReservation({ accountId: rich.id, amountNano: 1_000n });
+        await store.reserve(settled);
+        await store.settle(makeSettlement(settled, 700n));
+        // Open: a SQLite server holds these in memory, not in the file.
+        await store.reserve(makeReservation({ accountId: rich.id, amountNano: 2_000n }));
+        await store.reserve(makeReservation({ accountId: later.id, amountNano: 1n }));
+        const listed = await store.listAccountsWithMoney();
+        expect(listed.map((account) => account.name)).toEqual(
+          (await store.listAccounts()).map((account) => account.name),
+        );
+        expect(listed.map((account) => account.name)).toEqual(["poor", "rich", "later"]);
+        for (const account of listed) {
+          const { reservedNano, spentNano, ...rest } = account;
+          expect(rest).toEqual(await store.getAccountById(account.id));
+          expect({ balanceNano: account.balanceNano, reservedNano, spentNano }).toEqual(
+            await store.getAccountMoney(account.id),
+          );
+        }
+        expect(listed.find((account) => account.id === rich.id)).toMatchObject({
+          balanceNano: 9_300n,
+          reservedNano: 2_000n,
+          spentNano: 700n,
+        });
+        expect((await store.audit()).map((problem) => problem.kind)).toEqual([
+          "open_reservation",
+          "open_reservation",
+        ]);
       });
     });
 
@@ -200,4 +252,8 @@ export function describeStoreConformance(name: string, backend: StoreConformance
   });
 
   describeBillingConformance(name, backend);
+}
+
+function byName(first: Account, second: Account): number {
+  return first.name < second.name ? -1 : first.name > second.name ? 1 : 0;
 }

@@ -8,7 +8,9 @@ import { creditAccount } from "../../admin/credit-account.ts";
 import { describeAccount } from "../../admin/describe-account.ts";
 import { requireAccount } from "../../admin/find-account.ts";
 import { hasNulCharacter } from "../../admin/has-nul-character.ts";
+import { listAccountSummaries } from "../../admin/list-account-summaries.ts";
 import { parseInstant } from "../../admin/parse-instant.ts";
+import { readAccountNames } from "../../admin/read-account-names.ts";
 import { hideKeySecrets } from "../../admin/read-key-reference.ts";
 import { revokeKey } from "../../admin/revoke-key.ts";
 import {
@@ -191,10 +193,8 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
     );
 
     admin.get("/admin/accounts", async () => {
-      const accounts = await store.listAccounts();
-      const data = [];
-      for (const account of accounts) data.push(await mapAdminErrors(() => describeAccount(store, account)));
-      return { object: "list", data };
+      const accounts = await listAccountSummaries(store);
+      return { object: "list", data: accounts.map((each) => each.summary) };
     });
 
     admin.get<{ Params: Static<typeof IdParams> }>(
@@ -277,7 +277,11 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
         const account =
           reference === undefined ? undefined : await mapAdminErrors(() => requireAccount(store, reference));
         const keys = await store.listApiKeys(account === undefined ? {} : { accountId: account.id });
-        const names = new Map((await store.listAccounts()).map((each) => [each.id, each.name]));
+        const names = await readAccountNames(
+          store,
+          keys.map((key) => key.accountId),
+          new Map(account === undefined ? [] : [[account.id, account.name]]),
+        );
         return {
           object: "list",
           data: keys.map((key) =>

@@ -4,7 +4,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { Kysely, SqliteDialect, sql } from "kysely";
 import type { Database } from "../database.ts";
 import { readAccountBalance, readAccountMoney } from "../kysely-billing.ts";
-import { createKyselyStore } from "../kysely-store.ts";
+import { createKyselyStore, readAccountsWithMoney } from "../kysely-store.ts";
 import { migrateToLatest } from "../migrate-to-latest.ts";
 import { migrations } from "../migrations/migrations.ts";
 import type { AccountBalance, Store } from "../store.ts";
@@ -219,6 +219,15 @@ function createStore(
     listReservations: afterWritingHeld(store.listReservations),
     getAccountMoney: withHeldMoney(readAccountMoney),
     getAccountBalance: withHeldMoney(readAccountBalance),
+    // As getAccountMoney for every account: the rows and what is held, under the same lock.
+    listAccountsWithMoney: () =>
+      connection.db.connection().execute(async (locked) => {
+        const accounts = await readAccountsWithMoney(locked);
+        return accounts.map((account) => {
+          const heldNano = billing.heldFor(account.id);
+          return heldNano === 0n ? account : { ...account, reservedNano: account.reservedNano + heldNano };
+        });
+      }),
     audit: afterWritingHeld(store.audit),
   };
 }
