@@ -29,7 +29,6 @@ export interface StartInput {
 export interface ChatServiceOptions {
   registry: ModelRegistry;
   admission: ChatAdmission;
-  now?: () => number;
 }
 
 /** The part that ends a run. */
@@ -54,12 +53,10 @@ export function createCompletionId(): string {
 export class ChatService {
   readonly #registry: ModelRegistry;
   readonly #admission: ChatAdmission;
-  readonly #now: () => number;
 
   constructor(options: ChatServiceOptions) {
     this.#registry = options.registry;
     this.#admission = options.admission;
-    this.#now = options.now ?? Date.now;
   }
 
   async start(input: StartInput): Promise<StartedChat> {
@@ -130,7 +127,9 @@ export class ChatService {
     let prepared: PreparedChat;
     // Engine time from here: preparing waits for a model still loading (seconds after a start or
     // a reload), which is the engine's time, not the gateway's overhead.
-    const preparing = this.#now();
+    // Durations on the monotonic clock: a wall clock stepped back (NTP, a resumed VM) made them
+    // negative, which the ledger refuses, and the charge was never recorded.
+    const preparing = performance.now();
     try {
       prepared = await engine.prepare(options.request, {
         mayServe: (modelId) => isModelAllowedForKey(key, modelId),
@@ -150,7 +149,7 @@ export class ChatService {
         ? {}
         : { alternateModels: this.#chatModels(prepared.alternateModelIds) }),
     });
-    const startedAt = this.#now();
+    const startedAt = performance.now();
     const prepareMs = startedAt - preparing;
     const iterator = prepared.run(signal)[Symbol.asyncIterator]();
     let first: IteratorResult<PartBatch>;
@@ -165,7 +164,7 @@ export class ChatService {
         },
         finishReason: undefined,
         errorCode: isAppError(error) ? error.code : "internal_error",
-        timings: { firstPartMs: undefined, totalMs: this.#now() - startedAt },
+        timings: { firstPartMs: undefined, totalMs: performance.now() - startedAt },
       });
       throw error;
     }
@@ -175,7 +174,7 @@ export class ChatService {
     if (servedBy !== undefined) input.annotate({ servedBy: servedBy.id });
     const identity: CompletionIdentity = {
       id: createCompletionId(),
-      created: Math.floor(startedAt / 1000),
+      created: Math.floor(Date.now() / 1000),
       model: (servedBy ?? entry.model).id,
     };
     return {
@@ -227,11 +226,11 @@ export class ChatService {
       firstPart !== undefined &&
       (firstPart.type === "finish" || firstPart.type === "error") &&
       (firstPart.usage.completionTokens ?? 0) === 0;
-    const firstPartMs = generatedNothing ? undefined : this.#now() - startedAt;
+    const firstPartMs = generatedNothing ? undefined : performance.now() - startedAt;
     let settled = false;
     const settle = async (outcome: Omit<RunOutcome, "timings">, queueMs?: number) => {
       settled = true;
-      const totalMs = this.#now() - startedAt;
+      const totalMs = performance.now() - startedAt;
       annotate({
         firstTokenMs: firstPartMs,
         engineMs: prepareMs + totalMs,
