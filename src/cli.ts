@@ -153,6 +153,9 @@ async function serve(argv: string[], configFile: string | undefined): Promise<vo
     out.write("");
   }
   out.write(`Tollgate listening on ${server.baseUrl}`);
+  for (const replaced of config.replacedByEnvironment ?? []) {
+    server.app.log.warn({ config: config.source }, `${replaced} in the config file (the environment wins)`);
+  }
   reload = createReloader({
     server,
     running: config,

@@ -80,4 +80,9 @@ export interface Config {
   builtInCatalog?: boolean;
   /** The file it was read from, or `undefined` for the built-in default. */
   source: string | undefined;
+  /**
+   * The file's settings that environment variables replaced with other values ("PORT replaces
+   * server.port"), for `serve` to warn about; absent when none did.
+   */
+  replacedByEnvironment?: string[];
 }

@@ -119,6 +119,7 @@ export function readConfig(options: ReadConfigOptions): ReadConfigResult {
     database_url: "write database: instead",
     redis_url: "write redis: instead",
   });
+  const replaced = listReplacedValues(ownKeys, overrides, options.env);
   const raw = substituteVariables(removeOverriddenValues(ownKeys, overrides), {
     env: options.env,
     issues,
@@ -165,6 +166,7 @@ export function readConfig(options: ReadConfigOptions): ReadConfigResult {
       models: models ?? createDefaultCatalog(),
       builtInCatalog: models === undefined,
       source: options.source,
+      ...(replaced.length === 0 ? {} : { replacedByEnvironment: replaced }),
     },
   };
 }
@@ -184,6 +186,35 @@ function readEnvironmentOverrides(env: NodeJS.ProcessEnv, purpose: ConfigPurpose
 }
 
 /** Values replaced by the environment are neither substituted nor validated. */
+/**
+ * The file's settings that environment variables replace with another value, as
+ * "VARIABLE replaces KEY": a container image that sets TOLLGATE_DATABASE_URL (as ours does) would
+ * otherwise quietly ignore the `database:` of a mounted config. The admin key is named, never shown.
+ */
+function listReplacedValues(
+  raw: ConfigMapping,
+  overrides: EnvironmentOverrides,
+  env: NodeJS.ProcessEnv,
+): string[] {
+  const server = isMapping(raw.server) ? raw.server : {};
+  // The file's value as it reads (`admin_key: \${TOLLGATE_ADMIN_KEY}` asks for the variable itself).
+  const expand = (value: unknown) =>
+    substituteVariables(value, { env, issues: new ConfigIssues(), mayBeUnset: () => true });
+  const pairs: [string, string, unknown, string | undefined][] = [
+    ["TOLLGATE_DATABASE_URL", "database", raw.database, overrides.database],
+    ["TOLLGATE_REDIS_URL", "redis", raw.redis, overrides.redis],
+    ["TOLLGATE_ADMIN_KEY", "admin_key", raw.admin_key, overrides.adminKey],
+    ["HOST", "server.host", server.host, overrides.host],
+    ["PORT", "server.port", server.port, overrides.port],
+  ];
+  return pairs
+    .filter(
+      ([, , fileValue, value]) =>
+        value !== undefined && fileValue != null && String(expand(fileValue)) !== value,
+    )
+    .map(([variable, key]) => `${variable} replaces ${key}`);
+}
+
 function removeOverriddenValues(raw: ConfigMapping, overrides: EnvironmentOverrides): ConfigMapping {
   const copy: ConfigMapping = { ...raw };
   if (overrides.database !== undefined) delete copy.database;

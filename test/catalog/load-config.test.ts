@@ -128,6 +128,7 @@ describe("loadConfig: the SPEC §3 example", () => {
       metricsKey: undefined,
       logPrompts: false,
       models: expected,
+      builtInCatalog: false,
       source: file,
     });
   });
@@ -168,6 +169,7 @@ describe("loadConfig: which file", () => {
       metricsKey: undefined,
       logPrompts: false,
       models: createDefaultCatalog(),
+      builtInCatalog: true,
       source: undefined,
     });
   });
@@ -242,6 +244,24 @@ models: []
     expect(config.database).toBe(`sqlite:${join(folder.path, "env.db")}`);
     expect(config.redis).toBe("rediss://env:6380");
     expect(config.adminKey).toBe("from-env");
+    // Named for `serve` to warn about (a container image's variables beat a mounted config).
+    expect(config.replacedByEnvironment).toEqual([
+      "TOLLGATE_DATABASE_URL replaces database",
+      "TOLLGATE_REDIS_URL replaces redis",
+      "TOLLGATE_ADMIN_KEY replaces admin_key",
+      "HOST replaces server.host",
+      "PORT replaces server.port",
+    ]);
+  });
+
+  it("names no replacement where a variable repeats the file's value or the file has none", async () => {
+    await folder.write("config/tollgate.yaml", "server: { port: 8081 }\nmodels: []\n");
+    const config = await load({
+      file: "config/tollgate.yaml",
+      env: { PORT: "8081", TOLLGATE_REDIS_URL: "redis://env:6379" },
+    });
+    expect(config.redis).toBe("redis://env:6379");
+    expect(config.replacedByEnvironment).toBeUndefined();
   });
 
   it("keeps the file's values when the variables are empty", async () => {
