@@ -76,6 +76,13 @@ function isLoopbackHost(host: string): boolean {
   );
 }
 
+/**
+ * A difference between this machine's clock and PostgreSQL's beyond which a replica warns at
+ * start: a fraction of the leases' margin (60 s leases renewed every 20 s), since replicas write
+ * and judge leases by their own clocks.
+ */
+const CLOCK_SKEW_WARNING_MS = 5_000;
+
 /** How long a shutdown waits for running requests before it cuts them. */
 export const DEFAULT_SHUTDOWN_GRACE_MS = 10_000;
 
@@ -202,7 +209,15 @@ async function startOnStore(
       }
     },
   });
-  if (replicaClaim !== undefined) opened.push(replicaClaim);
+  if (replicaClaim !== undefined) {
+    opened.push(replicaClaim);
+    if (Math.abs(replicaClaim.clockSkewMs) > CLOCK_SKEW_WARNING_MS) {
+      logger.warn(
+        { clockSkewMs: replicaClaim.clockSkewMs },
+        "this machine's clock differs from PostgreSQL's by more than 5 s; keep replica clocks in step (NTP): a replica far ahead takes others' live reservations for expired and releases them",
+      );
+    }
+  }
   // One server owns a SQLite file: whatever reservation is open now was left by a crash. A
   // shared store (PostgreSQL) has other replicas' live reservations: release only this
   // replica's own and those whose lease expired (SPEC §11).

@@ -94,3 +94,21 @@ describe.skipIf("skipped" in probe)("claiming a replica id on PostgreSQL", () =>
     );
   });
 });
+
+describe.skipIf("skipped" in probe)("the clock skew a claim measures", () => {
+  it("is this machine's clock less the database's", async () => {
+    const schema = await newSchema();
+    const level = await claim(schema.url, "replica-level");
+    expect(Math.abs(level.clockSkewMs)).toBeLessThan(2_000);
+
+    const realNow = Date.now;
+    Date.now = () => realNow() + 120_000;
+    try {
+      const ahead = await claim(schema.url, "replica-ahead");
+      expect(ahead.clockSkewMs).toBeGreaterThan(118_000);
+      expect(ahead.clockSkewMs).toBeLessThan(122_000);
+    } finally {
+      Date.now = realNow;
+    }
+  });
+});

@@ -25,6 +25,13 @@ export interface ClaimReplicaIdOptions {
 
 /** A replica id claimed on a database; `close()` gives it up. */
 export interface ReplicaClaim {
+  /**
+   * How far this machine's clock is ahead of the database's (negative: behind), in milliseconds,
+   * as measured when the claim was taken (the round trip's half is the error). Leases are written
+   * and judged by the replicas' own clocks: one replica more than the lease's margin ahead of
+   * another would take that one's live reservations for expired (the server warns at start).
+   */
+  clockSkewMs: number;
   close(): Promise<void>;
 }
 
@@ -144,8 +151,11 @@ export async function claimPostgresReplicaId(
     retryTimer.unref();
   };
 
+  let clockSkewMs = 0;
   try {
     current = await take();
+    // Only a warning depends on it: a failed measurement is no reason to refuse the start.
+    clockSkewMs = await measureClockSkew(current).catch(() => 0);
   } catch (error) {
     if (error instanceof ReplicaIdInUseError) throw error;
     throw new Error(
@@ -156,6 +166,7 @@ export async function claimPostgresReplicaId(
 
   let closing: Promise<void> | undefined;
   return {
+    clockSkewMs,
     close() {
       closing ??= (async () => {
         closed = true;
@@ -172,6 +183,16 @@ export async function claimPostgresReplicaId(
       return closing;
     },
   };
+}
+
+/** This machine's clock less the database's, in milliseconds, taken halfway through a round trip. */
+async function measureClockSkew(client: Client): Promise<number> {
+  const sentAt = Date.now();
+  const { rows } = await client.query<{ now: string }>(
+    "select (extract(epoch from clock_timestamp()) * 1000)::text as now",
+  );
+  const receivedAt = Date.now();
+  return Math.round((sentAt + receivedAt) / 2 - Number(rows[0]?.now));
 }
 
 /** The advisory lock's key: a 64-bit hash of the schema and the id, apart from the migration's. */
