@@ -1,5 +1,12 @@
 import { setImmediate } from "node:timers/promises";
-import { type ExpressionBuilder, type Insertable, type Kysely, type SelectQueryBuilder, sql } from "kysely";
+import {
+  type ExpressionBuilder,
+  type Insertable,
+  type Kysely,
+  type RawBuilder,
+  type SelectQueryBuilder,
+  sql,
+} from "kysely";
 import {
   capUsageCost,
   toCreditRecord,
@@ -27,6 +34,18 @@ import type {
   UsageRecord,
   UsageTotals,
 } from "./store.ts";
+
+/**
+ * `spent_nano` plus `cost`, stopping at the largest value the column holds. Spending only ever
+ * adds (credits can refill a balance without end, so a lifetime's spending can pass 2^63 - 1
+ * nano-units: 9.2 billion units, within reach of currencies with small units). Past it, SQLite
+ * turned the column into a float the store cannot read back, and PostgreSQL refused every settle
+ * with "bigint out of range": charges were lost. The audit takes a saturated value as agreeing
+ * with any larger sum of charges.
+ */
+function addToSpent(cost: RawBuilder<bigint>): RawBuilder<bigint> {
+  return sql<bigint>`case when spent_nano > ${sql.raw(String(MAX_BIGINT_COLUMN))} - ${cost} then ${sql.raw(String(MAX_BIGINT_COLUMN))} else spent_nano + ${cost} end`;
+}
 
 /** The billing half of the {@link Store}. */
 export type BillingStore = Pick<
@@ -413,7 +432,9 @@ export function createKyselyBilling(
               });
             }
             const spentNano = readBigInt(account.spent_nano);
-            if (spentNano !== chargedNano) {
+            // Spending stops at the largest value the column holds (see addToSpent).
+            const saturated = spentNano === MAX_BIGINT_COLUMN && chargedNano >= MAX_BIGINT_COLUMN;
+            if (spentNano !== chargedNano && !saturated) {
               problems.push({
                 kind: "spent_mismatch",
                 accountId: account.id,
@@ -579,7 +600,7 @@ export function compileHotQueries(db: Kysely<Database>) {
           .set((eb) => ({
             balance_nano: eb("balance_nano", "-", parameter("cost")),
             reserved_nano: eb("reserved_nano", "-", parameter("released")),
-            spent_nano: eb("spent_nano", "+", parameter("cost")),
+            spent_nano: addToSpent(parameter("cost")),
           }))
           .where("id", "=", parameter("accountId")),
     ),
@@ -594,7 +615,7 @@ export function compileHotQueries(db: Kysely<Database>) {
           .set((eb) => ({
             balance_nano: eb("balance_nano", "-", parameter("cost")),
             reserved_nano: eb("reserved_nano", "-", parameter("released")),
-            spent_nano: eb("spent_nano", "+", parameter("cost")),
+            spent_nano: addToSpent(parameter("cost")),
           }))
           .where("id", "=", parameter("accountId"))
           .where((eb) =>

@@ -756,6 +756,30 @@ export function describeBillingConformance(name: string, backend: StoreConforman
         ]);
       });
 
+      it("stops an account's spending at 2^63 - 1 while charges and credits go on (regression: lost charges)", async () => {
+        const account = await openAccount(MAX_NANO, "lifetime");
+        const cost = TWO_TO_62 + 5n;
+        // Three charges of more than 2^62 each, the balance refilled after each: 3 x cost spent.
+        for (let round = 0; round < 3; round++) {
+          const reservation = makeReservation({ accountId: account.id, amountNano: cost });
+          expect(await store.reserve(reservation)).toBe("reserved");
+          expect(await store.settle(makeSettlement(reservation, cost))).toBe(cost);
+          expect(await store.credit(makeCredit({ accountId: account.id, amountNano: cost }))).toBe(
+            "credited",
+          );
+        }
+        expect(await money(account.id)).toEqual({
+          balanceNano: MAX_NANO,
+          reservedNano: 0n,
+          spentNano: MAX_NANO,
+        });
+        // The ledger has every charge; the audit takes the saturated counter as agreeing with it.
+        expect((await store.sumUsage({ accountId: account.id })).map((totals) => totals.costNano)).toEqual([
+          3n * cost,
+        ]);
+        expect(await store.audit()).toEqual([]);
+      });
+
       it("sums credits and charges beyond 2^63 - 1 exactly (regression: integer overflow)", async () => {
         // The largest balance, charged near 2^62 and credited back: the credits add up past what
         // a column holds, and the usage of two such accounts does too.

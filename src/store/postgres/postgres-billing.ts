@@ -376,7 +376,8 @@ with settled_before as (
 ), charged as (
   update accounts
   set balance_nano = balance_nano - settlement.charge, reserved_nano = reserved_nano - settlement.released,
-    spent_nano = spent_nano + settlement.charge
+    spent_nano = case when spent_nano > 9223372036854775807 - settlement.charge then 9223372036854775807
+      else spent_nano + settlement.charge end
   from settlement
   where accounts.id = $2::text
   returning settlement.charge
@@ -463,7 +464,8 @@ with input as (
 ), charged as (
   update accounts
   set balance_nano = balance_nano - fits.cost, reserved_nano = reserved_nano - fits.released,
-    spent_nano = spent_nano + fits.cost
+    spent_nano = case when spent_nano > 9223372036854775807 - fits.cost then 9223372036854775807
+      else spent_nano + fits.cost end
   from fits
   where accounts.id = fits.account_id and (select count(*) from locked) >= 0
   returning accounts.id
