@@ -7,11 +7,9 @@ import type { Store } from "../store/store.ts";
 export async function hasActiveAdminKey(store: Store, now: Date): Promise<boolean> {
   // A store without any admin key (every one configured, or a first start) is told by one query.
   if (!(await store.hasAdminKey())) return false;
-  const keys = await store.listApiKeys();
+  const keys = await store.listApiKeys({ role: "admin" });
   return keys.some(
     (key) =>
-      key.role === "admin" &&
-      key.revokedAt === undefined &&
-      (key.expiresAt === undefined || key.expiresAt.getTime() > now.getTime()),
+      key.revokedAt === undefined && (key.expiresAt === undefined || key.expiresAt.getTime() > now.getTime()),
   );
 }

@@ -136,6 +136,7 @@ export function createKyselyStore(
     async listApiKeys(filter: ApiKeyFilter = {}): Promise<ApiKeyRecord[]> {
       let query = db.selectFrom("api_keys").selectAll();
       if (filter.accountId !== undefined) query = query.where("account_id", "=", filter.accountId);
+      if (filter.role !== undefined) query = query.where("role", "=", filter.role);
       const rows = await query.orderBy("created_at").orderBy("public_id").execute();
       return rows.map(toApiKeyRecord);
     },

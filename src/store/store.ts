@@ -55,6 +55,8 @@ export type RevokeApiKeyResult = "revoked" | "already_revoked" | "not_found";
 export interface ApiKeyFilter {
   /** Only the keys of this account. */
   accountId?: string;
+  /** Only the keys of this role (the database picks them: no user key is read to find admin keys). */
+  role?: "user" | "admin";
 }
 
 /** An open reservation: money set aside for a request that is running. */

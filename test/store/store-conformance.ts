@@ -220,6 +220,17 @@ export function describeStoreConformance(name: string, backend: StoreConformance
         expect(await store.listApiKeys({ accountId: randomUUID() })).toEqual([]);
       });
 
+      it("lists the keys of one role", async () => {
+        const account = makeAccount({ name: "acme" });
+        await store.insertAccount(account);
+        const user = makeKey({ accountId: account.id, createdAt: new Date("2025-01-01T00:00:00.000Z") });
+        const admin = makeKey({ role: "admin", createdAt: new Date("2025-01-02T00:00:00.000Z") });
+        for (const key of [user, admin]) await store.insertApiKey(key);
+        expect(await store.listApiKeys({ role: "admin" })).toEqual([admin]);
+        expect(await store.listApiKeys({ role: "user" })).toEqual([user]);
+        expect(await store.listApiKeys({ role: "admin", accountId: account.id })).toEqual([]);
+      });
+
       it("revokes a key once and keeps the first revocation time", async () => {
         const account = makeAccount({ name: "acme" });
         await store.insertAccount(account);
