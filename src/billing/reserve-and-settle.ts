@@ -219,7 +219,7 @@ export class BillingAdmission implements ChatAdmission {
     for (const candidate of [model, ...(request.alternateModels ?? [])]) {
       if (candidate.pricing.kind !== "chat") continue;
       const cost = costOfUsage({
-        promptTokens: request.promptTokens,
+        promptTokens: request.promptTokensAtMost ?? request.promptTokens,
         completionTokens: request.maxCompletionTokens,
         ...this.#pricesOf(candidate),
       });

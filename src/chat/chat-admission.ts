@@ -22,6 +22,8 @@ export interface AdmissionContext {
 /** What admission knows once the engine has measured the request. */
 export interface AdmissionRequest extends AdmissionContext {
   promptTokens: number;
+  /** The most prompt tokens it can count where `promptTokens` is an estimate: prices the reservation. */
+  promptTokensAtMost?: number | undefined;
   /** The most completion tokens the run can produce: prices the reservation. */
   maxCompletionTokens: number;
   /** Other catalogue models that may serve the request (fallbacks): the reservation covers the dearest. */

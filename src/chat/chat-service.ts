@@ -144,6 +144,7 @@ export class ChatService {
     const ticket = await this.#admission.admit({
       ...context,
       promptTokens: prepared.promptTokens,
+      promptTokensAtMost: prepared.promptTokensAtMost,
       maxCompletionTokens: prepared.maxCompletionTokens,
       ...(prepared.alternateModelIds === undefined
         ? {}

@@ -143,6 +143,11 @@ export interface PreparedChat {
    * run that fails before the engine reports usage is recorded with it, marked estimated.
    */
   promptTokensEstimated?: boolean;
+  /**
+   * The most prompt tokens the request can count, where {@link promptTokens} is an estimate:
+   * prices the reservation (a maximum cost, SPEC section 6). Absent: {@link promptTokens}.
+   */
+  promptTokensAtMost?: number;
   /** The most completion tokens this run can produce (`max_tokens`, else the rest of the context). */
   maxCompletionTokens: number;
   /**

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { convertChatRequest } from "../../src/api/convert-chat-request.ts";
 import { formatAmount } from "../../src/billing/money.ts";
 import type { CatalogModel } from "../../src/catalog/catalog.ts";
-import { estimatePromptTokens } from "../../src/engine/openai/estimate-prompt-tokens.ts";
+import { countPromptTokensAtMost } from "../../src/engine/openai/estimate-prompt-tokens.ts";
 import { type MockUpstream, startMockUpstream, streamText } from "../engine/openai/mock-upstream.ts";
 import { findFreePort } from "../support/free-port.ts";
 import { startTestServer, type TestServer } from "../support/test-server.ts";
@@ -211,16 +211,16 @@ describe("max_tokens sent upstream", () => {
 describe("an upstream prompt above its estimate", () => {
   /** 1.00 per million in and out: 1,000 nano-units a token. */
   const NANO_PER_TOKEN = 1_000n;
-  /** What the reservation rests on: the estimated prompt and `max_tokens` 2. */
-  const estimatedPrompt = BigInt(
-    estimatePromptTokens(
+  /** What the reservation rests on: the most prompt tokens the request can count, and `max_tokens` 2. */
+  const promptAtMost = BigInt(
+    countPromptTokensAtMost(
       convertChatRequest({ model: UNBOUNDED, messages: [{ role: "user", content: "Hello" }], max_tokens: 2 })
         .request,
     ),
   );
-  const reservedNano = (estimatedPrompt + 2n) * NANO_PER_TOKEN;
-  /** The upstream counts far more prompt tokens than estimated (another tokenizer, say). */
-  const realPrompt = estimatedPrompt + 40n;
+  const reservedNano = (promptAtMost + 2n) * NANO_PER_TOKEN;
+  /** The upstream counts more prompt tokens than even that (a template far larger, say). */
+  const realPrompt = promptAtMost + 40n;
 
   beforeEach(() => {
     upstream.handle(streamText(["Hi", "!"], { usage: [Number(realPrompt), 2] }));

@@ -1,5 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { estimatePromptTokens } from "../../../src/engine/openai/estimate-prompt-tokens.ts";
+import {
+  countPromptTokensAtMost,
+  estimatePromptTokens,
+} from "../../../src/engine/openai/estimate-prompt-tokens.ts";
 import { estimateTextTokens } from "../../../src/engine/openai/estimate-tokens.ts";
 import { createChatRequest } from "../../support/create-chat-request.ts";
 
@@ -74,5 +77,25 @@ describe("estimateTextTokens on ASCII", () => {
     for (const sample of samples) {
       expect(estimateTextTokens(`${sample} é`)).toBe(estimateTextTokens(sample) + 1);
     }
+  });
+});
+
+describe("countPromptTokensAtMost", () => {
+  // o200k counts of crafted texts, 4-11x their estimates: no byte-level tokenizer counts more
+  // tokens than a text has UTF-8 bytes.
+  it.each([
+    ["combining marks", "a\u0336\u0337\u0338\u0339".repeat(500), 4500],
+    ["box drawing and braille", "⠿⣿⡇⢸⣀⠛⢿⡿".repeat(400), 9200],
+    ["emoji", "🦜🪬🧿🫠🪩🛞🫧🪸".repeat(300), 7200],
+    ["letters in no language", "qzxjvkwfpgbmhdy".repeat(200), 2000],
+  ])("bounds %s, which the estimate does not", (_name, text, real) => {
+    const request = createChatRequest({ messages: [{ role: "user", content: text }] });
+    expect(estimatePromptTokens(request)).toBeLessThan(real);
+    expect(countPromptTokensAtMost(request)).toBeGreaterThanOrEqual(real);
+  });
+
+  it("is never below the estimate", () => {
+    const request = createChatRequest({ messages: [{ role: "user", content: "\n\n\n\n" }] });
+    expect(countPromptTokensAtMost(request)).toBeGreaterThanOrEqual(estimatePromptTokens(request));
   });
 });
