@@ -52,7 +52,9 @@ export function estimatePromptTokens(
  * not report go by the estimate.
  */
 export function countPromptTokensAtMost(request: ChatRequest): number {
-  return Math.max(estimatePromptTokens(request), estimatePromptTokens(request, countUtf8Bytes));
+  // Never below the estimate: no rule of estimateTextTokens counts more than a token per UTF-16
+  // unit, and no character has fewer UTF-8 bytes than UTF-16 units.
+  return estimatePromptTokens(request, countUtf8Bytes);
 }
 
 function countUtf8Bytes(text: string): number {
