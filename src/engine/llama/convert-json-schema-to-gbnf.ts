@@ -30,7 +30,7 @@ import { AppError } from "../../errors/app-error.ts";
  *   keys, values per `additionalProperties` (any value by default, as JSON Schema says). Required
  *   properties that are not declared are added as "any JSON value".
  * - Refused too: a minimum above its maximum (`minLength` over `maxLength`, and the like for
- *   items and properties), which no value meets, and lengths or counts above 2000, which llama.cpp's
+ *   items and properties), which no value meets, and lengths or counts above 1000, which llama.cpp's
  *   grammar parser does not take.
  * - Enforced: `type`, `properties`, `required` (as every property is emitted), `additionalProperties`
  *   of maps, `items`, `prefixItems`, `minItems`/`maxItems`, `minLength`/`maxLength`,
@@ -50,7 +50,7 @@ export function convertJsonSchemaToGbnf(
     param: string;
     /**
      * Whether to refuse what is valid JSON Schema but beyond what a llama.cpp grammar can
-     * enforce: counts above 2000 and references that are not JSON pointers within the schema (a
+     * enforce: counts above 1000 and references that are not JSON pointers within the schema (a
      * URL, an anchor). Default `true`; `false` checks validity alone, as for a schema that goes
      * to an upstream server, which enforces it its own way.
      */
@@ -74,8 +74,13 @@ export function convertJsonSchemaToGbnf(
 /** Deeper schemas become "any JSON value": the grammar generator stops at 512 nesting levels. */
 const maxDepth = 64;
 const rootDefinitionName = "tollgate_root";
-/** llama.cpp's grammar parser refuses repetitions above this (`MAX_REPETITION_THRESHOLD`). */
-const maxGrammarRepetitions = 2000;
+/**
+ * The largest length or count enforced. llama.cpp's grammar parser refuses a repetition whose
+ * count times the symbols it repeats passes 2000 (`MAX_REPETITION_THRESHOLD`): a string's
+ * character repeats two, so `maxLength` 1001 was refused with a parse error (an array's items
+ * went to 1001).
+ */
+const maxGrammarRepetitions = 1000;
 /**
  * The most properties and `enum` values a schema may declare in all: OpenAI's structured outputs
  * take 5000 properties. Building a local grammar is synchronous and grows with them (30,000

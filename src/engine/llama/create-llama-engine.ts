@@ -282,9 +282,13 @@ async function createPlanGrammar(options: {
     try {
       return await grammars.get(schema);
     } catch (error) {
+      // The hint about cycles only where there are references to make them.
+      const cycles = JSON.stringify(schema).includes('"$ref"')
+        ? ` A '$ref' that leads back to itself with nothing in between (such as {"$ref": "#"}, or definitions that only refer to each other) cannot be generated: make every such cycle pass through an object property or an array item, or simplify the schema.`
+        : " Simplify the schema.";
       throw new AppError(
         "invalid_value",
-        `The JSON schema in '${param}' cannot be turned into a grammar (${error instanceof Error ? error.message : String(error)}). A '$ref' that leads back to itself with nothing in between (such as {"$ref": "#"}, or definitions that only refer to each other) cannot be generated: make every such cycle pass through an object property or an array item, or simplify the schema.`,
+        `The JSON schema in '${param}' cannot be turned into a grammar (${error instanceof Error ? error.message : String(error)}).${cycles}`,
         { param, cause: error },
       );
     }

@@ -242,14 +242,14 @@ describe("convertJsonSchemaToGbnf", () => {
     for (const schema of [
       { type: "string", minLength: 1_000_000 },
       { type: "array", minItems: 100_000 },
-      { type: "string", maxLength: 2001 },
+      { type: "string", maxLength: 1001 },
     ]) {
       const error = refusal(schema);
       expect(error?.code, JSON.stringify(schema)).toBe("invalid_value");
       expect(error?.param).toBe(param);
-      expect(error?.message).toMatch(/above 2000, the largest length or count .* Lower it to 2000 or less/);
+      expect(error?.message).toMatch(/above 1000, the largest length or count .* Lower it to 1000 or less/);
     }
-    expect(refusal({ type: "string", maxLength: 2000 })).toBeUndefined();
+    expect(refusal({ type: "string", maxLength: 1000 })).toBeUndefined();
   });
 
   it("checks validity alone without grammarLimits: what only a grammar cannot enforce passes", () => {

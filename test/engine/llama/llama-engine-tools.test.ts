@@ -274,6 +274,30 @@ describe("llama engine: JSON output", () => {
     }
   });
 
+  // Regression: lengths from 1001 to 2000 passed the converter, then llama.cpp refused the grammar
+  // with a parse error blamed on '$ref' cycles.
+  it("builds the grammar of every length and count it accepts, and names the bound past it", async () => {
+    const schema = (bound: number) => ({
+      type: "object",
+      properties: {
+        text: { type: "string", minLength: bound, maxLength: bound },
+        list: {
+          type: "array",
+          items: { type: "object", properties: { a: { type: "string" } } },
+          maxItems: bound,
+        },
+      },
+    });
+    const request = (bound: number) =>
+      createTestRequest({ responseFormat: { type: "json_schema", name: "x", schema: schema(bound) } });
+    await expect(engine.prepare(request(1000))).resolves.toMatchObject({
+      maxCompletionTokens: expect.any(Number),
+    });
+    const refusal = await engine.prepare(request(1001)).catch((error: unknown) => error);
+    expect(isAppError(refusal) && refusal.message).toMatch(/'minLength' is 1001, above 1000/);
+    expect(isAppError(refusal) && refusal.message).not.toMatch(/\$ref/);
+  });
+
   // Regression: LlamaChat wanted one free token beyond the prompt and failed with a 500.
   it("offers tools to a prompt that leaves one token of context", async () => {
     const request = (length: number) =>

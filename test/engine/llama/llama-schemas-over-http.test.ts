@@ -102,7 +102,7 @@ describe("invalid schemas over HTTP", () => {
         ],
       },
       "tools[0].function.parameters",
-      /'maxLength' is 100000, above 2000/,
+      /'maxLength' is 100000, above 1000/,
     ],
     [
       "a reference to another document",
