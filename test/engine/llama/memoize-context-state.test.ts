@@ -80,6 +80,34 @@ describe("memoizeContextState", () => {
     ask("c");
     expect(render).toHaveBeenCalledTimes(4);
   });
+
+  // Regression: renders of requests refused after they were prepared were never taken back, and
+  // only 64 newer ones pushed them out: large ones held hundreds of megabytes.
+  it("drops the oldest renders beyond its characters, and keeps none larger than them all", () => {
+    const chatWrapper = new ChatMLChatWrapper();
+    const render = spyOnRenders(chatWrapper);
+    memoizeContextState(chatWrapper, { maxKeyCharacters: 2_500 });
+    const ask = (text: string) =>
+      chatWrapper.generateContextState({
+        chatHistory: [
+          { type: "user", text },
+          { type: "model", response: [] },
+        ],
+      });
+    const kilobyte = (letter: string) => letter.repeat(1_000);
+    ask(kilobyte("a"));
+    ask(kilobyte("b"));
+    // A third kilobyte passes 2,500 characters of keys: the oldest goes.
+    ask(kilobyte("c"));
+    ask(kilobyte("b"));
+    expect(render).toHaveBeenCalledTimes(3);
+    ask(kilobyte("a"));
+    expect(render).toHaveBeenCalledTimes(4);
+    // Larger than the allowance: rendered every time, never kept.
+    ask("d".repeat(3_000));
+    ask("d".repeat(3_000));
+    expect(render).toHaveBeenCalledTimes(6);
+  });
 });
 
 describe("memoizeContextState with LlamaChat", () => {
