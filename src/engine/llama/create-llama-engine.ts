@@ -4,7 +4,7 @@ import { AppError } from "../../errors/app-error.ts";
 import { redactUrlsInText } from "../../models/download/redact-url.ts";
 import { checkContextLength } from "../check-context-length.ts";
 import type { ChatEngine, ChatRequest, ModelStatus, PreparedChat } from "../engine.ts";
-import { checkPromptSize } from "./check-prompt-size.ts";
+import { checkPromptSize, documentedToolTexts, measureTemplateTokensPerItem } from "./check-prompt-size.ts";
 import { createGrammarCache, type GrammarCache } from "./create-grammar-cache.ts";
 import { createLeasePool, type LeasePool } from "./create-lease-pool.ts";
 import { prepareDirectPrompt, supportsDirectGeneration } from "./generate-directly.ts";
@@ -41,6 +41,8 @@ interface AvailableState {
   renderOnce: ChatWrapper["generateContextState"];
   /** Whether `text` and `json` plans take the direct path, as far as the chat wrapper goes. */
   direct: boolean;
+  /** The fewest template tokens per history item (check-prompt-size.ts). */
+  templateTokensPerItem: number;
 }
 
 type EngineState = { status: "loading" } | AvailableState | { status: "unavailable"; message: string };
@@ -99,6 +101,11 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
         grammars: createGrammarCache({ llama: loaded.llama }),
         renderOnce,
         direct: (options.directGeneration ?? true) && supportsDirectGeneration(loaded.chatWrapper),
+        templateTokensPerItem: measureTemplateTokensPerItem({
+          chatWrapper: loaded.chatWrapper,
+          tokenizer: loaded.model.tokenizer,
+          render: renderOnce,
+        }),
       };
       logger.info(
         {
@@ -197,14 +204,31 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
   /** Measures a request on the loaded model: prompt tokens, the plan, its grammar and prompt. */
   async function prepareLoaded(request: ChatRequest, current: AvailableState): Promise<PreparedChat> {
     const { loaded, pool, grammars, renderOnce, direct } = current;
-    // Megabytes of messages are refused without holding the event loop (check-prompt-size.ts).
+    const { plan, history, toolSchemas } = planGeneration(request);
+    // Megabytes of messages or tools, or tens of thousands of messages, are refused without
+    // holding the event loop (check-prompt-size.ts).
     await checkPromptSize({
       messages: request.messages,
       tokenizer: loaded.model.tokenizer,
       contextLength: loaded.contextLength,
       maxTokens: request.maxTokens,
+      toolTexts: documentedToolTexts(
+        plan.kind === "functions"
+          ? Object.entries(plan.functions).map(([name, documented]) => ({
+              name,
+              description: documented.description,
+              parameters: documented.params,
+            }))
+          : plan.kind === "tool-arguments"
+            ? request.tools.filter((tool) => tool.name === plan.toolName)
+            : plan.kind === "tool-envelope"
+              ? request.tools
+              : [],
+      ),
+      // The reply the prompt opens is an item too, unless the history ends in one (render-prompt.ts).
+      historyItems: history.at(-1)?.type === "model" ? history.length : history.length + 1,
+      templateTokensPerItem: current.templateTokensPerItem,
     });
-    const { plan, history, toolSchemas } = planGeneration(request);
     const grammar = await createPlanGrammar({ plan, toolSchemas, grammars });
     const directPlan = direct && (plan.kind === "text" || plan.kind === "json");
     const prompt = renderPrompt({

@@ -298,6 +298,41 @@ describe("llama engine: JSON output", () => {
     expect(isAppError(refusal) && refusal.message).not.toMatch(/\$ref/);
   });
 
+  // Regression: these were rendered and tokenized whole, on the event loop, before being refused:
+  // empty messages by the tens of thousands render to a run of special tokens that the tokenizer
+  // takes in quadratic time (minutes), and tool descriptions were not counted beforehand at all.
+  it("refuses, before rendering, more messages or tool text than the context holds", async () => {
+    const refusalOf = (request: ChatRequest) => engine.prepare(request).catch((error: unknown) => error);
+    const manyMessages = createTestRequest({
+      messages: Array.from({ length: 3000 }, (_, index) => ({
+        role: index % 2 === 0 ? ("user" as const) : ("assistant" as const),
+        content: "",
+      })),
+    });
+    const tools: ToolDefinition[] = Array.from({ length: 100 }, (_, index) => ({
+      name: `tool_${index}`,
+      description: "Looks things up in a very long catalogue of things. ".repeat(20),
+      parameters: {
+        type: "object",
+        properties: { query: { type: "string", description: "What to look up." } },
+      },
+    }));
+    const manyTools = createTestRequest({ tools, toolChoice: { type: "auto" } });
+    for (const request of [manyMessages, manyTools]) {
+      const refusal = await refusalOf(request);
+      expect(isAppError(refusal) && refusal.code).toBe("context_length_exceeded");
+      // "more than": the lower bound counted before rendering, not the rendered prompt's count.
+      expect(isAppError(refusal) && refusal.message).toMatch(/resulted in more than \d+ tokens/);
+    }
+    // Tools a JSON format leaves out of the prompt do not count.
+    const leftOut = await engine.prepare({
+      ...manyTools,
+      responseFormat: { type: "json_object" },
+      maxTokens: 4,
+    });
+    expect(leftOut.promptTokens).toBeLessThan(100);
+  });
+
   // Regression: LlamaChat wanted one free token beyond the prompt and failed with a 500.
   it("offers tools to a prompt that leaves one token of context", async () => {
     const request = (length: number) =>
