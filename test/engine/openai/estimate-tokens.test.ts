@@ -15,6 +15,10 @@ describe("estimateTextTokens", () => {
     ["const total = items.reduce((sum, item) => sum + item.price, 0);", 18],
     ["Москва — столица России.", 6],
     ["北京是中华人民共和国的首都。", 8],
+    // Alphabets other than Latin: vocabularies hold fewer of their words (they used to count half).
+    ["Η γρήγορη καφέ αλεπού πηδάει πάνω από τον τεμπέλη σκύλο.", 25],
+    ["השועל החום המהיר קופץ מעל הכלב העצלן בגינה הגדולה.", 21],
+    ["तेज़ भूरी लोमड़ी आलसी कुत्ते के ऊपर कूदती है।", 20],
   ])("estimates %j near its real count (%i)", (text, real) => {
     const estimate = estimateTextTokens(text);
     expect(estimate).toBeGreaterThanOrEqual(Math.floor(real * 0.75));
