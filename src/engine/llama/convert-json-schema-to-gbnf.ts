@@ -55,9 +55,11 @@ export function convertJsonSchemaToGbnf(
      * to an upstream server, which enforces it its own way.
      */
     grammarLimits?: boolean;
+    /** Spent too, with other conversions (a request's tools, see {@link createToolsBudget}). */
+    shared?: SharedBudget;
   },
 ): GbnfJsonSchema {
-  const converter = new SchemaConverter(schema, options.param, options.grammarLimits ?? true);
+  const converter = new SchemaConverter(schema, options.param, options.grammarLimits ?? true, options.shared);
   const converted = converter.convert(schema, { depth: 0, pointer: () => "#" });
   const defs = converter.convertedDefinitions();
   if (Object.keys(defs).length === 0) return converted;
@@ -104,6 +106,13 @@ const maxGrammarSteps = 6000;
  * and constants); this bounds descriptions, and what repeating all that in branches makes of it.
  */
 const maxGrammarCharacters = 500_000;
+/**
+ * What the schemas of one request's tools may spend together (see {@link createToolsBudget}): four
+ * schemas' worth. Each schema within its own budget, 128 tools of 1000 properties each held the
+ * event loop 0.9 s before the request was refused for its length.
+ */
+const toolsBudgetSchemas = 4;
+
 /** A `$defs` name taken from a reference longer than this is cut: it only has to be unique. */
 const maxDefinitionNameLength = 64;
 
@@ -167,6 +176,24 @@ interface Budget {
   characters: number;
 }
 
+/** What several conversions (a request's tools) spend together, and may. */
+export interface SharedBudget {
+  readonly limits: Budget;
+  readonly spent: Budget;
+}
+
+/** The budget a request's tool schemas share, for grammars: {@link toolsBudgetSchemas} schemas' worth. */
+export function createToolsBudget(): SharedBudget {
+  return {
+    limits: {
+      entries: maxGrammarEntries * toolsBudgetSchemas,
+      steps: maxGrammarSteps * toolsBudgetSchemas,
+      characters: maxGrammarCharacters * toolsBudgetSchemas,
+    },
+    spent: { entries: 0, steps: 0, characters: 0 },
+  };
+}
+
 class SchemaConverter {
   readonly #root: unknown;
   readonly #param: string;
@@ -184,11 +211,13 @@ class SchemaConverter {
   readonly #limits: Budget;
   /** What the conversion has spent so far. */
   readonly #spent: Budget = { entries: 0, steps: 0, characters: 0 };
+  readonly #shared: SharedBudget | undefined;
 
-  constructor(root: unknown, param: string, grammarLimits: boolean) {
+  constructor(root: unknown, param: string, grammarLimits: boolean, shared: SharedBudget | undefined) {
     this.#root = root;
     this.#param = param;
     this.#grammarLimits = grammarLimits;
+    this.#shared = shared;
     this.#limits = grammarLimits
       ? { entries: maxGrammarEntries, steps: maxGrammarSteps, characters: maxGrammarCharacters }
       : { entries: maxSchemaEntries, steps: maxSchemaSteps, characters: Number.POSITIVE_INFINITY };
@@ -577,13 +606,18 @@ class SchemaConverter {
   #spend(at: Position, kind: keyof Budget, amount: number): void {
     this.#reserve(at, kind, amount);
     this.#spent[kind] += amount;
+    if (this.#shared !== undefined) this.#shared.spent[kind] += amount;
   }
 
   /** Refuses now a schema that is sure to need more than its limit of `kind` (`amount` more), before working on it. */
   #reserve(at: Position, kind: keyof Budget, amount: number): void {
     const limit = this.#limits[kind];
-    if (this.#spent[kind] + amount <= limit) return;
-    this.#refuse(at, describeOverspending(kind, limit, this.#grammarLimits));
+    if (this.#spent[kind] + amount > limit)
+      this.#refuse(at, describeOverspending(kind, limit, this.#grammarLimits));
+    const shared = this.#shared;
+    if (shared !== undefined && shared.spent[kind] + amount > shared.limits[kind]) {
+      this.#refuse(at, describeSharedOverspending(kind, shared.limits[kind]));
+    }
   }
 
   #refuse(at: Position, problem: string): never {
@@ -610,6 +644,17 @@ function describeOverspending(kind: keyof Budget, limit: number, grammarLimits: 
       throw new Error(`unknown budget ${String(unreachable)}`);
     }
   }
+}
+
+/** Why a request's tools that together need more than `limit` of `kind` are refused. */
+function describeSharedOverspending(kind: keyof Budget, limit: number): string {
+  const what =
+    kind === "entries"
+      ? `declare more than ${limit} properties and enum values`
+      : kind === "steps"
+        ? `take more than ${limit} steps to convert`
+        : `spell out more than ${limit} characters of property names, constants and descriptions`;
+  return `the request's tools together ${what} (what a local model's output grammars take for one request). Offer fewer tools, or smaller ones.`;
 }
 
 /** The position of a subschema of `at` under these pointer segments (not yet encoded). */

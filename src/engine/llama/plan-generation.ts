@@ -45,7 +45,11 @@ import { AppError } from "../../errors/app-error.ts";
 import type { ChatRequest, JsonSchema, ToolDefinition } from "../engine.ts";
 import { requireObjectParameters } from "../require-object-parameters.ts";
 import { convertChatHistory } from "./convert-chat-history.ts";
-import { convertJsonSchemaToGbnf } from "./convert-json-schema-to-gbnf.ts";
+import {
+  convertJsonSchemaToGbnf,
+  createToolsBudget,
+  type SharedBudget,
+} from "./convert-json-schema-to-gbnf.ts";
 
 /** How one request is generated; see the module comment. */
 export type GenerationPlan =
@@ -88,7 +92,10 @@ interface PlannedTool {
 export function planGeneration(request: ChatRequest): PlannedGeneration {
   const history = convertChatHistory(request.messages);
   // Every tool's schema is checked, used by this plan or not: an invalid one is an invalid request.
-  const tools = request.tools.map(planTool);
+  // The tools share one budget (convert-json-schema-to-gbnf.ts): each within its own, a request's
+  // 128 tools could still take long to convert.
+  const budget = createToolsBudget();
+  const tools = request.tools.map((definition, index) => planTool(definition, index, budget));
   const toolSchemas = tools.flatMap(({ argumentsSchema }, index) =>
     argumentsSchema === undefined
       ? []
@@ -164,13 +171,13 @@ export function planStopStrings(plan: GenerationPlan, request: ChatRequest): str
   return plan.kind === "text" || plan.kind === "functions" ? request.stop.filter((stop) => stop !== "") : [];
 }
 
-function planTool(definition: ToolDefinition, index: number): PlannedTool {
+function planTool(definition: ToolDefinition, index: number, budget: SharedBudget): PlannedTool {
   const param = `tools[${index}].function.parameters`;
   if (definition.parameters === undefined) {
     return { definition, parameters: noParameters, argumentsSchema: undefined };
   }
   const parameters = requireObjectParameters(definition.name, definition.parameters, param);
-  const argumentsSchema = convertJsonSchemaToGbnf(parameters, { param });
+  const argumentsSchema = convertJsonSchemaToGbnf(parameters, { param, shared: budget });
   if (!describesOnlyObjects(argumentsSchema)) {
     throw new AppError(
       "invalid_value",
