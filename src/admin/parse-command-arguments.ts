@@ -82,6 +82,10 @@ function describeParseError(error: unknown): string {
   const option = /'([^']+)'/.exec(error.message)?.[1];
   switch (code) {
     case "ERR_PARSE_ARGS_UNKNOWN_OPTION":
+      // `accounts credit acme -5` read as an option: say what the operator meant to write.
+      if (option !== undefined && /^-[0-9.]/.test(option)) {
+        return `'${option}' is a negative number, which no argument takes: amounts, limits and counts are positive.`;
+      }
       return `Unknown option '${option ?? "?"}'.`;
     case "ERR_PARSE_ARGS_INVALID_OPTION_VALUE":
       return `Option '${(option ?? "?").replace(/ <value>$/, "")}' needs a value (write --option=VALUE for a value that starts with "-").`;

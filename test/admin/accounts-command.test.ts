@@ -70,6 +70,11 @@ describe("accounts create", () => {
     ["too many decimals", ["create", "acme", "--balance", "0.0000000001"], /more than 9 decimal places/],
     ["a missing balance value", ["create", "acme", "--balance"], /Option '--balance' needs a value/],
     ["an unknown option", ["create", "acme", "--credit", "5"], /Unknown option '--credit'/],
+    [
+      "a negative amount, which reads as an option",
+      ["credit", "acme", "-5"],
+      /'-5' is a negative number, which no argument takes/,
+    ],
     ["a missing name", ["create"], /Missing argument/],
     ["two names", ["create", "a", "b"], /Unexpected argument 'b'/],
     ["a bad name", ["create", "has space"], /not a valid account name/],
