@@ -71,7 +71,7 @@ export interface ChatRequest {
   toolChoice: ToolChoice;
   /**
    * The client's `parallel_tool_calls` (`undefined` when it sent none): passed on to upstream
-   * models; the local engine does not apply it.
+   * models; on a local model `false` ends the generation after its first call.
    */
   parallelToolCalls?: boolean | undefined;
   /**

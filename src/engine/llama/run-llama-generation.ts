@@ -141,6 +141,8 @@ export async function* runLlamaGeneration(options: LlamaGenerationOptions): Asyn
               ...common,
               functions: options.plan.functions,
               documentFunctionParams: true,
+              // `parallel_tool_calls: false`: the generation ends after its first call.
+              ...(options.request.parallelToolCalls === false ? { maxParallelFunctionCalls: 1 } : {}),
               onFunctionCallParamsChunk: (chunk) => {
                 // No stop string can follow once a call starts: held text goes first, as LlamaChat does.
                 matcher?.release();

@@ -1,8 +1,8 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { getLlama } from "node-llama-cpp";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { getLlama, LlamaChat } from "node-llama-cpp";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { ChatEngine, ChatRequest, StreamPart, ToolDefinition } from "../../../src/engine/engine.ts";
 import { createLlamaEngine } from "../../../src/engine/llama/create-llama-engine.ts";
 import { isAppError } from "../../../src/errors/app-error.ts";
@@ -426,6 +426,30 @@ describe("llama engine: tools with auto", () => {
       expect(end.type).toBe("finish");
       for (const call of calls) parseObject(call.arguments);
       if (end.type === "finish" && end.reason === "tool_calls") expect(calls.length).toBeGreaterThan(0);
+    }
+  });
+
+  it("asks LlamaChat for one call at most when parallel_tool_calls is false", async () => {
+    const generate = vi.spyOn(LlamaChat.prototype, "generateResponse");
+    try {
+      for (const parallelToolCalls of [false, true, undefined]) {
+        generate.mockClear();
+        await run(
+          createTestRequest({
+            tools: [weather, time],
+            temperature: 1,
+            seed: 1,
+            maxTokens: 8,
+            parallelToolCalls,
+          }),
+        );
+        const options = generate.mock.calls[0]?.[1] as { maxParallelFunctionCalls?: number } | undefined;
+        expect(options?.maxParallelFunctionCalls, String(parallelToolCalls)).toBe(
+          parallelToolCalls === false ? 1 : undefined,
+        );
+      }
+    } finally {
+      generate.mockRestore();
     }
   });
 
