@@ -161,3 +161,9 @@ export function answerError(
     response.end(JSON.stringify(body));
   };
 }
+
+/** Answers the first `count` requests with `first`, the rest with `then`. */
+export function sequence(count: number, first: MockHandler, then: MockHandler): MockHandler {
+  let seen = 0;
+  return (request, response) => (seen++ < count ? first(request, response) : then(request, response));
+}

@@ -15,24 +15,11 @@ import {
   textOf,
   upstreamModel,
 } from "./engine-helpers.ts";
-import {
-  answerError,
-  chunk,
-  type MockHandler,
-  resetAfter,
-  streamText,
-  writeEvents,
-} from "./mock-upstream.ts";
+import { answerError, chunk, resetAfter, sequence, streamText, writeEvents } from "./mock-upstream.ts";
 
 const mock = startTestMock;
 
 afterEach(closeEnginesAndMocks);
-
-/** Answers the first `count` requests with `first`, the rest with `then`. */
-function sequence(count: number, first: MockHandler, then: MockHandler): MockHandler {
-  let seen = 0;
-  return (request, response) => (seen++ < count ? first(request, response) : then(request, response));
-}
 
 /**
  * Writes `piece` over and over until the client goes or `max` pieces are written (the end

@@ -10,24 +10,11 @@ import {
   textOf,
   upstreamModel,
 } from "./engine-helpers.ts";
-import {
-  answerError,
-  chunk,
-  type MockHandler,
-  resetAfter,
-  streamText,
-  writeEvents,
-} from "./mock-upstream.ts";
+import { answerError, chunk, resetAfter, sequence, streamText, writeEvents } from "./mock-upstream.ts";
 
 const mock = startTestMock;
 
 afterEach(closeEnginesAndMocks);
-
-/** Answers the first `count` requests with `first`, the rest with `then`. */
-function sequence(count: number, first: MockHandler, then: MockHandler): MockHandler {
-  let seen = 0;
-  return (request, response) => (seen++ < count ? first(request, response) : then(request, response));
-}
 
 /** Polls until `condition` holds, or gives up after a while (the test's assertions then fail). */
 async function until(condition: () => boolean): Promise<void> {
