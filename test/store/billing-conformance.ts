@@ -35,6 +35,14 @@ export function describeBillingConformance(name: string, backend: StoreConforman
       return await store.getAccountMoney(accountId);
     }
 
+    /** Reserves and settles `cost` on the account, then credits it back: the balance is as before. */
+    async function chargeAndRefill(accountId: string, cost: bigint): Promise<void> {
+      const reservation = makeReservation({ accountId, amountNano: cost });
+      expect(await store.reserve(reservation)).toBe("reserved");
+      expect(await store.settle(makeSettlement(reservation, cost))).toBe(cost);
+      expect(await store.credit(makeCredit({ accountId, amountNano: cost }))).toBe("credited");
+    }
+
     describe("opening balance and credits", () => {
       it("records a non-zero opening balance as the account's first credit", async () => {
         const account = await openAccount(12_500_000_000n);
@@ -760,14 +768,7 @@ export function describeBillingConformance(name: string, backend: StoreConforman
         const account = await openAccount(MAX_NANO, "lifetime");
         const cost = TWO_TO_62 + 5n;
         // Three charges of more than 2^62 each, the balance refilled after each: 3 x cost spent.
-        for (let round = 0; round < 3; round++) {
-          const reservation = makeReservation({ accountId: account.id, amountNano: cost });
-          expect(await store.reserve(reservation)).toBe("reserved");
-          expect(await store.settle(makeSettlement(reservation, cost))).toBe(cost);
-          expect(await store.credit(makeCredit({ accountId: account.id, amountNano: cost }))).toBe(
-            "credited",
-          );
-        }
+        for (let round = 0; round < 3; round++) await chargeAndRefill(account.id, cost);
         expect(await money(account.id)).toEqual({
           balanceNano: MAX_NANO,
           reservedNano: 0n,
@@ -787,12 +788,7 @@ export function describeBillingConformance(name: string, backend: StoreConforman
         const costs = [TWO_TO_62 + 5n, TWO_TO_62 + 7n];
         for (const [index, account] of accounts.entries()) {
           const cost = costs[index] as bigint;
-          const reservation = makeReservation({ accountId: account.id, amountNano: cost });
-          expect(await store.reserve(reservation)).toBe("reserved");
-          expect(await store.settle(makeSettlement(reservation, cost))).toBe(cost);
-          expect(await store.credit(makeCredit({ accountId: account.id, amountNano: cost }))).toBe(
-            "credited",
-          );
+          await chargeAndRefill(account.id, cost);
           expect(await money(account.id)).toEqual({
             balanceNano: MAX_NANO,
             reservedNano: 0n,
