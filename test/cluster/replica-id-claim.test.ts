@@ -13,7 +13,11 @@ import { createAccount } from "../../src/admin/create-account.ts";
 import type { Config } from "../../src/catalog/catalog.ts";
 import { resolveReplicaId, startServer } from "../../src/server.ts";
 import { openStore } from "../../src/store/open-store.ts";
-import { createPostgresTestSchema, type PostgresTestSchema } from "../store/postgres-test-database.ts";
+import {
+  createDroppedSchema,
+  createPostgresTestSchema,
+  type PostgresTestSchema,
+} from "../store/postgres-test-database.ts";
 import { createUpstreamModelEntry } from "../support/test-server.ts";
 
 const probe = await createPostgresTestSchema();
@@ -29,11 +33,8 @@ afterEach(async () => {
   else process.env.TOLLGATE_REPLICA_ID = configuredReplicaId;
 });
 
-async function newSchema(): Promise<PostgresTestSchema> {
-  const created = await createPostgresTestSchema();
-  if ("skipped" in created) throw new Error(created.skipped);
-  cleanups.push(() => created.drop());
-  return created;
+function newSchema(): Promise<PostgresTestSchema> {
+  return createDroppedSchema(cleanups);
 }
 
 function configOn(database: string): Config {

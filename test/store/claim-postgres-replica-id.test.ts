@@ -5,7 +5,11 @@ import {
   type ReplicaClaimEvent,
 } from "../../src/store/postgres/claim-postgres-replica-id.ts";
 import { terminateBackends, withApplicationName } from "./postgres-backends.ts";
-import { createPostgresTestSchema, type PostgresTestSchema } from "./postgres-test-database.ts";
+import {
+  createDroppedSchema,
+  createPostgresTestSchema,
+  type PostgresTestSchema,
+} from "./postgres-test-database.ts";
 
 /**
  * A replica id claimed on PostgreSQL (a session advisory lock on a connection of its own): one
@@ -22,11 +26,8 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-async function newSchema(): Promise<PostgresTestSchema> {
-  const created = await createPostgresTestSchema();
-  if ("skipped" in created) throw new Error(created.skipped);
-  cleanups.push(() => created.drop());
-  return created;
+function newSchema(): Promise<PostgresTestSchema> {
+  return createDroppedSchema(cleanups);
 }
 
 async function claim(

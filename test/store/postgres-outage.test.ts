@@ -11,6 +11,7 @@ import {
   withApplicationName,
 } from "./postgres-backends.ts";
 import {
+  createDroppedSchema,
   createPostgresTestSchema,
   type PostgresTestSchema,
   testPostgresUrl,
@@ -33,11 +34,8 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-async function newSchema(): Promise<PostgresTestSchema> {
-  const created = await createPostgresTestSchema();
-  if ("skipped" in created) throw new Error(created.skipped);
-  cleanups.push(() => created.drop());
-  return created;
+function newSchema(): Promise<PostgresTestSchema> {
+  return createDroppedSchema(cleanups);
 }
 
 /** What the API would answer for a failed store operation. */

@@ -60,6 +60,17 @@ export async function createPostgresTestSchema(): Promise<PostgresTestSchema | {
   };
 }
 
+/**
+ * A new schema for one test, which the test's `cleanups` (undone after it, last first) drop;
+ * throws where PostgreSQL cannot be reached (files that need it skip before their tests run).
+ */
+export async function createDroppedSchema(cleanups: (() => Promise<unknown>)[]): Promise<PostgresTestSchema> {
+  const created = await createPostgresTestSchema();
+  if ("skipped" in created) throw new Error(created.skipped);
+  cleanups.push(() => created.drop());
+  return created;
+}
+
 /** Runs statements on a connection of its own to `databaseUrl` (no schema on the search path). */
 export async function runStatements(databaseUrl: string, statements: string[]): Promise<void> {
   const client = new Client({ connectionString: databaseUrl, connectionTimeoutMillis: 5_000 });
