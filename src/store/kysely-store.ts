@@ -77,12 +77,7 @@ export function createKyselyStore(
     },
 
     async listAccounts(): Promise<Account[]> {
-      const rows = await db
-        .selectFrom("accounts")
-        .selectAll()
-        .orderBy("created_at")
-        .orderBy("name")
-        .execute();
+      const rows = await selectAccountsInOrder(db).execute();
       return rows.map(toAccount);
     },
 
@@ -181,12 +176,17 @@ export function createKyselyStore(
  * query reads it all.
  */
 export async function readAccountsWithMoney(db: Kysely<Database>): Promise<AccountWithMoney[]> {
-  const rows = await db.selectFrom("accounts").selectAll().orderBy("created_at").orderBy("name").execute();
+  const rows = await selectAccountsInOrder(db).execute();
   return rows.map((row) => ({
     ...toAccount(row),
     reservedNano: readBigInt(row.reserved_nano),
     spentNano: readBigInt(row.spent_nano),
   }));
+}
+
+/** Every account row, oldest first (by name among accounts made in the same millisecond). */
+function selectAccountsInOrder(db: Kysely<Database>) {
+  return db.selectFrom("accounts").selectAll().orderBy("created_at").orderBy("name");
 }
 
 function toAccount(row: Selectable<AccountsTable>): Account {
