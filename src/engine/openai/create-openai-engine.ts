@@ -7,7 +7,7 @@ import { convertRequestBody } from "./convert-request-body.ts";
 import { createEndpointBalancer } from "./create-endpoint-balancer.ts";
 import { createStallWatchdog } from "./create-stall-watchdog.ts";
 import { createUpstreamEndpoint } from "./create-upstream-endpoint.ts";
-import { countPromptTokensAtMost, estimatePromptTokens } from "./estimate-prompt-tokens.ts";
+import { countPromptTokens } from "./estimate-prompt-tokens.ts";
 import { runUpstreamChat } from "./run-upstream-chat.ts";
 import { runWithFallbacks } from "./run-with-fallbacks.ts";
 import { closingError } from "./start-upstream-attempt.ts";
@@ -93,7 +93,7 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
         retryAfterSeconds: 1,
       });
     }
-    const promptTokens = estimatePromptTokens(request);
+    const { estimate: promptTokens, atMost: promptTokensAtMost } = countPromptTokens(request);
     const contextLength = model.contextLength;
     if (contextLength !== undefined) {
       checkContextLength({ contextLength, promptTokens, maxTokens: request.maxTokens });
@@ -136,7 +136,7 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
     return {
       promptTokens,
       promptTokensEstimated: true,
-      promptTokensAtMost: countPromptTokensAtMost(request),
+      promptTokensAtMost,
       maxCompletionTokens,
       ...(fallbacks.length === 0 ? {} : { alternateModelIds: fallbacks }),
       servedBy: () => servedBy,

@@ -8,55 +8,66 @@ const REPLY_PRIMING_TOKENS = 3;
 /** Tokens a template adds once when the request offers tools (the tools' preamble). */
 const TOOLS_PREAMBLE_TOKENS = 10;
 
+/** A request's prompt tokens as Tollgate counts them before it runs (see {@link countPromptTokens}). */
+export interface PromptTokenCounts {
+  /** The estimate: what the token rate, the context check and unreported usage go by. */
+  estimate: number;
+  /** The most the request can count upstream: what prices its reservation. */
+  atMost: number;
+}
+
 /**
- * Estimates the prompt tokens of a request sent to an upstream model, before it runs: every
- * message's text ({@link estimateTextTokens}) plus a few tokens of template per message, tool calls
- * as their name and arguments, and the tools' definitions as their JSON text (templates render
- * them more compactly, so this errs on the high side). The response format's schema counts too,
- * as structured-output prompts include it. `countText` counts one text (default the estimate).
+ * Counts the prompt tokens of a request sent to an upstream model, before it runs, in one walk
+ * over its texts, each counted two ways:
+ *
+ * - `estimate`: every message's text ({@link estimateTextTokens}) plus a few tokens of template per
+ *   message, tool calls as their name and arguments, and the tools' definitions as their JSON text
+ *   (templates render them more compactly, so this errs on the high side). The response format's
+ *   schema counts too, as structured-output prompts include it.
+ * - `atMost`: every text as its UTF-8 bytes (the same template tokens around them). Byte-level
+ *   tokenizers (GPT's, Llama 3's, Qwen's) and SentencePiece with byte fallback never spend less
+ *   than a byte on a token, so this holds whatever the text; the estimate does not: crafted text
+ *   (combining marks, box drawing, symbols, emoji, letters in no language) counts 4-11x more tokens
+ *   upstream than estimated, and since a cost above its reservation is charged only as far as the
+ *   balance pays, concurrent requests could spend several times an account's balance. It reserves
+ *   about 4.5x the estimate for English prose, which costs the reservation little beside its
+ *   completion bound. Never below the estimate: no rule of estimateTextTokens counts more than a
+ *   token per UTF-16 unit, and no character has fewer UTF-8 bytes than UTF-16 units.
  */
-export function estimatePromptTokens(
-  request: ChatRequest,
-  countText: (text: string) => number = estimateTextTokens,
-): number {
-  let tokens = REPLY_PRIMING_TOKENS;
+export function countPromptTokens(request: ChatRequest): PromptTokenCounts {
+  let template = REPLY_PRIMING_TOKENS;
+  let estimate = 0;
+  let atMost = 0;
+  const count = (text: string) => {
+    estimate += estimateTextTokens(text);
+    atMost += Buffer.byteLength(text, "utf8");
+  };
   for (const message of request.messages) {
-    tokens += TOKENS_PER_MESSAGE;
-    if (message.content !== null) tokens += countText(message.content);
-    if (message.role !== "tool" && message.name !== undefined) tokens += countText(message.name);
+    template += TOKENS_PER_MESSAGE;
+    if (message.content !== null) count(message.content);
+    if (message.role !== "tool" && message.name !== undefined) count(message.name);
     if (message.role === "assistant") {
       for (const call of message.toolCalls ?? []) {
-        tokens += TOKENS_PER_MESSAGE + countText(call.name) + countText(call.arguments);
+        template += TOKENS_PER_MESSAGE;
+        count(call.name);
+        count(call.arguments);
       }
     }
   }
   if (request.tools.length > 0) {
-    tokens += TOOLS_PREAMBLE_TOKENS + countText(JSON.stringify(request.tools));
+    template += TOOLS_PREAMBLE_TOKENS;
+    count(JSON.stringify(request.tools));
   }
-  if (request.responseFormat.type === "json_schema") {
-    tokens += countText(JSON.stringify(request.responseFormat.schema));
-  }
-  return tokens;
+  if (request.responseFormat.type === "json_schema") count(JSON.stringify(request.responseFormat.schema));
+  return { estimate: template + estimate, atMost: template + atMost };
 }
 
-/**
- * The most prompt tokens the request can count upstream, for pricing its reservation: every text
- * as its UTF-8 bytes (the estimate's template tokens around them). Byte-level tokenizers (GPT's,
- * Llama 3's, Qwen's) and SentencePiece with byte fallback never spend less than a byte on a token,
- * so this holds whatever the text; the estimate does not: crafted text (combining marks, box
- * drawing, symbols, emoji, letters in no language) counts 4-11x more tokens upstream than
- * estimated, and since a cost above its reservation is charged only as far as the balance
- * pays, concurrent requests could spend several times an account's balance. It reserves about
- * 4.5x the estimate for English prose, which costs the reservation little beside its completion
- * bound. Only the money uses it: the token rate, the context check and usage the upstream does
- * not report go by the estimate.
- */
+/** {@link countPromptTokens}'s estimate. */
+export function estimatePromptTokens(request: ChatRequest): number {
+  return countPromptTokens(request).estimate;
+}
+
+/** {@link countPromptTokens}'s bound, for pricing a reservation. */
 export function countPromptTokensAtMost(request: ChatRequest): number {
-  // Never below the estimate: no rule of estimateTextTokens counts more than a token per UTF-16
-  // unit, and no character has fewer UTF-8 bytes than UTF-16 units.
-  return estimatePromptTokens(request, countUtf8Bytes);
-}
-
-function countUtf8Bytes(text: string): number {
-  return Buffer.byteLength(text, "utf8");
+  return countPromptTokens(request).atMost;
 }
