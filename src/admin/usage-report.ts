@@ -41,6 +41,12 @@ export interface UsageRow {
   estimated: boolean;
   /** ISO 8601 UTC. */
   created: string;
+  /** The `user` the request named, if any. */
+  user: string | null;
+  /** Milliseconds waiting for the model, to the first token (or part), and in all; `null` where unknown. */
+  queue_ms: number | null;
+  first_token_ms: number | null;
+  total_ms: number;
 }
 
 /** The totals of one group of usage rows. */
@@ -234,6 +240,10 @@ export function renderUsageRow(record: UsageRecord, accountNames: ReadonlyMap<st
     error_code: record.errorCode ?? null,
     estimated: record.estimated,
     created: record.createdAt.toISOString(),
+    user: record.user ?? null,
+    queue_ms: record.queueMs ?? null,
+    first_token_ms: record.firstTokenMs ?? null,
+    total_ms: record.totalMs,
   };
 }
 
@@ -277,6 +287,10 @@ const USAGE_ROW_COLUMNS = [
   "error_code",
   "estimated",
   "created",
+  "user",
+  "queue_ms",
+  "first_token_ms",
+  "total_ms",
 ] as const satisfies readonly (keyof UsageRow)[];
 
 /** A row's CSV cells, in the order of {@link USAGE_ROW_COLUMNS}; `null` is an empty cell. */

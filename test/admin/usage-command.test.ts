@@ -47,6 +47,10 @@ beforeEach(async () => {
   await charge(acme, KEY_B, "large", 1_000_000_001n, "2025-06-01T23:59:59.999Z", {
     requestId: "req_2",
     estimated: true,
+    user: "alice",
+    queueMs: 4,
+    firstTokenMs: 120,
+    totalMs: 950,
   });
   await charge(beta, KEY_C, "small", 500_000_000n, "2025-06-02T00:00:00.000Z", { requestId: "req_3" });
   await store.insertUsage(
@@ -59,6 +63,9 @@ beforeEach(async () => {
       completionTokens: 0,
       finishReason: undefined,
       errorCode: "rate_limit_exceeded",
+      queueMs: undefined,
+      firstTokenMs: undefined,
+      totalMs: 0,
       createdAt: new Date("2025-06-03T08:00:00.000Z"),
     }),
   );
@@ -107,8 +114,20 @@ describe("usage --format json", () => {
       error_code: null,
       estimated: true,
       created: "2025-06-01T23:59:59.999Z",
+      user: "alice",
+      queue_ms: 4,
+      first_token_ms: 120,
+      total_ms: 950,
     });
-    expect(rows[3]).toMatchObject({ cost: "0", finish_reason: null, error_code: "rate_limit_exceeded" });
+    expect(rows[3]).toMatchObject({
+      cost: "0",
+      finish_reason: null,
+      error_code: "rate_limit_exceeded",
+      user: null,
+      queue_ms: null,
+      first_token_ms: null,
+      total_ms: 0,
+    });
   });
 
   it("filters by account name or id, key, model and time", async () => {
@@ -156,10 +175,10 @@ describe("usage --format csv", () => {
   it("prints a header and one line per row", async () => {
     const lines = await run("--format", "csv", "--account", "acme");
     expect(lines).toEqual([
-      "request_id,account,key,model,prompt_tokens,completion_tokens,cost,finish_reason,error_code,estimated,created",
-      `req_1,acme,${KEY_A},small,10,5,0.25,stop,,false,2025-06-01T10:00:00.000Z`,
-      `req_2,acme,${KEY_B},large,10,5,1.000000001,stop,,true,2025-06-01T23:59:59.999Z`,
-      `req_4,acme,${KEY_A},large,7,0,0,,rate_limit_exceeded,false,2025-06-03T08:00:00.000Z`,
+      "request_id,account,key,model,prompt_tokens,completion_tokens,cost,finish_reason,error_code,estimated,created,user,queue_ms,first_token_ms,total_ms",
+      `req_1,acme,${KEY_A},small,10,5,0.25,stop,,false,2025-06-01T10:00:00.000Z,,1,2,3`,
+      `req_2,acme,${KEY_B},large,10,5,1.000000001,stop,,true,2025-06-01T23:59:59.999Z,alice,4,120,950`,
+      `req_4,acme,${KEY_A},large,7,0,0,,rate_limit_exceeded,false,2025-06-03T08:00:00.000Z,,,,0`,
     ]);
   });
 

@@ -403,6 +403,7 @@ describe("admin API usage", () => {
     await store.settle(
       makeSettlement(first, 250_000_000n, {
         requestId: "req,1",
+        user: "=HYPERLINK(1)",
         createdAt: new Date("2025-06-01T10:00:00.000Z"),
       }),
     );
@@ -436,6 +437,10 @@ describe("admin API usage", () => {
           error_code: null,
           estimated: false,
           created: "2025-06-01T10:00:00.000Z",
+          user: "=HYPERLINK(1)",
+          queue_ms: 1,
+          first_token_ms: 2,
+          total_ms: 3,
         },
         expect.objectContaining({ request_id: "req_2", cost: "0", error_code: "rate_limit_exceeded" }),
       ],
@@ -558,9 +563,9 @@ describe("admin API usage", () => {
     expect(response.headers["content-type"]).toBe("text/csv; charset=utf-8");
     expect(response.text).toBe(
       [
-        "request_id,account,key,model,prompt_tokens,completion_tokens,cost,finish_reason,error_code,estimated,created",
-        '"req,1",staff,keytest00001,small,10,5,0.25,stop,,false,2025-06-01T10:00:00.000Z',
-        "req_2,staff,keytest00001,large,10,5,0,,rate_limit_exceeded,false,2025-06-02T10:00:00.000Z",
+        "request_id,account,key,model,prompt_tokens,completion_tokens,cost,finish_reason,error_code,estimated,created,user,queue_ms,first_token_ms,total_ms",
+        '"req,1",staff,keytest00001,small,10,5,0.25,stop,,false,2025-06-01T10:00:00.000Z,\'=HYPERLINK(1),1,2,3',
+        "req_2,staff,keytest00001,large,10,5,0,,rate_limit_exceeded,false,2025-06-02T10:00:00.000Z,,1,2,3",
         "",
       ].join("\r\n"),
     );

@@ -29,11 +29,16 @@ async function admin(method: string, path: string, body?: unknown, key = server.
   };
 }
 
-function chat(key: string) {
+function chat(key: string, extra: Record<string, unknown> = {}) {
   return fetch(`${server.baseUrl}/chat/completions`, {
     method: "POST",
     headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-    body: JSON.stringify({ model: TINY_MODEL, messages: [{ role: "user", content: "Hi" }], max_tokens: 2 }),
+    body: JSON.stringify({
+      model: TINY_MODEL,
+      messages: [{ role: "user", content: "Hi" }],
+      max_tokens: 2,
+      ...extra,
+    }),
   });
 }
 
@@ -86,6 +91,22 @@ describe("the admin API on the real server", () => {
     expect(usage.status).toBe(200);
     expect(usage.headers.get("content-type")).toMatch(/^text\/csv/);
     expect(usage.text.split("\r\n")[0]).toContain("request_id");
+  });
+
+  it("shows each usage row's user and timings, as the ledger stores them", async () => {
+    await admin("POST", "/admin/accounts", { name: "timed", balance: "1" });
+    const key = await admin("POST", "/admin/keys", { account: "timed", name: "ci" });
+    const answered = await chat(key.body.key, { user: "end-user-7" });
+    expect(answered.status).toBe(200);
+    await answered.text();
+    const usage = await admin("GET", "/admin/usage?account=timed");
+    expect(usage.status).toBe(200);
+    const [row] = usage.body.data;
+    expect(row).toMatchObject({ user: "end-user-7", finish_reason: expect.any(String) });
+    expect(Number.isInteger(row.total_ms)).toBe(true);
+    expect(row.queue_ms).toBeGreaterThanOrEqual(0);
+    expect(row.first_token_ms).toBeGreaterThanOrEqual(row.queue_ms);
+    expect(row.total_ms).toBeGreaterThanOrEqual(row.first_token_ms);
   });
 
   it("takes a revoke sent with a JSON content type and no body, as HTTP clients often send it", async () => {

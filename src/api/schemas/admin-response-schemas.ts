@@ -83,6 +83,12 @@ export const AdminUsageRowSchema = Type.Object({
   error_code: Nullable(Type.String()),
   estimated: Type.Boolean({ description: "True when Tollgate counted the tokens itself." }),
   created: Instant("When the request was made."),
+  user: Nullable(Type.String({ description: "The `user` the request named." })),
+  queue_ms: Nullable(Type.Integer({ description: "Milliseconds the request waited for the model." })),
+  first_token_ms: Nullable(
+    Type.Integer({ description: "Milliseconds from the request to the model's first token (or part)." }),
+  ),
+  total_ms: Type.Integer({ description: "Milliseconds from the request to its end." }),
 });
 
 export const AdminUsagePageSchema = Type.Object(
