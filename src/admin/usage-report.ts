@@ -5,6 +5,7 @@ import { AdminError } from "./admin-error.ts";
 import { findAccount } from "./find-account.ts";
 import { type CsvValue, formatCsvLine } from "./format-csv.ts";
 import { hasNulCharacter } from "./has-nul-character.ts";
+import { decodePageCursor, encodePageCursor } from "./page-cursor.ts";
 import { parseInstant } from "./parse-instant.ts";
 import { readAccountNames } from "./read-account-names.ts";
 import { hideKeySecrets, KEY_REFERENCE_HINT, readKeyReference } from "./read-key-reference.ts";
@@ -198,32 +199,15 @@ export async function sumUsageGroups(
     .sort((first, second) => (first.group < second.group ? -1 : first.group > second.group ? 1 : 0));
 }
 
-/**
- * A position in the ledger as the admin API hands it out (`next_after`) and takes it back
- * (`after`): opaque to clients, base64url of the last row's creation time and id.
- */
+/** The cursor of a page ending at this row (see {@link encodePageCursor}). */
 export function encodeUsageCursor(record: UsageRecord): string {
-  return Buffer.from(`${record.createdAt.toISOString()} ${record.id}`).toString("base64url");
+  return encodePageCursor(record.createdAt, record.id);
 }
 
 /** Reads {@link encodeUsageCursor}'s text; throws an `invalid_value` {@link AdminError} otherwise. */
 export function decodeUsageCursor(text: string): UsageCursor {
-  const decoded = /^[A-Za-z0-9_-]+$/.test(text) ? Buffer.from(text, "base64url").toString() : "";
-  const space = decoded.indexOf(" ");
-  const createdAt = new Date(decoded.slice(0, space));
-  const id = decoded.slice(space + 1);
-  // No row's id holds a NUL (nor could PostgreSQL be asked about one): not a cursor handed out.
-  if (
-    space < 0 ||
-    Number.isNaN(createdAt.getTime()) ||
-    createdAt.toISOString() !== decoded.slice(0, space) ||
-    hasNulCharacter(id)
-  ) {
-    throw new AdminError("invalid_value", "after must be the next_after of an earlier page.", {
-      field: "after",
-    });
-  }
-  return { createdAt, id };
+  const { createdAt, tieBreaker } = decodePageCursor(text);
+  return { createdAt, id: tieBreaker };
 }
 
 /** A row as `usage --format json` prints it. */

@@ -1,5 +1,6 @@
 import type { TObject } from "@sinclair/typebox";
 import {
+  AccountsQuery,
   CreateAccountBody,
   CreateKeyBody,
   CreditBody,
@@ -280,8 +281,9 @@ export function createOpenApiDocument(options: { version: string }): Record<stri
         },
         get: {
           operationId: "listAccounts",
-          summary: "Lists every account with its money.",
+          summary: "Lists the accounts with their money, a page at a time, oldest first.",
           security: adminSecurity,
+          parameters: queryParameters(AccountsQuery),
           responses: {
             "200": response("The accounts", json(reference("AccountList"))),
             ...adminErrors(),

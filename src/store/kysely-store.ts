@@ -5,6 +5,7 @@ import type { AccountsTable, ApiKeysTable, Database } from "./database.ts";
 import { createKyselyBilling } from "./kysely-billing.ts";
 import type {
   Account,
+  AccountPage,
   AccountWithMoney,
   ApiKeyFilter,
   ApiKeyRecord,
@@ -92,7 +93,7 @@ export function createKyselyStore(
       return accounts;
     },
 
-    listAccountsWithMoney: () => readAccountsWithMoney(db),
+    listAccountsWithMoney: (page?: AccountPage) => readAccountsWithMoney(db, page),
 
     async hasAccounts(): Promise<boolean> {
       const row = await db.selectFrom("accounts").select("id").limit(1).executeTakeFirst();
@@ -175,8 +176,25 @@ export function createKyselyStore(
  * {@link Store.listAccounts}: the money lives on the account's row (see `database.ts`), so one
  * query reads it all.
  */
-export async function readAccountsWithMoney(db: Kysely<Database>): Promise<AccountWithMoney[]> {
-  const rows = await selectAccountsInOrder(db).execute();
+export async function readAccountsWithMoney(
+  db: Kysely<Database>,
+  page?: AccountPage,
+): Promise<AccountWithMoney[]> {
+  let query = selectAccountsInOrder(db);
+  if (page !== undefined) {
+    if (!Number.isSafeInteger(page.limit) || page.limit < 1) {
+      throw new RangeError(`A page holds at least one account (limit ${String(page.limit)}).`);
+    }
+    const after = page.after;
+    if (after !== undefined) {
+      const createdAt = toTimestampText(after.createdAt);
+      query = query.where((eb) =>
+        eb(eb.refTuple("created_at", "name"), ">", eb.tuple(createdAt, after.name)),
+      );
+    }
+    query = query.limit(page.limit);
+  }
+  const rows = await query.execute();
   return rows.map((row) => ({
     ...toAccount(row),
     reservedNano: readBigInt(row.reserved_nano),

@@ -143,6 +143,18 @@ export interface AccountMoney extends AccountBalance {
 /** An account with its money, as {@link Store.listAccountsWithMoney} reads them together. */
 export interface AccountWithMoney extends Account, AccountMoney {}
 
+/** Where a page of {@link Store.listAccountsWithMoney} starts: after the account with this time and name. */
+export interface AccountCursor {
+  createdAt: Date;
+  name: string;
+}
+
+/** One page of {@link Store.listAccountsWithMoney}: at most `limit` accounts (at least 1), after `after`. */
+export interface AccountPage {
+  limit: number;
+  after?: AccountCursor | undefined;
+}
+
 /**
  * The outcome of {@link Store.credit}: `balance_too_large` when the balance would exceed the
  * largest amount a store holds (2^63 − 1 nano-units); `already_credited` when a credit with the
@@ -218,12 +230,12 @@ export interface Store {
    */
   getAccountsByIds(ids: readonly string[]): Promise<Account[]>;
   /**
-   * Every account with its money, exactly as {@link getAccountMoney} reads it (reservations a
+   * The accounts with their money, exactly as {@link getAccountMoney} reads it (reservations a
    * SQLite server holds in memory included), in the order of {@link listAccounts}: one query
-   * however many accounts, not one per account. Still a read of every account: on SQLite it
-   * blocks the thread about as long as {@link listAccounts} does.
+   * however many accounts, not one per account. Without `page`, every account: on SQLite that
+   * blocks the thread about as long as {@link listAccounts} does, so a server reads pages.
    */
-  listAccountsWithMoney(): Promise<AccountWithMoney[]>;
+  listAccountsWithMoney(page?: AccountPage): Promise<AccountWithMoney[]>;
   /** Whether any account exists. */
   hasAccounts(): Promise<boolean>;
 

@@ -56,7 +56,11 @@ function countCalls(store: Store): { store: Store; calls: Call[] } {
 function accountsRead(calls: readonly Call[], accountCount: number): number {
   let read = 0;
   for (const call of calls) {
-    if (call.method === "listAccounts" || call.method === "listAccountsWithMoney") read += accountCount;
+    if (call.method === "listAccounts") read += accountCount;
+    if (call.method === "listAccountsWithMoney") {
+      const page = call.arguments[0] as { limit: number } | undefined;
+      read += page === undefined ? accountCount : Math.min(page.limit, accountCount);
+    }
     if (call.method === "getAccountsByIds") read += (call.arguments[0] as readonly string[]).length;
     if (call.method === "getAccountMoney" || call.method === "getAccountBalance") read += 1;
   }
@@ -144,7 +148,8 @@ describe.each(backends)("admin listings on $name", (backend) => {
       '{"object":"list","data":[' +
         `{"id":"${ACME}","name":"acme","balance":"9.9","reserved":"0.5","spent":"0.1"},` +
         `{"id":"${BETA}","name":"beta","balance":"4.25","reserved":"0","spent":"0.75"},` +
-        `{"id":"${ZETA}","name":"zeta","balance":"1.5","reserved":"0.000000001","spent":"0"}]}`,
+        `{"id":"${ZETA}","name":"zeta","balance":"1.5","reserved":"0.000000001","spent":"0"}],` +
+        `"has_more":false,"next_after":"${Buffer.from(`2025-01-02T00:00:00.000Z zeta`).toString("base64url")}"}`,
     );
   });
 
@@ -154,6 +159,19 @@ describe.each(backends)("admin listings on $name", (backend) => {
     const many = await callsOf(() => get("/admin/accounts"));
     expect(JSON.parse(await get("/admin/accounts")).data).toHaveLength(3 + BYSTANDERS);
     expect(many.map((call) => call.method)).toEqual(few.map((call) => call.method));
+  });
+
+  it("GET /admin/accounts reads a page of accounts, not every one", async () => {
+    await addBystanders();
+    const calls = await callsOf(async () => {
+      const first = JSON.parse(await get("/admin/accounts?limit=2"));
+      expect(first.data.map((account: { name: string }) => account.name)).toEqual(["acme", "beta"]);
+      expect(first.has_more).toBe(true);
+      const second = JSON.parse(await get(`/admin/accounts?limit=2&after=${first.next_after}`));
+      expect(second.data.map((account: { name: string }) => account.name)).toEqual(["zeta", "bystander-0"]);
+    });
+    // Each page reads its accounts and the one it looks ahead at.
+    expect(accountsRead(calls, 3 + BYSTANDERS)).toBe(6);
   });
 
   it("accounts list prints as before, in as many store calls with many accounts as with three", async () => {
@@ -185,8 +203,8 @@ describe.each(backends)("admin listings on $name", (backend) => {
     const body = await get("/admin/usage");
     expect(body).toBe(
       '{"object":"list","data":[' +
-        '{"request_id":"req_acme","account":"acme","key":"acmekey00001","model":"m1","prompt_tokens":10,"completion_tokens":5,"cost":"0.1","finish_reason":"stop","error_code":null,"estimated":false,"created":"2025-04-01T00:00:00.000Z"},' +
-        '{"request_id":"req_beta","account":"beta","key":"betakey00001","model":"m2","prompt_tokens":10,"completion_tokens":5,"cost":"0.75","finish_reason":"stop","error_code":null,"estimated":false,"created":"2025-04-02T00:00:00.000Z"}],' +
+        '{"request_id":"req_acme","account":"acme","key":"acmekey00001","model":"m1","prompt_tokens":10,"completion_tokens":5,"cost":"0.1","finish_reason":"stop","error_code":null,"estimated":false,"created":"2025-04-01T00:00:00.000Z","user":null,"queue_ms":1,"first_token_ms":2,"total_ms":3},' +
+        '{"request_id":"req_beta","account":"beta","key":"betakey00001","model":"m2","prompt_tokens":10,"completion_tokens":5,"cost":"0.75","finish_reason":"stop","error_code":null,"estimated":false,"created":"2025-04-02T00:00:00.000Z","user":null,"queue_ms":1,"first_token_ms":2,"total_ms":3}],' +
         `"has_more":false,"next_after":${JSON.stringify(JSON.parse(body).next_after)}}`,
     );
     expect(JSON.parse(await get("/admin/usage?group_by=key")).data).toEqual([
@@ -208,8 +226,8 @@ describe.each(backends)("admin listings on $name", (backend) => {
       },
     ]);
     expect(await get("/admin/usage?format=csv&account=beta")).toBe(
-      "request_id,account,key,model,prompt_tokens,completion_tokens,cost,finish_reason,error_code,estimated,created\r\n" +
-        "req_beta,beta,betakey00001,m2,10,5,0.75,stop,,false,2025-04-02T00:00:00.000Z\r\n",
+      "request_id,account,key,model,prompt_tokens,completion_tokens,cost,finish_reason,error_code,estimated,created,user,queue_ms,first_token_ms,total_ms\r\n" +
+        "req_beta,beta,betakey00001,m2,10,5,0.75,stop,,false,2025-04-02T00:00:00.000Z,,1,2,3\r\n",
     );
   });
 

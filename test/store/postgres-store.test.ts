@@ -163,6 +163,7 @@ describeWithPostgres("PostgreSQL", () => {
         "002_billing",
         "003_usage_by_time",
         "004_account_spent",
+        "005_accounts_by_creation",
       ]);
     });
 
@@ -184,6 +185,7 @@ describeWithPostgres("PostgreSQL", () => {
         "002_billing",
         "003_usage_by_time",
         "004_account_spent",
+        "005_accounts_by_creation",
       ]);
     });
 

@@ -94,6 +94,31 @@ export function describeStoreConformance(name: string, backend: StoreConformance
         ]);
       });
 
+      it("lists accounts with their money a page at a time, after a (time, name) cursor", async () => {
+        const names = ["delta", "alpha", "charlie", "bravo"];
+        for (const name of names) await store.insertAccount(makeAccount({ name, createdAt: T0 }));
+        const latest = makeAccount({ name: "aaa", balanceNano: 42n, createdAt: new Date(T0.getTime() + 1) });
+        await store.insertAccount(latest);
+        await store.reserve(makeReservation({ accountId: latest.id, amountNano: 2n }));
+        const pages: string[][] = [];
+        let after: { createdAt: Date; name: string } | undefined;
+        for (;;) {
+          const page = await store.listAccountsWithMoney({ limit: 2, after });
+          if (page.length === 0) break;
+          pages.push(page.map((account) => account.name));
+          const last = page.at(-1);
+          after = last === undefined ? undefined : { createdAt: last.createdAt, name: last.name };
+        }
+        expect(pages).toEqual([["alpha", "bravo"], ["charlie", "delta"], ["aaa"]]);
+        // A page reads the money as the whole listing does (a SQLite server's held reservations too).
+        const [last] = await store.listAccountsWithMoney({
+          limit: 10,
+          after: { createdAt: T0, name: "delta" },
+        });
+        expect(last).toMatchObject({ name: "aaa", balanceNano: 42n, reservedNano: 2n, spentNano: 0n });
+        await expect(store.listAccountsWithMoney({ limit: 0 })).rejects.toThrow(RangeError);
+      });
+
       it("tells whether any account exists", async () => {
         expect(await store.hasAccounts()).toBe(false);
         await store.insertAccount(makeAccount({ name: "acme" }));

@@ -9,6 +9,7 @@ import { describeAccount } from "../../admin/describe-account.ts";
 import { requireAccount } from "../../admin/find-account.ts";
 import { hasNulCharacter } from "../../admin/has-nul-character.ts";
 import { listAccountSummaries } from "../../admin/list-account-summaries.ts";
+import { decodePageCursor, encodePageCursor } from "../../admin/page-cursor.ts";
 import { parseInstant } from "../../admin/parse-instant.ts";
 import { readAccountNames } from "../../admin/read-account-names.ts";
 import { hideKeySecrets } from "../../admin/read-key-reference.ts";
@@ -89,9 +90,23 @@ export const KeysQuery = Type.Object({
   account: Type.Optional(Type.String({ description: "Only the keys of this account (name or id)." })),
 });
 
-/** Rows in a page of `GET /admin/usage` as JSON unless `limit` says otherwise, and the most it may say. */
-export const DEFAULT_USAGE_LIMIT = 1000;
-export const MAX_USAGE_LIMIT = 10_000;
+/**
+ * Rows in a page of `GET /admin/usage` as JSON (accounts in a page of `GET /admin/accounts`)
+ * unless `limit` says otherwise, and the most it may say.
+ */
+export const DEFAULT_PAGE_LIMIT = 1000;
+export const MAX_PAGE_LIMIT = 10_000;
+
+export const AccountsQuery = Type.Object({
+  limit: Type.Optional(
+    Type.String({
+      description: `Accounts per page, 1 to ${MAX_PAGE_LIMIT} (${DEFAULT_PAGE_LIMIT} unless given).`,
+    }),
+  ),
+  after: Type.Optional(
+    Type.String({ description: "The next_after of the previous page: accounts after it." }),
+  ),
+});
 
 export const UsageQuery = Type.Object({
   account: Type.Optional(Type.String({ description: "An account name or id." })),
@@ -105,7 +120,7 @@ export const UsageQuery = Type.Object({
   format: Type.Optional(StringEnum(["json", "csv"])),
   limit: Type.Optional(
     Type.String({
-      description: `Rows per page, 1 to ${MAX_USAGE_LIMIT} (JSON: ${DEFAULT_USAGE_LIMIT} unless given; CSV: every row unless given).`,
+      description: `Rows per page, 1 to ${MAX_PAGE_LIMIT} (JSON: ${DEFAULT_PAGE_LIMIT} unless given; CSV: every row unless given).`,
     }),
   ),
   after: Type.Optional(Type.String({ description: "The next_after of the previous page: rows after it." })),
@@ -192,10 +207,32 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
       },
     );
 
-    admin.get("/admin/accounts", async () => {
-      const accounts = await listAccountSummaries(store);
-      return { object: "list", data: accounts.map((each) => each.summary) };
-    });
+    admin.get<{ Querystring: Static<typeof AccountsQuery> }>(
+      "/admin/accounts",
+      { schema: { querystring: AccountsQuery } },
+      async (request) => {
+        const { limit: limitText, after: cursor } = request.query;
+        const limit = limitText === undefined ? DEFAULT_PAGE_LIMIT : readPageLimit(limitText);
+        const after =
+          cursor === undefined ? undefined : await mapAdminErrors(async () => decodePageCursor(cursor));
+        // A page at a time, oldest first: on SQLite reading every account at once holds the event
+        // loop (about half a second at 100,000 accounts), and with it every request in flight.
+        // One account more than asked says whether another page follows.
+        const accounts = await listAccountSummaries(store, {
+          limit: limit + 1,
+          after: after === undefined ? undefined : { createdAt: after.createdAt, name: after.tieBreaker },
+        });
+        const hasMore = accounts.length > limit;
+        if (hasMore) accounts.length = limit;
+        const last = accounts.at(-1)?.account;
+        return {
+          object: "list",
+          data: accounts.map((each) => each.summary),
+          has_more: hasMore,
+          next_after: last === undefined ? (cursor ?? null) : encodePageCursor(last.createdAt, last.name),
+        };
+      },
+    );
 
     admin.get<{ Params: Static<typeof IdParams> }>(
       "/admin/accounts/:id",
@@ -338,7 +375,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
             },
           );
         }
-        const limit = query.limit === undefined ? undefined : readUsageLimit(query.limit);
+        const limit = query.limit === undefined ? undefined : readPageLimit(query.limit);
         const selection = await mapAdminErrors(() => selectUsage(store, query));
         const cursor = query.after;
         const after =
@@ -359,7 +396,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
           };
         }
         // One row more than asked says whether another page follows.
-        const pageRows = limit ?? DEFAULT_USAGE_LIMIT;
+        const pageRows = limit ?? DEFAULT_PAGE_LIMIT;
         const records: UsageRecord[] = [];
         for await (const page of readUsagePages(store, selection, { after, limit: pageRows + 1 })) {
           records.push(...page);
@@ -380,11 +417,11 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
   });
 }
 
-/** The `limit` of `GET /admin/usage` (a query string, so text): a whole number of rows in range. */
-function readUsageLimit(text: string): number {
+/** The `limit` of a listing (a query string, so text): a whole number of rows in range. */
+function readPageLimit(text: string): number {
   const limit = /^[0-9]{1,6}$/.test(text) ? Number(text) : Number.NaN;
-  if (limit >= 1 && limit <= MAX_USAGE_LIMIT) return limit;
-  throw new AppError("invalid_value", `limit must be a whole number from 1 to ${MAX_USAGE_LIMIT}.`, {
+  if (limit >= 1 && limit <= MAX_PAGE_LIMIT) return limit;
+  throw new AppError("invalid_value", `limit must be a whole number from 1 to ${MAX_PAGE_LIMIT}.`, {
     param: "limit",
   });
 }

@@ -20,10 +20,20 @@ export const AdminAccountSchema = Type.Object({
   spent: Amount("Settled charges, all time."),
 });
 
-export const AdminAccountListSchema = Type.Object({
-  object: Type.Literal("list"),
-  data: Type.Array(AdminAccountSchema),
-});
+export const AdminAccountListSchema = Type.Object(
+  {
+    object: Type.Literal("list"),
+    data: Type.Array(AdminAccountSchema, { description: "The accounts, oldest first." }),
+    has_more: Type.Boolean({ description: "True when more accounts follow this page." }),
+    next_after: Nullable(
+      Type.String({
+        description:
+          "The cursor of the page's last account: pass it as `after` for the next page. On an empty page, the `after` the request gave; null when it gave none.",
+      }),
+    ),
+  },
+  { description: "A page of accounts." },
+);
 
 export const AdminCreditSchema = Type.Object({
   credit: Type.Object({

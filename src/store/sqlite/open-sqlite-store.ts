@@ -7,7 +7,7 @@ import { readAccountBalance, readAccountMoney } from "../kysely-billing.ts";
 import { createKyselyStore, readAccountsWithMoney } from "../kysely-store.ts";
 import { migrateToLatest } from "../migrate-to-latest.ts";
 import { migrations } from "../migrations/migrations.ts";
-import type { AccountBalance, Store } from "../store.ts";
+import type { AccountBalance, AccountPage, Store } from "../store.ts";
 import { claimSqliteFile } from "./claim-sqlite-file.ts";
 import { isSqliteBusy } from "./explain-sqlite-error.ts";
 import {
@@ -220,9 +220,9 @@ function createStore(
     getAccountMoney: withHeldMoney(readAccountMoney),
     getAccountBalance: withHeldMoney(readAccountBalance),
     // As getAccountMoney for every account: the rows and what is held, under the same lock.
-    listAccountsWithMoney: () =>
+    listAccountsWithMoney: (page?: AccountPage) =>
       connection.db.connection().execute(async (locked) => {
-        const accounts = await readAccountsWithMoney(locked);
+        const accounts = await readAccountsWithMoney(locked, page);
         return accounts.map((account) => {
           const heldNano = billing.heldFor(account.id);
           return heldNano === 0n ? account : { ...account, reservedNano: account.reservedNano + heldNano };

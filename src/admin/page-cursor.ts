@@ -1,0 +1,36 @@
+import { AdminError } from "./admin-error.ts";
+import { hasNulCharacter } from "./has-nul-character.ts";
+
+/**
+ * A position in a listing ordered by (creation time, then a unique text: a usage row's id, an
+ * account's name), as the admin API hands it out (`next_after`) and takes it back (`after`):
+ * opaque to clients, base64url of the time and the text.
+ */
+export interface PageCursor {
+  createdAt: Date;
+  tieBreaker: string;
+}
+
+export function encodePageCursor(createdAt: Date, tieBreaker: string): string {
+  return Buffer.from(`${createdAt.toISOString()} ${tieBreaker}`).toString("base64url");
+}
+
+/** Reads {@link encodePageCursor}'s text; throws an `invalid_value` {@link AdminError} otherwise. */
+export function decodePageCursor(text: string): PageCursor {
+  const decoded = /^[A-Za-z0-9_-]+$/.test(text) ? Buffer.from(text, "base64url").toString() : "";
+  const space = decoded.indexOf(" ");
+  const createdAt = new Date(decoded.slice(0, space));
+  const tieBreaker = decoded.slice(space + 1);
+  // No record's id or name holds a NUL (nor could PostgreSQL be asked about one): not a cursor handed out.
+  if (
+    space < 0 ||
+    Number.isNaN(createdAt.getTime()) ||
+    createdAt.toISOString() !== decoded.slice(0, space) ||
+    hasNulCharacter(tieBreaker)
+  ) {
+    throw new AdminError("invalid_value", "after must be the next_after of an earlier page.", {
+      field: "after",
+    });
+  }
+  return { createdAt, tieBreaker };
+}
