@@ -27,8 +27,20 @@ export function parseInstant(text: string): Date {
   }
   // Cut to milliseconds here: ECMAScript's date format has exactly 3 digits, so past that
   // `new Date` would depend on the engine's leniency.
-  return new Date(text.replace(/(\.\d{3})\d+/, "$1"));
+  const instant = new Date(text.replace(/(\.\d{3})\d+/, "$1"));
+  // A zone can carry a date past either end of the four-digit years (9999-12-31T23:00-05:00):
+  // stores keep instants as ISO 8601 text in UTC and compare it as text, where `+010000-...`
+  // sorts before every other year, and JSON readers take four-digit years only.
+  if (instant.getTime() < FIRST_INSTANT || instant.getTime() > LAST_INSTANT) {
+    throw new RangeError(
+      `${JSON.stringify(text)} is outside the years 0000 to 9999 in UTC; write 9999-12-31 at the latest.`,
+    );
+  }
+  return instant;
 }
+
+const FIRST_INSTANT = Date.parse("0000-01-01T00:00:00.000Z");
+const LAST_INSTANT = Date.parse("9999-12-31T23:59:59.999Z");
 
 const INSTANT_PATTERN =
   /^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d+)?)?(?:Z|[+-](?:[01]\d|2[0-3]):[0-5]\d))?$/;

@@ -15,6 +15,10 @@ describe("parseInstant", () => {
     ["2025-12-31T23:59:59.999999999Z", "2025-12-31T23:59:59.999Z"],
     ["2025-12-31T18:00:00.000000Z", "2025-12-31T18:00:00.000Z"],
     ["2025-12-31T18:00:00.98765432101234567890+02:00", "2025-12-31T16:00:00.987Z"],
+    // The ends of the four-digit years, in UTC.
+    ["9999-12-31T23:59:59.999Z", "9999-12-31T23:59:59.999Z"],
+    ["9999-12-31T23:00:00+05:00", "9999-12-31T18:00:00.000Z"],
+    ["0000-01-01T05:00-05:00", "0000-01-01T10:00:00.000Z"],
   ])("reads %s", (text, iso) => {
     expect(parseInstant(text).toISOString()).toBe(iso);
   });
@@ -29,6 +33,9 @@ describe("parseInstant", () => {
     ["a point without digits", "2025-12-31T18:00:00.Z", /not an ISO 8601 date/],
     ["microseconds without zone", "2025-12-31T18:00:00.123456", /add a time zone/],
     ["second 60 with a fraction", "2025-12-31T23:59:60.5Z", /not a real date/],
+    // Stored as `+010000-01-01T04:00:00.000Z`, which sorts before every other year as text.
+    ["a zone that carries it past the year 9999", "9999-12-31T23:00:00-05:00", /years 0000 to 9999 in UTC/],
+    ["a zone that carries it before the year 0000", "0000-01-01T01:00+02:00", /years 0000 to 9999 in UTC/],
   ])("refuses %s", (_case, text, message) => {
     expect(() => parseInstant(text)).toThrow(message);
   });

@@ -392,6 +392,13 @@ describe("admin API keys", () => {
     ["an unknown account", { account: "nobody" }, 404, "not_found", "account"],
     ["a missing account", { name: "x" }, 400, "missing_required_parameter", "account"],
     ["an rpm of 0", { account: "staff", rpm: 0 }, 400, "invalid_value", "rpm"],
+    [
+      "an expiry past the year 9999 in UTC",
+      { account: "staff", expires_at: "9999-12-31T23:59:59-05:00" },
+      400,
+      "invalid_value",
+      "expires_at",
+    ],
     ["a fractional tpm", { account: "staff", tpm: 1.5 }, 400, "invalid_type", "tpm"],
     ["an rpm as a string", { account: "staff", rpm: "60" }, 400, "invalid_type", "rpm"],
     ["an empty model list", { account: "staff", models: [] }, 400, "invalid_value", "models"],
@@ -664,6 +671,8 @@ describe("admin API usage", () => {
     ["an unknown grouping", "group_by=week", 400, "invalid_value", "group_by"],
     ["an unknown format", "format=xml", 400, "invalid_value", "format"],
     ["a bad since", "since=yesterday", 400, "invalid_value", "since"],
+    // In UTC past the year 9999: stored as +010000-..., which sorts before every row as text.
+    ["an until past the year 9999", "until=9999-12-31T23:00:00-05:00", 400, "invalid_value", "until"],
     ["an unknown account", "account=nobody", 404, "not_found", "account"],
     ["an unknown key", "key=zzzzzzzzzzzz", 404, "not_found", "key"],
     ["a limit of 0", "limit=0", 400, "invalid_value", "limit"],
