@@ -151,7 +151,10 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
     ajv: {
       customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: false, allErrors: false },
     },
-    routerOptions: { ignoreTrailingSlash: true },
+    // Path parameters as long as a request line can be (Node's 16 KiB header bound): Fastify's
+    // 100 characters refused a longer id before its key was looked at, with a 400 about escapes;
+    // such an id now reaches its route, after the key, and is not found there.
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 16_384 },
     // The onRequest hook below answers requests that arrive while draining, in the contract's
     // shape; Fastify's own 503 has neither that shape nor an x-request-id.
     return503OnClosing: false,
@@ -162,7 +165,7 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
         error.code === "FST_ERR_BAD_URL" || error.code === "FST_ERR_MAX_PARAM_LENGTH"
           ? new AppError(
               "invalid_http_request",
-              "The request URL is not valid: every '%' in its path must start an escape of two hex digits (write a '%' itself as %25).",
+              "The request URL is not valid: every '%' in its path must start an escape of two hex digits, and the escapes must spell UTF-8 (write a '%' itself as %25).",
             )
           : normalizeError(error);
       annotate(request, { error: appError.code });

@@ -143,6 +143,22 @@ describe("the admin API on the real server", () => {
     expect(made.body.models).toEqual([TINY_MODEL]);
   });
 
+  it("looks at the key before an id too long to name anything, which it then does not find", async () => {
+    const long = "a".repeat(101);
+    const unauthenticated = await admin("GET", `/admin/accounts/${long}`, undefined, "");
+    expect(unauthenticated.status).toBe(401);
+    expect(unauthenticated.body.error.code).toBe("invalid_api_key");
+    const unknown = await admin("GET", `/admin/accounts/${long}`);
+    expect(unknown.status).toBe(404);
+    expect(unknown.body.error).toMatchObject({ code: "not_found", param: "account" });
+    // A public id has a form of its own, which a long one does not have.
+    const revoked = await admin("POST", `/admin/keys/${long}/revoke`);
+    expect(revoked.body.error).toMatchObject({
+      code: "invalid_value",
+      message: expect.stringMatching(/12 /),
+    });
+  });
+
   it("refuses unknown query parameters, naming the one meant, instead of widening the answer", async () => {
     const usage = await admin("GET", "/admin/usage?acount=nobody&limit=1");
     expect(usage.status).toBe(400);
