@@ -118,6 +118,22 @@ describe("the admin API on the real server", () => {
     });
     expect(response.status).toBe(200);
     expect(await response.json()).toMatchObject({ public_id: publicId, already_revoked: false });
+    // `{}` is no body either; a field or another value is refused, not dropped without a word.
+    expect((await admin("POST", `/admin/keys/${publicId}/revoke`, {})).body).toMatchObject({
+      already_revoked: true,
+    });
+    const other = await admin("POST", "/admin/keys", { account: "starter", name: "with-body" });
+    const otherId = (other.body.key as string).split("-")[2];
+    const withField = await admin("POST", `/admin/keys/${otherId}/revoke`, { reason: "left" });
+    expect(withField.status).toBe(400);
+    expect(withField.body.error).toMatchObject({ code: "invalid_value", param: "reason" });
+    const withArray = await admin("POST", `/admin/keys/${otherId}/revoke`, [1]);
+    expect(withArray.status).toBe(400);
+    expect(withArray.body.error.code).toBe("invalid_type");
+    const listed = await admin("GET", "/admin/keys?account=starter");
+    expect(
+      listed.body.data.find((key: { public_id: string }) => key.public_id === otherId).revoked_at,
+    ).toBeNull();
     // A route that reads a body still says that it is empty.
     const empty = await fetch(`${server.origin}/admin/accounts`, {
       method: "POST",

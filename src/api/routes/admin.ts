@@ -332,6 +332,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
       "/admin/keys/:id/revoke",
       { schema: { params: IdParams } },
       async (request) => {
+        rejectAnyBody(request.body);
         const publicId = request.params.id;
         // Only the public id: a whole key in a URL would leave its secret in access logs.
         if (!isPublicId(publicId)) {
@@ -497,6 +498,26 @@ function rejectUnknownFields(body: object, schema: TObject): void {
       { param: hideKeySecrets(unknown) },
     );
   }
+}
+
+/**
+ * Refuses a body on a request that takes none (no body, `{}` and `null` pass, as HTTP clients
+ * send them): a field such as `{"reason": ...}` would otherwise be dropped without a word.
+ */
+function rejectAnyBody(body: unknown): void {
+  if (body === undefined || body === null) return;
+  if (typeof body !== "object" || Array.isArray(body)) {
+    throw new AppError("invalid_type", "This request takes no body (or an empty JSON object).");
+  }
+  const unknown = Object.keys(body)[0];
+  if (unknown === undefined) return;
+  throw new AppError(
+    "invalid_value",
+    `Unknown field '${hideKeySecrets(unknown)}': this request takes none.`,
+    {
+      param: hideKeySecrets(unknown),
+    },
+  );
 }
 
 /**
