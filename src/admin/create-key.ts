@@ -53,11 +53,13 @@ export async function createKey(
     });
   }
   // Names are printed in tables and logs: a line break would break a table, an escape sequence
-  // would reach the operator's terminal, and a whole key would show its secret in every listing.
-  if (/\p{Cc}/u.test(name)) {
+  // would reach the operator's terminal, a text-direction mark (U+202E) would show the rest of
+  // its row reversed, and a whole key would show its secret in every listing. Other format
+  // characters stay: the zero-width joiner holds emoji sequences together.
+  if (/[\p{Cc}\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/u.test(name)) {
     throw new AdminError(
       "invalid_value",
-      "A key name cannot hold control characters (line breaks, tabs, escapes).",
+      "A key name cannot hold control characters (line breaks, tabs, escapes, text-direction marks).",
       { field: "name" },
     );
   }

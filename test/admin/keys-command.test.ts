@@ -124,6 +124,11 @@ describe("keys create", () => {
       /cannot hold control characters/,
     ],
     [
+      "a name with a text-direction mark, which shows the rest of a table row reversed",
+      ["create", "--account", "acme", "--name", "\u202eevil"],
+      /cannot hold control characters/,
+    ],
+    [
       "a whole key as the name",
       ["create", "--account", "acme", "--name", "sk-tg-abcdef123456-SECRETsecret0123"],
       /is an API key; choose a name/,
@@ -196,6 +201,12 @@ describe("keys create names", () => {
     const { lines } = await createKey("--name", name);
     expect(lines[3]).toBe(`name:      ${name}`);
     await expect(createKey("--name", `n${name}`)).rejects.toThrow(/at most 100 characters/);
+  });
+
+  it("keeps the zero-width joiner of an emoji sequence in a name", async () => {
+    const family = "team \u{1F468}\u200d\u{1F469}\u200d\u{1F467}";
+    const { lines } = await createKey("--name", family);
+    expect(lines[3]).toBe(`name:      ${family}`);
   });
 });
 
