@@ -55,7 +55,10 @@ export interface ParseAmountOptions {
 }
 
 const DECIMAL_PATTERN = /^([0-9]+)(?:\.([0-9]+))?$/;
-const EXPONENT_PATTERN = /^\+?(?:[0-9]+\.?[0-9]*|\.[0-9]+)[eE][+-]?[0-9]+$/;
+// The point and the digits after it in one optional group: `[0-9]+\.?[0-9]*` could split a run
+// of digits between its two parts in every way, quadratic in its length (a 4-million-digit amount
+// held the event loop for minutes).
+const EXPONENT_PATTERN = /^\+?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][+-]?[0-9]+$/;
 
 /**
  * Reads a decimal string ("0", "12", "0.10", "1.000000001") as nano-units. Throws a
@@ -75,7 +78,8 @@ export function parseAmount(text: string, options: ParseAmountOptions = {}): big
       text,
     );
   }
-  const shown = JSON.stringify(text);
+  // An amount never needs 64 characters: a longer text is shown by its start, not echoed whole.
+  const shown = JSON.stringify(text.length > 64 ? `${text.slice(0, 32)}...` : text);
   if (text === "") {
     throw new MoneyFormatError("empty", `the ${noun} is empty; ${example}`, text);
   }
@@ -96,8 +100,9 @@ export function parseAmount(text: string, options: ParseAmountOptions = {}): big
   if (match === null) {
     throw new MoneyFormatError("not_decimal", `${shown} is not a decimal amount; ${example}`, text);
   }
-  const whole = match[1] ?? "0";
-  const fraction = match[2] ?? "";
+  // Zeros that change nothing are not digits to refuse ("1.0000000000" is 1) nor to convert.
+  const whole = (match[1] ?? "0").replace(/^0+(?=[0-9])/, "");
+  const fraction = (match[2] ?? "").replace(/0+$/, "");
   if (fraction.length > MAX_DECIMAL_PLACES) {
     throw new MoneyFormatError(
       "too_many_decimals",
@@ -105,7 +110,12 @@ export function parseAmount(text: string, options: ParseAmountOptions = {}): big
       text,
     );
   }
-  const nano = BigInt(whole) * NANO_PER_UNIT + BigInt(fraction.padEnd(MAX_DECIMAL_PLACES, "0"));
+  // Past 20 digits it is too large without converting: BigInt of millions of digits holds the
+  // event loop for a second.
+  const nano =
+    whole.length > 20
+      ? MAX_AMOUNT_NANO + 1n
+      : BigInt(whole) * NANO_PER_UNIT + BigInt(fraction.padEnd(MAX_DECIMAL_PLACES, "0"));
   if (nano > MAX_AMOUNT_NANO) {
     throw new MoneyFormatError(
       "too_large",

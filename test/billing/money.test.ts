@@ -58,6 +58,10 @@ describe("parseAmount", () => {
     ["0.000000001", 1n],
     ["007.5", 7_500_000_000n],
     ["9223372036.854775807", MAX_AMOUNT_NANO],
+    // Zeros past the ninth decimal place change nothing, as decimal libraries write them.
+    ["1.0000000000", NANO_PER_UNIT],
+    ["0.1500000000000", 150_000_000n],
+    [`${"0".repeat(40)}2.5`, 2_500_000_000n],
   ])("reads %j as %d nano-units", (text, nano) => {
     expect(parseAmount(text)).toBe(nano);
   });
@@ -86,6 +90,8 @@ describe("parseAmount", () => {
     [".5e2", "exponent", "exponent"],
     ["0.0000000001", "too_many_decimals", "more than 9 decimal places"],
     ["9223372036.854775808", "too_large", "too large"],
+    ["100000000000000000000", "too_large", "too large"],
+    ["0.0000000001000", "too_many_decimals", "more than 9 decimal places"],
     ["0.1.2", "not_decimal", "is not a decimal amount"],
     [".5", "not_decimal", "is not a decimal amount"],
     ["5.", "not_decimal", "is not a decimal amount"],
@@ -98,6 +104,11 @@ describe("parseAmount", () => {
     ["١٢", "not_decimal", "is not a decimal amount"],
   ])("refuses %j (%s)", (input, reason, messagePart) => {
     expectMoneyError(input, reason, messagePart);
+  });
+
+  it("refuses millions of digits at once, showing only their start", () => {
+    expectMoneyError("9".repeat(4_000_000), "too_large", `"${"9".repeat(32)}..." is too large`);
+    expectMoneyError(`1.${"5".repeat(100)}`, "too_many_decimals", `"1.${"5".repeat(30)}..." has more`);
   });
 
   it("names what the amount is in its messages", () => {
