@@ -34,3 +34,20 @@ export function convertUsage(value: unknown): Usage | undefined {
 function readCount(value: unknown): number | undefined {
   return typeof value === "number" && Number.isSafeInteger(value) && value >= 0 ? value : undefined;
 }
+
+/**
+ * An upstream's usage so far, after another report: field by field, a count the later report
+ * gives replaces the earlier one, and one it leaves out keeps it (an upstream may send the prompt
+ * count first and the completion count alone at the end). A later report with both counts is the
+ * whole usage; otherwise a count taken at the bound stays marked `estimated`.
+ */
+export function mergeUsage(earlier: Usage | undefined, later: Usage): Usage {
+  if (earlier === undefined || (later.promptTokens !== undefined && later.completionTokens !== undefined))
+    return later;
+  const merged: Usage = {
+    promptTokens: later.promptTokens ?? earlier.promptTokens,
+    completionTokens: later.completionTokens ?? earlier.completionTokens,
+  };
+  if (earlier.estimated === true || later.estimated === true) merged.estimated = true;
+  return merged;
+}

@@ -1,5 +1,5 @@
 import type { StreamPart, Usage } from "../engine.ts";
-import { convertUsage } from "./convert-usage.ts";
+import { convertUsage, mergeUsage } from "./convert-usage.ts";
 import { createToolCallId } from "./create-tool-call-id.ts";
 import { estimateTextTokens } from "./estimate-tokens.ts";
 import { readErrorBody, type UpstreamErrorBody } from "./read-error-body.ts";
@@ -18,8 +18,19 @@ export interface ChunkMapper {
   readonly rawFinishReason: string | undefined;
   /** Whether the response called at least one tool. */
   readonly calledTools: boolean;
-  /** The usage the upstream reported, if it did (counts it left out stay `undefined`). */
+  /**
+   * The usage the upstream reported, if it did: its reports merged count by count, a later count
+   * replacing an earlier one (counts it never sent stay `undefined`).
+   */
   readonly reportedUsage: Usage | undefined;
+  /**
+   * Whether the last usage report came after all the output so far (text, refusals, reasoning,
+   * tool calls), so that it could count it. False before any report and once output followed
+   * the last one: an upstream that sends usage early (a prompt count in the first chunk, or
+   * zeros on every chunk) has not counted what came next. A report in the same chunk as output
+   * counts it, as servers that report usage on every chunk do.
+   */
+  readonly usageCoversOutput: boolean;
   /** Estimated tokens of everything produced so far: text, refusals, tool names and arguments. */
   estimateCompletionTokens(): number;
   /** Characters produced so far (text, refusals, tool names and arguments), for the caller to bound. */
@@ -73,6 +84,8 @@ class UpstreamChunkMapper implements ChunkMapper {
   rawFinishReason: string | undefined;
   reportedUsage: Usage | undefined;
   producedLength = 0;
+  /** {@link producedLength} when the last usage report came. */
+  #producedAtReport: number | undefined;
 
   constructor(secrets: readonly string[]) {
     this.#secrets = secrets;
@@ -80,6 +93,10 @@ class UpstreamChunkMapper implements ChunkMapper {
 
   get calledTools(): boolean {
     return this.#calls.length > 0;
+  }
+
+  get usageCoversOutput(): boolean {
+    return this.#producedAtReport === this.producedLength;
   }
 
   read(value: unknown, parts: StreamPart[], eventName?: string): UpstreamErrorBody | undefined {
@@ -90,11 +107,17 @@ class UpstreamChunkMapper implements ChunkMapper {
     if (chunk.error !== undefined && chunk.error !== null) {
       return readErrorBody(JSON.stringify({ error: chunk.error }), this.#secrets);
     }
-    if (chunk.usage !== undefined && chunk.usage !== null) {
-      this.reportedUsage = convertUsage(chunk.usage) ?? this.reportedUsage;
+    if (Array.isArray(chunk.choices)) this.#readChoices(chunk.choices as unknown[], parts);
+    // Read after the chunk's output, which it counts (see usageCoversOutput).
+    const usage = chunk.usage === undefined || chunk.usage === null ? undefined : convertUsage(chunk.usage);
+    if (usage !== undefined) {
+      this.reportedUsage = mergeUsage(this.reportedUsage, usage);
+      this.#producedAtReport = this.producedLength;
     }
-    const choices = chunk.choices;
-    if (!Array.isArray(choices)) return undefined;
+    return undefined;
+  }
+
+  #readChoices(choices: readonly unknown[], parts: StreamPart[]): void {
     for (const choice of choices) {
       if (typeof choice !== "object" || choice === null) continue;
       const { index, delta, finish_reason: finishReason } = choice as UpstreamChoice;
@@ -124,7 +147,6 @@ class UpstreamChunkMapper implements ChunkMapper {
       }
       if (typeof finishReason === "string" && finishReason !== "") this.rawFinishReason = finishReason;
     }
-    return undefined;
   }
 
   /** Keeps reasoning text for the estimate: held in memory, so bounded with the answer. */

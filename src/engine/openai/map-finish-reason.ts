@@ -31,3 +31,12 @@ export function mapFinishReason(raw: string | undefined, options: { calledTools:
       return options.calledTools ? "tool_calls" : "other";
   }
 }
+
+/**
+ * Whether a finish reason says the upstream gave up mid-answer rather than finishing it: vLLM's
+ * `abort` (the server dropped the request) and OpenRouter's `error` (the provider behind it
+ * failed). Mapped as any other unknown value, the client would get `stop` for a cut answer.
+ */
+export function isFailureFinishReason(raw: string | undefined): boolean {
+  return raw === "abort" || raw === "error";
+}

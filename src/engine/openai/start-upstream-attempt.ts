@@ -8,7 +8,7 @@ import { createSseParser, type ServerSentEvent } from "./create-sse-parser.ts";
 import type { StallKind, StallWatchdog } from "./create-stall-watchdog.ts";
 import type { UpstreamEndpoint } from "./create-upstream-endpoint.ts";
 import { describeTransportError } from "./describe-transport-error.ts";
-import { mapFinishReason } from "./map-finish-reason.ts";
+import { isFailureFinishReason, mapFinishReason } from "./map-finish-reason.ts";
 import { mapStreamError } from "./map-stream-error.ts";
 import { mapUpstreamStatus } from "./map-upstream-status.ts";
 import { parseRetryAfter } from "./parse-retry-after.ts";
@@ -143,8 +143,10 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
   let awaitingUpstream = false;
   let streamError: UpstreamErrorBody | undefined;
   /**
-   * The body's text while it has held no event (up to the error body's bound): an upstream that
-   * answers an event stream with bare JSON (an error, or a whole completion) is read as such.
+   * The body's text while it has held no event: an upstream that answers an event stream with
+   * bare JSON (an error, or a whole completion) is read as such. Kept up to the error body's
+   * bound, and past it only while it begins as JSON does, up to a whole answer's: a completion
+   * dropped there would be retried, each retry a generation paid for upstream.
    */
   let unparsed: string | undefined = "";
   /** The response's content type when it is neither an event stream nor JSON. */
@@ -197,9 +199,14 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
   /** The last batch or the failure, once the body ended (`error` undefined) or broke. */
   const conclude = (parts: StreamPart[], error: unknown): AttemptBatch => {
     const hasParts = produced || parts.length > 0;
+    // An upstream that gave up mid-answer and said so in its finish reason (vLLM's `abort`,
+    // OpenRouter's `error`) broke the answer, as an error event does, whatever came after.
+    const failedReason = isFailureFinishReason(mapper.rawFinishReason);
+    if (failedReason && streamError === undefined)
+      streamError = malformed(`finish_reason "${mapper.rawFinishReason}"`);
     let final: StreamPart | undefined;
     let failure: UpstreamFailure | undefined;
-    if (done) {
+    if (done && streamError === undefined) {
       final = finish(mapper, parts, context.promptTokens);
       reportSuccess();
     } else if (signal.aborted) {
@@ -209,12 +216,12 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
         mapper,
         parts,
         context.promptTokens,
-        mapper.rawFinishReason === undefined ? "abort" : undefined,
+        mapper.rawFinishReason === undefined || failedReason ? "abort" : undefined,
       );
     } else if (closeSignal.aborted) {
       const closing = closingError(modelId);
       if (hasParts)
-        final = { type: "error", error: closing, usage: usageSoFar(mapper, context.promptTokens) };
+        final = { type: "error", error: closing, usage: usageSoFar(mapper, context.promptTokens, false) };
       else
         failure = {
           ...createEndpointFailure({ modelId, summary: "" }),
@@ -280,7 +287,7 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
       return { kind: "failed", failure: createFinalFailure("failed in Tollgate", internal) };
     let usage: Usage;
     try {
-      usage = usageSoFar(mapper, context.promptTokens);
+      usage = usageSoFar(mapper, context.promptTokens, false);
     } catch {
       usage = { promptTokens: context.promptTokens, completionTokens: 0, estimated: true };
     }
@@ -299,7 +306,7 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
         "upstream_unavailable",
         `The upstream server of the model '${modelId}' ${summary}; the answer is incomplete. Please retry.`,
       ),
-      usage: usageSoFar(mapper, context.promptTokens),
+      usage: usageSoFar(mapper, context.promptTokens, false),
     };
   };
 
@@ -368,10 +375,8 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
           awaitingUpstream = false;
           if (text === undefined) break;
           const events = parser.push(text);
-          if (unparsed !== undefined) {
-            unparsed =
-              events.length === 0 && unparsed.length < MAX_ERROR_BODY_LENGTH ? unparsed + text : undefined;
-          }
+          if (unparsed !== undefined)
+            unparsed = events.length === 0 ? keepUnparsed(unparsed, text) : undefined;
           for (const event of events) {
             readEvent(event, parts);
             if (done || streamError !== undefined) break;
@@ -382,11 +387,12 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
             current.drain(DRAIN_AFTER_END_MS);
             break;
           }
+          // A body that has held no event yet is a bare answer, however the parser holds it.
           const tooLong =
-            parser.pendingLength > MAX_ANSWER_LENGTH
-              ? "an event"
-              : mapper.producedLength > MAX_ANSWER_LENGTH
-                ? "an answer"
+            mapper.producedLength > MAX_ANSWER_LENGTH || (unparsed?.length ?? 0) > MAX_ANSWER_LENGTH
+              ? "an answer"
+              : parser.pendingLength > MAX_ANSWER_LENGTH
+                ? "an event"
                 : undefined;
           if (tooLong !== undefined) {
             streamError = malformed(`${tooLong} longer than ${MAX_ANSWER_TEXT}`);
@@ -402,7 +408,7 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
         if (!done && streamError === undefined) {
           const last = parser.end();
           if (last !== undefined) readEvent(last, parts);
-          else if (unparsed?.trimStart().startsWith("{") === true)
+          else if (unparsed !== undefined && beginsAsJson(unparsed))
             readEvent({ event: undefined, data: unparsed }, parts, true);
         }
         return conclude(parts, undefined);
@@ -418,6 +424,24 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
   };
 }
 
+/**
+ * The body's text so far with `text` added, while it may still be a bare JSON answer: to the
+ * error body's bound whatever it holds, and past it only if it begins with `{` (then bounded with
+ * the answers, in the caller). `undefined` once it is neither.
+ */
+function keepUnparsed(unparsed: string, text: string): string | undefined {
+  const kept = unparsed + text;
+  if (kept.length <= MAX_ERROR_BODY_LENGTH) return kept;
+  // Looked at once, where it grows past the bound: what is kept after that began as JSON.
+  if (unparsed.length <= MAX_ERROR_BODY_LENGTH && !beginsAsJson(kept)) return undefined;
+  return kept;
+}
+
+/** Whether a body begins as a JSON object does, after white space (a byte order mark included). */
+function beginsAsJson(text: string): boolean {
+  return text.trimStart().startsWith("{");
+}
+
 function finish(
   mapper: ChunkMapper,
   parts: StreamPart[],
@@ -425,7 +449,8 @@ function finish(
   abortReason?: "abort",
 ): StreamPart {
   mapper.flush(parts);
-  const usage = usageSoFar(mapper, promptTokens);
+  // An answer the client left before its end is incomplete; any other that reaches here ended.
+  const usage = usageSoFar(mapper, promptTokens, abortReason === undefined);
   if (abortReason !== undefined) return { type: "finish", reason: "stop", rawReason: abortReason, usage };
   return {
     type: "finish",
@@ -435,15 +460,31 @@ function finish(
   };
 }
 
-/** The upstream's usage where it sent both counts, else estimates for what it left out. */
-function usageSoFar(mapper: ChunkMapper, promptTokens: number): Usage {
+/**
+ * The usage to charge. An answer that `ended` (its finish reason or `[DONE]` came) with a usage
+ * report after its last output is charged as the upstream reported it, counts it left out
+ * estimated. Any other (cut, failed, left by its client, or with output after its last report)
+ * may have produced more than the upstream counted when it last reported: its completion is the
+ * larger of the reported count and the estimate of what was produced, and a prompt reported as 0
+ * is a placeholder (servers that send zeros on every chunk until the real usage), since no chat
+ * prompt has no token. `estimated` whenever an estimate is used.
+ */
+function usageSoFar(mapper: ChunkMapper, promptTokens: number, ended: boolean): Usage {
   const reported = mapper.reportedUsage;
-  if (reported?.promptTokens !== undefined && reported.completionTokens !== undefined) return reported;
-  return {
-    promptTokens: reported?.promptTokens ?? promptTokens,
-    completionTokens: reported?.completionTokens ?? mapper.estimateCompletionTokens(),
-    estimated: true,
-  };
+  const final = ended && mapper.usageCoversOutput;
+  if (final && reported?.promptTokens !== undefined && reported.completionTokens !== undefined)
+    return reported;
+  const reportedPrompt = final || reported?.promptTokens !== 0 ? reported?.promptTokens : undefined;
+  const reportedCompletion = reported?.completionTokens;
+  const producedTokens = mapper.estimateCompletionTokens();
+  const completionTokens =
+    reportedCompletion === undefined || (!final && producedTokens > reportedCompletion)
+      ? producedTokens
+      : reportedCompletion;
+  const usage: Usage = { promptTokens: reportedPrompt ?? promptTokens, completionTokens };
+  if (reportedPrompt === undefined || completionTokens !== reportedCompletion || reported?.estimated === true)
+    usage.estimated = true;
+  return usage;
 }
 
 /** What an upstream that broke the protocol sent, as {@link readEvent} reports an upstream's error. */

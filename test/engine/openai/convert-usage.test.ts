@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { convertUsage, MAX_REPORTED_TOKENS } from "../../../src/engine/openai/convert-usage.ts";
+import { convertUsage, MAX_REPORTED_TOKENS, mergeUsage } from "../../../src/engine/openai/convert-usage.ts";
 
 describe("convertUsage", () => {
   it("reads both counts", () => {
@@ -39,5 +39,32 @@ describe("convertUsage", () => {
     expect(convertUsage(null)).toBeUndefined();
     expect(convertUsage("usage")).toBeUndefined();
     expect(convertUsage({})).toBeUndefined();
+  });
+});
+
+describe("mergeUsage", () => {
+  it("replaces only the counts a later report gives (regression: a final completion count dropped the prompt count)", () => {
+    const early = { promptTokens: 1000, completionTokens: 0 };
+    expect(mergeUsage(early, { promptTokens: undefined, completionTokens: 2 })).toEqual({
+      promptTokens: 1000,
+      completionTokens: 2,
+    });
+    expect(mergeUsage(undefined, { promptTokens: 7, completionTokens: undefined })).toEqual({
+      promptTokens: 7,
+      completionTokens: undefined,
+    });
+  });
+
+  it("takes a later report with both counts whole, and keeps a count taken at the bound marked estimated", () => {
+    const bounded = { promptTokens: MAX_REPORTED_TOKENS, completionTokens: undefined, estimated: true };
+    expect(mergeUsage(bounded, { promptTokens: 10, completionTokens: 3 })).toEqual({
+      promptTokens: 10,
+      completionTokens: 3,
+    });
+    expect(mergeUsage(bounded, { promptTokens: undefined, completionTokens: 3 })).toEqual({
+      promptTokens: MAX_REPORTED_TOKENS,
+      completionTokens: 3,
+      estimated: true,
+    });
   });
 });

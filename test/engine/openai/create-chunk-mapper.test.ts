@@ -206,4 +206,33 @@ describe("createChunkMapper", () => {
       { type: "tool-call-delta", index: 0, id: "call_1", name: "get_weather", argumentsDelta: "" },
     ]);
   });
+  it("merges usage reports count by count (regression: a final partial report replaced the earlier prompt count)", () => {
+    const { mapper } = readAll([
+      { ...chunk({ role: "assistant", content: "" }), usage: { prompt_tokens: 1000, completion_tokens: 0 } },
+      chunk({ content: "Hello world" }),
+      chunk({}, "stop"),
+      { ...usageChunk(0, 0), usage: { completion_tokens: 2 } },
+    ]);
+    expect(mapper.reportedUsage).toEqual({ promptTokens: 1000, completionTokens: 2 });
+    expect(mapper.usageCoversOutput).toBe(true);
+  });
+
+  it("knows whether output came after the last usage report (regression: an early report taken as final)", () => {
+    const early = {
+      ...chunk({ role: "assistant", content: "" }),
+      usage: { prompt_tokens: 10, completion_tokens: 0 },
+    };
+    expect(readAll([]).mapper.usageCoversOutput).toBe(false);
+    expect(readAll([early]).mapper.usageCoversOutput).toBe(true);
+    expect(readAll([early, chunk({ content: "Hi" })]).mapper.usageCoversOutput).toBe(false);
+    expect(readAll([early, chunk({ reasoning_content: "Hmm" })]).mapper.usageCoversOutput).toBe(false);
+    expect(
+      readAll([early, toolDelta({ index: 0, id: "call_1", function: { name: "f", arguments: "{}" } })]).mapper
+        .usageCoversOutput,
+    ).toBe(false);
+    // A report in the chunk that carries output counts it (vLLM's continuous usage).
+    const withText = { ...chunk({ content: "Hi" }), usage: { prompt_tokens: 10, completion_tokens: 1 } };
+    expect(readAll([early, withText]).mapper.usageCoversOutput).toBe(true);
+    expect(readAll([early, chunk({ content: "Hi" }), usageChunk(10, 1)]).mapper.usageCoversOutput).toBe(true);
+  });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { mapFinishReason } from "../../../src/engine/openai/map-finish-reason.ts";
+import { isFailureFinishReason, mapFinishReason } from "../../../src/engine/openai/map-finish-reason.ts";
 
 describe("mapFinishReason", () => {
   it.each([
@@ -26,5 +26,12 @@ describe("mapFinishReason", () => {
   it("finishes a response that called tools with tool_calls where the upstream sent no reason (regression)", () => {
     expect(mapFinishReason(undefined, { calledTools: true })).toBe("tool_calls");
     expect(mapFinishReason("something_new", { calledTools: true })).toBe("tool_calls");
+  });
+
+  it("tells the reasons that say the upstream gave up (vLLM's abort, OpenRouter's error) from the others", () => {
+    expect(isFailureFinishReason("abort")).toBe(true);
+    expect(isFailureFinishReason("error")).toBe(true);
+    for (const raw of ["stop", "length", "tool_calls", "eos", undefined])
+      expect(isFailureFinishReason(raw)).toBe(false);
   });
 });

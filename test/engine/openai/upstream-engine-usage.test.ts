@@ -1,0 +1,253 @@
+import { afterEach, describe, expect, it } from "vitest";
+import type { ChatEngine, StreamPart, Usage } from "../../../src/engine/engine.ts";
+import { AppError } from "../../../src/errors/app-error.ts";
+import {
+  chatRequest,
+  closeEnginesAndMocks,
+  collectParts,
+  createTestEngine,
+  firstError,
+  startTestMock,
+  textOf,
+  upstreamModel,
+} from "./engine-helpers.ts";
+import {
+  chunk,
+  type MockHandler,
+  resetAfter,
+  sequence,
+  streamText,
+  usageChunk,
+  writeEvents,
+} from "./mock-upstream.ts";
+
+afterEach(closeEnginesAndMocks);
+
+/** `event` with `usage` beside its choices, as servers that report usage on every chunk send it. */
+function withUsage(event: Record<string, unknown>, usage: Record<string, number>): Record<string, unknown> {
+  return { ...event, usage };
+}
+
+const ZEROS = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
+
+/** Forty words, a chunk each, each chunk passed through `decorate`. */
+function words(decorate: (event: Record<string, unknown>, index: number) => Record<string, unknown>) {
+  return Array.from({ length: 40 }, (_, index) =>
+    decorate(chunk({ content: ` word number ${index}.` }), index),
+  );
+}
+
+async function engineOn(handler: MockHandler): Promise<ChatEngine> {
+  const upstream = await startTestMock(handler);
+  return createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+}
+
+/** Runs a request and leaves (aborts) once `leaveAfter` text parts came; returns the usage it ended with. */
+async function leaveAfterTexts(engine: ChatEngine, leaveAfter: number) {
+  const prepared = await engine.prepare(chatRequest());
+  const controller = new AbortController();
+  const parts: StreamPart[] = [];
+  let texts = 0;
+  for await (const batch of prepared.run(controller.signal))
+    for (const part of batch) {
+      parts.push(part);
+      if (part.type === "text-delta" && ++texts === leaveAfter) controller.abort();
+    }
+  const last = parts.at(-1);
+  expect(last).toMatchObject({ type: "finish", reason: "stop", rawReason: "abort" });
+  return { promptEstimate: prepared.promptTokens, usage: lastUsage(parts) };
+}
+
+function lastUsage(parts: readonly StreamPart[]): Usage {
+  const last = parts.at(-1);
+  if (last?.type !== "finish" && last?.type !== "error") throw new Error("no finish or error part");
+  return last.usage;
+}
+
+/** A `chat.completion` whose text is `content`, as one JSON text. */
+function wholeCompletion(content: string): string {
+  return JSON.stringify({
+    id: "chatcmpl-whole",
+    object: "chat.completion",
+    created: 1_700_000_000,
+    model: "upstream-model",
+    choices: [{ index: 0, message: { role: "assistant", content }, finish_reason: "stop" }],
+    usage: { prompt_tokens: 7, completion_tokens: 2, total_tokens: 9 },
+  });
+}
+
+/** Answers 200 with `body` in 16 KiB pieces, labelled `contentType` (none when undefined). */
+function answerInPieces(body: string, contentType: string | undefined): MockHandler {
+  return async (_request, response) => {
+    response.writeHead(200, contentType === undefined ? {} : { "content-type": contentType });
+    for (let start = 0; start < body.length; start += 16 * 1024) {
+      response.write(body.slice(start, start + 16 * 1024));
+      await new Promise((resolve) => setTimeout(resolve, 2));
+    }
+    response.end();
+  };
+}
+
+describe("upstream engine: usage reported before the answer ended", () => {
+  it("charges a client that left by what was produced, not by the zeros sent on every chunk (regression: 0 tokens, cost 0)", async () => {
+    const engine = await engineOn((_request, response) =>
+      writeEvents(
+        response,
+        [
+          withUsage(chunk({ role: "assistant", content: "" }), ZEROS),
+          ...words((event) => withUsage(event, ZEROS)),
+          withUsage(chunk({}, "stop"), ZEROS),
+          usageChunk(10, 200),
+        ],
+        { delayMs: 20 },
+      ),
+    );
+    const { promptEstimate, usage } = await leaveAfterTexts(engine, 5);
+    expect(usage).toMatchObject({ promptTokens: promptEstimate, estimated: true });
+    expect(usage.completionTokens).toBeGreaterThanOrEqual(5 * 3);
+  });
+
+  it("charges a client that left after an early prompt count for the completion produced (regression: completion 0, cost 0)", async () => {
+    const engine = await engineOn((_request, response) =>
+      writeEvents(
+        response,
+        [
+          withUsage(chunk({ role: "assistant", content: "" }), { prompt_tokens: 1000, completion_tokens: 0 }),
+          ...words((event) => event),
+          chunk({}, "stop"),
+          usageChunk(1000, 200),
+        ],
+        { delayMs: 20 },
+      ),
+    );
+    const { usage } = await leaveAfterTexts(engine, 5);
+    expect(usage).toMatchObject({ promptTokens: 1000, estimated: true });
+    expect(usage.completionTokens).toBeGreaterThanOrEqual(5 * 3);
+  });
+
+  it("charges a complete answer exactly as its final report says, whatever came before it", async () => {
+    const engine = await engineOn((_request, response) =>
+      writeEvents(response, [
+        withUsage(chunk({ role: "assistant", content: "" }), ZEROS),
+        ...words((event) => withUsage(event, ZEROS)),
+        withUsage(chunk({}, "stop"), ZEROS),
+        usageChunk(10, 200),
+      ]),
+    );
+    expect(lastUsage(await collectParts(engine))).toEqual({ promptTokens: 10, completionTokens: 200 });
+  });
+
+  it("keeps an early prompt count when the final report gives only the completion count (regression: prompt estimated)", async () => {
+    const engine = await engineOn((_request, response) =>
+      writeEvents(response, [
+        withUsage(chunk({ role: "assistant", content: "" }), { prompt_tokens: 1000, completion_tokens: 0 }),
+        chunk({ content: "Hello world" }),
+        chunk({}, "stop"),
+        withUsage({ ...usageChunk(0, 0) }, { completion_tokens: 2 }),
+      ]),
+    );
+    expect(lastUsage(await collectParts(engine))).toEqual({ promptTokens: 1000, completionTokens: 2 });
+  });
+
+  it("estimates the completion of a complete answer whose only report came before its text", async () => {
+    const engine = await engineOn((_request, response) =>
+      writeEvents(response, [
+        withUsage(chunk({ role: "assistant", content: "" }), { prompt_tokens: 1000, completion_tokens: 0 }),
+        ...words((event) => event),
+        chunk({}, "stop"),
+      ]),
+    );
+    const parts = await collectParts(engine);
+    expect(parts.at(-1)).toMatchObject({ type: "finish", reason: "stop" });
+    const usage = lastUsage(parts);
+    expect(usage).toMatchObject({ promptTokens: 1000, estimated: true });
+    expect(usage.completionTokens).toBeGreaterThanOrEqual(40 * 3);
+  });
+
+  it("charges a cut stream the larger of its last report and what it produced", async () => {
+    // Counts on every chunk, as vLLM's continuous usage sends them: the last one behind the text.
+    const behind = await engineOn(
+      resetAfter([
+        chunk({ role: "assistant", content: "" }),
+        ...words((event) => withUsage(event, { prompt_tokens: 10, completion_tokens: 1 })),
+      ]),
+    );
+    const cut = lastUsage(await collectParts(behind));
+    expect(cut).toMatchObject({ promptTokens: 10, estimated: true });
+    expect(cut.completionTokens).toBeGreaterThanOrEqual(40 * 3);
+
+    // Counts ahead of the estimate: the upstream's own stand.
+    const ahead = await engineOn(
+      resetAfter([withUsage(chunk({ content: "Hi" }), { prompt_tokens: 10, completion_tokens: 50 })]),
+    );
+    expect(lastUsage(await collectParts(ahead))).toEqual({ promptTokens: 10, completionTokens: 50 });
+  });
+});
+
+describe("upstream engine: a whole JSON answer over 64 KiB where a stream was expected", () => {
+  it("reads it, labelled as an event stream or not labelled at all (regression: dropped, and retried)", async () => {
+    const content = "z".repeat(200_000);
+    for (const contentType of ["text/event-stream", undefined]) {
+      const upstream = await startTestMock(answerInPieces(wholeCompletion(content), contentType));
+      const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+      const parts = await collectParts(engine);
+      expect(textOf(parts)).toBe(content);
+      expect(lastUsage(parts)).toEqual({ promptTokens: 7, completionTokens: 2 });
+      expect(upstream.requests).toHaveLength(1);
+    }
+  });
+
+  it("names one that does not parse, rather than saying nothing came", async () => {
+    const upstream = await startTestMock(
+      answerInPieces(wholeCompletion("z".repeat(100_000)).slice(0, -10), "text/event-stream"),
+    );
+    const engine = createTestEngine({
+      model: upstreamModel([upstream.baseUrl]),
+      settings: { maxRetries: 0 },
+    });
+    const error = await firstError(engine);
+    expect(error).toBeInstanceOf(AppError);
+    expect((error as AppError).message).toContain("an answer that is not JSON");
+  });
+});
+
+describe("upstream engine: finish reasons that say the upstream gave up", () => {
+  it("ends the answer with an error part and the usage so far, not `stop` (regression: a cut answer passed as whole)", async () => {
+    const engine = await engineOn((_request, response) =>
+      writeEvents(response, [
+        chunk({ role: "assistant", content: "" }),
+        chunk({ content: "Hi" }),
+        chunk({}, "abort"),
+        usageChunk(5, 1),
+      ]),
+    );
+    const parts = await collectParts(engine);
+    expect(textOf(parts)).toBe("Hi");
+    expect(parts.at(-1)).toMatchObject({
+      type: "error",
+      error: { code: "upstream_unavailable" },
+      usage: { promptTokens: 5, completionTokens: 1 },
+    });
+    expect((parts.at(-1) as { error: AppError }).error.message).toContain('finish_reason "abort"');
+
+    const openRouter = await engineOn((_request, response) =>
+      writeEvents(response, [
+        chunk({ role: "assistant", content: "" }),
+        chunk({ content: "Hel" }),
+        chunk({}, "error"),
+      ]),
+    );
+    const cut = await collectParts(openRouter);
+    expect(cut.at(-1)).toMatchObject({ type: "error", usage: { estimated: true } });
+    expect((cut.at(-1) as { error: AppError }).error.message).toContain('finish_reason "error"');
+  });
+
+  it("retries an answer that gave up before producing anything", async () => {
+    const gaveUp: MockHandler = (_request, response) =>
+      writeEvents(response, [chunk({ role: "assistant", content: "" }), chunk({}, "error")]);
+    const upstream = await startTestMock(sequence(1, gaveUp, streamText(["recovered"])));
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+    expect(textOf(await collectParts(engine))).toBe("recovered");
+    expect(upstream.requests).toHaveLength(2);
+  });
+});
