@@ -3,7 +3,8 @@ import type { FinishReason } from "../engine.ts";
 /**
  * Maps an upstream's `finish_reason` to the unified one (the raw value is kept beside it by the
  * caller). OpenAI's values map to themselves, the legacy `function_call` to `tool_calls`, and the
- * values some compatible servers send (`eos`, `end_turn`, `max_tokens`, `tool_use`) to theirs.
+ * values some compatible servers send (`eos`, `eos_token`, `end_turn`, `max_tokens`, `tool_use`)
+ * to theirs; the reasons that mean tool calls only when a call came.
  * A response that called tools finishes with `tool_calls` even where the upstream says `stop`
  * (OpenAI does for a named `tool_choice`), says nothing, or says something unknown: Tollgate always
  * does (SPEC §11).
@@ -12,6 +13,7 @@ export function mapFinishReason(raw: string | undefined, options: { calledTools:
   switch (raw) {
     case "stop":
     case "eos":
+    case "eos_token":
     case "end_turn":
     case "stop_sequence":
       return options.calledTools ? "tool_calls" : "stop";
@@ -22,7 +24,9 @@ export function mapFinishReason(raw: string | undefined, options: { calledTools:
     case "tool_calls":
     case "function_call":
     case "tool_use":
-      return "tool_calls";
+      // Said without a call Tollgate could read (a legacy `function_call` delta): a client told
+      // `tool_calls` would look for calls that are not there.
+      return options.calledTools ? "tool_calls" : "stop";
     case "content_filter":
       return "content_filter";
     default:

@@ -5,13 +5,15 @@ describe("mapFinishReason", () => {
   it.each([
     ["stop", "stop"],
     ["length", "length"],
-    ["tool_calls", "tool_calls"],
-    ["function_call", "tool_calls"],
+    // Without a call read: the client must not look for calls that are not there.
+    ["tool_calls", "stop"],
+    ["function_call", "stop"],
     ["content_filter", "content_filter"],
     ["eos", "stop"],
+    ["eos_token", "stop"],
     ["end_turn", "stop"],
     ["max_tokens", "length"],
-    ["tool_use", "tool_calls"],
+    ["tool_use", "stop"],
     ["something_new", "other"],
     [undefined, "other"],
   ] as const)("maps %s to %s", (raw, unified) => {
@@ -20,6 +22,8 @@ describe("mapFinishReason", () => {
 
   it("finishes a response that called tools with tool_calls even where the upstream says stop", () => {
     expect(mapFinishReason("stop", { calledTools: true })).toBe("tool_calls");
+    for (const raw of ["tool_calls", "function_call", "tool_use"])
+      expect(mapFinishReason(raw, { calledTools: true })).toBe("tool_calls");
     expect(mapFinishReason("length", { calledTools: true })).toBe("length");
   });
 
