@@ -351,6 +351,8 @@ async function startOnStore(
     }, graceMs);
     try {
       await app.close();
+      // The connections are closed; the requests they carried may still be settling.
+      await inFlight.whenIdle();
     } finally {
       clearTimeout(cut);
       clearTimeout(closeConnections);

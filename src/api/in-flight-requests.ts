@@ -6,6 +6,7 @@ import { AppError } from "../errors/app-error.ts";
  */
 export class InFlightRequests {
   readonly #controllers = new Set<AbortController>();
+  readonly #idle: (() => void)[] = [];
   #closing = false;
 
   /** True once shutdown began: new requests are refused with 503. */
@@ -17,12 +18,26 @@ export class InFlightRequests {
     return this.#controllers.size;
   }
 
-  /** Tracks a request until the returned function is called. */
+  /**
+   * Tracks a request until the returned function is called: once its work is over (its engine
+   * stopped and its settlement done or handed to the background), not when its client left.
+   */
   track(controller: AbortController): () => void {
     this.#controllers.add(controller);
     return () => {
       this.#controllers.delete(controller);
+      if (this.#controllers.size === 0) {
+        for (const resolve of this.#idle.splice(0)) resolve();
+      }
     };
+  }
+
+  /** Resolves once no request is tracked. */
+  whenIdle(): Promise<void> {
+    if (this.#controllers.size === 0) return Promise.resolve();
+    const { promise, resolve } = Promise.withResolvers<void>();
+    this.#idle.push(resolve);
+    return promise;
   }
 
   /** Refuses new requests from now on. */

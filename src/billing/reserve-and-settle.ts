@@ -139,6 +139,10 @@ export class BillingAdmission implements ChatAdmission {
     string,
     { timer: NodeJS.Timeout; usage: UsageRecord; attempt: () => Promise<void> }
   >();
+  /** Settlement attempts under way (a request's own, or a background one): {@link close} waits for them. */
+  readonly #running = new Set<Promise<void>>();
+  /** Set by {@link close}: a settlement that fails from now on is given up at once, not retried later. */
+  #closing = false;
 
   constructor(options: BillingAdmissionOptions) {
     this.#store = options.store;
@@ -171,10 +175,24 @@ export class BillingAdmission implements ChatAdmission {
    * next start. Call before the store closes.
    */
   async close(): Promise<void> {
+    this.#closing = true;
+    // Attempts under way first: one that fails now is given up with its usage, as below. Left
+    // running, it would have scheduled a retry that the process exit drops without a word.
+    while (this.#running.size > 0) await Promise.allSettled([...this.#running]);
     const pending = [...this.#pending.values()];
     this.#pending.clear();
     for (const { timer } of pending) clearTimeout(timer);
     await Promise.all(pending.map(({ attempt }) => attempt()));
+  }
+
+  /** Runs a settlement attempt, known to {@link close} while it runs. */
+  async #track(attempt: Promise<void>): Promise<void> {
+    this.#running.add(attempt);
+    try {
+      await attempt;
+    } finally {
+      this.#running.delete(attempt);
+    }
   }
 
   #pricesOf(model: CatalogModel): ChatPrices {
@@ -261,7 +279,9 @@ export class BillingAdmission implements ChatAdmission {
       settle: async (outcome: RunOutcome) => {
         if (settled) return;
         settled = true;
-        await this.#settle({ request, reservationId, accountId, prices, estimatedTokens, outcome });
+        await this.#track(
+          this.#settle({ request, reservationId, accountId, prices, estimatedTokens, outcome }),
+        );
       },
     };
   }
@@ -331,6 +351,12 @@ export class BillingAdmission implements ChatAdmission {
       await charged(chargedNano);
       return;
     }
+    if (this.#closing) {
+      // Shutting down: no later attempt would run. Given up, with what is needed to record it.
+      this.#live.delete(usage.id);
+      this.#onSettleError(lastError, request.requestId, { retrying: false, usage });
+      return;
+    }
     // The client gets its answer; the charge goes through when the store is back.
     this.#onSettleError(lastError, request.requestId, { retrying: true, usage });
     this.#retryInBackground(usage, charged, 0);
@@ -361,7 +387,7 @@ export class BillingAdmission implements ChatAdmission {
       try {
         chargedNano = await this.#store.settle(this.#stampNow(usage));
       } catch (error) {
-        if (closing) {
+        if (closing || this.#closing) {
           this.#live.delete(usage.id);
           this.#onSettleError(error, usage.requestId, { retrying: false, usage });
         } else {
@@ -374,7 +400,7 @@ export class BillingAdmission implements ChatAdmission {
       await charged(chargedNano);
     };
     let closing = false;
-    const timer = setTimeout(() => void attempt(), delay);
+    const timer = setTimeout(() => void this.#track(attempt()), delay);
     this.#pending.set(usage.id, {
       timer,
       usage,

@@ -376,4 +376,73 @@ describe("BillingAdmission when the store fails to settle", () => {
     ]);
     expect(admission.pendingSettlements).toBe(0);
   });
+
+  it("waits at close for settlements under way, and reports one that fails then as given up", async () => {
+    const account = makeAccount({ name: "hung", balanceNano: 50_000n });
+    await store.insertAccount(account);
+    const errors: { requestId: string; retrying: boolean; costNano: bigint }[] = [];
+    const failures: ((error: Error) => void)[] = [];
+    const hung: Store = {
+      ...store,
+      // Each settle hangs until the test fails it (a store that stopped answering, then timed out).
+      settle: () => new Promise<bigint>((_resolve, reject) => failures.push(reject)),
+    };
+    const admission = new BillingAdmission({
+      store: hung,
+      limits: new KeyLimits(new MemoryRateLimiter()),
+      replicaId: "test",
+      settleRetryDelaysMs: { beforeAnswer: [], background: [1] },
+      onSettleError: (_error, requestId, { retrying, usage }) =>
+        errors.push({ requestId, retrying, costNano: usage.costNano }),
+    });
+    const ticket = await admitOne(admission, "req_hung", account.id);
+    const settling = ticket.settle(outcome);
+    await until(() => failures.length === 1);
+    let closed = false;
+    const closing = admission.close().then(() => {
+      closed = true;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(closed).toBe(false);
+    failures[0]?.(new Error("Query read timeout"));
+    await Promise.all([settling, closing]);
+    // Given up with its usage (to record by hand), not handed to a retry the exit would drop.
+    expect(errors).toEqual([{ requestId: "req_hung", retrying: false, costNano: 15_000n }]);
+    expect(admission.pendingSettlements).toBe(0);
+    expect(admission.liveReservationIds).toEqual([]);
+  });
+
+  it("waits at close for a background attempt under way", async () => {
+    const account = makeAccount({ name: "retried", balanceNano: 50_000n });
+    await store.insertAccount(account);
+    const errors: boolean[] = [];
+    let calls = 0;
+    const failures: ((error: Error) => void)[] = [];
+    const flaky: Store = {
+      ...store,
+      // The first settle fails at once; the background one hangs until the test fails it.
+      settle: () => {
+        calls += 1;
+        if (calls === 1) return Promise.reject(new Error("the database went away"));
+        return new Promise<bigint>((_resolve, reject) => failures.push(reject));
+      },
+    };
+    const admission = new BillingAdmission({
+      store: flaky,
+      limits: new KeyLimits(new MemoryRateLimiter()),
+      replicaId: "test",
+      settleRetryDelaysMs: { beforeAnswer: [], background: [1] },
+      onSettleError: (_error, _requestId, { retrying }) => errors.push(retrying),
+    });
+    const ticket = await admitOne(admission, "req_retried", account.id);
+    await ticket.settle(outcome);
+    await until(() => failures.length === 1);
+    // The attempt under way has left the pending list: close must still wait for it.
+    expect(admission.pendingSettlements).toBe(0);
+    const closing = admission.close();
+    failures[0]?.(new Error("Query read timeout"));
+    await closing;
+    expect(errors).toEqual([true, false]);
+    expect(admission.pendingSettlements).toBe(0);
+  });
 });

@@ -1,14 +1,16 @@
+import { Writable } from "node:stream";
 import { afterEach, describe, expect, it } from "vitest";
 import { createAccount } from "../../src/admin/create-account.ts";
 import { createKey } from "../../src/admin/create-key.ts";
 import type { Config } from "../../src/catalog/catalog.ts";
 import { startServer } from "../../src/server.ts";
 import { openStore } from "../../src/store/open-store.ts";
-import { startMockUpstream, streamText } from "../engine/openai/mock-upstream.ts";
+import { startMockUpstream, streamText, textEvents, writeEvents } from "../engine/openai/mock-upstream.ts";
 import {
   countBackendsWaitingForLocks,
   lockAccounts,
   terminateBackends,
+  terminateBackendsWaitingForLocks,
   withApplicationName,
 } from "../store/postgres-backends.ts";
 import { createPostgresTestSchema } from "../store/postgres-test-database.ts";
@@ -103,5 +105,88 @@ describe.skipIf("skipped" in probe)("a server on PostgreSQL when its connections
     await server.close();
     // Every charge was recorded once: balances, spent amounts and reservations agree.
     expect((await store.audit()).filter((problem) => problem.kind !== "open_reservation")).toEqual([]);
+  });
+});
+
+describe.skipIf("skipped" in probe)("a server on PostgreSQL shutting down while a settlement waits", () => {
+  it("closes the store only after the settlements of the requests whose connections it closed", async () => {
+    if ("skipped" in probe) return;
+    const schema = await createPostgresTestSchema();
+    if ("skipped" in schema) return;
+    cleanups.push(() => schema.drop());
+    // Ten words 50 ms apart: the request is still streaming when the account's row is locked.
+    const upstream = await startMockUpstream((_request, response) =>
+      writeEvents(
+        response,
+        textEvents(
+          Array.from({ length: 10 }, () => "word "),
+          { usage: [5, 10] },
+        ),
+        {
+          delayMs: 50,
+        },
+      ),
+    );
+    cleanups.push(() => upstream.close());
+    const applicationName = `${schema.schema}_server`;
+    const config: Config = {
+      server: { host: "127.0.0.1", port: 0, bodyLimitBytes: 1024 * 1024 },
+      database: withApplicationName(schema.url, applicationName),
+      redis: undefined,
+      adminKey: undefined,
+      metricsKey: undefined,
+      logPrompts: false,
+      source: undefined,
+      models: [createUpstreamModelEntry("remote", upstream.baseUrl)],
+    };
+    const logged: { msg: string; usage?: { costNano: string } }[] = [];
+    const destination = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        for (const line of chunk.toString().split("\n")) if (line !== "") logged.push(JSON.parse(line));
+        done();
+      },
+    });
+    const server = await startServer({ config, logger: { level: "info", destination } });
+    cleanups.push(() => server.close());
+    const store = await openStore(schema.url);
+    cleanups.push(() => store.close());
+    const account = await createAccount(store, { name: "acme", balanceNano: 10n ** 12n });
+    const key = (await createKey(store, { role: "user", accountId: account.id })).key;
+
+    const response = await fetch(`${server.baseUrl}/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "remote", messages: [{ role: "user", content: "Hi" }], stream: true }),
+    });
+    const reader = response.body?.getReader();
+    await reader?.read();
+    // Reserved and streaming: the settle at its end waits for the row while the shutdown cuts it.
+    const release = await lockAccounts(schema, [account.id]);
+    cleanups.push(release);
+    const stopped = server.shutdown({ graceMs: 0 });
+    const drained = (async () => {
+      while (reader !== undefined && !(await reader.read().catch(() => ({ done: true }))).done) {}
+    })();
+    // Past the moment the shutdown has closed the connection (about 1 s), the settle waiting for
+    // the row fails (its backend terminated) and is retried, and then the row is free: the store
+    // must still be open for that retry.
+    await expect.poll(() => countBackendsWaitingForLocks(applicationName), { timeout: 10_000 }).toBe(1);
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    expect(await terminateBackendsWaitingForLocks(applicationName)).toBe(1);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await release();
+    await Promise.all([stopped, drained]);
+
+    // Either the last try went through, or the shutdown gave it up and logged the usage to record
+    // by hand (README): never a retry that the exit drops without a word.
+    const rows = await store.listUsage({ accountId: account.id });
+    const givenUp = logged.filter((line) => line.msg.includes("its charge was not recorded"));
+    expect(rows.length + givenUp.length).toBe(1);
+    if (rows.length === 1) {
+      expect(rows[0]?.costNano).toBeGreaterThan(0n);
+      expect(await store.audit()).toEqual([]);
+    } else {
+      expect(BigInt(givenUp[0]?.usage?.costNano ?? "0")).toBeGreaterThan(0n);
+    }
   });
 });

@@ -44,12 +44,21 @@ export async function lockAccounts(
 }
 
 /** How many backends of `applicationName` wait for a lock (see {@link lockAccounts}). */
-export async function countBackendsWaitingForLocks(applicationName: string): Promise<number> {
+export function countBackendsWaitingForLocks(applicationName: string): Promise<number> {
+  return countWaitingBackends(applicationName, "count(*)");
+}
+
+/** Terminates the backends of `applicationName` that wait for a lock: their queries fail at once. */
+export function terminateBackendsWaitingForLocks(applicationName: string): Promise<number> {
+  return countWaitingBackends(applicationName, "count(pg_terminate_backend(pid))");
+}
+
+async function countWaitingBackends(applicationName: string, counted: string): Promise<number> {
   const client = new Client({ connectionString: testPostgresUrl() });
   await client.connect();
   try {
     const { rows } = await client.query<{ count: string }>(
-      "select count(*) from pg_stat_activity where application_name = $1 and wait_event_type = 'Lock'",
+      `select ${counted} as count from pg_stat_activity where application_name = $1 and wait_event_type = 'Lock'`,
       [applicationName],
     );
     return Number(rows[0]?.count);

@@ -25,9 +25,10 @@ function abortOnDisconnect(
   onClosed: () => void,
 ): AbortController {
   const controller = new AbortController();
-  const untrack = inFlight.track(controller);
+  // Until its work is over, not its connection: a shutdown waits for the settlement of a request
+  // whose connection it closed before it closes the store.
+  void handled.then(inFlight.track(controller));
   reply.raw.on("close", () => {
-    untrack();
     if (reply.raw.writableFinished) return;
     controller.abort();
     void handled.then(onClosed);
