@@ -109,6 +109,9 @@ describe("parseAmount", () => {
   it("refuses millions of digits at once, showing only their start", () => {
     expectMoneyError("9".repeat(4_000_000), "too_large", `"${"9".repeat(32)}..." is too large`);
     expectMoneyError(`1.${"5".repeat(100)}`, "too_many_decimals", `"1.${"5".repeat(30)}..." has more`);
+    // A long run of zeros before a last digit: the zeros at the end are looked at once.
+    expectMoneyError(`1.${"0".repeat(2_000_000)}1`, "too_many_decimals", "has more than 9 decimal places");
+    expect(parseAmount(`2.5${"0".repeat(2_000_000)}`)).toBe(2_500_000_000n);
   });
 
   it("names what the amount is in its messages", () => {
