@@ -127,6 +127,39 @@ describe("convertJsonSchemaToGbnf's bounded work", () => {
     quadraticTimeout,
   );
 
+  it("names many references that want one name with work linear in their number", () => {
+    // n schemas whose pointers end in the same segment: naming each counted t_2, t_3, ... from
+    // the start, n^2/2 look-ups in all (15,000 in one tool: 6 s). Counted, not timed.
+    const count = 3000;
+    const holders = Array.from({ length: count }, () => ({ t: { type: "string" } }));
+    const schema = {
+      // Named first, in the way of the counting: the suffixes step over them.
+      anyOf: [
+        { $ref: "#/y/t_2" },
+        { $ref: "#/y/t_5" },
+        ...holders.map((_, index) => ({ $ref: `#/x/${index}/t` })),
+      ],
+      x: holders,
+      y: { t_2: { type: "integer" }, t_5: { type: "boolean" } },
+    };
+    const has = Set.prototype.has;
+    let lookups = 0;
+    Set.prototype.has = function (this: Set<unknown>, value: unknown) {
+      lookups += 1;
+      return has.call(this, value);
+    };
+    let converted: { $defs: Record<string, unknown> };
+    try {
+      converted = convertJsonSchemaToGbnf(schema, { param, grammarLimits: false }) as typeof converted;
+    } finally {
+      Set.prototype.has = has;
+    }
+    const names = Object.keys(converted.$defs);
+    expect(new Set(names).size).toBe(count + 2);
+    expect(names).toEqual(expect.arrayContaining(["t", "t_2", "t_3", "t_5", "t_6", `t_${count + 2}`]));
+    expect(lookups).toBeLessThan(20 * count);
+  });
+
   it("refuses a type list that repeats a name", () => {
     expect(refusal({ type: Array.from({ length: 100_000 }, () => "string") }, false)?.message).toMatch(
       /'type' names a type more than once/,
