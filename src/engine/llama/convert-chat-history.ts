@@ -15,8 +15,12 @@ import { readToolJson } from "./read-tool-json.ts";
  */
 export function convertChatHistory(messages: readonly ChatMessage[]): ChatHistoryItem[] {
   const history: ChatHistoryItem[] = [];
-  /** The calls of the last assistant message still waiting for their result, by id, in order. */
-  let openCalls = new Map<string, ChatModelFunctionCall[]>();
+  /**
+   * The calls of the last assistant message by id, in order, and how many of them have their
+   * result: an index, not `shift()`, which moves every call left each time (thousands of calls
+   * sharing one id made the conversion quadratic).
+   */
+  let openCalls = new Map<string, { calls: ChatModelFunctionCall[]; answered: number }>();
 
   const currentModelItem = (): ChatModelResponse => {
     const last = history.at(-1);
@@ -46,13 +50,15 @@ export function convertChatHistory(messages: readonly ChatMessage[]): ChatHistor
           item.response.push(functionCall);
           // Ids are the client's: two calls may share one, and then take their results in turn.
           const sharing = openCalls.get(call.id);
-          if (sharing === undefined) openCalls.set(call.id, [functionCall]);
-          else sharing.push(functionCall);
+          if (sharing === undefined) openCalls.set(call.id, { calls: [functionCall], answered: 0 });
+          else sharing.calls.push(functionCall);
         });
         break;
       }
       case "tool": {
-        const functionCall = openCalls.get(message.toolCallId)?.shift();
+        const open = openCalls.get(message.toolCallId);
+        const functionCall = open?.calls[open.answered];
+        if (open !== undefined && functionCall !== undefined) open.answered += 1;
         if (functionCall === undefined || history.at(-1)?.type !== "model") {
           history.push({
             type: "user",
