@@ -17,7 +17,9 @@ export function redactUrl(url: URL): string {
  * (undici's among them) may repeat the URL they were given, user, password and query included.
  */
 export function redactUrlsInText(text: string): string {
-  return text.replace(/[A-Za-z][A-Za-z0-9+.-]*:\/\/[^\s"'<>]+/g, (found) =>
+  // A scheme starts where no scheme character comes before it: tried from every letter of a long
+  // run, the scheme pattern read the rest of the run each time (quadratic: 100,000 letters, 9 s).
+  return text.replace(/(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*:\/\/[^\s"'<>]+/g, (found) =>
     URL.canParse(found) ? redactUrl(new URL(found)) : "(a URL)",
   );
 }
