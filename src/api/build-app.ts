@@ -364,7 +364,7 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
       inFlight,
       annotate,
       logPrompts: dependencies.logPrompts === true,
-      recordClientClosed: (request, reply) => record(request, reply, true),
+      recordClosed: (request, reply, clientLeft) => record(request, reply, clientLeft),
     });
     registerModelRoutes(authenticated, { registry: dependencies.registry, getKey });
   });

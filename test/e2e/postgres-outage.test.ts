@@ -139,7 +139,7 @@ describe.skipIf("skipped" in probe)("a server on PostgreSQL shutting down while 
       source: undefined,
       models: [createUpstreamModelEntry("remote", upstream.baseUrl)],
     };
-    const logged: { msg: string; usage?: { costNano: string } }[] = [];
+    const logged: { msg: string; usage?: { costNano: string }; route?: string }[] = [];
     const destination = new Writable({
       write(chunk: Buffer, _encoding, done) {
         for (const line of chunk.toString().split("\n")) if (line !== "") logged.push(JSON.parse(line));
@@ -177,6 +177,12 @@ describe.skipIf("skipped" in probe)("a server on PostgreSQL shutting down while 
     await release();
     await Promise.all([stopped, drained]);
 
+    // Its log line says what was sent (a 200 and the shutdown's error event), not that the client
+    // left (499): the server closed its connection while it was settling.
+    expect(logged.find((line) => line.route === "/v1/chat/completions")).toMatchObject({
+      status: 200,
+      error: "model_unavailable",
+    });
     // Either the last try went through, or the shutdown gave it up and logged the usage to record
     // by hand (README): never a retry that the exit drops without a word.
     const rows = await store.listUsage({ accountId: account.id });

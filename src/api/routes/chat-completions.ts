@@ -15,14 +15,16 @@ import { ChunkRenderer } from "../sse.ts";
 import { writeToClient } from "../write-event-stream.ts";
 
 /**
- * Aborts when the client goes away before the response is complete, and then calls `onClosed`
- * once the handler's work is over (`handled`: the engine stopped and the request is settled).
+ * Aborts when the connection closes before the response is complete, and then calls `onClosed`
+ * once the handler's work is over (`handled`: the engine stopped and the request is settled),
+ * saying whether the client left (or the server closed it after cutting the request itself: a
+ * shutdown closes the connections of requests still settling).
  */
 function abortOnDisconnect(
   reply: FastifyReply,
   inFlight: InFlightRequests,
   handled: Promise<void>,
-  onClosed: () => void,
+  onClosed: (clientLeft: boolean) => void,
 ): AbortController {
   const controller = new AbortController();
   // Until its work is over, not its connection: a shutdown waits for the settlement of a request
@@ -30,8 +32,9 @@ function abortOnDisconnect(
   void handled.then(inFlight.track(controller));
   reply.raw.on("close", () => {
     if (reply.raw.writableFinished) return;
+    const clientLeft = cutBy(controller.signal) === undefined;
     controller.abort();
-    void handled.then(onClosed);
+    void handled.then(() => onClosed(clientLeft));
   });
   return controller;
 }
@@ -76,8 +79,11 @@ export function registerChatCompletionRoutes(
     annotate: (request: object, fields: Record<string, string | number | boolean | undefined>) => void;
     /** Put each request's messages in its log line (`log_prompts: true`); default: never. */
     logPrompts?: boolean;
-    /** Logs and counts a request whose client left before its response was complete. */
-    recordClientClosed: (request: FastifyRequest, reply: FastifyReply) => void;
+    /**
+     * Logs and counts a request whose connection closed before its response was complete: its
+     * client left, or the server closed it after cutting the request (then as what was sent).
+     */
+    recordClosed: (request: FastifyRequest, reply: FastifyReply, clientLeft: boolean) => void;
   },
 ): void {
   app.post<{ Body: ChatCompletionRequestBody }>(
@@ -101,8 +107,8 @@ export function registerChatCompletionRoutes(
     const chatOptions = convertChatRequest(request.body);
     options.annotate(request, { model: describeModel(chatOptions.model), stream: chatOptions.stream });
     if (options.logPrompts === true) options.annotate(request, describePrompt(request.body.messages));
-    const controller = abortOnDisconnect(reply, options.inFlight, handled, () =>
-      options.recordClientClosed(request, reply),
+    const controller = abortOnDisconnect(reply, options.inFlight, handled, (clientLeft) =>
+      options.recordClosed(request, reply, clientLeft),
     );
     const started = await options.chat.start({
       requestId: request.id,
