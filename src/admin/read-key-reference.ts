@@ -2,7 +2,7 @@ import { isPublicId, parseApiKey } from "../auth/api-key.ts";
 
 /** What to write instead of text that names no key: never the text, which may be a mistyped secret. */
 export const KEY_REFERENCE_HINT =
-  "Name the key by its public id (12 letters and digits, the part after `sk-tg-`) or give the whole key.";
+  "Name the key by its public id (12 lowercase letters and digits, the part after `sk-tg-`) or give the whole key.";
 
 /**
  * The public id an operator's key reference names: a public id as it is, or a whole key's public

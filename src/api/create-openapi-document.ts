@@ -362,7 +362,7 @@ export function createOpenApiDocument(options: { version: string }): Record<stri
           security: adminSecurity,
           parameters: [
             idParameter(
-              "The key's public id (the 12 letters and digits after `sk-tg-`); an admin key cannot revoke itself here.",
+              "The key's public id (the 12 lowercase letters and digits after `sk-tg-`); an admin key cannot revoke itself here.",
             ),
           ],
           responses: {

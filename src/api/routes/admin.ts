@@ -338,7 +338,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
         if (!isPublicId(publicId)) {
           throw new AppError(
             "invalid_value",
-            "Name the key by its public id: the 12 letters and digits after `sk-tg-`, as GET /admin/keys lists them.",
+            "Name the key by its public id: the 12 lowercase letters and digits after `sk-tg-`, as GET /admin/keys lists them.",
             { param: "id" },
           );
         }
