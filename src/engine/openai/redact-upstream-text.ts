@@ -2,7 +2,10 @@
  * API keys and bearer tokens that an upstream may echo (`Incorrect API key: sk-...`): a backstop
  * for credentials Tollgate does not know of, such as another endpoint's behind a gateway.
  */
-const CREDENTIAL = /\b(?:sk|pk|rk|ak|key)[-_][A-Za-z0-9_-]{6,}|\bBearer\s+\S+|\b[A-Za-z0-9_-]{32,}\b/g;
+// A bearer token ends before the punctuation that closes the text around it ("(got Bearer
+// abc.def)"): token characters are letters, digits and `-._~+/=` (RFC 6750).
+const CREDENTIAL =
+  /\b(?:sk|pk|rk|ak|key)[-_][A-Za-z0-9_-]{6,}|\bBearer\s+[A-Za-z0-9\-._~+/]+=*|\b[A-Za-z0-9_-]{32,}\b/g;
 
 const REDACTED = "[redacted]";
 

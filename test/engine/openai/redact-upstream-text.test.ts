@@ -9,6 +9,13 @@ describe("redactUpstreamText", () => {
       ]),
     ).toBe("key '[redacted]' ([redacted]), other [redacted]");
   });
+
+  it("redacts a bearer token without the punctuation around it", () => {
+    expect(redactUpstreamText("denied (got Bearer abc.DEF-123_x~+/==), retry", [])).toBe(
+      "denied (got [redacted]), retry",
+    );
+    expect(redactUpstreamText('header "Bearer tok" refused', [])).toBe('header "[redacted]" refused');
+  });
 });
 
 describe("dropCutSecret", () => {
