@@ -27,6 +27,20 @@ if ("skipped" in probe) console.warn(`Skipping the PostgreSQL outage test: ${pro
 
 const cleanups: (() => Promise<unknown>)[] = [];
 
+/** A server on `database` with one upstream model, `remote`. */
+function serverConfig(database: string, upstreamBaseUrl: string): Config {
+  return {
+    server: { host: "127.0.0.1", port: 0, bodyLimitBytes: 1024 * 1024 },
+    database,
+    redis: undefined,
+    adminKey: undefined,
+    metricsKey: undefined,
+    logPrompts: false,
+    source: undefined,
+    models: [createUpstreamModelEntry("remote", upstreamBaseUrl)],
+  };
+}
+
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
@@ -38,16 +52,7 @@ describe.skipIf("skipped" in probe)("a server on PostgreSQL when its connections
     const upstream = await startMockUpstream(streamText(["Hello"], { usage: [5, 1] }));
     cleanups.push(() => upstream.close());
     const applicationName = `${probe.schema}_server`;
-    const config: Config = {
-      server: { host: "127.0.0.1", port: 0, bodyLimitBytes: 1024 * 1024 },
-      database: withApplicationName(probe.url, applicationName),
-      redis: undefined,
-      adminKey: undefined,
-      metricsKey: undefined,
-      logPrompts: false,
-      source: undefined,
-      models: [createUpstreamModelEntry("remote", upstream.baseUrl)],
-    };
+    const config = serverConfig(withApplicationName(probe.url, applicationName), upstream.baseUrl);
     const server = await startServer({ config, logger: false });
     cleanups.push(() => server.close());
     const store = await openStore(probe.url);
@@ -129,16 +134,7 @@ describe.skipIf("skipped" in probe)("a server on PostgreSQL shutting down while 
     );
     cleanups.push(() => upstream.close());
     const applicationName = `${schema.schema}_server`;
-    const config: Config = {
-      server: { host: "127.0.0.1", port: 0, bodyLimitBytes: 1024 * 1024 },
-      database: withApplicationName(schema.url, applicationName),
-      redis: undefined,
-      adminKey: undefined,
-      metricsKey: undefined,
-      logPrompts: false,
-      source: undefined,
-      models: [createUpstreamModelEntry("remote", upstream.baseUrl)],
-    };
+    const config = serverConfig(withApplicationName(schema.url, applicationName), upstream.baseUrl);
     const logged: { msg: string; usage?: { costNano: string }; route?: string }[] = [];
     const destination = new Writable({
       write(chunk: Buffer, _encoding, done) {
