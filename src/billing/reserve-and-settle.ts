@@ -300,7 +300,8 @@ export class BillingAdmission implements ChatAdmission {
     // Charged at the prices of the model that served (a fallback), and recorded under its id.
     const servedBy = outcome.servedBy?.pricing.kind === "chat" ? outcome.servedBy : undefined;
     const prices = servedBy === undefined ? settlement.prices : this.#pricesOf(servedBy);
-    const costNano = costOfUsage({ promptTokens, completionTokens, ...prices });
+    const usageCostNano = costOfUsage({ promptTokens, completionTokens, ...prices });
+    const costNano = outcome.unanswered === true ? 0n : usageCostNano;
     request.annotate({ promptTokens, completionTokens });
     const usage: UsageRecord = {
       id: settlement.reservationId,
@@ -321,11 +322,12 @@ export class BillingAdmission implements ChatAdmission {
       createdAt: new Date(this.#now()),
     };
     const charged = async (chargedNano: bigint) => {
-      // Less than the cost only where the reservation fell short and the account could pay no
-      // more (an upstream prompt above its estimate): the difference is logged, never owed.
+      // Less than the usage's cost where the reservation fell short and the account could pay no
+      // more (an upstream prompt above its estimate), or where the client got an error instead of
+      // the answer (unanswered): the difference is logged, never owed.
       request.annotate({
         cost: formatAmount(chargedNano),
-        uncharged: chargedNano < costNano ? formatAmount(costNano - chargedNano) : undefined,
+        uncharged: chargedNano < usageCostNano ? formatAmount(usageCostNano - chargedNano) : undefined,
       });
       // The bucket gets back what the estimate overstated; a limiter that cannot be reached
       // (Redis) only leaves the bucket a little emptier until it refills.

@@ -43,6 +43,12 @@ export interface RunOutcome {
   timings: { firstPartMs: number | undefined; totalMs: number; queueMs?: number | undefined };
   /** The model that served the run when it was one of the alternates; it prices the usage. */
   servedBy?: CatalogModel | undefined;
+  /**
+   * The client got an error instead of the answer the run generated (a non-streamed request
+   * that failed or was cut by a shutdown after it began to generate): its usage is recorded and
+   * nothing is charged for it. A client that left is not this: it chose to stop.
+   */
+  unanswered?: boolean | undefined;
 }
 
 /** A request admitted to run; settle it exactly once, whatever happens. */

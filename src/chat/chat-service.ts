@@ -187,6 +187,7 @@ export class ChatService {
         annotate: input.annotate,
         signal,
         release,
+        streamed: options.stream,
       }),
     };
   }
@@ -217,9 +218,11 @@ export class ChatService {
       signal: AbortSignal;
       /** Lets go of the engine (ModelRegistry.hold) once the run has ended. */
       release: () => void;
+      /** Whether the client reads the answer as it comes (SSE), or whole at the end. */
+      streamed: boolean;
     },
   ): AsyncGenerator<PartBatch> {
-    const { startedAt, prepareMs, servedBy, annotate, signal } = run;
+    const { startedAt, prepareMs, servedBy, annotate, signal, streamed } = run;
     // The time to the first token: none when the run ended before it generated anything (a
     // client that left while queued), which would otherwise count as a fast first token.
     const firstPart = first.done ? undefined : first.value[0];
@@ -242,16 +245,25 @@ export class ChatService {
     };
     /** The outcome a run's last part tells. */
     const outcomeOf = (last: EndPart): Omit<RunOutcome, "timings"> => {
+      // A whole answer that ends in an error reaches its client as that error alone: what was
+      // generated is recorded, not charged. Streamed, the client has it, and pays for it.
       if (last.type === "error")
-        return { usage: last.usage, finishReason: "error", errorCode: last.error.code };
+        return {
+          usage: last.usage,
+          finishReason: "error",
+          errorCode: last.error.code,
+          unanswered: !streamed,
+        };
       if (!signal.aborted) return { usage: last.usage, finishReason: last.reason, errorCode: undefined };
       // A run stopped by its client (or cut by a shutdown) says so in the ledger, and claims no
       // finish reason unless the model reached one before the stop (engines end a stopped run
       // with `stop`, raw reason `abort`).
+      const cutByServer = isAppError(signal.reason);
       return {
         usage: last.usage,
         finishReason: last.rawReason === "abort" ? undefined : last.reason,
-        errorCode: isAppError(signal.reason) ? signal.reason.code : CLIENT_CLOSED,
+        errorCode: cutByServer ? signal.reason.code : CLIENT_CLOSED,
+        unanswered: cutByServer && !streamed,
       };
     };
     try {

@@ -221,6 +221,12 @@ describe("graceful shutdown and connections", () => {
       expect(plain.received()).toMatch(/^HTTP\/1\.1 503/);
       expect(plain.received().toLowerCase()).toContain("connection: close");
       expect(plain.received()).toContain('"code":"model_unavailable"');
+      // Told to retry, with none of what was generated: it is recorded, and not charged.
+      const starter = await server.store.getAccountByName("starter");
+      const [row] = await server.store.listUsage({ accountId: starter!.id });
+      expect(row).toMatchObject({ errorCode: "model_unavailable", costNano: 0n });
+      expect(row?.completionTokens).toBeGreaterThan(0);
+      expect((await server.store.getAccountMoney(starter!.id))?.spentNano).toBe(0n);
     } finally {
       release();
       await upstream.close();

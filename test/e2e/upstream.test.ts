@@ -359,6 +359,26 @@ describe("upstream failures as the client sees them", () => {
     expect(text).toContain('"content":"Partial"');
   });
 
+  it("charges a streamed answer the upstream cut for what was sent, and a plain one nothing", async () => {
+    upstream.handle(async (_request, response) => {
+      await writeEvents(response, [chunk({ content: "Partial words here" })], { done: false, end: false });
+      setTimeout(() => response.socket?.destroy(), 20);
+    });
+    const rowOf = async (requestId: string | null) =>
+      (await server.store.listUsage({ model: REMOTE })).find((usage) => usage.requestId === requestId);
+    const streamed = await postRaw({ model: REMOTE, messages, stream: true });
+    await streamed.text();
+    const streamedRow = await rowOf(streamed.headers.get("x-request-id"));
+    expect(streamedRow?.completionTokens).toBeGreaterThan(0);
+    expect(streamedRow?.costNano).toBeGreaterThan(0n);
+    // The plain client gets a 503 and none of the words: they are recorded, not charged.
+    const plain = await postRaw({ model: REMOTE, messages });
+    expect(plain.status).toBe(503);
+    const plainRow = await rowOf(plain.headers.get("x-request-id"));
+    expect(plainRow).toMatchObject({ errorCode: "upstream_unavailable", costNano: 0n });
+    expect(plainRow?.completionTokens).toBe(streamedRow?.completionTokens);
+  });
+
   it("aborts the upstream request when the client disconnects", async () => {
     upstream.handle((_request, response) =>
       writeEvents(response, textEvents(Array.from({ length: 500 }, () => " tick")), { delayMs: 10 }),
