@@ -1,12 +1,17 @@
 import type { Redis } from "ioredis";
 import type { ClusterLogger } from "../cluster/cluster-logger.ts";
-import { closeRedisClient, connectRedisClient, createRedisClient } from "../cluster/create-redis-client.ts";
+import {
+  closeRedisClient,
+  connectRedisClient,
+  createRedisClient,
+  DEFAULT_REDIS_COMMAND_TIMEOUT_MS,
+} from "../cluster/create-redis-client.ts";
 import { RedisOutageLog } from "../cluster/redis-outage-log.ts";
 import { type RedisScript, runRedisScript } from "../cluster/run-redis-script.ts";
 import { AppError } from "../errors/app-error.ts";
 import type { BucketRequest, BucketState, RateLimiter, TakeResult } from "./rate-limiter.ts";
 import { DEFAULT_REDIS_FAILURE_POLICY, type RedisFailurePolicy } from "./redis-failure-policy.ts";
-import { ADJUST_SCRIPT, PEEK_SCRIPT, TAKE_SCRIPT } from "./token-bucket-scripts.ts";
+import { ADJUST_SCRIPT, PEEK_SCRIPT, TAKE_SCRIPT, TAKE_TOO_LATE } from "./token-bucket-scripts.ts";
 
 /** Options of {@link RedisRateLimiter.connect}. */
 export interface RedisRateLimiterOptions {
@@ -31,6 +36,17 @@ const RETRY_AFTER_SECONDS = 5;
 export const REDIS_REST_MS = 2_000;
 
 /**
+ * How long before the command timeout a take's deadline falls: room for its answer's way back
+ * (an answer still on its way when the limiter gives up is lost) and for the clocks drifting
+ * apart since the last reading. A take that Redis runs in it is refused although the limiter
+ * would still have waited a moment: it counts as timed out, a little early.
+ */
+export const TAKE_DEADLINE_MARGIN_MS = 50;
+
+/** How long a reading of Redis's clock is used before a newer one replaces it, however loose. */
+const CLOCK_READING_LIFETIME_MS = 10_000;
+
+/**
  * Token buckets in Redis, shared by every replica that uses the same Redis and prefix, with the
  * semantics of {@link MemoryRateLimiter} (see `token-bucket-scripts.ts`): each operation is one
  * Lua script, atomic in Redis, on Redis's clock.
@@ -42,6 +58,14 @@ export const REDIS_REST_MS = 2_000;
  * left alone for {@link REDIS_REST_MS}: the requests in that time get the policy at once instead
  * of each waiting out the command timeout of a Redis that stopped answering; then the next
  * command tries again.
+ *
+ * A take that timed out is still in Redis's socket, and a stalled Redis runs it when it resumes.
+ * It must take nothing then: the request it was for was refused (fail-closed) or ran without
+ * limits (fail-open) before. So each take carries a deadline on Redis's clock, at the latest
+ * {@link TAKE_DEADLINE_MARGIN_MS} before the limiter gives up on it, and the script takes nothing
+ * after it; Redis's clock is learned from the answers (see {@link RedisClockReading}). A take
+ * that answers it ran too late counts as timed out (it is sent once more when the answer came
+ * before the timeout: then the deadline may have been early).
  */
 export class RedisRateLimiter implements RateLimiter {
   readonly #redis: Redis;
@@ -49,6 +73,10 @@ export class RedisRateLimiter implements RateLimiter {
   readonly #policy: RedisFailurePolicy;
   readonly #outageLog: RedisOutageLog;
   readonly #clockOffsetMs: () => number;
+  readonly #commandTimeoutMs: number;
+  readonly #redisClock = new RedisClockReading();
+  /** The `TIME` command that gives the first reading of Redis's clock, while it runs. */
+  #firstClockReading: Promise<void> | undefined;
   /** `performance.now()` until which Redis is not asked (it just failed). */
   #restUntil = 0;
 
@@ -58,6 +86,7 @@ export class RedisRateLimiter implements RateLimiter {
     this.#prefix = options.prefix;
     this.#policy = options.failurePolicy ?? DEFAULT_REDIS_FAILURE_POLICY;
     this.#clockOffsetMs = options.clockOffsetMs ?? (() => 0);
+    this.#commandTimeoutMs = options.commandTimeoutMs ?? DEFAULT_REDIS_COMMAND_TIMEOUT_MS;
   }
 
   /**
@@ -85,7 +114,7 @@ export class RedisRateLimiter implements RateLimiter {
   }
 
   async take(request: BucketRequest & { amount: number }): Promise<TakeResult> {
-    const reply = await this.#run(TAKE_SCRIPT, request, [request.amount]);
+    const reply = await this.#run(TAKE_SCRIPT, request, [request.amount], { deadline: true });
     if (reply === undefined) {
       if (this.#policy === "fail-closed") throw limitsUnavailable();
       return { allowed: true, retryAfterMs: 0, limit: request.limit, remaining: request.limit, resetMs: 0 };
@@ -101,11 +130,11 @@ export class RedisRateLimiter implements RateLimiter {
   }
 
   async adjust(request: BucketRequest & { amount: number }): Promise<void> {
-    await this.#run(ADJUST_SCRIPT, request, [request.amount]);
+    await this.#run(ADJUST_SCRIPT, request, [request.amount], { deadline: false });
   }
 
   async peek(request: BucketRequest): Promise<BucketState> {
-    const reply = await this.#run(PEEK_SCRIPT, request, []);
+    const reply = await this.#run(PEEK_SCRIPT, request, [], { deadline: false });
     if (reply === undefined) {
       return this.#policy === "fail-open"
         ? { limit: request.limit, remaining: request.limit, resetMs: 0 }
@@ -118,24 +147,134 @@ export class RedisRateLimiter implements RateLimiter {
     await closeRedisClient(this.#redis);
   }
 
-  /** Runs a script on the request's bucket; `undefined` when Redis failed (already logged). */
-  async #run(script: RedisScript, request: BucketRequest, extra: number[]): Promise<unknown[] | undefined> {
+  /**
+   * Runs a script on the request's bucket, with a deadline when asked (a take); `undefined` when
+   * Redis failed (already logged), or ran the script after its deadline.
+   */
+  async #run(
+    script: RedisScript,
+    request: BucketRequest,
+    extra: number[],
+    options: { deadline: boolean },
+  ): Promise<unknown[] | undefined> {
     if (this.#restUntil > 0 && performance.now() < this.#restUntil) return undefined;
     try {
-      const reply = await runRedisScript(
-        this.#redis,
-        script,
-        [`${this.#prefix}rate:${request.bucket}`],
-        [request.limit, this.#clockOffsetMs(), ...extra],
-      );
+      if (options.deadline && !this.#redisClock.known) await this.#readRedisClockOnce();
+      let answer = await this.#send(script, request, extra, options);
+      // Too late, yet answered before the limiter gave up: Redis ran it just before the
+      // timeout, or the deadline was early, set from a reading of Redis's clock that this answer
+      // replaced (a slow answer's, or one from before Redis's clock was set forward). It took
+      // nothing: once more.
+      if (answer.tooLate && answer.withinTimeout) answer = await this.#send(script, request, extra, options);
+      if (answer.tooLate)
+        throw new Error("Command timed out (Redis ran it after its deadline: it took nothing)");
       this.#outageLog.recovered();
       this.#restUntil = 0;
-      return Array.isArray(reply) ? (reply as unknown[]) : [reply];
+      return answer.values;
     } catch (error) {
       this.#outageLog.failed(error);
       this.#restUntil = performance.now() + REDIS_REST_MS;
       return undefined;
     }
+  }
+
+  /** Sends a script once, and learns Redis's clock from its answer. */
+  async #send(
+    script: RedisScript,
+    request: BucketRequest,
+    extra: number[],
+    options: { deadline: boolean },
+  ): Promise<{ values: unknown[]; tooLate: boolean; withinTimeout: boolean }> {
+    const sentAt = readLocalClock();
+    // The limiter gives up on the command at `sentAt + commandTimeoutMs` at the earliest.
+    const deadline = options.deadline
+      ? this.#redisClock.earliest(sentAt + this.#commandTimeoutMs - TAKE_DEADLINE_MARGIN_MS)
+      : undefined;
+    const reply = await runRedisScript(
+      this.#redis,
+      script,
+      [`${this.#prefix}rate:${request.bucket}`],
+      [request.limit, this.#clockOffsetMs(), ...extra, ...(deadline === undefined ? [] : [deadline])],
+    );
+    const values = Array.isArray(reply) ? (reply as unknown[]) : [reply];
+    const answeredAt = readLocalClock();
+    // Every script's reply ends with Redis's clock.
+    this.#redisClock.learn({ redisMs: readInteger(values, values.length - 1), sentAt, answeredAt });
+    return {
+      values,
+      tooLate: options.deadline && values[0] === TAKE_TOO_LATE,
+      withinTimeout: answeredAt - sentAt < this.#commandTimeoutMs,
+    };
+  }
+
+  /**
+   * Before the first take, reads Redis's clock with `TIME` (once, for every take waiting for
+   * it): a deadline needs a reading of it. Later, every script's answer is a reading.
+   */
+  async #readRedisClockOnce(): Promise<void> {
+    this.#firstClockReading ??= (async () => {
+      const sentAt = readLocalClock();
+      const [seconds, microseconds] = await this.#redis.time();
+      const redisMs = Number(seconds) * 1000 + Math.floor(Number(microseconds) / 1000);
+      this.#redisClock.learn({ redisMs, sentAt, answeredAt: readLocalClock() });
+    })().finally(() => {
+      this.#firstClockReading = undefined;
+    });
+    await this.#firstClockReading;
+  }
+}
+
+/** This process's clock in milliseconds: steady (never set back), on the epoch's scale. */
+function readLocalClock(): number {
+  return performance.timeOrigin + performance.now();
+}
+
+/**
+ * Where Redis's clock stands against ours, from one answer: Redis read its clock (`redisMs`,
+ * truncated to the millisecond) after we sent the command and before we had the answer, so
+ * Redis's clock minus ours was at least `redisMs - answeredAt` and at most
+ * `redisMs + 1 - sentAt`. The reading of the quickest answer is kept (the narrowest range; its
+ * lower end is short of the truth by about the answer's way back, which is what a deadline needs
+ * to leave room for). A newer reading replaces it when it is as quick, when the ranges do not
+ * overlap (Redis's clock was set, or Redis moved to another host), and when the kept one is
+ * older than {@link CLOCK_READING_LIFETIME_MS}, so that slow drift between the clocks never adds
+ * up. A slow reading puts deadlines early (a take refused too soon, then sent again), never late.
+ */
+class RedisClockReading {
+  #aheadAtLeast = 0;
+  #aheadAtMost = 0;
+  /** Our clock when the kept reading was taken; `undefined` before the first. */
+  #learnedAt: number | undefined;
+
+  get known(): boolean {
+    return this.#learnedAt !== undefined;
+  }
+
+  learn(answer: { redisMs: number; sentAt: number; answeredAt: number }): void {
+    const aheadAtLeast = answer.redisMs - answer.answeredAt;
+    const aheadAtMost = answer.redisMs + 1 - answer.sentAt;
+    if (
+      this.#learnedAt === undefined ||
+      // The kept reading was wrong.
+      aheadAtLeast > this.#aheadAtMost ||
+      aheadAtMost < this.#aheadAtLeast ||
+      // This answer was as quick.
+      aheadAtMost - aheadAtLeast <= this.#aheadAtMost - this.#aheadAtLeast ||
+      answer.answeredAt - this.#learnedAt > CLOCK_READING_LIFETIME_MS
+    ) {
+      this.#aheadAtLeast = aheadAtLeast;
+      this.#aheadAtMost = aheadAtMost;
+      this.#learnedAt = answer.answeredAt;
+    }
+  }
+
+  /**
+   * Redis's clock at our `moment`, at the earliest, in whole milliseconds; `undefined` before
+   * the first reading. A deadline set from it has passed on Redis's clock before `moment` has on
+   * ours.
+   */
+  earliest(moment: number): number | undefined {
+    return this.#learnedAt === undefined ? undefined : Math.floor(moment + this.#aheadAtLeast);
   }
 }
 

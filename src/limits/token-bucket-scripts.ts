@@ -11,13 +11,17 @@ import { defineRedisScript } from "../cluster/run-redis-script.ts";
  * round trip exactly, and the arithmetic is the memory limiter's, step for step.
  *
  * Arguments: ARGV[1] the limit, ARGV[2] milliseconds added to Redis's clock (0, except in
- * tests that move time), ARGV[3] the amount (take and adjust).
+ * tests that move time), ARGV[3] the amount (take and adjust), ARGV[4] the take's deadline.
+ *
+ * Every reply ends with Redis's clock when the script ran (`clock`, whole milliseconds, without
+ * ARGV[2]): the limiter learns from it how far Redis's clock is from its own, to set deadlines.
  */
 const PRELUDE = `
 local key = KEYS[1]
 local limit = tonumber(ARGV[1])
 local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + tonumber(time[2]) / 1000 + tonumber(ARGV[2])
+local clock = tonumber(time[1]) * 1000 + tonumber(time[2]) / 1000
+local now = clock + tonumber(ARGV[2])
 local level = limit
 local stored = redis.call('HMGET', key, 'level', 'updated', 'limit')
 if stored[1] and stored[2] and tonumber(stored[3]) == limit then
@@ -42,30 +46,47 @@ local function save()
 end
 `;
 
-/** Takes ARGV[3] when the bucket holds that much. Returns `{allowed, remaining, resetMs, retryAfterMs}` (-1: never). */
+/** A take's first reply value when it ran after its deadline and took nothing. */
+export const TAKE_TOO_LATE = -1;
+
+/**
+ * Takes ARGV[3] when the bucket holds that much. Returns `{allowed, remaining, resetMs,
+ * retryAfterMs, clock}` (retryAfterMs -1: never).
+ *
+ * ARGV[4], when given, is a time on Redis's clock (milliseconds) shortly before the limiter
+ * stops waiting for the answer. A take that Redis runs later (Redis was stalled, and the command
+ * waited in its socket) takes nothing and returns `{TAKE_TOO_LATE, 0, 0, 0, clock}`: the limiter
+ * has applied its failure policy to that request, so the request must not cost anything, nor
+ * drain the bucket at a time it did not run. Without ARGV[4] there is no deadline.
+ */
 export const TAKE_SCRIPT = defineRedisScript(`${PRELUDE}
+local deadline = tonumber(ARGV[4])
+if deadline and clock > deadline then return {${TAKE_TOO_LATE}, 0, 0, 0, clock} end
 local amount = tonumber(ARGV[3])
 if level >= amount then
   level = level - amount
   save()
   local remaining, reset = state()
-  return {1, remaining, reset, 0}
+  return {1, remaining, reset, 0, clock}
 end
 local remaining, reset = state()
 local retry = -1
 if amount <= limit then retry = math.ceil((amount - level) * 60000 / limit) end
-return {0, remaining, reset, retry}
+return {0, remaining, reset, retry, clock}
 `);
 
-/** Adds ARGV[3] (negative: takes), never above the limit. Returns 1. */
+/**
+ * Adds ARGV[3] (negative: takes), never above the limit. Returns `{1, clock}`. No deadline: one
+ * that runs late gives back tokens (harmless) or records tokens a request did use.
+ */
 export const ADJUST_SCRIPT = defineRedisScript(`${PRELUDE}
 level = math.min(limit, level + tonumber(ARGV[3]))
 save()
-return 1
+return {1, clock}
 `);
 
-/** Reads the bucket without writing. Returns `{remaining, resetMs}`. */
+/** Reads the bucket without writing. Returns `{remaining, resetMs, clock}`. */
 export const PEEK_SCRIPT = defineRedisScript(`${PRELUDE}
 local remaining, reset = state()
-return {remaining, reset}
+return {remaining, reset, clock}
 `);

@@ -9,11 +9,12 @@ import { createAccount } from "../../src/admin/create-account.ts";
 import { createKey } from "../../src/admin/create-key.ts";
 import type { InvalidationEvent } from "../../src/cluster/invalidation-bus.ts";
 import { connectRedisInvalidationBus } from "../../src/cluster/redis-invalidation-bus.ts";
+import { REDIS_REST_MS, RedisRateLimiter } from "../../src/limits/redis-rate-limiter.ts";
 import { type RunningServer, startServer } from "../../src/server.ts";
 import { openStore } from "../../src/store/open-store.ts";
 import { startMockUpstream } from "../engine/openai/mock-upstream.ts";
 import { createUpstreamModelEntry } from "../support/test-server.ts";
-import { checkTestRedis, createTestPrefix } from "./redis-test-connection.ts";
+import { checkTestRedis, createTestPrefix, deleteTestKeys } from "./redis-test-connection.ts";
 import { startTcpProxy } from "./tcp-proxy.ts";
 
 /**
@@ -133,6 +134,59 @@ describe("a Redis that accepts connections but never answers", () => {
       expect(
         lines.some((line) => line.startsWith("Redis is reachable again (invalidation, listening)")),
       ).toBe(true);
+    },
+    20_000,
+  );
+});
+
+describe("takes that a stalled Redis runs after the limiter gave up on them", () => {
+  it.skipIf(!("url" in redis))(
+    "leave the bucket as it was, under either policy (refused requests cost nothing)",
+    async () => {
+      const target = new URL("url" in redis ? redis.url : "redis://127.0.0.1:6379");
+      const prefix = createTestPrefix("stalled-takes");
+      onTestFinished(() => deleteTestKeys(target.href, prefix));
+      for (const failurePolicy of ["fail-closed", "fail-open"] as const) {
+        const proxy = await startTcpProxy({
+          targetPort: Number(target.port || 6379),
+          targetHost: target.hostname,
+          mode: "forward",
+        });
+        onTestFinished(() => proxy.close());
+        const proxied = new URL(target);
+        proxied.hostname = "127.0.0.1";
+        proxied.port = String(proxy.port);
+        const limiter = await RedisRateLimiter.connect({
+          url: proxied.href,
+          prefix: `${prefix}${failurePolicy}:`,
+          failurePolicy,
+          logger: { info: () => {}, warn: () => {}, error: () => {} },
+          commandTimeoutMs: 200,
+        });
+        onTestFinished(() => limiter.close());
+        // 10 per minute: one comes back every 6 s, none during the test.
+        const bucket = { bucket: "requests:k", limit: 10, amount: 1 };
+        expect(await limiter.take(bucket)).toMatchObject({ allowed: true, remaining: 9 });
+
+        proxy.setMode("pause");
+        const stalled = await Promise.all(
+          Array.from({ length: 5 }, () => limiter.take(bucket).catch((error: unknown) => error)),
+        );
+        for (const result of stalled) {
+          if (failurePolicy === "fail-closed")
+            expect(result).toMatchObject({ status: 503, code: "store_unavailable" });
+          else expect(result).toMatchObject({ allowed: true });
+        }
+        // Redis reads the takes and runs them the moment the limiter has given up on them (a
+        // stall just longer than the command timeout, the likeliest kind).
+        proxy.setMode("forward");
+
+        // After its rest the limiter asks Redis again, on the connection that carried the late
+        // takes: Redis has run them by then.
+        await sleep(REDIS_REST_MS + 100);
+        expect(await limiter.peek(bucket)).toMatchObject({ remaining: 9 });
+        expect(await limiter.take(bucket)).toMatchObject({ allowed: true, remaining: 8 });
+      }
     },
     20_000,
   );

@@ -2,16 +2,21 @@ import { connect, createServer, type Socket } from "node:net";
 
 /**
  * What the proxy does with connections: pass them on to the target, hold them (accept and never
- * answer, like a paused Redis), or cut them (close every open one and each new one at once).
+ * answer, like a paused Redis), pause them (what clients send on open connections waits, and
+ * goes on in order once the mode is `forward` again: what a paused Redis does with the commands
+ * in its sockets when it resumes), or cut them (close every open one and each new one at once).
  */
-export type TcpProxyMode = "forward" | "hold" | "cut";
+export type TcpProxyMode = "forward" | "hold" | "pause" | "cut";
 
 /** A TCP proxy on 127.0.0.1 in front of `targetHost:targetPort`, for outage tests. */
 export interface TcpProxy {
   port: number;
   /** Connections accepted so far. */
   readonly accepted: number;
-  /** Switches the mode; `cut` also closes every open connection, `forward` leaves held ones held. */
+  /**
+   * Switches the mode; `cut` also closes every open connection, `forward` leaves held ones held
+   * and sends on what paused ones received.
+   */
   setMode(mode: TcpProxyMode): void;
   close(): Promise<void>;
 }
@@ -25,6 +30,8 @@ export async function startTcpProxy(options: {
   let mode = options.mode;
   let accepted = 0;
   const sockets = new Set<Socket>();
+  /** What paused connections received, to send on in order. */
+  const paused: (() => void)[] = [];
   const track = (socket: Socket) => {
     sockets.add(socket);
     socket.on("close", () => sockets.delete(socket));
@@ -41,7 +48,10 @@ export async function startTcpProxy(options: {
     if (mode === "hold") return;
     const upstream = connect(options.targetPort, options.targetHost ?? "127.0.0.1");
     track(upstream);
-    client.pipe(upstream);
+    client.on("data", (chunk: Buffer) => {
+      if (mode === "pause") paused.push(() => upstream.write(chunk));
+      else upstream.write(chunk);
+    });
     upstream.pipe(client);
     client.on("close", () => upstream.destroy());
     upstream.on("close", () => client.destroy());
@@ -57,6 +67,7 @@ export async function startTcpProxy(options: {
     setMode(next) {
       mode = next;
       if (next === "cut") for (const socket of sockets) socket.destroy();
+      if (next === "forward") for (const send of paused.splice(0)) send();
     },
     async close() {
       for (const socket of sockets) socket.destroy();

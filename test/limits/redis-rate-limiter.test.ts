@@ -3,8 +3,10 @@ import { createServer } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Redis } from "ioredis";
 import { afterAll, describe, expect, it, onTestFinished } from "vitest";
+import { runRedisScript } from "../../src/cluster/run-redis-script.ts";
 import { isAppError } from "../../src/errors/app-error.ts";
-import { RedisRateLimiter } from "../../src/limits/redis-rate-limiter.ts";
+import { REDIS_REST_MS, RedisRateLimiter } from "../../src/limits/redis-rate-limiter.ts";
+import { TAKE_SCRIPT, TAKE_TOO_LATE } from "../../src/limits/token-bucket-scripts.ts";
 import {
   checkTestRedis,
   createTestPrefix,
@@ -61,6 +63,8 @@ if ("url" in redis) {
           commandTimeoutMs: 100,
         });
         try {
+          // The first take reads Redis's clock first: done here, so the take below is one command.
+          await limiter.take({ bucket: "requests:first", limit: 5, amount: 1 });
           const take = limiter.take({ bucket: "requests:x", limit: 5, amount: 1 });
           // What a local model's load does to the loop: Redis answers within a millisecond,
           // and the answer waits in the socket until the loop comes back, after the timeout.
@@ -77,6 +81,28 @@ if ("url" in redis) {
           await limiter.close();
         }
       }
+    });
+  });
+
+  describe("redis: a slow first reading of Redis's clock", () => {
+    it("puts the first take's deadline early: refused as too late, it is sent again and takes", async () => {
+      const { lines, logger } = createRecordingLogger();
+      const limiter = await RedisRateLimiter.connect({
+        url: redis.url,
+        prefix: `${prefix}slow-reading:${randomUUID()}:`,
+        failurePolicy: "fail-closed",
+        logger,
+        commandTimeoutMs: 200,
+      });
+      onTestFinished(() => limiter.close());
+      // The first take reads Redis's clock (TIME), and the answer is read 400 ms late: Redis's
+      // clock could be 400 ms behind, as far as the limiter can tell, so the take's deadline has
+      // passed before it is sent.
+      const take = limiter.take({ bucket: "requests:x", limit: 5, amount: 1 });
+      const until = performance.now() + 400;
+      while (performance.now() < until) {}
+      expect(await take).toMatchObject({ allowed: true, remaining: 4 });
+      expect(lines.filter((line) => line.startsWith("error:"))).toEqual([]);
     });
   });
 
@@ -114,6 +140,44 @@ if ("url" in redis) {
         client.disconnect();
         await limiter.close();
       }
+    });
+  });
+
+  describe("redis: the take script's deadline", () => {
+    /** Runs the take script as the limiter does: limit 5, amount 1, then the deadline if any. */
+    async function runTake(client: Redis, key: string, deadline: number[]): Promise<number[]> {
+      return (await runRedisScript(client, TAKE_SCRIPT, [key], [5, 0, 1, ...deadline])) as number[];
+    }
+
+    /** Redis's clock in whole milliseconds. */
+    async function readRedisClock(client: Redis): Promise<number> {
+      const [seconds, microseconds] = await client.time();
+      return Number(seconds) * 1000 + Math.floor(Number(microseconds) / 1000);
+    }
+
+    it("takes nothing after the deadline, and says so", async () => {
+      const client = new Redis(redis.url);
+      onTestFinished(() => client.disconnect());
+      const key = `${prefix}deadline:${randomUUID()}`;
+      const before = await readRedisClock(client);
+      const reply = await runTake(client, key, [before - 1]);
+      expect(reply.slice(0, 4)).toEqual([TAKE_TOO_LATE, 0, 0, 0]);
+      // The reply ends with Redis's clock when it ran.
+      expect(reply[4]).toBeGreaterThanOrEqual(before);
+      expect(reply[4]).toBeLessThanOrEqual(await readRedisClock(client));
+      // The bucket is as it was: none (a full one).
+      expect(await client.exists(key)).toBe(0);
+    });
+
+    it("takes before the deadline, and without one (arguments of a limiter that sends none)", async () => {
+      const client = new Redis(redis.url);
+      onTestFinished(() => client.disconnect());
+      const key = `${prefix}deadline:${randomUUID()}`;
+      const inTime = await runTake(client, key, [(await readRedisClock(client)) + 60_000]);
+      expect(inTime.slice(0, 4)).toEqual([1, 4, 12_000, 0]);
+      const withoutDeadline = await runTake(client, key, []);
+      expect(withoutDeadline.slice(0, 2)).toEqual([1, 3]);
+      expect(withoutDeadline).toHaveLength(5);
     });
   });
 }
@@ -210,7 +274,8 @@ describe("redis rate limiter when Redis does not answer", () => {
             name?.toLowerCase() === "info" ? `$${Buffer.byteLength(info)}\r\n${info}\r\n` : "+OK\r\n",
           );
         }
-        commands += (text.match(/EVAL/gi) ?? []).length;
+        // The limiter reads Redis's clock (TIME) before its first take, then runs scripts.
+        commands += (text.match(/\r\n(EVALSHA|EVAL|TIME)\r\n/gi) ?? []).length;
       }),
     );
     await new Promise<void>((resolve) => silentServer.listen(0, "127.0.0.1", resolve));
@@ -272,4 +337,51 @@ describe.skipIf(!hasRedisServerBinary)("redis rate limiter across a Redis restar
     expect(lines.filter((line) => line.startsWith("error:"))).toHaveLength(1);
     expect(lines.filter((line) => /reachable again/.test(line))).toHaveLength(1);
   });
+});
+
+describe.skipIf(!hasRedisServerBinary)("redis rate limiter when Redis runs a take after its deadline", () => {
+  it("counts it as timed out, though its answer came before the limiter gave up, and it took nothing", async () => {
+    const port = await findFreePort();
+    const server = await startRedisServer(port);
+    onTestFinished(() => server.stop());
+    const url = `redis://127.0.0.1:${port}`;
+    const own = "tollgate-test:late-take:";
+    const { lines, logger } = createRecordingLogger();
+    const limiter = await RedisRateLimiter.connect({
+      url,
+      prefix: own,
+      failurePolicy: "fail-closed",
+      logger,
+      commandTimeoutMs: 200,
+    });
+    onTestFinished(() => limiter.close());
+    const bucket = { bucket: "requests:late", limit: 10, amount: 1 };
+    expect(await limiter.take(bucket)).toMatchObject({ allowed: true, remaining: 9 });
+
+    // Redis stalls: a script that runs for 700 ms, while nothing else runs.
+    const staller = new Redis(url);
+    onTestFinished(() => staller.disconnect());
+    const stall = staller.eval(
+      "local t = redis.call('TIME') local start = t[1] * 1000 + t[2] / 1000 local now = start " +
+        "while now - start < tonumber(ARGV[1]) do t = redis.call('TIME') now = t[1] * 1000 + t[2] / 1000 end return 1",
+      0,
+      700,
+    );
+    await sleep(50);
+    const take = limiter.take(bucket).catch((error: unknown) => error);
+    await sleep(20);
+    // This process is held up past Redis's stall too: Redis runs the take after its deadline,
+    // and the answer waits in the socket, where it wins over the command's timer.
+    const until = performance.now() + 1000;
+    while (performance.now() < until) {}
+    expect(await take).toMatchObject({ status: 503, code: "store_unavailable" });
+    await stall;
+    expect(lines.filter((line) => line.startsWith("error:"))).toEqual([
+      expect.stringMatching(/Redis ran it after its deadline/),
+    ]);
+
+    // The bucket is as the first take left it; after the rest, the limiter asks Redis again.
+    await sleep(REDIS_REST_MS + 100);
+    expect(await limiter.take(bucket)).toMatchObject({ allowed: true, remaining: 8 });
+  }, 15_000);
 });
