@@ -32,6 +32,7 @@ import type {
   ChatAdmission,
   RunOutcome,
 } from "../chat/chat-admission.ts";
+import { describeModelNotAllowed } from "../chat/request-key.ts";
 import { AppError } from "../errors/app-error.ts";
 import type { KeyLimits } from "../limits/key-limits.ts";
 import type { ReserveResult, Store, UsageRecord } from "../store/store.ts";
@@ -222,12 +223,9 @@ export class BillingAdmission implements ChatAdmission {
   async admit(request: AdmissionRequest): Promise<AdmissionTicket> {
     const { key, model } = request;
     const accountId = key.accountId;
+    // Refused before this (isModelAllowedForKey); kept as the backstop of the money's owner.
     if (accountId === undefined) {
-      throw new AppError(
-        "model_not_allowed",
-        "Admin keys manage Tollgate and cannot run requests; use an account's API key.",
-        { param: "model" },
-      );
+      throw new AppError("model_not_allowed", describeModelNotAllowed(key, model.id), { param: "model" });
     }
     const estimatedTokens = request.promptTokens + request.maxCompletionTokens;
     await this.#limits.takeTokens(key, estimatedTokens, request.setHeader);

@@ -7,7 +7,7 @@ import { AppError, isAppError } from "../errors/app-error.ts";
 import { createRandomText } from "../ids/random-text.ts";
 import type { ModelRegistry, RegisteredModel } from "../models/model-registry.ts";
 import type { AdmissionTicket, Annotate, ChatAdmission, RunOutcome, SetHeader } from "./chat-admission.ts";
-import { isModelAllowedForKey, type RequestKey } from "./request-key.ts";
+import { describeModelNotAllowed, isModelAllowedForKey, type RequestKey } from "./request-key.ts";
 
 /** A chat request accepted and started: its identity and its parts, the first already produced. */
 export interface StartedChat {
@@ -72,13 +72,9 @@ export class ChatService {
       );
     }
     if (!isModelAllowedForKey(key, entry.model.id)) {
-      throw new AppError(
-        "model_not_allowed",
-        `This API key is not allowed to use the model '${entry.model.id}'.`,
-        {
-          param: "model",
-        },
-      );
+      throw new AppError("model_not_allowed", describeModelNotAllowed(key, entry.model.id), {
+        param: "model",
+      });
     }
     const engine = entry.engine;
     if (entry.model.kind !== "chat" || engine === undefined) {

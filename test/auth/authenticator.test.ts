@@ -271,14 +271,20 @@ describe("the cache", () => {
 });
 
 describe("isModelAllowedForKey", () => {
+  const accountId = "account-1";
+
   it("allows every model when the key names none", () => {
-    expect(isModelAllowedForKey({ allowedModels: undefined }, "anything")).toBe(true);
+    expect(isModelAllowedForKey({ accountId, allowedModels: undefined }, "anything")).toBe(true);
   });
 
   it("allows exactly the listed models", () => {
-    const key = { allowedModels: ["qwen3-0.6b", "org/model:Q4"] };
+    const key = { accountId, allowedModels: ["qwen3-0.6b", "org/model:Q4"] };
     expect(isModelAllowedForKey(key, "org/model:Q4")).toBe(true);
     expect(isModelAllowedForKey(key, "qwen3")).toBe(false);
-    expect(isModelAllowedForKey({ allowedModels: [] }, "qwen3-0.6b")).toBe(false);
+    expect(isModelAllowedForKey({ accountId, allowedModels: [] }, "qwen3-0.6b")).toBe(false);
+  });
+
+  it("allows a key of no account (an admin key) no model", () => {
+    expect(isModelAllowedForKey({ accountId: undefined, allowedModels: undefined }, "anything")).toBe(false);
   });
 });

@@ -110,4 +110,34 @@ describe("model permissions", () => {
     const body = (await response.json()) as { error: Record<string, unknown> };
     expect(body.error).toMatchObject({ code: "model_not_allowed", type: "permission_error", param: "model" });
   });
+
+  it("lets an admin key use no model: none listed or shown, and chat refused before the kind or the context", async () => {
+    const admin = `Bearer ${server.adminKey}`;
+    expect((await call("GET", "/v1/models", admin)).body).toEqual({ object: "list", data: [] });
+    expect((await call("GET", `/v1/models/${TINY_MODEL}`, admin)).status).toBe(404);
+    const chat = async (body: Record<string, unknown>) => {
+      const response = await fetch(`${server.baseUrl}/chat/completions`, {
+        method: "POST",
+        headers: { authorization: admin, "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+      return {
+        status: response.status,
+        error: ((await response.json()) as { error: { code: string } }).error,
+      };
+    };
+    // SPEC section 11: the key's model permission (403) before the kind (400) and the context (400).
+    for (const body of [
+      { model: EMBEDDING_MODEL, messages: [{ role: "user", content: "Hi" }] },
+      { model: TINY_MODEL, messages: [{ role: "user", content: "word ".repeat(5000) }] },
+    ]) {
+      expect(await chat(body)).toMatchObject({ status: 403, error: { code: "model_not_allowed" } });
+    }
+    // A model that does not exist is still not found (404 comes before 403).
+    expect(await chat({ model: "no-such-model", messages: [{ role: "user", content: "Hi" }] })).toMatchObject(
+      {
+        status: 404,
+      },
+    );
+  });
 });
