@@ -139,7 +139,10 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
         retryAfterSeconds: 1,
       });
     }
-    if (current.status === "unavailable") throw new AppError("model_unavailable", current.message);
+    // Until an operator replaces the file and reloads: a client told to retry in a second (the
+    // SDKs do, twice) would only be refused again.
+    if (current.status === "unavailable")
+      throw new AppError("model_unavailable", current.message, { retryable: false });
     if (current.status !== "available") throw new Error("model state after loading is still loading");
     return current;
   };

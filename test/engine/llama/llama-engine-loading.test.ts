@@ -2,10 +2,11 @@ import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { errorHeaders } from "../../../src/api/errors.ts";
 import type { ChatEngine } from "../../../src/engine/engine.ts";
 import { createLlamaEngine } from "../../../src/engine/llama/create-llama-engine.ts";
 import { getSharedLlama } from "../../../src/engine/llama/get-shared-llama.ts";
-import { isAppError } from "../../../src/errors/app-error.ts";
+import { type AppError, isAppError } from "../../../src/errors/app-error.ts";
 import { writeTestModel } from "../../../src/gguf/write-test-model.ts";
 import { createTestCatalogModel, createTestRequest } from "./llama-test-support.ts";
 
@@ -32,6 +33,8 @@ async function expectUnavailable(engine: ChatEngine, messagePattern: RegExp): Pr
   const refusal = await engine.prepare(createTestRequest()).catch((error: unknown) => error);
   expect(isAppError(refusal) && refusal.code).toBe("model_unavailable");
   expect((refusal as Error).message).toMatch(messagePattern);
+  // No retry in a moment can help: the SDKs are told not to (x-should-retry: false).
+  expect(errorHeaders(refusal as AppError)).toMatchObject({ "x-should-retry": "false" });
   expect(engine.status()).toBe("unavailable");
   expect(engine.contextLength).toBeUndefined();
 }
