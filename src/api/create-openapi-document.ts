@@ -346,7 +346,7 @@ export function createOpenApiDocument(options: { version: string }): Record<stri
         },
         get: {
           operationId: "listKeys",
-          summary: "Lists the keys, never their secrets.",
+          summary: "Lists the keys, never their secrets, a page at a time, oldest first.",
           security: adminSecurity,
           parameters: queryParameters(KeysQuery),
           responses: {

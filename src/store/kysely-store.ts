@@ -8,6 +8,7 @@ import type {
   AccountPage,
   AccountWithMoney,
   ApiKeyFilter,
+  ApiKeyPage,
   ApiKeyRecord,
   InsertAccountResult,
   KeyRole,
@@ -129,10 +130,23 @@ export function createKyselyStore(
       return row === undefined ? undefined : toApiKeyRecord(row);
     },
 
-    async listApiKeys(filter: ApiKeyFilter = {}): Promise<ApiKeyRecord[]> {
+    async listApiKeys(filter: ApiKeyFilter = {}, page?: ApiKeyPage): Promise<ApiKeyRecord[]> {
       let query = db.selectFrom("api_keys").selectAll();
       if (filter.accountId !== undefined) query = query.where("account_id", "=", filter.accountId);
       if (filter.role !== undefined) query = query.where("role", "=", filter.role);
+      if (page !== undefined) {
+        if (!Number.isSafeInteger(page.limit) || page.limit < 1) {
+          throw new RangeError(`A page holds at least one key (limit ${String(page.limit)}).`);
+        }
+        const after = page.after;
+        if (after !== undefined) {
+          const createdAt = toTimestampText(after.createdAt);
+          query = query.where((eb) =>
+            eb(eb.refTuple("created_at", "public_id"), ">", eb.tuple(createdAt, after.publicId)),
+          );
+        }
+        query = query.limit(page.limit);
+      }
       const rows = await query.orderBy("created_at").orderBy("public_id").execute();
       return rows.map(toApiKeyRecord);
     },

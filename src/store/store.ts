@@ -59,6 +59,12 @@ export interface ApiKeyFilter {
   role?: "user" | "admin";
 }
 
+/** One page of {@link Store.listApiKeys}: at most `limit` keys (at least 1), after the key made at `after`. */
+export interface ApiKeyPage {
+  limit: number;
+  after?: { createdAt: Date; publicId: string } | undefined;
+}
+
 /** An open reservation: money set aside for a request that is running. */
 export interface Reservation {
   /**
@@ -247,7 +253,7 @@ export interface Store {
    * Keys, oldest first (by public id among keys made in the same millisecond), revoked and
    * expired ones included.
    */
-  listApiKeys(filter?: ApiKeyFilter): Promise<ApiKeyRecord[]>;
+  listApiKeys(filter?: ApiKeyFilter, page?: ApiKeyPage): Promise<ApiKeyRecord[]>;
   /** Marks the key revoked at `revokedAt`; a key already revoked keeps its first time. */
   revokeApiKey(publicId: string, revokedAt: Date): Promise<RevokeApiKeyResult>;
   /** Whether any admin key exists, revoked and expired ones included. */

@@ -276,7 +276,8 @@ describe.each(backends)("admin listings on $name", (backend) => {
       expect(await get("/admin/keys?account=beta")).toBe(
         '{"object":"list","data":[{"public_id":"betakey00001","account_id":"' +
           BETA +
-          '","account":"beta","role":"user","name":"ci","models":["m2"],"rpm":60,"tpm":null,"expires_at":null,"revoked_at":null,"created_at":"2025-01-03T00:00:00.000Z"}]}',
+          '","account":"beta","role":"user","name":"ci","models":["m2"],"rpm":60,"tpm":null,"expires_at":null,"revoked_at":null,"created_at":"2025-01-03T00:00:00.000Z"}],' +
+          `"has_more":false,"next_after":"${Buffer.from("2025-01-03T00:00:00.000Z betakey00001").toString("base64url")}"}`,
       ),
     );
     expect(accountsRead(filtered, 3 + BYSTANDERS)).toBe(0);

@@ -164,6 +164,7 @@ describeWithPostgres("PostgreSQL", () => {
         "003_usage_by_time",
         "004_account_spent",
         "005_accounts_by_creation",
+        "006_keys_by_creation",
       ]);
     });
 
@@ -186,6 +187,7 @@ describeWithPostgres("PostgreSQL", () => {
         "003_usage_by_time",
         "004_account_spent",
         "005_accounts_by_creation",
+        "006_keys_by_creation",
       ]);
     });
 

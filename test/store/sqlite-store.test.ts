@@ -86,6 +86,7 @@ describe("openStore with sqlite:", () => {
         expect.objectContaining({ name: "003_usage_by_time" }),
         expect.objectContaining({ name: "004_account_spent" }),
         expect.objectContaining({ name: "005_accounts_by_creation" }),
+        expect.objectContaining({ name: "006_keys_by_creation" }),
       ]);
     } finally {
       database.close();
@@ -221,6 +222,7 @@ describe("openStore with sqlite:", () => {
     const database = new DatabaseSync(url.slice("sqlite:".length), { timeout: 5000 });
     try {
       database.exec("drop index accounts_created_at_name_index");
+      database.exec("drop index api_keys_created_at_public_id_index");
       database.exec("alter table accounts drop column spent_nano");
       database.exec("delete from kysely_migration where name >= '004'");
     } finally {

@@ -245,6 +245,36 @@ export function describeStoreConformance(name: string, backend: StoreConformance
         expect(await store.listApiKeys({ accountId: randomUUID() })).toEqual([]);
       });
 
+      it("lists keys a page at a time, after a (time, public id) cursor, one account's too", async () => {
+        const acme = makeAccount({ name: "acme" });
+        const other = makeAccount({ name: "other" });
+        await store.insertAccount(acme);
+        await store.insertAccount(other);
+        // Three made in one millisecond (by public id among them), one later, one of another account.
+        const at = new Date("2025-01-01T00:00:00.000Z");
+        const keys = ["cccccccccccc", "aaaaaaaaaaaa", "bbbbbbbbbbbb"].map((publicId) =>
+          makeKey({ accountId: acme.id, publicId, createdAt: at }),
+        );
+        const later = makeKey({ accountId: acme.id, createdAt: new Date("2025-01-02T00:00:00.000Z") });
+        const others = makeKey({ accountId: other.id, createdAt: at });
+        for (const key of [...keys, later, others]) await store.insertApiKey(key);
+        const pages: string[][] = [];
+        let after: { createdAt: Date; publicId: string } | undefined;
+        for (;;) {
+          const page = await store.listApiKeys({ accountId: acme.id }, { limit: 2, after });
+          if (page.length === 0) break;
+          pages.push(page.map((key) => key.publicId));
+          const last = page.at(-1);
+          after = last === undefined ? undefined : { createdAt: last.createdAt, publicId: last.publicId };
+        }
+        expect(pages).toEqual([
+          ["aaaaaaaaaaaa", "bbbbbbbbbbbb"],
+          ["cccccccccccc", later.publicId],
+        ]);
+        expect(await store.listApiKeys({}, { limit: 10 })).toHaveLength(5);
+        await expect(store.listApiKeys({}, { limit: 0 })).rejects.toThrow(RangeError);
+      });
+
       it("lists the keys of one role", async () => {
         const account = makeAccount({ name: "acme" });
         await store.insertAccount(account);

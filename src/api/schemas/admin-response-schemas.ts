@@ -1,4 +1,4 @@
-import { Type } from "@sinclair/typebox";
+import { type TSchema, Type } from "@sinclair/typebox";
 import { Nullable, StringEnum } from "./schema-helpers.ts";
 
 /**
@@ -20,20 +20,25 @@ export const AdminAccountSchema = Type.Object({
   spent: Amount("Settled charges, all time."),
 });
 
-export const AdminAccountListSchema = Type.Object(
-  {
-    object: Type.Literal("list"),
-    data: Type.Array(AdminAccountSchema, { description: "The accounts, oldest first." }),
-    has_more: Type.Boolean({ description: "True when more accounts follow this page." }),
-    next_after: Nullable(
-      Type.String({
-        description:
-          "The cursor of the page's last account: pass it as `after` for the next page. On an empty page, the `after` the request gave; null when it gave none.",
-      }),
-    ),
-  },
-  { description: "A page of accounts." },
-);
+/** A page of a listing of `items` (accounts, keys), oldest first, with its cursor. */
+function listPage(items: TSchema, what: string) {
+  return Type.Object(
+    {
+      object: Type.Literal("list"),
+      data: Type.Array(items, { description: `The ${what}, oldest first.` }),
+      has_more: Type.Boolean({ description: `True when more ${what} follow this page.` }),
+      next_after: Nullable(
+        Type.String({
+          description:
+            "The cursor of the page's last entry: pass it as `after` for the next page. On an empty page, the `after` the request gave; null when it gave none.",
+        }),
+      ),
+    },
+    { description: `A page of ${what}.` },
+  );
+}
+
+export const AdminAccountListSchema = listPage(AdminAccountSchema, "accounts");
 
 export const AdminCreditSchema = Type.Object({
   credit: Type.Object({
@@ -76,10 +81,7 @@ export const AdminRevokedKeySchema = Type.Object({
   already_revoked: Type.Boolean({ description: "True when the key had been revoked before this call." }),
 });
 
-export const AdminKeyListSchema = Type.Object({
-  object: Type.Literal("list"),
-  data: Type.Array(AdminKeySchema),
-});
+export const AdminKeyListSchema = listPage(AdminKeySchema, "keys");
 
 export const AdminUsageRowSchema = Type.Object({
   request_id: Type.String({ description: "The request's `x-request-id`." }),
