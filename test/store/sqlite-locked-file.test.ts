@@ -189,7 +189,7 @@ describe("opening a file that is no SQLite database", () => {
         `${file} is not a SQLite database Tollgate can read (SQLite says: file is not a database). Point the database setting`,
       );
     }
-    expect(existsSync(`${file}.server`)).toBe(false);
+    expect(existsSync(`${file}.server.lock`)).toBe(false);
   });
 
   it("says so when the path is a folder", async () => {
@@ -198,6 +198,6 @@ describe("opening a file that is no SQLite database", () => {
     await expect(openStore(`sqlite:${folder}`, { owner: true })).rejects.toThrow(
       `Cannot open the database ${folder}: it is a folder. Name a file in it in the database setting, e.g. sqlite:${path.join(folder, "tollgate.db")}.`,
     );
-    expect(existsSync(`${folder}.server`)).toBe(false);
+    expect(existsSync(`${folder}.server.lock`)).toBe(false);
   });
 });

@@ -1,99 +1,109 @@
-import { linkSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, rmSync, statSync } from "node:fs";
+import { DatabaseSync } from "node:sqlite";
 import { isProcessRunning } from "../../process/is-process-running.ts";
 
 /**
- * Claims a SQLite file for the server of this process, or throws when a live server of another
- * process has it.
+ * Claims a SQLite file for the server of this process, or throws when a server of another process
+ * has it.
  *
  * A server owns its SQLite file: it releases every reservation it finds when it starts, and it
  * holds new reservations in memory (sqlite-billing-batch.ts), so a second server on the same file
  * would release the first one's reservations and reserve without seeing the money the first one
- * holds. The claim is a file beside the database, `<file>.server`, holding the owner's process id:
- * a claim whose process is gone (a crash, a kill) is taken over; one of this process is shared.
- * Returns the release, which removes the claim file while it still names this process.
+ * holds. The claim is a lock the operating system keeps: an exclusive SQLite lock on a file beside
+ * the database, `<file>.server.lock`, held by a connection of this process for as long as it
+ * serves. The kernel drops it when the process ends, however it ends, and it holds across PID
+ * namespaces: two containers of the image sharing a volume each run as process 1, which a claim
+ * naming a process id took for its own. (It needs a file system with working POSIX locks, as
+ * SQLite itself does: not NFS.) Servers of this process share the claim. Returns the release.
  */
 export function claimSqliteFile(file: string): () => void {
-  const claimFile = `${file}.server`;
-  const release = () => {
-    if (readOwner(claimFile) === process.pid) rmSync(claimFile, { force: true });
+  const lockFile = `${file}.server.lock`;
+  let claim = claims.get(lockFile);
+  if (claim === undefined) {
+    refuseLegacyClaim(file);
+    claim = { connection: lockExclusively(file, lockFile), holders: 0 };
+    claims.set(lockFile, claim);
+  }
+  claim.holders += 1;
+  const held = claim;
+  let released = false;
+  return () => {
+    if (released) return;
+    released = true;
+    held.holders -= 1;
+    if (held.holders > 0) return;
+    claims.delete(lockFile);
+    // Removed while still locked: a server that opened it meanwhile finds it gone once it has the
+    // lock (see lockExclusively), and claims the file anew.
+    rmSync(lockFile, { force: true });
+    held.connection.close();
   };
-  // The claim appears whole and at once (written beside it, then linked to its name, which
-  // fails when the name exists): of two servers starting at once, one claims the file and the
-  // other finds that claim. A claim left by a process that is gone is moved aside first, and
-  // put back if it turns out another server claimed the file in between.
-  const written = `${claimFile}.${process.pid}.new`;
-  writeFileSync(written, `${process.pid}\n`);
-  try {
-    for (let attempt = 0; attempt < 5; attempt++) {
-      if (createClaim(written, claimFile)) return release;
-      const owner = readOwner(claimFile);
-      if (owner === process.pid) return release;
-      if (owner !== undefined && isProcessRunning(owner)) throw claimedError(file, claimFile, owner);
-      removeStaleClaim(claimFile);
+}
+
+/** The claims this process holds, by lock file: one connection each, however many servers share it. */
+const claims = new Map<string, { connection: DatabaseSync; holders: number }>();
+
+/**
+ * Opens `lockFile` and takes SQLite's exclusive lock on it, without waiting. The lock is on the
+ * file that was opened: if that file was removed or replaced before the lock was had (its owner
+ * releasing it), the lock guards nothing, and the file now at the name is locked instead.
+ */
+function lockExclusively(file: string, lockFile: string): DatabaseSync {
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const before = inodeOf(lockFile);
+    const connection = new DatabaseSync(lockFile, { timeout: 0 });
+    const opened = inodeOf(lockFile);
+    if (before !== undefined && opened !== before) {
+      connection.close();
+      continue;
     }
-  } finally {
-    rmSync(written, { force: true });
+    try {
+      connection.exec("PRAGMA locking_mode = EXCLUSIVE");
+      connection.exec("BEGIN EXCLUSIVE");
+    } catch (error) {
+      connection.close();
+      if (/locked|busy/i.test((error as Error).message)) throw claimedError(file, lockFile);
+      throw error;
+    }
+    if (opened !== undefined && inodeOf(lockFile) === opened) return connection;
+    connection.close();
   }
-  throw new Error(`Could not claim ${file}: ${claimFile} keeps changing. Is another server starting on it?`);
+  throw new Error(`Could not claim ${file}: ${lockFile} keeps changing. Is another server starting on it?`);
 }
 
-/** Puts the claim in place unless one exists: false when it does. */
-function createClaim(written: string, claimFile: string): boolean {
+function inodeOf(path: string): number | undefined {
   try {
-    linkSync(written, claimFile);
-    return true;
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code === "EEXIST") return false;
-    // A file system without hard links: an exclusive create, whose content follows at once.
-    if (code !== "EPERM" && code !== "ENOTSUP" && code !== "EOPNOTSUPP") throw error;
-  }
-  try {
-    writeFileSync(claimFile, `${process.pid}\n`, { flag: "wx" });
-    return true;
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "EEXIST") return false;
-    throw error;
+    return statSync(path).ino;
+  } catch {
+    return undefined;
   }
 }
 
-function claimedError(file: string, claimFile: string, owner: number): Error {
+function claimedError(file: string, lockFile: string): Error {
   return new Error(
-    `Another Tollgate server (process ${owner}) serves ${file}. One server owns a SQLite file; to run several servers, give them one PostgreSQL database (database: postgres://...). If that process is gone, delete ${claimFile}.`,
+    `Another Tollgate server serves ${file} (it holds ${lockFile}). One server owns a SQLite file; to run several servers, give them one PostgreSQL database (database: postgres://...).`,
   );
 }
 
 /**
- * Moves a claim whose owner is gone out of the way. Renaming is atomic, so of two servers doing
- * this at once only one moves the file; if what it moved names a live process after all (a
- * server claimed the file just before), it is put back (`link` never replaces a file).
+ * Versions before the lock claimed the file with `<file>.server`, naming their process: one whose
+ * process runs is a server of such a version still serving (an upgrade must stop it first); one
+ * whose process is gone was left by a crash, and goes.
  */
-function removeStaleClaim(claimFile: string): void {
-  const aside = `${claimFile}.${process.pid}.stale`;
+function refuseLegacyClaim(file: string): void {
+  const legacy = `${file}.server`;
+  if (!existsSync(legacy)) return;
+  let owner: number | undefined;
   try {
-    renameSync(claimFile, aside);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return;
-    throw error;
-  }
-  const owner = readOwner(aside);
-  if (owner !== undefined && owner !== process.pid && isProcessRunning(owner)) {
-    try {
-      linkSync(aside, claimFile);
-    } catch {
-      // Someone created a new claim meanwhile: the next attempt reads it.
-    }
-  }
-  rmSync(aside, { force: true });
-}
-
-function readOwner(claimFile: string): number | undefined {
-  let text: string;
-  try {
-    text = readFileSync(claimFile, "utf8");
+    const pid = Number(readFileSync(legacy, "utf8").trim());
+    owner = Number.isSafeInteger(pid) && pid > 0 ? pid : undefined;
   } catch {
-    return undefined;
+    owner = undefined;
   }
-  const pid = Number(text.trim());
-  return Number.isSafeInteger(pid) && pid > 0 ? pid : undefined;
+  if (owner !== undefined && owner !== process.pid && isProcessRunning(owner)) {
+    throw new Error(
+      `Another Tollgate server (process ${owner}) serves ${file}. One server owns a SQLite file; to run several servers, give them one PostgreSQL database (database: postgres://...). If that process is gone, delete ${legacy}.`,
+    );
+  }
+  rmSync(legacy, { force: true });
 }

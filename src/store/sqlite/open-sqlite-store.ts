@@ -1,4 +1,4 @@
-import { mkdirSync, realpathSync } from "node:fs";
+import { existsSync, mkdirSync, realpathSync } from "node:fs";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Kysely, SqliteDialect, sql } from "kysely";
@@ -120,7 +120,9 @@ export async function openSqliteStore(
   const connection = shared;
   connection.users += 1;
   if (releaseClaim !== undefined) {
-    connection.releaseClaim ??= releaseClaim;
+    // One claim a connection: it holds the file until the connection closes.
+    if (connection.releaseClaim === undefined) connection.releaseClaim = releaseClaim;
+    else releaseClaim();
     connection.checkpointing ??= createCheckpointing({
       file,
       setAutomatic: (automatic) => connection.database.setAutomaticCheckpoint(automatic),
@@ -301,5 +303,7 @@ function resolveFile(location: string): string {
   const absolute = path.resolve(location);
   const folder = path.dirname(absolute);
   mkdirSync(folder, { recursive: true });
+  // The file's own name when it is a link to another: two names for one file are one claim.
+  if (existsSync(absolute)) return realpathSync(absolute);
   return path.join(realpathSync(folder), path.basename(absolute));
 }
