@@ -29,6 +29,7 @@ ENV NODE_ENV=production \
     NODE_LLAMA_CPP_SKIP_DOWNLOAD=true \
     TOLLGATE_MODELS_DIR=/models \
     TOLLGATE_DATABASE_URL=sqlite:/data/tollgate.db \
+    HOST=0.0.0.0 \
     PORT=8080
 WORKDIR /app
 COPY --from=dependencies /app/node_modules ./node_modules
@@ -41,4 +42,5 @@ VOLUME ["/models", "/data"]
 EXPOSE 8080
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
   CMD ["node", "-e", "fetch(`http://127.0.0.1:${process.env.PORT || 8080}/health`).then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
-CMD ["node", "src/cli.ts", "serve", "--host", "0.0.0.0"]
+# The address comes from HOST, so that `-e HOST=...` (or a mounted config without HOST) decides it.
+CMD ["node", "src/cli.ts", "serve"]
