@@ -379,7 +379,15 @@ async function startOnStore(
     shutdown,
     close: () => shutdown({ graceMs: 0 }),
     async reload(next: Config) {
+      // A shutdown has closed the engines: replacing them would start new ones nothing closes.
+      const ignored = () => {
+        if (stopped === undefined) return false;
+        logger.info("not reloading the catalogue: the server is shutting down");
+        return true;
+      };
+      if (ignored()) return;
       await loadEngineModules(next.models);
+      if (ignored()) return;
       const retired = registry.replace(next.models);
       for (const engine of retired) {
         closeWhenIdle(engine, {

@@ -1,3 +1,4 @@
+import { Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Config } from "../../src/catalog/catalog.ts";
 import { getTestModelPath } from "../support/test-model.ts";
@@ -142,5 +143,27 @@ describe("reloading the catalogue", () => {
     expect(body.error.code).toBe("context_length_exceeded");
     expect(body.error.message).toContain("maximum context length is 256 tokens");
     expect((await listModels())[0]?.context_length).toBe(256);
+  });
+});
+
+describe("a reload after the shutdown began", () => {
+  it("is ignored: it starts no engine that nothing would close", async () => {
+    const logged: { msg: string }[] = [];
+    const destination = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        for (const line of chunk.toString().split("\n")) if (line !== "") logged.push(JSON.parse(line));
+        done();
+      },
+    });
+    const stopping = await startTestServer({ logDestination: destination });
+    // A changed engine block: a reload would build a new engine for it.
+    const changed = createTinyModelEntry(await getTestModelPath(), { parallel: 1 });
+    const stopped = stopping.server.shutdown({ graceMs: 0 });
+    await stopping.server.reload(configWith([changed]));
+    await stopped;
+    await stopping.close();
+    const messages = logged.map((line) => line.msg);
+    expect(messages).toContain("not reloading the catalogue: the server is shutting down");
+    expect(messages).not.toContain("catalogue reloaded");
   });
 });
