@@ -137,14 +137,16 @@ export class ChatService {
         await this.#admission.checkTokenRate(context, error.requestedTokens);
       throw error;
     }
+    // The alternates' entries that price the reservation also price the charge: a reload while
+    // the primary fails may change or remove the fallback that then serves.
+    const alternateModels =
+      prepared.alternateModelIds === undefined ? undefined : this.#chatModels(prepared.alternateModelIds);
     const ticket = await this.#admission.admit({
       ...context,
       promptTokens: prepared.promptTokens,
       promptTokensAtMost: prepared.promptTokensAtMost,
       maxCompletionTokens: prepared.maxCompletionTokens,
-      ...(prepared.alternateModelIds === undefined
-        ? {}
-        : { alternateModels: this.#chatModels(prepared.alternateModelIds) }),
+      ...(alternateModels === undefined ? {} : { alternateModels }),
     });
     const startedAt = performance.now();
     const prepareMs = startedAt - preparing;
@@ -167,7 +169,10 @@ export class ChatService {
     }
     // A fallback model that served is the one the client is told of and the one that is charged.
     const servedById = prepared.servedBy?.();
-    const servedBy = servedById === undefined ? undefined : this.#registry.get(servedById)?.model;
+    const servedBy =
+      servedById === undefined
+        ? undefined
+        : this.#servedModel(servedById, alternateModels ?? [], entry.model);
     if (servedBy !== undefined) input.annotate({ servedBy: servedBy.id });
     const identity: CompletionIdentity = {
       id: createCompletionId(),
@@ -194,6 +199,21 @@ export class ChatService {
       const model = this.#registry.get(id)?.model;
       return model?.kind === "chat" ? [model] : [];
     });
+  }
+
+  /**
+   * The catalogue entry that bills the fallback `id` that served: the one admitted with the
+   * request, which priced its reservation, whatever a reload changed since. Only a fallback
+   * missing from the catalogue at admission is not among `admitted` (a reload removed it and
+   * another restored it before it served): then its entry now, else, removed again, the `named`
+   * model's prices (the reservation covered them) under the fallback's id.
+   */
+  #servedModel(id: string, admitted: readonly CatalogModel[], named: CatalogModel): CatalogModel {
+    const current = this.#registry.get(id)?.model;
+    return (
+      admitted.find((model) => model.id === id) ??
+      (current?.kind === "chat" ? current : undefined) ?? { ...named, id }
+    );
   }
 
   /**
