@@ -13,6 +13,7 @@ import {
   readWholeNumber,
   stringOption,
 } from "./admin/parse-command-arguments.ts";
+import { quoteForShell } from "./admin/quote-for-shell.ts";
 import { hideKeySecrets } from "./admin/read-key-reference.ts";
 import { formatAmount } from "./billing/money.ts";
 import type { Config } from "./catalog/catalog.ts";
@@ -147,7 +148,8 @@ async function serve(argv: string[], configFile: string | undefined): Promise<vo
       out.write("");
       out.write("Try it:");
       out.write(
-        `  curl ${server.baseUrl}/chat/completions -H "Authorization: Bearer ${starterKey}" -H "Content-Type: application/json" -d '{"model":"${model}","messages":[{"role":"user","content":"Hello!"}]}'`,
+        // Any model id pastes as it is: the body is JSON, quoted for the shell.
+        `  curl ${server.baseUrl}/chat/completions -H "Authorization: Bearer ${starterKey}" -H "Content-Type: application/json" -d ${quoteForShell(JSON.stringify({ model, messages: [{ role: "user", content: "Hello!" }] }))}`,
       );
     }
     out.write("");
