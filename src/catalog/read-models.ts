@@ -112,7 +112,13 @@ function readId(issues: ConfigIssues, path: ConfigPath, value: unknown): string 
     return undefined;
   }
   if (typeof value === "number") {
-    issues.add(path, `must be a string; quote it: "${String(value)}"`);
+    // Only a whole number reads back as written: YAML gave 3.10 as the number 3.1.
+    issues.add(
+      path,
+      Number.isSafeInteger(value)
+        ? `must be a string; quote it: "${String(value)}"`
+        : "must be a string; put the id in quotes as you wrote it",
+    );
     return undefined;
   }
   return readString(issues, path, value, { example: '"qwen2.5-0.5b-instruct"' });

@@ -724,6 +724,9 @@ models:
   - pricing: { input_per_million: "1", output_per_million: "1" }
     context_length: 0
     engine: { type: llama, model: "hf:just-a-name" }
+  - id: 3.10
+    pricing: { input_per_million: "1", output_per_million: "1" }
+    engine: { type: llama, model: "./m.gguf" }
 `),
     ).toEqual([
       'models[0].id: must be a string; quote it: "42"',
@@ -731,6 +734,8 @@ models:
       'models[1].id: missing; give each model a unique id, such as "qwen2.5-0.5b-instruct"',
       "models[1].context_length: must be a positive integer (got 0)",
       'models[1].engine.model: "hf:just-a-name" is not a Hugging Face model URI; write hf:ORG/REPO:QUANT, such as "hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF:Q4_K_M"',
+      // YAML read 3.10 as the number 3.1: suggesting "3.1" would be another id.
+      "models[2].id: must be a string; put the id in quotes as you wrote it",
     ]);
   });
 
