@@ -465,18 +465,21 @@ function finish(
  * report after its last output is charged as the upstream reported it, counts it left out
  * estimated. Any other (cut, failed, left by its client, or with output after its last report)
  * may have produced more than the upstream counted when it last reported: its completion is the
- * larger of the reported count and the estimate of what was produced, and a prompt reported as 0
- * is a placeholder (servers that send zeros on every chunk until the real usage), since no chat
- * prompt has no token. `estimated` whenever an estimate is used.
+ * larger of the reported count and the estimate of what was produced. A prompt reported as 0, and
+ * a completion reported as 0 after text, are placeholders (servers that send zeros on every chunk)
+ * and estimated, even in a final report. `estimated` whenever an estimate is used.
  */
 function usageSoFar(mapper: ChunkMapper, promptTokens: number, ended: boolean): Usage {
   const reported = mapper.reportedUsage;
   const final = ended && mapper.usageCoversOutput;
-  if (final && reported?.promptTokens !== undefined && reported.completionTokens !== undefined)
-    return reported;
-  const reportedPrompt = final || reported?.promptTokens !== 0 ? reported?.promptTokens : undefined;
-  const reportedCompletion = reported?.completionTokens;
   const producedTokens = mapper.estimateCompletionTokens();
+  // Zeros are placeholders wherever they come, the final report included (servers that never
+  // count send them on every chunk): no chat prompt has no token, and text that came has some.
+  const reportedPrompt = reported?.promptTokens === 0 ? undefined : reported?.promptTokens;
+  const reportedCompletion =
+    reported?.completionTokens === 0 && producedTokens > 0 ? undefined : reported?.completionTokens;
+  if (final && reportedPrompt !== undefined && reportedCompletion !== undefined && reported !== undefined)
+    return reported;
   const completionTokens =
     reportedCompletion === undefined || (!final && producedTokens > reportedCompletion)
       ? producedTokens

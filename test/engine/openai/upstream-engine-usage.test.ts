@@ -137,6 +137,22 @@ describe("upstream engine: usage reported before the answer ended", () => {
     expect(lastUsage(await collectParts(engine))).toEqual({ promptTokens: 10, completionTokens: 200 });
   });
 
+  it("estimates a complete answer whose every report, the last included, is zeros (regression: text billed 0)", async () => {
+    const engine = await engineOn((_request, response) =>
+      writeEvents(response, [
+        withUsage(chunk({ role: "assistant", content: "" }), ZEROS),
+        ...words((event) => withUsage(event, ZEROS)),
+        withUsage(chunk({}, "stop"), ZEROS),
+      ]),
+    );
+    const prepared = await engine.prepare(chatRequest());
+    const parts: StreamPart[] = [];
+    for await (const batch of prepared.run(new AbortController().signal)) parts.push(...batch);
+    const usage = lastUsage(parts);
+    expect(usage).toMatchObject({ promptTokens: prepared.promptTokens, estimated: true });
+    expect(usage.completionTokens).toBeGreaterThan(40);
+  });
+
   it("keeps an early prompt count when the final report gives only the completion count (regression: prompt estimated)", async () => {
     const engine = await engineOn((_request, response) =>
       writeEvents(response, [
