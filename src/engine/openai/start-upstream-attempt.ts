@@ -472,14 +472,15 @@ function finish(
 function usageSoFar(mapper: ChunkMapper, promptTokens: number, ended: boolean): Usage {
   const reported = mapper.reportedUsage;
   const final = ended && mapper.usageCoversOutput;
-  const producedTokens = mapper.estimateCompletionTokens();
   // Zeros are placeholders wherever they come, the final report included (servers that never
   // count send them on every chunk): no chat prompt has no token, and text that came has some.
   const reportedPrompt = reported?.promptTokens === 0 ? undefined : reported?.promptTokens;
   const reportedCompletion =
-    reported?.completionTokens === 0 && producedTokens > 0 ? undefined : reported?.completionTokens;
+    reported?.completionTokens === 0 && mapper.producedLength > 0 ? undefined : reported?.completionTokens;
+  // The common case, a final report of both counts, estimates nothing.
   if (final && reportedPrompt !== undefined && reportedCompletion !== undefined && reported !== undefined)
     return reported;
+  const producedTokens = mapper.estimateCompletionTokens();
   const completionTokens =
     reportedCompletion === undefined || (!final && producedTokens > reportedCompletion)
       ? producedTokens
