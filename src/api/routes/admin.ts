@@ -9,7 +9,7 @@ import { describeAccount } from "../../admin/describe-account.ts";
 import { requireAccount } from "../../admin/find-account.ts";
 import { hasNulCharacter } from "../../admin/has-nul-character.ts";
 import { listAccountSummaries } from "../../admin/list-account-summaries.ts";
-import { decodePageCursor, encodePageCursor } from "../../admin/page-cursor.ts";
+import { decodePageCursor, encodePageCursor, type PageCursor } from "../../admin/page-cursor.ts";
 import { parseInstant } from "../../admin/parse-instant.ts";
 import { readAccountNames } from "../../admin/read-account-names.ts";
 import { hideKeySecrets } from "../../admin/read-key-reference.ts";
@@ -217,26 +217,17 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
       "/admin/accounts",
       { schema: { querystring: AccountsQuery } },
       async (request) => {
-        const { limit: limitText, after: cursor } = request.query;
-        const limit = limitText === undefined ? DEFAULT_PAGE_LIMIT : readPageLimit(limitText);
-        const after =
-          cursor === undefined ? undefined : await mapAdminErrors(async () => decodePageCursor(cursor));
+        const { limit, after } = await readPageRequest(request.query);
         // A page at a time, oldest first: on SQLite reading every account at once holds the event
         // loop (about half a second at 100,000 accounts), and with it every request in flight.
-        // One account more than asked says whether another page follows.
         const accounts = await listAccountSummaries(store, {
           limit: limit + 1,
           after: after === undefined ? undefined : { createdAt: after.createdAt, name: after.tieBreaker },
         });
-        const hasMore = accounts.length > limit;
-        if (hasMore) accounts.length = limit;
-        const last = accounts.at(-1)?.account;
-        return {
-          object: "list",
-          data: accounts.map((each) => each.summary),
-          has_more: hasMore,
-          next_after: last === undefined ? (cursor ?? null) : encodePageCursor(last.createdAt, last.name),
-        };
+        const page = finishPage(accounts, limit, request.query.after, ({ account }) =>
+          encodePageCursor(account.createdAt, account.name),
+        );
+        return { object: "list", data: page.items.map((each) => each.summary), ...page.position };
       },
     );
 
@@ -316,21 +307,23 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
       "/admin/keys",
       { schema: { querystring: KeysQuery } },
       async (request) => {
-        const { account: reference, limit: limitText, after: cursor } = request.query;
-        const limit = limitText === undefined ? DEFAULT_PAGE_LIMIT : readPageLimit(limitText);
-        const after =
-          cursor === undefined ? undefined : await mapAdminErrors(async () => decodePageCursor(cursor));
+        const reference = request.query.account;
+        const { limit, after } = await readPageRequest(request.query);
         const account =
           reference === undefined ? undefined : await mapAdminErrors(() => requireAccount(store, reference));
         // A page at a time, as accounts: every key at once held a SQLite server's event loop
-        // about 0.7 s at 100,000 keys. One key more than asked says whether another page follows.
-        const keys = await store.listApiKeys(account === undefined ? {} : { accountId: account.id }, {
-          limit: limit + 1,
-          after: after === undefined ? undefined : { createdAt: after.createdAt, publicId: after.tieBreaker },
-        });
-        const hasMore = keys.length > limit;
-        if (hasMore) keys.length = limit;
-        const last = keys.at(-1);
+        // about 0.7 s at 100,000 keys.
+        const page = finishPage(
+          await store.listApiKeys(account === undefined ? {} : { accountId: account.id }, {
+            limit: limit + 1,
+            after:
+              after === undefined ? undefined : { createdAt: after.createdAt, publicId: after.tieBreaker },
+          }),
+          limit,
+          request.query.after,
+          (key) => encodePageCursor(key.createdAt, key.publicId),
+        );
+        const keys = page.items;
         const names = await readAccountNames(
           store,
           keys.map((key) => key.accountId),
@@ -341,8 +334,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
           data: keys.map((key) =>
             renderKey(key, key.accountId === undefined ? undefined : names.get(key.accountId)),
           ),
-          has_more: hasMore,
-          next_after: last === undefined ? (cursor ?? null) : encodePageCursor(last.createdAt, last.publicId),
+          ...page.position,
         };
       },
     );
@@ -415,26 +407,53 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
             data: groups.map((group) => renderUsageGroup(group, grouping)),
           };
         }
-        // One row more than asked says whether another page follows.
         const pageRows = limit ?? DEFAULT_PAGE_LIMIT;
         const records: UsageRecord[] = [];
         for await (const page of readUsagePages(store, selection, { after, limit: pageRows + 1 })) {
           records.push(...page);
         }
-        const hasMore = records.length > pageRows;
-        if (hasMore) records.length = pageRows;
-        const last = records.at(-1);
+        const page = finishPage(records, pageRows, cursor, encodeUsageCursor);
         return {
           object: "list",
-          data: records.map((record) => renderUsageRow(record, selection.accountNames)),
-          has_more: hasMore,
-          // An empty page gives back the cursor it was asked with: a poller that follows
-          // next_after stays where it was instead of starting again from the first row.
-          next_after: last === undefined ? (cursor ?? null) : encodeUsageCursor(last),
+          data: page.items.map((record) => renderUsageRow(record, selection.accountNames)),
+          ...page.position,
         };
       },
     );
   });
+}
+
+/** The `limit` (DEFAULT_PAGE_LIMIT unless given) and `after` of a page of accounts or keys. */
+async function readPageRequest(query: {
+  limit?: string | undefined;
+  after?: string | undefined;
+}): Promise<{ limit: number; after: PageCursor | undefined }> {
+  const cursor = query.after;
+  return {
+    limit: query.limit === undefined ? DEFAULT_PAGE_LIMIT : readPageLimit(query.limit),
+    after: cursor === undefined ? undefined : await mapAdminErrors(async () => decodePageCursor(cursor)),
+  };
+}
+
+/**
+ * A page of a listing from `items`, read with one more than `limit` to say whether another page
+ * follows: its first `limit` items, `has_more`, and `next_after`, the cursor of its last item; an
+ * empty page gives back the cursor it was asked with (`after`), so that a poller following
+ * next_after stays where it was instead of starting again from the first row.
+ */
+function finishPage<Item>(
+  items: Item[],
+  limit: number,
+  after: string | undefined,
+  cursorOf: (last: Item) => string,
+): { items: Item[]; position: { has_more: boolean; next_after: string | null } } {
+  const hasMore = items.length > limit;
+  if (hasMore) items.length = limit;
+  const last = items.at(-1);
+  return {
+    items,
+    position: { has_more: hasMore, next_after: last === undefined ? (after ?? null) : cursorOf(last) },
+  };
 }
 
 /** The `limit` of a listing (a query string, so text): a whole number of rows in range. */
