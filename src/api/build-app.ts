@@ -364,7 +364,7 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
       inFlight,
       annotate,
       logPrompts: dependencies.logPrompts === true,
-      recordClosed: (request, reply, clientLeft) => record(request, reply, clientLeft),
+      recordClosed: record,
     });
     registerModelRoutes(authenticated, { registry: dependencies.registry, getKey });
   });
