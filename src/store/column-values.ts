@@ -53,3 +53,11 @@ export function toMillisecondsColumn(name: string, value: number): bigint {
   }
   return BigInt(Math.round(value));
 }
+
+/** The `limit` of a page a listing reads: a whole number, at least 1; `what` names its rows in the error. */
+export function requirePageLimit(limit: number, what: string): number {
+  if (!Number.isSafeInteger(limit) || limit < 1) {
+    throw new RangeError(`A page holds at least one ${what} (limit ${String(limit)}).`);
+  }
+  return limit;
+}

@@ -16,7 +16,7 @@ import {
   toUsageRecord,
   toUsageRow,
 } from "./billing-rows.ts";
-import { MAX_BIGINT_COLUMN, readBigInt, toTimestampText } from "./column-values.ts";
+import { MAX_BIGINT_COLUMN, readBigInt, requirePageLimit, toTimestampText } from "./column-values.ts";
 import { createQueryTemplate, type TemplateParameter } from "./create-query-template.ts";
 import type { Database, ReservationsTable, UsageTable } from "./database.ts";
 import type {
@@ -301,14 +301,12 @@ export function createKyselyBilling(
     async listUsage(filter: UsageFilter = {}, page?: UsagePage): Promise<UsageRecord[]> {
       let query = whereUsageMatches(db.selectFrom("usage").selectAll(), filter);
       if (page !== undefined) {
-        if (!Number.isSafeInteger(page.limit) || page.limit < 1) {
-          throw new RangeError(`A page holds at least one row (limit ${String(page.limit)}).`);
-        }
+        const limit = requirePageLimit(page.limit, "row");
         const after = page.after;
         query = whereAfter(
           query,
           after === undefined ? undefined : { created_at: toTimestampText(after.createdAt), id: after.id },
-        ).limit(page.limit);
+        ).limit(limit);
       }
       const rows = await query.orderBy("created_at").orderBy("id").execute();
       return rows.map(toUsageRecord);

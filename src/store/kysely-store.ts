@@ -1,6 +1,6 @@
 import type { Kysely, Selectable } from "kysely";
 import { toCreditRow } from "./billing-rows.ts";
-import { fromTimestampText, readBigInt, toTimestampText } from "./column-values.ts";
+import { fromTimestampText, readBigInt, requirePageLimit, toTimestampText } from "./column-values.ts";
 import type { AccountsTable, ApiKeysTable, Database } from "./database.ts";
 import { createKyselyBilling } from "./kysely-billing.ts";
 import type {
@@ -135,9 +135,7 @@ export function createKyselyStore(
       if (filter.accountId !== undefined) query = query.where("account_id", "=", filter.accountId);
       if (filter.role !== undefined) query = query.where("role", "=", filter.role);
       if (page !== undefined) {
-        if (!Number.isSafeInteger(page.limit) || page.limit < 1) {
-          throw new RangeError(`A page holds at least one key (limit ${String(page.limit)}).`);
-        }
+        const limit = requirePageLimit(page.limit, "key");
         const after = page.after;
         if (after !== undefined) {
           const createdAt = toTimestampText(after.createdAt);
@@ -145,7 +143,7 @@ export function createKyselyStore(
             eb(eb.refTuple("created_at", "public_id"), ">", eb.tuple(createdAt, after.publicId)),
           );
         }
-        query = query.limit(page.limit);
+        query = query.limit(limit);
       }
       const rows = await query.orderBy("created_at").orderBy("public_id").execute();
       return rows.map(toApiKeyRecord);
@@ -196,9 +194,7 @@ export async function readAccountsWithMoney(
 ): Promise<AccountWithMoney[]> {
   let query = selectAccountsInOrder(db);
   if (page !== undefined) {
-    if (!Number.isSafeInteger(page.limit) || page.limit < 1) {
-      throw new RangeError(`A page holds at least one account (limit ${String(page.limit)}).`);
-    }
+    const limit = requirePageLimit(page.limit, "account");
     const after = page.after;
     if (after !== undefined) {
       const createdAt = toTimestampText(after.createdAt);
@@ -206,7 +202,7 @@ export async function readAccountsWithMoney(
         eb(eb.refTuple("created_at", "name"), ">", eb.tuple(createdAt, after.name)),
       );
     }
-    query = query.limit(page.limit);
+    query = query.limit(limit);
   }
   const rows = await query.execute();
   return rows.map((row) => ({
