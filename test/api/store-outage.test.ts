@@ -14,7 +14,7 @@ import { startTcpProxy, type TcpProxy } from "../cluster/tcp-proxy.ts";
 import { type MockUpstream, startMockUpstream } from "../engine/openai/mock-upstream.ts";
 import { createPostgresTestSchema, type PostgresTestSchema } from "../store/postgres-test-database.ts";
 import { findFreePort } from "../support/free-port.ts";
-import { createUpstreamModelEntry } from "../support/test-server.ts";
+import { createTestConfig, createUpstreamModelEntry } from "../support/test-server.ts";
 
 /**
  * The store going away while the server runs is an outage, not a bug: clients get 503
@@ -57,16 +57,10 @@ describe.skipIf(!("url" in postgres))("a server whose PostgreSQL goes away while
     proxied.port = String(proxy.port);
     upstream = await startMockUpstream();
     server = await startServer({
-      config: {
-        server: { host: "127.0.0.1", port: 0, bodyLimitBytes: 1024 * 1024 },
+      config: createTestConfig({
         database: proxied.toString(),
-        redis: undefined,
-        adminKey: undefined,
-        metricsKey: undefined,
-        logPrompts: false,
-        source: undefined,
         models: [createUpstreamModelEntry(REMOTE, upstream.baseUrl)],
-      },
+      }),
       logger: false,
     });
     // Keys are made beside the server, straight on PostgreSQL.

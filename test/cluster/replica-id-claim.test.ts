@@ -18,7 +18,7 @@ import {
   createPostgresTestSchema,
   type PostgresTestSchema,
 } from "../store/postgres-test-database.ts";
-import { createUpstreamModelEntry } from "../support/test-server.ts";
+import { createTestConfig, createUpstreamModelEntry } from "../support/test-server.ts";
 
 const probe = await createPostgresTestSchema();
 if ("skipped" in probe) console.warn(`Skipping the replica id claim tests: ${probe.skipped}.`);
@@ -38,17 +38,11 @@ function newSchema(): Promise<PostgresTestSchema> {
 }
 
 function configOn(database: string): Config {
-  return {
-    server: { host: "127.0.0.1", port: 0, bodyLimitBytes: 1024 * 1024 },
+  return createTestConfig({
     database,
-    redis: undefined,
-    adminKey: undefined,
-    metricsKey: undefined,
-    logPrompts: false,
-    source: undefined,
     // Never called: the tests make no request.
     models: [createUpstreamModelEntry("remote", "http://127.0.0.1:9/v1")],
-  };
+  });
 }
 
 async function startOn(database: string) {

@@ -12,7 +12,7 @@ import { openStore } from "../../src/store/open-store.ts";
 import type { Store } from "../../src/store/store.ts";
 import { findFreePort } from "../support/free-port.ts";
 import { getTestModelPath } from "../support/test-model.ts";
-import { createTinyModelEntry, TINY_MODEL } from "../support/test-server.ts";
+import { createTestConfig, createTinyModelEntry, TINY_MODEL } from "../support/test-server.ts";
 import { checkTestRedis, createTestPrefix, deleteTestKeys } from "./redis-test-connection.ts";
 
 /**
@@ -28,16 +28,12 @@ let store: Store;
 const servers: RunningServer[] = [];
 
 function configOf(redisUrl: string | undefined): Config {
-  return {
-    server: { host: "127.0.0.1", port: 0, bodyLimitBytes: 1024 * 1024 },
+  return createTestConfig({
     database: `sqlite:${join(folder, "tollgate.db")}`,
     redis: redisUrl,
     adminKey: "test-admin-key",
-    metricsKey: undefined,
-    logPrompts: false,
-    source: undefined,
     models: [createTinyModelEntry(modelPath)],
-  };
+  });
 }
 
 /** Starts a server with these Redis settings in the environment (read at start). */

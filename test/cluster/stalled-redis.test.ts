@@ -13,7 +13,7 @@ import { REDIS_REST_MS, RedisRateLimiter } from "../../src/limits/redis-rate-lim
 import { type RunningServer, startServer } from "../../src/server.ts";
 import { openStore } from "../../src/store/open-store.ts";
 import { startMockUpstream } from "../engine/openai/mock-upstream.ts";
-import { createUpstreamModelEntry } from "../support/test-server.ts";
+import { createTestConfig, createUpstreamModelEntry } from "../support/test-server.ts";
 import { checkTestRedis, createTestPrefix, deleteTestKeys } from "./redis-test-connection.ts";
 import { startTcpProxy } from "./tcp-proxy.ts";
 
@@ -49,16 +49,12 @@ describe("a Redis that accepts connections but never answers", () => {
     let server: RunningServer;
     try {
       server = await startServer({
-        config: {
-          server: { host: "127.0.0.1", port: 0, bodyLimitBytes: 1024 * 1024 },
+        config: createTestConfig({
           database,
           redis: `redis://127.0.0.1:${blackHole.port}`,
           adminKey: "test-admin-key",
-          metricsKey: undefined,
-          logPrompts: false,
-          source: undefined,
           models: [createUpstreamModelEntry("remote", upstream.baseUrl)],
-        },
+        }),
         logger: { level: "info", destination: logs },
       });
     } finally {

@@ -5,7 +5,7 @@ import type { Store } from "../../src/store/store.ts";
 import { createPostgresTestSchema } from "../store/postgres-test-database.ts";
 import { makeUsage } from "../store/store-fixtures.ts";
 import { makeTemporaryDirectory, newDatabaseUrl } from "../store/temporary-directory.ts";
-import { createUpstreamModelEntry } from "../support/test-server.ts";
+import { createTestConfig, createUpstreamModelEntry } from "../support/test-server.ts";
 
 /**
  * The admin API answers the same whichever store the server runs on, for input one store keeps
@@ -35,17 +35,11 @@ describe.each(STORES)("the admin API on $store", ({ databaseUrl, skipped }) => {
   beforeAll(async () => {
     if (skipped !== undefined) return;
     server = await startServer({
-      config: {
-        server: { host: "127.0.0.1", port: 0, bodyLimitBytes: 1024 * 1024 },
+      config: createTestConfig({
         database: databaseUrl,
-        redis: undefined,
-        adminKey: undefined,
-        metricsKey: undefined,
-        logPrompts: false,
-        source: undefined,
         // Never called: the admin API only needs a catalogue to check keys' models against.
         models: [createUpstreamModelEntry(MODEL, "http://127.0.0.1:9/v1")],
-      },
+      }),
       logger: false,
     });
     origin = server.baseUrl.replace(/\/v1$/, "");

@@ -23,6 +23,7 @@ import {
   textEvents,
   writeEvents,
 } from "../engine/openai/mock-upstream.ts";
+import { createTestConfig } from "../support/test-server.ts";
 
 /** The model the request names, at 2.00 per million; its upstream answers 500 once the test lets it. */
 const PRIMARY = "broken";
@@ -69,16 +70,10 @@ function upstreamModel(id: string, options: { price: string; fallbacks?: string[
 }
 
 function configWith(models: CatalogModel[]): Config {
-  return {
-    server: { host: "127.0.0.1", port: 0, bodyLimitBytes: 1024 * 1024 },
+  return createTestConfig({
     database: `sqlite:${join(folder, "tollgate.db")}`,
-    redis: undefined,
-    adminKey: undefined,
-    metricsKey: undefined,
-    logPrompts: false,
-    source: undefined,
     models,
-  };
+  });
 }
 
 /** The catalogue the request is admitted with: the fallback at 1.00 per million. */

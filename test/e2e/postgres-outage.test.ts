@@ -14,7 +14,7 @@ import {
   withApplicationName,
 } from "../store/postgres-backends.ts";
 import { createPostgresTestSchema } from "../store/postgres-test-database.ts";
-import { createUpstreamModelEntry } from "../support/test-server.ts";
+import { createTestConfig, createUpstreamModelEntry } from "../support/test-server.ts";
 
 /**
  * A server on PostgreSQL whose database connections are terminated while it serves (a database
@@ -29,16 +29,10 @@ const cleanups: (() => Promise<unknown>)[] = [];
 
 /** A server on `database` with one upstream model, `remote`. */
 function serverConfig(database: string, upstreamBaseUrl: string): Config {
-  return {
-    server: { host: "127.0.0.1", port: 0, bodyLimitBytes: 1024 * 1024 },
+  return createTestConfig({
     database,
-    redis: undefined,
-    adminKey: undefined,
-    metricsKey: undefined,
-    logPrompts: false,
-    source: undefined,
     models: [createUpstreamModelEntry("remote", upstreamBaseUrl)],
-  };
+  });
 }
 
 afterEach(async () => {

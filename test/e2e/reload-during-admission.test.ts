@@ -13,13 +13,14 @@ import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createAccount } from "../../src/admin/create-account.ts";
 import { createKey } from "../../src/admin/create-key.ts";
-import type { CatalogModel, Config } from "../../src/catalog/catalog.ts";
+import type { CatalogModel } from "../../src/catalog/catalog.ts";
 import { type RunningServer, startServer } from "../../src/server.ts";
 import { openStore } from "../../src/store/open-store.ts";
 import { hasRedisServerBinary, startRedisServer } from "../cluster/redis-test-connection.ts";
 import { upstreamModel } from "../engine/openai/engine-helpers.ts";
 import { type MockUpstream, startMockUpstream, streamText } from "../engine/openai/mock-upstream.ts";
 import { findFreePort } from "../support/free-port.ts";
+import { createTestConfig } from "../support/test-server.ts";
 
 let folder: string;
 let redisServer: { stop(): Promise<void> } | undefined;
@@ -50,16 +51,11 @@ async function blockedClients(redis: Redis): Promise<number> {
 describe.skipIf(!hasRedisServerBinary)("a reload while a request waits for its rate limit", () => {
   it("keeps the replaced engine until the request has ended", async () => {
     const model: CatalogModel = upstreamModel([upstream.baseUrl]);
-    const config: Config = {
-      server: { host: "127.0.0.1", port: 0, bodyLimitBytes: 1024 * 1024 },
+    const config = createTestConfig({
       database: `sqlite:${join(folder, "tollgate.db")}`,
       redis: `redis://127.0.0.1:${redisPort}`,
-      adminKey: undefined,
-      metricsKey: undefined,
-      logPrompts: false,
-      source: undefined,
       models: [model],
-    };
+    });
     server = await startServer({ config, logger: false });
     const store = await openStore(config.database);
     const account = await createAccount(store, { name: "reloaded", balanceNano: 1_000_000_000n });

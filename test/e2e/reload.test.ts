@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Config } from "../../src/catalog/catalog.ts";
 import { getTestModelPath } from "../support/test-model.ts";
 import {
+  createTestConfig,
   createTinyModelEntry,
   startTestServer,
   type TestServer,
@@ -21,16 +22,10 @@ afterAll(async () => {
 
 /** A configuration with these models (a reload reads only the catalogue from it). */
 function configWith(models: Config["models"]): Config {
-  return {
-    server: { host: "127.0.0.1", port: 0, bodyLimitBytes: 1024 * 1024 },
+  return createTestConfig({
     database: "sqlite::memory:",
-    redis: undefined,
-    adminKey: undefined,
-    metricsKey: undefined,
-    logPrompts: false,
-    source: undefined,
     models,
-  };
+  });
 }
 
 async function listModels() {

@@ -10,12 +10,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Config } from "../../src/catalog/catalog.ts";
 import { type RunningServer, startServer } from "../../src/server.ts";
 import { openStore } from "../../src/store/open-store.ts";
 import type { Store } from "../../src/store/store.ts";
 import { type MockUpstream, startMockUpstream, streamText } from "../engine/openai/mock-upstream.ts";
-import { createUpstreamModelEntry } from "../support/test-server.ts";
+import { createTestConfig, createUpstreamModelEntry } from "../support/test-server.ts";
 
 const MODEL = "upstream-chat";
 
@@ -31,16 +30,10 @@ beforeAll(async () => {
   folder = mkdtempSync(join(tmpdir(), "tollgate-sqlite-lock-"));
   file = join(folder, "tollgate.db");
   upstream = await startMockUpstream(streamText(["Hello", " there"], { usage: [10, 4] }));
-  const config: Config = {
-    server: { host: "127.0.0.1", port: 0, bodyLimitBytes: 1024 * 1024 },
+  const config = createTestConfig({
     database: `sqlite:${file}`,
-    redis: undefined,
-    adminKey: undefined,
-    metricsKey: undefined,
-    logPrompts: false,
-    source: undefined,
     models: [createUpstreamModelEntry(MODEL, upstream.baseUrl)],
-  };
+  });
   server = await startServer({ config, logger: false });
   key = server.createdKeys.starterKey as string;
   origin = server.baseUrl.replace(/\/v1$/, "");

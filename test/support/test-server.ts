@@ -103,18 +103,31 @@ export function createUpstreamModelEntry(
   };
 }
 
+/**
+ * A config for a test server: on 127.0.0.1, port 0, bodies up to 1 MiB, without Redis, admin key,
+ * metrics key or prompt logging, unless `settings` say otherwise; `database` and `models` its own.
+ */
+export function createTestConfig(settings: Pick<Config, "database" | "models"> & Partial<Config>): Config {
+  return {
+    server: { host: "127.0.0.1", port: 0, bodyLimitBytes: 1024 * 1024 },
+    redis: undefined,
+    adminKey: undefined,
+    metricsKey: undefined,
+    logPrompts: false,
+    source: undefined,
+    ...settings,
+  };
+}
+
 /** Starts a real Tollgate server on 127.0.0.1 with a fresh SQLite file and the tiny model. */
 export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
   const folder = mkdtempSync(join(tmpdir(), "tollgate-test-"));
   const modelPath = await getTestModelPath();
-  const config: Config = {
+  const config = createTestConfig({
     server: { host: "127.0.0.1", port: 0, bodyLimitBytes: options.bodyLimitBytes ?? 1024 * 1024 },
     database: `sqlite:${join(folder, "tollgate.db")}`,
-    redis: undefined,
-    adminKey: undefined,
     metricsKey: options.metricsKey,
     logPrompts: options.logPrompts ?? false,
-    source: undefined,
     models: [
       createTinyModelEntry(modelPath, options),
       {
@@ -140,7 +153,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
         : []),
       ...(options.extraModels ?? []),
     ],
-  };
+  });
   const server = await startServer({
     config,
     logger:
