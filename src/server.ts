@@ -3,10 +3,11 @@ import { hostname } from "node:os";
 import type { FastifyInstance } from "fastify";
 import { pino } from "pino";
 import { bootstrap } from "./admin/bootstrap.ts";
-import { buildApp } from "./api/build-app.ts";
+import { buildApp, createServerMetrics } from "./api/build-app.ts";
 import { InFlightRequests } from "./api/in-flight-requests.ts";
 import { registerAdminRoutes } from "./api/routes/admin.ts";
 import { createAuthenticator } from "./auth/authenticator.ts";
+import { formatAmount } from "./billing/money.ts";
 import { BillingAdmission, RESERVATION_LEASE_MS } from "./billing/reserve-and-settle.ts";
 import type { Config } from "./catalog/catalog.ts";
 import { type ClusterSettings, readClusterSettings } from "./cluster/cluster-settings.ts";
@@ -249,6 +250,8 @@ async function startOnStore(
   const registry = new ModelRegistry(config.models, (model, context) => createEngine(model, logger, context));
   opened.push(registry);
   if (released > 0) logger.warn({ released }, "released reservations left by the previous run");
+  const inFlight = new InFlightRequests();
+  const metrics = createServerMetrics(registry, inFlight);
   const admission = new BillingAdmission({
     store,
     limits: keyLimits,
@@ -264,8 +267,14 @@ async function startOnStore(
         "settling a request failed; its charge was not recorded",
       );
     },
-    onSettleRecovered: (requestId, attempts) =>
-      logger.warn({ requestId, attempts }, "settled a request after the store came back"),
+    onSettleRecovered: (requestId, attempts, { model, chargedNano }) => {
+      // The request was logged and measured without its charge: both get it now.
+      metrics.addCharge(model, chargedNano);
+      logger.warn(
+        { requestId, attempts, model, cost: formatAmount(chargedNano) },
+        "settled a request after the store came back",
+      );
+    },
   });
   const sharedStore = !config.database.startsWith("sqlite:");
   const leaseRenewal = setInterval(() => {
@@ -288,10 +297,10 @@ async function startOnStore(
     }
   }, RESERVATION_LEASE_MS / 3);
   leaseRenewal.unref();
-  const inFlight = new InFlightRequests();
   const app = buildApp({
     registry,
     inFlight,
+    metrics,
     authenticate: (header) => authenticator.authenticate(header),
     admission,
     keyLimits,

@@ -46,6 +46,11 @@ export interface AppDependencies {
   checkReady?: () => Promise<{ ready: boolean; reasons: string[] }>;
   /** The requests running now; a shutdown drains them. Default: a new, private set. */
   inFlight?: InFlightRequests;
+  /**
+   * What `/metrics` shows; given when something else adds to it too (charges settled late, by
+   * billing). Default: {@link createServerMetrics} of the registry and `inFlight`.
+   */
+  metrics?: Metrics;
   /** A pino logger; default: no logs. */
   logger?: FastifyBaseLogger;
   /** Longest time a client may take to send a whole request; default {@link REQUEST_TIMEOUT_MS}. */
@@ -124,6 +129,18 @@ export const REQUEST_TIMEOUT_MS = 300_000;
 export const HEADERS_TIMEOUT_MS = 60_000;
 
 /** Builds the Fastify app: routes, authentication, JSON parsing and the one error mapping. */
+/** The server's metrics: its requests, and, when scraped, the requests in flight and each model's load. */
+export function createServerMetrics(registry: ModelRegistry, inFlight: InFlightRequests): Metrics {
+  return new Metrics({
+    inFlight: () => inFlight.size,
+    modelLoad: () =>
+      registry.list().flatMap((entry) => {
+        const load = entry.engine?.load?.();
+        return load === undefined ? [] : [{ model: entry.model.id, ...load }];
+      }),
+  });
+}
+
 export function buildApp(dependencies: AppDependencies): FastifyInstance {
   const requestTimeoutMs = dependencies.requestTimeoutMs ?? REQUEST_TIMEOUT_MS;
   // Node lets the request timeout lapse while the headers timeout is longer (seen on 24.21):
@@ -210,14 +227,7 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
     done();
   });
 
-  const metrics = new Metrics({
-    inFlight: () => inFlight.size,
-    modelLoad: () =>
-      dependencies.registry.list().flatMap((entry) => {
-        const load = entry.engine?.load?.();
-        return load === undefined ? [] : [{ model: entry.model.id, ...load }];
-      }),
-  });
+  const metrics = dependencies.metrics ?? createServerMetrics(dependencies.registry, inFlight);
 
   // One log line and one metrics observation per request: who, what, outcome, tokens, cost
   // and time; never the prompt. A request whose client left before its response was complete

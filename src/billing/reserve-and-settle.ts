@@ -96,8 +96,16 @@ export interface BillingAdmissionOptions {
     requestId: string,
     details: { retrying: boolean; usage: UsageRecord },
   ) => void;
-  /** Reported when a settlement that failed went through on a later attempt. */
-  onSettleRecovered?: (requestId: string, attempts: number) => void;
+  /**
+   * Reported when a settlement that failed went through on a later attempt, in the background:
+   * after the request's log line and metrics, which therefore do not hold its charge
+   * (`chargedNano`, to the usage row's `model`).
+   */
+  onSettleRecovered?: (
+    requestId: string,
+    attempts: number,
+    charge: { model: string; chargedNano: bigint },
+  ) => void;
   /**
    * Pauses between the attempts to settle while the store fails: the first ones before the
    * request's last byte, then, in the background, the last repeated until it goes through.
@@ -396,7 +404,7 @@ export class BillingAdmission implements ChatAdmission {
         return;
       }
       this.#live.delete(usage.id);
-      this.#onSettleRecovered(usage.requestId, attempts + 1);
+      this.#onSettleRecovered(usage.requestId, attempts + 1, { model: usage.model, chargedNano });
       await charged(chargedNano);
     };
     let closing = false;

@@ -114,9 +114,16 @@ export class Metrics {
     if (observation.completionTokens !== undefined) {
       this.#tokens.inc([served, "completion"], observation.completionTokens);
     }
-    if (observation.costNano !== undefined && observation.costNano > 0n) {
-      this.#cost.inc([served], observation.costNano);
-    }
+    if (observation.costNano !== undefined) this.addCharge(served, observation.costNano);
+  }
+
+  /**
+   * Money charged for a request under the model that served it. {@link observe} adds a request's
+   * charge; a charge that went through only after the request was recorded (its settle was retried
+   * in the background while the store was down) is added here by itself.
+   */
+  addCharge(model: string, costNano: bigint): void {
+    if (costNano > 0n) this.#cost.inc([model], costNano);
   }
 
   async render(): Promise<{ contentType: string; body: string }> {

@@ -225,7 +225,7 @@ describe("BillingAdmission when the store fails to settle", () => {
     const account = makeAccount({ name: "flaky", balanceNano: 50_000n });
     await store.insertAccount(account);
     const errors: { requestId: string; retrying: boolean }[] = [];
-    const recovered: number[] = [];
+    const recovered: { attempts: number; model: string; chargedNano: bigint }[] = [];
     const flaky = failingStore(5);
     const admission = new BillingAdmission({
       // Three tries before the answer, then two in the background fail; the third goes through.
@@ -235,7 +235,7 @@ describe("BillingAdmission when the store fails to settle", () => {
       replicaId: "test",
       settleRetryDelaysMs: { beforeAnswer: [1, 1], background: [20, 20] },
       onSettleError: (_error, requestId, { retrying }) => errors.push({ requestId, retrying }),
-      onSettleRecovered: (_requestId, attempts) => recovered.push(attempts),
+      onSettleRecovered: (_requestId, attempts, charge) => recovered.push({ attempts, ...charge }),
     });
     const ticket = await admitOne(admission, "req_flaky", account.id);
     await ticket.settle(outcome);
@@ -244,7 +244,8 @@ describe("BillingAdmission when the store fails to settle", () => {
     expect((await store.getAccountMoney(account.id))?.reservedNano).toBe(30_000n);
 
     await until(() => admission.pendingSettlements === 0 && recovered.length === 1);
-    expect(recovered).toEqual([3]);
+    // With its charge: the request was recorded without it.
+    expect(recovered).toEqual([{ attempts: 3, model: "priced", chargedNano: 15_000n }]);
     expect(await store.getAccountMoney(account.id)).toEqual({
       balanceNano: 35_000n,
       reservedNano: 0n,

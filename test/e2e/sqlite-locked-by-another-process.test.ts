@@ -10,6 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { formatAmount } from "../../src/billing/money.ts";
 import { type RunningServer, startServer } from "../../src/server.ts";
 import { openStore } from "../../src/store/open-store.ts";
 import type { Store } from "../../src/store/store.ts";
@@ -112,6 +113,9 @@ describe("a SQLite server whose file another process has locked", () => {
     const usage = await store.listUsage();
     const spent = usage.reduce((total, row) => total + row.costNano, 0n);
     expect(spent).toBeGreaterThan(0n);
+    // Charged late, after the request's metrics were taken: /metrics holds the charge all the same.
+    const metrics = await (await fetch(`${origin}/metrics`)).text();
+    expect(metrics).toContain(`tollgate_cost_total{model="${MODEL}"} ${formatAmount(spent)}\n`);
     const account = await store.getAccountByName("starter");
     expect(await store.getAccountMoney(account?.id as string)).toEqual({
       balanceNano: 10_000_000_000n - spent,
