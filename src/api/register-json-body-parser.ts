@@ -54,8 +54,21 @@ export function registerJsonBodyParser(app: FastifyInstance): void {
       done(refusal, undefined);
       return;
     }
-    parseJsonText(request, typeof body === "string" ? body : body.toString("utf8"), done);
+    parseJsonText(
+      request,
+      withoutByteOrderMark(typeof body === "string" ? body : body.toString("utf8")),
+      done,
+    );
   });
+}
+
+/**
+ * `text` without the UTF-8 byte order mark it may start with (files saved by Windows PowerShell 5
+ * and some editors), which RFC 8259 lets a parser ignore and `TextDecoder` drops on the other path:
+ * the same bytes are read alike whatever parameters their content type carries.
+ */
+function withoutByteOrderMark(text: string): string {
+  return text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
 }
 
 /** The `charset` parameter of `contentType`, or `undefined`. */
@@ -81,7 +94,9 @@ function decode(bytes: Uint8Array, label: string): string | undefined {
 /** The refusal of a compressed body, or `undefined` for an identity one. */
 function refuseContentEncoding(request: FastifyRequest): AppError | undefined {
   const encoding = request.headers["content-encoding"];
-  if (encoding === undefined || encoding.trim().toLowerCase() === "identity") return undefined;
+  // An empty header names no coding (RFC 9110 8.4: codings are listed in the order applied).
+  const coding = encoding?.trim().toLowerCase();
+  if (coding === undefined || coding === "" || coding === "identity") return undefined;
   return new AppError(
     "invalid_content_type",
     `Compressed request bodies (Content-Encoding: ${encoding}) are not supported; send the JSON uncompressed.`,

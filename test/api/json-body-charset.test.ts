@@ -93,6 +93,24 @@ describe("a JSON body with a declared charset", () => {
     }
   });
 
+  it("may start with a UTF-8 byte order mark, whatever parameters its content type has", async () => {
+    const body = Buffer.from('\uFEFF{"text":"café"}');
+    for (const contentType of [
+      "application/json",
+      "application/json; charset=utf-8",
+      "application/json; charset=UTF-8; version=2",
+      "application/json; version=2",
+    ]) {
+      expect(await post(contentType, body), contentType).toEqual({
+        status: 200,
+        body: { body: { text: "café" } },
+      });
+    }
+    // Only one: a second is text before the JSON.
+    const twice = await post("application/json", Buffer.from('\uFEFF\uFEFF{"text":"café"}'));
+    expect(twice).toMatchObject({ status: 400, body: { error: { code: "invalid_json" } } });
+  });
+
   it("is refused, naming the charset, when the charset is not one the server can decode", async () => {
     for (const charset of ["klingon", "utf-32"]) {
       expect(await post(`application/json; charset=${charset}`, Buffer.from("{}"))).toEqual({
@@ -114,6 +132,11 @@ describe("a JSON body with a declared charset", () => {
       "content-encoding": "gzip",
     });
     expect(compressed).toMatchObject({ status: 400, body: { error: { code: "invalid_content_type" } } });
+    // An empty Content-Encoding names no coding: the body is plain.
+    expect(await post("application/json", Buffer.from("{}"), { "content-encoding": "" })).toEqual({
+      status: 200,
+      body: { body: {} },
+    });
     const invalid = await post("application/json; charset=latin1", Buffer.from("{"));
     expect(invalid).toMatchObject({ status: 400, body: { error: { code: "invalid_json" } } });
     expect(await post("application/json-seq", Buffer.from("{}"))).toMatchObject({
