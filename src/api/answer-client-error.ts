@@ -74,7 +74,26 @@ export function answerClientError(error: ClientError, socket: HttpSocket, timeou
   }
   // The parser keeps the last request whose headers it read, complete once its body is in too.
   const incoming = socket.parser?.incoming;
-  const appError = describeClientError(error, timeouts, incoming != null && !incoming.complete);
+  writeErrorAndClose(socket, describeClientError(error, timeouts, incoming != null && !incoming.complete));
+}
+
+/**
+ * Node's `connect` handler: a `CONNECT` request (a client taking the server for a proxy) is
+ * refused in the contract's shape. Without a handler Node closes such a connection with no
+ * answer at all.
+ */
+export function refuseConnect(socket: Duplex): void {
+  writeErrorAndClose(
+    socket,
+    new AppError(
+      "invalid_http_request",
+      "CONNECT is not supported: this server is not a proxy. Send the request to it directly (e.g. POST /v1/chat/completions).",
+    ),
+  );
+}
+
+/** Writes `appError` as a whole response on `socket`, which is then closed. */
+function writeErrorAndClose(socket: Duplex, appError: AppError): void {
   const body = JSON.stringify(toWireError(appError));
   const head = [
     `HTTP/1.1 ${appError.status} ${STATUS_CODES[appError.status] ?? "Error"}`,

@@ -15,7 +15,7 @@ import { AppError } from "../errors/app-error.ts";
 import type { KeyLimits } from "../limits/key-limits.ts";
 import { Metrics } from "../metrics/metrics.ts";
 import type { ModelRegistry } from "../models/model-registry.ts";
-import { answerClientError, boundUnreadBody } from "./answer-client-error.ts";
+import { answerClientError, boundUnreadBody, refuseConnect } from "./answer-client-error.ts";
 import { forwardUnmetExpectations, refuseRequestHead } from "./check-request-head.ts";
 import { CORS_PREFIX, CORS_RESPONSE_HEADERS, registerCorsPreflight } from "./cors.ts";
 import { createOpenApiDocument } from "./create-openapi-document.ts";
@@ -201,6 +201,7 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
 
   app.server.headersTimeout = headersTimeoutMs;
   forwardUnmetExpectations(app.server);
+  app.server.on("connect", (_request, socket) => refuseConnect(socket));
 
   const inFlight = dependencies.inFlight ?? new InFlightRequests();
   // Hooks with nothing to wait for take Fastify's callback form, which costs no promise.

@@ -271,6 +271,25 @@ describe("request heads Node would refuse with a bare answer of its own", () => 
     });
   });
 
+  it("answers CONNECT (the server taken for a proxy) with 400 in the contract's shape, then closes", async () => {
+    // Node closes such a connection without a word unless something answers it.
+    for (const target of ["127.0.0.1:443", "/v1/models"]) {
+      const { text, closed } = await exchange([`CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\n\r\n`]);
+      expect(closed).toBe(true);
+      const response = parseResponse(text);
+      expect(response.status).toBe(400);
+      expect(response.headers["x-request-id"]).toMatch(/^req_[0-9a-f]{24}$/);
+      expect(response.body).toEqual({
+        error: {
+          message: expect.stringMatching(/^CONNECT is not supported: this server is not a proxy\./),
+          type: "invalid_request_error",
+          param: null,
+          code: "invalid_http_request",
+        },
+      });
+    }
+  });
+
   it("still answers an HTTP/1.0 request without Host, as Node does", async () => {
     const { text } = await exchange(["GET /health HTTP/1.0\r\n\r\n"]);
     expect(text).toMatch(/^HTTP\/1\.1 200 [\s\S]*\{"status":"ok"\}$/);
