@@ -46,7 +46,9 @@ export async function createKey(
   if (input.role === "user" && input.accountId === undefined) {
     throw new AdminError("invalid_value", "A user key needs an account.", { field: "account" });
   }
-  const name = input.name ?? "";
+  // Well-formed, as the store keeps it (UTF-8 has no lone surrogates): the name answered is the
+  // name listed later.
+  const name = (input.name ?? "").toWellFormed();
   if (hasMoreCharactersThan(name, MAX_NAME_LENGTH)) {
     throw new AdminError("invalid_value", `A key name has at most ${MAX_NAME_LENGTH} characters.`, {
       field: "name",
