@@ -1,5 +1,11 @@
 import type { TObject } from "@sinclair/typebox";
 import {
+  HEADER_COMPONENTS,
+  headerReference,
+  RATE_LIMIT_HEADERS,
+  type ResponseHeaders,
+} from "./openapi-headers.ts";
+import {
   AccountsQuery,
   CreateAccountBody,
   CreateKeyBody,
@@ -45,9 +51,6 @@ function closedBody(schema: TObject): Record<string, unknown> {
 }
 
 const reference = (name: string) => ({ $ref: `#/components/schemas/${name}` });
-const headerReference = (name: string) => ({ $ref: `#/components/headers/${name}` });
-
-type ResponseHeaders = Record<string, { $ref: string }>;
 
 /** A response; every one carries `x-request-id`, whatever its status. */
 function response(description: string, content?: Record<string, unknown>, headers: ResponseHeaders = {}) {
@@ -63,26 +66,37 @@ function json(schema: unknown) {
 }
 
 /**
- * Extra headers of an error response by status (SPEC §4): no-retry on 403, retry-after on 429
- * and 503, or no-retry on a 429 that waiting cannot cure (a request above the key's token rate).
+ * Extra headers of an error response by status (SPEC §4, `errors.ts`): no-retry on 403,
+ * retry-after on 429 and 503, and no-retry on a 429 or 503 that waiting cannot cure (a request
+ * above the key's token rate; a local model that failed to load, which only a chat request meets:
+ * `neverRetried503`).
  */
-function errorHeaders(status: string): ResponseHeaders {
-  if (status === "403") return { "x-should-retry": headerReference("XShouldRetry") };
-  if (status === "429")
-    return {
-      "retry-after": headerReference("RetryAfter"),
-      "x-should-retry": headerReference("XShouldRetry"),
-    };
-  if (status === "503") return { "retry-after": headerReference("RetryAfter") };
+function errorHeaders(status: string, options: { neverRetried503: boolean }): ResponseHeaders {
+  const noRetry = { "x-should-retry": headerReference("XShouldRetry") };
+  if (status === "403") return noRetry;
+  if (status === "429") return { "retry-after": headerReference("RetryAfter"), ...noRetry };
+  if (status === "503")
+    return { "retry-after": headerReference("RetryAfter"), ...(options.neverRetried503 ? noRetry : {}) };
   return {};
 }
 
+/** Which error responses carry more than {@link errorHeaders} always gives their status. */
+interface ErrorResponseOptions {
+  /** Statuses a rate-limited key may be answered once authenticated: they report its limits. */
+  rateLimited?: readonly string[];
+  /** The 503 may come from a local model that failed to load: `x-should-retry: false`. */
+  neverRetried503?: boolean;
+}
+
 /** Error responses in the contract's shape; each description names the codes the status carries. */
-function errorResponses(statuses: Record<string, string>) {
+function errorResponses(statuses: Record<string, string>, options: ErrorResponseOptions = {}) {
   return Object.fromEntries(
     Object.entries(statuses).map(([status, description]) => [
       status,
-      response(description, json(reference("ErrorResponse")), errorHeaders(status)),
+      response(description, json(reference("ErrorResponse")), {
+        ...errorHeaders(status, { neverRetried503: options.neverRetried503 ?? false }),
+        ...(options.rateLimited?.includes(status) ? RATE_LIMIT_HEADERS : {}),
+      }),
     ]),
   );
 }
@@ -106,16 +120,22 @@ const SHUTTING_DOWN = "`model_unavailable`: the server is shutting down; retry a
 const VALIDATION_CODES =
   "`invalid_json`, `invalid_content_type`, `missing_required_parameter`, `invalid_type`, `invalid_value` or `array_above_max_length` (`param` names the field)";
 
-/** The errors of a route under `/admin`: the admin key first (SPEC §11), then the request. */
+/**
+ * The errors of a route under `/admin`: the admin key first (SPEC §11), then the request. Admin
+ * keys have no rate limits: only a user key's 403 reports them.
+ */
 function adminErrors(statuses: Record<string, string> = {}) {
-  return errorResponses({
-    ...ANY_REQUEST_ERRORS,
-    "400": `${VALIDATION_CODES}; an unknown query parameter or body field is \`invalid_value\`. Or \`invalid_http_request\`.`,
-    "401": KEY_ERROR,
-    "403": "`admin_key_required`: the key is not an admin key.",
-    "503": STORE_UNAVAILABLE,
-    ...statuses,
-  });
+  return errorResponses(
+    {
+      ...ANY_REQUEST_ERRORS,
+      "400": `${VALIDATION_CODES}; an unknown query parameter or body field is \`invalid_value\`. Or \`invalid_http_request\`.`,
+      "401": KEY_ERROR,
+      "403": "`admin_key_required`: the key is not an admin key.",
+      "503": STORE_UNAVAILABLE,
+      ...statuses,
+    },
+    { rateLimited: ["403"] },
+  );
 }
 
 const REQUEST_TOO_LARGE = "`request_too_large`: the request body is over the server's limit.";
@@ -146,6 +166,16 @@ function jsonBody(name: string) {
 const adminSecurity = [{ adminKey: [] }];
 
 /**
+ * The `data` of each event of a streamed completion (`sse.ts`), as the stream's 200 shows it. An
+ * error once the 200 is sent cannot change the status: it comes as an event of its own.
+ */
+const STREAM_EVENT_SCHEMA = {
+  description:
+    "With `stream: true`: Server-Sent Events, each `data: <JSON>` and a blank line. First the assistant's role with empty content, then the content and tool-call deltas, the chunk with `finish_reason` and, with `stream_options.include_usage`, a chunk with `choices: []` and the usage; then `data: [DONE]`, and the stream ends. An error after the stream started (`upstream_unavailable` when the upstream's answer breaks off, `model_unavailable` when the model is unloaded as the server shuts down or reloads, `internal_error`) comes instead of the finishing chunk and the usage, as one event whose data is the contract's error object `{error: {message, type, param, code}}`, followed by `data: [DONE]`.",
+  anyOf: [reference("ChatCompletionChunk"), reference("ErrorResponse")],
+};
+
+/**
  * The OpenAPI 3.1 document of the HTTP API, built from the same schemas that validate
  * requests, so the two cannot drift apart.
  */
@@ -173,23 +203,7 @@ export function createOpenApiDocument(options: { version: string }): Record<stri
           description: "The `metrics_key` of the config, when it sets one; otherwise `/metrics` is open.",
         },
       },
-      headers: {
-        XRequestId: {
-          description:
-            "The request's id: the client's own `x-request-id` when it is 1 to 128 visible ASCII characters, else a new one. It is the usage row's `request_id`.",
-          schema: { type: "string" },
-        },
-        RetryAfter: {
-          description: "Seconds to wait before retrying.",
-          schema: { type: "integer", minimum: 1 },
-        },
-        XShouldRetry: { description: "The request will fail again as it is.", schema: { const: "false" } },
-        IdempotentReplayed: {
-          description:
-            "`true` when this answer is the credit an earlier request with the same `Idempotency-Key` made.",
-          schema: { const: "true" },
-        },
-      },
+      headers: HEADER_COMPONENTS,
       schemas: {
         ChatCompletionRequest: toJson(ChatCompletionRequestSchema),
         ChatCompletion: toJson(ChatCompletionSchema),
@@ -221,20 +235,32 @@ export function createOpenApiDocument(options: { version: string }): Record<stri
           summary: "Creates a model response for a conversation, plain or streamed.",
           requestBody: jsonBody("ChatCompletionRequest"),
           responses: {
-            "200": response("A completion, or with `stream: true` a Server-Sent Events stream of chunks.", {
-              "application/json": { schema: reference("ChatCompletion") },
-              "text/event-stream": { schema: reference("ChatCompletionChunk") },
-            }),
-            ...errorResponses({
-              ...ANY_REQUEST_ERRORS,
-              "400": `${VALIDATION_CODES}; \`model_not_supported\` (a model of another kind); \`context_length_exceeded\`; or \`invalid_http_request\`.`,
-              "401": KEY_ERROR,
-              "403": "`model_not_allowed` (the key may not use the model) or `insufficient_balance`.",
-              "404": "`model_not_found`.",
-              "413": REQUEST_TOO_LARGE,
-              "429": "`rate_limit_exceeded`: the key's requests or tokens per minute.",
-              "503": `\`model_overloaded\` (the model's queue is full), \`upstream_unavailable\`, \`model_unavailable\` (not loaded, or the server is shutting down) or \`store_unavailable\`; retry after \`retry-after\` seconds.`,
-            }),
+            "200": response(
+              "A completion, or with `stream: true` a Server-Sent Events stream of chunks.",
+              {
+                "application/json": { schema: reference("ChatCompletion") },
+                "text/event-stream": { schema: STREAM_EVENT_SCHEMA },
+              },
+              {
+                ...RATE_LIMIT_HEADERS,
+                "cache-control": headerReference("CacheControl"),
+                "x-accel-buffering": headerReference("XAccelBuffering"),
+              },
+            ),
+            ...errorResponses(
+              {
+                ...ANY_REQUEST_ERRORS,
+                "400": `${VALIDATION_CODES}; \`model_not_supported\` (a model of another kind); \`context_length_exceeded\`; or \`invalid_http_request\`.`,
+                "401": KEY_ERROR,
+                "403": "`model_not_allowed` (the key may not use the model) or `insufficient_balance`.",
+                "404": "`model_not_found`.",
+                "413": REQUEST_TOO_LARGE,
+                "429": "`rate_limit_exceeded`: the key's requests or tokens per minute.",
+                "503": `\`model_overloaded\` (the model's queue is full), \`upstream_unavailable\`, \`model_unavailable\` (not loaded, or the server is shutting down) or \`store_unavailable\`; retry after \`retry-after\` seconds, unless \`x-should-retry: false\` says no retry can help (a local model that failed to load, until an operator replaces its file and reloads).`,
+              },
+              // Every answer once the key is known, whatever refuses the request after that.
+              { rateLimited: ["400", "403", "404", "413", "429", "500", "503"], neverRetried503: true },
+            ),
           },
         },
       },
@@ -243,7 +269,7 @@ export function createOpenApiDocument(options: { version: string }): Record<stri
           operationId: "listModels",
           summary: "Lists the models the key may use.",
           responses: {
-            "200": response("The models", json(reference("ModelList"))),
+            "200": response("The models", json(reference("ModelList")), RATE_LIMIT_HEADERS),
             ...errorResponses({
               ...ANY_REQUEST_ERRORS,
               "401": KEY_ERROR,
@@ -258,13 +284,16 @@ export function createOpenApiDocument(options: { version: string }): Record<stri
           summary: "Retrieves one model; ids may contain `/` and `:`.",
           parameters: [{ name: "model_id", in: "path", required: true, schema: { type: "string" } }],
           responses: {
-            "200": response("The model", json(reference("Model"))),
-            ...errorResponses({
-              ...ANY_REQUEST_ERRORS,
-              "401": KEY_ERROR,
-              "404": "`model_not_found`: no such model, or the key may not use it.",
-              "503": `${STORE_UNAVAILABLE} Or ${SHUTTING_DOWN}`,
-            }),
+            "200": response("The model", json(reference("Model")), RATE_LIMIT_HEADERS),
+            ...errorResponses(
+              {
+                ...ANY_REQUEST_ERRORS,
+                "401": KEY_ERROR,
+                "404": "`model_not_found`: no such model, or the key may not use it.",
+                "503": `${STORE_UNAVAILABLE} Or ${SHUTTING_DOWN}`,
+              },
+              { rateLimited: ["404"] },
+            ),
           },
         },
       },

@@ -3,7 +3,19 @@ import { Ajv2020 } from "ajv/dist/2020.js";
 import type { FastifyInstance } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createOpenApiDocument } from "../../src/api/create-openapi-document.ts";
-import { startTestServer, type TestServer, TINY_MODEL } from "../support/test-server.ts";
+import type { CatalogModel } from "../../src/catalog/catalog.ts";
+import {
+  type MockUpstream,
+  resetAfter,
+  startMockUpstream,
+  textEvents,
+} from "../engine/openai/mock-upstream.ts";
+import {
+  createUpstreamModelEntry,
+  startTestServer,
+  type TestServer,
+  TINY_MODEL,
+} from "../support/test-server.ts";
 
 describe("the OpenAPI document", () => {
   it("is valid OpenAPI 3.1", async () => {
@@ -47,8 +59,13 @@ describe("the OpenAPI document", () => {
 
 /** An operation's documented response for a status, or `undefined`. */
 interface DocumentedResponse {
-  headers?: Record<string, unknown>;
+  headers?: Record<string, { $ref: string }>;
   content?: Record<string, { schema: unknown }>;
+}
+
+/** A header component of the document. */
+interface DocumentedHeader {
+  schema: { type?: string };
 }
 
 type Paths = Record<string, Record<string, { responses: Record<string, DocumentedResponse> }>>;
@@ -96,7 +113,17 @@ function closeObjects(schema: unknown): unknown {
 
 const DOCUMENT_ID = "https://tollgate.test/openapi.json";
 
-/** Validates bodies against the document's response schemas, with JSON Schema 2020-12 as OpenAPI 3.1 has it. */
+/** HTTP's own headers, which say how the message travels: the document describes the rest. */
+const TRANSPORT_HEADERS = new Set([
+  "content-type",
+  "content-length",
+  "date",
+  "connection",
+  "keep-alive",
+  "transfer-encoding",
+]);
+
+/** Validates bodies and headers against the document's responses, with JSON Schema 2020-12 as OpenAPI 3.1 has it. */
 function createResponseValidator(document: Record<string, unknown>) {
   // Not strict: the document holds OpenAPI's own keys (paths, operationId, ...) around its schemas.
   const ajv = new Ajv2020({ strict: false, allErrors: true });
@@ -104,6 +131,7 @@ function createResponseValidator(document: Record<string, unknown>) {
   ajv.addFormat("date", (text: string) => /^\d{4}-\d\d-\d\d$/.test(text));
   ajv.addSchema({ ...(closeObjects(document) as object), $id: DOCUMENT_ID });
   const paths = pathsOf(document);
+  const components = document.components as { headers: Record<string, DocumentedHeader> };
   return {
     /** The validation errors of `body` as the response of `method path` with `status` (`[]` when valid). */
     errors(method: string, path: string, status: number, contentType: string, body: unknown) {
@@ -115,29 +143,88 @@ function createResponseValidator(document: Record<string, unknown>) {
         .join("/");
       const validate = ajv.getSchema(`${DOCUMENT_ID}#/${pointer}`);
       if (validate === undefined) return [`no schema at ${pointer}`];
-      return validate(body)
-        ? []
-        : (validate.errors ?? []).map((error) => `${error.instancePath} ${error.message}`);
+      // A stream's schema is that of each event's data; `[DONE]` ends every stream.
+      const values =
+        contentType === "text/event-stream"
+          ? (body as string[]).filter((data) => data !== "[DONE]").map((data) => JSON.parse(data) as unknown)
+          : [body];
+      return values.flatMap((value) =>
+        validate(value)
+          ? []
+          : (validate.errors ?? []).map((error) => `${error.instancePath} ${error.message}`),
+      );
+    },
+    /** The headers of the response that it does not document, or whose value its schema refuses. */
+    headerErrors(method: string, path: string, status: number, headers: Record<string, string>) {
+      const documented = paths[path]?.[method]?.responses[String(status)]?.headers ?? {};
+      return Object.entries(headers).flatMap(([name, value]) => {
+        if (TRANSPORT_HEADERS.has(name)) return [];
+        const reference = documented[name]?.$ref;
+        if (reference === undefined)
+          return [`${method} ${path} ${status} does not document ${name}: ${value}`];
+        const header = components.headers[reference.split("/").at(-1) ?? ""];
+        const validate = ajv.compile(header?.schema ?? false);
+        const typed = header?.schema.type === "integer" ? Number(value) : value;
+        return validate(typed) ? [] : [`${name}: ${value} is not ${JSON.stringify(header?.schema)}`];
+      });
+    },
+  };
+}
+
+/** An upstream model whose answer breaks off mid-stream. */
+const CUT_STREAM_MODEL = "cut-stream";
+/** A local model whose file does not exist: it fails to load. */
+const MISSING_FILE_MODEL = "missing-file";
+
+function createMissingFileModelEntry(): CatalogModel {
+  return {
+    id: MISSING_FILE_MODEL,
+    kind: "chat",
+    ownedBy: "tollgate",
+    pricing: { kind: "chat", inputPerMillion: "1", outputPerMillion: "1" },
+    contextLength: 512,
+    created: 1_700_000_002,
+    engine: {
+      type: "llama",
+      model: "/nonexistent/missing.gguf",
+      parallel: 1,
+      maxQueue: 1,
+      threads: 1,
+      gpu: false,
     },
   };
 }
 
 describe("the OpenAPI document of a running server", () => {
   let server: TestServer;
+  let cutStreamUpstream: MockUpstream;
   const document = createOpenApiDocument({ version: "1.0.0" });
   const validator = createResponseValidator(document);
   const expectValid = (
     method: string,
     path: string,
-    answer: { status: number; contentType: string; body: unknown },
-  ) => expect(validator.errors(method, path, answer.status, answer.contentType, answer.body)).toEqual([]);
+    answer: { status: number; contentType: string; headers: Record<string, string>; body: unknown },
+  ) => {
+    expect(validator.errors(method, path, answer.status, answer.contentType, answer.body)).toEqual([]);
+    expect(validator.headerErrors(method, path, answer.status, answer.headers)).toEqual([]);
+  };
 
   beforeAll(async () => {
-    server = await startTestServer();
+    // The role, two deltas, then the connection breaks: Tollgate's 200 is out by then.
+    cutStreamUpstream = await startMockUpstream(
+      resetAfter(textEvents(["par", "tial"], { usage: undefined }).slice(0, 3)),
+    );
+    server = await startTestServer({
+      extraModels: [
+        createUpstreamModelEntry(CUT_STREAM_MODEL, cutStreamUpstream.baseUrl),
+        createMissingFileModelEntry(),
+      ],
+    });
   });
 
   afterAll(async () => {
     await server?.close();
+    await cutStreamUpstream?.close();
   });
 
   async function call(
@@ -161,8 +248,19 @@ describe("the OpenAPI document of a running server", () => {
     return {
       status: response.status,
       contentType,
-      body: contentType === "application/json" ? JSON.parse(text) : text,
+      headers: Object.fromEntries(response.headers),
+      body: readBody(contentType, text),
     };
+  }
+
+  /** JSON parsed; a stream as the `data` of its events, in order; anything else as text. */
+  function readBody(contentType: string, text: string): unknown {
+    if (contentType === "application/json") return JSON.parse(text);
+    if (contentType !== "text/event-stream") return text;
+    return text
+      .split("\n\n")
+      .filter((event) => event !== "")
+      .map((event) => event.replace(/^data: /, ""));
   }
 
   it("documents every route the server registers, and none it does not", () => {
@@ -265,5 +363,64 @@ describe("the OpenAPI document of a running server", () => {
     expect(metrics.contentType).toBe("text/plain");
     expectValid("get", "/metrics", metrics);
     expectValid("get", "/openapi.json", await call("GET", "/openapi.json", undefined));
+  });
+
+  const streamed = { messages: [{ role: "user", content: "Hi" }], max_tokens: 2, stream: true };
+
+  it("describes a stream's headers", async () => {
+    const whole = await call("POST", "/v1/chat/completions", server.starterKey, {
+      ...streamed,
+      model: TINY_MODEL,
+    });
+    expect(whole.headers).toMatchObject({ "cache-control": "no-cache", "x-accel-buffering": "no" });
+    expectValid("post", "/v1/chat/completions", whole);
+  });
+
+  it("describes an error after a stream's 200: one event in the contract's shape, then [DONE]", async () => {
+    const cut = await call("POST", "/v1/chat/completions", server.starterKey, {
+      ...streamed,
+      model: CUT_STREAM_MODEL,
+    });
+    expect(cut.status).toBe(200);
+    const events = cut.body as string[];
+    expect(JSON.parse(events.at(-2) ?? "")).toMatchObject({ error: { code: "upstream_unavailable" } });
+    expect(events.at(-1)).toBe("[DONE]");
+    expectValid("post", "/v1/chat/completions", cut);
+  });
+
+  it("describes the rate-limit headers on every answer a limited key gets", async () => {
+    const limited = await server.createKey({ rpm: 2, tpm: 10_000 });
+    const chat = (body: object) =>
+      call("POST", "/v1/chat/completions", limited, {
+        messages: [{ role: "user", content: "Hi" }],
+        max_tokens: 2,
+        ...body,
+      });
+    const answers = [
+      ["post", "/v1/chat/completions", await chat({ model: TINY_MODEL })],
+      ["post", "/v1/chat/completions", await chat({ model: TINY_MODEL, stream: true })],
+      // Two requests a minute: the third is refused, and still told where the limits stand.
+      ["post", "/v1/chat/completions", await chat({ model: TINY_MODEL })],
+      ["post", "/v1/chat/completions", await chat({ model: "nope" })],
+      ["get", "/v1/models", await call("GET", "/v1/models", limited)],
+      ["get", "/v1/models/{model_id}", await call("GET", "/v1/models/nope", limited)],
+      ["get", "/admin/keys", await call("GET", "/admin/keys", limited)],
+    ] as const;
+    expect(answers.map(([, , answer]) => answer.status)).toEqual([200, 200, 429, 404, 200, 404, 403]);
+    for (const [method, path, answer] of answers) {
+      expect(answer.headers).toHaveProperty("x-ratelimit-limit-requests", "2");
+      expect(answer.headers).toHaveProperty("x-ratelimit-reset-tokens");
+      expectValid(method, path, answer);
+    }
+  });
+
+  it("describes the 503 of a local model that failed to load, which no retry can mend", async () => {
+    const refused = await call("POST", "/v1/chat/completions", server.starterKey, {
+      model: MISSING_FILE_MODEL,
+      messages: [{ role: "user", content: "Hi" }],
+    });
+    expect(refused.status).toBe(503);
+    expect(refused.headers["x-should-retry"]).toBe("false");
+    expectValid("post", "/v1/chat/completions", refused);
   });
 });
