@@ -3,6 +3,7 @@ import { parseArgs } from "node:util";
 import { CliError, type OutputSink } from "../admin/cli-error.ts";
 import type { Config } from "../catalog/catalog.ts";
 import { suggestName } from "../catalog/suggest-name.ts";
+import { createNotWritableError, isSystemError } from "./download/create-not-writable-error.ts";
 import { createProgressReporter, type ProgressOutput } from "./download/create-progress-reporter.ts";
 import { downloadModel } from "./download/download-model.ts";
 import { formatBytes } from "./download/format-download-figures.ts";
@@ -86,9 +87,12 @@ export async function runModelsPullCommand(
     });
   } catch (error) {
     reporter.finish();
-    if (error instanceof ModelDownloadError) {
-      const resume = error.retryable ? " Run the command again to resume the download." : "";
-      throw new CliError(`Cannot download ${shown}: ${error.message}${resume}`, { cause: error });
+    // A system error here comes from creating the models folder or the lock file (read-only, or
+    // under a file); a failed write of the file itself arrives already as `not-writable`.
+    const failure = isSystemError(error) ? createNotWritableError(error, modelsFolder) : error;
+    if (failure instanceof ModelDownloadError) {
+      const resume = failure.retryable ? " Run the command again to resume the download." : "";
+      throw new CliError(`Cannot download ${shown}: ${failure.message}${resume}`, { cause: failure });
     }
     throw error;
   }

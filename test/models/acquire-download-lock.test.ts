@@ -1,9 +1,10 @@
 import { spawn } from "node:child_process";
 import { once } from "node:events";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
-import { readdir, readFile, writeFile } from "node:fs/promises";
+import { readdir, readFile, utimes, writeFile } from "node:fs/promises";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { acquireDownloadLock } from "../../src/models/download/acquire-download-lock.ts";
 
@@ -20,6 +21,11 @@ async function endedProcessId(): Promise<number> {
   expect(code).toBe(0);
   if (child.pid === undefined) throw new Error("the child had no pid");
   return child.pid;
+}
+
+/** Whether the lock file names this process as its holder (`hostname pid start token`). */
+async function isHeldByThisProcess(path: string): Promise<boolean> {
+  return (await readFile(path, "utf8")).startsWith(`${hostname()} ${process.pid} `);
 }
 
 /**
@@ -44,7 +50,7 @@ describe("a download lock left by a process of this machine", () => {
     const { lock, waited } = await acquireWithoutWaiting(path);
 
     expect(waited).toBe(false);
-    expect(await readFile(path, "utf8")).toBe(`${hostname()} ${process.pid}\n`);
+    expect(await isHeldByThisProcess(path)).toBe(true);
     await lock?.release();
     expect(existsSync(path)).toBe(false);
     // Nothing of the old lock is left beside it.
@@ -59,7 +65,7 @@ describe("a download lock left by a process of this machine", () => {
 
     expect(attempts.filter((attempt) => attempt.lock !== undefined)).toHaveLength(1);
     expect(attempts.filter((attempt) => attempt.waited)).toHaveLength(1);
-    expect(await readFile(path, "utf8")).toBe(`${hostname()} ${process.pid}\n`);
+    expect(await isHeldByThisProcess(path)).toBe(true);
     await Promise.all(attempts.map((attempt) => attempt.lock?.release()));
   });
 
@@ -80,5 +86,68 @@ describe("a download lock left by a process of this machine", () => {
     const path = join(root, "elsewhere.lock");
     await writeFile(path, `not-${hostname()} ${await endedProcessId()}\n`);
     expect(await acquireWithoutWaiting(path)).toEqual({ lock: undefined, waited: true });
+  });
+
+  it("is waited for while that process runs, however long it has not touched the lock (a pull paused with Ctrl-Z)", async () => {
+    const path = join(root, "paused.lock");
+    const module = pathToFileURL(
+      join(import.meta.dirname, "../../src/models/download/acquire-download-lock.ts"),
+    );
+    const holder = spawn(
+      process.execPath,
+      [
+        "--input-type=module",
+        "-e",
+        `import { acquireDownloadLock } from ${JSON.stringify(module.href)};
+         await acquireDownloadLock({ path: ${JSON.stringify(path)} });
+         process.stdout.write("held\\n");
+         setInterval(() => {}, 1000);`,
+      ],
+      { stdio: ["ignore", "pipe", "inherit"] },
+    );
+    try {
+      const [data] = (await once(holder.stdout, "data")) as [Buffer];
+      expect(data.toString()).toBe("held\n");
+      holder.kill("SIGSTOP");
+      const held = await readFile(path, "utf8");
+      // Paused for ten minutes: no heartbeat touched the lock meanwhile.
+      const past = new Date(Date.now() - 600_000);
+      await utimes(path, past, past);
+
+      expect(await acquireWithoutWaiting(path)).toEqual({ lock: undefined, waited: true });
+      expect(await readFile(path, "utf8")).toBe(held);
+    } finally {
+      holder.kill("SIGKILL");
+    }
+  });
+
+  it.skipIf(!existsSync("/proc/self/stat"))(
+    "is taken over at once when it names this process's id with another start (a restarted container's process got the id again)",
+    async () => {
+      const path = join(root, "earlier-run.lock");
+      await writeFile(path, `${hostname()} ${process.pid} 00000000-0000-0000-0000-000000000000/1 earlier\n`);
+
+      const { lock, waited } = await acquireWithoutWaiting(path);
+
+      expect(waited).toBe(false);
+      expect(await isHeldByThisProcess(path)).toBe(true);
+      await lock?.release();
+    },
+  );
+});
+
+describe("a held download lock", () => {
+  it("that another process took over is no longer held, and releasing it leaves the new holder's lock", async () => {
+    const path = join(root, "taken-over.lock");
+    const lock = await acquireDownloadLock({ path });
+    expect(await lock.isHeld()).toBe(true);
+    // A waiter on another machine judged it abandoned (this process was paused) and took it.
+    const other = `not-${hostname()} 4242 - other\n`;
+    await writeFile(path, other);
+
+    expect(await lock.isHeld()).toBe(false);
+    await lock.release();
+    expect(await readFile(path, "utf8")).toBe(other);
+    expect((await readdir(root)).filter((name) => name.startsWith("taken-over.lock."))).toEqual([]);
   });
 });

@@ -1,4 +1,4 @@
-import { existsSync } from "node:fs";
+import { closeSync, existsSync, openSync, writeSync } from "node:fs";
 import { readFile, rm, stat, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -232,6 +232,91 @@ describe("downloadFile", () => {
     expect(ranges).toHaveLength(3);
     expect(ranges[2]).toBeUndefined();
     expect((await readFile(destination)).equals(changed.bytes)).toBe(true);
+  });
+
+  it("starts over when a server without ETag or Last-Modified sends the rest of a file of another size", async () => {
+    const changed = await createModelBytes(6);
+    const longer = Buffer.concat([changed.bytes, Buffer.alloc(100_000, 1)]);
+    const { url, name, destination } = prepare({ breakAfterBytes: 1_000_000, breakCount: 1 });
+    await expectDownloadError(downloadFile({ ...quick, url, destination, maxAttempts: 1 }));
+    server.files.set(name, { bytes: longer });
+
+    const notices: string[] = [];
+    await downloadFile({ ...quick, url, destination, onNotice: (message) => notices.push(message) });
+    const ranges = server.requests.filter((request) => request.path === name).map((request) => request.range);
+    expect(ranges).toHaveLength(3);
+    expect(ranges[2]).toBeUndefined();
+    expect((await readFile(destination)).equals(longer)).toBe(true);
+    expect(notices.join("\n")).toMatch(/changed since the partial download began; starting over/);
+  });
+
+  it("keeps the partial file when a resume is answered 200 with a page that is not the model, and resumes later", async () => {
+    const { url, name, destination } = prepare({ etag: "v1", breakAfterBytes: 1_000_000, breakCount: 1 });
+    await expectDownloadError(downloadFile({ ...quick, url, destination, maxAttempts: 1 }));
+    const kept = await readFile(`${destination}.partial`);
+    // An expired signed URL, or a CDN's error page, sent with 200.
+    server.files.set(name, { bytes: Buffer.from("<html>Please sign in</html>"), contentType: "text/html" });
+
+    const notices: string[] = [];
+    const failure = await expectDownloadError(
+      downloadFile({
+        ...quick,
+        url,
+        destination,
+        maxAttempts: 2,
+        onNotice: (message) => notices.push(message),
+      }),
+    );
+    expect(failure.retryable).toBe(true);
+    expect(failure.message).toBe(
+      `${url} answered the resumed download with a body (text/html) that is not a GGUF model file (which starts with "GGUF"), such as a login or error page; the partial download was kept. If this repeats, check the URL, and that the file may be downloaded without signing in.`,
+    );
+    expect(notices.filter((message) => /Retrying in/.test(message))).toHaveLength(1);
+    expect(notices.join("\n")).not.toMatch(/starting over/);
+    expect((await readFile(`${destination}.partial`)).equals(kept)).toBe(true);
+
+    server.files.set(name, { bytes: model.bytes, etag: "v1" });
+    await downloadFile({ ...quick, url, destination });
+    const seen = server.requests.filter((request) => request.path === name);
+    expect(seen.at(-1)?.range).toBe(`bytes=${kept.length}-`);
+    expect((await readFile(destination)).equals(model.bytes)).toBe(true);
+  });
+
+  it("writes each byte of a resume at its own offset, so a second writer of the same file cannot shift them", async () => {
+    const { url, destination } = prepare({ breakAfterBytes: 1_000_000, breakCount: 1 });
+    await expectDownloadError(downloadFile({ ...quick, url, destination, maxAttempts: 1 }));
+    let written = false;
+    await downloadFile({
+      ...quick,
+      url,
+      destination,
+      onProgress: ({ receivedBytes }) => {
+        if (written || receivedBytes < 2_000_000) return;
+        written = true;
+        // A process that lost its lock, further ahead, writes the next bytes of the same file.
+        const file = openSync(`${destination}.partial`, "r+");
+        writeSync(file, model.bytes, receivedBytes, 300_000, receivedBytes);
+        closeSync(file);
+      },
+    });
+    expect(written).toBe(true);
+    expect((await readFile(destination)).equals(model.bytes)).toBe(true);
+  });
+
+  it("neither checks, deletes nor renames the file once the lock is lost", async () => {
+    const { url, destination } = prepare();
+    const lost = new ModelDownloadError("interrupted", "lock lost");
+    const failure = await expectDownloadError(
+      downloadFile({
+        ...quick,
+        url,
+        destination,
+        ensureLockHeld: () => Promise.reject(lost),
+      }),
+    );
+    expect(failure).toBe(lost);
+    expect(existsSync(destination)).toBe(false);
+    expect((await readFile(`${destination}.partial`)).equals(model.bytes)).toBe(true);
   });
 
   it("names the version by Last-Modified, never by a weak ETag, when resuming", async () => {

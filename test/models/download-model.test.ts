@@ -250,6 +250,38 @@ describe("downloadModel: sharing", () => {
   });
 });
 
+describe("downloadModel: a lock taken over", () => {
+  it("stops without saving the file, and leaves the lock to the process that took it over", async () => {
+    let open: () => void = () => {};
+    cdn.files.set("/taken-over.gguf", {
+      bytes: model.bytes,
+      gate: new Promise<void>((resolve) => {
+        open = resolve;
+      }),
+    });
+    const modelsFolder = newModelsFolder();
+    const modelUri = uri(`${cdn.baseUrl}/taken-over.gguf`);
+    const path = join(modelsFolder, createModelFileName(modelUri));
+    const download = downloadModel({ uri: modelUri, modelsFolder, huggingFace: endpoint() });
+    await vi.waitFor(() =>
+      expect(cdn.requests.some((request) => request.path === "/taken-over.gguf")).toBe(true),
+    );
+    // A waiter on another machine judged the lock abandoned (this process was paused) and took it.
+    const other = "elsewhere 4242 - other\n";
+    await writeFile(`${path}.lock`, other);
+    open();
+
+    const error = await download.catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(ModelDownloadError);
+    expect((error as ModelDownloadError).message).toBe(
+      `Another process took over the download to ${path} while this one did not refresh its lock file (${path}.lock); this one stopped without saving the file.`,
+    );
+    expect(existsSync(path)).toBe(false);
+    expect(existsSync(`${path}.partial`)).toBe(true);
+    expect(await readFile(`${path}.lock`, "utf8")).toBe(other);
+  });
+});
+
 describe("acquireDownloadLock", () => {
   it("takes over a lock that nobody refreshes", async () => {
     const path = join(root, "stale.lock");
@@ -259,7 +291,7 @@ describe("acquireDownloadLock", () => {
     const waits: number[] = [];
     const lock = await acquireDownloadLock({ path, onWait: () => waits.push(1) });
     expect(waits).toEqual([]);
-    expect(await readFile(path, "utf8")).toMatch(/ \d+\n$/);
+    expect(await readFile(path, "utf8")).toMatch(new RegExp(`^\\S+ ${process.pid} `));
     await lock.release();
     expect(existsSync(path)).toBe(false);
   });

@@ -147,6 +147,27 @@ describe("tollgate models pull", () => {
     expect(existsSync(modelsFolder) ? await readdir(modelsFolder) : []).toEqual([]);
   });
 
+  it("says the models folder cannot take the file when it cannot be created (under a file), without a raw system error", async () => {
+    const url = `${server.baseUrl}/files/plain.gguf`;
+    const file = join(root, "a-file");
+    await writeFile(file, "not a folder");
+    const modelsFolder = join(file, "models");
+    const run = runModelsPullCommand(
+      createConfig([]),
+      [url],
+      { write: () => {} },
+      {
+        env: { TOLLGATE_MODELS_DIR: modelsFolder, TOLLGATE_HF_ENDPOINT: server.baseUrl },
+        terminal: { isTTY: false, write: () => true },
+      },
+    );
+    const error = await run.catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(CliError);
+    expect((error as CliError).message).toBe(
+      `Cannot download ${url}: The models folder ${modelsFolder} cannot take the file (ENOTDIR: not a directory, mkdir '${modelsFolder}'); make the folder (TOLLGATE_MODELS_DIR) writable, with room for the model.`,
+    );
+  });
+
   it("refuses unknown ids with a suggestion and bad arguments", async () => {
     const config = createConfig([llamaModel("qwen-small", "hf:acme/tiny-GGUF:Q4_K_M")]);
     await expect((await pull(config, ["qwen-smal"])).run).rejects.toThrow(

@@ -4,8 +4,11 @@ import { hostname } from "node:os";
 import { setTimeout as delay } from "node:timers/promises";
 import { isProcessRunning } from "../../process/is-process-running.ts";
 
-/** A held lock; `release()` removes it. */
+/** A held lock. */
 export interface DownloadLock {
+  /** Whether the lock file still names this holder (nobody took it over). */
+  isHeld(): Promise<boolean>;
+  /** Removes the lock file if it still names this holder; a lock taken over is left to its new holder. */
   release(): Promise<void>;
 }
 
@@ -15,7 +18,10 @@ export interface AcquireDownloadLockOptions {
   signal?: AbortSignal | undefined;
   /** Called once when the lock is held by someone else and the caller starts waiting. */
   onWait?: () => void;
-  /** A lock not refreshed for this long belongs to a process that died. Default 30 000. */
+  /**
+   * A lock of another machine not refreshed for this long belongs to a process that died.
+   * Default 30 000.
+   */
   staleMilliseconds?: number;
   /** How often a waiter looks again. Default 1000. */
   pollMilliseconds?: number;
@@ -24,44 +30,37 @@ export interface AcquireDownloadLockOptions {
 /**
  * A lock between processes (replicas sharing a models volume) so that one of them downloads a
  * model while the others wait: the lock file is created exclusively with its holder's
- * `hostname pid`, and its holder touches it every few seconds. A lock whose holder ran on this
- * machine and is gone (a pull stopped with Ctrl-C or killed) is taken over at once; any other
- * lock left untouched for `staleMilliseconds` (a holder on another machine crashed) is taken
- * over then. Within one process, downloads of the same file are already shared.
+ * `hostname pid start token` (`start` tells the process from a later one given the same id;
+ * `token` tells this holder from any other), and its holder touches it every few seconds. A lock
+ * of a process of this machine is taken over as soon as that process is gone (a pull stopped
+ * with Ctrl-C or killed, or a restarted container whose new process got the same id), and never
+ * while it runs, however long it has not touched the lock (a pull paused with Ctrl-Z or
+ * `docker pause`). The processes of another machine cannot be looked up from here: such a lock is
+ * taken over when left untouched for `staleMilliseconds` (its holder crashed). Within one process,
+ * downloads of the same file are already shared.
  */
 export async function acquireDownloadLock(options: AcquireDownloadLockOptions): Promise<DownloadLock> {
   const staleMilliseconds = options.staleMilliseconds ?? 30_000;
   const pollMilliseconds = options.pollMilliseconds ?? 1000;
+  const start = await readProcessStart(process.pid);
   let waiting = false;
   for (;;) {
     options.signal?.throwIfAborted();
+    const text = `${hostname()} ${process.pid} ${start ?? "-"} ${randomUUID()}\n`;
     try {
       const file = await open(options.path, "wx");
       try {
-        await file.writeFile(`${hostname()} ${process.pid}\n`);
+        await file.writeFile(text);
       } finally {
         await file.close();
       }
-      const heartbeat = setInterval(
-        () => {
-          const now = new Date();
-          utimes(options.path, now, now).catch(() => {});
-        },
-        Math.max(10, Math.floor(staleMilliseconds / 4)),
-      );
-      heartbeat.unref();
-      return {
-        async release() {
-          clearInterval(heartbeat);
-          await rm(options.path, { force: true });
-        },
-      };
+      return holdLock(options.path, text, staleMilliseconds);
     } catch (error) {
       if (!isAlreadyExists(error)) throw error;
     }
     const abandoned = await readAbandonedLock(options.path, staleMilliseconds);
     if (abandoned !== undefined) {
-      await takeOver(options.path, abandoned);
+      await removeLock(options.path, abandoned);
       continue;
     }
     if (!waiting) {
@@ -72,26 +71,60 @@ export async function acquireDownloadLock(options: AcquireDownloadLockOptions): 
   }
 }
 
+/** The lock just created with `text`, touched every few seconds until released. */
+function holdLock(path: string, text: string, staleMilliseconds: number): DownloadLock {
+  const heartbeat = setInterval(
+    () => {
+      const now = new Date();
+      utimes(path, now, now).catch(() => {});
+    },
+    Math.max(10, Math.floor(staleMilliseconds / 4)),
+  );
+  heartbeat.unref();
+  return {
+    isHeld: async () => (await readFile(path, "utf8").catch(() => undefined)) === text,
+    async release() {
+      clearInterval(heartbeat);
+      await removeLock(path, text);
+    },
+  };
+}
+
 /**
- * The text of the lock file when its holder is gone (a process of this machine that no longer
- * runs, or one that stopped touching it), else `undefined`.
+ * The text of the lock file when its holder is gone, else `undefined`: a holder of this machine
+ * is gone when its process no longer runs, one of another machine (or a file not in the holder
+ * format) when it stopped touching the lock.
  */
 async function readAbandonedLock(path: string, staleMilliseconds: number): Promise<string | undefined> {
   const held = await stat(path).catch(() => undefined);
   const text = await readFile(path, "utf8").catch(() => undefined);
   if (held === undefined || text === undefined) return undefined;
-  if (Date.now() - held.mtimeMs > staleMilliseconds) return text;
   const holder = parseHolder(text);
-  const gone = holder !== undefined && holder.host === hostname() && !isProcessRunning(holder.pid);
-  return gone ? text : undefined;
+  if (holder !== undefined && holder.host === hostname()) {
+    return (await isHolderGone(holder)) ? text : undefined;
+  }
+  return Date.now() - held.mtimeMs > staleMilliseconds ? text : undefined;
 }
 
 /**
- * Removes an abandoned lock, and only that one: it is renamed away (one waiter wins), then
- * checked. If another waiter had already replaced it with its own live lock, that one is put
- * back, so two waiters that found the same abandoned lock never both download.
+ * Whether the process of a holder of this machine has ended. A process that runs under its id
+ * but started at another time than the holder is a later one that got the same id.
  */
-async function takeOver(path: string, abandonedText: string): Promise<void> {
+async function isHolderGone(holder: Holder): Promise<boolean> {
+  if (!isProcessRunning(holder.pid)) return true;
+  if (holder.start === undefined) return false;
+  const start = await readProcessStart(holder.pid);
+  return start !== undefined && start !== holder.start;
+}
+
+/**
+ * Removes the lock file if it holds `text`, and only then: it is renamed away (one remover
+ * wins), then checked. If it was another lock meanwhile (a live lock that replaced an abandoned
+ * one, or the lock of a holder that took over this one), that one is put back, so two waiters
+ * that found the same abandoned lock never both download, and a holder never removes a lock it
+ * lost.
+ */
+async function removeLock(path: string, text: string): Promise<void> {
   const moved = `${path}.${process.pid}.${randomUUID()}.stale`;
   try {
     await rename(path, moved);
@@ -100,18 +133,42 @@ async function takeOver(path: string, abandonedText: string): Promise<void> {
     throw error;
   }
   const movedText = await readFile(moved, "utf8").catch(() => undefined);
-  if (movedText !== undefined && movedText !== abandonedText) {
-    // A live lock: back in place unless yet another lock was made meanwhile.
+  if (movedText !== undefined && movedText !== text) {
+    // Another lock: back in place unless yet another lock was made meanwhile.
     await link(moved, path).catch(() => {});
   }
   await rm(moved, { force: true });
 }
 
-/** The `hostname pid` a holder writes; `undefined` for a file still being written or not ours. */
-function parseHolder(text: string): { host: string; pid: number } | undefined {
-  const match = /^(\S+) ([1-9][0-9]{0,9})\n$/.exec(text);
+/** Who holds a lock; `start` is `undefined` when it is not known (a lock of an older version). */
+interface Holder {
+  host: string;
+  pid: number;
+  start: string | undefined;
+}
+
+/** The holder a lock names; `undefined` for a file still being written or not ours. */
+function parseHolder(text: string): Holder | undefined {
+  const match = /^(\S+) ([1-9][0-9]{0,9})(?: (\S+) \S+)?\n$/.exec(text);
   if (match === null) return undefined;
-  return { host: match[1] as string, pid: Number(match[2]) };
+  const start = match[3] === undefined || match[3] === "-" ? undefined : match[3];
+  return { host: match[1] as string, pid: Number(match[2]), start };
+}
+
+/**
+ * When a process of this machine started, as `BOOT-ID/TICKS` (Linux `/proc`); `undefined` where
+ * that cannot be read (another system, a process hidden from this user). The boot id keeps a
+ * process of an earlier boot, with the same id and start tick, from passing for a later one.
+ */
+async function readProcessStart(pid: number): Promise<string | undefined> {
+  const [stat, bootId] = await Promise.all([
+    readFile(`/proc/${pid}/stat`, "utf8").catch(() => undefined),
+    readFile("/proc/sys/kernel/random/boot_id", "utf8").catch(() => undefined),
+  ]);
+  if (stat === undefined || bootId === undefined) return undefined;
+  // Field 22, counted after the command name, which may hold spaces and parentheses.
+  const ticks = stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19];
+  return ticks === undefined || !/^\d+$/.test(ticks) ? undefined : `${bootId.trim()}/${ticks}`;
 }
 
 function isAlreadyExists(error: unknown): boolean {

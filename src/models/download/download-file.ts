@@ -1,29 +1,34 @@
 /**
  * Downloads one file resumably, verified and atomically.
  *
- * The bytes go to `DESTINATION.partial` beside the destination. An attempt asks for the rest of
- * the file with `Range: bytes=N-` when the partial file holds N bytes: `206` appends (after
- * checking that `Content-Range` starts at N), `200` means the server ignored the range (or the
- * file changed) and the file is written again from its start, `416` means the partial file is
- * already whole (or does not fit the file, and is dropped). The validator of the answer that
- * started the partial file (its strong `ETag`, else its `Last-Modified`) is kept beside it in
- * `DESTINATION.partial.validator` and sent as `If-Range`, so that a file changed between attempts
- * (or between runs) is downloaded again whole rather than saved as a mix of both versions; a
- * `206` with another validator drops the partial file too. A file-system error while saving (a
- * full disk, a read-only folder) is `not-writable`, never retried. The file's size comes from `Content-Range` or
- * `Content-Length` and must match the size known in advance, if any. A broken connection, a stall
- * or a 5xx/429 answer is retried after a growing pause, resuming where the file ends; an attempt
- * that added bytes does not count against the limit. When the whole file is there, its SHA-256 is
- * checked where one is known (given by the caller, or by `X-Linked-ETag`), and the partial file is
- * renamed to the destination: the destination exists only complete and verified. A checksum
- * mismatch deletes the partial file, and so does a file that does not start as a GGUF model does
- * (a login or error page that a server answered with 200).
+ * The bytes go to `DESTINATION.partial` beside the destination, each written at its own offset
+ * (so that a second writer of the same bytes, a process that lost the download lock, cannot
+ * shift them). An attempt asks for the rest of the file with `Range: bytes=N-` when the partial
+ * file holds N bytes: `206` continues it (after checking that `Content-Range` starts at N), `200`
+ * means the server ignored the range (or the file changed) and the file is written again from its
+ * start, once the new body is seen to start as a GGUF file (a login or error page sent instead is
+ * retried, and the partial file kept), `416` means the partial file is already whole (or does not
+ * fit the file, and is dropped). The validator of the answer that started the partial file (its
+ * strong `ETag`, else its `Last-Modified`) and the file size it announced are kept beside it in
+ * `DESTINATION.partial.validator`; the validator is sent as `If-Range`, so that a file changed
+ * between attempts (or between runs) is downloaded again whole rather than saved as a mix of both
+ * versions; a `206` or `416` naming another validator or another size drops the partial file too.
+ * A file-system error while saving (a full disk, a read-only folder) is `not-writable`, never
+ * retried. The file's size comes from `Content-Range` or `Content-Length` and must match the size
+ * known in advance, if any. A broken connection, a stall or a 5xx/429 answer is retried after a
+ * growing pause, resuming where the file ends; an attempt that added bytes does not count against
+ * the limit. When the whole file is there, its SHA-256 is checked where one is known (given by the
+ * caller, or by `X-Linked-ETag`), and the partial file is renamed to the destination: the
+ * destination exists only complete and verified. A checksum mismatch deletes the partial file,
+ * and so does a file that does not start as a GGUF model does (a login or error page that a
+ * server answered with 200).
  */
-import { mkdir, open, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
+import { mkdir, open, rename, stat } from "node:fs/promises";
 import { dirname } from "node:path";
 import { convertFetchError } from "./convert-fetch-error.ts";
 import { createHttpStatusError } from "./create-http-status-error.ts";
 import { createNotWritableError, isSystemError } from "./create-not-writable-error.ts";
+import { createPartialFile, type PartialFile, type PartialFileVersion } from "./create-partial-file.ts";
 import { createStallWatchdog } from "./create-stall-watchdog.ts";
 import type { DownloadListener } from "./download-progress.ts";
 import { fetchFollowingRedirects } from "./fetch-following-redirects.ts";
@@ -31,9 +36,10 @@ import { formatBytes } from "./format-download-figures.ts";
 import { hashFile } from "./hash-file.ts";
 import { ModelDownloadError } from "./model-download-error.ts";
 import { parseContentRange } from "./parse-content-range.ts";
+import { peekBody } from "./peek-body.ts";
 import { redactUrl } from "./redact-url.ts";
 import { formatSeconds, retryTransientFailures } from "./retry-transient-failures.ts";
-import { startsAsGguf } from "./starts-as-gguf.ts";
+import { ggufMagicLength, isGgufStart, startsAsGguf } from "./starts-as-gguf.ts";
 
 /** Options of {@link downloadFile}. */
 export interface DownloadFileOptions extends DownloadListener {
@@ -55,6 +61,12 @@ export interface DownloadFileOptions extends DownloadListener {
   retryDelayMilliseconds?: number;
   /** A request that receives nothing for this long is abandoned (and retried). Default 60 000. */
   stallTimeoutMilliseconds?: number;
+  /**
+   * Throws when this download may no longer finish the file (another process took over its
+   * download lock); called before the complete partial file is checked and before it is renamed,
+   * which then do not happen.
+   */
+  ensureLockHeld?: () => Promise<void>;
 }
 
 /** A downloaded, complete file. */
@@ -78,6 +90,8 @@ export async function downloadFile(options: DownloadFileOptions): Promise<Downlo
     progress: () => readFileSize(partialPath),
   });
   const { bytes } = received;
+  // The file of a download another process took over is its to check, delete or rename.
+  await options.ensureLockHeld?.();
   if (!(await startsAsGguf(partialPath))) {
     await partial.remove();
     const what = received.contentType === undefined ? "" : ` (${received.contentType})`;
@@ -104,8 +118,10 @@ export async function downloadFile(options: DownloadFileOptions): Promise<Downlo
       );
     }
   }
+  // Hashing a large file takes a while.
+  await options.ensureLockHeld?.();
   await rename(partialPath, options.destination);
-  await partial.forgetValidator();
+  await partial.forgetVersion();
   return { path: options.destination, bytes, sha256: expected.sha256 };
 }
 
@@ -146,11 +162,17 @@ async function runAttempt(
   const signal =
     options.signal === undefined ? watchdog.signal : AbortSignal.any([options.signal, watchdog.signal]);
   try {
-    const kept = offset > 0 ? await partial.readValidator() : undefined;
+    const kept: PartialFileVersion =
+      offset > 0 ? await partial.readVersion() : { validator: undefined, size: undefined };
     const { response, url, linked } = await fetchFollowingRedirects({
       url: options.url,
       headers:
-        offset > 0 ? { range: `bytes=${offset}-`, ...(kept === undefined ? {} : { "if-range": kept }) } : {},
+        offset > 0
+          ? {
+              range: `bytes=${offset}-`,
+              ...(kept.validator === undefined ? {} : { "if-range": kept.validator }),
+            }
+          : {},
       authorize: options.authorize,
       trustedEtagOrigin: options.trustedEtagOrigin,
       signal,
@@ -158,7 +180,7 @@ async function runAttempt(
     watchdog.touch();
     expected.sha256 ??= linked.sha256;
     expected.size ??= linked.size;
-    const body = response.body;
+    let body = response.body;
     const discard = () => body?.cancel().catch(() => {});
     const validator = readValidator(response.headers);
     let start: number;
@@ -173,8 +195,7 @@ async function runAttempt(
           `${url.host} sent another part of the file than the one asked for; starting over.`,
         );
       }
-      // A server that ignores If-Range sends the rest of whatever the file is now.
-      if (kept !== undefined && validator !== kept) {
+      if (isOtherVersion(kept, { validator, size: range.total })) {
         await discard();
         await partial.remove();
         throw new ModelDownloadError(
@@ -190,9 +211,12 @@ async function runAttempt(
         );
       }
     } else if (response.status === 200) {
+      if (offset > 0 && body !== null) {
+        body = await keepGgufBody({ body, url, signal, contentType: response.headers.get("content-type") });
+      }
       if (offset > 0) {
         options.onNotice?.(
-          kept !== undefined && validator !== kept
+          kept.validator !== undefined && validator !== kept.validator
             ? `The file on ${url.host} changed since the partial download began; starting over.`
             : `${url.host} cannot resume downloads; starting over.`,
         );
@@ -204,7 +228,9 @@ async function runAttempt(
     } else if (response.status === 416) {
       await discard();
       const range = parseContentRange(response.headers.get("content-range"));
-      if (range?.type === "unsatisfied" && range.total === offset)
+      // Whole only if the file is still the size it had when the partial file began.
+      const whole = kept.size === undefined || kept.size === offset;
+      if (range?.type === "unsatisfied" && range.total === offset && whole)
         return { bytes: offset, contentType: undefined };
       await partial.remove();
       throw new ModelDownloadError(
@@ -226,7 +252,7 @@ async function runAttempt(
     const written = await writeBody({
       body,
       partial,
-      validator,
+      version: { validator, size: total },
       start,
       total,
       url,
@@ -255,12 +281,12 @@ async function runAttempt(
 
 /**
  * Writes the body to the partial file from `start` on; returns the file's size afterwards. A file
- * started afresh keeps `validator` (or none) for later resumes.
+ * started afresh keeps `version` for later resumes.
  */
 async function writeBody(context: {
   body: ReadableStream<Uint8Array> | null;
   partial: PartialFile;
-  validator: string | undefined;
+  version: PartialFileVersion;
   start: number;
   total: number | undefined;
   url: URL;
@@ -272,16 +298,24 @@ async function writeBody(context: {
   // The models folder is full or read-only: not a broken connection, and not worth a retry.
   const saving = (error: unknown) =>
     isSystemError(error) ? createNotWritableError(error, dirname(partial.path)) : error;
-  // Truncated before its validator is replaced: a crash in between leaves an empty partial file,
-  // never old bytes under a new validator.
-  const file = await open(partial.path, start === 0 ? "w" : "a").catch(async (error: unknown) => {
+  // Truncated before its version is replaced: a crash in between leaves an empty partial file,
+  // never old bytes under a new version.
+  // A resume writes into the file as it is (never creating it: bytes at its offset in a new file
+  // would follow a hole); one deleted meanwhile is started over by the next attempt.
+  const file = await open(partial.path, start === 0 ? "w" : "r+").catch(async (error: unknown) => {
     await body?.cancel().catch(() => {});
+    if (isSystemError(error) && error.code === "ENOENT" && start > 0) {
+      throw new ModelDownloadError(
+        "interrupted",
+        "The partial download was deleted meanwhile; starting over.",
+      );
+    }
     throw saving(error);
   });
   let received = start;
   try {
     if (start === 0)
-      await partial.keepValidator(context.validator).catch((error: unknown) => {
+      await partial.keepVersion(context.version).catch((error: unknown) => {
         throw saving(error);
       });
     context.options.onProgress?.({ receivedBytes: received, totalBytes: total, startBytes: start });
@@ -296,7 +330,7 @@ async function writeBody(context: {
       }
       if (next.done === true) break;
       try {
-        await file.write(next.value);
+        await file.write(next.value, 0, next.value.byteLength, received);
       } catch (error) {
         await reader.return?.().catch(() => {});
         throw saving(error);
@@ -316,37 +350,38 @@ async function writeBody(context: {
   return received;
 }
 
-/** The partial file and, beside it, the validator of the answer that started it. */
-interface PartialFile {
-  path: string;
-  /** The kept `ETag` or `Last-Modified` value, for `If-Range`; `undefined` when none is kept. */
-  readValidator(): Promise<string | undefined>;
-  /** Keeps a new file's validator, or keeps none. */
-  keepValidator(validator: string | undefined): Promise<void>;
-  forgetValidator(): Promise<void>;
-  /** Deletes the partial file and its validator. */
-  remove(): Promise<void>;
+/**
+ * Whether a `206` answer is the rest of another version of the file than the one the partial
+ * file holds the start of: a server that ignores `If-Range` sends the rest of whatever the file
+ * is now, and one without validators still tells the file's size.
+ */
+function isOtherVersion(kept: PartialFileVersion, answer: PartialFileVersion): boolean {
+  if (kept.validator !== undefined && answer.validator !== kept.validator) return true;
+  return kept.size !== undefined && answer.size !== undefined && answer.size !== kept.size;
 }
 
-function createPartialFile(path: string): PartialFile {
-  const validatorPath = `${path}.validator`;
-  const forgetValidator = () => rm(validatorPath, { force: true });
-  return {
-    path,
-    readValidator: async () => {
-      const text = await readFile(validatorPath, "utf8").catch(() => undefined);
-      return text === undefined || text.trim() === "" ? undefined : text.trim();
-    },
-    keepValidator: async (validator) => {
-      if (validator === undefined) await forgetValidator();
-      else await writeFile(validatorPath, validator);
-    },
-    forgetValidator,
-    remove: async () => {
-      await rm(path, { force: true });
-      await forgetValidator();
-    },
-  };
+/**
+ * The body of a `200` that answered a resume, once its first bytes show a GGUF file: only then
+ * may it replace the partial file. Anything else (a login or error page that a CDN, a proxy or an
+ * expired signed URL sent) is cancelled and retried, and the partial file kept for a later resume.
+ */
+async function keepGgufBody(context: {
+  body: ReadableStream<Uint8Array>;
+  url: URL;
+  signal: AbortSignal;
+  contentType: string | null;
+}): Promise<ReadableStream<Uint8Array>> {
+  const { url } = context;
+  const peeked = await peekBody(context.body, ggufMagicLength).catch((error: unknown) => {
+    throw convertFetchError(error, { url, signal: context.signal, phase: "body" });
+  });
+  if (isGgufStart(peeked.head)) return peeked.body;
+  await peeked.body.cancel().catch(() => {});
+  const what = context.contentType === null ? "" : ` (${context.contentType})`;
+  throw new ModelDownloadError(
+    "server-error",
+    `${redactUrl(url)} answered the resumed download with a body${what} that is not a GGUF model file (which starts with "GGUF"), such as a login or error page; the partial download was kept. If this repeats, check the URL, and that the file may be downloaded without signing in.`,
+  );
 }
 
 /**

@@ -6,6 +6,7 @@ import { type DownloadFileOptions, downloadFile } from "./download-file.ts";
 import type { DownloadListener } from "./download-progress.ts";
 import { formatBytes } from "./format-download-figures.ts";
 import type { HuggingFaceEndpoint } from "./hugging-face-endpoint.ts";
+import { ModelDownloadError } from "./model-download-error.ts";
 import { describeModelUri, type ModelUri } from "./parse-model-uri.ts";
 import { resolveRemoteModelFile } from "./resolve-remote-model-file.ts";
 import { retryTransientFailures } from "./retry-transient-failures.ts";
@@ -129,6 +130,9 @@ function startDownload(destination: string, options: DownloadModelOptions): Shar
           token !== undefined && url.origin === endpointOrigin ? `Bearer ${token}` : undefined,
         trustedEtagOrigin: endpointOrigin,
         signal,
+        ensureLockHeld: async () => {
+          if (!(await lock.isHeld())) throw createLockLostError(destination);
+        },
         onProgress: (progress) => {
           for (const listener of listeners) listener.onProgress?.(progress);
         },
@@ -140,6 +144,18 @@ function startDownload(destination: string, options: DownloadModelOptions): Shar
     }
   };
   return { promise: run(), listeners, controller };
+}
+
+/**
+ * The error of a download whose lock another process took over, as one of another machine may
+ * when this one stops refreshing it for a while (paused, or its machine asleep): that process
+ * finishes the file.
+ */
+function createLockLostError(destination: string): ModelDownloadError {
+  return new ModelDownloadError(
+    "interrupted",
+    `Another process took over the download to ${destination} while this one did not refresh its lock file (${destination}.lock); this one stopped without saving the file.`,
+  );
 }
 
 /** Waits for a shared download as one of its callers. */
