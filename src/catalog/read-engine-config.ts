@@ -141,7 +141,7 @@ function readLlamaModel(options: ReadEngineOptions, value: unknown): string | un
   const scheme = URI_SCHEME.exec(model)?.[1]?.toLowerCase();
   if (scheme === undefined) return resolve(options.configFolder, model);
   if (scheme === "hf") {
-    if (/^hf:[^/\s:]+\/[^/\s:]+(?:[:/].*)?$/.test(model)) return model;
+    if (/^hf:[^/\s:]+\/[^/\s:]+(?:[:/].*)?$/i.test(model)) return model;
     options.issues.add(
       path,
       `${describeValue(model)} is not a Hugging Face model URI; write hf:ORG/REPO:QUANT, such as "hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF:Q4_K_M"`,

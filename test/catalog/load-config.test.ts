@@ -739,6 +739,19 @@ models:
     ]);
   });
 
+  it("takes the hf: scheme in any case", async () => {
+    await folder.write(
+      "tollgate.yaml",
+      `models:
+  - id: shouted
+    pricing: { input_per_million: "1", output_per_million: "1" }
+    engine: { type: llama, model: "HF:org/repo:Q4_K_M" }
+`,
+    );
+    const config = await load();
+    expect(config.models[0]?.engine).toMatchObject({ type: "llama", model: "HF:org/repo:Q4_K_M" });
+  });
+
   it("never repeats secrets in messages", async () => {
     // A key written without quotes is a number to YAML, and no less secret.
     const problems = await problemsOfFile(`admin_key: 8472619305517

@@ -24,6 +24,14 @@ describe("parseModelUri", () => {
     expect(parse("hf:org/repo")).toMatchObject({ file: { type: "only-gguf" } });
   });
 
+  it("reads the hf: scheme in any case, as the same model and file", () => {
+    for (const text of ["HF:org/repo:Q4_K_M", "Hf:org/repo/model.gguf", "hF:org/repo"]) {
+      const uri = parse(text);
+      expect(uri).toMatchObject({ type: "hugging-face", organization: "org", repository: "repo" });
+      expect(createModelFileName(uri)).toBe(createModelFileName(parse(`hf:${text.slice(3)}`)));
+    }
+  });
+
   it("reads http and https URLs", () => {
     expect(parse("https://example.com/models/a.gguf")).toMatchObject({ type: "url" });
     expect(parse("http://127.0.0.1:8000/a.gguf")).toMatchObject({ type: "url" });

@@ -13,7 +13,7 @@ export type ModelUri = HuggingFaceModelUri | UrlModelUri;
 
 export interface HuggingFaceModelUri {
   type: "hugging-face";
-  /** The URI as written. */
+  /** The URI as written, its scheme in lower case. */
   text: string;
   organization: string;
   repository: string;
@@ -49,7 +49,10 @@ export function parseModelUri(text: string): ModelUri | undefined {
   return { type: "url", text, url: new URL(text) };
 }
 
-function parseHuggingFaceUri(text: string): HuggingFaceModelUri | undefined {
+/** `text` starts with `hf:` in any case (schemes are case-insensitive, RFC 3986 3.1). */
+function parseHuggingFaceUri(written: string): HuggingFaceModelUri | undefined {
+  // Written `hf:` from here on: `HF:org/repo` is the same model, downloaded to the same file.
+  const text = `hf:${written.slice(3)}`;
   const match = huggingFacePattern.exec(text);
   if (match === null) return undefined;
   const [, organization, repository, quant, path] = match;
