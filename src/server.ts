@@ -145,6 +145,8 @@ export interface StartServerOptions {
   port?: number;
   /** Pino logger settings; `false` silences logs. Default: JSON lines at info on stdout. */
   logger?: false | { level: string; destination?: NodeJS.WritableStream };
+  /** Overrides how long a client may leave its answer unread (tests; default one minute). */
+  clientStallTimeoutMs?: number;
 }
 
 /** Opens the store, loads the engines, listens, then runs the first-run bootstrap. */
@@ -326,6 +328,9 @@ async function startOnStore(
       return { ready: reasons.length === 0, reasons };
     },
     bodyLimitBytes: config.server.bodyLimitBytes,
+    ...(options.clientStallTimeoutMs === undefined
+      ? {}
+      : { clientStallTimeoutMs: options.clientStallTimeoutMs }),
     logPrompts: config.logPrompts,
     logger,
   });

@@ -53,6 +53,11 @@ export interface AppDependencies {
   metrics?: Metrics;
   /** A pino logger; default: no logs. */
   logger?: FastifyBaseLogger;
+  /**
+   * Longest time a client may leave its answer, or a stream, unread before it is disconnected;
+   * default CLIENT_STALL_TIMEOUT_MS (write-event-stream.ts).
+   */
+  clientStallTimeoutMs?: number;
   /** Longest time a client may take to send a whole request; default {@link REQUEST_TIMEOUT_MS}. */
   requestTimeoutMs?: number;
   /**
@@ -376,6 +381,7 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
       annotate,
       logPrompts: dependencies.logPrompts === true,
       recordClosed: record,
+      clientStallTimeoutMs: dependencies.clientStallTimeoutMs,
     });
     registerModelRoutes(authenticated, { registry: dependencies.registry, getKey });
   });

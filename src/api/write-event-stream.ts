@@ -1,4 +1,5 @@
 import type { ServerResponse } from "node:http";
+import type { Socket } from "node:net";
 
 /**
  * How long a client may leave what was sent to it unread before it counts as gone (nginx's
@@ -45,4 +46,56 @@ export async function writeToClient(
     response.on("close", done);
   });
   return !response.destroyed;
+}
+
+/**
+ * Watches a response that has been ended (a whole JSON answer) until the client has taken it: a
+ * client that reads nothing of it for `stallTimeoutMs` is disconnected, as a stream's is by
+ * {@link writeToClient}. Without this an unread answer held its memory (megabytes, for a long
+ * answer) and its connection for as long as the client liked, and so did a request pipelined
+ * behind it on that connection (a stream, its reservation and its upstream call): a queued
+ * response's own stall only counts once it has the connection. The time counts from when the
+ * response has the connection and starts again whenever the client has read some of it; an
+ * answer the socket took whole (the common case) costs no listener and no timer.
+ */
+export function closeIfLeftUnread(
+  response: ServerResponse,
+  stallTimeoutMs: number = CLIENT_STALL_TIMEOUT_MS,
+): void {
+  if (response.writableFinished || response.destroyed) return;
+  const socket = response.socket;
+  if (socket !== null && socket.writableLength === 0) return;
+  let stalled: NodeJS.Timeout | undefined;
+  let unsent = -1;
+  const check = () => {
+    const connection = response.socket;
+    if (connection === null) return;
+    // An answer is one write, which the socket reports done only once it is sent whole: what the
+    // client has read shows in the bytes still queued, as Node's own socket timeout reads them.
+    const queued = unsentBytes(connection);
+    if (queued !== unsent) {
+      unsent = queued;
+      stalled = setTimeout(check, stallTimeoutMs);
+      return;
+    }
+    connection.destroy();
+  };
+  const done = () => {
+    clearTimeout(stalled);
+    response.off("socket", check);
+    response.off("finish", done);
+    response.off("close", done);
+  };
+  if (socket !== null) check();
+  else response.once("socket", check);
+  response.on("finish", done);
+  response.on("close", done);
+}
+
+/** The bytes `socket` has not handed to the kernel yet. */
+function unsentBytes(socket: Socket): number {
+  return (
+    (socket as { _handle?: { writeQueueSize?: number } | null })._handle?.writeQueueSize ??
+    socket.writableLength
+  );
 }

@@ -12,7 +12,7 @@ import {
   ChatCompletionRequestSchema,
 } from "../schemas/chat-completion-request.ts";
 import { ChunkRenderer } from "../sse.ts";
-import { writeToClient } from "../write-event-stream.ts";
+import { CLIENT_STALL_TIMEOUT_MS, closeIfLeftUnread, writeToClient } from "../write-event-stream.ts";
 
 /**
  * Aborts when the connection closes before the response is complete, and then calls `onClosed`
@@ -84,8 +84,11 @@ export function registerChatCompletionRoutes(
      * client left, or the server closed it after cutting the request (then as what was sent).
      */
     recordClosed: (request: FastifyRequest, reply: FastifyReply, clientLeft: boolean) => void;
+    /** How long a client may leave its answer unread; default {@link CLIENT_STALL_TIMEOUT_MS}. */
+    clientStallTimeoutMs?: number | undefined;
   },
 ): void {
+  const stallTimeoutMs = options.clientStallTimeoutMs ?? CLIENT_STALL_TIMEOUT_MS;
   app.post<{ Body: ChatCompletionRequestBody }>(
     CHAT_COMPLETIONS_PATH,
     { schema: { body: ChatCompletionRequestSchema } },
@@ -128,7 +131,9 @@ export function registerChatCompletionRoutes(
       if (completion.error !== undefined) throw completion.error;
       const cut = cutBy(controller.signal);
       if (cut !== undefined) throw cut;
-      return renderChatCompletion(started.identity, completion);
+      reply.send(renderChatCompletion(started.identity, completion));
+      closeIfLeftUnread(reply.raw, stallTimeoutMs);
+      return reply;
     }
     const renderer = new ChunkRenderer(started.identity, { includeUsage: chatOptions.includeUsage });
     reply.hijack();
@@ -145,7 +150,7 @@ export function registerChatCompletionRoutes(
       ...(options.inFlight.closing ? { connection: "close" } : {}),
       "x-accel-buffering": "no",
     });
-    let connected = await writeToClient(raw, renderer.start());
+    let connected = await writeToClient(raw, renderer.start(), stallTimeoutMs);
     /** The error the stream ended with, after its 200: the log line says so, as the ledger does. */
     let endedWith: AppError | undefined;
     // Read to the end even after the client left: the engine then stops at once and reports
@@ -158,7 +163,7 @@ export function registerChatCompletionRoutes(
         controller.abort();
         continue;
       }
-      connected = await writeToClient(raw, renderer.parts(parts, cut));
+      connected = await writeToClient(raw, renderer.parts(parts, cut), stallTimeoutMs);
     }
     if (endedWith !== undefined) options.annotate(request, { error: endedWith.code });
     if (connected) raw.end();
