@@ -159,10 +159,11 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
     // Node's own default, which Fastify turns off: without it a client that sends its body a
     // byte now and then (or never finishes it) holds its connection for ever, key or no key.
     requestTimeout: requestTimeoutMs,
-    // How often Node looks for requests past it (its default, 30 s, unless the bound is shorter).
+    // How often Node looks for requests past their bounds, which lapse up to that much late: a
+    // quarter of the headers bound, at most 5 s (Node's 30 s let the one-minute bound lapse at 90 s).
     // A missing Host is refused by the onRequest hook below, in the contract's shape.
     http: {
-      connectionsCheckingInterval: Math.min(30_000, Math.max(50, requestTimeoutMs / 4)),
+      connectionsCheckingInterval: Math.min(5_000, Math.max(50, headersTimeoutMs / 4)),
       requireHostHeader: false,
     },
     // Requests the HTTP parser refuses, or that never arrive in full, are answered in the

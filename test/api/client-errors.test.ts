@@ -46,9 +46,13 @@ afterAll(async () => {
  * Writes `chunks` on a raw connection and reads everything until the server closes it (or 10 s
  * pass); with `trickleMs`, then writes one more byte that often.
  */
-function exchange(chunks: string[], trickleMs?: number): Promise<{ text: string; closed: boolean }> {
+function exchange(
+  chunks: string[],
+  trickleMs?: number,
+  serverPort: number = port,
+): Promise<{ text: string; closed: boolean }> {
   return new Promise((resolve, reject) => {
-    const socket = connect(port, "127.0.0.1");
+    const socket = connect(serverPort, "127.0.0.1");
     let text = "";
     socket.setEncoding("utf8");
     socket.on("data", (data: string) => {
@@ -177,6 +181,28 @@ describe("requests the HTTP parser refuses", () => {
           code: "request_timeout",
         },
       });
+    }
+  });
+
+  it("answers within seconds of the headers bound when the whole request's bound is long, as in production", async () => {
+    // Node looks for requests past their bounds only every so often: it looked every 30 s (a
+    // quarter of the request bound, at most 30 s), so the one-minute headers bound lapsed at 90 s.
+    const roomy = buildApp({
+      registry: new ModelRegistry([], () => undefined),
+      authenticate: async () => {
+        throw new AppError("invalid_api_key", "Not a key.");
+      },
+      requestTimeoutMs: 120_000,
+      headersTimeoutMs: 500,
+    });
+    try {
+      await roomy.listen({ host: "127.0.0.1", port: 0 });
+      const { port: roomyPort } = roomy.server.address() as AddressInfo;
+      const { text, closed } = await exchange(["GET /health HTTP/1.1\r\nHost: x\r\n"], undefined, roomyPort);
+      expect(closed).toBe(true);
+      expect(parseResponse(text).status).toBe(408);
+    } finally {
+      await roomy.close();
     }
   });
 
