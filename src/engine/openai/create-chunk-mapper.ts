@@ -12,7 +12,11 @@ export interface ChunkMapper {
    * the event is an error (`{"error": ...}` or `event: error`), else `undefined`.
    */
   read(chunk: unknown, parts: StreamPart[], eventName?: string): UpstreamErrorBody | undefined;
-  /** Parts for tool calls that never got a name (the stream ended): appended to `parts`. */
+  /**
+   * Ends the tool calls (the stream ended), appending to `parts` what is still owed: the calls held
+   * back, in order; a call that never got a name, with an empty one; and `{}` as the arguments of
+   * a call that got none.
+   */
   flush(parts: StreamPart[]): void;
   /** The upstream's `finish_reason`, once one came. */
   readonly rawFinishReason: string | undefined;
@@ -45,10 +49,10 @@ interface ToolCallState {
   index: number;
   id: string | undefined;
   name: string | undefined;
-  /** Argument fragments that came before the name, sent with the first delta. */
-  pendingArguments: string;
-  started: boolean;
+  /** The argument fragments so far, sent or not. */
   arguments: string;
+  /** Whether the call's first delta went out: its later fragments then go out as they come. */
+  sent: boolean;
 }
 
 /**
@@ -58,6 +62,13 @@ interface ToolCallState {
  * `index` (or by `id`, or the last call, where an upstream leaves the index out), a missing id
  * made up, fragments that came before the name held back until it comes, and a new id at an
  * index already in use read as a new call (servers that send every call whole at index 0).
+ *
+ * Calls go out one after another, as OpenAI sends them: clients (the openai SDK's stream helpers
+ * among them) take a delta for a later call as the end of the one before. An upstream that
+ * interleaves parallel calls has the later ones held back until the earlier ones are over (see
+ * `#beginCall`). A call that ends with no arguments (vLLM, gateways and bridges send no-parameter
+ * calls so) gets `{}`, as OpenAI sends it: a tool's arguments are always a JSON object. Arguments
+ * that came are passed on as they are, valid JSON or not.
  *
  * An error the upstream sends is read with `secrets`, the endpoint's (see
  * create-upstream-endpoint.ts), removed from it: it may repeat the credentials it was sent.
@@ -81,6 +92,10 @@ class UpstreamChunkMapper implements ChunkMapper {
   readonly #calls: ToolCallState[] = [];
   readonly #callsByKey = new Map<number | string, ToolCallState>();
   #lastCall: ToolCallState | undefined;
+  /** The call whose fragments go out as they come: the ones before it are over, the ones after it wait. */
+  #sendingIndex = 0;
+  /** A call began while the one being sent could still grow: all later ones wait for the end. */
+  #holding = false;
   rawFinishReason: string | undefined;
   reportedUsage: Usage | undefined;
   producedLength = 0;
@@ -157,18 +172,24 @@ class UpstreamChunkMapper implements ChunkMapper {
   };
 
   flush(parts: StreamPart[]): void {
-    // A call with neither a name nor arguments said nothing: no client could run it.
-    for (const call of this.#calls)
-      if (!call.started && call.pendingArguments !== "") this.#start(call, "", parts);
+    for (let index = this.#sendingIndex; index < this.#calls.length; index++) {
+      const call = this.#calls[index] as ToolCallState;
+      if (!call.sent) {
+        // A call with neither a name nor arguments said nothing: no client could run it.
+        if (call.name === undefined && call.arguments === "") continue;
+        this.#send(call, call.name ?? "", parts);
+      }
+      if (isBlank(call.arguments))
+        parts.push({ type: "tool-call-delta", index: call.index, argumentsDelta: "{}" });
+    }
+    this.#sendingIndex = this.#calls.length;
   }
 
   estimateCompletionTokens(): number {
     let tokens = estimateTextTokens(this.#texts.join("")) + estimateTextTokens(this.#reasoning.join(""));
     for (const call of this.#calls) {
       tokens +=
-        TOKENS_PER_TOOL_CALL +
-        estimateTextTokens(call.name ?? "") +
-        estimateTextTokens(call.started ? call.arguments : call.pendingArguments);
+        TOKENS_PER_TOOL_CALL + estimateTextTokens(call.name ?? "") + estimateTextTokens(call.arguments);
     }
     return tokens;
   }
@@ -178,13 +199,27 @@ class UpstreamChunkMapper implements ChunkMapper {
       index: this.#calls.length,
       id: undefined,
       name: undefined,
-      pendingArguments: "",
-      started: false,
       arguments: "",
+      sent: false,
     };
+    if (call.index > 0 && !this.#holding) this.#beginCall(call.index);
     this.#calls.push(call);
     this.#callsByKey.set(key, call);
     return call;
+  }
+
+  /**
+   * Call `index` began. The call being sent is over once its arguments are a whole JSON object
+   * (more text could only break them, so no upstream sends any): the new call goes out as it
+   * comes, as calls sent one after another always do. Otherwise the upstream interleaves calls,
+   * and it may go on with the earlier one at any time: the later calls wait for the end. Checked
+   * once per call, never again while holding, so that no upstream makes the arguments parsed
+   * over and over.
+   */
+  #beginCall(index: number): void {
+    const sending = this.#calls[this.#sendingIndex] as ToolCallState;
+    if (sending.sent && isWholeJson(sending.arguments)) this.#sendingIndex = index;
+    else this.#holding = true;
   }
 
   #readToolCall(delta: UpstreamToolCallDelta, parts: StreamPart[]): void {
@@ -209,24 +244,21 @@ class UpstreamChunkMapper implements ChunkMapper {
       call = this.#newCall(this.#calls.length);
     }
     this.#lastCall = call;
-    if (call.started) {
-      if (fragment !== "") {
-        call.arguments += fragment;
+    if (fragment !== "") call.arguments += fragment;
+    if (call.sent) {
+      if (fragment !== "")
         parts.push({ type: "tool-call-delta", index: call.index, argumentsDelta: fragment });
-      }
       return;
     }
     if (id !== undefined) call.id = id;
     if (name !== undefined) call.name = name;
-    call.pendingArguments += fragment;
-    if (call.name !== undefined) this.#start(call, call.name, parts);
+    if (call.name !== undefined && call.index === this.#sendingIndex) this.#send(call, call.name, parts);
   }
 
-  #start(call: ToolCallState, name: string, parts: StreamPart[]): void {
-    call.started = true;
+  /** Sends a call's first delta, and the arguments that came before it. */
+  #send(call: ToolCallState, name: string, parts: StreamPart[]): void {
+    call.sent = true;
     call.id ??= createToolCallId();
-    call.arguments = call.pendingArguments;
-    call.pendingArguments = "";
     // The first delta carries the id and name with no arguments, as OpenAI streams it (SPEC
     // section 4), even where the upstream sent the name and arguments together.
     parts.push({ type: "tool-call-delta", index: call.index, id: call.id, name, argumentsDelta: "" });
@@ -263,6 +295,22 @@ function readThinking(value: unknown, onReasoning: (text: string) => void): void
     const text = typeof part === "object" && part !== null ? (part as { text?: unknown }).text : undefined;
     if (typeof text === "string") onReasoning(text);
   }
+}
+
+/** Whether arguments are a whole JSON object or array, which no more text could extend. */
+function isWholeJson(text: string): boolean {
+  if (text === "") return false;
+  try {
+    const value: unknown = JSON.parse(text);
+    return typeof value === "object" && value !== null;
+  } catch {
+    return false;
+  }
+}
+
+/** Whether arguments hold nothing but JSON white space. */
+function isBlank(text: string): boolean {
+  return /^[ \t\n\r]*$/.test(text);
 }
 
 /**

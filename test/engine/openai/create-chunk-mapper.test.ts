@@ -1,10 +1,25 @@
 import { describe, expect, it } from "vitest";
 import type { StreamPart } from "../../../src/engine/engine.ts";
+import { convertCompletionToChunk } from "../../../src/engine/openai/convert-completion-to-chunk.ts";
 import { createChunkMapper } from "../../../src/engine/openai/create-chunk-mapper.ts";
 import { chunk, usageChunk } from "./mock-upstream.ts";
 
 function toolDelta(call: Record<string, unknown>) {
   return chunk({ tool_calls: [call] });
+}
+
+/** Each call's arguments as a client that joins the fragments by index gets them. */
+function argumentsByIndex(parts: readonly StreamPart[]): string[] {
+  const joined: string[] = [];
+  for (const part of parts)
+    if (part.type === "tool-call-delta")
+      joined[part.index] = (joined[part.index] ?? "") + part.argumentsDelta;
+  return joined;
+}
+
+/** The indices of the tool-call deltas, in the order they went out. */
+function indexOrder(parts: readonly StreamPart[]): number[] {
+  return parts.flatMap((part) => (part.type === "tool-call-delta" ? [part.index] : []));
 }
 
 function readAll(chunks: readonly unknown[]) {
@@ -234,5 +249,111 @@ describe("createChunkMapper", () => {
     const withText = { ...chunk({ content: "Hi" }), usage: { prompt_tokens: 10, completion_tokens: 1 } };
     expect(readAll([early, withText]).mapper.usageCoversOutput).toBe(true);
     expect(readAll([early, chunk({ content: "Hi" }), usageChunk(10, 1)]).mapper.usageCoversOutput).toBe(true);
+  });
+
+  it('ends a streamed call whose arguments are empty, missing or null with {} (regression: a no-parameter call came out with arguments "")', () => {
+    for (const fn of [{ name: "now", arguments: "" }, { name: "now" }, { name: "now", arguments: null }]) {
+      const { parts } = readAll([
+        toolDelta({ index: 0, id: "call_n", type: "function", function: fn }),
+        toolDelta({ index: 0, function: {} }),
+        chunk({}, "tool_calls"),
+      ]);
+      expect(parts).toEqual([
+        { type: "tool-call-delta", index: 0, id: "call_n", name: "now", argumentsDelta: "" },
+        { type: "tool-call-delta", index: 0, argumentsDelta: "{}" },
+      ]);
+    }
+  });
+
+  it("ends a call of a whole completion whose arguments are empty, missing or null with {}", () => {
+    for (const fn of [{ name: "now", arguments: "" }, { name: "now" }, { name: "now", arguments: null }]) {
+      const completion = {
+        id: "chatcmpl-upstream",
+        object: "chat.completion",
+        choices: [
+          {
+            index: 0,
+            message: {
+              role: "assistant",
+              content: null,
+              tool_calls: [{ id: "call_n", type: "function", function: fn }],
+            },
+            finish_reason: "tool_calls",
+          },
+        ],
+      };
+      expect(argumentsByIndex(readAll([convertCompletionToChunk(completion)]).parts)).toEqual(["{}"]);
+    }
+  });
+
+  it("adds {} after arguments that are only white space, and leaves other arguments as they came", () => {
+    const { parts } = readAll([
+      toolDelta({ index: 0, id: "call_a", function: { name: "f", arguments: " \n" } }),
+      toolDelta({ index: 1, id: "call_b", function: { name: "g", arguments: '{"a":' } }),
+      toolDelta({ index: 2, id: "call_c", function: { name: "h", arguments: "not json" } }),
+    ]);
+    expect(argumentsByIndex(parts)).toEqual([" \n{}", '{"a":', "not json"]);
+  });
+
+  it("sends parallel calls that an upstream interleaves one after another (regression: passed on interleaved, the SDK's helpers broke)", () => {
+    const { parts } = readAll([
+      chunk({
+        tool_calls: [
+          { index: 0, id: "call_a", type: "function", function: { name: "f", arguments: "" } },
+          { index: 1, id: "call_b", type: "function", function: { name: "g", arguments: "" } },
+        ],
+      }),
+      chunk({
+        tool_calls: [
+          { index: 0, function: { arguments: '{"a":' } },
+          { index: 1, function: { arguments: '{"b":' } },
+        ],
+      }),
+      toolDelta({ index: 0, function: { arguments: "1}" } }),
+      toolDelta({ index: 1, function: { arguments: "2}" } }),
+      toolDelta({ index: 2, id: "call_c", type: "function", function: { name: "h", arguments: '{"c":3}' } }),
+      toolDelta({ index: 0, function: {} }),
+      chunk({}, "tool_calls"),
+    ]);
+    expect(parts).toEqual([
+      { type: "tool-call-delta", index: 0, id: "call_a", name: "f", argumentsDelta: "" },
+      { type: "tool-call-delta", index: 0, argumentsDelta: '{"a":' },
+      { type: "tool-call-delta", index: 0, argumentsDelta: "1}" },
+      { type: "tool-call-delta", index: 1, id: "call_b", name: "g", argumentsDelta: "" },
+      { type: "tool-call-delta", index: 1, argumentsDelta: '{"b":2}' },
+      { type: "tool-call-delta", index: 2, id: "call_c", name: "h", argumentsDelta: "" },
+      { type: "tool-call-delta", index: 2, argumentsDelta: '{"c":3}' },
+    ]);
+  });
+
+  it("holds an interleaved call back until the end, with a name that came late and a made-up id", () => {
+    const { parts } = readAll([
+      toolDelta({ index: 0, id: "call_a", function: { name: "f", arguments: '{"a":' } }),
+      toolDelta({ index: 1, function: { arguments: '{"b":2}' } }),
+      toolDelta({ index: 1, function: { name: "g" } }),
+      toolDelta({ index: 0, function: { arguments: "1}" } }),
+      toolDelta({ index: 2, id: "call_c", function: { name: "now" } }),
+    ]);
+    expect(indexOrder(parts)).toEqual([0, 0, 0, 1, 1, 2, 2]);
+    expect(parts[3]).toEqual({
+      type: "tool-call-delta",
+      index: 1,
+      id: expect.stringMatching(/^call_/),
+      name: "g",
+      argumentsDelta: "",
+    });
+    expect(argumentsByIndex(parts)).toEqual(['{"a":1}', '{"b":2}', "{}"]);
+  });
+
+  it("sends calls that come one after another as they come", () => {
+    const mapper = createChunkMapper([]);
+    const parts: StreamPart[] = [];
+    mapper.read(toolDelta({ index: 0, id: "call_a", function: { name: "f", arguments: '{"a":1}' } }), parts);
+    mapper.read(toolDelta({ index: 1, id: "call_b", function: { name: "g", arguments: '{"b":' } }), parts);
+    mapper.read(toolDelta({ index: 1, function: { arguments: "2}" } }), parts);
+    expect(indexOrder(parts)).toEqual([0, 0, 1, 1, 1]);
+    mapper.flush(parts);
+    expect(argumentsByIndex(parts)).toEqual(['{"a":1}', '{"b":2}']);
+    expect(parts).toHaveLength(5);
   });
 });
