@@ -1,4 +1,11 @@
-import type { FinishReason, PartBatch, ToolCall, Usage } from "../engine/engine.ts";
+import type {
+  CompletionTokensDetail,
+  FinishReason,
+  PartBatch,
+  PromptTokensDetail,
+  ToolCall,
+  Usage,
+} from "../engine/engine.ts";
 import type { AppError } from "../errors/app-error.ts";
 
 /** Token usage on the wire. */
@@ -6,6 +13,8 @@ export interface WireUsage {
   prompt_tokens: number;
   completion_tokens: number;
   total_tokens: number;
+  prompt_tokens_details?: Partial<Record<PromptTokensDetail, number>>;
+  completion_tokens_details?: Partial<Record<CompletionTokensDetail, number>>;
 }
 
 /** The wire's finish reasons; engine reasons without a wire meaning become `stop`. */
@@ -28,11 +37,23 @@ export function toWireFinishReason(reason: FinishReason): WireFinishReason {
   }
 }
 
-/** Unknown counts are sent as 0: the wire has no way to say "unknown". */
+/**
+ * Unknown counts are sent as 0: the wire has no way to say "unknown". An upstream's breakdowns
+ * (cached prompt tokens, reasoning tokens) go with the counts they break down.
+ */
 export function toWireUsage(usage: Usage): WireUsage {
   const prompt = usage.promptTokens ?? 0;
   const completion = usage.completionTokens ?? 0;
-  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+  const wire: WireUsage = {
+    prompt_tokens: prompt,
+    completion_tokens: completion,
+    total_tokens: prompt + completion,
+  };
+  const details = usage.details;
+  if (details === undefined) return wire;
+  if (details.prompt !== undefined) wire.prompt_tokens_details = details.prompt;
+  if (details.completion !== undefined) wire.completion_tokens_details = details.completion;
+  return wire;
 }
 
 /** Identity shared by a completion and all chunks of one stream. */

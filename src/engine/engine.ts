@@ -95,7 +95,32 @@ export interface Usage {
   completionTokens: number | undefined;
   /** True when the counts were computed by Tollgate rather than reported by the engine. */
   estimated?: boolean;
+  /**
+   * What an upstream told of its counts (`prompt_tokens_details`, `completion_tokens_details`:
+   * cached prompt tokens, reasoning tokens, ...), passed on to the client where the counts are
+   * the upstream's own; never charged differently.
+   */
+  details?: UsageDetails;
 }
+
+/** The breakdowns of a usage report, as OpenAI names them; each count a whole number. */
+export interface UsageDetails {
+  prompt?: Partial<Record<PromptTokensDetail, number>>;
+  completion?: Partial<Record<CompletionTokensDetail, number>>;
+}
+
+/** The counts of OpenAI's `prompt_tokens_details`. */
+export const PROMPT_TOKENS_DETAILS = ["cached_tokens", "audio_tokens"] as const;
+export type PromptTokensDetail = (typeof PROMPT_TOKENS_DETAILS)[number];
+
+/** The counts of OpenAI's `completion_tokens_details`. */
+export const COMPLETION_TOKENS_DETAILS = [
+  "reasoning_tokens",
+  "audio_tokens",
+  "accepted_prediction_tokens",
+  "rejected_prediction_tokens",
+] as const;
+export type CompletionTokensDetail = (typeof COMPLETION_TOKENS_DETAILS)[number];
 
 /**
  * One part of an engine's output stream. The last (`finish` or `error`) may say how long the

@@ -129,6 +129,53 @@ describe("a model routed upstream, through the openai SDK", () => {
     expect(usage).toEqual({ prompt_tokens: 17, completion_tokens: 3, total_tokens: 20 });
   });
 
+  it("passes the upstream's usage breakdowns on, plain and streamed, and none with estimated counts", async () => {
+    const events = textEvents(["Hello"], { usage: undefined });
+    events.push({
+      ...events[0],
+      choices: [],
+      usage: {
+        prompt_tokens: 50,
+        completion_tokens: 20,
+        total_tokens: 70,
+        prompt_tokens_details: { cached_tokens: 10, audio_tokens: 0, made_up_tokens: 3 },
+        completion_tokens_details: { reasoning_tokens: 5, accepted_prediction_tokens: 99 },
+      },
+    });
+    upstream.handle((_request, response) => writeEvents(response, events));
+    const expected = {
+      prompt_tokens: 50,
+      completion_tokens: 20,
+      total_tokens: 70,
+      // Only OpenAI's names, each within the count it breaks down.
+      prompt_tokens_details: { cached_tokens: 10, audio_tokens: 0 },
+      completion_tokens_details: { reasoning_tokens: 5 },
+    };
+    const completion = await client.chat.completions.create({ model: REMOTE, messages });
+    expect(completion.usage).toEqual(expected);
+    const stream = await client.chat.completions.create({
+      model: REMOTE,
+      messages,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    let usage: OpenAI.CompletionUsage | null | undefined;
+    for await (const event of stream) if (event.usage) usage = event.usage;
+    expect(usage).toEqual(expected);
+
+    // A report that leaves the completion uncounted: Tollgate estimates it, and shows no breakdown.
+    const partial = events.slice(0, -1);
+    partial.push({
+      ...events[0],
+      choices: [],
+      usage: { prompt_tokens: 50, prompt_tokens_details: { cached_tokens: 10 } },
+    });
+    upstream.handle((_request, response) => writeEvents(response, partial));
+    const estimated = await client.chat.completions.create({ model: REMOTE, messages });
+    expect(estimated.usage).not.toHaveProperty("prompt_tokens_details");
+    expect(estimated.usage).not.toHaveProperty("completion_tokens_details");
+  });
+
   it("counts no run still under way once requests have ended, plain and streamed", async () => {
     await client.chat.completions.create({ model: REMOTE, messages, max_tokens: 20 });
     const stream = await client.chat.completions.create({ model: REMOTE, messages, stream: true });

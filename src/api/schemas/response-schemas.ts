@@ -1,4 +1,5 @@
 import { Type } from "@sinclair/typebox";
+import { COMPLETION_TOKENS_DETAILS, PROMPT_TOKENS_DETAILS } from "../../engine/engine.ts";
 import { StringEnum } from "./schema-helpers.ts";
 
 /**
@@ -15,10 +16,31 @@ export const ErrorResponseSchema = Type.Object({
   }),
 });
 
+/** An upstream's breakdown of a count, where it gave one (OpenAI's names, each a whole number). */
+function detailsSchema(names: readonly string[], description: string) {
+  return Type.Optional(
+    Type.Object(
+      Object.fromEntries(names.map((name) => [name, Type.Optional(Type.Integer({ minimum: 0 }))])),
+      {
+        additionalProperties: false,
+        description,
+      },
+    ),
+  );
+}
+
 const UsageSchema = Type.Object({
   prompt_tokens: Type.Integer(),
   completion_tokens: Type.Integer(),
   total_tokens: Type.Integer(),
+  prompt_tokens_details: detailsSchema(
+    PROMPT_TOKENS_DETAILS,
+    "Upstream models only, as the upstream reported it (e.g. `cached_tokens`); the charge is by `prompt_tokens`.",
+  ),
+  completion_tokens_details: detailsSchema(
+    COMPLETION_TOKENS_DETAILS,
+    "Upstream models only, as the upstream reported it (e.g. `reasoning_tokens`); the charge is by `completion_tokens`.",
+  ),
 });
 
 const FinishReasonSchema = StringEnum(["stop", "length", "tool_calls", "content_filter"]);

@@ -1,4 +1,9 @@
-import type { Usage } from "../engine.ts";
+import {
+  COMPLETION_TOKENS_DETAILS,
+  PROMPT_TOKENS_DETAILS,
+  type Usage,
+  type UsageDetails,
+} from "../engine.ts";
 
 /**
  * The most tokens an upstream's count is taken at: a thousand times the longest contexts served
@@ -28,7 +33,47 @@ export function convertUsage(value: unknown): Usage | undefined {
       estimated: true,
     };
   }
-  return { promptTokens, completionTokens };
+  const details = readDetails(usage, promptTokens, completionTokens);
+  return details === undefined
+    ? { promptTokens, completionTokens }
+    : { promptTokens, completionTokens, details };
+}
+
+/**
+ * The breakdowns OpenAI names in `prompt_tokens_details` and `completion_tokens_details`: each a
+ * whole number no larger than the count it breaks down (a broken upstream's figures are left
+ * out); `undefined` when there are none.
+ */
+function readDetails(
+  usage: Record<string, unknown>,
+  promptTokens: number | undefined,
+  completionTokens: number | undefined,
+): UsageDetails | undefined {
+  const prompt = readDetailCounts(usage.prompt_tokens_details, PROMPT_TOKENS_DETAILS, promptTokens);
+  const completion = readDetailCounts(
+    usage.completion_tokens_details,
+    COMPLETION_TOKENS_DETAILS,
+    completionTokens,
+  );
+  if (prompt === undefined && completion === undefined) return undefined;
+  return { ...(prompt === undefined ? {} : { prompt }), ...(completion === undefined ? {} : { completion }) };
+}
+
+function readDetailCounts<Name extends string>(
+  value: unknown,
+  names: readonly Name[],
+  total: number | undefined,
+): Partial<Record<Name, number>> | undefined {
+  if (typeof value !== "object" || value === null || total === undefined) return undefined;
+  const counts: Partial<Record<Name, number>> = {};
+  let any = false;
+  for (const name of names) {
+    const count = readCount((value as Record<string, unknown>)[name]);
+    if (count === undefined || count > total) continue;
+    counts[name] = count;
+    any = true;
+  }
+  return any ? counts : undefined;
 }
 
 function readCount(value: unknown): number | undefined {
@@ -48,6 +93,19 @@ export function mergeUsage(earlier: Usage | undefined, later: Usage): Usage {
     promptTokens: later.promptTokens ?? earlier.promptTokens,
     completionTokens: later.completionTokens ?? earlier.completionTokens,
   };
+  const details = mergeDetails(earlier.details, later.details);
+  if (details !== undefined) merged.details = details;
   if (earlier.estimated === true || later.estimated === true) merged.estimated = true;
   return merged;
+}
+
+/** Each breakdown from the later report where it gives one, else the earlier's. */
+function mergeDetails(
+  earlier: UsageDetails | undefined,
+  later: UsageDetails | undefined,
+): UsageDetails | undefined {
+  if (earlier === undefined || later === undefined) return later ?? earlier;
+  const prompt = later.prompt ?? earlier.prompt;
+  const completion = later.completion ?? earlier.completion;
+  return { ...(prompt === undefined ? {} : { prompt }), ...(completion === undefined ? {} : { completion }) };
 }

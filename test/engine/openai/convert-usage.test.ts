@@ -9,6 +9,41 @@ describe("convertUsage", () => {
     });
   });
 
+  it("reads OpenAI's breakdowns of each count, whole numbers within the count", () => {
+    expect(
+      convertUsage({
+        prompt_tokens: 10,
+        completion_tokens: 5,
+        prompt_tokens_details: { cached_tokens: 4, audio_tokens: 11, other: 1 },
+        completion_tokens_details: { reasoning_tokens: 2.5, rejected_prediction_tokens: 5 },
+      }),
+    ).toEqual({
+      promptTokens: 10,
+      completionTokens: 5,
+      details: { prompt: { cached_tokens: 4 }, completion: { rejected_prediction_tokens: 5 } },
+    });
+    // A breakdown of a count the report does not give breaks down nothing.
+    expect(convertUsage({ completion_tokens: 5, prompt_tokens_details: { cached_tokens: 4 } })).toEqual({
+      promptTokens: undefined,
+      completionTokens: 5,
+    });
+  });
+
+  it("merges breakdowns with their counts: a later whole report replaces them, a partial one keeps the other's", () => {
+    const first = convertUsage({ prompt_tokens: 10, prompt_tokens_details: { cached_tokens: 4 } });
+    const last = convertUsage({ completion_tokens: 7, completion_tokens_details: { reasoning_tokens: 3 } });
+    if (last === undefined) throw new Error("the completion count was not read");
+    expect(mergeUsage(first, last)).toEqual({
+      promptTokens: 10,
+      completionTokens: 7,
+      details: { prompt: { cached_tokens: 4 }, completion: { reasoning_tokens: 3 } },
+    });
+    expect(mergeUsage(first, { promptTokens: 12, completionTokens: 7 })).toEqual({
+      promptTokens: 12,
+      completionTokens: 7,
+    });
+  });
+
   it("keeps missing, null or invalid counts undefined, never 0", () => {
     expect(convertUsage({ prompt_tokens: 10, completion_tokens: null })).toEqual({
       promptTokens: 10,
