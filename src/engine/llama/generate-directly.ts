@@ -276,22 +276,26 @@ function createTextRelease(options: {
       count += 1;
     }
     const chunks = held.splice(0, count);
-    let text = heldText.slice(0, length);
+    const text =
+      heldText.slice(0, length) +
+      (cut && count < releasable && end > length ? heldText.slice(length, end) : "");
     heldText = heldText.slice(length);
-    if (cut && count < releasable && end > length) text += heldText.slice(0, end - length);
-    if (chunks.length > 0 && startIgnorable && !cut) {
-      // LlamaChat drops an ignored start text once, from the first text it releases as it goes
-      // (not from text released at a stop), and re-tokenizes the rest of that first chunk.
-      startIgnorable = false;
-      const [first] = chunks;
-      if (first !== undefined && prompt.ignoredStartCharacters.has(first.text.charAt(0))) {
-        const rest = first.text.slice(1);
-        first.tokens = rest === "" ? [] : model.tokenize(rest, false, "trimLeadingSpace");
-        text = text.slice(1);
-      }
-    }
     for (const chunk of chunks) for (const token of chunk.tokens) released.push(token);
     if (text !== "") onText(text);
+  };
+
+  /**
+   * The first text generated without the ignored start character it may begin with (the space a
+   * template puts after the assistant's header), as LlamaChat drops it, the rest re-tokenized for
+   * the repeat penalty. Dropped as the text is decided, before it is held: a stop string neither
+   * matches that character (which no client sees) nor leaves it in front of the text released
+   * at the stop.
+   */
+  const withoutIgnoredStart = (chunk: Chunk): Chunk => {
+    startIgnorable = false;
+    if (!prompt.ignoredStartCharacters.has(chunk.text.charAt(0))) return chunk;
+    const rest = chunk.text.slice(1);
+    return { tokens: rest === "" ? [] : model.tokenize(rest, false, "trimLeadingSpace"), text: rest };
   };
 
   const push = (token: Token): LlamaStopReason | undefined => {
@@ -315,9 +319,10 @@ function createTextRelease(options: {
       return "stopGenerationTrigger";
     }
 
+    const chunk = startIgnorable && text !== "" ? withoutIgnoredStart({ tokens, text }) : { tokens, text };
     const searchFrom = heldText.length;
-    held.push({ tokens, text });
-    heldText += text;
+    held.push(chunk);
+    heldText += chunk.text;
     if (whitespace) heldWhitespace += 1;
     if (stopTexts.length === 0) {
       release(heldText.length, false);

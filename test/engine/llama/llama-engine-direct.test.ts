@@ -132,6 +132,23 @@ describe("direct path against LlamaChat", () => {
     }
   });
 
+  // Regression: a stop string was matched against the ignored start text (a leading space no
+  // client sees) and released it in front of the text before the stop.
+  it("matches stop strings in the text without the ignored start, alike", async () => {
+    let ignoredStarts = 0;
+    for (const seed of [15, 43, 63]) {
+      const request = createTestRequest({ temperature: 1, seed, maxTokens: 12 });
+      const full = await expectSame(endless, request);
+      const first = full.text.charAt(0);
+      const stopped = await expectSame(endless, { ...request, stop: [first] });
+      expect(stopped.text, `seed ${seed}`).toBe("");
+      // The ignored space itself, and with the first character, is never seen: no stop.
+      const unseen = await expectSame(endless, { ...request, stop: [` ${first}`] });
+      if (unseen.text === full.text) ignoredStarts += 1;
+    }
+    expect(ignoredStarts).toBe(3);
+  });
+
   it.each([1, 2])("cuts at max_tokens in the same place (seed %i)", async (seed) => {
     const outcome = await expectSame(endless, createTestRequest({ temperature: 1, seed, maxTokens: 37 }));
     expect(outcome.end).toMatchObject({
