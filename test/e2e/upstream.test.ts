@@ -4,6 +4,8 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { CatalogModel } from "../../src/catalog/catalog.ts";
 import {
   answerError,
+  answerJson,
+  chatCompletion,
   chunk,
   type MockUpstream,
   startMockUpstream,
@@ -275,22 +277,9 @@ describe("an upstream model that refuses", () => {
   });
 
   it("reads the refusal of a whole JSON completion too", async () => {
-    upstream.handle((_request, response) => {
-      response.writeHead(200, { "content-type": "application/json" });
-      response.end(
-        JSON.stringify({
-          object: "chat.completion",
-          choices: [
-            {
-              index: 0,
-              message: { role: "assistant", content: null, refusal: "No." },
-              finish_reason: "stop",
-            },
-          ],
-          usage: { prompt_tokens: 11, completion_tokens: 2, total_tokens: 13 },
-        }),
-      );
-    });
+    upstream.handle(
+      answerJson(chatCompletion({ role: "assistant", content: null, refusal: "No." }, { usage: [11, 2] })),
+    );
     const completion = await client.chat.completions.create({ model: REMOTE, messages });
     expect(completion.choices[0]?.message.refusal).toBe("No.");
     expect(completion.usage).toMatchObject({ prompt_tokens: 11, completion_tokens: 2 });
@@ -299,18 +288,9 @@ describe("an upstream model that refuses", () => {
 
 describe("an upstream that ignores stream and answers one JSON completion", () => {
   beforeEach(() => {
-    upstream.handle((_request, response) => {
-      response.writeHead(200, { "content-type": "application/json" });
-      response.end(
-        JSON.stringify({
-          object: "chat.completion",
-          choices: [
-            { index: 0, message: { role: "assistant", content: "All at once" }, finish_reason: "stop" },
-          ],
-          usage: { prompt_tokens: 11, completion_tokens: 3, total_tokens: 14 },
-        }),
-      );
-    });
+    upstream.handle(
+      answerJson(chatCompletion({ role: "assistant", content: "All at once" }, { usage: [11, 3] })),
+    );
   });
 
   it("still streams to a client that asked for a stream, with the upstream's usage", async () => {

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import type { StreamPart } from "../../../src/engine/engine.ts";
 import { convertCompletionToChunk } from "../../../src/engine/openai/convert-completion-to-chunk.ts";
 import { createChunkMapper } from "../../../src/engine/openai/create-chunk-mapper.ts";
-import { chunk, usageChunk } from "./mock-upstream.ts";
+import { chunk, toolCallCompletion, usageChunk } from "./mock-upstream.ts";
 
 function toolDelta(call: Record<string, unknown>) {
   return chunk({ tool_calls: [call] });
@@ -267,22 +267,8 @@ describe("createChunkMapper", () => {
 
   it("ends a call of a whole completion whose arguments are empty, missing or null with {}", () => {
     for (const fn of [{ name: "now", arguments: "" }, { name: "now" }, { name: "now", arguments: null }]) {
-      const completion = {
-        id: "chatcmpl-upstream",
-        object: "chat.completion",
-        choices: [
-          {
-            index: 0,
-            message: {
-              role: "assistant",
-              content: null,
-              tool_calls: [{ id: "call_n", type: "function", function: fn }],
-            },
-            finish_reason: "tool_calls",
-          },
-        ],
-      };
-      expect(argumentsByIndex(readAll([convertCompletionToChunk(completion)]).parts)).toEqual(["{}"]);
+      const whole = toolCallCompletion(fn);
+      expect(argumentsByIndex(readAll([convertCompletionToChunk(whole)]).parts)).toEqual(["{}"]);
     }
   });
 

@@ -103,6 +103,44 @@ export function usageChunk(promptTokens: number, completionTokens: number): Reco
   };
 }
 
+/**
+ * A whole `chat.completion` with one choice holding `message`, as an upstream answers without
+ * `stream` (or ignoring it); `usage` as [prompt, completion] tokens, none when undefined.
+ */
+export function chatCompletion(
+  message: Record<string, unknown>,
+  options: { finishReason?: string; usage?: [number, number] | undefined } = {},
+): Record<string, unknown> {
+  const usage = options.usage;
+  return {
+    id: "chatcmpl-whole",
+    object: "chat.completion",
+    created: 1_700_000_000,
+    model: "upstream-model",
+    choices: [{ index: 0, message, finish_reason: options.finishReason ?? "stop" }],
+    ...(usage === undefined
+      ? {}
+      : {
+          usage: { prompt_tokens: usage[0], completion_tokens: usage[1], total_tokens: usage[0] + usage[1] },
+        }),
+  };
+}
+
+/** A whole completion that calls each `fn` (`{ name, arguments }`, ids `call_a`, `call_b`, ...), without usage. */
+export function toolCallCompletion(
+  ...functions: readonly Record<string, unknown>[]
+): Record<string, unknown> {
+  const toolCalls = functions.map((fn, index) => ({
+    id: `call_${String.fromCharCode(97 + index)}`,
+    type: "function",
+    function: fn,
+  }));
+  return chatCompletion(
+    { role: "assistant", content: null, tool_calls: toolCalls },
+    { finishReason: "tool_calls" },
+  );
+}
+
 /** The events of a whole streamed text answer, as OpenAI sends them. */
 export function textEvents(
   texts: readonly string[],
@@ -160,6 +198,19 @@ export function answerError(
     response.writeHead(status, { "content-type": "application/json", ...headers });
     response.end(JSON.stringify(body));
   };
+}
+
+/** A handler that answers 200 with `body` as it is, labelled `contentType`. */
+export function answerAs(contentType: string, body: string): MockHandler {
+  return (_request, response) => {
+    response.writeHead(200, { "content-type": contentType });
+    response.end(body);
+  };
+}
+
+/** A handler that answers 200 with `body` as JSON. */
+export function answerJson(body: unknown, contentType = "application/json"): MockHandler {
+  return answerAs(contentType, JSON.stringify(body));
 }
 
 /** Answers the first `count` requests with `first`, the rest with `then`. */

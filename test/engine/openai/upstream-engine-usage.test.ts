@@ -12,6 +12,7 @@ import {
   upstreamModel,
 } from "./engine-helpers.ts";
 import {
+  chatCompletion,
   chunk,
   type MockHandler,
   resetAfter,
@@ -66,14 +67,7 @@ function lastUsage(parts: readonly StreamPart[]): Usage {
 
 /** A `chat.completion` whose text is `content`, as one JSON text. */
 function wholeCompletion(content: string): string {
-  return JSON.stringify({
-    id: "chatcmpl-whole",
-    object: "chat.completion",
-    created: 1_700_000_000,
-    model: "upstream-model",
-    choices: [{ index: 0, message: { role: "assistant", content }, finish_reason: "stop" }],
-    usage: { prompt_tokens: 7, completion_tokens: 2, total_tokens: 9 },
-  });
+  return JSON.stringify(chatCompletion({ role: "assistant", content }, { usage: [7, 2] }));
 }
 
 /** Answers 200 with `body` in 16 KiB pieces, labelled `contentType` (none when undefined). */

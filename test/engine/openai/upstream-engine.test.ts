@@ -11,17 +11,20 @@ import {
   textOf,
   upstreamModel,
 } from "./engine-helpers.ts";
-import { chunk, type MockHandler, resetAfter, streamText, textEvents, writeEvents } from "./mock-upstream.ts";
+import {
+  answerAs,
+  answerJson,
+  chatCompletion,
+  chunk,
+  type MockHandler,
+  resetAfter,
+  streamText,
+  textEvents,
+  toolCallCompletion,
+  writeEvents,
+} from "./mock-upstream.ts";
 
 const mock = startTestMock;
-
-/** Answers 200 with `body` as `contentType`. */
-function answerAs(contentType: string, body: string): MockHandler {
-  return (_request, response) => {
-    response.writeHead(200, { "content-type": contentType });
-    response.end(body);
-  };
-}
 
 /** A mock answering with `handler`, and an engine on it that does not retry. */
 async function oneTry(handler: MockHandler) {
@@ -127,21 +130,15 @@ describe("upstream engine: answers", () => {
   });
 
   it("reads a whole chat.completion from an upstream that ignores stream", async () => {
-    const upstream = await mock((_request, response) => {
-      response.writeHead(200, { "content-type": "application/json; charset=utf-8" });
-      response.end(
-        JSON.stringify({
-          id: "chatcmpl-whole",
-          object: "chat.completion",
-          created: 1_700_000_000,
-          model: "gpt-4o-mini",
-          choices: [
-            { index: 0, message: { role: "assistant", content: "Hello, whole." }, finish_reason: "length" },
-          ],
-          usage: { prompt_tokens: 12, completion_tokens: 4, total_tokens: 16 },
-        }),
-      );
-    });
+    const upstream = await mock(
+      answerJson(
+        chatCompletion(
+          { role: "assistant", content: "Hello, whole." },
+          { finishReason: "length", usage: [12, 4] },
+        ),
+        "application/json; charset=utf-8",
+      ),
+    );
     const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
     expect(await collectParts(engine)).toEqual([
       { type: "text-delta", text: "Hello, whole." },
@@ -155,32 +152,14 @@ describe("upstream engine: answers", () => {
   });
 
   it("reads the tool calls of a whole chat.completion, numbered in order", async () => {
-    const upstream = await mock((_request, response) => {
-      response.writeHead(200, { "content-type": "application/json" });
-      response.end(
-        JSON.stringify({
-          object: "chat.completion",
-          choices: [
-            {
-              index: 0,
-              message: {
-                role: "assistant",
-                content: null,
-                tool_calls: [
-                  {
-                    id: "call_a",
-                    type: "function",
-                    function: { name: "get_weather", arguments: '{"city":"Oslo"}' },
-                  },
-                  { id: "call_b", type: "function", function: { name: "get_time", arguments: "{}" } },
-                ],
-              },
-              finish_reason: "tool_calls",
-            },
-          ],
-        }),
-      );
-    });
+    const upstream = await mock(
+      answerJson(
+        toolCallCompletion(
+          { name: "get_weather", arguments: '{"city":"Oslo"}' },
+          { name: "get_time", arguments: "{}" },
+        ),
+      ),
+    );
     const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
     const parts = await collectParts(
       engine,
@@ -206,13 +185,9 @@ describe("upstream engine: answers", () => {
     expect(((await firstError(engine)) as AppError).message).toContain("the model is warming up");
 
     upstream.handle(
-      answerAs(
+      answerJson(
+        chatCompletion({ role: "assistant", content: "Whole" }, { usage: [3, 1] }),
         "text/event-stream",
-        JSON.stringify({
-          object: "chat.completion",
-          choices: [{ index: 0, message: { role: "assistant", content: "Whole" }, finish_reason: "stop" }],
-          usage: { prompt_tokens: 3, completion_tokens: 1, total_tokens: 4 },
-        }),
       ),
     );
     const parts = await collectParts(engine);

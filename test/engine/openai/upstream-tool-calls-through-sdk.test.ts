@@ -12,7 +12,14 @@ import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type RunningServer, startServer } from "../../../src/server.ts";
 import { createTestConfig, createUpstreamModelEntry } from "../../support/test-server.ts";
-import { chunk, type MockUpstream, startMockUpstream, writeEvents } from "./mock-upstream.ts";
+import {
+  answerJson,
+  chunk,
+  type MockUpstream,
+  startMockUpstream,
+  toolCallCompletion,
+  writeEvents,
+} from "./mock-upstream.ts";
 
 const MODEL = "upstream-chat";
 
@@ -77,32 +84,14 @@ describe("a no-parameter call the upstream sends without arguments", () => {
   it.each(variants)(
     "reaches parse() with {} from a whole JSON answer when they are %s",
     async (_label, fn) => {
-      upstream.handle((_request, response) => {
-        response.writeHead(200, { "content-type": "application/json" });
-        response.end(
-          JSON.stringify({
-            object: "chat.completion",
-            choices: [
-              {
-                index: 0,
-                message: {
-                  role: "assistant",
-                  content: null,
-                  tool_calls: [{ id: "call_n", type: "function", function: fn }],
-                },
-                finish_reason: "tool_calls",
-              },
-            ],
-          }),
-        );
-      });
+      upstream.handle(answerJson(toolCallCompletion(fn)));
       const completion = await client.chat.completions.parse({
         model: MODEL,
         messages,
         tools: [noParameters],
       });
       expect(completion.choices[0]?.message.tool_calls).toMatchObject([
-        { id: "call_n", function: { name: "now", arguments: "{}", parsed_arguments: {} } },
+        { id: "call_a", function: { name: "now", arguments: "{}", parsed_arguments: {} } },
       ]);
     },
   );
