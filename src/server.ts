@@ -108,6 +108,14 @@ async function answersWithin(promise: Promise<unknown>, ms: number): Promise<boo
 /** How long cut requests have to send their last bytes before every connection is closed. */
 const CUT_STREAMS_FLUSH_MS = 1_000;
 
+/**
+ * About how long a connection whose response ends during a shutdown stays open (Node adds its
+ * keep-alive buffer, a second): a request its client
+ * sent meanwhile still gets its 503 in the contract's shape, and then the connection closes, so
+ * the shutdown ends when its requests do rather than when the grace period does.
+ */
+const DRAIN_KEEP_ALIVE_MS = 1_000;
+
 /** `host:port`, an IPv6 host in brackets. */
 function formatHostPort(host: string, port: number): string {
   return `${host.includes(":") ? `[${host}]` : host}:${port}`;
@@ -355,6 +363,8 @@ async function startOnStore(
   let stopped: Promise<void> | undefined;
   async function drain(graceMs: number): Promise<void> {
     inFlight.beginClosing();
+    // Node reads it as each response ends; connections idle already are closed by `app.close()`.
+    app.server.keepAliveTimeout = Math.min(app.server.keepAliveTimeout, DRAIN_KEEP_ALIVE_MS);
     let closeConnections: NodeJS.Timeout | undefined;
     const cut = setTimeout(() => {
       inFlight.abortAll();

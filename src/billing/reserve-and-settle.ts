@@ -335,11 +335,11 @@ export class BillingAdmission implements ChatAdmission {
         cost: formatAmount(chargedNano),
         uncharged: chargedNano < usageCostNano ? formatAmount(usageCostNano - chargedNano) : undefined,
       });
-      // The bucket gets back what the estimate overstated; a limiter that cannot be reached
+      // The bucket gets back what the estimate overstated (all of it where the run never began);
+      // a limiter that cannot be reached
       // (Redis) only leaves the bucket a little emptier until it refills.
-      await this.#limits
-        .correctTokens(request.key, estimatedTokens, promptTokens + completionTokens)
-        .catch(() => {});
+      const usedTokens = outcome.unstarted === true ? 0 : promptTokens + completionTokens;
+      await this.#limits.correctTokens(request.key, estimatedTokens, usedTokens).catch(() => {});
     };
     let lastError: unknown;
     for (const delay of [0, ...this.#retryDelays.beforeAnswer]) {

@@ -49,6 +49,12 @@ export interface RunOutcome {
    * nothing is charged for it. A client that left is not this: it chose to stop.
    */
   unanswered?: boolean | undefined;
+  /**
+   * The run took nothing of its model: refused (overloaded, unavailable), failed before its
+   * answer began, or ended while it waited for its turn. Its key's token rate gets the whole
+   * estimate back, as its account gets the whole reservation.
+   */
+  unstarted?: boolean | undefined;
 }
 
 /** A request admitted to run; settle it exactly once, whatever happens. */

@@ -2,7 +2,7 @@ import type { ChatCompletionOptions } from "../api/convert-chat-request.ts";
 import type { CompletionIdentity } from "../api/render-chat-completion.ts";
 import type { CatalogModel } from "../catalog/catalog.ts";
 import { ContextLengthError } from "../engine/check-context-length.ts";
-import type { ChatEngine, PartBatch, PreparedChat, StreamPart } from "../engine/engine.ts";
+import type { ChatEngine, PartBatch, PreparedChat, StreamPart, Usage } from "../engine/engine.ts";
 import { AppError, isAppError } from "../errors/app-error.ts";
 import { createRandomText } from "../ids/random-text.ts";
 import type { ModelRegistry, RegisteredModel } from "../models/model-registry.ts";
@@ -151,21 +151,32 @@ export class ChatService {
     const startedAt = performance.now();
     const prepareMs = startedAt - preparing;
     const iterator = prepared.run(signal)[Symbol.asyncIterator]();
+    const settleUnanswered = (error: unknown, usage: Usage) =>
+      ticket.settle({
+        usage,
+        finishReason: undefined,
+        errorCode: isAppError(error) ? error.code : "internal_error",
+        timings: { firstPartMs: undefined, totalMs: performance.now() - startedAt },
+        unstarted: true,
+      });
     let first: IteratorResult<PartBatch>;
     try {
       first = await iterator.next();
     } catch (error) {
-      await ticket.settle({
-        usage: {
-          promptTokens: prepared.promptTokens,
-          completionTokens: 0,
-          estimated: prepared.promptTokensEstimated === true,
-        },
-        finishReason: undefined,
-        errorCode: isAppError(error) ? error.code : "internal_error",
-        timings: { firstPartMs: undefined, totalMs: performance.now() - startedAt },
+      await settleUnanswered(error, {
+        promptTokens: prepared.promptTokens,
+        completionTokens: 0,
+        estimated: prepared.promptTokensEstimated === true,
       });
       throw error;
+    }
+    // Cut by the server (a shutdown) before its answer began: the error itself (a 503 the client
+    // may retry elsewhere, streamed or not), not a stream that begins only to break at once.
+    const cutUsage = first.done ? undefined : usageIfCutBeforeAnswer(first.value, signal);
+    if (cutUsage !== undefined) {
+      await iterator.return?.();
+      await settleUnanswered(signal.reason, cutUsage);
+      throw signal.reason;
     }
     // A fallback model that served is the one the client is told of and the one that is charged.
     const servedById = prepared.servedBy?.();
@@ -271,6 +282,7 @@ export class ChatService {
           unanswered: !streamed,
         };
       if (!signal.aborted) return { usage: last.usage, finishReason: last.reason, errorCode: undefined };
+      const unstarted = last.type === "finish" && last.unstarted === true;
       // A run stopped by its client (or cut by a shutdown) says so in the ledger, and claims no
       // finish reason unless the model reached one before the stop (engines end a stopped run
       // with `stop`, raw reason `abort`).
@@ -280,6 +292,7 @@ export class ChatService {
         finishReason: last.rawReason === "abort" ? undefined : last.reason,
         errorCode: cutByServer ? signal.reason.code : CLIENT_CLOSED,
         unanswered: cutByServer && !streamed,
+        unstarted,
       };
     };
     try {
@@ -317,4 +330,16 @@ export class ChatService {
       }
     }
   }
+}
+
+/**
+ * The usage of a run that the server cut (its signal aborted with an AppError: a shutdown)
+ * before it generated anything, when `batch`, its first, is only its ending; else undefined.
+ */
+function usageIfCutBeforeAnswer(batch: PartBatch, signal: AbortSignal): Usage | undefined {
+  const only = batch.length === 1 ? batch[0] : undefined;
+  if (only === undefined || (only.type !== "finish" && only.type !== "error")) return undefined;
+  if (!signal.aborted || !isAppError(signal.reason) || (only.usage.completionTokens ?? 0) > 0)
+    return undefined;
+  return only.usage;
 }

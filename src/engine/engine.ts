@@ -142,8 +142,22 @@ export type StreamPart =
       /** A fragment of the arguments JSON text; "" on a first delta that carries none. */
       argumentsDelta: string;
     }
-  | { type: "finish"; reason: FinishReason; rawReason: string | undefined; usage: Usage; queueMs?: number }
+  | {
+      type: "finish";
+      reason: FinishReason;
+      rawReason: string | undefined;
+      usage: Usage;
+      queueMs?: number;
+      /**
+       * The run ended before the engine began on it (its client left while it waited for its
+       * turn): it took nothing of the model, and uses none of its key's token rate.
+       */
+      unstarted?: true;
+    }
   | { type: "error"; error: AppError; usage: Usage; queueMs?: number };
+
+/** The part that ends a run that finished (stopped, at its length, or cut). */
+export type FinishPart = Extract<StreamPart, { type: "finish" }>;
 
 /**
  * Parts that became available together (one read of an upstream's answer, the tokens generated

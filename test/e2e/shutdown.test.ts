@@ -3,7 +3,9 @@ import { connect, type Socket } from "node:net";
 import { Writable } from "node:stream";
 import { afterEach, describe, expect, it } from "vitest";
 import { startMockUpstream, textEvents, writeEvents } from "../engine/openai/mock-upstream.ts";
+import { getTestModelPath } from "../support/test-model.ts";
 import {
+  createTinyModelEntry,
   createUpstreamModelEntry,
   ENDLESS_MODEL,
   startTestServer,
@@ -44,12 +46,18 @@ async function startStream(test: TestServer, model: string, maxTokens?: number) 
 }
 
 describe("graceful shutdown", () => {
-  it("lets a stream in flight finish within the grace period", async () => {
+  it("lets a stream in flight finish within the grace period, and ends once it has (regression: waited out the grace)", async () => {
     server = await startTestServer();
     const stream = await startStream(server, TINY_MODEL, 40);
-    const stopped = server.server.shutdown({ graceMs: 30_000 });
+    const stopped = server.server.shutdown({ graceMs: 60_000 });
     const text = await stream.rest();
-    await stopped;
+    // The client keeps its connection (fetch's keep-alive) after the answer: that must not hold
+    // the shutdown until the grace period ends.
+    const outcome = await Promise.race([
+      stopped.then(() => "stopped"),
+      new Promise((resolve) => setTimeout(resolve, 20_000, "still draining")),
+    ]);
+    expect(outcome).toBe("stopped");
     expect(text.endsWith("data: [DONE]\n\n")).toBe(true);
     expect(text).toMatch(/"finish_reason":"(stop|length)"/);
     expect(text).not.toContain('"error"');
@@ -84,6 +92,73 @@ describe("graceful shutdown", () => {
       status: 200,
       error: "model_unavailable",
     });
+  });
+});
+
+describe("graceful shutdown of requests whose answer had not begun", () => {
+  const streamedRequest = (test: TestServer, model: string) =>
+    fetch(`${test.baseUrl}/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${test.starterKey}`, "content-type": "application/json" },
+      body: JSON.stringify({ model, messages: [{ role: "user", content: "Go" }], stream: true }),
+    });
+
+  /** The refusal a client can retry on another replica: 503, not a stream that breaks at once. */
+  async function expectRetryable503(response: Response): Promise<void> {
+    expect(response.status).toBe(503);
+    expect(response.headers.get("content-type")).toContain("application/json");
+    expect(response.headers.get("retry-after")).toBe("1");
+    expect(((await response.json()) as { error: { code: string } }).error.code).toBe("model_unavailable");
+  }
+
+  it("answers a stream still waiting for its upstream's first byte with 503 (regression: 200, then an error event)", async () => {
+    let release = () => {};
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const upstream = await startMockUpstream(async (_recorded, response) => {
+      await released;
+      await writeEvents(response, textEvents(["Late"], { usage: [3, 1] }));
+    });
+    try {
+      server = await startTestServer({ extraModels: [createUpstreamModelEntry("silent", upstream.baseUrl)] });
+      const pending = streamedRequest(server, "silent");
+      while (upstream.requests.length === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+      const stopped = server.server.shutdown({ graceMs: 100 });
+      await expectRetryable503(await pending);
+      await stopped;
+      const starter = await server.store.getAccountByName("starter");
+      const [row] = await server.store.listUsage({ accountId: starter!.id });
+      expect(row).toMatchObject({ errorCode: "model_unavailable", completionTokens: 0, costNano: 0n });
+      expect(await server.store.listReservations()).toEqual([]);
+    } finally {
+      release();
+      await upstream.close();
+    }
+  });
+
+  it("answers a stream waiting in a local model's queue with 503 (regression: 200, then an error event)", async () => {
+    const path = await getTestModelPath({ endless: true, size: "small" });
+    server = await startTestServer({
+      extraModels: [
+        {
+          ...createTinyModelEntry(path, { parallel: 1, maxQueue: 1, contextLength: 2048 }),
+          id: "one-at-a-time",
+        },
+      ],
+    });
+    const running = await startStream(server, "one-at-a-time");
+    const queued = streamedRequest(server, "one-at-a-time");
+    for (let attempt = 0; attempt < 200; attempt++) {
+      const metrics = await (await fetch(`${server.origin}/metrics`)).text();
+      if (metrics.includes('tollgate_model_requests{model="one-at-a-time",state="waiting"} 1')) break;
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+    const stopped = server.server.shutdown({ graceMs: 200 });
+    await expectRetryable503(await queued);
+    // The running one began its answer: it ends with the error event.
+    expect(await running.rest()).toContain('"code":"model_unavailable"');
+    await stopped;
   });
 });
 

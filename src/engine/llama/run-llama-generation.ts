@@ -7,7 +7,7 @@ import type {
   Token,
 } from "node-llama-cpp";
 import { AppError } from "../../errors/app-error.ts";
-import type { ChatRequest, PartBatch, StreamPart, Usage } from "../engine.ts";
+import type { ChatRequest, FinishPart, PartBatch, StreamPart, Usage } from "../engine.ts";
 import type { LeasePool } from "./create-lease-pool.ts";
 import { createPartChannel } from "./create-part-channel.ts";
 import { createPartMapper, type LlamaChatResult } from "./create-part-mapper.ts";
@@ -66,7 +66,7 @@ export async function* runLlamaGeneration(options: LlamaGenerationOptions): Asyn
   const queueMs = Math.round(performance.now() - queuedAt);
   if (lease === undefined) {
     if (!signal.aborted) throw unloadedError();
-    yield [abortFinish(options.promptTokens, 0, queueMs)];
+    yield [{ ...abortFinish(options.promptTokens, 0, queueMs), unstarted: true }];
     return;
   }
 
@@ -295,7 +295,7 @@ function endsWith(tokens: readonly Token[], end: readonly Token[]): boolean {
   return end.every((token, index) => tokens[offset + index] === token);
 }
 
-function abortFinish(promptTokens: number, completionTokens: number, queueMs?: number): StreamPart {
+function abortFinish(promptTokens: number, completionTokens: number, queueMs?: number): FinishPart {
   return {
     type: "finish",
     reason: "stop",

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { AppError } from "../../errors/app-error.ts";
-import type { PartBatch, StreamPart } from "../engine.ts";
+import type { FinishPart, PartBatch } from "../engine.ts";
 import { computeRetryDelay } from "./compute-retry-delay.ts";
 import type { UpstreamEndpoint } from "./create-upstream-endpoint.ts";
 import { type AttemptContext, closingError, startUpstreamAttempt } from "./start-upstream-attempt.ts";
@@ -77,7 +77,8 @@ export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenera
     };
     for (;;) {
       if (signal.aborted) {
-        yield [abortFinish(options.promptTokens)];
+        // Before an answer began: between attempts that failed, or before the first.
+        yield [{ ...abortFinish(options.promptTokens), unstarted: true }];
         return;
       }
       if (closeSignal.aborted) throw closingError(options.modelId);
@@ -163,7 +164,7 @@ export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenera
   }
 }
 
-function abortFinish(promptTokens: number): StreamPart {
+function abortFinish(promptTokens: number): FinishPart {
   return {
     type: "finish",
     reason: "stop",
