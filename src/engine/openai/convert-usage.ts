@@ -76,8 +76,15 @@ function readDetailCounts<Name extends string>(
   return any ? counts : undefined;
 }
 
+/**
+ * A whole, non-negative count, of any size (beyond 2^53 too, and JSON's `1e400`, which parses as
+ * Infinity): those are the broken counts the bound is for, not counts to estimate afresh, which
+ * would charge a larger count less.
+ */
 function readCount(value: unknown): number | undefined {
-  return typeof value === "number" && Number.isSafeInteger(value) && value >= 0 ? value : undefined;
+  return typeof value === "number" && value >= 0 && (Number.isInteger(value) || value === Infinity)
+    ? value
+    : undefined;
 }
 
 /**

@@ -70,6 +70,21 @@ describe("convertUsage", () => {
     });
   });
 
+  it("reads counts beyond 2^53 as the bound too, never as a count to estimate (regression: a larger count charged less)", () => {
+    for (const huge of [2 ** 53, 1e16, 1e20, JSON.parse("1e400") as number]) {
+      expect(convertUsage({ prompt_tokens: huge, completion_tokens: 1 })).toEqual({
+        promptTokens: MAX_REPORTED_TOKENS,
+        completionTokens: 1,
+        estimated: true,
+      });
+      expect(convertUsage({ prompt_tokens: 3, completion_tokens: huge })).toEqual({
+        promptTokens: 3,
+        completionTokens: MAX_REPORTED_TOKENS,
+        estimated: true,
+      });
+    }
+  });
+
   it("reads no usage from a non-object", () => {
     expect(convertUsage(null)).toBeUndefined();
     expect(convertUsage("usage")).toBeUndefined();
