@@ -11,7 +11,9 @@ export function parseInstant(text: string): Date {
   if (match === null) {
     const hint = LOCAL_TIME_PATTERN.test(text)
       ? "add a time zone, such as Z for UTC or +02:00"
-      : "write a date such as 2025-12-31 or a date and time such as 2025-12-31T18:00:00Z";
+      : SPACED_OFFSET_PATTERN.test(text)
+        ? "a + in a URL's query string reads as a space: write it as %2B (2025-12-31T18:00:00%2B02:00)"
+        : "write a date such as 2025-12-31 or a date and time such as 2025-12-31T18:00:00Z";
     throw new RangeError(`${JSON.stringify(text)} is not an ISO 8601 date; ${hint}.`);
   }
   const [, year, month, day, hour = "0", minute = "0", second = "0"] = match;
@@ -45,3 +47,5 @@ const LAST_INSTANT = Date.parse("9999-12-31T23:59:59.999Z");
 const INSTANT_PATTERN =
   /^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d+)?)?(?:Z|[+-](?:[01]\d|2[0-3]):[0-5]\d))?$/;
 const LOCAL_TIME_PATTERN = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?$/;
+/** A time whose zone's `+` arrived as a space (an unencoded `+` in a query string). */
+const SPACED_OFFSET_PATTERN = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)? \d{2}:\d{2}$/;

@@ -32,6 +32,8 @@ describe("parseInstant", () => {
     ["words", "tomorrow", /not an ISO 8601 date/],
     ["a point without digits", "2025-12-31T18:00:00.Z", /not an ISO 8601 date/],
     ["microseconds without zone", "2025-12-31T18:00:00.123456", /add a time zone/],
+    // `since=2025-06-01T00:00:00+02:00` unencoded in a query string arrives with a space.
+    ["a zone whose + became a space", "2025-06-01T00:00:00 02:00", /write it as %2B/],
     ["second 60 with a fraction", "2025-12-31T23:59:60.5Z", /not a real date/],
     // Stored as `+010000-01-01T04:00:00.000Z`, which sorts before every other year as text.
     ["a zone that carries it past the year 9999", "9999-12-31T23:00:00-05:00", /years 0000 to 9999 in UTC/],
