@@ -21,9 +21,12 @@ export function decodePageCursor(text: string): PageCursor {
   const space = decoded.indexOf(" ");
   const createdAt = new Date(decoded.slice(0, space));
   const tieBreaker = decoded.slice(space + 1);
-  // No record's id or name holds a NUL (nor could PostgreSQL be asked about one): not a cursor handed out.
+  // No record's id or name holds a NUL (nor could PostgreSQL be asked about one), and none was
+  // made outside the years 0000 to 9999 (stores compare times as text, where `+275760-...` sorts
+  // first, and such a cursor began the listing again): not a cursor handed out.
   if (
     space < 0 ||
+    !/^\d{4}-/.test(decoded) ||
     Number.isNaN(createdAt.getTime()) ||
     createdAt.toISOString() !== decoded.slice(0, space) ||
     hasNulCharacter(tieBreaker)
