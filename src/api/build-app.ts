@@ -294,6 +294,9 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
     // open, the connection reads and drops the rest (bounded as after any early answer: see the
     // onResponse hook), and the client gets its answer whenever it stops sending to read it.
     if (appError.code === "request_too_large") reply.removeHeader("connection");
+    // Draining: no next request on this connection, whatever failed (a request cut while it
+    // waited for its model, refused before it began).
+    else if (inFlight.closing) reply.header("connection", "close");
     if (appError.code === "internal_error") request.log.error({ err: error }, "request failed");
     else if (appError.code === "store_unavailable")
       request.log.warn({ err: error }, "the store is unavailable");

@@ -108,6 +108,8 @@ describe("graceful shutdown of requests whose answer had not begun", () => {
     expect(response.status).toBe(503);
     expect(response.headers.get("content-type")).toContain("application/json");
     expect(response.headers.get("retry-after")).toBe("1");
+    // Draining: told not to send its next request on this connection (regression: keep-alive).
+    expect(response.headers.get("connection")).toBe("close");
     expect(((await response.json()) as { error: { code: string } }).error.code).toBe("model_unavailable");
   }
 
