@@ -151,31 +151,43 @@ export class ChatService {
     const startedAt = performance.now();
     const prepareMs = startedAt - preparing;
     const iterator = prepared.run(signal)[Symbol.asyncIterator]();
-    const settleUnanswered = (error: unknown, usage: Usage) =>
+    /** Settles a run whose client gets `error` instead of any answer. */
+    const settleUnanswered = (
+      error: unknown,
+      usage: Usage,
+      ending: { queueMs?: number; unstarted: boolean },
+    ) =>
       ticket.settle({
         usage,
         finishReason: undefined,
         errorCode: isAppError(error) ? error.code : "internal_error",
-        timings: { firstPartMs: undefined, totalMs: performance.now() - startedAt },
-        unstarted: true,
+        timings: { firstPartMs: undefined, totalMs: performance.now() - startedAt, queueMs: ending.queueMs },
+        unstarted: ending.unstarted,
       });
     let first: IteratorResult<PartBatch>;
     try {
       first = await iterator.next();
     } catch (error) {
-      await settleUnanswered(error, {
-        promptTokens: prepared.promptTokens,
-        completionTokens: 0,
-        estimated: prepared.promptTokensEstimated === true,
-      });
+      await settleUnanswered(
+        error,
+        {
+          promptTokens: prepared.promptTokens,
+          completionTokens: 0,
+          estimated: prepared.promptTokensEstimated === true,
+        },
+        { unstarted: true },
+      );
       throw error;
     }
     // Cut by the server (a shutdown) before its answer began: the error itself (a 503 the client
     // may retry elsewhere, streamed or not), not a stream that begins only to break at once.
-    const cutUsage = first.done ? undefined : usageIfCutBeforeAnswer(first.value, signal);
-    if (cutUsage !== undefined) {
+    const cutEnd = first.done ? undefined : endIfCutBeforeAnswer(first.value, signal);
+    if (cutEnd !== undefined) {
       await iterator.return?.();
-      await settleUnanswered(signal.reason, cutUsage);
+      await settleUnanswered(signal.reason, cutEnd.usage, {
+        ...(cutEnd.queueMs === undefined ? {} : { queueMs: cutEnd.queueMs }),
+        unstarted: cutEnd.type === "finish" && cutEnd.unstarted === true,
+      });
       throw signal.reason;
     }
     // A fallback model that served is the one the client is told of and the one that is charged.
@@ -333,13 +345,13 @@ export class ChatService {
 }
 
 /**
- * The usage of a run that the server cut (its signal aborted with an AppError: a shutdown)
- * before it generated anything, when `batch`, its first, is only its ending; else undefined.
+ * The ending of a run that the server cut (its signal aborted with an AppError: a shutdown)
+ * before it generated anything, when `batch`, its first, is only that ending; else undefined.
  */
-function usageIfCutBeforeAnswer(batch: PartBatch, signal: AbortSignal): Usage | undefined {
+function endIfCutBeforeAnswer(batch: PartBatch, signal: AbortSignal): EndPart | undefined {
   const only = batch.length === 1 ? batch[0] : undefined;
   if (only === undefined || (only.type !== "finish" && only.type !== "error")) return undefined;
   if (!signal.aborted || !isAppError(signal.reason) || (only.usage.completionTokens ?? 0) > 0)
     return undefined;
-  return only.usage;
+  return only;
 }

@@ -161,6 +161,12 @@ describe("graceful shutdown of requests whose answer had not begun", () => {
     // The running one began its answer: it ends with the error event.
     expect(await running.rest()).toContain('"code":"model_unavailable"');
     await stopped;
+    // The queued one is recorded with its wait (regression: queue_ms null), and charged nothing.
+    const starter = await server.store.getAccountByName("starter");
+    const rows = await server.store.listUsage({ accountId: starter!.id });
+    const queuedRow = rows.find((row) => row.completionTokens === 0);
+    expect(queuedRow).toMatchObject({ errorCode: "model_unavailable", costNano: 0n });
+    expect(queuedRow?.queueMs).toBeGreaterThanOrEqual(100);
   });
 });
 
