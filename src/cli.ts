@@ -166,7 +166,16 @@ async function serve(argv: string[], configFile: string | undefined): Promise<vo
   });
   let closing = false;
   shutdown = (signal: string) => {
-    if (closing) return;
+    if (closing) {
+      // An operator who asks twice does not want to wait (Ctrl-C twice): out at once, as a crash
+      // would end it. What already answered is charged; the requests still running are not, and
+      // any reservation of theirs in the store is released at the next start.
+      server.app.log.warn(
+        { signal },
+        "second stop signal: exiting now, without the running requests' charges",
+      );
+      process.exit(1);
+    }
     closing = true;
     server.app.log.info({ signal }, "shutting down");
     server.shutdown().then(
