@@ -136,6 +136,12 @@ function describeListenError(error: unknown, host: string, port: number): unknow
         `This machine has no address ${host} to listen on. Use 127.0.0.1, 0.0.0.0 or one of its own addresses (--host, HOST or server.host).`,
         { cause: error },
       );
+    case "ENOTFOUND":
+    case "EAI_AGAIN":
+      return new Error(
+        `The host name ${host} to listen on does not resolve${code === "EAI_AGAIN" ? " (the name service did not answer)" : ""}. Use an address such as 127.0.0.1 or 0.0.0.0, or a name this machine resolves (--host, HOST or server.host).`,
+        { cause: error },
+      );
     case "EACCES":
       return new Error(
         `Listening on ${where} needs privileges this process does not have. Use a port above 1023 (--port, PORT or server.port).`,

@@ -44,11 +44,16 @@ afterAll(async () => {
   rmSync(folder, { recursive: true, force: true });
 });
 
-function serve(port: number) {
-  const child = spawn(process.execPath, [cli, "serve", "--port", String(port), "--config", configFile], {
-    stdio: ["ignore", "pipe", "pipe"],
-    env: { ...process.env, TOLLGATE_MODELS_DIR: join(folder, "models") },
-  });
+function serve(port: number, host?: string) {
+  const hostArguments = host === undefined ? [] : ["--host", host];
+  const child = spawn(
+    process.execPath,
+    [cli, "serve", "--port", String(port), ...hostArguments, "--config", configFile],
+    {
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { ...process.env, TOLLGATE_MODELS_DIR: join(folder, "models") },
+    },
+  );
   children.push(child);
   let output = "";
   child.stdout?.on("data", (data: Buffer) => {
@@ -93,4 +98,16 @@ describe("a server that cannot listen", () => {
     expect(started.output()).toMatch(/admin key: {3}sk-tg-/);
     started.child.kill("SIGKILL");
   }, 60_000);
+
+  it("names a host name that does not resolve, with the fix (regression: a bare getaddrinfo ENOTFOUND)", async () => {
+    const failed = serve(0, "no-such-host.invalid");
+    const code = await Promise.race([
+      new Promise<number | null>((resolve) => failed.child.on("exit", resolve)),
+      sleep(20_000).then(() => "still running" as const),
+    ]);
+    expect(code, failed.output()).toBe(1);
+    expect(failed.output()).toMatch(
+      /tollgate: The host name no-such-host\.invalid to listen on does not resolve.*Use an address such as 127\.0\.0\.1 or 0\.0\.0\.0/,
+    );
+  }, 30_000);
 });
