@@ -32,7 +32,8 @@ export interface RunningServer {
   /**
    * Drains and stops: refuses new requests (503), lets running ones finish for up to
    * `graceMs`, then cuts the rest (streams end with an error event), settles every request
-   * and closes the engines and the store.
+   * and closes the engines and the store. Rejects, once stopped, when a charge was given up
+   * (the store did not take it before the end).
    */
   shutdown(options?: { graceMs?: number }): Promise<void>;
   /** Stops at once: {@link shutdown} with no grace. */
@@ -268,6 +269,8 @@ async function startOnStore(
   if (released > 0) logger.warn({ released }, "released reservations left by the previous run");
   const inFlight = new InFlightRequests();
   const metrics = createServerMetrics(registry, inFlight);
+  /** Charges given up at shutdown (the store never took them): the shutdown then fails. */
+  let unrecordedCharges = 0;
   const admission = new BillingAdmission({
     store,
     limits: keyLimits,
@@ -278,6 +281,7 @@ async function startOnStore(
         return;
       }
       // Given up at shutdown: everything needed to record the charge by hand.
+      unrecordedCharges++;
       logger.error(
         { err: error, requestId, usage: { ...usage, costNano: String(usage.costNano) } },
         "settling a request failed; its charge was not recorded",
@@ -396,6 +400,12 @@ async function startOnStore(
         // Last: the id stays this server's until every request it served is settled.
         await replicaClaim?.close();
       }
+    }
+    // Stopped all the same, but not cleanly: a supervisor sees a failure, not exit code 0.
+    if (unrecordedCharges > 0) {
+      throw new Error(
+        `${unrecordedCharges} ${unrecordedCharges === 1 ? "charge was" : "charges were"} not recorded: the store did not take ${unrecordedCharges === 1 ? "it" : "them"} before the shutdown (each logged with its usage as "its charge was not recorded").`,
+      );
     }
   }
   function shutdown(shutdownOptions: { graceMs?: number } = {}): Promise<void> {

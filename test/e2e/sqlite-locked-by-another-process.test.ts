@@ -42,7 +42,8 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await server?.close();
+  // The last test's shutdown failed on purpose.
+  await server?.close().catch(() => {});
   await store?.close();
   await upstream?.close();
   rmSync(folder, { recursive: true, force: true });
@@ -122,5 +123,22 @@ describe("a SQLite server whose file another process has locked", () => {
       reservedNano: 0n,
       spentNano: spent,
     });
+  });
+
+  it("fails its shutdown when a charge could not be recorded before it (regression: a clean stop, exit code 0)", async () => {
+    const other = new DatabaseSync(file);
+    other.exec("begin immediate");
+    try {
+      expect((await chat()).status).toBe(200);
+      const stopping = await server.shutdown({ graceMs: 0 }).then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      expect(stopping).toBeInstanceOf(Error);
+      expect((stopping as Error).message).toMatch(/^1 charge was not recorded/);
+    } finally {
+      other.exec("rollback");
+      other.close();
+    }
   });
 });
