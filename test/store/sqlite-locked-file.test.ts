@@ -3,7 +3,8 @@
  * session), or that is no database at all: the server's store fails fast instead of blocking the
  * event loop, loses no charge, and every error names the file and the way out.
  */
-import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { chmodSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { afterEach, describe, expect, it } from "vitest";
@@ -201,3 +202,110 @@ describe("opening a file that is no SQLite database", () => {
     expect(existsSync(`${folder}.server.lock`)).toBe(false);
   });
 });
+
+describe("a database folder that cannot be created or written", () => {
+  it("names the file that sits where the folder should be (regression: bare 'EEXIST: file already exists, mkdir')", async () => {
+    const folder = path.join(directory, "data-is-a-file");
+    writeFileSync(folder, "not a folder");
+    for (const options of [{}, { owner: true }]) {
+      await expect(openStore(`sqlite:${path.join(folder, "tollgate.db")}`, options)).rejects.toThrow(
+        `Cannot create the database folder ${folder}: it is a file, not a folder. Move that file away, or point the database setting (database: in the config, or TOLLGATE_DATABASE_URL) at a file in another folder.`,
+      );
+    }
+  });
+
+  it("names the file a path runs through (regression: bare 'ENOTDIR: not a directory, mkdir')", async () => {
+    const file = path.join(directory, "a-plain-file");
+    writeFileSync(file, "not a folder");
+    const folder = path.join(file, "data");
+    await expect(openStore(`sqlite:${path.join(folder, "tollgate.db")}`, { owner: true })).rejects.toThrow(
+      `Cannot create the database folder ${folder}: ${file} is a file, not a folder.`,
+    );
+  });
+
+  it("names the folder, the user the server runs as and the fix, when that user may not write it (regression: bare 'unable to open database file' and 'EACCES')", async (context) => {
+    const other = findOtherUser();
+    if (typeof other === "string") {
+      console.warn(`skipped: ${other}`);
+      return context.skip(other);
+    }
+    // A root-owned folder, as a bind mount is, seen by the image's non-root user.
+    const readOnly = path.join(directory, "read-only");
+    const readOnlyWithDatabase = path.join(directory, "read-only-with-database");
+    const readOnlyParent = path.join(directory, "read-only-parent");
+    mkdirSync(readOnly);
+    await (await openStore(`sqlite:${path.join(readOnlyWithDatabase, "tollgate.db")}`)).close();
+    chmodSync(path.join(readOnlyWithDatabase, "tollgate.db"), 0o666);
+    mkdirSync(readOnlyParent);
+    const readOnlyFolders = [readOnly, readOnlyWithDatabase, readOnlyParent];
+    for (const folder of readOnlyFolders) chmodSync(folder, 0o555);
+    // mkdtemp makes the temporary folder its creator's alone: the other user must reach into it.
+    chmodSync(directory, 0o755);
+    try {
+      const user = describeUser(other.uid);
+      const cannotWrite = (folder: string) =>
+        `Cannot write the database folder ${folder}: Tollgate runs as ${user}, who may not create files in it (SQLite keeps -wal and -shm files, and the server its lock file, beside the database). Make the folder writable by that user (e.g. chown ${other.uid} ${folder}), or point the database setting (database: in the config, or TOLLGATE_DATABASE_URL) at a file in a folder that user may write.`;
+      for (const owner of [true, false]) {
+        expect(openAs(other, path.join(readOnly, "tollgate.db"), owner)).toBe(cannotWrite(readOnly));
+        expect(openAs(other, path.join(readOnlyWithDatabase, "tollgate.db"), owner)).toBe(
+          cannotWrite(readOnlyWithDatabase),
+        );
+      }
+      const missing = path.join(readOnlyParent, "data");
+      expect(openAs(other, path.join(missing, "tollgate.db"), true)).toBe(
+        `Cannot create the database folder ${missing}: Tollgate runs as ${user}, who may not create folders in ${readOnlyParent}. Create ${missing} and make it writable by that user (e.g. chown ${other.uid} ${missing}), or point the database setting (database: in the config, or TOLLGATE_DATABASE_URL) at a file in a folder that user may write.`,
+      );
+      expect(existsSync(path.join(readOnly, "tollgate.db.server.lock"))).toBe(false);
+    } finally {
+      // Writable again, so that the temporary folder can be removed by a user other than root.
+      for (const folder of readOnlyFolders) chmodSync(folder, 0o755);
+    }
+  });
+});
+
+const storeModule = new URL("../../src/store/open-store.ts", import.meta.url).href;
+
+/** A process to open the store in, as a user a folder's mode applies to, and that user's uid. */
+interface OtherUser {
+  command: string[];
+  uid: number;
+}
+
+/** The uid a test run as root opens the store as: `nobody`'s on most systems. */
+const NOBODY = 65534;
+
+/**
+ * Whom the read-only folder test opens the store as: root writes any folder whatever its mode,
+ * so a run as root runs the store as {@link NOBODY} (with `setpriv`); any other user is refused
+ * as it is. A string says why it cannot.
+ */
+function findOtherUser(): OtherUser | string {
+  const uid = process.getuid?.();
+  if (uid === undefined) return "this platform has no POSIX users";
+  if (uid !== 0) return { command: [process.execPath], uid };
+  const command = ["setpriv", `--reuid=${NOBODY}`, `--regid=${NOBODY}`, "--clear-groups", process.execPath];
+  const probe = spawnSync(
+    command[0]!,
+    [...command.slice(1), "--input-type=module", "-e", `await import(${JSON.stringify(storeModule)});`],
+    { encoding: "utf8" },
+  );
+  if (probe.error !== undefined) return `setpriv cannot run here (${probe.error.message})`;
+  if (probe.status !== 0)
+    return `node cannot run as uid ${NOBODY} here: ${probe.stderr.trim().split("\n")[0]}`;
+  return { command, uid: NOBODY };
+}
+
+/** The user `uid` as the messages name it: by name and uid, or by uid alone when it has no name. */
+function describeUser(uid: number): string {
+  const name = spawnSync("id", ["-nu", String(uid)], { encoding: "utf8" }).stdout.trim();
+  return name === "" ? `the user with uid ${uid}` : `the user ${name} (uid ${uid})`;
+}
+
+/** What opening the store on `file` says in a process of `user`. */
+function openAs(user: OtherUser, file: string, owner: boolean): string {
+  const script = `const { openStore } = await import(${JSON.stringify(storeModule)});
+    try { await (await openStore(${JSON.stringify(`sqlite:${file}`)}, { owner: ${owner} })).close(); process.stdout.write("opened"); }
+    catch (error) { process.stdout.write(error.message); }`;
+  const [program, ...prefix] = user.command;
+  return spawnSync(program!, [...prefix, "--input-type=module", "-e", script], { encoding: "utf8" }).stdout;
+}

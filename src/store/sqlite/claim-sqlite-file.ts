@@ -1,6 +1,7 @@
 import { existsSync, readFileSync, rmSync, statSync } from "node:fs";
 import { DatabaseSync } from "node:sqlite";
 import { isProcessRunning } from "../../process/is-process-running.ts";
+import { explainSqliteError } from "./explain-sqlite-error.ts";
 
 /**
  * Claims a SQLite file for the server of this process, or throws when a server of another process
@@ -51,7 +52,7 @@ const claims = new Map<string, { connection: DatabaseSync; holders: number }>();
 function lockExclusively(file: string, lockFile: string): DatabaseSync {
   for (let attempt = 0; attempt < 5; attempt++) {
     const before = inodeOf(lockFile);
-    const connection = new DatabaseSync(lockFile, { timeout: 0 });
+    const connection = openLockFile(lockFile);
     const opened = inodeOf(lockFile);
     if (before !== undefined && opened !== before) {
       connection.close();
@@ -69,6 +70,18 @@ function lockExclusively(file: string, lockFile: string): DatabaseSync {
     connection.close();
   }
   throw new Error(`Could not claim ${file}: ${lockFile} keeps changing. Is another server starting on it?`);
+}
+
+/**
+ * Opens (creating) the lock file. It is the first file a server creates beside its database, so
+ * a folder the server may not write shows here: the error names the folder and the fix.
+ */
+function openLockFile(lockFile: string): DatabaseSync {
+  try {
+    return new DatabaseSync(lockFile, { timeout: 0 });
+  } catch (error) {
+    throw explainSqliteError(error, lockFile, 0);
+  }
 }
 
 function inodeOf(path: string): number | undefined {

@@ -1,4 +1,5 @@
-import { statSync } from "node:fs";
+import { accessSync, constants, type Stats, statSync } from "node:fs";
+import os from "node:os";
 import path from "node:path";
 
 /** SQLite's primary result codes that {@link explainSqliteError} explains. */
@@ -7,6 +8,9 @@ const SQLITE_READONLY = 8;
 const SQLITE_CORRUPT = 11;
 const SQLITE_CANTOPEN = 14;
 const SQLITE_NOTADB = 26;
+
+/** The setting that moves the database elsewhere, as every message names it. */
+const DATABASE_SETTING = "the database setting (database: in the config, or TOLLGATE_DATABASE_URL)";
 
 /**
  * A SQLite error about the database file (locked by another process, not a database, cannot be
@@ -71,22 +75,125 @@ export function explainSqliteError(error: unknown, location: string, busyTimeout
         error,
       );
     case SQLITE_CANTOPEN:
-      return new SqliteFileError(
-        isFolder(location)
-          ? `Cannot open the database ${location}: it is a folder. Name a file in it in the database setting, e.g. sqlite:${path.join(location, "tollgate.db")}.`
-          : `Cannot open the database ${location}: check that its folder exists and that this user may read and write the file and its folder.`,
-        code,
-        error,
-      );
+      return new SqliteFileError(cannotOpenMessage(location), code, error);
     case SQLITE_READONLY:
       return new SqliteFileError(
-        `Cannot write the database ${location} (${(error as Error).message}): check that this user may write the file, its folder and the -wal and -shm files beside it.`,
+        unwritableFolderMessage(location) ??
+          `Cannot write the database ${location} (${(error as Error).message}): check that ${runningUser()} may write the file, its folder and the -wal and -shm files beside it.`,
         code,
         error,
       );
     default:
       return error;
   }
+}
+
+function cannotOpenMessage(location: string): string {
+  if (isFolder(location)) {
+    return `Cannot open the database ${location}: it is a folder. Name a file in it in the database setting, e.g. sqlite:${path.join(location, "tollgate.db")}.`;
+  }
+  return (
+    unwritableFolderMessage(location) ??
+    `Cannot open the database ${location}: check that its folder exists and that ${runningUser()} may read and write the file and its folder.`
+  );
+}
+
+/**
+ * The message for a database whose folder exists but cannot be written, else `undefined`. A
+ * database file that may be written is not enough: SQLite creates its -wal and -shm files beside
+ * it, and the server its lock file (claim-sqlite-file.ts).
+ */
+function unwritableFolderMessage(location: string): string | undefined {
+  const folder = path.dirname(path.resolve(location));
+  try {
+    accessSync(folder, constants.W_OK | constants.X_OK);
+    return undefined;
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "EROFS") {
+      return `Cannot write the database folder ${folder}: it is on a read-only file system. Point ${DATABASE_SETTING} at a file on a writable one.`;
+    }
+    if (code !== "EACCES" && code !== "EPERM") return undefined;
+    return `Cannot write the database folder ${folder}: Tollgate runs as ${runningUser()}, who may not create files in it (SQLite keeps -wal and -shm files, and the server its lock file, beside the database). Make the folder writable by that user (${chownExample(folder)}), or point ${DATABASE_SETTING} at a file in a folder that user may write.`;
+  }
+}
+
+/**
+ * The error to throw when the folder of the database file `file` could not be created
+ * (`mkdirSync`'s error): a message that names the folder, what is in the way and the fix when
+ * the file system refused, else `error` itself.
+ */
+export function explainDatabaseFolderError(error: unknown, file: string): unknown {
+  const folder = path.dirname(path.resolve(file));
+  const fields = error as NodeJS.ErrnoException;
+  switch (fields?.code) {
+    case "EEXIST":
+    case "ENOTDIR": {
+      const blocker = firstFileAlong(folder);
+      if (blocker === undefined) return error;
+      return new Error(
+        `Cannot create the database folder ${folder}: ${blocker === folder ? "it" : blocker} is a file, not a folder. Move that file away, or point ${DATABASE_SETTING} at a file in another folder.`,
+        { cause: error },
+      );
+    }
+    case "EACCES":
+    case "EPERM": {
+      // mkdir names the first folder it could not make; the one to fix is the folder it is in.
+      const parent = path.dirname(fields.path ?? folder);
+      return new Error(
+        `Cannot create the database folder ${folder}: Tollgate runs as ${runningUser()}, who may not create folders in ${parent}. Create ${folder} and make it writable by that user (${chownExample(folder)}), or point ${DATABASE_SETTING} at a file in a folder that user may write.`,
+        { cause: error },
+      );
+    }
+    case "EROFS":
+      return new Error(
+        `Cannot create the database folder ${folder}: it is on a read-only file system. Point ${DATABASE_SETTING} at a file on a writable one.`,
+        { cause: error },
+      );
+    default:
+      return error;
+  }
+}
+
+/** The first path from the root down to `folder` that exists and is no folder, if any. */
+function firstFileAlong(folder: string): string | undefined {
+  const { root } = path.parse(folder);
+  let current = root;
+  for (const part of folder.slice(root.length).split(path.sep)) {
+    current = path.join(current, part);
+    let found: Stats | undefined;
+    try {
+      found = statSync(current, { throwIfNoEntry: false });
+    } catch {
+      // A folder this user may not look into: what it holds stays unknown.
+      return undefined;
+    }
+    if (found === undefined) return undefined;
+    if (!found.isDirectory()) return current;
+  }
+  return undefined;
+}
+
+function chownExample(folder: string): string {
+  const uid = process.getuid?.();
+  return uid === undefined ? "in its properties" : `e.g. chown ${uid} ${folder}`;
+}
+
+/**
+ * The user this process runs as, by name and uid: in a container (the image runs as `node`) that
+ * is rarely the owner of a mounted folder, so the message says whom to give it to.
+ */
+function runningUser(): string {
+  const uid = process.getuid?.();
+  let name: string | undefined;
+  try {
+    name = os.userInfo().username;
+  } catch {
+    // A uid with no entry in /etc/passwd (docker run --user 1234) has no name.
+    name = undefined;
+  }
+  if (uid === undefined) return `the user ${name ?? "of this process"}`;
+  return name === undefined ? `the user with uid ${uid}` : `the user ${name} (uid ${uid})`;
 }
 
 function isFolder(location: string): boolean {

@@ -9,7 +9,7 @@ import { migrateToLatest } from "../migrate-to-latest.ts";
 import { migrations } from "../migrations/migrations.ts";
 import type { AccountBalance, AccountPage, Store } from "../store.ts";
 import { claimSqliteFile } from "./claim-sqlite-file.ts";
-import { isSqliteBusy } from "./explain-sqlite-error.ts";
+import { explainDatabaseFolderError, isSqliteBusy } from "./explain-sqlite-error.ts";
 import {
   DEFAULT_BUSY_TIMEOUT_MS,
   type NodeSqliteDatabase,
@@ -71,8 +71,9 @@ const sharedConnections = new Map<string, SharedConnection>();
  * both apply the same migration (a file already migrated opens without the lock). The server's
  * own connection waits only {@link OWNER_BUSY_TIMEOUT_MS} for it.
  *
- * Errors about the file itself (not a database, a folder, locked) name it and the fix
- * (`explain-sqlite-error.ts`); a server that cannot open its file gives its claim back.
+ * Errors about the file itself (not a database, a folder, locked, its folder not writable, a file
+ * where its folder should be) name it and the fix (`explain-sqlite-error.ts`); a server that cannot
+ * open its file gives its claim back.
  */
 export async function openSqliteStore(
   location: string,
@@ -298,11 +299,18 @@ async function release(file: string, connection: SharedConnection): Promise<void
   connection.releaseClaim?.();
 }
 
-/** The file's canonical path (folders created), so two spellings of one file share a connection. */
+/**
+ * The file's canonical path (folders created), so two spellings of one file share a connection.
+ * A folder that cannot be created (a file in the way, no permission) is named with the fix.
+ */
 function resolveFile(location: string): string {
   const absolute = path.resolve(location);
   const folder = path.dirname(absolute);
-  mkdirSync(folder, { recursive: true });
+  try {
+    mkdirSync(folder, { recursive: true });
+  } catch (error) {
+    throw explainDatabaseFolderError(error, absolute);
+  }
   // The file's own name when it is a link to another: two names for one file are one claim.
   if (existsSync(absolute)) return realpathSync(absolute);
   return path.join(realpathSync(folder), path.basename(absolute));
