@@ -7,7 +7,9 @@ export const MAX_RETIREMENT_MS = 15 * 60_000;
 
 /**
  * Closes an engine a reload replaced once it runs nothing, nothing waits for it and no request
- * holds it (or after {@link MAX_RETIREMENT_MS}). `isHeld`: whether a request started on it and
+ * holds it; one that cannot report its load after {@link MAX_RETIREMENT_MS}. One that can is
+ * never cut short: a reload drops no request in flight, however long it runs (a stream of an
+ * hour, a deep queue on a slow machine). `isHeld`: whether a request started on it and
  * has not ended (ModelRegistry.hold): the engine's own load counts a request only while the
  * engine has it, not while it waits between the engine's steps for its rate limit or its
  * reservation (a database round trip on PostgreSQL), and closing then failed it with a 503.
@@ -20,7 +22,7 @@ export function closeWhenIdle(
   const check = () => {
     const load = engine.load?.();
     const idle = load !== undefined && load.running === 0 && load.waiting === 0 && !options.isHeld(engine);
-    if (idle || Date.now() - retiredAt >= MAX_RETIREMENT_MS) {
+    if (idle || (load === undefined && Date.now() - retiredAt >= MAX_RETIREMENT_MS)) {
       engine.close().catch(options.onError);
       return;
     }

@@ -1,0 +1,54 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import type { ChatEngine } from "../../src/engine/engine.ts";
+import { closeWhenIdle, IDLE_CHECK_MS, MAX_RETIREMENT_MS } from "../../src/models/close-when-idle.ts";
+
+/** An engine that only counts its closes and reports `load` (or nothing, when undefined). */
+function retiredEngine(load: (() => { running: number; waiting: number }) | undefined) {
+  const engine = {
+    closed: 0,
+    close: async () => void engine.closed++,
+    ...(load === undefined ? {} : { load }),
+  };
+  return engine;
+}
+
+beforeEach(() => {
+  vi.useFakeTimers();
+});
+
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe("closing a replaced engine", () => {
+  it("waits for a request that runs longer than the retirement bound (regression: cut after 15 minutes)", async () => {
+    let running = 1;
+    const engine = retiredEngine(() => ({ running, waiting: 0 }));
+    closeWhenIdle(engine as unknown as ChatEngine, { isHeld: () => false, onError: () => {} });
+    await vi.advanceTimersByTimeAsync(MAX_RETIREMENT_MS + 60_000);
+    expect(engine.closed).toBe(0);
+    running = 0;
+    await vi.advanceTimersByTimeAsync(IDLE_CHECK_MS);
+    expect(engine.closed).toBe(1);
+  });
+
+  it("waits while a request holds it between the engine's steps", async () => {
+    let held = true;
+    const engine = retiredEngine(() => ({ running: 0, waiting: 0 }));
+    closeWhenIdle(engine as unknown as ChatEngine, { isHeld: () => held, onError: () => {} });
+    await vi.advanceTimersByTimeAsync(10 * IDLE_CHECK_MS);
+    expect(engine.closed).toBe(0);
+    held = false;
+    await vi.advanceTimersByTimeAsync(IDLE_CHECK_MS);
+    expect(engine.closed).toBe(1);
+  });
+
+  it("closes one that cannot report its load after the retirement bound", async () => {
+    const engine = retiredEngine(undefined);
+    closeWhenIdle(engine as unknown as ChatEngine, { isHeld: () => false, onError: () => {} });
+    await vi.advanceTimersByTimeAsync(MAX_RETIREMENT_MS - IDLE_CHECK_MS);
+    expect(engine.closed).toBe(0);
+    await vi.advanceTimersByTimeAsync(2 * IDLE_CHECK_MS);
+    expect(engine.closed).toBe(1);
+  });
+});
