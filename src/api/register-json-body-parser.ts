@@ -29,6 +29,7 @@ const CHARSET_PARAMETER = /;\s*charset\s*=\s*(?:"([^"]*)"|([^;\s]*))/i;
  */
 export function registerJsonBodyParser(app: FastifyInstance): void {
   app.addContentTypeParser(PARAMETERISED_JSON, { parseAs: "buffer" }, (request, body, done) => {
+    if (skipsBody(request, done)) return;
     const refusal = refuseContentEncoding(request);
     if (refusal !== undefined) {
       done(refusal, undefined);
@@ -49,6 +50,7 @@ export function registerJsonBodyParser(app: FastifyInstance): void {
     parseJsonText(request, text, done);
   });
   app.addContentTypeParser(UTF8_JSON, { parseAs: "string" }, (request, body, done) => {
+    if (skipsBody(request, done)) return;
     const refusal = refuseContentEncoding(request);
     if (refusal !== undefined) {
       done(refusal, undefined);
@@ -60,6 +62,17 @@ export function registerJsonBodyParser(app: FastifyInstance): void {
       done,
     );
   });
+}
+
+/**
+ * A path no route serves has no body to read: Fastify parses it before the not-found handler,
+ * whose 404 (or, under `/admin`, the admin key's 401/403: SPEC section 11) must not lose to a
+ * malformed body's 400.
+ */
+function skipsBody(request: FastifyRequest, done: Done): boolean {
+  if (!request.is404) return false;
+  done(null, undefined);
+  return true;
 }
 
 /**

@@ -477,6 +477,32 @@ describe("bad input gets its status, type, code and param, never a 500", () => {
     }
   });
 
+  it("answers an unknown path before reading its body: 404, or the admin key's 401/403 (regression: a bad JSON body won, 400)", async () => {
+    const send = (method: string, path: string, key: string | undefined, contentEncoding?: string) =>
+      fetch(`${server.origin}${path}`, {
+        method,
+        headers: {
+          "content-type": "application/json",
+          ...(key === undefined ? {} : { authorization: `Bearer ${key}` }),
+          ...(contentEncoding === undefined ? {} : { "content-encoding": contentEncoding }),
+        },
+        body: "{bad",
+      });
+    const cases: [Promise<Response>, number, string][] = [
+      [send("POST", "/v1/embeddings", undefined), 404, "not_found"],
+      [send("DELETE", "/v1/models/tiny", server.starterKey), 404, "not_found"],
+      [send("PATCH", "/v1/models/tiny", server.starterKey, "gzip"), 404, "not_found"],
+      [send("POST", "/admin/nope", undefined), 401, "invalid_api_key"],
+      [send("PUT", "/admin/accounts", undefined), 401, "invalid_api_key"],
+      [send("POST", "/admin/nope", server.starterKey), 403, "admin_key_required"],
+    ];
+    for (const [pending, status, code] of cases) {
+      const response = await pending;
+      const body = (await response.json()) as { error: { code: string } };
+      expect({ status: response.status, code: body.error.code }).toEqual({ status, code });
+    }
+  });
+
   it("echoes the client's x-request-id", async () => {
     const response = await post(JSON.stringify({ ...valid, model: "nope" }), {
       "x-request-id": "my-request-42",
