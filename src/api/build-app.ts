@@ -17,7 +17,7 @@ import { Metrics } from "../metrics/metrics.ts";
 import type { ModelRegistry } from "../models/model-registry.ts";
 import { answerClientError, boundUnreadBody, refuseConnect } from "./answer-client-error.ts";
 import { forwardUnmetExpectations, refuseRequestHead } from "./check-request-head.ts";
-import { CORS_PREFIX, CORS_RESPONSE_HEADERS, registerCorsPreflight } from "./cors.ts";
+import { allowPageToRead, registerCorsPreflight } from "./cors.ts";
 import { createOpenApiDocument } from "./create-openapi-document.ts";
 import { createRequestId } from "./create-request-id.ts";
 import { errorHeaders, normalizeError, toWireError } from "./errors.ts";
@@ -197,6 +197,7 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
       reply.raw.once("close", () =>
         record(request as FastifyRequest, reply as FastifyReply, !reply.raw.writableFinished),
       );
+      allowPageToRead(request, reply as FastifyReply);
       void sendError((reply as FastifyReply).header("x-request-id", request.id), appError);
     },
   });
@@ -214,9 +215,8 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
   app.addHook("onRequest", (request, reply, done) => {
     reply.header("x-request-id", request.id);
     const headers = request.headers;
-    // A browser's request (it names its page's origin): set first, so errors carry them too.
-    if (headers.origin !== undefined && request.url.startsWith(CORS_PREFIX))
-      reply.headers(CORS_RESPONSE_HEADERS);
+    // Set first, so errors carry them too.
+    allowPageToRead(request, reply);
     if (headers.host === undefined || headers.expect !== undefined) {
       const refusal = refuseRequestHead(request.raw);
       if (refusal !== undefined) {

@@ -1,3 +1,4 @@
+import type { IncomingHttpHeaders } from "node:http";
 import type { FastifyInstance } from "fastify";
 
 /**
@@ -50,4 +51,16 @@ export function registerCorsPreflight(app: FastifyInstance): void {
     });
     return reply.send();
   });
+}
+
+/**
+ * Lets the page read the answer to a browser's request to the `/v1` API (it names its page's
+ * origin), errors included: without these headers the page sees an opaque failure instead.
+ */
+export function allowPageToRead(
+  request: { headers: IncomingHttpHeaders; url: string },
+  reply: { headers(values: Record<string, string>): unknown },
+): void {
+  if (request.headers.origin !== undefined && request.url.startsWith(CORS_PREFIX))
+    reply.headers(CORS_RESPONSE_HEADERS);
 }

@@ -65,6 +65,16 @@ describe("CORS on the /v1 API", () => {
     }
   });
 
+  it("lets the page read the error of a URL the router cannot decode (regression: no CORS headers)", async () => {
+    const response = await fetch(`${server.baseUrl}/models/bad%zz`, {
+      headers: { origin, authorization: `Bearer ${server.starterKey}` },
+    });
+    expect(response.status).toBe(400);
+    expect(((await response.json()) as { error: { code: string } }).error.code).toBe("invalid_http_request");
+    expect(response.headers.get("access-control-allow-origin")).toBe("*");
+    expect(response.headers.get("access-control-expose-headers")).toContain("x-request-id");
+  });
+
   it("leaves requests without an Origin, the admin API and non-preflight OPTIONS as they were", async () => {
     const plain = await fetch(`${server.baseUrl}/models`, {
       headers: { authorization: `Bearer ${server.starterKey}` },
