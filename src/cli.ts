@@ -325,6 +325,24 @@ async function makeTestModel(argv: readonly string[]): Promise<void> {
   out.write(`wrote ${info.path} (${info.parameters} parameters, ${info.bytes} bytes)`);
 }
 
+/**
+ * Publishes on the servers' invalidation channel that a key changed, so every replica drops it
+ * at once rather than within its 1-second cache; an unreachable Redis is said on stderr.
+ */
+async function tellServersKeyChanged(redisUrl: string, publicId: string): Promise<void> {
+  const { notifyReplicas } = await import("./cluster/notify-replicas.ts");
+  const { readRedisPrefix } = await import("./cluster/cluster-settings.ts");
+  const say = (_object: object, message?: string) => {
+    if (message !== undefined) process.stderr.write(`tollgate: ${message}\n`);
+  };
+  await notifyReplicas({
+    url: redisUrl,
+    prefix: readRedisPrefix(process.env),
+    event: { type: "key-changed", publicId },
+    logger: { info: () => {}, warn: say, error: say },
+  });
+}
+
 async function withStore<T>(
   configFile: string | undefined,
   run: (store: Store, config: Config) => Promise<T>,
@@ -355,9 +373,15 @@ async function main(argv: string[]): Promise<void> {
     case "keys": {
       const { runKeysCommand, writeKeysHelp } = await import("./admin/keys-command.ts");
       if (writeKeysHelp(args, out)) return;
-      return withStore(file, (store, config) =>
-        runKeysCommand(store, args, out, { knownModels: config.models.map((model) => model.id) }),
-      );
+      return withStore(file, (store, config) => {
+        const redis = config.redis;
+        return runKeysCommand(store, args, out, {
+          knownModels: config.models.map((model) => model.id),
+          ...(redis === undefined
+            ? {}
+            : { afterRevoke: (publicId) => tellServersKeyChanged(redis, publicId) }),
+        });
+      });
     }
     case "usage": {
       const { runUsageCommand, writeUsageHelp } = await import("./admin/usage-command.ts");

@@ -32,6 +32,8 @@ export interface KeysCommandOptions {
   now?: () => Date;
   /** The catalogue's model ids: `--models` must name some of them. Default: not checked. */
   knownModels?: readonly string[];
+  /** Tells the servers of a key that `revoke` has just revoked (scale-out: Redis), so they drop it at once. */
+  afterRevoke?: (publicId: string) => Promise<void>;
 }
 
 /**
@@ -204,6 +206,7 @@ async function revokeCommand(
     () => revokeKey(store, positionals[0] ?? "", options.now === undefined ? {} : { now: options.now }),
     { notFound: KEYS_HINT },
   );
+  if (outcome.newlyRevoked) await options.afterRevoke?.(outcome.publicId);
   out.write(
     outcome.newlyRevoked
       ? `Revoked key ${outcome.publicId}: it is refused everywhere within 1 second.`

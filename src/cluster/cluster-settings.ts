@@ -17,12 +17,17 @@ export interface ClusterSettings {
 
 /** Reads the settings from the environment; throws a message naming the variable on a bad value. */
 export function readClusterSettings(env: NodeJS.ProcessEnv): ClusterSettings {
-  const prefix = env.TOLLGATE_REDIS_PREFIX?.trim();
   return {
-    prefix: prefix === undefined || prefix === "" ? DEFAULT_REDIS_PREFIX : prefix,
+    prefix: readRedisPrefix(env),
     failurePolicy: parseRedisFailurePolicy(
       env.TOLLGATE_REDIS_FAILURE_POLICY,
       "TOLLGATE_REDIS_FAILURE_POLICY",
     ),
   };
+}
+
+/** `TOLLGATE_REDIS_PREFIX`, trimmed, or {@link DEFAULT_REDIS_PREFIX}. */
+export function readRedisPrefix(env: NodeJS.ProcessEnv): string {
+  const prefix = env.TOLLGATE_REDIS_PREFIX?.trim();
+  return prefix === undefined || prefix === "" ? DEFAULT_REDIS_PREFIX : prefix;
 }

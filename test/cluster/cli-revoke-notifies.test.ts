@@ -1,0 +1,67 @@
+/**
+ * `tollgate keys revoke` on a deployment with Redis tells the servers at once, on the channel
+ * their invalidation buses listen to, as the admin API does; it used to leave them to find out
+ * through their 1-second key cache.
+ */
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Redis } from "ioredis";
+import { afterAll, describe, expect, it } from "vitest";
+import { createAccount } from "../../src/admin/create-account.ts";
+import { createKey } from "../../src/admin/create-key.ts";
+import { openStore } from "../../src/store/open-store.ts";
+import { checkTestRedis, createTestPrefix } from "./redis-test-connection.ts";
+
+const redis = await checkTestRedis();
+const cli = join(import.meta.dirname, "../../src/cli.ts");
+const folder = mkdtempSync(join(tmpdir(), "tollgate-cli-revoke-"));
+
+afterAll(() => rmSync(folder, { recursive: true, force: true }));
+
+describe("keys revoke with Redis in the config", () => {
+  it.skipIf("skipped" in redis)("publishes the key's change for the servers to drop it at once", async () => {
+    if ("skipped" in redis) return;
+    const database = join(folder, "tollgate.db");
+    const store = await openStore(`sqlite:${database}`);
+    const account = await createAccount(store, { name: "revoking", balanceNano: 0n });
+    const { record } = await createKey(store, { role: "user", accountId: account.id });
+    await store.close();
+    const configFile = join(folder, "tollgate.yaml");
+    writeFileSync(configFile, `database: sqlite:${database}\nredis: ${redis.url}\nmodels: []\n`);
+
+    const prefix = createTestPrefix("cli-revoke");
+    const subscriber = new Redis(redis.url);
+    const messages: string[] = [];
+    subscriber.on("message", (_channel: string, message: string) => messages.push(message));
+    await subscriber.subscribe(`${prefix}invalidate`);
+    try {
+      const child = spawn(
+        process.execPath,
+        [cli, "keys", "revoke", record.publicId, "--config", configFile],
+        {
+          stdio: ["ignore", "pipe", "pipe"],
+          env: { ...process.env, TOLLGATE_REDIS_PREFIX: prefix },
+        },
+      );
+      let output = "";
+      child.stdout.on("data", (data: Buffer) => {
+        output += data.toString();
+      });
+      child.stderr.on("data", (data: Buffer) => {
+        output += data.toString();
+      });
+      const [code] = (await once(child, "exit")) as [number | null];
+      expect(code, output).toBe(0);
+      expect(output).toContain(`Revoked key ${record.publicId}`);
+      await expect.poll(() => messages.length, { timeout: 2_000 }).toBe(1);
+      expect(JSON.parse(messages[0] ?? "{}")).toMatchObject({
+        event: { type: "key-changed", publicId: record.publicId },
+      });
+    } finally {
+      subscriber.disconnect();
+    }
+  });
+});
