@@ -111,9 +111,9 @@ const CUT_STREAMS_FLUSH_MS = 1_000;
 
 /**
  * About how long a connection whose response ends during a shutdown stays open (Node adds its
- * keep-alive buffer, a second): a request its client
- * sent meanwhile still gets its 503 in the contract's shape, and then the connection closes, so
- * the shutdown ends when its requests do rather than when the grace period does.
+ * keep-alive buffer, a second): a request its client sent meanwhile still gets its 503 in the
+ * contract's shape, and then the connection closes, so the shutdown ends when its requests do
+ * rather than when the grace period does.
  */
 const DRAIN_KEEP_ALIVE_MS = 1_000;
 

@@ -336,8 +336,8 @@ export class BillingAdmission implements ChatAdmission {
         uncharged: chargedNano < usageCostNano ? formatAmount(usageCostNano - chargedNano) : undefined,
       });
       // The bucket gets back what the estimate overstated (all of it where the run never began);
-      // a limiter that cannot be reached
-      // (Redis) only leaves the bucket a little emptier until it refills.
+      // a limiter that cannot be reached (Redis) only leaves the bucket a little emptier until it
+      // refills.
       const usedTokens = outcome.unstarted === true ? 0 : promptTokens + completionTokens;
       await this.#limits.correctTokens(request.key, estimatedTokens, usedTokens).catch(() => {});
     };
