@@ -104,8 +104,19 @@ function decode(bytes: Uint8Array, label: string): string | undefined {
   }
 }
 
-/** The refusal of a compressed body, or `undefined` for an identity one. */
+/**
+ * The refusal of a compressed body, or `undefined` for an identity one. A transfer coding other
+ * than chunked (`Transfer-Encoding: gzip, chunked`) compresses it too: Node takes the chunks
+ * apart and hands on the compressed bytes, which would be refused as JSON, quoted as garbage.
+ */
 function refuseContentEncoding(request: FastifyRequest): AppError | undefined {
+  const transfer = request.headers["transfer-encoding"];
+  if (transfer !== undefined && transfer.trim().toLowerCase() !== "chunked") {
+    return new AppError(
+      "invalid_content_type",
+      `Transfer codings other than chunked (Transfer-Encoding: ${transfer.slice(0, 64)}) are not supported; send the JSON uncompressed, with Content-Length or Transfer-Encoding: chunked.`,
+    );
+  }
   const encoding = request.headers["content-encoding"];
   // An empty header names no coding (RFC 9110 8.4: codings are listed in the order applied).
   const coding = encoding?.trim().toLowerCase();

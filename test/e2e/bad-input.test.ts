@@ -1,3 +1,5 @@
+import { once } from "node:events";
+import { connect } from "node:net";
 import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EMBEDDING_MODEL, startTestServer, type TestServer, TINY_MODEL } from "../support/test-server.ts";
@@ -443,6 +445,31 @@ describe("bad input gets its status, type, code and param, never a 500", () => {
       "content-encoding": "identity",
     });
     expect(plain.status).toBe(404);
+  });
+
+  it("answers a body with a transfer coding besides chunked with invalid_content_type (regression: read as JSON, garbage quoted)", async () => {
+    const url = new URL(server.origin);
+    const socket = connect(Number(url.port), url.hostname);
+    socket.on("error", () => {});
+    await once(socket, "connect");
+    let answer = "";
+    socket.on("data", (data: Buffer) => {
+      answer += data.toString("latin1");
+    });
+    const compressed = gzipSync(JSON.stringify(valid));
+    socket.write(
+      `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${server.starterKey}\r\nContent-Type: application/json\r\nTransfer-Encoding: gzip, chunked\r\nConnection: close\r\n\r\n`,
+    );
+    socket.write(`${compressed.length.toString(16)}\r\n`);
+    socket.write(compressed);
+    socket.end("\r\n0\r\n\r\n");
+    await once(socket, "close");
+    expect(answer).toMatch(/^HTTP\/1\.1 400/);
+    const body = JSON.parse(answer.slice(answer.indexOf("\r\n\r\n") + 4)) as {
+      error: { code: string; message: string };
+    };
+    expect(body.error.code).toBe("invalid_content_type");
+    expect(body.error.message).toContain("Transfer-Encoding: gzip, chunked");
   });
 
   it("answers a body over the limit with 413 request_too_large", async () => {
