@@ -6,9 +6,8 @@ import { RedisOutageLog } from "./redis-outage-log.ts";
 
 /**
  * Publishes one invalidation from a process that is not a server (the CLI after `keys revoke`),
- * on the channel the servers' buses listen to. Never throws and waits
- * at most a few seconds; an unreachable Redis is logged, and the servers' 1-second key cache
- * still applies the change.
+ * on the channel the servers' buses listen to. Never throws and waits at most a few seconds; an
+ * unreachable Redis is logged, and the servers' 1-second key cache still applies the change.
  */
 export async function notifyReplicas(options: {
   url: string;

@@ -11,6 +11,7 @@ import {
   startTestServer,
   type TestServer,
   TINY_MODEL,
+  untilModelWaiting,
 } from "../support/test-server.ts";
 
 let server: TestServer | undefined;
@@ -151,11 +152,7 @@ describe("graceful shutdown of requests whose answer had not begun", () => {
     });
     const running = await startStream(server, "one-at-a-time");
     const queued = streamedRequest(server, "one-at-a-time");
-    for (let attempt = 0; attempt < 200; attempt++) {
-      const metrics = await (await fetch(`${server.origin}/metrics`)).text();
-      if (metrics.includes('tollgate_model_requests{model="one-at-a-time",state="waiting"} 1')) break;
-      await new Promise((resolve) => setTimeout(resolve, 25));
-    }
+    await untilModelWaiting(server, "one-at-a-time", 1);
     const stopped = server.server.shutdown({ graceMs: 200 });
     await expectRetryable503(await queued);
     // The running one began its answer: it ends with the error event.

@@ -1,7 +1,12 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { getTestModelPath } from "../support/test-model.ts";
-import { createTinyModelEntry, startTestServer, type TestServer } from "../support/test-server.ts";
+import {
+  createTinyModelEntry,
+  startTestServer,
+  type TestServer,
+  untilModelWaiting,
+} from "../support/test-server.ts";
 
 /** An endless model that runs one request and queues one more. */
 const QUEUED_MODEL = "endless-queued";
@@ -44,14 +49,7 @@ async function holdSequence(): Promise<AbortController> {
 }
 
 /** Waits until the model has `count` requests waiting for its sequence. */
-async function untilWaiting(count: number): Promise<void> {
-  for (let attempt = 0; attempt < 200; attempt++) {
-    const metrics = await (await fetch(`${server.origin}/metrics`)).text();
-    if (metrics.includes(`tollgate_model_requests{model="${QUEUED_MODEL}",state="waiting"} ${count}`)) return;
-    await sleep(25);
-  }
-  throw new Error(`never saw ${count} waiting`);
-}
+const untilWaiting = (count: number) => untilModelWaiting(server, QUEUED_MODEL, count);
 
 /** Sends a one-token request that runs, and reads the tokens its key has left and what it used. */
 async function remainingAfterOneRun(key: string): Promise<{ remaining: number; used: number }> {

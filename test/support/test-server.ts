@@ -192,3 +192,13 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     },
   };
 }
+
+/** Waits until `model` has `count` requests waiting for a sequence, as `/metrics` tells it. */
+export async function untilModelWaiting(test: TestServer, model: string, count: number): Promise<void> {
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const metrics = await (await fetch(`${test.origin}/metrics`)).text();
+    if (metrics.includes(`tollgate_model_requests{model="${model}",state="waiting"} ${count}`)) return;
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  throw new Error(`model '${model}' never had ${count} waiting`);
+}

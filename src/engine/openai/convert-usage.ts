@@ -55,6 +55,14 @@ function readDetails(
     COMPLETION_TOKENS_DETAILS,
     completionTokens,
   );
+  return detailsOf(prompt, completion);
+}
+
+/** Breakdowns holding those given; `undefined` when neither is. */
+function detailsOf(
+  prompt: UsageDetails["prompt"],
+  completion: UsageDetails["completion"],
+): UsageDetails | undefined {
   if (prompt === undefined && completion === undefined) return undefined;
   return { ...(prompt === undefined ? {} : { prompt }), ...(completion === undefined ? {} : { completion }) };
 }
@@ -112,7 +120,5 @@ function mergeDetails(
   later: UsageDetails | undefined,
 ): UsageDetails | undefined {
   if (earlier === undefined || later === undefined) return later ?? earlier;
-  const prompt = later.prompt ?? earlier.prompt;
-  const completion = later.completion ?? earlier.completion;
-  return { ...(prompt === undefined ? {} : { prompt }), ...(completion === undefined ? {} : { completion }) };
+  return detailsOf(later.prompt ?? earlier.prompt, later.completion ?? earlier.completion);
 }

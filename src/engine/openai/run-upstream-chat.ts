@@ -77,8 +77,7 @@ export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenera
     };
     for (;;) {
       if (signal.aborted) {
-        // Before an answer began: between attempts that failed, or before the first.
-        yield [{ ...abortFinish(options.promptTokens), unstarted: true }];
+        yield [abortFinish(options.promptTokens)];
         return;
       }
       if (closeSignal.aborted) throw closingError(options.modelId);
@@ -164,12 +163,17 @@ export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenera
   }
 }
 
+/**
+ * The end of a run whose client left before an answer began (before the first attempt, or
+ * between attempts that failed).
+ */
 function abortFinish(promptTokens: number): FinishPart {
   return {
     type: "finish",
     reason: "stop",
     rawReason: "abort",
     usage: { promptTokens, completionTokens: 0, estimated: true },
+    unstarted: true,
   };
 }
 
