@@ -6,9 +6,9 @@
 #   docker build -t tollgate .
 #   docker run -p 8080:8080 -v tollgate-models:/models -v tollgate-data:/data tollgate
 #
-# Models named by URI (hf:ORG/REPO:QUANT, https://...) are downloaded into /models on first use;
-# pre-fill the volume with `docker run --rm -v tollgate-models:/models tollgate node src/cli.ts
-# models pull MODEL_ID` on a machine with network access.
+# Models named by URI (hf:ORG/REPO:QUANT, https://...) are downloaded into /models when the
+# server starts; pre-fill the volume with `docker run --rm -v tollgate-models:/models tollgate
+# node src/cli.ts models pull MODEL_ID` on a machine with network access.
 
 FROM node:24-slim AS dependencies
 WORKDIR /app
