@@ -7,8 +7,9 @@ import { buildApp, createServerMetrics } from "./api/build-app.ts";
 import { InFlightRequests } from "./api/in-flight-requests.ts";
 import { registerAdminRoutes } from "./api/routes/admin.ts";
 import { createAuthenticator } from "./auth/authenticator.ts";
+import { keepLeases } from "./billing/keep-leases.ts";
 import { formatAmount } from "./billing/money.ts";
-import { BillingAdmission, RESERVATION_LEASE_MS } from "./billing/reserve-and-settle.ts";
+import { BillingAdmission } from "./billing/reserve-and-settle.ts";
 import type { Config } from "./catalog/catalog.ts";
 import { type ClusterSettings, readClusterSettings } from "./cluster/cluster-settings.ts";
 import { connectCluster } from "./cluster/connect-cluster.ts";
@@ -238,10 +239,12 @@ async function startOnStore(
   }
   // One server owns a SQLite file: whatever reservation is open now was left by a crash. A
   // shared store (PostgreSQL) has other replicas' live reservations: release only this
-  // replica's own and those whose lease expired (SPEC §11).
-  const released = await store.releaseReservations(
-    config.database.startsWith("sqlite:") ? { replicaId: "*" } : { replicaId, expiredBefore: new Date() },
-  );
+  // replica's own now. Those whose lease expired go with the first sweep (keep-leases.ts), not
+  // at once: a replica starting just after a database outage would find the live reservations
+  // of replicas that could not renew them yet expired too (SPEC §11: never another's live ones).
+  const released = await store.releaseReservations({
+    replicaId: config.database.startsWith("sqlite:") ? "*" : replicaId,
+  });
   // With Redis: rate limits shared by every replica, and revocations told to all of them.
   const cluster = await connectCluster({
     redisUrl: config.redis,
@@ -296,27 +299,13 @@ async function startOnStore(
       );
     },
   });
-  const sharedStore = !config.database.startsWith("sqlite:");
-  const leaseRenewal = setInterval(() => {
-    // Only the reservations of this server's requests: one the store made although its answer
-    // never came back (a partition) belongs to none, and expires.
-    store
-      .renewLeases(replicaId, new Date(Date.now() + RESERVATION_LEASE_MS), admission.liveReservationIds)
-      .catch((error: unknown) => {
-        logger.error({ err: error }, "renewing reservation leases failed");
-      });
-    // A replica that stopped for good (scaled away after a crash) renews nothing: the money its
-    // reservations hold goes back once their lease has expired, without waiting for a restart.
-    if (sharedStore) {
-      store.releaseReservations({ expiredBefore: new Date() }).then(
-        (expired) => {
-          if (expired > 0) logger.warn({ released: expired }, "released reservations whose lease expired");
-        },
-        (error: unknown) => logger.error({ err: error }, "releasing expired reservations failed"),
-      );
-    }
-  }, RESERVATION_LEASE_MS / 3);
-  leaseRenewal.unref();
+  const leases = keepLeases({
+    store,
+    replicaId,
+    liveReservationIds: () => admission.liveReservationIds,
+    sweep: !config.database.startsWith("sqlite:"),
+    logger,
+  });
   const app = buildApp({
     registry,
     inFlight,
@@ -353,7 +342,7 @@ async function startOnStore(
     logger,
   });
   app.addHook("onClose", async () => {
-    clearInterval(leaseRenewal);
+    leases.stop();
     await registry.close();
   });
   opened.push(app);

@@ -205,7 +205,7 @@ describe.skipIf(!("url" in redis && "url" in postgres))(
       for (const delay of delays) expect(delay).toBeLessThan(1000);
     }, 30_000);
 
-    it("releases a killed replica's reservations when it restarts, and expired ones, never another replica's live one", async () => {
+    it("releases a killed replica's reservations when it restarts, never another replica's, live or expired", async () => {
       expect((await cli("accounts", "create", "crash", "--balance", "5")).status).toBe(0);
       const { key, publicId } = await createKey("crash");
       const account = await store.getAccountByName("crash");
@@ -248,12 +248,16 @@ describe.skipIf(!("url" in redis && "url" in postgres))(
         waitForReady: false,
       });
       replicas[2] = restarted;
-      // Its own, and the expired one unless a live replica's sweep released it first.
-      expect(restarted.output()).toMatch(/"released":[12],.*released reservations left by the previous run/);
-      expect(await holders()).toEqual(["replica-elsewhere"]);
+      // Its own only: the expired one is left to the replicas' sweeps, which wait until the
+      // store has answered for a while (keep-leases.test.ts), since just after a database
+      // outage a live replica's reservations look expired too.
+      expect(restarted.output()).toMatch(/"released":1,.*released reservations left by the previous run/);
+      expect(await withoutExpired()).toEqual(["replica-elsewhere"]);
 
-      // The live one is its replica's to settle; here, the test stands in for it.
+      // The live one is its replica's to settle; here, the test stands in for it, and for the
+      // sweep that releases the expired one (unless one of the replicas' did already).
       expect(await store.releaseReservations({ replicaId: "replica-elsewhere" })).toBe(1);
+      await store.releaseReservations({ replicaId: "replica-gone" });
       expect(await showAccount("crash")).toEqual({ balance: parseAmount("5"), reserved: 0n, spent: 0n });
       await expectAuditPasses();
     }, 90_000);

@@ -1,0 +1,106 @@
+import type { Store } from "../store/store.ts";
+import { RESERVATION_LEASE_MS } from "./reserve-and-settle.ts";
+
+/**
+ * How long the store must have answered this replica without a break before it releases other
+ * replicas' expired reservations, beyond one renewal interval: see {@link keepLeases}.
+ */
+export const SWEEP_MARGIN_MS = 5_000;
+
+export interface LeaseKeeping {
+  /** One round: renew, then (on a shared store, when it is safe) release expired reservations. */
+  tick(): Promise<void>;
+  /** Stops the timer; a round under way finishes. */
+  stop(): void;
+}
+
+interface LeaseLogger {
+  warn(fields: object, message: string): void;
+  error(fields: object, message: string): void;
+}
+
+/**
+ * Keeps the leases of this replica's open reservations alive, every `intervalMs` (a third of the
+ * lease), and on a shared store (`sweep`) releases any whose lease expired: a replica that stopped
+ * for good (scaled away after a crash) renews nothing, and the money its reservations hold goes
+ * back without waiting for its restart.
+ *
+ * A lease also expires when its replica is alive but could not reach the store: during a
+ * database outage longer than the lease, every replica's leases run out together. Once the store
+ * answers again, whichever replica swept first would release the others' live reservations
+ * before they could renew them, and their accounts could then be spent twice over. So a replica
+ * releases expired reservations only once the store has answered each of its rounds, quickly,
+ * for a whole renewal interval and a margin ({@link SWEEP_MARGIN_MS}): by then every live replica
+ * has had a round of its own on the store as it is now. A round that failed, or whose store call
+ * took longer than a quarter of the interval (a paused database answers everything at once when
+ * it resumes), starts that wait again. Each round renews before it releases, so a replica never
+ * takes its own live reservations for expired ones.
+ */
+export function keepLeases(options: {
+  store: Pick<Store, "renewLeases" | "releaseReservations" | "hasAdminKey">;
+  replicaId: string;
+  /** The reservations this replica's requests hold (see `BillingAdmission.liveReservationIds`). */
+  liveReservationIds: () => readonly string[];
+  /** Release other replicas' expired reservations: on a store that replicas share. */
+  sweep: boolean;
+  logger: LeaseLogger;
+  /** Default a third of {@link RESERVATION_LEASE_MS}; 0: no timer (rounds by `tick` only). */
+  intervalMs?: number;
+  /** Default `Date.now`. */
+  now?: () => number;
+}): LeaseKeeping {
+  const { store, replicaId, sweep, logger } = options;
+  const now = options.now ?? Date.now;
+  const intervalMs = options.intervalMs ?? RESERVATION_LEASE_MS / 3;
+  /** How long the store must have answered before a sweep; from the lease, not the timer. */
+  const quietMs = RESERVATION_LEASE_MS / 3 + SWEEP_MARGIN_MS;
+  const slowMs = RESERVATION_LEASE_MS / 12;
+  /** Since when the store has answered every round quickly; `undefined` after a failure. */
+  let answeringSince: number | undefined;
+  let running: Promise<void> | undefined;
+
+  const round = async () => {
+    const startedAt = now();
+    try {
+      const ids = options.liveReservationIds();
+      // Only the reservations of this server's requests: one the store made although its answer
+      // never came back (a partition) belongs to none, and expires.
+      if (ids.length > 0) await store.renewLeases(replicaId, new Date(startedAt + RESERVATION_LEASE_MS), ids);
+      // With nothing to renew, a read tells whether the store answers.
+      else if (sweep) await store.hasAdminKey();
+    } catch (error) {
+      answeringSince = undefined;
+      logger.error({ err: error }, "renewing reservation leases failed");
+      return;
+    }
+    const answeredAt = now();
+    if (answeredAt - startedAt > slowMs) answeringSince = answeredAt;
+    else answeringSince ??= startedAt;
+    if (!sweep || answeredAt - answeringSince < quietMs) return;
+    try {
+      const expired = await store.releaseReservations({ expiredBefore: new Date(answeredAt) });
+      if (expired > 0) logger.warn({ released: expired }, "released reservations whose lease expired");
+    } catch (error) {
+      answeringSince = undefined;
+      logger.error({ err: error }, "releasing expired reservations failed");
+    }
+  };
+
+  const tick = async () => {
+    // A round still waiting for the store: the next one would only queue behind it.
+    if (running !== undefined) return await running;
+    running = round().finally(() => {
+      running = undefined;
+    });
+    return await running;
+  };
+
+  const timer = intervalMs > 0 ? setInterval(() => void tick(), intervalMs) : undefined;
+  timer?.unref();
+  return {
+    tick,
+    stop() {
+      clearInterval(timer);
+    },
+  };
+}

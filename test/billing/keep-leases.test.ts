@@ -1,0 +1,165 @@
+import { afterEach, describe, expect, it } from "vitest";
+import { keepLeases } from "../../src/billing/keep-leases.ts";
+import { RESERVATION_LEASE_MS } from "../../src/billing/reserve-and-settle.ts";
+import { openStore } from "../../src/store/open-store.ts";
+import type { Store } from "../../src/store/store.ts";
+import { startTcpProxy, type TcpProxy } from "../cluster/tcp-proxy.ts";
+import { createPostgresTestSchema } from "../store/postgres-test-database.ts";
+import { makeAccount, makeReservation } from "../store/store-fixtures.ts";
+
+/**
+ * Replicas on one PostgreSQL database, each reaching it through a TCP proxy of its own, so that
+ * the test can take the database away from them (an outage, a failover) and give it back. Time
+ * is the test's: each replica's clock is one shared number the test moves forward.
+ */
+const probe = await createPostgresTestSchema();
+if ("skipped" in probe) console.warn(`Skipping the lease-keeping tests: ${probe.skipped}.`);
+
+const cleanups: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+const INTERVAL_MS = RESERVATION_LEASE_MS / 3;
+const quiet = { warn() {}, error() {} };
+
+describe.skipIf("skipped" in probe)("keeping reservation leases on a shared store", () => {
+  let clock = Date.UTC(2026, 0, 1);
+  const now = () => clock;
+
+  /** A replica's own connection to the database, through a proxy the test controls. */
+  async function connect(): Promise<{ store: Store; proxy: TcpProxy }> {
+    if ("skipped" in probe) throw new Error("no PostgreSQL");
+    const url = new URL(probe.url);
+    const proxy = await startTcpProxy({ targetPort: Number(url.port || 5432), mode: "forward" });
+    url.port = String(proxy.port);
+    url.hostname = "127.0.0.1";
+    const store = await openStore(url.toString());
+    cleanups.push(() => proxy.close());
+    cleanups.push(() => store.close());
+    return { store, proxy };
+  }
+
+  it("releases no live reservation after an outage longer than the lease, and still releases a stopped replica's", async () => {
+    if ("skipped" in probe) return;
+    cleanups.push(() => probe.drop());
+    const owner = await connect();
+    const sweeper = await connect();
+    const account = makeAccount({ name: "acme", balanceNano: 1_000n });
+    expect(await owner.store.insertAccount(account)).toBe("created");
+    const lease = () => new Date(clock + RESERVATION_LEASE_MS);
+    // A request running on the owner, and one left by a replica that stopped for good.
+    const live = makeReservation({
+      accountId: account.id,
+      amountNano: 600n,
+      replicaId: "owner",
+      leaseExpiresAt: lease(),
+    });
+    const orphan = makeReservation({
+      accountId: account.id,
+      amountNano: 100n,
+      replicaId: "gone",
+      leaseExpiresAt: lease(),
+    });
+    expect(await owner.store.reserve(live)).toBe("reserved");
+    expect(await owner.store.reserve(orphan)).toBe("reserved");
+
+    const keepOwner = keepLeases({
+      store: owner.store,
+      replicaId: "owner",
+      liveReservationIds: () => [live.id],
+      sweep: true,
+      logger: quiet,
+      intervalMs: 0,
+      now,
+    });
+    const keepSweeper = keepLeases({
+      store: sweeper.store,
+      replicaId: "sweeper",
+      liveReservationIds: () => [],
+      sweep: true,
+      logger: quiet,
+      intervalMs: 0,
+      now,
+    });
+    const openIds = async () => (await sweeper.store.listReservations()).map((each) => each.id).sort();
+
+    // Both have answered for a long time: rounds as usual.
+    for (let round = 0; round < 3; round++) {
+      await keepOwner.tick();
+      await keepSweeper.tick();
+      clock += INTERVAL_MS;
+    }
+    expect(await openIds()).toEqual([live.id, orphan.id].sort());
+
+    // The database is gone for longer than a lease: every round fails on both.
+    owner.proxy.setMode("cut");
+    sweeper.proxy.setMode("cut");
+    for (let round = 0; round < 4; round++) {
+      await keepOwner.tick();
+      await keepSweeper.tick();
+      clock += INTERVAL_MS;
+    }
+    owner.proxy.setMode("forward");
+    sweeper.proxy.setMode("forward");
+
+    // Back: the sweeper's round comes first. Both leases have expired, but the owner has not
+    // had its round yet: nothing may go.
+    await keepSweeper.tick();
+    expect(await openIds()).toEqual([live.id, orphan.id].sort());
+    clock += INTERVAL_MS / 2;
+    await keepOwner.tick();
+    clock += INTERVAL_MS / 2;
+    await keepSweeper.tick();
+    expect(await openIds()).toEqual([live.id, orphan.id].sort());
+
+    // A whole interval and a margin later: the stopped replica's money goes back, the live one stays.
+    clock += INTERVAL_MS / 2;
+    await keepOwner.tick();
+    clock += INTERVAL_MS / 2;
+    await keepSweeper.tick();
+    expect(await openIds()).toEqual([live.id]);
+    expect(await sweeper.store.getAccountMoney(account.id)).toMatchObject({ reservedNano: 600n });
+  });
+
+  it("waits again after a round whose store call hung, as a paused database answers all at once when it resumes", async () => {
+    if ("skipped" in probe) return;
+    cleanups.push(() => probe.drop());
+    const sweeper = await connect();
+    const account = makeAccount({ name: "acme", balanceNano: 1_000n });
+    expect(await sweeper.store.insertAccount(account)).toBe("created");
+    const expired = makeReservation({
+      accountId: account.id,
+      amountNano: 100n,
+      replicaId: "other",
+      leaseExpiresAt: new Date(clock - 1),
+    });
+    expect(await sweeper.store.reserve(expired)).toBe("reserved");
+    const keep = keepLeases({
+      store: sweeper.store,
+      replicaId: "sweeper",
+      liveReservationIds: () => [],
+      sweep: true,
+      logger: quiet,
+      intervalMs: 0,
+      now,
+    });
+    await keep.tick();
+    clock += INTERVAL_MS;
+    // The database stops answering mid-round, for longer than a lease, then resumes.
+    sweeper.proxy.setMode("pause");
+    const hung = keep.tick();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    clock += RESERVATION_LEASE_MS;
+    sweeper.proxy.setMode("forward");
+    await hung;
+    expect((await sweeper.store.listReservations()).map((each) => each.id)).toEqual([expired.id]);
+    // Answering quickly for an interval and a margin: now it sweeps.
+    clock += INTERVAL_MS;
+    await keep.tick();
+    expect((await sweeper.store.listReservations()).map((each) => each.id)).toEqual([expired.id]);
+    clock += INTERVAL_MS;
+    await keep.tick();
+    expect(await sweeper.store.listReservations()).toEqual([]);
+  });
+});
