@@ -3,6 +3,7 @@ import path from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { describe, expect, it } from "vitest";
 import { openStore } from "../../src/store/open-store.ts";
+import { openNodeSqliteDatabase, WAL_SIZE_LIMIT_BYTES } from "../../src/store/sqlite/node-sqlite-database.ts";
 import {
   createCheckpointing,
   START_AFTER_WRITES,
@@ -73,6 +74,48 @@ describe("startCheckpointer", () => {
     expect(settings).toEqual([false, true]);
     expect(automaticPages(database)).toBe(1000);
     database.close();
+  });
+
+  it("lets the WAL start over under sustained writes: it stays near its size limit, not the size of all that was written", async () => {
+    const file = newDatabaseUrl(directory).slice("sqlite:".length);
+    const database = openNodeSqliteDatabase(file);
+    database.prepareDirect("create table notes (id integer primary key, body text not null)").run();
+    let calls = 0;
+    const checkpointer = await startCheckpointer({
+      file,
+      intervalMs: 10,
+      restartFrames: 256,
+      setAutomatic: (automatic) => database.setAutomaticCheckpoint(automatic),
+      pauseWrites: (ms) => {
+        calls++;
+        return database.pauseWrites(ms);
+      },
+    });
+    const insert = database.prepareDirect("insert into notes (body) values (?)");
+    const begin = database.prepareDirect("begin immediate");
+    const commit = database.prepareDirect("commit");
+    const body = "x".repeat(1024);
+    const written = WAL_SIZE_LIMIT_BYTES * 2;
+    let walPeak = 0;
+    try {
+      // Commits one after another with only a turn of the event loop between them, as a busy
+      // server's settles come: the worker's own checkpoints never catch up with them.
+      for (let bytes = 0; bytes < written; bytes += 8 * 1024) {
+        // As the billing batch does (sqlite-billing-batch.ts).
+        const paused = database.writesResumed;
+        if (paused !== undefined) await paused;
+        begin.run();
+        for (let row = 0; row < 8; row++) insert.run(body);
+        commit.run();
+        await new Promise((resolve) => setImmediate(resolve));
+        walPeak = Math.max(walPeak, statSync(`${file}-wal`).size);
+      }
+    } finally {
+      await checkpointer.stop();
+      database.close();
+    }
+    expect(calls).toBeGreaterThan(0);
+    expect(walPeak).toBeLessThan(WAL_SIZE_LIMIT_BYTES + 8 * 2 ** 20);
   });
 
   it("leaves the automatic checkpoint on when its worker cannot open the file (and has exited)", async () => {

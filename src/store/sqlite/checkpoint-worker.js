@@ -2,7 +2,10 @@
 /**
  * The worker thread of `startCheckpointer` (start-checkpointer.ts): on a connection of its own,
  * copies the WAL's pages into the database file every `intervalMs` with a passive checkpoint
- * (which never waits for, nor blocks, the server's reads and writes), until told to stop.
+ * (which never waits for, nor blocks, the server's reads and writes), until told to stop. When
+ * the WAL holds `restartFrames` pages or more after a checkpoint, it tells the parent
+ * (`wal-large`), which pauses its writes and asks for one more checkpoint (`checkpoint`): that
+ * one copies the whole WAL, so that the server's next write starts it over (start-checkpointer.ts).
  *
  * Plain JavaScript, checked by tsc (`checkJs`): a worker that loads a .ts file starts Node's type
  * stripping again in its own thread, 17 MB more RSS than this file's 21 MB.
@@ -10,8 +13,8 @@
 import { DatabaseSync } from "node:sqlite";
 import { parentPort, workerData } from "node:worker_threads";
 
-/** @type {{ file: string; intervalMs: number }} */
-const { file, intervalMs } = workerData;
+/** @type {{ file: string; intervalMs: number; restartFrames: number }} */
+const { file, intervalMs, restartFrames } = workerData;
 const port = parentPort;
 if (port === null) throw new Error("checkpoint-worker.js runs as a worker thread");
 
@@ -19,6 +22,8 @@ if (port === null) throw new Error("checkpoint-worker.js runs as a worker thread
 let database;
 /** @type {NodeJS.Timeout | undefined} */
 let timer;
+/** @type {(() => { frames: number; complete: boolean }) | undefined} */
+let checkpoint;
 
 function close() {
   clearInterval(timer);
@@ -35,10 +40,24 @@ function fail(error) {
 
 try {
   database = new DatabaseSync(file);
-  const checkpoint = database.prepare("PRAGMA wal_checkpoint(PASSIVE)");
+  const statement = database.prepare("PRAGMA wal_checkpoint(PASSIVE)");
+  /** Checkpoints; returns the WAL's pages and whether every one of them is now in the file. */
+  const run = () => {
+    const result =
+      /** @type {{ busy: number | bigint; log: number | bigint; checkpointed: number | bigint } | undefined} */ (
+        statement.get()
+      );
+    const frames = Number(result?.log ?? 0);
+    return {
+      frames,
+      complete: Number(result?.busy ?? 1) === 0 && frames === Number(result?.checkpointed ?? -1),
+    };
+  };
+  checkpoint = run;
   timer = setInterval(() => {
     try {
-      checkpoint.get();
+      const { frames } = run();
+      if (frames >= restartFrames) port.postMessage({ kind: "wal-large", frames });
     } catch (error) {
       fail(error);
     }
@@ -49,6 +68,14 @@ try {
 }
 
 port.on("message", (message) => {
+  if (message === "checkpoint") {
+    try {
+      port.postMessage({ kind: "checkpointed", complete: checkpoint?.().complete ?? false });
+    } catch (error) {
+      fail(error);
+    }
+    return;
+  }
   if (message !== "stop") return;
   close();
   port.close();

@@ -17,13 +17,20 @@ export interface NodeSqliteDatabaseOptions {
 export const DEFAULT_BUSY_TIMEOUT_MS = 5000;
 
 /**
+ * The size a WAL file is cut back to when SQLite starts it over (`journal_size_limit`): without a
+ * limit the file keeps the largest size it ever had.
+ */
+export const WAL_SIZE_LIMIT_BYTES = 32 * 2 ** 20;
+
+/**
  * Opens a SQLite file (or `:memory:`) with `node:sqlite` and wraps it in the better-sqlite3-like
  * shape that kysely's `SqliteDialect` drives.
  *
  * Settings: WAL journal (readers never block the writer, so the CLI and `serve` can share the
  * file), `synchronous = NORMAL` (the usual pairing with WAL: never corrupts; a power cut may lose
  * the last commits, where FULL would fsync on every commit and cost each request a disk flush),
- * a busy timeout, and foreign keys on. Transactions start with `begin immediate` (see `prepare`).
+ * a busy timeout, foreign keys on, and the WAL file cut back to {@link WAL_SIZE_LIMIT_BYTES} when it
+ * starts over. Transactions start with `begin immediate` (see `prepare`).
  *
  * Every INTEGER is read as a `bigint` (`readBigInts`), so money in nano-units never passes
  * through a floating-point number; code that wants a `number` (rpm, tpm) converts explicitly.
@@ -51,6 +58,7 @@ export function openNodeSqliteDatabase(
     database.exec("PRAGMA synchronous = NORMAL");
     database.exec(`PRAGMA busy_timeout = ${busyTimeout}`);
     database.exec("PRAGMA foreign_keys = ON");
+    database.exec(`PRAGMA journal_size_limit = ${WAL_SIZE_LIMIT_BYTES}`);
   } catch (error) {
     database.close();
     throw explainSqliteError(error, location, busyTimeout);
@@ -75,6 +83,8 @@ export class NodeSqliteDatabase implements SqliteDatabase {
   readonly #statements = new Map<string, NodeSqliteStatement>();
   readonly #cacheSize: number;
   #busyTimeout: number;
+  #resumeWrites: (() => void) | undefined;
+  #writesResumed: Promise<void> | undefined;
 
   constructor(database: DatabaseSync, options: { location: string; busyTimeout: number; cacheSize: number }) {
     this.#database = database;
@@ -139,6 +149,33 @@ export class NodeSqliteDatabase implements SqliteDatabase {
    */
   setAutomaticCheckpoint(automatic: boolean): void {
     if (this.#database.isOpen) this.#database.exec(`PRAGMA wal_autocheckpoint = ${automatic ? 1000 : 0}`);
+  }
+
+  /**
+   * Holds the writes that wait for {@link writesResumed} (the billing batch's) for at most `ms`,
+   * while the checkpoint worker copies the rest of the WAL (see start-checkpointer.ts); returns
+   * the function that resumes them sooner. A second call while paused returns the same one.
+   */
+  pauseWrites(ms: number): () => void {
+    if (this.#resumeWrites !== undefined) return this.#resumeWrites;
+    const { promise, resolve } = Promise.withResolvers<void>();
+    const resume = () => {
+      clearTimeout(timer);
+      if (this.#resumeWrites === resume) {
+        this.#resumeWrites = undefined;
+        this.#writesResumed = undefined;
+      }
+      resolve();
+    };
+    const timer = setTimeout(resume, ms);
+    this.#resumeWrites = resume;
+    this.#writesResumed = promise;
+    return resume;
+  }
+
+  /** While writes are paused ({@link pauseWrites}), resolves when they may go on. */
+  get writesResumed(): Promise<void> | undefined {
+    return this.#writesResumed;
   }
 
   close(): void {

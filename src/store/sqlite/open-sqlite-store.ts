@@ -127,6 +127,7 @@ export async function openSqliteStore(
     connection.checkpointing ??= createCheckpointing({
       file,
       setAutomatic: (automatic) => connection.database.setAutomaticCheckpoint(automatic),
+      pauseWrites: (ms) => connection.database.pauseWrites(ms),
     });
   }
   try {

@@ -535,6 +535,10 @@ export function createSqliteBillingBatch(options: {
     let finished = false;
     try {
       await db.connection().execute(async () => {
+        // The checkpoint worker is copying the rest of the WAL so that it can start over
+        // (start-checkpointer.ts): writing now would leave it something more to copy.
+        const paused = database.writesResumed;
+        if (paused !== undefined) await paused;
         let outcomes: Outcome[];
         try {
           outcomes = runBatch(batch);

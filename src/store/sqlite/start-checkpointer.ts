@@ -7,7 +7,11 @@ export interface Checkpointer {
 }
 
 /** What the worker (checkpoint-worker.js) tells its parent. */
-type CheckpointWorkerMessage = { kind: "ready" } | { kind: "failed"; message: string };
+type CheckpointWorkerMessage =
+  | { kind: "ready" }
+  | { kind: "failed"; message: string }
+  | { kind: "wal-large"; frames: number }
+  | { kind: "checkpointed"; complete: boolean };
 
 export interface CheckpointerOptions {
   /** The database file (in WAL mode). */
@@ -16,10 +20,28 @@ export interface CheckpointerOptions {
   setAutomatic: (automatic: boolean) => void;
   /** How often the worker checkpoints. Default {@link CHECKPOINT_INTERVAL_MS}. */
   intervalMs?: number;
+  /**
+   * Pauses the server's writes for at most `ms` (returns the function that resumes them): called
+   * when the WAL holds {@link RESTART_FRAMES} pages (`restartFrames`) or more, so that the worker
+   * can copy all of it and the next write starts the WAL over.
+   */
+  pauseWrites?: (ms: number) => () => void;
+  /** Default {@link RESTART_FRAMES}. */
+  restartFrames?: number;
 }
 
 /** How often the worker copies the WAL into the database file. */
 export const CHECKPOINT_INTERVAL_MS = 200;
+/**
+ * WAL pages (4 KiB each) beyond which the server's connection checkpoints too: 32 MiB, the size
+ * the WAL file is cut back to (`WAL_SIZE_LIMIT_BYTES`).
+ */
+export const RESTART_FRAMES = 8192;
+/**
+ * How long the server's writes wait at most for the worker to copy the rest of the WAL. A worker
+ * that is not done by then leaves the WAL as it is; its next report tries again.
+ */
+export const RESTART_PAUSE_MS = 100;
 /** Settles after which a server starts its checkpoint worker (see {@link createCheckpointing}). */
 export const START_AFTER_WRITES = 500;
 
@@ -34,23 +56,53 @@ export const START_AFTER_WRITES = 500;
  * connection, `setAutomatic(false)` turns the automatic checkpoint off. Should the worker fail or
  * exit, `setAutomatic(true)` turns it back on, so that the WAL never grows without bound. The
  * worker does not keep the process alive.
+ *
+ * SQLite starts the WAL over from its beginning only when a write finds every page of it copied.
+ * The worker's checkpoint copies what the WAL held when it began, while the server keeps writing:
+ * under sustained writes it never catches up, and the WAL grew by the whole of what was written
+ * (1.2 GB in 15 s of settles, measured). So when the WAL has grown past `restartFrames` pages,
+ * the worker says so, the server's batched writes pause (`pauseWrites`, at most
+ * {@link RESTART_PAUSE_MS}; its event loop goes on) while the worker copies the rest, and the next
+ * write starts the WAL over (and cuts the file back to `journal_size_limit`). A checkpoint on the
+ * server's own connection would do the same, with the copying and a disk flush on its event loop.
  */
 export async function startCheckpointer(options: CheckpointerOptions): Promise<Checkpointer> {
   const worker = new Worker(new URL("./checkpoint-worker.js", import.meta.url), {
-    workerData: { file: options.file, intervalMs: options.intervalMs ?? CHECKPOINT_INTERVAL_MS },
+    workerData: {
+      file: options.file,
+      intervalMs: options.intervalMs ?? CHECKPOINT_INTERVAL_MS,
+      restartFrames: options.restartFrames ?? RESTART_FRAMES,
+    },
   });
   worker.unref();
   // Listened for from the start: a worker that failed may have exited long before `stop`.
   const exited = new Promise<void>((resolve) => worker.once("exit", () => resolve()));
   let stopping = false;
   let automatic = true;
+  /** Set while the server's writes wait for the worker's checkpoint. */
+  let resumeWrites: (() => void) | undefined;
+  const resume = () => {
+    resumeWrites?.();
+    resumeWrites = undefined;
+  };
   const fallBack = () => {
+    resume();
     if (automatic) return;
     automatic = true;
     options.setAutomatic(true);
   };
   const ready = new Promise<boolean>((resolve) => {
     worker.on("message", (message: CheckpointWorkerMessage) => {
+      if (message.kind === "wal-large") {
+        if (resumeWrites !== undefined || options.pauseWrites === undefined) return;
+        resumeWrites = options.pauseWrites(RESTART_PAUSE_MS);
+        worker.postMessage("checkpoint");
+        return;
+      }
+      if (message.kind === "checkpointed") {
+        resume();
+        return;
+      }
       resolve(message.kind === "ready");
       if (message.kind === "failed") fallBack();
     });
