@@ -26,6 +26,7 @@ import { registerJsonBodyParser } from "./register-json-body-parser.ts";
 import { adminKeyRequired } from "./routes/admin.ts";
 import { CHAT_COMPLETIONS_PATH, registerChatCompletionRoutes } from "./routes/chat-completions.ts";
 import { registerModelRoutes } from "./routes/models.ts";
+import { throttleLog } from "./throttle-log.ts";
 
 /** Everything the HTTP edge needs; `server.ts` and the tests build it. */
 export interface AppDependencies {
@@ -132,6 +133,8 @@ export const REQUEST_TIMEOUT_MS = 300_000;
 
 /** Longest time a client may take to send a request's headers (then 408); Node's default. */
 export const HEADERS_TIMEOUT_MS = 60_000;
+/** During a store outage, how often a refused request's warning is logged (with its stack). */
+export const STORE_OUTAGE_LOG_INTERVAL_MS = 10_000;
 
 /** Builds the Fastify app: routes, authentication, JSON parsing and the one error mapping. */
 /** The server's metrics: its requests, and, when scraped, the requests in flight and each model's load. */
@@ -286,6 +289,8 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
     done();
   });
 
+  // One line for an outage's run of refusals, then one every 10 s (each request has its own line).
+  const logStoreOutage = throttleLog(STORE_OUTAGE_LOG_INTERVAL_MS);
   app.setErrorHandler((error, request, reply) => {
     const appError = normalizeError(error, request.body);
     annotate(request, { error: appError.code });
@@ -299,7 +304,12 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
     else if (inFlight.closing) reply.header("connection", "close");
     if (appError.code === "internal_error") request.log.error({ err: error }, "request failed");
     else if (appError.code === "store_unavailable")
-      request.log.warn({ err: error }, "the store is unavailable");
+      logStoreOutage((skipped) =>
+        request.log.warn(
+          { err: error, ...(skipped > 0 ? { refusedSinceLastLine: skipped } : {}) },
+          "the store is unavailable",
+        ),
+      );
     void sendError(reply, appError);
   });
 

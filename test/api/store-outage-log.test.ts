@@ -1,0 +1,86 @@
+import { Writable } from "node:stream";
+import { afterEach, describe, expect, it } from "vitest";
+import { createAccount } from "../../src/admin/create-account.ts";
+import { createKey } from "../../src/admin/create-key.ts";
+import { throttleLog } from "../../src/api/throttle-log.ts";
+import { startServer } from "../../src/server.ts";
+import { openStore } from "../../src/store/open-store.ts";
+import { startTcpProxy } from "../cluster/tcp-proxy.ts";
+import { startMockUpstream } from "../engine/openai/mock-upstream.ts";
+import { createPostgresTestSchema } from "../store/postgres-test-database.ts";
+import { createTestConfig, createUpstreamModelEntry } from "../support/test-server.ts";
+
+const postgres = await createPostgresTestSchema();
+if ("skipped" in postgres) console.warn(`Skipping the store outage log test: ${postgres.skipped}.`);
+
+const cleanups: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+describe("throttleLog", () => {
+  it("logs the first event at once, then one line an interval with the count it stands for", () => {
+    let clock = 0;
+    const throttled = throttleLog(10_000, () => clock);
+    const lines: number[] = [];
+    const event = () => throttled((skipped) => lines.push(skipped));
+    event();
+    for (let index = 0; index < 5; index++) {
+      clock += 1_000;
+      event();
+    }
+    expect(lines).toEqual([0]);
+    clock += 5_000;
+    event();
+    expect(lines).toEqual([0, 5]);
+    clock += 60_000;
+    event();
+    expect(lines).toEqual([0, 5, 0]);
+  });
+});
+
+describe.skipIf("skipped" in postgres)("a server whose store is down", () => {
+  it("logs the outage once, not a warning with its stack for every request it refuses", async () => {
+    if ("skipped" in postgres) return;
+    cleanups.push(() => postgres.drop());
+    const direct = new URL(postgres.url);
+    const proxy = await startTcpProxy({ targetPort: Number(direct.port || 5432), mode: "forward" });
+    cleanups.push(() => proxy.close());
+    const proxied = new URL(postgres.url);
+    proxied.hostname = "127.0.0.1";
+    proxied.port = String(proxy.port);
+    const upstream = await startMockUpstream();
+    cleanups.push(() => upstream.close());
+    const logged: { msg: string; level: number; status?: number; refusedSinceLastLine?: number }[] = [];
+    const destination = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        for (const line of chunk.toString().split("\n")) if (line !== "") logged.push(JSON.parse(line));
+        done();
+      },
+    });
+    const server = await startServer({
+      config: createTestConfig({
+        database: proxied.toString(),
+        models: [createUpstreamModelEntry("remote", upstream.baseUrl)],
+      }),
+      logger: { level: "info", destination },
+    });
+    cleanups.push(() => server.close().catch(() => {}));
+    const store = await openStore(postgres.url);
+    cleanups.push(() => store.close());
+    const account = await createAccount(store, { name: "acme", balanceNano: 10n ** 12n });
+    const key = (await createKey(store, { role: "user", accountId: account.id })).key;
+
+    proxy.setMode("cut");
+    for (let index = 0; index < 20; index++) {
+      const response = await fetch(`${server.baseUrl}/models`, {
+        headers: { authorization: `Bearer ${key}` },
+      });
+      expect(response.status).toBe(503);
+      await response.text();
+    }
+    const refusals = logged.filter((line) => line.msg === "request" && line.status === 503);
+    expect(refusals).toHaveLength(20);
+    expect(logged.filter((line) => line.msg === "the store is unavailable")).toHaveLength(1);
+  });
+});
