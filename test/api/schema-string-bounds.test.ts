@@ -65,6 +65,20 @@ describe("schema string bounds over HTTP", () => {
     });
   });
 
+  it("refuses a json_schema name other than letters, digits, _ and -, as it refuses such a tool name", async () => {
+    const response = await post({
+      response_format: {
+        type: "json_schema",
+        json_schema: { name: "has space!", schema: { type: "object" } },
+      },
+    });
+    expect(response.status).toBe(400);
+    expect(response.body.error).toMatchObject({ param: "response_format.json_schema.name" });
+    expect(
+      (await post({ response_format: { type: "json_schema", json_schema: { name: "a-B_9" } } })).status,
+    ).toBe(200);
+  });
+
   it("takes a schema within the bounds on a local model", async () => {
     const response = await post(
       format({ type: "object", properties: { a: { enum: ["x".repeat(119_000)] } } }),

@@ -73,7 +73,7 @@ export const ResponseFormatSchema = Type.Object({
   type: StringEnum(["text", "json_object", "json_schema"]),
   json_schema: Type.Optional(
     Type.Object({
-      name: Type.String({ minLength: 1, maxLength: 64 }),
+      name: Type.String({ minLength: 1, maxLength: 64, pattern: "^[a-zA-Z0-9_-]+$" }),
       description: Type.Optional(Type.String()),
       schema: Type.Optional(Type.Object({}, { additionalProperties: true })),
       strict: Type.Optional(Nullable(Type.Boolean())),

@@ -30,8 +30,11 @@ import { AppError } from "../../errors/app-error.ts";
  *   keys, values per `additionalProperties` (any value by default, as JSON Schema says). Required
  *   properties that are not declared are added as "any JSON value".
  * - Refused too: a minimum above its maximum (`minLength` over `maxLength`, and the like for
- *   items and properties), which no value meets, and lengths or counts above 1000, which llama.cpp's
- *   grammar parser does not take.
+ *   items and properties), a `const` (or every `enum` value) of another type than the `type` beside
+ *   it, `allOf` branches with no type in common, and a required property that `properties` does not
+ *   declare beside `additionalProperties: false`, which no value meets; a length or count that is
+ *   not a whole number, 0 or more; and lengths or counts above 1000, which llama.cpp's grammar
+ *   parser does not take. `enum` values of another type than the `type` beside them are dropped.
  * - Enforced: `type`, `properties`, `required` (as every property is emitted), `additionalProperties`
  *   of maps, `items`, `prefixItems`, `minItems`/`maxItems`, `minLength`/`maxLength`,
  *   `minProperties`/`maxProperties` of maps, `enum`, `const`, `format` `date-time`, `date` and `time`.
@@ -258,11 +261,29 @@ class SchemaConverter {
       );
       return oneOf(branches, description);
     }
-    if ("const" in schema) return { ...this.#convertConstant(schema.const, at), ...description };
+    // Beside a `type`, only the constants of that type can be met.
+    const declaredTypes = schema.type === undefined ? undefined : readTypes(schema);
+    if ("const" in schema) {
+      if (declaredTypes !== undefined && !declaredTypes.some((type) => hasType(schema.const, type)))
+        this.#refuse(
+          at,
+          `'const' is not of the 'type' (${declaredTypes.join(", ")}) beside it, so no value can match.`,
+        );
+      return { ...this.#convertConstant(schema.const, at), ...description };
+    }
     if (Array.isArray(schema.enum)) {
       this.#spend(at, "entries", schema.enum.length);
+      const values =
+        declaredTypes === undefined
+          ? schema.enum
+          : schema.enum.filter((value) => declaredTypes.some((type) => hasType(value, type)));
+      if (values.length === 0)
+        this.#refuse(
+          at,
+          `no value of 'enum' is of the 'type' (${declaredTypes?.join(", ")}) beside it, so no value can match.`,
+        );
       return oneOf(
-        schema.enum.map((value) => this.#convertConstant(value, at)),
+        values.map((value) => this.#convertConstant(value, at)),
         description,
       );
     }
@@ -442,6 +463,12 @@ class SchemaConverter {
     // A required property that is not declared is written too: it counts as one.
     for (const name of required) {
       if (Object.hasOwn(properties, name)) continue;
+      if (declared !== undefined && schema.additionalProperties === false) {
+        this.#refuse(
+          at,
+          `'required' names '${name}', which 'properties' does not declare while 'additionalProperties' is false, so no value can match.`,
+        );
+      }
       this.#spend(at, "entries", 1);
       this.#spendCharacters(at, name);
       properties[name] = anyValue;
@@ -506,6 +533,9 @@ class SchemaConverter {
    */
   #readBound(schema: Record<string, unknown>, keyword: string, at: Position): number | undefined {
     const count = readCount(schema[keyword]);
+    if (count === undefined && schema[keyword] !== undefined) {
+      this.#refuse(at, `'${keyword}' is ${describe(schema[keyword])}; it must be a whole number, 0 or more.`);
+    }
     if (count !== undefined && count > maxGrammarRepetitions && this.#grammarLimits) {
       this.#refuse(
         at,
@@ -560,12 +590,32 @@ class SchemaConverter {
           for (const name of value) required.push(name);
           merged[key] = required;
           copied.add(key);
+        } else if (key === "type" && existing !== undefined) {
+          merged[key] = this.#intersectTypes(existing, value, at);
         } else if (!(key in merged)) {
           merged[key] = value;
         }
       }
     }
     return merged;
+  }
+
+  /** The types both `allOf` branches allow (an integer is a number); refused when there are none. */
+  #intersectTypes(first: unknown, second: unknown, at: Position): string[] {
+    const list = (type: unknown) =>
+      (Array.isArray(type) ? type : [type]).filter((name) => typeof name === "string");
+    const [left, right] = [list(first), list(second)];
+    const allows = (types: string[], type: string) =>
+      types.includes(type) || (type === "integer" && types.includes("number"));
+    const both = [...new Set([...left, ...right])].filter(
+      (type) => allows(left, type) && allows(right, type),
+    );
+    if (both.length === 0)
+      this.#refuse(
+        at,
+        `the 'allOf' branches have no 'type' in common (${left.join(", ")} and ${right.join(", ")}), so no value can match.`,
+      );
+    return both;
   }
 
   /** An exact schema for a constant: `const` for primitives, fixed shapes for objects and arrays. */
@@ -715,8 +765,24 @@ function readTypes(schema: Record<string, unknown>): string[] {
   return [];
 }
 
+/** Whether a JSON value is of a JSON Schema type (an integral number is an integer, and a number). */
+function hasType(value: unknown, type: string): boolean {
+  switch (type) {
+    case "null":
+      return value === null;
+    case "array":
+      return Array.isArray(value);
+    case "object":
+      return isRecord(value);
+    case "integer":
+      return Number.isInteger(value);
+    default:
+      return typeof value === type;
+  }
+}
+
 function readCount(value: unknown): number | undefined {
-  return typeof value === "number" && Number.isFinite(value) && value >= 0 ? Math.floor(value) : undefined;
+  return Number.isInteger(value) && (value as number) >= 0 ? (value as number) : undefined;
 }
 
 /** A JSON pointer segment of a URI fragment, unescaped; `undefined` for a malformed `%` escape. */

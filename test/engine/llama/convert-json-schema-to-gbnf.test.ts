@@ -238,6 +238,32 @@ describe("convertJsonSchemaToGbnf", () => {
     expect(refusal({ type: "string", minLength: 2, maxLength: 2 })).toBeUndefined();
   });
 
+  it("refuses what no value of the declared type can meet: a constant of another type, conflicting allOf types, an undeclarable required property", () => {
+    const cases: [unknown, RegExp][] = [
+      [{ type: "string", const: 5 }, /at '#': 'const' is not of the 'type' \(string\)/],
+      [{ type: "integer", enum: ["a", 1.5] }, /no value of 'enum' is of the 'type' \(integer\)/],
+      [{ allOf: [{ type: "string" }, { type: "integer" }] }, /no 'type' in common \(string and integer\)/],
+      [
+        { type: "object", properties: { a: {} }, required: ["a", "zz"], additionalProperties: false },
+        /'required' names 'zz', which 'properties' does not declare while 'additionalProperties' is false/,
+      ],
+      [{ type: "array", minItems: -1 }, /'minItems' is -1; it must be a whole number, 0 or more/],
+      [{ type: "string", maxLength: 1.5 }, /'maxLength' is 1\.5/],
+    ];
+    for (const [schema, message] of cases) {
+      const error = refusal(schema);
+      expect(error?.code, JSON.stringify(schema)).toBe("invalid_value");
+      expect(error?.message, JSON.stringify(schema)).toMatch(message);
+    }
+    // What the type allows stays: the other constants are dropped, an integer is a number.
+    expect(convert({ type: "integer", enum: ["a", 1] })).toEqual({ const: 1 });
+    expect(convert({ type: ["string", "null"], enum: ["a", null, 3] })).toEqual({
+      oneOf: [{ const: "a" }, { const: null }],
+    });
+    expect(convert({ allOf: [{ type: "number" }, { type: "integer" }] })).toEqual({ type: "integer" });
+    expect(convert({ type: "number", const: 2 })).toEqual({ const: 2 });
+  });
+
   it("refuses lengths and counts above what the grammar parser takes, saying what to change", () => {
     for (const schema of [
       { type: "string", minLength: 1_000_000 },
