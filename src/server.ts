@@ -163,6 +163,8 @@ export interface StartServerOptions {
   logger?: false | { level: string; destination?: NodeJS.WritableStream };
   /** Overrides how long a client may leave its answer unread (tests; default one minute). */
   clientStallTimeoutMs?: number;
+  /** The bytes of request bodies held at once (tests); default from the heap (body-budget.ts). */
+  bodyBudgetBytes?: number;
 }
 
 /** Opens the store, loads the engines, listens, then runs the first-run bootstrap. */
@@ -335,6 +337,7 @@ async function startOnStore(
       return { ready: reasons.length === 0, reasons };
     },
     bodyLimitBytes: config.server.bodyLimitBytes,
+    ...(options.bodyBudgetBytes === undefined ? {} : { bodyBudgetBytes: options.bodyBudgetBytes }),
     ...(options.clientStallTimeoutMs === undefined
       ? {}
       : { clientStallTimeoutMs: options.clientStallTimeoutMs }),

@@ -16,6 +16,7 @@ import type { KeyLimits } from "../limits/key-limits.ts";
 import { Metrics } from "../metrics/metrics.ts";
 import type { ModelRegistry } from "../models/model-registry.ts";
 import { answerClientError, boundUnreadBody, refuseConnect } from "./answer-client-error.ts";
+import { BodyBudget } from "./body-budget.ts";
 import { forwardUnmetExpectations, refuseRequestHead } from "./check-request-head.ts";
 import { allowPageToRead, registerCorsPreflight } from "./cors.ts";
 import { createOpenApiDocument } from "./create-openapi-document.ts";
@@ -41,6 +42,8 @@ export interface AppDependencies {
   registerAdminRoutes?: (app: FastifyInstance, getKey: (request: object) => RequestKey) => void;
   /** Largest accepted request body, in bytes. Default 8 MiB. */
   bodyLimitBytes?: number;
+  /** The bytes of request bodies held at once; default {@link BodyBudget.forHeap}. */
+  bodyBudgetBytes?: number;
   /** When set, `/metrics` needs `Authorization: Bearer <metricsKey>`; otherwise it is open. */
   metricsKey?: string | undefined;
   /** Readiness for `/ready`: the store answers and no local model is still loading. */
@@ -154,11 +157,16 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
   // Node lets the request timeout lapse while the headers timeout is longer (seen on 24.21):
   // the headers bound is never the looser of the two.
   const headersTimeoutMs = Math.min(dependencies.headersTimeoutMs ?? HEADERS_TIMEOUT_MS, requestTimeoutMs);
+  const bodyLimitBytes = dependencies.bodyLimitBytes ?? 8 * 1024 * 1024;
+  const bodyBudget =
+    dependencies.bodyBudgetBytes === undefined
+      ? BodyBudget.forHeap(bodyLimitBytes)
+      : new BodyBudget(dependencies.bodyBudgetBytes);
   const timeouts = { headersTimeoutMs, requestTimeoutMs };
   const app = Fastify({
     ...(dependencies.logger === undefined ? { logger: false } : { loggerInstance: dependencies.logger }),
     logController: new LogController({ disableRequestLogging: true }),
-    bodyLimit: dependencies.bodyLimitBytes ?? 8 * 1024 * 1024,
+    bodyLimit: bodyLimitBytes,
     // Node's own default, which Fastify turns off: without it a client that sends its body a
     // byte now and then (or never finishes it) holds its connection for ever, key or no key.
     requestTimeout: requestTimeoutMs,
@@ -234,6 +242,14 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
       done(shuttingDownError());
       return;
     }
+    const taken = bodyBudget.take(request.raw, bodyLimitBytes);
+    if (taken instanceof AppError) {
+      // Its body is not read: the connection ends with the answer.
+      reply.header("connection", "close");
+      done(taken);
+      return;
+    }
+    reply.raw.once("close", taken);
     done();
   });
 

@@ -26,6 +26,7 @@ export const errorCatalog = {
   upstream_unavailable: { status: 503, type: "server_error", retryable: true },
   model_unavailable: { status: 503, type: "server_error", retryable: true },
   store_unavailable: { status: 503, type: "server_error", retryable: true },
+  server_overloaded: { status: 503, type: "server_error", retryable: true },
   internal_error: { status: 500, type: "server_error", retryable: true },
 } as const satisfies Record<string, { status: number; type: string; retryable: boolean }>;
 
