@@ -1,3 +1,5 @@
+import { showControlCharacters } from "./show-control-characters.ts";
+
 /** One CSV cell's value: `null` is an empty cell. */
 export type CsvValue = string | number | boolean | null;
 
@@ -8,6 +10,8 @@ export type CsvValue = string | number | boolean | null;
  * Text that a spreadsheet would run as a formula (starting with `=`, `+`, `-`, `@`, a tab or a
  * carriage return) gets a `'` in front, as OWASP advises: request ids and `user` values come from
  * API clients, and a usage export is opened by whoever pays the bills. Numbers stay as they are.
+ * Control characters other than tab and line breaks are written as `\u001b` and the like (see
+ * show-control-characters.ts): the CLI prints CSV to a terminal.
  */
 export function formatCsvLine(cells: readonly CsvValue[]): string {
   return cells.map(formatCell).join(",");
@@ -18,7 +22,7 @@ const FORMULA_START = /^[=+\-@\t\r]/;
 
 function formatCell(value: CsvValue): string {
   if (value === null) return "";
-  let text = String(value);
+  let text = showControlCharacters(String(value));
   if (typeof value === "string" && FORMULA_START.test(text)) text = `'${text}`;
   return /[",\r\n]/.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
 }

@@ -1,3 +1,5 @@
+import { showControlCharacters } from "./show-control-characters.ts";
+
 /**
  * Lays rows out as a plain-text table: a header line, then one line per row, columns padded
  * to their widest cell and separated by two spaces, trailing spaces trimmed.
@@ -21,7 +23,9 @@ export function createTableLayout(
       .map((width, column) => (cells[column] ?? "").padEnd(width))
       .join("  ")
       .trimEnd();
-  return (rows) => {
+  return (given) => {
+    // Cells may hold what API clients sent: no escape sequence reaches the terminal.
+    const rows = given.map((row) => row.map(showControlCharacters));
     for (const row of rows) {
       for (const [column, width] of widths.entries()) {
         widths[column] = Math.max(width, (row[column] ?? "").length);

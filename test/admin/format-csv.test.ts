@@ -23,4 +23,11 @@ describe("formatCsvLine", () => {
     // Numbers, and text that only holds such a character later, stay as they are.
     expect(formatCsvLine([-5, "req-1", "a=b", "0.000026"])).toBe("-5,req-1,a=b,0.000026");
   });
+
+  it("writes control characters as \\u001b and the like, so a terminal shown a report is not driven by a client's user field", () => {
+    const user = "\u001b[2J\u001b]0;PWNED\u0007\u001b[31mevil\u009b";
+    expect(formatCsvLine([user, "tab\tok"])).toBe(
+      "\\u001b[2J\\u001b]0;PWNED\\u0007\\u001b[31mevil\\u009b,tab\tok",
+    );
+  });
 });
