@@ -34,6 +34,7 @@ import type {
   UsageRecord,
   UsageTotals,
 } from "./store.ts";
+import { groupExpression, SUM_WINDOW_ROWS, type UsageCursorRow, whereInWindow } from "./usage-sum-window.ts";
 
 /**
  * `spent_nano` plus `cost`, stopping at the largest value the column holds. Spending only ever
@@ -313,9 +314,8 @@ export function createKyselyBilling(
     },
 
     async sumUsage(filter: UsageFilter = {}, grouping?: UsageGrouping): Promise<UsageTotals[]> {
-      // In windows of rows along the (created_at, id) index, yielding between them: on SQLite a
-      // query blocks the event loop, and grouping a whole ledger at once (a sort of every row)
-      // would hold every request in flight for seconds.
+      // In windows of rows along the (created_at, id) index, yielding between them: see
+      // usage-sum-window.ts, which also says how each window's query is kept to its own rows.
       const group = grouping === undefined ? sql<string>`''` : groupExpression(grouping);
       const sums = new Map<string, UsageTotals>();
       let after: UsageCursorRow | undefined;
@@ -329,7 +329,7 @@ export function createKyselyBilling(
           .offset(SUM_WINDOW_ROWS - 1)
           .limit(1)
           .executeTakeFirst();
-        let query = whereAfter(
+        let query = whereInWindow(
           whereUsageMatches(
             db.selectFrom("usage").select([
               group.as("usage_group"),
@@ -342,13 +342,8 @@ export function createKyselyBilling(
             ]),
             filter,
           ),
-          after,
+          { after, end },
         );
-        if (end !== undefined) {
-          query = query.where((eb) =>
-            eb(eb.refTuple("created_at", "id"), "<=", eb.tuple(end.created_at, end.id)),
-          );
-        }
         if (grouping !== undefined) query = query.groupBy(group);
         for (const row of await query.execute()) {
           const requests = Number(readBigInt(row.requests));
@@ -673,15 +668,6 @@ function lockedInIdOrder<Output>(query: SelectQueryBuilder<Database, "reservatio
   return query.orderBy("id").forUpdate();
 }
 
-/** A position in the usage ledger, as its columns hold it. */
-interface UsageCursorRow {
-  created_at: string;
-  id: string;
-}
-
-/** How many usage rows {@link BillingStore.sumUsage} totals per query (3-5 ms on SQLite here). */
-const SUM_WINDOW_ROWS = 10_000;
-
 /**
  * Narrows a query of usage rows to those after a position in (created_at, id) order: a row
  * value, so that both databases walk the (created_at, id) index from there.
@@ -692,22 +678,6 @@ function whereAfter<Output>(
 ): SelectQueryBuilder<Database, "usage", Output> {
   if (after === undefined) return query;
   return query.where((eb) => eb(eb.refTuple("created_at", "id"), ">", eb.tuple(after.created_at, after.id)));
-}
-
-/** What usage rows are grouped by: timestamps are ISO 8601 text, so a day is its first 10 characters. */
-function groupExpression(grouping: UsageGrouping) {
-  switch (grouping) {
-    case "day":
-      return sql<string>`substr(created_at, 1, 10)`;
-    case "model":
-      return sql<string>`model`;
-    case "key":
-      return sql<string>`key_public_id`;
-    default: {
-      const unexpected: never = grouping;
-      throw new Error(`Unknown grouping ${String(unexpected)}`);
-    }
-  }
 }
 
 /**
