@@ -40,6 +40,18 @@ describe.skipIf("skipped" in probe)("keeping reservation leases on a shared stor
     return { store, proxy };
   }
 
+  /** A replica's lease keeping on a shared store, its rounds run by the test on the test's clock. */
+  const keeper = (store: Store, replicaId: string, live: string[]) =>
+    keepLeases({
+      store,
+      replicaId,
+      liveReservationIds: () => live,
+      sweep: true,
+      logger: quiet,
+      intervalMs: 0,
+      now,
+    });
+
   it("releases no live reservation after an outage longer than the lease, and still releases a stopped replica's", async () => {
     if ("skipped" in probe) return;
     cleanups.push(() => probe.drop());
@@ -64,24 +76,8 @@ describe.skipIf("skipped" in probe)("keeping reservation leases on a shared stor
     expect(await owner.store.reserve(live)).toBe("reserved");
     expect(await owner.store.reserve(orphan)).toBe("reserved");
 
-    const keepOwner = keepLeases({
-      store: owner.store,
-      replicaId: "owner",
-      liveReservationIds: () => [live.id],
-      sweep: true,
-      logger: quiet,
-      intervalMs: 0,
-      now,
-    });
-    const keepSweeper = keepLeases({
-      store: sweeper.store,
-      replicaId: "sweeper",
-      liveReservationIds: () => [],
-      sweep: true,
-      logger: quiet,
-      intervalMs: 0,
-      now,
-    });
+    const keepOwner = keeper(owner.store, "owner", [live.id]);
+    const keepSweeper = keeper(sweeper.store, "sweeper", []);
     const openIds = async () => (await sweeper.store.listReservations()).map((each) => each.id).sort();
 
     // Both have answered for a long time: rounds as usual.
@@ -135,15 +131,7 @@ describe.skipIf("skipped" in probe)("keeping reservation leases on a shared stor
       leaseExpiresAt: new Date(clock - 1),
     });
     expect(await sweeper.store.reserve(expired)).toBe("reserved");
-    const keep = keepLeases({
-      store: sweeper.store,
-      replicaId: "sweeper",
-      liveReservationIds: () => [],
-      sweep: true,
-      logger: quiet,
-      intervalMs: 0,
-      now,
-    });
+    const keep = keeper(sweeper.store, "sweeper", []);
     await keep.tick();
     clock += INTERVAL_MS;
     // The database stops answering mid-round, for longer than a lease, then resumes.
