@@ -13,20 +13,16 @@ import { AppError } from "../errors/app-error.ts";
  * fit gets 503 `server_overloaded` with `retry-after`, its body never read.
  */
 export class BodyBudget {
-  readonly limitBytes: number;
+  readonly #limitBytes: number;
   #heldBytes = 0;
 
   constructor(limitBytes: number) {
-    this.limitBytes = limitBytes;
+    this.#limitBytes = limitBytes;
   }
 
   /** An eighth of the heap Node may grow to (a 4 GB heap: 512 MB of bodies), at least `bodyLimitBytes` twice. */
   static forHeap(bodyLimitBytes: number): BodyBudget {
     return new BodyBudget(Math.max(2 * bodyLimitBytes, Math.floor(getHeapStatistics().heap_size_limit / 8)));
-  }
-
-  get heldBytes(): number {
-    return this.#heldBytes;
   }
 
   /**
@@ -36,7 +32,7 @@ export class BodyBudget {
   take(request: IncomingMessage, bodyLimitBytes: number): (() => void) | AppError {
     const bytes = bodyBytes(request, bodyLimitBytes);
     if (bytes === 0) return () => {};
-    if (this.#heldBytes + bytes > this.limitBytes) {
+    if (this.#heldBytes + bytes > this.#limitBytes) {
       return new AppError(
         "server_overloaded",
         "The server is holding as many request bodies as its memory allows. Please retry shortly.",

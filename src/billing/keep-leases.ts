@@ -7,6 +7,9 @@ import { RESERVATION_LEASE_MS } from "./reserve-and-settle.ts";
  */
 export const SWEEP_MARGIN_MS = 5_000;
 
+/** How often every replica renews its leases: a third of a lease. */
+export const LEASE_RENEWAL_MS = RESERVATION_LEASE_MS / 3;
+
 export interface LeaseKeeping {
   /** One round: renew, then (on a shared store, when it is safe) release expired reservations. */
   tick(): Promise<void>;
@@ -44,17 +47,17 @@ export function keepLeases(options: {
   /** Release other replicas' expired reservations: on a store that replicas share. */
   sweep: boolean;
   logger: LeaseLogger;
-  /** Default a third of {@link RESERVATION_LEASE_MS}; 0: no timer (rounds by `tick` only). */
+  /** Default {@link LEASE_RENEWAL_MS}; 0: no timer (rounds by `tick` only). */
   intervalMs?: number;
   /** Default `Date.now`. */
   now?: () => number;
 }): LeaseKeeping {
   const { store, replicaId, sweep, logger } = options;
   const now = options.now ?? Date.now;
-  const intervalMs = options.intervalMs ?? RESERVATION_LEASE_MS / 3;
-  /** How long the store must have answered before a sweep; from the lease, not the timer. */
-  const quietMs = RESERVATION_LEASE_MS / 3 + SWEEP_MARGIN_MS;
-  const slowMs = RESERVATION_LEASE_MS / 12;
+  const intervalMs = options.intervalMs ?? LEASE_RENEWAL_MS;
+  /** How long the store must have answered before a sweep: other replicas renew on their own timers. */
+  const quietMs = LEASE_RENEWAL_MS + SWEEP_MARGIN_MS;
+  const slowMs = LEASE_RENEWAL_MS / 4;
   /** Since when the store has answered every round quickly; `undefined` after a failure. */
   let answeringSince: number | undefined;
   let running: Promise<void> | undefined;

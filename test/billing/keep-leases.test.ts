@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { keepLeases } from "../../src/billing/keep-leases.ts";
+import { keepLeases, LEASE_RENEWAL_MS } from "../../src/billing/keep-leases.ts";
 import { RESERVATION_LEASE_MS } from "../../src/billing/reserve-and-settle.ts";
 import { openStore } from "../../src/store/open-store.ts";
 import type { Store } from "../../src/store/store.ts";
@@ -20,7 +20,7 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-const INTERVAL_MS = RESERVATION_LEASE_MS / 3;
+const INTERVAL_MS = LEASE_RENEWAL_MS;
 const quiet = { warn() {}, error() {} };
 
 describe.skipIf("skipped" in probe)("keeping reservation leases on a shared store", () => {

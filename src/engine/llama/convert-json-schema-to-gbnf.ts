@@ -602,9 +602,7 @@ class SchemaConverter {
 
   /** The types both `allOf` branches allow (an integer is a number); refused when there are none. */
   #intersectTypes(first: unknown, second: unknown, at: Position): string[] {
-    const list = (type: unknown) =>
-      (Array.isArray(type) ? type : [type]).filter((name) => typeof name === "string");
-    const [left, right] = [list(first), list(second)];
+    const [left, right] = [readTypes({ type: first }), readTypes({ type: second })];
     const allows = (types: string[], type: string) =>
       types.includes(type) || (type === "integer" && types.includes("number"));
     const both = [...new Set([...left, ...right])].filter(
