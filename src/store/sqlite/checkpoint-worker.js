@@ -22,7 +22,7 @@ if (port === null) throw new Error("checkpoint-worker.js runs as a worker thread
 let database;
 /** @type {NodeJS.Timeout | undefined} */
 let timer;
-/** @type {(() => { frames: number; complete: boolean }) | undefined} */
+/** @type {(() => number) | undefined} */
 let checkpoint;
 
 function close() {
@@ -41,22 +41,15 @@ function fail(error) {
 try {
   database = new DatabaseSync(file);
   const statement = database.prepare("PRAGMA wal_checkpoint(PASSIVE)");
-  /** Checkpoints; returns the WAL's pages and whether every one of them is now in the file. */
+  /** Checkpoints; returns the pages the WAL holds. */
   const run = () => {
-    const result =
-      /** @type {{ busy: number | bigint; log: number | bigint; checkpointed: number | bigint } | undefined} */ (
-        statement.get()
-      );
-    const frames = Number(result?.log ?? 0);
-    return {
-      frames,
-      complete: Number(result?.busy ?? 1) === 0 && frames === Number(result?.checkpointed ?? -1),
-    };
+    const result = /** @type {{ log: number | bigint } | undefined} */ (statement.get());
+    return Number(result?.log ?? 0);
   };
   checkpoint = run;
   timer = setInterval(() => {
     try {
-      const { frames } = run();
+      const frames = run();
       if (frames >= restartFrames) port.postMessage({ kind: "wal-large", frames });
     } catch (error) {
       fail(error);
@@ -70,7 +63,8 @@ try {
 port.on("message", (message) => {
   if (message === "checkpoint") {
     try {
-      port.postMessage({ kind: "checkpointed", complete: checkpoint?.().complete ?? false });
+      checkpoint?.();
+      port.postMessage({ kind: "checkpointed" });
     } catch (error) {
       fail(error);
     }

@@ -11,7 +11,7 @@ type CheckpointWorkerMessage =
   | { kind: "ready" }
   | { kind: "failed"; message: string }
   | { kind: "wal-large"; frames: number }
-  | { kind: "checkpointed"; complete: boolean };
+  | { kind: "checkpointed" };
 
 export interface CheckpointerOptions {
   /** The database file (in WAL mode). */
