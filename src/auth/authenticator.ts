@@ -31,8 +31,14 @@ export interface AuthenticatorOptions {
    * accepted as an admin key without an account. `undefined` when none is configured.
    */
   configuredAdminKey?: string | undefined;
-  /** The clock, in milliseconds since the epoch. Default `Date.now`. */
+  /** The wall clock, in milliseconds since the epoch, for keys' expiry. Default `Date.now`. */
   now?: () => number;
+  /**
+   * A steady clock, in milliseconds, for the cache's ages: the wall clock may step (NTP, a
+   * resumed VM), and a step back must not keep a revoked key's row trusted. Default
+   * `performance.now`.
+   */
+  steadyNow?: () => number;
   /** How long a looked-up row is trusted, in milliseconds. Default 1000; at most 1000. */
   cacheTtlMilliseconds?: number;
   /** Rows kept at most; the oldest is dropped beyond this. Default 10,000. */
@@ -64,13 +70,14 @@ interface CacheEntry {
 export function createAuthenticator(options: AuthenticatorOptions): Authenticator {
   const { store } = options;
   const now = options.now ?? Date.now;
+  const steadyNow = options.steadyNow ?? (() => performance.now());
   const ttl = Math.min(options.cacheTtlMilliseconds ?? 1000, 1000);
   const cacheSize = options.cacheSize ?? 10_000;
   const cache = new Map<string, CacheEntry>();
   const configuredAdmin = describeConfiguredAdminKey(options.configuredAdminKey);
 
   function lookUp(publicId: string): Promise<CachedKey | undefined> {
-    const time = now();
+    const time = steadyNow();
     const entry = cache.get(publicId);
     if (entry !== undefined && time - entry.fetchedAt < ttl) return entry.lookup;
     if (entry !== undefined) cache.delete(publicId);

@@ -14,8 +14,12 @@ export class MemoryRateLimiter implements RateLimiter {
   readonly #buckets = new Map<string, Bucket>();
   readonly #now: () => number;
 
+  /**
+   * `now`: a steady clock in milliseconds (default `performance.now`); the wall clock would
+   * refill every bucket when it steps forward (NTP, a resumed VM).
+   */
   constructor(options: { now?: () => number } = {}) {
-    this.#now = options.now ?? Date.now;
+    this.#now = options.now ?? (() => performance.now());
   }
 
   /** The bucket refilled up to now; a new one (or one whose limit changed) starts full. */

@@ -44,7 +44,7 @@ async function insertKey(overrides: Partial<ApiKeyRecord> = {}): Promise<{ key: 
 }
 
 function authenticator(options: { configuredAdminKey?: string } = {}) {
-  return createAuthenticator({ store, now: () => clock.time, ...options });
+  return createAuthenticator({ store, now: () => clock.time, steadyNow: () => clock.time, ...options });
 }
 
 async function rejection(promise: Promise<unknown>): Promise<AppError> {
@@ -247,6 +247,18 @@ describe("the cache", () => {
     } finally {
       vi.useRealTimers();
     }
+  });
+
+  it("keeps a row no longer than its TTL when the wall clock steps back", async () => {
+    const { key, publicId } = await insertKey();
+    const steady = { time: 0 };
+    const auth = createAuthenticator({ store, now: () => clock.time, steadyNow: () => steady.time });
+    await auth.authenticate(`Bearer ${key}`);
+    await store.revokeApiKey(publicId, new Date(clock.time));
+    // NTP (or a resumed VM) sets the wall clock an hour back while a second passes.
+    clock.time -= 3_600_000;
+    steady.time += 1000;
+    await expect(auth.authenticate(`Bearer ${key}`)).rejects.toThrow(/revoked or has expired/);
   });
 
   it("does not remember a failed lookup", async () => {

@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { formatReset } from "../../src/limits/format-reset.ts";
 import { MemoryRateLimiter } from "../../src/limits/memory-rate-limiter.ts";
 import { describeRateLimiterConformance } from "./rate-limiter-conformance.ts";
@@ -11,6 +11,25 @@ describeRateLimiterConformance("memory", async () => {
       now += milliseconds;
     },
   };
+});
+
+describe("MemoryRateLimiter's own clock", () => {
+  it("does not refill when the wall clock steps forward", async () => {
+    const realNow = Date.now.bind(Date);
+    let stepMs = 0;
+    const wall = vi.spyOn(Date, "now").mockImplementation(() => realNow() + stepMs);
+    try {
+      const limiter = new MemoryRateLimiter();
+      const request = { bucket: "key:rpm", limit: 2 };
+      expect((await limiter.take({ ...request, amount: 1 })).allowed).toBe(true);
+      expect((await limiter.take({ ...request, amount: 1 })).allowed).toBe(true);
+      // NTP (or a resumed VM) sets the wall clock ten minutes on: no real time has passed.
+      stepMs = 600_000;
+      expect((await limiter.take({ ...request, amount: 1 })).allowed).toBe(false);
+    } finally {
+      wall.mockRestore();
+    }
+  });
 });
 
 describe("formatReset", () => {
