@@ -6,7 +6,7 @@
  *   answers broken off) put an endpoint in cooldown for `cooldownMs`; one success (an answer that
  *   came whole, not merely one that began) clears the count. After its cooldown the endpoint
  *   gets requests again, and a failure of one of those sends it straight back for twice as long
- *   (up to `maxCooldownMs`); a success ends the doubling.
+ *   (up to `maxCooldownMs`, or `cooldownMs` when that is longer); a success ends the doubling.
  * - Only what an attempt started since the endpoint's last cooldown began says anything new: the
  *   failures of attempts already under way when it began (a blip that hit fifty requests at once)
  *   and failures reported while it rests neither lengthen nor double the rest, and the successes
@@ -62,11 +62,16 @@ interface EndpointHealth {
   cooldownsInARow: number;
 }
 
+/** Doublings of the cooldown counted at most: 2 ** 40 times a millisecond is 35 years. */
+const MAX_DOUBLINGS = 40;
+
 export function createEndpointBalancer<Endpoint>(
   options: EndpointBalancerOptions<Endpoint>,
 ): EndpointBalancer<Endpoint> {
   const { endpoints } = options;
   const now = options.now ?? (() => performance.now());
+  // A configured first cooldown longer than the usual bound is not cut short by it.
+  const longestCooldownMs = Math.max(options.maxCooldownMs, options.cooldownMs);
   const health = new Map<Endpoint, EndpointHealth>(
     endpoints.map((endpoint) => [
       endpoint,
@@ -121,7 +126,9 @@ export function createEndpointBalancer<Endpoint>(
         // Back from a rest, one failure sends it back; otherwise it takes the threshold.
         const needed = state.cooldownsInARow > 0 ? 1 : options.failureThreshold;
         if (state.consecutiveFailures >= needed) {
-          const cooldown = Math.min(options.maxCooldownMs, options.cooldownMs * 2 ** state.cooldownsInARow);
+          // The doubling stops at the bound, long before 2 ** n overflows (0 * Infinity is NaN).
+          const doublings = Math.min(state.cooldownsInARow, MAX_DOUBLINGS);
+          const cooldown = Math.min(longestCooldownMs, options.cooldownMs * 2 ** doublings);
           state.coolingUntil = Math.max(state.coolingUntil, time + cooldown);
           state.cooledAt = time;
           state.cooldownsInARow++;

@@ -44,6 +44,42 @@ describe("createEndpointBalancer", () => {
     expect(balancer.waitForEndpoint(new Set(["b"]))).toBe(3000);
   });
 
+  it("rests a first cooldown longer than the usual bound in full", () => {
+    let time = 0;
+    const balancer = createEndpointBalancer({
+      endpoints: ["a", "b"],
+      failureThreshold: 1,
+      cooldownMs: 600_000,
+      maxCooldownMs: 60_000,
+      now: () => time,
+    });
+    balancer.reportFailure("a", fault);
+    expect(balancer.waitForEndpoint(new Set(["b"]))).toBe(600_000);
+    time += 600_000;
+    balancer.reportFailure("a", fault);
+    expect(balancer.waitForEndpoint(new Set(["b"]))).toBe(600_000);
+  });
+
+  it("keeps its state sound after any number of failures, with a cooldown of 0 too", () => {
+    let time = 0;
+    const balancer = createEndpointBalancer({
+      endpoints: ["a"],
+      failureThreshold: 1,
+      cooldownMs: 0,
+      maxCooldownMs: 60_000,
+      now: () => time,
+    });
+    for (let failure = 0; failure < 1100; failure++) {
+      balancer.reportFailure("a", fault);
+      time += 1;
+    }
+    expect(balancer.allCoolingDown()).toBe(false);
+    expect(balancer.pick()).toBe("a");
+    // The upstream's retry-after still counts.
+    balancer.reportFailure("a", { endpointFault: false, retryAfterMs: 500 });
+    expect(balancer.waitForEndpoint()).toBe(500);
+  });
+
   it("rests an endpoint once for a blip that failed many attempts at once (regression: 60 s)", () => {
     const { balancer, advance } = setUp(["a", "b"]);
     // Fifty attempts under way when the upstream blips: all fail within moments.

@@ -17,4 +17,29 @@ describe("parseRetryAfter", () => {
     const now = Date.parse("2025-01-01T00:00:10Z");
     expect(parseRetryAfter({ "retry-after": "Wed, 01 Jan 2025 00:00:03 GMT" }, now)).toBe(0);
   });
+
+  it("reads the three forms of HTTP date, each in GMT", () => {
+    const now = Date.parse("2025-01-01T00:00:00Z");
+    for (const date of [
+      "Wed, 01 Jan 2025 00:00:03 GMT",
+      "wed, 1 jan 2025 00:00:03 gmt",
+      "Wednesday, 01-Jan-25 00:00:03 GMT",
+      "Wed Jan  1 00:00:03 2025",
+    ])
+      expect(parseRetryAfter({ "retry-after": date }, now), date).toBe(3000);
+  });
+
+  it("does not read a garbled or zone-less header as a date", () => {
+    const now = Date.parse("2025-01-01T00:00:00Z");
+    for (const value of [
+      "x 32",
+      "in 2030",
+      "Wed, 01 Jan 2025 00:00:03",
+      "Wed, 01 Jan 2025 00:00:03 EST",
+      "2025-01-01T00:00:03Z",
+      "Fri, 31 Feb 2025 00:00:03 GMT",
+      "Wed, 01 Jan 2025 24:00:03 GMT",
+    ])
+      expect(parseRetryAfter({ "retry-after": value }, now), value).toBeUndefined();
+  });
 });
