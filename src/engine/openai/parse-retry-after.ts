@@ -39,36 +39,57 @@ const ASCTIME_DATE = new RegExp(`^${DAY} ${MONTH} +(\\d\\d?) ${TIME} (\\d{4})$`,
  * rest for a day on a garbled header.
  */
 function parseHttpDate(value: string, now: number): number | undefined {
-  let day: string | undefined;
-  let month: string | undefined;
-  let year: number;
-  let time: (string | undefined)[];
-  let match = IMF_FIXDATE.exec(value);
-  if (match !== null) {
-    [, day, month] = match;
-    year = Number(match[3]);
-    time = match.slice(4, 7);
-  } else if ((match = RFC_850_DATE.exec(value)) !== null) {
-    [, day, month] = match;
-    // A two-digit year more than 50 years ahead is of the century before (RFC 9110).
-    year = 2000 + Number(match[3]);
-    if (year > new Date(now).getUTCFullYear() + 50) year -= 100;
-    time = match.slice(4, 7);
-  } else if ((match = ASCTIME_DATE.exec(value)) !== null) {
-    [, month, day] = match;
-    year = Number(match[6]);
-    time = match.slice(3, 6);
-  } else {
-    return undefined;
-  }
-  const [hours, minutes, seconds] = time.map(Number) as [number, number, number];
-  const monthIndex = MONTHS.indexOf(month?.toLowerCase() ?? "");
-  const dayOfMonth = Number(day);
+  const parts = readDateParts(value, now);
+  if (parts === undefined) return undefined;
+  const { year, month, day, hours, minutes, seconds } = parts;
+  const monthIndex = MONTHS.indexOf(month.toLowerCase());
   if (hours > 23 || minutes > 59 || seconds > 59) return undefined;
-  const date = new Date(Date.UTC(year, monthIndex, dayOfMonth, hours, minutes, seconds));
+  const date = new Date(Date.UTC(year, monthIndex, day, hours, minutes, seconds));
   // Date.UTC rolls an impossible day over (31 Feb is 3 Mar): such a date is no date.
-  if (date.getUTCMonth() !== monthIndex || date.getUTCDate() !== dayOfMonth) return undefined;
+  if (date.getUTCMonth() !== monthIndex || date.getUTCDate() !== day) return undefined;
   return date.getTime();
+}
+
+interface DateParts {
+  year: number;
+  month: string;
+  day: number;
+  hours: number;
+  minutes: number;
+  seconds: number;
+}
+
+/** The fields of whichever of the three forms `value` has. */
+function readDateParts(value: string, now: number): DateParts | undefined {
+  const time = (match: RegExpExecArray, first: number) => ({
+    hours: Number(match[first]),
+    minutes: Number(match[first + 1]),
+    seconds: Number(match[first + 2]),
+  });
+  const fixdate = IMF_FIXDATE.exec(value);
+  if (fixdate !== null)
+    return {
+      year: Number(fixdate[3]),
+      month: String(fixdate[2]),
+      day: Number(fixdate[1]),
+      ...time(fixdate, 4),
+    };
+  const rfc850 = RFC_850_DATE.exec(value);
+  if (rfc850 !== null) {
+    // A two-digit year more than 50 years ahead is of the century before (RFC 9110).
+    let year = 2000 + Number(rfc850[3]);
+    if (year > new Date(now).getUTCFullYear() + 50) year -= 100;
+    return { year, month: String(rfc850[2]), day: Number(rfc850[1]), ...time(rfc850, 4) };
+  }
+  const asctime = ASCTIME_DATE.exec(value);
+  if (asctime !== null)
+    return {
+      year: Number(asctime[6]),
+      month: String(asctime[1]),
+      day: Number(asctime[2]),
+      ...time(asctime, 3),
+    };
+  return undefined;
 }
 
 function firstValue(value: string | string[] | undefined): string | undefined {
