@@ -8,6 +8,7 @@ import { InFlightRequests } from "./api/in-flight-requests.ts";
 import { registerAdminRoutes } from "./api/routes/admin.ts";
 import { createAuthenticator } from "./auth/authenticator.ts";
 import { keepLeases } from "./billing/keep-leases.ts";
+import { LeaseClock } from "./billing/lease-clock.ts";
 import { formatAmount } from "./billing/money.ts";
 import { BillingAdmission } from "./billing/reserve-and-settle.ts";
 import type { Config } from "./catalog/catalog.ts";
@@ -235,7 +236,7 @@ async function startOnStore(
     if (Math.abs(replicaClaim.clockSkewMs) > CLOCK_SKEW_WARNING_MS) {
       logger.warn(
         { clockSkewMs: replicaClaim.clockSkewMs },
-        "this machine's clock differs from PostgreSQL's by more than 5 s; keep replica clocks in step (NTP): a replica far ahead takes others' live reservations for expired and releases them",
+        "this machine's clock differs from PostgreSQL's by more than 5 s; keep replica clocks in step (NTP): usage rows are stamped with each replica's own time (reservation leases go by PostgreSQL's)",
       );
     }
   }
@@ -276,10 +277,14 @@ async function startOnStore(
   const metrics = createServerMetrics(registry, inFlight);
   /** Charges given up at shutdown (the store never took them): the shutdown then fails. */
   let unrecordedCharges = 0;
+  // Leases are written and judged on the store's clock, which replicas share (lease-clock.ts).
+  const leaseClock = new LeaseClock();
+  await leaseClock.sync(() => store.readClock());
   const admission = new BillingAdmission({
     store,
     limits: keyLimits,
     replicaId,
+    leaseNow: () => leaseClock.now(),
     onSettleError: (error, requestId, { retrying, usage }) => {
       if (retrying) {
         logger.error({ err: error, requestId }, "settling a request failed; retrying in the background");
@@ -307,6 +312,7 @@ async function startOnStore(
     liveReservationIds: () => admission.liveReservationIds,
     sweep: !config.database.startsWith("sqlite:"),
     logger,
+    clock: leaseClock,
   });
   const app = buildApp({
     registry,

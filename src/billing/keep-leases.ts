@@ -1,4 +1,5 @@
 import type { Store } from "../store/store.ts";
+import { LeaseClock } from "./lease-clock.ts";
 import { RESERVATION_LEASE_MS } from "./reserve-and-settle.ts";
 
 /**
@@ -38,9 +39,13 @@ interface LeaseLogger {
  * took longer than a quarter of the interval (a paused database answers everything at once when
  * it resumes), starts that wait again. Each round renews before it releases, so a replica never
  * takes its own live reservations for expired ones.
+ *
+ * Leases are written and judged on the store's clock ({@link LeaseClock}), which each round
+ * reads again (with nothing to renew, that read is also what tells whether the store answers):
+ * replicas' own clocks may differ, or step.
  */
 export function keepLeases(options: {
-  store: Pick<Store, "renewLeases" | "releaseReservations" | "hasAdminKey">;
+  store: Pick<Store, "renewLeases" | "releaseReservations" | "readClock">;
   replicaId: string;
   /** The reservations this replica's requests hold (see `BillingAdmission.liveReservationIds`). */
   liveReservationIds: () => readonly string[];
@@ -49,11 +54,14 @@ export function keepLeases(options: {
   logger: LeaseLogger;
   /** Default {@link LEASE_RENEWAL_MS}; 0: no timer (rounds by `tick` only). */
   intervalMs?: number;
-  /** Default `Date.now`. */
-  now?: () => number;
+  /** The clock leases go by, kept on the store's; the admission's reservations share it. */
+  clock?: LeaseClock;
+  /** Reads the store's clock. Default `store.readClock`. */
+  readStoreTime?: () => Promise<number>;
 }): LeaseKeeping {
   const { store, replicaId, sweep, logger } = options;
-  const now = options.now ?? Date.now;
+  const clock = options.clock ?? new LeaseClock();
+  const readStoreTime = options.readStoreTime ?? (() => store.readClock());
   const intervalMs = options.intervalMs ?? LEASE_RENEWAL_MS;
   /** How long the store must have answered before a sweep: other replicas renew on their own timers. */
   const quietMs = LEASE_RENEWAL_MS + SWEEP_MARGIN_MS;
@@ -63,25 +71,26 @@ export function keepLeases(options: {
   let running: Promise<void> | undefined;
 
   const round = async () => {
-    const startedAt = now();
+    // Rounds are timed on the steady clock: a reading of the store's may move its own.
+    const startedAt = clock.steadyNow();
     try {
+      await clock.sync(readStoreTime);
       const ids = options.liveReservationIds();
       // Only the reservations of this server's requests: one the store made although its answer
       // never came back (a partition) belongs to none, and expires.
-      if (ids.length > 0) await store.renewLeases(replicaId, new Date(startedAt + RESERVATION_LEASE_MS), ids);
-      // With nothing to renew, a read tells whether the store answers.
-      else if (sweep) await store.hasAdminKey();
+      if (ids.length > 0)
+        await store.renewLeases(replicaId, new Date(clock.now() + RESERVATION_LEASE_MS), ids);
     } catch (error) {
       answeringSince = undefined;
       logger.error({ err: error }, "renewing reservation leases failed");
       return;
     }
-    const answeredAt = now();
+    const answeredAt = clock.steadyNow();
     if (answeredAt - startedAt > slowMs) answeringSince = answeredAt;
     else answeringSince ??= startedAt;
     if (!sweep || answeredAt - answeringSince < quietMs) return;
     try {
-      const expired = await store.releaseReservations({ expiredBefore: new Date(answeredAt) });
+      const expired = await store.releaseReservations({ expiredBefore: new Date(clock.now()) });
       if (expired > 0) logger.warn({ released: expired }, "released reservations whose lease expired");
     } catch (error) {
       answeringSince = undefined;

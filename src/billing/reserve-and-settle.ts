@@ -86,7 +86,10 @@ export interface BillingAdmissionOptions {
   limits: KeyLimits;
   /** Identifies this server in its reservations (SQLite: any stable name). */
   replicaId: string;
+  /** This machine's clock, for ids and times of records. Default `Date.now`. */
   now?: () => number;
+  /** The clock reservation leases go by (the store's, see lease-clock.ts). Default: `now`. */
+  leaseNow?: () => number;
   /**
    * Where settlement failures are reported; they never reach the client. `retrying`: the
    * settlement is tried again in the background; false when it is given up (at close).
@@ -137,6 +140,7 @@ export class BillingAdmission implements ChatAdmission {
   readonly #limits: KeyLimits;
   readonly #replicaId: string;
   readonly #now: () => number;
+  readonly #leaseNow: () => number;
   readonly #onSettleError: NonNullable<BillingAdmissionOptions["onSettleError"]>;
   readonly #onSettleRecovered: NonNullable<BillingAdmissionOptions["onSettleRecovered"]>;
   readonly #retryDelays: NonNullable<BillingAdmissionOptions["settleRetryDelaysMs"]>;
@@ -158,6 +162,7 @@ export class BillingAdmission implements ChatAdmission {
     this.#limits = options.limits;
     this.#replicaId = options.replicaId;
     this.#now = options.now ?? Date.now;
+    this.#leaseNow = options.leaseNow ?? this.#now;
     this.#onSettleError = options.onSettleError ?? (() => {});
     this.#onSettleRecovered = options.onSettleRecovered ?? (() => {});
     this.#retryDelays = options.settleRetryDelaysMs ?? SETTLE_RETRY_DELAYS_MS;
@@ -261,7 +266,7 @@ export class BillingAdmission implements ChatAdmission {
         model: model.id,
         amountNano,
         replicaId: this.#replicaId,
-        leaseExpiresAt: new Date(now + RESERVATION_LEASE_MS),
+        leaseExpiresAt: new Date(this.#leaseNow() + RESERVATION_LEASE_MS),
         createdAt: new Date(now),
       });
     } catch (error) {

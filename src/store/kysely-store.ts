@@ -180,6 +180,9 @@ export function createKyselyStore(
       return row !== undefined;
     },
 
+    // One machine's file: its clock is the store's. PostgreSQL's store replaces this.
+    readClock: async () => Date.now(),
+
     ...createKyselyBilling(db, options),
 
     async close(): Promise<void> {

@@ -258,6 +258,12 @@ export interface Store {
   revokeApiKey(publicId: string, revokedAt: Date): Promise<RevokeApiKeyResult>;
   /** Whether any admin key exists, revoked and expired ones included. */
   hasAdminKey(): Promise<boolean>;
+  /**
+   * The store's clock, in milliseconds since the epoch: PostgreSQL's `clock_timestamp()`, which
+   * every replica shares; a SQLite file's is this machine's. Reservation leases go by it (see
+   * `billing/lease-clock.ts`).
+   */
+  readClock(): Promise<number>;
 
   /**
    * Sets money aside for a request, atomically against the available balance (balance minus

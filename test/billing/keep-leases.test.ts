@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { keepLeases, LEASE_RENEWAL_MS } from "../../src/billing/keep-leases.ts";
+import { LeaseClock } from "../../src/billing/lease-clock.ts";
 import { RESERVATION_LEASE_MS } from "../../src/billing/reserve-and-settle.ts";
 import { openStore } from "../../src/store/open-store.ts";
 import type { Store } from "../../src/store/store.ts";
@@ -10,7 +11,8 @@ import { makeAccount, makeReservation } from "../store/store-fixtures.ts";
 /**
  * Replicas on one PostgreSQL database, each reaching it through a TCP proxy of its own, so that
  * the test can take the database away from them (an outage, a failover) and give it back. Time
- * is the test's: each replica's clock is one shared number the test moves forward.
+ * is the test's: the database's clock is one number the test moves forward, and each replica's
+ * steady clock follows it (from an origin of its own where a test says so).
  */
 const probe = await createPostgresTestSchema();
 if ("skipped" in probe) console.warn(`Skipping the lease-keeping tests: ${probe.skipped}.`);
@@ -40,8 +42,11 @@ describe.skipIf("skipped" in probe)("keeping reservation leases on a shared stor
     return { store, proxy };
   }
 
-  /** A replica's lease keeping on a shared store, its rounds run by the test on the test's clock. */
-  const keeper = (store: Store, replicaId: string, live: string[]) =>
+  /**
+   * A replica's lease keeping on a shared store, its rounds run by the test on the test's clock;
+   * `ownClockMs`: how far the replica's own steady clock reads from the database's.
+   */
+  const keeper = (store: Store, replicaId: string, live: string[], ownClockMs = 0) =>
     keepLeases({
       store,
       replicaId,
@@ -49,7 +54,12 @@ describe.skipIf("skipped" in probe)("keeping reservation leases on a shared stor
       sweep: true,
       logger: quiet,
       intervalMs: 0,
-      now,
+      clock: new LeaseClock({ steadyNow: () => now() + ownClockMs }),
+      // Asks the database (through the replica's proxy), then tells the test's time.
+      readStoreTime: async () => {
+        await store.readClock();
+        return now();
+      },
     });
 
   it("releases no live reservation after an outage longer than the lease, and still releases a stopped replica's", async () => {
@@ -115,6 +125,33 @@ describe.skipIf("skipped" in probe)("keeping reservation leases on a shared stor
     clock += INTERVAL_MS / 2;
     await keepSweeper.tick();
     expect(await openIds()).toEqual([live.id]);
+    expect(await sweeper.store.getAccountMoney(account.id)).toMatchObject({ reservedNano: 600n });
+  });
+
+  it("judges leases on the database's clock, whatever a replica's own clock reads", async () => {
+    if ("skipped" in probe) return;
+    cleanups.push(() => probe.drop());
+    const owner = await connect();
+    const sweeper = await connect();
+    const account = makeAccount({ name: "acme", balanceNano: 1_000n });
+    expect(await owner.store.insertAccount(account)).toBe("created");
+    const live = makeReservation({
+      accountId: account.id,
+      amountNano: 600n,
+      replicaId: "owner",
+      leaseExpiresAt: new Date(clock + RESERVATION_LEASE_MS),
+    });
+    expect(await owner.store.reserve(live)).toBe("reserved");
+    // The sweeper's clock reads 90 s ahead (a VM resumed with a stale clock, NTP stepping it),
+    // beyond a lease: by its own time the owner's live lease would have expired.
+    const keepOwner = keeper(owner.store, "owner", [live.id]);
+    const keepSweeper = keeper(sweeper.store, "sweeper", [], 90_000);
+    for (let round = 0; round < 4; round++) {
+      await keepOwner.tick();
+      await keepSweeper.tick();
+      clock += INTERVAL_MS;
+    }
+    expect((await sweeper.store.listReservations()).map((each) => each.id)).toEqual([live.id]);
     expect(await sweeper.store.getAccountMoney(account.id)).toMatchObject({ reservedNano: 600n });
   });
 

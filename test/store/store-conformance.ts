@@ -315,6 +315,17 @@ export function describeStoreConformance(name: string, backend: StoreConformance
         expect(await store.hasAdminKey()).toBe(true);
       });
     });
+
+    describe("clock", () => {
+      it("tells the store's time (on this machine, this machine's)", async () => {
+        const before = Date.now();
+        const time = await store.readClock();
+        const after = Date.now();
+        // PostgreSQL's clock_timestamp() keeps microseconds: a millisecond either way.
+        expect(time).toBeGreaterThanOrEqual(before - 1);
+        expect(time).toBeLessThanOrEqual(after + 1);
+      });
+    });
   });
 
   describeBillingConformance(name, backend);

@@ -27,9 +27,9 @@ export interface ClaimReplicaIdOptions {
 export interface ReplicaClaim {
   /**
    * How far this machine's clock is ahead of the database's (negative: behind), in milliseconds,
-   * as measured when the claim was taken (the round trip's half is the error). Leases are written
-   * and judged by the replicas' own clocks: one replica more than the lease's margin ahead of
-   * another would take that one's live reservations for expired (the server warns at start).
+   * as measured when the claim was taken (the round trip's half is the error). Usage rows are
+   * stamped with each replica's own time (the server warns at start); leases go by the
+   * database's clock (billing/lease-clock.ts).
    */
   clockSkewMs: number;
   close(): Promise<void>;

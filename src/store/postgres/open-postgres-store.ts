@@ -94,6 +94,13 @@ export async function openPostgresStore(
   return {
     ...store,
     ...createPostgresBilling(db),
+    async readClock(): Promise<number> {
+      const { rows } = await sql<{ now: string }>`
+        select (extract(epoch from clock_timestamp()) * 1000)::text as now`.execute(db);
+      const now = Number(rows[0]?.now);
+      if (!Number.isFinite(now)) throw new Error("PostgreSQL did not tell its time.");
+      return now;
+    },
     close(): Promise<void> {
       closing ??= store.close();
       return closing;
