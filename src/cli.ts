@@ -1,4 +1,6 @@
 #!/usr/bin/env node
+// First: Node 22 warns on stderr as a command first loads node:sqlite (see the module).
+import "./process/drop-sqlite-warning.ts";
 import { stat } from "node:fs/promises";
 import { join } from "node:path";
 import { CliError } from "./admin/cli-error.ts";
