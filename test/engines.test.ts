@@ -4,8 +4,13 @@ import { describe, expect, it } from "vitest";
 /**
  * `engines.node` in package.json promises the oldest Node that runs Tollgate; every package
  * installed with it must accept that Node too, or `npm install` warns on it and refuses it with
- * `engine-strict` (undici 8 wanted 22.19 while the promise was 22.18).
+ * `engine-strict`. One known exception: undici 8 asks for 22.19, for zstd in its HTTP cache,
+ * which it checks for before use and Tollgate does not use; Tollgate's tests pass on 22.18 with
+ * it. undici 7, which accepts 22.18, crashes the process when a server closes a connection
+ * whose body is paused (nodejs/undici#5360; test/models/download-broken-body.test.ts).
  */
+const KNOWN_EXCEPTIONS = ["node_modules/undici: node >=22.19.0"];
+
 interface LockfileEntry {
   dev?: boolean;
   engines?: { node?: string } | string[];
@@ -96,6 +101,6 @@ describe("engines", () => {
         const range = Array.isArray(entry.engines) ? undefined : entry.engines?.node;
         return range === undefined || satisfiesRange(node, range) ? [] : [`${location}: node ${range}`];
       });
-    expect(refusing).toEqual([]);
+    expect(refusing).toEqual(KNOWN_EXCEPTIONS);
   });
 });
