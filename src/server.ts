@@ -272,6 +272,12 @@ async function startOnStore(
   const keyLimits = new KeyLimits(cluster.limiter);
   const registry = new ModelRegistry(config.models, (model, context) => createEngine(model, logger, context));
   opened.push(registry);
+  // Readiness waits for the models of the start only: a model a reload adds (or loads again) may
+  // download for many minutes, and taking every replica out of rotation for it would stop the
+  // models they serve meanwhile; /v1/models shows it loading.
+  const startupEngines = new Set(
+    registry.list().flatMap((entry) => (entry.engine === undefined ? [] : [entry.engine])),
+  );
   if (released > 0) logger.warn({ released }, "released reservations left by the previous run");
   const inFlight = new InFlightRequests();
   const metrics = createServerMetrics(registry, inFlight);
@@ -338,7 +344,9 @@ async function startOnStore(
       if (!(await answersWithin(store.hasAdminKey(), READY_STORE_TIMEOUT_MS)))
         reasons.push("the store does not answer");
       for (const entry of registry.list()) {
-        if (entry.engine?.status() === "loading") reasons.push(`model '${entry.model.id}' is loading`);
+        const { engine } = entry;
+        if (engine !== undefined && startupEngines.has(engine) && engine.status() === "loading")
+          reasons.push(`model '${entry.model.id}' is loading`);
       }
       return { ready: reasons.length === 0, reasons };
     },

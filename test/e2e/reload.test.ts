@@ -1,3 +1,9 @@
+import { once } from "node:events";
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Config } from "../../src/catalog/catalog.ts";
@@ -138,6 +144,52 @@ describe("reloading the catalogue", () => {
     expect(body.error.code).toBe("context_length_exceeded");
     expect(body.error.message).toContain("maximum context length is 256 tokens");
     expect((await listModels())[0]?.context_length).toBe(256);
+  });
+});
+
+describe("readiness after a reload", () => {
+  it("stays ready while a model the reload added is still downloading", async () => {
+    // A file server that takes the request and never answers: the new model stays loading.
+    const asked = Promise.withResolvers<void>();
+    const held: ServerResponse[] = [];
+    const files = createServer((_request, response) => {
+      held.push(response);
+      asked.resolve();
+    });
+    files.listen(0, "127.0.0.1");
+    await once(files, "listening");
+    const { port } = files.address() as AddressInfo;
+    const modelsFolder = mkdtempSync(join(tmpdir(), "tollgate-ready-"));
+    const previousFolder = process.env.TOLLGATE_MODELS_DIR;
+    process.env.TOLLGATE_MODELS_DIR = modelsFolder;
+    const tiny = createTinyModelEntry(await getTestModelPath());
+    try {
+      let ready = await fetch(`${server.origin}/ready`);
+      for (let attempt = 0; attempt < 100 && ready.status !== 200; attempt++) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        ready = await fetch(`${server.origin}/ready`);
+      }
+      expect(ready.status).toBe(200);
+      const added = {
+        ...tiny,
+        id: "downloading",
+        engine: { ...tiny.engine, model: `http://127.0.0.1:${port}/big.gguf` },
+      } as typeof tiny;
+      await server.server.reload(configWith([tiny, added]));
+      await asked.promise;
+      expect((await listModels()).find((model) => model.id === "downloading")?.status).toBe("loading");
+      ready = await fetch(`${server.origin}/ready`);
+      expect(ready.status).toBe(200);
+      expect(await ready.json()).toEqual({ status: "ready", reasons: [] });
+    } finally {
+      await server.server.reload(configWith([tiny]));
+      for (const response of held) response.destroy();
+      files.closeAllConnections();
+      files.close();
+      if (previousFolder === undefined) delete process.env.TOLLGATE_MODELS_DIR;
+      else process.env.TOLLGATE_MODELS_DIR = previousFolder;
+      rmSync(modelsFolder, { recursive: true, force: true });
+    }
   });
 });
 
