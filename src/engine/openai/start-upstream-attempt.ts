@@ -407,8 +407,12 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
         }
         if (!done && streamError === undefined) {
           const last = parser.end();
-          if (last !== undefined) readEvent(last, parts);
-          else if (unparsed !== undefined && beginsAsJson(unparsed))
+          if (last !== undefined) {
+            // After the model's finish reason, an event the body ended inside of was cut on its
+            // way (most often the usage chunk): dropped, as the SSE standard drops an event the
+            // stream ended in; the answer is whole, its usage estimated (conclude).
+            if (mapper.rawFinishReason === undefined || !isCutEvent(last)) readEvent(last, parts);
+          } else if (unparsed !== undefined && beginsAsJson(unparsed))
             readEvent({ event: undefined, data: unparsed }, parts, true);
         }
         return conclude(parts, undefined);
@@ -435,6 +439,17 @@ function keepUnparsed(unparsed: string, text: string): string | undefined {
   // Looked at once, where it grows past the bound: what is kept after that began as JSON.
   if (unparsed.length <= MAX_ERROR_BODY_LENGTH && !beginsAsJson(kept)) return undefined;
   return kept;
+}
+
+/** Whether an event the body ended in is a piece of one: data that is neither JSON nor `[DONE]`. */
+function isCutEvent(event: ServerSentEvent): boolean {
+  if (event.event === "error" || event.data === "[DONE]") return false;
+  try {
+    JSON.parse(event.data);
+    return false;
+  } catch {
+    return true;
+  }
 }
 
 /** Whether a body begins as a JSON object does, after white space (a byte order mark included). */

@@ -18,6 +18,7 @@ import {
   resetAfter,
   sequence,
   streamText,
+  textEvents,
   usageChunk,
   writeEvents,
 } from "./mock-upstream.ts";
@@ -191,6 +192,51 @@ describe("upstream engine: usage reported before the answer ended", () => {
       resetAfter([withUsage(chunk({ content: "Hi" }), { prompt_tokens: 10, completion_tokens: 50 })]),
     );
     expect(lastUsage(await collectParts(ahead))).toEqual({ promptTokens: 10, completionTokens: 50 });
+  });
+});
+
+describe("upstream engine: a body that ends inside its last event", () => {
+  /** Writes `events`, then `cut` (the first part of one more event), and ends the body. */
+  const endInside =
+    (events: readonly unknown[], cut: string): MockHandler =>
+    async (_request, response) => {
+      await writeEvents(response, events, { done: false, end: false });
+      response.end(cut);
+    };
+
+  it("keeps a finished answer whose usage chunk was cut (regression: 503, retried, charged nothing)", async () => {
+    const upstream = await startTestMock(
+      endInside(textEvents(["Hello", " world"], { usage: undefined }), 'data: {"id":"x","usage":{"prom'),
+    );
+    const engine = createTestEngine({
+      model: upstreamModel([upstream.baseUrl]),
+      settings: { maxRetries: 0 },
+    });
+    const parts = await collectParts(engine);
+    expect(textOf(parts)).toBe("Hello world");
+    expect(parts.at(-1)).toMatchObject({ type: "finish", reason: "stop", usage: { estimated: true } });
+    expect(lastUsage(parts).completionTokens).toBeGreaterThan(0);
+    expect(upstream.requests).toHaveLength(1);
+  });
+
+  it("still fails an answer cut inside an event before its finish reason", async () => {
+    const upstream = await startTestMock(
+      endInside([chunk({ role: "assistant", content: "" }), chunk({ content: "Hel" })], 'data: {"choi'),
+    );
+    const engine = createTestEngine({
+      model: upstreamModel([upstream.baseUrl]),
+      settings: { maxRetries: 0 },
+    });
+    const parts = await collectParts(engine);
+    expect(parts.at(-1)).toMatchObject({ type: "error", error: { code: "upstream_unavailable" } });
+  });
+
+  it("reads a last event the body ended without its blank line", async () => {
+    const upstream = await startTestMock(
+      endInside(textEvents(["Hi"], { usage: undefined }), `data: ${JSON.stringify(usageChunk(9, 1))}`),
+    );
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+    expect(lastUsage(await collectParts(engine))).toEqual({ promptTokens: 9, completionTokens: 1 });
   });
 });
 
