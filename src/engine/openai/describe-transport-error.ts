@@ -5,6 +5,8 @@
  */
 export function describeTransportError(error: unknown): string {
   const code = readCode(error) ?? readCode((error as { cause?: unknown } | undefined)?.cause);
+  const protocolFault = describeProtocolFault(error);
+  if (protocolFault !== undefined) return protocolFault;
   switch (code) {
     case "ECONNREFUSED":
       return "refused the connection";
@@ -28,6 +30,25 @@ export function describeTransportError(error: unknown): string {
       }
       return "could not be reached";
   }
+}
+
+/**
+ * Whether the upstream answered something that is not HTTP as undici reads it: not a network
+ * fault, and not one another try on the same endpoint would mend (each try may be a generation
+ * paid for upstream), so the request moves on to another endpoint.
+ */
+export function isProtocolFault(error: unknown): boolean {
+  return describeProtocolFault(error) !== undefined;
+}
+
+function describeProtocolFault(error: unknown): string | undefined {
+  const code = readCode(error);
+  if (code?.startsWith("HPE_") === true || (error instanceof Error && error.name === "HTTPParserError"))
+    return "sent a response that is not valid HTTP";
+  if (code === "UND_ERR_HEADERS_OVERFLOW") return "sent response headers too large to read";
+  if (code === "UND_ERR_RES_CONTENT_LENGTH_MISMATCH")
+    return "sent a body whose length does not match its content-length";
+  return undefined;
 }
 
 function readCode(error: unknown): string | undefined {

@@ -7,7 +7,7 @@ import type { EndpointBalancer } from "./create-endpoint-balancer.ts";
 import { createSseParser, type ServerSentEvent } from "./create-sse-parser.ts";
 import type { StallKind, StallWatchdog } from "./create-stall-watchdog.ts";
 import type { UpstreamEndpoint } from "./create-upstream-endpoint.ts";
-import { describeTransportError } from "./describe-transport-error.ts";
+import { describeTransportError, isProtocolFault } from "./describe-transport-error.ts";
 import { isFailureFinishReason, mapFinishReason } from "./map-finish-reason.ts";
 import { mapStreamError } from "./map-stream-error.ts";
 import { mapUpstreamStatus } from "./map-upstream-status.ts";
@@ -257,7 +257,9 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
         context.balancer.reportFailure(endpoint, { endpointFault: true, retryAfterMs: undefined, startedAt });
         final = midStreamError(summary, parts);
       } else {
-        failure = createEndpointFailure({ modelId, summary });
+        // An answer that is not HTTP would come the same way again from that endpoint.
+        const retrySameEndpoint = error === undefined || !isProtocolFault(error);
+        failure = createEndpointFailure({ modelId, summary, retrySameEndpoint });
       }
     }
     finishUp();

@@ -118,6 +118,22 @@ describe("upstream engine: retries", () => {
     expectNoSecrets(error, String(closedPort));
   });
 
+  it("names an answer that is not HTTP and tries that endpoint no more (regression: 'could not be reached', retried)", async () => {
+    const broken = await mock((_request, response) => {
+      response.socket?.end("HELLO THERE\r\n\r\n");
+    });
+    const healthy = await mock(streamText(["from the healthy one"]));
+    const engine = createTestEngine({ model: upstreamModel([broken.baseUrl]), settings: { maxRetries: 2 } });
+    const error = await firstError(engine);
+    expect(error).toMatchObject({ code: "upstream_unavailable" });
+    expect((error as AppError).message).toContain("sent a response that is not valid HTTP");
+    expect(broken.requests).toHaveLength(1);
+
+    // With another endpoint, the request goes there.
+    const both = createTestEngine({ model: upstreamModel([broken.baseUrl, healthy.baseUrl]) });
+    expect(textOf(await collectParts(both))).toBe("from the healthy one");
+  });
+
   it("retries a stream that closed before sending anything", async () => {
     const upstream = await mock(
       sequence(
