@@ -30,8 +30,16 @@ export interface StallWatchdog {
 class Watch implements StallWatch {
   lastActivity: number | undefined = undefined;
   waiting = true;
-  /** When the reader last began to wait: at first, when the request was sent. */
-  waitingSince: number;
+  /** When the silence began: when the request was sent, then at the last activity. */
+  silentSince: number;
+  /**
+   * How long the reader was away (busy with what it read, or the request queued) since
+   * `silentSince`: not the upstream's silence. Summed, so that a reader that takes a piece with
+   * nothing in it (a comment) and waits again at once does not start the silence over.
+   */
+  awayMs = 0;
+  /** When the reader went away, while it is away. */
+  awaySince = 0;
   idleMs: number;
   stalled: StallKind | undefined = undefined;
   readonly onStall: (kind: StallKind) => void;
@@ -40,12 +48,16 @@ class Watch implements StallWatch {
   constructor(watchdog: WatchdogState, onStall: (kind: StallKind) => void) {
     this.#watchdog = watchdog;
     this.onStall = onStall;
-    this.waitingSince = watchdog.now();
+    this.silentSince = watchdog.now();
     this.idleMs = watchdog.idleMs;
   }
 
   touch(): void {
-    this.lastActivity = this.#watchdog.now();
+    const time = this.#watchdog.now();
+    this.lastActivity = time;
+    this.silentSince = time;
+    this.awayMs = 0;
+    this.awaySince = time;
   }
 
   shortenIdle(idleMs: number): void {
@@ -53,8 +65,16 @@ class Watch implements StallWatch {
   }
 
   setWaiting(waiting: boolean): void {
-    if (waiting && !this.waiting) this.waitingSince = this.#watchdog.now();
+    if (waiting === this.waiting) return;
+    const time = this.#watchdog.now();
+    if (waiting) this.awayMs += time - this.awaySince;
+    else this.awaySince = time;
     this.waiting = waiting;
+  }
+
+  /** Milliseconds of the upstream's silence at `time` (the reader waiting). */
+  silenceAt(time: number): number {
+    return time - this.silentSince - this.awayMs;
   }
 
   stop(): void {
@@ -90,7 +110,7 @@ export function createStallWatchdog(options: {
     const time = now();
     for (const entry of entries) {
       if (!entry.waiting) continue;
-      const silence = time - Math.max(entry.lastActivity ?? 0, entry.waitingSince);
+      const silence = entry.silenceAt(time);
       const kind: StallKind | undefined =
         entry.lastActivity === undefined
           ? silence >= options.firstByteMs

@@ -118,7 +118,11 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
     path: endpoint.path,
     headers: endpoint.headers,
     body: context.body({ streamOptions: sentStreamOptions, maxTokens: endpoint.takesMaxTokens }),
-    onActivity: () => watch.touch(),
+    // An event stream's bytes count once parsed (below): comments alone (`: PROCESSING`, sent by
+    // some servers while they queue) would keep a hung upstream's request waiting for ever.
+    onActivity: () => {
+      if (countsEveryPiece) watch.touch();
+    },
     onWaiting: (waiting) => watch.setWaiting(waiting),
     onStarted: () => {
       endpoint.unsent.delete(requeue);
@@ -134,6 +138,8 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
   const mapper = createChunkMapper(endpoint.secrets);
   /** `json`: the upstream ignored `stream` and answers with one `chat.completion` object. */
   let stage: "response" | "body" | "json" | "over" = "response";
+  /** Whether each piece received is activity (an error body, a JSON answer), not only parsed events. */
+  let countsEveryPiece = false;
   let produced = false;
   let done = false;
   /**
@@ -327,6 +333,7 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
             let text = "";
             if (encoding === undefined) {
               awaitingUpstream = true;
+              countsEveryPiece = true;
               text = await readErrorText(current, endpoint.secrets);
               awaitingUpstream = false;
             } else {
@@ -356,6 +363,7 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
           }
           const contentType = readMediaType(response.headers["content-type"]);
           stage = contentType !== undefined && isJsonType(contentType) ? "json" : "body";
+          countsEveryPiece = stage === "json";
           // Read all the same (some servers label streams loosely), but named if nothing came of it.
           if (stage === "body" && contentType !== undefined && contentType !== "text/event-stream")
             unexpectedType = contentType;
@@ -376,7 +384,9 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
           const text = await current.read();
           awaitingUpstream = false;
           if (text === undefined) break;
+          const pendingBefore = parser.pendingLength;
           const events = parser.push(text);
+          if (events.length > 0 || parser.pendingLength > pendingBefore) watch.touch();
           if (unparsed !== undefined)
             unparsed = events.length === 0 ? keepUnparsed(unparsed, text) : undefined;
           for (const event of events) {

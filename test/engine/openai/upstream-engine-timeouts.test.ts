@@ -56,6 +56,32 @@ describe("upstream engine: timeouts", () => {
     expect((error as AppError).message).toContain("did not answer within 150 ms");
   });
 
+  it("counts comments alone as silence, before the first event and after one (regression: waited for ever)", async () => {
+    /** Sends `first` events, then a comment every 30 ms until the connection goes. */
+    const pinging =
+      (first: readonly unknown[]): MockHandler =>
+      async (_request, response) => {
+        await writeEvents(response, first, { done: false, end: false });
+        const timer = setInterval(() => response.write(": PROCESSING\n\n"), 30);
+        response.on("close", () => clearInterval(timer));
+      };
+    const queued = await mock(pinging([]));
+    const engine = createTestEngine({
+      model: upstreamModel([queued.baseUrl]),
+      settings: { firstByteTimeoutMs: 150, idleTimeoutMs: 150, maxRetries: 0 },
+    });
+    expect(((await firstError(engine)) as AppError).message).toContain("did not answer within 150 ms");
+
+    const stuck = await mock(pinging([chunk({ content: "Start" })]));
+    const after = createTestEngine({
+      model: upstreamModel([stuck.baseUrl]),
+      settings: { firstByteTimeoutMs: 150, idleTimeoutMs: 150, maxRetries: 0 },
+    });
+    const parts = await collectParts(after);
+    expect(parts.at(-1)).toMatchObject({ type: "error", error: { code: "upstream_unavailable" } });
+    expect((parts.at(-1) as { error: AppError }).error.message).toContain("sent nothing for 150 ms");
+  });
+
   it("does not count the wait for one of max_connections as the upstream's silence (regression)", async () => {
     // Each answer takes 150 ms; four at once through one connection wait up to 450 ms for it.
     const upstream = await mock(async (_request, response) => {
