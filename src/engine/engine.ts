@@ -233,6 +233,13 @@ export interface ChatEngine {
   prepare(request: ChatRequest, options?: PrepareOptions): Promise<PreparedChat>;
   /** Requests running in the engine and waiting for it now, for `/metrics`; optional. */
   load?(): { running: number; waiting: number };
+  /**
+   * Whether what the engine serves changed since it took it, outside the configuration: a local
+   * model's file was replaced (moved into place, written over). A reload then gives the model a
+   * new engine, as for a changed configuration (ModelRegistry.replace). Synchronous and cheap
+   * (one `stat`). Optional: an engine without it (an upstream) is kept while its configuration is.
+   */
+  sourceChanged?(): boolean;
   /** Releases every resource (contexts, sockets). Requests in flight are aborted. */
   close(): Promise<void>;
 }

@@ -38,9 +38,11 @@ export class ModelRegistry {
   /**
    * Swaps in a new catalogue. A model whose engine settings and `context_length` did not change
    * keeps its engine (and its loaded weights, or the load under way) unless that engine is
-   * `unavailable`: a reload is how an operator retries a model whose file was missing or failed
-   * to load. Others get a new engine: an engine fixes its context length when it is created (a
-   * local model sizes its context from it, so a new length means loading the model again).
+   * `unavailable` (a reload is how an operator retries a model whose file was missing or failed
+   * to load) or its source changed (a local model's file replaced at the same path, with `mv`:
+   * the reload is how the new weights are served). Others get a new engine: an engine fixes its
+   * context length when it is created (a local model sizes its context from it, so a new length
+   * means loading the model again).
    * Returns the engines no longer used, for the caller to close once their requests have
    * finished: requests in flight keep the engine they started on.
    */
@@ -54,7 +56,8 @@ export class ModelRegistry {
         old?.engine !== undefined &&
         old.engine.status() !== "unavailable" &&
         old.model.contextLength === model.contextLength &&
-        isDeepStrictEqual(old.model.engine, model.engine)
+        isDeepStrictEqual(old.model.engine, model.engine) &&
+        old.engine.sourceChanged?.() !== true
       ) {
         next.set(model.id, { model, engine: old.engine });
         kept.add(old.engine);

@@ -13,6 +13,7 @@ import { registerLlamaEngineStats } from "./llama-engine-stats.ts";
 import type { GenerationSlot, LoadedLlamaModel } from "./load-llama-model.ts";
 import { memoizeContextState } from "./memoize-context-state.ts";
 import { type GenerationPlan, planGeneration, planStopStrings, type ToolSchema } from "./plan-generation.ts";
+import { type FileIdentity, isSameFileIdentity, readFileIdentity } from "./read-file-identity.ts";
 import { renderPrompt } from "./render-prompt.ts";
 import { runLlamaGeneration } from "./run-llama-generation.ts";
 
@@ -70,6 +71,8 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
   let state: EngineState = { status: "loading" };
   let closed = false;
   let modelLoadError: (abstract new (...args: never[]) => Error) | undefined;
+  /** The file being loaded or loaded, as it was when the load began; unknown until it is there. */
+  let loadedFile: { path: string; identity: FileIdentity } | undefined;
 
   const startedAt = performance.now();
   // node-llama-cpp (about 45 MB resident before any model is loaded) is imported only once the
@@ -86,6 +89,9 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
         getLlama: options.llama ?? getSharedLlama,
         signal: closeController.signal,
         logger,
+        onFile: (file) => {
+          loadedFile = file;
+        },
       });
     })
     .then(async (loaded) => {
@@ -178,6 +184,13 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
       return closed ? "unavailable" : state.status;
     },
     load,
+    sourceChanged() {
+      if (loadedFile === undefined) return false;
+      const current = readFileIdentity(loadedFile.path);
+      // A file removed and not (yet) replaced changes nothing: the loaded weights stay mapped and
+      // keep serving, where a new engine would find no file.
+      return current !== undefined && !isSameFileIdentity(current, loadedFile.identity);
+    },
     async prepare(request: ChatRequest): Promise<PreparedChat> {
       preparing++;
       try {

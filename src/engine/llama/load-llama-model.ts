@@ -13,6 +13,7 @@ import { ensureModelFile } from "../../models/download/ensure-model-file.ts";
 import { ModelDownloadError } from "../../models/download/model-download-error.ts";
 import type { LlamaEngineLogger } from "./llama-engine-logger.ts";
 import { patchGrammarTerminals } from "./patch-grammar-terminals.ts";
+import { type FileIdentity, readFileIdentity } from "./read-file-identity.ts";
 import { resolveContextLength } from "./resolve-context-length.ts";
 import { resolveThreadCount } from "./resolve-thread-count.ts";
 
@@ -59,8 +60,17 @@ export async function loadLlamaModel(options: {
   logger?: LlamaEngineLogger;
   /** For `TOLLGATE_MODELS_DIR`, `TOLLGATE_HF_ENDPOINT`, `HF_TOKEN`. Default `process.env`. */
   env?: NodeJS.ProcessEnv;
+  /**
+   * Called once the file to load is there (downloaded, for a URI), before it is checked and
+   * loaded: its path and identity, which a reload compares with the file's then (a file replaced
+   * since is loaded again). Taken before loading, so a file replaced during the load is never
+   * taken for the one loaded.
+   */
+  onFile?: (file: { path: string; identity: FileIdentity }) => void;
 }): Promise<LoadedLlamaModel> {
   const path = await resolveModelFile(options);
+  const identity = readFileIdentity(path);
+  if (identity !== undefined) options.onFile?.({ path, identity });
   await checkFile(path);
   // Imported only now that the file is there and sound: node-llama-cpp and its dependencies take
   // tens of MB, which a model whose file is missing or broken should not cost.
