@@ -15,15 +15,37 @@ const transientCodes = new Set([
 ]);
 
 /**
+ * Failures to connect that say the server (or the way to it) is not there: on a first contact
+ * they are a wrong URL or a machine without network, but from a server that already answered
+ * this download they are it restarting, or the network dropping for a moment.
+ */
+const passingAfterContactCodes = new Set([
+  "ECONNREFUSED",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "ENETDOWN",
+  "EAI_AGAIN",
+]);
+
+/**
  * Turns what `fetch` threw (`phase: "request"`) or reading its body threw (`phase: "body"`) into a
  * {@link ModelDownloadError}: a broken body, a reset or a timeout is `interrupted` (retried);
  * any other failure to get an answer (DNS, refused connection, certificate, blocked port) is
- * `unreachable`, which repeats until the network or the URL changes. An abort is passed on as it
- * is: the caller's reason, or the stall watchdog's error.
+ * `unreachable`, which repeats until the network or the URL changes, so that a machine without
+ * network fails at once. Once `contacted` (the server answered this download before, or part of
+ * the file is saved), a refused connection, an unreachable host or a passing DNS failure is
+ * `interrupted` too: a server restarting, not a wrong URL. An abort is passed on as it is: the
+ * caller's reason, or the stall watchdog's error.
  */
 export function convertFetchError(
   error: unknown,
-  options: { url: URL; signal: AbortSignal | undefined; phase: "request" | "body" },
+  options: {
+    url: URL;
+    signal: AbortSignal | undefined;
+    phase: "request" | "body";
+    /** The server answered this download before, or part of the file is saved. Default false. */
+    contacted?: boolean | undefined;
+  },
 ): unknown {
   const { url, signal } = options;
   if (signal?.aborted) return signal.reason;
@@ -39,6 +61,13 @@ export function convertFetchError(
     return new ModelDownloadError(
       "interrupted",
       `The connection to ${url.host} broke while downloading ${redactUrl(url)} (${reason}).`,
+      kept,
+    );
+  }
+  if (options.contacted === true && code !== undefined && passingAfterContactCodes.has(code)) {
+    return new ModelDownloadError(
+      "interrupted",
+      `Cannot reach ${url.host} again while downloading ${redactUrl(url)} (${reason}).`,
       kept,
     );
   }

@@ -12,12 +12,18 @@ export function isSystemError(error: unknown): error is Error & { code: string }
 
 /**
  * The error for a models folder that cannot take the file (full, read-only, not ours): not
- * retried, since only the operator can make room or change the permissions.
+ * retried, since only the operator can make room or change the permissions. `done` says what was
+ * done about it, after the system error's text.
  */
-export function createNotWritableError(error: Error, modelsFolder: string): ModelDownloadError {
+export function createNotWritableError(
+  error: Error,
+  modelsFolder: string,
+  options: { done?: string } = {},
+): ModelDownloadError {
+  const done = options.done === undefined ? "" : `; ${options.done}`;
   return new ModelDownloadError(
     "not-writable",
-    `The models folder ${modelsFolder} cannot take the file (${error.message}); make the folder (TOLLGATE_MODELS_DIR) writable, with room for the model.`,
+    `The models folder ${modelsFolder} cannot take the file (${error.message}${done}); make the folder (TOLLGATE_MODELS_DIR) writable, with room for the model.`,
     { cause: error },
   );
 }

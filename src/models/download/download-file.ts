@@ -14,10 +14,16 @@
  * between attempts (or between runs) is downloaded again whole rather than saved as a mix of both
  * versions; a `206` or `416` naming another validator or another size drops the partial file too.
  * A file-system error while saving (a full disk, a read-only folder) is `not-writable`, never
- * retried. The file's size comes from `Content-Range` or `Content-Length` and must match the size
- * known in advance, if any. A broken connection, a stall or a 5xx/429 answer is retried after a
- * growing pause, resuming where the file ends; an attempt that added bytes does not count against
- * the limit. When the whole file is there, its SHA-256 is checked where one is known (given by the
+ * retried. Before writing, when the file's size is known, the models folder must have room for
+ * the rest of it and a margin (ensure-free-space.ts: for the database and logs that may share
+ * the disk), else nothing is written; a disk that fills up all the same (another writer, a size
+ * not told) has the partial file emptied, giving the space back. The file's size comes from
+ * `Content-Range` or `Content-Length` and must match the size known in advance, if any. A broken
+ * connection, a stall or a 5xx/429 answer is retried after a growing pause, resuming where the
+ * file ends; an attempt that added bytes does not count against the limit. So is a refused
+ * connection (a server restarting) once the server has answered this download or part of the
+ * file is saved; a refused first contact fails at once (a machine without network). When the
+ * whole file is there, its SHA-256 is checked where one is known (given by the
  * caller, or by `X-Linked-ETag`), and the partial file is renamed to the destination: the
  * destination exists only complete and verified. A checksum mismatch deletes the partial file,
  * and so does a file that does not start as a GGUF model does (a login or error page that a
@@ -31,6 +37,7 @@ import { createNotWritableError, isSystemError } from "./create-not-writable-err
 import { createPartialFile, type PartialFile, type PartialFileVersion } from "./create-partial-file.ts";
 import { createStallWatchdog } from "./create-stall-watchdog.ts";
 import type { DownloadListener } from "./download-progress.ts";
+import { ensureFreeSpace, type ReadFreeBytes } from "./ensure-free-space.ts";
 import { fetchFollowingRedirects } from "./fetch-following-redirects.ts";
 import { formatBytes } from "./format-download-figures.ts";
 import { hashFile } from "./hash-file.ts";
@@ -67,6 +74,11 @@ export interface DownloadFileOptions extends DownloadListener {
    * which then do not happen.
    */
   ensureLockHeld?: () => Promise<void>;
+  /**
+   * Bytes free for this process in a folder; `undefined` when it cannot be told (the check is
+   * skipped). Default: `statfs`'s available blocks times their size. Tests pretend a full disk.
+   */
+  freeBytes?: ReadFreeBytes;
 }
 
 /** A downloaded, complete file. */
@@ -82,7 +94,9 @@ export async function downloadFile(options: DownloadFileOptions): Promise<Downlo
   const partialPath = partial.path;
   const expected = { size: options.expectedSize, sha256: options.expectedSha256 };
   await mkdir(dirname(options.destination), { recursive: true });
-  const received = await retryTransientFailures(() => runAttempt(options, partial, expected), {
+  // Hosts that answered this download: a refusal from one of them later is a restart, retried.
+  const answeredHosts = new Set<string>();
+  const received = await retryTransientFailures(() => runAttempt(options, partial, expected, answeredHosts), {
     maxAttempts: options.maxAttempts,
     retryDelayMilliseconds: options.retryDelayMilliseconds,
     signal: options.signal,
@@ -140,6 +154,7 @@ async function runAttempt(
   options: DownloadFileOptions,
   partial: PartialFile,
   expected: { size: number | undefined; sha256: string | undefined },
+  answeredHosts: Set<string>,
 ): Promise<ReceivedFile> {
   const partialPath = partial.path;
   let offset = await readFileSize(partialPath);
@@ -176,6 +191,8 @@ async function runAttempt(
       authorize: options.authorize,
       trustedEtagOrigin: options.trustedEtagOrigin,
       signal,
+      answeredHosts,
+      resuming: offset > 0,
     });
     watchdog.touch();
     expected.sha256 ??= linked.sha256;
@@ -249,6 +266,16 @@ async function runAttempt(
       );
     }
     total ??= expected.size;
+    if (total !== undefined) {
+      // The partial file's bytes count as taken: a resume adds the rest, a restart empties it first.
+      const rest = total - (await readFileSize(partialPath));
+      await ensureFreeSpace({ folder: dirname(partialPath), rest, url, freeBytes: options.freeBytes }).catch(
+        async (error: unknown) => {
+          await discard();
+          throw error;
+        },
+      );
+    }
     const written = await writeBody({
       body,
       partial,
@@ -333,6 +360,14 @@ async function writeBody(context: {
         await file.write(next.value, 0, next.value.byteLength, received);
       } catch (error) {
         await reader.return?.().catch(() => {});
+        if (isDiskFull(error)) {
+          // Left full, the disk would fail every other writer on it too (the database's charges).
+          await file.truncate(0).catch(() => {});
+          await partial.forgetVersion().catch(() => {});
+          throw createNotWritableError(error, dirname(partial.path), {
+            done: "the partial download was emptied to give the space back",
+          });
+        }
         throw saving(error);
       }
       received += next.value.byteLength;
@@ -348,6 +383,10 @@ async function writeBody(context: {
     await file.close().catch(() => {});
   }
   return received;
+}
+
+function isDiskFull(error: unknown): error is Error & { code: string } {
+  return isSystemError(error) && (error.code === "ENOSPC" || error.code === "EDQUOT");
 }
 
 /**

@@ -2,7 +2,7 @@ import { resolveModelSource } from "../resolve-model-source.ts";
 import { createNotWritableError, isSystemError } from "./create-not-writable-error.ts";
 import type { ProgressOutput } from "./create-progress-reporter.ts";
 import { resolveHuggingFaceEndpoint } from "./hugging-face-endpoint.ts";
-import { ModelDownloadError } from "./model-download-error.ts";
+import { ModelDownloadError, type ModelDownloadFailure } from "./model-download-error.ts";
 import { resolveModelsFolder } from "./models-folder.ts";
 import { describeModelUri } from "./parse-model-uri.ts";
 
@@ -80,12 +80,12 @@ export async function ensureModelFile(options: EnsureModelFileOptions): Promise<
   } catch (error) {
     reporter.finish();
     if (options.signal.aborted) throw error;
-    const fix = `To fix it, let this machine reach the network and restart, or run \`tollgate models pull ${shown}\` on a machine with network access and put the file at ${source.path}, or set engine.model to a local GGUF file.`;
     // A system error here comes from creating the folder or the lock file; a failed write of the
     // file itself arrives already as `not-writable`.
     const failure = isSystemError(error) ? createNotWritableError(error, modelsFolder) : error;
     if (failure instanceof ModelDownloadError) {
       const what = failure.failure === "not-writable" ? "saved" : "downloaded";
+      const fix = describeFix(failure.failure, { shown, path: source.path, modelsFolder });
       throw new ModelDownloadError(
         failure.failure,
         `Its file could not be ${what}: ${failure.message} ${fix}`,
@@ -95,6 +95,41 @@ export async function ensureModelFile(options: EnsureModelFileOptions): Promise<
       );
     }
     throw error;
+  }
+}
+
+/**
+ * What an operator can do about a failed download, for its kind: mend the cause, then reload the
+ * server (SIGHUP retries the download of a model left unavailable) or restart it; or bring the
+ * file from elsewhere, or serve a local file instead.
+ */
+function describeFix(
+  failure: ModelDownloadFailure,
+  context: { shown: string; path: string; modelsFolder: string },
+): string {
+  const elsewhere = `run \`tollgate models pull ${context.shown}\` on a machine with network access and put the file at ${context.path}, or set engine.model to a local GGUF file.`;
+  switch (failure) {
+    case "unreachable":
+    case "interrupted":
+    case "server-error":
+      return `To fix it, let this machine reach the network (or wait for the server to answer again), then reload the server (SIGHUP) or restart it; or ${elsewhere}`;
+    case "not-writable":
+      return `To fix it, make room in ${context.modelsFolder} (or make it writable), then reload the server (SIGHUP) or restart it; or restart it with TOLLGATE_MODELS_DIR set to a folder on a disk with room, or set engine.model to a local GGUF file.`;
+    case "access-denied":
+    case "misconfigured":
+      return `To fix it, set the variable and restart the server, or correct engine.model and reload the server (SIGHUP); or ${elsewhere}`;
+    case "size-mismatch":
+    case "checksum":
+    case "invalid-response":
+      return `To download it again, reload the server (SIGHUP) or restart it; or ${elsewhere}`;
+    case "not-found":
+    case "no-matching-file":
+    case "unsupported-source":
+      return `To fix it, correct engine.model and reload the server (SIGHUP) or restart it; or ${elsewhere}`;
+    default: {
+      const unexpected: never = failure;
+      throw new Error(`unknown download failure ${String(unexpected)}`);
+    }
   }
 }
 

@@ -21,6 +21,13 @@ export interface FetchFollowingRedirectsOptions {
   /** An origin whose plain `ETag`, when it is 64 hex digits, is the content's SHA-256. */
   trustedEtagOrigin?: string;
   signal?: AbortSignal;
+  /**
+   * Hosts (`host:port`) that answered earlier in this download; each host that answers is added.
+   * A refused connection to one of them is a server restarting (`interrupted`), not `unreachable`.
+   */
+  answeredHosts?: Set<string>;
+  /** Part of the file is saved already: any refused connection is `interrupted`. Default false. */
+  resuming?: boolean;
 }
 
 const maxRedirects = 10;
@@ -53,8 +60,10 @@ export async function fetchFollowingRedirects(
     try {
       response = await downloadFetch(url, { headers, redirect: "manual", signal: options.signal });
     } catch (error) {
-      throw convertFetchError(error, { url, signal: options.signal, phase: "request" });
+      const contacted = options.resuming === true || options.answeredHosts?.has(url.host) === true;
+      throw convertFetchError(error, { url, signal: options.signal, phase: "request", contacted });
     }
+    options.answeredHosts?.add(url.host);
     linked.sha256 ??= readSha256(response.headers.get("x-linked-etag"));
     linked.size ??= readSize(response.headers.get("x-linked-size"));
     const location = response.headers.get("location");
