@@ -1,4 +1,5 @@
 import { Pool } from "undici";
+import { ConnectionSlots } from "./connection-slots.ts";
 import { listEndpointSecrets } from "./list-endpoint-secrets.ts";
 import type { UpstreamSettings } from "./upstream-settings.ts";
 
@@ -39,6 +40,8 @@ export interface UpstreamEndpoint {
    * by what sends it elsewhere: when the endpoint begins to rest, they do not wait for it.
    */
   unsent: Set<() => void>;
+  /** `max_connections`, kept in front of the pool (connection-slots.ts); none without a bound. */
+  slots: ConnectionSlots | undefined;
 }
 
 /**
@@ -74,6 +77,10 @@ export function createUpstreamEndpoint(options: {
     takesStreamOptions: true,
     takesMaxTokens: true,
     unsent: new Set(),
+    slots:
+      options.settings.maxConnections === undefined
+        ? undefined
+        : new ConnectionSlots(options.settings.maxConnections),
     pool: new Pool(url.origin, {
       connections: options.settings.maxConnections ?? null,
       pipelining: 1,

@@ -128,6 +128,7 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
       endpoint.unsent.delete(requeue);
       watch.setWaiting(true);
     },
+    slots: endpoint.slots,
   });
   const current = call;
   context.inFlight.add(current);

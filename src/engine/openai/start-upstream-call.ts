@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders } from "node:http";
 import type { Dispatcher, Pool } from "undici";
+import type { ConnectionSlots } from "./connection-slots.ts";
 
 /** One HTTP exchange with an upstream, read by pulling. */
 export interface UpstreamCall {
@@ -48,6 +49,8 @@ export function startUpstreamCall(options: {
    * and any connect. Waiting there is Tollgate's, not the upstream's.
    */
   onStarted?: () => void;
+  /** The endpoint's `max_connections`, when it has one: the request waits here for a slot. */
+  slots?: ConnectionSlots | undefined;
 }): UpstreamCall {
   let controller: Dispatcher.DispatchController | undefined;
   let resolveResponse: (value: { statusCode: number; headers: IncomingHttpHeaders }) => void = () => {};
@@ -72,8 +75,19 @@ export function startUpstreamCall(options: {
     wake = undefined;
     resolve?.();
   };
+  /** Leaves the line for a slot, or gives back the slot held: once the exchange is over. */
+  let withdraw: (() => void) | undefined;
+  let releaseSlot: (() => void) | undefined;
+  const letGo = () => {
+    withdraw?.();
+    withdraw = undefined;
+    const release = releaseSlot;
+    releaseSlot = undefined;
+    release?.();
+  };
   const fail = (error: Error) => {
     if (failure !== undefined || ended) return;
+    letGo();
     failure = error;
     clearTimeout(drainTimer);
     rejectResponse(error);
@@ -97,6 +111,7 @@ export function startUpstreamCall(options: {
       notify();
     },
     onResponseEnd() {
+      letGo();
       if (failure !== undefined) return;
       clearTimeout(drainTimer);
       const rest = decoder.decode();
@@ -117,14 +132,26 @@ export function startUpstreamCall(options: {
     return true;
   };
 
-  try {
-    options.pool.dispatch(
-      { method: "POST", path: options.path, headers: options.headers, body: options.body },
-      handler,
-    );
-  } catch (error) {
-    fail(error instanceof Error ? error : new Error(String(error)));
-  }
+  const dispatch = () => {
+    try {
+      options.pool.dispatch(
+        { method: "POST", path: options.path, headers: options.headers, body: options.body },
+        handler,
+      );
+    } catch (error) {
+      fail(error instanceof Error ? error : new Error(String(error)));
+    }
+  };
+  const { slots } = options;
+  if (slots === undefined) dispatch();
+  else
+    withdraw = slots.acquire(() => {
+      withdraw = undefined;
+      releaseSlot = () => slots.release();
+      // Given up while it waited (the slot's grant came in the same turn as the abort): no send.
+      if (failure !== undefined) letGo();
+      else dispatch();
+    });
 
   return {
     response,
