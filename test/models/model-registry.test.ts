@@ -3,14 +3,18 @@ import type { CatalogModel } from "../../src/catalog/catalog.ts";
 import type { ChatEngine, ModelStatus } from "../../src/engine/engine.ts";
 import { ModelRegistry } from "../../src/models/model-registry.ts";
 
-/** An engine that reports a fixed status and is never asked to run anything here. */
-function createFakeEngine(status: ModelStatus): ChatEngine {
+/**
+ * An engine that reports a fixed status and is never asked to run anything here; with `changed`,
+ * one whose source (a local model's file) has changed when that says so.
+ */
+function createFakeEngine(status: ModelStatus, changed?: () => boolean): ChatEngine {
   return {
     contextLength: undefined,
     supportsMultipleChoices: false,
     status: () => status,
     prepare: () => Promise.reject(new Error("not used")),
     close: async () => {},
+    ...(changed === undefined ? {} : { sourceChanged: changed }),
   };
 }
 
@@ -86,5 +90,39 @@ describe("holding an engine", () => {
     expect(registry.isHeld(engine)).toBe(true);
     second();
     expect(registry.isHeld(engine)).toBe(false);
+  });
+});
+
+describe("replacing the catalogue when a model's source changed", () => {
+  it("gives an unchanged model a new engine once its engine's source changed, loaded or loading", () => {
+    const replaced = new Set<string>();
+    const statuses: Record<string, ModelStatus> = {
+      ready: "available",
+      warming: "loading",
+      kept: "available",
+    };
+    const registry = new ModelRegistry(
+      [createModel("ready"), createModel("warming"), createModel("kept")],
+      (model) => createFakeEngine(statuses[model.id] ?? "unavailable", () => replaced.has(model.id)),
+    );
+    const before = new Map(registry.list().map((entry) => [entry.model.id, entry.engine]));
+
+    expect(registry.replace([createModel("ready"), createModel("warming"), createModel("kept")])).toEqual([]);
+
+    replaced.add("ready").add("warming");
+    const retired = registry.replace([createModel("ready"), createModel("warming"), createModel("kept")]);
+
+    expect(retired).toEqual([before.get("ready"), before.get("warming")]);
+    expect(registry.get("ready")?.engine).not.toBe(before.get("ready"));
+    expect(registry.get("warming")?.engine).not.toBe(before.get("warming"));
+    expect(registry.get("kept")?.engine).toBe(before.get("kept"));
+  });
+
+  it("keeps an engine that cannot tell (an upstream) while its configuration is unchanged", () => {
+    const registry = new ModelRegistry([createModel("upstream")], () => createFakeEngine("available"));
+    const engine = registry.get("upstream")?.engine;
+
+    expect(registry.replace([createModel("upstream")])).toEqual([]);
+    expect(registry.get("upstream")?.engine).toBe(engine);
   });
 });
