@@ -118,11 +118,6 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
     path: endpoint.path,
     headers: endpoint.headers,
     body: context.body({ streamOptions: sentStreamOptions, maxTokens: endpoint.takesMaxTokens }),
-    // An event stream's bytes count once parsed (below): comments alone (`: PROCESSING`, sent by
-    // some servers while they queue) would keep a hung upstream's request waiting for ever.
-    onActivity: () => {
-      if (countsEveryPiece) watch.touch();
-    },
     onWaiting: (waiting) => watch.setWaiting(waiting),
     onStarted: () => {
       endpoint.unsent.delete(requeue);
@@ -139,8 +134,13 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
   const mapper = createChunkMapper(endpoint.secrets);
   /** `json`: the upstream ignored `stream` and answers with one `chat.completion` object. */
   let stage: "response" | "body" | "json" | "over" = "response";
-  /** Whether each piece received is activity (an error body, a JSON answer), not only parsed events. */
-  let countsEveryPiece = false;
+  /**
+   * What the reader takes is the upstream's activity: each piece of an error body or a JSON
+   * answer, and of an event stream only what parses as events (below): comments alone
+   * (`: PROCESSING`, sent by some servers while they queue) would keep a hung upstream's request
+   * waiting for ever.
+   */
+  const touch = () => watch.touch();
   let produced = false;
   let done = false;
   /**
@@ -334,8 +334,7 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
             let text = "";
             if (encoding === undefined) {
               awaitingUpstream = true;
-              countsEveryPiece = true;
-              text = await readErrorText(current, endpoint.secrets);
+              text = await readErrorText(current, endpoint.secrets, touch);
               awaitingUpstream = false;
             } else {
               // A compressed error body would read as noise: its status says enough.
@@ -364,14 +363,13 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
           }
           const contentType = readMediaType(response.headers["content-type"]);
           stage = contentType !== undefined && isJsonType(contentType) ? "json" : "body";
-          countsEveryPiece = stage === "json";
           // Read all the same (some servers label streams loosely), but named if nothing came of it.
           if (stage === "body" && contentType !== undefined && contentType !== "text/event-stream")
             unexpectedType = contentType;
         }
         if (stage === "json") {
           awaitingUpstream = true;
-          const answer = await readText(current, MAX_ANSWER_LENGTH);
+          const answer = await readText(current, MAX_ANSWER_LENGTH, touch);
           awaitingUpstream = false;
           if (answer.cut) {
             streamError = malformed(`an answer longer than ${MAX_ANSWER_TEXT}`);
@@ -387,7 +385,7 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
           if (text === undefined) break;
           const pendingBefore = parser.pendingLength;
           const events = parser.push(text);
-          if (events.length > 0 || parser.pendingLength > pendingBefore) watch.touch();
+          if (events.length > 0 || parser.pendingLength > pendingBefore) touch();
           if (unparsed !== undefined)
             unparsed = events.length === 0 ? keepUnparsed(unparsed, text) : undefined;
           for (const event of events) {
@@ -544,8 +542,12 @@ export function closingError(modelId: string): AppError {
 }
 
 /** The error body, up to its bound; where cut there, without the start of a secret it may end in. */
-async function readErrorText(call: UpstreamCall, secrets: readonly string[]): Promise<string> {
-  const { text, cut } = await readText(call, MAX_ERROR_BODY_LENGTH);
+async function readErrorText(
+  call: UpstreamCall,
+  secrets: readonly string[],
+  onPiece: () => void,
+): Promise<string> {
+  const { text, cut } = await readText(call, MAX_ERROR_BODY_LENGTH, onPiece);
   return cut ? dropCutSecret(text, secrets) : text;
 }
 
@@ -558,10 +560,18 @@ function quoteHeader(value: string, secrets: readonly string[]): string {
   return redacted.length <= MAX_HEADER_LENGTH ? redacted : `${redacted.slice(0, MAX_HEADER_LENGTH - 1)}…`;
 }
 
-/** The body as text, up to `maxLength`: past that the call is aborted and the text cut there. */
-async function readText(call: UpstreamCall, maxLength: number): Promise<{ text: string; cut: boolean }> {
+/**
+ * The body as text, up to `maxLength`: past that the call is aborted and the text cut there.
+ * `onPiece` runs for each piece taken.
+ */
+async function readText(
+  call: UpstreamCall,
+  maxLength: number,
+  onPiece: () => void,
+): Promise<{ text: string; cut: boolean }> {
   let text = "";
   for (let piece = await call.read(); piece !== undefined; piece = await call.read()) {
+    onPiece();
     text += piece;
     if (text.length > maxLength) {
       call.abort(new AttemptStopped("body too long"));

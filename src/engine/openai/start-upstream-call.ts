@@ -34,15 +34,15 @@ const MORE_TO_COME = { stream: true };
 /**
  * Sends a POST through undici's dispatcher, turning its callbacks into a pull interface. This
  * costs less per request than `request()`, which wraps the body in a Readable stream and an
- * AbortSignal. For stall watching, `onActivity` runs on every piece received, and `onWaiting`
- * tells whether the reader waits for the next piece (`true`) or has taken one (`false`).
+ * AbortSignal. For stall watching, `onWaiting` tells whether the reader waits for the next piece
+ * (`true`) or has taken one (`false`); what counts as the upstream's activity is the reader's to
+ * say.
  */
 export function startUpstreamCall(options: {
   pool: Pool;
   path: string;
   headers: Record<string, string>;
   body: string;
-  onActivity: () => void;
   onWaiting: (waiting: boolean) => void;
   /**
    * The request is being written on a connection: it has left the pool's queue (`max_connections`)
@@ -106,7 +106,6 @@ export function startUpstreamCall(options: {
     onResponseData(current, chunk) {
       if (failure !== undefined || draining) return;
       pieces.push(decoder.decode(chunk, MORE_TO_COME));
-      options.onActivity();
       if (pieces.length >= HIGH_WATER_MARK) current.pause();
       notify();
     },

@@ -56,6 +56,22 @@ describe("upstream engine: timeouts", () => {
     expect((error as AppError).message).toContain("did not answer within 150 ms");
   });
 
+  it("counts an error body that never ends as an answer, cut by the idle timeout (regression: 'did not answer')", async () => {
+    const upstream = await mock((_request, response) => {
+      // The status and the start of the body in one write, then nothing, and no end.
+      response.writeHead(500, { "content-type": "application/json" });
+      response.write('{"error":{"message":"overloaded"');
+    });
+    const engine = createTestEngine({
+      model: upstreamModel([upstream.baseUrl]),
+      settings: { firstByteTimeoutMs: 5_000, idleTimeoutMs: 200, maxRetries: 0 },
+    });
+    const started = performance.now();
+    const error = (await firstError(engine)) as AppError;
+    expect(performance.now() - started).toBeLessThan(3_000);
+    expect(error.message).toContain("sent nothing for 200 ms");
+  });
+
   it("counts comments alone as silence, before the first event and after one (regression: waited for ever)", async () => {
     /** Sends `first` events, then a comment every 30 ms until the connection goes. */
     const pinging =
