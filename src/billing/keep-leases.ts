@@ -90,7 +90,7 @@ export function keepLeases(options: {
     else answeringSince ??= startedAt;
     if (!sweep || answeredAt - answeringSince < quietMs) return;
     try {
-      const expired = await store.releaseReservations({ expiredBefore: new Date(clock.now()) });
+      const expired = await store.releaseReservations({ expiredBefore: new Date(clock.earliestNow()) });
       if (expired > 0) logger.warn({ released: expired }, "released reservations whose lease expired");
     } catch (error) {
       answeringSince = undefined;

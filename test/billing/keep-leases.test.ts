@@ -44,7 +44,7 @@ describe.skipIf("skipped" in probe)("keeping reservation leases on a shared stor
 
   /**
    * A replica's lease keeping on a shared store, its rounds run by the test on the test's clock;
-   * `ownClockMs`: how far the replica's own steady clock reads from the database's.
+   * `ownClockMs`: how far the replica's own clocks read from the database's.
    */
   const keeper = (store: Store, replicaId: string, live: string[], ownClockMs = 0) =>
     keepLeases({
@@ -54,7 +54,7 @@ describe.skipIf("skipped" in probe)("keeping reservation leases on a shared stor
       sweep: true,
       logger: quiet,
       intervalMs: 0,
-      clock: new LeaseClock({ steadyNow: () => now() + ownClockMs }),
+      clock: new LeaseClock({ steadyNow: () => now() + ownClockMs, wallNow: () => now() + ownClockMs }),
       // Asks the database (through the replica's proxy), then tells the test's time.
       readStoreTime: async () => {
         await store.readClock();
