@@ -184,9 +184,14 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
       return closed || balancer.allCoolingDown() ? "unavailable" : "available";
     },
     prepare: (request, prepareOptions = {}) => prepare(request, prepareOptions, true),
-    // Upstream servers queue for themselves: nothing waits here. A reload closes a replaced
-    // engine once this says it runs nothing (server.ts), not after its longest bound.
-    load: () => ({ running: activeRuns.count, waiting: 0 }),
+    // Upstream servers queue for themselves; what waits here waits for one of an endpoint's
+    // `max_connections` (connection-slots.ts). A reload closes a replaced engine once this says
+    // it runs nothing (server.ts), not after its longest bound.
+    load: () => {
+      let waiting = 0;
+      for (const endpoint of endpoints) waiting += endpoint.slots?.waiting ?? 0;
+      return { running: activeRuns.count - waiting, waiting };
+    },
     async close() {
       if (closed) return;
       closed = true;

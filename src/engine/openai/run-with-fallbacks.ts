@@ -39,8 +39,23 @@ export async function* runWithFallbacks(options: FallbackRunOptions): AsyncGener
     return;
   }
   if (first.done === true) return;
-  yield first.value;
-  yield* { [Symbol.asyncIterator]: () => primary };
+  yield* passOn(first.value, primary);
+}
+
+/**
+ * Yields `first`, then the rest of `run`. A consumer that stops at `first` (when it is the run's
+ * last batch, say) stops `run` too: a generator stopped at its own `yield` runs only its own
+ * clean-up, and `run`'s (the engine's count of running requests, the attempt's connection) would
+ * never run: the count stayed up for good, and an engine a reload replaced was never closed.
+ */
+async function* passOn(first: PartBatch, run: AsyncIterator<PartBatch>): AsyncGenerator<PartBatch> {
+  try {
+    yield first;
+    yield* { [Symbol.asyncIterator]: () => run };
+  } finally {
+    // Stopping a run that has ended already does nothing.
+    await run.return?.();
+  }
 }
 
 async function* runFallbacks(options: FallbackRunOptions, primaryError: Error): AsyncGenerator<PartBatch> {
@@ -71,8 +86,7 @@ async function* runFallbacks(options: FallbackRunOptions, primaryError: Error): 
     options.logger.info({ model: options.modelId, fallback: id }, "request served by a fallback model");
     options.onFallback?.(id);
     if (first.done === true) return;
-    yield first.value;
-    yield* { [Symbol.asyncIterator]: () => run };
+    yield* passOn(first.value, run);
     return;
   }
   if (options.signal.aborted) {

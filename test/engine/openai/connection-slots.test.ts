@@ -38,6 +38,22 @@ describe("ConnectionSlots", () => {
 });
 
 describe("upstream engine: max_connections", () => {
+  it("counts requests waiting for a connection as waiting, not running", async () => {
+    const upstream = await startTestMock(async (_request, response) => {
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      await writeEvents(response, textEvents(["ok"]));
+    });
+    const engine = createTestEngine({
+      model: upstreamModel([upstream.baseUrl]),
+      settings: { maxConnections: 1, maxRetries: 0 },
+    });
+    const runs = Array.from({ length: 3 }, () => collectParts(engine));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(engine.load?.()).toEqual({ running: 1, waiting: 2 });
+    await Promise.all(runs);
+    expect(engine.load?.()).toEqual({ running: 0, waiting: 0 });
+  });
+
   it("keeps its connection when requests waiting for it are abandoned (regression: each abandoned one closed it)", async () => {
     const upstream = await startTestMock(async (_request, response) => {
       await new Promise((resolve) => setTimeout(resolve, 200));

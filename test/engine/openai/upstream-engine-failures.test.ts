@@ -15,7 +15,16 @@ import {
   textOf,
   upstreamModel,
 } from "./engine-helpers.ts";
-import { answerError, chunk, resetAfter, sequence, streamText, writeEvents } from "./mock-upstream.ts";
+import {
+  answerError,
+  answerJson,
+  chatCompletion,
+  chunk,
+  resetAfter,
+  sequence,
+  streamText,
+  writeEvents,
+} from "./mock-upstream.ts";
 
 const mock = startTestMock;
 
@@ -199,6 +208,34 @@ describe("upstream engine: fallbacks and cooldown", () => {
     expect(parts.at(-1)).toMatchObject({ type: "finish", usage: { promptTokens: 30, completionTokens: 3 } });
     expect(failing.requests).toHaveLength(3);
     expect(backupUpstream.requests[0]?.body.model).toBe("backup-model");
+  });
+
+  it("ends a run its consumer stops at its last batch, primary or fallback (regression: counted as running for good)", async () => {
+    /** Runs one request and stops at its first batch, which holds the whole answer, as the chat service does. */
+    const stopAtFirstBatch = async (engine: ChatEngine) => {
+      const prepared = await engine.prepare(chatRequest());
+      const run = prepared.run(new AbortController().signal)[Symbol.asyncIterator]();
+      const first = await run.next();
+      expect(first.done === true ? undefined : first.value.at(-1)).toMatchObject({ type: "finish" });
+      await run.return?.(undefined);
+    };
+    const whole = answerJson(chatCompletion({ role: "assistant", content: "whole" }, { usage: [5, 1] }));
+    const backupUpstream = await mock(whole);
+    const backup = createTestEngine({ model: upstreamModel([backupUpstream.baseUrl], { id: "backup" }) });
+    const primaryUpstream = await mock(whole);
+    const engine = createTestEngine({
+      model: upstreamModel([primaryUpstream.baseUrl], { fallbacks: ["backup"] }),
+      resolveEngine: (id) => (id === "backup" ? backup : undefined),
+      settings: { maxRetries: 0 },
+    });
+    await stopAtFirstBatch(engine);
+    expect(engine.load?.()).toEqual({ running: 0, waiting: 0 });
+
+    primaryUpstream.handle(answerError(500));
+    await stopAtFirstBatch(engine);
+    expect(backupUpstream.requests).toHaveLength(1);
+    expect(engine.load?.()).toEqual({ running: 0, waiting: 0 });
+    expect(backup.load?.()).toEqual({ running: 0, waiting: 0 });
   });
 
   it("names its fallbacks and, once one starts, the fallback that served", async () => {
