@@ -152,15 +152,16 @@ async function creditCommand(
   const account = await withCliErrors(() => requireAccount(store, positionals[0] ?? ""), {
     notFound: LIST_HINT,
   });
-  const { credit } = await withCliErrors(() =>
+  const { credit, money } = await withCliErrors(() =>
     creditAccount(
       store,
       { account, amountNano, note: stringOption(values, "note") },
       options.now === undefined ? {} : { now: options.now },
     ),
   );
-  const summary = await withCliErrors(() => describeAccount(store, account));
+  // The balance as the credit's own transaction read it: a read after the commit could fail, and
+  // an operator told the credit failed would run it again.
   out.write(
-    `Credited ${formatAmount(credit.amountNano)} to ${account.name} (${account.id}): balance ${summary.balance}.`,
+    `Credited ${formatAmount(credit.amountNano)} to ${account.name} (${account.id}): balance ${formatAmount(money.balanceNano)}.`,
   );
 }

@@ -1,6 +1,6 @@
 import { createHash, randomUUID } from "node:crypto";
 import { formatAmount } from "../billing/money.ts";
-import type { Account, CreditRecord, Store } from "../store/store.ts";
+import type { Account, AccountMoney, CreditRecord, Store } from "../store/store.ts";
 import { AdminError } from "./admin-error.ts";
 import { hasMoreCharactersThan } from "./count-characters.ts";
 
@@ -26,6 +26,11 @@ export interface CreditOutcome {
   credit: CreditRecord;
   /** `true` when the credit was made before with the same idempotency key: nothing changed now. */
   replayed: boolean;
+  /**
+   * The account's money as the credit left it (read in its transaction): what to show, with no
+   * read after the commit that could fail and have a client credit again.
+   */
+  money: AccountMoney;
 }
 
 /** The id of the credit an idempotency key stands for on an account: a UUID from their SHA-256. */
@@ -67,9 +72,9 @@ export async function creditAccount(
     createdAt: (options.now ?? (() => new Date()))(),
   };
   const result = await store.credit(credit);
-  switch (result) {
+  switch (result.outcome) {
     case "credited":
-      return { credit, replayed: false };
+      return { credit, replayed: false, money: result.money };
     case "already_credited": {
       const earlier = (await store.listCredits(input.account.id)).find((each) => each.id === credit.id);
       if (earlier === undefined) throw new Error(`Credit ${credit.id} exists on another account.`);
@@ -81,7 +86,7 @@ export async function creditAccount(
           { field: "idempotency-key" },
         );
       }
-      return { credit: earlier, replayed: true };
+      return { credit: earlier, replayed: true, money: result.money };
     }
     case "account_not_found":
       throw new AdminError("not_found", `No account has the id ${input.account.id}.`, { field: "account" });
@@ -93,7 +98,7 @@ export async function creditAccount(
       );
     default: {
       const unexpected: never = result;
-      throw new Error(`Unexpected result ${String(unexpected)}`);
+      throw new Error(`Unexpected result ${JSON.stringify(unexpected)}`);
     }
   }
 }

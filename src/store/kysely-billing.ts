@@ -257,10 +257,18 @@ export function createKyselyBilling(
       const exists = async (executor: Kysely<Database>) =>
         (await executor.selectFrom("credits").select("id").where("id", "=", credit.id).executeTakeFirst()) !==
         undefined;
+      /** The outcome with the account's money, read by `executor` (in the transaction, if any). */
+      const withMoney = async (
+        executor: Kysely<Database>,
+        outcome: "credited" | "already_credited",
+      ): Promise<CreditResult> => {
+        const money = await readAccountMoney(executor, credit.accountId);
+        return money === undefined ? { outcome: "account_not_found" } : { outcome, money };
+      };
       try {
         return await db.transaction().execute(async (transaction) => {
           // A credit's id is its identity: one that exists is a retry, which changes nothing.
-          if (await exists(transaction)) return "already_credited";
+          if (await exists(transaction)) return await withMoney(transaction, "already_credited");
           // SQLite would turn an overflowing sum into a floating-point number: refuse it instead.
           const updated = await transaction
             .updateTable("accounts")
@@ -269,17 +277,19 @@ export function createKyselyBilling(
             .where("balance_nano", "<=", MAX_BIGINT_COLUMN - amount)
             .executeTakeFirst();
           if (updated.numUpdatedRows === 0n) {
-            return (await accountExists(transaction, credit.accountId))
-              ? "balance_too_large"
-              : "account_not_found";
+            return {
+              outcome: (await accountExists(transaction, credit.accountId))
+                ? "balance_too_large"
+                : "account_not_found",
+            };
           }
           await transaction.insertInto("credits").values(toCreditRow(credit)).execute();
-          return "credited";
+          return await withMoney(transaction, "credited");
         });
       } catch (error) {
         // Two retries at once: the second's insert meets the first's row once that commits (and
         // its transaction, balance update included, is rolled back).
-        if (await exists(db).catch(() => false)) return "already_credited";
+        if (await exists(db).catch(() => false)) return await withMoney(db, "already_credited");
         throw error;
       }
     },

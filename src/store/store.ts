@@ -165,9 +165,13 @@ export interface AccountPage {
  * The outcome of {@link Store.credit}: `balance_too_large` when the balance would exceed the
  * largest amount a store holds (2^63 − 1 nano-units); `already_credited` when a credit with the
  * same id exists (an idempotent retry: the balance was raised once); nothing is written unless
- * `credited`.
+ * `credited`. A credit made (or found) comes with the account's money as the store has it then,
+ * read in the credit's own transaction: a read after the commit could fail, and a client told
+ * the credit failed would credit again.
  */
-export type CreditResult = "credited" | "already_credited" | "account_not_found" | "balance_too_large";
+export type CreditResult =
+  | { outcome: "credited" | "already_credited"; money: AccountMoney }
+  | { outcome: "account_not_found" | "balance_too_large" };
 
 /** The outcome of {@link Store.reserve}. */
 export type ReserveResult = "reserved" | "insufficient_balance" | "account_not_found";

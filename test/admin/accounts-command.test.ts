@@ -191,6 +191,15 @@ describe("accounts credit", () => {
     expect(await store.audit()).toEqual([]);
   });
 
+  it("says the credit it made from what it wrote, with no read after the commit (regression: an error, and a rerun credited twice)", async () => {
+    await run("create", "acme", "--balance", "1");
+    // The store takes the credit, then fails every read of an account's money (a failover).
+    store.getAccountMoney = () => Promise.reject(new Error("Connection terminated unexpectedly"));
+    const lines = await run("credit", "acme", "2");
+    const account = await store.getAccountByName("acme");
+    expect(lines).toEqual([`Credited 2 to acme (${account?.id}): balance 3.`]);
+  });
+
   it("counts a note's characters as code points: 500 with an emoji fit, 501 do not", async () => {
     await run("create", "acme");
     const note = `${"x".repeat(499)}\u{1F680}`;

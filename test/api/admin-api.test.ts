@@ -296,6 +296,22 @@ describe("admin API accounts", () => {
     expect(await store.audit()).toHaveLength(1);
   });
 
+  it("answers a credit or an account it made from what it wrote, with no read after the commit (regression: 503, and a retry credited twice)", async () => {
+    // The store takes the writes, then fails every read of an account's money (a failover).
+    vi.spyOn(store, "getAccountMoney").mockRejectedValue(new Error("Connection terminated unexpectedly"));
+    const created = await call("POST", "/admin/accounts", { body: { name: "acme", balance: "2" } });
+    expect(created.status).toBe(201);
+    expect(created.json()).toMatchObject({ name: "acme", balance: "2", reserved: "0", spent: "0" });
+
+    const credit = await call("POST", "/admin/accounts/acme/credits", { body: { amount: "3" } });
+    expect(credit.status).toBe(201);
+    expect(credit.json()).toMatchObject({ credit: { amount: "3" }, account: { balance: "5", spent: "0" } });
+    vi.restoreAllMocks();
+    const account = await store.getAccountByName("acme");
+    expect(account?.balanceNano).toBe(5_000_000_000n);
+    expect(await store.listCredits(account?.id ?? "")).toHaveLength(2);
+  });
+
   it("opens an account with balance 0 by default", async () => {
     const created = await call("POST", "/admin/accounts", { body: { name: "acme" } });
     expect(created.json()).toMatchObject({ balance: "0" });

@@ -40,7 +40,7 @@ export function describeBillingConformance(name: string, backend: StoreConforman
       const reservation = makeReservation({ accountId, amountNano: cost });
       expect(await store.reserve(reservation)).toBe("reserved");
       expect(await store.settle(makeSettlement(reservation, cost))).toBe(cost);
-      expect(await store.credit(makeCredit({ accountId, amountNano: cost }))).toBe("credited");
+      expect((await store.credit(makeCredit({ accountId, amountNano: cost }))).outcome).toBe("credited");
     }
 
     describe("opening balance and credits", () => {
@@ -84,8 +84,8 @@ export function describeBillingConformance(name: string, backend: StoreConforman
           amountNano: 2n,
           createdAt: new Date("2025-02-01T00:00:00.000Z"),
         });
-        expect(await store.credit(later)).toBe("credited");
-        expect(await store.credit(earlier)).toBe("credited");
+        expect((await store.credit(later)).outcome).toBe("credited");
+        expect((await store.credit(earlier)).outcome).toBe("credited");
         expect((await store.getAccountById(account.id))?.balanceNano).toBe(6n);
         const credits = await store.listCredits(account.id);
         expect(credits.map((credit) => credit.amountNano)).toEqual([1n, 2n, 3n]);
@@ -97,12 +97,19 @@ export function describeBillingConformance(name: string, backend: StoreConforman
       it("credits an id once: a retry, even several at once, answers already_credited", async () => {
         const account = await openAccount(1n);
         const credit = makeCredit({ accountId: account.id, amountNano: 5n });
-        expect(await store.credit(credit)).toBe("credited");
-        expect(await store.credit({ ...credit, createdAt: new Date() })).toBe("already_credited");
+        // With the money as the credit left it, read in its own transaction.
+        expect(await store.credit(credit)).toEqual({
+          outcome: "credited",
+          money: { balanceNano: 6n, reservedNano: 0n, spentNano: 0n },
+        });
+        expect(await store.credit({ ...credit, createdAt: new Date() })).toEqual({
+          outcome: "already_credited",
+          money: { balanceNano: 6n, reservedNano: 0n, spentNano: 0n },
+        });
         const again = makeCredit({ accountId: account.id, amountNano: 7n });
         const results = await Promise.all(Array.from({ length: 5 }, () => store.credit(again)));
-        expect(results.filter((result) => result === "credited")).toHaveLength(1);
-        expect(results.filter((result) => result === "already_credited")).toHaveLength(4);
+        expect(results.filter((result) => result.outcome === "credited")).toHaveLength(1);
+        expect(results.filter((result) => result.outcome === "already_credited")).toHaveLength(4);
         expect((await store.getAccountById(account.id))?.balanceNano).toBe(13n);
         expect(await store.listCredits(account.id)).toHaveLength(3);
         expect(await store.audit()).toEqual([]);
@@ -110,17 +117,21 @@ export function describeBillingConformance(name: string, backend: StoreConforman
 
       it("answers account_not_found for a credit to an unknown account, writing nothing", async () => {
         const accountId = randomUUID();
-        expect(await store.credit(makeCredit({ accountId, amountNano: 1n }))).toBe("account_not_found");
+        expect((await store.credit(makeCredit({ accountId, amountNano: 1n }))).outcome).toBe(
+          "account_not_found",
+        );
         expect(await store.listCredits(accountId)).toEqual([]);
       });
 
       it("refuses a credit that would take the balance past 2^63 - 1, writing nothing", async () => {
         const account = await openAccount(MAX_NANO - 10n);
-        expect(await store.credit(makeCredit({ accountId: account.id, amountNano: 11n }))).toBe(
+        expect((await store.credit(makeCredit({ accountId: account.id, amountNano: 11n }))).outcome).toBe(
           "balance_too_large",
         );
         expect(await store.listCredits(account.id)).toHaveLength(1);
-        expect(await store.credit(makeCredit({ accountId: account.id, amountNano: 10n }))).toBe("credited");
+        expect((await store.credit(makeCredit({ accountId: account.id, amountNano: 10n }))).outcome).toBe(
+          "credited",
+        );
         expect((await store.getAccountById(account.id))?.balanceNano).toBe(MAX_NANO);
         expect(await store.audit()).toEqual([]);
       });

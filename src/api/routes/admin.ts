@@ -5,7 +5,7 @@ import { AdminError } from "../../admin/admin-error.ts";
 import { createAccount } from "../../admin/create-account.ts";
 import { createKey } from "../../admin/create-key.ts";
 import { creditAccount } from "../../admin/credit-account.ts";
-import { describeAccount } from "../../admin/describe-account.ts";
+import { describeAccount, summarizeAccount } from "../../admin/describe-account.ts";
 import { requireAccount } from "../../admin/find-account.ts";
 import { hasNulCharacter } from "../../admin/has-nul-character.ts";
 import { listAccountSummaries } from "../../admin/list-account-summaries.ts";
@@ -209,7 +209,13 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
           createAccount(store, { name: body.name, balanceNano }, clock),
         );
         reply.code(201);
-        return await mapAdminErrors(() => describeAccount(store, account));
+        // A new account's money is what it opened with: no read after the commit, whose failure
+        // would answer 503 for an account made (and its retry be refused, the name taken).
+        return summarizeAccount(account, {
+          balanceNano: account.balanceNano,
+          reservedNano: 0n,
+          spentNano: 0n,
+        });
       },
     );
 
@@ -249,7 +255,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
         rejectUnknownFields(body, CreditBody);
         const amountNano = readAmount("amount", body.amount);
         const idempotencyKey = readIdempotencyKey(request.headers["idempotency-key"]);
-        const { account, credit, replayed } = await mapAdminErrors(async () => {
+        const { account, credit, replayed, money } = await mapAdminErrors(async () => {
           const found = await requireAccount(store, request.params.id);
           const made = await creditAccount(
             store,
@@ -269,7 +275,9 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
             note: credit.note ?? null,
             created_at: credit.createdAt.toISOString(),
           },
-          account: await mapAdminErrors(() => describeAccount(store, account)),
+          // As the credit's own transaction read it: a read after the commit that failed would
+          // answer 503 for a credit made, and the client's retry would credit again.
+          account: summarizeAccount(account, money),
         };
       },
     );
