@@ -76,8 +76,10 @@ export async function creditAccount(
     case "credited":
       return { credit, replayed: false, money: result.money };
     case "already_credited": {
-      const earlier = (await store.listCredits(input.account.id)).find((each) => each.id === credit.id);
-      if (earlier === undefined) throw new Error(`Credit ${credit.id} exists on another account.`);
+      // By its id: an account's every credit would be read (and parsed on the event loop) otherwise.
+      const earlier = await store.getCredit(credit.id);
+      if (earlier === undefined || earlier.accountId !== input.account.id)
+        throw new Error(`Credit ${credit.id} exists on another account.`);
       // The same key for another credit is a client's mistake, not a retry.
       if (earlier.amountNano !== credit.amountNano || earlier.note !== credit.note) {
         throw new AdminError(

@@ -59,6 +59,7 @@ export type BillingStore = Pick<
   | "listReservations"
   | "credit"
   | "listCredits"
+  | "getCredit"
   | "getAccountMoney"
   | "getAccountBalance"
   | "listUsage"
@@ -303,6 +304,11 @@ export function createKyselyBilling(
         .orderBy("id")
         .execute();
       return rows.map(toCreditRecord);
+    },
+
+    async getCredit(id: string): Promise<CreditRecord | undefined> {
+      const row = await db.selectFrom("credits").selectAll().where("id", "=", id).executeTakeFirst();
+      return row === undefined ? undefined : toCreditRecord(row);
     },
 
     getAccountMoney: (accountId: string) => readAccountMoney(db, accountId),

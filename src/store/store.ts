@@ -315,6 +315,8 @@ export interface Store {
   credit(credit: CreditRecord): Promise<CreditResult>;
   /** The account's credits, oldest first. */
   listCredits(accountId: string): Promise<CreditRecord[]>;
+  /** The credit with this id (of any account), or `undefined`. */
+  getCredit(id: string): Promise<CreditRecord | undefined>;
   /** Balance, reserved and spent of an account; `undefined` when it does not exist. */
   getAccountMoney(accountId: string): Promise<AccountMoney | undefined>;
   /**

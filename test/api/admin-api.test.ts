@@ -312,6 +312,28 @@ describe("admin API accounts", () => {
     expect(await store.listCredits(account?.id ?? "")).toHaveLength(2);
   });
 
+  it("finds the credit an Idempotency-Key made by its id, not among the account's every credit", async () => {
+    await call("POST", "/admin/accounts", { body: { name: "acme", balance: "1" } });
+    const credit = () =>
+      app.inject({
+        method: "POST",
+        url: "/admin/accounts/acme/credits",
+        headers: {
+          authorization: `Bearer ${adminKey}`,
+          "content-type": "application/json",
+          "idempotency-key": "order-42",
+        },
+        payload: JSON.stringify({ amount: "2" }),
+      });
+    expect((await credit()).statusCode).toBe(201);
+    const listed = vi.spyOn(store, "listCredits");
+    const replay = await credit();
+    expect(replay.statusCode).toBe(201);
+    expect(replay.headers["idempotent-replayed"]).toBe("true");
+    expect(replay.json()).toMatchObject({ credit: { amount: "2" }, account: { balance: "3" } });
+    expect(listed).not.toHaveBeenCalled();
+  });
+
   it("opens an account with balance 0 by default", async () => {
     const created = await call("POST", "/admin/accounts", { body: { name: "acme" } });
     expect(created.json()).toMatchObject({ balance: "0" });

@@ -115,6 +115,14 @@ export function describeBillingConformance(name: string, backend: StoreConforman
         expect(await store.audit()).toEqual([]);
       });
 
+      it("finds a credit by its id", async () => {
+        const account = await openAccount(1n);
+        const credit = makeCredit({ accountId: account.id, amountNano: 5n, note: "top-up" });
+        await store.credit(credit);
+        expect(await store.getCredit(credit.id)).toEqual(credit);
+        expect(await store.getCredit(randomUUID())).toBeUndefined();
+      });
+
       it("answers account_not_found for a credit to an unknown account, writing nothing", async () => {
         const accountId = randomUUID();
         expect((await store.credit(makeCredit({ accountId, amountNano: 1n }))).outcome).toBe(
