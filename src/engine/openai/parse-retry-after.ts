@@ -21,16 +21,20 @@ export function parseRetryAfter(
 }
 
 const MONTHS = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"];
-const DAY = "(?:mon|tue|wed|thu|fri|sat|sun)";
-const LONG_DAY = "(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)";
-const MONTH = "(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)";
-const TIME = "(\\d\\d):(\\d\\d):(\\d\\d)";
-/** `Sun, 06 Nov 1994 08:49:37 GMT` (the IMF-fixdate of RFC 9110). */
-const IMF_FIXDATE = new RegExp(`^${DAY}, +(\\d\\d?) ${MONTH} (\\d{4}) ${TIME} (?:GMT|UTC)$`, "i");
-/** `Sunday, 06-Nov-94 08:49:37 GMT` (RFC 850's, obsolete). */
-const RFC_850_DATE = new RegExp(`^${LONG_DAY}, +(\\d\\d?)-${MONTH}-(\\d\\d) ${TIME} (?:GMT|UTC)$`, "i");
-/** `Sun Nov  6 08:49:37 1994` (C's asctime, in GMT by definition). */
-const ASCTIME_DATE = new RegExp(`^${DAY} ${MONTH} +(\\d\\d?) ${TIME} (\\d{4})$`, "i");
+const DAY_NAME = "(?:mon|tue|wed|thu|fri|sat|sun)";
+const LONG_DAY_NAME = "(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)";
+const MONTH = `(?<month>${MONTHS.join("|")})`;
+const DAY = "(?<day>\\d\\d?)";
+const TIME = "(?<hours>\\d\\d):(?<minutes>\\d\\d):(?<seconds>\\d\\d)";
+/** RFC 9110's three forms of HTTP date, each read into the same named groups. */
+const HTTP_DATE_FORMS = [
+  // `Sun, 06 Nov 1994 08:49:37 GMT` (the IMF-fixdate)
+  new RegExp(`^${DAY_NAME}, +${DAY} ${MONTH} (?<year>\\d{4}) ${TIME} (?:GMT|UTC)$`, "i"),
+  // `Sunday, 06-Nov-94 08:49:37 GMT` (RFC 850's, obsolete)
+  new RegExp(`^${LONG_DAY_NAME}, +${DAY}-${MONTH}-(?<year>\\d\\d) ${TIME} (?:GMT|UTC)$`, "i"),
+  // `Sun Nov  6 08:49:37 1994` (C's asctime, in GMT by definition)
+  new RegExp(`^${DAY_NAME} ${MONTH} +${DAY} ${TIME} (?<year>\\d{4})$`, "i"),
+];
 
 /**
  * An HTTP date (RFC 9110 section 5.6.7, its three forms), in milliseconds since the epoch; every
@@ -39,57 +43,24 @@ const ASCTIME_DATE = new RegExp(`^${DAY} ${MONTH} +(\\d\\d?) ${TIME} (\\d{4})$`,
  * rest for a day on a garbled header.
  */
 function parseHttpDate(value: string, now: number): number | undefined {
-  const parts = readDateParts(value, now);
-  if (parts === undefined) return undefined;
-  const { year, month, day, hours, minutes, seconds } = parts;
-  const monthIndex = MONTHS.indexOf(month.toLowerCase());
+  const groups = HTTP_DATE_FORMS.map((form) => form.exec(value)?.groups).find((found) => found !== undefined);
+  if (groups === undefined) return undefined;
+  // Every form names every group: a value that is not there reads as NaN, which no date matches.
+  const [day, hours, minutes, seconds] = ["day", "hours", "minutes", "seconds"].map((name) =>
+    Number(groups[name]),
+  ) as [number, number, number, number];
+  let year = Number(groups.year);
+  // A two-digit year (RFC 850's) more than 50 years ahead is of the century before (RFC 9110).
+  if (groups.year?.length === 2) {
+    year += 2000;
+    if (year > new Date(now).getUTCFullYear() + 50) year -= 100;
+  }
+  const monthIndex = MONTHS.indexOf(groups.month?.toLowerCase() ?? "");
   if (hours > 23 || minutes > 59 || seconds > 59) return undefined;
   const date = new Date(Date.UTC(year, monthIndex, day, hours, minutes, seconds));
   // Date.UTC rolls an impossible day over (31 Feb is 3 Mar): such a date is no date.
   if (date.getUTCMonth() !== monthIndex || date.getUTCDate() !== day) return undefined;
   return date.getTime();
-}
-
-interface DateParts {
-  year: number;
-  month: string;
-  day: number;
-  hours: number;
-  minutes: number;
-  seconds: number;
-}
-
-/** The fields of whichever of the three forms `value` has. */
-function readDateParts(value: string, now: number): DateParts | undefined {
-  const time = (match: RegExpExecArray, first: number) => ({
-    hours: Number(match[first]),
-    minutes: Number(match[first + 1]),
-    seconds: Number(match[first + 2]),
-  });
-  const fixdate = IMF_FIXDATE.exec(value);
-  if (fixdate !== null)
-    return {
-      year: Number(fixdate[3]),
-      month: String(fixdate[2]),
-      day: Number(fixdate[1]),
-      ...time(fixdate, 4),
-    };
-  const rfc850 = RFC_850_DATE.exec(value);
-  if (rfc850 !== null) {
-    // A two-digit year more than 50 years ahead is of the century before (RFC 9110).
-    let year = 2000 + Number(rfc850[3]);
-    if (year > new Date(now).getUTCFullYear() + 50) year -= 100;
-    return { year, month: String(rfc850[2]), day: Number(rfc850[1]), ...time(rfc850, 4) };
-  }
-  const asctime = ASCTIME_DATE.exec(value);
-  if (asctime !== null)
-    return {
-      year: Number(asctime[6]),
-      month: String(asctime[1]),
-      day: Number(asctime[2]),
-      ...time(asctime, 3),
-    };
-  return undefined;
 }
 
 function firstValue(value: string | string[] | undefined): string | undefined {
