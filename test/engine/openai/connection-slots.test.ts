@@ -38,7 +38,8 @@ describe("ConnectionSlots", () => {
 });
 
 describe("upstream engine: max_connections", () => {
-  it("counts requests waiting for a connection as waiting, not running", async () => {
+  /** An upstream that answers in 200 ms, behind an engine with one connection to it. */
+  async function startSlowSingleConnection() {
     const upstream = await startTestMock(async (_request, response) => {
       await new Promise((resolve) => setTimeout(resolve, 200));
       await writeEvents(response, textEvents(["ok"]));
@@ -47,6 +48,11 @@ describe("upstream engine: max_connections", () => {
       model: upstreamModel([upstream.baseUrl]),
       settings: { maxConnections: 1, maxRetries: 0 },
     });
+    return { upstream, engine };
+  }
+
+  it("counts requests waiting for a connection as waiting, not running", async () => {
+    const { engine } = await startSlowSingleConnection();
     const runs = Array.from({ length: 3 }, () => collectParts(engine));
     await new Promise((resolve) => setTimeout(resolve, 100));
     expect(engine.load?.()).toEqual({ running: 1, waiting: 2 });
@@ -55,14 +61,7 @@ describe("upstream engine: max_connections", () => {
   });
 
   it("keeps its connection when requests waiting for it are abandoned (regression: each abandoned one closed it)", async () => {
-    const upstream = await startTestMock(async (_request, response) => {
-      await new Promise((resolve) => setTimeout(resolve, 200));
-      await writeEvents(response, textEvents(["ok"]));
-    });
-    const engine = createTestEngine({
-      model: upstreamModel([upstream.baseUrl]),
-      settings: { maxConnections: 1, maxRetries: 0 },
-    });
+    const { upstream, engine } = await startSlowSingleConnection();
     const first = collectParts(engine);
     await new Promise((resolve) => setTimeout(resolve, 20));
     // Five clients queue behind it and give up; one more stays.
