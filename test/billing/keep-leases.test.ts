@@ -62,13 +62,21 @@ describe.skipIf("skipped" in probe)("keeping reservation leases on a shared stor
       },
     });
 
-  it("releases no live reservation after an outage longer than the lease, and still releases a stopped replica's", async () => {
-    if ("skipped" in probe) return;
-    cleanups.push(() => probe.drop());
+  /** Two replicas on a fresh schema, the owner of requests and a sweeper, and an account of 1,000. */
+  async function startOwnerAndSweeper() {
+    if ("skipped" in probe) throw new Error("no PostgreSQL");
+    const schema = probe;
+    cleanups.push(() => schema.drop());
     const owner = await connect();
     const sweeper = await connect();
     const account = makeAccount({ name: "acme", balanceNano: 1_000n });
     expect(await owner.store.insertAccount(account)).toBe("created");
+    return { owner, sweeper, account };
+  }
+
+  it("releases no live reservation after an outage longer than the lease, and still releases a stopped replica's", async () => {
+    if ("skipped" in probe) return;
+    const { owner, sweeper, account } = await startOwnerAndSweeper();
     const lease = () => new Date(clock + RESERVATION_LEASE_MS);
     // A request running on the owner, and one left by a replica that stopped for good.
     const live = makeReservation({
@@ -130,11 +138,7 @@ describe.skipIf("skipped" in probe)("keeping reservation leases on a shared stor
 
   it("judges leases on the database's clock, whatever a replica's own clock reads", async () => {
     if ("skipped" in probe) return;
-    cleanups.push(() => probe.drop());
-    const owner = await connect();
-    const sweeper = await connect();
-    const account = makeAccount({ name: "acme", balanceNano: 1_000n });
-    expect(await owner.store.insertAccount(account)).toBe("created");
+    const { owner, sweeper, account } = await startOwnerAndSweeper();
     const live = makeReservation({
       accountId: account.id,
       amountNano: 600n,
