@@ -14,7 +14,7 @@ import type { RequestKey } from "../chat/request-key.ts";
 import { AppError } from "../errors/app-error.ts";
 import type { KeyLimits } from "../limits/key-limits.ts";
 import { Metrics } from "../metrics/metrics.ts";
-import type { ModelRegistry } from "../models/model-registry.ts";
+import { getModelStatus, type ModelRegistry } from "../models/model-registry.ts";
 import { answerClientError, boundUnreadBody, refuseConnect } from "./answer-client-error.ts";
 import { BodyBudget } from "./body-budget.ts";
 import { forwardUnmetExpectations, refuseRequestHead } from "./check-request-head.ts";
@@ -144,11 +144,13 @@ export const STORE_OUTAGE_LOG_INTERVAL_MS = 10_000;
 export function createServerMetrics(registry: ModelRegistry, inFlight: InFlightRequests): Metrics {
   return new Metrics({
     inFlight: () => inFlight.size,
-    modelLoad: () =>
-      registry.list().flatMap((entry) => {
-        const load = entry.engine?.load?.();
-        return load === undefined ? [] : [{ model: entry.model.id, ...load }];
-      }),
+    models: () =>
+      registry.list().map((entry) => ({
+        model: entry.model.id,
+        status: getModelStatus(entry),
+        load: entry.engine?.load?.(),
+        endpoints: entry.engine?.endpoints?.(),
+      })),
   });
 }
 

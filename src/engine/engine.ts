@@ -234,6 +234,12 @@ export interface ChatEngine {
   /** Requests running in the engine and waiting for it now, for `/metrics`; optional. */
   load?(): { running: number; waiting: number };
   /**
+   * The upstream endpoints that serve the model, for `/metrics`: how many there are and how
+   * many are resting now (a cooldown after failures, or an upstream's `retry-after`). Absent for
+   * an engine without endpoints (a local model).
+   */
+  endpoints?(): { total: number; resting: number };
+  /**
    * Whether what the engine serves changed since it took it, outside the configuration: a local
    * model's file was replaced (moved into place, written over). A reload then gives the model a
    * new engine, as for a changed configuration (ModelRegistry.replace). Synchronous and cheap

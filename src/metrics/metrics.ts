@@ -1,4 +1,5 @@
 import { Gauge, Registry } from "prom-client";
+import type { ModelStatus } from "../engine/engine.ts";
 import { LabeledAmountCounter, LabeledCounter, LabeledHistogram } from "./labeled-series.ts";
 
 /** What one finished request tells the metrics; label values are bounded (never raw paths or keys). */
@@ -23,6 +24,18 @@ export interface RequestObservation {
   /** Seconds spent in the engine (queue and generation); the rest is gateway overhead. */
   engineSeconds: number | undefined;
 }
+
+/** A catalogue model's state when `/metrics` is scraped. */
+export interface ModelState {
+  model: string;
+  status: ModelStatus;
+  /** Requests running in its engine and waiting for it; absent where the engine does not say. */
+  load?: { running: number; waiting: number } | undefined;
+  /** Its upstream endpoints, and how many of them rest; absent for a local model. */
+  endpoints?: { total: number; resting: number } | undefined;
+}
+
+const MODEL_STATUSES: readonly ModelStatus[] = ["available", "loading", "unavailable"];
 
 const LATENCY_BUCKETS = [
   0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120,
@@ -72,7 +85,7 @@ export class Metrics {
 
   constructor(options: {
     inFlight: () => number;
-    modelLoad: () => { model: string; running: number; waiting: number }[];
+    models: () => readonly ModelState[];
   }) {
     new Gauge({
       name: "tollgate_requests_in_flight",
@@ -82,6 +95,18 @@ export class Metrics {
         this.set(options.inFlight());
       },
     });
+    const { models } = options;
+    new Gauge({
+      name: "tollgate_model_status",
+      help: "Each model's readiness, as /v1/models reports it: 1 for its current status, 0 for the others.",
+      labelNames: ["model", "status"],
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const { model, status } of models())
+          for (const each of MODEL_STATUSES) this.set({ model, status: each }, each === status ? 1 : 0);
+      },
+    });
     new Gauge({
       name: "tollgate_model_requests",
       help: "Requests per model running in the engine (state=running) or waiting for it (state=waiting).",
@@ -89,9 +114,24 @@ export class Metrics {
       registers: [this.registry],
       collect() {
         this.reset();
-        for (const load of options.modelLoad()) {
-          this.set({ model: load.model, state: "running" }, load.running);
-          this.set({ model: load.model, state: "waiting" }, load.waiting);
+        for (const { model, load } of models()) {
+          if (load === undefined) continue;
+          this.set({ model, state: "running" }, load.running);
+          this.set({ model, state: "waiting" }, load.waiting);
+        }
+      },
+    });
+    new Gauge({
+      name: "tollgate_upstream_endpoints",
+      help: "An upstream model's endpoints taking requests (state=available) or resting after failures or an upstream's retry-after (state=resting).",
+      labelNames: ["model", "state"],
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const { model, endpoints } of models()) {
+          if (endpoints === undefined) continue;
+          this.set({ model, state: "available" }, endpoints.total - endpoints.resting);
+          this.set({ model, state: "resting" }, endpoints.resting);
         }
       },
     });

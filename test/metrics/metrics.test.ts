@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { Metrics, type RequestObservation } from "../../src/metrics/metrics.ts";
 
 function metrics(): Metrics {
-  return new Metrics({ inFlight: () => 0, modelLoad: () => [] });
+  return new Metrics({ inFlight: () => 0, models: () => [] });
 }
 
 const base: RequestObservation = {

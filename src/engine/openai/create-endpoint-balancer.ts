@@ -37,6 +37,8 @@ export interface EndpointBalancer<Endpoint> {
   ): void;
   /** True while every endpoint is cooling down. */
   allCoolingDown(): boolean;
+  /** How many endpoints are cooling down now (a cooldown, or a `retry-after`). */
+  restingCount(): number;
   /** The balancer's clock, for `startedAt`. */
   clock(): number;
 }
@@ -144,6 +146,12 @@ export function createEndpointBalancer<Endpoint>(
       const time = now();
       for (const state of health.values()) if (state.coolingUntil <= time) return false;
       return true;
+    },
+    restingCount() {
+      const time = now();
+      let resting = 0;
+      for (const state of health.values()) if (state.coolingUntil > time) resting++;
+      return resting;
     },
     clock: now,
   };

@@ -192,6 +192,7 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
       for (const endpoint of endpoints) waiting += endpoint.slots?.waiting ?? 0;
       return { running: activeRuns.count - waiting, waiting };
     },
+    endpoints: () => ({ total: endpoints.length, resting: balancer.restingCount() }),
     async close() {
       if (closed) return;
       closed = true;
