@@ -81,7 +81,8 @@ function extractConfigOption(argv: string[]): { file: string | undefined; rest: 
 
 /**
  * A reader that stops early (`tollgate usage | head`) closes the pipe: the rest of the output is
- * dropped, quietly, and the command still runs to its end and its exit code (audit's included).
+ * dropped, quietly, and the command still runs to its end and its exit code (audit's included),
+ * but for the reading of further pages that no one would see (`whileReaderListens`).
  */
 let outputClosed = false;
 process.stdout.on("error", (error: NodeJS.ErrnoException) => {
@@ -91,6 +92,9 @@ process.stdout.on("error", (error: NodeJS.ErrnoException) => {
 const out = {
   write: (line: string) => {
     if (!outputClosed) process.stdout.write(`${line}\n`);
+  },
+  get closed() {
+    return outputClosed;
   },
 };
 

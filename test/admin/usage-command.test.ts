@@ -291,6 +291,23 @@ describe("usage of a ledger longer than a page", () => {
     for (const page of pages) expect(page?.limit).toBeLessThanOrEqual(USAGE_PAGE_ROWS);
   });
 
+  it("stops reading pages once the reader has gone (`usage | head`), in every format", async () => {
+    for (const format of ["json", "csv", "table"]) {
+      pages.length = 0;
+      // A reader that goes after the first lines, as `head` closes the pipe.
+      const lines: string[] = [];
+      const out = {
+        write: (line: string) => void lines.push(line),
+        get closed() {
+          return lines.length >= 3;
+        },
+      };
+      await runUsageCommand(store, ["--format", format, "--since", "2025-07-01"], out);
+      expect(pages, format).toHaveLength(1);
+      expect(lines.length, format).toBeGreaterThanOrEqual(3);
+    }
+  });
+
   it("totals groups in the store, without reading rows", async () => {
     expect(await runJson("--group-by", "model", "--since", "2025-07-01")).toEqual([
       {
