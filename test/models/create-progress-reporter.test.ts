@@ -97,4 +97,17 @@ describe("progress bar (terminal)", () => {
     expect(line.length).toBeLessThanOrEqual(59);
     expect(line).toMatch(/… \[-+\] 0% 0 B of 1\.0 MB$/);
   });
+
+  it("draws the whole line on a terminal that reports no size (0 columns)", () => {
+    const writes: string[] = [];
+    const reporter = createProgressReporter({
+      output: { type: "terminal", write: (text) => writes.push(text), columns: 0 },
+      label: "hf:org/repo:Q4_K_M",
+      now: () => 0,
+    });
+    reporter.onProgress({ receivedBytes: 0, totalBytes: megabyte, startBytes: 0 });
+    expect(stripControl(writes[0] ?? "")).toBe(
+      "hf:org/repo:Q4_K_M [------------------------] 0% 0 B of 1.0 MB",
+    );
+  });
 });

@@ -78,7 +78,8 @@ export function createProgressReporter(options: ProgressReporterOptions): Progre
     const bar =
       percent === undefined ? "" : ` [${"#".repeat(filled)}${"-".repeat(barWidth - filled)}] ${percent}%`;
     const figures = `${bar} ${amount}${speed === "" ? "" : `  ${speed}`}`;
-    const width = (columns ?? 80) - 1;
+    // A terminal that reports no size (0 columns: `script` without one) counts as 80 wide.
+    const width = (columns === undefined || columns <= 0 ? 80 : columns) - 1;
     const room = width - figures.length;
     if (room >= label.length) return `${label}${figures}`;
     if (room > 4) return `${label.slice(0, room - 1)}…${figures}`;
