@@ -53,6 +53,9 @@ Commands:
 Every command accepts --config FILE (else TOLLGATE_CONFIG, else ./tollgate.yaml, else the built-in catalogue),
 and --help (or -h) anywhere for its usage.`;
 
+/** The commands that answer `--help` with their own usage. */
+const COMMANDS_WITH_HELP = new Set(["serve", "accounts", "keys", "usage", "audit", "models"]);
+
 const SERVE_USAGE = "tollgate serve [--config FILE] [--host H] [--port N]";
 
 const MODELS_USAGE = {
@@ -86,8 +89,14 @@ function extractConfigOption(argv: string[]): { file: string | undefined; rest: 
  */
 let outputClosed = false;
 process.stdout.on("error", (error: NodeJS.ErrnoException) => {
-  if (error.code !== "EPIPE" && error.code !== "ERR_STREAM_DESTROYED") throw error;
   outputClosed = true;
+  if (error.code === "EPIPE" || error.code === "ERR_STREAM_DESTROYED") return;
+  // Output that cannot be written (`> /dev/full`, a full disk) is lost, not dropped on request:
+  // the command goes on to its end (what it stores is stored) but fails, saying why.
+  process.stderr.write(
+    `tollgate: could not write the output (${error.message}); what the command printed is lost\n`,
+  );
+  process.exitCode = 1;
 });
 const out = {
   write: (line: string) => {
@@ -403,10 +412,16 @@ async function main(argv: string[]): Promise<void> {
     }
     case "models":
       return models(args, file);
-    case undefined:
     case "help":
     case "--help":
-    case "-h":
+    case "-h": {
+      // `tollgate help keys create` is `tollgate keys create --help`.
+      const [topic, ...more] = args;
+      if (topic !== undefined && COMMANDS_WITH_HELP.has(topic)) return main([topic, ...more, "--help"]);
+      out.write(USAGE);
+      return;
+    }
+    case undefined:
       out.write(USAGE);
       return;
     default:

@@ -32,8 +32,8 @@ export async function dispatchSubcommand(options: {
 
 /**
  * Writes the usage that `argv` (what follows the group name) asks for, and returns whether it
- * did: `help`, `--help` or `-h` as the subcommand gets the group's usage, `--help` or `-h` after
- * a known subcommand that subcommand's. It reads nothing but the arguments, so the CLI answers
+ * did: `help`, `--help` or `-h` as the subcommand gets the group's usage (or, followed by a known
+ * subcommand, that subcommand's), `--help` or `-h` after a known subcommand that subcommand's. It reads nothing but the arguments, so the CLI answers
  * help before it loads the config or opens the store.
  */
 export function writeSubcommandHelp(options: {
@@ -43,6 +43,12 @@ export function writeSubcommandHelp(options: {
 }): boolean {
   const [subcommand, ...rest] = options.argv;
   if (subcommand === "help" || subcommand === "--help" || subcommand === "-h") {
+    // `accounts help create` and `accounts --help create` ask about `create`.
+    const named = rest[0];
+    if (named !== undefined && Object.hasOwn(options.usage, named)) {
+      options.out.write(`Usage: ${options.usage[named]}`);
+      return true;
+    }
     for (const line of listUsageLines(options.usage)) options.out.write(line);
     return true;
   }

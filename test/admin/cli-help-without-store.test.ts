@@ -47,6 +47,12 @@ describe("--help on a store command needs neither the config nor the store", () 
     [["accounts", "show", "-h"], "Usage: tollgate accounts show NAME|ID"],
     [["usage", "--help"], "Usage: tollgate usage [--account NAME|ID]"],
     [["audit", "-h"], "Usage: tollgate audit"],
+    // Help first, the command after it: the command's usage, not the list of commands.
+    [["help", "accounts"], "  tollgate accounts create NAME [--balance AMOUNT]"],
+    [["--help", "keys", "create"], "Usage: tollgate keys create --account NAME|ID"],
+    [["help", "usage"], "Usage: tollgate usage [--account NAME|ID]"],
+    [["accounts", "--help", "credit"], "Usage: tollgate accounts credit NAME|ID AMOUNT"],
+    [["accounts", "help", "show"], "Usage: tollgate accounts show NAME|ID"],
   ])("%j in an empty folder prints the usage and creates no database", (args, usage) => {
     const result = runCliInFolder(args);
     expect(result.stderr).toBe("");

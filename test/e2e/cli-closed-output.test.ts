@@ -4,7 +4,7 @@
  * still end with their own exit code, and the server keeps serving.
  */
 import { spawn, spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, mkdtempSync, openSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
@@ -63,6 +63,23 @@ describe("a CLI whose output is closed early", () => {
       },
     );
     expect(listed.stdout.trim().split("\n")).toHaveLength(2);
+  });
+
+  it("fails, without a stack trace, when its output cannot be written (a full disk)", async () => {
+    const full = openSync("/dev/full", "w");
+    const child = spawn(process.execPath, [cli, "accounts", "list", "--config", configFile], {
+      stdio: ["ignore", full, "pipe"],
+    });
+    closeSync(full);
+    let stderr = "";
+    child.stderr?.on("data", (data: Buffer) => {
+      stderr += data.toString();
+    });
+    const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
+    expect(stderr).toBe(
+      "tollgate: could not write the output (ENOSPC: no space left on device, write); what the command printed is lost\n",
+    );
+    expect(code).toBe(1);
   });
 
   it("still fails an audit that finds a problem", async () => {
