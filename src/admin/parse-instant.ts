@@ -4,14 +4,17 @@
  * (`2025-12-31T18:00:00Z`, `2025-12-31T18:00+02:00`). Fractions of a second may have any number
  * of digits (Python's `isoformat` writes 6, Go's RFC 3339 up to 9): a `Date` holds milliseconds,
  * so the rest is cut off, never rounded into the next second. A time without a zone is refused,
- * not guessed. Throws a `RangeError` whose message says how to write it.
+ * not guessed. As RFC 3339 allows, `t` and `z` may be lower case and a space may stand for the
+ * `T` (Python's `str(datetime)`: `2025-12-31 18:00:00+00:00`). Throws a `RangeError` whose
+ * message says how to write it.
  */
 export function parseInstant(text: string): Date {
-  const match = INSTANT_PATTERN.exec(text);
+  const iso = normalizeRfc3339(text);
+  const match = INSTANT_PATTERN.exec(iso);
   if (match === null) {
-    const hint = LOCAL_TIME_PATTERN.test(text)
+    const hint = LOCAL_TIME_PATTERN.test(iso)
       ? "add a time zone, such as Z for UTC or +02:00"
-      : SPACED_OFFSET_PATTERN.test(text)
+      : SPACED_OFFSET_PATTERN.test(iso)
         ? "a + in a URL's query string reads as a space: write it as %2B (2025-12-31T18:00:00%2B02:00)"
         : "write a date such as 2025-12-31 or a date and time such as 2025-12-31T18:00:00Z";
     throw new RangeError(`${JSON.stringify(text)} is not an ISO 8601 date; ${hint}.`);
@@ -29,7 +32,7 @@ export function parseInstant(text: string): Date {
   }
   // Cut to milliseconds here: ECMAScript's date format has exactly 3 digits, so past that
   // `new Date` would depend on the engine's leniency.
-  const instant = new Date(text.replace(/(\.\d{3})\d+/, "$1"));
+  const instant = new Date(iso.replace(/(\.\d{3})\d+/, "$1"));
   // A zone can carry a date past either end of the four-digit years (9999-12-31T23:00-05:00):
   // stores keep instants as ISO 8601 text in UTC and compare it as text, where `+010000-...`
   // sorts before every other year, and JSON readers take four-digit years only.
@@ -39,6 +42,11 @@ export function parseInstant(text: string): Date {
     );
   }
   return instant;
+}
+
+/** `text` with RFC 3339's other spellings (a lower-case `t` or `z`, a space for the `T`) made ISO 8601's. */
+function normalizeRfc3339(text: string): string {
+  return text.replace(/^(\d{4}-\d{2}-\d{2})[t ](?=\d)/, "$1T").replace(/(\d)z$/, "$1Z");
 }
 
 const FIRST_INSTANT = Date.parse("0000-01-01T00:00:00.000Z");

@@ -19,6 +19,10 @@ describe("parseInstant", () => {
     ["9999-12-31T23:59:59.999Z", "9999-12-31T23:59:59.999Z"],
     ["9999-12-31T23:00:00+05:00", "9999-12-31T18:00:00.000Z"],
     ["0000-01-01T05:00-05:00", "0000-01-01T10:00:00.000Z"],
+    // RFC 3339's other spellings: lower-case t and z, a space for the T (Python's str(datetime)).
+    ["2025-12-31t18:00:00z", "2025-12-31T18:00:00.000Z"],
+    ["2025-12-31 18:00:00+02:00", "2025-12-31T16:00:00.000Z"],
+    ["2025-12-31 18:00:00.123456+00:00", "2025-12-31T18:00:00.123Z"],
   ])("reads %s", (text, iso) => {
     expect(parseInstant(text).toISOString()).toBe(iso);
   });
@@ -34,6 +38,9 @@ describe("parseInstant", () => {
     ["microseconds without zone", "2025-12-31T18:00:00.123456", /add a time zone/],
     // `since=2025-06-01T00:00:00+02:00` unencoded in a query string arrives with a space.
     ["a zone whose + became a space", "2025-06-01T00:00:00 02:00", /write it as %2B/],
+    ["the same, after a space for the T", "2025-06-01 00:00:00 02:00", /write it as %2B/],
+    ["a space for the T, without a zone", "2025-12-31 18:00", /add a time zone/],
+    ["a date and a space with nothing after it", "2025-12-31 ", /not an ISO 8601 date/],
     ["second 60 with a fraction", "2025-12-31T23:59:60.5Z", /not a real date/],
     // Stored as `+010000-01-01T04:00:00.000Z`, which sorts before every other year as text.
     ["a zone that carries it past the year 9999", "9999-12-31T23:00:00-05:00", /years 0000 to 9999 in UTC/],
