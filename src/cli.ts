@@ -424,8 +424,15 @@ async function main(argv: string[]): Promise<void> {
     case undefined:
       out.write(USAGE);
       return;
-    default:
+    default: {
+      // `tollgate --port 9000 serve`: only --config may come before the command.
+      const named = args.find((argument) => COMMANDS_WITH_HELP.has(argument));
+      if (command.startsWith("-") && named !== undefined)
+        throw new CliError(
+          `'${command}' goes after the command: tollgate ${named} ${command} ... (only --config may come before it)`,
+        );
       throw new CliError(`unknown command '${command}'\n\n${USAGE}`);
+    }
   }
 }
 

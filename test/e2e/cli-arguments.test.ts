@@ -94,6 +94,22 @@ describe("models make-test --seed", () => {
   });
 });
 
+describe("an option before the command", () => {
+  it("says it goes after the command, naming the command", () => {
+    const { code, stderr } = runCli("--port", "9000", "serve");
+    expect(stderr).toBe(
+      "tollgate: '--port' goes after the command: tollgate serve --port ... (only --config may come before it)\n",
+    );
+    expect(code).toBe(1);
+  });
+
+  it("is an unknown command where no command follows", () => {
+    const { code, stderr } = runCli("--port", "9000");
+    expect(stderr).toContain("unknown command '--port'");
+    expect(code).toBe(1);
+  });
+});
+
 describe("error messages never repeat a key's secret", () => {
   const key = `sk-tg-abcdefghijkl-${"S3cret".repeat(7)}x`;
 
