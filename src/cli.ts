@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // First: Node 22 warns on stderr as a command first loads node:sqlite (see the module).
 import "./process/drop-sqlite-warning.ts";
+import { once } from "node:events";
 import { stat } from "node:fs/promises";
 import { join } from "node:path";
 import { CliError } from "./admin/cli-error.ts";
@@ -85,7 +86,7 @@ function extractConfigOption(argv: string[]): { file: string | undefined; rest: 
 /**
  * A reader that stops early (`tollgate usage | head`) closes the pipe: the rest of the output is
  * dropped, quietly, and the command still runs to its end and its exit code (audit's included),
- * but for the reading of further pages that no one would see (`whileReaderListens`).
+ * but for the reading of further pages that no one would see (`pacedByReader`).
  */
 let outputClosed = false;
 process.stdout.on("error", (error: NodeJS.ErrnoException) => {
@@ -104,6 +105,16 @@ const out = {
   },
   get closed() {
     return outputClosed;
+  },
+  async drained() {
+    if (outputClosed || !process.stdout.writableNeedDrain) return;
+    // The reader takes what is buffered (drain), or goes (close; an EPIPE is handled above).
+    const settled = new AbortController();
+    await Promise.race([
+      once(process.stdout, "drain", { signal: settled.signal }),
+      once(process.stdout, "close", { signal: settled.signal }),
+    ]).catch(() => {});
+    settled.abort();
   },
 };
 

@@ -17,16 +17,26 @@ export interface OutputSink {
    * is dropped, so a command that reads page after page from the store may stop. Absent: never.
    */
   readonly closed?: boolean;
+  /**
+   * Resolves once the reader has taken what was written but for a small buffer (a pipe's
+   * `drain`), at once where nothing waits. A command that writes page after page waits for it
+   * between pages: a reader slower than the store (a pager, a slow ssh copy) would otherwise
+   * have the whole ledger pile up in the process's memory. Absent: never waits.
+   */
+  drained?(): Promise<void>;
 }
 
 /**
- * The items of `source` until the reader of `out` has gone: a ledger of a million rows piped
- * to `head` would otherwise be read to its end for nothing (seconds on SQLite, on PostgreSQL a
- * shared database's load).
+ * The items of `source` at the pace of the reader of `out`: the next is read once the reader
+ * has taken what the last one wrote ({@link OutputSink.drained}), and none once the reader has
+ * gone. A ledger of a million rows piped to `head` would otherwise be read to its end for
+ * nothing (seconds on SQLite, on PostgreSQL a shared database's load), and piped to a slow
+ * reader be held in memory whole.
  */
-export async function* whileReaderListens<T>(source: AsyncIterable<T>, out: OutputSink): AsyncGenerator<T> {
+export async function* pacedByReader<T>(source: AsyncIterable<T>, out: OutputSink): AsyncGenerator<T> {
   for await (const item of source) {
     yield item;
+    await out.drained?.();
     if (out.closed === true) return;
   }
 }

@@ -1,6 +1,6 @@
 import { formatAmount } from "../billing/money.ts";
 import { type Store, USAGE_GROUPINGS, type UsageGrouping } from "../store/store.ts";
-import { CliError, type OutputSink, whileReaderListens } from "./cli-error.ts";
+import { CliError, type OutputSink, pacedByReader } from "./cli-error.ts";
 import { createTableLayout, formatInstant, formatTable } from "./format-table.ts";
 import { isHelpRequested, parseCommandArguments, stringOption } from "./parse-command-arguments.ts";
 import {
@@ -67,7 +67,7 @@ export async function runUsageCommand(store: Store, argv: readonly string[], out
     { notFound: "List accounts and keys with `tollgate accounts list` and `tollgate keys list`." },
   );
   if (format === "csv") {
-    for await (const lines of whileReaderListens(usageCsvLines(store, selection, grouping), out)) {
+    for await (const lines of pacedByReader(usageCsvLines(store, selection, grouping), out)) {
       for (const line of lines) out.write(line);
     }
   } else if (grouping !== undefined) {
@@ -99,7 +99,7 @@ function readChoice<const T extends readonly string[]>(
 async function writeRowsJson(store: Store, selection: UsageSelection, out: OutputSink): Promise<void> {
   out.write("[");
   let held: string | undefined;
-  for await (const page of whileReaderListens(readUsagePages(store, selection), out)) {
+  for await (const page of pacedByReader(readUsagePages(store, selection), out)) {
     for (const record of page) {
       if (held !== undefined) out.write(`${held},`);
       held = JSON.stringify(renderUsageRow(record, selection.accountNames));
@@ -123,7 +123,7 @@ async function writeRowsTable(store: Store, selection: UsageSelection, out: Outp
   ]);
   const total: Totals = { requests: 0, promptTokens: 0, completionTokens: 0, costNano: 0n };
   let estimated = false;
-  for await (const page of whileReaderListens(readUsagePages(store, selection), out)) {
+  for await (const page of pacedByReader(readUsagePages(store, selection), out)) {
     const rows = page.map((record) => {
       addTo(total, { requests: 1, ...record });
       estimated ||= record.estimated;

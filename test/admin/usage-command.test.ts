@@ -1,3 +1,4 @@
+import { setImmediate } from "node:timers/promises";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { CliError } from "../../src/admin/cli-error.ts";
 import { runUsageCommand } from "../../src/admin/usage-command.ts";
@@ -305,6 +306,25 @@ describe("usage of a ledger longer than a page", () => {
       await runUsageCommand(store, ["--format", format, "--since", "2025-07-01"], out);
       expect(pages, format).toHaveLength(1);
       expect(lines.length, format).toBeGreaterThanOrEqual(3);
+    }
+  });
+
+  it("reads the next page only once the reader has taken the last (a slow pipe), in every format", async () => {
+    for (const format of ["json", "csv", "table"]) {
+      pages.length = 0;
+      const lines: string[] = [];
+      // Pages read by the time each wait for the reader began.
+      const readWhenWaiting: number[] = [];
+      const out = {
+        write: (line: string) => void lines.push(line),
+        drained: async () => {
+          readWhenWaiting.push(pages.length);
+          await setImmediate();
+        },
+      };
+      await runUsageCommand(store, ["--format", format, "--since", "2025-07-01"], out);
+      expect(readWhenWaiting, format).toEqual([1, 2, 3]);
+      expect(lines.length, format).toBeGreaterThan(ROWS);
     }
   });
 
