@@ -67,6 +67,14 @@ export type BillingStore = Pick<
   | "audit"
 >;
 
+/** How {@link createKyselyBilling} runs on its dialect. */
+export interface KyselyBillingOptions {
+  /** Whether reads that decide a write lock their rows (`for no key update`): PostgreSQL's. */
+  lockRows: boolean;
+  /** Usage rows summed per query by `sumUsage`. Default {@link SUM_WINDOW_ROWS}, SQLite's. */
+  sumWindowRows?: number;
+}
+
 /**
  * Billing over any kysely dialect.
  *
@@ -79,10 +87,11 @@ export type BillingStore = Pick<
  */
 export function createKyselyBilling(
   db: Kysely<Database>,
-  options: { lockRows: boolean } = { lockRows: false },
+  options: KyselyBillingOptions = { lockRows: false },
 ): BillingStore {
   const queries = compileHotQueries(db);
   const { lockRows } = options;
+  const sumWindowRows = options.sumWindowRows ?? SUM_WINDOW_ROWS;
 
   return {
     async reserve(reservation: Reservation): Promise<ReserveResult> {
@@ -342,7 +351,7 @@ export function createKyselyBilling(
         )
           .orderBy("created_at")
           .orderBy("id")
-          .offset(SUM_WINDOW_ROWS - 1)
+          .offset(sumWindowRows - 1)
           .limit(1)
           .executeTakeFirst();
         let query = whereInWindow(

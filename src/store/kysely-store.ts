@@ -3,7 +3,7 @@ import type { Kysely, Selectable, SelectQueryBuilder } from "kysely";
 import { toCreditRow } from "./billing-rows.ts";
 import { fromTimestampText, readBigInt, requirePageLimit, toTimestampText } from "./column-values.ts";
 import type { AccountsTable, ApiKeysTable, Database } from "./database.ts";
-import { createKyselyBilling } from "./kysely-billing.ts";
+import { createKyselyBilling, type KyselyBillingOptions } from "./kysely-billing.ts";
 import type {
   Account,
   AccountPage,
@@ -34,7 +34,7 @@ export const ACCOUNT_IDS_PER_QUERY = 500;
  */
 export function createKyselyStore(
   db: Kysely<Database>,
-  options: { lockRows: boolean } = { lockRows: false },
+  options: KyselyBillingOptions = { lockRows: false },
 ): Store {
   return {
     async insertAccount(account: Account): Promise<InsertAccountResult> {

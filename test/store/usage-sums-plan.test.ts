@@ -18,6 +18,7 @@ import { createKyselyBilling } from "../../src/store/kysely-billing.ts";
 import { openStore } from "../../src/store/open-store.ts";
 import { openNodeSqliteDatabase } from "../../src/store/sqlite/node-sqlite-database.ts";
 import type { UsageGrouping, UsageTotals } from "../../src/store/store.ts";
+import { POSTGRES_SUM_WINDOW_ROWS, SUM_WINDOW_ROWS } from "../../src/store/usage-sum-window.ts";
 import { createPostgresTestSchema, runStatements, testPostgresUrl } from "./postgres-test-database.ts";
 import { makeTemporaryDirectory, newDatabaseUrl } from "./temporary-directory.ts";
 
@@ -206,7 +207,7 @@ function* nodesOf(node: PlanNode): Generator<PlanNode> {
       return created.schema;
     }
 
-    async function sumWindows(schema: string, grouping: UsageGrouping | undefined) {
+    async function sumWindows(schema: string, grouping: UsageGrouping | undefined, sumWindowRows?: number) {
       const recording = recordingWindowQueries();
       const pool = new Pool({
         connectionString: testPostgresUrl(),
@@ -215,7 +216,8 @@ function* nodesOf(node: PlanNode): Generator<PlanNode> {
       });
       const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }), log: recording.log });
       try {
-        const totals = await createKyselyBilling(db, { lockRows: true }).sumUsage({}, grouping);
+        const options = sumWindowRows === undefined ? { lockRows: true } : { lockRows: true, sumWindowRows };
+        const totals = await createKyselyBilling(db, options).sumUsage({}, grouping);
         const plans: PlanNode[] = [];
         for (const query of recording.queries) {
           const explained = await pool.query<{ "QUERY PLAN": [{ Plan: PlanNode }] }>(
@@ -247,6 +249,16 @@ function* nodesOf(node: PlanNode): Generator<PlanNode> {
           .filter((name) => name !== undefined);
         expect(indexes).toEqual([INDEX]);
       }
+    });
+
+    it("sums in windows of the size it is given (a PostgreSQL store's are larger)", async () => {
+      expect(POSTGRES_SUM_WINDOW_ROWS).toBeGreaterThan(SUM_WINDOW_ROWS);
+      const schema = await fillPostgres();
+      const { totals, plans } = await sumWindows(schema, "key", 20_000);
+      expectTotals(totals, "key");
+      // A window of most of this small ledger may be a sequential scan: of a few windows at most,
+      // never one per 10,000 rows.
+      expect(plans).toHaveLength(2);
     });
   },
 );

@@ -5,6 +5,7 @@ import type { Database } from "../database.ts";
 import { createKyselyStore } from "../kysely-store.ts";
 import { migrateToLatest } from "../migrate-to-latest.ts";
 import type { Store } from "../store.ts";
+import { POSTGRES_SUM_WINDOW_ROWS } from "../usage-sum-window.ts";
 import { parsePostgresUrl } from "./parse-postgres-url.ts";
 import { createPostgresBilling } from "./postgres-billing.ts";
 import { PostgresStoreDialect } from "./postgres-store-dialect.ts";
@@ -89,7 +90,7 @@ export async function openPostgresStore(
     });
   }
 
-  const store = createKyselyStore(db, { lockRows: true });
+  const store = createKyselyStore(db, { lockRows: true, sumWindowRows: POSTGRES_SUM_WINDOW_ROWS });
   let closing: Promise<void> | undefined;
   return {
     ...store,
