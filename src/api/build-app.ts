@@ -251,7 +251,15 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
       done(taken);
       return;
     }
-    reply.raw.once("close", taken);
+    // A client that leaves before the answer is complete (a CSV export it stopped reading) gets
+    // its log line and metrics then, as 499: Fastify's onResponse waits for a finish that never
+    // comes. A chat request records itself once settled, with what it was charged.
+    if (request.routeOptions.url === CHAT_COMPLETIONS_PATH) reply.raw.once("close", taken);
+    else
+      reply.raw.once("close", () => {
+        taken();
+        if (!reply.raw.writableFinished) record(request, reply, true);
+      });
     done();
   });
 
