@@ -1,14 +1,15 @@
 import { formatAmount, MoneyFormatError, parseAmount } from "../billing/money.ts";
-import type { Store } from "../store/store.ts";
-import { CliError, type OutputSink } from "./cli-error.ts";
+import type { AccountPage, Store } from "../store/store.ts";
+import { CliError, type OutputSink, pacedByReader } from "./cli-error.ts";
 import { createAccount } from "./create-account.ts";
 import { creditAccount } from "./credit-account.ts";
 import { describeAccount } from "./describe-account.ts";
 import { dispatchSubcommand, writeSubcommandHelp } from "./dispatch-subcommand.ts";
 import { requireAccount } from "./find-account.ts";
-import { formatInstant, formatTable } from "./format-table.ts";
+import { createTableLayout, formatInstant } from "./format-table.ts";
 import { listAccountSummaries } from "./list-account-summaries.ts";
 import { parseCommandArguments, stringOption } from "./parse-command-arguments.ts";
+import { readPages } from "./read-pages.ts";
 import { withCliErrors } from "./with-cli-errors.ts";
 
 const USAGE = {
@@ -93,22 +94,25 @@ function parseAmountOption(label: string, text: string): bigint {
 
 async function listCommand(store: Store, argv: readonly string[], out: OutputSink): Promise<void> {
   parseCommandArguments(argv, { options: {}, positionals: 0, usage: USAGE.list });
-  const accounts = await listAccountSummaries(store);
-  if (accounts.length === 0) {
-    out.write("No accounts yet. Create one with `tollgate accounts create NAME`.");
-    return;
+  const pages = readPages(
+    (limit, after: AccountPage["after"]) => listAccountSummaries(store, { limit, after }),
+    (last) => ({ createdAt: last.account.createdAt, name: last.account.name }),
+  );
+  const layout = createTableLayout(["ID", "NAME", "BALANCE", "RESERVED", "SPENT", "CREATED"]);
+  let listed = 0;
+  for await (const accounts of pacedByReader(pages, out)) {
+    listed += accounts.length;
+    const rows = accounts.map(({ account, summary }) => [
+      account.id,
+      account.name,
+      summary.balance,
+      summary.reserved,
+      summary.spent,
+      formatInstant(account.createdAt),
+    ]);
+    for (const line of layout(rows)) out.write(line);
   }
-  const rows = accounts.map(({ account, summary }) => [
-    account.id,
-    account.name,
-    summary.balance,
-    summary.reserved,
-    summary.spent,
-    formatInstant(account.createdAt),
-  ]);
-  for (const line of formatTable(["ID", "NAME", "BALANCE", "RESERVED", "SPENT", "CREATED"], rows)) {
-    out.write(line);
-  }
+  if (listed === 0) out.write("No accounts yet. Create one with `tollgate accounts create NAME`.");
 }
 
 async function showCommand(store: Store, argv: readonly string[], out: OutputSink): Promise<void> {

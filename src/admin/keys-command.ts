@@ -1,12 +1,13 @@
-import type { ApiKeyRecord, Store } from "../store/store.ts";
-import { CliError, type OutputSink } from "./cli-error.ts";
+import type { ApiKeyPage, ApiKeyRecord, Store } from "../store/store.ts";
+import { CliError, type OutputSink, pacedByReader } from "./cli-error.ts";
 import { createKey } from "./create-key.ts";
 import { dispatchSubcommand, writeSubcommandHelp } from "./dispatch-subcommand.ts";
 import { requireAccount } from "./find-account.ts";
-import { formatInstant, formatTable } from "./format-table.ts";
+import { createTableLayout, formatInstant } from "./format-table.ts";
 import { parseCommandArguments, stringOption } from "./parse-command-arguments.ts";
 import { parseInstant } from "./parse-instant.ts";
 import { readAccountNames } from "./read-account-names.ts";
+import { readPages } from "./read-pages.ts";
 import { revokeKey } from "./revoke-key.ts";
 import { withCliErrors } from "./with-cli-errors.ts";
 
@@ -167,32 +168,50 @@ async function listCommand(store: Store, argv: readonly string[], out: OutputSin
     accountRef === undefined
       ? undefined
       : await withCliErrors(() => requireAccount(store, accountRef), { notFound: ACCOUNTS_HINT });
-  const keys = await store.listApiKeys(account === undefined ? {} : { accountId: account.id });
-  if (keys.length === 0) {
-    out.write(
-      account === undefined
-        ? "No keys yet. Create one with `tollgate keys create --account NAME`."
-        : `Account ${account.name} has no keys yet. Create one with \`tollgate keys create --account ${account.name}\`.`,
-    );
-    return;
-  }
-  const accountNames = await readAccountNames(
-    store,
-    keys.map((key) => key.accountId),
+  const filter = account === undefined ? {} : { accountId: account.id };
+  const pages = readPages(
+    (limit, after: ApiKeyPage["after"]) => store.listApiKeys(filter, { limit, after }),
+    (last) => ({ createdAt: last.createdAt, publicId: last.publicId }),
   );
-  const rows = keys.map((key) => [
-    key.publicId,
-    key.accountId === undefined ? "(admin)" : (accountNames.get(key.accountId) ?? key.accountId),
-    key.name === "" ? "-" : key.name,
-    describeModels(key),
-    key.rpm === undefined ? "-" : String(key.rpm),
-    key.tpm === undefined ? "-" : String(key.tpm),
-    key.expiresAt === undefined ? "never" : formatInstant(key.expiresAt),
-    key.revokedAt === undefined ? "-" : formatInstant(key.revokedAt),
-    formatInstant(key.createdAt),
+  const layout = createTableLayout([
+    "PUBLIC ID",
+    "ACCOUNT",
+    "NAME",
+    "MODELS",
+    "RPM",
+    "TPM",
+    "EXPIRES",
+    "REVOKED",
+    "CREATED",
   ]);
-  const headers = ["PUBLIC ID", "ACCOUNT", "NAME", "MODELS", "RPM", "TPM", "EXPIRES", "REVOKED", "CREATED"];
-  for (const line of formatTable(headers, rows)) out.write(line);
+  const accountNames = new Map<string, string>();
+  let listed = 0;
+  for await (const keys of pacedByReader(pages, out)) {
+    listed += keys.length;
+    await readAccountNames(
+      store,
+      keys.map((key) => key.accountId),
+      accountNames,
+    );
+    const rows = keys.map((key) => [
+      key.publicId,
+      key.accountId === undefined ? "(admin)" : (accountNames.get(key.accountId) ?? key.accountId),
+      key.name === "" ? "-" : key.name,
+      describeModels(key),
+      key.rpm === undefined ? "-" : String(key.rpm),
+      key.tpm === undefined ? "-" : String(key.tpm),
+      key.expiresAt === undefined ? "never" : formatInstant(key.expiresAt),
+      key.revokedAt === undefined ? "-" : formatInstant(key.revokedAt),
+      formatInstant(key.createdAt),
+    ]);
+    for (const line of layout(rows)) out.write(line);
+  }
+  if (listed > 0) return;
+  out.write(
+    account === undefined
+      ? "No keys yet. Create one with `tollgate keys create --account NAME`."
+      : `Account ${account.name} has no keys yet. Create one with \`tollgate keys create --account ${account.name}\`.`,
+  );
 }
 
 async function revokeCommand(

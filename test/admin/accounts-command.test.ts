@@ -1,9 +1,10 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { runAccountsCommand } from "../../src/admin/accounts-command.ts";
 import { CliError } from "../../src/admin/cli-error.ts";
+import { LISTING_PAGE_ROWS } from "../../src/admin/read-pages.ts";
 import { openStore } from "../../src/store/open-store.ts";
-import type { Store } from "../../src/store/store.ts";
-import { makeReservation, makeSettlement } from "../store/store-fixtures.ts";
+import type { AccountPage, Store } from "../../src/store/store.ts";
+import { makeAccount, makeReservation, makeSettlement } from "../store/store-fixtures.ts";
 import { makeTemporaryDirectory, newDatabaseUrl } from "../store/temporary-directory.ts";
 import { collectOutput } from "./cli-output.ts";
 
@@ -121,6 +122,30 @@ describe("accounts list", () => {
 
   it("says how to make an account when there is none", async () => {
     expect(await run("list")).toEqual(["No accounts yet. Create one with `tollgate accounts create NAME`."]);
+  });
+
+  it("reads a page at a time, every account oldest first, and stops once the reader has gone", async () => {
+    const names: string[] = [];
+    for (let index = 0; index < LISTING_PAGE_ROWS + 3; index++) {
+      const name = `bulk-${String(index).padStart(5, "0")}`;
+      names.push(name);
+      await store.insertAccount(
+        makeAccount({ name, createdAt: new Date(Date.UTC(2025, 0, 1) + index * 1000) }),
+      );
+    }
+    const pages: (AccountPage | undefined)[] = [];
+    const listAccountsWithMoney = store.listAccountsWithMoney.bind(store);
+    store.listAccountsWithMoney = (page) => {
+      pages.push(page);
+      return listAccountsWithMoney(page);
+    };
+    const lines = await run("list");
+    expect(lines.slice(1).map((line) => line.split(/\s{2,}/)[1])).toEqual(names);
+    expect(pages.map((page) => page?.limit)).toEqual([LISTING_PAGE_ROWS, LISTING_PAGE_ROWS]);
+
+    pages.length = 0;
+    await runAccountsCommand(store, ["list"], { write: () => {}, closed: true }, { now });
+    expect(pages.map((page) => page?.limit)).toEqual([LISTING_PAGE_ROWS]);
   });
 });
 

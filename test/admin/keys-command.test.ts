@@ -3,10 +3,11 @@ import { runAccountsCommand } from "../../src/admin/accounts-command.ts";
 import { CliError } from "../../src/admin/cli-error.ts";
 import { createKey as createStoredKey } from "../../src/admin/create-key.ts";
 import { LAST_ADMIN_KEY_NOTICE, runKeysCommand } from "../../src/admin/keys-command.ts";
+import { LISTING_PAGE_ROWS } from "../../src/admin/read-pages.ts";
 import { parseApiKey } from "../../src/auth/api-key.ts";
 import { createAuthenticator } from "../../src/auth/authenticator.ts";
 import { openStore } from "../../src/store/open-store.ts";
-import type { Store } from "../../src/store/store.ts";
+import type { ApiKeyPage, Store } from "../../src/store/store.ts";
 import { makeTemporaryDirectory, newDatabaseUrl } from "../store/temporary-directory.ts";
 import { collectOutput } from "./cli-output.ts";
 
@@ -192,6 +193,49 @@ describe("keys list", () => {
     expect(await run("list")).toEqual([
       "No keys yet. Create one with `tollgate keys create --account NAME`.",
     ]);
+  });
+
+  describe("of more keys than a page", () => {
+    const KEYS = LISTING_PAGE_ROWS + 3;
+    let publicIds: string[];
+    let pages: (ApiKeyPage | undefined)[];
+
+    beforeEach(async () => {
+      const account = await store.getAccountByName("acme");
+      publicIds = [];
+      for (let index = 0; index < KEYS; index++) {
+        const createdAt = new Date(Date.UTC(2025, 0, 1) + index * 1000);
+        const { record } = await createStoredKey(
+          store,
+          { role: "user", accountId: account?.id, name: "" },
+          { now: () => createdAt },
+        );
+        publicIds.push(record.publicId);
+      }
+      pages = [];
+      const listApiKeys = store.listApiKeys.bind(store);
+      store.listApiKeys = (filter, page) => {
+        pages.push(page);
+        return listApiKeys(filter, page);
+      };
+    });
+
+    it("lists every key, oldest first, a page at a time", async () => {
+      const lines = await run("list");
+      expect(lines.filter((line) => line.startsWith("PUBLIC ID"))).toHaveLength(1);
+      const listed = lines
+        .filter((line) => !line.startsWith("PUBLIC ID"))
+        .map((line) => line.split(/\s+/)[0]);
+      expect(listed).toEqual(publicIds);
+      expect(pages.map((page) => page?.limit)).toEqual([LISTING_PAGE_ROWS, LISTING_PAGE_ROWS]);
+    });
+
+    it("stops reading once the reader has gone", async () => {
+      const lines: string[] = [];
+      const out = { write: (line: string) => void lines.push(line), closed: true };
+      await runKeysCommand(store, ["list"], out, { now });
+      expect(pages.map((page) => page?.limit)).toEqual([LISTING_PAGE_ROWS]);
+    });
   });
 });
 
