@@ -74,8 +74,22 @@ export function answerClientError(error: ClientError, socket: HttpSocket, timeou
   }
   // The parser keeps the last request whose headers it read, complete once its body is in too.
   const incoming = socket.parser?.incoming;
-  writeErrorAndClose(socket, describeClientError(error, timeouts, incoming != null && !incoming.complete));
+  const appError = describeClientError(error, timeouts, incoming != null && !incoming.complete);
+  // A request already routed (its body was coming) is recorded with this answer, not as left;
+  // unless its client ended the connection mid-request (it is gone: the answer reaches no one).
+  if (incoming != null && error.code !== CLIENT_ENDED_MID_REQUEST)
+    refusedByClientError.set(incoming, appError);
+  writeErrorAndClose(socket, appError);
 }
+
+/** llhttp's error for a connection its client ended before the request was complete. */
+const CLIENT_ENDED_MID_REQUEST = "HPE_INVALID_EOF_STATE";
+
+/**
+ * Requests whose headers were read, answered here on the socket (408 while their body came): the
+ * server records them with this answer when their connection closes, not as clients that left.
+ */
+export const refusedByClientError = new WeakMap<IncomingMessage, AppError>();
 
 /**
  * Node's `connect` handler: a `CONNECT` request (a client taking the server for a proxy) is

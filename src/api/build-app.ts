@@ -15,7 +15,12 @@ import { AppError } from "../errors/app-error.ts";
 import type { KeyLimits } from "../limits/key-limits.ts";
 import { Metrics } from "../metrics/metrics.ts";
 import { getModelStatus, type ModelRegistry } from "../models/model-registry.ts";
-import { answerClientError, boundUnreadBody, refuseConnect } from "./answer-client-error.ts";
+import {
+  answerClientError,
+  boundUnreadBody,
+  refuseConnect,
+  refusedByClientError,
+} from "./answer-client-error.ts";
 import { BodyBudget } from "./body-budget.ts";
 import { forwardUnmetExpectations, refuseRequestHead } from "./check-request-head.ts";
 import { allowPageToRead, registerCorsPreflight } from "./cors.ts";
@@ -80,6 +85,8 @@ interface RequestState {
   key: RequestKey | undefined;
   fields: LogFields | undefined;
   recorded: boolean;
+  /** Its route records it when its connection closes early (a chat request once settled). */
+  recordsItself?: boolean;
 }
 
 declare module "fastify" {
@@ -251,15 +258,20 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
       done(taken);
       return;
     }
-    // A client that leaves before the answer is complete (a CSV export it stopped reading) gets
-    // its log line and metrics then, as 499: Fastify's onResponse waits for a finish that never
-    // comes. A chat request records itself once settled, with what it was charged.
-    if (request.routeOptions.url === CHAT_COMPLETIONS_PATH) reply.raw.once("close", taken);
-    else
-      reply.raw.once("close", () => {
-        taken();
-        if (!reply.raw.writableFinished) record(request, reply, true);
-      });
+    // A request whose connection closes before its answer is complete gets its log line and
+    // metrics then (Fastify's onResponse waits for a finish that never comes): 499 when its client
+    // left (a CSV export it stopped reading, a body it never finished sending), or the answer Node
+    // gave on the socket itself (408). A chat request that reached its handler records itself
+    // once settled, with what it was charged.
+    reply.raw.once("close", () => {
+      taken();
+      if (reply.raw.writableFinished || stateOf(request).recordsItself) return;
+      const refused = refusedByClientError.get(request.raw);
+      if (refused === undefined) return record(request, reply, true);
+      annotate(request, { error: refused.code });
+      reply.code(refused.status);
+      record(request, reply, false);
+    });
     done();
   });
 
@@ -421,6 +433,9 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
       annotate,
       logPrompts: dependencies.logPrompts === true,
       recordClosed: record,
+      recordsOwnClose: (request) => {
+        stateOf(request).recordsItself = true;
+      },
       clientStallTimeoutMs: dependencies.clientStallTimeoutMs,
     });
     registerModelRoutes(authenticated, { registry: dependencies.registry, getKey });

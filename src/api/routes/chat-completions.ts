@@ -84,6 +84,11 @@ export function registerChatCompletionRoutes(
      * client left, or the server closed it after cutting the request (then as what was sent).
      */
     recordClosed: (request: FastifyRequest, reply: FastifyReply, clientLeft: boolean) => void;
+    /**
+     * Tells the server that this request's early close is recorded here ({@link recordClosed},
+     * once settled), not when its connection closes.
+     */
+    recordsOwnClose: (request: FastifyRequest) => void;
     /** How long a client may leave its answer unread; default {@link CLIENT_STALL_TIMEOUT_MS}. */
     clientStallTimeoutMs?: number | undefined;
   },
@@ -110,6 +115,7 @@ export function registerChatCompletionRoutes(
     const chatOptions = convertChatRequest(request.body);
     options.annotate(request, { model: describeModel(chatOptions.model), stream: chatOptions.stream });
     if (options.logPrompts === true) options.annotate(request, describePrompt(request.body.messages));
+    options.recordsOwnClose(request);
     const controller = abortOnDisconnect(reply, options.inFlight, handled, (clientLeft) =>
       options.recordClosed(request, reply, clientLeft),
     );
