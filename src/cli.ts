@@ -437,11 +437,15 @@ async function main(argv: string[]): Promise<void> {
       return;
     default: {
       // `tollgate --port 9000 serve`: only --config may come before the command.
-      const named = args.find((argument) => COMMANDS_WITH_HELP.has(argument));
-      if (command.startsWith("-") && named !== undefined)
+      const at = args.findIndex((argument) => COMMANDS_WITH_HELP.has(argument));
+      if (command.startsWith("-") && at >= 0) {
+        // `tollgate --account acme keys list` goes after `keys list`, the subcommand included.
+        const sub = args[at + 1];
+        const named = sub === undefined || sub.startsWith("-") ? args[at] : `${args[at]} ${sub}`;
         throw new CliError(
           `'${command}' goes after the command: tollgate ${named} ${command} ... (only --config may come before it)`,
         );
+      }
       throw new CliError(`unknown command '${command}'\n\n${USAGE}`);
     }
   }

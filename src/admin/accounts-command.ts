@@ -31,7 +31,7 @@ export interface AccountsCommandOptions {
  * it needs no store, so the CLI calls it before opening one.
  */
 export function writeAccountsHelp(argv: readonly string[], out: OutputSink): boolean {
-  return writeSubcommandHelp({ usage: USAGE, argv, out });
+  return writeSubcommandHelp({ group: "accounts", usage: USAGE, argv, out });
 }
 
 /**

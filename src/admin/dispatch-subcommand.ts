@@ -24,10 +24,12 @@ export async function dispatchSubcommand(options: {
   const usageLines = listUsageLines(options.usage);
   if (subcommand === undefined) throw new CliError(["Missing subcommand.", ...usageLines].join("\n"));
   const handler = Object.hasOwn(options.handlers, subcommand) ? options.handlers[subcommand] : undefined;
-  if (handler === undefined) {
-    throw new CliError([`Unknown subcommand '${options.group} ${subcommand}'.`, ...usageLines].join("\n"));
-  }
+  if (handler === undefined) throw unknownSubcommand(options.group, subcommand, options.usage);
   await handler(options.argv.slice(1));
+}
+
+function unknownSubcommand(group: string, subcommand: string, usage: SubcommandUsage): CliError {
+  return new CliError([`Unknown subcommand '${group} ${subcommand}'.`, ...listUsageLines(usage)].join("\n"));
 }
 
 /**
@@ -37,6 +39,7 @@ export async function dispatchSubcommand(options: {
  * help before it loads the config or opens the store.
  */
 export function writeSubcommandHelp(options: {
+  group: string;
   usage: SubcommandUsage;
   argv: readonly string[];
   out: OutputSink;
@@ -52,9 +55,10 @@ export function writeSubcommandHelp(options: {
     for (const line of listUsageLines(options.usage)) options.out.write(line);
     return true;
   }
-  if (subcommand === undefined || !Object.hasOwn(options.usage, subcommand) || !isHelpRequested(rest)) {
-    return false;
-  }
+  if (subcommand === undefined || !isHelpRequested(rest)) return false;
+  // `keys rotate --help`: refused here, before the config is read or the store opened.
+  if (!Object.hasOwn(options.usage, subcommand))
+    throw unknownSubcommand(options.group, subcommand, options.usage);
   options.out.write(`Usage: ${options.usage[subcommand]}`);
   return true;
 }

@@ -42,7 +42,7 @@ export interface KeysCommandOptions {
  * needs no store, so the CLI calls it before opening one.
  */
 export function writeKeysHelp(argv: readonly string[], out: OutputSink): boolean {
-  return writeSubcommandHelp({ usage: USAGE, argv, out });
+  return writeSubcommandHelp({ group: "keys", usage: USAGE, argv, out });
 }
 
 /**

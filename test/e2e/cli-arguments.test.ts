@@ -103,6 +103,14 @@ describe("an option before the command", () => {
     expect(code).toBe(1);
   });
 
+  it("names the subcommand too, for a command group", () => {
+    const { code, stderr } = runCli("--account", "acme", "keys", "list");
+    expect(stderr).toBe(
+      "tollgate: '--account' goes after the command: tollgate keys list --account ... (only --config may come before it)\n",
+    );
+    expect(code).toBe(1);
+  });
+
   it("is an unknown command where no command follows", () => {
     const { code, stderr } = runCli("--port", "9000");
     expect(stderr).toContain("unknown command '--port'");
