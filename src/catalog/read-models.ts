@@ -121,7 +121,14 @@ function readId(issues: ConfigIssues, path: ConfigPath, value: unknown): string 
     );
     return undefined;
   }
-  return readString(issues, path, value, { example: '"qwen2.5-0.5b-instruct"' });
+  const id = readString(issues, path, value, { example: '"qwen2.5-0.5b-instruct"' });
+  // Keys list their models trimmed (`--models "a, b"`): " lead" would be a model no key could
+  // be limited to, and a key given it would be given "lead", another model, instead.
+  if (id !== undefined && id.trim() !== id) {
+    issues.add(path, `must not begin or end with whitespace; write ${JSON.stringify(id.trim())}`);
+    return undefined;
+  }
+  return id;
 }
 
 function readPricing(

@@ -739,6 +739,25 @@ models:
     ]);
   });
 
+  it("rejects an id that begins or ends with whitespace, which a key's model list would trim into another", async () => {
+    expect(
+      await problemsOfFile(`models:
+  - id: " lead"
+    pricing: { input_per_million: "1", output_per_million: "2" }
+    engine: { type: openai, endpoints: [ { base_url: "http://127.0.0.1:9/v1" } ], model: lead }
+  - id: "trail\\t"
+    pricing: { input_per_million: "1", output_per_million: "2" }
+    engine: { type: openai, endpoints: [ { base_url: "http://127.0.0.1:9/v1" } ], model: trail }
+  - id: "with space"
+    pricing: { input_per_million: "1", output_per_million: "2" }
+    engine: { type: openai, endpoints: [ { base_url: "http://127.0.0.1:9/v1" } ], model: inner }
+`),
+    ).toEqual([
+      'models[0].id: must not begin or end with whitespace; write "lead"',
+      'models[1].id: must not begin or end with whitespace; write "trail"',
+    ]);
+  });
+
   it("takes the hf: scheme in any case", async () => {
     await folder.write(
       "tollgate.yaml",
