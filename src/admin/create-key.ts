@@ -5,6 +5,7 @@ import type { ApiKeyRecord, KeyRole, Store } from "../store/store.ts";
 import { AdminError } from "./admin-error.ts";
 import { hasMoreCharactersThan } from "./count-characters.ts";
 import { hideKeySecrets } from "./read-key-reference.ts";
+import { showControlCharacters } from "./show-control-characters.ts";
 
 /** The settings of a new key. */
 export interface CreateKeyInput {
@@ -126,10 +127,25 @@ function requireKnownModels(models: readonly string[], known: readonly string[])
       ? ` Did you mean '${suggestion}'?`
       : known.length === 0
         ? " The catalogue has no models."
-        : ` The catalogue has: ${known.join(", ")}.`;
-  throw new AdminError("invalid_value", `No model '${unknown}' in the catalogue.${hint}`, {
-    field: "models",
-  });
+        : ` The catalogue has: ${listSome(known)}.`;
+  throw new AdminError(
+    "invalid_value",
+    `No model '${showControlCharacters(unknown)}' in the catalogue.${hint}`,
+    {
+      field: "models",
+    },
+  );
+}
+
+/** Catalogue ids listed in an error at most: a catalogue of thousands made a 30 KB message. */
+const LISTED_IDS = 20;
+
+/** The first {@link LISTED_IDS} of `ids`, and how many more there are. */
+function listSome(ids: readonly string[]): string {
+  const listed = ids.slice(0, LISTED_IDS).map(showControlCharacters).join(", ");
+  return ids.length <= LISTED_IDS
+    ? listed
+    : `${listed} and ${ids.length - LISTED_IDS} more (see GET /v1/models or \`tollgate models list\`)`;
 }
 
 function validateLimit(field: "rpm" | "tpm", value: number | undefined): void {

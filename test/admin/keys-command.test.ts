@@ -144,6 +144,24 @@ describe("keys create", () => {
   });
 });
 
+describe("keys create with a model a large catalogue lacks", () => {
+  it("lists the first 20 ids, says how many more, and shows control characters escaped", async () => {
+    const account = await store.getAccountByName("acme");
+    const knownModels = Array.from({ length: 25 }, (_, index) => `model-${index}\u001b[2J`);
+    const refused = createStoredKey(
+      store,
+      { role: "user", accountId: account?.id, allowedModels: ["zzz\u001b]0;x\u0007"] },
+      { knownModels },
+    );
+    await expect(refused).rejects.toThrow(
+      `No model 'zzz\\u001b]0;x\\u0007' in the catalogue. The catalogue has: ${knownModels
+        .slice(0, 20)
+        .map((id) => id.replace("\u001b", "\\u001b"))
+        .join(", ")} and 5 more (see GET /v1/models or \`tollgate models list\`).`,
+    );
+  });
+});
+
 describe("keys --help", () => {
   it("prints the subcommand's usage wherever it stands, and creates nothing", async () => {
     expect(await run("create", "--help")).toEqual([
