@@ -8,8 +8,8 @@ import { createEndpointBalancer } from "./create-endpoint-balancer.ts";
 import { createStallWatchdog } from "./create-stall-watchdog.ts";
 import { createUpstreamEndpoint } from "./create-upstream-endpoint.ts";
 import { countPromptTokens } from "./estimate-prompt-tokens.ts";
-import { runUpstreamChat } from "./run-upstream-chat.ts";
-import { runWithFallbacks } from "./run-with-fallbacks.ts";
+import { runUpstreamChat, type WaitBudget } from "./run-upstream-chat.ts";
+import { anyCanServe, type FallbackPlace, runWithFallbacks } from "./run-with-fallbacks.ts";
 import { closingError } from "./start-upstream-attempt.ts";
 import type { UpstreamCall } from "./start-upstream-call.ts";
 import { resolveUpstreamSettings, type UpstreamSettings, type UpstreamTuning } from "./upstream-settings.ts";
@@ -31,10 +31,21 @@ export interface OpenAiEngineOptions {
 const silentLogger: EngineLogger = { info: () => {}, warn: () => {}, error: () => {} };
 
 /**
- * Engines of this kind, prepared without their fallbacks: a model that serves as a fallback only
- * tries its own endpoints, so fallbacks never chain and never loop.
+ * How a request runs on a model that serves as another's fallback: where it stands in the chain,
+ * and the pausing budget it shares with the primary and the other fallbacks.
  */
-const preparersWithoutFallbacks = new WeakMap<ChatEngine, (request: ChatRequest) => Promise<PreparedChat>>();
+interface FallbackRun extends FallbackPlace {
+  waitBudget: WaitBudget;
+}
+
+/**
+ * Engines of this kind, prepared as a fallback, without their own fallbacks: a model that serves
+ * as a fallback only tries its own endpoints, so fallbacks never chain and never loop.
+ */
+const preparersAsFallback = new WeakMap<
+  ChatEngine,
+  (request: ChatRequest, run: FallbackRun) => Promise<PreparedChat>
+>();
 
 /**
  * The upstream engine: a catalogue model served by OpenAI-compatible servers over HTTP.
@@ -86,7 +97,7 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
   const prepare = async (
     request: ChatRequest,
     prepareOptions: PrepareOptions,
-    useFallbacks: boolean,
+    asFallback: FallbackRun | undefined,
   ): Promise<PreparedChat> => {
     if (closed) {
       throw new AppError("model_unavailable", `The model '${model.id}' is shutting down. Please retry.`, {
@@ -122,16 +133,13 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
       return text;
     };
     const fallbacks =
-      useFallbacks && options.resolveEngine !== undefined
+      asFallback === undefined && options.resolveEngine !== undefined
         ? config.fallbacks.filter((id) => prepareOptions.mayServe?.(id) ?? true)
         : [];
     const resolveEngine = options.resolveEngine ?? (() => undefined);
-    // As runWithFallbacks sees them: a fallback that is there and not unavailable may serve.
-    const canFallBack = () =>
-      fallbacks.some((id) => {
-        const fallback = resolveEngine(id);
-        return fallback !== undefined && fallback.status() !== "unavailable";
-      });
+    const canFallBack =
+      asFallback?.canFallBack ??
+      (fallbacks.length === 0 ? undefined : () => anyCanServe(fallbacks, resolveEngine));
     let servedBy: string | undefined;
     return {
       promptTokens,
@@ -142,6 +150,7 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
       servedBy: () => servedBy,
       run(signal) {
         servedBy = undefined;
+        const waitBudget = asFallback?.waitBudget ?? { remainingMs: settings.maxRetryWaitMs };
         const primary = runUpstreamChat({
           modelId: model.id,
           balancer,
@@ -155,7 +164,8 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
           inFlight,
           logger,
           random: options.random,
-          canFallBack: fallbacks.length === 0 ? undefined : canFallBack,
+          canFallBack,
+          waitBudget,
           activeRuns,
         });
         if (fallbacks.length === 0) return primary;
@@ -164,8 +174,8 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
           primary,
           fallbacks,
           resolveEngine,
-          prepareFallback: (engine, fallbackRequest) =>
-            prepareFallbackWithin(engine, fallbackRequest, maxCompletionTokens),
+          prepareFallback: (engine, fallbackRequest, place) =>
+            prepareFallbackWithin(engine, fallbackRequest, maxCompletionTokens, { ...place, waitBudget }),
           request,
           signal,
           logger,
@@ -183,7 +193,7 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
     status(): ModelStatus {
       return closed || balancer.allCoolingDown() ? "unavailable" : "available";
     },
-    prepare: (request, prepareOptions = {}) => prepare(request, prepareOptions, true),
+    prepare: (request, prepareOptions = {}) => prepare(request, prepareOptions, undefined),
     // Upstream servers queue for themselves; what waits here waits for one of an endpoint's
     // `max_connections` (connection-slots.ts). A reload closes a replaced engine once this says
     // it runs nothing (server.ts), not after its longest bound.
@@ -201,7 +211,7 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
       await Promise.all(endpoints.map((endpoint) => endpoint.pool.destroy()));
     },
   };
-  preparersWithoutFallbacks.set(engine, (request) => prepare(request, {}, false));
+  preparersAsFallback.set(engine, (request, run) => prepare(request, {}, run));
   return engine;
 }
 
@@ -230,14 +240,18 @@ function shapeBody(
 /**
  * Prepares `request` on a fallback engine, without its own fallbacks, held to the completion
  * bound the reservation was priced at: a fallback whose own bound is larger (a longer context, or
- * none and so `defaultMaxCompletionTokens`) is prepared again with that bound as `max_tokens`.
+ * none and so `defaultMaxCompletionTokens`) is prepared again with that bound as `max_tokens`. An
+ * upstream fallback runs as `run` says (its place in the chain, the shared pausing budget).
  */
 async function prepareFallbackWithin(
   engine: ChatEngine,
   request: ChatRequest,
   maxCompletionTokens: number,
+  run: FallbackRun,
 ): Promise<PreparedChat> {
-  const prepareWithoutFallbacks = preparersWithoutFallbacks.get(engine) ?? ((value) => engine.prepare(value));
+  const prepareAsFallback = preparersAsFallback.get(engine);
+  const prepareWithoutFallbacks = (value: ChatRequest) =>
+    prepareAsFallback === undefined ? engine.prepare(value) : prepareAsFallback(value, run);
   const prepared = await prepareWithoutFallbacks(request);
   if (prepared.maxCompletionTokens <= maxCompletionTokens) return prepared;
   return prepareWithoutFallbacks({ ...request, maxTokens: maxCompletionTokens });

@@ -6,6 +6,14 @@ import type { UpstreamEndpoint } from "./create-upstream-endpoint.ts";
 import { type AttemptContext, closingError, startUpstreamAttempt } from "./start-upstream-attempt.ts";
 import type { UpstreamFailure } from "./upstream-failure.ts";
 
+/**
+ * What a request may still pause for endpoints, in ms: one budget of `maxRetryWaitMs` for the
+ * model asked for and all its fallbacks, so that a chain of fallbacks does not wait longer.
+ */
+export interface WaitBudget {
+  remainingMs: number;
+}
+
 /** Everything one prepared request needs to run against a model's endpoints. */
 export interface UpstreamRunOptions extends AttemptContext {
   /** Source of jitter in [0, 1). Default `Math.random`. */
@@ -15,6 +23,11 @@ export interface UpstreamRunOptions extends AttemptContext {
    * that are resting (cooldown, `retry-after`). Default: none could.
    */
   canFallBack?: (() => boolean) | undefined;
+  /**
+   * The request's budget for pausing, shared with its fallbacks and spent by each pause. Default:
+   * a budget of this run's own, `maxRetryWaitMs`.
+   */
+  waitBudget?: WaitBudget | undefined;
   /** The engine's count of runs under way (from the first part asked for to the last). */
   activeRuns?: { count: number } | undefined;
 }
@@ -28,7 +41,8 @@ export interface UpstreamRunOptions extends AttemptContext {
  * exponential backoff with jitter, or the time until a resting endpoint is back, plus jitter) on
  * whichever is usable then. Waiting for endpoints that all rest when the request comes is such a
  * pause too. When the retries are spent, or the pauses would add up to more than
- * `maxRetryWaitMs`, or every endpoint is resting while a fallback model could serve the request,
+ * `maxRetryWaitMs` (counting those of the request's other runs sharing `waitBudget`: the primary
+ * and its fallbacks), or every endpoint is resting while a fallback model could serve the request,
  * the last failure is thrown as an AppError (the caller then tries the fallbacks). An attempt
  * still waiting for a connection when its endpoint begins to rest goes elsewhere, and an endpoint
  * that refuses `stream_options` is asked again at once without it: neither costs a retry. After the first part, a failure ends the stream with an `error` part. Every
@@ -50,8 +64,9 @@ export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenera
     let retries = 0;
     /** Pauses so far: each backs off longer than the one before. */
     let pauses = 0;
-    /** Milliseconds paused so far, for backoff or resting endpoints. */
+    /** Milliseconds paused so far by this run, for backoff or resting endpoints. */
     let waited = 0;
+    const budget = options.waitBudget ?? { remainingMs: settings.maxRetryWaitMs };
     /** Whether a fallback should serve the request now rather than it wait `restingMs` for an endpoint. */
     const fallBackNow = (restingMs: number): boolean => restingMs > 0 && options.canFallBack?.() === true;
     /**
@@ -59,7 +74,7 @@ export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenera
      * (0: one is usable), or `undefined` when it would take the request past `maxRetryWaitMs`.
      */
     const planPause = (restingMs: number): number | undefined => {
-      const left = settings.maxRetryWaitMs - waited;
+      const left = Math.min(settings.maxRetryWaitMs - waited, budget.remainingMs);
       const delay = computeRetryDelay({
         retry: pauses + 1,
         baseMs: settings.retryBaseDelayMs,
@@ -73,6 +88,7 @@ export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenera
     const takePause = async (delay: number): Promise<void> => {
       pauses++;
       waited += delay;
+      budget.remainingMs -= delay;
       await pause(delay, signal, closeSignal);
     };
     for (;;) {

@@ -2,6 +2,16 @@ import { isAppError } from "../../errors/app-error.ts";
 import type { EngineLogger } from "../create-engine.ts";
 import type { ChatEngine, ChatRequest, PartBatch, PreparedChat } from "../engine.ts";
 
+/** Where a fallback stands in the chain, for how it runs. */
+export interface FallbackPlace {
+  /**
+   * Whether a fallback after this one could serve the request now: then this one does not wait
+   * for endpoints that are resting but fails, and the next is tried at once. Only the last that
+   * could serve may wait.
+   */
+  canFallBack: () => boolean;
+}
+
 /** What {@link runWithFallbacks} needs. */
 export interface FallbackRunOptions {
   modelId: string;
@@ -11,7 +21,7 @@ export interface FallbackRunOptions {
   fallbacks: readonly string[];
   resolveEngine: (id: string) => ChatEngine | undefined;
   /** Prepares a request on a fallback engine without its own fallbacks (no chains, no cycles). */
-  prepareFallback: (engine: ChatEngine, request: ChatRequest) => Promise<PreparedChat>;
+  prepareFallback: (engine: ChatEngine, request: ChatRequest, place: FallbackPlace) => Promise<PreparedChat>;
   request: ChatRequest;
   signal: AbortSignal;
   logger: EngineLogger;
@@ -25,7 +35,9 @@ export interface FallbackRunOptions {
  * one starts. A fallback that is unavailable, cannot take the request (its context is smaller, its
  * queue is full) or fails before its first part is skipped; when none starts, the primary's error
  * is thrown. Errors that are the request's fault (400s) are never retried elsewhere. Only the
- * model's own `fallbacks` are tried: a fallback's fallbacks are not (no chains, no cycles).
+ * model's own `fallbacks` are tried: a fallback's fallbacks are not (no chains, no cycles). A
+ * fallback followed by one that could serve does not wait for its resting endpoints
+ * ({@link FallbackPlace}).
  */
 export async function* runWithFallbacks(options: FallbackRunOptions): AsyncGenerator<PartBatch> {
   const primary = options.primary[Symbol.asyncIterator]();
@@ -58,8 +70,22 @@ async function* passOn(first: PartBatch, run: AsyncIterator<PartBatch>): AsyncGe
   }
 }
 
+/**
+ * Whether one of `ids` could serve a request now, as {@link runWithFallbacks} sees them: a model
+ * that is there and not unavailable.
+ */
+export function anyCanServe(
+  ids: readonly string[],
+  resolveEngine: (id: string) => ChatEngine | undefined,
+): boolean {
+  return ids.some((id) => {
+    const engine = resolveEngine(id);
+    return engine !== undefined && engine.status() !== "unavailable";
+  });
+}
+
 async function* runFallbacks(options: FallbackRunOptions, primaryError: Error): AsyncGenerator<PartBatch> {
-  for (const id of options.fallbacks) {
+  for (const [index, id] of options.fallbacks.entries()) {
     if (options.signal.aborted) break;
     const engine = options.resolveEngine(id);
     if (engine === undefined || engine.status() === "unavailable") {
@@ -69,7 +95,9 @@ async function* runFallbacks(options: FallbackRunOptions, primaryError: Error): 
     let run: AsyncIterator<PartBatch>;
     let first: IteratorResult<PartBatch>;
     try {
-      const prepared = await options.prepareFallback(engine, options.request);
+      const later = options.fallbacks.slice(index + 1);
+      const place: FallbackPlace = { canFallBack: () => anyCanServe(later, options.resolveEngine) };
+      const prepared = await options.prepareFallback(engine, options.request, place);
       run = prepared.run(options.signal)[Symbol.asyncIterator]();
       first = await run.next();
     } catch (error) {

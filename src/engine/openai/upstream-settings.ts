@@ -16,9 +16,10 @@ export interface UpstreamSettings {
   /** Longest backoff pause, in ms. Default 4 s. */
   retryMaxDelayMs: number;
   /**
-   * Longest time a request pauses for its endpoints in all (backoff, `retry-after`, cooldowns)
-   * before it gives up on them and tries the fallbacks, in ms. Default 10 s. (With a fallback
-   * that could serve, a request does not wait for resting endpoints at all.)
+   * Longest time a request pauses for endpoints in all (backoff, `retry-after`, cooldowns), in
+   * ms: the pauses on the model's own endpoints and on its fallbacks' add up to this at most (the
+   * model asked for sets it). Default 10 s. (With a fallback, or a further fallback, that could
+   * serve, a request does not wait for resting endpoints at all.)
    */
   maxRetryWaitMs: number;
   /** Failures in a row that put an endpoint in cooldown. Default 3. */
