@@ -8,6 +8,7 @@ import { buildApp } from "../../src/api/build-app.ts";
 import { AppError } from "../../src/errors/app-error.ts";
 import { MAX_JSON_DEPTH } from "../../src/json/check-json-depth.ts";
 import { ModelRegistry } from "../../src/models/model-registry.ts";
+import { acceptOneKey } from "./accept-one-key.ts";
 
 const REQUEST_TIMEOUT_MS = 400;
 const HEADERS_TIMEOUT_MS = 200;
@@ -19,17 +20,7 @@ let port: number;
 beforeAll(async () => {
   app = buildApp({
     registry: new ModelRegistry([], () => undefined),
-    authenticate: async (authorization) => {
-      if (authorization !== "Bearer good") throw new AppError("invalid_api_key", "Not a key.");
-      return {
-        publicId: "good",
-        accountId: undefined,
-        role: "user",
-        allowedModels: [],
-        rpm: undefined,
-        tpm: undefined,
-      };
-    },
+    authenticate: acceptOneKey,
     requestTimeoutMs: REQUEST_TIMEOUT_MS,
     headersTimeoutMs: HEADERS_TIMEOUT_MS,
   });

@@ -10,8 +10,8 @@ import type { FastifyInstance } from "fastify";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildApp, CLIENT_CLOSED_STATUS } from "../../src/api/build-app.ts";
-import { AppError } from "../../src/errors/app-error.ts";
 import { ModelRegistry } from "../../src/models/model-registry.ts";
+import { acceptOneKey } from "./accept-one-key.ts";
 
 const REQUEST_TIMEOUT_MS = 400;
 
@@ -24,17 +24,7 @@ beforeAll(async () => {
   app = buildApp({
     registry: new ModelRegistry([], () => undefined),
     logger,
-    authenticate: async (authorization) => {
-      if (authorization !== "Bearer good") throw new AppError("invalid_api_key", "Not a key.");
-      return {
-        publicId: "good",
-        accountId: undefined,
-        role: "user",
-        allowedModels: [],
-        rpm: undefined,
-        tpm: undefined,
-      };
-    },
+    authenticate: acceptOneKey,
     requestTimeoutMs: REQUEST_TIMEOUT_MS,
     headersTimeoutMs: 200,
   });
@@ -72,7 +62,7 @@ async function requestLines(): Promise<Record<string, unknown>[]> {
 }
 
 async function requestCount(status: number): Promise<number> {
-  const metrics = (await app.inject("/metrics")).body;
+  const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
   let count = 0;
   for (const line of metrics.split("\n"))
     if (line.startsWith("tollgate_requests_total{") && line.includes(`status="${status}"`))
