@@ -56,6 +56,8 @@ and --help (or -h) anywhere for its usage.`;
 
 /** The commands that answer `--help` with their own usage. */
 const COMMANDS_WITH_HELP = new Set(["serve", "accounts", "keys", "usage", "audit", "models"]);
+/** Those of them that take a subcommand (`keys list`). */
+const COMMAND_GROUPS = new Set(["accounts", "keys", "models"]);
 
 const SERVE_USAGE = "tollgate serve [--config FILE] [--host H] [--port N]";
 
@@ -440,8 +442,9 @@ async function main(argv: string[]): Promise<void> {
       const at = args.findIndex((argument) => COMMANDS_WITH_HELP.has(argument));
       if (command.startsWith("-") && at >= 0) {
         // `tollgate --account acme keys list` goes after `keys list`, the subcommand included.
-        const sub = args[at + 1];
-        const named = sub === undefined || sub.startsWith("-") ? args[at] : `${args[at]} ${sub}`;
+        const [name = "", sub] = args.slice(at);
+        const named =
+          sub === undefined || sub.startsWith("-") || !COMMAND_GROUPS.has(name) ? name : `${name} ${sub}`;
         throw new CliError(
           `'${command}' goes after the command: tollgate ${named} ${command} ... (only --config may come before it)`,
         );

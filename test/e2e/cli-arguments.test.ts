@@ -111,6 +111,13 @@ describe("an option before the command", () => {
     expect(code).toBe(1);
   });
 
+  it("names no subcommand for a command that takes none", () => {
+    const { stderr } = runCli("--since", "2025-01-01", "usage", "extra");
+    expect(stderr).toBe(
+      "tollgate: '--since' goes after the command: tollgate usage --since ... (only --config may come before it)\n",
+    );
+  });
+
   it("is an unknown command where no command follows", () => {
     const { code, stderr } = runCli("--port", "9000");
     expect(stderr).toContain("unknown command '--port'");
