@@ -35,8 +35,9 @@ function unknownSubcommand(group: string, subcommand: string, usage: SubcommandU
 /**
  * Writes the usage that `argv` (what follows the group name) asks for, and returns whether it
  * did: `help`, `--help` or `-h` as the subcommand gets the group's usage (or, followed by a known
- * subcommand, that subcommand's), `--help` or `-h` after a known subcommand that subcommand's. It reads nothing but the arguments, so the CLI answers
- * help before it loads the config or opens the store.
+ * subcommand, that subcommand's), `--help` or `-h` after a known subcommand that subcommand's;
+ * after an unknown one, it throws the unknown subcommand's {@link CliError}. It reads nothing but
+ * the arguments, so the CLI answers help before it loads the config or opens the store.
  */
 export function writeSubcommandHelp(options: {
   group: string;
