@@ -345,14 +345,7 @@ describe("a body over the limit", () => {
   it("is answered 413 on a connection that stays open to take the rest of the body (no reset)", async () => {
     const small = buildApp({
       registry: new ModelRegistry([], () => undefined),
-      authenticate: async () => ({
-        publicId: "good",
-        accountId: undefined,
-        role: "user",
-        allowedModels: [],
-        rpm: undefined,
-        tpm: undefined,
-      }),
+      authenticate: acceptOneKey,
       bodyLimitBytes: 1024,
     });
     await small.listen({ host: "127.0.0.1", port: 0 });
