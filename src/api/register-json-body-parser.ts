@@ -1,3 +1,4 @@
+import { isUtf8 } from "node:buffer";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { AppError } from "../errors/app-error.ts";
 import { exceedsJsonDepth, MAX_JSON_DEPTH } from "../json/check-json-depth.ts";
@@ -18,10 +19,11 @@ const CHARSET_PARAMETER = /;\s*charset\s*=\s*(?:"([^"]*)"|([^;\s]*))/i;
 
 /**
  * Registers the one JSON body parser, in two halves. The common content types (no charset, or
- * UTF-8) keep Fastify's own string reading, as fast as it is. Any other `application/json; ...`
- * is read as bytes and decoded with the charset it declares when `TextDecoder` knows it
- * (latin1, windows-1252, UTF-16, Shift_JIS, ...): read as UTF-8, its non-ASCII text would be
- * corrupted without a word. A charset it does not know is refused, naming it.
+ * UTF-8) are checked to be UTF-8 (RFC 8259 8.1) and read as such. Any other `application/json; ...`
+ * is decoded with the charset it declares when `TextDecoder` knows it (latin1, windows-1252,
+ * UTF-16, Shift_JIS, ...): read as UTF-8, its non-ASCII text would be corrupted without a word.
+ * A charset it does not know is refused, naming it; so are bytes that the charset cannot decode:
+ * replaced by U+FFFD, they would reach the model (and its bill) altered without a word.
  *
  * Both are registered as regular expressions, which Fastify consults only when no parser has
  * the bare media type; it remembers which parser a content type gets, so the common path costs
@@ -47,21 +49,35 @@ export function registerJsonBodyParser(app: FastifyInstance): void {
       );
       return;
     }
+    if (text === INVALID) {
+      done(notEncodedAs(charset ?? "utf-8"), undefined);
+      return;
+    }
     parseJsonText(request, text, done);
   });
-  app.addContentTypeParser(UTF8_JSON, { parseAs: "string" }, (request, body, done) => {
+  app.addContentTypeParser(UTF8_JSON, { parseAs: "buffer" }, (request, body, done) => {
     if (skipsBody(request, done)) return;
     const refusal = refuseContentEncoding(request);
     if (refusal !== undefined) {
       done(refusal, undefined);
       return;
     }
-    parseJsonText(
-      request,
-      withoutByteOrderMark(typeof body === "string" ? body : body.toString("utf8")),
-      done,
-    );
+    const bytes = body as Buffer;
+    if (!isUtf8(bytes)) {
+      done(notEncodedAs("UTF-8"), undefined);
+      return;
+    }
+    parseJsonText(request, withoutByteOrderMark(bytes.toString("utf8")), done);
   });
+}
+
+/** The refusal of a body with bytes that its charset (`charset`, as the client named it) cannot decode. */
+function notEncodedAs(charset: string): AppError {
+  const named = /^utf-?8$/i.test(charset) ? "UTF-8" : `'${charset.slice(0, 64)}'`;
+  return new AppError(
+    "invalid_json",
+    `The request body holds bytes that are not valid ${named}; send the JSON as UTF-8 text, or name the charset it is written in ('Content-Type: application/json; charset=...').`,
+  );
 }
 
 /**
@@ -91,16 +107,25 @@ export function readCharset(contentType: string | undefined): string | undefined
   return match[1] ?? match[2];
 }
 
+/** What {@link decode} answers for bytes that the encoding cannot decode. */
+const INVALID = Symbol("invalid");
+
 /**
- * `bytes` decoded as the WHATWG encoding `label` names (a byte order mark dropped, bytes that
- * encode nothing replaced by U+FFFD, as the UTF-8 path does), or `undefined` for a label that
- * names none `TextDecoder` knows.
+ * `bytes` decoded as the WHATWG encoding `label` names (a byte order mark dropped), `INVALID`
+ * when some of them encode nothing in it, or `undefined` for a label that names none
+ * `TextDecoder` knows.
  */
-function decode(bytes: Uint8Array, label: string): string | undefined {
+function decode(bytes: Uint8Array, label: string): string | typeof INVALID | undefined {
+  let decoder: InstanceType<typeof TextDecoder>;
   try {
-    return new TextDecoder(label).decode(bytes);
+    decoder = new TextDecoder(label, { fatal: true });
   } catch {
     return undefined;
+  }
+  try {
+    return decoder.decode(bytes);
+  } catch {
+    return INVALID;
   }
 }
 

@@ -127,6 +127,55 @@ describe("a JSON body with a declared charset", () => {
     }
   });
 
+  it("is refused when its bytes are not valid in its charset, not read with U+FFFD in their place", async () => {
+    const invalidUtf8 = Buffer.concat([
+      Buffer.from('{"text":"bad '),
+      Buffer.from([0xff, 0xfe]),
+      Buffer.from(' x"}'),
+    ]);
+    // A UTF-8 sequence cut short, an overlong encoding, an encoded surrogate.
+    const alsoInvalid = [
+      Buffer.from([0xe6, 0x97]),
+      Buffer.from([0xc0, 0xaf]),
+      Buffer.from([0xed, 0xa0, 0x80]),
+    ].map((bytes) => Buffer.concat([Buffer.from('{"text":"'), bytes, Buffer.from('"}')]));
+    for (const contentType of [
+      "application/json",
+      "application/json; charset=utf-8",
+      "application/json; version=2",
+    ]) {
+      for (const body of [invalidUtf8, ...alsoInvalid]) {
+        expect(await post(contentType, body), contentType).toEqual({
+          status: 400,
+          body: {
+            error: {
+              message:
+                "The request body holds bytes that are not valid UTF-8; send the JSON as UTF-8 text, or name the charset it is written in ('Content-Type: application/json; charset=...').",
+              type: "invalid_request_error",
+              param: null,
+              code: "invalid_json",
+            },
+          },
+        });
+      }
+    }
+    // UTF-16 with half a surrogate pair.
+    const loneSurrogate = Buffer.concat([
+      Buffer.from('{"text":"', "utf16le"),
+      Buffer.from([0x3d, 0xd8]),
+      Buffer.from('"}', "utf16le"),
+    ]);
+    expect(await post("application/json; charset=utf-16le", loneSurrogate)).toMatchObject({
+      status: 400,
+      body: { error: { code: "invalid_json", message: expect.stringContaining("not valid 'utf-16le'") } },
+    });
+    // A replacement character the client sent is text like any other.
+    expect(await post("application/json", Buffer.from('{"text":"\uFFFD �"}'))).toEqual({
+      status: 200,
+      body: { body: { text: "� �" } },
+    });
+  });
+
   it("still refuses a compressed body, and invalid JSON, whatever its charset", async () => {
     const compressed = await post("application/json; charset=latin1", Buffer.from("{}"), {
       "content-encoding": "gzip",
