@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { DatabaseSync } from "node:sqlite";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { openStore } from "../../src/store/open-store.ts";
@@ -324,6 +325,24 @@ describe("SQLite reservations held in memory by the server that owns the file", 
     expect(await owner.getAccountBalance(account.id)).toEqual({ balanceNano: 100n, reservedNano: 70n });
     expect(readFile(url)).toEqual({ reservations: 0, reservedNano: [0n], usage: 0 });
     expect(await owner.getAccountMoney("no-such-account")).toBeUndefined();
+  });
+
+  it("answers a credit with the account's money as the reads tell it, what it holds included", async () => {
+    const account = makeAccount({ name: "credited", balanceNano: 100n });
+    await owner.insertAccount(account);
+    await owner.reserve(makeReservation({ accountId: account.id, amountNano: 70n }));
+    const credit = {
+      id: randomUUID(),
+      accountId: account.id,
+      amountNano: 50n,
+      note: undefined,
+      createdAt: new Date(),
+    };
+    const money = { balanceNano: 150n, reservedNano: 70n, spentNano: 0n };
+    expect(await owner.credit(credit)).toEqual({ outcome: "credited", money });
+    expect(await owner.credit(credit)).toEqual({ outcome: "already_credited", money });
+    expect(await owner.getAccountMoney(account.id)).toEqual(money);
+    expect(readFile(url)).toEqual({ reservations: 0, reservedNano: [0n], usage: 0 });
   });
 
   it("takes an id again once a release deleted its row", async () => {

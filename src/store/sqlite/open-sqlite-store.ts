@@ -258,6 +258,13 @@ function createStore(
           return heldNano === 0n ? account : { ...account, reservedNano: account.reservedNano + heldNano };
         });
       }),
+    // Its answer shows the account's money as the reads above do, with what is held here.
+    credit: async (credit) => {
+      const result = await store.credit(credit);
+      if (!("money" in result)) return result;
+      const reservedNano = result.money.reservedNano + billing.heldFor(credit.accountId);
+      return { ...result, money: { ...result.money, reservedNano } };
+    },
     audit: afterWritingHeld(store.audit),
   };
 }
