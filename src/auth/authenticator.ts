@@ -98,6 +98,28 @@ export function createAuthenticator(options: AuthenticatorOptions): Authenticato
     return lookup;
   }
 
+  function isRevokedOrExpired(key: CachedKey): boolean {
+    return key.revoked || (key.expiresAt !== undefined && key.expiresAt <= now());
+  }
+
+  /**
+   * Whether the configured admin key is also a key in the store (the admin key a first start
+   * printed, pasted into the config) that was revoked there or has expired: an operator who
+   * revokes a leaked key expects it refused. A store that cannot answer does not lock the
+   * configured key out: it is the way in when nothing else works.
+   */
+  async function isRevokedInStore(parsed: { publicId: string; secret: string }): Promise<boolean> {
+    let stored: CachedKey | undefined;
+    try {
+      stored = await lookUp(parsed.publicId);
+    } catch {
+      return false;
+    }
+    return (
+      stored !== undefined && verifySecret(parsed.secret, stored.secretHash) && isRevokedOrExpired(stored)
+    );
+  }
+
   return {
     async authenticate(authorizationHeader: string | undefined): Promise<AuthenticatedKey> {
       const token = readBearerToken(authorizationHeader);
@@ -107,9 +129,11 @@ export function createAuthenticator(options: AuthenticatorOptions): Authenticato
       // tells is only the configured key's public id, which is not secret.
       if (
         configuredAdmin !== undefined &&
-        (parsed === undefined || parsed.publicId === configuredAdmin.publicId)
+        (parsed === undefined || parsed.publicId === configuredAdmin.publicId) &&
+        verifySecret(token, configuredAdmin.digest)
       ) {
-        if (verifySecret(token, configuredAdmin.digest)) return configuredAdmin.key;
+        if (parsed === undefined || !(await isRevokedInStore(parsed))) return configuredAdmin.key;
+        throw new AppError("invalid_api_key", REVOKED_OR_EXPIRED);
       }
       if (parsed === undefined) throw new AppError("invalid_api_key", MALFORMED_KEY);
       const cached = await lookUp(parsed.publicId);
@@ -117,9 +141,7 @@ export function createAuthenticator(options: AuthenticatorOptions): Authenticato
         throw new AppError("invalid_api_key", INCORRECT_KEY);
       }
       // Only a caller holding the right secret learns that the key was revoked or has expired.
-      if (cached.revoked || (cached.expiresAt !== undefined && cached.expiresAt <= now())) {
-        throw new AppError("invalid_api_key", REVOKED_OR_EXPIRED);
-      }
+      if (isRevokedOrExpired(cached)) throw new AppError("invalid_api_key", REVOKED_OR_EXPIRED);
       return cached.key;
     },
 

@@ -163,6 +163,44 @@ describe("the configured admin key", () => {
     }
   });
 
+  it("is refused once revoked or expired in the store, when it is a stored key too", async () => {
+    const { key, publicId } = await insertKey({ role: "admin", accountId: undefined });
+    const auth = authenticator({ configuredAdminKey: key });
+    await expect(auth.authenticate(`Bearer ${key}`)).resolves.toMatchObject({ role: "admin", publicId });
+    await store.revokeApiKey(publicId, new Date(START));
+    clock.time += 1000;
+    const error = await rejection(auth.authenticate(`Bearer ${key}`));
+    expect(error.code).toBe("invalid_api_key");
+    expect(error.message).toContain("revoked or has expired");
+
+    const expiring = await insertKey({
+      role: "admin",
+      accountId: undefined,
+      expiresAt: new Date(START + 5000),
+    });
+    const expires = authenticator({ configuredAdminKey: expiring.key });
+    await expect(expires.authenticate(`Bearer ${expiring.key}`)).resolves.toMatchObject({ role: "admin" });
+    clock.time = START + 5000;
+    expect((await rejection(expires.authenticate(`Bearer ${expiring.key}`))).code).toBe("invalid_api_key");
+  });
+
+  it("is accepted when the store cannot answer, or holds another key under its public id", async () => {
+    const { key, publicId } = await insertKey({ role: "admin", accountId: undefined });
+    await store.revokeApiKey(publicId, new Date(START));
+    const failing = {
+      getApiKeyByPublicId: async () => {
+        throw new Error("the store is down");
+      },
+    };
+    const down = createAuthenticator({ store: failing, configuredAdminKey: key });
+    await expect(down.authenticate(`Bearer ${key}`)).resolves.toMatchObject({ role: "admin" });
+    // The same public id with another secret is another key: its revocation is not this one's.
+    const impostor = `${key.slice(0, key.lastIndexOf("-") + 1)}${"x".repeat(key.length - key.lastIndexOf("-") - 1)}`;
+    await expect(
+      authenticator({ configuredAdminKey: impostor }).authenticate(`Bearer ${impostor}`),
+    ).resolves.toMatchObject({ role: "admin", publicId });
+  });
+
   it("leaves stored keys working", async () => {
     const { key } = await insertKey();
     await expect(
