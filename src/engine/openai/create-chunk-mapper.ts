@@ -13,9 +13,9 @@ export interface ChunkMapper {
    */
   read(chunk: unknown, parts: StreamPart[], eventName?: string): UpstreamErrorBody | undefined;
   /**
-   * Ends the tool calls (the stream ended), appending to `parts` what is still owed: the calls held
-   * back, in order; a call that never got a name, with an empty one; and `{}` as the arguments of
-   * a call that got none.
+   * Ends the answer (the stream ended or broke), appending to `parts` what is still owed: a code
+   * unit held back (see {@link createChunkMapper}); the calls held back, in order; a call that
+   * never got a name, with an empty one; and `{}` as the arguments of a call that got none.
    */
   flush(parts: StreamPart[]): void;
   /** The upstream's `finish_reason`, once one came. */
@@ -53,6 +53,8 @@ interface ToolCallState {
   arguments: string;
   /** Whether the call's first delta went out: its later fragments then go out as they come. */
   sent: boolean;
+  /** A high surrogate its sent arguments ended with, held back for the next fragment (or ""). */
+  held: string;
 }
 
 /**
@@ -70,6 +72,12 @@ interface ToolCallState {
  * calls so) gets `{}`, as OpenAI sends it: a tool's arguments are always a JSON object. Arguments
  * that came are passed on as they are, valid JSON or not.
  *
+ * A text, refusal or arguments fragment that ends with a high surrogate (an upstream that splits a
+ * character outside the BMP, an emoji, between two deltas as escaped halves) has it held back and
+ * put before the next fragment of the same text or call: sent apart, each half would be a lone
+ * surrogate in its event's JSON, which the client cannot decode as UTF-8. What is held goes out at
+ * `flush`, so nothing is lost. Only what is sent is cut: the text kept for the estimate is whole.
+ *
  * An error the upstream sends is read with `secrets`, the endpoint's (see
  * create-upstream-endpoint.ts), removed from it: it may repeat the credentials it was sent.
  *
@@ -83,6 +91,9 @@ export function createChunkMapper(secrets: readonly string[]): ChunkMapper {
 class UpstreamChunkMapper implements ChunkMapper {
   readonly #secrets: readonly string[];
   readonly #texts: string[] = [];
+  /** The high surrogate the text sent so far ended with, held back (or ""); the same for the refusal. */
+  #heldText = "";
+  #heldRefusal = "";
   /**
    * Reasoning the upstream streamed beside the answer (vLLM's `reasoning_content`, Ollama's and
    * OpenRouter's `reasoning`, Mistral's `thinking` parts): never sent to the client, but generated
@@ -142,7 +153,7 @@ class UpstreamChunkMapper implements ChunkMapper {
         if (content !== "") {
           this.#texts.push(content);
           this.producedLength += content.length;
-          parts.push({ type: "text-delta", text: content });
+          this.#heldText = pushText(parts, "text-delta", this.#heldText + content);
         }
         for (const reasoning of [delta.reasoning_content, delta.reasoning]) {
           if (typeof reasoning === "string") this.#addReasoning(reasoning);
@@ -151,7 +162,7 @@ class UpstreamChunkMapper implements ChunkMapper {
         if (typeof delta.refusal === "string" && delta.refusal !== "") {
           this.#texts.push(delta.refusal);
           this.producedLength += delta.refusal.length;
-          parts.push({ type: "refusal-delta", text: delta.refusal });
+          this.#heldRefusal = pushText(parts, "refusal-delta", this.#heldRefusal + delta.refusal);
         }
         if (Array.isArray(delta.tool_calls)) {
           for (const call of delta.tool_calls as unknown[]) {
@@ -172,6 +183,12 @@ class UpstreamChunkMapper implements ChunkMapper {
   };
 
   flush(parts: StreamPart[]): void {
+    if (this.#heldText !== "") parts.push({ type: "text-delta", text: this.#heldText });
+    if (this.#heldRefusal !== "") parts.push({ type: "refusal-delta", text: this.#heldRefusal });
+    this.#heldText = this.#heldRefusal = "";
+    // A call that is over holds nothing unless the upstream sent more after its whole JSON.
+    for (let index = 0; index < this.#sendingIndex; index++)
+      releaseArguments(this.#calls[index] as ToolCallState, parts);
     for (let index = this.#sendingIndex; index < this.#calls.length; index++) {
       const call = this.#calls[index] as ToolCallState;
       if (!call.sent) {
@@ -179,6 +196,7 @@ class UpstreamChunkMapper implements ChunkMapper {
         if (call.name === undefined && call.arguments === "") continue;
         this.#send(call, call.name ?? "", parts);
       }
+      releaseArguments(call, parts);
       if (isBlank(call.arguments))
         parts.push({ type: "tool-call-delta", index: call.index, argumentsDelta: "{}" });
     }
@@ -201,6 +219,7 @@ class UpstreamChunkMapper implements ChunkMapper {
       name: undefined,
       arguments: "",
       sent: false,
+      held: "",
     };
     if (call.index > 0 && !this.#holding) this.#beginCall(call.index);
     this.#calls.push(call);
@@ -246,8 +265,7 @@ class UpstreamChunkMapper implements ChunkMapper {
     this.#lastCall = call;
     if (fragment !== "") call.arguments += fragment;
     if (call.sent) {
-      if (fragment !== "")
-        parts.push({ type: "tool-call-delta", index: call.index, argumentsDelta: fragment });
+      if (fragment !== "") pushArguments(call, fragment, parts);
       return;
     }
     if (id !== undefined) call.id = id;
@@ -262,9 +280,40 @@ class UpstreamChunkMapper implements ChunkMapper {
     // The first delta carries the id and name with no arguments, as OpenAI streams it (SPEC
     // section 4), even where the upstream sent the name and arguments together.
     parts.push({ type: "tool-call-delta", index: call.index, id: call.id, name, argumentsDelta: "" });
-    if (call.arguments !== "")
-      parts.push({ type: "tool-call-delta", index: call.index, argumentsDelta: call.arguments });
+    if (call.arguments !== "") pushArguments(call, call.arguments, parts);
   }
+}
+
+/** How much of `text` can go out now: all of it, but for a high surrogate it ends with. */
+function sendableLength(text: string): number {
+  const last = text.charCodeAt(text.length - 1);
+  return last >= 0xd800 && last <= 0xdbff ? text.length - 1 : text.length;
+}
+
+/** Pushes `text` (not empty) as a `type` part, but for a high surrogate it ends with, returned (else ""). */
+function pushText(parts: StreamPart[], type: "text-delta" | "refusal-delta", text: string): string {
+  const end = sendableLength(text);
+  if (end === text.length) {
+    parts.push({ type, text });
+    return "";
+  }
+  if (end > 0) parts.push({ type, text: text.slice(0, end) });
+  return text.slice(end);
+}
+
+/** Pushes a sent call's arguments `fragment` (not empty) after what it held, holding a high surrogate it ends with. */
+function pushArguments(call: ToolCallState, fragment: string, parts: StreamPart[]): void {
+  const text = call.held + fragment;
+  const end = sendableLength(text);
+  call.held = end === text.length ? "" : text.slice(end);
+  if (end > 0) parts.push({ type: "tool-call-delta", index: call.index, argumentsDelta: text.slice(0, end) });
+}
+
+/** Pushes what a call held back, at the end. */
+function releaseArguments(call: ToolCallState, parts: StreamPart[]): void {
+  if (call.held === "") return;
+  parts.push({ type: "tool-call-delta", index: call.index, argumentsDelta: call.held });
+  call.held = "";
 }
 
 /**

@@ -343,3 +343,94 @@ describe("createChunkMapper", () => {
     expect(parts).toHaveLength(5);
   });
 });
+
+describe("createChunkMapper with a character split between two deltas as surrogate halves", () => {
+  const EMOJI = "\u{1F600}";
+  const [HIGH, LOW] = [EMOJI.slice(0, 1), EMOJI.slice(1)];
+
+  /** The text of each part that carries some, in order. */
+  function sentTexts(parts: readonly StreamPart[]): string[] {
+    return parts.flatMap((part) =>
+      part.type === "tool-call-delta" ? [part.argumentsDelta] : "text" in part ? [part.text] : [],
+    );
+  }
+
+  it("sends no lone half of a text or refusal, and the same text and estimate as unsplit (regression: a half per event, which no client decodes as UTF-8)", () => {
+    for (const field of ["content", "refusal"]) {
+      const split = readAll([
+        chunk({ [field]: `X${HIGH}` }),
+        chunk({ [field]: `${LOW}Y${HIGH}` }),
+        chunk({ [field]: LOW }),
+        chunk({}, "stop"),
+      ]);
+      const whole = readAll([chunk({ [field]: `X${EMOJI}Y${EMOJI}` }), chunk({}, "stop")]);
+      expect(sentTexts(split.parts)).toEqual(["X", `${EMOJI}Y`, EMOJI]);
+      expect(sentTexts(split.parts).every((text) => text.isWellFormed())).toBe(true);
+      expect(split.mapper.estimateCompletionTokens()).toBe(whole.mapper.estimateCompletionTokens());
+      expect(split.mapper.producedLength).toBe(whole.mapper.producedLength);
+    }
+  });
+
+  it("sends a high half that no low one follows at the end, or before the end of a broken answer", () => {
+    expect(readAll([chunk({ content: `X${HIGH}` })]).parts).toEqual([
+      { type: "text-delta", text: "X" },
+      { type: "text-delta", text: HIGH },
+    ]);
+    expect(readAll([chunk({ content: HIGH }), chunk({ content: HIGH })]).parts).toEqual([
+      { type: "text-delta", text: HIGH },
+      { type: "text-delta", text: HIGH },
+    ]);
+    // Held text goes out before the tool calls still owed.
+    const mapper = createChunkMapper([]);
+    const parts: StreamPart[] = [];
+    mapper.read(chunk({ refusal: `no${HIGH}` }), parts);
+    mapper.read(toolDelta({ index: 0, function: { arguments: `{"a":"${HIGH}` } }), parts);
+    expect(parts).toEqual([{ type: "refusal-delta", text: "no" }]);
+    mapper.flush(parts);
+    expect(parts.slice(1)).toEqual([
+      { type: "refusal-delta", text: HIGH },
+      {
+        type: "tool-call-delta",
+        index: 0,
+        id: expect.stringMatching(/^call_/),
+        name: "",
+        argumentsDelta: "",
+      },
+      { type: "tool-call-delta", index: 0, argumentsDelta: `{"a":"` },
+      { type: "tool-call-delta", index: 0, argumentsDelta: HIGH },
+    ]);
+  });
+
+  it("joins the halves of a call's arguments, per call, held before the name or not", () => {
+    const { parts, mapper } = readAll([
+      toolDelta({ index: 0, id: "call_a", function: { name: "f", arguments: `{"a":"${HIGH}` } }),
+      toolDelta({ index: 0, function: { arguments: `${LOW}"}` } }),
+      // Held until the name comes, then sent with its high half held back.
+      toolDelta({ index: 1, id: "call_b", function: { arguments: `{"b":"${HIGH}` } }),
+      toolDelta({ index: 1, function: { name: "g" } }),
+      toolDelta({ index: 1, function: { arguments: `${LOW}"}` } }),
+      chunk({}, "tool_calls"),
+    ]);
+    const fragments = parts.map((part) => (part.type === "tool-call-delta" ? part.argumentsDelta : ""));
+    expect(fragments.every((text) => text.isWellFormed())).toBe(true);
+    expect(argumentsByIndex(parts)).toEqual([`{"a":"${EMOJI}"}`, `{"b":"${EMOJI}"}`]);
+    expect(indexOrder(parts)).toEqual([0, 0, 0, 1, 1, 1]);
+    const whole = readAll([
+      toolDelta({ index: 0, id: "call_a", function: { name: "f", arguments: `{"a":"${EMOJI}"}` } }),
+      toolDelta({ index: 1, id: "call_b", function: { name: "g", arguments: `{"b":"${EMOJI}"}` } }),
+    ]);
+    expect(mapper.estimateCompletionTokens()).toBe(whole.mapper.estimateCompletionTokens());
+  });
+
+  it("keeps each call's half to itself, and sends at the end a half held by a call that is over", () => {
+    const { parts } = readAll([
+      toolDelta({ index: 0, id: "call_a", function: { name: "f", arguments: "{}" } }),
+      toolDelta({ index: 1, id: "call_b", function: { name: "g", arguments: `{"b":"${HIGH}` } }),
+      // Text after a call's whole JSON, which no upstream should send: passed on all the same.
+      toolDelta({ index: 0, function: { arguments: `x${HIGH}` } }),
+      toolDelta({ index: 1, function: { arguments: `${LOW}"}` } }),
+    ]);
+    expect(argumentsByIndex(parts)).toEqual([`{}x${HIGH}`, `{"b":"${EMOJI}"}`]);
+    expect(parts.at(-1)).toEqual({ type: "tool-call-delta", index: 0, argumentsDelta: HIGH });
+  });
+});
