@@ -18,6 +18,7 @@ import {
 } from "./admin/parse-command-arguments.ts";
 import { quoteForShell } from "./admin/quote-for-shell.ts";
 import { hideKeySecrets } from "./admin/read-key-reference.ts";
+import { showControlCharacters } from "./admin/show-control-characters.ts";
 import { formatAmount } from "./billing/money.ts";
 import type { Config } from "./catalog/catalog.ts";
 import { loadConfig } from "./catalog/load-config.ts";
@@ -455,8 +456,11 @@ async function main(argv: string[]): Promise<void> {
 }
 
 main(process.argv.slice(2)).catch((error: unknown) => {
-  // An error may repeat what the operator typed: a key pasted in the wrong place keeps its secret.
-  const message = hideKeySecrets(error instanceof Error ? error.message : String(error));
+  // An error may repeat what the operator typed, or a name an API client chose: a key pasted in
+  // the wrong place keeps its secret, and an escape sequence does not reach the terminal raw.
+  const message = showControlCharacters(
+    hideKeySecrets(error instanceof Error ? error.message : String(error)),
+  );
   process.stderr.write(`tollgate: ${message}\n`);
   process.exitCode = 1;
 });
