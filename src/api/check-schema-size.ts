@@ -5,6 +5,7 @@
  */
 import { maxSchemaEntries } from "../engine/llama/convert-json-schema-to-gbnf.ts";
 import { AppError } from "../errors/app-error.ts";
+import { cutText, cutTextKeepingEnd } from "../errors/cut-text.ts";
 
 /**
  * Deepest nesting of objects and arrays accepted in a JSON Schema the client sends (a tool's
@@ -162,7 +163,7 @@ function pointerOf(at: WalkedValue): string {
     segments.push(place.key.replaceAll("~", "~0").replaceAll("/", "~1"));
   }
   const pointer = ["#", ...segments.reverse()].join("/");
-  return pointer.length > 200 ? `${pointer.slice(0, 100)}...${pointer.slice(-100)}` : pointer;
+  return pointer.length > 200 ? `${cutText(pointer, 100)}...${cutTextKeepingEnd(pointer, 100)}` : pointer;
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {

@@ -1,4 +1,5 @@
 import { AppError } from "../errors/app-error.ts";
+import { cutText } from "../errors/cut-text.ts";
 
 /**
  * The 400 for a chat body whose `tools` or `tool_choice` use a kind of tool other than
@@ -30,7 +31,7 @@ function typeOf(value: unknown): string | undefined {
 function unsupported(param: string, type: string): AppError {
   return new AppError(
     "invalid_value",
-    `Invalid value for '${param}': '${type.slice(0, 64)}' tools are not supported; only 'function' tools are.`,
+    `Invalid value for '${param}': '${cutText(type, 64)}' tools are not supported; only 'function' tools are.`,
     { param },
   );
 }

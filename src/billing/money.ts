@@ -7,6 +7,7 @@
  * where input and output are the prices per million tokens in nano-units: rounded up once per
  * request, and 0 when the request produced no completion token (SPEC §11).
  */
+import { cutText } from "../errors/cut-text.ts";
 
 /** Nano-units in one currency unit. */
 export const NANO_PER_UNIT = 1_000_000_000n;
@@ -79,7 +80,7 @@ export function parseAmount(text: string, options: ParseAmountOptions = {}): big
     );
   }
   // An amount never needs 64 characters: a longer text is shown by its start, not echoed whole.
-  const shown = JSON.stringify(text.length > 64 ? `${text.slice(0, 32)}...` : text);
+  const shown = JSON.stringify(text.length > 64 ? `${cutText(text, 32)}...` : text);
   if (text === "") {
     throw new MoneyFormatError("empty", `the ${noun} is empty; ${example}`, text);
   }

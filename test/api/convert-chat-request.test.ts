@@ -242,6 +242,19 @@ describe("convertChatRequest", () => {
       ).toMatch(/passed at '#\/properties\/a\/enum\/0'/);
     });
 
+    // Regression: the pointer cut at 100 code units from each end split emoji, and the client
+    // got lone surrogates ("\ud83d") in the message.
+    it("shortens the pointer it names without cutting an emoji in half", () => {
+      // '#/properties/' and 86 letters are 99 units; 92 letters and '/enum/0' follow the second emoji.
+      const name = `${text(86, "p")}😀${text(10, "q")}😀${text(92, "r")}`;
+      const message = refusal(
+        format({ type: "object", properties: { [name]: { enum: [text(MAX_SCHEMA_STRING_CHARS + 1)] } } }),
+        formatParam,
+      );
+      expect(message).toContain(`passed at '#/properties/${text(86, "p")}...${text(92, "r")}/enum/0'`);
+      expect(message.isWellFormed()).toBe(true);
+    });
+
     it("counts names and constants across the whole schema, and nothing else", () => {
       // Exactly the bound, spread over every kind of counted string.
       const quarter = MAX_SCHEMA_STRING_CHARS / 4;

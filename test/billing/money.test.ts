@@ -114,6 +114,15 @@ describe("parseAmount", () => {
     expect(parseAmount(`2.5${"0".repeat(2_000_000)}`)).toBe(2_500_000_000n);
   });
 
+  // Regression: the start was cut at 32 code units, which could split an emoji and show "\ud83d".
+  it("shows the start of a long text without cutting an emoji in half", () => {
+    expectMoneyError(
+      `${"1".repeat(31)}😀${"2".repeat(40)}`,
+      "not_decimal",
+      `"${"1".repeat(31)}..." is not a decimal`,
+    );
+  });
+
   it("names what the amount is in its messages", () => {
     expect(() => parseAmount("0.1.2", { noun: "price" })).toThrow(
       '"0.1.2" is not a decimal amount; write a price such as "0.15"',

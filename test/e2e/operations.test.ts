@@ -149,6 +149,17 @@ describe("logs", () => {
       expect(cut?.promptChars).toBe(
         JSON.stringify([{ role: "user", content: "x".repeat(MAX_LOGGED_PROMPT_CHARS) }]).length,
       );
+      // Regression: the cuts split an emoji in half, and the log line held a lone "\ud83d".
+      const start = JSON.stringify([{ role: "user", content: "" }]).length - 3;
+      const before = "x".repeat(MAX_LOGGED_PROMPT_CHARS - start - 1);
+      const split = await lineOf(await send(`${before}😀 and more`));
+      expect(split?.prompt).toBe(JSON.stringify([{ role: "user", content: before }]).slice(0, -3));
+      const named = await fetch(`${logging.baseUrl}/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${logging.starterKey}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: `${"m".repeat(255)}😀`, messages: [{ role: "user", content: "hi" }] }),
+      });
+      expect((await lineOf(named))?.model).toBe(`${"m".repeat(255)}...`);
     } finally {
       await logging.close();
     }

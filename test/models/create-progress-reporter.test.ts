@@ -98,6 +98,22 @@ describe("progress bar (terminal)", () => {
     expect(line).toMatch(/… \[-+\] 0% 0 B of 1\.0 MB$/);
   });
 
+  // Regression: the label was cut at a count of code units, which could split an emoji in half.
+  it("shortens a label of emoji without cutting one in half", () => {
+    for (const columns of [60, 61]) {
+      const writes: string[] = [];
+      const reporter = createProgressReporter({
+        output: { type: "terminal", write: (text) => writes.push(text), columns },
+        label: `hf:org/${"😀".repeat(40)}`,
+        now: () => 0,
+      });
+      reporter.onProgress({ receivedBytes: 0, totalBytes: megabyte, startBytes: 0 });
+      const line = stripControl(writes[0] ?? "");
+      expect(line).toMatch(/^hf:org\/(😀)+… \[-+\] 0% 0 B of 1\.0 MB$/u);
+      expect(line.isWellFormed()).toBe(true);
+    }
+  });
+
   it("draws the whole line on a terminal that reports no size (0 columns)", () => {
     const writes: string[] = [];
     const reporter = createProgressReporter({

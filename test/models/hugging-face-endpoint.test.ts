@@ -25,4 +25,11 @@ describe("resolveHuggingFaceEndpoint", () => {
       );
     },
   );
+
+  // Regression: the value was cut at 77 code units, which could split an emoji and show "\ud83d".
+  it("shows the start of a long value without cutting an emoji in half", () => {
+    expect(() =>
+      resolveHuggingFaceEndpoint({ TOLLGATE_HF_ENDPOINT: `${"x".repeat(76)}😀${"y".repeat(10)}` }),
+    ).toThrow(`(got "${"x".repeat(76)}..."); fix or unset it.`);
+  });
 });

@@ -4,6 +4,7 @@ import { hideKeySecrets } from "../../admin/read-key-reference.ts";
 import type { ChatService } from "../../chat/chat-service.ts";
 import type { RequestKey } from "../../chat/request-key.ts";
 import { type AppError, isAppError } from "../../errors/app-error.ts";
+import { cutText } from "../../errors/cut-text.ts";
 import { convertChatRequest } from "../convert-chat-request.ts";
 import type { InFlightRequests } from "../in-flight-requests.ts";
 import { collectCompletion, renderChatCompletion } from "../render-chat-completion.ts";
@@ -51,14 +52,14 @@ const MAX_LOGGED_MODEL_CHARS = 256;
  */
 function describeModel(model: string): string {
   const shown = model.includes("sk-tg-") ? hideKeySecrets(model) : model;
-  return shown.length > MAX_LOGGED_MODEL_CHARS ? `${shown.slice(0, MAX_LOGGED_MODEL_CHARS)}...` : shown;
+  return shown.length > MAX_LOGGED_MODEL_CHARS ? `${cutText(shown, MAX_LOGGED_MODEL_CHARS)}...` : shown;
 }
 
 /** The messages as JSON text for the request's log line, cut at {@link MAX_LOGGED_PROMPT_CHARS}. */
 function describePrompt(messages: unknown): Record<string, string | number> {
   const text = hideKeySecrets(JSON.stringify(messages));
   if (text.length <= MAX_LOGGED_PROMPT_CHARS) return { prompt: text };
-  return { prompt: text.slice(0, MAX_LOGGED_PROMPT_CHARS), promptChars: text.length };
+  return { prompt: cutText(text, MAX_LOGGED_PROMPT_CHARS), promptChars: text.length };
 }
 
 /** The error that cut a request (a shutdown), if any; a client disconnect has none. */

@@ -1,5 +1,6 @@
 import type { GbnfJsonSchema } from "node-llama-cpp";
 import { AppError } from "../../errors/app-error.ts";
+import { cutText, cutTextKeepingEnd } from "../../errors/cut-text.ts";
 
 /**
  * Converts a client's JSON Schema to the subset node-llama-cpp turns into a grammar
@@ -804,12 +805,12 @@ function isSchema(value: unknown): boolean {
 function describe(value: unknown): string {
   const text = JSON.stringify(value);
   if (text === undefined) return typeof value;
-  return text.length > 40 ? `${text.slice(0, 40)}...` : text;
+  return text.length > 40 ? `${cutText(text, 40)}...` : text;
 }
 
 /** A pointer for a message, its middle cut when a long name makes it long. */
 function cut(pointer: string): string {
-  return pointer.length > 200 ? `${pointer.slice(0, 100)}...${pointer.slice(-100)}` : pointer;
+  return pointer.length > 200 ? `${cutText(pointer, 100)}...${cutTextKeepingEnd(pointer, 100)}` : pointer;
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {

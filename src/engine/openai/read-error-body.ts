@@ -1,3 +1,4 @@
+import { cutText } from "../../errors/cut-text.ts";
 import { redactUpstreamText } from "./redact-upstream-text.ts";
 
 /**
@@ -101,7 +102,7 @@ function cleanText(text: string | undefined, secrets: readonly string[]): string
   if (text === undefined) return undefined;
   const cleaned = redactUpstreamText(text, secrets).replace(/\s+/g, " ").trim();
   if (cleaned === "") return undefined;
-  return cleaned.length <= MAX_MESSAGE_LENGTH ? cleaned : `${cleaned.slice(0, MAX_MESSAGE_LENGTH - 1)}…`;
+  return cleaned.length <= MAX_MESSAGE_LENGTH ? cleaned : `${cutText(cleaned, MAX_MESSAGE_LENGTH - 1)}…`;
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {

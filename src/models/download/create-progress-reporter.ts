@@ -1,3 +1,4 @@
+import { cutText } from "../../errors/cut-text.ts";
 import type { DownloadListener, DownloadProgress } from "./download-progress.ts";
 import { formatBytes, formatDuration, formatRate } from "./format-download-figures.ts";
 
@@ -82,7 +83,7 @@ export function createProgressReporter(options: ProgressReporterOptions): Progre
     const width = (columns === undefined || columns <= 0 ? 80 : columns) - 1;
     const room = width - figures.length;
     if (room >= label.length) return `${label}${figures}`;
-    if (room > 4) return `${label.slice(0, room - 1)}…${figures}`;
+    if (room > 4) return `${cutText(label, room - 1)}…${figures}`;
     return figures.trimStart().slice(0, width);
   };
 

@@ -216,6 +216,21 @@ describe("convertJsonSchemaToGbnf", () => {
     }
   });
 
+  // Regression: the value cut at 40 code units and the pointer cut at 100 from each end split
+  // emoji, and the client got lone surrogates ("\ud83d") in the message.
+  it("shortens the value and the pointer it names without cutting an emoji in half", () => {
+    // The JSON text of the type is a quote, 38 letters, then the emoji at units 39 and 40.
+    const type = refusal({ type: `${"x".repeat(38)}😀 more` });
+    expect(type?.message).toContain(`'type' has "${"x".repeat(38)}..., which is not`);
+    // '#/properties/' and 86 letters are 99 units; 99 units follow the second emoji.
+    const name = `${"p".repeat(86)}😀${"q".repeat(20)}😀${"r".repeat(99)}`;
+    const pointer = refusal({ type: "object", properties: { [name]: { type: "banana" } } });
+    expect(pointer?.message).toContain(
+      `at '#/properties/${"p".repeat(86)}...${"r".repeat(99)}': 'type' has "banana"`,
+    );
+    expect(pointer?.message.isWellFormed()).toBe(true);
+  });
+
   // Regression: minItems 3 with maxItems 1 gave 3 items, minLength 5 with maxLength 2 five characters.
   it("refuses a minimum above its maximum, which no value meets", () => {
     const cases: [unknown, RegExp][] = [

@@ -79,6 +79,19 @@ describe("readErrorBody", () => {
     expect(long.message?.endsWith("…")).toBe(true);
   });
 
+  // Regression: the cut at 299 code units split an emoji, and the client got a lone "\ud83d".
+  it("never cuts an emoji in half when it shortens a message", () => {
+    // 298 units of words, then the emoji at units 299 and 300: the cut falls between its halves.
+    const words = `${"word ".repeat(59)}abc`;
+    const body = readBody(
+      JSON.stringify({ error: { message: `${words}😀 and more`, type: `${words}😀 x` } }),
+    );
+    expect(body.message).toBe(`${words}…`);
+    expect(body.type).toBe(`${words}…`);
+    const fits = readBody(JSON.stringify({ error: { message: `${words.slice(1)}😀 and more` } }));
+    expect(fits.message).toBe(`${words.slice(1)}😀…`);
+  });
+
   it("removes the endpoint's secrets from every field, before shortening", () => {
     const secrets = ["vllm-local-7f3a", "azkey-9c1e2f"];
     const body = readErrorBody(
