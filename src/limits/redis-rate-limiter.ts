@@ -57,7 +57,7 @@ const CLOCK_READING_LIFETIME_MS = 10_000;
  * Adjustments are dropped either way. The outage is logged once. After a command fails, Redis is
  * left alone for {@link REDIS_REST_MS}: the requests in that time get the policy at once instead
  * of each waiting out the command timeout of a Redis that stopped answering; then the next
- * command tries again.
+ * command tries again, alone: until it answers, the others get the policy at once too.
  *
  * A take that timed out is still in Redis's socket, and a stalled Redis runs it when it resumes.
  * It must take nothing then: the request it was for was refused (fail-closed) or ran without
@@ -77,8 +77,13 @@ export class RedisRateLimiter implements RateLimiter {
   readonly #redisClock = new RedisClockReading();
   /** The `TIME` command that gives the first reading of Redis's clock, while it runs. */
   #firstClockReading: Promise<void> | undefined;
-  /** `performance.now()` until which Redis is not asked (it just failed). */
+  /**
+   * `performance.now()` until which Redis is not asked (it just failed); 0 once a command
+   * succeeded again. Past it, one command at a time asks (see {@link #probing}).
+   */
   #restUntil = 0;
+  /** A command is asking a Redis that failed, after its rest: the others get the policy meanwhile. */
+  #probing = false;
 
   private constructor(redis: Redis, outageLog: RedisOutageLog, options: RedisRateLimiterOptions) {
     this.#redis = redis;
@@ -157,7 +162,11 @@ export class RedisRateLimiter implements RateLimiter {
     extra: number[],
     options: { deadline: boolean },
   ): Promise<unknown[] | undefined> {
-    if (this.#restUntil > 0 && performance.now() < this.#restUntil) return undefined;
+    // After a failure only one command asks until one succeeds: with Redis still stalled, the
+    // requests that come meanwhile do not each wait out the command timeout.
+    const probe = this.#restUntil > 0;
+    if (probe && (this.#probing || performance.now() < this.#restUntil)) return undefined;
+    if (probe) this.#probing = true;
     try {
       if (options.deadline && !this.#redisClock.known) await this.#readRedisClockOnce();
       let answer = await this.#send(script, request, extra, options);
@@ -175,6 +184,8 @@ export class RedisRateLimiter implements RateLimiter {
       this.#outageLog.failed(error);
       this.#restUntil = performance.now() + REDIS_REST_MS;
       return undefined;
+    } finally {
+      if (probe) this.#probing = false;
     }
   }
 

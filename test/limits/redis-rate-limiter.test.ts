@@ -274,7 +274,15 @@ describe("redis rate limiter when Redis does not answer", () => {
             name?.toLowerCase() === "info" ? `$${Buffer.byteLength(info)}\r\n${info}\r\n` : "+OK\r\n",
           );
         }
-        // The limiter reads Redis's clock (TIME) before its first take, then runs scripts.
+        // The limiter reads Redis's clock (TIME) before its first take, answered here (as a
+        // Redis that stalled later would have), then runs scripts, never answered.
+        for (const _time of text.matchAll(/\r\nTIME\r\n/gi)) {
+          const [seconds, micros] = [
+            String(Math.floor(Date.now() / 1000)),
+            String((Date.now() % 1000) * 1000),
+          ];
+          socket.write(`*2\r\n$${seconds.length}\r\n${seconds}\r\n$${micros.length}\r\n${micros}\r\n`);
+        }
         commands += (text.match(/\r\n(EVALSHA|EVAL|TIME)\r\n/gi) ?? []).length;
       }),
     );
@@ -295,6 +303,11 @@ describe("redis rate limiter when Redis does not answer", () => {
     // Within the rest that follows, no request asks Redis (each would wait out the timeout).
     for (let index = 0; index < 10; index++) expect((await take()).allowed).toBe(true);
     expect(commands).toBe(asked);
+    // After the rest, one request asks again; those that come while it waits do not ask.
+    await sleep(REDIS_REST_MS + 50);
+    const results = await Promise.all(Array.from({ length: 10 }, take));
+    expect(results.every((result) => result.allowed)).toBe(true);
+    expect(commands).toBe(asked + 1);
     await limiter.close();
     silentServer.close();
   });
