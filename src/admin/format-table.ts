@@ -1,8 +1,10 @@
+import { displayWidth } from "./display-width.ts";
 import { showControlCharacters } from "./show-control-characters.ts";
 
 /**
  * Lays rows out as a plain-text table: a header line, then one line per row, columns padded
- * to their widest cell and separated by two spaces, trailing spaces trimmed.
+ * to their widest cell and separated by two spaces, trailing spaces trimmed. Widths are the
+ * columns a terminal draws (see {@link displayWidth}): CJK and emoji names stay aligned.
  */
 export function formatTable(headers: readonly string[], rows: readonly (readonly string[])[]): string[] {
   return createTableLayout(headers)(rows);
@@ -20,7 +22,7 @@ export function createTableLayout(
   let headerSent = false;
   const formatRow = (cells: readonly string[]): string =>
     widths
-      .map((width, column) => (cells[column] ?? "").padEnd(width))
+      .map((width, column) => padToWidth(cells[column] ?? "", width))
       .join("  ")
       .trimEnd();
   return (given) => {
@@ -28,7 +30,7 @@ export function createTableLayout(
     const rows = given.map((row) => row.map(showControlCharacters));
     for (const row of rows) {
       for (const [column, width] of widths.entries()) {
-        widths[column] = Math.max(width, (row[column] ?? "").length);
+        widths[column] = Math.max(width, displayWidth(row[column] ?? ""));
       }
     }
     const lines = rows.map(formatRow);
@@ -36,6 +38,11 @@ export function createTableLayout(
     headerSent = true;
     return [formatRow(headers), ...lines];
   };
+}
+
+/** `text` followed by the spaces that make it `width` columns wide on a terminal. */
+function padToWidth(text: string, width: number): string {
+  return text + " ".repeat(Math.max(0, width - displayWidth(text)));
 }
 
 /** An instant for tables and settings lines: ISO 8601 UTC to the second. */

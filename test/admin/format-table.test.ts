@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { displayWidth } from "../../src/admin/display-width.ts";
 import { createTableLayout, formatTable } from "../../src/admin/format-table.ts";
 
 describe("formatTable", () => {
@@ -27,5 +28,40 @@ describe("createTableLayout", () => {
       ]),
     ).toEqual(["zzzz  3", "w     4"]);
     expect(layout([])).toEqual([]);
+  });
+});
+
+describe("a table of names wider or narrower than their length", () => {
+  it("pads by the columns a terminal draws: CJK and emoji two, accents none", () => {
+    const lines = formatTable(
+      ["NAME", "N"],
+      [
+        ["中文中文", "1"],
+        ["e\u0301e\u0301", "2"],
+        ["😀😀", "3"],
+        ["👨‍👩‍👧", "4"],
+        ["ascii", "5"],
+      ],
+    );
+    expect(lines).toEqual([
+      "NAME      N",
+      "中文中文  1",
+      "e\u0301e\u0301        2",
+      "😀😀      3",
+      "👨‍👩‍👧        4",
+      "ascii     5",
+    ]);
+  });
+});
+
+describe("displayWidth", () => {
+  it("counts columns, not UTF-16 units", () => {
+    expect(displayWidth("abc")).toBe(3);
+    expect(displayWidth("모델")).toBe(4);
+    expect(displayWidth("ｆｕｌｌ")).toBe(8);
+    expect(displayWidth("😀")).toBe(2);
+    expect(displayWidth("❤️")).toBe(2);
+    expect(displayWidth("a\u200bb")).toBe(2);
+    expect(displayWidth("模型/😀:q4")).toBe(10);
   });
 });
