@@ -146,6 +146,7 @@ function convertResponseFormat(body: ChatCompletionRequestBody): ResponseFormat 
       return {
         type: "json_schema",
         name: jsonSchema.name,
+        ...(jsonSchema.description === undefined ? {} : { description: jsonSchema.description }),
         schema: jsonSchema.schema ?? { type: "object" },
         ...(jsonSchema.strict === undefined || jsonSchema.strict === null
           ? {}
@@ -257,6 +258,7 @@ export function convertChatRequest(body: ChatCompletionRequestBody): ChatComplet
       parallelToolCalls: body.parallel_tool_calls ?? undefined,
       reasoningEffort: body.reasoning_effort ?? undefined,
       responseFormat: convertResponseFormat(body),
+      user: body.user ?? undefined,
     },
   };
 }

@@ -45,7 +45,7 @@ export type ToolChoice =
 export type ResponseFormat =
   | { type: "text" }
   | { type: "json_object" }
-  | { type: "json_schema"; name: string; schema: JsonSchema; strict?: boolean };
+  | { type: "json_schema"; name: string; description?: string; schema: JsonSchema; strict?: boolean };
 
 /** A validated chat request, in engine terms (camelCase, defaults applied). */
 export interface ChatRequest {
@@ -80,6 +80,11 @@ export interface ChatRequest {
    */
   reasoningEffort?: string | undefined;
   responseFormat: ResponseFormat;
+  /**
+   * The client's `user`, its end-user's identifier (`undefined` when it sent none): passed on to
+   * upstream models as sent (hosted APIs use it to trace abuse); the local engine has no use for it.
+   */
+  user?: string | undefined;
 }
 
 /**

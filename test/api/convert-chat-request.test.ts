@@ -38,6 +38,25 @@ describe("convertChatRequest", () => {
     });
   });
 
+  it("keeps the user for the engine and the ledger, and a JSON schema's description", () => {
+    const converted = convertChatRequest({
+      ...base,
+      user: "u-1",
+      response_format: {
+        type: "json_schema",
+        json_schema: { name: "answer", description: "What to say", schema: { type: "object" } },
+      },
+    });
+    expect(converted.user).toBe("u-1");
+    expect(converted.request.user).toBe("u-1");
+    expect(converted.request.responseFormat).toEqual({
+      type: "json_schema",
+      name: "answer",
+      description: "What to say",
+      schema: { type: "object" },
+    });
+  });
+
   it("treats developer as system, joins text parts, and accepts null for unset fields", () => {
     const converted = convertChatRequest({
       ...base,

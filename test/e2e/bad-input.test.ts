@@ -115,6 +115,9 @@ const cases: [string, Record<string, unknown>, number, string, string | null][] 
   ["max_tokens 0", { max_tokens: 0 }, 400, "invalid_value", "max_tokens"],
   ["max_tokens fractional", { max_tokens: 1.5 }, 400, "invalid_type", "max_tokens"],
   ["max_tokens beyond any count (1e30)", { max_tokens: 1e30 }, 400, "invalid_value", "max_tokens"],
+  // A double cannot hold it: it would go on as another seed (2^63 - 1 as 2^63).
+  ["seed beyond 2^53 - 1", { seed: 2 ** 53 }, 400, "invalid_value", "seed"],
+  ["seed below -(2^53 - 1)", { seed: -(2 ** 53) }, 400, "invalid_value", "seed"],
   [
     "tool parameters nested 65 deep",
     { tools: [{ type: "function", function: { name: "f", parameters: nested(65) } }] },

@@ -115,7 +115,11 @@ export const ChatCompletionRequestSchema = Type.Object(
       ),
     ),
     response_format: Type.Optional(Type.Union([ResponseFormatSchema, Type.Null()])),
-    seed: Type.Optional(Nullable(Type.Integer())),
+    // JSON numbers are read as doubles: a larger seed would go on rounded, silently another seed
+    // (2^63 - 1 would even become 2^63, which strict upstreams refuse).
+    seed: Type.Optional(
+      Nullable(Type.Integer({ minimum: -Number.MAX_SAFE_INTEGER, maximum: Number.MAX_SAFE_INTEGER })),
+    ),
     user: Type.Optional(Nullable(Type.String({ maxLength: 256 }))),
   },
   { additionalProperties: true },

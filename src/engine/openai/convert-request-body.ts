@@ -49,6 +49,7 @@ export function convertRequestBody(options: {
   if (request.reasoningEffort !== undefined) body.reasoning_effort = request.reasoningEffort;
   const format = convertResponseFormat(request.responseFormat);
   if (format !== undefined) body.response_format = format;
+  if (request.user !== undefined) body.user = request.user;
   return body;
 }
 
@@ -90,6 +91,7 @@ function convertResponseFormat(format: ResponseFormat): UpstreamResponseFormat |
         type: "json_schema",
         json_schema: {
           name: format.name,
+          ...(format.description === undefined ? {} : { description: format.description }),
           schema: format.schema,
           ...(format.strict === undefined ? {} : { strict: format.strict }),
         },

@@ -31,7 +31,7 @@ export type UpstreamResponseFormat =
   | { type: "json_object" }
   | {
       type: "json_schema";
-      json_schema: { name: string; schema: Record<string, unknown>; strict?: boolean };
+      json_schema: { name: string; description?: string; schema: Record<string, unknown>; strict?: boolean };
     };
 
 /**
@@ -57,6 +57,7 @@ export interface UpstreamRequestBody {
   parallel_tool_calls?: boolean;
   reasoning_effort?: string;
   response_format?: UpstreamResponseFormat;
+  user?: string;
 }
 
 /** `usage` as upstreams send it; any field may be missing or null. */

@@ -59,6 +59,36 @@ describe("convertRequestBody", () => {
     expect("reasoning_effort" in unset).toBe(false);
   });
 
+  it("sends the client's user, and a JSON schema's description, as sent", () => {
+    const body = convertRequestBody({
+      model: "m",
+      request: createChatRequest({
+        user: "alice@example.com",
+        responseFormat: {
+          type: "json_schema",
+          name: "answer",
+          description: "The answer to give",
+          schema: { type: "object" },
+          strict: true,
+        },
+      }),
+    });
+    expect(body).toMatchObject({
+      user: "alice@example.com",
+      response_format: {
+        type: "json_schema",
+        json_schema: {
+          name: "answer",
+          description: "The answer to give",
+          schema: { type: "object" },
+          strict: true,
+        },
+      },
+    });
+    const without = convertRequestBody({ model: "m", request: createChatRequest({}) });
+    expect("user" in without).toBe(false);
+  });
+
   it("converts every message role, with tool calls and their results", () => {
     const body = convertRequestBody({
       model: "m",
