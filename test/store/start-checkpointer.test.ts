@@ -95,7 +95,9 @@ describe("startCheckpointer", () => {
     const begin = database.prepareDirect("begin immediate");
     const commit = database.prepareDirect("commit");
     const body = "x".repeat(1024);
-    const written = WAL_SIZE_LIMIT_BYTES * 2;
+    // Three times the limit: room for the worker to fall behind on a loaded machine (a peak of
+    // 45 MB was seen there) while a WAL that never started over would still reach 96 MB.
+    const written = WAL_SIZE_LIMIT_BYTES * 3;
     let walPeak = 0;
     try {
       // Commits one after another with only a turn of the event loop between them, as a busy
@@ -115,7 +117,7 @@ describe("startCheckpointer", () => {
       database.close();
     }
     expect(calls).toBeGreaterThan(0);
-    expect(walPeak).toBeLessThan(WAL_SIZE_LIMIT_BYTES + 8 * 2 ** 20);
+    expect(walPeak).toBeLessThan(WAL_SIZE_LIMIT_BYTES + 24 * 2 ** 20);
   });
 
   it("leaves the automatic checkpoint on when its worker cannot open the file (and has exited)", async () => {
