@@ -1,6 +1,6 @@
 import { hideKeySecrets } from "../admin/read-key-reference.ts";
 import { AppError, isAppError } from "../errors/app-error.ts";
-import { isSqliteBusy } from "../store/sqlite/explain-sqlite-error.ts";
+import { isSqliteUnavailable } from "../store/sqlite/explain-sqlite-error.ts";
 import { mapValidationError, type SchemaValidationIssue } from "./map-validation-error.ts";
 import { refuseUnsupportedToolTypes } from "./refuse-unsupported-tool-types.ts";
 
@@ -126,7 +126,7 @@ const UNAVAILABLE_PG_MESSAGE =
 /**
  * True when `error` says the store cannot be reached or cannot answer now, as opposed to a bug:
  * a PostgreSQL connection refused, cut or timed out, or SQLite still locked after its busy
- * timeout. Only the error itself and the members of an `AggregateError` (a refused connection
+ * timeout, its disk full or failing, its file made read-only. Only the error itself and the members of an `AggregateError` (a refused connection
  * tried on several addresses) are looked at, never `cause`: an upstream model's failed `fetch`
  * carries socket codes in its cause and is no store outage.
  */
@@ -139,7 +139,7 @@ function isStoreUnavailable(error: unknown): boolean {
   if (typeof fields.code === "string") {
     if (fields.code.startsWith("08") && fields.code.length === 5) return true;
     if (UNAVAILABLE_SQLSTATES.has(fields.code) || UNAVAILABLE_SOCKET_CODES.has(fields.code)) return true;
-    if (fields.code === "ERR_SQLITE_ERROR") return isSqliteBusy(error);
+    if (fields.code === "ERR_SQLITE_ERROR") return isSqliteUnavailable(error);
   }
   return UNAVAILABLE_PG_MESSAGE.test(error.message);
 }

@@ -36,8 +36,14 @@ export function claimSqliteFile(file: string): () => void {
     claims.delete(lockFile);
     // Removed while still locked: a server that opened it meanwhile finds it gone once it has the
     // lock (see lockExclusively), and claims the file anew.
-    rmSync(lockFile, { force: true });
-    held.connection.close();
+    try {
+      rmSync(lockFile, { force: true });
+    } catch {
+      // A folder made read-only meanwhile: the lock file stays, and does no harm (a server that
+      // opens it takes its lock, which closing this connection lets go).
+    } finally {
+      held.connection.close();
+    }
   };
 }
 

@@ -5,7 +5,9 @@ import path from "node:path";
 /** SQLite's primary result codes that {@link explainSqliteError} explains. */
 const SQLITE_BUSY = 5;
 const SQLITE_READONLY = 8;
+const SQLITE_IOERR = 10;
 const SQLITE_CORRUPT = 11;
+const SQLITE_FULL = 13;
 const SQLITE_CANTOPEN = 14;
 const SQLITE_NOTADB = 26;
 
@@ -49,6 +51,25 @@ export function isSqliteBusy(error: unknown): boolean {
 }
 
 /**
+ * True when SQLite could not write because of where the file lives, not because of a bug: the
+ * file locked by another process ({@link isSqliteBusy}), its disk full, an I/O error, the file or
+ * its folder made read-only or unopenable. Writes may succeed again once that is fixed; meanwhile
+ * requests are refused with 503 `store_unavailable`, as when a PostgreSQL store cannot be reached.
+ */
+export function isSqliteUnavailable(error: unknown): boolean {
+  const code = resultCodeOf(error);
+  if (code === undefined) return false;
+  const primary = code & 0xff;
+  return (
+    primary === SQLITE_BUSY ||
+    primary === SQLITE_READONLY ||
+    primary === SQLITE_IOERR ||
+    primary === SQLITE_FULL ||
+    primary === SQLITE_CANTOPEN
+  );
+}
+
+/**
  * The error to throw for a SQLite error on the file at `location`: a {@link SqliteFileError}
  * with the file's name and the fix when the file is the problem, else `error` itself.
  */
@@ -76,6 +97,18 @@ export function explainSqliteError(error: unknown, location: string, busyTimeout
       );
     case SQLITE_CANTOPEN:
       return new SqliteFileError(cannotOpenMessage(location), code, error);
+    case SQLITE_FULL:
+      return new SqliteFileError(
+        `Cannot write the database ${location}: its disk is full (SQLite says: ${(error as Error).message}). Free space on that disk; until a write succeeds, requests that would need one are refused with 503.`,
+        code,
+        error,
+      );
+    case SQLITE_IOERR:
+      return new SqliteFileError(
+        `Cannot read or write the database ${location}: the disk reported an I/O error (SQLite says: ${(error as Error).message}). Check the disk (dmesg), and the file's -wal and -shm files beside it; until a write succeeds, requests that would need one are refused with 503.`,
+        code,
+        error,
+      );
     case SQLITE_READONLY:
       return new SqliteFileError(
         unwritableFolderMessage(location) ??

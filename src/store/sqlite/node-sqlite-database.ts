@@ -123,7 +123,7 @@ export class NodeSqliteDatabase implements SqliteDatabase {
     } catch (error) {
       throw this.explain(error);
     }
-    const statement = new NodeSqliteStatement(prepared, this);
+    const statement = new NodeSqliteStatement(prepared, this, text.trim().toLowerCase() === "rollback");
     if (this.#statements.size >= this.#cacheSize) {
       // Maps iterate in insertion order: the first key is the oldest statement.
       const oldest = this.#statements.keys().next();
@@ -189,10 +189,17 @@ class NodeSqliteStatement implements SqliteStatement {
   readonly reader: boolean;
   readonly #statement: StatementSync;
   readonly #database: NodeSqliteDatabase;
+  /**
+   * A `rollback`: kysely sends one after a transaction failed, but SQLite ends the transaction by
+   * itself after some errors (disk full, I/O), and rolling back none would fail and replace the
+   * error that ended it ("cannot rollback - no transaction is active"). It then does nothing.
+   */
+  readonly #rollback: boolean;
 
-  constructor(statement: StatementSync, database: NodeSqliteDatabase) {
+  constructor(statement: StatementSync, database: NodeSqliteDatabase, rollback: boolean) {
     this.#statement = statement;
     this.#database = database;
+    this.#rollback = rollback;
     this.reader = statement.columns().length > 0;
   }
 
@@ -206,6 +213,7 @@ class NodeSqliteStatement implements SqliteStatement {
   }
 
   run(parameters: ReadonlyArray<unknown>): { changes: number | bigint; lastInsertRowid: number | bigint } {
+    if (this.#rollback && !this.#database.inTransaction) return { changes: 0, lastInsertRowid: 0 };
     const values = toSqlParameters(parameters);
     try {
       const { changes, lastInsertRowid } = this.#statement.run(...values);

@@ -6,7 +6,7 @@ import { createQueryTemplate, type TemplateParameter } from "../create-query-tem
 import type { Database, UsageTable } from "../database.ts";
 import { capCharge, compileHotQueries, noAccountError } from "../kysely-billing.ts";
 import type { Reservation, ReserveResult, UsageRecord } from "../store.ts";
-import { isSqliteBusy } from "./explain-sqlite-error.ts";
+import { isSqliteUnavailable } from "./explain-sqlite-error.ts";
 import { type NodeSqliteDatabase, toSqlParameters } from "./node-sqlite-database.ts";
 
 /** How long a reservation stays in memory only before its row is written to the file. */
@@ -470,8 +470,8 @@ export function createSqliteBillingBatch(options: {
           rowIds?.add(id);
           adjustKnown(accountId, 0n, amountNano);
           forget(operation.held);
-        } else if (isSqliteBusy(outcome.error)) {
-          // Another process holds the file: written again once it may have let go.
+        } else if (isSqliteUnavailable(outcome.error)) {
+          // Another process holds the file, or its disk is full or failing: written again later.
           operation.held.state = "memory";
           writesPausedUntil = performance.now() + HOLD_MS;
           scheduleWrites();
@@ -512,11 +512,12 @@ export function createSqliteBillingBatch(options: {
   let pending: Operation[] = [];
   let scheduled = false;
   /**
-   * True from a batch that failed because another process held the file's write lock (a CLI
-   * command, a VACUUM, an open sqlite3 session) until a batch commits again. Meanwhile
-   * reservations are written rather than held (see `reserve`).
+   * True from a batch that failed because the file could not be written (another process held
+   * its write lock: a CLI command, a VACUUM, an open sqlite3 session; or its disk is full or
+   * failing, or it was made read-only) until a batch commits again. Meanwhile reservations are
+   * written rather than held (see `reserve`).
    */
-  let fileLocked = false;
+  let writesFailing = false;
   let inFlight = 0;
   let idle: PromiseWithResolvers<void> | undefined;
 
@@ -542,9 +543,10 @@ export function createSqliteBillingBatch(options: {
         let outcomes: Outcome[];
         try {
           outcomes = runBatch(batch);
-          fileLocked = false;
+          // An operation may fail alone for want of space while the rest of its batch commits.
+          writesFailing = outcomes.some((outcome) => !outcome.ok && isSqliteUnavailable(outcome.error));
         } catch (error) {
-          if (isSqliteBusy(error)) fileLocked = true;
+          if (isSqliteUnavailable(error)) writesFailing = true;
           outcomes = batch.map(() => ({ ok: false, error }));
         }
         finished = true;
@@ -619,10 +621,11 @@ export function createSqliteBillingBatch(options: {
   return {
     async reserve(reservation: Reservation, options: { hold: boolean }): Promise<ReserveResult> {
       if (reservation.amountNano < 0n) throw new RangeError("A reservation's amount must be zero or more.");
-      // While another process holds the file, the server's writes (its settles) fail: a reservation
-      // is then written, not held, so that it fails too (503, retry later) rather than let
-      // requests run whose charges cannot be recorded; the first that commits ends this.
-      if (!options.hold || fileLocked) {
+      // While the file cannot be written (another process holds it, its disk is full), the
+      // server's writes (its settles) fail: a reservation is then written, not held, so that it
+      // fails too (503, retry later) rather than let requests run whose charges cannot be
+      // recorded; the first that commits ends this.
+      if (!options.hold || writesFailing) {
         return await new Promise<ReserveResult>((resolve, reject) => {
           enqueue({ kind: "reserve", reservation, resolve, reject });
         });
