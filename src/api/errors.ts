@@ -100,10 +100,21 @@ const STORE_RETRY_AFTER_SECONDS = 5;
 /**
  * SQLSTATE codes of a PostgreSQL that is going away or cannot take the connection: the 08 class
  * (connection exceptions), admin and crash shutdown, "cannot connect now" (starting up or
- * recovering), too many connections, and a statement cancelled by the store's own
- * `statement_timeout` (see `openPostgresStore`).
+ * recovering), too many connections, a statement cancelled by the store's own
+ * `statement_timeout` (see `openPostgresStore`); and one that cannot write now: its disk full,
+ * out of memory, an I/O error, or a read-only server (a standby, reached after a failover).
  */
-const UNAVAILABLE_SQLSTATES = new Set(["57P01", "57P02", "57P03", "53300", "57014"]);
+const UNAVAILABLE_SQLSTATES = new Set([
+  "57P01",
+  "57P02",
+  "57P03",
+  "53300",
+  "57014",
+  "53100",
+  "53200",
+  "58030",
+  "25006",
+]);
 
 /** Socket failures of the store's connection, as `pg` reports them. */
 const UNAVAILABLE_SOCKET_CODES = new Set([

@@ -12,7 +12,11 @@ import { openStore } from "../../src/store/open-store.ts";
 import type { Store } from "../../src/store/store.ts";
 import { startTcpProxy, type TcpProxy } from "../cluster/tcp-proxy.ts";
 import { type MockUpstream, startMockUpstream } from "../engine/openai/mock-upstream.ts";
-import { createPostgresTestSchema, type PostgresTestSchema } from "../store/postgres-test-database.ts";
+import {
+  createPostgresTestSchema,
+  type PostgresTestSchema,
+  testPostgresUrl,
+} from "../store/postgres-test-database.ts";
 import { findFreePort } from "../support/free-port.ts";
 import { createTestConfig, createUpstreamModelEntry } from "../support/test-server.ts";
 
@@ -126,6 +130,25 @@ describe("store failures as the error normalization sees them", () => {
     expect(normalized.retryAfterSeconds).toBe(5);
     expect(normalized.message).not.toMatch(/127\.0\.0\.1|postgres/);
   });
+
+  it.skipIf(!("url" in postgres))(
+    "maps a PostgreSQL that cannot write (a standby reached after a failover) to store_unavailable",
+    async () => {
+      const client = new Client({ connectionString: testPostgresUrl() });
+      await client.connect();
+      try {
+        await client.query("SET default_transaction_read_only = on");
+        const readOnly = await client.query("CREATE TABLE tollgate_read_only_probe (x integer)").then(
+          () => undefined,
+          (error: unknown) => error,
+        );
+        expect((readOnly as { code?: string }).code).toBe("25006");
+        expect(normalizeError(readOnly)).toMatchObject({ code: "store_unavailable", status: 503 });
+      } finally {
+        await client.end();
+      }
+    },
+  );
 
   it("maps SQLite still locked after its busy timeout to store_unavailable", () => {
     const folder = mkdtempSync(join(tmpdir(), "tollgate-busy-"));
