@@ -42,6 +42,8 @@ Commands:
                                                     create an API key (printed once)
   keys list [--account NAME|ID]                     list keys (never their secrets)
   keys revoke ID                                    revoke a key by public id or whole key
+  keys update ID [--name N] [--models a,b|--all-models] [--rpm N|--no-rpm] [--tpm N|--no-tpm]
+                 [--expires ISO|--no-expiry]        change a key's settings in place
   usage [--account NAME|ID] [--key PUBLIC_ID|KEY] [--model M] [--since ISO] [--until ISO]
         [--group-by day|model|key] [--format table|json|csv]
                                                     the usage ledger
@@ -408,7 +410,7 @@ async function main(argv: string[]): Promise<void> {
           knownModels: config.models.map((model) => model.id),
           ...(redis === undefined
             ? {}
-            : { afterRevoke: (publicId) => tellServersKeyChanged(redis, publicId) }),
+            : { afterKeyChanged: (publicId) => tellServersKeyChanged(redis, publicId) }),
         });
       });
     }

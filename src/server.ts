@@ -332,7 +332,7 @@ async function startOnStore(
         store,
         getKey,
         modelIds: () => registry.list().map((entry) => entry.model.id),
-        onKeyRevoked: (publicId) => {
+        onKeyChanged: (publicId) => {
           authenticator.forget(publicId);
           cluster.bus.publish({ type: "key-changed", publicId });
         },

@@ -9,6 +9,7 @@ import { parseInstant } from "./parse-instant.ts";
 import { readAccountNames } from "./read-account-names.ts";
 import { readPages } from "./read-pages.ts";
 import { revokeKey } from "./revoke-key.ts";
+import { type KeyUpdate, NOTHING_TO_CHANGE, updateKey } from "./update-key.ts";
 import { withCliErrors } from "./with-cli-errors.ts";
 
 const USAGE = {
@@ -16,6 +17,8 @@ const USAGE = {
     "tollgate keys create --account NAME|ID [--name N] [--models a,b] [--rpm N] [--tpm N] [--expires ISO]",
   list: "tollgate keys list [--account NAME|ID]",
   revoke: "tollgate keys revoke PUBLIC_ID|KEY",
+  update:
+    "tollgate keys update PUBLIC_ID|KEY [--name N] [--models a,b|--all-models] [--rpm N|--no-rpm] [--tpm N|--no-tpm] [--expires ISO|--no-expiry]",
 } as const;
 
 const ACCOUNTS_HINT = "List accounts with `tollgate accounts list`.";
@@ -33,8 +36,11 @@ export interface KeysCommandOptions {
   now?: () => Date;
   /** The catalogue's model ids: `--models` must name some of them. Default: not checked. */
   knownModels?: readonly string[];
-  /** Tells the servers of a key that `revoke` has just revoked (scale-out: Redis), so they drop it at once. */
-  afterRevoke?: (publicId: string) => Promise<void>;
+  /**
+   * Tells the servers of a key that `revoke` has just revoked or `update` has just changed
+   * (scale-out: Redis), so they drop it at once.
+   */
+  afterKeyChanged?: (publicId: string) => Promise<void>;
 }
 
 /**
@@ -66,6 +72,7 @@ export async function runKeysCommand(
       create: (rest) => createCommand(store, rest, out, options),
       list: (rest) => listCommand(store, rest, out),
       revoke: (rest) => revokeCommand(store, rest, out, options),
+      update: (rest) => updateCommand(store, rest, out, options),
     },
   });
 }
@@ -115,16 +122,82 @@ async function createCommand(
       },
     ),
   );
-  const { record } = created;
   out.write(created.key);
+  writeKeySettings(out, created.record, `${account.name} (${account.id})`);
+  out.write("Keep the key now: it is not shown again.");
+}
+
+/** A key's settings, a line each, as `create` and `update` print them: never its secret. */
+function writeKeySettings(out: OutputSink, record: ApiKeyRecord, account: string): void {
   out.write(`public id: ${record.publicId}`);
-  out.write(`account:   ${account.name} (${account.id})`);
+  out.write(`account:   ${account}`);
   out.write(`name:      ${record.name === "" ? "-" : record.name}`);
   out.write(`models:    ${describeModels(record)}`);
   out.write(`rpm:       ${record.rpm ?? "no limit"}`);
   out.write(`tpm:       ${record.tpm ?? "no limit"}`);
   out.write(`expires:   ${record.expiresAt === undefined ? "never" : formatInstant(record.expiresAt)}`);
-  out.write("Keep the key now: it is not shown again.");
+}
+
+/**
+ * `keys update`: changes a key's settings in place (its holder keeps the key), then tells the
+ * servers, as `revoke` does. Each setting is given, cleared (`--all-models`, `--no-rpm`,
+ * `--no-tpm`, `--no-expiry`), or left out to keep it.
+ */
+async function updateCommand(
+  store: Store,
+  argv: readonly string[],
+  out: OutputSink,
+  options: KeysCommandOptions,
+): Promise<void> {
+  const { values, positionals } = parseCommandArguments(argv, {
+    options: {
+      name: { type: "string" },
+      models: { type: "string" },
+      "all-models": { type: "boolean" },
+      rpm: { type: "string" },
+      "no-rpm": { type: "boolean" },
+      tpm: { type: "string" },
+      "no-tpm": { type: "boolean" },
+      expires: { type: "string" },
+      "no-expiry": { type: "boolean" },
+    },
+    positionals: 1,
+    usage: USAGE.update,
+  });
+  const setting = <Value>(given: string, cleared: string, parse: (text: string) => Value) => {
+    const text = stringOption(values, given);
+    const clear = values[cleared] === true;
+    if (text !== undefined && clear) {
+      throw new CliError(`Give --${given} or --${cleared}, not both.\nUsage: ${USAGE.update}`);
+    }
+    return clear ? null : text === undefined ? undefined : parse(text);
+  };
+  const update: KeyUpdate = {
+    name: stringOption(values, "name"),
+    allowedModels: setting("models", "all-models", parseModelList),
+    rpm: setting("rpm", "no-rpm", (text) => parseLimit("--rpm", text)),
+    tpm: setting("tpm", "no-tpm", (text) => parseLimit("--tpm", text)),
+    expiresAt: setting("expires", "no-expiry", parseExpiresOption),
+  };
+  if (Object.values(update).every((value) => value === undefined)) {
+    throw new CliError(`${NOTHING_TO_CHANGE}\nUsage: ${USAGE.update}`);
+  }
+  const record = await withCliErrors(
+    () =>
+      updateKey(store, positionals[0] ?? "", update, {
+        ...(options.now === undefined ? {} : { now: options.now }),
+        ...(options.knownModels === undefined ? {} : { knownModels: options.knownModels }),
+      }),
+    { notFound: KEYS_HINT },
+  );
+  await options.afterKeyChanged?.(record.publicId);
+  const account = record.accountId === undefined ? undefined : await store.getAccountById(record.accountId);
+  out.write(`Updated key ${record.publicId}: every server uses its new settings within 1 second.`);
+  writeKeySettings(
+    out,
+    record,
+    record.accountId === undefined ? "(admin)" : `${account?.name ?? "?"} (${record.accountId})`,
+  );
 }
 
 function parseModelList(text: string): string[] {
@@ -225,7 +298,7 @@ async function revokeCommand(
     () => revokeKey(store, positionals[0] ?? "", options.now === undefined ? {} : { now: options.now }),
     { notFound: KEYS_HINT },
   );
-  if (outcome.newlyRevoked) await options.afterRevoke?.(outcome.publicId);
+  if (outcome.newlyRevoked) await options.afterKeyChanged?.(outcome.publicId);
   out.write(
     outcome.newlyRevoked
       ? `Revoked key ${outcome.publicId}: it is refused everywhere within 1 second.`

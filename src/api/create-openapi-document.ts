@@ -14,6 +14,7 @@ import {
   KeysQuery,
   UsageQuery,
 } from "./routes/admin.ts";
+import { UpdateKeyBody } from "./routes/admin-key-update.ts";
 import {
   AdminAccountListSchema,
   AdminAccountSchema,
@@ -216,6 +217,7 @@ export function createOpenApiDocument(options: { version: string }): Record<stri
         CreateAccountRequest: closedBody(CreateAccountBody),
         CreditRequest: closedBody(CreditBody),
         CreateKeyRequest: closedBody(CreateKeyBody),
+        UpdateKeyRequest: closedBody(UpdateKeyBody),
         Account: toJson(AdminAccountSchema),
         AccountList: toJson(AdminAccountListSchema),
         Credit: toJson(AdminCreditSchema),
@@ -381,6 +383,28 @@ export function createOpenApiDocument(options: { version: string }): Record<stri
           responses: {
             "200": response("The keys", json(reference("KeyList"))),
             ...adminErrors({ "404": "`not_found`: no account has this name or id." }),
+          },
+        },
+      },
+      "/admin/keys/{id}": {
+        patch: {
+          operationId: "updateKey",
+          summary:
+            "Changes a key's name, models, rate limits or expiry in place: the key's holder keeps it. Every replica uses the new settings within a second. A field left out keeps its value; null clears it.",
+          security: adminSecurity,
+          parameters: [
+            idParameter(
+              "The key's public id (the 12 lowercase letters and digits after `sk-tg-`). An admin key has no models or rate limits: only its name and expiry change.",
+            ),
+          ],
+          requestBody: jsonBody("UpdateKeyRequest"),
+          responses: {
+            "200": response("The key with its new settings", json(reference("Key"))),
+            ...adminErrors({
+              "400": `${VALIDATION_CODES}; an unknown body field, a body with no field, or a revoked key (\`param: "id"\`; a revoked key cannot be changed) is \`invalid_value\`. Or \`invalid_http_request\`.`,
+              "404": "`not_found`: no key has this public id.",
+              "413": REQUEST_TOO_LARGE,
+            }),
           },
         },
       },

@@ -1,5 +1,5 @@
 import { setImmediate } from "node:timers/promises";
-import type { Kysely, Selectable, SelectQueryBuilder } from "kysely";
+import type { Kysely, Selectable, SelectQueryBuilder, Updateable } from "kysely";
 import { toCreditRow } from "./billing-rows.ts";
 import { fromTimestampText, readBigInt, requirePageLimit, toTimestampText } from "./column-values.ts";
 import type { AccountsTable, ApiKeysTable, Database } from "./database.ts";
@@ -8,6 +8,7 @@ import type {
   Account,
   AccountPage,
   AccountWithMoney,
+  ApiKeyChanges,
   ApiKeyFilter,
   ApiKeyPage,
   ApiKeyRecord,
@@ -15,6 +16,7 @@ import type {
   KeyRole,
   RevokeApiKeyResult,
   Store,
+  UpdateApiKeyResult,
 } from "./store.ts";
 
 /** The note of the credit that records an account's opening balance. */
@@ -175,6 +177,30 @@ export function createKyselyStore(
       return existing === undefined ? "not_found" : "already_revoked";
     },
 
+    async updateApiKey(publicId: string, changes: ApiKeyChanges): Promise<UpdateApiKeyResult> {
+      const columns = toApiKeyChangeColumns(changes);
+      return await db.transaction().execute(async (transaction) => {
+        // Only a key not revoked: on PostgreSQL a revocation that commits first is seen by the
+        // update's condition, and one that comes after waits for this transaction.
+        if (Object.keys(columns).length > 0) {
+          await transaction
+            .updateTable("api_keys")
+            .set(columns)
+            .where("public_id", "=", publicId)
+            .where("revoked_at", "is", null)
+            .execute();
+        }
+        const row = await transaction
+          .selectFrom("api_keys")
+          .selectAll()
+          .where("public_id", "=", publicId)
+          .executeTakeFirst();
+        if (row === undefined) return { outcome: "not_found" };
+        if (row.revoked_at !== null) return { outcome: "revoked" };
+        return { outcome: "updated", key: toApiKeyRecord(row) };
+      });
+    },
+
     async hasAdminKey(): Promise<boolean> {
       const row = await whereAdminKeys(db.selectFrom("api_keys").select("id")).limit(1).executeTakeFirst();
       return row !== undefined;
@@ -261,6 +287,19 @@ function toApiKeyRecord(row: Selectable<ApiKeysTable>): ApiKeyRecord {
     revokedAt: row.revoked_at === null ? undefined : fromTimestampText(row.revoked_at),
     createdAt: fromTimestampText(row.created_at),
   };
+}
+
+/** The columns that {@link Store.updateApiKey} sets: those whose field is given (`null` clears one). */
+function toApiKeyChangeColumns(changes: ApiKeyChanges): Updateable<ApiKeysTable> {
+  const columns: Updateable<ApiKeysTable> = {};
+  if (changes.name !== undefined) columns.name = changes.name;
+  if (changes.allowedModels !== undefined)
+    columns.allowed_models = changes.allowedModels === null ? null : JSON.stringify(changes.allowedModels);
+  if (changes.rpm !== undefined) columns.rpm = changes.rpm === null ? null : BigInt(changes.rpm);
+  if (changes.tpm !== undefined) columns.tpm = changes.tpm === null ? null : BigInt(changes.tpm);
+  if (changes.expiresAt !== undefined)
+    columns.expires_at = changes.expiresAt === null ? null : toTimestampText(changes.expiresAt);
+  return columns;
 }
 
 function toKeyRole(value: string): KeyRole {

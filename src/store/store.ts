@@ -51,6 +51,26 @@ export type InsertAccountResult = "created" | "name_taken";
 /** The outcome of {@link Store.revokeApiKey}. */
 export type RevokeApiKeyResult = "revoked" | "already_revoked" | "not_found";
 
+/**
+ * New settings for a key ({@link Store.updateApiKey}): a field left out (or `undefined`) keeps
+ * its value; `null` clears it (every model, no limit, never expires).
+ */
+export interface ApiKeyChanges {
+  name?: string | undefined;
+  allowedModels?: string[] | null | undefined;
+  rpm?: number | null | undefined;
+  tpm?: number | null | undefined;
+  expiresAt?: Date | null | undefined;
+}
+
+/**
+ * The outcome of {@link Store.updateApiKey}: the key as it is now, once changed; `revoked` when
+ * the key was revoked (a revoked key keeps the settings it had); nothing is written unless `updated`.
+ */
+export type UpdateApiKeyResult =
+  | { outcome: "updated"; key: ApiKeyRecord }
+  | { outcome: "revoked" | "not_found" };
+
 /** Filters of {@link Store.listApiKeys}. */
 export interface ApiKeyFilter {
   /** Only the keys of this account. */
@@ -260,6 +280,13 @@ export interface Store {
   listApiKeys(filter?: ApiKeyFilter, page?: ApiKeyPage): Promise<ApiKeyRecord[]>;
   /** Marks the key revoked at `revokedAt`; a key already revoked keeps its first time. */
   revokeApiKey(publicId: string, revokedAt: Date): Promise<RevokeApiKeyResult>;
+  /**
+   * Changes a key's settings in place (its secret, account, role and times stay), in one
+   * transaction that answers the key as it commits. An expired key can be changed (given a later
+   * expiry, it works again); a revoked one cannot. Changes with no field write nothing and answer
+   * the key as it is.
+   */
+  updateApiKey(publicId: string, changes: ApiKeyChanges): Promise<UpdateApiKeyResult>;
   /** Whether any admin key exists, revoked and expired ones included. */
   hasAdminKey(): Promise<boolean>;
   /**

@@ -64,7 +64,7 @@ function buildAdminApp(): FastifyInstance {
         if (key === undefined) throw new Error("route reached without authentication");
         return key;
       },
-      onKeyRevoked: (publicId) => {
+      onKeyChanged: (publicId) => {
         revoked.push(publicId);
         authenticator.forget(publicId);
       },

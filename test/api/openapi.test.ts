@@ -335,8 +335,21 @@ describe("the OpenAPI document of a running server", () => {
     expectValid("get", "/admin/usage", csv);
 
     const publicId = (key.body as { public_id: string }).public_id;
+    const updated = await call("PATCH", `/admin/keys/${publicId}`, server.adminKey, {
+      rpm: 120,
+      models: null,
+      expires_at: null,
+    });
+    expect(updated.status).toBe(200);
+    expectValid("patch", "/admin/keys/{id}", updated);
     const revoked = await call("POST", `/admin/keys/${publicId}/revoke`, server.adminKey);
     expectValid("post", "/admin/keys/{id}/revoke", revoked);
+    const refused = await call("PATCH", `/admin/keys/${publicId}`, server.adminKey, { rpm: 5 });
+    expect(refused.status).toBe(400);
+    expectValid("patch", "/admin/keys/{id}", refused);
+    const unknown = await call("PATCH", "/admin/keys/abcdefabcdef", server.adminKey, { rpm: 5 });
+    expect(unknown.status).toBe(404);
+    expectValid("patch", "/admin/keys/{id}", unknown);
   });
 
   it("describes the errors the server answers in the contract's shape", async () => {

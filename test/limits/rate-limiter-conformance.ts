@@ -68,6 +68,29 @@ export function describeRateLimiterConformance(name: string, create: () => Promi
       await limiter.close();
     });
 
+    it("starts a bucket whose limit changed full at the new limit: a lowered one caps it, a raised one refills at the new rate", async () => {
+      // A key's rpm or tpm changed in place (`keys update`, PATCH /admin/keys/:id): the next
+      // request brings the new limit.
+      const { limiter, advance } = await create();
+      const lowered = { bucket: "requests:g", amount: 1 };
+      expect((await limiter.take({ ...lowered, limit: 100 })).remaining).toBe(99);
+      const capped = await limiter.take({ ...lowered, limit: 5 });
+      expect(capped).toMatchObject({ allowed: true, limit: 5, remaining: 4 });
+      for (let taken = 0; taken < 4; taken++) await limiter.take({ ...lowered, limit: 5 });
+      expect((await limiter.take({ ...lowered, limit: 5 })).allowed).toBe(false);
+
+      const raised = { bucket: "requests:h", amount: 1 };
+      expect((await limiter.take({ ...raised, limit: 1 })).allowed).toBe(true);
+      expect((await limiter.take({ ...raised, limit: 1 })).allowed).toBe(false);
+      expect(await limiter.take({ ...raised, limit: 60 })).toMatchObject({ allowed: true, remaining: 59 });
+      await limiter.take({ ...raised, limit: 60, amount: 59 });
+      expect((await limiter.take({ ...raised, limit: 60 })).allowed).toBe(false);
+      // 60 per minute is one a second, not the old one a minute.
+      await advance(1000);
+      expect((await limiter.take({ ...raised, limit: 60 })).allowed).toBe(true);
+      await limiter.close();
+    });
+
     it("keeps buckets apart", async () => {
       const { limiter } = await create();
       await limiter.take({ bucket: "requests:e", limit: 1, amount: 1 });

@@ -303,6 +303,111 @@ export function describeStoreConformance(name: string, backend: StoreConformance
         expect(await store.revokeApiKey("zzzzzzzzzzzz", new Date())).toBe("not_found");
       });
 
+      it("changes a key's settings in place and answers the key as it is now", async () => {
+        const account = makeAccount({ name: "acme" });
+        await store.insertAccount(account);
+        const key = makeKey({ accountId: account.id, name: "ci", rpm: 1 });
+        await store.insertApiKey(key);
+        const changed = {
+          ...key,
+          name: "deploy",
+          allowedModels: ["m1", "org/model:Q4"],
+          rpm: 5,
+          tpm: 100_000,
+          expiresAt: new Date("2031-02-03T04:05:06.789Z"),
+        };
+        expect(
+          await store.updateApiKey(key.publicId, {
+            name: "deploy",
+            allowedModels: ["m1", "org/model:Q4"],
+            rpm: 5,
+            tpm: 100_000,
+            expiresAt: new Date("2031-02-03T04:05:06.789Z"),
+          }),
+        ).toEqual({ outcome: "updated", key: changed });
+        expect(await store.getApiKeyByPublicId(key.publicId)).toEqual(changed);
+      });
+
+      it("keeps what a change leaves out, and clears what it sets to null", async () => {
+        const account = makeAccount({ name: "acme" });
+        await store.insertAccount(account);
+        const key = makeKey({
+          accountId: account.id,
+          name: "ci",
+          allowedModels: ["m1"],
+          rpm: 60,
+          tpm: 1000,
+          expiresAt: new Date("2030-01-01T00:00:00.000Z"),
+        });
+        await store.insertApiKey(key);
+        expect(await store.updateApiKey(key.publicId, { rpm: 120, tpm: undefined })).toEqual({
+          outcome: "updated",
+          key: { ...key, rpm: 120 },
+        });
+        const cleared = {
+          ...key,
+          rpm: undefined,
+          tpm: undefined,
+          allowedModels: undefined,
+          expiresAt: undefined,
+        };
+        expect(
+          await store.updateApiKey(key.publicId, {
+            allowedModels: null,
+            rpm: null,
+            tpm: null,
+            expiresAt: null,
+          }),
+        ).toEqual({ outcome: "updated", key: cleared });
+        expect(await store.getApiKeyByPublicId(key.publicId)).toEqual(cleared);
+        // No field: nothing written, the key as it is.
+        expect(await store.updateApiKey(key.publicId, {})).toEqual({ outcome: "updated", key: cleared });
+      });
+
+      it("changes an expired key, and an admin key's name and expiry", async () => {
+        const account = makeAccount({ name: "acme" });
+        await store.insertAccount(account);
+        const expired = makeKey({ accountId: account.id, expiresAt: new Date("2020-01-01T00:00:00.000Z") });
+        const admin = makeKey({ role: "admin", accountId: undefined });
+        for (const key of [expired, admin]) await store.insertApiKey(key);
+        const later = new Date("2040-01-01T00:00:00.000Z");
+        expect(await store.updateApiKey(expired.publicId, { expiresAt: later })).toEqual({
+          outcome: "updated",
+          key: { ...expired, expiresAt: later },
+        });
+        expect(await store.updateApiKey(admin.publicId, { name: "ops", expiresAt: later })).toEqual({
+          outcome: "updated",
+          key: { ...admin, name: "ops", expiresAt: later },
+        });
+        expect(await store.hasAdminKey()).toBe(true);
+      });
+
+      it("refuses to change a revoked key, writing nothing, and answers not_found for an unknown one", async () => {
+        const account = makeAccount({ name: "acme" });
+        await store.insertAccount(account);
+        const key = makeKey({ accountId: account.id, rpm: 1 });
+        await store.insertApiKey(key);
+        const revokedAt = new Date("2025-03-01T00:00:00.000Z");
+        await store.revokeApiKey(key.publicId, revokedAt);
+        expect(await store.updateApiKey(key.publicId, { rpm: 1000, name: "again" })).toEqual({
+          outcome: "revoked",
+        });
+        expect(await store.updateApiKey(key.publicId, {})).toEqual({ outcome: "revoked" });
+        expect(await store.getApiKeyByPublicId(key.publicId)).toEqual({ ...key, revokedAt });
+        expect(await store.updateApiKey("zzzzzzzzzzzz", { rpm: 5 })).toEqual({ outcome: "not_found" });
+        expect(await store.updateApiKey("zzzzzzzzzzzz", {})).toEqual({ outcome: "not_found" });
+      });
+
+      it("changes only the key it names", async () => {
+        const account = makeAccount({ name: "acme" });
+        await store.insertAccount(account);
+        const first = makeKey({ accountId: account.id, rpm: 1 });
+        const second = makeKey({ accountId: account.id, rpm: 1 });
+        for (const key of [first, second]) await store.insertApiKey(key);
+        await store.updateApiKey(first.publicId, { rpm: 9 });
+        expect(await store.getApiKeyByPublicId(second.publicId)).toEqual(second);
+      });
+
       it("tells whether an admin key exists, revoked ones included", async () => {
         expect(await store.hasAdminKey()).toBe(false);
         const account = makeAccount({ name: "acme" });

@@ -1,7 +1,6 @@
 import { Readable } from "node:stream";
-import { type Static, type TObject, Type } from "@sinclair/typebox";
+import { type Static, Type } from "@sinclair/typebox";
 import type { FastifyBaseLogger, FastifyInstance } from "fastify";
-import { AdminError } from "../../admin/admin-error.ts";
 import { createAccount } from "../../admin/create-account.ts";
 import { createKey } from "../../admin/create-key.ts";
 import { creditAccount } from "../../admin/credit-account.ts";
@@ -10,7 +9,6 @@ import { requireAccount } from "../../admin/find-account.ts";
 import { hasNulCharacter } from "../../admin/has-nul-character.ts";
 import { listAccountSummaries } from "../../admin/list-account-summaries.ts";
 import { decodePageCursor, encodePageCursor, type PageCursor } from "../../admin/page-cursor.ts";
-import { parseInstant } from "../../admin/parse-instant.ts";
 import { readAccountNames } from "../../admin/read-account-names.ts";
 import { hideKeySecrets } from "../../admin/read-key-reference.ts";
 import { revokeKey } from "../../admin/revoke-key.ts";
@@ -24,31 +22,35 @@ import {
   sumUsageGroups,
   usageCsvLines,
 } from "../../admin/usage-report.ts";
-import { isPublicId } from "../../auth/api-key.ts";
 import { formatAmount, MoneyFormatError, parseAmount } from "../../billing/money.ts";
-import { suggestName } from "../../catalog/suggest-name.ts";
 import { AppError } from "../../errors/app-error.ts";
-import {
-  type ApiKeyRecord,
-  type KeyRole,
-  type Store,
-  USAGE_GROUPINGS,
-  type UsageRecord,
-} from "../../store/store.ts";
+import { type KeyRole, type Store, USAGE_GROUPINGS, type UsageRecord } from "../../store/store.ts";
 import { Nullable, StringEnum } from "../schemas/schema-helpers.ts";
+import { registerKeyUpdateRoute } from "./admin-key-update.ts";
+import {
+  describeSuggestion,
+  mapAdminErrors,
+  readInstant,
+  readKeyIdParam,
+  rejectUnknownFields,
+  renderKey,
+} from "./admin-route-helpers.ts";
 
 /** Options of {@link registerAdminRoutes}. */
 export interface AdminRoutesOptions {
   store: Store;
   /** The authenticated key of a request (the caller has already refused requests without one). */
   getKey: (request: object) => { role: KeyRole; publicId: string };
-  /** Called once a key is revoked here, so the caller can drop it from caches at once. */
-  onKeyRevoked?: (publicId: string) => void;
+  /**
+   * Called once a key is revoked or changed here (`POST /admin/keys/:id/revoke`, `PATCH
+   * /admin/keys/:id`), so the caller can drop it from caches at once.
+   */
+  onKeyChanged?: (publicId: string) => void;
   /** Called once an account is credited here. */
   onAccountCredited?: (accountId: string) => void;
   /** The clock for new accounts, keys and credits. Default: now. */
   now?: () => Date;
-  /** The catalogue's model ids now: a new key's `models` must be among them. Default: not checked. */
+  /** The catalogue's model ids now: a key's new `models` must be among them. Default: not checked. */
   modelIds?: () => readonly string[];
 }
 
@@ -135,9 +137,6 @@ export const UsageQuery = Type.Object({
 /** Body fields that name a record to find, not a value to store: one with a NUL finds nothing. */
 const REFERENCE_FIELDS: ReadonlySet<string> = new Set(["account"]);
 
-/** The operator-facing field names that differ from the request fields. */
-const PARAM_OF_FIELD: Readonly<Record<string, string>> = { expires: "expires_at" };
-
 /**
  * The `Idempotency-Key` header of a credit, if sent: 1 to 255 visible ASCII characters (as the
  * IETF draft and payment APIs have it), so that a client retrying a credit after a timeout gets
@@ -166,9 +165,9 @@ export function adminKeyRequired(): AppError {
 
 /**
  * The admin HTTP API under `/admin` (SPEC §6): accounts (create, list, get, credit), keys
- * (create, list, revoke) and usage (filter, group, CSV). JSON bodies, amounts as decimal strings,
- * unknown body fields and query parameters refused (a typo must not silently drop a balance or
- * widen a listing). Register it inside the authenticated scope: a request without a valid key
+ * (create, list, revoke, and update in `admin-key-update.ts`) and usage (filter, group, CSV).
+ * JSON bodies, amounts as decimal strings, unknown body fields and query parameters refused (a
+ * typo must not silently drop a balance or widen a listing). Register it inside the authenticated scope: a request without a valid key
  * has had its 401 already; this answers a non-admin key with 403 `admin_key_required` before
  * looking at the body.
  *
@@ -352,15 +351,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
       { schema: { params: IdParams } },
       async (request) => {
         rejectAnyBody(request.body);
-        const publicId = request.params.id;
-        // Only the public id: a whole key in a URL would leave its secret in access logs.
-        if (!isPublicId(publicId)) {
-          throw new AppError(
-            "invalid_value",
-            "Name the key by its public id: the 12 lowercase letters and digits after `sk-tg-`, as GET /admin/keys lists them.",
-            { param: "id" },
-          );
-        }
+        const publicId = readKeyIdParam(request.params.id);
         // A key revoking itself would lock its holder out of the admin API at once (and a store's
         // generated admin key is never made again): that is done from the CLI, on purpose.
         if (publicId === options.getKey(request).publicId) {
@@ -371,7 +362,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
           );
         }
         const outcome = await mapAdminErrors(() => revokeKey(store, publicId, clock));
-        options.onKeyRevoked?.(publicId);
+        options.onKeyChanged?.(publicId);
         const record = await store.getApiKeyByPublicId(publicId);
         if (record === undefined) throw new AppError("not_found", `No key has the public id ${publicId}.`);
         const account =
@@ -379,6 +370,8 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
         return { ...renderKey(record, account?.name), already_revoked: !outcome.newlyRevoked };
       },
     );
+
+    registerKeyUpdateRoute(admin, options);
 
     admin.get<{ Querystring: Static<typeof UsageQuery> }>(
       "/admin/usage",
@@ -516,36 +509,6 @@ function rejectNulCharacters(body: unknown, schema: unknown): void {
   }
 }
 
-/** A key as the admin API shows it: never its secret or hash. */
-function renderKey(key: ApiKeyRecord, accountName: string | undefined) {
-  return {
-    public_id: key.publicId,
-    account_id: key.accountId ?? null,
-    account: accountName ?? null,
-    role: key.role,
-    name: key.name,
-    models: key.allowedModels ?? null,
-    rpm: key.rpm ?? null,
-    tpm: key.tpm ?? null,
-    expires_at: key.expiresAt?.toISOString() ?? null,
-    revoked_at: key.revokedAt?.toISOString() ?? null,
-    created_at: key.createdAt.toISOString(),
-  };
-}
-
-/** Refuses body fields the schema does not name, naming the first one and the field meant. */
-function rejectUnknownFields(body: object, schema: TObject): void {
-  const known = Object.keys(schema.properties);
-  const unknown = Object.keys(body).find((field) => !known.includes(field));
-  if (unknown !== undefined) {
-    throw new AppError(
-      "invalid_value",
-      `Unknown field '${hideKeySecrets(unknown)}'.${describeSuggestion(unknown, known)} The fields are: ${known.join(", ")}.`,
-      { param: hideKeySecrets(unknown) },
-    );
-  }
-}
-
 /**
  * Refuses a body on a request that takes none (no body, `{}` and `null` pass, as HTTP clients
  * send them): a field such as `{"reason": ...}` would otherwise be dropped without a word.
@@ -594,12 +557,6 @@ function isObjectSchema(schema: unknown): schema is { properties: Record<string,
   );
 }
 
-/** " Did you mean 'account'?" when the name is close to a known one, else "". */
-function describeSuggestion(name: string, known: readonly string[]): string {
-  const suggestion = suggestName(name, known);
-  return suggestion === undefined ? "" : ` Did you mean '${suggestion}'?`;
-}
-
 function readAmount(field: string, text: string): bigint {
   try {
     return parseAmount(text);
@@ -608,36 +565,5 @@ function readAmount(field: string, text: string): bigint {
       throw new AppError("invalid_value", `Invalid '${field}': ${error.message}.`, { param: field });
     }
     throw error;
-  }
-}
-
-function readInstant(field: string, text: string): Date {
-  try {
-    return parseInstant(text);
-  } catch (error) {
-    const reason = error instanceof Error ? error.message : String(error);
-    throw new AppError("invalid_value", `Invalid '${field}': ${reason}`, { param: field });
-  }
-}
-
-/** Runs an admin operation; an {@link AdminError} becomes the {@link AppError} the client sees. */
-async function mapAdminErrors<T>(operation: () => Promise<T>): Promise<T> {
-  try {
-    return await operation();
-  } catch (error) {
-    if (!(error instanceof AdminError)) throw error;
-    const param = error.field === undefined ? undefined : (PARAM_OF_FIELD[error.field] ?? error.field);
-    const options = { param, cause: error };
-    switch (error.kind) {
-      case "not_found":
-        throw new AppError("not_found", error.message, options);
-      case "invalid_value":
-      case "conflict":
-        throw new AppError("invalid_value", error.message, options);
-      default: {
-        const unexpected: never = error.kind;
-        throw new Error(`Unknown admin error kind ${String(unexpected)}`);
-      }
-    }
   }
 }

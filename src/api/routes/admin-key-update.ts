@@ -1,0 +1,98 @@
+import { type Static, Type } from "@sinclair/typebox";
+import type { FastifyInstance } from "fastify";
+import { updateKey } from "../../admin/update-key.ts";
+import { AppError } from "../../errors/app-error.ts";
+import { Nullable } from "../schemas/schema-helpers.ts";
+import type { AdminRoutesOptions } from "./admin.ts";
+import {
+  mapAdminErrors,
+  readInstant,
+  readKeyIdParam,
+  rejectUnknownFields,
+  renderKey,
+} from "./admin-route-helpers.ts";
+
+export const UpdateKeyBody = Type.Object(
+  {
+    name: Type.Optional(Type.String({ description: 'A label; at most 100 characters; "" for none.' })),
+    models: Type.Optional(
+      Nullable(
+        Type.Array(Type.String(), {
+          minItems: 1,
+          maxItems: 1000,
+          description: "The model ids the key may use, from the catalogue; null for every model.",
+        }),
+      ),
+    ),
+    rpm: Type.Optional(
+      Nullable(Type.Integer({ minimum: 1, description: "Requests per minute; null for no limit." })),
+    ),
+    tpm: Type.Optional(
+      Nullable(Type.Integer({ minimum: 1, description: "Tokens per minute; null for no limit." })),
+    ),
+    expires_at: Type.Optional(
+      Nullable(
+        Type.String({
+          description:
+            "When the key stops working, in the future: ISO 8601, such as 2025-12-31 or 2025-12-31T18:00:00Z; null for never.",
+        }),
+      ),
+    ),
+  },
+  { description: "The settings to change: a field left out keeps its value." },
+);
+
+const KeyIdParams = Type.Object({ id: Type.String() });
+
+/** The body's fields, as a message names them. */
+const FIELDS = Object.keys(UpdateKeyBody.properties).join(", ");
+
+/**
+ * `PATCH /admin/keys/:id`: changes a key's settings in place, keeping its secret (the holder
+ * deploys nothing new), and answers the key as `GET /admin/keys` shows it. Register it in the
+ * admin scope (`registerAdminRoutes`), whose hooks check the admin key, the query and NULs.
+ *
+ * A revoked key is refused with 400 `invalid_value` (`param: "id"`), as every other refusal of
+ * what the request asks: the error catalogue has no 409, and the contract lists none. The key
+ * is dropped from caches at once (`onKeyChanged`), so the next request goes by its new settings
+ * on every replica.
+ */
+export function registerKeyUpdateRoute(admin: FastifyInstance, options: AdminRoutesOptions): void {
+  const { store } = options;
+  admin.patch<{ Params: Static<typeof KeyIdParams>; Body: Static<typeof UpdateKeyBody> }>(
+    "/admin/keys/:id",
+    { schema: { params: KeyIdParams, body: UpdateKeyBody } },
+    async (request) => {
+      const publicId = readKeyIdParam(request.params.id);
+      const body = request.body;
+      rejectUnknownFields(body, UpdateKeyBody);
+      if (Object.keys(body).length === 0) {
+        throw new AppError("invalid_value", `Nothing to change: give at least one of ${FIELDS}.`);
+      }
+      const expires = body.expires_at;
+      const record = await mapAdminErrors(
+        () =>
+          updateKey(
+            store,
+            publicId,
+            {
+              name: body.name,
+              allowedModels: body.models,
+              rpm: body.rpm,
+              tpm: body.tpm,
+              expiresAt: expires == null ? expires : readInstant("expires_at", expires),
+            },
+            {
+              ...(options.now === undefined ? {} : { now: options.now }),
+              ...(options.modelIds === undefined ? {} : { knownModels: options.modelIds() }),
+            },
+          ),
+        { key: "id" },
+      );
+      options.onKeyChanged?.(publicId);
+      const account =
+        record.accountId === undefined ? undefined : await store.getAccountById(record.accountId);
+      return renderKey(record, account?.name);
+    },
+  );
+}
