@@ -210,7 +210,7 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
               "invalid_http_request",
               "The request URL is not valid: every '%' in its path must start an escape of two hex digits, and the escapes must spell UTF-8 (write a '%' itself as %25).",
             )
-          : normalizeError(error);
+          : normalizeError(error, undefined, { bodyLimitBytes });
       annotate(request, { error: appError.code });
       // Answered before routing: no onResponse hook runs, so the request's log line and metrics
       // are written here, once the answer is out.
@@ -330,7 +330,7 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
   // One line for an outage's run of refusals, then one every 10 s (each request has its own line).
   const logStoreOutage = throttleLog(STORE_OUTAGE_LOG_INTERVAL_MS);
   app.setErrorHandler((error, request, reply) => {
-    const appError = normalizeError(error, request.body);
+    const appError = normalizeError(error, request.body, { bodyLimitBytes });
     annotate(request, { error: appError.code });
     // Fastify closes the connection after refusing a body, and with the rest of the body still
     // coming the close often reaches the client as a reset, before it could read the 413. Kept

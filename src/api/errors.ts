@@ -51,14 +51,18 @@ interface FrameworkError {
  * the request's parsed body, which explains some validation failures better than the schema's
  * first complaint (a tool of another kind than `function`).
  */
-export function normalizeError(error: unknown, body?: unknown): AppError {
+export function normalizeError(
+  error: unknown,
+  body?: unknown,
+  limits: { bodyLimitBytes?: number | undefined } = {},
+): AppError {
   if (isAppError(error)) return error;
   const framework = (typeof error === "object" && error !== null ? error : {}) as FrameworkError;
   if (Array.isArray(framework.validation))
     return refuseUnsupportedToolTypes(body) ?? mapValidationError(framework.validation);
   switch (framework.code) {
     case "FST_ERR_CTP_BODY_TOO_LARGE":
-      return new AppError("request_too_large", "The request body is larger than this server accepts.");
+      return bodyTooLarge(limits.bodyLimitBytes);
     case "FST_ERR_CTP_INVALID_MEDIA_TYPE":
       return new AppError(
         "invalid_content_type",
@@ -75,7 +79,7 @@ export function normalizeError(error: unknown, body?: unknown): AppError {
       );
   }
   if (framework.statusCode === 413) {
-    return new AppError("request_too_large", "The request body is larger than this server accepts.");
+    return bodyTooLarge(limits.bodyLimitBytes);
   }
   if (isStoreUnavailable(error)) {
     // The cause goes to the log only: it may name the database's host or user.
@@ -91,6 +95,15 @@ export function normalizeError(error: unknown, body?: unknown): AppError {
     {
       cause: error,
     },
+  );
+}
+
+/** The 413 of a body over the limit, naming the limit where it is known. */
+function bodyTooLarge(limitBytes: number | undefined): AppError {
+  const limit = limitBytes === undefined ? "" : ` (at most ${limitBytes} bytes, the server's body_limit)`;
+  return new AppError(
+    "request_too_large",
+    `The request body is larger than this server accepts${limit}; send a smaller one, such as a shorter conversation.`,
   );
 }
 

@@ -481,6 +481,9 @@ describe("bad input gets its status, type, code and param, never a 500", () => {
     );
     expect(response.status).toBe(413);
     expect(response.body.error).toMatchObject({ code: "request_too_large", type: "invalid_request_error" });
+    // The limit it went over, and what to do.
+    expect(response.body.error.message).toContain("at most 65536 bytes, the server's body_limit");
+    expect(response.body.error.message).toContain("send a smaller one");
   });
 
   it("checks the key before the body: a bad key with bad JSON gets 401", async () => {

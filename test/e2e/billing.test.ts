@@ -239,6 +239,11 @@ describe("balances are never overspent", () => {
       code: "insufficient_balance",
       param: null,
     });
+    // What the maximum cost is made of, so a client that sent no max_tokens, or a long prompt, knows.
+    expect(body.error.message).toMatch(
+      /its prompt plus max_tokens, or plus the rest of the model's context when max_tokens is not set/,
+    );
+    expect(body.error.message).toMatch(/set a lower max_tokens or send shorter messages/);
   });
 });
 
