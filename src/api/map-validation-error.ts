@@ -129,7 +129,23 @@ function mapSingleIssue(issue: SchemaValidationIssue): AppError {
     case "minItems":
       return new AppError(
         "invalid_value",
-        `Invalid '${where}': expected an array with at least ${String(issue.params.limit)} item(s).`,
+        issue.params.limit === 1
+          ? `Invalid '${where}': expected a non-empty array.`
+          : `Invalid '${where}': expected an array with at least ${String(issue.params.limit)} items.`,
+        { param },
+      );
+    case "maxLength":
+      return new AppError(
+        "invalid_value",
+        `Invalid value for '${where}': at most ${String(issue.params.limit)} characters; send a shorter one.`,
+        { param },
+      );
+    case "minLength":
+      return new AppError(
+        "invalid_value",
+        issue.params.limit === 1
+          ? `Invalid value for '${where}': it must not be empty.`
+          : `Invalid value for '${where}': at least ${String(issue.params.limit)} characters.`,
         { param },
       );
     case "minimum":

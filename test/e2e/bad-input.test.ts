@@ -328,6 +328,18 @@ describe("bad input gets its status, type, code and param, never a 500", () => {
     expect(response.headers.get("x-request-id")).toMatch(/\S/);
   });
 
+  it("words lengths and counts plainly, not in the validator's phrasing", async () => {
+    const phrased = async (change: Record<string, unknown>) =>
+      (await post(JSON.stringify({ ...valid, ...change }))).body.error.message;
+    expect(await phrased({ user: "u".repeat(257) })).toBe(
+      "Invalid value for 'user': at most 256 characters; send a shorter one.",
+    );
+    expect(await phrased({ messages: [] })).toBe("Invalid 'messages': expected a non-empty array.");
+    expect(await phrased({ model: TINY_MODEL, reasoning_effort: "" })).toBe(
+      "Invalid value for 'reasoning_effort': it must not be empty.",
+    );
+  });
+
   it("refuses schemas nested beyond any real one, naming the field, and bodies nested far deeper whole", async () => {
     const messages = JSON.stringify(valid.messages);
     // Past the schemas' 64 levels, within the body's 128: the field is named.
