@@ -31,10 +31,14 @@ interface Waiter<Item> {
   resolve(lease: Lease<Item> | undefined): void;
 }
 
-/** Creates a {@link LeasePool} over `items`, with at most `maxQueue` requests waiting. */
+/**
+ * Creates a {@link LeasePool} over `items`, with at most `maxQueue` requests waiting; `modelId`
+ * names the model in the refusal.
+ */
 export function createLeasePool<Item>(options: {
   items: readonly Item[];
   maxQueue: number;
+  modelId?: string;
 }): LeasePool<Item> {
   const free = [...options.items];
   const waiters: Waiter<Item>[] = [];
@@ -76,7 +80,7 @@ export function createLeasePool<Item>(options: {
         return Promise.reject(
           new AppError(
             "model_overloaded",
-            "The model is busy with other requests and its queue is full. Please retry shortly.",
+            `The model${options.modelId === undefined ? "" : ` '${options.modelId}'`} is busy with other requests and its queue is full (${options.items.length} running, ${options.maxQueue} waiting). Please retry shortly.`,
             { retryAfterSeconds: 1 },
           ),
         );

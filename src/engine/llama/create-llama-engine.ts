@@ -103,7 +103,7 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
       state = {
         status: "available",
         loaded,
-        pool: createLeasePool({ items: loaded.slots, maxQueue: Math.max(0, config.maxQueue) }),
+        pool: createLeasePool({ items: loaded.slots, maxQueue: Math.max(0, config.maxQueue), modelId }),
         grammars: createGrammarCache({ llama: loaded.llama }),
         renderOnce,
         direct: (options.directGeneration ?? true) && supportsDirectGeneration(loaded.chatWrapper),

@@ -25,12 +25,16 @@ describe("createLeasePool", () => {
   });
 
   it("refuses with model_overloaded once maxQueue requests wait", async () => {
-    const pool = createLeasePool({ items: [1], maxQueue: 1 });
+    const pool = createLeasePool({ items: [1], maxQueue: 1, modelId: "acme/tiny" });
     await pool.acquire(new AbortController().signal);
     void pool.acquire(new AbortController().signal);
     const refused = await pool.acquire(new AbortController().signal).catch((error: unknown) => error);
     expect(isAppError(refused) && refused.code).toBe("model_overloaded");
     expect(isAppError(refused) && refused.retryAfterSeconds).toBe(1);
+    // Which model, and how full: a client with several models knows which one to spread away from.
+    expect((refused as Error).message).toBe(
+      "The model 'acme/tiny' is busy with other requests and its queue is full (1 running, 1 waiting). Please retry shortly.",
+    );
   });
 
   it("takes a waiter whose signal aborts out of the queue", async () => {
