@@ -342,6 +342,9 @@ async function makeTestModel(argv: readonly string[]): Promise<void> {
   if (found?.isDirectory()) {
     throw new CliError(`${path} is a folder; give the file to write, such as ${join(path, "tiny.gguf")}`);
   }
+  // The file is replaced: only a GGUF (a test model being made again) or an empty file may be,
+  // never a file that may be the only copy of something else (a checkpoint, a config).
+  if (found !== undefined && found.size > 0) await refuseToReplaceOtherThanGguf(path);
   const { writeTestModel } = await import("./gguf/write-test-model.ts");
   const info = await writeTestModel({ path, size, ...(seed === undefined ? {} : { seed }) }).catch(
     (error: unknown) => {
@@ -354,6 +357,29 @@ async function makeTestModel(argv: readonly string[]): Promise<void> {
     },
   );
   out.write(`wrote ${info.path} (${info.parameters} parameters, ${info.bytes} bytes)`);
+}
+
+/** Throws unless the existing, non-empty file at `path` is a GGUF file, which make-test may replace. */
+async function refuseToReplaceOtherThanGguf(path: string): Promise<void> {
+  const { startsWithGgufMagic } = await import("./models/starts-with-gguf-magic.ts");
+  let isGguf: boolean;
+  try {
+    isGguf = await startsWithGgufMagic(path);
+  } catch (error) {
+    const code = error instanceof Error && "code" in error ? error.code : undefined;
+    // Gone since it was looked at: nothing to keep.
+    if (code === "ENOENT") return;
+    if (typeof code !== "string") throw error;
+    throw new CliError(
+      `cannot read ${path} (${code}) to check that it is a GGUF model; it was left as it is. Give a new file name, such as ./models/tiny.gguf`,
+      { cause: error },
+    );
+  }
+  if (!isGguf) {
+    throw new CliError(
+      `${path} exists and is not a GGUF file; make-test would replace it, so it was left as it is. Give a new file name, such as ./models/tiny.gguf, or delete the file first if you do not need it`,
+    );
+  }
 }
 
 /**

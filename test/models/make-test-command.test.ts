@@ -1,9 +1,11 @@
 /**
  * `tollgate models make-test FILE` names what is wrong with FILE in words. Regression: a folder
  * or an empty FILE printed the file system's raw EISDIR or ENOENT error about a temporary file.
+ * Regression: an existing file that is not a GGUF (a .safetensors checkpoint, a script) was
+ * replaced without a word, and the 503 of a model whose file was not a GGUF suggested doing so.
  */
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -49,5 +51,43 @@ describe("models make-test with a FILE it cannot write", () => {
     );
     expect(result.code).toBe(1);
     expect(readdirSync(folder)).toEqual([]);
+  });
+});
+
+describe("models make-test with a FILE that exists", () => {
+  it("leaves a file that is not a GGUF as it is, and says so", () => {
+    const file = join(folder, "victim.safetensors");
+    const bytes = Buffer.from('{"__metadata__":{}}\nweights that are the only copy');
+    writeFileSync(file, bytes);
+    try {
+      const result = makeTest(file);
+      expect(result.stderr).toBe(
+        `tollgate: ${file} exists and is not a GGUF file; make-test would replace it, so it was left as it is. Give a new file name, such as ./models/tiny.gguf, or delete the file first if you do not need it\n`,
+      );
+      expect(result.code).toBe(1);
+      expect(readFileSync(file)).toEqual(bytes);
+      expect(readdirSync(folder)).toEqual(["victim.safetensors"]);
+    } finally {
+      rmSync(file);
+    }
+  });
+
+  it("replaces a GGUF (a test model made again) and an empty file", () => {
+    const file = join(folder, "again.gguf");
+    const empty = join(folder, "empty.gguf");
+    writeFileSync(file, "GGUF and whatever follows");
+    writeFileSync(empty, "");
+    try {
+      for (const path of [file, empty]) {
+        const result = makeTest(path);
+        expect(result.stderr).toBe("");
+        expect(result.code).toBe(0);
+        expect(result.stdout.startsWith(`wrote ${path} (`)).toBe(true);
+        expect(readFileSync(path).length).toBeGreaterThan(1000);
+      }
+    } finally {
+      rmSync(file);
+      rmSync(empty);
+    }
   });
 });

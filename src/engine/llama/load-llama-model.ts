@@ -1,4 +1,6 @@
+import type { Stats } from "node:fs";
 import { stat } from "node:fs/promises";
+import { join } from "node:path";
 import type {
   ChatWrapper,
   Llama,
@@ -7,10 +9,12 @@ import type {
   LlamaContextSequence,
   LlamaModel,
 } from "node-llama-cpp";
+import { quoteForShell } from "../../admin/quote-for-shell.ts";
 import type { LlamaEngineConfig } from "../../catalog/catalog.ts";
 import { checkModelFile } from "../../gguf/check-model-file.ts";
 import { ensureModelFile } from "../../models/download/ensure-model-file.ts";
 import { ModelDownloadError } from "../../models/download/model-download-error.ts";
+import { startsWithGgufMagic } from "../../models/starts-with-gguf-magic.ts";
 import type { LlamaEngineLogger } from "./llama-engine-logger.ts";
 import { patchGrammarTerminals } from "./patch-grammar-terminals.ts";
 import { type FileIdentity, readFileIdentity } from "./read-file-identity.ts";
@@ -129,11 +133,44 @@ async function resolveModelFile(options: {
   }
 }
 
+/**
+ * What an operator can do instead of mending the file: name another one, or a URI. Each message
+ * below goes to API clients (503 `model_unavailable`) as well as to the server log: it names the
+ * configured path (resolved against the config file's folder), and nothing else about the
+ * machine (no folder listing, no other file).
+ */
+const modelUri =
+  "a model URI such as hf:ORG/REPO:QUANT (downloaded when the server loads it, or ahead of time with `tollgate models pull URI`)";
+const otherModel = `set engine.model to another GGUF file or to ${modelUri}`;
+const reload = "then reload the server (SIGHUP) or restart it.";
+
 async function checkFile(path: string): Promise<void> {
-  const found = await stat(path).catch(() => undefined);
-  if (found === undefined || !found.isFile()) {
+  let found: Stats;
+  try {
+    found = await stat(path);
+  } catch (error) {
+    const code = error instanceof Error && "code" in error ? error.code : undefined;
+    if (code === "ENOENT" || code === "ENOTDIR") {
+      // make-test is for trying Tollgate out: offered for a missing file only, where it destroys
+      // nothing, and not as the fix for a real model.
+      throw new ModelLoadError(
+        `The model file '${path}' does not exist. To fix it, put a GGUF chat model there, or ${otherModel}; ${reload} (To try Tollgate without a real model, \`tollgate models make-test ${quoteForShell(path)}\` writes a tiny random-weight test model there.)`,
+      );
+    }
     throw new ModelLoadError(
-      `The model file '${path}' does not exist. Put a GGUF chat model there (\`tollgate models pull\` downloads one; \`tollgate models make-test ${path}\` writes a tiny test model), or fix engine.model in the configuration.`,
+      `The model file '${path}' cannot be read (${typeof code === "string" ? code : "unknown error"}). To fix it, let the server's user read it and open the folders above it, or ${otherModel}; ${reload}`,
+      { cause: error },
+    );
+  }
+  if (found.isDirectory()) {
+    throw new ModelLoadError(
+      `The model file '${path}' is a folder, not a GGUF file. To fix it, set engine.model to the .gguf file in that folder (such as '${join(path, "model.gguf")}') or to a model URI such as hf:ORG/REPO:QUANT; ${reload}`,
+    );
+  }
+  // A FIFO or a device would block or never end the read of the header.
+  if (!found.isFile()) {
+    throw new ModelLoadError(
+      `The model file '${path}' is not a regular file. To fix it, ${otherModel}; ${reload}`,
     );
   }
   try {
@@ -143,9 +180,11 @@ async function checkFile(path: string): Promise<void> {
     const reason = (error instanceof Error ? error.message : String(error))
       .replace(`${path}: `, "")
       .replace(/(?<![.!?])$/, ".");
-    throw new ModelLoadError(
-      `The model file '${path}' cannot be loaded: ${reason} Replace it with a valid GGUF chat model (\`tollgate models pull\`, or \`tollgate models make-test ${path}\` for a test model).`,
-      { cause: error },
-    );
+    const isGguf = await startsWithGgufMagic(path).catch(() => undefined);
+    const fix =
+      isGguf === false
+        ? `Tollgate loads GGUF models only. To fix it, set engine.model to a GGUF file (llama.cpp's convert_hf_to_gguf.py converts a Hugging Face checkpoint such as .safetensors; many models are published as GGUF) or to ${modelUri}; ${reload}`
+        : `Replace it with a valid GGUF chat model, or ${otherModel}; ${reload}`;
+    throw new ModelLoadError(`The model file '${path}' cannot be loaded: ${reason} ${fix}`, { cause: error });
   }
 }

@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -27,6 +27,11 @@ function createEngine(path: string): ChatEngine {
   const engine = createLlamaEngine({ model: createTestCatalogModel({ path }) });
   engines.push(engine);
   return engine;
+}
+
+async function messageOf(engine: ChatEngine): Promise<string> {
+  const refusal = await engine.prepare(createTestRequest()).catch((error: unknown) => error);
+  return (refusal as Error).message;
 }
 
 async function expectUnavailable(engine: ChatEngine, messagePattern: RegExp): Promise<void> {
@@ -70,14 +75,55 @@ describe("llama engine: unusable model files", () => {
   it("is unavailable for a missing file and says how to get one", async () => {
     const path = join(folder, "missing.gguf");
     const engine = createEngine(path);
-    await expectUnavailable(engine, /does not exist.*models pull.*models make-test/);
-    await expect(engine.prepare(createTestRequest())).rejects.toThrow(path);
+    await expectUnavailable(engine, /does not exist.*hf:ORG\/REPO:QUANT.*models pull URI.*SIGHUP/);
+    const message = await messageOf(engine);
+    expect(message).toContain(`'${path}'`);
+    // The test model is offered for a demo, where it overwrites nothing.
+    expect(message).toContain(
+      `(To try Tollgate without a real model, \`tollgate models make-test '${path}'\` writes a tiny random-weight test model there.)`,
+    );
   });
 
-  it("is unavailable for a file that is not a GGUF model", async () => {
-    const path = join(folder, "notes.gguf");
-    await writeFile(path, "just some text, not a model\n".repeat(100));
-    await expectUnavailable(createEngine(path), /cannot be loaded/);
+  // Regression: the 503 told to run `models make-test` on the file, which replaced a checkpoint.
+  it("is unavailable for a file that is not a GGUF model, says how to fix it, and suggests no make-test", async () => {
+    const path = join(folder, "victim.safetensors");
+    await writeFile(path, '{"__metadata__":{}}'.repeat(100));
+    const engine = createEngine(path);
+    await expectUnavailable(
+      engine,
+      /cannot be loaded: not a GGUF file.*Tollgate loads GGUF models only\. To fix it, set engine\.model to a GGUF file \(llama\.cpp's convert_hf_to_gguf\.py.*hf:ORG\/REPO:QUANT.*models pull URI/,
+    );
+    const message = await messageOf(engine);
+    expect(message).not.toContain("make-test");
+    expect(message).not.toContain("does not exist");
+  });
+
+  it("is unavailable for a broken GGUF, with no make-test over it", async () => {
+    const path = join(folder, "short.gguf");
+    await writeFile(path, "GGUF");
+    const engine = createEngine(path);
+    await expectUnavailable(
+      engine,
+      /cannot be loaded: .*Replace it with a valid GGUF chat model, or set engine\.model/,
+    );
+    expect(await messageOf(engine)).not.toContain("make-test");
+  });
+
+  // Regression: a folder was said not to exist.
+  it("is unavailable for a folder and says to name the .gguf file in it, without listing it", async () => {
+    const path = join(folder, "weights");
+    await mkdir(path);
+    await writeFile(join(path, "secret-name.gguf"), "");
+    const engine = createEngine(path);
+    await expectUnavailable(
+      engine,
+      /is a folder, not a GGUF file\. To fix it, set engine\.model to the \.gguf file in that folder/,
+    );
+    const message = await messageOf(engine);
+    expect(message).toContain(`'${join(path, "model.gguf")}'`);
+    expect(message).not.toContain("does not exist");
+    expect(message).not.toContain("make-test");
+    expect(message).not.toContain("secret-name");
   });
 
   it("is unavailable for a truncated model, without bringing the process down", async () => {
