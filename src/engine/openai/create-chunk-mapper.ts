@@ -79,17 +79,19 @@ interface ToolCallState {
  * `flush`, so nothing is lost. Only what is sent is cut: the text kept for the estimate is whole.
  *
  * An error the upstream sends is read with `secrets`, the endpoint's (see
- * create-upstream-endpoint.ts), removed from it: it may repeat the credentials it was sent.
+ * create-upstream-endpoint.ts), removed from it: it may repeat the credentials it was sent. The
+ * endpoint's `names` (list-endpoint-names.ts) are replaced in it too. Default none.
  *
  * A class rather than a closure: a request makes one, and an object literal with getters costs
  * several runtime calls to build where a class instance costs an allocation.
  */
-export function createChunkMapper(secrets: readonly string[]): ChunkMapper {
-  return new UpstreamChunkMapper(secrets);
+export function createChunkMapper(secrets: readonly string[], names: readonly string[] = []): ChunkMapper {
+  return new UpstreamChunkMapper(secrets, names);
 }
 
 class UpstreamChunkMapper implements ChunkMapper {
   readonly #secrets: readonly string[];
+  readonly #names: readonly string[];
   readonly #texts: string[] = [];
   /** The high surrogate the text sent so far ended with, held back (or ""); the same for the refusal. */
   #heldText = "";
@@ -113,8 +115,9 @@ class UpstreamChunkMapper implements ChunkMapper {
   /** {@link producedLength} when the last usage report came. */
   #producedAtReport: number | undefined;
 
-  constructor(secrets: readonly string[]) {
+  constructor(secrets: readonly string[], names: readonly string[]) {
     this.#secrets = secrets;
+    this.#names = names;
   }
 
   get calledTools(): boolean {
@@ -127,11 +130,12 @@ class UpstreamChunkMapper implements ChunkMapper {
 
   read(value: unknown, parts: StreamPart[], eventName?: string): UpstreamErrorBody | undefined {
     // Whatever an error event holds is its error: an object, or a bare message.
-    if (eventName === "error") return readErrorBody(JSON.stringify(value), this.#secrets);
+    if (eventName === "error")
+      return readErrorBody(JSON.stringify(value), this.#secrets, { names: this.#names });
     if (typeof value !== "object" || value === null) return undefined;
     const chunk = value as UpstreamChunk;
     if (chunk.error !== undefined && chunk.error !== null) {
-      return readErrorBody(JSON.stringify({ error: chunk.error }), this.#secrets);
+      return readErrorBody(JSON.stringify({ error: chunk.error }), this.#secrets, { names: this.#names });
     }
     if (Array.isArray(chunk.choices)) this.#readChoices(chunk.choices as unknown[], parts);
     // Read after the chunk's output, which it counts (see usageCoversOutput).

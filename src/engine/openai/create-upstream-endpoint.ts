@@ -1,5 +1,6 @@
 import { Pool } from "undici";
 import { ConnectionSlots } from "./connection-slots.ts";
+import { listEndpointNames } from "./list-endpoint-names.ts";
 import { listEndpointSecrets } from "./list-endpoint-secrets.ts";
 import type { UpstreamSettings } from "./upstream-settings.ts";
 
@@ -22,6 +23,11 @@ export interface UpstreamEndpoint {
    * upstream may repeat what it was sent in its errors.
    */
   secrets: readonly string[];
+  /**
+   * How the upstream may name its own server (list-endpoint-names.ts), longest first: replaced by
+   * "the upstream server" in whatever it says that reaches a client.
+   */
+  names: readonly string[];
   pool: Pool;
   /**
    * Whether requests to this endpoint carry `stream_options`. Cleared, for the engine's life, the
@@ -74,6 +80,7 @@ export function createUpstreamEndpoint(options: {
     path: `${basePath}/chat/completions${url.search}`,
     headers,
     secrets: listEndpointSecrets(options),
+    names: listEndpointNames(options.baseUrl),
     takesStreamOptions: true,
     takesMaxTokens: true,
     unsent: new Set(),

@@ -5,20 +5,27 @@ import { createEndpointFailure, createFinalFailure, type UpstreamFailure } from 
 /**
  * What an upstream's error status means for the request:
  *
- * | status              | client gets                         | retried            | cooldown | fallbacks |
- * |---------------------|-------------------------------------|--------------------|----------|-----------|
- * | 400, 422            | 400 (upstream's message), or 400 `context_length_exceeded` | no | no | no |
- * | 413                 | 413 `request_too_large`             | no                 | no       | no        |
- * | 401, 403            | 503 `upstream_unavailable` (credentials, never the upstream's words) | other endpoints | yes | yes |
- * | 404 and other 4xx   | 503 `upstream_unavailable`          | other endpoints    | yes      | yes       |
- * | 408, 5xx            | 503 `upstream_unavailable`          | yes, with backoff  | yes      | yes       |
- * | 429                 | 503 `upstream_unavailable` + retry-after | yes, after its `retry-after` | no | yes |
+ * | status                   | client gets                              | retried            | cooldown | fallbacks |
+ * |--------------------------|------------------------------------------|--------------------|----------|-----------|
+ * | 400, 422                 | 400 (upstream's message), or 400 `context_length_exceeded` | no | no | no |
+ * | 413                      | 413 `request_too_large`                  | no                 | no       | no        |
+ * | 401, 403 (*)             | 503 `upstream_unavailable` (credentials, never the upstream's words) | other endpoints | yes | yes |
+ * | 402, 429 `insufficient_quota` (*) | 503 `upstream_unavailable` (no credit) | other endpoints | yes    | yes       |
+ * | 404 (*) and other 4xx    | 503 `upstream_unavailable`               | other endpoints    | yes      | yes       |
+ * | 408, 5xx                 | 503 `upstream_unavailable`               | yes, with backoff  | yes      | yes       |
+ * | other 429                | 503 `upstream_unavailable` + retry-after | yes, after its `retry-after` | no | yes |
+ *
+ * (*) Only the operator can mend these (the endpoint's key, base URL or model, the upstream
+ * account's credit): the client is not asked to retry later, and gets `x-should-retry: false`.
  *
  * An upstream's 401/403 is about Tollgate's credentials, never the client's: passing it on would
- * tell the client its own key is wrong. A 400 that names `stream_options`, which Tollgate itself
- * adds to every request, is marked `streamOptionsRefused`: the same request goes again without it.
- * One that refuses `max_tokens` for `max_completion_tokens` is marked `maxTokensRefused`: the same
- * request goes again with the bound under that name.
+ * tell the client its own key is wrong. A 429 whose code or type is `insufficient_quota` (OpenAI's
+ * "You exceeded your current quota") is no rate limit: the account has no credit left, and no
+ * wait mends that; a 402 (DeepSeek's "Insufficient Balance", OpenRouter's credits) says the same.
+ * A 400 that names `stream_options`, which Tollgate itself adds to every request, is marked
+ * `streamOptionsRefused`: the same request goes again without it. One that refuses `max_tokens`
+ * for `max_completion_tokens` is marked `maxTokensRefused`: the same request goes again with the
+ * bound under that name.
  */
 export function mapUpstreamStatus(options: {
   status: number;
@@ -31,7 +38,12 @@ export function mapUpstreamStatus(options: {
   sentMaxTokens?: boolean | undefined;
 }): UpstreamFailure {
   const { status, body, modelId, retryAfterMs } = options;
-  const told = body.message === undefined ? "" : `: ${body.message}`;
+  const told =
+    body.message !== undefined
+      ? `: ${body.message}`
+      : body.unreadable !== undefined
+        ? `; ${body.unreadable}`
+        : "";
   switch (status) {
     case 400:
     case 422: {
@@ -69,6 +81,7 @@ export function mapUpstreamStatus(options: {
         modelId,
         summary: `refused Tollgate's credentials (HTTP ${status}); the server's operator must check the endpoint's api_key`,
         retrySameEndpoint: false,
+        retryLater: false,
       });
     case 404:
       return createEndpointFailure({
@@ -76,8 +89,12 @@ export function mapUpstreamStatus(options: {
         summary:
           "answered HTTP 404 (not found); the server's operator must check the endpoint's base_url and the engine's model",
         retrySameEndpoint: false,
+        retryLater: false,
       });
+    case 402:
+      return creditFailure(modelId, "HTTP 402");
     case 429:
+      if (isQuotaExhausted(body)) return creditFailure(modelId, "HTTP 429 insufficient_quota");
       return createEndpointFailure({
         modelId,
         summary: "is rate-limiting Tollgate (HTTP 429)",
@@ -95,6 +112,25 @@ export function mapUpstreamStatus(options: {
         retryAfterMs,
       });
   }
+}
+
+/** OpenAI's 429 for an account without credit: its code, or its type, is `insufficient_quota`. */
+function isQuotaExhausted(body: UpstreamErrorBody): boolean {
+  return body.code === "insufficient_quota" || body.type === "insufficient_quota";
+}
+
+/**
+ * The upstream account has no quota or credit left (`what`: the status that says so): the
+ * endpoint rests and the others and the fallbacks are tried, as for refused credentials, and the
+ * client is told that the operator must act rather than to retry.
+ */
+function creditFailure(modelId: string, what: string): UpstreamFailure {
+  return createEndpointFailure({
+    modelId,
+    summary: `says the upstream account's quota or credit is exhausted (${what}); the server's operator must top it up`,
+    retrySameEndpoint: false,
+    retryLater: false,
+  });
 }
 
 /**

@@ -1,5 +1,6 @@
 import { cutText } from "../../errors/cut-text.ts";
-import { redactUpstreamText } from "./redact-upstream-text.ts";
+import { readLeadingFields } from "./read-leading-fields.ts";
+import { REDACTED, redactUpstreamText } from "./redact-upstream-text.ts";
 
 /**
  * What an upstream said about a failed request, as far as its body says anything. Every field is
@@ -11,6 +12,26 @@ export interface UpstreamErrorBody {
   type: string | undefined;
   code: string | undefined;
   param: string | undefined;
+  /**
+   * Why the body could not be read, where it looked like JSON and did not parse and no message
+   * could be read from its start: Tollgate's words, completing "The upstream server rejected the
+   * request (HTTP 400); ...". `undefined` otherwise.
+   */
+  unreadable?: string | undefined;
+}
+
+/** How an upstream's error body is read. */
+export interface ReadErrorBodyOptions {
+  /**
+   * The body was cut at the bound it is read to: a JSON body then does not parse, and only its
+   * start is read. Default false.
+   */
+  cut?: boolean | undefined;
+  /**
+   * The names of the endpoint's own server (list-endpoint-names.ts), replaced in every field by
+   * "the upstream server": the fields may reach a client. Default none.
+   */
+  names?: readonly string[] | undefined;
 }
 
 /** Longest upstream message (or other field) passed on. */
@@ -22,19 +43,39 @@ const MAX_MESSAGE_LENGTH = 300;
  * text). Never throws; every field is `undefined` where the body does not say. `secrets`: the
  * endpoint's (see create-upstream-endpoint.ts), removed from every field, since an upstream may
  * repeat in its errors the credentials it was sent.
+ *
+ * A body that looks like JSON and does not parse (cut at its bound, or malformed) is never passed
+ * on as it is: it may hold anything (a stack trace, file paths, the URL of the upstream's own
+ * database). Only the fields it begins with are read (read-leading-fields.ts); a message it was
+ * cut inside of is passed on cut. Where no message can be read, `unreadable` says why.
  */
-export function readErrorBody(text: string, secrets: readonly string[]): UpstreamErrorBody {
-  const raw = readRawErrorBody(text);
-  return {
-    message: cleanText(raw.message, secrets),
-    type: cleanText(raw.type, secrets),
-    code: cleanText(raw.code, secrets),
-    param: cleanText(raw.param, secrets),
+export function readErrorBody(
+  text: string,
+  secrets: readonly string[],
+  options: ReadErrorBodyOptions = {},
+): UpstreamErrorBody {
+  const raw = readRawErrorBody(text, options.cut === true);
+  const names = options.names ?? [];
+  const clean = (field: string | undefined) => cleanText(field, secrets, names);
+  const body: UpstreamErrorBody = {
+    message: clean(raw.message),
+    type: clean(raw.type),
+    code: clean(raw.code),
+    param: clean(raw.param),
   };
+  if (raw.unreadable !== undefined) body.unreadable = raw.unreadable;
+  if (raw.messageCut === true && body.message !== undefined) {
+    // Nothing but redactions left (a message of one long token, cut): it says nothing.
+    if (/^[\s\p{P}]*$/u.test(body.message.replaceAll(REDACTED, ""))) {
+      body.message = undefined;
+      body.unreadable = "its error message is too long to read";
+    } else if (!body.message.endsWith("…")) body.message += "…";
+  }
+  return body;
 }
 
-/** The body's fields as the upstream wrote them. */
-function readRawErrorBody(text: string): UpstreamErrorBody {
+/** The body's fields as the upstream wrote them; `messageCut`: the message is the start of a longer one. */
+function readRawErrorBody(text: string, cut: boolean): UpstreamErrorBody & { messageCut?: boolean } {
   const empty: UpstreamErrorBody = { message: undefined, type: undefined, code: undefined, param: undefined };
   const trimmed = text.trim();
   if (trimmed === "") return empty;
@@ -43,7 +84,9 @@ function readRawErrorBody(text: string): UpstreamErrorBody {
     parsed = JSON.parse(trimmed);
   } catch {
     // HTML error pages say nothing useful to a client.
-    return trimmed.startsWith("<") ? empty : { ...empty, message: trimmed };
+    if (trimmed.startsWith("<")) return empty;
+    if (trimmed.startsWith("{") || trimmed.startsWith("[")) return readBrokenJson(trimmed, cut);
+    return { ...empty, message: trimmed };
   }
   if (!isRecord(parsed)) return typeof parsed === "string" ? { ...empty, message: parsed } : empty;
   const error = parsed.error;
@@ -52,6 +95,29 @@ function readRawErrorBody(text: string): UpstreamErrorBody {
   // The fields at the top: vLLM's `{"object": "error", "message", "type", "code"}`, and the
   // error events of llama.cpp's streams (`{"code": 400, "message", "type"}`).
   return readFields(parsed, readText(parsed.message) ?? readText(parsed.detail));
+}
+
+/**
+ * A body that looks like JSON and does not parse: what its first fields say
+ * (read-leading-fields.ts), else only why it could not be read.
+ */
+function readBrokenJson(text: string, cut: boolean): UpstreamErrorBody & { messageCut?: boolean } {
+  const { fields, cutField } = readLeadingFields(text);
+  const messageKey =
+    fields.message !== undefined ? "message" : fields.detail !== undefined ? "detail" : undefined;
+  const message = messageKey === undefined ? undefined : readText(fields[messageKey]);
+  if (message === undefined || messageKey === undefined)
+    return {
+      message: undefined,
+      type: undefined,
+      code: undefined,
+      param: undefined,
+      unreadable: cut ? "its error body is too long to read" : "its error body is not valid JSON",
+    };
+  return {
+    ...readFields(fields, message),
+    messageCut: cutField === messageKey,
+  };
 }
 
 function readFields(fields: Record<string, unknown>, message: string | undefined): UpstreamErrorBody {
@@ -98,9 +164,13 @@ function readString(value: unknown): string | undefined {
  * A field as it may be passed on: secrets removed first, on the whole text (shortening could
  * otherwise cut one and leave its start), then one line, shortened; `undefined` when blank.
  */
-function cleanText(text: string | undefined, secrets: readonly string[]): string | undefined {
+function cleanText(
+  text: string | undefined,
+  secrets: readonly string[],
+  names: readonly string[],
+): string | undefined {
   if (text === undefined) return undefined;
-  const cleaned = redactUpstreamText(text, secrets).replace(/\s+/g, " ").trim();
+  const cleaned = redactUpstreamText(text, secrets, names).replace(/\s+/g, " ").trim();
   if (cleaned === "") return undefined;
   return cleaned.length <= MAX_MESSAGE_LENGTH ? cleaned : `${cutText(cleaned, MAX_MESSAGE_LENGTH - 1)}…`;
 }

@@ -7,18 +7,39 @@
 const CREDENTIAL =
   /\b(?:sk|pk|rk|ak|key)[-_][A-Za-z0-9_-]{6,}|\bBearer\s+[A-Za-z0-9\-._~+/]+=*|\b[A-Za-z0-9_-]{32,}\b/g;
 
-const REDACTED = "[redacted]";
+/** What a client or a log line reads where a secret was. */
+export const REDACTED = "[redacted]";
+
+/** What a client reads where an upstream named its own server. */
+export const UPSTREAM_SERVER = "the upstream server";
 
 /**
  * Upstream text (an error's message or param, a header value) as it may reach a client or a log
  * line: every one of the endpoint's `secrets` (see list-endpoint-secrets.ts) removed wherever it
- * occurs, then anything shaped like a credential. `secrets` go longest first, so that one that
- * holds another is removed whole.
+ * occurs, then each of its `names` (see list-endpoint-names.ts; none for a log line, where the
+ * endpoint is named anyway) replaced by {@link UPSTREAM_SERVER}, then anything shaped like a
+ * credential. `secrets` and `names` go longest first, so that one that holds another is removed
+ * whole.
  */
-export function redactUpstreamText(text: string, secrets: readonly string[]): string {
+export function redactUpstreamText(
+  text: string,
+  secrets: readonly string[],
+  names: readonly string[] = [],
+): string {
   let redacted = text;
   for (const secret of secrets) redacted = redacted.replaceAll(secret, REDACTED);
+  if (names.length > 0) redacted = redacted.replace(namePattern(names), UPSTREAM_SERVER);
   return redacted.replace(CREDENTIAL, REDACTED);
+}
+
+/**
+ * The names, in any case (host names are), where they stand whole: not inside a longer host
+ * name, address or port (`127.0.0.1` in `127.0.0.10` or `10.127.0.0.1`, `api.example.com` in
+ * `eu.api.example.com`), but before the punctuation that ends a sentence.
+ */
+function namePattern(names: readonly string[]): RegExp {
+  const alternatives = names.map((name) => name.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")).join("|");
+  return new RegExp(`(?<![\\w.-])(?:${alternatives})(?![\\w-]|\\.[\\w-])`, "gi");
 }
 
 /**

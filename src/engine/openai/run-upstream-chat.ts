@@ -153,7 +153,15 @@ export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenera
       lastFailure = failure;
       balancer.reportFailure(endpoint, { ...failure, startedAt: running.startedAt });
       options.logger.warn(
-        { model: options.modelId, endpoint: endpoint.label, attempt: retries + 1, failure: failure.summary },
+        {
+          model: options.modelId,
+          endpoint: endpoint.label,
+          attempt: retries + 1,
+          failure: failure.summary,
+          // What the upstream said tells the operator a wrong key from a missing model or an
+          // account without credit, which clients are not told apart.
+          upstreamBody: failure.upstreamBody,
+        },
         "upstream attempt failed",
       );
       if (!failure.retryable || retries >= settings.maxRetries) throw failure.error;

@@ -1,4 +1,5 @@
 import { AppError } from "../../errors/app-error.ts";
+import { cutText } from "../../errors/cut-text.ts";
 import type { EngineLogger } from "../create-engine.ts";
 import type { StreamPart, Usage } from "../engine.ts";
 import { convertCompletionToChunk } from "./convert-completion-to-chunk.ts";
@@ -74,6 +75,9 @@ const MAX_ERROR_BODY_LENGTH = 64 * 1024;
 export const MAX_ANSWER_LENGTH = 32 * 1024 * 1024;
 const MAX_ANSWER_TEXT = `${MAX_ANSWER_LENGTH / (1024 * 1024)} MiB`;
 
+/** Longest upstream error body quoted in a log line, in characters. */
+const MAX_LOGGED_BODY_LENGTH = 500;
+
 /** Longest upstream header value (a content type or encoding) repeated in a message. */
 const MAX_HEADER_LENGTH = 40;
 
@@ -131,7 +135,7 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
   signal.addEventListener("abort", onAbort);
 
   const parser = createSseParser();
-  const mapper = createChunkMapper(endpoint.secrets);
+  const mapper = createChunkMapper(endpoint.secrets, endpoint.names);
   /** `json`: the upstream ignored `stream` and answers with one `chat.completion` object. */
   let stage: "response" | "body" | "json" | "over" = "response";
   /**
@@ -158,6 +162,11 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
   let unparsed: string | undefined = "";
   /** The response's content type when it is neither an event stream nor JSON. */
   let unexpectedType: string | undefined;
+  /** Events read as chunks (not `[DONE]`, not errors): whether the upstream sent any. */
+  let chunksRead = 0;
+  /** The answer was one JSON object (see `whole` in readEvent); `notCompletion`: one without `choices`. */
+  let wholeAnswer = false;
+  let notCompletion = false;
 
   /**
    * The answer came whole: only then does the endpoint count as working. A 2xx alone says little:
@@ -189,18 +198,45 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
     } catch {
       // An error event's text is its message.
       streamError = isError
-        ? readErrorBody(event.data, endpoint.secrets)
+        ? readErrorBody(event.data, endpoint.secrets, { names: endpoint.names })
         : malformed(whole ? "an answer that is not JSON" : "an event that is not JSON");
       return;
     }
     if (!whole) {
       streamError = mapper.read(chunk, parts, event.event);
+      if (streamError === undefined) chunksRead++;
       return;
     }
+    wholeAnswer = true;
     streamError = mapper.read(convertCompletionToChunk(chunk), parts);
+    if (streamError !== undefined) return;
     // A completion is complete in itself; anything else (no choices) is no answer.
-    if (streamError === undefined && Array.isArray((chunk as { choices?: unknown } | null)?.choices))
-      done = true;
+    if (Array.isArray((chunk as { choices?: unknown } | null)?.choices)) done = true;
+    else notCompletion = true;
+  };
+
+  /**
+   * The upstream said it was done (`[DONE]`, or a whole JSON answer) without any answer: no
+   * text, reasoning or call, and no finish reason. That is no empty completion (which has its
+   * finish reason) but a broken upstream, and fails like one that closed the stream before
+   * sending anything.
+   */
+  const answeredNothing = (hasParts: boolean): boolean =>
+    !hasParts && mapper.producedLength === 0 && !mapper.calledTools && mapper.rawFinishReason === undefined;
+
+  /** What an upstream that sent no answer before its body ended (or its `[DONE]`) did. */
+  const describeNothing = (): string => {
+    if (notCompletion) return "answered with JSON that is not a chat completion";
+    if (wholeAnswer)
+      return "answered with a chat completion that holds no answer (no content and no finish_reason)";
+    if (unexpectedType !== undefined && chunksRead === 0)
+      return `answered with ${quoteHeader(unexpectedType, endpoint)} instead of an event stream`;
+    const ended = done ? "ended the stream ([DONE])" : "closed the stream";
+    return chunksRead === 0
+      ? done
+        ? `${ended} without sending any chunk`
+        : `${ended} before sending anything`
+      : `${ended} after chunks that hold no answer (no content and no finish_reason)`;
   };
 
   /** The last batch or the failure, once the body ended (`error` undefined) or broke. */
@@ -213,7 +249,7 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
       streamError = malformed(`finish_reason "${mapper.rawFinishReason}"`);
     let final: StreamPart | undefined;
     let failure: UpstreamFailure | undefined;
-    if (done && streamError === undefined) {
+    if (done && streamError === undefined && !answeredNothing(hasParts)) {
       final = finish(mapper, parts, context.promptTokens);
       reportSuccess();
     } else if (signal.aborted) {
@@ -240,7 +276,8 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
       const summary = "began to rest before the request was sent";
       failure = { ...createEndpointFailure({ modelId, summary, endpointFault: false }), requeued: true };
     } else if (streamError !== undefined) {
-      const summary = `sent an error${streamError.message === undefined ? "" : ` (${streamError.message})`}`;
+      const said = streamError.message ?? streamError.unreadable;
+      const summary = `sent an error${said === undefined ? "" : ` (${said})`}`;
       if (hasParts) final = midStreamError(summary, parts);
       else
         failure = mapStreamError({ body: streamError, summary, modelId, sentStreamOptions, sentMaxTokens });
@@ -254,9 +291,7 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
         error === undefined
           ? hasParts
             ? "closed the stream before the answer was complete"
-            : unexpectedType === undefined
-              ? "closed the stream before sending anything"
-              : `answered with ${quoteHeader(unexpectedType, endpoint.secrets)} instead of an event stream`
+            : describeNothing()
           : watch.stalled !== undefined
             ? describeStall(watch.stalled, settings)
             : describeTransportError(error);
@@ -331,26 +366,31 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
           awaitingUpstream = false;
           const encoding = readContentEncoding(response.headers["content-encoding"]);
           if (response.statusCode < 200 || response.statusCode >= 300) {
-            let text = "";
+            let body = { text: "", cut: false };
             if (encoding === undefined) {
               awaitingUpstream = true;
-              text = await readErrorText(current, endpoint.secrets, touch);
+              body = await readErrorText(current, endpoint.secrets, touch);
               awaitingUpstream = false;
             } else {
               // A compressed error body would read as noise: its status says enough.
               current.drain(DRAIN_AFTER_END_MS);
             }
             finishUp();
+            const failure = mapUpstreamStatus({
+              status: response.statusCode,
+              body: readErrorBody(body.text, endpoint.secrets, { cut: body.cut, names: endpoint.names }),
+              retryAfterMs: parseRetryAfter(response.headers),
+              modelId,
+              sentStreamOptions,
+              sentMaxTokens,
+            });
+            // Quoted for the operator where the endpoint failed. A refusal of the request itself
+            // (400, 413, 422) is the client's to read, and its body may repeat the prompt
+            // (FastAPI's validation errors do), which no log line holds.
+            if (!failure.fallback) return { kind: "failed", failure };
             return {
               kind: "failed",
-              failure: mapUpstreamStatus({
-                status: response.statusCode,
-                body: readErrorBody(text, endpoint.secrets),
-                retryAfterMs: parseRetryAfter(response.headers),
-                modelId,
-                sentStreamOptions,
-                sentMaxTokens,
-              }),
+              failure: { ...failure, upstreamBody: quoteBody(body, endpoint.secrets) },
             };
           }
           if (encoding !== undefined) {
@@ -358,7 +398,7 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
             current.abort(new AttemptStopped("compressed body"));
             return {
               kind: "failed",
-              failure: compressedAnswerFailure(modelId, quoteHeader(encoding, endpoint.secrets)),
+              failure: compressedAnswerFailure(modelId, quoteHeader(encoding, endpoint)),
             };
           }
           const contentType = readMediaType(response.headers["content-type"]);
@@ -546,17 +586,30 @@ async function readErrorText(
   call: UpstreamCall,
   secrets: readonly string[],
   onPiece: () => void,
-): Promise<string> {
+): Promise<{ text: string; cut: boolean }> {
   const { text, cut } = await readText(call, MAX_ERROR_BODY_LENGTH, onPiece);
-  return cut ? dropCutSecret(text, secrets) : text;
+  return { text: cut ? dropCutSecret(text, secrets) : text, cut };
 }
 
 /**
- * An upstream's header value as a message repeats it: without the endpoint's secrets, then cut
- * short (cut first, a secret could be cut and its start left).
+ * An error body as the operator's log line quotes it (see `upstreamBody` in upstream-failure.ts):
+ * without the endpoint's secrets or what is shaped like a credential (redacted on the whole text,
+ * then cut), on one line, at most {@link MAX_LOGGED_BODY_LENGTH} characters; `undefined` when empty.
  */
-function quoteHeader(value: string, secrets: readonly string[]): string {
-  const redacted = redactUpstreamText(value, secrets);
+function quoteBody(body: { text: string; cut: boolean }, secrets: readonly string[]): string | undefined {
+  const text = redactUpstreamText(body.text, secrets).replace(/\s+/g, " ").trim();
+  if (text === "") return undefined;
+  return text.length <= MAX_LOGGED_BODY_LENGTH && !body.cut
+    ? text
+    : `${cutText(text, MAX_LOGGED_BODY_LENGTH - 1)}…`;
+}
+
+/**
+ * An upstream's header value as a message repeats it: without the endpoint's secrets and names,
+ * then cut short (cut first, a secret could be cut and its start left).
+ */
+function quoteHeader(value: string, endpoint: UpstreamEndpoint): string {
+  const redacted = redactUpstreamText(value, endpoint.secrets, endpoint.names);
   return redacted.length <= MAX_HEADER_LENGTH ? redacted : `${redacted.slice(0, MAX_HEADER_LENGTH - 1)}…`;
 }
 

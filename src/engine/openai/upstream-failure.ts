@@ -17,6 +17,13 @@ export interface UpstreamFailure {
   /** The client's error when this is the last failure. */
   error: AppError;
   /**
+   * What the upstream's error body said, for the operator's log line only (a wrong key, a
+   * missing model and exhausted credit look alike to a client): without the endpoint's secrets
+   * or anything shaped like a credential, on one line, cut short. `undefined` where no body came,
+   * and for refusals of the request itself (whose bodies may repeat the prompt).
+   */
+  upstreamBody?: string | undefined;
+  /**
    * The upstream refused the `stream_options` it was sent (a server that does not know the
    * field): the endpoint is asked again at once without it, whatever `retryable` says.
    */
@@ -40,6 +47,13 @@ export function createEndpointFailure(options: {
   retrySameEndpoint?: boolean;
   endpointFault?: boolean;
   retryAfterMs?: number | undefined;
+  /**
+   * Whether the client's own retry, later, may succeed. False where only the operator can mend
+   * the endpoint (its key, its model, its account's credit): the client's error says so and
+   * carries `x-should-retry: false`. Other endpoints and the fallbacks are tried all the same.
+   * Default true.
+   */
+  retryLater?: boolean;
 }): UpstreamFailure {
   return {
     summary: options.summary,
@@ -48,7 +62,7 @@ export function createEndpointFailure(options: {
     endpointFault: options.endpointFault ?? true,
     fallback: true,
     retryAfterMs: options.retryAfterMs,
-    error: createUnavailableError(options.modelId, options.summary, options.retryAfterMs),
+    error: createUnavailableError(options.modelId, options.summary, options.retryAfterMs, options.retryLater),
   };
 }
 
@@ -68,15 +82,19 @@ export function createFinalFailure(summary: string, error: AppError): UpstreamFa
   };
 }
 
-/** `upstream_unavailable` (503) with a message that says what happened and no secret. */
+/**
+ * `upstream_unavailable` (503) with a message that says what happened and no secret. `retryLater`
+ * false: no retry of the client's can help (see {@link createEndpointFailure}). Default true.
+ */
 export function createUnavailableError(
   modelId: string,
   summary: string,
   retryAfterMs: number | undefined,
+  retryLater = true,
 ): AppError {
-  return new AppError(
-    "upstream_unavailable",
-    `The upstream server of the model '${modelId}' ${summary}. Please retry later.`,
-    { retryAfterSeconds: retryAfterMs === undefined ? undefined : Math.ceil(retryAfterMs / 1000) },
-  );
+  const message = `The upstream server of the model '${modelId}' ${summary}.`;
+  const retryAfterSeconds = retryAfterMs === undefined ? undefined : Math.ceil(retryAfterMs / 1000);
+  return retryLater
+    ? new AppError("upstream_unavailable", `${message} Please retry later.`, { retryAfterSeconds })
+    : new AppError("upstream_unavailable", message, { retryAfterSeconds, retryable: false });
 }

@@ -115,4 +115,53 @@ describe("mapUpstreamStatus", () => {
     expect(map(404)).toMatchObject({ retryable: true, retrySameEndpoint: false });
     expect(map(402)).toMatchObject({ retryable: true, retrySameEndpoint: false });
   });
+
+  // Regression: 401, 403 and 404 asked the client to retry later (retry-after, no
+  // x-should-retry), though only the operator can mend the endpoint.
+  it.each([401, 403, 404])("tells the client that no retry of its own mends an upstream %i", (status) => {
+    const failure = map(status);
+    expect(failure.error.retryable).toBe(false);
+    expect(failure.error.message).toMatch(/operator must check the endpoint's/);
+    expect(failure.error.message).not.toContain("retry");
+    // Other endpoints and the fallbacks are tried all the same.
+    expect(failure).toMatchObject({ retryable: true, retrySameEndpoint: false, fallback: true });
+  });
+
+  // Regression: an account without credit was "rate-limiting Tollgate", retry in a second.
+  it.each([
+    ["code", { message: "You exceeded your current quota.", code: "insufficient_quota" }],
+    ["type", { message: "You exceeded your current quota.", type: "insufficient_quota" }],
+  ])("reads a 429 with the %s insufficient_quota as an account without credit", (_what, error) => {
+    const failure = map(429, JSON.stringify({ error }), 1000);
+    expect(failure.error).toMatchObject({ code: "upstream_unavailable", status: 503, retryable: false });
+    expect(failure.error.message).toBe(
+      "The upstream server of the model 'gpt' says the upstream account's quota or credit is exhausted (HTTP 429 insufficient_quota); the server's operator must top it up.",
+    );
+    expect(failure).toMatchObject({
+      retryable: true,
+      retrySameEndpoint: false,
+      endpointFault: true,
+      fallback: true,
+    });
+    expect(map(402).error.message).toContain("quota or credit is exhausted (HTTP 402)");
+    // A rate limit is still one.
+    const limited = map(
+      429,
+      JSON.stringify({ error: { message: "slow down", code: "rate_limit_exceeded" } }),
+    );
+    expect(limited.error).toMatchObject({ retryable: true });
+    expect(limited.error.message).toContain("is rate-limiting Tollgate (HTTP 429). Please retry later.");
+  });
+
+  it("says why where the body could not be read", () => {
+    const failure = mapUpstreamStatus({
+      status: 400,
+      body: readErrorBody('{"error": {"debug": {"trace": "Traceback', [], { cut: true }),
+      retryAfterMs: undefined,
+      modelId: "gpt",
+    });
+    expect(failure.error.message).toBe(
+      "The upstream server rejected the request (HTTP 400); its error body is too long to read",
+    );
+  });
 });

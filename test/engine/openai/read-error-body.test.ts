@@ -116,3 +116,80 @@ describe("readErrorBody", () => {
     );
   });
 });
+
+// Regression: a JSON body over the 64 KiB bound was cut, did not parse, and its raw text (a stack
+// trace, file paths, a database URL) became the client's message.
+describe("readErrorBody: JSON bodies that do not parse", () => {
+  const trace = `Traceback (most recent call last): File "/srv/secret-svc/app/handlers.py", db=postgres://svc@db-primary.internal:5432/prod${" frame".repeat(20_000)}`;
+  const traced = JSON.stringify({
+    error: { message: "Invalid request", type: "invalid_request_error", debug: { trace } },
+  });
+
+  it("passes on only the message a cut body begins with", () => {
+    const body = readErrorBody(traced.slice(0, 64 * 1024), [], { cut: true });
+    expect(body).toEqual({
+      message: "Invalid request",
+      type: "invalid_request_error",
+      code: undefined,
+      param: undefined,
+    });
+  });
+
+  it("passes on a message the cut fell inside of, cut and marked so", () => {
+    const text = JSON.stringify({ error: { message: `Prompt refused: ${"too long ".repeat(20_000)}` } });
+    const body = readErrorBody(text.slice(0, 64 * 1024), [], { cut: true });
+    expect(body.message?.startsWith("Prompt refused: too long too long")).toBe(true);
+    expect(body.message?.endsWith("…")).toBe(true);
+    expect(body.message?.length).toBeLessThanOrEqual(300);
+  });
+
+  it("says the message is too long to read where what is left of it is only redactions", () => {
+    const text = JSON.stringify({ error: { message: "X".repeat(200_000) } });
+    const body = readErrorBody(text.slice(0, 64 * 1024), [], { cut: true });
+    expect(body.message).toBeUndefined();
+    expect(body.unreadable).toBe("its error message is too long to read");
+  });
+
+  it("says why where no message can be read, and passes none of the body on", () => {
+    const late = JSON.stringify({ error: { debug: { trace }, message: "Invalid request" } });
+    const cut = readErrorBody(late.slice(0, 64 * 1024), [], { cut: true });
+    expect(cut.message).toBeUndefined();
+    expect(cut.unreadable).toBe("its error body is too long to read");
+    const malformed = readErrorBody(`{"trace": ${JSON.stringify(trace.slice(0, 200))}, oops}`, []);
+    expect(malformed.message).toBeUndefined();
+    expect(malformed.unreadable).toBe("its error body is not valid JSON");
+    expect(readErrorBody("[1, 2", []).unreadable).toBe("its error body is not valid JSON");
+  });
+
+  it("still passes a plain-text body on, and says nothing of an HTML page", () => {
+    expect(readErrorBody("model overloaded, retry", []).message).toBe("model overloaded, retry");
+    expect(readErrorBody("<html><body>cut", [], { cut: true })).toEqual({
+      message: undefined,
+      type: undefined,
+      code: undefined,
+      param: undefined,
+    });
+  });
+});
+
+// Regression: an upstream that repeated its own URL in a 400 had it passed on to the client.
+describe("readErrorBody: the endpoint's own names", () => {
+  it("replaces the upstream's origin and host with 'the upstream server' in every field", () => {
+    const names = ["http://127.0.0.1:33044", "127.0.0.1:33044", "127.0.0.1"];
+    const body = readErrorBody(
+      JSON.stringify({
+        error: {
+          message:
+            "bad request to http://127.0.0.1:33044/v1/chat/completions?token=QUERYSECRET from 127.0.0.1",
+          param: "url=http://127.0.0.1:33044",
+        },
+      }),
+      ["QUERYSECRET"],
+      { names },
+    );
+    expect(body.message).toBe(
+      "bad request to the upstream server/v1/chat/completions?token=[redacted] from the upstream server",
+    );
+    expect(body.param).toBe("url=the upstream server");
+  });
+});

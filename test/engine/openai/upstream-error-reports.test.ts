@@ -1,0 +1,268 @@
+import type { ServerResponse } from "node:http";
+import { afterEach, describe, expect, it } from "vitest";
+import type { EngineLogger } from "../../../src/engine/create-engine.ts";
+import { AppError } from "../../../src/errors/app-error.ts";
+import {
+  closeEnginesAndMocks,
+  collectParts,
+  createTestEngine,
+  firstError,
+  startTestMock,
+  textOf,
+  upstreamModel,
+} from "./engine-helpers.ts";
+import {
+  answerError,
+  answerJson,
+  chunk,
+  sequence,
+  streamText,
+  usageChunk,
+  writeEvents,
+} from "./mock-upstream.ts";
+
+const mock = startTestMock;
+
+afterEach(closeEnginesAndMocks);
+
+/** A logger that keeps its warn lines. */
+function recordingLogger(): EngineLogger & { warnings: Record<string, unknown>[] } {
+  const warnings: Record<string, unknown>[] = [];
+  return {
+    warnings,
+    info: () => {},
+    warn: (object) => {
+      warnings.push(object as Record<string, unknown>);
+    },
+    error: () => {},
+  };
+}
+
+function messageOf(error: unknown): string {
+  expect(error).toBeInstanceOf(AppError);
+  return (error as AppError).message;
+}
+
+const QUOTA = {
+  error: {
+    message: "You exceeded your current quota, please check your plan and billing details.",
+    type: "insufficient_quota",
+    param: null,
+    code: "insufficient_quota",
+  },
+};
+
+describe("upstream engine: what clients read of an upstream's error", () => {
+  // Regression: the body was cut at 64 KiB, did not parse, and its raw text became the message.
+  it("passes on only the message of an error body over the bound, never its trace", async () => {
+    const trace = `Traceback (most recent call last): File "/srv/secret-svc/app/handlers.py", line 88; db=postgres://svc@db-primary.internal:5432/prod${" frame".repeat(20_000)}`;
+    const upstream = await mock(
+      answerError(400, {
+        error: { message: "Invalid request", type: "invalid_request_error", debug: { trace } },
+      }),
+    );
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+    const error = await firstError(engine);
+    expect(error).toMatchObject({ code: "invalid_value", status: 400 });
+    expect(messageOf(error)).toBe("The upstream server rejected the request (HTTP 400): Invalid request");
+  });
+
+  // Regression: a 200 KB message came out as "[redacted]".
+  it("says a message too long to read is so", async () => {
+    const upstream = await mock(answerError(400, { error: { message: "X".repeat(200_000) } }));
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+    expect(messageOf(await firstError(engine))).toBe(
+      "The upstream server rejected the request (HTTP 400); its error message is too long to read",
+    );
+  });
+
+  // Regression: the upstream's own URL, repeated in its 400, reached the client.
+  it("names the upstream's own server 'the upstream server', its secrets redacted", async () => {
+    const upstream = await mock((request, response) => {
+      response.writeHead(400, { "content-type": "application/json" });
+      response.end(
+        JSON.stringify({
+          error: {
+            message: `bad request to http://${request.headers.host}${request.url} (${request.headers.authorization}) on host ${request.headers.host}`,
+          },
+        }),
+      );
+    });
+    const engine = createTestEngine({
+      model: upstreamModel([`${upstream.baseUrl}?token=QUERYSECRET`], { apiKey: "plainsecretvalue42" }),
+    });
+    const message = messageOf(await firstError(engine));
+    expect(message).toBe(
+      "The upstream server rejected the request (HTTP 400): bad request to the upstream server/v1/chat/completions?token=[redacted] (Bearer [redacted]) on host the upstream server",
+    );
+    expect(message).not.toContain(String(upstream.port));
+  });
+});
+
+describe("upstream engine: failures only the operator can mend", () => {
+  // Regression: "is rate-limiting Tollgate (HTTP 429). Please retry later.", retry-after 1.
+  it("reads a 429 insufficient_quota as an account without credit, not to be retried by the client", async () => {
+    const upstream = await mock(answerError(429, QUOTA));
+    const engine = createTestEngine({
+      model: upstreamModel([upstream.baseUrl]),
+      settings: { maxRetries: 2 },
+    });
+    const error = await firstError(engine);
+    expect(error).toMatchObject({ code: "upstream_unavailable", status: 503, retryable: false });
+    expect(messageOf(error)).toBe(
+      "The upstream server of the model 'remote' says the upstream account's quota or credit is exhausted (HTTP 429 insufficient_quota); the server's operator must top it up.",
+    );
+    // The same endpoint is not asked again.
+    expect(upstream.requests).toHaveLength(1);
+  });
+
+  it("tries the other endpoints, then the fallbacks, when an account has no credit", async () => {
+    const broke = await mock(answerError(429, QUOTA));
+    const other = await mock(streamText(["from the other endpoint"]));
+    const two = createTestEngine({ model: upstreamModel([broke.baseUrl, other.baseUrl], { id: "two" }) });
+    expect(textOf(await collectParts(two))).toBe("from the other endpoint");
+    expect(broke.requests).toHaveLength(1);
+
+    const backupUpstream = await mock(streamText(["from the backup"]));
+    const backup = createTestEngine({ model: upstreamModel([backupUpstream.baseUrl], { id: "backup" }) });
+    const engine = createTestEngine({
+      model: upstreamModel([broke.baseUrl], { fallbacks: ["backup"] }),
+      resolveEngine: (id) => (id === "backup" ? backup : undefined),
+    });
+    expect(textOf(await collectParts(engine))).toBe("from the backup");
+    expect(broke.requests).toHaveLength(2);
+  });
+
+  it("rests an endpoint whose account has no credit, as one that refuses the credentials", async () => {
+    const upstream = await mock(answerError(429, QUOTA));
+    const engine = createTestEngine({
+      model: upstreamModel([upstream.baseUrl]),
+      settings: { maxRetries: 0, failureThreshold: 2, cooldownMs: 5_000 },
+    });
+    await firstError(engine);
+    await firstError(engine);
+    expect(engine.status()).toBe("unavailable");
+  });
+
+  // Regression: the message told the operator to fix the api_key, and the client to retry later.
+  it.each([401, 403, 404])("tells the client that its retry cannot mend an upstream %i", async (status) => {
+    const upstream = await mock(answerError(status, { error: { message: "no" } }));
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+    const error = await firstError(engine);
+    expect(error).toMatchObject({ code: "upstream_unavailable", status: 503, retryable: false });
+    expect(messageOf(error)).toMatch(/the server's operator must check the endpoint's \S+/);
+    expect(messageOf(error)).not.toContain("retry");
+  });
+});
+
+// Regression: the warn line said "refused Tollgate's credentials (HTTP 401)" or "answered HTTP
+// 500", never what the upstream said, so a wrong key, a missing model and no credit looked alike.
+describe("upstream engine: the operator's log of a failed attempt", () => {
+  it.each([
+    [
+      401,
+      {
+        error: { message: "Incorrect API key provided: sk-upstream-secret-123456", code: "invalid_api_key" },
+      },
+    ],
+    [404, { error: { message: "The model `gpt-9` does not exist", code: "model_not_found" } }],
+    [429, QUOTA],
+    [500, { error: { message: "Internal error at /srv/app.py line 42" } }],
+  ])("quotes the upstream's error body of a %i, redacted", async (status, body) => {
+    const upstream = await mock(answerError(status, body));
+    const logger = recordingLogger();
+    const engine = createTestEngine({
+      model: upstreamModel([upstream.baseUrl]),
+      logger,
+      settings: { maxRetries: 0 },
+    });
+    await firstError(engine);
+    const line = logger.warnings.find((warning) => warning.failure !== undefined);
+    expect(line?.upstreamBody).toBe(JSON.stringify(body).replace("sk-upstream-secret-123456", "[redacted]"));
+  });
+
+  it("quotes no body of a refusal of the request, which may repeat the prompt", async () => {
+    const upstream = await mock(
+      answerError(422, { detail: [{ msg: "Input should be a valid string", input: "the client's prompt" }] }),
+    );
+    const logger = recordingLogger();
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]), logger });
+    expect(await firstError(engine)).toMatchObject({ status: 400 });
+    const line = logger.warnings.find((warning) => warning.failure !== undefined);
+    expect(line).toBeDefined();
+    expect(JSON.stringify(line)).not.toContain("the client's prompt");
+  });
+
+  it("cuts a long body short on one line", async () => {
+    const upstream = await mock((_request, response) => {
+      response.writeHead(502, { "content-type": "text/html" });
+      response.end(`<html>\n<body>${"bad gateway ".repeat(200)}</body></html>`);
+    });
+    const logger = recordingLogger();
+    const engine = createTestEngine({
+      model: upstreamModel([upstream.baseUrl]),
+      logger,
+      settings: { maxRetries: 0 },
+    });
+    await firstError(engine);
+    const quoted = logger.warnings.find((warning) => warning.failure !== undefined)?.upstreamBody;
+    expect(typeof quoted).toBe("string");
+    expect((quoted as string).length).toBe(500);
+    expect(quoted).toMatch(/^<html> <body>bad gateway bad gateway .*…$/);
+  });
+});
+
+describe("upstream engine: an answer that holds no completion", () => {
+  // Regression: reported as "closed the stream before sending anything".
+  it("says that a JSON answer is not a chat completion", async () => {
+    const upstream = await mock(answerJson({ hello: "world" }));
+    const engine = createTestEngine({
+      model: upstreamModel([upstream.baseUrl]),
+      settings: { maxRetries: 0 },
+    });
+    expect(messageOf(await firstError(engine))).toBe(
+      "The upstream server of the model 'remote' answered with JSON that is not a chat completion. Please retry later.",
+    );
+  });
+
+  // Regression: a stream of nothing but [DONE] became an empty answer with finish_reason "stop".
+  it("fails a stream of nothing but [DONE], and retries it", async () => {
+    const onlyDone = (_request: unknown, response: ServerResponse) => writeEvents(response, []);
+    const upstream = await mock(onlyDone);
+    const engine = createTestEngine({
+      model: upstreamModel([upstream.baseUrl]),
+      settings: { maxRetries: 0 },
+    });
+    expect(messageOf(await firstError(engine))).toBe(
+      "The upstream server of the model 'remote' ended the stream ([DONE]) without sending any chunk. Please retry later.",
+    );
+
+    upstream.handle(sequence(1, onlyDone, streamText(["second time"])));
+    const retrying = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+    expect(textOf(await collectParts(retrying))).toBe("second time");
+  });
+
+  it("fails a stream whose chunks hold no usable choice", async () => {
+    const upstream = await mock((_request, response) =>
+      writeEvents(response, [{ choices: "nope" }, { id: "x", choices: [] }, usageChunk(5, 0)]),
+    );
+    const engine = createTestEngine({
+      model: upstreamModel([upstream.baseUrl]),
+      settings: { maxRetries: 0 },
+    });
+    expect(messageOf(await firstError(engine))).toBe(
+      "The upstream server of the model 'remote' ended the stream ([DONE]) after chunks that hold no answer (no content and no finish_reason). Please retry later.",
+    );
+  });
+
+  it("still passes on an empty completion that has its finish reason", async () => {
+    const upstream = await mock((_request, response) =>
+      writeEvents(response, [chunk({ role: "assistant", content: "" }), chunk({}, "stop"), usageChunk(5, 0)]),
+    );
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+    const parts = await collectParts(engine);
+    expect(textOf(parts)).toBe("");
+    expect(parts.at(-1)).toMatchObject({ type: "finish", reason: "stop" });
+    expect(upstream.requests).toHaveLength(1);
+  });
+});
