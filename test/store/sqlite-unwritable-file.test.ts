@@ -93,6 +93,46 @@ describe("the server's SQLite billing while its file cannot be written", () => {
     await billing.close();
   });
 
+  it("is not opened again by a batch that wrote nothing (a refusal commits on a full disk too)", async () => {
+    const { database, store, billing } = await openFile();
+    const rich = makeAccount({ name: "rich", balanceNano: 1_000_000n });
+    const broke = makeAccount({ name: "broke", balanceNano: 0n });
+    await store.insertAccount(rich);
+    await store.insertAccount(broke);
+    // A full disk: no page more than the file has (and two), every page packed.
+    database.prepareDirect("create table filler (x blob)").run();
+    const pages = Number(
+      (database.prepareDirect("PRAGMA page_count").get() as { page_count: number }).page_count,
+    );
+    database.prepareDirect(`PRAGMA max_page_count = ${pages + 2}`).run();
+    const fill = database.prepareDirect("insert into filler values (randomblob(?))");
+    for (const size of [4000, 1000, 200, 40, 8, 1]) {
+      try {
+        for (;;) fill.run(size);
+      } catch {
+        // Full for rows of this size: smaller ones may fit still.
+      }
+    }
+    // Written reservations (as beside another process) until one fails for want of space.
+    let failed: unknown;
+    for (let index = 0; index < 5_000 && failed === undefined; index++) {
+      await billing
+        .reserve(makeReservation({ accountId: rich.id, amountNano: 1n }), { hold: false })
+        .catch((error: unknown) => {
+          failed = error;
+        });
+    }
+    expect(isSqliteUnavailable(failed)).toBe(true);
+    expect(
+      await billing.reserve(makeReservation({ accountId: broke.id, amountNano: 100n }), { hold: true }),
+    ).toBe("insufficient_balance");
+    const refused = await rejection(
+      billing.reserve(makeReservation({ accountId: rich.id, amountNano: 100n }), { hold: true }),
+    );
+    expect(normalizeError(refused).code).toBe("store_unavailable");
+    expect(billing.heldFor(rich.id)).toBe(0n);
+  });
+
   it("lets the error that ended a transaction through, when SQLite had rolled it back itself", async () => {
     const { database, db } = await openFile();
     const diskFull = new Error("database or disk is full");

@@ -543,8 +543,13 @@ export function createSqliteBillingBatch(options: {
         let outcomes: Outcome[];
         try {
           outcomes = runBatch(batch);
-          // An operation may fail alone for want of space while the rest of its batch commits.
-          writesFailing = outcomes.some((outcome) => !outcome.ok && isSqliteUnavailable(outcome.error));
+          // An operation may fail alone for want of space while the rest of its batch commits;
+          // and a batch that wrote nothing (refusals, repeated settles) commits on a full disk too:
+          // only one that wrote says the file can be written again.
+          if (outcomes.some((outcome) => !outcome.ok && isSqliteUnavailable(outcome.error)))
+            writesFailing = true;
+          else if (batch.some((operation, index) => wrote(operation, outcomes[index] as Outcome)))
+            writesFailing = false;
         } catch (error) {
           if (isSqliteUnavailable(error)) writesFailing = true;
           outcomes = batch.map(() => ({ ok: false, error }));
@@ -564,6 +569,14 @@ export function createSqliteBillingBatch(options: {
         idle = undefined;
       }
     }
+  }
+
+  /** Whether an operation that succeeded changed the file (a refusal or a repeated settle did not). */
+  function wrote(operation: Operation, outcome: Outcome): boolean {
+    if (!outcome.ok) return false;
+    if (operation.kind === "reserve") return outcome.value === undefined || outcome.value === "reserved";
+    if (operation.kind === "settle") return !(outcome.value as SettleEffect | undefined)?.repeated;
+    return true;
   }
 
   async function drain(): Promise<void> {
