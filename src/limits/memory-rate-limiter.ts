@@ -60,6 +60,10 @@ export class MemoryRateLimiter implements RateLimiter {
   }
 
   async adjust(request: BucketRequest & { amount: number }): Promise<void> {
+    // A request that began before its key's limit changed settles with the old limit: rebuilt
+    // full at it, the bucket would undo the new one.
+    const existing = this.#buckets.get(request.bucket);
+    if (existing !== undefined && existing.limit !== request.limit) return;
     const bucket = this.#refill(request);
     bucket.level = Math.min(bucket.limit, bucket.level + request.amount);
   }

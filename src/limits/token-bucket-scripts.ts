@@ -77,9 +77,12 @@ return {0, remaining, reset, retry, clock}
 
 /**
  * Adds ARGV[3] (negative: takes), never above the limit. Returns `{1, clock}`. No deadline: one
- * that runs late gives back tokens (harmless) or records tokens a request did use.
+ * that runs late gives back tokens (harmless) or records tokens a request did use. A bucket
+ * whose limit has changed since (the key was updated while the request ran) is left as it is:
+ * rebuilt full at the old limit, it would undo the new one.
  */
 export const ADJUST_SCRIPT = defineRedisScript(`${PRELUDE}
+if stored[3] and tonumber(stored[3]) ~= limit then return {1, clock} end
 level = math.min(limit, level + tonumber(ARGV[3]))
 save()
 return {1, clock}

@@ -91,6 +91,20 @@ export function describeRateLimiterConformance(name: string, create: () => Promi
       await limiter.close();
     });
 
+    it("leaves a bucket whose limit changed alone when a request of the old limit settles", async () => {
+      // tpm lowered from 10000 to 1000 while requests admitted under 10000 still run: their
+      // settles (adjust with the old limit) must not rebuild the bucket full at 10000, nor undo
+      // what the new limit took.
+      const { limiter } = await create();
+      const bucket = { bucket: "tokens:i" };
+      await limiter.take({ ...bucket, limit: 10_000, amount: 5_000 });
+      expect((await limiter.take({ ...bucket, limit: 1_000, amount: 1_000 })).allowed).toBe(true);
+      await limiter.adjust({ ...bucket, limit: 10_000, amount: 4_000 });
+      const next = await limiter.take({ ...bucket, limit: 1_000, amount: 1_000 });
+      expect(next).toMatchObject({ allowed: false, limit: 1_000, remaining: 0 });
+      await limiter.close();
+    });
+
     it("keeps buckets apart", async () => {
       const { limiter } = await create();
       await limiter.take({ bucket: "requests:e", limit: 1, amount: 1 });
