@@ -233,10 +233,6 @@ export class BillingAdmission implements ChatAdmission {
     await this.#limits.returnTokens(context.key, tokens, context.setHeader);
   }
 
-  async returnRequest(context: AdmissionContext): Promise<void> {
-    await this.#limits.returnRequest(context.key, context.setHeader);
-  }
-
   async admit(request: AdmissionRequest): Promise<AdmissionTicket> {
     const { key, model } = request;
     const accountId = key.accountId;

@@ -77,11 +77,6 @@ export interface ChatAdmission {
    * length); spends nothing.
    */
   checkTokenRate(context: AdmissionContext, tokens: number): Promise<void>;
-  /**
-   * Gives back the request `checkRequestRate` spent, for one the engine refused for its fields
-   * (a JSON schema it cannot generate: a 400 that SPEC section 11 puts before the rate limits).
-   */
-  returnRequest(context: AdmissionContext): Promise<void>;
   admit(request: AdmissionRequest): Promise<AdmissionTicket>;
 }
 
@@ -89,7 +84,6 @@ export interface ChatAdmission {
 export const unlimitedAdmission: ChatAdmission = {
   async checkRequestRate() {},
   async checkTokenRate() {},
-  async returnRequest() {},
   async admit() {
     return { async settle() {} };
   },

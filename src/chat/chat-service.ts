@@ -135,9 +135,6 @@ export class ChatService {
       // answers first (SPEC section 11), the context length otherwise.
       if (error instanceof ContextLengthError)
         await this.#admission.checkTokenRate(context, error.requestedTokens);
-      // Refused for its fields, which SPEC section 11 checks before the rate limits: it spends
-      // no request of the key's (its rpm would otherwise pay for a schema it can never send).
-      else if (isAppError(error) && error.status === 400) await this.#admission.returnRequest(context);
       throw error;
     }
     // The alternates' entries that price the reservation also price the charge: a reload while

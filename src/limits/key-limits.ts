@@ -96,17 +96,6 @@ export class KeyLimits {
     setLimitHeaders(setHeader, "tokens", await this.#limiter.peek(bucket));
   }
 
-  /**
-   * Gives back the request taken for one refused after all for its fields (it spends nothing),
-   * and reports the bucket as it is then, as {@link returnTokens} does.
-   */
-  async returnRequest(key: RequestKey, setHeader: SetHeader): Promise<void> {
-    const bucket = bucketOf(key, "requests");
-    if (bucket === undefined) return;
-    await this.#limiter.adjust({ ...bucket, amount: 1 });
-    setLimitHeaders(setHeader, "requests", await this.#limiter.peek(bucket));
-  }
-
   /** Corrects the token bucket once the real count is known: gives back `estimate - actual`. */
   async correctTokens(key: RequestKey, estimate: number, actual: number): Promise<void> {
     const bucket = bucketOf(key, "tokens");
