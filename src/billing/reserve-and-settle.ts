@@ -281,7 +281,7 @@ export class BillingAdmission implements ChatAdmission {
       const available = money === undefined ? 0n : money.balanceNano - money.reservedNano;
       throw new AppError(
         "insufficient_balance",
-        `Your account's available balance (${formatAmount(available < 0n ? 0n : available)}) is below this request's maximum cost (${formatAmount(amountNano)}): its prompt plus max_tokens, or plus the rest of the model's context when max_tokens is not set. Add credit, or set a lower max_tokens or send shorter messages to reduce the maximum cost.`,
+        `Your account's available balance (${formatAmount(available < 0n ? 0n : available)}) is below this request's maximum cost (${formatAmount(amountNano)}): its prompt plus max_tokens, or, when max_tokens is not set, plus the most the model may generate. Add credit, or set a lower max_tokens or send shorter messages to reduce the maximum cost.`,
       );
     }
     this.#live.add(reservationId);

@@ -26,7 +26,7 @@ function refuse(dimension: Dimension, result: TakeResult, amount: number): AppEr
   if (!Number.isFinite(result.retryAfterMs)) {
     return new AppError(
       "rate_limit_exceeded",
-      `Request too large: it may use ${amount} tokens (its prompt plus max_tokens, or plus the rest of the model's context when max_tokens is not set), and this key's limit is ${result.limit} tokens per minute. Set a lower max_tokens or shorten the messages.`,
+      `Request too large: it may use ${amount} tokens (its prompt plus max_tokens, or, when max_tokens is not set, plus the most the model may generate), and this key's limit is ${result.limit} tokens per minute. Set a lower max_tokens or shorten the messages.`,
       // Waiting cannot help (the bucket never holds more than the limit): OpenAI's SDKs are told
       // not to retry, which they obey before the retry-after that every 429 carries (SPEC §4).
       { retryAfterSeconds: 60, retryable: false },

@@ -159,8 +159,9 @@ describe("PATCH /admin/keys/:id", () => {
     });
   });
 
-  it("changes an admin key's name and expiry, itself included, and refuses models and limits", async () => {
-    const renamed = await patch({ name: "ops", expires_at: "2030-01-01" }, adminPublicId);
+  it("changes an admin key's name and expiry, refuses models and limits, and its own expiry", async () => {
+    const other = await createKey(store, { role: "admin", accountId: undefined }, { now: () => NOW });
+    const renamed = await patch({ name: "ops", expires_at: "2030-01-01" }, other.record.publicId);
     expect(renamed.status).toBe(200);
     expect(renamed.json()).toMatchObject({
       role: "admin",
@@ -168,6 +169,13 @@ describe("PATCH /admin/keys/:id", () => {
       name: "ops",
       expires_at: "2030-01-01T00:00:00.000Z",
     });
+    // Itself: its name, and never-expires, but no expiry that would lock its holder out.
+    expect((await patch({ name: "me", expires_at: null }, adminPublicId)).status).toBe(200);
+    const ownExpiry = await patch({ expires_at: "2030-01-01" }, adminPublicId);
+    expect(ownExpiry.status).toBe(400);
+    expect(ownExpiry.json().error).toMatchObject({ code: "invalid_value", param: "expires_at" });
+    expect(ownExpiry.json().error.message).toMatch(/cannot set its own expiry over the API/);
+    expect((await store.getApiKeyByPublicId(adminPublicId))?.expiresAt).toBeUndefined();
     const refused = await patch({ rpm: 5 }, adminPublicId);
     expect(refused.status).toBe(400);
     expect(refused.json().error).toMatchObject({

@@ -241,7 +241,7 @@ describe("balances are never overspent", () => {
     });
     // What the maximum cost is made of, so a client that sent no max_tokens, or a long prompt, knows.
     expect(body.error.message).toMatch(
-      /its prompt plus max_tokens, or plus the rest of the model's context when max_tokens is not set/,
+      /its prompt plus max_tokens, or, when max_tokens is not set, plus the most the model may generate/,
     );
     expect(body.error.message).toMatch(/set a lower max_tokens or send shorter messages/);
   });
@@ -286,7 +286,7 @@ describe("rate limits", () => {
     const tooLarge = await send(500);
     expect(tooLarge.status).toBe(429);
     expect(((await tooLarge.json()) as { error: { message: string } }).error.message).toMatch(
-      /too large.*rest of the model.s context when max_tokens is not set/i,
+      /too large.*when max_tokens is not set, plus the most the model may generate/i,
     );
     // No wait makes it fit: OpenAI's SDKs are told not to send it again.
     expect(tooLarge.headers.get("x-should-retry")).toBe("false");

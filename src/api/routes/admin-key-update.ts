@@ -66,6 +66,15 @@ export function registerKeyUpdateRoute(admin: FastifyInstance, options: AdminRou
       const publicId = readKeyIdParam(request.params.id);
       const body = request.body;
       rejectUnknownFields(body, UpdateKeyBody);
+      // An expiry a second away would lock its holder out as a revocation would (which the API
+      // refuses an admin key for itself too): done with another admin key or from the CLI.
+      if (body.expires_at != null && publicId === options.getKey(request).publicId) {
+        throw new AppError(
+          "invalid_value",
+          "An admin key cannot set its own expiry over the API: set it with another admin key, or run `tollgate keys update` on the server.",
+          { param: "expires_at" },
+        );
+      }
       if (Object.keys(body).length === 0) {
         throw new AppError("invalid_value", `Nothing to change: give at least one of ${FIELDS}.`);
       }
