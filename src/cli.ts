@@ -344,6 +344,10 @@ async function makeTestModel(argv: readonly string[]): Promise<void> {
   }
   // The file is replaced: only a GGUF (a test model being made again) or an empty file may be,
   // never a file that may be the only copy of something else (a checkpoint, a config).
+  // A FIFO or a device (size 0) is no file to replace: renamed over, /dev/null would be gone.
+  if (found !== undefined && !found.isFile()) {
+    throw new CliError(`${path} is not a regular file; give the file to write, such as ./models/tiny.gguf`);
+  }
   if (found !== undefined && found.size > 0) await refuseToReplaceOtherThanGguf(path);
   const { writeTestModel } = await import("./gguf/write-test-model.ts");
   const info = await writeTestModel({ path, size, ...(seed === undefined ? {} : { seed }) }).catch(

@@ -5,7 +5,7 @@
  * replaced without a word, and the 503 of a model whose file was not a GGUF suggested doing so.
  */
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -69,6 +69,22 @@ describe("models make-test with a FILE that exists", () => {
       expect(readdirSync(folder)).toEqual(["victim.safetensors"]);
     } finally {
       rmSync(file);
+    }
+  });
+
+  it("leaves a FIFO as it is (size 0, it is no file to replace), and says so", () => {
+    const fifo = join(folder, "pipe");
+    const made = spawnSync("mkfifo", [fifo]);
+    if (made.status !== 0) return; // No mkfifo here: nothing to show.
+    try {
+      const result = makeTest(fifo);
+      expect(result.stderr).toBe(
+        `tollgate: ${fifo} is not a regular file; give the file to write, such as ./models/tiny.gguf\n`,
+      );
+      expect(result.code).toBe(1);
+      expect(lstatSync(fifo).isFIFO()).toBe(true);
+    } finally {
+      rmSync(fifo);
     }
   });
 

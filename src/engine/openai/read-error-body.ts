@@ -1,6 +1,6 @@
 import { cutText } from "../../errors/cut-text.ts";
 import { readLeadingFields } from "./read-leading-fields.ts";
-import { REDACTED, redactUpstreamText } from "./redact-upstream-text.ts";
+import { dropCutSecret, REDACTED, redactUpstreamText } from "./redact-upstream-text.ts";
 
 /**
  * What an upstream said about a failed request, as far as its body says anything. Every field is
@@ -34,6 +34,9 @@ export interface ReadErrorBodyOptions {
   names?: readonly string[] | undefined;
 }
 
+/** Most of an error's text that is read (the bound of an error body, start-upstream-attempt.ts). */
+const MAX_READ_LENGTH = 64 * 1024;
+
 /** Longest upstream message (or other field) passed on. */
 const MAX_MESSAGE_LENGTH = 300;
 
@@ -54,7 +57,11 @@ export function readErrorBody(
   secrets: readonly string[],
   options: ReadErrorBodyOptions = {},
 ): UpstreamErrorBody {
-  const raw = readRawErrorBody(text, options.cut === true);
+  // An error event of a stream may be as long as a whole answer (32 MiB): read no more of it
+  // than of an error body (64 KiB), which parsing, redacting and the leading fields go through.
+  const bounded =
+    text.length > MAX_READ_LENGTH ? dropCutSecret(text.slice(0, MAX_READ_LENGTH), secrets) : text;
+  const raw = readRawErrorBody(bounded, options.cut === true || bounded !== text);
   const names = options.names ?? [];
   const clean = (field: string | undefined) => cleanText(field, secrets, names);
   const body: UpstreamErrorBody = {

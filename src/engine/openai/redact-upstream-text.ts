@@ -4,8 +4,9 @@
  */
 // A bearer token ends before the punctuation that closes the text around it ("(got Bearer
 // abc.def)"): token characters are letters, digits and `-._~+/=` (RFC 6750).
+// A URL's user and password (postgres://svc:hunter2@db/prod in a traceback) go, its host stays.
 const CREDENTIAL =
-  /\b(?:sk|pk|rk|ak|key)[-_][A-Za-z0-9_-]{6,}|\bBearer\s+[A-Za-z0-9\-._~+/]+=*|\b[A-Za-z0-9_-]{32,}\b/g;
+  /\b(?:sk|pk|rk|ak|key)[-_][A-Za-z0-9_-]{6,}|\bBearer\s+[A-Za-z0-9\-._~+/]+=*|\b[A-Za-z0-9_-]{32,}\b|(?<=\b[A-Za-z][A-Za-z0-9+.-]*:\/\/)[^\s/@:]*:[^\s/@]+(?=@)/g;
 
 /** What a client or a log line reads where a secret was. */
 export const REDACTED = "[redacted]";

@@ -60,6 +60,19 @@ export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenera
     const tried = new Set<UpstreamEndpoint>();
     let endpoint = balancer.pick();
     let lastFailure: UpstreamFailure | undefined;
+    /**
+     * An attempt failed in a way that passes (a rest, a 429, a 5xx): the request's last error,
+     * whatever it is, must not tell the client that no retry can help (one endpoint's wrong
+     * api_key while another only rests).
+     */
+    let passingFailure = false;
+    const finalError = (error: AppError): AppError =>
+      passingFailure && !error.retryable
+        ? new AppError(error.code, error.message, {
+            retryAfterSeconds: error.retryAfterSeconds,
+            cause: error,
+          })
+        : error;
     /** Retries so far: failed attempts tried again, and waits for a resting endpoint. */
     let retries = 0;
     /** Pauses so far: each backs off longer than the one before. */
@@ -104,7 +117,10 @@ export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenera
           wait === undefined || retries >= settings.maxRetries || fallBackNow(wait)
             ? undefined
             : planPause(wait);
-        if (delay === undefined) throw lastFailure?.error ?? coolingError(options.modelId, wait);
+        if (delay === undefined)
+          throw lastFailure === undefined
+            ? coolingError(options.modelId, wait)
+            : finalError(lastFailure.error);
         retries++;
         await takePause(delay);
         endpoint = balancer.pick(excluded);
@@ -151,6 +167,7 @@ export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenera
         continue;
       }
       lastFailure = failure;
+      if (failure.error.retryable) passingFailure = true;
       balancer.reportFailure(endpoint, { ...failure, startedAt: running.startedAt });
       options.logger.warn(
         {
@@ -164,7 +181,7 @@ export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenera
         },
         "upstream attempt failed",
       );
-      if (!failure.retryable || retries >= settings.maxRetries) throw failure.error;
+      if (!failure.retryable || retries >= settings.maxRetries) throw finalError(failure.error);
       retries++;
       tried.add(endpoint);
       if (!failure.retrySameEndpoint) excluded.add(endpoint);
@@ -178,7 +195,7 @@ export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenera
       // The upstream's `retry-after` is in the balancer's rests (reportFailure).
       const resting = balancer.waitForEndpoint(excluded);
       const delay = resting === undefined || fallBackNow(resting) ? undefined : planPause(resting);
-      if (delay === undefined) throw failure.error;
+      if (delay === undefined) throw finalError(failure.error);
       await takePause(delay);
       endpoint = balancer.pick(excluded);
     }

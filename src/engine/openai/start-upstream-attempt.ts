@@ -75,6 +75,18 @@ const MAX_ERROR_BODY_LENGTH = 64 * 1024;
 export const MAX_ANSWER_LENGTH = 32 * 1024 * 1024;
 const MAX_ANSWER_TEXT = `${MAX_ANSWER_LENGTH / (1024 * 1024)} MiB`;
 
+/** Statuses about the endpoint's account, whose error body a log line quotes (see quoteBody). */
+const ACCOUNT_STATUSES = new Set([401, 402, 403, 404, 429]);
+
+/** The type and code of an upstream error, for a log line that quotes none of its text. */
+function describeErrorKind(body: UpstreamErrorBody): string | undefined {
+  const fields = [
+    body.type === undefined ? undefined : `type ${body.type}`,
+    body.code === undefined ? undefined : `code ${body.code}`,
+  ].filter((field) => field !== undefined);
+  return fields.length === 0 ? undefined : fields.join(", ");
+}
+
 /** Longest upstream error body quoted in a log line, in characters. */
 const MAX_LOGGED_BODY_LENGTH = 500;
 
@@ -216,13 +228,18 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
   };
 
   /**
-   * The upstream said it was done (`[DONE]`, or a whole JSON answer) without any answer: no
-   * text, reasoning or call, and no finish reason. That is no empty completion (which has its
-   * finish reason) but a broken upstream, and fails like one that closed the stream before
-   * sending anything.
+   * The upstream said it was done without any answer: a `[DONE]` before any chunk at all, or a
+   * whole JSON answer with no text, reasoning, call or finish reason. That is no empty completion
+   * but a broken upstream, and fails like one that closed the stream before sending anything.
+   * Chunks that carry no finish reason are taken for an empty answer: some upstreams never send
+   * one (Gemini proxies send null throughout, older Ollama "").
    */
   const answeredNothing = (hasParts: boolean): boolean =>
-    !hasParts && mapper.producedLength === 0 && !mapper.calledTools && mapper.rawFinishReason === undefined;
+    (wholeAnswer || chunksRead === 0) &&
+    !hasParts &&
+    mapper.producedLength === 0 &&
+    !mapper.calledTools &&
+    mapper.rawFinishReason === undefined;
 
   /** What an upstream that sent no answer before its body ended (or its `[DONE]`) did. */
   const describeNothing = (): string => {
@@ -376,9 +393,10 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
               current.drain(DRAIN_AFTER_END_MS);
             }
             finishUp();
+            const read = readErrorBody(body.text, endpoint.secrets, { cut: body.cut, names: endpoint.names });
             const failure = mapUpstreamStatus({
               status: response.statusCode,
-              body: readErrorBody(body.text, endpoint.secrets, { cut: body.cut, names: endpoint.names }),
+              body: read,
               retryAfterMs: parseRetryAfter(response.headers),
               modelId,
               sentStreamOptions,
@@ -386,12 +404,15 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
             });
             // Quoted for the operator where the endpoint failed. A refusal of the request itself
             // (400, 413, 422) is the client's to read, and its body may repeat the prompt
-            // (FastAPI's validation errors do), which no log line holds.
+            // (FastAPI's validation errors do), which no log line holds. Nor does a server error's
+            // body in full (a 500 may quote the prompt or the answer: "error parsing tool call:
+            // raw='...'"): its type and code tell the operator enough; the whole body only for
+            // the statuses about the endpoint's account (401, 402, 403, 404, 429).
             if (!failure.fallback) return { kind: "failed", failure };
-            return {
-              kind: "failed",
-              failure: { ...failure, upstreamBody: quoteBody(body, endpoint.secrets) },
-            };
+            const upstreamBody = ACCOUNT_STATUSES.has(response.statusCode)
+              ? quoteBody(body, endpoint.secrets)
+              : describeErrorKind(read);
+            return { kind: "failed", failure: { ...failure, upstreamBody } };
           }
           if (encoding !== undefined) {
             finishUp();

@@ -16,8 +16,21 @@ describe("listEndpointNames", () => {
     ]);
   });
 
-  it("leaves out a host name under four characters, which would replace ordinary words", () => {
+  it("leaves out a host name alone that a sentence may hold as a word: one without a dot", () => {
     expect(listEndpointNames("http://llm:8000/v1")).toEqual(["http://llm:8000", "llm:8000"]);
+    expect(listEndpointNames("http://localhost:11434/v1")).toEqual([
+      "http://localhost:11434",
+      "localhost:11434",
+    ]);
+    // vLLM's own 400, from an endpoint at http://model:8000: its words are its own.
+    const names = listEndpointNames("http://model:8000/v1");
+    expect(
+      redactUpstreamText(
+        "This model's maximum context length is 4096 tokens (http://model:8000).",
+        [],
+        names,
+      ),
+    ).toBe("This model's maximum context length is 4096 tokens (the upstream server).");
   });
 });
 

@@ -19,6 +19,15 @@ describe("redactUpstreamText", () => {
 });
 
 describe("dropCutSecret", () => {
+  it("redacts the user and password of a URL, keeping its host", () => {
+    expect(redactUpstreamText("Traceback: postgres://svc:hunter2@db-primary.internal/prod", [])).toBe(
+      "Traceback: postgres://[redacted]@db-primary.internal/prod",
+    );
+    expect(redactUpstreamText("redis://:pw@cache:6379 and https://example.com/a@b", [])).toBe(
+      "redis://[redacted]@cache:6379 and https://example.com/a@b",
+    );
+  });
+
   it("drops the start of a secret that a cut text ends in", () => {
     expect(dropCutSecret("denied vllm-l", ["azkey-9c1e2f", "vllm-local-7f3a"])).toBe("denied ");
     expect(dropCutSecret("denied for now", ["vllm-local-7f3a"])).toBe("denied for now");
