@@ -189,6 +189,9 @@ async function serve(argv: string[], configFile: string | undefined): Promise<vo
   for (const replaced of config.replacedByEnvironment ?? []) {
     server.app.log.warn({ config: config.source }, `${replaced} in the config file (the environment wins)`);
   }
+  for (const unset of config.unsetKeys ?? []) {
+    server.app.log.warn({ config: config.source }, unset);
+  }
   reload = createReloader({
     server,
     running: config,

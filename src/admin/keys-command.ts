@@ -307,6 +307,8 @@ async function revokeCommand(
   if (outcome.lastAdminKey) out.write(LAST_ADMIN_KEY_NOTICE);
 }
 
-function describeModels(key: Pick<ApiKeyRecord, "allowedModels">): string {
+/** The models a key may use; an admin key belongs to no account and may use none (SPEC §11). */
+function describeModels(key: Pick<ApiKeyRecord, "allowedModels" | "role">): string {
+  if (key.role === "admin") return "none (admin key)";
   return key.allowedModels === undefined ? "all" : key.allowedModels.join(",");
 }

@@ -85,4 +85,9 @@ export interface Config {
    * server.port"), for `serve` to warn about; absent when none did.
    */
   replacedByEnvironment?: string[];
+  /**
+   * What `admin_key` or `metrics_key` written as `${VAR}` whose variable is not set means (the
+   * key is not set), for `serve` to warn about; absent when none is.
+   */
+  unsetKeys?: string[];
 }

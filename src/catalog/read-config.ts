@@ -145,6 +145,18 @@ export function readConfig(options: ReadConfigOptions): ReadConfigResult {
     tree.metrics_key,
     `"\${TOLLGATE_METRICS_KEY}"`,
   );
+  // `${VAR}` of a variable that is not set leaves the key unset, as written: said at start, since
+  // an operator who forgot the variable would not otherwise learn that /metrics is open.
+  const unsetKeys = [
+    ...(overrides.adminKey === undefined && adminKey === undefined && isReference(ownKeys.admin_key)
+      ? [
+          `admin_key is ${String(ownKeys.admin_key)}, which is not set: the admin API takes only the stored admin keys`,
+        ]
+      : []),
+    ...(metricsKey === undefined && isReference(ownKeys.metrics_key)
+      ? [`metrics_key is ${String(ownKeys.metrics_key)}, which is not set: /metrics answers without a key`]
+      : []),
+  ];
   const logPrompts = readBoolean(issues, ["log_prompts"], tree.log_prompts) ?? false;
   const models = readModels({
     issues,
@@ -167,6 +179,7 @@ export function readConfig(options: ReadConfigOptions): ReadConfigResult {
       builtInCatalog: models === undefined,
       source: options.source,
       ...(replaced.length === 0 ? {} : { replacedByEnvironment: replaced }),
+      ...(unsetKeys.length === 0 ? {} : { unsetKeys }),
     },
   };
 }
@@ -314,6 +327,11 @@ function readRedis(
   if (check(url)) return url;
   issues.add(["redis"], `is not a Redis URL; ${fix}`);
   return undefined;
+}
+
+/** Whether a config value refers to an environment variable (`${VAR}`). */
+function isReference(value: unknown): boolean {
+  return typeof value === "string" && value.includes("${");
 }
 
 /** A key that may be left out or empty (both mean "not set"). */

@@ -140,7 +140,8 @@ describe("keys update", () => {
       `public id: ${record.publicId}`,
       "account:   (admin)",
       "name:      ops",
-      "models:    all",
+      // An admin key may use no model (SPEC section 11): "all" said otherwise.
+      "models:    none (admin key)",
       "rpm:       no limit",
       "tpm:       no limit",
       "expires:   2030-01-01T00:00:00Z",

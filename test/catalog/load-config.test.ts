@@ -338,9 +338,15 @@ describe("loadConfig: ${VAR}", () => {
     const config = await load();
     expect(config.adminKey).toBeUndefined();
     expect(config.metricsKey).toBeUndefined();
+    // Said at start: an operator who forgot METRICS_KEY would not learn otherwise that /metrics is open.
+    expect(config.unsetKeys).toEqual([
+      "admin_key is ${TOLLGATE_ADMIN_KEY}, which is not set: the admin API takes only the stored admin keys",
+      "metrics_key is ${METRICS_KEY}, which is not set: /metrics answers without a key",
+    ]);
     const withKeys = await load({ env: { TOLLGATE_ADMIN_KEY: "a", METRICS_KEY: "m" } });
     expect(withKeys.adminKey).toBe("a");
     expect(withKeys.metricsKey).toBe("m");
+    expect(withKeys.unsetKeys).toBeUndefined();
   });
 
   it("writes $${ as a literal ${ and treats a variable set to empty as empty", async () => {
