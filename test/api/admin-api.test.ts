@@ -1,18 +1,15 @@
 import { PassThrough } from "node:stream";
-import Fastify, { type FastifyInstance, LogController } from "fastify";
+import type { FastifyInstance } from "fastify";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { createKey } from "../../src/admin/create-key.ts";
 import { USAGE_PAGE_ROWS } from "../../src/admin/usage-report.ts";
-import { errorHeaders, normalizeError, toWireError } from "../../src/api/errors.ts";
-import { registerAdminRoutes } from "../../src/api/routes/admin.ts";
 import { parseApiKey } from "../../src/auth/api-key.ts";
-import type { AuthenticatedKey } from "../../src/auth/authenticated-key.ts";
 import { createAuthenticator } from "../../src/auth/authenticator.ts";
-import { AppError } from "../../src/errors/app-error.ts";
 import { openStore } from "../../src/store/open-store.ts";
 import type { Store } from "../../src/store/store.ts";
 import { makeReservation, makeSettlement, makeUsage } from "../store/store-fixtures.ts";
 import { makeTemporaryDirectory, newDatabaseUrl } from "../store/temporary-directory.ts";
+import { buildAdminTestApp } from "./build-admin-test-app.ts";
 
 const directory = makeTemporaryDirectory();
 const NOW = new Date("2025-06-01T12:00:00.000Z");
@@ -26,53 +23,23 @@ const credited: string[] = [];
 /** The app's JSON log lines. */
 let logs: PassThrough;
 
-/**
- * The app as `buildApp` assembles it for the admin API: JSON only, the one error mapping, and an
- * authenticated scope (401 before anything else) in which the admin routes are registered.
- */
+/** The admin app on this test's store, its JSON log lines in {@link logs}. */
 function buildAdminApp(): FastifyInstance {
   const authenticator = createAuthenticator({ store });
-  const keys = new WeakMap<object, AuthenticatedKey>();
-  const instance = Fastify({
-    logger: { level: "info", stream: logs },
-    logController: new LogController({ disableRequestLogging: true }),
-    ajv: {
-      customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: false, allErrors: false },
-    },
-  });
-  instance.removeAllContentTypeParsers();
-  instance.addContentTypeParser("application/json", { parseAs: "string" }, (_request, body, done) => {
-    try {
-      done(null, JSON.parse(typeof body === "string" ? body : body.toString("utf8")));
-    } catch {
-      done(new AppError("invalid_json", "The request body is not valid JSON."), undefined);
-    }
-  });
-  instance.setErrorHandler((error, _request, reply) => {
-    const appError = normalizeError(error);
-    void reply.code(appError.status).headers(errorHeaders(appError)).send(toWireError(appError));
-  });
-  instance.register(async (authenticated) => {
-    authenticated.addHook("onRequest", async (request) => {
-      keys.set(request, await authenticator.authenticate(request.headers.authorization));
-    });
-    registerAdminRoutes(authenticated, {
+  return buildAdminTestApp({
+    authenticator,
+    logs,
+    routes: {
       store,
       modelIds: () => ["m1", "m2", "gpt-4o-mini"],
-      getKey: (request) => {
-        const key = keys.get(request);
-        if (key === undefined) throw new Error("route reached without authentication");
-        return key;
-      },
       onKeyChanged: (publicId) => {
         revoked.push(publicId);
         authenticator.forget(publicId);
       },
       onAccountCredited: (accountId) => credited.push(accountId),
       now: () => NOW,
-    });
+    },
   });
-  return instance;
 }
 
 beforeEach(async () => {

@@ -1,14 +1,11 @@
-import Fastify, { type FastifyInstance } from "fastify";
+import type { FastifyInstance } from "fastify";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { createKey } from "../../src/admin/create-key.ts";
-import { errorHeaders, normalizeError, toWireError } from "../../src/api/errors.ts";
-import { registerAdminRoutes } from "../../src/api/routes/admin.ts";
-import type { AuthenticatedKey } from "../../src/auth/authenticated-key.ts";
 import { type Authenticator, createAuthenticator } from "../../src/auth/authenticator.ts";
-import { AppError } from "../../src/errors/app-error.ts";
 import { openStore } from "../../src/store/open-store.ts";
 import type { Store } from "../../src/store/store.ts";
 import { makeTemporaryDirectory, newDatabaseUrl } from "../store/temporary-directory.ts";
+import { buildAdminTestApp } from "./build-admin-test-app.ts";
 
 const directory = makeTemporaryDirectory();
 const NOW = new Date("2025-06-01T12:00:00.000Z");
@@ -24,46 +21,20 @@ let userPublicId: string;
 /** The public ids the routes told the server to drop from its caches. */
 const changed: string[] = [];
 
-/** The admin routes as `buildApp` mounts them: JSON only, the one error mapping, behind authentication. */
+/** The admin app on this test's store, recording the keys it tells caches to drop. */
 function buildAdminApp(): FastifyInstance {
-  const keys = new WeakMap<object, AuthenticatedKey>();
-  const instance = Fastify({
-    ajv: {
-      customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: false, allErrors: false },
-    },
-  });
-  instance.removeAllContentTypeParsers();
-  instance.addContentTypeParser("application/json", { parseAs: "string" }, (_request, body, done) => {
-    try {
-      done(null, JSON.parse(typeof body === "string" ? body : body.toString("utf8")));
-    } catch {
-      done(new AppError("invalid_json", "The request body is not valid JSON."), undefined);
-    }
-  });
-  instance.setErrorHandler((error, _request, reply) => {
-    const appError = normalizeError(error);
-    void reply.code(appError.status).headers(errorHeaders(appError)).send(toWireError(appError));
-  });
-  instance.register(async (authenticated) => {
-    authenticated.addHook("onRequest", async (request) => {
-      keys.set(request, await authenticator.authenticate(request.headers.authorization));
-    });
-    registerAdminRoutes(authenticated, {
+  return buildAdminTestApp({
+    authenticator,
+    routes: {
       store,
       modelIds: () => ["m1", "m2", "gpt-4o-mini"],
-      getKey: (request) => {
-        const key = keys.get(request);
-        if (key === undefined) throw new Error("route reached without authentication");
-        return key;
-      },
       onKeyChanged: (publicId) => {
         changed.push(publicId);
         authenticator.forget(publicId);
       },
       now: () => NOW,
-    });
+    },
   });
-  return instance;
 }
 
 beforeEach(async () => {
