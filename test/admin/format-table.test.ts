@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { displayWidth } from "../../src/admin/display-width.ts";
 import { createTableLayout, formatTable } from "../../src/admin/format-table.ts";
 
@@ -63,5 +63,24 @@ describe("displayWidth", () => {
     expect(displayWidth("❤️")).toBe(2);
     expect(displayWidth("a\u200bb")).toBe(2);
     expect(displayWidth("模型/😀:q4")).toBe(10);
+  });
+});
+
+describe("display-width.ts on loading", () => {
+  // A server loads it (through the admin routes), and an Intl.Segmenter costs 2.6 MB of RSS:
+  // SPEC section 10 bounds idle RSS at 150 MB.
+  it("makes its grapheme segmenter only when a width needs it", async () => {
+    vi.resetModules();
+    const made = vi.spyOn(Intl, "Segmenter");
+    try {
+      const { displayWidth: fresh } = await import("../../src/admin/display-width.ts");
+      expect(made).not.toHaveBeenCalled();
+      expect(fresh("ascii")).toBe(5);
+      expect(made).not.toHaveBeenCalled();
+      expect(fresh("中")).toBe(2);
+      expect(made).toHaveBeenCalledTimes(1);
+    } finally {
+      made.mockRestore();
+    }
   });
 });
