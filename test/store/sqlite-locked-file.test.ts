@@ -13,6 +13,7 @@ import { isSqliteBusy } from "../../src/store/sqlite/explain-sqlite-error.ts";
 import { openNodeSqliteDatabase } from "../../src/store/sqlite/node-sqlite-database.ts";
 import { HOLD_MS } from "../../src/store/sqlite/sqlite-billing-batch.ts";
 import type { Store } from "../../src/store/store.ts";
+import { rejection } from "../support/rejection.ts";
 import { makeAccount, makeReservation, makeSettlement } from "./store-fixtures.ts";
 import { makeTemporaryDirectory, newDatabaseUrl } from "./temporary-directory.ts";
 
@@ -38,15 +39,6 @@ function countRows(url: string, table: "reservations" | "usage"): number {
   } finally {
     file.close();
   }
-}
-
-async function rejection(promise: Promise<unknown>): Promise<unknown> {
-  return await promise.then(
-    () => {
-      throw new Error("expected a rejection");
-    },
-    (error: unknown) => error,
-  );
 }
 
 describe("the server's SQLite store while another process holds the file", () => {

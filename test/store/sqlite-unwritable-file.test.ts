@@ -20,6 +20,7 @@ import {
   openNodeSqliteDatabase,
 } from "../../src/store/sqlite/node-sqlite-database.ts";
 import { createSqliteBillingBatch } from "../../src/store/sqlite/sqlite-billing-batch.ts";
+import { rejection } from "../support/rejection.ts";
 import { makeAccount, makeReservation, makeSettlement } from "./store-fixtures.ts";
 import { makeTemporaryDirectory, newDatabaseUrl } from "./temporary-directory.ts";
 
@@ -44,15 +45,6 @@ async function openFile() {
     billing: createSqliteBillingBatch({ db, database }),
     setWritable,
   };
-}
-
-async function rejection(promise: Promise<unknown>): Promise<unknown> {
-  return await promise.then(
-    () => {
-      throw new Error("expected a rejection");
-    },
-    (error: unknown) => error,
-  );
 }
 
 describe("the server's SQLite billing while its file cannot be written", () => {

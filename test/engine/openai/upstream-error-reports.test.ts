@@ -172,6 +172,20 @@ describe("upstream engine: failures only the operator can mend", () => {
 // Regression: the warn line said "refused Tollgate's credentials (HTTP 401)" or "answered HTTP
 // 500", never what the upstream said, so a wrong key, a missing model and no credit looked alike.
 describe("upstream engine: the operator's log of a failed attempt", () => {
+  /** One request to an upstream that answers with `handler`, asked once: its error and log. */
+  async function failOnce(handler: Parameters<typeof mock>[0]) {
+    const upstream = await mock(handler);
+    const logger = recordingLogger();
+    const engine = createTestEngine({
+      model: upstreamModel([upstream.baseUrl]),
+      logger,
+      settings: { maxRetries: 0 },
+    });
+    const error = await firstError(engine);
+    const line = logger.warnings.find((warning) => warning.failure !== undefined);
+    return { error, line, warnings: logger.warnings };
+  }
+
   it.each([
     [
       401,
@@ -182,26 +196,15 @@ describe("upstream engine: the operator's log of a failed attempt", () => {
     [404, { error: { message: "The model `gpt-9` does not exist", code: "model_not_found" } }],
     [429, QUOTA],
   ])("quotes the upstream's error body of a %i, redacted", async (status, body) => {
-    const upstream = await mock(answerError(status, body));
-    const logger = recordingLogger();
-    const engine = createTestEngine({
-      model: upstreamModel([upstream.baseUrl]),
-      logger,
-      settings: { maxRetries: 0 },
-    });
-    await firstError(engine);
-    const line = logger.warnings.find((warning) => warning.failure !== undefined);
+    const { line } = await failOnce(answerError(status, body));
     expect(line?.upstreamBody).toBe(JSON.stringify(body).replace("sk-upstream-secret-123456", "[redacted]"));
   });
 
   it("quotes no body of a refusal of the request, which may repeat the prompt", async () => {
-    const upstream = await mock(
+    const { error, line } = await failOnce(
       answerError(422, { detail: [{ msg: "Input should be a valid string", input: "the client's prompt" }] }),
     );
-    const logger = recordingLogger();
-    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]), logger });
-    expect(await firstError(engine)).toMatchObject({ status: 400 });
-    const line = logger.warnings.find((warning) => warning.failure !== undefined);
+    expect(error).toMatchObject({ status: 400 });
     expect(line).toBeDefined();
     expect(JSON.stringify(line)).not.toContain("the client's prompt");
   });
@@ -209,36 +212,21 @@ describe("upstream engine: the operator's log of a failed attempt", () => {
   // Regression (review): a 500 that repeated the prompt (or the model's output: Ollama's "error
   // parsing tool call: raw='...'") was logged whole on every attempt, without log_prompts.
   it("names only the type and code of a server error, whose text may repeat the prompt", async () => {
-    const upstream = await mock(
+    const { line, warnings } = await failOnce(
       answerError(500, {
         error: { message: "raw='SECRET-PROMPT my ssn is 123'", type: "server_error", code: "E1" },
       }),
     );
-    const logger = recordingLogger();
-    const engine = createTestEngine({
-      model: upstreamModel([upstream.baseUrl]),
-      logger,
-      settings: { maxRetries: 0 },
-    });
-    await firstError(engine);
-    const line = logger.warnings.find((warning) => warning.failure !== undefined);
     expect(line?.upstreamBody).toBe("type server_error, code E1");
-    expect(JSON.stringify(logger.warnings)).not.toContain("SECRET-PROMPT");
+    expect(JSON.stringify(warnings)).not.toContain("SECRET-PROMPT");
   });
 
   it("cuts a long body short on one line", async () => {
-    const upstream = await mock((_request, response) => {
+    const { line } = await failOnce((_request, response) => {
       response.writeHead(429, { "content-type": "text/html" });
       response.end(`<html>\n<body>${"slow down ".repeat(200)}</body></html>`);
     });
-    const logger = recordingLogger();
-    const engine = createTestEngine({
-      model: upstreamModel([upstream.baseUrl]),
-      logger,
-      settings: { maxRetries: 0 },
-    });
-    await firstError(engine);
-    const quoted = logger.warnings.find((warning) => warning.failure !== undefined)?.upstreamBody;
+    const quoted = line?.upstreamBody;
     expect(typeof quoted).toBe("string");
     expect((quoted as string).length).toBe(500);
     expect(quoted).toMatch(/^<html> <body>slow down slow down .*…$/);
