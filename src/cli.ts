@@ -368,7 +368,7 @@ async function makeTestModel(argv: readonly string[]): Promise<void> {
 
 /** Throws unless the existing, non-empty file at `path` is a GGUF file, which make-test may replace. */
 async function refuseToReplaceOtherThanGguf(path: string): Promise<void> {
-  const { startsWithGgufMagic } = await import("./models/starts-with-gguf-magic.ts");
+  const { startsWithGgufMagic } = await import("./gguf/check-model-file.ts");
   let isGguf: boolean;
   try {
     isGguf = await startsWithGgufMagic(path);

@@ -6,6 +6,22 @@ const ggufMagic = "GGUF";
 type MetadataRecord = { readonly [key: string]: unknown };
 
 /**
+ * Whether the file at `path` starts with the GGUF magic bytes: `false` for a file shorter than
+ * them. Reads those 4 bytes only. Throws the file system's error when the file cannot be opened
+ * (missing, a folder, not readable).
+ */
+export async function startsWithGgufMagic(path: string): Promise<boolean> {
+  const handle = await open(path, "r");
+  try {
+    const start = Buffer.alloc(ggufMagic.length);
+    const { bytesRead } = await handle.read(start, 0, start.length, 0);
+    return bytesRead === start.length && start.toString("latin1") === ggufMagic;
+  } finally {
+    await handle.close();
+  }
+}
+
+/**
  * Hyperparameters whose absence makes llama.cpp abort the whole process (SIGABRT from a failed
  * assertion) or fail in a way that is hard to explain, checked for dense llama-family
  * architectures. They must be positive integers (per-layer ones may be arrays).

@@ -11,10 +11,9 @@ import type {
 } from "node-llama-cpp";
 import { quoteForShell } from "../../admin/quote-for-shell.ts";
 import type { LlamaEngineConfig } from "../../catalog/catalog.ts";
-import { checkModelFile } from "../../gguf/check-model-file.ts";
+import { checkModelFile, startsWithGgufMagic } from "../../gguf/check-model-file.ts";
 import { ensureModelFile } from "../../models/download/ensure-model-file.ts";
 import { ModelDownloadError } from "../../models/download/model-download-error.ts";
-import { startsWithGgufMagic } from "../../models/starts-with-gguf-magic.ts";
 import type { LlamaEngineLogger } from "./llama-engine-logger.ts";
 import { patchGrammarTerminals } from "./patch-grammar-terminals.ts";
 import { type FileIdentity, readFileIdentity } from "./read-file-identity.ts";
