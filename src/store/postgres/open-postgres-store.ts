@@ -6,6 +6,7 @@ import { createKyselyStore } from "../kysely-store.ts";
 import { migrateToLatest } from "../migrate-to-latest.ts";
 import type { Store } from "../store.ts";
 import { POSTGRES_SUM_WINDOW_ROWS } from "../usage-sum-window.ts";
+import { discardReadOnlyConnections } from "./discard-read-only-connections.ts";
 import { parsePostgresUrl } from "./parse-postgres-url.ts";
 import { createPostgresBilling } from "./postgres-billing.ts";
 import { PostgresStoreDialect } from "./postgres-store-dialect.ts";
@@ -72,12 +73,15 @@ export async function openPostgresStore(
   // So every connection gets a listener of its own as it opens. Nothing else is needed: the
   // statement (or the next one on that connection) fails with the error, which the API answers
   // with 503 `store_unavailable`, and the pool drops the broken connection when it comes back
-  // (pg marks it not queryable) and opens another when asked.
+  // (pg marks it not queryable) and opens another when asked. A connection to a server that
+  // became read-only is healthy to pg; the store closes it itself (discard-read-only-connections.ts).
   pool.on("error", () => {});
   pool.on("connect", (client) => {
     client.on("error", () => {});
   });
-  const db = new Kysely<Database>({ dialect: new PostgresStoreDialect({ pool }) });
+  const db = new Kysely<Database>({
+    dialect: new PostgresStoreDialect({ pool: discardReadOnlyConnections(pool) }),
+  });
 
   try {
     await migrateExclusively(db, location.schema);
