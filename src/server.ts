@@ -15,6 +15,7 @@ import type { Config } from "./catalog/catalog.ts";
 import { type ClusterSettings, readClusterSettings } from "./cluster/cluster-settings.ts";
 import { connectCluster } from "./cluster/connect-cluster.ts";
 import { createEngine, loadEngineModules } from "./engine/create-engine.ts";
+import { serializeLogError } from "./errors/serialize-log-error.ts";
 import { KeyLimits } from "./limits/key-limits.ts";
 import { closeWhenIdle } from "./models/close-when-idle.ts";
 import { ModelRegistry } from "./models/model-registry.ts";
@@ -196,12 +197,13 @@ async function startOnStore(
   const authenticator = createAuthenticator({ store, configuredAdminKey: config.adminKey });
   const host = options.host ?? config.server.host;
   const replicaId = resolveReplicaId(host, options.port ?? config.server.port);
+  const serializers = { err: serializeLogError };
   const logger =
     options.logger === false
       ? pino({ enabled: false })
       : options.logger?.destination === undefined
-        ? pino({ level: options.logger?.level ?? "info" })
-        : pino({ level: options.logger.level }, options.logger.destination);
+        ? pino({ level: options.logger?.level ?? "info", serializers })
+        : pino({ level: options.logger.level, serializers }, options.logger.destination);
   // Claimed before releasing "its own" reservations: with an id another live replica uses, they
   // would be that replica's running requests, served then without being paid for.
   const replicaClaim = await claimReplicaId(config.database, {

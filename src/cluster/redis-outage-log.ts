@@ -42,6 +42,7 @@ export class RedisOutageLog {
   }
 }
 
+/** The error's message without its closing period: the sentence goes on after it. */
 function describeError(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
+  return (error instanceof Error ? error.message : String(error)).replace(/\.+$/, "");
 }
