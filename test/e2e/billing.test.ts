@@ -1,12 +1,32 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ENDLESS_MODEL, startTestServer, type TestServer, TINY_MODEL } from "../support/test-server.ts";
+import { getTestModelPath } from "../support/test-model.ts";
+import {
+  createTinyModelEntry,
+  ENDLESS_MODEL,
+  startTestServer,
+  type TestServer,
+  TINY_MODEL,
+} from "../support/test-server.ts";
+
+/** The tiny model at prices whose costs fall between nano-units. */
+const ODD_PRICED_MODEL = "tiny-odd-priced";
+const ODD_PRICES = { inputPerMillion: "0.123456789", outputPerMillion: "0.987654321" };
 
 let server: TestServer;
 
 beforeAll(async () => {
-  server = await startTestServer({ withEndlessModel: true });
+  server = await startTestServer({
+    withEndlessModel: true,
+    extraModels: [
+      {
+        ...createTinyModelEntry(await getTestModelPath()),
+        id: ODD_PRICED_MODEL,
+        pricing: { kind: "chat", ...ODD_PRICES },
+      },
+    ],
+  });
 });
 
 afterAll(async () => {
@@ -21,6 +41,21 @@ function expectedCost(promptTokens: number, completionTokens: number): bigint {
 
 const messages = [{ role: "user" as const, content: "Tell me about billing." }];
 const ONE = 1_000_000_000n;
+
+/** A decimal price such as "0.123456789" in nano-units. */
+function toNano(price: string): bigint {
+  const [whole = "0", fraction = ""] = price.split(".");
+  return BigInt(whole) * ONE + BigInt(fraction.padEnd(9, "0"));
+}
+
+/** A reset header as OpenAI writes it (`20ms`, `30s`, `1m0s`, never `60s`) in milliseconds. */
+function parseReset(text: string | null): number {
+  const match = /^(?:(\d+)ms|(?:(\d+)m)?(\d+)s)$/.exec(text ?? "");
+  const [, milliseconds, minutes, seconds = "0"] = match ?? [];
+  if (match === null || Number(seconds) >= 60) throw new Error(`not a reset as OpenAI writes it: ${text}`);
+  if (milliseconds !== undefined) return Number(milliseconds);
+  return (Number(minutes ?? "0") * 60 + Number(seconds)) * 1000;
+}
 
 async function waitForUsage(accountId: string, count: number) {
   for (let attempt = 0; attempt < 100; attempt++) {
@@ -89,6 +124,34 @@ describe("exact charges", () => {
     expect(row?.completionTokens).toBe(usage?.completion_tokens);
     expect(row?.costNano).toBe(expectedCost(usage!.prompt_tokens, usage!.completion_tokens));
     expect((await server.store.getAccountMoney(accountId))?.reservedNano).toBe(0n);
+  });
+
+  it("rounds a cost that falls between nano-units up, once per request", async () => {
+    const { accountId, key } = await server.createFundedKey("exact-rounded-up", "1");
+    const response = await fetch(`${server.baseUrl}/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: ODD_PRICED_MODEL, messages, max_tokens: 8, temperature: 0 }),
+    });
+    expect(response.status).toBe(200);
+    const { usage } = (await response.json()) as {
+      usage: { prompt_tokens: number; completion_tokens: number };
+    };
+    expect(usage.completion_tokens).toBeGreaterThan(0);
+    // SPEC section 11: ceil((prompt x input + completion x output) / 1,000,000), prices in nano-units.
+    const scaled =
+      BigInt(usage.prompt_tokens) * toNano(ODD_PRICES.inputPerMillion) +
+      BigInt(usage.completion_tokens) * toNano(ODD_PRICES.outputPerMillion);
+    // A fraction of a nano-unit to round, or rounding down would pass too.
+    expect(scaled % 1_000_000n).not.toBe(0n);
+    const cost = scaled / 1_000_000n + 1n;
+    const [row] = await server.store.listUsage({ accountId });
+    expect(row).toMatchObject({ model: ODD_PRICED_MODEL, costNano: cost });
+    expect(await server.store.getAccountMoney(accountId)).toEqual({
+      balanceNano: ONE - cost,
+      reservedNano: 0n,
+      spentNano: cost,
+    });
   });
 
   it("charges tool calls and JSON output by their tokens", async () => {
@@ -249,24 +312,38 @@ describe("balances are never overspent", () => {
 
 describe("rate limits", () => {
   it("gives an rpm 2 key two requests at once, then 429 with retry-after and the requests headers", async () => {
-    const { key } = await server.createFundedKey("rpm", "1", { rpm: 2 });
+    const rpm = 2;
+    // The bucket refills one request in this long.
+    const refillMs = 60_000 / rpm;
+    const { key } = await server.createFundedKey("rpm", "1", { rpm });
     const send = () =>
       fetch(`${server.baseUrl}/chat/completions`, {
         method: "POST",
         headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
         body: JSON.stringify({ model: TINY_MODEL, messages, max_tokens: 2 }),
       });
+    const sentFirst = performance.now();
     const first = await send();
     expect(first.status).toBe(200);
     expect(first.headers.get("x-ratelimit-limit-requests")).toBe("2");
     expect(first.headers.get("x-ratelimit-remaining-requests")).toBe("1");
-    expect(first.headers.get("x-ratelimit-reset-requests")).toMatch(/^\d+(ms|s)$/);
+    // A full bucket less one request: one request's refill, at the instant it was taken.
+    expect(parseReset(first.headers.get("x-ratelimit-reset-requests"))).toBe(refillMs);
     expect(first.headers.get("x-ratelimit-limit-tokens")).toBeNull();
     expect((await send()).status).toBe(200);
     const third = await send();
+    // The most the bucket can have refilled since the first request took from it.
+    const refilledMs = performance.now() - sentFirst;
     expect(third.status).toBe(429);
-    expect(Number(third.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    // The wait for one whole request, in seconds rounded up (a refill past a second takes one off).
+    const retryAfter = Number(third.headers.get("retry-after"));
+    expect(retryAfter).toBeLessThanOrEqual(Math.ceil(refillMs / 1000));
+    expect(retryAfter).toBeGreaterThanOrEqual(Math.ceil((refillMs - refilledMs) / 1000));
     expect(third.headers.get("x-ratelimit-remaining-requests")).toBe("0");
+    // Until the bucket is full again, a minute less its refill, written as OpenAI does ("1m0s").
+    const resetMs = parseReset(third.headers.get("x-ratelimit-reset-requests"));
+    expect(resetMs).toBeLessThanOrEqual(60_000);
+    expect(resetMs).toBeGreaterThanOrEqual(60_000 - refilledMs);
     expect(((await third.json()) as { error: unknown }).error).toMatchObject({
       type: "rate_limit_error",
       code: "rate_limit_exceeded",
