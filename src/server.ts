@@ -3,9 +3,10 @@ import { hostname } from "node:os";
 import type { FastifyInstance } from "fastify";
 import { pino } from "pino";
 import { bootstrap } from "./admin/bootstrap.ts";
-import { buildApp, createServerMetrics } from "./api/build-app.ts";
+import { buildApp, createServerMetrics, STORE_OUTAGE_LOG_INTERVAL_MS } from "./api/build-app.ts";
 import { InFlightRequests } from "./api/in-flight-requests.ts";
 import { registerAdminRoutes } from "./api/routes/admin.ts";
+import { throttleLog } from "./api/throttle-log.ts";
 import { createAuthenticator } from "./auth/authenticator.ts";
 import { keepLeases } from "./billing/keep-leases.ts";
 import { LeaseClock } from "./billing/lease-clock.ts";
@@ -288,6 +289,9 @@ async function startOnStore(
   // Leases are written and judged on the store's clock, which replicas share (lease-clock.ts).
   const leaseClock = new LeaseClock();
   await leaseClock.sync(() => store.readClock());
+  // A store outage fails every running request's settle: one line for the run, then one every
+  // 10 s (each request still gets its line when its charge goes through, or when it is given up).
+  const logSettleRetry = throttleLog(STORE_OUTAGE_LOG_INTERVAL_MS);
   const admission = new BillingAdmission({
     store,
     limits: keyLimits,
@@ -295,7 +299,12 @@ async function startOnStore(
     leaseNow: () => leaseClock.now(),
     onSettleError: (error, requestId, { retrying, usage }) => {
       if (retrying) {
-        logger.error({ err: error, requestId }, "settling a request failed; retrying in the background");
+        logSettleRetry((skipped) =>
+          logger.warn(
+            { err: error, requestId, ...(skipped > 0 ? { failedSinceLastLine: skipped } : {}) },
+            "settling a request failed; retrying in the background",
+          ),
+        );
         return;
       }
       // Given up at shutdown: everything needed to record the charge by hand.

@@ -6,7 +6,7 @@ import { throttleLog } from "../../src/api/throttle-log.ts";
 import { startServer } from "../../src/server.ts";
 import { openStore } from "../../src/store/open-store.ts";
 import { startTcpProxy } from "../cluster/tcp-proxy.ts";
-import { startMockUpstream } from "../engine/openai/mock-upstream.ts";
+import { startMockUpstream, textEvents, writeEvents } from "../engine/openai/mock-upstream.ts";
 import { createPostgresTestSchema } from "../store/postgres-test-database.ts";
 import { createTestConfig, createUpstreamModelEntry } from "../support/test-server.ts";
 
@@ -82,5 +82,73 @@ describe.skipIf("skipped" in postgres)("a server whose store is down", () => {
     const refusals = logged.filter((line) => line.msg === "request" && line.status === 503);
     expect(refusals).toHaveLength(20);
     expect(logged.filter((line) => line.msg === "the store is unavailable")).toHaveLength(1);
+  });
+});
+
+describe.skipIf("skipped" in postgres)("a server whose store goes down while requests run", () => {
+  it("logs one line for the run of settles that fail, then one line per charge recorded after", async () => {
+    if ("skipped" in postgres) return;
+    const schema = await createPostgresTestSchema();
+    if ("skipped" in schema) return;
+    cleanups.push(() => schema.drop());
+    const direct = new URL(schema.url);
+    const proxy = await startTcpProxy({ targetPort: Number(direct.port || 5432), mode: "forward" });
+    cleanups.push(() => proxy.close());
+    const proxied = new URL(schema.url);
+    proxied.hostname = "127.0.0.1";
+    proxied.port = String(proxy.port);
+    // Each request waits upstream until the store is cut, then answers.
+    const cut = Promise.withResolvers<void>();
+    const upstream = await startMockUpstream(async (_request, response) => {
+      await cut.promise;
+      await writeEvents(response, textEvents(["Hi"], { usage: [3, 1] }));
+    });
+    cleanups.push(() => upstream.close());
+    const logged: { msg: string; failedSinceLastLine?: number; requestId?: string }[] = [];
+    const destination = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        for (const line of chunk.toString().split("\n")) if (line !== "") logged.push(JSON.parse(line));
+        done();
+      },
+    });
+    const server = await startServer({
+      config: createTestConfig({
+        database: proxied.toString(),
+        models: [createUpstreamModelEntry("remote", upstream.baseUrl)],
+      }),
+      logger: { level: "info", destination },
+    });
+    cleanups.push(() => server.close().catch(() => {}));
+    const store = await openStore(schema.url);
+    cleanups.push(() => store.close());
+    const account = await createAccount(store, { name: "acme", balanceNano: 10n ** 12n });
+    const key = (await createKey(store, { role: "user", accountId: account.id })).key;
+
+    const requests = 6;
+    const answers = Array.from({ length: requests }, () =>
+      fetch(`${server.baseUrl}/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: "remote", messages: [{ role: "user", content: "Hi" }], stream: true }),
+      }).then(async (response) => ({ status: response.status, body: await response.text() })),
+    );
+    await expect.poll(() => upstream.requests.length, { timeout: 10_000 }).toBe(requests);
+    proxy.setMode("cut");
+    cut.resolve();
+    for (const answer of await Promise.all(answers)) {
+      expect(answer.status).toBe(200);
+      expect(answer.body).toContain("data: [DONE]");
+    }
+    const failed = logged.filter(
+      (line) => line.msg === "settling a request failed; retrying in the background",
+    );
+    expect(failed).toHaveLength(1);
+
+    proxy.setMode("forward");
+    const recovered = () =>
+      logged.filter((line) => line.msg === "settled a request after the store came back");
+    await expect.poll(() => recovered().length, { timeout: 20_000 }).toBe(requests);
+    expect(new Set(recovered().map((line) => line.requestId)).size).toBe(requests);
+    expect(await store.listUsage({ accountId: account.id })).toHaveLength(requests);
   });
 });
