@@ -20,6 +20,7 @@ import { DEFAULT_CONFIG_FILE_NAME } from "./config-defaults.ts";
 import { ConfigError, type ConfigProblem } from "./config-error.ts";
 import type { ConfigIssue } from "./config-fields.ts";
 import { DEFAULT_CATALOG_CREATED } from "./default-catalog.ts";
+import { maskYamlValues } from "./mask-yaml-values.ts";
 import { type ConfigPurpose, type LoadedConfig, readConfig } from "./read-config.ts";
 
 export type { LoadedConfig } from "./read-config.ts";
@@ -171,7 +172,9 @@ function describeYamlError(error: YAMLError, text: string, lineCounter: LineCoun
   const { line, col } = lineCounter.linePos(error.pos[0]);
   const lineText = text.split(/\r?\n/)[line - 1] ?? "";
   const snippet =
-    lineText.length > 0 && lineText.length <= 200 ? `\n${lineText}\n${" ".repeat(col - 1)}^` : "";
+    lineText.length > 0 && lineText.length <= 200
+      ? `\n${maskYamlValues(lineText)}\n${" ".repeat(col - 1)}^`
+      : "";
   return { field: "", message: `YAML syntax error: ${error.message}${snippet}`, line, column: col };
 }
 

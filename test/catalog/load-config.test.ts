@@ -673,6 +673,31 @@ models:
     expect(error.message).toContain("line 4, column 1");
   });
 
+  it("shows the line of a YAML syntax error with its values masked, the caret where the problem is", async () => {
+    const file = await folder.write(
+      "tollgate.yaml",
+      `models:
+  - id: remote
+    engine:
+      type: openai
+      endpoints:
+        - base_url: https://api.example.com/v1
+          headers: { X-Api-Key: plain-secret-1 }
+          api_key: "sk-upstream-secret-2" "oops" # was https://user:hunter2@example.com
+`,
+    );
+    const error = (await load({ file }).catch((caught: unknown) => caught)) as ConfigError;
+    expect(error).toBeInstanceOf(ConfigError);
+    expect(error.message).not.toMatch(/hunter2|plain-secret-1|sk-upstream-secret-2|oops/);
+    const [problem] = error.problems;
+    const [, quoted, caret] = problem?.message.split("\n") ?? [];
+    expect(quoted).toBe(
+      `          api_key: "${"*".repeat(20)}" "****" #${"*".repeat(" was https://user:hunter2@example.com".length)}`,
+    );
+    expect(caret?.indexOf("^")).toBe((problem?.column ?? 0) - 1);
+    expect(quoted?.[(problem?.column ?? 0) - 1]).toBe('"');
+  });
+
   it("reports a duplicate key as a YAML error at its line", async () => {
     const problems = await load({
       file: await folder.write("tollgate.yaml", "models: []\nredis: redis://a\nredis: redis://b\n"),
