@@ -2,6 +2,7 @@ import type { ChatCompletionOptions } from "../api/convert-chat-request.ts";
 import type { CompletionIdentity } from "../api/render-chat-completion.ts";
 import type { CatalogModel } from "../catalog/catalog.ts";
 import { ContextLengthError } from "../engine/check-context-length.ts";
+import type { EngineLogger } from "../engine/create-engine.ts";
 import type { ChatEngine, PartBatch, PreparedChat, StreamPart, Usage } from "../engine/engine.ts";
 import { AppError, isAppError } from "../errors/app-error.ts";
 import { createRandomText } from "../ids/random-text.ts";
@@ -24,6 +25,8 @@ export interface StartInput {
   signal: AbortSignal;
   setHeader: SetHeader;
   annotate: Annotate;
+  /** The request's logger: the engine's lines about the run carry its request id. */
+  logger?: EngineLogger;
 }
 
 export interface ChatServiceOptions {
@@ -129,6 +132,7 @@ export class ChatService {
     try {
       prepared = await engine.prepare(options.request, {
         mayServe: (modelId) => isModelAllowedForKey(key, modelId),
+        ...(input.logger === undefined ? {} : { logger: input.logger }),
       });
     } catch (error) {
       // Too large for the context, and perhaps for the key's token rate too: the rate limit

@@ -5,6 +5,7 @@
  * Nothing outside an engine knows which engine runs a model.
  */
 import type { AppError } from "../errors/app-error.ts";
+import type { EngineLogger } from "./create-engine.ts";
 
 /** A JSON Schema object as the client sent it (validated only for being an object). */
 export type JsonSchema = Record<string, unknown>;
@@ -222,6 +223,11 @@ export interface PrepareOptions {
    * Default: any.
    */
   mayServe?: (modelId: string) => boolean;
+  /**
+   * Where the run's log lines go: the request's own logger, so that they carry its request id.
+   * Default: the engine's.
+   */
+  logger?: EngineLogger;
 }
 
 /** An engine that serves one catalogue chat model. */

@@ -132,6 +132,28 @@ describe("a request served by a fallback model", () => {
     expect(row).toMatchObject({ model: FALLBACK, costNano: FALLBACK_COST });
   });
 
+  it("logs the failed attempt and the fallback under the request's id, as the client sees it", async () => {
+    const { key } = await server.createFundedKey("fallback-logged", "1");
+    const response = await fetch(`${server.baseUrl}/chat/completions`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${key}`,
+        "content-type": "application/json",
+        "x-request-id": "trace-fallback-7f3a",
+      },
+      body: JSON.stringify({ model: PRIMARY, messages, max_tokens: 50 }),
+    });
+    expect(response.status).toBe(200);
+    await response.text();
+    const requestId = response.headers.get("x-request-id");
+    expect(requestId).toBe("trace-fallback-7f3a");
+    const linesOf = (message: string) => logLines.filter((line) => line.msg === message);
+    await expect.poll(() => linesOf("request").some((line) => line.reqId === requestId)).toBe(true);
+    const attempts = linesOf("upstream attempt failed").filter((line) => line.model === PRIMARY);
+    expect(attempts.map((line) => line.reqId)).toContain(requestId);
+    expect(linesOf("request served by a fallback model").map((line) => line.reqId)).toContain(requestId);
+  });
+
   it("reserves what the dearest model that may serve would cost", async () => {
     // 1,000 completion tokens: at most about 0.001 on the primary, 0.01 on the fallback.
     const { accountId, key } = await server.createFundedKey("fallback-short", "0.005");

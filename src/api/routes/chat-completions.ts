@@ -129,6 +129,7 @@ export function registerChatCompletionRoutes(
         reply.header(name, value);
       },
       annotate: (fields) => options.annotate(request, fields),
+      logger: request.log,
     });
     if (!chatOptions.stream) {
       const completion = await collectCompletion(started.parts);

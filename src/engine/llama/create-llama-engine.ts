@@ -3,7 +3,7 @@ import type { CatalogModel, LlamaEngineConfig } from "../../catalog/catalog.ts";
 import { AppError } from "../../errors/app-error.ts";
 import { redactUrlsInText } from "../../models/download/redact-url.ts";
 import { checkContextLength } from "../check-context-length.ts";
-import type { ChatEngine, ChatRequest, ModelStatus, PreparedChat } from "../engine.ts";
+import type { ChatEngine, ChatRequest, ModelStatus, PreparedChat, PrepareOptions } from "../engine.ts";
 import { checkPromptSize, documentedToolTexts, measureTemplateTokensPerItem } from "./check-prompt-size.ts";
 import { createGrammarCache, type GrammarCache } from "./create-grammar-cache.ts";
 import { createLeasePool, type LeasePool } from "./create-lease-pool.ts";
@@ -191,10 +191,10 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
       // keep serving, where a new engine would find no file.
       return current !== undefined && !isSameFileIdentity(current, loadedFile.identity);
     },
-    async prepare(request: ChatRequest): Promise<PreparedChat> {
+    async prepare(request: ChatRequest, prepareOptions?: PrepareOptions): Promise<PreparedChat> {
       preparing++;
       try {
-        return await prepareLoaded(request, await waitForModel());
+        return await prepareLoaded(request, await waitForModel(), prepareOptions?.logger ?? logger);
       } finally {
         preparing--;
       }
@@ -218,7 +218,11 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
   };
 
   /** Measures a request on the loaded model: prompt tokens, the plan, its grammar and prompt. */
-  async function prepareLoaded(request: ChatRequest, current: AvailableState): Promise<PreparedChat> {
+  async function prepareLoaded(
+    request: ChatRequest,
+    current: AvailableState,
+    runLogger: LlamaEngineLogger,
+  ): Promise<PreparedChat> {
     const { loaded, pool, grammars, renderOnce, direct } = current;
     const { plan, history, toolSchemas } = planGeneration(request);
     // Megabytes of messages or tools, or tens of thousands of messages, are refused without
@@ -283,7 +287,8 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
           maxCompletionTokens,
           signal,
           closeSignal: closeController.signal,
-          logger,
+          logger: runLogger,
+          modelId,
         }),
     };
   }

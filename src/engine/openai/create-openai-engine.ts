@@ -36,6 +36,8 @@ const silentLogger: EngineLogger = { info: () => {}, warn: () => {}, error: () =
  */
 interface FallbackRun extends FallbackPlace {
   waitBudget: WaitBudget;
+  /** The request's logger. */
+  logger: EngineLogger;
 }
 
 /**
@@ -105,6 +107,7 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
       });
     }
     const { estimate: promptTokens, atMost: promptTokensAtMost } = countPromptTokens(request);
+    const runLogger = asFallback?.logger ?? prepareOptions.logger ?? logger;
     const contextLength = model.contextLength;
     if (contextLength !== undefined) {
       checkContextLength({ contextLength, promptTokens, maxTokens: request.maxTokens });
@@ -162,7 +165,7 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
           closeSignal: closeController.signal,
           watchdog,
           inFlight,
-          logger,
+          logger: runLogger,
           random: options.random,
           canFallBack,
           waitBudget,
@@ -175,10 +178,14 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
           fallbacks,
           resolveEngine,
           prepareFallback: (engine, fallbackRequest, place) =>
-            prepareFallbackWithin(engine, fallbackRequest, maxCompletionTokens, { ...place, waitBudget }),
+            prepareFallbackWithin(engine, fallbackRequest, maxCompletionTokens, {
+              ...place,
+              waitBudget,
+              logger: runLogger,
+            }),
           request,
           signal,
-          logger,
+          logger: runLogger,
           onFallback: (id) => {
             servedBy = id;
           },
@@ -251,7 +258,9 @@ async function prepareFallbackWithin(
 ): Promise<PreparedChat> {
   const prepareAsFallback = preparersAsFallback.get(engine);
   const prepareWithoutFallbacks = (value: ChatRequest) =>
-    prepareAsFallback === undefined ? engine.prepare(value) : prepareAsFallback(value, run);
+    prepareAsFallback === undefined
+      ? engine.prepare(value, { logger: run.logger })
+      : prepareAsFallback(value, run);
   const prepared = await prepareWithoutFallbacks(request);
   if (prepared.maxCompletionTokens <= maxCompletionTokens) return prepared;
   return prepareWithoutFallbacks({ ...request, maxTokens: maxCompletionTokens });
