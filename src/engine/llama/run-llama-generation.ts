@@ -39,7 +39,10 @@ export interface LlamaGenerationOptions {
   signal: AbortSignal;
   /** The engine's: aborted when the model unloads; the stream then ends with an error part. */
   closeSignal: AbortSignal;
+  /** The request's logger (see `PrepareOptions.logger`). */
   logger: LlamaEngineLogger;
+  /** The catalogue id, for the log line of a failed generation. */
+  modelId: string;
 }
 
 /**
@@ -196,7 +199,7 @@ export async function* runLlamaGeneration(options: LlamaGenerationOptions): Asyn
         return abortFinish(options.promptTokens, usage().completionTokens ?? 0);
       }
       if (closeSignal.aborted) return { type: "error", error: unloadedError(), usage: usage() };
-      options.logger.error({ err: error }, "llama generation failed");
+      options.logger.error({ err: error, model: options.modelId }, "llama generation failed");
       return {
         type: "error",
         error: new AppError("internal_error", "The model failed while generating. Please retry.", {
