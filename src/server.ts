@@ -163,7 +163,7 @@ export interface StartServerOptions {
   host?: string;
   port?: number;
   /** Pino logger settings; `false` silences logs. Default: JSON lines at info on stdout. */
-  logger?: false | { level: string; destination?: NodeJS.WritableStream };
+  logger?: false | { level?: string; destination?: NodeJS.WritableStream };
   /** Overrides how long a client may leave its answer unread (tests; default one minute). */
   clientStallTimeoutMs?: number;
   /** The bytes of request bodies held at once (tests); default from the heap (body-budget.ts). */
@@ -199,12 +199,13 @@ async function startOnStore(
   const host = options.host ?? config.server.host;
   const replicaId = resolveReplicaId(host, options.port ?? config.server.port);
   const serializers = { err: serializeLogError };
+  const level = (options.logger === false ? undefined : options.logger?.level) ?? config.logLevel ?? "info";
   const logger =
     options.logger === false
       ? pino({ enabled: false })
       : options.logger?.destination === undefined
-        ? pino({ level: options.logger?.level ?? "info", serializers })
-        : pino({ level: options.logger.level, serializers }, options.logger.destination);
+        ? pino({ level, serializers })
+        : pino({ level, serializers }, options.logger.destination);
   // Claimed before releasing "its own" reservations: with an id another live replica uses, they
   // would be that replica's running requests, served then without being paid for.
   const replicaClaim = await claimReplicaId(config.database, {

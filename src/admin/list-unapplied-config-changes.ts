@@ -30,6 +30,7 @@ export function listUnappliedConfigChanges(
     ["admin_key", running.adminKey, next.adminKey],
     ["metrics_key", running.metricsKey, next.metricsKey],
     ["log_prompts", running.logPrompts, next.logPrompts],
+    ["log_level", running.logLevel ?? "info", next.logLevel ?? "info"],
   ];
   const fromCommandLine = new Set([
     ...(options.hostFromCommandLine === true ? ["server.host"] : []),

@@ -62,6 +62,10 @@ export interface CatalogModel {
   engine: EngineConfig | undefined;
 }
 
+/** pino's levels, from the fewest lines to the most; `silent` writes none. */
+export const LOG_LEVELS = ["silent", "fatal", "error", "warn", "info", "debug", "trace"] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
 /** The whole validated configuration. */
 export interface Config {
   server: { host: string; port: number; bodyLimitBytes: number };
@@ -72,6 +76,8 @@ export interface Config {
   /** Key that `/metrics` requires; `undefined` means `/metrics` is open. */
   metricsKey: string | undefined;
   logPrompts: boolean;
+  /** The lowest level logged; `undefined` means `info`. */
+  logLevel?: LogLevel;
   models: CatalogModel[];
   /**
    * `true` when `models` is the built-in catalogue because the config names none (no file, or a

@@ -10,7 +10,7 @@
  * file's folder, so every command finds the same store and models wherever it runs from; the
  * default database and `TOLLGATE_DATABASE_URL` are resolved against the working folder.
  */
-import type { Config } from "./catalog.ts";
+import { type Config, LOG_LEVELS, type LogLevel } from "./catalog.ts";
 import { DEFAULT_BODY_LIMIT_BYTES, DEFAULT_DATABASE, DEFAULT_HOST, DEFAULT_PORT } from "./config-defaults.ts";
 import type { ConfigPath } from "./config-error.ts";
 import {
@@ -22,6 +22,7 @@ import {
   isAbsent,
   isMapping,
   readBoolean,
+  readChoice,
   readHeaderValue,
   readInteger,
   readMapping,
@@ -48,6 +49,7 @@ const TOP_LEVEL_KEYS = [
   "admin_key",
   "metrics_key",
   "log_prompts",
+  "log_level",
   "models",
 ] as const;
 const SERVER_KEYS = ["host", "port", "body_limit"] as const;
@@ -98,6 +100,7 @@ interface EnvironmentOverrides {
   database: string | undefined;
   redis: string | undefined;
   adminKey: string | undefined;
+  logLevel: string | undefined;
 }
 
 export function readConfig(options: ReadConfigOptions): ReadConfigResult {
@@ -158,6 +161,7 @@ export function readConfig(options: ReadConfigOptions): ReadConfigResult {
       : []),
   ];
   const logPrompts = readBoolean(issues, ["log_prompts"], tree.log_prompts) ?? false;
+  const logLevel = readLogLevel(issues, tree.log_level, overrides.logLevel);
   const models = readModels({
     issues,
     value: tree.models,
@@ -175,6 +179,7 @@ export function readConfig(options: ReadConfigOptions): ReadConfigResult {
       adminKey,
       metricsKey,
       logPrompts,
+      ...(logLevel === undefined ? {} : { logLevel }),
       models: models ?? createDefaultCatalog(),
       builtInCatalog: models === undefined,
       source: options.source,
@@ -195,7 +200,25 @@ function readEnvironmentOverrides(env: NodeJS.ProcessEnv, purpose: ConfigPurpose
     database: read("TOLLGATE_DATABASE_URL"),
     redis: read("TOLLGATE_REDIS_URL"),
     adminKey: read("TOLLGATE_ADMIN_KEY"),
+    logLevel: read("TOLLGATE_LOG_LEVEL"),
   };
+}
+
+/** `log_level`, or `TOLLGATE_LOG_LEVEL` where it is set. */
+function readLogLevel(
+  issues: ConfigIssues,
+  value: unknown,
+  override: string | undefined,
+): LogLevel | undefined {
+  if (override === undefined) return readChoice(issues, ["log_level"], value, LOG_LEVELS);
+  const level = LOG_LEVELS.find((choice) => choice === override.toLowerCase());
+  if (level === undefined) {
+    issues.addForEnvironment(
+      "TOLLGATE_LOG_LEVEL",
+      `must be one of ${LOG_LEVELS.join(", ")} (got ${describeValue(override)})`,
+    );
+  }
+  return level;
 }
 
 /** Values replaced by the environment are neither substituted nor validated. */
@@ -217,6 +240,7 @@ function listReplacedValues(
     ["TOLLGATE_DATABASE_URL", "database", raw.database, overrides.database],
     ["TOLLGATE_REDIS_URL", "redis", raw.redis, overrides.redis],
     ["TOLLGATE_ADMIN_KEY", "admin_key", raw.admin_key, overrides.adminKey],
+    ["TOLLGATE_LOG_LEVEL", "log_level", raw.log_level, overrides.logLevel],
     ["HOST", "server.host", server.host, overrides.host],
     ["PORT", "server.port", server.port, overrides.port],
   ];
@@ -233,6 +257,7 @@ function removeOverriddenValues(raw: ConfigMapping, overrides: EnvironmentOverri
   if (overrides.database !== undefined) delete copy.database;
   if (overrides.redis !== undefined) delete copy.redis;
   if (overrides.adminKey !== undefined) delete copy.admin_key;
+  if (overrides.logLevel !== undefined) delete copy.log_level;
   if (isMapping(copy.server)) {
     const server: ConfigMapping = { ...copy.server };
     if (overrides.host !== undefined) delete server.host;

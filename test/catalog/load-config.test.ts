@@ -254,6 +254,21 @@ models: []
     ]);
   });
 
+  it("reads log_level, which TOLLGATE_LOG_LEVEL replaces, and refuses a level pino does not have", async () => {
+    const file = await folder.write("tollgate.yaml", "log_level: debug\nmodels: []\n");
+    expect((await load({ file })).logLevel).toBe("debug");
+    const replaced = await load({ file, env: { TOLLGATE_LOG_LEVEL: "WARN" } });
+    expect(replaced.logLevel).toBe("warn");
+    expect(replaced.replacedByEnvironment).toEqual(["TOLLGATE_LOG_LEVEL replaces log_level"]);
+    expect((await load({ file: await folder.write("plain.yaml", "models: []\n") })).logLevel).toBeUndefined();
+    expect(await problemsOfFile("log_level: verbose\nmodels: []\n")).toEqual([
+      'log_level: must be one of silent, fatal, error, warn, info, debug, trace (got "verbose")',
+    ]);
+    expect(await problemsOfFile("models: []\n", { TOLLGATE_LOG_LEVEL: "loud" })).toEqual([
+      'TOLLGATE_LOG_LEVEL (environment): must be one of silent, fatal, error, warn, info, debug, trace (got "loud")',
+    ]);
+  });
+
   it("names no replacement where a variable repeats the file's value or the file has none", async () => {
     await folder.write("config/tollgate.yaml", "server: { port: 8081 }\nmodels: []\n");
     const config = await load({
