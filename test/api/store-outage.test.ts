@@ -25,6 +25,7 @@ import { createTestConfig, createUpstreamModelEntry } from "../support/test-serv
  * `store_unavailable` with `retry-after`, as for any other unavailability, never a 500.
  */
 const postgres: PostgresTestSchema | { skipped: string } = await createPostgresTestSchema();
+if ("skipped" in postgres) console.warn(`Skipping the PostgreSQL outage cases: ${postgres.skipped}.`);
 const REMOTE = "acme/remote:v1";
 
 interface WireBody {

@@ -71,8 +71,16 @@ describe("authenticate", () => {
   });
 
   it("accepts the scheme in any case and extra spaces", async () => {
-    const { key } = await insertKey();
-    await expect(authenticator().authenticate(`bearer   ${key}  `)).resolves.toBeDefined();
+    const { key, publicId } = await insertKey();
+    expect(await authenticator().authenticate(`bearer   ${key}  `)).toEqual({
+      publicId,
+      accountId: ACCOUNT_ID,
+      role: "user",
+      allowedModels: undefined,
+      rpm: undefined,
+      tpm: undefined,
+      name: "ci",
+    });
   });
 
   it.each([
@@ -260,7 +268,15 @@ describe("the cache", () => {
       createdAt: new Date(START),
     });
     clock.time = START + 1000;
-    await expect(auth.authenticate(`Bearer ${generated.key}`)).resolves.toBeDefined();
+    expect(await auth.authenticate(`Bearer ${generated.key}`)).toEqual({
+      publicId: generated.publicId,
+      accountId: ACCOUNT_ID,
+      role: "user",
+      allowedModels: undefined,
+      rpm: undefined,
+      tpm: undefined,
+      name: "",
+    });
   });
 
   it("forgets a key at once on request", async () => {

@@ -13,6 +13,7 @@ import { createTestConfig, createUpstreamModelEntry } from "../support/test-serv
  */
 const folder = makeTemporaryDirectory();
 const postgres = await createPostgresTestSchema();
+if ("skipped" in postgres) console.warn(`Skipping the admin API on PostgreSQL: ${postgres.skipped}.`);
 const MODEL = "acme/remote:v1";
 
 const STORES = [

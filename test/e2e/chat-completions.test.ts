@@ -1,23 +1,59 @@
+import type { LlamaContext, LlamaModel, Token } from "node-llama-cpp";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { getSharedLlama } from "../../src/engine/llama/get-shared-llama.ts";
+import { getTestModelPath } from "../support/test-model.ts";
 import { EMBEDDING_MODEL, startTestServer, type TestServer, TINY_MODEL } from "../support/test-server.ts";
 
 let server: TestServer;
 let client: OpenAI;
+/** The tiny model's file loaded apart from the server, to count and generate independently of it. */
+let tokenizer: LlamaModel;
+let directContext: LlamaContext;
 
 beforeAll(async () => {
   server = await startTestServer({ contextLength: 1024 });
   client = new OpenAI({ baseURL: server.baseUrl, apiKey: server.starterKey, maxRetries: 0 });
+  const llama = await getSharedLlama({ gpu: false });
+  tokenizer = await llama.loadModel({ modelPath: await getTestModelPath() });
+  directContext = await tokenizer.createContext({ contextSize: 1024, threads: 1 });
 });
 
 afterAll(async () => {
   await server?.close();
+  await directContext?.dispose();
+  await tokenizer?.dispose();
 });
 
 const messages: OpenAI.Chat.ChatCompletionMessageParam[] = [
   { role: "system", content: "You are a test." },
   { role: "user", content: "Say something." },
 ];
+/** {@link messages} as the tiny model's ChatML template renders them for its answer. */
+const renderedMessages =
+  "<|im_start|>system\nYou are a test.<|im_end|>\n<|im_start|>user\nSay something.<|im_end|>\n<|im_start|>assistant\n";
+
+/** Greedy generation with node-llama-cpp's lowest level: every sampled token, the end token too. */
+async function generateDirectly(
+  prompt: string,
+  maxTokens: number,
+): Promise<{ text: string; tokens: number }> {
+  const sequence = directContext.getSequence();
+  try {
+    const generated: Token[] = [];
+    for await (const token of sequence.evaluate(tokenizer.tokenize(prompt, true), {
+      temperature: 0,
+      yieldEogToken: true,
+    })) {
+      generated.push(token);
+      if (tokenizer.isEogToken(token) || generated.length >= maxTokens) break;
+    }
+    const textTokens = generated.filter((token) => !tokenizer.isEogToken(token));
+    return { text: tokenizer.detokenize(textTokens), tokens: generated.length };
+  } finally {
+    sequence.dispose();
+  }
+}
 
 describe("non-streamed completions through the openai SDK", () => {
   it("returns the contract's chat.completion shape with exact usage", async () => {
@@ -25,7 +61,7 @@ describe("non-streamed completions through the openai SDK", () => {
       model: TINY_MODEL,
       messages,
       max_tokens: 16,
-      seed: 7,
+      temperature: 0,
     });
     expect(completion.object).toBe("chat.completion");
     expect(completion.id).toMatch(/^chatcmpl-/);
@@ -36,13 +72,17 @@ describe("non-streamed completions through the openai SDK", () => {
     const [choice] = completion.choices;
     expect(choice?.index).toBe(0);
     expect(choice?.message.role).toBe("assistant");
-    expect(typeof choice?.message.content).toBe("string");
-    expect(["stop", "length"]).toContain(choice?.finish_reason);
-    const usage = completion.usage!;
-    expect(usage.prompt_tokens).toBeGreaterThan(5);
-    expect(usage.completion_tokens).toBeGreaterThan(0);
-    expect(usage.completion_tokens).toBeLessThanOrEqual(16);
-    expect(usage.total_tokens).toBe(usage.prompt_tokens + usage.completion_tokens);
+    // Greedy, the tiny model ends by itself within 16 tokens; its end token counts as generated.
+    const direct = await generateDirectly(renderedMessages, 16);
+    expect(direct.tokens).toBeLessThan(16);
+    expect(choice?.message.content).toBe(direct.text);
+    expect(choice?.finish_reason).toBe("stop");
+    const promptTokens = tokenizer.tokenize(renderedMessages, true).length;
+    expect(completion.usage).toEqual({
+      prompt_tokens: promptTokens,
+      completion_tokens: direct.tokens,
+      total_tokens: promptTokens + direct.tokens,
+    });
   });
 
   it("finishes with length when max_tokens is reached, counting exactly max_tokens", async () => {
@@ -320,21 +360,32 @@ describe("tools and JSON output", () => {
     expect(["stop", "length"]).toContain(completion.choices[0]?.finish_reason);
   });
 
-  it("with tool_choice auto returns text or a well-formed tool call", async () => {
+  it("with tool_choice auto offers the tools and returns text or well-formed tool calls, never both", async () => {
     const completion = await client.chat.completions.create({
       model: TINY_MODEL,
       messages,
       tools: [weatherTool],
       max_tokens: 40,
+      seed: 1,
     });
+    // The tools are documented in the prompt.
+    expect(completion.usage?.prompt_tokens).toBeGreaterThan(
+      tokenizer.tokenize(renderedMessages, true).length + 50,
+    );
     const choice = completion.choices[0]!;
     if (choice.finish_reason === "tool_calls") {
-      const call = choice.message.tool_calls![0] as OpenAI.Chat.ChatCompletionMessageFunctionToolCall;
-      expect(call.function.name).toBe("get_weather");
-      JSON.parse(call.function.arguments);
+      expect(choice.message.tool_calls?.length).toBeGreaterThan(0);
+      for (const call of choice.message.tool_calls ?? []) {
+        expect(call).toMatchObject({ type: "function", function: { name: "get_weather" } });
+        JSON.parse((call as OpenAI.Chat.ChatCompletionMessageFunctionToolCall).function.arguments);
+      }
     } else {
-      expect(typeof choice.message.content).toBe("string");
+      expect(["stop", "length"]).toContain(choice.finish_reason);
+      expect(choice.message.tool_calls).toBeUndefined();
+      expect(choice.message.content).toMatch(/./);
     }
+    // What the random-weight test model does with this seed: it answers in text and ends itself.
+    expect(choice.finish_reason).toBe("stop");
   });
 
   it("returns a JSON object for response_format json_object", async () => {

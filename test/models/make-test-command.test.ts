@@ -72,10 +72,14 @@ describe("models make-test with a FILE that exists", () => {
     }
   });
 
-  it("leaves a FIFO as it is (size 0, it is no file to replace), and says so", () => {
+  it("leaves a FIFO as it is (size 0, it is no file to replace), and says so", ({ skip }) => {
     const fifo = join(folder, "pipe");
-    const made = spawnSync("mkfifo", [fifo]);
-    if (made.status !== 0) return; // No mkfifo here: nothing to show.
+    const made = spawnSync("mkfifo", [fifo], { encoding: "utf8" });
+    if (made.status !== 0) {
+      const reason = `mkfifo could not make a FIFO (${made.error?.message ?? made.stderr.trim()})`;
+      console.warn(`Skipping the FIFO case: ${reason}.`);
+      skip(reason);
+    }
     try {
       const result = makeTest(fifo);
       expect(result.stderr).toBe(

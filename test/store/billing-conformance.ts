@@ -220,7 +220,7 @@ export function describeBillingConformance(name: string, backend: StoreConforman
         const account = await openAccount(100n);
         await expect(
           store.reserve(makeReservation({ accountId: account.id, amountNano: -1n })),
-        ).rejects.toThrow();
+        ).rejects.toThrow(new RangeError("A reservation's amount must be zero or more."));
         expect((await money(account.id))?.reservedNano).toBe(0n);
       });
 
@@ -443,9 +443,11 @@ export function describeBillingConformance(name: string, backend: StoreConforman
         const other = await openAccount(10n, "other");
         const reservation = makeReservation({ accountId: acme.id, amountNano: 10n });
         await store.reserve(reservation);
-        await expect(
-          store.settle(makeSettlement(reservation, 5n, { accountId: other.id })),
-        ).rejects.toThrow();
+        await expect(store.settle(makeSettlement(reservation, 5n, { accountId: other.id }))).rejects.toThrow(
+          new Error(
+            `Reservation ${reservation.id} belongs to another account than its usage row; nothing was settled.`,
+          ),
+        );
         expect(await money(acme.id)).toEqual({ balanceNano: 10n, reservedNano: 10n, spentNano: 0n });
         expect(await money(other.id)).toEqual({ balanceNano: 10n, reservedNano: 0n, spentNano: 0n });
         expect(await store.listUsage()).toEqual([]);
@@ -453,7 +455,9 @@ export function describeBillingConformance(name: string, backend: StoreConforman
 
       it("refuses a negative cost", async () => {
         const account = await openAccount(10n);
-        await expect(store.settle(makeUsage({ accountId: account.id, costNano: -1n }))).rejects.toThrow();
+        await expect(store.settle(makeUsage({ accountId: account.id, costNano: -1n }))).rejects.toThrow(
+          new RangeError("A usage row's cost must be zero or more."),
+        );
         expect(await store.listUsage()).toEqual([]);
       });
     });
