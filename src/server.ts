@@ -198,7 +198,7 @@ async function startOnStore(
   const authenticator = createAuthenticator({ store, configuredAdminKey: config.adminKey });
   const host = options.host ?? config.server.host;
   const replicaId = resolveReplicaId(host, options.port ?? config.server.port);
-  const serializers = { err: serializeLogError };
+  const serializers = { err: serializeLogError, error: serializeLogError };
   const level = (options.logger === false ? undefined : options.logger?.level) ?? config.logLevel ?? "info";
   const logger =
     options.logger === false

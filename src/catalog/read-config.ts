@@ -200,7 +200,8 @@ function readEnvironmentOverrides(env: NodeJS.ProcessEnv, purpose: ConfigPurpose
     database: read("TOLLGATE_DATABASE_URL"),
     redis: read("TOLLGATE_REDIS_URL"),
     adminKey: read("TOLLGATE_ADMIN_KEY"),
-    logLevel: read("TOLLGATE_LOG_LEVEL"),
+    // Only the server logs: an admin command is not stopped by a level it would not use.
+    logLevel: purpose === "serve" ? read("TOLLGATE_LOG_LEVEL") : undefined,
   };
 }
 
@@ -210,7 +211,15 @@ function readLogLevel(
   value: unknown,
   override: string | undefined,
 ): LogLevel | undefined {
-  if (override === undefined) return readChoice(issues, ["log_level"], value, LOG_LEVELS);
+  // In any case, as pino's own names are lowercase: `LOG_LEVEL=WARN` is written too.
+  if (override === undefined) {
+    return readChoice(
+      issues,
+      ["log_level"],
+      typeof value === "string" ? value.toLowerCase() : value,
+      LOG_LEVELS,
+    );
+  }
   const level = LOG_LEVELS.find((choice) => choice === override.toLowerCase());
   if (level === undefined) {
     issues.addForEnvironment(

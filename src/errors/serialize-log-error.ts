@@ -1,32 +1,38 @@
 import { stdSerializers } from "pino";
 
 /** How deep nested errors (an `AggregateError`'s members, errors in fields) are looked through. */
-const MAX_DEPTH = 3;
+const MAX_DEPTH = 8;
 
 /**
  * pino's error serializer, without the arguments of the Redis command that failed: ioredis puts
  * the command on its errors (`command: { name, args }`), and a refused `AUTH` or `HELLO` carries
- * the password in them, which must not reach the logs. The command's name stays.
+ * the password in them, which must not reach the logs. The command's name stays. What it returns
+ * is a copy wherever a command was found: the caller's objects are left as they are.
  */
 export function serializeLogError(error: unknown): unknown {
-  const serialized: unknown = stdSerializers.err(error as Error);
-  hideCommandArguments(serialized, 0);
-  return serialized;
+  return withoutCommandArguments(stdSerializers.err(error as Error), 0, new WeakSet());
 }
 
-function hideCommandArguments(value: unknown, depth: number): void {
-  if (depth > MAX_DEPTH || typeof value !== "object" || value === null) return;
+function withoutCommandArguments(value: unknown, depth: number, seen: WeakSet<object>): unknown {
+  if (depth > MAX_DEPTH || typeof value !== "object" || value === null || seen.has(value)) return value;
+  seen.add(value);
   if (Array.isArray(value)) {
-    for (const each of value) hideCommandArguments(each, depth + 1);
-    return;
+    const items = value.map((each) => withoutCommandArguments(each, depth + 1, seen));
+    return items.some((each, index) => each !== value[index]) ? items : value;
   }
-  const fields = value as Record<string, unknown>;
-  for (const [key, field] of Object.entries(fields)) {
+  let copy: Record<string, unknown> | undefined;
+  for (const [key, field] of Object.entries(value)) {
+    let replaced = field;
     if (key === "command" && typeof field === "object" && field !== null && "args" in field) {
       const { args: _args, ...rest } = field as Record<string, unknown>;
-      fields[key] = rest;
+      replaced = rest;
     } else {
-      hideCommandArguments(field, depth + 1);
+      replaced = withoutCommandArguments(field, depth + 1, seen);
+    }
+    if (replaced !== field) {
+      copy ??= Object.assign(Object.create(Object.getPrototypeOf(value) as object | null), value);
+      (copy as Record<string, unknown>)[key] = replaced;
     }
   }
+  return copy ?? value;
 }

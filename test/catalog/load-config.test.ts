@@ -261,6 +261,13 @@ models: []
     expect(replaced.logLevel).toBe("warn");
     expect(replaced.replacedByEnvironment).toEqual(["TOLLGATE_LOG_LEVEL replaces log_level"]);
     expect((await load({ file: await folder.write("plain.yaml", "models: []\n") })).logLevel).toBeUndefined();
+    expect(
+      (await load({ file: await folder.write("upper.yaml", "log_level: ERROR\nmodels: []\n") })).logLevel,
+    ).toBe("error");
+    // An admin command does not log: a level it would not use does not stop it.
+    expect((await load({ file, env: { TOLLGATE_LOG_LEVEL: "loud" }, purpose: "command" })).logLevel).toBe(
+      "debug",
+    );
     expect(await problemsOfFile("log_level: verbose\nmodels: []\n")).toEqual([
       'log_level: must be one of silent, fatal, error, warn, info, debug, trace (got "verbose")',
     ]);

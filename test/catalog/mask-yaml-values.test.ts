@@ -14,9 +14,12 @@ describe("maskYamlValues", () => {
       'headers: {X-Api-Key: ***, Authorization: "***********"}',
     ],
     ["api_key: 'it''s' # was: sk-old", "api_key: '*****' #************"],
-    ["  - id: foo: bar", "  - id: foo: ***"],
+    ["  - id: foo: bar", "  - id: **** ***"],
     ['api_key: "unclosed', 'api_key: "********'],
     ["- [a, b]", "- [*, *]"],
+    ["admin_key: sk-admin-secret1:", `admin_key: ${"*".repeat(17)}`],
+    ["admin_key: sk-admin: secret2", "admin_key: ********* *******"],
+    ["  - { id: a, engine: { type: b } }", "  - { id: *, engine: { type: * } }"],
   ])("masks the values of %j, one character for one", (line, masked) => {
     expect(maskYamlValues(line)).toBe(masked);
     expect(maskYamlValues(line)).toHaveLength(line.length);
