@@ -5,7 +5,6 @@
  * Fastify's onResponse hook, which records every other request, never runs for these.
  */
 import { connect } from "node:net";
-import { setTimeout as sleep } from "node:timers/promises";
 import type { FastifyInstance } from "fastify";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -55,10 +54,11 @@ function sendPartOfBody(path: string, leaveAfterMs?: number): Promise<string> {
   });
 }
 
-/** The log lines of requests (one each), after the server has had a moment to write them. */
-async function requestLines(): Promise<Record<string, unknown>[]> {
-  await sleep(100);
-  return logLines.filter((line) => line.msg === "request");
+/** The log lines of requests, once there are `count` of them (each request writes one). */
+async function requestLines(count: number): Promise<Record<string, unknown>[]> {
+  const lines = () => logLines.filter((line) => line.msg === "request");
+  await expect.poll(() => lines().length, { timeout: 10_000 }).toBeGreaterThanOrEqual(count);
+  return lines();
 }
 
 async function requestCount(status: number): Promise<number> {
@@ -75,7 +75,7 @@ describe("a request whose connection closes before its answer", () => {
     logLines.length = 0;
     await sendPartOfBody("/v1/chat/completions", 50);
     await sendPartOfBody("/admin/nothing-here", 50);
-    const lines = await requestLines();
+    const lines = await requestLines(2);
     expect(lines).toHaveLength(2);
     for (const line of lines)
       expect(line).toMatchObject({ status: CLIENT_CLOSED_STATUS, error: "client_closed" });
@@ -86,7 +86,7 @@ describe("a request whose connection closes before its answer", () => {
     logLines.length = 0;
     const answer = await sendPartOfBody("/v1/chat/completions");
     expect(answer).toMatch(/^HTTP\/1\.1 408 /);
-    const lines = await requestLines();
+    const lines = await requestLines(1);
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatchObject({ status: 408, error: "request_timeout" });
     expect(await requestCount(408)).toBe(1);

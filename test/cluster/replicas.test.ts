@@ -2,8 +2,8 @@ import { randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { setTimeout as sleep } from "node:timers/promises";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, beforeEach, describe, expect, it, onTestFinished } from "vitest";
 import { parseAmount } from "../../src/billing/money.ts";
 import { openStore } from "../../src/store/open-store.ts";
 import type { Store } from "../../src/store/store.ts";
@@ -65,6 +65,34 @@ function chat(replica: ReplicaProcess, key: string, body: Record<string, unknown
   });
 }
 
+/** Whether `/ready` answers 200: the replica listens and its models are loaded. */
+async function isReady(replica: ReplicaProcess): Promise<boolean> {
+  return await fetch(`${replica.origin}/ready`).then(
+    async (response) => {
+      await response.arrayBuffer();
+      return response.status === 200;
+    },
+    () => false,
+  );
+}
+
+/**
+ * Three ready replicas, whatever an earlier test did to them: one that exited (killed, or shut
+ * down) is started again with its id and port, one still starting is waited for.
+ */
+async function ensureReplicasReady(): Promise<void> {
+  await Promise.all(
+    [0, 1, 2].map(async (index) => {
+      const replica = replicas[index]!;
+      if (replica.child.exitCode !== null || replica.child.signalCode !== null) {
+        replicas[index] = await startReplica({ id: replica.id, port: replica.port, configFile, env });
+        return;
+      }
+      await expect.poll(() => isReady(replica), { timeout: 60_000, interval: 100 }).toBe(true);
+    }),
+  );
+}
+
 async function expectAuditPasses(): Promise<void> {
   const audit = await cli("audit");
   expect(audit.stdout + audit.stderr).toMatch(/passed/i);
@@ -117,6 +145,8 @@ describe.skipIf(!("url" in redis && "url" in postgres))(
         )),
       );
     }, 120_000);
+
+    beforeEach(ensureReplicasReady, 120_000);
 
     afterAll(async () => {
       await Promise.all(replicas.map((replica) => replica.stop("SIGKILL")));
@@ -171,7 +201,7 @@ describe.skipIf(!("url" in redis && "url" in postgres))(
       await expectAuditPasses();
     }, 120_000);
 
-    it("refuses, on every other replica within a second, a key revoked through one replica's admin API", async () => {
+    it("refuses, on every other replica, a key revoked through one replica's admin API, told over the bus", async () => {
       expect((await cli("accounts", "create", "revocation", "--balance", "1")).status).toBe(0);
       const { key, publicId } = await createKey("revocation");
       const listModels = (replica: ReplicaProcess) =>
@@ -184,26 +214,35 @@ describe.skipIf(!("url" in redis && "url" in postgres))(
       // The other replicas have the key in their caches now.
       expect(await listModels(replicas[1]!)).toBe(200);
       expect(await listModels(replicas[2]!)).toBe(200);
+      const listener = new Redis("url" in redis ? redis.url : "");
+      onTestFinished(() => listener.disconnect());
+      const heard: string[] = [];
+      listener.on("message", (_channel: string, message: string) => heard.push(message));
+      await listener.subscribe(`${prefix}invalidate`);
 
       const revoked = await fetch(`${replicas[0]!.origin}/admin/keys/${publicId}/revoke`, {
         method: "POST",
         headers: { authorization: `Bearer ${ADMIN_KEY}` },
       });
       expect(revoked.status).toBe(200);
-      const since = Date.now();
+      const since = performance.now();
       expect(await listModels(replicas[0]!)).toBe(401);
+      // How soon is pinned where a clock can be held still: the bus in servers-with-redis.test.ts,
+      // the key cache's 1 s in authenticator.test.ts. Here: every replica comes to refuse the key,
+      // and the revoking one told the others on the bus.
       const delays = await Promise.all(
         [replicas[1]!, replicas[2]!].map(async (replica) => {
-          while (Date.now() - since < 3000) {
-            if ((await listModels(replica)) === 401) return Date.now() - since;
-            await sleep(10);
-          }
-          return Number.POSITIVE_INFINITY;
+          await expect.poll(() => listModels(replica), { timeout: 20_000, interval: 10 }).toBe(401);
+          return Math.round(performance.now() - since);
         }),
       );
       console.info(`replicas: the revocation reached the others after ${delays.join(" and ")} ms`);
-      for (const delay of delays) expect(delay).toBeLessThan(1000);
-    }, 30_000);
+      await expect
+        .poll(() => heard.map((message) => (JSON.parse(message) as { event: unknown }).event), {
+          timeout: 20_000,
+        })
+        .toContainEqual({ type: "key-changed", publicId });
+    }, 60_000);
 
     it("releases a killed replica's reservations when it restarts, never another replica's, live or expired", async () => {
       expect((await cli("accounts", "create", "crash", "--balance", "5")).status).toBe(0);
@@ -263,6 +302,12 @@ describe.skipIf(!("url" in redis && "url" in postgres))(
     }, 90_000);
 
     it("shuts every replica down cleanly, Redis connections included", async () => {
+      // Three replicas that served requests, so that they hold Redis connections and buckets.
+      expect((await cli("accounts", "create", "shutdown", "--balance", "1")).status).toBe(0);
+      const { key } = await createKey("shutdown", "--rpm", "100");
+      for (const replica of replicas) {
+        expect((await chat(replica, key, { model: "tiny", max_tokens: 1 })).status).toBe(200);
+      }
       const codes = await Promise.all(replicas.map((replica) => replica.stop("SIGTERM")));
       expect(codes).toEqual([0, 0, 0]);
     }, 30_000);

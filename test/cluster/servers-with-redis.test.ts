@@ -1,9 +1,8 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { setTimeout as sleep } from "node:timers/promises";
 import { Redis } from "ioredis";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, onTestFinished, vi } from "vitest";
 import { createAccount } from "../../src/admin/create-account.ts";
 import { createKey } from "../../src/admin/create-key.ts";
 import type { Config } from "../../src/catalog/catalog.ts";
@@ -148,28 +147,28 @@ describe.skipIf(!("url" in redis))("two servers sharing Redis", () => {
     }
   });
 
-  it("refuse on the other server a key revoked through one server's admin API, well within a second", async () => {
+  it("refuse on the other server a key revoked through one server's admin API, through the bus and not the key cache's expiry", async () => {
     const { key, publicId } = await createFundedKey();
+    const listModels = async (server: RunningServer) => {
+      const response = await fetch(`${server.baseUrl}/models`, {
+        headers: { authorization: `Bearer ${key}` },
+      });
+      await response.arrayBuffer();
+      return response.status;
+    };
+    // The key cache ages its rows on the steady clock: stopped, no row ever expires, so only the
+    // bus can make the other server look the key up again.
+    const steadyNow = performance.now();
+    const stopped = vi.spyOn(performance, "now").mockReturnValue(steadyNow);
+    onTestFinished(() => stopped.mockRestore());
     // The other server has the key in its cache now.
-    expect((await chat(second, key)).status).toBe(200);
+    expect(await listModels(second)).toBe(200);
     const revoked = await fetch(`${first.baseUrl.replace(/\/v1$/, "")}/admin/keys/${publicId}/revoke`, {
       method: "POST",
       headers: { authorization: "Bearer test-admin-key" },
     });
     expect(revoked.status).toBe(200);
-    const since = Date.now();
-    let status = 200;
-    while (status !== 401 && Date.now() - since < 2000) {
-      const response = await fetch(`${second.baseUrl}/models`, {
-        headers: { authorization: `Bearer ${key}` },
-      });
-      status = response.status;
-      await response.arrayBuffer();
-      if (status !== 401) await sleep(10);
-    }
-    expect(status).toBe(401);
-    // The bus, not the 1-second cache: typically a few milliseconds.
-    expect(Date.now() - since).toBeLessThan(500);
+    await expect.poll(() => listModels(second), { timeout: 10_000, interval: 10 }).toBe(401);
   });
 });
 

@@ -21,15 +21,27 @@ const SLOW = "slow-remote";
 /** The same upstream through one connection: a second request waits in Tollgate for it. */
 const ONE_LANE = "one-lane";
 
+/** How long a poll waits for a state: a guard against a hang, not a bound the tests measure. */
+const HANG_GUARD = { timeout: 20_000 };
+
 let upstream: MockUpstream;
 let server: TestServer;
 const logLines: Record<string, unknown>[] = [];
+/** Events the upstream has written, by the request id in the user message. */
+const eventsSent = new Map<string, number>();
 
 beforeAll(async () => {
   // Ticks every 20 ms, for far longer than any test waits.
-  upstream = await startMockUpstream((_request, response) =>
-    writeEvents(response, textEvents(Array.from({ length: 1_000 }, () => " tick")), { delayMs: 20 }),
-  );
+  upstream = await startMockUpstream(async (request, response) => {
+    const requestId = readRequestId(request.body);
+    for (const event of textEvents(Array.from({ length: 1_000 }, () => " tick"))) {
+      if (response.destroyed) return;
+      await writeEvents(response, [event], { done: false, end: false });
+      eventsSent.set(requestId, (eventsSent.get(requestId) ?? 0) + 1);
+      await sleep(20);
+    }
+    response.end("data: [DONE]\n\n");
+  });
   const destination = new PassThrough();
   destination.on("data", (data: Buffer) => {
     for (const line of data.toString().split("\n")) if (line.trim() !== "") logLines.push(JSON.parse(line));
@@ -44,6 +56,12 @@ afterAll(async () => {
   await server?.close();
   await upstream?.close();
 });
+
+/** The request id {@link sendAndLeave} puts in the user message. */
+function readRequestId(body: Record<string, unknown>): string {
+  const messages = body.messages as { content: string }[];
+  return messages.at(-1)?.content.replace(/^Tick\. /, "") ?? "";
+}
 
 function oneLaneModel(baseUrl: string): CatalogModel {
   const entry = createUpstreamModelEntry(ONE_LANE, baseUrl);
@@ -66,7 +84,7 @@ async function sendAndLeave(
       "content-type": "application/json",
       "x-request-id": requestId,
     },
-    body: JSON.stringify({ model, messages: [{ role: "user", content: "Tick." }], stream }),
+    body: JSON.stringify({ model, messages: [{ role: "user", content: `Tick. ${requestId}` }], stream }),
     signal: controller.signal,
   });
   if (stream) await leave(await pending);
@@ -78,12 +96,17 @@ async function sendAndLeave(
 }
 
 async function logLineOf(requestId: string): Promise<Record<string, unknown> | undefined> {
-  for (let attempt = 0; attempt < 100; attempt++) {
-    const line = logLines.find((candidate) => candidate.reqId === requestId && candidate.msg === "request");
-    if (line !== undefined) return line;
-    await sleep(50);
-  }
-  return undefined;
+  const find = () =>
+    logLines.find((candidate) => candidate.reqId === requestId && candidate.msg === "request");
+  await expect.poll(find, HANG_GUARD).toBeDefined();
+  return find();
+}
+
+/** The count of one series in `/metrics`, 0 when it is not there. */
+async function readMetric(series: string): Promise<number> {
+  const metrics = await (await fetch(`${server.origin}/metrics`)).text();
+  const line = metrics.split("\n").find((candidate) => candidate.startsWith(`${series} `));
+  return line === undefined ? 0 : Number(line.slice(series.length + 1));
 }
 
 describe("a client that leaves early", () => {
@@ -94,7 +117,11 @@ describe("a client that leaves early", () => {
       while ((text.match(/tick/g) ?? []).length < 3)
         text += new TextDecoder().decode((await reader.read()).value);
     });
-    await sendAndLeave("left-plain", false, () => sleep(300));
+    // The upstream writes an event every 20 ms, and the server reads what came in each time the
+    // event loop they share turns: once the tenth is written, the first ticks have been read.
+    await sendAndLeave("left-plain", false, () =>
+      expect.poll(() => eventsSent.get("left-plain") ?? 0, HANG_GUARD).toBeGreaterThanOrEqual(10),
+    );
 
     for (const [requestId, stream] of [
       ["left-stream", true],
@@ -143,9 +170,15 @@ describe("a client that leaves early", () => {
         }),
       ONE_LANE,
     );
-    await sleep(200);
+    await expect.poll(() => eventsSent.get("lane-holder") ?? 0, HANG_GUARD).toBeGreaterThan(0);
     // Waits behind the first for the model's one upstream connection, and leaves.
-    await sendAndLeave("left-queued", false, () => sleep(300), ONE_LANE);
+    const waiting = `tollgate_model_requests{model="${ONE_LANE}",state="waiting"}`;
+    await sendAndLeave(
+      "left-queued",
+      false,
+      () => expect.poll(() => readMetric(waiting), HANG_GUARD).toBe(1),
+      ONE_LANE,
+    );
     const line = await logLineOf("left-queued");
     expect(line).toMatchObject({ status: CLIENT_CLOSED_STATUS, completionTokens: 0 });
     expect(line?.firstTokenMs).toBeUndefined();

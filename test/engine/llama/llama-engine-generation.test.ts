@@ -1,7 +1,7 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { getLlama, type Llama, type LlamaContextSequence, type LlamaModel, type Token } from "node-llama-cpp";
+import { getLlama, type Llama, LlamaContextSequence, type LlamaModel, type Token } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ChatEngine, ModelStatus, StreamPart } from "../../../src/engine/engine.ts";
 import { createLlamaEngine } from "../../../src/engine/llama/create-llama-engine.ts";
@@ -43,6 +43,37 @@ async function generateDirectly(
   }
   const textTokens = generated.filter((token) => !tokenizer.isEogToken(token));
   return { text: tokenizer.detokenize(textTokens), tokens: generated.length };
+}
+
+/**
+ * Counts the tokens any sequence samples while `signal` is aborted, until `restore`: both of the
+ * engine's paths (LlamaChat and the direct one) sample through `LlamaContextSequence.evaluate`.
+ */
+function countTokensSampledWhileAborted(signal: AbortSignal): { readonly count: number; restore(): void } {
+  const evaluate = LlamaContextSequence.prototype.evaluate;
+  let count = 0;
+  LlamaContextSequence.prototype.evaluate = async function* (tokens, options) {
+    const iterator = evaluate.call(this, tokens, options);
+    let input: Token | Token[] | undefined;
+    try {
+      while (true) {
+        const result = await iterator.next(input);
+        if (result.done === true) return;
+        if (signal.aborted) count += 1;
+        input = (yield result.value) ?? undefined;
+      }
+    } finally {
+      await iterator.return();
+    }
+  };
+  return {
+    get count() {
+      return count;
+    },
+    restore: () => {
+      LlamaContextSequence.prototype.evaluate = evaluate;
+    },
+  };
 }
 
 const helloPrompt = "<|im_start|>user\nHello there<|im_end|>\n<|im_start|>assistant\n";
@@ -229,17 +260,23 @@ describe("llama engine: queue and abort", () => {
   it("ends an aborted generation at once with partial usage and reuses its sequence", async () => {
     const prepared = await endlessEngine.prepare(createTestRequest({ maxTokens: 400 }));
     const controller = new AbortController();
+    const sampledAfterAbort = countTokensSampledWhileAborted(controller.signal);
     const parts: StreamPart[] = [];
-    let abortedAt = 0;
-    for await (const batch of prepared.run(controller.signal))
-      for (const part of batch) {
-        parts.push(part);
-        if (part.type === "text-delta" && !controller.signal.aborted) {
-          abortedAt = performance.now();
-          controller.abort();
+    const afterAbort: StreamPart[] = [];
+    try {
+      for await (const batch of prepared.run(controller.signal)) {
+        if (controller.signal.aborted) afterAbort.push(...batch);
+        for (const part of batch) {
+          parts.push(part);
+          if (part.type === "text-delta" && !controller.signal.aborted) controller.abort();
         }
       }
-    expect(performance.now() - abortedAt).toBeLessThan(500);
+    } finally {
+      sampledAfterAbort.restore();
+    }
+    // At once: at most the token under way when the client left is sampled, and none is streamed.
+    expect(sampledAfterAbort.count).toBeLessThanOrEqual(1);
+    expect(afterAbort.map((part) => part.type)).toEqual(["finish"]);
     const end = readEnd(parts);
     expect(end).toMatchObject({ type: "finish", reason: "stop", rawReason: "abort" });
     const completionTokens = end.usage.completionTokens ?? 0;

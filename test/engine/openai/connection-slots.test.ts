@@ -13,6 +13,9 @@ import { textEvents, writeEvents } from "./mock-upstream.ts";
 
 afterEach(closeEnginesAndMocks);
 
+/** How long a poll waits for a state: a guard against a hang, not a bound the tests measure. */
+const HANG_GUARD = { timeout: 10_000 };
+
 describe("ConnectionSlots", () => {
   it("grants up to its limit, then in arrival order as slots come back; a withdrawn waiter is skipped", () => {
     const slots = new ConnectionSlots(2);
@@ -38,44 +41,55 @@ describe("ConnectionSlots", () => {
 });
 
 describe("upstream engine: max_connections", () => {
-  /** An upstream that answers in 200 ms, behind an engine with one connection to it. */
-  async function startSlowSingleConnection() {
+  /**
+   * An upstream that holds every answer until the test lets it go, behind an engine with one
+   * connection to it.
+   */
+  async function startHeldSingleConnection() {
+    let letGo = () => {};
+    const released = new Promise<void>((resolve) => {
+      letGo = resolve;
+    });
     const upstream = await startTestMock(async (_request, response) => {
-      await new Promise((resolve) => setTimeout(resolve, 200));
+      await released;
       await writeEvents(response, textEvents(["ok"]));
     });
     const engine = createTestEngine({
       model: upstreamModel([upstream.baseUrl]),
-      settings: { maxConnections: 1, maxRetries: 0 },
+      // No timeout ends a held answer: the test does, with `letGo`.
+      settings: { maxConnections: 1, maxRetries: 0, firstByteTimeoutMs: 120_000 },
     });
-    return { upstream, engine };
+    return { upstream, engine, letGo };
   }
 
   it("counts requests waiting for a connection as waiting, not running", async () => {
-    const { engine } = await startSlowSingleConnection();
+    const { upstream, engine, letGo } = await startHeldSingleConnection();
     const runs = Array.from({ length: 3 }, () => collectParts(engine));
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    expect(engine.load?.()).toEqual({ running: 1, waiting: 2 });
+    await expect.poll(() => upstream.requests.length, HANG_GUARD).toBe(1);
+    await expect.poll(() => engine.load?.(), HANG_GUARD).toEqual({ running: 1, waiting: 2 });
+    letGo();
     await Promise.all(runs);
     expect(engine.load?.()).toEqual({ running: 0, waiting: 0 });
   });
 
   it("keeps its connection when requests waiting for it are abandoned (regression: each abandoned one closed it)", async () => {
-    const { upstream, engine } = await startSlowSingleConnection();
+    const { upstream, engine, letGo } = await startHeldSingleConnection();
     const first = collectParts(engine);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-    // Five clients queue behind it and give up; one more stays.
+    await expect.poll(() => upstream.requests.length, HANG_GUARD).toBe(1);
+    // Five clients queue behind it and give up while they wait; one more stays.
+    const leave = new AbortController();
     const abandoned = Array.from({ length: 5 }, async () => {
       const prepared = await engine.prepare(chatRequest());
-      const controller = new AbortController();
-      setTimeout(() => controller.abort(), 50);
       const parts: StreamPart[] = [];
-      for await (const batch of prepared.run(controller.signal)) parts.push(...batch);
+      for await (const batch of prepared.run(leave.signal)) parts.push(...batch);
       return parts;
     });
     const live = collectParts(engine);
+    await expect.poll(() => engine.load?.(), HANG_GUARD).toEqual({ running: 1, waiting: 6 });
+    leave.abort();
     for (const parts of await Promise.all(abandoned))
       expect(parts.at(-1)).toMatchObject({ type: "finish", rawReason: "abort" });
+    letGo();
     expect((await first).at(-1)).toMatchObject({ type: "finish", reason: "stop" });
     expect((await live).at(-1)).toMatchObject({ type: "finish", reason: "stop" });
     // Only the two that stayed were sent, one after the other on the one connection.
