@@ -323,8 +323,6 @@ describe("redis rate limiter when Redis does not answer", () => {
   });
 });
 
-if (!hasRedisServerBinary) console.warn("skipping the Redis restart test: no redis-server binary on PATH");
-
 describe.skipIf(!hasRedisServerBinary)("redis rate limiter across a Redis restart", () => {
   it("logs one line when Redis goes away and one when it is back, and limits again after", async () => {
     const port = await findFreePort();
