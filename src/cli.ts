@@ -413,7 +413,8 @@ async function withStore<T>(
 ) {
   const config = await loadConfig({ file: configFile, purpose: "command" });
   const { openStore } = await import("./store/open-store.ts");
-  const store = await openStore(config.database);
+  // A database an older version made is left to `serve` to migrate (see StoreOptions.upgrade).
+  const store = await openStore(config.database, { upgrade: false });
   try {
     return await run(store, config);
   } finally {

@@ -52,14 +52,53 @@ export async function migrateToLatest(
  * applied them. Empty when the table cannot be read; the migration's own error then says more.
  */
 async function readUnknownMigrations(db: Kysely<Database>, schema: string | undefined): Promise<string[]> {
+  const applied = (await readAppliedMigrations(db, schema)) ?? [];
+  return applied.filter((name) => !Object.hasOwn(migrations, name));
+}
+
+/**
+ * The names of the migrations the database records as applied, in order; `undefined` where there
+ * is no migration table to read (a new database, or one that cannot be read now: migrating then
+ * says why). `schema` as in {@link MigrateToLatestOptions.migrationTableSchema}.
+ */
+export async function readAppliedMigrations(
+  db: Kysely<Database>,
+  schema: string | undefined,
+): Promise<string[] | undefined> {
   const table =
     schema === undefined ? sql.id(DEFAULT_MIGRATION_TABLE) : sql.id(schema, DEFAULT_MIGRATION_TABLE);
   try {
     const { rows } = await sql<{ name: string }>`select name from ${table} order by name`.execute(db);
-    return rows.map((row) => row.name).filter((name) => !Object.hasOwn(migrations, name));
+    return rows.map((row) => row.name);
   } catch {
-    return [];
+    return undefined;
   }
+}
+
+/**
+ * Where a database stands against this version: `new` (nothing applied yet), `current` (every
+ * migration applied), `behind` (an older Tollgate made it: some are missing) or `newer` (it has
+ * migrations this version does not know).
+ */
+export type SchemaState = "new" | "current" | "behind" | "newer";
+
+/** The {@link SchemaState} of a database that has applied `applied` (from {@link readAppliedMigrations}). */
+export function compareSchema(applied: readonly string[] | undefined): SchemaState {
+  if (applied === undefined || applied.length === 0) return "new";
+  if (applied.some((name) => !Object.hasOwn(migrations, name))) return "newer";
+  return Object.keys(migrations).every((name) => applied.includes(name)) ? "current" : "behind";
+}
+
+/**
+ * Refuses to migrate a database an older Tollgate made, for a caller that may not (a CLI command:
+ * see `StoreOptions.upgrade`): the way out in one line.
+ */
+export function refuseOlderSchema(applied: readonly string[]): Error {
+  const missing = Object.keys(migrations).filter((name) => !applied.includes(name));
+  const names = `${missing.length === 1 ? "migration" : "migrations"} ${missing.join(", ")}`;
+  return new Error(
+    `The database was made by an older version of Tollgate and needs ${names}, which only \`tollgate serve\` applies: stop every server of the older version first (one left running would not keep the new schema's totals), start this version's \`tollgate serve\` once, then run this command again.`,
+  );
 }
 
 function describeNewerSchema(unknown: string[]): string {

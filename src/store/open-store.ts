@@ -10,6 +10,12 @@ export interface StoreOptions {
    * PostgreSQL, where replicas share the database.
    */
   owner?: boolean;
+  /**
+   * Migrate a database an older Tollgate made. Default true; CLI commands say false: a server of
+   * the older version may still be running on it, and after a migration it would write rows the
+   * new schema's running totals miss. A new database is created either way.
+   */
+  upgrade?: boolean;
 }
 
 /**
@@ -30,12 +36,13 @@ export async function openStore(databaseUrl: string, options: StoreOptions = {})
   if (databaseUrl.startsWith("sqlite:")) {
     return await openSqliteStore(parseSqliteLocation(databaseUrl), {
       holdReservations: options.owner === true,
+      upgrade: options.upgrade ?? true,
     });
   }
   if (databaseUrl.startsWith("postgres://") || databaseUrl.startsWith("postgresql://")) {
     // Imported only for a PostgreSQL URL: `pg` and its dialect stay out of a SQLite server's memory.
     const { openPostgresStore } = await import("./postgres/open-postgres-store.ts");
-    return await openPostgresStore(databaseUrl);
+    return await openPostgresStore(databaseUrl, { upgrade: options.upgrade ?? true });
   }
   throw new Error(
     `The database URL "${describeScheme(databaseUrl)}" is not one Tollgate knows. Use sqlite:PATH (e.g. sqlite:./data/tollgate.db) or postgres://USER:PASSWORD@HOST:PORT/DATABASE.`,

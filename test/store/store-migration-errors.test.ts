@@ -2,8 +2,10 @@
  * A store that cannot be migrated as Tollgate starts: the error's message is the one line the
  * CLI prints, so it names what is wrong and the way out instead of "Could not migrate the store".
  */
+import { createHash } from "node:crypto";
 import { closeSync, openSync, writeSync } from "node:fs";
 import { DatabaseSync } from "node:sqlite";
+import { Client } from "pg";
 import { afterAll, describe, expect, it } from "vitest";
 import { openStore } from "../../src/store/open-store.ts";
 import { createPostgresTestSchema, runStatements, testPostgresUrl } from "./postgres-test-database.ts";
@@ -104,5 +106,94 @@ describe.skipIf("skipped" in postgres)("migrating a PostgreSQL store that a newe
     );
     expect(message.slice(message.indexOf("The database"))).toMatch(newerTollgate("007_from_the_future"));
     expect(message).not.toContain("corrupted");
+  });
+});
+
+/** The last migration undone (its index dropped, its row deleted): a file an older Tollgate made. */
+const LAST_MIGRATION = "006_keys_by_creation";
+const UNDO_LAST_MIGRATION = [
+  "drop index api_keys_created_at_public_id_index",
+  `delete from kysely_migration where name = '${LAST_MIGRATION}'`,
+];
+
+/** What a CLI command is told of a database an older Tollgate made. */
+const OLDER_SCHEMA = new RegExp(
+  `The database was made by an older version of Tollgate and needs migration ${LAST_MIGRATION}, which only \`tollgate serve\` applies: stop every server of the older version first .*then run this command again\\.$`,
+);
+
+describe("a store an older Tollgate made, opened as a CLI command opens it (upgrade: false)", () => {
+  it("is refused and left as it was on SQLite; the server's open migrates it, then commands open it", async () => {
+    const { url, file } = await createMigratedFile();
+    const older = new DatabaseSync(file);
+    for (const statement of UNDO_LAST_MIGRATION) older.exec(statement);
+    older.close();
+    const appliedNames = () => {
+      const reading = new DatabaseSync(file, { readOnly: true });
+      const rows = reading.prepare("select name from kysely_migration order by name").all();
+      reading.close();
+      return rows.map((row) => row.name);
+    };
+
+    expect(await rejectionMessage(openStore(url, { upgrade: false }))).toMatch(OLDER_SCHEMA);
+    expect(appliedNames()).not.toContain(LAST_MIGRATION);
+
+    await (await openStore(url, { owner: true })).close();
+    expect(appliedNames()).toContain(LAST_MIGRATION);
+    const command = await openStore(url, { upgrade: false });
+    expect(await command.listAccounts()).toEqual([]);
+    await command.close();
+  });
+
+  it("creates a new SQLite file all the same", async () => {
+    const store = await openStore(newDatabaseUrl(directory), { upgrade: false });
+    expect(await store.hasAccounts()).toBe(false);
+    await store.close();
+  });
+
+  it.skipIf("skipped" in postgres)(
+    "is refused on PostgreSQL, then migrated by the server's open",
+    async () => {
+      const schema = await createPostgresTestSchema();
+      if ("skipped" in schema) return;
+      try {
+        await (await openStore(schema.url)).close();
+        await runStatements(testPostgresUrl(), [
+          `set search_path to ${schema.schema}`,
+          ...UNDO_LAST_MIGRATION,
+        ]);
+        const message = await rejectionMessage(openStore(schema.url, { upgrade: false }));
+        expect(message.slice(message.indexOf("The database"))).toMatch(OLDER_SCHEMA);
+
+        await (await openStore(schema.url, { owner: true })).close();
+        const command = await openStore(schema.url, { upgrade: false });
+        expect(await command.hasAccounts()).toBe(false);
+        await command.close();
+      } finally {
+        await schema.drop();
+      }
+    },
+  );
+});
+
+describe.skipIf("skipped" in postgres)("opening a PostgreSQL store whose schema is current", () => {
+  it("takes no migration lock: it opens while another session holds it", async () => {
+    const schema = await createPostgresTestSchema();
+    if ("skipped" in schema) return;
+    const holder = new Client({ connectionString: testPostgresUrl() });
+    try {
+      await (await openStore(schema.url)).close();
+      await holder.connect();
+      const lockKey = createHash("sha256")
+        .update(`tollgate.migrate:${schema.schema}`)
+        .digest()
+        .readBigInt64BE(0);
+      await holder.query("select pg_advisory_lock($1)", [lockKey.toString()]);
+      const store = await openStore(schema.url);
+      expect(await store.hasAccounts()).toBe(false);
+      await store.close();
+    } finally {
+      await holder.end();
+      await schema.drop();
+    }
   });
 });

@@ -3,7 +3,12 @@ import { Kysely, sql } from "kysely";
 import { Pool, TypeOverrides } from "pg";
 import type { Database } from "../database.ts";
 import { createKyselyStore } from "../kysely-store.ts";
-import { migrateToLatest } from "../migrate-to-latest.ts";
+import {
+  compareSchema,
+  migrateToLatest,
+  readAppliedMigrations,
+  refuseOlderSchema,
+} from "../migrate-to-latest.ts";
 import type { Store } from "../store.ts";
 import { POSTGRES_SUM_WINDOW_ROWS } from "../usage-sum-window.ts";
 import { discardReadOnlyConnections } from "./discard-read-only-connections.ts";
@@ -24,6 +29,8 @@ export interface PostgresStoreOptions {
    * readiness check waits for ever.
    */
   queryTimeoutMilliseconds?: number;
+  /** Migrate a database an older Tollgate made (see `StoreOptions.upgrade`). Default true. */
+  upgrade?: boolean;
 }
 
 /** How much longer than the server's statement timeout the client waits for an answer. */
@@ -84,7 +91,7 @@ export async function openPostgresStore(
   });
 
   try {
-    await migrateExclusively(db, location.schema);
+    await migrateExclusively(db, location.schema, options.upgrade ?? true);
   } catch (error) {
     await db.destroy().catch(() => {
       // The reason the store did not open says more than a failure to close it.
@@ -118,11 +125,22 @@ export async function openPostgresStore(
  * holding a session advisory lock keyed by the schema: replicas starting together on one database
  * take turns, and a replica that crashes midway lets go of the lock with its connection. (kysely's
  * migrator also takes a lock, but only around the migrations proper, after it has created its own
- * tables.)
+ * tables.) A database already current takes no lock: a replica starting while another migrates
+ * a different schema, or holds the lock for long, does not wait for it. Without `upgrade`, a
+ * database an older Tollgate made is refused, not migrated.
  */
-async function migrateExclusively(db: Kysely<Database>, schema: string | undefined): Promise<void> {
+async function migrateExclusively(
+  db: Kysely<Database>,
+  schema: string | undefined,
+  upgrade: boolean,
+): Promise<void> {
   await db.connection().execute(async (connection) => {
     const target = schema ?? (await readCurrentSchema(connection));
+    // The migrations commit together (transactional DDL): this sees all of them or none.
+    const applied = await readAppliedMigrations(connection, target);
+    const state = compareSchema(applied);
+    if (state === "current") return;
+    if (state === "behind" && !upgrade) throw refuseOlderSchema(applied ?? []);
     const lockKey = createHash("sha256").update(`tollgate.migrate:${target}`).digest().readBigInt64BE(0);
     await sql`select pg_advisory_lock(${lockKey})`.execute(connection);
     let failure: unknown;

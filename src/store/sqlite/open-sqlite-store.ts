@@ -5,8 +5,12 @@ import { Kysely, SqliteDialect, sql } from "kysely";
 import type { Database } from "../database.ts";
 import { readAccountBalance, readAccountMoney } from "../kysely-billing.ts";
 import { createKyselyStore, readAccountsWithMoney } from "../kysely-store.ts";
-import { migrateToLatest } from "../migrate-to-latest.ts";
-import { migrations } from "../migrations/migrations.ts";
+import {
+  compareSchema,
+  migrateToLatest,
+  readAppliedMigrations,
+  refuseOlderSchema,
+} from "../migrate-to-latest.ts";
 import type { AccountBalance, AccountPage, Store } from "../store.ts";
 import { claimSqliteFile } from "./claim-sqlite-file.ts";
 import { explainDatabaseFolderError, isSqliteBusy } from "./explain-sqlite-error.ts";
@@ -26,6 +30,8 @@ export interface SqliteStoreOptions {
    * writes are sustained, the owner checkpoints the WAL on a worker thread (start-checkpointer.ts).
    */
   holdReservations: boolean;
+  /** Migrate a file an older Tollgate made (see `StoreOptions.upgrade`). Default true. */
+  upgrade?: boolean;
 }
 
 /**
@@ -134,7 +140,7 @@ export async function openSqliteStore(
     }
     const created: SharedConnection = {
       ...opened,
-      migrated: migrateUnlessCurrent(opened.db),
+      migrated: migrateUnlessCurrent(opened.db, options.upgrade ?? true),
       users: 0,
       owners: 0,
     };
@@ -272,25 +278,15 @@ function createStore(
 /**
  * Migrates the file unless every migration has been applied. Checking is a read, which another
  * process's write lock does not block: a CLI command (`accounts list`) or a server starts while a
- * long write holds the file, and only a file that needs migrating waits for the lock.
+ * long write holds the file, and only a file that needs migrating waits for the lock. Without
+ * `upgrade`, a file an older Tollgate made is refused, not migrated.
  */
-async function migrateUnlessCurrent(db: Kysely<Database>): Promise<void> {
-  if (await isCurrent(db)) return;
+async function migrateUnlessCurrent(db: Kysely<Database>, upgrade: boolean): Promise<void> {
+  const applied = await readAppliedMigrations(db, undefined);
+  const state = compareSchema(applied);
+  if (state === "current") return;
+  if (state === "behind" && !upgrade) throw refuseOlderSchema(applied ?? []);
   await migrateExclusively(db);
-}
-
-/** True when the file has every migration applied, and none this code does not know. */
-async function isCurrent(db: Kysely<Database>): Promise<boolean> {
-  let applied: string[];
-  try {
-    const rows = await sql<{ name: string }>`select name from kysely_migration`.execute(db);
-    applied = rows.rows.map((row) => row.name);
-  } catch {
-    // A new file has no migration table yet; anything else shows again as it migrates.
-    return false;
-  }
-  const known = Object.keys(migrations);
-  return applied.length === known.length && known.every((name) => applied.includes(name));
 }
 
 /**
