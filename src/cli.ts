@@ -47,7 +47,7 @@ Commands:
   usage [--account NAME|ID] [--key PUBLIC_ID|KEY] [--model M] [--since ISO] [--until ISO]
         [--group-by day|model|key] [--format table|json|csv]
                                                     the usage ledger
-  audit                                             check balances against credits and charges;
+  audit [--repair-spent]                            check balances against credits and charges;
                                                     exit 1 with a report where they disagree
   models list                                       list the catalogue
   models pull ID|URI                                download a model into the models folder (resumable)

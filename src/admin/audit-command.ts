@@ -4,7 +4,7 @@ import type { OutputSink } from "./cli-error.ts";
 import { formatInstant } from "./format-table.ts";
 import { isHelpRequested, parseCommandArguments } from "./parse-command-arguments.ts";
 
-const USAGE = "tollgate audit";
+const USAGE = "tollgate audit [--repair-spent]";
 
 /** What {@link runAuditCommand} found: `ok` is false when it reported a problem. */
 export interface AuditOutcome {
@@ -27,7 +27,8 @@ export function writeAuditHelp(argv: readonly string[], out: OutputSink): boolea
  * `tollgate audit`: checks that every balance equals its credits minus its settled charges, that
  * every account's reserved amount equals its open reservations, and that no reservation is open
  * (SPEC §11: it is meant to run while no request is in flight, so every open reservation counts
- * as left over). Prints `audit passed: ...` or a report of each problem; never throws for a
+ * as left over). With `--repair-spent` it first sets the spent amounts that disagree with the
+ * charges (see `Store.repairSpent`) and says which. Prints `audit passed: ...` or a report of each problem; never throws for a
  * problem found: the dispatcher sets exit code 1 when `ok` is false. Throws a `CliError` for bad
  * arguments.
  */
@@ -37,14 +38,25 @@ export async function runAuditCommand(
   out: OutputSink,
 ): Promise<AuditOutcome> {
   if (writeAuditHelp(argv, out)) return { ok: true, problems: [] };
-  parseCommandArguments(argv, { options: {}, positionals: 0, usage: USAGE });
+  const { values } = parseCommandArguments(argv, {
+    options: { "repair-spent": { type: "boolean" } },
+    positionals: 0,
+    usage: USAGE,
+  });
+  // Spent amounts a server of an older version left behind after an upgrade: set from the charges.
+  const repairs = values["repair-spent"] === true ? await store.repairSpent() : [];
   const [problems, accounts] = await Promise.all([store.audit(), store.listAccounts()]);
+  const names = new Map(accounts.map((account) => [account.id, account.name]));
+  const describe = (accountId: string) => `account ${names.get(accountId) ?? "(unknown)"} (${accountId})`;
+  for (const repair of repairs) {
+    out.write(
+      `repaired spent: ${describe(repair.accountId)} from ${formatAmount(repair.fromNano)} to ${formatAmount(repair.toNano)}, the sum of its charges`,
+    );
+  }
   if (problems.length === 0) {
     out.write(`audit passed: ${count(accounts.length, "account")}, no open reservations`);
     return { ok: true, problems };
   }
-  const names = new Map(accounts.map((account) => [account.id, account.name]));
-  const describe = (accountId: string) => `account ${names.get(accountId) ?? "(unknown)"} (${accountId})`;
   out.write(`audit failed: ${count(problems.length, "problem")} in ${count(accounts.length, "account")}`);
   for (const problem of problems) out.write(`  ${describeProblem(problem, describe)}`);
   if (problems.some((problem) => problem.kind === "open_reservation")) {

@@ -726,7 +726,7 @@ const SUM_SPLIT = 4_294_967_296n;
  * SQLite's `total()` would be a floating-point number, and PostgreSQL's `numeric` sum is not
  * SQLite's; this reads the same on both. Join the halves with {@link readExactSum}.
  */
-function exactSumOf(column: string) {
+export function exactSumOf(column: string) {
   const value = sql.ref(column);
   const split = sql.lit(Number(SUM_SPLIT));
   return [
@@ -736,7 +736,7 @@ function exactSumOf(column: string) {
 }
 
 /** The sum that {@link exactSumOf} selected. */
-function readExactSum(row: { sum_high: unknown; sum_low: unknown }): bigint {
+export function readExactSum(row: { sum_high: unknown; sum_low: unknown }): bigint {
   return readBigInt(row.sum_high) * SUM_SPLIT + readBigInt(row.sum_low);
 }
 

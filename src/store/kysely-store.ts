@@ -4,6 +4,7 @@ import { toCreditRow } from "./billing-rows.ts";
 import { fromTimestampText, readBigInt, requirePageLimit, toTimestampText } from "./column-values.ts";
 import type { AccountsTable, ApiKeysTable, Database } from "./database.ts";
 import { createKyselyBilling, type KyselyBillingOptions } from "./kysely-billing.ts";
+import { repairSpent } from "./repair-spent.ts";
 import type {
   Account,
   AccountPage,
@@ -38,6 +39,7 @@ export function createKyselyStore(
   db: Kysely<Database>,
   options: KyselyBillingOptions = { lockRows: false },
 ): Store {
+  const billing = createKyselyBilling(db, options);
   return {
     async insertAccount(account: Account): Promise<InsertAccountResult> {
       if (account.balanceNano < 0n) throw new RangeError("An opening balance must be zero or more.");
@@ -209,7 +211,8 @@ export function createKyselyStore(
     // One machine's file: its clock is the store's. PostgreSQL's store replaces this.
     readClock: async () => Date.now(),
 
-    ...createKyselyBilling(db, options),
+    ...billing,
+    repairSpent: () => repairSpent(db, billing.audit),
 
     async close(): Promise<void> {
       await db.destroy();

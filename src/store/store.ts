@@ -235,6 +235,13 @@ export interface UsageTotals {
   costNano: bigint;
 }
 
+/** An account's spent amount as {@link Store.repairSpent} found it and set it. */
+export interface SpentRepair {
+  accountId: string;
+  fromNano: bigint;
+  toNano: bigint;
+}
+
 /** One disagreement found by {@link Store.audit}. */
 export type AuditProblem =
   | { kind: "balance_mismatch"; accountId: string; balanceNano: bigint; expectedNano: bigint }
@@ -372,6 +379,13 @@ export interface Store {
    * open reservations, oldest first.
    */
   audit(): Promise<AuditProblem[]>;
+  /**
+   * Sets each account's spent amount whose {@link audit} finds it off to the sum of its settled
+   * charges (capped as settling caps it), one account at a time under its row's lock, so a settle
+   * running meanwhile is counted once. Answers what it changed. For a ledger written by a server
+   * of an older version after a newer one migrated the database (README, upgrades).
+   */
+  repairSpent(): Promise<SpentRepair[]>;
 
   /** Closes the connection; the store cannot be used afterwards. */
   close(): Promise<void>;

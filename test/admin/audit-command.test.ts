@@ -93,8 +93,23 @@ describe("audit", () => {
     ]);
   });
 
+  it("with --repair-spent, sets a spent amount that disagrees to the charges and says so", async () => {
+    const acme = makeAccount({ name: "acme", balanceNano: 10_000_000_000n });
+    await store.insertAccount(acme);
+    runSql(`update accounts set spent_nano = 2 where id = '${acme.id}'`);
+    const outcome = await audit("--repair-spent");
+    expect(outcome.ok).toBe(true);
+    expect(outcome.lines).toEqual([
+      `repaired spent: account acme (${acme.id}) from 0.000000002 to 0, the sum of its charges`,
+      "audit passed: 1 account, no open reservations",
+    ]);
+    expect((await store.getAccountMoney(acme.id))?.spentNano).toBe(0n);
+  });
+
   it("refuses arguments", async () => {
     await expect(audit("--fix")).rejects.toThrow(CliError);
-    await expect(audit("now")).rejects.toThrow(/Unexpected argument 'now'.\nUsage: tollgate audit/);
+    await expect(audit("now")).rejects.toThrow(
+      /Unexpected argument 'now'.\nUsage: tollgate audit \[--repair-spent\]/,
+    );
   });
 });

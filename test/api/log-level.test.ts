@@ -7,7 +7,7 @@ import type { LogLevel } from "../../src/catalog/catalog.ts";
 import { startServer } from "../../src/server.ts";
 import { createTestConfig } from "../support/test-server.ts";
 
-const cleanups: (() => Promise<unknown> | void)[] = [];
+const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });

@@ -20,8 +20,8 @@ export function describeSharedDatabaseConformance(openSharedDatabase: () => Prom
       await shared.close();
     });
 
-    async function openAccount(balanceNano: bigint): Promise<Account> {
-      const account = makeAccount({ name: "acme", balanceNano });
+    async function openAccount(balanceNano: bigint, name = "acme"): Promise<Account> {
+      const account = makeAccount({ name, balanceNano });
       await shared.store.insertAccount(account);
       return account;
     }
@@ -149,6 +149,25 @@ export function describeSharedDatabaseConformance(openSharedDatabase: () => Prom
       ]);
       // What an account has spent is read from its row, not summed from the ledger.
       expect((await shared.store.getAccountMoney(account.id))?.spentNano).toBe(3n);
+    });
+
+    it("repairs a spent amount that does not match the charges, and only that", async () => {
+      const [off, right] = [await openAccount(100n, "off"), await openAccount(100n, "right")];
+      for (const account of [off, right]) {
+        const reservation = makeReservation({ accountId: account.id, amountNano: 5n });
+        await shared.store.reserve(reservation);
+        await shared.store.settle(makeSettlement(reservation, 4n));
+      }
+      // What a server of an older version leaves: a charge its settle did not add to spent.
+      await shared.runSql(`update accounts set spent_nano = 0 where id = '${off.id}'`);
+      expect(await shared.store.repairSpent()).toEqual([{ accountId: off.id, fromNano: 0n, toNano: 4n }]);
+      expect(await shared.store.audit()).toEqual([]);
+      expect(await shared.store.getAccountMoney(off.id)).toEqual({
+        balanceNano: 96n,
+        reservedNano: 0n,
+        spentNano: 4n,
+      });
+      expect(await shared.store.repairSpent()).toEqual([]);
     });
   });
 }
