@@ -89,8 +89,15 @@ function isLoopbackHost(host: string): boolean {
  */
 const CLOCK_SKEW_WARNING_MS = 5_000;
 
-/** How long a shutdown waits for running requests before it cuts them. */
-export const DEFAULT_SHUTDOWN_GRACE_MS = 10_000;
+/**
+ * How long a shutdown waits for running requests before it cuts them. With the cut streams'
+ * flush and the settling after it, a shutdown ends within `docker stop`'s default 10 s: with a
+ * 10 s grace the SIGKILL came first, and the streams it cut were never charged.
+ */
+export const DEFAULT_SHUTDOWN_GRACE_MS = 8_000;
+
+/** How long `docker stop` (and `docker compose stop` without `stop_grace_period`) waits before SIGKILL. */
+export const DOCKER_STOP_TIMEOUT_MS = 10_000;
 
 /** How long `/ready` waits for the store: a probe must get its answer sooner than a query's timeout. */
 const READY_STORE_TIMEOUT_MS = 2_000;
@@ -111,7 +118,7 @@ async function answersWithin(promise: Promise<unknown>, ms: number): Promise<boo
 }
 
 /** How long cut requests have to send their last bytes before every connection is closed. */
-const CUT_STREAMS_FLUSH_MS = 1_000;
+export const CUT_STREAMS_FLUSH_MS = 1_000;
 
 /**
  * About how long a connection whose response ends during a shutdown stays open (Node adds its

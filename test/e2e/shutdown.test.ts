@@ -2,6 +2,7 @@ import { once } from "node:events";
 import { connect, type Socket } from "node:net";
 import { Writable } from "node:stream";
 import { afterEach, describe, expect, it } from "vitest";
+import { CUT_STREAMS_FLUSH_MS, DEFAULT_SHUTDOWN_GRACE_MS, DOCKER_STOP_TIMEOUT_MS } from "../../src/server.ts";
 import { startMockUpstream, textEvents, writeEvents } from "../engine/openai/mock-upstream.ts";
 import { getTestModelPath } from "../support/test-model.ts";
 import {
@@ -311,5 +312,14 @@ describe("graceful shutdown and connections", () => {
       release();
       await upstream.close();
     }
+  });
+});
+
+describe("the default shutdown", () => {
+  it("drains, cuts and flushes within docker stop's 10 s, leaving time to settle before SIGKILL", () => {
+    // Settling the cut requests is a write each, batched: well under the second left.
+    expect(DEFAULT_SHUTDOWN_GRACE_MS + CUT_STREAMS_FLUSH_MS).toBeLessThanOrEqual(
+      DOCKER_STOP_TIMEOUT_MS - 1_000,
+    );
   });
 });
