@@ -1,4 +1,4 @@
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { once } from "node:events";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { readdir, readFile, utimes, writeFile } from "node:fs/promises";
@@ -151,3 +151,71 @@ describe("a held download lock", () => {
     expect((await readdir(root)).filter((name) => name.startsWith("taken-over.lock."))).toEqual([]);
   });
 });
+
+/** Whether this machine lets a test start a process in a PID namespace of its own (root, Linux). */
+const unshareProbe = spawnSync("unshare", ["--pid", "--fork", "--mount-proc", "true"], { stdio: "ignore" });
+const canUnshare = unshareProbe.status === 0;
+if (!canUnshare) {
+  console.warn(
+    `Skipping the download lock test across PID namespaces: unshare --pid is not available here (${unshareProbe.error?.message ?? `exit ${unshareProbe.status}`}).`,
+  );
+}
+
+describe.skipIf(!canUnshare)(
+  "a download lock held by a process in another PID namespace of this host",
+  () => {
+    it("is waited for while it is held, though a process of the same id runs here (containers sharing a hostname)", async () => {
+      const path = join(root, "namespace.lock");
+      const moduleUrl = pathToFileURL(
+        join(import.meta.dirname, "../../src/models/download/acquire-download-lock.ts"),
+      ).href;
+      // The holder is process 1 of its namespace; here, process 1 is another one, started at another time.
+      const holder = spawn(
+        "unshare",
+        [
+          "--pid",
+          "--fork",
+          "--mount-proc",
+          process.execPath,
+          "--input-type=module",
+          "-e",
+          `const [url, path] = process.argv.slice(-2);
+const { acquireDownloadLock } = await import(url);
+const lock = await acquireDownloadLock({ path });
+console.log("held");
+process.stdin.resume();
+process.stdin.on("end", async () => {
+  console.log((await lock.isHeld()) ? "released while held" : "lost");
+  await lock.release();
+});`,
+          moduleUrl,
+          path,
+        ],
+        { stdio: ["pipe", "pipe", "inherit"] },
+      );
+      let output = "";
+      holder.stdout.on("data", (chunk: Buffer) => {
+        output += chunk.toString();
+      });
+      const exited = once(holder, "exit");
+      await expect.poll(() => output, { timeout: 20_000 }).toContain("held");
+
+      const waiting = Promise.withResolvers<"waiting">();
+      const acquiring = acquireDownloadLock({
+        path,
+        pollMilliseconds: 20,
+        onWait: () => waiting.resolve("waiting"),
+      });
+      expect(await Promise.race([waiting.promise, acquiring.then(() => "taken over" as const)])).toBe(
+        "waiting",
+      );
+
+      holder.stdin.end();
+      const lock = await acquiring;
+      await exited;
+      expect(output).toContain("released while held");
+      expect(await isHeldByThisProcess(path)).toBe(true);
+      await lock.release();
+    });
+  },
+);

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { link, open, readFile, rename, rm, stat, utimes } from "node:fs/promises";
+import { link, open, readFile, readlink, rename, rm, stat, utimes } from "node:fs/promises";
 import { hostname } from "node:os";
 import { setTimeout as delay } from "node:timers/promises";
 import { isProcessRunning } from "../../process/is-process-running.ts";
@@ -30,9 +30,11 @@ export interface AcquireDownloadLockOptions {
 /**
  * A lock between processes (replicas sharing a models volume) so that one of them downloads a
  * model while the others wait: the lock file is created exclusively with its holder's
- * `hostname pid start token` (`start` tells the process from a later one given the same id;
- * `token` tells this holder from any other), and its holder touches it every few seconds. A lock
- * of a process of this machine is taken over as soon as that process is gone (a pull stopped
+ * `hostname pid start token namespace` (`start` tells the process from a later one given the same
+ * id; `token` tells this holder from any other; `namespace`, its PID namespace, tells containers
+ * apart that share a hostname, whose process ids mean nothing to each other: a compose `run` of a
+ * service, replicas on the host's network), and its holder touches it every few seconds. A lock
+ * of a process of this machine (and PID namespace) is taken over as soon as that process is gone (a pull stopped
  * with Ctrl-C or killed, or a restarted container whose new process got the same id), and never
  * while it runs, however long it has not touched the lock (a pull paused with Ctrl-Z or
  * `docker pause`). The processes of another machine cannot be looked up from here: such a lock is
@@ -42,11 +44,11 @@ export interface AcquireDownloadLockOptions {
 export async function acquireDownloadLock(options: AcquireDownloadLockOptions): Promise<DownloadLock> {
   const staleMilliseconds = options.staleMilliseconds ?? 30_000;
   const pollMilliseconds = options.pollMilliseconds ?? 1000;
-  const start = await readProcessStart(process.pid);
+  const [start, namespace] = await Promise.all([readProcessStart(process.pid), readPidNamespace()]);
   let waiting = false;
   for (;;) {
     options.signal?.throwIfAborted();
-    const text = `${hostname()} ${process.pid} ${start ?? "-"} ${randomUUID()}\n`;
+    const text = `${hostname()} ${process.pid} ${start ?? "-"} ${randomUUID()} ${namespace ?? "-"}\n`;
     try {
       const file = await open(options.path, "wx");
       try {
@@ -58,7 +60,7 @@ export async function acquireDownloadLock(options: AcquireDownloadLockOptions): 
     } catch (error) {
       if (!isAlreadyExists(error)) throw error;
     }
-    const abandoned = await readAbandonedLock(options.path, staleMilliseconds);
+    const abandoned = await readAbandonedLock(options.path, staleMilliseconds, namespace);
     if (abandoned !== undefined) {
       await removeLock(options.path, abandoned);
       continue;
@@ -95,12 +97,21 @@ function holdLock(path: string, text: string, staleMilliseconds: number): Downlo
  * is gone when its process no longer runs, one of another machine (or a file not in the holder
  * format) when it stopped touching the lock.
  */
-async function readAbandonedLock(path: string, staleMilliseconds: number): Promise<string | undefined> {
+async function readAbandonedLock(
+  path: string,
+  staleMilliseconds: number,
+  namespace: string | undefined,
+): Promise<string | undefined> {
   const held = await stat(path).catch(() => undefined);
   const text = await readFile(path, "utf8").catch(() => undefined);
   if (held === undefined || text === undefined) return undefined;
   const holder = parseHolder(text);
-  if (holder !== undefined && holder.host === hostname()) {
+  // A lock of an older version names no namespace: taken for this one's, as that version did.
+  const local =
+    holder !== undefined &&
+    holder.host === hostname() &&
+    (holder.namespace === undefined || holder.namespace === (namespace ?? "-"));
+  if (holder !== undefined && local) {
     return (await isHolderGone(holder)) ? text : undefined;
   }
   return Date.now() - held.mtimeMs > staleMilliseconds ? text : undefined;
@@ -140,19 +151,28 @@ async function removeLock(path: string, text: string): Promise<void> {
   await rm(moved, { force: true });
 }
 
-/** Who holds a lock; `start` is `undefined` when it is not known (a lock of an older version). */
+/**
+ * Who holds a lock; `start` is `undefined` when it is not known (a lock of an older version), and
+ * `namespace` when the lock is of a version that did not write it.
+ */
 interface Holder {
   host: string;
   pid: number;
   start: string | undefined;
+  namespace: string | undefined;
 }
 
 /** The holder a lock names; `undefined` for a file still being written or not ours. */
 function parseHolder(text: string): Holder | undefined {
-  const match = /^(\S+) ([1-9][0-9]{0,9})(?: (\S+) \S+)?\n$/.exec(text);
+  const match = /^(\S+) ([1-9][0-9]{0,9})(?: (\S+) \S+(?: (\S+))?)?\n$/.exec(text);
   if (match === null) return undefined;
   const start = match[3] === undefined || match[3] === "-" ? undefined : match[3];
-  return { host: match[1] as string, pid: Number(match[2]), start };
+  return { host: match[1] as string, pid: Number(match[2]), start, namespace: match[4] };
+}
+
+/** This process's PID namespace (`pid:[4026531836]`); `undefined` where it cannot be read (not Linux). */
+async function readPidNamespace(): Promise<string | undefined> {
+  return await readlink("/proc/self/ns/pid").catch(() => undefined);
 }
 
 /**
