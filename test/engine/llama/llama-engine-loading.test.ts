@@ -134,6 +134,33 @@ describe("llama engine: unusable model files", () => {
     await expectUnavailable(createEngine(path), /model_unavailable|unavailable/);
   });
 
+  it("logs llama.cpp's own reason a model did not load as a log line, not as text on stderr", async () => {
+    // An architecture llama.cpp does not know: the file passes Tollgate's own checks, and llama.cpp
+    // alone says what is wrong with it.
+    const model = await writeTestModel({ path: join(folder, "whole-logged.gguf"), seed: 3 });
+    const bytes = Buffer.from(await readFile(model.path));
+    const value = bytes.indexOf("llama", bytes.indexOf("general.architecture"));
+    bytes.write("lla_x", value);
+    const path = join(folder, "unknown-architecture.gguf");
+    await writeFile(path, bytes);
+    const errors: { fields: object; message: string | undefined }[] = [];
+    const logger = {
+      info: () => {},
+      warn: () => {},
+      error: (fields: object, message?: string) => errors.push({ fields, message }),
+    };
+    const engine = createLlamaEngine({ model: createTestCatalogModel({ path }), logger });
+    engines.push(engine);
+    await expectUnavailable(engine, /unavailable/);
+    // node-llama-cpp hands llama.cpp's messages over on a later turn of the event loop.
+    const fromLlamaCpp = () =>
+      errors
+        .filter((line) => (line.fields as { source?: string }).source === "llama.cpp")
+        .map((line) => line.message)
+        .join("\n");
+    await expect.poll(fromLlamaCpp).toContain("unknown model architecture: 'lla_x'");
+  });
+
   it("is unavailable for a model that has not been downloaded", async () => {
     await expectUnavailable(createEngine("hf:org/repo:Q4_K_M"), /models pull hf:org\/repo:Q4_K_M/);
   });
