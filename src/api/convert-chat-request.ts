@@ -24,34 +24,44 @@ export interface ChatCompletionOptions {
   request: ChatRequest;
 }
 
-function convertContent(message: ChatMessageBody, index: number): string | null {
+/** A message's text, and the texts of its parts where it was sent as parts. */
+interface MessageText {
+  text: string | null;
+  parts?: string[];
+}
+
+function convertContent(message: ChatMessageBody, index: number): MessageText {
   const content = message.content;
-  if (content === undefined || content === null) return null;
-  if (typeof content === "string") return content;
-  return content
-    .map((part, partIndex) => {
-      const param = `messages[${index}].content[${partIndex}]`;
-      if (part.type !== "text") {
-        throw new AppError(
-          "invalid_value",
-          `Invalid content part type '${part.type}' in '${param}': Tollgate's models take text parts only.`,
-          { param: `${param}.type` },
-        );
-      }
-      if (typeof part.text !== "string") {
-        throw new AppError("missing_required_parameter", `Missing required parameter: '${param}.text'.`, {
-          param: `${param}.text`,
-        });
-      }
-      return part.text;
-    })
-    .join("");
+  if (content === undefined || content === null) return { text: null };
+  if (typeof content === "string") return { text: content };
+  const parts = content.map((part, partIndex) => {
+    const param = `messages[${index}].content[${partIndex}]`;
+    if (part.type !== "text") {
+      throw new AppError(
+        "invalid_value",
+        `Invalid content part type '${part.type}' in '${param}': Tollgate's models take text parts only.`,
+        { param: `${param}.type` },
+      );
+    }
+    if (typeof part.text !== "string") {
+      throw new AppError("missing_required_parameter", `Missing required parameter: '${param}.text'.`, {
+        param: `${param}.text`,
+      });
+    }
+    return part.text;
+  });
+  // Joined as vLLM and llama.cpp's server join them, so that words of two parts do not run together.
+  return parts.length === 0 ? { text: "" } : { text: parts.join("\n"), parts };
 }
 
 function convertMessage(message: ChatMessageBody, index: number): ChatMessage {
-  const content = convertContent(message, index);
-  // The participant's name, for upstream models (a tool message's has no meaning there).
-  const named = message.name === undefined ? {} : { name: message.name };
+  const { text: content, parts } = convertContent(message, index);
+  // The participant's name, for upstream models (a tool message's has no meaning there), and the
+  // parts the content was sent as, which they get as sent.
+  const named = {
+    ...(message.name == null ? {} : { name: message.name }),
+    ...(parts === undefined ? {} : { contentParts: parts }),
+  };
   const requireContent = (): string => {
     if (content === null) {
       throw new AppError(
@@ -82,14 +92,19 @@ function convertMessage(message: ChatMessageBody, index: number): ChatMessage {
         : { role: "assistant", content, ...named };
     }
     case "tool": {
-      if (message.tool_call_id === undefined) {
+      if (message.tool_call_id == null) {
         throw new AppError(
           "missing_required_parameter",
           `Missing required parameter: 'messages[${index}].tool_call_id'. A tool message answers the tool call with that id.`,
           { param: `messages[${index}].tool_call_id` },
         );
       }
-      return { role: "tool", content: requireContent(), toolCallId: message.tool_call_id };
+      return {
+        role: "tool",
+        content: requireContent(),
+        toolCallId: message.tool_call_id,
+        ...(parts === undefined ? {} : { contentParts: parts }),
+      };
     }
     default:
       throw new AppError("invalid_value", `Invalid value for 'messages[${index}].role'.`, {
@@ -146,7 +161,7 @@ function convertResponseFormat(body: ChatCompletionRequestBody): ResponseFormat 
       return {
         type: "json_schema",
         name: jsonSchema.name,
-        ...(jsonSchema.description === undefined ? {} : { description: jsonSchema.description }),
+        ...(jsonSchema.description == null ? {} : { description: jsonSchema.description }),
         schema: jsonSchema.schema ?? { type: "object" },
         ...(jsonSchema.strict === undefined || jsonSchema.strict === null
           ? {}
@@ -201,8 +216,8 @@ export function convertChatRequest(body: ChatCompletionRequestBody): ChatComplet
   }
   const tools: ToolDefinition[] = (body.tools ?? []).map((tool) => ({
     name: tool.function.name,
-    ...(tool.function.description === undefined ? {} : { description: tool.function.description }),
-    ...(tool.function.parameters === undefined ? {} : { parameters: tool.function.parameters }),
+    ...(tool.function.description == null ? {} : { description: tool.function.description }),
+    ...(tool.function.parameters == null ? {} : { parameters: tool.function.parameters }),
     ...(tool.function.strict === undefined || tool.function.strict === null
       ? {}
       : { strict: tool.function.strict }),

@@ -19,12 +19,17 @@ export interface ToolCall {
   arguments: string;
 }
 
-/** A conversation message, already normalised: `developer` became `system`, content parts joined. */
-export type ChatMessage =
+/**
+ * A conversation message, already normalised: `developer` became `system`, and content sent as
+ * text parts is their texts joined by line breaks (as vLLM and llama.cpp's server join them),
+ * with the parts kept in `contentParts` for upstream models, which get them as sent.
+ */
+export type ChatMessage = (
   | { role: "system"; content: string; name?: string }
   | { role: "user"; content: string; name?: string }
   | { role: "assistant"; content: string | null; toolCalls?: ToolCall[]; name?: string }
-  | { role: "tool"; content: string; toolCallId: string };
+  | { role: "tool"; content: string; toolCallId: string }
+) & { contentParts?: readonly string[] };
 
 /** A function the model may call. */
 export interface ToolDefinition {

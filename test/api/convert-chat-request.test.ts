@@ -57,7 +57,7 @@ describe("convertChatRequest", () => {
     });
   });
 
-  it("treats developer as system, joins text parts, and accepts null for unset fields", () => {
+  it("treats developer as system, joins text parts by line breaks, and accepts null for unset fields", () => {
     const converted = convertChatRequest({
       ...base,
       messages: [
@@ -65,8 +65,8 @@ describe("convertChatRequest", () => {
         {
           role: "user",
           content: [
-            { type: "text", text: "Hello " },
-            { type: "text", text: "there" },
+            { type: "text", text: "line one" },
+            { type: "text", text: "line two" },
           ],
         },
       ],
@@ -76,10 +76,37 @@ describe("convertChatRequest", () => {
     });
     expect(converted.request.messages).toEqual([
       { role: "system", content: "Be brief." },
-      { role: "user", content: "Hello there" },
+      { role: "user", content: "line one\nline two", contentParts: ["line one", "line two"] },
     ]);
     expect(converted.request.temperature).toBeUndefined();
     expect(converted.request.stop).toEqual(["END"]);
+  });
+
+  it("takes null inside messages and tools as absent, as a message a client library dumped has them", () => {
+    const { request } = convertChatRequest({
+      ...base,
+      messages: [
+        { role: "user", content: "Weather?", name: null },
+        {
+          role: "assistant",
+          content: null,
+          name: null,
+          tool_calls: [{ id: "call_1", type: "function", function: { name: "weather", arguments: "{}" } }],
+        },
+        { role: "tool", content: "sunny", tool_call_id: "call_1", name: null },
+        { role: "assistant", content: "Sunny.", tool_calls: null },
+      ],
+      tools: [{ type: "function", function: { name: "weather", description: null, parameters: null } }],
+      stream: true,
+      stream_options: { include_usage: null },
+    });
+    expect(request.messages).toEqual([
+      { role: "user", content: "Weather?" },
+      { role: "assistant", content: null, toolCalls: [{ id: "call_1", name: "weather", arguments: "{}" }] },
+      { role: "tool", content: "sunny", toolCallId: "call_1" },
+      { role: "assistant", content: "Sunny." },
+    ]);
+    expect(request.tools).toEqual([{ name: "weather" }]);
   });
 
   it("keeps the names of participants", () => {

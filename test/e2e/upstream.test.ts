@@ -246,6 +246,63 @@ describe("a model routed upstream, through the openai SDK", () => {
   });
 });
 
+describe("messages as client libraries send them, to a model routed upstream", () => {
+  it("takes null inside messages and tools as absent, and passes text parts on as parts", async () => {
+    // A history as openai-python's model_dump() stores it (every unset field null), content parts.
+    const response = await postRaw({
+      model: REMOTE,
+      messages: [
+        {
+          role: "system",
+          content: [{ type: "text", text: "Be brief.", cache_control: { type: "ephemeral" } }],
+        },
+        {
+          role: "user",
+          content: [
+            { type: "text", text: "line one" },
+            { type: "text", text: "line two" },
+          ],
+          name: null,
+        },
+        {
+          role: "assistant",
+          content: null,
+          refusal: null,
+          function_call: null,
+          audio: null,
+          tool_calls: [{ id: "call_1", type: "function", function: { name: "weather", arguments: "{}" } }],
+        },
+        { role: "tool", content: "sunny", tool_call_id: "call_1" },
+        { role: "assistant", content: "Sunny.", tool_calls: null, name: null },
+        { role: "user", content: "Thanks" },
+      ],
+      tools: [{ type: "function", function: { name: "weather", description: null, parameters: null } }],
+      stream: true,
+      stream_options: { include_usage: null },
+    });
+    expect(response.status).toBe(200);
+    expect(await response.text()).toContain("data: [DONE]");
+    expect(upstream.requests[0]?.body.messages).toEqual([
+      { role: "system", content: [{ type: "text", text: "Be brief." }] },
+      {
+        role: "user",
+        content: [
+          { type: "text", text: "line one" },
+          { type: "text", text: "line two" },
+        ],
+      },
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [{ id: "call_1", type: "function", function: { name: "weather", arguments: "{}" } }],
+      },
+      { role: "tool", content: "sunny", tool_call_id: "call_1" },
+      { role: "assistant", content: "Sunny." },
+      { role: "user", content: "Thanks" },
+    ]);
+  });
+});
+
 describe("an upstream model that refuses", () => {
   it("passes the refusal on as OpenAI does, plain and streamed, and bills it", async () => {
     upstream.handle((_request, response) =>

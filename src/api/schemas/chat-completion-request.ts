@@ -42,22 +42,26 @@ export const ChatMessageSchema = Type.Object({
     description: "`developer` is treated as `system`.",
   }),
   content: Type.Optional(MessageContent),
+  // Null as absent, inside messages as at the top: a message stored as a client library dumps it
+  // (openai-python's `model_dump()`: `"tool_calls": None`, `"name": None`) comes back so.
   name: Type.Optional(
-    Type.String({
-      maxLength: 256,
-      description: "The participant's name: passed on to upstream models; local models ignore it.",
-    }),
+    Nullable(
+      Type.String({
+        maxLength: 256,
+        description: "The participant's name: passed on to upstream models; local models ignore it.",
+      }),
+    ),
   ),
-  tool_calls: Type.Optional(Type.Array(ToolCallInMessage)),
-  tool_call_id: Type.Optional(Type.String({ maxLength: MAX_TOOL_CALL_ID_LENGTH })),
+  tool_calls: Type.Optional(Nullable(Type.Array(ToolCallInMessage))),
+  tool_call_id: Type.Optional(Nullable(Type.String({ maxLength: MAX_TOOL_CALL_ID_LENGTH }))),
 });
 
 export const ToolSchema = Type.Object({
   type: Type.Literal("function"),
   function: Type.Object({
     name: Type.String({ minLength: 1, maxLength: 64, pattern: "^[a-zA-Z0-9_-]+$" }),
-    description: Type.Optional(Type.String({ maxLength: MAX_TOOL_DESCRIPTION_LENGTH })),
-    parameters: Type.Optional(Type.Object({}, { additionalProperties: true })),
+    description: Type.Optional(Nullable(Type.String({ maxLength: MAX_TOOL_DESCRIPTION_LENGTH }))),
+    parameters: Type.Optional(Nullable(Type.Object({}, { additionalProperties: true }))),
     strict: Type.Optional(Nullable(Type.Boolean())),
   }),
 });
@@ -74,8 +78,8 @@ export const ResponseFormatSchema = Type.Object({
   json_schema: Type.Optional(
     Type.Object({
       name: Type.String({ minLength: 1, maxLength: 64, pattern: "^[a-zA-Z0-9_-]+$" }),
-      description: Type.Optional(Type.String()),
-      schema: Type.Optional(Type.Object({}, { additionalProperties: true })),
+      description: Type.Optional(Nullable(Type.String())),
+      schema: Type.Optional(Nullable(Type.Object({}, { additionalProperties: true }))),
       strict: Type.Optional(Nullable(Type.Boolean())),
     }),
   ),
@@ -95,7 +99,9 @@ export const ChatCompletionRequestSchema = Type.Object(
     max_completion_tokens: Type.Optional(Nullable(Type.Integer({ minimum: 1, maximum: MAX_TOKEN_COUNT }))),
     n: Type.Optional(Nullable(Type.Integer({ minimum: 1, maximum: 128, default: 1 }))),
     stream: Type.Optional(Nullable(Type.Boolean({ default: false }))),
-    stream_options: Type.Optional(Nullable(Type.Object({ include_usage: Type.Optional(Type.Boolean()) }))),
+    stream_options: Type.Optional(
+      Nullable(Type.Object({ include_usage: Type.Optional(Nullable(Type.Boolean())) })),
+    ),
     stop: Type.Optional(
       Type.Union([Type.String(), Type.Array(Type.String(), { maxItems: 4 }), Type.Null()], {
         description: "Up to 4 sequences where generation stops; the sequence is not returned.",

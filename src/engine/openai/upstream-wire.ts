@@ -4,16 +4,19 @@
  * "OpenAI-compatible" servers differ in what they leave out.
  */
 
+/** A message's content: its text, or the text parts the client sent. */
+export type UpstreamContent = string | { type: "text"; text: string }[];
+
 export type UpstreamMessage =
-  | { role: "system"; content: string; name?: string }
-  | { role: "user"; content: string; name?: string }
+  | { role: "system"; content: UpstreamContent; name?: string }
+  | { role: "user"; content: UpstreamContent; name?: string }
   | {
       role: "assistant";
-      content: string | null;
+      content: UpstreamContent | null;
       name?: string;
       tool_calls?: { id: string; type: "function"; function: { name: string; arguments: string } }[];
     }
-  | { role: "tool"; content: string; tool_call_id: string };
+  | { role: "tool"; content: UpstreamContent; tool_call_id: string };
 
 export interface UpstreamTool {
   type: "function";
