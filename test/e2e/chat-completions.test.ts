@@ -232,6 +232,23 @@ describe("the SSE wire format", () => {
   });
 });
 
+describe("a base URL written with a trailing slash", () => {
+  it("finds the routes when a client joins it to a path (/v1//chat/completions, /v1//models)", async () => {
+    const completion = await fetch(`${server.baseUrl}//chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${server.starterKey}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: TINY_MODEL, messages, max_tokens: 2 }),
+    });
+    expect(completion.status).toBe(200);
+    expect(((await completion.json()) as { object: string }).object).toBe("chat.completion");
+    const models = await fetch(`${server.baseUrl}//models`, {
+      headers: { authorization: `Bearer ${server.starterKey}` },
+    });
+    expect(models.status).toBe(200);
+    expect(((await models.json()) as { object: string }).object).toBe("list");
+  });
+});
+
 describe("tools and JSON output", () => {
   const weatherTool: OpenAI.Chat.ChatCompletionTool = {
     type: "function",
