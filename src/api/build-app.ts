@@ -23,6 +23,7 @@ import {
 } from "./answer-client-error.ts";
 import { BodyBudget } from "./body-budget.ts";
 import { forwardUnmetExpectations, refuseRequestHead } from "./check-request-head.ts";
+import { collapseSlashes } from "./collapse-slashes.ts";
 import { allowPageToRead, registerCorsPreflight } from "./cors.ts";
 import { createOpenApiDocument } from "./create-openapi-document.ts";
 import { createRequestId } from "./create-request-id.ts";
@@ -197,9 +198,8 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
     // Path parameters as long as a request line can be (Node's 16 KiB header bound): Fastify's
     // 100 characters refused a longer id before its key was looked at, with a 400 about escapes;
     // such an id now reaches its route, after the key, and is not found there.
-    // A base URL written with a trailing slash, joined to a path by a client or a script
-    // (`http://host/v1/` + `/chat/completions`), finds its route, as a trailing slash does.
-    routerOptions: { ignoreTrailingSlash: true, ignoreDuplicateSlashes: true, maxParamLength: 16_384 },
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 16_384 },
+    rewriteUrl: (request) => collapseSlashes(request.url ?? "/"),
     // The onRequest hook below answers requests that arrive while draining, in the contract's
     // shape; Fastify's own 503 has neither that shape nor an x-request-id.
     return503OnClosing: false,

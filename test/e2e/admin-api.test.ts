@@ -55,6 +55,9 @@ describe("the admin API on the real server", () => {
       ["GET", "/admin/nope"],
       ["DELETE", "/admin/accounts"],
       ["GET", "/admin"],
+      // Runs of slashes are one (a base URL with a trailing slash): the same answers.
+      ["GET", "//admin/nope"],
+      ["DELETE", "//admin//accounts/"],
     ] as const) {
       expect((await admin(method, path, undefined, "")).status).toBe(401);
       expect((await admin(method, path, undefined, server.starterKey)).status).toBe(403);

@@ -56,6 +56,10 @@ describe("CORS on the /v1 API", () => {
       await fetch(`${server.baseUrl}/models`, {
         headers: { origin, authorization: `Bearer ${server.starterKey}` },
       }),
+      // A base URL with a trailing slash joined to the path: the same answer, readable the same.
+      await fetch(`${server.origin}//v1//models`, {
+        headers: { origin, authorization: `Bearer ${server.starterKey}` },
+      }),
     ]) {
       await response.arrayBuffer();
       expect([200, 401]).toContain(response.status);
