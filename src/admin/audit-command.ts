@@ -1,4 +1,5 @@
 import { formatAmount } from "../billing/money.ts";
+import { MAX_BIGINT_COLUMN } from "../store/column-values.ts";
 import type { AuditProblem, Store } from "../store/store.ts";
 import type { OutputSink } from "./cli-error.ts";
 import { formatInstant } from "./format-table.ts";
@@ -50,7 +51,7 @@ export async function runAuditCommand(
   const describe = (accountId: string) => `account ${names.get(accountId) ?? "(unknown)"} (${accountId})`;
   for (const repair of repairs) {
     out.write(
-      `repaired spent: ${describe(repair.accountId)} from ${formatAmount(repair.fromNano)} to ${formatAmount(repair.toNano)}, the sum of its charges`,
+      `repaired spent: ${describe(repair.accountId)} from ${formatAmount(repair.fromNano)} to ${formatAmount(repair.toNano)}, ${repair.toNano === MAX_BIGINT_COLUMN ? "the most it holds (its charges sum to more)" : "the sum of its charges"}`,
     );
   }
   if (problems.length === 0) {

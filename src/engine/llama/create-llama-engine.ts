@@ -79,7 +79,10 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
   // model's file is there and passed its checks (load-llama-model.ts), and the binding only when
   // the loader asks for it: a local model whose file is missing costs none of it.
   const getSharedLlama = async () =>
-    (await import("./get-shared-llama.ts")).getSharedLlama({ gpu: config.gpu, logger });
+    (await import("./get-shared-llama.ts")).getSharedLlama({
+      gpu: config.gpu,
+      ...(options.logger === undefined ? {} : { logger: options.logger }),
+    });
   const loading = import("./load-llama-model.ts")
     .then((loader) => {
       modelLoadError = loader.ModelLoadError;

@@ -6,7 +6,10 @@ export type LlamaGpuSetting = "auto" | false;
 
 const sharedLlamas = new Map<LlamaGpuSetting, Promise<Llama>>();
 
-/** Where llama.cpp's own messages go: the logger of the engine that asked last. */
+/**
+ * Where llama.cpp's own messages go: the logger of the engine that asked last with one (a
+ * server's engines share the server's); stderr, as node-llama-cpp writes them, until one does.
+ */
 let llamaCppLogger: LlamaEngineLogger | undefined;
 
 /**
@@ -15,7 +18,11 @@ let llamaCppLogger: LlamaEngineLogger | undefined;
  */
 function logLlamaCppMessage(level: LlamaLogLevel, message: string): void {
   const text = message.trim();
-  if (text === "" || llamaCppLogger === undefined) return;
+  if (text === "") return;
+  if (llamaCppLogger === undefined) {
+    process.stderr.write(`[node-llama-cpp] ${text}\n`);
+    return;
+  }
   if (level === LlamaLogLevel.error || level === LlamaLogLevel.fatal) {
     llamaCppLogger.error({ source: "llama.cpp" }, text);
   } else if (level === LlamaLogLevel.warn) {
