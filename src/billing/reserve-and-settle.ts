@@ -7,7 +7,7 @@
  *   3. Token rate: spend `prompt + max completion` tokens of the key's tpm bucket, else 429.
  *   4. Reserve: the maximum cost, `ceil((prompt × input + max completion × output) / 10^6)`,
  *      is set aside atomically against the account's available balance (balance minus open
- *      reservations) in one store transaction, else 403 `insufficient_balance`. This happens
+ *      reservations) by the store (see `Store.reserve`), else 403 `insufficient_balance`. This happens
  *      before the request waits in the model's queue. When fallback models may serve the
  *      request, the maximum is taken at the dearest model's prices.
  *   5. Run. Whatever happens next (finished, failed, aborted by the client or cut by a

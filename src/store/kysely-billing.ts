@@ -7,15 +7,7 @@ import {
   type SelectQueryBuilder,
   sql,
 } from "kysely";
-import {
-  capUsageCost,
-  toCreditRecord,
-  toCreditRow,
-  toReservation,
-  toReservationRow,
-  toUsageRecord,
-  toUsageRow,
-} from "./billing-rows.ts";
+import { toCreditRecord, toCreditRow, toReservation, toUsageRecord, toUsageRow } from "./billing-rows.ts";
 import { MAX_BIGINT_COLUMN, readBigInt, requirePageLimit, toTimestampText } from "./column-values.ts";
 import { createQueryTemplate, type TemplateParameter } from "./create-query-template.ts";
 import type { Database, ReservationsTable, UsageTable } from "./database.ts";
@@ -48,11 +40,13 @@ function addToSpent(cost: RawBuilder<bigint>): RawBuilder<bigint> {
   return sql<bigint>`case when spent_nano > ${sql.raw(String(MAX_BIGINT_COLUMN))} - ${cost} then ${sql.raw(String(MAX_BIGINT_COLUMN))} else spent_nano + ${cost} end`;
 }
 
-/** The billing half of the {@link Store}. */
+/**
+ * The billing half of the {@link Store} that both databases share. Reserving and settling are
+ * each database's own: PostgreSQL's in `postgres/postgres-billing.ts` (a row lock per account,
+ * batched), SQLite's in `sqlite/sqlite-billing-batch.ts` (held in memory, group-committed).
+ */
 export type BillingStore = Pick<
   Store,
-  | "reserve"
-  | "settle"
   | "insertUsage"
   | "renewLeases"
   | "releaseReservations"
@@ -76,14 +70,11 @@ export interface KyselyBillingOptions {
 }
 
 /**
- * Billing over any kysely dialect.
+ * Billing over any kysely dialect, but for reserving and settling (see {@link BillingStore}).
  *
  * The money of an account lives on its row: `balance_nano` (credits minus settled charges) and
  * `reserved_nano` (open reservations). Every change of either happens in the same transaction as
  * the ledger row that explains it (credit, reservation, usage), so `audit` can recompute both.
- * Reserving is one conditional `UPDATE ... WHERE balance_nano - reserved_nano >= amount`: on
- * SQLite the transaction holds the write lock (`begin immediate`), on PostgreSQL the update takes
- * the row lock and re-checks the condition, so no reader-then-writer race can overspend.
  */
 export function createKyselyBilling(
   db: Kysely<Database>,
@@ -94,82 +85,6 @@ export function createKyselyBilling(
   const sumWindowRows = options.sumWindowRows ?? SUM_WINDOW_ROWS;
 
   return {
-    async reserve(reservation: Reservation): Promise<ReserveResult> {
-      const amount = reservation.amountNano;
-      if (amount < 0n) throw new RangeError("A reservation's amount must be zero or more.");
-      if (amount > MAX_BIGINT_COLUMN) return await refuseBeyondAnyBalance(db, reservation.accountId);
-      const row = toReservationRow(reservation);
-      return await db.transaction().execute(async (transaction) => {
-        const updated = await transaction.executeQuery(
-          queries.setAside({ accountId: reservation.accountId, amount }),
-        );
-        if (updated.numAffectedRows === 0n) {
-          // Off the hot path: only a refusal pays for telling its two causes apart.
-          return (await accountExists(transaction, reservation.accountId))
-            ? "insufficient_balance"
-            : "account_not_found";
-        }
-        await transaction.executeQuery(queries.insertReservation(row));
-        return "reserved";
-      });
-    },
-
-    async settle(record: UsageRecord): Promise<bigint> {
-      if (record.costNano < 0n) throw new RangeError("A usage row's cost must be zero or more.");
-      const usage = capUsageCost(record);
-      const row = toUsageRow(usage);
-      return await db.transaction().execute(async (transaction) => {
-        const inserted = await transaction.executeQuery(queries.insertUsage(row));
-        // Settled before (or recorded as refused): never charge twice; answer what was charged.
-        if (inserted.numAffectedRows === 0n) {
-          const recorded = (await transaction.executeQuery(queries.readUsageCost({ id: usage.id }))).rows[0];
-          return recorded === undefined ? 0n : readBigInt(recorded.cost_nano);
-        }
-        const released = (await transaction.executeQuery(queries.deleteReservation({ id: usage.id })))
-          .rows[0];
-        if (released !== undefined && released.account_id !== usage.accountId) {
-          throw new Error(
-            `Reservation ${usage.id} belongs to another account than its usage row; nothing was settled.`,
-          );
-        }
-        const releasedNano = released === undefined ? 0n : readBigInt(released.amount_nano);
-        const { accountId, costNano } = usage;
-        if (costNano <= releasedNano) {
-          // Within its reservation a charge always fits.
-          const updated = await transaction.executeQuery(
-            queries.charge({ accountId, cost: costNano, released: releasedNano }),
-          );
-          if (updated.numAffectedRows === 0n) throw noAccountError(accountId);
-          return costNano;
-        }
-        // Dearer than its reservation (or that was released): charged as far as the account can pay.
-        const charged = await transaction.executeQuery(
-          queries.chargeWithin({ accountId, cost: costNano, released: releasedNano, held: 0n }),
-        );
-        if (charged.numAffectedRows !== 0n) return costNano;
-        let query = transaction
-          .selectFrom("accounts")
-          .select(["balance_nano", "reserved_nano"])
-          .where("id", "=", accountId);
-        // PostgreSQL: hold the row until the charge, against reserves beside it; the lock an
-        // update takes (`for update` would wait on the key-share locks that other settles' usage
-        // rows hold through their foreign key, and deadlock with them). SQLite's transaction
-        // already holds the file's write lock.
-        if (lockRows) query = query.forNoKeyUpdate();
-        const account = await query.executeTakeFirst();
-        if (account === undefined) throw noAccountError(accountId);
-        const chargedNano = capCharge(costNano, {
-          balanceNano: readBigInt(account.balance_nano),
-          reservedNano: readBigInt(account.reserved_nano) - releasedNano,
-        });
-        await transaction.executeQuery(
-          queries.charge({ accountId, cost: chargedNano, released: releasedNano }),
-        );
-        await transaction.executeQuery(queries.setUsageCost({ id: usage.id, cost: chargedNano }));
-        return chargedNano;
-      });
-    },
-
     async insertUsage(usage: UsageRecord): Promise<void> {
       if (usage.costNano !== 0n) {
         throw new RangeError("insertUsage records refused requests, which cost 0; settle charges.");
@@ -559,14 +474,6 @@ export async function readAccountMoney(
 
 export function compileHotQueries(db: Kysely<Database>) {
   return {
-    /** Adds `amount` to the account's reserved money if it fits its available balance. */
-    setAside: createQueryTemplate((parameter: TemplateParameter<{ accountId: string; amount: bigint }>) =>
-      db
-        .updateTable("accounts")
-        .set((eb) => ({ reserved_nano: eb("reserved_nano", "+", parameter("amount")) }))
-        .where("id", "=", parameter("accountId"))
-        .where((eb) => eb(eb("balance_nano", "-", eb.ref("reserved_nano")), ">=", parameter("amount"))),
-    ),
     insertReservation: createQueryTemplate((parameter: TemplateParameter<Insertable<ReservationsTable>>) =>
       db.insertInto("reservations").values({
         id: parameter("id"),

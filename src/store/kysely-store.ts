@@ -30,15 +30,18 @@ export const OPENING_CREDIT_NOTE = "opening balance";
  */
 export const ACCOUNT_IDS_PER_QUERY = 500;
 
+/** A {@link Store} but for reserving and settling, which each database does its own way. */
+export type KyselyStore = Omit<Store, "reserve" | "settle">;
+
 /**
- * The {@link Store} over any kysely dialect. Queries use only what SQLite and PostgreSQL share
- * (see `database.ts` for the column conventions), so each backend only supplies the connection.
- * Billing lives in `kysely-billing.ts`.
+ * The {@link Store} over any kysely dialect, but for reserving and settling (see
+ * `kysely-billing.ts`). Queries use only what SQLite and PostgreSQL share (see `database.ts` for
+ * the column conventions); each backend supplies the connection, and its reserve and settle.
  */
 export function createKyselyStore(
   db: Kysely<Database>,
   options: KyselyBillingOptions = { lockRows: false },
-): Store {
+): KyselyStore {
   const billing = createKyselyBilling(db, options);
   return {
     async insertAccount(account: Account): Promise<InsertAccountResult> {

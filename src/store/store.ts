@@ -305,8 +305,11 @@ export interface Store {
 
   /**
    * Sets money aside for a request, atomically against the available balance (balance minus
-   * open reservations): one conditional update of the account row plus the reservation row,
-   * in one transaction, so concurrent reserves from many processes can never overspend. An
+   * open reservations), so concurrent reserves, from any number of processes, can never
+   * overspend. PostgreSQL writes it at once (a conditional update of the account row and the
+   * reservation row, in one transaction); the SQLite server, the one process that reserves on its
+   * file, may hold it in memory for its first second and count it as reserved meanwhile
+   * (`sqlite/sqlite-billing-batch.ts`). An
    * amount that fits exactly is reserved. An amount above the largest a store holds (2^63 − 1
    * nano-units) fits no balance: `"insufficient_balance"`. Writes nothing unless it answers
    * `"reserved"`; throws when a reservation with the same id exists.

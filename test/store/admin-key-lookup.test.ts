@@ -1,18 +1,17 @@
 import { Kysely, SqliteDialect } from "kysely";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { Database } from "../../src/store/database.ts";
-import { createKyselyStore } from "../../src/store/kysely-store.ts";
+import { createKyselyStore, type KyselyStore } from "../../src/store/kysely-store.ts";
 import { migrateToLatest } from "../../src/store/migrate-to-latest.ts";
 import {
   type NodeSqliteDatabase,
   openNodeSqliteDatabase,
 } from "../../src/store/sqlite/node-sqlite-database.ts";
-import type { Store } from "../../src/store/store.ts";
 import { makeAccount, makeKey } from "./store-fixtures.ts";
 
 /** A store over an in-memory SQLite database that records the SQL it runs. */
 interface RecordingStore {
-  store: Store;
+  store: KyselyStore;
   database: NodeSqliteDatabase;
   /** Runs `action` and answers the statements it ran, with their parameters. */
   recorded(action: () => Promise<unknown>): Promise<{ sql: string; parameters: readonly unknown[] }[]>;
