@@ -18,8 +18,22 @@ export interface LlamaEngineConfig {
   gpu: "auto" | false;
 }
 
-/** An upstream OpenAI-compatible server (served by the upstream engine, a later issue). */
-export interface OpenAiEngineConfig {
+/**
+ * Fields of an `openai` engine's configuration that override the engine's defaults (see
+ * `engine/openai/upstream-settings.ts`); YAML keys `connect_timeout_ms`, `first_byte_timeout_ms`,
+ * `idle_timeout_ms`, `max_retries`, `cooldown_ms`, `max_connections`. `undefined` takes the default.
+ */
+export interface UpstreamTuning {
+  connectTimeoutMs?: number | undefined;
+  firstByteTimeoutMs?: number | undefined;
+  idleTimeoutMs?: number | undefined;
+  maxRetries?: number | undefined;
+  cooldownMs?: number | undefined;
+  maxConnections?: number | undefined;
+}
+
+/** An upstream OpenAI-compatible server, served by the upstream engine. */
+export interface OpenAiEngineConfig extends UpstreamTuning {
   type: "openai";
   /**
    * `baseUrl` has no trailing slash; `apiKey` is `undefined` when not set or empty; `headers`
@@ -29,13 +43,6 @@ export interface OpenAiEngineConfig {
   /** The model name sent upstream. */
   model: string;
   fallbacks: string[];
-  /** Tuning; `undefined` takes the engine's default (see `engine/openai/upstream-settings.ts`). */
-  connectTimeoutMs?: number | undefined;
-  firstByteTimeoutMs?: number | undefined;
-  idleTimeoutMs?: number | undefined;
-  maxRetries?: number | undefined;
-  cooldownMs?: number | undefined;
-  maxConnections?: number | undefined;
 }
 
 export type EngineConfig = LlamaEngineConfig | OpenAiEngineConfig;

@@ -12,7 +12,7 @@ import { runUpstreamChat, type WaitBudget } from "./run-upstream-chat.ts";
 import { anyCanServe, type FallbackPlace, runWithFallbacks } from "./run-with-fallbacks.ts";
 import { closingError } from "./start-upstream-attempt.ts";
 import type { UpstreamCall } from "./start-upstream-call.ts";
-import { resolveUpstreamSettings, type UpstreamSettings, type UpstreamTuning } from "./upstream-settings.ts";
+import { resolveUpstreamSettings, type UpstreamSettings } from "./upstream-settings.ts";
 import type { UpstreamRequestBody } from "./upstream-wire.ts";
 
 /** Options of {@link createOpenAiEngine}. */
@@ -266,7 +266,7 @@ async function prepareFallbackWithin(
   return prepareWithoutFallbacks({ ...request, maxTokens: maxCompletionTokens });
 }
 
-function readOpenAiConfig(model: CatalogModel): OpenAiEngineConfig & UpstreamTuning {
+function readOpenAiConfig(model: CatalogModel): OpenAiEngineConfig {
   if (model.engine?.type !== "openai") {
     throw new Error(`createOpenAiEngine needs a model with an openai engine; '${model.id}' has none`);
   }

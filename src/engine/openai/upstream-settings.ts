@@ -1,3 +1,5 @@
+import type { UpstreamTuning } from "../../catalog/catalog.ts";
+
 /**
  * How the upstream engine talks to its endpoints. Every value has a default; the `engine` block of
  * an `openai` model may override the ones in {@link UpstreamTuning}.
@@ -35,20 +37,6 @@ export interface UpstreamSettings {
    * model no `context_length`. Default 4096.
    */
   defaultMaxCompletionTokens: number;
-}
-
-/**
- * Fields of an `openai` engine's configuration that override the defaults; YAML keys
- * `connect_timeout_ms`, `first_byte_timeout_ms`, `idle_timeout_ms`, `max_retries`, `cooldown_ms`,
- * `max_connections`. `undefined` takes the default.
- */
-export interface UpstreamTuning {
-  connectTimeoutMs?: number | undefined;
-  firstByteTimeoutMs?: number | undefined;
-  idleTimeoutMs?: number | undefined;
-  maxRetries?: number | undefined;
-  cooldownMs?: number | undefined;
-  maxConnections?: number | undefined;
 }
 
 export const DEFAULT_UPSTREAM_SETTINGS: Readonly<UpstreamSettings> = {
