@@ -248,7 +248,10 @@ export class BillingAdmission implements ChatAdmission {
     for (const candidate of [model, ...(request.alternateModels ?? [])]) {
       if (candidate.pricing.kind !== "chat") continue;
       const cost = costOfUsage({
-        promptTokens: request.promptTokensAtMost ?? request.promptTokens,
+        promptTokens:
+          request.alternatePromptTokens?.get(candidate.id) ??
+          request.promptTokensAtMost ??
+          request.promptTokens,
         completionTokens: request.maxCompletionTokens,
         ...this.#pricesOf(candidate),
       });

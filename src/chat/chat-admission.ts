@@ -28,6 +28,8 @@ export interface AdmissionRequest extends AdmissionContext {
   maxCompletionTokens: number;
   /** Other catalogue models that may serve the request (fallbacks): the reservation covers the dearest. */
   alternateModels?: readonly CatalogModel[];
+  /** Prompt tokens some alternates count (by id), each pricing its own share of the reservation. */
+  alternatePromptTokens?: ReadonlyMap<string, number> | undefined;
 }
 
 /** How a run ended, for settlement. */

@@ -151,6 +151,9 @@ export class ChatService {
       promptTokensAtMost: prepared.promptTokensAtMost,
       maxCompletionTokens: prepared.maxCompletionTokens,
       ...(alternateModels === undefined ? {} : { alternateModels }),
+      ...(prepared.alternatePromptTokens === undefined
+        ? {}
+        : { alternatePromptTokens: prepared.alternatePromptTokens }),
     });
     const startedAt = performance.now();
     const prepareMs = startedAt - preparing;

@@ -206,6 +206,12 @@ export interface PreparedChat {
    */
   alternateModelIds?: readonly string[];
   /**
+   * The prompt tokens some of {@link alternateModelIds} count, by catalogue id, where they could
+   * tell (a loaded local model: its chat template's tokens included): the reservation prices
+   * each of them with its own count, the others with {@link promptTokensAtMost}.
+   */
+  alternatePromptTokens?: ReadonlyMap<string, number>;
+  /**
    * The catalogue id of the model that serves the run, once its first part is out: one of
    * {@link alternateModelIds}, or `undefined` for the model the request named.
    */
@@ -247,6 +253,12 @@ export interface ChatEngine {
    * (`context_length_exceeded`, `model_unavailable`) when the request cannot run.
    */
   prepare(request: ChatRequest, options?: PrepareOptions): Promise<PreparedChat>;
+  /**
+   * The prompt tokens `request` counts on this model where it can tell at once (a local model
+   * that is loaded: its chat template's tokens included), else `undefined`. A model that may fall
+   * back to this one prices this one's share of the reservation with it.
+   */
+  measurePromptTokens?(request: ChatRequest): Promise<number | undefined>;
   /** Requests running in the engine and waiting for it now, for `/metrics`; optional. */
   load?(): { running: number; waiting: number };
   /**

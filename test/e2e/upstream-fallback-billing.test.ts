@@ -8,7 +8,8 @@ import type { CatalogModel } from "../../src/catalog/catalog.ts";
 import { countPromptTokensAtMost } from "../../src/engine/openai/estimate-prompt-tokens.ts";
 import { type MockUpstream, startMockUpstream, streamText } from "../engine/openai/mock-upstream.ts";
 import { findFreePort } from "../support/free-port.ts";
-import { startTestServer, type TestServer } from "../support/test-server.ts";
+import { getTestModelPath } from "../support/test-model.ts";
+import { createTinyModelEntry, startTestServer, type TestServer } from "../support/test-server.ts";
 
 /** Its only endpoint refuses connections, at once (no retries): the fallback serves. */
 const PRIMARY = "primary-down";
@@ -16,6 +17,10 @@ const PRIMARY = "primary-down";
 const FALLBACK = "fallback-dear";
 /** Served by its own upstream, without a context length (the reservation bound goes upstream). */
 const UNBOUNDED = "unbounded";
+/** Its only endpoint refuses connections; it falls back to a local model at the same prices. */
+const PRIMARY_LOCAL = "primary-local-fallback";
+/** The tiny local model at 1.00 in and 1.00 out per million tokens: 1,000 nano per token. */
+const LOCAL_DEAR = "tiny-dear";
 
 let upstream: MockUpstream;
 let server: TestServer;
@@ -69,6 +74,17 @@ beforeAll(async () => {
       }),
       upstreamModel(FALLBACK, { baseUrl: upstream.baseUrl, prices: ["2.00", "10.00"], contextLength: 8192 }),
       upstreamModel(UNBOUNDED, { baseUrl: upstream.baseUrl, prices: ["1.00", "1.00"] }),
+      upstreamModel(PRIMARY_LOCAL, {
+        baseUrl: `http://127.0.0.1:${closedPort}/v1`,
+        prices: ["1.00", "1.00"],
+        fallbacks: [LOCAL_DEAR],
+        contextLength: 8192,
+      }),
+      {
+        ...createTinyModelEntry(await getTestModelPath()),
+        id: LOCAL_DEAR,
+        pricing: { kind: "chat", inputPerMillion: "1.00", outputPerMillion: "1.00" },
+      },
     ],
   });
 });
@@ -167,6 +183,66 @@ describe("a request served by a fallback model", () => {
     expect(body.error.code).toBe("insufficient_balance");
     expect(upstream.requests).toEqual([]);
     expect(await server.store.listUsage({ accountId })).toEqual([]);
+  });
+});
+
+describe("a request an upstream model falls back with to a local model", () => {
+  // One tool: the local chat template documents it in a preamble the upstream estimate knows nothing of.
+  const body = {
+    messages: [{ role: "user", content: "a" }],
+    tools: [{ type: "function", function: { name: "f" } }],
+    max_tokens: 1,
+    temperature: 0,
+  };
+  async function send(key: string, model: string) {
+    const response = await fetch(`${server.baseUrl}/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ ...body, model }),
+    });
+    return {
+      status: response.status,
+      body: (await response.json()) as {
+        model?: string;
+        usage?: { prompt_tokens: number; completion_tokens: number };
+        error?: { code: string; message: string };
+      },
+    };
+  }
+
+  it("reserves the local model's share at its own prompt count, not the upstream's estimate", async () => {
+    const { key: probeKey } = await server.createFundedKey("local-count", "1");
+    const direct = await send(probeKey, LOCAL_DEAR);
+    expect(direct.status).toBe(200);
+    const localPromptTokens = direct.body.usage?.prompt_tokens ?? 0;
+    const estimateAtMost = countPromptTokensAtMost(
+      convertChatRequest({ ...body, model: PRIMARY_LOCAL } as Parameters<typeof convertChatRequest>[0])
+        .request,
+    );
+    // The case at hand: the template's tokens put the local count far above the estimate's bound.
+    expect(localPromptTokens).toBeGreaterThan(estimateAtMost);
+    // 1,000 nano per token, in and out, on both models: a balance between the two bounds' costs.
+    const localMaxNano = BigInt(localPromptTokens + 1) * 1_000n;
+    const estimatedMaxNano = BigInt(estimateAtMost + 1) * 1_000n;
+    const between = formatAmount((localMaxNano + estimatedMaxNano) / 2n);
+    const { accountId, key } = await server.createFundedKey("local-fallback-short", between);
+    const refused = await send(key, PRIMARY_LOCAL);
+    expect(refused.status).toBe(403);
+    expect(refused.body.error?.code).toBe("insufficient_balance");
+    expect(refused.body.error?.message).toContain(`maximum cost (${formatAmount(localMaxNano)})`);
+    expect(await server.store.listUsage({ accountId })).toEqual([]);
+
+    // Funded: served by the local model, and charged in full.
+    const { accountId: paidId, key: paidKey } = await server.createFundedKey("local-fallback-paid", "1");
+    const served = await send(paidKey, PRIMARY_LOCAL);
+    expect(served.status).toBe(200);
+    expect(served.body.model).toBe(LOCAL_DEAR);
+    const usage = served.body.usage ?? { prompt_tokens: 0, completion_tokens: 0 };
+    expect(usage.prompt_tokens).toBe(localPromptTokens);
+    const costNano = BigInt(usage.prompt_tokens + usage.completion_tokens) * 1_000n;
+    const [row] = await server.store.listUsage({ accountId: paidId });
+    expect(row).toMatchObject({ model: LOCAL_DEAR, costNano });
+    expect((await server.store.getAccountMoney(paidId))?.balanceNano).toBe(1_000_000_000n - costNano);
   });
 });
 

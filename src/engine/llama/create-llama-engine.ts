@@ -194,6 +194,19 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
       // keep serving, where a new engine would find no file.
       return current !== undefined && !isSameFileIdentity(current, loadedFile.identity);
     },
+    // Loaded: the count prepare would make. Loading, closed or unable to run the request: none.
+    async measurePromptTokens(request: ChatRequest): Promise<number | undefined> {
+      const current = state;
+      if (closed || current.status !== "available") return undefined;
+      preparing++;
+      try {
+        return (await prepareLoaded(request, current, logger)).promptTokens;
+      } catch {
+        return undefined;
+      } finally {
+        preparing--;
+      }
+    },
     async prepare(request: ChatRequest, prepareOptions?: PrepareOptions): Promise<PreparedChat> {
       preparing++;
       try {
