@@ -194,13 +194,22 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
       // keep serving, where a new engine would find no file.
       return current !== undefined && !isSameFileIdentity(current, loadedFile.identity);
     },
-    // Loaded: the count prepare would make. Loading, closed or unable to run the request: none.
+    // Loaded: the count prepare would make, without its grammar, its direct prompt or a render
+    // kept for LlamaChat (an upstream model asks on every request). Loading, closed, or a request
+    // this model cannot take: none.
     async measurePromptTokens(request: ChatRequest): Promise<number | undefined> {
       const current = state;
       if (closed || current.status !== "available") return undefined;
       preparing++;
       try {
-        return (await prepareLoaded(request, current, logger)).promptTokens;
+        const { plan, history } = await planWithinSize(request, current);
+        return renderPrompt({
+          chatWrapper: current.loaded.chatWrapper,
+          tokenizer: current.loaded.model.tokenizer,
+          history,
+          functions: plan.kind === "functions" ? plan.functions : undefined,
+          render: current.renderOnce,
+        }).tokens.length;
       } catch {
         return undefined;
       } finally {
@@ -233,14 +242,14 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
     },
   };
 
-  /** Measures a request on the loaded model: prompt tokens, the plan, its grammar and prompt. */
-  async function prepareLoaded(
-    request: ChatRequest,
-    current: AvailableState,
-    runLogger: LlamaEngineLogger,
-  ): Promise<PreparedChat> {
-    const { loaded, pool, grammars, renderOnce, direct } = current;
-    const { plan, history, toolSchemas } = planGeneration(request);
+  /**
+   * The request's plan, once its messages and tools are known to fit the context as far as can be
+   * told without rendering them.
+   */
+  async function planWithinSize(request: ChatRequest, current: AvailableState) {
+    const { loaded } = current;
+    const planned = planGeneration(request);
+    const { plan, history } = planned;
     // Megabytes of messages or tools, or tens of thousands of messages, are refused without
     // holding the event loop (check-prompt-size.ts).
     await checkPromptSize({
@@ -265,6 +274,17 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
       historyItems: history.at(-1)?.type === "model" ? history.length : history.length + 1,
       templateTokensPerItem: current.templateTokensPerItem,
     });
+    return planned;
+  }
+
+  /** Measures a request on the loaded model: prompt tokens, the plan, its grammar and prompt. */
+  async function prepareLoaded(
+    request: ChatRequest,
+    current: AvailableState,
+    runLogger: LlamaEngineLogger,
+  ): Promise<PreparedChat> {
+    const { loaded, pool, grammars, renderOnce, direct } = current;
+    const { plan, history, toolSchemas } = await planWithinSize(request, current);
     const grammar = await createPlanGrammar({ plan, toolSchemas, grammars });
     const directPlan = direct && (plan.kind === "text" || plan.kind === "json");
     const prompt = renderPrompt({

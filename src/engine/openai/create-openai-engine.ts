@@ -145,15 +145,11 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
       (fallbacks.length === 0 ? undefined : () => anyCanServe(fallbacks, resolveEngine));
     // A local fallback counts the prompt with its chat template (a tool preamble, a default system
     // prompt): far more than this estimate's bound can be. Its share of the reservation is priced
-    // with its own count, and it serves only within what was reserved for it.
+    // with its own count where it can tell (it is loaded).
     const measured = new Map<string, number>();
-    const reservedPromptTokens = new Map<ChatEngine, number>();
     for (const id of fallbacks) {
-      const engine = resolveEngine(id);
-      const count = await engine?.measurePromptTokens?.(request);
-      if (engine === undefined || count === undefined) continue;
-      measured.set(id, count);
-      reservedPromptTokens.set(engine, count);
+      const count = await resolveEngine(id)?.measurePromptTokens?.(request);
+      if (count !== undefined) measured.set(id, count);
     }
     let servedBy: string | undefined;
     return {
@@ -191,19 +187,11 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
           fallbacks,
           resolveEngine,
           prepareFallback: (engine, fallbackRequest, place) =>
-            prepareFallbackWithin(
-              engine,
-              fallbackRequest,
-              {
-                maxCompletionTokens,
-                promptTokensAtMost: reservedPromptTokens.get(engine) ?? promptTokensAtMost,
-              },
-              {
-                ...place,
-                waitBudget,
-                logger: runLogger,
-              },
-            ),
+            prepareFallbackWithin(engine, fallbackRequest, maxCompletionTokens, {
+              ...place,
+              waitBudget,
+              logger: runLogger,
+            }),
           request,
           signal,
           logger: runLogger,
@@ -266,17 +254,15 @@ function shapeBody(
 }
 
 /**
- * Prepares `request` on a fallback engine, without its own fallbacks, held to the bounds the
- * reservation was priced at: a fallback whose own completion bound is larger (a longer context,
- * or none and so `defaultMaxCompletionTokens`) is prepared again with that bound as `max_tokens`,
- * and one that counts more prompt tokens than were reserved for (a local model that loaded after
- * the request was measured) is not used. An upstream fallback runs as `run` says (its place in
- * the chain, the shared pausing budget).
+ * Prepares `request` on a fallback engine, without its own fallbacks, held to the completion
+ * bound the reservation was priced at: a fallback whose own bound is larger (a longer context, or
+ * none and so `defaultMaxCompletionTokens`) is prepared again with that bound as `max_tokens`. An
+ * upstream fallback runs as `run` says (its place in the chain, the shared pausing budget).
  */
 async function prepareFallbackWithin(
   engine: ChatEngine,
   request: ChatRequest,
-  reserved: { maxCompletionTokens: number; promptTokensAtMost: number },
+  maxCompletionTokens: number,
   run: FallbackRun,
 ): Promise<PreparedChat> {
   const prepareAsFallback = preparersAsFallback.get(engine);
@@ -285,14 +271,8 @@ async function prepareFallbackWithin(
       ? engine.prepare(value, { logger: run.logger })
       : prepareAsFallback(value, run);
   const prepared = await prepareWithoutFallbacks(request);
-  // An estimate (an upstream fallback's) is held to nothing: its real count is the upstream's.
-  if (prepared.promptTokensEstimated !== true && prepared.promptTokens > reserved.promptTokensAtMost) {
-    throw new Error(
-      `its prompt counts ${prepared.promptTokens} tokens, more than the ${reserved.promptTokensAtMost} the request reserved for`,
-    );
-  }
-  if (prepared.maxCompletionTokens <= reserved.maxCompletionTokens) return prepared;
-  return prepareWithoutFallbacks({ ...request, maxTokens: reserved.maxCompletionTokens });
+  if (prepared.maxCompletionTokens <= maxCompletionTokens) return prepared;
+  return prepareWithoutFallbacks({ ...request, maxTokens: maxCompletionTokens });
 }
 
 function readOpenAiConfig(model: CatalogModel): OpenAiEngineConfig {

@@ -16,7 +16,7 @@ import type { Reservation, ReserveResult, Store, UsageRecord } from "../store.ts
  * of them plus a commit: the requests of one account queued behind each other's commits, about a
  * thousand a second at most on this machine however many replicas served them.
  *
- * Same behaviour as the generic path (`kysely-billing.ts`, whose conformance tests run here too):
+ * What they do (the store conformance tests, which SQLite's batch passes too, run here):
  * - reserve: the conditional update re-checks `balance - reserved >= amount` on the row's latest
  *   version once it holds the row (READ COMMITTED), so concurrent reserves never overspend; the
  *   reservation row is inserted only when the update took the money. A duplicate id fails the
