@@ -54,21 +54,23 @@ export const DEFAULT_UPSTREAM_SETTINGS: Readonly<UpstreamSettings> = {
   defaultMaxCompletionTokens: 4096,
 };
 
+/** Every tuning field: one added to {@link UpstreamTuning} and not here fails to compile. */
+const TUNING_FIELDS: Record<keyof UpstreamTuning, true> = {
+  connectTimeoutMs: true,
+  firstByteTimeoutMs: true,
+  idleTimeoutMs: true,
+  maxRetries: true,
+  cooldownMs: true,
+  maxConnections: true,
+};
+
 /** The settings of one engine: the defaults, then the configuration's values, then `overrides`. */
 export function resolveUpstreamSettings(
   tuning: UpstreamTuning,
   overrides: Partial<UpstreamSettings> = {},
 ): UpstreamSettings {
   const configured: Partial<UpstreamSettings> = {};
-  const keys = [
-    "connectTimeoutMs",
-    "firstByteTimeoutMs",
-    "idleTimeoutMs",
-    "maxRetries",
-    "cooldownMs",
-    "maxConnections",
-  ] as const satisfies readonly (keyof UpstreamTuning)[];
-  for (const key of keys) {
+  for (const key of Object.keys(TUNING_FIELDS) as (keyof UpstreamTuning)[]) {
     const value = tuning[key];
     if (value !== undefined) configured[key] = value;
   }
