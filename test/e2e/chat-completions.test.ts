@@ -1,7 +1,8 @@
-import type { LlamaContext, LlamaModel, Token } from "node-llama-cpp";
+import type { LlamaContext, LlamaModel } from "node-llama-cpp";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { getSharedLlama } from "../../src/engine/llama/get-shared-llama.ts";
+import { generateGreedily } from "../support/generate-greedily.ts";
 import { getTestModelPath } from "../support/test-model.ts";
 import { EMBEDDING_MODEL, startTestServer, type TestServer, TINY_MODEL } from "../support/test-server.ts";
 
@@ -33,23 +34,14 @@ const messages: OpenAI.Chat.ChatCompletionMessageParam[] = [
 const renderedMessages =
   "<|im_start|>system\nYou are a test.<|im_end|>\n<|im_start|>user\nSay something.<|im_end|>\n<|im_start|>assistant\n";
 
-/** Greedy generation with node-llama-cpp's lowest level: every sampled token, the end token too. */
+/** Greedy generation on a sequence of its own (see generateGreedily). */
 async function generateDirectly(
   prompt: string,
   maxTokens: number,
 ): Promise<{ text: string; tokens: number }> {
   const sequence = directContext.getSequence();
   try {
-    const generated: Token[] = [];
-    for await (const token of sequence.evaluate(tokenizer.tokenize(prompt, true), {
-      temperature: 0,
-      yieldEogToken: true,
-    })) {
-      generated.push(token);
-      if (tokenizer.isEogToken(token) || generated.length >= maxTokens) break;
-    }
-    const textTokens = generated.filter((token) => !tokenizer.isEogToken(token));
-    return { text: tokenizer.detokenize(textTokens), tokens: generated.length };
+    return await generateGreedily(sequence, tokenizer, prompt, maxTokens);
   } finally {
     sequence.dispose();
   }

@@ -7,6 +7,7 @@ import type { ChatEngine, ModelStatus, StreamPart } from "../../../src/engine/en
 import { createLlamaEngine } from "../../../src/engine/llama/create-llama-engine.ts";
 import { isAppError } from "../../../src/errors/app-error.ts";
 import { writeTestModel } from "../../../src/gguf/write-test-model.ts";
+import { generateGreedily } from "../../support/generate-greedily.ts";
 import {
   collectParts,
   createTestCatalogModel,
@@ -27,22 +28,13 @@ let endlessEngine: ChatEngine;
 let tokenizer: LlamaModel;
 let directSequence: LlamaContextSequence;
 
-/** Greedy generation with node-llama-cpp's lowest level: every sampled token, the end token too. */
+/** Greedy generation on the test's own sequence, from an empty history (see generateGreedily). */
 async function generateDirectly(
   prompt: string,
   maxTokens: number,
 ): Promise<{ text: string; tokens: number }> {
   await directSequence.clearHistory();
-  const generated: Token[] = [];
-  for await (const token of directSequence.evaluate(tokenizer.tokenize(prompt, true), {
-    temperature: 0,
-    yieldEogToken: true,
-  })) {
-    generated.push(token);
-    if (tokenizer.isEogToken(token) || generated.length >= maxTokens) break;
-  }
-  const textTokens = generated.filter((token) => !tokenizer.isEogToken(token));
-  return { text: tokenizer.detokenize(textTokens), tokens: generated.length };
+  return await generateGreedily(directSequence, tokenizer, prompt, maxTokens);
 }
 
 /**
