@@ -246,6 +246,30 @@ describe("a request an upstream model falls back with to a local model", () => {
   });
 });
 
+describe("a fallback that cannot take the request", () => {
+  it("is named in the primary's 503 with its reason, and nothing is charged", async () => {
+    const { accountId, key } = await server.createFundedKey("fallback-refuses", "1");
+    // Within the primary's 8,192-token context, past the local fallback's 1,024.
+    const response = await fetch(`${server.baseUrl}/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({
+        model: PRIMARY_LOCAL,
+        messages: [{ role: "user", content: "hello ".repeat(1500) }],
+        max_tokens: 1,
+      }),
+    });
+    expect(response.status).toBe(503);
+    const { error } = (await response.json()) as { error: { code: string; message: string } };
+    expect(error.code).toBe("upstream_unavailable");
+    expect(error.message).toMatch(
+      new RegExp(`The fallback model '${LOCAL_DEAR}' cannot take it: .*context`, "s"),
+    );
+    const [row] = await server.store.listUsage({ accountId });
+    expect(row).toMatchObject({ model: PRIMARY_LOCAL, costNano: 0n });
+  });
+});
+
 describe("a key that may not use the fallback", () => {
   it("is not served by it: the primary's failure reaches the client, and nothing is charged", async () => {
     const { accountId, key } = await server.createFundedKey("primary-only", "1", {

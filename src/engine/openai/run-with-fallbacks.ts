@@ -1,4 +1,4 @@
-import { isAppError } from "../../errors/app-error.ts";
+import { AppError, isAppError } from "../../errors/app-error.ts";
 import type { EngineLogger } from "../create-engine.ts";
 import type { ChatEngine, ChatRequest, PartBatch, PreparedChat } from "../engine.ts";
 
@@ -85,6 +85,8 @@ export function anyCanServe(
 }
 
 async function* runFallbacks(options: FallbackRunOptions, primaryError: Error): AsyncGenerator<PartBatch> {
+  /** Fallbacks that cannot take this request as it is (a 400 of their own): the client is told why. */
+  const refusals: { id: string; error: AppError }[] = [];
   for (const [index, id] of options.fallbacks.entries()) {
     if (options.signal.aborted) break;
     const engine = options.resolveEngine(id);
@@ -101,6 +103,7 @@ async function* runFallbacks(options: FallbackRunOptions, primaryError: Error): 
       run = prepared.run(options.signal)[Symbol.asyncIterator]();
       first = await run.next();
     } catch (error) {
+      if (isAppError(error) && error.status === 400) refusals.push({ id, error });
       options.logger.warn(
         {
           model: options.modelId,
@@ -128,5 +131,25 @@ async function* runFallbacks(options: FallbackRunOptions, primaryError: Error): 
     ];
     return;
   }
-  throw primaryError;
+  throw withRefusals(primaryError, refusals);
+}
+
+/**
+ * The primary's failure, its message followed by why each fallback that refused the request
+ * refused it (its prompt over a local model's context, a schema its grammar cannot take): the
+ * client learns what would let a fallback serve it, not only to retry later.
+ */
+function withRefusals(primaryError: Error, refusals: readonly { id: string; error: AppError }[]): Error {
+  if (refusals.length === 0 || !isAppError(primaryError)) return primaryError;
+  const reasons = refusals.map(
+    ({ id, error }) => ` The fallback model '${id}' cannot take it: ${error.message}`,
+  );
+  return new AppError(primaryError.code, `${primaryError.message}${reasons.join("")}`, {
+    ...(primaryError.param === undefined ? {} : { param: primaryError.param }),
+    ...(primaryError.retryAfterSeconds === undefined
+      ? {}
+      : { retryAfterSeconds: primaryError.retryAfterSeconds }),
+    ...(primaryError.retryable ? {} : { retryable: false }),
+    cause: primaryError,
+  });
 }
