@@ -4,13 +4,13 @@
  * config and without a reachable database. Regression: `keys --help` created ./data/tollgate.db,
  * and `accounts create --help` beside an invalid tollgate.yaml printed its errors and exited 1.
  */
-import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import { runCli } from "../support/run-cli.ts";
 
-const cli = join(import.meta.dirname, "../../src/cli.ts");
+const _cli = join(import.meta.dirname, "../../src/cli.ts");
 
 let folder: string | undefined;
 
@@ -26,17 +26,12 @@ function runCliInFolder(
 ) {
   folder = mkdtempSync(join(tmpdir(), "tollgate-cli-help-"));
   for (const [name, text] of Object.entries(options.files ?? {})) writeFileSync(join(folder, name), text);
-  const env: NodeJS.ProcessEnv = { ...process.env, ...options.env };
-  for (const variable of ["TOLLGATE_CONFIG", "TOLLGATE_DATABASE_URL", "TOLLGATE_REDIS_URL"]) {
-    if (options.env?.[variable] === undefined) delete env[variable];
-  }
-  const result = spawnSync(process.execPath, [cli, ...args], {
+  const result = runCli(args, {
     cwd: folder,
-    encoding: "utf8",
-    env,
-    timeout: 30_000,
+    ...(options.env === undefined ? {} : { env: options.env }),
+    unset: ["TOLLGATE_CONFIG", "TOLLGATE_DATABASE_URL", "TOLLGATE_REDIS_URL"],
   });
-  return { code: result.status, stdout: result.stdout, stderr: result.stderr, folder };
+  return { ...result, folder };
 }
 
 describe("--help on a store command needs neither the config nor the store", () => {

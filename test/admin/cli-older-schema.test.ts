@@ -3,15 +3,15 @@
  * older version may still run on it, and would then write rows the new schema's running totals
  * miss), and says what to do in one line; `serve` migrates it.
  */
-import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { afterAll, describe, expect, it } from "vitest";
 import { openStore } from "../../src/store/open-store.ts";
+import { runCli } from "../support/run-cli.ts";
 
-const cli = join(import.meta.dirname, "../../src/cli.ts");
+const _cli = join(import.meta.dirname, "../../src/cli.ts");
 const folder = mkdtempSync(join(tmpdir(), "tollgate-cli-older-schema-"));
 const file = join(folder, "t.db");
 
@@ -19,17 +19,12 @@ afterAll(() => {
   rmSync(folder, { recursive: true, force: true });
 });
 
-function runCli(args: string[]) {
-  const env: NodeJS.ProcessEnv = { ...process.env, TOLLGATE_DATABASE_URL: `sqlite:${file}` };
-  delete env.TOLLGATE_CONFIG;
-  delete env.TOLLGATE_REDIS_URL;
-  const result = spawnSync(process.execPath, [cli, ...args], {
+function runCliOnFile(args: string[]) {
+  return runCli(args, {
     cwd: folder,
-    encoding: "utf8",
-    env,
-    timeout: 30_000,
+    env: { TOLLGATE_DATABASE_URL: `sqlite:${file}` },
+    unset: ["TOLLGATE_CONFIG", "TOLLGATE_REDIS_URL"],
   });
-  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
 }
 
 describe("a CLI command on a database an older Tollgate made", () => {
@@ -40,7 +35,7 @@ describe("a CLI command on a database an older Tollgate made", () => {
     older.exec("delete from kysely_migration where name = '006_keys_by_creation'");
     older.close();
 
-    const { code, stdout, stderr } = runCli(["accounts", "list"]);
+    const { code, stdout, stderr } = runCliOnFile(["accounts", "list"]);
     expect(code).toBe(1);
     expect(stdout).toBe("");
     expect(stderr.trim().split("\n")).toHaveLength(1);

@@ -3,13 +3,11 @@
  * wherever it stands prints the usage and exits 0; numbers are digits only (as the PORT variable
  * takes them); no error message repeats a key's secret.
  */
-import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-
-const cli = join(import.meta.dirname, "../../src/cli.ts");
+import { runCli } from "../support/run-cli.ts";
 
 let folder: string;
 let configFile: string;
@@ -24,15 +22,8 @@ afterAll(() => {
   rmSync(folder, { recursive: true, force: true });
 });
 
-function runCli(...args: string[]) {
-  const env: NodeJS.ProcessEnv = { ...process.env };
-  for (const variable of ["TOLLGATE_CONFIG", "PORT", "HOST"]) delete env[variable];
-  const result = spawnSync(process.execPath, [cli, ...args, "--config", configFile], {
-    encoding: "utf8",
-    env,
-    timeout: 30_000,
-  });
-  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+function runCliWithConfig(...args: string[]) {
+  return runCli([...args, "--config", configFile], { unset: ["TOLLGATE_CONFIG", "PORT", "HOST"] });
 }
 
 describe("--help after a command", () => {
@@ -50,7 +41,7 @@ describe("--help after a command", () => {
     [["models", "pull", "-h"], "Usage: tollgate models pull ID|URI"],
     [["models", "help"], "  tollgate models make-test FILE [--seed N] [--size tiny|small]"],
   ])("%j prints the usage and exits 0", (args, usage) => {
-    const { code, stdout, stderr } = runCli(...args);
+    const { code, stdout, stderr } = runCliWithConfig(...args);
     expect(stderr).toBe("");
     expect(stdout).toContain(usage);
     expect(code).toBe(0);
@@ -66,7 +57,7 @@ describe("serve options are as strict as the PORT variable", () => {
     ["--port=65536", '--port must be an integer from 0 to 65535 (got "65536")'],
     ["--host=", '--host must be an address or host name such as 127.0.0.1 or 0.0.0.0 (got "")'],
   ])("refuses %s", (option, message) => {
-    const { code, stdout, stderr } = runCli("serve", option);
+    const { code, stdout, stderr } = runCliWithConfig("serve", option);
     expect(stderr).toBe(`tollgate: ${message}\n`);
     expect(stdout).not.toContain("listening");
     expect(code).toBe(1);
@@ -78,7 +69,7 @@ describe("models make-test --seed", () => {
     "refuses %j: a seed is a whole number in digits",
     (seed) => {
       const file = join(folder, "refused.gguf");
-      const { code, stderr } = runCli("models", "make-test", file, `--seed=${seed}`);
+      const { code, stderr } = runCliWithConfig("models", "make-test", file, `--seed=${seed}`);
       expect(stderr).toBe(
         `tollgate: --seed must be a whole number from 0 to 9007199254740991 (got ${JSON.stringify(seed)})\n`,
       );
@@ -88,7 +79,13 @@ describe("models make-test --seed", () => {
   );
 
   it("takes 0", () => {
-    const { code, stdout } = runCli("models", "make-test", join(folder, "zero.gguf"), "--seed", "0");
+    const { code, stdout } = runCliWithConfig(
+      "models",
+      "make-test",
+      join(folder, "zero.gguf"),
+      "--seed",
+      "0",
+    );
     expect(stdout).toMatch(/^wrote .*zero\.gguf/);
     expect(code).toBe(0);
   });
@@ -96,7 +93,7 @@ describe("models make-test --seed", () => {
 
 describe("an option before the command", () => {
   it("says it goes after the command, naming the command", () => {
-    const { code, stderr } = runCli("--port", "9000", "serve");
+    const { code, stderr } = runCliWithConfig("--port", "9000", "serve");
     expect(stderr).toBe(
       "tollgate: '--port' goes after the command: tollgate serve --port ... (only --config may come before it)\n",
     );
@@ -104,7 +101,7 @@ describe("an option before the command", () => {
   });
 
   it("names the subcommand too, for a command group", () => {
-    const { code, stderr } = runCli("--account", "acme", "keys", "list");
+    const { code, stderr } = runCliWithConfig("--account", "acme", "keys", "list");
     expect(stderr).toBe(
       "tollgate: '--account' goes after the command: tollgate keys list --account ... (only --config may come before it)\n",
     );
@@ -112,14 +109,14 @@ describe("an option before the command", () => {
   });
 
   it("names no subcommand for a command that takes none", () => {
-    const { stderr } = runCli("--since", "2025-01-01", "usage", "extra");
+    const { stderr } = runCliWithConfig("--since", "2025-01-01", "usage", "extra");
     expect(stderr).toBe(
       "tollgate: '--since' goes after the command: tollgate usage --since ... (only --config may come before it)\n",
     );
   });
 
   it("is an unknown command where no command follows", () => {
-    const { code, stderr } = runCli("--port", "9000");
+    const { code, stderr } = runCliWithConfig("--port", "9000");
     expect(stderr).toContain("unknown command '--port'");
     expect(code).toBe(1);
   });
@@ -136,7 +133,7 @@ describe("error messages never repeat a key's secret", () => {
     [["keys", "list", "--account", key], 'No account has the name or id "sk-tg-abcdefghijkl-..."'],
     [["keys", "revoke", key, "again"], "Unexpected argument 'again'"],
   ])("%j", (args, message) => {
-    const { code, stderr } = runCli(...args);
+    const { code, stderr } = runCliWithConfig(...args);
     expect(stderr).toContain(message);
     expect(stderr).not.toContain("S3cret");
     expect(code).toBe(1);
@@ -157,11 +154,8 @@ describe("models list", () => {
         "",
       ].join("\n"),
     );
-    const result = spawnSync(process.execPath, [cli, "models", "list", "--config", secretConfig], {
-      encoding: "utf8",
-      timeout: 30_000,
-    });
-    expect(result.status).toBe(0);
+    const result = runCli(["models", "list", "--config", secretConfig]);
+    expect(result.code).toBe(0);
     expect(result.stdout).not.toMatch(/s3cr3tSIG|hunter2/);
     expect(result.stdout.split("\n").filter((line) => line !== "")).toEqual([
       "signed\tchat\tllama:https://models.example.com/m/tiny.gguf?…",

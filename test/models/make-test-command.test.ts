@@ -9,8 +9,9 @@ import { lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSyn
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { runCli } from "../support/run-cli.ts";
 
-const cli = join(import.meta.dirname, "../../src/cli.ts");
+const _cli = join(import.meta.dirname, "../../src/cli.ts");
 
 let folder: string;
 
@@ -23,15 +24,7 @@ afterAll(() => {
 });
 
 function makeTest(file: string) {
-  const env: NodeJS.ProcessEnv = { ...process.env };
-  delete env.TOLLGATE_CONFIG;
-  const result = spawnSync(process.execPath, [cli, "models", "make-test", file], {
-    cwd: folder,
-    encoding: "utf8",
-    env,
-    timeout: 30_000,
-  });
-  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+  return runCli(["models", "make-test", file], { cwd: folder, unset: ["TOLLGATE_CONFIG"] });
 }
 
 describe("models make-test with a FILE it cannot write", () => {
