@@ -6,7 +6,12 @@ import { throttleLog } from "../../src/api/throttle-log.ts";
 import { startServer } from "../../src/server.ts";
 import { openStore } from "../../src/store/open-store.ts";
 import { startTcpProxy } from "../cluster/tcp-proxy.ts";
-import { startMockUpstream, textEvents, writeEvents } from "../engine/openai/mock-upstream.ts";
+import {
+  type MockUpstream,
+  startMockUpstream,
+  textEvents,
+  writeEvents,
+} from "../engine/openai/mock-upstream.ts";
 import { createPostgresTestSchema } from "../store/postgres-test-database.ts";
 import { createTestConfig, createUpstreamModelEntry } from "../support/test-server.ts";
 
@@ -17,6 +22,50 @@ const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
+
+/** A JSON log line of the server, with the fields these tests read. */
+interface LogLine {
+  msg: string;
+  level: number;
+  status?: number;
+  refusedSinceLastLine?: number;
+  failedSinceLastLine?: number;
+  requestId?: string;
+}
+
+/**
+ * A server on the PostgreSQL schema at `schemaUrl` through a TCP proxy the test can cut, serving
+ * `remote` from `upstream`, with its log lines collected; a funded account's key, and a store of
+ * the test's own on the schema (not through the proxy).
+ */
+async function startServerBehindProxy(schemaUrl: string, upstream: MockUpstream) {
+  const direct = new URL(schemaUrl);
+  const proxy = await startTcpProxy({ targetPort: Number(direct.port || 5432), mode: "forward" });
+  cleanups.push(() => proxy.close());
+  const proxied = new URL(schemaUrl);
+  proxied.hostname = "127.0.0.1";
+  proxied.port = String(proxy.port);
+  const logged: LogLine[] = [];
+  const destination = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      for (const line of chunk.toString().split("\n")) if (line !== "") logged.push(JSON.parse(line));
+      done();
+    },
+  });
+  const server = await startServer({
+    config: createTestConfig({
+      database: proxied.toString(),
+      models: [createUpstreamModelEntry("remote", upstream.baseUrl)],
+    }),
+    logger: { level: "info", destination },
+  });
+  cleanups.push(() => server.close().catch(() => {}));
+  const store = await openStore(schemaUrl);
+  cleanups.push(() => store.close());
+  const account = await createAccount(store, { name: "acme", balanceNano: 10n ** 12n });
+  const key = (await createKey(store, { role: "user", accountId: account.id })).key;
+  return { proxy, server, logged, store, account, key };
+}
 
 describe("throttleLog", () => {
   it("logs the first event at once, then one line an interval with the count it stands for", () => {
@@ -43,33 +92,9 @@ describe.skipIf("skipped" in postgres)("a server whose store is down", () => {
   it("logs the outage once, not a warning with its stack for every request it refuses", async () => {
     if ("skipped" in postgres) return;
     cleanups.push(() => postgres.drop());
-    const direct = new URL(postgres.url);
-    const proxy = await startTcpProxy({ targetPort: Number(direct.port || 5432), mode: "forward" });
-    cleanups.push(() => proxy.close());
-    const proxied = new URL(postgres.url);
-    proxied.hostname = "127.0.0.1";
-    proxied.port = String(proxy.port);
     const upstream = await startMockUpstream();
     cleanups.push(() => upstream.close());
-    const logged: { msg: string; level: number; status?: number; refusedSinceLastLine?: number }[] = [];
-    const destination = new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        for (const line of chunk.toString().split("\n")) if (line !== "") logged.push(JSON.parse(line));
-        done();
-      },
-    });
-    const server = await startServer({
-      config: createTestConfig({
-        database: proxied.toString(),
-        models: [createUpstreamModelEntry("remote", upstream.baseUrl)],
-      }),
-      logger: { level: "info", destination },
-    });
-    cleanups.push(() => server.close().catch(() => {}));
-    const store = await openStore(postgres.url);
-    cleanups.push(() => store.close());
-    const account = await createAccount(store, { name: "acme", balanceNano: 10n ** 12n });
-    const key = (await createKey(store, { role: "user", accountId: account.id })).key;
+    const { proxy, server, logged, key } = await startServerBehindProxy(postgres.url, upstream);
 
     proxy.setMode("cut");
     for (let index = 0; index < 20; index++) {
@@ -91,12 +116,6 @@ describe.skipIf("skipped" in postgres)("a server whose store goes down while req
     const schema = await createPostgresTestSchema();
     if ("skipped" in schema) return;
     cleanups.push(() => schema.drop());
-    const direct = new URL(schema.url);
-    const proxy = await startTcpProxy({ targetPort: Number(direct.port || 5432), mode: "forward" });
-    cleanups.push(() => proxy.close());
-    const proxied = new URL(schema.url);
-    proxied.hostname = "127.0.0.1";
-    proxied.port = String(proxy.port);
     // Each request waits upstream until the store is cut, then answers.
     const cut = Promise.withResolvers<void>();
     const upstream = await startMockUpstream(async (_request, response) => {
@@ -104,25 +123,7 @@ describe.skipIf("skipped" in postgres)("a server whose store goes down while req
       await writeEvents(response, textEvents(["Hi"], { usage: [3, 1] }));
     });
     cleanups.push(() => upstream.close());
-    const logged: { msg: string; failedSinceLastLine?: number; requestId?: string }[] = [];
-    const destination = new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        for (const line of chunk.toString().split("\n")) if (line !== "") logged.push(JSON.parse(line));
-        done();
-      },
-    });
-    const server = await startServer({
-      config: createTestConfig({
-        database: proxied.toString(),
-        models: [createUpstreamModelEntry("remote", upstream.baseUrl)],
-      }),
-      logger: { level: "info", destination },
-    });
-    cleanups.push(() => server.close().catch(() => {}));
-    const store = await openStore(schema.url);
-    cleanups.push(() => store.close());
-    const account = await createAccount(store, { name: "acme", balanceNano: 10n ** 12n });
-    const key = (await createKey(store, { role: "user", accountId: account.id })).key;
+    const { proxy, server, logged, store, account, key } = await startServerBehindProxy(schema.url, upstream);
 
     const requests = 6;
     const answers = Array.from({ length: requests }, () =>
