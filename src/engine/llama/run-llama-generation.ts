@@ -2,12 +2,12 @@ import type {
   ChatHistoryItem,
   LLamaChatGenerateResponseOptions,
   LlamaChatResponseChunk,
-  LlamaContextSequence,
   LlamaGrammar,
   Token,
 } from "node-llama-cpp";
 import { AppError } from "../../errors/app-error.ts";
 import type { ChatRequest, FinishPart, PartBatch, StreamPart, Usage } from "../engine.ts";
+import { countTokensAfterAbort } from "./count-tokens-after-abort.ts";
 import type { LeasePool } from "./create-lease-pool.ts";
 import { createPartChannel } from "./create-part-channel.ts";
 import { createPartMapper, type LlamaChatResult } from "./create-part-mapper.ts";
@@ -224,43 +224,6 @@ export async function* runLlamaGeneration(options: LlamaGenerationOptions): Asyn
     stopController.abort();
     await generation;
   }
-}
-
-/**
- * Counts the tokens that come out of `sequence.evaluate` after `signal` aborted, until `restore`.
- * LlamaChat samples with `evaluate` and checks its signal only once it has taken the sampled token
- * in, so the token that was being sampled when the client left is metered; the count is what must
- * not be charged. The wrapper is this sequence's own property (the class's method is untouched),
- * and passes LlamaChat's replacement tokens on.
- */
-function countTokensAfterAbort(
-  sequence: LlamaContextSequence,
-  signal: AbortSignal,
-): { readonly count: number; restore(): void } {
-  const evaluate = sequence.evaluate;
-  let count = 0;
-  sequence.evaluate = async function* (tokens, evaluateOptions) {
-    const iterator = evaluate.call(sequence, tokens, evaluateOptions);
-    let input: Token | Token[] | undefined;
-    try {
-      while (true) {
-        const result = await iterator.next(input);
-        if (result.done === true) return;
-        if (signal.aborted) count += 1;
-        input = (yield result.value) ?? undefined;
-      }
-    } finally {
-      await iterator.return();
-    }
-  };
-  return {
-    get count() {
-      return count;
-    },
-    restore: () => {
-      Reflect.deleteProperty(sequence, "evaluate");
-    },
-  };
 }
 
 /** How a generation ended, on either path. */

@@ -1,9 +1,10 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { getLlama, type Llama, LlamaContextSequence, type LlamaModel, type Token } from "node-llama-cpp";
+import { getLlama, type Llama, LlamaContextSequence, type LlamaModel } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ChatEngine, ModelStatus, StreamPart } from "../../../src/engine/engine.ts";
+import { countTokensAfterAbort } from "../../../src/engine/llama/count-tokens-after-abort.ts";
 import { createLlamaEngine } from "../../../src/engine/llama/create-llama-engine.ts";
 import { isAppError } from "../../../src/errors/app-error.ts";
 import { writeTestModel } from "../../../src/gguf/write-test-model.ts";
@@ -35,37 +36,6 @@ async function generateDirectly(
 ): Promise<{ text: string; tokens: number }> {
   await directSequence.clearHistory();
   return await generateGreedily(directSequence, tokenizer, prompt, maxTokens);
-}
-
-/**
- * Counts the tokens any sequence samples while `signal` is aborted, until `restore`: both of the
- * engine's paths (LlamaChat and the direct one) sample through `LlamaContextSequence.evaluate`.
- */
-function countTokensSampledWhileAborted(signal: AbortSignal): { readonly count: number; restore(): void } {
-  const evaluate = LlamaContextSequence.prototype.evaluate;
-  let count = 0;
-  LlamaContextSequence.prototype.evaluate = async function* (tokens, options) {
-    const iterator = evaluate.call(this, tokens, options);
-    let input: Token | Token[] | undefined;
-    try {
-      while (true) {
-        const result = await iterator.next(input);
-        if (result.done === true) return;
-        if (signal.aborted) count += 1;
-        input = (yield result.value) ?? undefined;
-      }
-    } finally {
-      await iterator.return();
-    }
-  };
-  return {
-    get count() {
-      return count;
-    },
-    restore: () => {
-      LlamaContextSequence.prototype.evaluate = evaluate;
-    },
-  };
 }
 
 const helloPrompt = "<|im_start|>user\nHello there<|im_end|>\n<|im_start|>assistant\n";
@@ -252,7 +222,7 @@ describe("llama engine: queue and abort", () => {
   it("ends an aborted generation at once with partial usage and reuses its sequence", async () => {
     const prepared = await endlessEngine.prepare(createTestRequest({ maxTokens: 400 }));
     const controller = new AbortController();
-    const sampledAfterAbort = countTokensSampledWhileAborted(controller.signal);
+    const sampledAfterAbort = countTokensAfterAbort(LlamaContextSequence.prototype, controller.signal);
     const parts: StreamPart[] = [];
     const afterAbort: StreamPart[] = [];
     try {
