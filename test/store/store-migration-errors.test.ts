@@ -8,6 +8,7 @@ import { DatabaseSync } from "node:sqlite";
 import { Client } from "pg";
 import { afterAll, describe, expect, it } from "vitest";
 import { openStore } from "../../src/store/open-store.ts";
+import { openPostgresStore } from "../../src/store/postgres/open-postgres-store.ts";
 import { createPostgresTestSchema, runStatements, testPostgresUrl } from "./postgres-test-database.ts";
 import { makeTemporaryDirectory, newDatabaseUrl } from "./temporary-directory.ts";
 
@@ -197,3 +198,73 @@ describe.skipIf("skipped" in postgres)("opening a PostgreSQL store whose schema 
     }
   });
 });
+
+describe.skipIf("skipped" in postgres)(
+  "migrating a PostgreSQL store that takes longer than a statement may",
+  () => {
+    // The store's statements time out after 300 ms here (30 s by default); migrations must not.
+    const QUERY_TIMEOUT_MS = 300;
+    const HOLD_MS = 1_500;
+
+    /** Holds what `statements` take on a session of its own for {@link HOLD_MS}, then lets go. */
+    async function holdFor(statements: string[]): Promise<{ released: Promise<void> }> {
+      const holder = new Client({ connectionString: testPostgresUrl() });
+      await holder.connect();
+      for (const statement of statements) await holder.query(statement);
+      const released = new Promise<void>((resolve) => setTimeout(resolve, HOLD_MS)).then(async () => {
+        await holder.end();
+      });
+      return { released };
+    }
+
+    it("waits for another replica's migration lock, however long it is held", async () => {
+      const schema = await createPostgresTestSchema();
+      if ("skipped" in schema) return;
+      try {
+        const lockKey = createHash("sha256")
+          .update(`tollgate.migrate:${schema.schema}`)
+          .digest()
+          .readBigInt64BE(0);
+        const { released } = await holdFor([`select pg_advisory_lock(${lockKey.toString()})`]);
+        const started = performance.now();
+        const store = await openPostgresStore(schema.url, { queryTimeoutMilliseconds: QUERY_TIMEOUT_MS });
+        // It waited for the holder (the schema was new: it had to migrate), then migrated.
+        expect(performance.now() - started).toBeGreaterThan(HOLD_MS - 100);
+        expect(await store.hasAccounts()).toBe(false);
+        await store.close();
+        await released;
+      } finally {
+        await schema.drop();
+      }
+    });
+
+    it("lets a migration statement run past the statement timeout", async () => {
+      const schema = await createPostgresTestSchema();
+      if ("skipped" in schema) return;
+      try {
+        await (await openStore(schema.url)).close();
+        await runStatements(testPostgresUrl(), [
+          `set search_path to ${schema.schema}`,
+          ...UNDO_LAST_MIGRATION,
+        ]);
+        // An open transaction that wrote to api_keys: the migration's index waits for it to end,
+        // as it would behind a big table's scan.
+        const { released } = await holdFor([
+          "begin",
+          `lock table ${schema.schema}.api_keys in row exclusive mode`,
+        ]);
+        const store = await openPostgresStore(schema.url, { queryTimeoutMilliseconds: QUERY_TIMEOUT_MS });
+        await store.close();
+        await released;
+        const reader = new Client({ connectionString: testPostgresUrl() });
+        await reader.connect();
+        const { rows } = await reader
+          .query(`select name from ${schema.schema}.kysely_migration where name = $1`, [LAST_MIGRATION])
+          .finally(() => reader.end());
+        expect(rows).toHaveLength(1);
+      } finally {
+        await schema.drop();
+      }
+    });
+  },
+);

@@ -60,10 +60,11 @@ export async function openPostgresStore(
   const queryTimeout = options.queryTimeoutMilliseconds ?? 30_000;
   const types = new TypeOverrides();
   types.setTypeParser(INT8_TYPE_ID, "text", (text: string) => BigInt(text));
+  const connectionTimeoutMillis = options.connectionTimeoutMilliseconds ?? 10_000;
   const pool = new Pool({
     connectionString: location.connectionString,
     max: options.poolSize ?? 10,
-    connectionTimeoutMillis: options.connectionTimeoutMilliseconds ?? 10_000,
+    connectionTimeoutMillis,
     statement_timeout: queryTimeout,
     query_timeout: queryTimeout + CLIENT_TIMEOUT_MARGIN_MS,
     idleTimeoutMillis: 30_000,
@@ -91,7 +92,22 @@ export async function openPostgresStore(
   });
 
   try {
-    await migrateExclusively(db, location.schema, options.upgrade ?? true);
+    await migrateExclusively(db, location.schema, {
+      upgrade: options.upgrade ?? true,
+      openMigrationConnection: () =>
+        new Kysely<Database>({
+          dialect: new PostgresStoreDialect({
+            pool: new Pool({
+              connectionString: location.connectionString,
+              max: 1,
+              connectionTimeoutMillis,
+              keepAlive: true,
+              fallback_application_name: "tollgate",
+              types,
+            }),
+          }),
+        }),
+    });
   } catch (error) {
     await db.destroy().catch(() => {
       // The reason the store did not open says more than a failure to close it.
@@ -128,36 +144,53 @@ export async function openPostgresStore(
  * tables.) A database already current takes no lock: a replica starting while another migrates
  * a different schema, or holds the lock for long, does not wait for it. Without `upgrade`, a
  * database an older Tollgate made is refused, not migrated.
+ *
+ * The migration runs on a connection of its own, without the pool's statement timeout: a
+ * migration that rewrites a table of tens of millions of usage rows takes minutes, and cut at
+ * the timeout it would roll back and be cut again at every start, leaving the server unable to
+ * start at all. Likewise a replica waits for the lock for as long as another migrates.
  */
 async function migrateExclusively(
   db: Kysely<Database>,
   schema: string | undefined,
-  upgrade: boolean,
+  options: { upgrade: boolean; openMigrationConnection: () => Kysely<Database> },
 ): Promise<void> {
-  await db.connection().execute(async (connection) => {
-    const target = schema ?? (await readCurrentSchema(connection));
+  const target = await db.connection().execute(async (connection) => {
+    const found = schema ?? (await readCurrentSchema(connection));
     // The migrations commit together (transactional DDL): this sees all of them or none.
-    const applied = await readAppliedMigrations(connection, target);
+    const applied = await readAppliedMigrations(connection, found);
     const state = compareSchema(applied);
-    if (state === "current") return;
-    if (state === "behind" && !upgrade) throw refuseOlderSchema(applied ?? []);
-    const lockKey = createHash("sha256").update(`tollgate.migrate:${target}`).digest().readBigInt64BE(0);
-    await sql`select pg_advisory_lock(${lockKey})`.execute(connection);
-    let failure: unknown;
-    try {
-      if (schema !== undefined) await createSchemaIfMissing(connection, schema);
-      await migrateToLatest(connection, { migrationTableSchema: target });
-    } catch (error) {
-      failure = error;
-    }
-    try {
-      await sql`select pg_advisory_unlock(${lockKey})`.execute(connection);
-    } catch (error) {
-      // A broken connection took the lock with it; the migration's own failure matters more.
-      failure ??= error;
-    }
-    if (failure !== undefined) throw failure;
+    if (state === "current") return undefined;
+    if (state === "behind" && !options.upgrade) throw refuseOlderSchema(applied ?? []);
+    return found;
   });
+  if (target === undefined) return;
+  const migrationDb = options.openMigrationConnection();
+  try {
+    await migrationDb.connection().execute(async (connection) => {
+      // Set on the connection, not left to the server's default: a role or database may have a
+      // statement timeout of its own.
+      await sql`set statement_timeout = 0`.execute(connection);
+      const lockKey = createHash("sha256").update(`tollgate.migrate:${target}`).digest().readBigInt64BE(0);
+      await sql`select pg_advisory_lock(${lockKey})`.execute(connection);
+      let failure: unknown;
+      try {
+        if (schema !== undefined) await createSchemaIfMissing(connection, schema);
+        await migrateToLatest(connection, { migrationTableSchema: target });
+      } catch (error) {
+        failure = error;
+      }
+      try {
+        await sql`select pg_advisory_unlock(${lockKey})`.execute(connection);
+      } catch (error) {
+        // A broken connection took the lock with it; the migration's own failure matters more.
+        failure ??= error;
+      }
+      if (failure !== undefined) throw failure;
+    });
+  } finally {
+    await migrationDb.destroy();
+  }
 }
 
 async function readCurrentSchema(connection: Kysely<Database>): Promise<string> {
