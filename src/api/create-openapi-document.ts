@@ -5,6 +5,7 @@ import {
   RATE_LIMIT_HEADERS,
   type ResponseHeaders,
 } from "./openapi-headers.ts";
+import { UpdateKeyBody } from "./routes/admin-key-update.ts";
 import {
   AccountsQuery,
   CreateAccountBody,
@@ -13,8 +14,7 @@ import {
   IdParams,
   KeysQuery,
   UsageQuery,
-} from "./routes/admin.ts";
-import { UpdateKeyBody } from "./routes/admin-key-update.ts";
+} from "./schemas/admin-request-schemas.ts";
 import {
   AdminAccountListSchema,
   AdminAccountSchema,

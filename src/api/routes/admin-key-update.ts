@@ -2,6 +2,7 @@ import { type Static, Type } from "@sinclair/typebox";
 import type { FastifyInstance } from "fastify";
 import { updateKey } from "../../admin/update-key.ts";
 import { AppError } from "../../errors/app-error.ts";
+import { IdParams } from "../schemas/admin-request-schemas.ts";
 import { Nullable } from "../schemas/schema-helpers.ts";
 import type { AdminRoutesOptions } from "./admin.ts";
 import {
@@ -42,8 +43,6 @@ export const UpdateKeyBody = Type.Object(
   { description: "The settings to change: a field left out keeps its value." },
 );
 
-const KeyIdParams = Type.Object({ id: Type.String() });
-
 /** The body's fields, as a message names them. */
 const FIELDS = Object.keys(UpdateKeyBody.properties).join(", ");
 
@@ -59,9 +58,9 @@ const FIELDS = Object.keys(UpdateKeyBody.properties).join(", ");
  */
 export function registerKeyUpdateRoute(admin: FastifyInstance, options: AdminRoutesOptions): void {
   const { store } = options;
-  admin.patch<{ Params: Static<typeof KeyIdParams>; Body: Static<typeof UpdateKeyBody> }>(
+  admin.patch<{ Params: Static<typeof IdParams>; Body: Static<typeof UpdateKeyBody> }>(
     "/admin/keys/:id",
-    { schema: { params: KeyIdParams, body: UpdateKeyBody } },
+    { schema: { params: IdParams, body: UpdateKeyBody } },
     async (request) => {
       const publicId = readKeyIdParam(request.params.id);
       const body = request.body;

@@ -7,7 +7,7 @@ import { suggestName } from "../../catalog/suggest-name.ts";
 import { AppError } from "../../errors/app-error.ts";
 import type { ApiKeyRecord } from "../../store/store.ts";
 
-/** What the admin routes (`admin.ts`, `admin-key-update.ts`) share: validation and rendering. */
+/** What the admin routes (`admin-*.ts`) share: validation and rendering. */
 
 /** The operator-facing field names that differ from the request fields. */
 const PARAM_OF_FIELD: Readonly<Record<string, string>> = { expires: "expires_at" };

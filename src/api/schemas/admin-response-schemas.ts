@@ -2,9 +2,10 @@ import { type TSchema, Type } from "@sinclair/typebox";
 import { Nullable, StringEnum } from "./schema-helpers.ts";
 
 /**
- * The admin API's response shapes, for `/openapi.json`: what `routes/admin.ts` answers (its
- * `renderKey`, `describeAccount`, `renderUsageRow` and `renderUsageGroup`). Amounts are decimal
- * strings in the account currency, never numbers; instants are ISO 8601 UTC.
+ * The admin API's response shapes, for `/openapi.json`: what the admin routes
+ * (`routes/admin-*.ts`) answer (`renderKey`, `describeAccount`, `renderUsageRow` and
+ * `renderUsageGroup`). Amounts are decimal strings in the account currency, never numbers;
+ * instants are ISO 8601 UTC.
  */
 
 const Amount = (description: string) =>
