@@ -3,7 +3,7 @@
  * parameters), checked at the edge for every engine: nesting, entries and the characters a
  * grammar would spell out.
  */
-import { maxSchemaEntries } from "../engine/llama/convert-json-schema-to-gbnf.ts";
+import { maxSchemaEntries } from "../engine/llama/schema-conversion-budget.ts";
 import { AppError } from "../errors/app-error.ts";
 import { cutText, cutTextKeepingEnd } from "../errors/cut-text.ts";
 

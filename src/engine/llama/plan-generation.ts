@@ -45,11 +45,8 @@ import { AppError } from "../../errors/app-error.ts";
 import type { ChatRequest, JsonSchema, ToolDefinition } from "../engine.ts";
 import { requireObjectParameters } from "../require-object-parameters.ts";
 import { convertChatHistory } from "./convert-chat-history.ts";
-import {
-  convertJsonSchemaToGbnf,
-  createToolsBudget,
-  type SharedBudget,
-} from "./convert-json-schema-to-gbnf.ts";
+import { convertJsonSchemaToGbnf } from "./convert-json-schema-to-gbnf.ts";
+import { createToolsBudget, type SharedBudget } from "./schema-conversion-budget.ts";
 
 /** How one request is generated; see the module comment. */
 export type GenerationPlan =
@@ -92,7 +89,7 @@ interface PlannedTool {
 export function planGeneration(request: ChatRequest): PlannedGeneration {
   const history = convertChatHistory(request.messages);
   // Every tool's schema is checked, used by this plan or not: an invalid one is an invalid request.
-  // The tools share one budget (convert-json-schema-to-gbnf.ts): each within its own, a request's
+  // The tools share one budget (schema-conversion-budget.ts): each within its own, a request's
   // 128 tools could still take long to convert.
   const budget = createToolsBudget();
   const tools = request.tools.map((definition, index) => planTool(definition, index, budget));

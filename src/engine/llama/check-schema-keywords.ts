@@ -1,0 +1,142 @@
+import { cutText } from "../../errors/cut-text.ts";
+import { isRecord, isSchema } from "./read-schema-types.ts";
+import type { SchemaConversion } from "./schema-conversion.ts";
+import { child, type Position } from "./schema-position.ts";
+
+/**
+ * The largest length or count enforced. llama.cpp's grammar parser refuses a repetition whose
+ * count times the symbols it repeats passes 2000 (`MAX_REPETITION_THRESHOLD`): a string's
+ * character repeats two, so `maxLength` 1001 was refused with a parse error (an array's items
+ * went to 1001).
+ */
+const maxGrammarRepetitions = 1000;
+
+const typeNames = new Set(["string", "number", "integer", "boolean", "null", "object", "array"]);
+
+/** Refuses the keywords the conversion reads when they cannot mean anything (see the module comment of convert-json-schema-to-gbnf.ts). */
+export function checkKeywords(
+  conversion: SchemaConversion,
+  schema: Record<string, unknown>,
+  at: Position,
+): void {
+  const { type } = schema;
+  if (type !== undefined) {
+    const names = Array.isArray(type) ? type : [type];
+    const unknown = names.find((name) => typeof name !== "string" || !typeNames.has(name));
+    if (names.length === 0 || unknown !== undefined) {
+      conversion.refuse(
+        at,
+        `'type' ${names.length === 0 ? "is an empty array" : `has ${describe(unknown)}`}, which is not a JSON Schema type (${[...typeNames].join(", ")}).`,
+      );
+    }
+    if (names.length > typeNames.size) {
+      conversion.refuse(at, "'type' names a type more than once: its names must be unique.");
+    }
+  }
+  if (Array.isArray(schema.required)) conversion.budget.spend(at, "steps", schema.required.length);
+  if (
+    "required" in schema &&
+    (!Array.isArray(schema.required) || !schema.required.every((name) => typeof name === "string"))
+  ) {
+    conversion.refuse(
+      at,
+      `'required' must be an array of property names (strings), not ${describe(schema.required)}.`,
+    );
+  }
+  for (const keyword of ["properties", "$defs", "definitions"]) {
+    if (keyword in schema && !isRecord(schema[keyword])) {
+      conversion.refuse(
+        at,
+        `'${keyword}' must be an object of schemas by name, not ${describe(schema[keyword])}.`,
+      );
+    }
+  }
+  for (const keyword of ["enum", "anyOf", "oneOf", "allOf"]) {
+    const value = schema[keyword];
+    if (keyword in schema && (!Array.isArray(value) || value.length === 0)) {
+      conversion.refuse(at, `'${keyword}' must be a non-empty array, not ${describe(value)}.`);
+    }
+  }
+  // `anyOf` and `oneOf` branches are checked as they are converted; `allOf` ones are merged.
+  const allOf: unknown[] = Array.isArray(schema.allOf) ? schema.allOf : [];
+  conversion.budget.spend(at, "steps", allOf.length);
+  const notSchema = allOf.findIndex((branch) => !isSchema(branch));
+  if (notSchema !== -1) {
+    conversion.refuse(
+      child(at, "allOf", String(notSchema)),
+      `a schema must be an object or a boolean, not ${describe(allOf[notSchema])}.`,
+    );
+  }
+  if ("prefixItems" in schema && !Array.isArray(schema.prefixItems)) {
+    conversion.refuse(at, `'prefixItems' must be an array of schemas, not ${describe(schema.prefixItems)}.`);
+  }
+  if ("items" in schema && !isSchema(schema.items) && !Array.isArray(schema.items)) {
+    conversion.refuse(
+      at,
+      `'items' must be a schema (an object or a boolean), not ${describe(schema.items)}.`,
+    );
+  }
+  if ("additionalProperties" in schema && !isSchema(schema.additionalProperties)) {
+    conversion.refuse(
+      at,
+      `'additionalProperties' must be a schema (an object or a boolean), not ${describe(schema.additionalProperties)}.`,
+    );
+  }
+  if ("$ref" in schema && typeof schema.$ref !== "string") {
+    conversion.refuse(at, `'$ref' must be a string, not ${describe(schema.$ref)}.`);
+  }
+}
+
+/**
+ * A count keyword (`minLength`, `maxItems`, ...), or `undefined` without one. Counts above
+ * {@link maxGrammarRepetitions} are refused: llama.cpp's grammar parser rejects such repetitions,
+ * so the schema could not be enforced.
+ */
+export function readBound(
+  conversion: SchemaConversion,
+  schema: Record<string, unknown>,
+  keyword: string,
+  at: Position,
+): number | undefined {
+  const count = readCount(schema[keyword]);
+  if (count === undefined && schema[keyword] !== undefined) {
+    conversion.refuse(
+      at,
+      `'${keyword}' is ${describe(schema[keyword])}; it must be a whole number, 0 or more.`,
+    );
+  }
+  if (count !== undefined && count > maxGrammarRepetitions && conversion.grammarLimits) {
+    conversion.refuse(
+      at,
+      `'${keyword}' is ${count}, above ${maxGrammarRepetitions}, the largest length or count the output grammar can enforce. Lower it to ${maxGrammarRepetitions} or less, or remove it.`,
+    );
+  }
+  return count;
+}
+
+/** Refuses a lower bound above its upper bound: no value meets the schema, and the grammar would emit one that breaks it. */
+export function checkRange(
+  conversion: SchemaConversion,
+  at: Position,
+  minimumKeyword: string,
+  minimum: number | undefined,
+  maximumKeyword: string,
+  maximum: number | undefined,
+): void {
+  if (minimum === undefined || maximum === undefined || minimum <= maximum) return;
+  conversion.refuse(
+    at,
+    `'${minimumKeyword}' (${minimum}) is greater than '${maximumKeyword}' (${maximum}), so no value can match. Make the minimum at most the maximum.`,
+  );
+}
+
+function readCount(value: unknown): number | undefined {
+  return Number.isInteger(value) && (value as number) >= 0 ? (value as number) : undefined;
+}
+
+/** A short description of a value for a message: its JSON, cut, or its kind. */
+export function describe(value: unknown): string {
+  const text = JSON.stringify(value);
+  if (text === undefined) return typeof value;
+  return text.length > 40 ? `${cutText(text, 40)}...` : text;
+}

@@ -1,0 +1,131 @@
+import type { GbnfJsonSchema } from "node-llama-cpp";
+import { checkRange, readBound } from "./check-schema-keywords.ts";
+import { isRecord } from "./read-schema-types.ts";
+import { anyValue, type SchemaConversion } from "./schema-conversion.ts";
+import { child, type Position } from "./schema-position.ts";
+
+const supportedStringFormats = new Set(["date-time", "time", "date"]);
+
+/** The schema of one of the types `schema` allows, with the keywords of that type. */
+export function convertTypedSchema(
+  conversion: SchemaConversion,
+  schema: Record<string, unknown>,
+  type: string,
+  at: Position,
+): GbnfJsonSchema {
+  switch (type) {
+    case "object":
+      return convertObject(conversion, schema, at);
+    case "array":
+      return convertArray(conversion, schema, at);
+    case "string": {
+      if (typeof schema.format === "string" && supportedStringFormats.has(schema.format)) {
+        return { type: "string", format: schema.format as "date-time" | "time" | "date" };
+      }
+      const minLength = readBound(conversion, schema, "minLength", at);
+      const maxLength = readBound(conversion, schema, "maxLength", at);
+      checkRange(conversion, at, "minLength", minLength, "maxLength", maxLength);
+      return {
+        type: "string",
+        ...(minLength === undefined ? {} : { minLength }),
+        ...(maxLength === undefined ? {} : { maxLength }),
+      };
+    }
+    case "number":
+    case "integer":
+    case "boolean":
+    case "null":
+      return { type };
+    default:
+      return anyValue;
+  }
+}
+
+function convertObject(
+  conversion: SchemaConversion,
+  schema: Record<string, unknown>,
+  at: Position,
+): GbnfJsonSchema {
+  const declared = isRecord(schema.properties) ? schema.properties : undefined;
+  const required = Array.isArray(schema.required)
+    ? schema.required.filter((name): name is string => typeof name === "string")
+    : [];
+  // Without a prototype: a property named `__proto__`, `constructor` or `toString` is a key
+  // like any other (on `{}` the first set the prototype and the others were found inherited).
+  const properties: Record<string, GbnfJsonSchema> = Object.create(null);
+  const entries = Object.entries(declared ?? {});
+  conversion.budget.spend(at, "entries", entries.length);
+  for (const [name, property] of entries) {
+    conversion.budget.spendCharacters(at, name);
+    properties[name] = conversion.convert(property, child(at, "properties", name));
+  }
+  // A required property that is not declared is written too: it counts as one.
+  for (const name of required) {
+    if (Object.hasOwn(properties, name)) continue;
+    if (declared !== undefined && schema.additionalProperties === false) {
+      conversion.refuse(
+        at,
+        `'required' names '${name}', which 'properties' does not declare while 'additionalProperties' is false, so no value can match.`,
+      );
+    }
+    conversion.budget.spend(at, "entries", 1);
+    conversion.budget.spendCharacters(at, name);
+    properties[name] = anyValue;
+  }
+  // Declared properties (even none, `properties: {}`) are what the client wants: only those.
+  if (declared !== undefined || Object.keys(properties).length > 0) return { type: "object", properties };
+
+  // No `properties` at all: a map whose values follow `additionalProperties` (any value by default).
+  const additional = schema.additionalProperties;
+  if (additional === false) return { type: "object", properties: {} };
+  const minProperties = readBound(conversion, schema, "minProperties", at);
+  const maxProperties = readBound(conversion, schema, "maxProperties", at);
+  checkRange(conversion, at, "minProperties", minProperties, "maxProperties", maxProperties);
+  return {
+    type: "object",
+    additionalProperties: isRecord(additional)
+      ? conversion.convert(additional, child(at, "additionalProperties"))
+      : true,
+    ...(minProperties === undefined ? {} : { minProperties }),
+    ...(maxProperties === undefined ? {} : { maxProperties }),
+  };
+}
+
+function convertArray(
+  conversion: SchemaConversion,
+  schema: Record<string, unknown>,
+  at: Position,
+): GbnfJsonSchema {
+  // Draft 2020-12 tuples use `prefixItems` (+ `items` for the rest); earlier drafts an `items` array.
+  const tupleKeyword = Array.isArray(schema.prefixItems)
+    ? "prefixItems"
+    : Array.isArray(schema.items)
+      ? "items"
+      : undefined;
+  const restKeyword = Array.isArray(schema.items) ? "additionalItems" : "items";
+  const rest = schema[restKeyword];
+  if (tupleKeyword !== undefined)
+    conversion.budget.reserve(at, "steps", (schema[tupleKeyword] as unknown[]).length);
+  const prefixItems =
+    tupleKeyword === undefined
+      ? undefined
+      : (schema[tupleKeyword] as unknown[]).map((item, index) =>
+          conversion.convert(item, child(at, tupleKeyword, String(index))),
+        );
+  const declaredMinItems = readBound(conversion, schema, "minItems", at);
+  const declaredMaxItems = readBound(conversion, schema, "maxItems", at);
+  checkRange(conversion, at, "minItems", declaredMinItems, "maxItems", declaredMaxItems);
+  const minItems = Math.max(declaredMinItems ?? 0, prefixItems?.length ?? 0);
+  let maxItems = declaredMaxItems;
+  if (rest === false && prefixItems !== undefined) maxItems = prefixItems.length;
+  if (maxItems !== undefined) maxItems = Math.max(maxItems, minItems);
+  return {
+    type: "array",
+    ...(prefixItems === undefined || prefixItems.length === 0 ? {} : { prefixItems }),
+    ...(rest === undefined || rest === true || rest === false
+      ? {}
+      : { items: conversion.convert(rest, child(at, restKeyword)) }),
+    ...(minItems === 0 ? {} : { minItems }),
+    ...(maxItems === undefined ? {} : { maxItems }),
+  };
+}

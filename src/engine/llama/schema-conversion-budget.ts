@@ -1,0 +1,131 @@
+import type { Position } from "./schema-position.ts";
+
+/**
+ * The most properties and `enum` values a schema may declare in all: OpenAI's structured outputs
+ * take 5000 properties. Building a local grammar is synchronous and grows with them (30,000
+ * properties held the event loop 2.3 s, 300,000 for half a minute), so a local model takes fewer.
+ */
+export const maxSchemaEntries = 5000;
+const maxGrammarEntries = 1000;
+/**
+ * The most steps (schemas converted, plus `required` names, `allOf` branches and merged
+ * properties read) a conversion may take: an `anyOf` branch is converted with its siblings, so a
+ * schema of a kilobyte that nests them took seconds (and exponentially longer with every level)
+ * without declaring many properties. Real schemas take a few per property.
+ */
+const maxSchemaSteps = 30_000;
+const maxGrammarSteps = 6000;
+/**
+ * The most characters of property names, constants and descriptions a conversion for a grammar
+ * may write out, repetitions included: the grammar, the key it is cached by and a tool's prompt
+ * (rendered and tokenized whole: 900,000 characters of descriptions held the event loop 0.6 s)
+ * spell each of them out. The edge bounds what a schema declares (120,000 characters of names
+ * and constants); this bounds descriptions, and what repeating all that in branches makes of it.
+ */
+const maxGrammarCharacters = 500_000;
+/**
+ * What the schemas of one request's tools may spend together (see {@link createToolsBudget}): four
+ * schemas' worth. Each schema within its own budget, 128 tools of 1000 properties each held the
+ * event loop 0.9 s before the request was refused for its length.
+ */
+const toolsBudgetSchemas = 4;
+
+/** What a conversion may spend, see {@link maxSchemaEntries}, {@link maxSchemaSteps}, {@link maxGrammarCharacters}. */
+interface Budget {
+  entries: number;
+  steps: number;
+  characters: number;
+}
+
+/** What several conversions (a request's tools) spend together, and may. */
+export interface SharedBudget {
+  readonly limits: Budget;
+  readonly spent: Budget;
+}
+
+/** The budget a request's tool schemas share, for grammars: {@link toolsBudgetSchemas} schemas' worth. */
+export function createToolsBudget(): SharedBudget {
+  return {
+    limits: {
+      entries: maxGrammarEntries * toolsBudgetSchemas,
+      steps: maxGrammarSteps * toolsBudgetSchemas,
+      characters: maxGrammarCharacters * toolsBudgetSchemas,
+    },
+    spent: { entries: 0, steps: 0, characters: 0 },
+  };
+}
+
+/** What one conversion spends (and what it shares, when it does), refusing the schema that needs more. */
+export class ConversionBudget {
+  readonly #grammarLimits: boolean;
+  readonly #limits: Budget;
+  /** What the conversion has spent so far. */
+  readonly #spent: Budget = { entries: 0, steps: 0, characters: 0 };
+  readonly #shared: SharedBudget | undefined;
+  readonly #refuse: (at: Position, problem: string) => never;
+
+  constructor(options: {
+    /** A grammar's limits, or the larger ones of a schema checked alone (see convertJsonSchemaToGbnf). */
+    grammarLimits: boolean;
+    shared: SharedBudget | undefined;
+    /** Throws the error that refuses the schema at `at`. */
+    refuse: (at: Position, problem: string) => never;
+  }) {
+    this.#grammarLimits = options.grammarLimits;
+    this.#shared = options.shared;
+    this.#refuse = options.refuse;
+    this.#limits = options.grammarLimits
+      ? { entries: maxGrammarEntries, steps: maxGrammarSteps, characters: maxGrammarCharacters }
+      : { entries: maxSchemaEntries, steps: maxSchemaSteps, characters: Number.POSITIVE_INFINITY };
+  }
+
+  spendCharacters(at: Position, text: string): void {
+    this.spend(at, "characters", text.length);
+  }
+
+  /** Spends `amount` more of `kind`, refusing a schema that needs more than its limit (see {@link Budget}). */
+  spend(at: Position, kind: keyof Budget, amount: number): void {
+    this.reserve(at, kind, amount);
+    this.#spent[kind] += amount;
+    if (this.#shared !== undefined) this.#shared.spent[kind] += amount;
+  }
+
+  /** Refuses now a schema that is sure to need more than its limit of `kind` (`amount` more), before working on it. */
+  reserve(at: Position, kind: keyof Budget, amount: number): void {
+    const limit = this.#limits[kind];
+    if (this.#spent[kind] + amount > limit)
+      this.#refuse(at, describeOverspending(kind, limit, this.#grammarLimits));
+    const shared = this.#shared;
+    if (shared !== undefined && shared.spent[kind] + amount > shared.limits[kind]) {
+      this.#refuse(at, describeSharedOverspending(kind, shared.limits[kind]));
+    }
+  }
+}
+
+/** Why a schema that needs more than `limit` of `kind` is refused, and what to change. */
+function describeOverspending(kind: keyof Budget, limit: number, grammarLimits: boolean): string {
+  const local = grammarLimits ? " (what a local model's output grammar takes)" : "";
+  switch (kind) {
+    case "entries":
+      return `the schema declares more than ${limit} properties and enum values in all${local}; undeclared required properties, the members of constants, and what anyOf or oneOf branches repeat of their siblings count too. Split it, or describe fewer of them.`;
+    case "steps":
+      return `the schema takes more than ${limit} steps to convert${local}: anyOf and oneOf branches repeat their siblings (properties, items, ...) once each, and required names and allOf branches count too. Move what the branches share into them, or simplify the schema.`;
+    case "characters":
+      return `the schema spells out more than ${limit} characters of property names, constants and descriptions${local}, counted again each time anyOf or oneOf branches repeat them. Shorten them, or simplify the schema.`;
+    default: {
+      const unreachable: never = kind;
+      throw new Error(`unknown budget ${String(unreachable)}`);
+    }
+  }
+}
+
+/** Why a request's tools that together need more than `limit` of `kind` are refused. */
+function describeSharedOverspending(kind: keyof Budget, limit: number): string {
+  const what =
+    kind === "entries"
+      ? `declare more than ${limit} properties and enum values`
+      : kind === "steps"
+        ? `take more than ${limit} steps to convert`
+        : `spell out more than ${limit} characters of property names, constants and descriptions`;
+  return `the request's tools together ${what} (what a local model's output grammars take for one request). Offer fewer tools, or smaller ones.`;
+}
