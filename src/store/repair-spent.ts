@@ -1,7 +1,7 @@
 import type { Kysely } from "kysely";
 import { MAX_BIGINT_COLUMN, readBigInt } from "./column-values.ts";
 import type { Database } from "./database.ts";
-import { exactSumOf, readExactSum } from "./kysely-billing.ts";
+import { exactSumOf, readExactSum } from "./exact-money-sum.ts";
 import type { AuditProblem, SpentRepair } from "./store.ts";
 
 /**

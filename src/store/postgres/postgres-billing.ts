@@ -2,7 +2,7 @@ import { CompiledQuery, type Insertable, type Kysely } from "kysely";
 import { capUsageCost, toReservationRow, toUsageRow } from "../billing-rows.ts";
 import { MAX_BIGINT_COLUMN, readBigInt } from "../column-values.ts";
 import type { Database, ReservationsTable, UsageTable } from "../database.ts";
-import { refuseBeyondAnyBalance } from "../kysely-billing.ts";
+import { refuseBeyondAnyBalance } from "../reserve-settle-shared.ts";
 import type { Reservation, ReserveResult, Store, UsageRecord } from "../store.ts";
 
 /**

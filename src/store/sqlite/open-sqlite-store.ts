@@ -3,7 +3,6 @@ import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Kysely, SqliteDialect, sql } from "kysely";
 import type { Database } from "../database.ts";
-import { readAccountBalance, readAccountMoney } from "../kysely-billing.ts";
 import { createKyselyStore, readAccountsWithMoney } from "../kysely-store.ts";
 import {
   compareSchema,
@@ -11,6 +10,7 @@ import {
   readAppliedMigrations,
   refuseOlderSchema,
 } from "../migrate-to-latest.ts";
+import { readAccountBalance, readAccountMoney } from "../read-account-money.ts";
 import type { AccountBalance, AccountPage, Store } from "../store.ts";
 import { claimSqliteFile } from "./claim-sqlite-file.ts";
 import { explainDatabaseFolderError, isSqliteBusy } from "./explain-sqlite-error.ts";

@@ -4,7 +4,7 @@ import { capUsageCost, toReservationRow, toUsageRow } from "../billing-rows.ts";
 import { MAX_BIGINT_COLUMN, readBigInt } from "../column-values.ts";
 import { createQueryTemplate, type TemplateParameter } from "../create-query-template.ts";
 import type { Database, UsageTable } from "../database.ts";
-import { capCharge, compileHotQueries, noAccountError } from "../kysely-billing.ts";
+import { capCharge, compileHotQueries, noAccountError } from "../reserve-settle-shared.ts";
 import type { Reservation, ReserveResult, UsageRecord } from "../store.ts";
 import { isSqliteUnavailable } from "./explain-sqlite-error.ts";
 import { type NodeSqliteDatabase, toSqlParameters } from "./node-sqlite-database.ts";
