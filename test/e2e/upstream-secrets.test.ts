@@ -25,7 +25,7 @@ const QUERY_SECRET = "qs-77d1e0";
 const SECRETS = [API_KEY, HEADER_SECRET, QUERY_SECRET];
 /** The part of the upstream's message that is no secret and must still reach the client. */
 const REASON = "may not use max_tokens above 100";
-/** The upstream error body read: 64 KiB (MAX_ERROR_BODY_LENGTH in start-upstream-attempt.ts). */
+/** The upstream error body read: 64 KiB (MAX_ERROR_BODY_LENGTH in read-upstream-body.ts). */
 const ERROR_BODY_LIMIT = 64 * 1024;
 
 let upstream: MockUpstream;

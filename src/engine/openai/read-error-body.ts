@@ -34,7 +34,7 @@ export interface ReadErrorBodyOptions {
   names?: readonly string[] | undefined;
 }
 
-/** Most of an error's text that is read (the bound of an error body, start-upstream-attempt.ts). */
+/** Most of an error's text that is read (the bound of an error body, read-upstream-body.ts). */
 const MAX_READ_LENGTH = 64 * 1024;
 
 /** Longest upstream message (or other field) passed on. */

@@ -3,7 +3,8 @@ import { AppError } from "../../errors/app-error.ts";
 import type { FinishPart, PartBatch } from "../engine.ts";
 import { computeRetryDelay } from "./compute-retry-delay.ts";
 import type { UpstreamEndpoint } from "./create-upstream-endpoint.ts";
-import { type AttemptContext, closingError, startUpstreamAttempt } from "./start-upstream-attempt.ts";
+import { closingError, startUpstreamAttempt } from "./start-upstream-attempt.ts";
+import type { AttemptContext } from "./upstream-attempt.ts";
 import type { UpstreamFailure } from "./upstream-failure.ts";
 
 /**

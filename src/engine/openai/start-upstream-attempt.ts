@@ -1,97 +1,38 @@
 import { AppError } from "../../errors/app-error.ts";
-import { cutText } from "../../errors/cut-text.ts";
-import type { EngineLogger } from "../create-engine.ts";
 import type { StreamPart, Usage } from "../engine.ts";
 import { convertCompletionToChunk } from "./convert-completion-to-chunk.ts";
-import { type ChunkMapper, createChunkMapper } from "./create-chunk-mapper.ts";
-import type { EndpointBalancer } from "./create-endpoint-balancer.ts";
+import { createChunkMapper } from "./create-chunk-mapper.ts";
 import { createSseParser, type ServerSentEvent } from "./create-sse-parser.ts";
-import type { StallKind, StallWatchdog } from "./create-stall-watchdog.ts";
 import type { UpstreamEndpoint } from "./create-upstream-endpoint.ts";
 import { describeTransportError, isProtocolFault } from "./describe-transport-error.ts";
-import { isFailureFinishReason, mapFinishReason } from "./map-finish-reason.ts";
+import {
+  compressedAnswerFailure,
+  describeNothing,
+  describeStall,
+  quoteHeader,
+} from "./describe-upstream-fault.ts";
+import { finishAnswer, midStreamError, usageSoFar } from "./finish-upstream-answer.ts";
+import { isFailureFinishReason } from "./map-finish-reason.ts";
 import { mapStreamError } from "./map-stream-error.ts";
-import { mapUpstreamStatus } from "./map-upstream-status.ts";
-import { parseRetryAfter } from "./parse-retry-after.ts";
 import { isJsonType, readContentEncoding, readMediaType } from "./read-content-headers.ts";
+import { mapErrorAnswer, readErrorText } from "./read-error-answer.ts";
 import { readErrorBody, type UpstreamErrorBody } from "./read-error-body.ts";
-import { dropCutSecret, redactUpstreamText } from "./redact-upstream-text.ts";
+import {
+  beginsAsJson,
+  isCutEvent,
+  keepUnparsed,
+  MAX_ANSWER_LENGTH,
+  MAX_ANSWER_TEXT,
+  readText,
+} from "./read-upstream-body.ts";
 import { startUpstreamCall, type UpstreamCall } from "./start-upstream-call.ts";
+import {
+  type AttemptBatch,
+  type AttemptContext,
+  AttemptStopped,
+  type UpstreamAttempt,
+} from "./upstream-attempt.ts";
 import { createEndpointFailure, createFinalFailure, type UpstreamFailure } from "./upstream-failure.ts";
-import type { UpstreamSettings } from "./upstream-settings.ts";
-
-/** What every attempt of one engine shares. */
-export interface AttemptContext {
-  /** The catalogue id, for messages and logs. */
-  modelId: string;
-  /**
-   * The upstream request body as JSON text for an endpoint, by what it takes: with or without
-   * `stream_options`, the completion bound as `max_tokens` or as `max_completion_tokens` (see
-   * {@link UpstreamEndpoint}). The same text on every attempt to endpoints that take the same.
-   */
-  body: (takes: { streamOptions: boolean; maxTokens: boolean }) => string;
-  /** Whether the body bounds the completion (as `max_tokens` where the endpoint takes it). */
-  boundsCompletion: boolean;
-  /** The estimated prompt tokens, used where the upstream reports none. */
-  promptTokens: number;
-  settings: UpstreamSettings;
-  /** The client's signal: aborting ends the attempt with a `finish` that counts what was generated. */
-  signal: AbortSignal;
-  /** The engine's: aborted when it closes. */
-  closeSignal: AbortSignal;
-  balancer: EndpointBalancer<UpstreamEndpoint>;
-  watchdog: StallWatchdog;
-  /** The engine's calls in flight, aborted when it closes. */
-  inFlight: Set<UpstreamCall>;
-  logger: EngineLogger;
-}
-
-/** The parts an attempt produced from what arrived, or why it produced nothing. */
-export type AttemptBatch =
-  | { kind: "parts"; parts: StreamPart[] /** The batch ends with `finish` or `error`. */; last: boolean }
-  | { kind: "failed"; failure: UpstreamFailure };
-
-/** One request on one endpoint, read batch by batch. */
-export interface UpstreamAttempt {
-  /**
-   * The parts made from the next data (at least one), or the failure while nothing was produced
-   * (the caller may retry). After a batch with `last`, the attempt is over and cleaned up.
-   */
-  next(): Promise<AttemptBatch>;
-  /** Stops an attempt whose reader gave up before its last batch. */
-  dispose(): void;
-  /** When it started, on the balancer's clock: a failure is reported with it. */
-  readonly startedAt: number;
-}
-
-/** Longest upstream error body read, in bytes of text: enough for any message, bounded against abuse. */
-const MAX_ERROR_BODY_LENGTH = 64 * 1024;
-/**
- * Longest answer read, in characters: a whole JSON answer (an upstream that ignored `stream`),
- * one SSE event, or the text and tool arguments of a streamed answer. Far above any completion;
- * an upstream that never ends its line, its event or its answer is cut here instead of being read
- * into memory until the process runs out.
- */
-export const MAX_ANSWER_LENGTH = 32 * 1024 * 1024;
-const MAX_ANSWER_TEXT = `${MAX_ANSWER_LENGTH / (1024 * 1024)} MiB`;
-
-/** Statuses about the endpoint's account, whose error body a log line quotes (see quoteBody). */
-const ACCOUNT_STATUSES = new Set([401, 402, 403, 404, 429]);
-
-/** The type and code of an upstream error, for a log line that quotes none of its text. */
-function describeErrorKind(body: UpstreamErrorBody): string | undefined {
-  const fields = [
-    body.type === undefined ? undefined : `type ${body.type}`,
-    body.code === undefined ? undefined : `code ${body.code}`,
-  ].filter((field) => field !== undefined);
-  return fields.length === 0 ? undefined : fields.join(", ");
-}
-
-/** Longest upstream error body quoted in a log line, in characters. */
-const MAX_LOGGED_BODY_LENGTH = 500;
-
-/** Longest upstream header value (a content type or encoding) repeated in a message. */
-const MAX_HEADER_LENGTH = 40;
 
 /** How long the rest of a body after `[DONE]` may take before its connection is dropped. */
 const DRAIN_AFTER_END_MS = 1_000;
@@ -101,9 +42,6 @@ const DRAIN_AFTER_END_MS = 1_000;
  * instead of the idle timeout (the usage is then estimated).
  */
 const FINISH_GRACE_MS = 1_000;
-
-/** Why a call was aborted: the client left, the engine closed, or the upstream stalled. */
-class AttemptStopped extends Error {}
 
 /**
  * Sends the request to `endpoint` and turns its SSE answer into parts: each event parsed as JSON
@@ -241,21 +179,6 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
     !mapper.calledTools &&
     mapper.rawFinishReason === undefined;
 
-  /** What an upstream that sent no answer before its body ended (or its `[DONE]`) did. */
-  const describeNothing = (): string => {
-    if (notCompletion) return "answered with JSON that is not a chat completion";
-    if (wholeAnswer)
-      return "answered with a chat completion that holds no answer (no content and no finish_reason)";
-    if (unexpectedType !== undefined && chunksRead === 0)
-      return `answered with ${quoteHeader(unexpectedType, endpoint)} instead of an event stream`;
-    const ended = done ? "ended the stream ([DONE])" : "closed the stream";
-    return chunksRead === 0
-      ? done
-        ? `${ended} without sending any chunk`
-        : `${ended} before sending anything`
-      : `${ended} after chunks that hold no answer (no content and no finish_reason)`;
-  };
-
   /** The last batch or the failure, once the body ended (`error` undefined) or broke. */
   const conclude = (parts: StreamPart[], error: unknown): AttemptBatch => {
     const hasParts = produced || parts.length > 0;
@@ -267,12 +190,12 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
     let final: StreamPart | undefined;
     let failure: UpstreamFailure | undefined;
     if (done && streamError === undefined && !answeredNothing(hasParts)) {
-      final = finish(mapper, parts, context.promptTokens);
+      final = finishAnswer(mapper, parts, context.promptTokens);
       reportSuccess();
     } else if (signal.aborted) {
       // A client that left after the model's finish reason (waiting for the usage) left a
       // finished answer: its reason stands, as on a local model.
-      final = finish(
+      final = finishAnswer(
         mapper,
         parts,
         context.promptTokens,
@@ -295,26 +218,26 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
     } else if (streamError !== undefined) {
       const said = streamError.message ?? streamError.unreadable;
       const summary = `sent an error${said === undefined ? "" : ` (${said})`}`;
-      if (hasParts) final = midStreamError(summary, parts);
+      if (hasParts) final = midStreamError(summary, parts, mapper, context, endpoint);
       else
         failure = mapStreamError({ body: streamError, summary, modelId, sentStreamOptions, sentMaxTokens });
     } else if (mapper.rawFinishReason !== undefined) {
       // Ended (or broke) after its finish reason, without [DONE]: the answer is complete; only
       // the usage chunk may be missing, and is then estimated.
-      final = finish(mapper, parts, context.promptTokens);
+      final = finishAnswer(mapper, parts, context.promptTokens);
       reportSuccess();
     } else {
       const summary =
         error === undefined
           ? hasParts
             ? "closed the stream before the answer was complete"
-            : describeNothing()
+            : describeNothing({ done, chunksRead, wholeAnswer, notCompletion, unexpectedType }, endpoint)
           : watch.stalled !== undefined
             ? describeStall(watch.stalled, settings)
             : describeTransportError(error);
       if (hasParts) {
         context.balancer.reportFailure(endpoint, { endpointFault: true, retryAfterMs: undefined, startedAt });
-        final = midStreamError(summary, parts);
+        final = midStreamError(summary, parts, mapper, context, endpoint);
       } else {
         // An answer that is not HTTP would come the same way again from that endpoint.
         const retrySameEndpoint = error === undefined || !isProtocolFault(error);
@@ -355,22 +278,6 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
     return { kind: "parts", parts: [...parts, { type: "error", error: internal, usage }], last: true };
   };
 
-  const midStreamError = (summary: string, parts: StreamPart[]): StreamPart => {
-    mapper.flush(parts);
-    context.logger.warn(
-      { model: modelId, endpoint: endpoint.label, failure: summary },
-      "upstream stream failed after it started",
-    );
-    return {
-      type: "error",
-      error: new AppError(
-        "upstream_unavailable",
-        `The upstream server of the model '${modelId}' ${summary}; the answer is incomplete. Please retry.`,
-      ),
-      usage: usageSoFar(mapper, context.promptTokens, false),
-    };
-  };
-
   return {
     startedAt,
     async next() {
@@ -393,26 +300,15 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
               current.drain(DRAIN_AFTER_END_MS);
             }
             finishUp();
-            const read = readErrorBody(body.text, endpoint.secrets, { cut: body.cut, names: endpoint.names });
-            const failure = mapUpstreamStatus({
-              status: response.statusCode,
-              body: read,
-              retryAfterMs: parseRetryAfter(response.headers),
+            const failure = mapErrorAnswer({
+              response,
+              body,
+              endpoint,
               modelId,
               sentStreamOptions,
               sentMaxTokens,
             });
-            // Quoted for the operator where the endpoint failed. A refusal of the request itself
-            // (400, 413, 422) is the client's to read, and its body may repeat the prompt
-            // (FastAPI's validation errors do), which no log line holds. Nor does a server error's
-            // body in full (a 500 may quote the prompt or the answer: "error parsing tool call:
-            // raw='...'"): its type and code tell the operator enough; the whole body only for
-            // the statuses about the endpoint's account (401, 402, 403, 404, 429).
-            if (!failure.fallback) return { kind: "failed", failure };
-            const upstreamBody = ACCOUNT_STATUSES.has(response.statusCode)
-              ? quoteBody(body, endpoint.secrets)
-              : describeErrorKind(read);
-            return { kind: "failed", failure: { ...failure, upstreamBody } };
+            return { kind: "failed", failure };
           }
           if (encoding !== undefined) {
             finishUp();
@@ -500,97 +396,9 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
   };
 }
 
-/**
- * The body's text so far with `text` added, while it may still be a bare JSON answer: to the
- * error body's bound whatever it holds, and past it only if it begins with `{` (then bounded with
- * the answers, in the caller). `undefined` once it is neither.
- */
-function keepUnparsed(unparsed: string, text: string): string | undefined {
-  const kept = unparsed + text;
-  if (kept.length <= MAX_ERROR_BODY_LENGTH) return kept;
-  // Looked at once, where it grows past the bound: what is kept after that began as JSON.
-  if (unparsed.length <= MAX_ERROR_BODY_LENGTH && !beginsAsJson(kept)) return undefined;
-  return kept;
-}
-
-/** Whether an event the body ended in is a piece of one: data that is neither JSON nor `[DONE]`. */
-function isCutEvent(event: ServerSentEvent): boolean {
-  if (event.event === "error" || event.data === "[DONE]") return false;
-  try {
-    JSON.parse(event.data);
-    return false;
-  } catch {
-    return true;
-  }
-}
-
-/** Whether a body begins as a JSON object does, after white space (a byte order mark included). */
-function beginsAsJson(text: string): boolean {
-  return text.trimStart().startsWith("{");
-}
-
-function finish(
-  mapper: ChunkMapper,
-  parts: StreamPart[],
-  promptTokens: number,
-  abortReason?: "abort",
-): StreamPart {
-  mapper.flush(parts);
-  // An answer the client left before its end is incomplete; any other that reaches here ended.
-  const usage = usageSoFar(mapper, promptTokens, abortReason === undefined);
-  if (abortReason !== undefined) return { type: "finish", reason: "stop", rawReason: abortReason, usage };
-  return {
-    type: "finish",
-    reason: mapFinishReason(mapper.rawFinishReason, { calledTools: mapper.calledTools }),
-    rawReason: mapper.rawFinishReason,
-    usage,
-  };
-}
-
-/**
- * The usage to charge. An answer that `ended` (its finish reason or `[DONE]` came) with a usage
- * report after its last output is charged as the upstream reported it, counts it left out
- * estimated. Any other (cut, failed, left by its client, or with output after its last report)
- * may have produced more than the upstream counted when it last reported: its completion is the
- * larger of the reported count and the estimate of what was produced. A prompt reported as 0, and
- * a completion reported as 0 after text, are placeholders (servers that send zeros on every chunk)
- * and estimated, even in a final report. `estimated` whenever an estimate is used.
- */
-function usageSoFar(mapper: ChunkMapper, promptTokens: number, ended: boolean): Usage {
-  const reported = mapper.reportedUsage;
-  const final = ended && mapper.usageCoversOutput;
-  // Zeros are placeholders wherever they come, the final report included (servers that never
-  // count send them on every chunk): no chat prompt has no token, and text that came has some.
-  const reportedPrompt = reported?.promptTokens === 0 ? undefined : reported?.promptTokens;
-  const reportedCompletion =
-    reported?.completionTokens === 0 && mapper.producedLength > 0 ? undefined : reported?.completionTokens;
-  // The common case, a final report of both counts, estimates nothing.
-  if (final && reportedPrompt !== undefined && reportedCompletion !== undefined && reported !== undefined)
-    return reported;
-  const producedTokens = mapper.estimateCompletionTokens();
-  const completionTokens =
-    reportedCompletion === undefined || (!final && producedTokens > reportedCompletion)
-      ? producedTokens
-      : reportedCompletion;
-  const usage: Usage = { promptTokens: reportedPrompt ?? promptTokens, completionTokens };
-  if (reportedPrompt === undefined || completionTokens !== reportedCompletion || reported?.estimated === true)
-    usage.estimated = true;
-  return usage;
-}
-
 /** What an upstream that broke the protocol sent, as {@link readEvent} reports an upstream's error. */
 function malformed(message: string): UpstreamErrorBody {
   return { message, type: undefined, code: undefined, param: undefined };
-}
-
-function describeStall(kind: StallKind, settings: UpstreamSettings): string {
-  return kind === "first-byte"
-    ? `did not answer within ${formatDuration(settings.firstByteTimeoutMs)}`
-    : `sent nothing for ${formatDuration(settings.idleTimeoutMs)}`;
-}
-
-function formatDuration(milliseconds: number): string {
-  return milliseconds < 1000 ? `${milliseconds} ms` : `${Math.round(milliseconds / 100) / 10} s`;
 }
 
 /** `model_unavailable`: the engine closed (shutdown or reload) while the request ran. */
@@ -600,70 +408,4 @@ export function closingError(modelId: string): AppError {
     `The model '${modelId}' was unloaded while the request ran (the server is shutting down or reloading). Please retry.`,
     { retryAfterSeconds: 1 },
   );
-}
-
-/** The error body, up to its bound; where cut there, without the start of a secret it may end in. */
-async function readErrorText(
-  call: UpstreamCall,
-  secrets: readonly string[],
-  onPiece: () => void,
-): Promise<{ text: string; cut: boolean }> {
-  const { text, cut } = await readText(call, MAX_ERROR_BODY_LENGTH, onPiece);
-  return { text: cut ? dropCutSecret(text, secrets) : text, cut };
-}
-
-/**
- * An error body as the operator's log line quotes it (see `upstreamBody` in upstream-failure.ts):
- * without the endpoint's secrets or what is shaped like a credential (redacted on the whole text,
- * then cut), on one line, at most {@link MAX_LOGGED_BODY_LENGTH} characters; `undefined` when empty.
- */
-function quoteBody(body: { text: string; cut: boolean }, secrets: readonly string[]): string | undefined {
-  const text = redactUpstreamText(body.text, secrets).replace(/\s+/g, " ").trim();
-  if (text === "") return undefined;
-  return text.length <= MAX_LOGGED_BODY_LENGTH && !body.cut
-    ? text
-    : `${cutText(text, MAX_LOGGED_BODY_LENGTH - 1)}…`;
-}
-
-/**
- * An upstream's header value as a message repeats it: without the endpoint's secrets and names,
- * then cut short (cut first, a secret could be cut and its start left).
- */
-function quoteHeader(value: string, endpoint: UpstreamEndpoint): string {
-  const redacted = redactUpstreamText(value, endpoint.secrets, endpoint.names);
-  return redacted.length <= MAX_HEADER_LENGTH ? redacted : `${redacted.slice(0, MAX_HEADER_LENGTH - 1)}…`;
-}
-
-/**
- * The body as text, up to `maxLength`: past that the call is aborted and the text cut there.
- * `onPiece` runs for each piece taken.
- */
-async function readText(
-  call: UpstreamCall,
-  maxLength: number,
-  onPiece: () => void,
-): Promise<{ text: string; cut: boolean }> {
-  let text = "";
-  for (let piece = await call.read(); piece !== undefined; piece = await call.read()) {
-    onPiece();
-    text += piece;
-    if (text.length > maxLength) {
-      call.abort(new AttemptStopped("body too long"));
-      return { text: text.slice(0, maxLength), cut: true };
-    }
-  }
-  return { text, cut: false };
-}
-
-/**
- * An answer compressed although Tollgate asked for `accept-encoding: identity` (a server or a
- * proxy that ignores it): it cannot be read. The endpoint is at fault and will answer the same
- * again, so other endpoints and the fallbacks are tried, not this one, and it rests.
- */
-function compressedAnswerFailure(modelId: string, encoding: string): UpstreamFailure {
-  return createEndpointFailure({
-    modelId,
-    summary: `answered with Content-Encoding ${encoding}, which Tollgate does not decode`,
-    retrySameEndpoint: false,
-  });
 }

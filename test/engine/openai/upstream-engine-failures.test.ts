@@ -2,7 +2,7 @@ import { once } from "node:events";
 import type { ServerResponse } from "node:http";
 import { afterEach, describe, expect, it } from "vitest";
 import type { ChatEngine, StreamPart } from "../../../src/engine/engine.ts";
-import { MAX_ANSWER_LENGTH } from "../../../src/engine/openai/start-upstream-attempt.ts";
+import { MAX_ANSWER_LENGTH } from "../../../src/engine/openai/read-upstream-body.ts";
 import { AppError } from "../../../src/errors/app-error.ts";
 import { findFreePort } from "../../support/free-port.ts";
 import {

@@ -1,0 +1,87 @@
+import { AppError } from "../../errors/app-error.ts";
+import type { StreamPart, Usage } from "../engine.ts";
+import type { ChunkMapper } from "./create-chunk-mapper.ts";
+import type { UpstreamEndpoint } from "./create-upstream-endpoint.ts";
+import { mapFinishReason } from "./map-finish-reason.ts";
+import type { AttemptContext } from "./upstream-attempt.ts";
+
+/**
+ * The `finish` part of an answer the mapper read: what it still holds flushed into `parts` first.
+ * `abortReason`: the client left before the answer's end.
+ */
+export function finishAnswer(
+  mapper: ChunkMapper,
+  parts: StreamPart[],
+  promptTokens: number,
+  abortReason?: "abort",
+): StreamPart {
+  mapper.flush(parts);
+  // An answer the client left before its end is incomplete; any other that reaches here ended.
+  const usage = usageSoFar(mapper, promptTokens, abortReason === undefined);
+  if (abortReason !== undefined) return { type: "finish", reason: "stop", rawReason: abortReason, usage };
+  return {
+    type: "finish",
+    reason: mapFinishReason(mapper.rawFinishReason, { calledTools: mapper.calledTools }),
+    rawReason: mapper.rawFinishReason,
+    usage,
+  };
+}
+
+/**
+ * The `error` part that ends an answer the upstream broke after it started (`summary`: how,
+ * completing "The upstream server of the model 'x' ..."): what the mapper still holds flushed into
+ * `parts` first, logged for the operator.
+ */
+export function midStreamError(
+  summary: string,
+  parts: StreamPart[],
+  mapper: ChunkMapper,
+  context: Pick<AttemptContext, "modelId" | "logger" | "promptTokens">,
+  endpoint: UpstreamEndpoint,
+): StreamPart {
+  const { modelId } = context;
+  mapper.flush(parts);
+  context.logger.warn(
+    { model: modelId, endpoint: endpoint.label, failure: summary },
+    "upstream stream failed after it started",
+  );
+  return {
+    type: "error",
+    error: new AppError(
+      "upstream_unavailable",
+      `The upstream server of the model '${modelId}' ${summary}; the answer is incomplete. Please retry.`,
+    ),
+    usage: usageSoFar(mapper, context.promptTokens, false),
+  };
+}
+
+/**
+ * The usage to charge. An answer that `ended` (its finish reason or `[DONE]` came) with a usage
+ * report after its last output is charged as the upstream reported it, counts it left out
+ * estimated. Any other (cut, failed, left by its client, or with output after its last report)
+ * may have produced more than the upstream counted when it last reported: its completion is the
+ * larger of the reported count and the estimate of what was produced. A prompt reported as 0, and
+ * a completion reported as 0 after text, are placeholders (servers that send zeros on every chunk)
+ * and estimated, even in a final report. `estimated` whenever an estimate is used.
+ */
+export function usageSoFar(mapper: ChunkMapper, promptTokens: number, ended: boolean): Usage {
+  const reported = mapper.reportedUsage;
+  const final = ended && mapper.usageCoversOutput;
+  // Zeros are placeholders wherever they come, the final report included (servers that never
+  // count send them on every chunk): no chat prompt has no token, and text that came has some.
+  const reportedPrompt = reported?.promptTokens === 0 ? undefined : reported?.promptTokens;
+  const reportedCompletion =
+    reported?.completionTokens === 0 && mapper.producedLength > 0 ? undefined : reported?.completionTokens;
+  // The common case, a final report of both counts, estimates nothing.
+  if (final && reportedPrompt !== undefined && reportedCompletion !== undefined && reported !== undefined)
+    return reported;
+  const producedTokens = mapper.estimateCompletionTokens();
+  const completionTokens =
+    reportedCompletion === undefined || (!final && producedTokens > reportedCompletion)
+      ? producedTokens
+      : reportedCompletion;
+  const usage: Usage = { promptTokens: reportedPrompt ?? promptTokens, completionTokens };
+  if (reportedPrompt === undefined || completionTokens !== reportedCompletion || reported?.estimated === true)
+    usage.estimated = true;
+  return usage;
+}

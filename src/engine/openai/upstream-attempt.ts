@@ -1,0 +1,55 @@
+import type { EngineLogger } from "../create-engine.ts";
+import type { StreamPart } from "../engine.ts";
+import type { EndpointBalancer } from "./create-endpoint-balancer.ts";
+import type { StallWatchdog } from "./create-stall-watchdog.ts";
+import type { UpstreamEndpoint } from "./create-upstream-endpoint.ts";
+import type { UpstreamCall } from "./start-upstream-call.ts";
+import type { UpstreamFailure } from "./upstream-failure.ts";
+import type { UpstreamSettings } from "./upstream-settings.ts";
+
+/** What every attempt of one engine shares. */
+export interface AttemptContext {
+  /** The catalogue id, for messages and logs. */
+  modelId: string;
+  /**
+   * The upstream request body as JSON text for an endpoint, by what it takes: with or without
+   * `stream_options`, the completion bound as `max_tokens` or as `max_completion_tokens` (see
+   * {@link UpstreamEndpoint}). The same text on every attempt to endpoints that take the same.
+   */
+  body: (takes: { streamOptions: boolean; maxTokens: boolean }) => string;
+  /** Whether the body bounds the completion (as `max_tokens` where the endpoint takes it). */
+  boundsCompletion: boolean;
+  /** The estimated prompt tokens, used where the upstream reports none. */
+  promptTokens: number;
+  settings: UpstreamSettings;
+  /** The client's signal: aborting ends the attempt with a `finish` that counts what was generated. */
+  signal: AbortSignal;
+  /** The engine's: aborted when it closes. */
+  closeSignal: AbortSignal;
+  balancer: EndpointBalancer<UpstreamEndpoint>;
+  watchdog: StallWatchdog;
+  /** The engine's calls in flight, aborted when it closes. */
+  inFlight: Set<UpstreamCall>;
+  logger: EngineLogger;
+}
+
+/** The parts an attempt produced from what arrived, or why it produced nothing. */
+export type AttemptBatch =
+  | { kind: "parts"; parts: StreamPart[] /** The batch ends with `finish` or `error`. */; last: boolean }
+  | { kind: "failed"; failure: UpstreamFailure };
+
+/** One request on one endpoint, read batch by batch. */
+export interface UpstreamAttempt {
+  /**
+   * The parts made from the next data (at least one), or the failure while nothing was produced
+   * (the caller may retry). After a batch with `last`, the attempt is over and cleaned up.
+   */
+  next(): Promise<AttemptBatch>;
+  /** Stops an attempt whose reader gave up before its last batch. */
+  dispose(): void;
+  /** When it started, on the balancer's clock: a failure is reported with it. */
+  readonly startedAt: number;
+}
+
+/** Why a call was aborted: the client left, the engine closed, or the upstream stalled. */
+export class AttemptStopped extends Error {}
