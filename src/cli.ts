@@ -135,6 +135,9 @@ async function serve(argv: string[], configFile: string | undefined): Promise<vo
   });
   const host = readHostOption(stringOption(values, "host"));
   const port = readPortOption(stringOption(values, "port"));
+  // A crash is a JSON line at level fatal, and stops the server once it runs (see the module).
+  const { exitOnCrash } = await import("./process/exit-on-crash.ts");
+  const crash = exitOnCrash();
   // SIGHUP re-reads the config this command would read at start (SPEC §11) and swaps in its
   // catalogue and prices. The handler goes in before anything else: without one, a SIGHUP ends
   // the process (its default action), and a start takes a second or more. One that comes while
@@ -198,9 +201,12 @@ async function serve(argv: string[], configFile: string | undefined): Promise<vo
     configFile,
     fixed: { hostFromCommandLine: host !== undefined, portFromCommandLine: port !== undefined },
   });
+  crash.serving(server.app.log, () => server.close());
+  const { exitAfterLog } = await import("./process/exit-after-log.ts");
   let closing = false;
   shutdown = (signal: string) => {
-    if (closing) {
+    // After a crash, whose stop already runs, a signal is a second one.
+    if (closing || crash.crashed) {
       // An operator who asks twice does not want to wait (Ctrl-C twice): out at once, as a crash
       // would end it. What already answered is charged; the requests still running are not, and
       // any reservation of theirs in the store is released at the next start.
@@ -208,15 +214,18 @@ async function serve(argv: string[], configFile: string | undefined): Promise<vo
         { signal },
         "second stop signal: exiting now, without the running requests' charges",
       );
-      process.exit(1);
+      exitAfterLog(server.app.log, 1);
+      return;
     }
     closing = true;
     server.app.log.info({ signal }, "shutting down");
+    // Each exit waits for the log's last lines, the drain's own ("shut down") included.
     server.shutdown().then(
-      () => process.exit(0),
+      // A crash during the drain has its exit code, whichever exit comes first.
+      () => exitAfterLog(server.app.log, crash.crashed ? 1 : 0),
       (error: unknown) => {
         server.app.log.error({ err: error }, "shutdown failed");
-        process.exit(1);
+        exitAfterLog(server.app.log, 1);
       },
     );
   };

@@ -397,11 +397,16 @@ async function startOnStore(
   const port = typeof address === "object" && address !== null ? address.port : config.server.port;
   let stopped: Promise<void> | undefined;
   async function drain(graceMs: number): Promise<void> {
+    const began = performance.now();
+    // For the drain's last line: what it had to wait for, and what it gave up waiting for.
+    const requestsRunning = inFlight.size;
+    let requestsCut = 0;
     inFlight.beginClosing();
     // Node reads it as each response ends; connections idle already are closed by `app.close()`.
     app.server.keepAliveTimeout = Math.min(app.server.keepAliveTimeout, DRAIN_KEEP_ALIVE_MS);
     let closeConnections: NodeJS.Timeout | undefined;
     const cut = setTimeout(() => {
+      requestsCut = inFlight.size;
       inFlight.abortAll();
       // The cut streams end with their error event at once; then no connection may hold the
       // shutdown open, such as one on which a client (a load balancer's pre-connect) never
@@ -426,6 +431,16 @@ async function startOnStore(
         await replicaClaim?.close();
       }
     }
+    // The line that says the drain is over (`shutting down` said it began), and how it went.
+    const summary = {
+      ms: Math.round(performance.now() - began),
+      graceMs,
+      requestsRunning,
+      requestsCut,
+      ...(unrecordedCharges > 0 ? { unrecordedCharges } : {}),
+    };
+    if (unrecordedCharges > 0) logger.warn(summary, "shut down; some charges were not recorded");
+    else logger.info(summary, "shut down");
     // Stopped all the same, but not cleanly: a supervisor sees a failure, not exit code 0.
     if (unrecordedCharges > 0) {
       throw new Error(

@@ -342,7 +342,12 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
     // Draining: no next request on this connection, whatever failed (a request cut while it
     // waited for its model, refused before it began).
     else if (inFlight.closing) reply.header("connection", "close");
-    if (appError.code === "internal_error") request.log.error({ err: error }, "request failed");
+    // A fault thrown as it was (a bug anywhere in handling the request) is logged here, with its
+    // stack and the request id. An `internal_error` that code built itself is not: its maker (an
+    // engine that failed while generating) logged it already, with the request id and more (the
+    // model, the endpoint), and logging it again repeated the same stack as its cause.
+    if (appError.code === "internal_error" && appError !== error)
+      request.log.error({ err: error }, "request failed");
     else if (appError.code === "store_unavailable")
       logStoreOutage((skipped) =>
         request.log.warn(

@@ -27,6 +27,8 @@ export const errorCatalog = {
   model_unavailable: { status: 503, type: "server_error", retryable: true },
   store_unavailable: { status: 503, type: "server_error", retryable: true },
   server_overloaded: { status: 503, type: "server_error", retryable: true },
+  // Code that builds an `internal_error` logs the fault itself first (with its stack, the request
+  // id and what only it knows): the edge logs only faults thrown as they were (build-app.ts).
   internal_error: { status: 500, type: "server_error", retryable: true },
 } as const satisfies Record<string, { status: number; type: string; retryable: boolean }>;
 

@@ -1,0 +1,139 @@
+/**
+ * The line that ends a shutdown's drain ("shut down"): how long it took, how many requests were
+ * running when it began and how many it had to cut at the grace deadline. `shutting down` said
+ * that a drain began, and nothing said that it ended. Read on a real `tollgate serve` process
+ * (the line is out before the process exits) and on a real server with requests held.
+ */
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Writable } from "node:stream";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { startServer } from "../../src/server.ts";
+import { type MockHandler, startMockUpstream, streamText } from "../engine/openai/mock-upstream.ts";
+import { createTestConfig, createUpstreamModelEntry } from "../support/test-server.ts";
+
+const cli = join(import.meta.dirname, "../../src/cli.ts");
+const folder = mkdtempSync(join(tmpdir(), "tollgate-shutdown-log-"));
+afterAll(() => rmSync(folder, { recursive: true, force: true }));
+
+const cleanups: (() => unknown)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+interface LogLine {
+  level: number;
+  msg: string;
+  ms?: number;
+  graceMs?: number;
+  requestsRunning?: number;
+  requestsCut?: number;
+  unrecordedCharges?: number;
+}
+
+function parseLines(text: string): LogLine[] {
+  return text
+    .split("\n")
+    .filter((line) => line.startsWith("{"))
+    .map((line) => JSON.parse(line) as LogLine);
+}
+
+describe("the end of a shutdown's drain", () => {
+  it("tollgate serve: SIGTERM ends with a 'shut down' line, written before the exit", async () => {
+    const workdir = mkdtempSync(join(folder, "cli-"));
+    const configFile = join(workdir, "tollgate.yaml");
+    writeFileSync(
+      configFile,
+      "server: { host: 127.0.0.1, port: 0 }\ndatabase: sqlite:./tollgate.db\nmodels: []\n",
+    );
+    const env: NodeJS.ProcessEnv = { ...process.env };
+    for (const variable of ["TOLLGATE_CONFIG", "TOLLGATE_DATABASE_URL", "TOLLGATE_ADMIN_KEY", "PORT", "HOST"])
+      delete env[variable];
+    const child = spawn(process.execPath, [cli, "serve", "--config", configFile], {
+      stdio: ["ignore", "pipe", "pipe"],
+      env,
+      cwd: workdir,
+    });
+    cleanups.push(() => {
+      child.kill("SIGKILL");
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (data: Buffer) => {
+      stdout += data.toString();
+    });
+    child.stderr.on("data", (data: Buffer) => {
+      stderr += data.toString();
+    });
+    const exited = once(child, "exit") as Promise<[number | null, string | null]>;
+    while (!stdout.includes("listening on")) {
+      if (child.exitCode !== null) throw new Error(stdout + stderr);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    child.kill("SIGTERM");
+    const [code, killedBy] = await exited;
+    expect({ code, killedBy }, stdout + stderr).toEqual({ code: 0, killedBy: null });
+    const lines = parseLines(stdout);
+    const last = lines.at(-1);
+    expect(last, stdout).toMatchObject({
+      level: 30,
+      msg: "shut down",
+      graceMs: 8_000,
+      requestsRunning: 0,
+      requestsCut: 0,
+    });
+    expect(Number.isInteger(last?.ms)).toBe(true);
+    expect(last).not.toHaveProperty("unrecordedCharges");
+    expect(lines.findIndex((line) => line.msg === "shutting down")).toBe(lines.length - 2);
+  });
+
+  it.each([
+    { name: "a request that ends within the grace", graceMs: 60_000, requestsCut: 0 },
+    { name: "a request cut at the grace deadline", graceMs: 200, requestsCut: 1 },
+  ])("counts $name", async ({ graceMs, requestsCut }) => {
+    // The upstream answers once the test lets it: after the shutdown began, or never.
+    const answer = Promise.withResolvers<void>();
+    const held: MockHandler = async (request, response) => {
+      await answer.promise;
+      await streamText(["Hello"])(request, response);
+    };
+    const upstream = await startMockUpstream(held);
+    cleanups.push(() => upstream.close());
+    const workdir = mkdtempSync(join(folder, "server-"));
+    const logged: LogLine[] = [];
+    const destination = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        logged.push(...parseLines(chunk.toString()));
+        done();
+      },
+    });
+    const server = await startServer({
+      config: createTestConfig({
+        database: `sqlite:${join(workdir, "tollgate.db")}`,
+        models: [createUpstreamModelEntry("remote", upstream.baseUrl)],
+      }),
+      logger: { level: "info", destination },
+    });
+    cleanups.push(() => server.close());
+    const pending = fetch(`${server.baseUrl}/chat/completions`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${server.createdKeys.starterKey ?? ""}`,
+        "content-type": "application/json",
+      },
+      body: JSON.stringify({ model: "remote", messages: [{ role: "user", content: "Hi" }] }),
+    }).then((response) => response.text());
+    while (upstream.requests.length === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+    const stopped = server.shutdown({ graceMs });
+    if (requestsCut === 0) answer.resolve();
+    await stopped;
+    await pending;
+    expect(logged.filter((line) => line.msg === "shut down")).toEqual([
+      expect.objectContaining({ level: 30, graceMs, requestsRunning: 1, requestsCut }),
+    ]);
+    answer.resolve();
+  });
+});
