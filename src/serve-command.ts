@@ -1,0 +1,208 @@
+import { CliError, type OutputSink } from "./admin/cli-error.ts";
+import {
+  listUnappliedConfigChanges,
+  type UnappliedConfigChangesOptions,
+} from "./admin/list-unapplied-config-changes.ts";
+import {
+  isHelpRequested,
+  parseCommandArguments,
+  readWholeNumber,
+  stringOption,
+} from "./admin/parse-command-arguments.ts";
+import { quoteForShell } from "./admin/quote-for-shell.ts";
+import { formatAmount } from "./billing/money.ts";
+import type { Config } from "./catalog/catalog.ts";
+import { loadConfig } from "./catalog/load-config.ts";
+import type { RunningServer } from "./server.ts";
+
+// The HTTP server and the process handlers are imported when the command runs: the CLI loads
+// this module for `serve` only, and `--help` or an option refused here loads none of them.
+
+const SERVE_USAGE = "tollgate serve [--config FILE] [--host H] [--port N]";
+
+/**
+ * `tollgate serve`: starts the API server with the config `configFile` names (else the default
+ * one) and prints the keys a first start created; SIGHUP reloads the config, SIGTERM or SIGINT
+ * shuts the server down.
+ */
+export async function runServeCommand(
+  argv: readonly string[],
+  configFile: string | undefined,
+  out: OutputSink,
+): Promise<void> {
+  if (isHelpRequested(argv)) {
+    out.write(`Usage: ${SERVE_USAGE}`);
+    return;
+  }
+  const { values } = parseCommandArguments(argv, {
+    options: { host: { type: "string" }, port: { type: "string" } },
+    positionals: 0,
+    usage: SERVE_USAGE,
+  });
+  const host = readHostOption(stringOption(values, "host"));
+  const port = readPortOption(stringOption(values, "port"));
+  // A crash is a JSON line at level fatal, and stops the server once it runs (see the module).
+  const { exitOnCrash } = await import("./process/exit-on-crash.ts");
+  const crash = exitOnCrash();
+  // SIGHUP re-reads the config this command would read at start (SPEC §11) and swaps in its
+  // catalogue and prices. The handler goes in before anything else: without one, a SIGHUP ends
+  // the process (its default action), and a start takes a second or more. One that comes while
+  // the server starts is done once it has started.
+  let reload: (() => void) | undefined;
+  let reloadWhenStarted = false;
+  process.on("SIGHUP", () => {
+    if (reload === undefined) reloadWhenStarted = true;
+    else reload();
+  });
+  // SIGTERM and SIGINT likewise: one that comes while the server starts (its store claimed, its
+  // port not yet open) would end the process at once with 143; it shuts down once started.
+  let shutdown: ((signal: string) => void) | undefined;
+  let signalWhileStarting: string | undefined;
+  for (const signal of ["SIGTERM", "SIGINT"] as const) {
+    process.on(signal, () => {
+      if (shutdown === undefined) signalWhileStarting ??= signal;
+      else shutdown(signal);
+    });
+  }
+  const config = await loadConfig({ file: configFile });
+  const { STARTER_BALANCE_NANO, startServer } = await import("./server.ts");
+  const server = await startServer({
+    config,
+    ...(host === undefined ? {} : { host }),
+    ...(port === undefined ? {} : { port }),
+  });
+  const { adminKey, starterKey } = server.createdKeys;
+  if (starterKey !== undefined || adminKey !== undefined) {
+    const model = config.models.find((entry) => entry.kind === "chat")?.id ?? "MODEL";
+    out.write("");
+    out.write(
+      starterKey === undefined
+        ? "Created an admin key (the store had none that works). It is shown once; keep it safe."
+        : "First start: created these keys. They are shown once; keep them safe.",
+    );
+    if (adminKey !== undefined) out.write(`  admin key:   ${adminKey}`);
+    if (starterKey !== undefined) {
+      out.write(
+        `  starter key: ${starterKey}   (account "starter", balance ${formatAmount(STARTER_BALANCE_NANO)})`,
+      );
+      out.write("");
+      out.write("Try it:");
+      out.write(
+        // Any model id pastes as it is: the body is JSON, quoted for the shell.
+        `  curl ${server.baseUrl}/chat/completions -H "Authorization: Bearer ${starterKey}" -H "Content-Type: application/json" -d ${quoteForShell(JSON.stringify({ model, messages: [{ role: "user", content: "Hello!" }] }))}`,
+      );
+    }
+    out.write("");
+  }
+  out.write(`Tollgate listening on ${server.baseUrl}`);
+  for (const replaced of config.replacedByEnvironment ?? []) {
+    server.app.log.warn({ config: config.source }, `${replaced} in the config file (the environment wins)`);
+  }
+  for (const unset of config.unsetKeys ?? []) {
+    server.app.log.warn({ config: config.source }, unset);
+  }
+  reload = createReloader({
+    server,
+    running: config,
+    configFile,
+    fixed: { hostFromCommandLine: host !== undefined, portFromCommandLine: port !== undefined },
+  });
+  crash.serving(server.app.log, () => server.close());
+  const { exitAfterLog } = await import("./process/exit-after-log.ts");
+  let closing = false;
+  shutdown = (signal: string) => {
+    // After a crash, whose stop already runs, a signal is a second one.
+    if (closing || crash.crashed) {
+      // An operator who asks twice does not want to wait (Ctrl-C twice): out at once, as a crash
+      // would end it. What already answered is charged; the requests still running are not, and
+      // any reservation of theirs in the store is released at the next start.
+      server.app.log.warn(
+        { signal },
+        "second stop signal: exiting now, without the running requests' charges",
+      );
+      exitAfterLog(server.app.log, 1);
+      return;
+    }
+    closing = true;
+    server.app.log.info({ signal }, "shutting down");
+    // Each exit waits for the log's last lines, the drain's own ("shut down") included.
+    server.shutdown().then(
+      // A crash during the drain has its exit code, whichever exit comes first.
+      () => exitAfterLog(server.app.log, crash.crashed ? 1 : 0),
+      (error: unknown) => {
+        server.app.log.error({ err: error }, "shutdown failed");
+        exitAfterLog(server.app.log, 1);
+      },
+    );
+  };
+  if (signalWhileStarting !== undefined) shutdown(signalWhileStarting);
+  else if (reloadWhenStarted) reload();
+}
+
+/** `--host`: an address or host name as it is; empty or padded text names no host to listen on. */
+function readHostOption(text: string | undefined): string | undefined {
+  if (text === undefined) return undefined;
+  if (text === "" || text.trim() !== text) {
+    throw new CliError(
+      `--host must be an address or host name such as 127.0.0.1 or 0.0.0.0 (got ${JSON.stringify(text)})`,
+    );
+  }
+  return text;
+}
+
+/** `--port`: digits only, as the PORT variable takes it (no "", " 80", 0x50 or 8e3). */
+function readPortOption(text: string | undefined): number | undefined {
+  if (text === undefined) return undefined;
+  const port = readWholeNumber(text, 65_535);
+  if (port === undefined) {
+    throw new CliError(`--port must be an integer from 0 to 65535 (got ${JSON.stringify(text)})`);
+  }
+  return port;
+}
+
+/**
+ * What a SIGHUP runs once the server has started: re-reads the config and swaps in its catalogue
+ * (a config with errors is reported and the running one kept), then warns about every setting
+ * the reload does not apply. Reloads run one after another, so the last signal's config wins.
+ *
+ * A config file that names no models (empty, or without `models:`) stands for the built-in
+ * catalogue at start, but a reload that finds one while the running catalogue is the file's own
+ * keeps the running catalogue: such a file is almost always one being written in place (an
+ * editor, `>` in a shell) when the signal came, and swapping in the built-in catalogue would
+ * answer 404 for every configured model. The operator who wants the built-in catalogue back
+ * restarts, or removes the file (no file at all is the built-in default, SPEC §11).
+ */
+function createReloader(options: {
+  server: RunningServer;
+  /** The config the server started with: what it still runs with, but for the catalogue. */
+  running: Config;
+  configFile: string | undefined;
+  fixed: UnappliedConfigChangesOptions;
+}): () => void {
+  const { server } = options;
+  let previous = Promise.resolve();
+  /** Whether the catalogue running now is the built-in one. */
+  let runningBuiltIn = options.running.builtInCatalog === true;
+  const reloadOnce = async () => {
+    try {
+      const next = await loadConfig({ file: options.configFile });
+      if (next.builtInCatalog === true && next.source !== undefined && !runningBuiltIn) {
+        server.app.log.error(
+          { config: next.source },
+          "the config file names no models (empty, or being written?); keeping the running catalogue",
+        );
+        return;
+      }
+      await server.reload(next);
+      runningBuiltIn = next.builtInCatalog === true;
+      for (const setting of listUnappliedConfigChanges(options.running, next, options.fixed)) {
+        server.app.log.warn({ setting }, `${setting} changed in the config; restart the server to apply it`);
+      }
+    } catch (error) {
+      server.app.log.error({ err: error }, "reloading the config failed; keeping the running one");
+    }
+  };
+  return () => {
+    previous = previous.then(reloadOnce);
+  };
+}
