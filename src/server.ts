@@ -8,6 +8,7 @@ import { InFlightRequests } from "./api/in-flight-requests.ts";
 import { registerAdminRoutes } from "./api/routes/admin.ts";
 import { throttleLog } from "./api/throttle-log.ts";
 import { createAuthenticator } from "./auth/authenticator.ts";
+import { ChargeJournal, recordOwedCharges } from "./billing/charge-journal.ts";
 import { keepLeases } from "./billing/keep-leases.ts";
 import { LeaseClock } from "./billing/lease-clock.ts";
 import { formatAmount } from "./billing/money.ts";
@@ -20,7 +21,7 @@ import { serializeLogError } from "./errors/serialize-log-error.ts";
 import { KeyLimits } from "./limits/key-limits.ts";
 import { closeWhenIdle } from "./models/close-when-idle.ts";
 import { ModelRegistry } from "./models/model-registry.ts";
-import { claimReplicaId, openStore } from "./store/open-store.ts";
+import { chargeJournalPath, claimReplicaId, openStore } from "./store/open-store.ts";
 import type { Store } from "./store/store.ts";
 
 /** The starter account's opening credit on first start, so the printed curl line works. */
@@ -256,6 +257,11 @@ async function startOnStore(
   // replica's own now. Those whose lease expired go with the first sweep (keep-leases.ts), not
   // at once: a replica starting just after a database outage would find the live reservations
   // of replicas that could not renew them yet expired too (SPEC §11: never another's live ones).
+  // Charges a previous run owed when it ended (the store did not take them): recorded first, so
+  // that a reservation row of theirs gives its money back as they are charged.
+  const journalPath = chargeJournalPath(config.database);
+  const journal = journalPath === undefined ? undefined : new ChargeJournal(journalPath);
+  const owedAtStart = journal === undefined ? undefined : await recordOwedCharges(store, journal, new Date());
   const released = await store.releaseReservations({
     replicaId: config.database.startsWith("sqlite:") ? "*" : replicaId,
   });
@@ -290,10 +296,20 @@ async function startOnStore(
     registry.list().flatMap((entry) => (entry.engine === undefined ? [] : [entry.engine])),
   );
   if (released > 0) logger.warn({ released }, "released reservations left by the previous run");
+  if (owedAtStart !== undefined && owedAtStart.recorded + owedAtStart.owed.length > 0) {
+    logger.warn(
+      { recorded: owedAtStart.recorded, stillOwed: owedAtStart.owed.length, journal: journalPath },
+      "recorded the charges the previous run owed",
+    );
+  }
   const inFlight = new InFlightRequests();
   const metrics = createServerMetrics(registry, inFlight);
-  /** Charges given up at shutdown (the store never took them): the shutdown then fails. */
+  /**
+   * Charges the store had not taken at shutdown: lost (logged with their usage, to be recorded by
+   * hand), or kept in the journal for the next start. Either way the shutdown then fails.
+   */
   let unrecordedCharges = 0;
+  let keptCharges = 0;
   // Leases are written and judged on the store's clock, which replicas share (lease-clock.ts).
   const leaseClock = new LeaseClock();
   await leaseClock.sync(() => store.readClock());
@@ -305,7 +321,13 @@ async function startOnStore(
     limits: keyLimits,
     replicaId,
     leaseNow: () => leaseClock.now(),
-    onSettleError: (error, requestId, { retrying, usage }) => {
+    journal,
+    onJournalError: (error, requestId) =>
+      logger.error(
+        { err: error, requestId, journal: journalPath },
+        "could not keep a charge the store did not take in the journal: it waits in memory only",
+      ),
+    onSettleError: (error, requestId, { retrying, usage, journaled }) => {
       if (retrying) {
         logSettleRetry((skipped) =>
           logger.warn(
@@ -315,11 +337,15 @@ async function startOnStore(
         );
         return;
       }
-      // Given up at shutdown: everything needed to record the charge by hand.
-      unrecordedCharges++;
+      // Given up at shutdown: kept in the journal for the next start, or else everything needed
+      // to record the charge by hand.
+      if (journaled) keptCharges++;
+      else unrecordedCharges++;
       logger.error(
         { err: error, requestId, usage: { ...usage, costNano: String(usage.costNano) } },
-        "settling a request failed; its charge was not recorded",
+        journaled
+          ? "settling a request failed; its charge is kept in the journal, and the next start records it"
+          : "settling a request failed; its charge was not recorded",
       );
     },
     onSettleRecovered: (requestId, attempts, { model, chargedNano }) => {
@@ -331,6 +357,8 @@ async function startOnStore(
       );
     },
   });
+  // What the store did not take at this start is retried with the charges this run comes to owe.
+  admission.retryOwed(owedAtStart?.owed ?? []);
   const leases = keepLeases({
     store,
     replicaId,
@@ -438,13 +466,21 @@ async function startOnStore(
       requestsRunning,
       requestsCut,
       ...(unrecordedCharges > 0 ? { unrecordedCharges } : {}),
+      ...(keptCharges > 0 ? { keptCharges } : {}),
     };
-    if (unrecordedCharges > 0) logger.warn(summary, "shut down; some charges were not recorded");
+    if (unrecordedCharges + keptCharges > 0)
+      logger.warn(summary, "shut down; some charges were not recorded");
     else logger.info(summary, "shut down");
     // Stopped all the same, but not cleanly: a supervisor sees a failure, not exit code 0.
+    const charges = (count: number) => `${count} ${count === 1 ? "charge" : "charges"}`;
     if (unrecordedCharges > 0) {
       throw new Error(
-        `${unrecordedCharges} ${unrecordedCharges === 1 ? "charge was" : "charges were"} not recorded: the store did not take ${unrecordedCharges === 1 ? "it" : "them"} before the shutdown (each logged with its usage as "its charge was not recorded").`,
+        `${unrecordedCharges === 1 ? "1 charge was" : `${unrecordedCharges} charges were`} not recorded: the store did not take ${unrecordedCharges === 1 ? "it" : "them"} before the shutdown (each logged with its usage as "its charge was not recorded").${keptCharges > 0 ? ` ${charges(keptCharges)} more are kept in ${journalPath} for the next start.` : ""}`,
+      );
+    }
+    if (keptCharges > 0) {
+      throw new Error(
+        `${charges(keptCharges)} could not be recorded before the shutdown: the store did not take ${keptCharges === 1 ? "it" : "them"}. Kept in ${journalPath}: the next start records ${keptCharges === 1 ? "it" : "them"}.`,
       );
     }
   }

@@ -36,6 +36,7 @@ import { describeModelNotAllowed } from "../chat/request-key.ts";
 import { AppError } from "../errors/app-error.ts";
 import type { KeyLimits } from "../limits/key-limits.ts";
 import type { ReserveResult, Store, UsageRecord } from "../store/store.ts";
+import type { ChargeJournal } from "./charge-journal.ts";
 import { costOfUsage, formatAmount, parseAmount } from "./money.ts";
 
 /** How long a reservation's lease lasts without renewal. */
@@ -97,8 +98,20 @@ export interface BillingAdmissionOptions {
   onSettleError?: (
     error: unknown,
     requestId: string,
-    details: { retrying: boolean; usage: UsageRecord },
+    details: {
+      retrying: boolean;
+      usage: UsageRecord;
+      /** The charge is in {@link journal}: the next start records it. */
+      journaled: boolean;
+    },
   ) => void;
+  /**
+   * Where a charge the store did not take is kept while it waits (a SQLite store's file), so that
+   * it outlives the process; see charge-journal.ts. Without one it lives in memory only.
+   */
+  journal?: ChargeJournal;
+  /** Reported when the journal could not be written: the charge waits in memory only. */
+  onJournalError?: (error: unknown, requestId: string) => void;
   /**
    * Reported when a settlement that failed went through on a later attempt, in the background:
    * after the request's log line and metrics, which therefore do not hold its charge
@@ -144,6 +157,10 @@ export class BillingAdmission implements ChatAdmission {
   readonly #onSettleError: NonNullable<BillingAdmissionOptions["onSettleError"]>;
   readonly #onSettleRecovered: NonNullable<BillingAdmissionOptions["onSettleRecovered"]>;
   readonly #retryDelays: NonNullable<BillingAdmissionOptions["settleRetryDelaysMs"]>;
+  readonly #journal: ChargeJournal | undefined;
+  readonly #onJournalError: NonNullable<BillingAdmissionOptions["onJournalError"]>;
+  /** Ids of the charges written to the journal and not yet taken by the store. */
+  readonly #journaled = new Set<string>();
   readonly #prices = new WeakMap<CatalogModel, ChatPrices>();
   /** Ids of the reservations of requests running or waiting for their settlement. */
   readonly #live = new Set<string>();
@@ -166,6 +183,41 @@ export class BillingAdmission implements ChatAdmission {
     this.#onSettleError = options.onSettleError ?? (() => {});
     this.#onSettleRecovered = options.onSettleRecovered ?? (() => {});
     this.#retryDelays = options.settleRetryDelaysMs ?? SETTLE_RETRY_DELAYS_MS;
+    this.#journal = options.journal;
+    this.#onJournalError = options.onJournalError ?? (() => {});
+  }
+
+  /**
+   * Settles, in the background, charges a previous run owed that the store did not take at this
+   * start (see `recordOwedCharges`): they are in the journal already, and stay there until taken.
+   */
+  retryOwed(usages: readonly UsageRecord[]): void {
+    for (const usage of usages) {
+      this.#journaled.add(usage.id);
+      this.#retryInBackground(usage, async () => {}, 0);
+    }
+  }
+
+  /** Keeps a charge the store did not take in the journal, when there is one. */
+  #owe(usage: UsageRecord): void {
+    if (this.#journal === undefined || this.#journaled.has(usage.id)) return;
+    try {
+      this.#journal.owe(usage);
+      this.#journaled.add(usage.id);
+    } catch (error) {
+      this.#onJournalError(error, usage.requestId);
+    }
+  }
+
+  /** The store took a charge: it is owed no more. */
+  #paid(id: string): void {
+    if (!this.#journaled.delete(id)) return;
+    try {
+      this.#journal?.paid(id);
+    } catch {
+      // The line that says so is lost: the next start settles the charge again, which the
+      // store answers with the charge already recorded (a usage row is written once).
+    }
   }
 
   /** Settlements still waiting to go through (their reservations still hold the money). */
@@ -367,14 +419,17 @@ export class BillingAdmission implements ChatAdmission {
       await charged(chargedNano);
       return;
     }
+    // Before the client hears its answer is complete: kept beyond this process.
+    this.#owe(usage);
+    const journaled = this.#journaled.has(usage.id);
     if (this.#closing) {
       // Shutting down: no later attempt would run. Given up, with what is needed to record it.
       this.#live.delete(usage.id);
-      this.#onSettleError(lastError, request.requestId, { retrying: false, usage });
+      this.#onSettleError(lastError, request.requestId, { retrying: false, usage, journaled });
       return;
     }
     // The client gets its answer; the charge goes through when the store is back.
-    this.#onSettleError(lastError, request.requestId, { retrying: true, usage });
+    this.#onSettleError(lastError, request.requestId, { retrying: true, usage, journaled });
     this.#retryInBackground(usage, charged, 0);
   }
 
@@ -405,13 +460,18 @@ export class BillingAdmission implements ChatAdmission {
       } catch (error) {
         if (closing || this.#closing) {
           this.#live.delete(usage.id);
-          this.#onSettleError(error, usage.requestId, { retrying: false, usage });
+          this.#onSettleError(error, usage.requestId, {
+            retrying: false,
+            usage,
+            journaled: this.#journaled.has(usage.id),
+          });
         } else {
           this.#retryInBackground(usage, charged, attempts + 1);
         }
         return;
       }
       this.#live.delete(usage.id);
+      this.#paid(usage.id);
       this.#onSettleRecovered(usage.requestId, attempts + 1, { model: usage.model, chargedNano });
       await charged(chargedNano);
     };

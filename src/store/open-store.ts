@@ -64,6 +64,18 @@ export async function claimReplicaId(
   return await claimPostgresReplicaId(databaseUrl, options);
 }
 
+/**
+ * Where a server on `databaseUrl` keeps the charges its store did not take yet, so that they
+ * outlive the process (billing/charge-journal.ts): beside a SQLite file, as
+ * `<file>.pending-charges.jsonl`. `undefined` for an in-memory store, and for PostgreSQL, whose
+ * replicas may have no disk of their own that outlives them.
+ */
+export function chargeJournalPath(databaseUrl: string): string | undefined {
+  if (!databaseUrl.startsWith("sqlite:")) return undefined;
+  const location = parseSqliteLocation(databaseUrl);
+  return location === ":memory:" ? undefined : `${location}.pending-charges.jsonl`;
+}
+
 function parseSqliteLocation(databaseUrl: string): string {
   let location = databaseUrl.slice("sqlite:".length);
   if (location.startsWith("//")) location = location.slice(2);

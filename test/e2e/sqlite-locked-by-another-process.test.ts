@@ -5,7 +5,7 @@
  * of getting 503 `store_unavailable`. Now the server answers at once, refuses new requests with
  * 503 and `retry-after` while it cannot record charges, and charges what it served once, after.
  */
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
@@ -42,7 +42,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  // The last test's shutdown failed on purpose.
+  // The last test's first server's shutdown failed on purpose; its second one is open.
   await server?.close().catch(() => {});
   await store?.close();
   await upstream?.close();
@@ -125,20 +125,40 @@ describe("a SQLite server whose file another process has locked", () => {
     });
   });
 
-  it("fails its shutdown when a charge could not be recorded before it (regression: a clean stop, exit code 0)", async () => {
+  it("fails its shutdown when a charge could not be recorded before it (regression: a clean stop, exit code 0), and the next start records it", async () => {
+    const journal = `${file}.pending-charges.jsonl`;
     const other = new DatabaseSync(file);
     other.exec("begin immediate");
+    let requestId: string | null;
     try {
-      expect((await chat()).status).toBe(200);
+      const served = await chat();
+      expect(served.status).toBe(200);
+      requestId = served.headers.get("x-request-id");
+      // Owed before the answer was complete: kept beside the file, beyond this process.
+      expect(existsSync(journal)).toBe(true);
       const stopping = await server.shutdown({ graceMs: 0 }).then(
         () => undefined,
         (error: unknown) => error,
       );
       expect(stopping).toBeInstanceOf(Error);
-      expect((stopping as Error).message).toMatch(/^1 charge was not recorded/);
+      expect((stopping as Error).message).toBe(
+        `1 charge could not be recorded before the shutdown: the store did not take it. Kept in ${journal}: the next start records it.`,
+      );
     } finally {
       other.exec("rollback");
       other.close();
     }
+
+    const before = (await store.listUsage()).length;
+    server = await startServer({
+      config: createTestConfig({ database: `sqlite:${file}`, models: [] }),
+      logger: false,
+    });
+    const rows = await store.listUsage();
+    expect(rows).toHaveLength(before + 1);
+    const recorded = rows.find((row) => row.requestId === requestId);
+    expect(recorded?.costNano).toBeGreaterThan(0n);
+    expect(existsSync(journal)).toBe(false);
+    expect(await store.audit()).toEqual([]);
   });
 });

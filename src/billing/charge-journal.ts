@@ -1,0 +1,173 @@
+import { appendFileSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import type { Store, UsageRecord } from "../store/store.ts";
+
+/**
+ * The charges a server owes the store while the store does not take them, kept in a file beside
+ * a SQLite database (`<file>.pending-charges.jsonl`) so that a process that dies meanwhile
+ * (killed, out of memory, a crash) does not lose them: the next start records them (see
+ * {@link recordOwedCharges}). Without it such a charge lived only in the settle's background
+ * retry, in memory: a request answered 200 while another process held the file's write lock (a
+ * VACUUM, an open `sqlite3` session), followed by a kill, was never charged.
+ *
+ * Each line is one JSON object: `{"owed": usage}` when a charge starts waiting, `{"paid": id}`
+ * when it went through; the file exists only while a charge is owed. A line is appended with one
+ * synchronous write before the client hears its answer is complete; the page cache keeps it
+ * through a process kill (not through a power loss, as for the WAL under `synchronous = NORMAL`).
+ * Settling is idempotent (a usage row is written once, by the reservation's id), so a charge
+ * owed twice, or one the store took just before the process died, is recorded once.
+ */
+export class ChargeJournal {
+  readonly path: string;
+  /** The ids of the charges owed now, by this process. */
+  readonly #owed = new Set<string>();
+
+  constructor(path: string) {
+    this.path = path;
+  }
+
+  /**
+   * The charges the file holds as owed (a previous run's, when it is read at start). A line
+   * that does not parse (the end of a write cut by a power loss) is skipped.
+   */
+  readOwed(): UsageRecord[] {
+    let text: string;
+    try {
+      text = readFileSync(this.path, "utf8");
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") return [];
+      throw error;
+    }
+    const owed = new Map<string, UsageRecord>();
+    for (const line of text.split("\n")) {
+      const entry = parseLine(line);
+      if (entry === undefined) continue;
+      if ("owed" in entry) owed.set(entry.owed.id, entry.owed);
+      else owed.delete(entry.paid);
+    }
+    return [...owed.values()];
+  }
+
+  /** Notes a charge the store did not take. Throws when the file cannot be written. */
+  owe(usage: UsageRecord): void {
+    appendFileSync(this.path, `${JSON.stringify({ owed: toJsonUsage(usage) })}\n`);
+    this.#owed.add(usage.id);
+  }
+
+  /** Notes that a charge went through; the file goes once none is owed. */
+  paid(id: string): void {
+    if (!this.#owed.delete(id)) return;
+    if (this.#owed.size === 0) rmSync(this.path, { force: true });
+    else appendFileSync(this.path, `${JSON.stringify({ paid: id })}\n`);
+  }
+
+  /**
+   * Starts the file over with `usages` as the charges owed (a previous run's that the store did
+   * not take at this start: this process now owes them). Throws when the file cannot be written.
+   */
+  startOver(usages: readonly UsageRecord[]): void {
+    if (usages.length === 0) rmSync(this.path, { force: true });
+    else
+      writeFileSync(
+        this.path,
+        usages.map((usage) => `${JSON.stringify({ owed: toJsonUsage(usage) })}\n`).join(""),
+      );
+    this.#owed.clear();
+    for (const usage of usages) this.#owed.add(usage.id);
+  }
+}
+
+/**
+ * Records the charges a previous run left owed in `journal`, each tried once (stamped `now`, as
+ * a retried settle is); answers how many went through and those the store did not take now,
+ * which stay owed (see {@link ChargeJournal.startOver}). Run before the start releases the
+ * reservations left open: a charge whose reservation row is still there then gives its money
+ * back as it is charged, instead of being charged against what the account has left.
+ */
+export async function recordOwedCharges(
+  store: Pick<Store, "settle">,
+  journal: ChargeJournal,
+  now: Date,
+): Promise<{ recorded: number; owed: UsageRecord[] }> {
+  const owed: UsageRecord[] = [];
+  let recorded = 0;
+  for (const usage of journal.readOwed()) {
+    try {
+      await store.settle({ ...usage, createdAt: now });
+      recorded++;
+    } catch {
+      owed.push(usage);
+    }
+  }
+  journal.startOver(owed);
+  return { recorded, owed };
+}
+
+/** A usage record as JSON: the cost as a decimal string, the time as ISO 8601. */
+function toJsonUsage(usage: UsageRecord): Record<string, unknown> {
+  return { ...usage, costNano: String(usage.costNano), createdAt: usage.createdAt.toISOString() };
+}
+
+function parseLine(line: string): { owed: UsageRecord } | { paid: string } | undefined {
+  if (line.trim() === "") return undefined;
+  let value: unknown;
+  try {
+    value = JSON.parse(line);
+  } catch {
+    return undefined;
+  }
+  if (typeof value !== "object" || value === null) return undefined;
+  const entry = value as { owed?: unknown; paid?: unknown };
+  if (typeof entry.paid === "string") return { paid: entry.paid };
+  const usage = readUsage(entry.owed);
+  return usage === undefined ? undefined : { owed: usage };
+}
+
+function readUsage(value: unknown): UsageRecord | undefined {
+  if (typeof value !== "object" || value === null) return undefined;
+  const row = value as Record<string, unknown>;
+  const text = (name: string) => (typeof row[name] === "string" ? (row[name] as string) : undefined);
+  const count = (name: string) => (typeof row[name] === "number" ? (row[name] as number) : undefined);
+  const id = text("id");
+  const requestId = text("requestId");
+  const accountId = text("accountId");
+  const keyPublicId = text("keyPublicId");
+  const model = text("model");
+  const promptTokens = count("promptTokens");
+  const completionTokens = count("completionTokens");
+  const totalMs = count("totalMs");
+  const cost = text("costNano");
+  const createdAt = new Date(text("createdAt") ?? Number.NaN);
+  if (
+    id === undefined ||
+    requestId === undefined ||
+    accountId === undefined ||
+    keyPublicId === undefined ||
+    model === undefined ||
+    promptTokens === undefined ||
+    completionTokens === undefined ||
+    totalMs === undefined ||
+    cost === undefined ||
+    !/^\d+$/.test(cost) ||
+    Number.isNaN(createdAt.getTime())
+  ) {
+    return undefined;
+  }
+  return {
+    id,
+    requestId,
+    accountId,
+    keyPublicId,
+    model,
+    promptTokens,
+    completionTokens,
+    costNano: BigInt(cost),
+    finishReason: text("finishReason"),
+    errorCode: text("errorCode"),
+    user: text("user"),
+    queueMs: count("queueMs"),
+    firstTokenMs: count("firstTokenMs"),
+    totalMs,
+    estimated: row.estimated === true,
+    createdAt,
+  };
+}

@@ -1,0 +1,104 @@
+import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { ChargeJournal, recordOwedCharges } from "../../src/billing/charge-journal.ts";
+import type { UsageRecord } from "../../src/store/store.ts";
+
+const folder = mkdtempSync(join(tmpdir(), "tollgate-charge-journal-"));
+afterAll(() => rmSync(folder, { recursive: true, force: true }));
+
+let files = 0;
+const newPath = () => join(folder, `journal-${++files}.jsonl`);
+
+function usage(id: string, overrides: Partial<UsageRecord> = {}): UsageRecord {
+  return {
+    id,
+    requestId: `request-${id}`,
+    accountId: "account-1",
+    keyPublicId: "key-1",
+    model: "org/model:7b",
+    promptTokens: 12,
+    completionTokens: 34,
+    // Beyond a double's exact integers: the cost must come back to the nano-unit.
+    costNano: 9_007_199_254_740_993n,
+    finishReason: "stop",
+    errorCode: undefined,
+    user: "user \u00e9 \n",
+    queueMs: 3,
+    firstTokenMs: undefined,
+    totalMs: 45,
+    estimated: true,
+    createdAt: new Date("2026-11-27T12:00:00.123Z"),
+    ...overrides,
+  };
+}
+
+describe("the charge journal", () => {
+  it("gives back every field of the charges still owed, exactly", () => {
+    const path = newPath();
+    const journal = new ChargeJournal(path);
+    const failed = usage("b", {
+      finishReason: undefined,
+      errorCode: "upstream_unavailable",
+      user: undefined,
+    });
+    journal.owe(usage("a"));
+    journal.owe(failed);
+    journal.owe(usage("c"));
+    journal.paid("a");
+
+    // As a new process reads it at start.
+    expect(new ChargeJournal(path).readOwed()).toEqual([failed, usage("c")]);
+  });
+
+  it("exists only while something is owed", () => {
+    const path = newPath();
+    const journal = new ChargeJournal(path);
+    expect(new ChargeJournal(path).readOwed()).toEqual([]);
+    journal.owe(usage("a"));
+    journal.owe(usage("b"));
+    journal.paid("b");
+    expect(existsSync(path)).toBe(true);
+    journal.paid("a");
+    expect(existsSync(path)).toBe(false);
+    // A charge it never held changes nothing.
+    journal.paid("a");
+    expect(existsSync(path)).toBe(false);
+  });
+
+  it("skips a line cut short, and lines that are not charges", () => {
+    const path = newPath();
+    new ChargeJournal(path).owe(usage("a"));
+    const line = readFileSync(path, "utf8");
+    appendFileSync(path, `${line.slice(0, line.length / 2)}\n{"owed":{"id":"x"}}\n[1]\n\n`);
+    appendFileSync(path, line.replace('"costNano":"9007199254740993"', '"costNano":"1.5"'));
+    expect(new ChargeJournal(path).readOwed()).toEqual([usage("a")]);
+  });
+
+  it("records what a previous run owed at start, and keeps what the store does not take", async () => {
+    const path = newPath();
+    const previous = new ChargeJournal(path);
+    previous.owe(usage("a"));
+    previous.owe(usage("b"));
+    const settled: UsageRecord[] = [];
+    const now = new Date("2026-11-28T00:00:00Z");
+    const store = {
+      async settle(record: UsageRecord): Promise<bigint> {
+        if (record.id === "b") throw new Error("database is locked");
+        settled.push(record);
+        return record.costNano;
+      },
+    };
+
+    const next = new ChargeJournal(path);
+    const result = await recordOwedCharges(store, next, now);
+
+    expect(result).toEqual({ recorded: 1, owed: [usage("b")] });
+    // Stamped with the time it is written, as a retried settle is.
+    expect(settled).toEqual([{ ...usage("a"), createdAt: now }]);
+    expect(new ChargeJournal(path).readOwed()).toEqual([usage("b")]);
+    next.paid("b");
+    expect(existsSync(path)).toBe(false);
+  });
+});

@@ -1,0 +1,133 @@
+/**
+ * Regression: a request answered 200 while another process held the SQLite file's write lock has
+ * its charge retried in the background; a server killed meanwhile (kill -9, out of memory) lost
+ * it, and the request was never charged (found by killing servers under load). The charge is now
+ * kept in `<file>.pending-charges.jsonl` before the answer completes, and the next start records it.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { once } from "node:events";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { DatabaseSync } from "node:sqlite";
+import { setTimeout as sleep } from "node:timers/promises";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { openStore } from "../../src/store/open-store.ts";
+import { type MockUpstream, startMockUpstream, streamText } from "../engine/openai/mock-upstream.ts";
+import { findFreePort } from "../support/free-port.ts";
+
+const cli = join(import.meta.dirname, "../../src/cli.ts");
+let folder: string;
+let configFile: string;
+let port: number;
+let upstream: MockUpstream;
+const running = new Set<ChildProcess>();
+
+/** Starts `tollgate serve` as its own process; answers it and its output once it listens. */
+async function startProcess(): Promise<{ child: ChildProcess; output: () => string }> {
+  const child = spawn(process.execPath, [cli, "serve", "--config", configFile], {
+    cwd: folder,
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, TOLLGATE_CONFIG: undefined },
+  });
+  running.add(child);
+  child.once("exit", () => running.delete(child));
+  let output = "";
+  child.stdout?.on("data", (data: Buffer) => {
+    output += data.toString();
+  });
+  child.stderr?.on("data", (data: Buffer) => {
+    output += data.toString();
+  });
+  for (let attempt = 0; attempt < 400; attempt++) {
+    if (output.includes("listening on")) return { child, output: () => output };
+    if (child.exitCode !== null) throw new Error(`server exited: ${output}`);
+    await sleep(50);
+  }
+  throw new Error(`server did not start: ${output}`);
+}
+
+beforeAll(async () => {
+  folder = mkdtempSync(join(tmpdir(), "tollgate-owed-charge-"));
+  port = await findFreePort();
+  upstream = await startMockUpstream(streamText(["Hello", " there"], { usage: [10, 4] }));
+  configFile = join(folder, "tollgate.yaml");
+  writeFileSync(
+    configFile,
+    [
+      `server: { host: 127.0.0.1, port: ${port} }`,
+      "database: sqlite:./tollgate.db",
+      "models:",
+      "  - id: upstream-chat",
+      "    kind: chat",
+      '    pricing: { input_per_million: "1", output_per_million: "2" }',
+      `    engine: { type: openai, endpoints: [ { base_url: "${upstream.baseUrl}" } ], model: m }`,
+      "",
+    ].join("\n"),
+  );
+});
+
+afterAll(async () => {
+  for (const child of running) child.kill("SIGKILL");
+  await upstream?.close();
+  rmSync(folder, { recursive: true, force: true });
+});
+
+describe("a server killed while it owes a charge the store did not take", () => {
+  it("keeps the charge beside the file, and the next start records it", async () => {
+    const first = await startProcess();
+    const key = /starter key: (sk-tg-\S+)/.exec(first.output())?.[1];
+    expect(key).toBeDefined();
+    const file = join(folder, "tollgate.db");
+    const journal = `${file}.pending-charges.jsonl`;
+
+    // Another process's write lock, as `sqlite3 tollgate.db` with `BEGIN IMMEDIATE` would hold.
+    const other = new DatabaseSync(file);
+    other.exec("begin immediate");
+    let locked = true;
+    try {
+      const response = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${key}`,
+          "content-type": "application/json",
+          "x-request-id": "owed-then-killed",
+        },
+        body: JSON.stringify({ model: "upstream-chat", messages: [{ role: "user", content: "Hi" }] }),
+      });
+      expect(response.status).toBe(200);
+      expect(((await response.json()) as { usage: { total_tokens: number } }).usage.total_tokens).toBe(14);
+      expect(existsSync(journal)).toBe(true);
+
+      const exited = once(first.child, "exit");
+      first.child.kill("SIGKILL");
+      await exited;
+      other.exec("rollback");
+      other.close();
+      locked = false;
+    } finally {
+      if (locked) {
+        other.exec("rollback");
+        other.close();
+      }
+    }
+
+    const second = await startProcess();
+    expect(second.output()).toContain('"msg":"recorded the charges the previous run owed"');
+    const store = await openStore(`sqlite:${file}`);
+    try {
+      const rows = (await store.listUsage()).filter((row) => row.requestId === "owed-then-killed");
+      expect(rows).toHaveLength(1);
+      // 10 prompt tokens at 1 and 4 completion tokens at 2 per million.
+      expect(rows[0]?.costNano).toBe(18_000n);
+      expect(rows[0]?.promptTokens).toBe(10);
+      expect(existsSync(journal)).toBe(false);
+      expect(await store.audit()).toEqual([]);
+    } finally {
+      await store.close();
+      const exited = once(second.child, "exit");
+      second.child.kill("SIGTERM");
+      await exited;
+    }
+  });
+});
