@@ -1,9 +1,8 @@
-import { randomBytes } from "node:crypto";
-import { hostname } from "node:os";
 import type { FastifyInstance } from "fastify";
 import { pino } from "pino";
 import { bootstrap } from "./admin/bootstrap.ts";
 import { buildApp, createServerMetrics, STORE_OUTAGE_LOG_INTERVAL_MS } from "./api/build-app.ts";
+import { describeListenError, formatHostPort } from "./api/describe-listen-error.ts";
 import { InFlightRequests } from "./api/in-flight-requests.ts";
 import { registerAdminRoutes } from "./api/routes/admin.ts";
 import { throttleLog } from "./api/throttle-log.ts";
@@ -16,6 +15,7 @@ import { BillingAdmission } from "./billing/reserve-and-settle.ts";
 import type { Config } from "./catalog/catalog.ts";
 import { type ClusterSettings, readClusterSettings } from "./cluster/cluster-settings.ts";
 import { connectCluster } from "./cluster/connect-cluster.ts";
+import { resolveReplicaId } from "./cluster/resolve-replica-id.ts";
 import { createEngine, loadEngineModules } from "./engine/create-engine.ts";
 import { serializeLogError } from "./errors/serialize-log-error.ts";
 import { KeyLimits } from "./limits/key-limits.ts";
@@ -50,37 +50,6 @@ export interface RunningServer {
    * first).
    */
   reload(config: Config): Promise<void>;
-}
-
-/**
- * This server's replica id: `TOLLGATE_REPLICA_ID` when set, else `host:port` with the port asked
- * for. A starting replica releases the reservations its id left open (SPEC §11), so two live
- * servers on one database must never share an id. For a wildcard or loopback host the machine's
- * hostname stands in for the host: replicas on different machines all listening on 0.0.0.0:8080
- * or 127.0.0.1:8080 (behind a proxy of their own) then differ. Port 0 names nothing stable (each
- * start gets another port), so it gets a random suffix: such an id is never shared, and never the
- * same across restarts (its left-overs are released once their lease expires).
- */
-export function resolveReplicaId(host: string, port: number, env: NodeJS.ProcessEnv = process.env): string {
-  const configured = env.TOLLGATE_REPLICA_ID?.trim();
-  if (configured) return configured;
-  const machine = isWildcardHost(host) || isLoopbackHost(host) ? hostname() : host;
-  return port === 0 ? `${machine}:0-${randomBytes(6).toString("hex")}` : `${machine}:${port}`;
-}
-
-function isWildcardHost(host: string): boolean {
-  return host === "0.0.0.0" || host === "::" || host === "";
-}
-
-/** 127.0.0.0/8 (also IPv4-mapped), ::1 and localhost: an address every machine has. */
-function isLoopbackHost(host: string): boolean {
-  const address = host.toLowerCase().replace(/^\[(.*)\]$/, "$1");
-  return (
-    address === "localhost" ||
-    address.endsWith(".localhost") ||
-    address === "::1" ||
-    /^(::ffff:)?127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(address)
-  );
 }
 
 /**
@@ -128,42 +97,6 @@ export const CUT_STREAMS_FLUSH_MS = 1_000;
  * rather than when the grace period does.
  */
 const DRAIN_KEEP_ALIVE_MS = 1_000;
-
-/** `host:port`, an IPv6 host in brackets. */
-function formatHostPort(host: string, port: number): string {
-  return `${host.includes(":") ? `[${host}]` : host}:${port}`;
-}
-
-/** Why the server could not listen, said with the fix; other errors as they are. */
-function describeListenError(error: unknown, host: string, port: number): unknown {
-  const code = (error as { code?: unknown } | null)?.code;
-  const where = formatHostPort(host, port);
-  switch (code) {
-    case "EADDRINUSE":
-      return new Error(
-        `Another program already listens on ${where}. Stop it, or choose another port with --port, PORT or server.port.`,
-        { cause: error },
-      );
-    case "EADDRNOTAVAIL":
-      return new Error(
-        `This machine has no address ${host} to listen on. Use 127.0.0.1, 0.0.0.0 or one of its own addresses (--host, HOST or server.host).`,
-        { cause: error },
-      );
-    case "ENOTFOUND":
-    case "EAI_AGAIN":
-      return new Error(
-        `The host name ${host} to listen on does not resolve${code === "EAI_AGAIN" ? " (the name service did not answer)" : ""}. Use an address such as 127.0.0.1 or 0.0.0.0, or a name this machine resolves (--host, HOST or server.host).`,
-        { cause: error },
-      );
-    case "EACCES":
-      return new Error(
-        `Listening on ${where} needs privileges this process does not have. Use a port above 1023 (--port, PORT or server.port).`,
-        { cause: error },
-      );
-    default:
-      return error;
-  }
-}
 
 export interface StartServerOptions {
   config: Config;

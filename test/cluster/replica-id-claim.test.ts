@@ -11,7 +11,8 @@ import { hostname } from "node:os";
 import { afterEach, describe, expect, it } from "vitest";
 import { createAccount } from "../../src/admin/create-account.ts";
 import type { Config } from "../../src/catalog/catalog.ts";
-import { resolveReplicaId, startServer } from "../../src/server.ts";
+import { resolveReplicaId } from "../../src/cluster/resolve-replica-id.ts";
+import { startServer } from "../../src/server.ts";
 import { openStore } from "../../src/store/open-store.ts";
 import {
   createDroppedSchema,
