@@ -71,6 +71,9 @@ export async function runServeCommand(
     ...(host === undefined ? {} : { host }),
     ...(port === undefined ? {} : { port }),
   });
+  // Before anything is printed: a client (or a test) that waits for the line below is not held.
+  const { releaseStartupMemory } = await import("./process/release-startup-memory.ts");
+  releaseStartupMemory();
   const { adminKey, starterKey } = server.createdKeys;
   if (starterKey !== undefined || adminKey !== undefined) {
     const model = config.models.find((entry) => entry.kind === "chat")?.id ?? "MODEL";
