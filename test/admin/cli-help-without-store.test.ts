@@ -10,13 +10,11 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { runCli } from "../support/run-cli.ts";
 
-const _cli = join(import.meta.dirname, "../../src/cli.ts");
-
-let folder: string | undefined;
+/** The folders a test made (one may run the CLI in several): all removed after it. */
+const folders: string[] = [];
 
 afterEach(() => {
-  if (folder !== undefined) rmSync(folder, { recursive: true, force: true });
-  folder = undefined;
+  for (const folder of folders.splice(0)) rmSync(folder, { recursive: true, force: true });
 });
 
 /** Runs the CLI in a fresh empty folder, with `files` written there first. */
@@ -24,7 +22,8 @@ function runCliInFolder(
   args: string[],
   options: { files?: Record<string, string>; env?: NodeJS.ProcessEnv } = {},
 ) {
-  folder = mkdtempSync(join(tmpdir(), "tollgate-cli-help-"));
+  const folder = mkdtempSync(join(tmpdir(), "tollgate-cli-help-"));
+  folders.push(folder);
   for (const [name, text] of Object.entries(options.files ?? {})) writeFileSync(join(folder, name), text);
   const result = runCli(args, {
     cwd: folder,

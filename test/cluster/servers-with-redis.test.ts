@@ -12,7 +12,13 @@ import type { Store } from "../../src/store/store.ts";
 import { findFreePort } from "../support/free-port.ts";
 import { getTestModelPath } from "../support/test-model.ts";
 import { createTestConfig, createTinyModelEntry, TINY_MODEL } from "../support/test-server.ts";
-import { checkTestRedis, createTestPrefix, deleteTestKeys } from "./redis-test-connection.ts";
+import {
+  checkTestRedis,
+  createTestPrefix,
+  deleteTestKeys,
+  hasRedisServerBinary,
+  startRedisServer,
+} from "./redis-test-connection.ts";
 
 /**
  * Two servers in this process on one SQLite file and one Redis prefix: the quick check of the
@@ -68,6 +74,19 @@ function chat(server: RunningServer, key: string): Promise<Response> {
   });
 }
 
+/**
+ * Until its model has loaded, a server's event loop stalls for a second or more (the chat
+ * template is resolved synchronously): a Redis command sent then can outlive its timeout and be
+ * answered by the fail-open policy, which is not what these tests are about.
+ */
+async function waitUntilReady(server: RunningServer): Promise<void> {
+  const ready = `${server.baseUrl.replace(/\/v1$/, "")}/ready`;
+  for (let tries = 0; (await fetch(ready)).status !== 200; tries++) {
+    if (tries > 300) throw new Error(`${ready} never answered 200`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
 beforeAll(async () => {
   folder = mkdtempSync(join(tmpdir(), "tollgate-redis-servers-"));
   modelPath = await getTestModelPath();
@@ -89,16 +108,7 @@ describe.skipIf(!("url" in redis))("two servers sharing Redis", () => {
   beforeAll(async () => {
     first = await start(url, { TOLLGATE_REDIS_PREFIX: prefix });
     second = await start(url, { TOLLGATE_REDIS_PREFIX: prefix });
-    // Until its model has loaded, a server's event loop stalls for a second or more (the chat
-    // template is resolved synchronously): a Redis command sent then can outlive its timeout and
-    // be answered by the fail-open policy, which is not what these tests are about.
-    for (const server of [first, second]) {
-      const ready = `${server.baseUrl.replace(/\/v1$/, "")}/ready`;
-      for (let tries = 0; (await fetch(ready)).status !== 200; tries++) {
-        if (tries > 300) throw new Error(`${ready} never answered 200`);
-        await new Promise((resolve) => setTimeout(resolve, 100));
-      }
-    }
+    for (const server of [first, second]) await waitUntilReady(server);
   });
 
   it("share one rpm bucket per key", async () => {
@@ -112,39 +122,6 @@ describe.skipIf(!("url" in redis))("two servers sharing Redis", () => {
     const third = await chat(first, key);
     expect(third.status).toBe(429);
     expect(((await third.json()) as { error: { code: string } }).error.code).toBe("rate_limit_exceeded");
-  });
-
-  it("spend one Redis call per bucket on a chat request, and still report the buckets a refusal never reached", async () => {
-    const { key } = await createFundedKey({ rpm: 100 });
-    const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1 });
-    await client.connect();
-    try {
-      /** Lua script runs so far (the limiter's only commands). */
-      const scriptCalls = async () => {
-        const stats = await client.info("commandstats");
-        return [...stats.matchAll(/^cmdstat_(?:evalsha|eval):calls=(\d+)/gm)].reduce(
-          (sum, match) => sum + Number(match[1]),
-          0,
-        );
-      };
-      const before = await scriptCalls();
-      const answered = await chat(first, key);
-      expect(answered.status).toBe(200);
-      expect(answered.headers.get("x-ratelimit-remaining-requests")).toBe("99");
-      // The take of the rpm bucket, nothing else (it used to be peeked first).
-      expect((await scriptCalls()) - before).toBe(1);
-
-      const refused = await fetch(`${first.baseUrl}/chat/completions`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-        body: JSON.stringify({ model: "no-such-model", messages: [{ role: "user", content: "Hi" }] }),
-      });
-      expect(refused.status).toBe(404);
-      expect(refused.headers.get("x-ratelimit-limit-requests")).toBe("100");
-      expect(refused.headers.get("x-ratelimit-remaining-requests")).toBe("99");
-    } finally {
-      client.disconnect();
-    }
   });
 
   it("refuse on the other server a key revoked through one server's admin API, through the bus and not the key cache's expiry", async () => {
@@ -202,5 +179,56 @@ describe("a server whose Redis is down", () => {
     await expect(
       start(`redis://127.0.0.1:${await findFreePort()}`, { TOLLGATE_REDIS_FAILURE_POLICY: "maybe" }),
     ).rejects.toThrow(/TOLLGATE_REDIS_FAILURE_POLICY must be "fail-open".*"fail-closed"/);
+  });
+});
+
+/**
+ * Counted on a Redis of the test's own: `INFO commandstats` counts the whole server's commands,
+ * and any other client running a script meanwhile (another test file's replica shutting down, a
+ * shared Redis) made the count wrong.
+ */
+describe.skipIf(!hasRedisServerBinary)("a server with a Redis of its own", () => {
+  it("spends one Redis call per bucket on a chat request, and still reports the buckets a refusal never reached", async () => {
+    const port = await findFreePort();
+    const redisServer = await startRedisServer(port);
+    onTestFinished(() => redisServer.stop());
+    const url = `redis://127.0.0.1:${port}`;
+    const server = await start(url, { TOLLGATE_REDIS_PREFIX: prefix });
+    // Closed before its Redis stops (onTestFinished runs the last registered first).
+    onTestFinished(() => server.close());
+    await waitUntilReady(server);
+    // A new Redis has no script loaded yet: the first take loads it (a refused EVALSHA, then an
+    // EVAL). Counted from the second key's request, as on a Redis that has served before.
+    expect((await chat(server, (await createFundedKey({ rpm: 100 })).key)).status).toBe(200);
+    const { key } = await createFundedKey({ rpm: 100 });
+    const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1 });
+    await client.connect();
+    try {
+      /** Lua script runs so far (the limiter's only commands). */
+      const scriptCalls = async () => {
+        const stats = await client.info("commandstats");
+        return [...stats.matchAll(/^cmdstat_(?:evalsha|eval):calls=(\d+)/gm)].reduce(
+          (sum, match) => sum + Number(match[1]),
+          0,
+        );
+      };
+      const before = await scriptCalls();
+      const answered = await chat(server, key);
+      expect(answered.status).toBe(200);
+      expect(answered.headers.get("x-ratelimit-remaining-requests")).toBe("99");
+      // The take of the rpm bucket, nothing else (it used to be peeked first).
+      expect((await scriptCalls()) - before).toBe(1);
+
+      const refused = await fetch(`${server.baseUrl}/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: "no-such-model", messages: [{ role: "user", content: "Hi" }] }),
+      });
+      expect(refused.status).toBe(404);
+      expect(refused.headers.get("x-ratelimit-limit-requests")).toBe("100");
+      expect(refused.headers.get("x-ratelimit-remaining-requests")).toBe("99");
+    } finally {
+      client.disconnect();
+    }
   });
 });
