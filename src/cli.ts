@@ -33,6 +33,9 @@ Commands:
                                                     the usage ledger
   audit [--repair-spent]                            check balances against credits and charges;
                                                     exit 1 with a report where they disagree
+  backup FILE                                       copy the SQLite database to a new FILE, while serving
+  restore FILE                                      replace the SQLite database with a backup;
+                                                    the server must be stopped
   models list                                       list the catalogue
   models pull ID|URI                                download a model into the models folder (resumable)
   models make-test FILE [--seed N] [--size tiny|small]
@@ -42,7 +45,16 @@ Every command accepts --config FILE (else TOLLGATE_CONFIG, else ./tollgate.yaml,
 and --help (or -h) anywhere for its usage.`;
 
 /** The commands that answer `--help` with their own usage. */
-const COMMANDS_WITH_HELP = new Set(["serve", "accounts", "keys", "usage", "audit", "models"]);
+const COMMANDS_WITH_HELP = new Set([
+  "serve",
+  "accounts",
+  "keys",
+  "usage",
+  "audit",
+  "backup",
+  "restore",
+  "models",
+]);
 /** Those of them that take a subcommand (`keys list`). */
 const COMMAND_GROUPS = new Set(["accounts", "keys", "models"]);
 
@@ -171,6 +183,16 @@ async function main(argv: string[]): Promise<void> {
       const result = await withStore(file, (store) => runAuditCommand(store, args, out));
       if (!result.ok) process.exitCode = 1;
       return;
+    }
+    // Backup and restore copy the SQLite file through SQLite rather than use the store: they read
+    // the config themselves.
+    case "backup": {
+      const { runBackupCommand } = await import("./admin/backup-command.ts");
+      return runBackupCommand(args, file, out);
+    }
+    case "restore": {
+      const { runRestoreCommand } = await import("./admin/restore-command.ts");
+      return runRestoreCommand(args, file, out);
     }
     case "models": {
       const { runModelsCommand } = await import("./models/models-command.ts");

@@ -76,7 +76,8 @@ export function chargeJournalPath(databaseUrl: string): string | undefined {
   return location === ":memory:" ? undefined : `${location}.pending-charges.jsonl`;
 }
 
-function parseSqliteLocation(databaseUrl: string): string {
+/** The location a `sqlite:` URL names: a path, or `:memory:`. */
+export function parseSqliteLocation(databaseUrl: string): string {
   let location = databaseUrl.slice("sqlite:".length);
   if (location.startsWith("//")) location = location.slice(2);
   if (location === "") {

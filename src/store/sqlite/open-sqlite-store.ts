@@ -125,7 +125,7 @@ export async function openSqliteStore(
     };
   }
 
-  const file = resolveFile(location);
+  const file = resolveSqliteFile(location);
   // Before anything opens: a second server on the file stops here with nothing left open.
   const releaseClaim = options.holdReservations ? claimSqliteFile(file) : undefined;
   let shared = sharedConnections.get(file);
@@ -385,7 +385,7 @@ async function release(file: string, connection: SharedConnection): Promise<void
  * The file's canonical path (folders created), so two spellings of one file share a connection.
  * A folder that cannot be created (a file in the way, no permission) is named with the fix.
  */
-function resolveFile(location: string): string {
+export function resolveSqliteFile(location: string): string {
   const absolute = path.resolve(location);
   const folder = path.dirname(absolute);
   try {

@@ -1,0 +1,97 @@
+import { existsSync } from "node:fs";
+import path from "node:path";
+import { loadConfig } from "../catalog/load-config.ts";
+import { fileStamp } from "../store/sqlite/file-stamp.ts";
+import { locateDatabase } from "../store/sqlite/locate-sqlite-file.ts";
+import { describeLedgerSummary } from "../store/sqlite/read-ledger-summary.ts";
+import { CliError, type OutputSink } from "./cli-error.ts";
+import { isHelpRequested, parseCommandArguments } from "./parse-command-arguments.ts";
+
+const USAGE = "tollgate backup FILE";
+
+const HELP = `Usage: ${USAGE}
+
+Writes a consistent copy of the SQLite database to FILE, a new file, while a server may be
+serving from the database. The copy is one self-contained file (no -wal beside it); put it back
+with \`tollgate restore FILE\`. Requests in flight at the time keep their reservations in the
+copy: a server started on it releases them (\`tollgate audit\` on the copy itself reports them).
+For a PostgreSQL database use pg_dump instead.`;
+
+/** Answers `tollgate backup --help`; it needs no config, so the CLI calls it first. */
+export function writeBackupHelp(argv: readonly string[], out: OutputSink): boolean {
+  if (argv[0] !== "help" && !isHelpRequested(argv)) return false;
+  out.write(HELP);
+  return true;
+}
+
+/**
+ * `tollgate backup FILE`: copies the configured SQLite database to FILE through SQLite's online
+ * backup (back-up-sqlite-file.ts), and says what it wrote. Refuses a FILE that exists (a backup
+ * never replaces another), a PostgreSQL database (pg_dump's work) and an in-memory one.
+ *
+ * A database that does not exist yet is created and migrated first, as by every command that
+ * uses the store (SPEC §11), and the output says so: an empty copy is what there is to keep,
+ * and a database setting that points at the wrong place shows here rather than in a restore.
+ * A database an older Tollgate made is copied as it is, unmigrated: a backup is what an operator
+ * takes before an upgrade.
+ */
+export async function runBackupCommand(
+  argv: readonly string[],
+  configFile: string | undefined,
+  out: OutputSink,
+): Promise<void> {
+  if (writeBackupHelp(argv, out)) return;
+  const { positionals } = parseCommandArguments(argv, { options: {}, positionals: 1, usage: USAGE });
+  const destination = path.resolve(positionals[0]!);
+  if (existsSync(destination)) {
+    throw new CliError(
+      `${destination} exists already; a backup never replaces a file. Name a new one, such as ${suggestName(destination)}.`,
+    );
+  }
+  const config = await loadConfig({ file: configFile, purpose: "command" });
+  const location = locateDatabase(config.database);
+  if (location.kind === "postgres") {
+    throw new CliError(
+      "The database is PostgreSQL: back it up with pg_dump (e.g. pg_dump --format=custom --file=tollgate.dump DATABASE_URL), which takes a consistent snapshot while replicas serve. Restore it with pg_restore into a new, empty database, then point the database setting at that one.",
+    );
+  }
+  if (location.kind === "sqlite-memory") {
+    throw new CliError(
+      "The database is in memory (sqlite::memory:): it lives and ends with the server's process, and there is no file to back up.",
+    );
+  }
+  const { file } = location;
+  let created = false;
+  if (!existsSync(file)) {
+    const { openStore } = await import("../store/open-store.ts");
+    await (await openStore(config.database, { upgrade: false })).close();
+    created = true;
+  }
+  const { backUpSqliteFile } = await import("../store/sqlite/back-up-sqlite-file.ts");
+  const { bytes, summary } = await backUpSqliteFile(file, destination);
+  out.write(`backed up ${file} to ${destination} (${formatBytes(bytes)}): ${describeLedgerSummary(summary)}`);
+  if (summary.openReservations > 0) {
+    out.write(
+      "The open reservations are those of requests in flight during the copy: a server started on it releases them.",
+    );
+  }
+  if (created) {
+    out.write(
+      `There was no database at ${file}: this command created it empty, as every command does. Check the database setting if you expected one there.`,
+    );
+  }
+}
+
+/** `backups/tollgate.db` -> `backups/tollgate-20250601T120000Z.db`. */
+function suggestName(taken: string): string {
+  const extension = path.extname(taken);
+  const base = taken.slice(0, taken.length - extension.length);
+  return `${base}-${fileStamp(new Date())}${extension || ".db"}`;
+}
+
+function formatBytes(bytes: number): string {
+  if (bytes < 1024) return `${bytes} bytes`;
+  if (bytes < 1024 ** 2) return `${(bytes / 1024).toFixed(1)} KiB`;
+  if (bytes < 1024 ** 3) return `${(bytes / 1024 ** 2).toFixed(1)} MiB`;
+  return `${(bytes / 1024 ** 3).toFixed(2)} GiB`;
+}

@@ -1,0 +1,288 @@
+/**
+ * `tollgate backup FILE` and `tollgate restore FILE` on real SQLite files beside real
+ * `tollgate serve` processes (an upstream model played by a real HTTP mock).
+ *
+ * The case they exist for: a server killed (kill -9, out of memory) leaves `tollgate.db-wal`
+ * holding its last commits. A backup copied over `tollgate.db` with `cp` has SQLite apply that
+ * WAL, which belongs to the old contents, onto the backup's at the next open: the ledger is
+ * then the old one (or a damaged file), not the backup. The test shows that on a copy of the
+ * killed server's files, then that `restore` gives exactly the backup's rows.
+ */
+import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { once } from "node:events";
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  realpathSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { DatabaseSync } from "node:sqlite";
+import { setTimeout as sleep } from "node:timers/promises";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { openStore } from "../../src/store/open-store.ts";
+import { type MockUpstream, startMockUpstream, streamText } from "../engine/openai/mock-upstream.ts";
+import { findFreePort } from "../support/free-port.ts";
+import { runCli } from "../support/run-cli.ts";
+
+const cli = join(import.meta.dirname, "../../src/cli.ts");
+let folder: string;
+let configFile: string;
+let database: string;
+let port: number;
+let upstream: MockUpstream;
+const running = new Set<ChildProcess>();
+
+/** Starts `tollgate serve` as its own process; answers it and its output once it listens. */
+async function startServer(): Promise<{ child: ChildProcess; output: () => string }> {
+  const child = spawn(process.execPath, [cli, "serve", "--config", configFile], {
+    cwd: folder,
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, TOLLGATE_CONFIG: undefined, TOLLGATE_DATABASE_URL: undefined },
+  });
+  running.add(child);
+  child.once("exit", () => running.delete(child));
+  let output = "";
+  child.stdout?.on("data", (data: Buffer) => {
+    output += data.toString();
+  });
+  child.stderr?.on("data", (data: Buffer) => {
+    output += data.toString();
+  });
+  for (let attempt = 0; attempt < 400; attempt++) {
+    if (output.includes("listening on")) return { child, output: () => output };
+    if (child.exitCode !== null) throw new Error(`server exited: ${output}`);
+    await sleep(50);
+  }
+  throw new Error(`server did not start: ${output}`);
+}
+
+async function stop(child: ChildProcess, signal: NodeJS.Signals): Promise<void> {
+  const exited = once(child, "exit");
+  child.kill(signal);
+  await exited;
+}
+
+/** `tollgate ARGS --config ...` to its end, without blocking this process (its requests go on). */
+async function runCliAsync(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await promisify(execFile)(
+      process.execPath,
+      [cli, ...args, "--config", configFile],
+      {
+        env: { ...process.env, TOLLGATE_CONFIG: undefined, TOLLGATE_DATABASE_URL: undefined },
+      },
+    );
+    return { code: 0, stdout, stderr };
+  } catch (error) {
+    const failed = error as { code: number; stdout: string; stderr: string };
+    return { code: failed.code, stdout: failed.stdout, stderr: failed.stderr };
+  }
+}
+
+function runWithConfig(...args: string[]) {
+  return runCli([...args, "--config", configFile], { unset: ["TOLLGATE_CONFIG", "TOLLGATE_DATABASE_URL"] });
+}
+
+/** One chat request answered in full; its usage row carries `requestId`. */
+async function chat(key: string, requestId: string): Promise<void> {
+  const response = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
+    method: "POST",
+    headers: {
+      authorization: `Bearer ${key}`,
+      "content-type": "application/json",
+      "x-request-id": requestId,
+    },
+    body: JSON.stringify({ model: "upstream-chat", messages: [{ role: "user", content: "Hi" }] }),
+  });
+  expect(response.status).toBe(200);
+  await response.json();
+}
+
+/** The request ids of a SQLite file's usage rows, read with its WAL when it has one. */
+function usageRequestIds(file: string): string[] {
+  const db = new DatabaseSync(file);
+  try {
+    return db
+      .prepare("SELECT request_id FROM usage ORDER BY request_id")
+      .all()
+      .map((row) => String(row.request_id));
+  } finally {
+    db.close();
+  }
+}
+
+beforeAll(async () => {
+  folder = realpathSync(mkdtempSync(join(tmpdir(), "tollgate-backup-")));
+  port = await findFreePort();
+  upstream = await startMockUpstream(streamText(["Hello", " there"], { usage: [10, 4] }));
+  configFile = join(folder, "tollgate.yaml");
+  database = join(folder, "tollgate.db");
+  writeFileSync(
+    configFile,
+    [
+      `server: { host: 127.0.0.1, port: ${port} }`,
+      "database: sqlite:./tollgate.db",
+      "models:",
+      "  - id: upstream-chat",
+      "    kind: chat",
+      '    pricing: { input_per_million: "1", output_per_million: "2" }',
+      `    engine: { type: openai, endpoints: [ { base_url: "${upstream.baseUrl}" } ], model: m }`,
+      "",
+    ].join("\n"),
+  );
+});
+
+afterAll(async () => {
+  for (const child of running) child.kill("SIGKILL");
+  await upstream?.close();
+  rmSync(folder, { recursive: true, force: true });
+});
+
+describe("tollgate backup and restore on SQLite", () => {
+  it("answer --help", () => {
+    expect(runWithConfig("backup", "--help").stdout).toContain("Usage: tollgate backup FILE");
+    expect(runWithConfig("restore", "--help").stdout).toContain("Usage: tollgate restore FILE");
+  });
+
+  it("backs up while serving, refuses to restore under a server, and restores exactly the backup after a kill -9", async () => {
+    const first = await startServer();
+    const key = /starter key: (sk-tg-\S+)/.exec(first.output())?.[1];
+    expect(key).toBeDefined();
+    const before = Array.from({ length: 10 }, (_, index) => `before-${index}`);
+    for (const id of before) await chat(key!, id);
+
+    // Requests in flight while the copy is taken. A few: the server's first checkpoint comes at
+    // 1,000 WAL pages (a settle writes a few), so everything it commits stays in its WAL, which
+    // the kill -9 below leaves behind.
+    const copy = join(folder, "backups", "copy.db");
+    mkdirSync(join(folder, "backups"));
+    const during = Array.from({ length: 5 }, (_, index) => chat(key!, `during-${index}`));
+    const backedUp = await runCliAsync("backup", copy);
+    await Promise.all(during);
+    expect(backedUp.stderr).toBe("");
+    expect(backedUp.code).toBe(0);
+    expect(backedUp.stdout).toMatch(
+      /^backed up .*tollgate\.db to .*copy\.db \(\d+\.\d KiB\): 1 account, \d+ usage rows/,
+    );
+    // One self-contained file: nothing of it lives in a WAL beside it.
+    expect(existsSync(`${copy}-wal`)).toBe(false);
+    const copied = usageRequestIds(copy);
+    expect(copied).toEqual(expect.arrayContaining(before));
+    const store = await openStore(`sqlite:${copy}`);
+    try {
+      // Requests in flight at the copy may have left reservations in it (a server started on
+      // it releases them); no money figure may disagree.
+      expect((await store.audit()).filter((problem) => problem.kind !== "open_reservation")).toEqual([]);
+    } finally {
+      await store.close();
+    }
+
+    // A backup never replaces a file.
+    const refused = runWithConfig("backup", copy);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain("exists already; a backup never replaces a file");
+    expect(usageRequestIds(copy)).toEqual(copied);
+
+    // Not under a serving server: it would go on writing to the file it holds open.
+    const underServer = runWithConfig("restore", copy);
+    expect(underServer.code).toBe(1);
+    expect(underServer.stderr).toContain("A Tollgate server is serving");
+    expect(readdirSync(folder).filter((name) => name.includes("before-restore"))).toEqual([]);
+
+    // Answered after the copy, then the server is killed: its last commits are in the WAL.
+    const after = Array.from({ length: 10 }, (_, index) => `after-${index}`);
+    for (const id of after) await chat(key!, id);
+    await stop(first.child, "SIGKILL");
+    expect(statSync(`${database}-wal`).size).toBeGreaterThan(0);
+
+    // What `cp copy.db tollgate.db` would do, on a copy of the killed server's files: SQLite
+    // applies the old WAL to the backup, and the ledger is the old one again, not the backup.
+    const naive = join(folder, "naive");
+    mkdirSync(naive);
+    copyFileSync(`${database}-wal`, join(naive, "tollgate.db-wal"));
+    copyFileSync(copy, join(naive, "tollgate.db"));
+    expect(usageRequestIds(join(naive, "tollgate.db"))).toEqual(expect.arrayContaining(after));
+    expect(copied).not.toContain("after-0");
+
+    const restored = runWithConfig("restore", copy);
+    expect(restored.stderr).toBe("");
+    expect(restored.code).toBe(0);
+    expect(restored.stdout).toContain(
+      `restored ${database} from ${copy}: 1 account, ${copied.length} usage rows`,
+    );
+    expect(usageRequestIds(database)).toEqual(copied);
+    // The database it replaced is kept, with the commits its WAL held.
+    const kept = /is kept as (\S+): restore that file to undo/.exec(restored.stdout)?.[1];
+    expect(kept).toMatch(/tollgate\.db\.before-restore-\d{8}T\d{6}Z$/);
+    expect(usageRequestIds(kept!)).toEqual(expect.arrayContaining([...before, ...after]));
+
+    // A server starts on it, releases whatever reservations the copy held, and the books balance.
+    const second = await startServer();
+    await stop(second.child, "SIGTERM");
+    const audit = runWithConfig("audit");
+    expect(audit.stdout).toContain("audit passed");
+    expect(audit.code).toBe(0);
+    expect(usageRequestIds(database)).toEqual(copied);
+  });
+
+  it("refuse a PostgreSQL database (pg_dump's work) and an in-memory one, without repeating the URL", () => {
+    const postgres = { TOLLGATE_DATABASE_URL: "postgres://tollgate:s3cret-password@127.0.0.1:1/db" };
+    // A file to restore from (restore looks at it first): never read here.
+    const someFile = join(folder, "some-backup.db");
+    writeFileSync(someFile, "");
+    for (const args of [
+      ["backup", join(folder, "pg-copy.db")],
+      ["restore", someFile],
+    ]) {
+      const refused = runCli(args, { cwd: folder, env: postgres, unset: ["TOLLGATE_CONFIG"] });
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toContain("pg_dump");
+      expect(refused.stderr).not.toContain("s3cret-password");
+    }
+    const memory = { TOLLGATE_DATABASE_URL: "sqlite::memory:" };
+    const refused = runCli(["backup", join(folder, "memory-copy.db")], {
+      cwd: folder,
+      env: memory,
+      unset: ["TOLLGATE_CONFIG"],
+    });
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain("no file to back up");
+    expect(existsSync(join(folder, "memory-copy.db"))).toBe(false);
+  });
+
+  it("creates a database that does not exist yet before copying it, and restores over a file SQLite cannot read", () => {
+    // As every command that uses the store (SPEC §11), and saying so.
+    const fresh = { TOLLGATE_DATABASE_URL: `sqlite:${join(folder, "fresh.db")}` };
+    const emptyCopy = join(folder, "fresh-copy.db");
+    const backedUp = runCli(["backup", emptyCopy], { cwd: folder, env: fresh, unset: ["TOLLGATE_CONFIG"] });
+    expect(backedUp.code).toBe(0);
+    expect(backedUp.stdout).toContain("0 accounts, 0 usage rows, 0 open reservations");
+    expect(backedUp.stdout).toContain(`There was no database at ${join(folder, "fresh.db")}`);
+
+    // What a file copied over a database with a stale WAL may leave: no database at all.
+    const damaged = join(folder, "damaged.db");
+    writeFileSync(damaged, "not a database ".repeat(1000));
+    writeFileSync(`${damaged}-wal`, "stale");
+    const env = { TOLLGATE_DATABASE_URL: `sqlite:${damaged}` };
+    const restored = runCli(["restore", emptyCopy], { cwd: folder, env, unset: ["TOLLGATE_CONFIG"] });
+    expect(restored.stderr).toBe("");
+    expect(restored.code).toBe(0);
+    const movedTo = /could not be read; its files were moved to (\S+) as they were/.exec(
+      restored.stdout,
+    )?.[1];
+    expect(movedTo).toBeDefined();
+    expect(existsSync(`${movedTo}-wal`)).toBe(true);
+    expect(usageRequestIds(damaged)).toEqual([]);
+    expect(runCli(["audit"], { cwd: folder, env, unset: ["TOLLGATE_CONFIG"] }).stdout).toContain(
+      "audit passed: 0 accounts",
+    );
+  });
+});
