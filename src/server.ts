@@ -22,6 +22,7 @@ import { KeyLimits } from "./limits/key-limits.ts";
 import { closeWhenIdle } from "./models/close-when-idle.ts";
 import { ModelRegistry } from "./models/model-registry.ts";
 import { chargeJournalPath, claimReplicaId, openStore } from "./store/open-store.ts";
+import { isSqliteUnavailable } from "./store/sqlite/explain-sqlite-error.ts";
 import type { Store } from "./store/store.ts";
 
 /** The starter account's opening credit on first start, so the printed curl line works. */
@@ -185,16 +186,19 @@ async function startOnStore(
       );
     }
   }
+  // Charges a previous run owed when it ended (the store did not take them): recorded first, so
+  // that a reservation row of theirs gives its money back as they are charged.
+  const journalPath = chargeJournalPath(config.database);
+  const journal = journalPath === undefined ? undefined : new ChargeJournal(journalPath);
+  const owedAtStart =
+    journal === undefined
+      ? undefined
+      : await recordOwedCharges({ store, journal, now: new Date(), isUnavailable: isSqliteUnavailable });
   // One server owns a SQLite file: whatever reservation is open now was left by a crash. A
   // shared store (PostgreSQL) has other replicas' live reservations: release only this
   // replica's own now. Those whose lease expired go with the first sweep (keep-leases.ts), not
   // at once: a replica starting just after a database outage would find the live reservations
   // of replicas that could not renew them yet expired too (SPEC §11: never another's live ones).
-  // Charges a previous run owed when it ended (the store did not take them): recorded first, so
-  // that a reservation row of theirs gives its money back as they are charged.
-  const journalPath = chargeJournalPath(config.database);
-  const journal = journalPath === undefined ? undefined : new ChargeJournal(journalPath);
-  const owedAtStart = journal === undefined ? undefined : await recordOwedCharges(store, journal, new Date());
   const released = await store.releaseReservations({
     replicaId: config.database.startsWith("sqlite:") ? "*" : replicaId,
   });
@@ -233,6 +237,12 @@ async function startOnStore(
     logger.warn(
       { recorded: owedAtStart.recorded, stillOwed: owedAtStart.owed.length, journal: journalPath },
       "recorded the charges the previous run owed",
+    );
+  }
+  for (const { usage, error } of owedAtStart?.refused ?? []) {
+    logger.error(
+      { err: error, requestId: usage.requestId, usage: { ...usage, costNano: String(usage.costNano) } },
+      "the store refused a charge the previous run owed (its account is not in this database?); it was not recorded and leaves the journal",
     );
   }
   const inFlight = new InFlightRequests();

@@ -1,4 +1,4 @@
-import { appendFileSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { appendFileSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import type { Store, UsageRecord } from "../store/store.ts";
 
 /**
@@ -13,6 +13,8 @@ import type { Store, UsageRecord } from "../store/store.ts";
  * when it went through; the file exists only while a charge is owed. A line is appended with one
  * synchronous write before the client hears its answer is complete; the page cache keeps it
  * through a process kill (not through a power loss, as for the WAL under `synchronous = NORMAL`).
+ * Each write begins with a line break: a write cut short (a full disk) leaves a line of its own,
+ * which reading skips, instead of swallowing the next record into it.
  * Settling is idempotent (a usage row is written once, by the reservation's id), so a charge
  * owed twice, or one the store took just before the process died, is recorded once.
  */
@@ -35,7 +37,11 @@ export class ChargeJournal {
       text = readFileSync(this.path, "utf8");
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === "ENOENT") return [];
-      throw error;
+      // Not skipped: a start that went on would forget the charges it holds.
+      throw new Error(
+        `Could not read ${this.path}, the charges a previous run owed (${(error as Error).message}). Make it a readable file (or move it away, and record its charges by hand), then start again.`,
+        { cause: error },
+      );
     }
     const owed = new Map<string, UsageRecord>();
     for (const line of text.split("\n")) {
@@ -49,7 +55,7 @@ export class ChargeJournal {
 
   /** Notes a charge the store did not take. Throws when the file cannot be written. */
   owe(usage: UsageRecord): void {
-    appendFileSync(this.path, `${JSON.stringify({ owed: toJsonUsage(usage) })}\n`);
+    appendFileSync(this.path, `\n${JSON.stringify({ owed: toJsonUsage(usage) })}\n`);
     this.#owed.add(usage.id);
   }
 
@@ -57,7 +63,7 @@ export class ChargeJournal {
   paid(id: string): void {
     if (!this.#owed.delete(id)) return;
     if (this.#owed.size === 0) rmSync(this.path, { force: true });
-    else appendFileSync(this.path, `${JSON.stringify({ paid: id })}\n`);
+    else appendFileSync(this.path, `\n${JSON.stringify({ paid: id })}\n`);
   }
 
   /**
@@ -66,11 +72,15 @@ export class ChargeJournal {
    */
   startOver(usages: readonly UsageRecord[]): void {
     if (usages.length === 0) rmSync(this.path, { force: true });
-    else
+    else {
+      // Whole or not at all: a process killed while writing leaves the previous file.
+      const next = `${this.path}.next`;
       writeFileSync(
-        this.path,
+        next,
         usages.map((usage) => `${JSON.stringify({ owed: toJsonUsage(usage) })}\n`).join(""),
       );
+      renameSync(next, this.path);
+    }
     this.#owed.clear();
     for (const usage of usages) this.#owed.add(usage.id);
   }
@@ -78,28 +88,36 @@ export class ChargeJournal {
 
 /**
  * Records the charges a previous run left owed in `journal`, each tried once (stamped `now`, as
- * a retried settle is); answers how many went through and those the store did not take now,
- * which stay owed (see {@link ChargeJournal.startOver}). Run before the start releases the
+ * a retried settle is); answers how many went through, those the store could not take now,
+ * which stay owed (see {@link ChargeJournal.startOver}), and those it refused. Run before the start releases the
  * reservations left open: a charge whose reservation row is still there then gives its money
  * back as it is charged, instead of being charged against what the account has left.
  */
-export async function recordOwedCharges(
-  store: Pick<Store, "settle">,
-  journal: ChargeJournal,
-  now: Date,
-): Promise<{ recorded: number; owed: UsageRecord[] }> {
+export async function recordOwedCharges(options: {
+  store: Pick<Store, "settle">;
+  journal: ChargeJournal;
+  now: Date;
+  /** Whether a settle failed for want of the store (kept owed) rather than for good. */
+  isUnavailable: (error: unknown) => boolean;
+}): Promise<{ recorded: number; owed: UsageRecord[]; refused: { usage: UsageRecord; error: unknown }[] }> {
+  const { store, journal, now, isUnavailable } = options;
   const owed: UsageRecord[] = [];
+  const refused: { usage: UsageRecord; error: unknown }[] = [];
   let recorded = 0;
   for (const usage of journal.readOwed()) {
     try {
       await store.settle({ ...usage, createdAt: now });
       recorded++;
-    } catch {
-      owed.push(usage);
+    } catch (error) {
+      // A store that cannot be written now takes it later. One that refuses it (its account is
+      // not in this database: a restore of an older backup) would refuse it at every start: it
+      // leaves the journal, for the caller to log with everything needed to record it by hand.
+      if (isUnavailable(error)) owed.push(usage);
+      else refused.push({ usage, error });
     }
   }
   journal.startOver(owed);
-  return { recorded, owed };
+  return { recorded, owed, refused };
 }
 
 /** A usage record as JSON: the cost as a decimal string, the time as ISO 8601. */

@@ -1,4 +1,4 @@
-import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -76,25 +76,56 @@ describe("the charge journal", () => {
     expect(new ChargeJournal(path).readOwed()).toEqual([usage("a")]);
   });
 
-  it("records what a previous run owed at start, and keeps what the store does not take", async () => {
+  it("keeps the next charge whole after a write cut short (a full disk)", () => {
+    const path = newPath();
+    const journal = new ChargeJournal(path);
+    journal.owe(usage("a"));
+    // What a write that ran out of space leaves: the start of a line, and no line break.
+    appendFileSync(path, `\n{"owed":{"id":"cut","requestId":"request-cut","acc`);
+    journal.owe(usage("c"));
+    expect(new ChargeJournal(path).readOwed()).toEqual([usage("a"), usage("c")]);
+  });
+
+  it("refuses to read a journal it cannot read, naming it, rather than forget its charges", () => {
+    const path = newPath();
+    mkdirSync(path);
+    expect(() => new ChargeJournal(path).readOwed()).toThrow(
+      new RegExp(`^Could not read ${path}, the charges a previous run owed \\(EISDIR`),
+    );
+  });
+
+  it("records what a previous run owed at start, keeps what the store cannot take now, and lets go of what it refuses", async () => {
     const path = newPath();
     const previous = new ChargeJournal(path);
     previous.owe(usage("a"));
     previous.owe(usage("b"));
+    previous.owe(usage("gone"));
     const settled: UsageRecord[] = [];
     const now = new Date("2026-11-28T00:00:00Z");
+    const unavailable = new Error("database is locked");
+    const refusal = new Error("FOREIGN KEY constraint failed");
     const store = {
       async settle(record: UsageRecord): Promise<bigint> {
-        if (record.id === "b") throw new Error("database is locked");
+        if (record.id === "b") throw unavailable;
+        if (record.id === "gone") throw refusal;
         settled.push(record);
         return record.costNano;
       },
     };
 
     const next = new ChargeJournal(path);
-    const result = await recordOwedCharges(store, next, now);
+    const result = await recordOwedCharges({
+      store,
+      journal: next,
+      now,
+      isUnavailable: (error) => error === unavailable,
+    });
 
-    expect(result).toEqual({ recorded: 1, owed: [usage("b")] });
+    expect(result).toEqual({
+      recorded: 1,
+      owed: [usage("b")],
+      refused: [{ usage: usage("gone"), error: refusal }],
+    });
     // Stamped with the time it is written, as a retried settle is.
     expect(settled).toEqual([{ ...usage("a"), createdAt: now }]);
     expect(new ChargeJournal(path).readOwed()).toEqual([usage("b")]);

@@ -10,11 +10,15 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
+import { Writable } from "node:stream";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ChargeJournal } from "../../src/billing/charge-journal.ts";
+import { startServer } from "../../src/server.ts";
 import { openStore } from "../../src/store/open-store.ts";
 import { type MockUpstream, startMockUpstream, streamText } from "../engine/openai/mock-upstream.ts";
 import { findFreePort } from "../support/free-port.ts";
+import { createTestConfig } from "../support/test-server.ts";
 
 const cli = join(import.meta.dirname, "../../src/cli.ts");
 let folder: string;
@@ -128,6 +132,52 @@ describe("a server killed while it owes a charge the store did not take", () => 
       const exited = once(second.child, "exit");
       second.child.kill("SIGTERM");
       await exited;
+    }
+  });
+});
+
+describe("a charge the previous run owed that the store refuses", () => {
+  it("is logged with its usage to be recorded by hand, and leaves the journal (no retry at every start)", async () => {
+    const file = join(folder, "refused.db");
+    const journalPath = `${file}.pending-charges.jsonl`;
+    // Owed for an account this database does not have (a restore of an older backup).
+    new ChargeJournal(journalPath).owe({
+      id: "reservation-of-another-database",
+      requestId: "owed-elsewhere",
+      accountId: "no-such-account",
+      keyPublicId: "no-such-key",
+      model: "upstream-chat",
+      promptTokens: 10,
+      completionTokens: 4,
+      costNano: 18_000n,
+      finishReason: "stop",
+      errorCode: undefined,
+      user: undefined,
+      queueMs: 0,
+      firstTokenMs: 5,
+      totalMs: 9,
+      estimated: false,
+      createdAt: new Date(),
+    });
+    const lines: { level: number; msg: string; requestId?: string; usage?: { costNano: string } }[] = [];
+    const destination = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        for (const line of chunk.toString().split("\n")) if (line !== "") lines.push(JSON.parse(line));
+        done();
+      },
+    });
+    const server = await startServer({
+      config: createTestConfig({ database: `sqlite:${file}`, models: [] }),
+      logger: { destination },
+    });
+    try {
+      const refused = lines.find((line) => line.requestId === "owed-elsewhere");
+      expect(refused?.level).toBe(50);
+      expect(refused?.msg).toMatch(/^the store refused a charge the previous run owed/);
+      expect(refused?.usage?.costNano).toBe("18000");
+      expect(existsSync(journalPath)).toBe(false);
+    } finally {
+      await server.close();
     }
   });
 });
