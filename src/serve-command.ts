@@ -55,19 +55,27 @@ export async function runServeCommand(
     else reload();
   });
   // SIGTERM and SIGINT likewise: one that comes while the server starts (its store claimed, its
-  // port not yet open) would end the process at once with 143; it shuts down once started.
+  // port not yet open) would end the process at once with 143; it shuts down once started. A
+  // start that waits for another process's migration of a PostgreSQL store (which may take
+  // minutes, or for ever behind a stuck session) stops waiting and fails instead.
   let shutdown: ((signal: string) => void) | undefined;
   let signalWhileStarting: string | undefined;
+  const starting = new AbortController();
   for (const signal of ["SIGTERM", "SIGINT"] as const) {
     process.on(signal, () => {
-      if (shutdown === undefined) signalWhileStarting ??= signal;
-      else shutdown(signal);
+      if (shutdown !== undefined) {
+        shutdown(signal);
+        return;
+      }
+      signalWhileStarting ??= signal;
+      starting.abort(new Error(`${signal} while starting`));
     });
   }
   const config = await loadConfig({ file: configFile });
   const { STARTER_BALANCE_NANO, startServer } = await import("./server.ts");
   const server = await startServer({
     config,
+    signal: starting.signal,
     ...(host === undefined ? {} : { host }),
     ...(port === undefined ? {} : { port }),
   });

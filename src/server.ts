@@ -1,5 +1,5 @@
 import type { FastifyInstance } from "fastify";
-import { pino } from "pino";
+import { type Logger, pino } from "pino";
 import { bootstrap } from "./admin/bootstrap.ts";
 import { buildApp, createServerMetrics, STORE_OUTAGE_LOG_INTERVAL_MS } from "./api/build-app.ts";
 import { describeListenError, formatHostPort } from "./api/describe-listen-error.ts";
@@ -110,6 +110,11 @@ export interface StartServerOptions {
   clientStallTimeoutMs?: number;
   /** The bytes of request bodies held at once (tests); default from the heap (body-budget.ts). */
   bodyBudgetBytes?: number;
+  /**
+   * Ends a start that waits for another process's migration of a PostgreSQL store (a stop
+   * signal to a server still starting): the start then fails.
+   */
+  signal?: AbortSignal;
 }
 
 /** Opens the store, loads the engines, listens, then runs the first-run bootstrap. */
@@ -118,36 +123,62 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
   const clusterSettings = readClusterSettings(process.env);
   // Only the engines the catalogue uses are imported (an upstream model brings undici).
   await loadEngineModules(options.config.models);
-  const store = await openStore(options.config.database, { owner: true });
+  const logger = createLogger(options);
+  const store = await openStore(options.config.database, {
+    owner: true,
+    onMigrationWait: ({ holder, waitedMs }) =>
+      logger.warn(
+        {
+          waitedSeconds: Math.round(waitedMs / 1000),
+          ...(holder === undefined
+            ? {}
+            : {
+                holderPid: holder.pid,
+                holderApplication: holder.applicationName,
+                ...(holder.clientAddress === undefined ? {} : { holderClient: holder.clientAddress }),
+              }),
+        },
+        "waiting for another process to finish migrating the PostgreSQL store (it holds the migration lock)",
+      ),
+    ...(options.signal === undefined ? {} : { signal: options.signal }),
+  });
   // A start that fails closes what it opened, last first: nothing (the store's claim, Redis,
   // a model loading or downloading) keeps the failed process alive.
   const opened: { close(): Promise<void> }[] = [store];
   try {
-    return await startOnStore(options, store, clusterSettings, opened);
+    return await startOnStore(options, { store, logger, clusterSettings, opened });
   } catch (error) {
     for (const resource of opened.reverse()) await resource.close().catch(() => {});
     throw error;
   }
 }
 
+/** The server's logger: JSON lines on stdout unless the options say otherwise. */
+function createLogger(options: StartServerOptions): Logger {
+  const serializers = { err: serializeLogError, error: serializeLogError };
+  const level =
+    (options.logger === false ? undefined : options.logger?.level) ?? options.config.logLevel ?? "info";
+  return options.logger === false
+    ? pino({ enabled: false })
+    : options.logger?.destination === undefined
+      ? pino({ level, serializers })
+      : pino({ level, serializers }, options.logger.destination);
+}
+
 async function startOnStore(
   options: StartServerOptions,
-  store: Store,
-  clusterSettings: ClusterSettings,
-  opened: { close(): Promise<void> }[],
+  started: {
+    store: Store;
+    logger: Logger;
+    clusterSettings: ClusterSettings;
+    opened: { close(): Promise<void> }[];
+  },
 ): Promise<RunningServer> {
+  const { store, logger, clusterSettings, opened } = started;
   const { config } = options;
   const authenticator = createAuthenticator({ store, configuredAdminKey: config.adminKey });
   const host = options.host ?? config.server.host;
   const replicaId = resolveReplicaId(host, options.port ?? config.server.port);
-  const serializers = { err: serializeLogError, error: serializeLogError };
-  const level = (options.logger === false ? undefined : options.logger?.level) ?? config.logLevel ?? "info";
-  const logger =
-    options.logger === false
-      ? pino({ enabled: false })
-      : options.logger?.destination === undefined
-        ? pino({ level, serializers })
-        : pino({ level, serializers }, options.logger.destination);
   // Claimed before releasing "its own" reservations: with an id another live replica uses, they
   // would be that replica's running requests, served then without being paid for.
   const replicaClaim = await claimReplicaId(config.database, {

@@ -1,4 +1,5 @@
 import type { ClaimReplicaIdOptions, ReplicaClaim } from "./postgres/claim-postgres-replica-id.ts";
+import type { MigrationLockWait } from "./postgres/take-migration-lock.ts";
 import { openSqliteStore } from "./sqlite/open-sqlite-store.ts";
 import type { Store } from "./store.ts";
 
@@ -16,6 +17,13 @@ export interface StoreOptions {
    * new schema's running totals miss. A new database is created either way.
    */
   upgrade?: boolean;
+  /**
+   * PostgreSQL: told, at once and then every 10 s, while the open waits for another process's
+   * migration of the store (who holds its lock, and for how long it has waited).
+   */
+  onMigrationWait?: (wait: MigrationLockWait) => void;
+  /** PostgreSQL: ends a wait for another process's migration; the open then fails. */
+  signal?: AbortSignal;
 }
 
 /**
@@ -42,7 +50,11 @@ export async function openStore(databaseUrl: string, options: StoreOptions = {})
   if (databaseUrl.startsWith("postgres://") || databaseUrl.startsWith("postgresql://")) {
     // Imported only for a PostgreSQL URL: `pg` and its dialect stay out of a SQLite server's memory.
     const { openPostgresStore } = await import("./postgres/open-postgres-store.ts");
-    return await openPostgresStore(databaseUrl, { upgrade: options.upgrade ?? true });
+    return await openPostgresStore(databaseUrl, {
+      upgrade: options.upgrade ?? true,
+      onMigrationWait: options.onMigrationWait,
+      signal: options.signal,
+    });
   }
   throw new Error(
     `The database URL "${describeScheme(databaseUrl)}" is not one Tollgate knows. Use sqlite:PATH (e.g. sqlite:./data/tollgate.db) or postgres://USER:PASSWORD@HOST:PORT/DATABASE.`,

@@ -9,6 +9,7 @@ import { Client } from "pg";
 import { afterAll, describe, expect, it } from "vitest";
 import { openStore } from "../../src/store/open-store.ts";
 import { openPostgresStore } from "../../src/store/postgres/open-postgres-store.ts";
+import type { MigrationLockWait } from "../../src/store/postgres/take-migration-lock.ts";
 import { createPostgresTestSchema, runStatements, testPostgresUrl } from "./postgres-test-database.ts";
 import { makeTemporaryDirectory, newDatabaseUrl } from "./temporary-directory.ts";
 
@@ -206,34 +207,78 @@ describe.skipIf("skipped" in postgres)(
     const QUERY_TIMEOUT_MS = 300;
     const HOLD_MS = 1_500;
 
-    /** Holds what `statements` take on a session of its own for {@link HOLD_MS}, then lets go. */
-    async function holdFor(statements: string[]): Promise<{ released: Promise<void> }> {
-      const holder = new Client({ connectionString: testPostgresUrl() });
+    /**
+     * Holds what `statements` take on a session of its own (application_name `migration-holder`)
+     * for `ms` (or until `end`), then lets go; answers the session's backend pid.
+     */
+    async function holdFor(
+      statements: string[],
+      ms = HOLD_MS,
+    ): Promise<{ released: Promise<void>; pid: number; end: () => Promise<void> }> {
+      const holder = new Client({
+        connectionString: testPostgresUrl(),
+        application_name: "migration-holder",
+      });
       await holder.connect();
+      const { rows } = await holder.query<{ pid: number }>("select pg_backend_pid() as pid");
       for (const statement of statements) await holder.query(statement);
-      const released = new Promise<void>((resolve) => setTimeout(resolve, HOLD_MS)).then(async () => {
+      const released = new Promise<void>((resolve) => setTimeout(resolve, ms)).then(async () => {
         await holder.end();
       });
-      return { released };
+      return { released, pid: rows[0]?.pid as number, end: () => holder.end() };
     }
 
-    it("waits for another replica's migration lock, however long it is held", async () => {
+    const lockKeyOf = (schema: string) =>
+      createHash("sha256").update(`tollgate.migrate:${schema}`).digest().readBigInt64BE(0);
+
+    it("waits for another replica's migration lock, however long it is held, and says who holds it", async () => {
       const schema = await createPostgresTestSchema();
       if ("skipped" in schema) return;
       try {
-        const lockKey = createHash("sha256")
-          .update(`tollgate.migrate:${schema.schema}`)
-          .digest()
-          .readBigInt64BE(0);
-        const { released } = await holdFor([`select pg_advisory_lock(${lockKey.toString()})`]);
+        const { released, pid } = await holdFor([`select pg_advisory_lock(${lockKeyOf(schema.schema)})`]);
         const started = performance.now();
-        const store = await openPostgresStore(schema.url, { queryTimeoutMilliseconds: QUERY_TIMEOUT_MS });
+        const waits: MigrationLockWait[] = [];
+        const store = await openPostgresStore(schema.url, {
+          queryTimeoutMilliseconds: QUERY_TIMEOUT_MS,
+          onMigrationWait: (wait) => waits.push(wait),
+        });
         // It waited for the holder (the schema was new: it had to migrate), then migrated.
         expect(performance.now() - started).toBeGreaterThan(HOLD_MS - 100);
+        // Said at once, naming the session that holds the lock (then every 10 s: not within 1.5 s).
+        expect(waits).toEqual([
+          {
+            holder: { pid, applicationName: "migration-holder", clientAddress: "127.0.0.1" },
+            waitedMs: expect.any(Number),
+          },
+        ]);
         expect(await store.hasAccounts()).toBe(false);
         await store.close();
         await released;
       } finally {
+        await schema.drop();
+      }
+    });
+
+    it("stops waiting when told to (a stop signal while the server starts), however long the lock is held", async () => {
+      const schema = await createPostgresTestSchema();
+      if ("skipped" in schema) return;
+      // Held past the test's own timeout: only the abort can end the wait.
+      const { released, end } = await holdFor(
+        [`select pg_advisory_lock(${lockKeyOf(schema.schema)})`],
+        60_000,
+      );
+      void released.catch(() => {});
+      try {
+        const stop = new AbortController();
+        const opening = openPostgresStore(schema.url, {
+          onMigrationWait: () => stop.abort(new Error("SIGTERM while starting")),
+          signal: stop.signal,
+        });
+        expect(await rejectionMessage(opening)).toMatch(
+          /: stopped while waiting for another process to finish migrating the store: SIGTERM while starting$/,
+        );
+      } finally {
+        await end();
         await schema.drop();
       }
     });

@@ -15,6 +15,7 @@ import { discardReadOnlyConnections } from "./discard-read-only-connections.ts";
 import { parsePostgresUrl } from "./parse-postgres-url.ts";
 import { createPostgresBilling } from "./postgres-billing.ts";
 import { PostgresStoreDialect } from "./postgres-store-dialect.ts";
+import { type MigrationLockWait, takeMigrationLock } from "./take-migration-lock.ts";
 
 /** Options of {@link openPostgresStore}. */
 export interface PostgresStoreOptions {
@@ -31,6 +32,10 @@ export interface PostgresStoreOptions {
   queryTimeoutMilliseconds?: number;
   /** Migrate a database an older Tollgate made (see `StoreOptions.upgrade`). Default true. */
   upgrade?: boolean;
+  /** Told, at once and then every 10 s, while another process's migration makes the open wait. */
+  onMigrationWait?: ((wait: MigrationLockWait) => void) | undefined;
+  /** Ends a wait for another process's migration: the open fails. */
+  signal?: AbortSignal | undefined;
 }
 
 /** How much longer than the server's statement timeout the client waits for an answer. */
@@ -94,6 +99,8 @@ export async function openPostgresStore(
   try {
     await migrateExclusively(db, location.schema, {
       upgrade: options.upgrade ?? true,
+      onWait: options.onMigrationWait,
+      signal: options.signal,
       openMigrationConnection: () =>
         new Kysely<Database>({
           dialect: new PostgresStoreDialect({
@@ -148,12 +155,18 @@ export async function openPostgresStore(
  * The migration runs on a connection of its own, without the pool's statement timeout: a
  * migration that rewrites a table of tens of millions of usage rows takes minutes, and cut at
  * the timeout it would roll back and be cut again at every start, leaving the server unable to
- * start at all. Likewise a replica waits for the lock for as long as another migrates.
+ * start at all. Likewise a replica waits for the lock for as long as another migrates, saying so
+ * (take-migration-lock.ts).
  */
 async function migrateExclusively(
   db: Kysely<Database>,
   schema: string | undefined,
-  options: { upgrade: boolean; openMigrationConnection: () => Kysely<Database> },
+  options: {
+    upgrade: boolean;
+    openMigrationConnection: () => Kysely<Database>;
+    onWait: ((wait: MigrationLockWait) => void) | undefined;
+    signal: AbortSignal | undefined;
+  },
 ): Promise<void> {
   const target = await db.connection().execute(async (connection) => {
     const found = schema ?? (await readCurrentSchema(connection));
@@ -172,7 +185,7 @@ async function migrateExclusively(
       // statement timeout of its own.
       await sql`set statement_timeout = 0`.execute(connection);
       const lockKey = createHash("sha256").update(`tollgate.migrate:${target}`).digest().readBigInt64BE(0);
-      await sql`select pg_advisory_lock(${lockKey})`.execute(connection);
+      await takeMigrationLock(connection, lockKey, { onWait: options.onWait, signal: options.signal });
       let failure: unknown;
       try {
         if (schema !== undefined) await createSchemaIfMissing(connection, schema);
