@@ -1,6 +1,7 @@
 import { existsSync, realpathSync } from "node:fs";
 import path from "node:path";
 import { loadConfig } from "../catalog/load-config.ts";
+import { chargeJournalPath } from "../store/open-store.ts";
 import { locateDatabase } from "../store/sqlite/locate-sqlite-file.ts";
 import { describeLedgerSummary } from "../store/sqlite/read-ledger-summary.ts";
 import { CliError, type OutputSink } from "./cli-error.ts";
@@ -10,11 +11,13 @@ const USAGE = "tollgate restore FILE";
 
 const HELP = `Usage: ${USAGE}
 
-Replaces the SQLite database with the backup FILE (made by \`tollgate backup\`), while no server
-runs on it. The database it replaces is kept beside it as <database>.before-restore-<time>:
-restore that file the same way to undo. The next server releases the reservations the backup
-holds (requests that were in flight when it was taken). Never copy a file over the database
-instead: SQLite would apply the old database's -wal file to it.
+Replaces the SQLite database's contents with the backup FILE (made by \`tollgate backup\`), while
+no server runs on it, in one transaction: a failure midway changes nothing. The contents it
+replaces are kept beside it as <database>.before-restore-<time>: restore that file the same way to
+undo. A tollgate command that writes meanwhile waits for the restore, then writes to the restored
+database. The next server releases the reservations the backup holds (requests that were in
+flight when it was taken). Never copy a file over the database instead: SQLite would apply the
+old database's -wal file to it.
 For a PostgreSQL database use pg_restore into a new, empty database.`;
 
 /** Answers `tollgate restore --help`; it needs no config, so the CLI calls it first. */
@@ -88,8 +91,9 @@ export async function runRestoreCommand(
   if (summary.schema === "behind") {
     out.write("The backup was made by an older Tollgate: the next `tollgate serve` migrates it.");
   }
-  const journal = `${file}.pending-charges.jsonl`;
-  if (existsSync(journal)) {
+  // Named as the server names it: beside the configured name, which may be a link to `file`.
+  const journal = chargeJournalPath(config.database);
+  if (journal !== undefined && existsSync(journal)) {
     out.write(
       `${journal} holds charges the previous server owed and was left in place: the next start records those the database does not hold yet.`,
     );

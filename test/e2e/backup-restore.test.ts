@@ -19,12 +19,14 @@ import {
   realpathSync,
   rmSync,
   statSync,
+  symlinkSync,
   writeFileSync,
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { setTimeout as sleep } from "node:timers/promises";
+import { pathToFileURL } from "node:url";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openStore } from "../../src/store/open-store.ts";
@@ -117,6 +119,97 @@ function usageRequestIds(file: string): string[] {
   } finally {
     db.close();
   }
+}
+
+/** The notes of a SQLite file's credits. */
+function creditNotes(file: string): string[] {
+  const db = new DatabaseSync(file);
+  try {
+    return db
+      .prepare("SELECT note FROM credits WHERE note IS NOT NULL ORDER BY note")
+      .all()
+      .map((row) => String(row.note));
+  } finally {
+    db.close();
+  }
+}
+
+/** The files of `dir` a restore kept aside. */
+function keptAside(dir: string): string[] {
+  return readdirSync(dir).filter((name) => name.includes("before-restore"));
+}
+
+/** `tollgate ARGS` in `cwd` on the database `url`, without blocking this process. */
+async function runOnDatabase(
+  cwd: string,
+  url: string,
+  ...args: string[]
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await promisify(execFile)(process.execPath, [cli, ...args], {
+      cwd,
+      env: { ...process.env, TOLLGATE_CONFIG: undefined, TOLLGATE_DATABASE_URL: url },
+    });
+    return { code: 0, stdout, stderr };
+  } catch (error) {
+    const failed = error as { code: number; stdout: string; stderr: string };
+    return { code: failed.code, stdout: failed.stdout, stderr: failed.stderr };
+  }
+}
+
+/**
+ * A process that runs \`tollgate accounts credit ACCOUNT 1 --note w-N\` (the command's own code,
+ * on a store opened as the CLI opens it, without a Node start for each) for N = 1, 2, ... until
+ * its stdin ends, and prints \`credited w-N\` for each that said "Credited".
+ */
+function startCreditLoop(url: string, account: string): { child: ChildProcess; credited: () => string[] } {
+  const module = (file: string) => pathToFileURL(join(import.meta.dirname, "../../src", file)).href;
+  const script = `
+    import { openStore } from ${JSON.stringify(module("store/open-store.ts"))};
+    import { runAccountsCommand } from ${JSON.stringify(module("admin/accounts-command.ts"))};
+    const [url, account] = process.argv.slice(1);
+    let stopping = false;
+    process.stdin.on("end", () => { stopping = true; });
+    process.stdin.resume();
+    for (let n = 1; !stopping; n++) {
+      // node:sqlite answers at once: without a turn of the event loop, stdin and stdout would wait.
+      await new Promise((resolve) => setImmediate(resolve));
+      const note = "w-" + String(n).padStart(6, "0");
+      try {
+        const store = await openStore(url, { upgrade: false });
+        try {
+          await runAccountsCommand(store, ["credit", account, "1", "--note", note], {
+            write: (line) => { if (line.startsWith("Credited")) process.stdout.write("credited " + note + "\\n"); },
+          });
+        } finally {
+          await store.close();
+        }
+      } catch (error) {
+        process.stdout.write("failed " + note + ": " + error.message + "\\n");
+      }
+    }
+  `;
+  const child = spawn(process.execPath, ["--input-type=module", "-e", script, url, account], {
+    stdio: ["pipe", "pipe", "inherit"],
+  });
+  running.add(child);
+  child.once("exit", () => running.delete(child));
+  let output = "";
+  child.stdout?.on("data", (data: Buffer) => {
+    output += data.toString();
+  });
+  return {
+    child,
+    credited: () => [...output.matchAll(/^credited (\S+)$/gm)].map((match) => match[1]!),
+  };
+}
+
+async function waitUntil(condition: () => boolean, what: string): Promise<void> {
+  for (let attempt = 0; attempt < 1200; attempt++) {
+    if (condition()) return;
+    await sleep(25);
+  }
+  throw new Error(`gave up waiting for ${what}`);
 }
 
 beforeAll(async () => {
@@ -283,6 +376,91 @@ describe("tollgate backup and restore on SQLite", () => {
     expect(usageRequestIds(damaged)).toEqual([]);
     expect(runCli(["audit"], { cwd: folder, env, unset: ["TOLLGATE_CONFIG"] }).stdout).toContain(
       "audit passed: 0 accounts",
+    );
+  });
+  it("loses no credit a command made while it restored: each is in the database it replaced or the restored one", async () => {
+    const dir = join(folder, "concurrent");
+    mkdirSync(dir);
+    const url = `sqlite:${join(dir, "tollgate.db")}`;
+    expect((await runOnDatabase(dir, url, "accounts", "create", "load")).code).toBe(0);
+    // Large enough that copying it aside and replacing it take a while (about 70 MB).
+    const db = new DatabaseSync(join(dir, "tollgate.db"));
+    const account = String(db.prepare("SELECT id FROM accounts WHERE name = 'load'").get()?.id);
+    db.prepare(
+      `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200000)
+       INSERT INTO usage (id, request_id, account_id, key_public_id, model, prompt_tokens,
+         completion_tokens, cost_nano, total_ms, estimated, created_at)
+       SELECT 'u-' || i, 'r-' || i, ?, 'k', 'upstream-chat', 10, 4, 0, 1, 0, '2025-06-01T12:00:00.000Z' FROM n`,
+    ).run(account);
+    db.close();
+    const backupFile = join(dir, "backup.db");
+    expect((await runOnDatabase(dir, url, "backup", backupFile)).code).toBe(0);
+
+    const loop = startCreditLoop(url, "load");
+    await waitUntil(() => loop.credited().length >= 3, "the first credits");
+    const restored = await runOnDatabase(dir, url, "restore", backupFile);
+    const creditedByRestoreEnd = loop.credited().length;
+    // Credits after the restore too: the loop goes on over the restored database.
+    await waitUntil(() => loop.credited().length >= creditedByRestoreEnd + 3, "credits after the restore");
+    const exited = once(loop.child, "exit");
+    loop.child.stdin?.end();
+    await exited;
+
+    expect(restored.stderr).toBe("");
+    expect(restored.code).toBe(0);
+    const kept = /is kept as (\S+): restore that file to undo/.exec(restored.stdout)?.[1];
+    expect(kept).toBeDefined();
+    const found = new Set([...creditNotes(join(dir, "tollgate.db")), ...creditNotes(kept!)]);
+    expect(loop.credited().filter((note) => !found.has(note))).toEqual([]);
+    expect(usageRequestIds(join(dir, "tollgate.db"))).toHaveLength(200000);
+  });
+
+  it("refuses while another process holds the write lock, and changes nothing", async () => {
+    const dir = join(folder, "locked");
+    mkdirSync(dir);
+    const file = join(dir, "tollgate.db");
+    const url = `sqlite:${file}`;
+    expect((await runOnDatabase(dir, url, "accounts", "create", "held")).code).toBe(0);
+    const backupFile = join(dir, "backup.db");
+    expect((await runOnDatabase(dir, url, "backup", backupFile)).code).toBe(0);
+    expect((await runOnDatabase(dir, url, "accounts", "credit", "held", "1", "--note", "after")).code).toBe(
+      0,
+    );
+
+    // What an open sqlite3 session that began a write does.
+    const session = new DatabaseSync(file);
+    session.exec("BEGIN IMMEDIATE");
+    let refused: Awaited<ReturnType<typeof runOnDatabase>>;
+    try {
+      refused = await runOnDatabase(dir, url, "restore", backupFile);
+    } finally {
+      session.exec("ROLLBACK");
+      session.close();
+    }
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain(
+      `Another process is writing to the database ${file} (an open sqlite3 session, a tollgate command): stop it, then restore. Nothing was changed.`,
+    );
+    expect(keptAside(dir)).toEqual([]);
+    expect(creditNotes(file)).toEqual(["after"]);
+  });
+
+  it("names the charge journal where the server keeps it: beside the configured name, a link", async () => {
+    const dir = join(folder, "linked");
+    mkdirSync(join(dir, "real"), { recursive: true });
+    const realUrl = `sqlite:${join(dir, "real", "real.db")}`;
+    expect((await runOnDatabase(dir, realUrl, "accounts", "create", "linked")).code).toBe(0);
+    const backupFile = join(dir, "backup.db");
+    expect((await runOnDatabase(dir, realUrl, "backup", backupFile)).code).toBe(0);
+    symlinkSync(join("real", "real.db"), join(dir, "link.db"));
+    const journal = join(dir, "link.db.pending-charges.jsonl");
+    writeFileSync(journal, "");
+
+    const restored = await runOnDatabase(dir, "sqlite:./link.db", "restore", backupFile);
+    expect(restored.stderr).toBe("");
+    expect(restored.code).toBe(0);
+    expect(restored.stdout).toContain(
+      `${journal} holds charges the previous server owed and was left in place`,
     );
   });
 });

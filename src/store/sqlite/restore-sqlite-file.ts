@@ -1,10 +1,12 @@
 import { closeSync, existsSync, openSync, renameSync, rmSync } from "node:fs";
 import { backup, DatabaseSync } from "node:sqlite";
+import { pathToFileURL } from "node:url";
 import { ALL_PAGES_IN_ONE_STEP } from "./back-up-sqlite-file.ts";
 import { claimSqliteFile } from "./claim-sqlite-file.ts";
 import { fileStamp } from "./file-stamp.ts";
 import { DEFAULT_BUSY_TIMEOUT_MS } from "./node-sqlite-database.ts";
 import { type LedgerSummary, readLedgerSummary } from "./read-ledger-summary.ts";
+import { replaceSqliteContents } from "./replace-sqlite-contents.ts";
 
 /** What {@link restoreSqliteFile} did. */
 export interface SqliteRestore {
@@ -19,22 +21,36 @@ export interface SqliteRestore {
 /** The files SQLite keeps beside a database, which belong to it and go where it goes. */
 const SIDE_FILES = ["-wal", "-shm", "-journal"];
 
+/** The name the backup is attached under, on the connection that replaces the database. */
+const RESTORED = "restored";
+
 /**
- * Replaces the SQLite database `target` with the contents of the backup `backupFile`, keeping
- * the old one as `<target>.before-restore-<stamp>`.
+ * Replaces the contents of the SQLite database `target` with those of the backup `backupFile`,
+ * keeping the old ones as `<target>.before-restore-<stamp>`.
  *
  * The backup is checked before anything is touched (a sound Tollgate database of this version or
- * an older one: see read-ledger-summary.ts). The server's claim on `target` (claim-sqlite-file.ts) is held
- * throughout: a serving server makes this throw its error, and no server starts meanwhile.
+ * an older one: see read-ledger-summary.ts). The server's claim on `target` (claim-sqlite-file.ts)
+ * is held throughout: a serving server makes this throw its error, and no server starts meanwhile.
  *
- * Both copies go through SQLite's online backup, never a file copy. A server killed (kill -9,
- * out of memory) leaves `<target>-wal` holding its last commits: a file copied over `target`
- * would have SQLite apply that WAL, which belongs to the old contents, onto the new ones at the
- * next open (a wrong ledger, or a damaged file). Written through SQLite instead, the old
- * database is read with its WAL (so the copy kept aside holds those last commits too) and the
- * backup's pages replace its contents in one transaction: a crash midway leaves the old
- * database whole, and the old WAL is spent, not replayed. A `target` SQLite cannot read (a file
- * damaged by such a copy) is kept aside by renaming it with its side files.
+ * A CLI command (`tollgate accounts credit ...`) may write meanwhile, and no claim stops it. So one
+ * connection does it all, holding SQLite's write lock from before the old contents are copied
+ * aside until the new ones are committed: a command that writes before is in the copy kept
+ * aside; one that waits for the lock writes to the restored database (it acted after the
+ * restore); none commits in between, where its write would be in neither. A command that waits
+ * longer than its busy timeout fails, and says so. Where another process holds the write lock
+ * (an open sqlite3 session) past this connection's busy timeout, nothing is done, and the error
+ * says who to stop.
+ *
+ * The new contents are written through SQL in that connection's transaction
+ * (replace-sqlite-contents.ts), never by copying a file or pages over `target`: a crash, a full
+ * disk or any error midway rolls back to the old contents, and the copy kept aside is removed
+ * (the error says nothing was changed). A server killed (kill -9, out of memory) leaves
+ * `<target>-wal` holding its last commits: a file copied over `target` would have SQLite apply
+ * that WAL, which belongs to the old contents, onto the new ones at the next open. Opened by
+ * SQLite instead, the old database is read with its WAL, so the copy kept aside (through
+ * SQLite's online backup) holds those last commits too. A `target` SQLite cannot read (a file
+ * damaged by such a copy) is kept aside by renaming it with its side files, and a new database is
+ * made at its name; so is one where none was.
  */
 export async function restoreSqliteFile(backupFile: string, target: string): Promise<SqliteRestore> {
   const source = new DatabaseSync(backupFile, { readOnly: true, timeout: DEFAULT_BUSY_TIMEOUT_MS });
@@ -44,34 +60,119 @@ export async function restoreSqliteFile(backupFile: string, target: string): Pro
         `${backupFile} was made by a newer version of Tollgate, which this one cannot serve: restore it with that version.`,
       );
     }
-    const releaseClaim = claimSqliteFile(target);
-    try {
-      const keptAside = existsSync(target) ? await keepAside(target) : undefined;
-      await backup(source, target, { rate: ALL_PAGES_IN_ONE_STEP });
-      // Read-write, though it only reads: as the last connection to close, it removes the WAL.
-      const restored = new DatabaseSync(target, { timeout: DEFAULT_BUSY_TIMEOUT_MS });
-      try {
-        return {
-          summary: readLedgerSummary(restored, target),
-          keptAs: keptAside?.path,
-          keptAsIs: keptAside?.asIs ?? false,
-        };
-      } finally {
-        restored.close();
-      }
-    } finally {
-      releaseClaim();
-    }
   } finally {
     source.close();
+  }
+  const releaseClaim = claimSqliteFile(target);
+  let movedTo: string | undefined;
+  try {
+    let db: DatabaseSync | undefined;
+    try {
+      db = openTarget(target);
+      if (db === undefined) {
+        movedTo = moveAsIs(target);
+        db = openTarget(target);
+      }
+      if (db === undefined) throw new Error(`${target} was replaced meanwhile by a file SQLite cannot read.`);
+    } catch (error) {
+      throw failure(error, target, movedTo);
+    }
+    try {
+      const keptAs = await replaceFrom(db, backupFile, target, movedTo);
+      return {
+        summary: readLedgerSummary(db, target),
+        keptAs: movedTo ?? keptAs,
+        keptAsIs: movedTo !== undefined,
+      };
+    } finally {
+      db.close();
+    }
+  } finally {
+    releaseClaim();
   }
 }
 
 /**
- * Keeps the database at `target` as `<target>.before-restore-<stamp>`: a copy through SQLite,
- * with what its WAL holds; or, where SQLite cannot read it, the files themselves, renamed.
+ * Opens `target` (created when missing) for the replacement, in WAL mode as servers keep it (so
+ * the copy kept aside reads while the replacement holds the write lock, and other commands read
+ * meanwhile); `undefined` when SQLite cannot read it.
  */
-async function keepAside(target: string): Promise<{ path: string; asIs: boolean }> {
+function openTarget(target: string): DatabaseSync | undefined {
+  // Read-only first: a read-write connection to a file that is no database deletes the `-wal`
+  // beside it when it closes, and that file is to be kept as it was.
+  if (existsSync(target)) {
+    const probe = new DatabaseSync(target, { readOnly: true, timeout: DEFAULT_BUSY_TIMEOUT_MS });
+    try {
+      probe.prepare("SELECT count(*) FROM main.sqlite_schema").get();
+    } catch (error) {
+      if (isUnreadableDatabase(error)) return undefined;
+      throw error;
+    } finally {
+      probe.close();
+    }
+  }
+  const db = new DatabaseSync(target, { timeout: DEFAULT_BUSY_TIMEOUT_MS });
+  try {
+    db.exec("PRAGMA main.journal_mode = WAL");
+    return db;
+  } catch (error) {
+    db.close();
+    throw error;
+  }
+}
+
+/**
+ * In one transaction on `db` (the database at `target`), holding the write lock from before the
+ * copy aside to the commit: copies the old contents aside (unless there are none) and writes the
+ * backup's in their place. Answers where the old contents were kept. On any failure the
+ * transaction is rolled back and the copy removed.
+ */
+async function replaceFrom(
+  db: DatabaseSync,
+  backupFile: string,
+  target: string,
+  movedTo: string | undefined,
+): Promise<string | undefined> {
+  let keptAs: string | undefined;
+  try {
+    // Both before the transaction: SQLite refuses ATTACH in one, and ignores this pragma there.
+    db.exec("PRAGMA foreign_keys = OFF");
+    // Read-only: the backup is never written to, whatever happens here.
+    db.prepare(`ATTACH DATABASE ? AS ${RESTORED}`).run(`${pathToFileURL(backupFile).href}?mode=ro`);
+    db.exec("BEGIN IMMEDIATE");
+    const holdsAnything = db.prepare("SELECT 1 FROM main.sqlite_schema LIMIT 1").get() !== undefined;
+    if (holdsAnything && movedTo !== undefined) {
+      throw new Error(
+        `another process made a new database at ${target} once its unreadable files were moved.`,
+      );
+    }
+    if (holdsAnything) keptAs = await keepCopyAside(target);
+    replaceSqliteContents(db, RESTORED);
+    db.exec("COMMIT");
+  } catch (error) {
+    // SQLite ends the transaction by itself after some errors (a full disk, I/O).
+    if (db.isTransaction) {
+      try {
+        db.exec("ROLLBACK");
+      } catch {
+        // Closing the connection rolls back what is left.
+      }
+    }
+    if (keptAs !== undefined) removeWithSideFiles(keptAs);
+    throw failure(error, target, movedTo);
+  }
+  db.exec(`DETACH DATABASE ${RESTORED}`);
+  return keptAs;
+}
+
+/**
+ * Copies the database at `target` to `<target>.before-restore-<stamp>` through SQLite's online
+ * backup, with what its WAL holds, as one self-contained file (a rollback journal, like a
+ * `tollgate backup`), which `tollgate restore` takes back to undo. Called while the caller's
+ * connection holds the write lock: the reading connection, opened now, sees every commit, and
+ * none can follow until the caller's.
+ */
+async function keepCopyAside(target: string): Promise<string> {
   const aside = `${target}.before-restore-${fileStamp(new Date())}`;
   closeSync(openSync(aside, "wx"));
   try {
@@ -81,21 +182,69 @@ async function keepAside(target: string): Promise<{ path: string; asIs: boolean 
     } finally {
       old.close();
     }
-    return { path: aside, asIs: false };
+    const copy = new DatabaseSync(aside, { timeout: DEFAULT_BUSY_TIMEOUT_MS });
+    try {
+      copy.exec("PRAGMA journal_mode = DELETE");
+    } finally {
+      copy.close();
+    }
+    return aside;
   } catch (error) {
-    for (const suffix of ["", ...SIDE_FILES]) rmSync(`${aside}${suffix}`, { force: true });
-    if (!isUnreadableDatabase(error)) throw error;
+    removeWithSideFiles(aside);
+    throw error;
   }
+}
+
+/** Moves the files of a database SQLite cannot read to `<target>.before-restore-<stamp>`, as they are. */
+function moveAsIs(target: string): string {
+  const aside = `${target}.before-restore-${fileStamp(new Date())}`;
+  if (existsSync(aside)) throw new Error(`${aside} exists already.`);
   // Each side file follows its database: SQLite finds `<aside>-wal` beside `<aside>`.
   renameSync(target, aside);
   for (const suffix of SIDE_FILES) {
     if (existsSync(`${target}${suffix}`)) renameSync(`${target}${suffix}`, `${aside}${suffix}`);
   }
-  return { path: aside, asIs: true };
+  return aside;
+}
+
+function removeWithSideFiles(file: string): void {
+  for (const suffix of ["", ...SIDE_FILES]) rmSync(`${file}${suffix}`, { force: true });
+}
+
+/** The error of a restore that failed, saying why and what it left as it was. */
+function failure(error: unknown, target: string, movedTo: string | undefined): Error {
+  const outcome =
+    movedTo === undefined
+      ? "Nothing was changed."
+      : `Its unreadable files were moved to ${movedTo}, as they were; nothing else was changed.`;
+  const errcode = sqliteErrcode(error);
+  if (errcode === SQLITE_BUSY || errcode === SQLITE_LOCKED) {
+    return new Error(
+      `Another process is writing to the database ${target} (an open sqlite3 session, a tollgate command): stop it, then restore. ${outcome}`,
+      { cause: error },
+    );
+  }
+  const message = error instanceof Error ? error.message : String(error);
+  const code = (error as { code?: unknown }).code;
+  let reason = message.replace(/\.?$/, ".");
+  if (errcode === SQLITE_FULL || code === "ENOSPC") reason = `the disk is full (${message}).`;
+  // What node:sqlite's backup() says of a failure whose code it lost.
+  else if (message === "not an error") reason = "SQLite's copy failed without saying why.";
+  return new Error(`Could not restore ${target}: ${reason} ${outcome}`, { cause: error });
+}
+
+const SQLITE_BUSY = 5;
+const SQLITE_LOCKED = 6;
+const SQLITE_FULL = 13;
+
+/** SQLite's primary result code of a node:sqlite error; `undefined` for any other error. */
+function sqliteErrcode(error: unknown): number | undefined {
+  const errcode = (error as { errcode?: unknown }).errcode;
+  return typeof errcode === "number" && errcode !== 0 ? errcode & 0xff : undefined;
 }
 
 /** SQLITE_CORRUPT or SQLITE_NOTADB: the file is not a database SQLite can read. */
 function isUnreadableDatabase(error: unknown): boolean {
-  const errcode = (error as { errcode?: unknown }).errcode;
-  return typeof errcode === "number" && ((errcode & 0xff) === 11 || (errcode & 0xff) === 26);
+  const errcode = sqliteErrcode(error);
+  return errcode === 11 || errcode === 26;
 }
