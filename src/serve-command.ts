@@ -76,12 +76,10 @@ export async function runServeCommand(
   const server = await startServer({
     config,
     signal: starting.signal,
+    releaseStartupMemory: true,
     ...(host === undefined ? {} : { host }),
     ...(port === undefined ? {} : { port }),
   });
-  // Before anything is printed: a client (or a test) that waits for the line below is not held.
-  const { releaseStartupMemory } = await import("./process/release-startup-memory.ts");
-  releaseStartupMemory();
   const { adminKey, starterKey } = server.createdKeys;
   if (starterKey !== undefined || adminKey !== undefined) {
     const model = config.models.find((entry) => entry.kind === "chat")?.id ?? "MODEL";

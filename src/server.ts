@@ -21,6 +21,7 @@ import { serializeLogError } from "./errors/serialize-log-error.ts";
 import { KeyLimits } from "./limits/key-limits.ts";
 import { closeWhenIdle } from "./models/close-when-idle.ts";
 import { ModelRegistry } from "./models/model-registry.ts";
+import { releaseUnusedMemory } from "./process/release-unused-memory.ts";
 import { chargeJournalPath, claimReplicaId, openStore } from "./store/open-store.ts";
 import { isSqliteUnavailable } from "./store/sqlite/explain-sqlite-error.ts";
 import type { Store } from "./store/store.ts";
@@ -115,6 +116,12 @@ export interface StartServerOptions {
    * signal to a server still starting): the start then fails.
    */
   signal?: AbortSignal;
+  /**
+   * Give back the memory the start took and no longer uses, before listening
+   * (release-unused-memory.ts). What `tollgate serve` does; tests leave it out (it takes
+   * 50-200 ms).
+   */
+  releaseStartupMemory?: boolean;
 }
 
 /** Opens the store, loads the engines, listens, then runs the first-run bootstrap. */
@@ -386,6 +393,8 @@ async function startOnStore(
   opened.push(app);
   const requestedPort = options.port ?? config.server.port;
   try {
+    // The start's garbage goes before the first request can come.
+    if (options.releaseStartupMemory === true) releaseUnusedMemory();
     await app.listen({ host, port: requestedPort });
   } catch (error) {
     throw describeListenError(error, host, requestedPort);
@@ -407,14 +416,21 @@ async function startOnStore(
     // Node reads it as each response ends; connections idle already are closed by `app.close()`.
     app.server.keepAliveTimeout = Math.min(app.server.keepAliveTimeout, DRAIN_KEEP_ALIVE_MS);
     let closeConnections: NodeJS.Timeout | undefined;
-    const cut = setTimeout(() => {
+    let cutDone = false;
+    const cutRequests = () => {
+      if (cutDone) return;
+      cutDone = true;
+      clearTimeout(cut);
       requestsCut = inFlight.size;
       inFlight.abortAll();
       // The cut streams end with their error event at once; then no connection may hold the
       // shutdown open, such as one on which a client (a load balancer's pre-connect) never
       // sent a request.
       closeConnections = setTimeout(() => app.server.closeAllConnections(), CUT_STREAMS_FLUSH_MS);
-    }, graceMs);
+    };
+    const cut = setTimeout(cutRequests, graceMs);
+    // A close asked for during the drain (a crash while shutting down) ends the grace at once.
+    cutNow = cutRequests;
     try {
       await app.close();
       // The connections are closed; the requests they carried may still be settling.
@@ -462,12 +478,19 @@ async function startOnStore(
     stopped ??= drain(shutdownOptions.graceMs ?? DEFAULT_SHUTDOWN_GRACE_MS);
     return stopped;
   }
+  /** Cuts the running requests of a drain under way at once (see `close`). */
+  let cutNow: (() => void) | undefined;
   return {
     app,
     baseUrl: `http://${formatHostPort(host, port)}/v1`,
     createdKeys,
     shutdown,
-    close: () => shutdown({ graceMs: 0 }),
+    close: () => {
+      // A drain under way (a SIGTERM's, with its grace) is not waited out: its requests are cut
+      // now, and charged, as a close's would be.
+      cutNow?.();
+      return shutdown({ graceMs: 0 });
+    },
     async reload(next: Config) {
       // A shutdown has closed the engines: replacing them would start new ones nothing closes.
       const ignored = () => {

@@ -63,7 +63,13 @@ export async function startBenchServer(options: {
     source: undefined,
     models: [...options.models],
   };
-  const server = await startServer({ config, port: 0, logger: false });
+  // As `tollgate serve` gives back memory: the memory measured is the product's.
+  const server = await startServer({
+    config,
+    port: 0,
+    logger: false,
+    releaseStartupMemory: true,
+  });
   const store = await openStore(config.database);
   let key: string;
   try {

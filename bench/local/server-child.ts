@@ -9,7 +9,6 @@ import { monitorEventLoopDelay } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import type { LlamaEngineStats } from "../../src/engine/llama/llama-engine-stats.ts";
 import { readLlamaEngineStats } from "../../src/engine/llama/llama-engine-stats.ts";
-import { releaseStartupMemory } from "../../src/process/release-startup-memory.ts";
 import {
   type BenchModelEntry,
   createBenchCatalogModel,
@@ -136,8 +135,6 @@ async function runChild(options: ServerChildOptions): Promise<void> {
   const server = await startBenchServer({ folder: options.folder, models });
   const ids = options.models.map((model) => model.id);
   if (ids.length > 0) await waitForModels({ baseUrl: server.baseUrl, key: server.key, ids });
-  // As `tollgate serve` does once its server runs: the memory measured is the product's.
-  releaseStartupMemory();
   const delay = monitorEventLoopDelay({ resolution: 1 });
   delay.enable();
   process.on("message", (message: ParentMessage) => {

@@ -13,6 +13,7 @@ let exitCode = 0;
 interface LogStream {
   write(text: string): unknown;
   once(event: "drain", listener: () => void): unknown;
+  destroy?(): unknown;
 }
 
 /**
@@ -29,12 +30,20 @@ export function exitAfterLog(logger: object, code: number): void {
   // lower the code of one asked for before.
   exitCode = Math.max(exitCode, code);
   const exit = () => process.exit(exitCode);
-  setTimeout(exit, LOG_WRITE_LIMIT_MS);
   const stream = (logger as Record<symbol, unknown>)[symbols.streamSym];
   if (!isLogStream(stream)) {
     exit();
     return;
   }
+  setTimeout(() => {
+    // A reader that takes nothing more (a full pipe): pino's own exit hook would write what it
+    // holds synchronously, retrying for ever; a destroyed stream it leaves alone.
+    try {
+      stream.destroy?.();
+    } finally {
+      exit();
+    }
+  }, LOG_WRITE_LIMIT_MS);
   stream.once("drain", exit);
   try {
     stream.write("");

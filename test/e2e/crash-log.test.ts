@@ -28,11 +28,14 @@ const PADDING = 300_000;
  * exception as the server begins to listen, which then never listens: the crash comes before
  * `tollgate serve` has its server, whose start it ends.
  */
-function preload(fault: "throw" | "reject" | "whileStarting"): string {
-  const file = join(folder, `${fault}.mjs`);
+function preload(
+  fault: "throw" | "reject" | "whileStarting",
+  paddingLength = fault === "whileStarting" ? PADDING : 0,
+): string {
+  const file = join(folder, `${fault}-${paddingLength}.mjs`);
   // While starting, the error also carries a field larger than a pipe takes at once (64 KiB):
   // its line is written in parts, and the process waits for the last before it exits.
-  const padding = fault === "whileStarting" ? `, padding: "x".repeat(${PADDING})` : "";
+  const padding = paddingLength > 0 ? `, padding: "x".repeat(${paddingLength})` : "";
   const error = `Object.assign(new Error("boom: ${fault}"), { command: { name: "auth", args: ["default", "${SECRET}"] }${padding} })`;
   writeFileSync(
     file,
@@ -153,5 +156,50 @@ describe("a crash of tollgate serve", () => {
     ]);
     expect(stdout).not.toContain(SECRET);
     expect(lines.find((line) => line.level === 60)?.err?.padding).toHaveLength(PADDING);
+  });
+});
+
+describe("a crash of tollgate serve whose log reader takes nothing more (a full pipe)", () => {
+  it("exits all the same, with code 1, once the wait for the log is over", async () => {
+    const workdir = mkdtempSync(join(folder, "unread-"));
+    const configFile = join(workdir, "tollgate.yaml");
+    writeFileSync(
+      configFile,
+      "server: { host: 127.0.0.1, port: 0 }\ndatabase: sqlite:./tollgate.db\nmodels: []\n",
+    );
+    const env: NodeJS.ProcessEnv = { ...process.env };
+    for (const variable of ["TOLLGATE_CONFIG", "TOLLGATE_DATABASE_URL", "TOLLGATE_ADMIN_KEY", "PORT", "HOST"])
+      delete env[variable];
+    const child = spawn(
+      process.execPath,
+      ["--import", preload("throw", 300_000), cli, "serve", "--config", configFile],
+      {
+        stdio: ["ignore", "pipe", "ignore"],
+        env,
+        cwd: workdir,
+      },
+    );
+    try {
+      // Read until it serves, then no more: the crash's line (larger than the pipe holds) and
+      // what follows it never get out.
+      let stdout = "";
+      const read = (data: Buffer) => {
+        stdout += data.toString();
+      };
+      child.stdout.on("data", read);
+      while (!stdout.includes("listening on")) {
+        if (child.exitCode !== null) throw new Error(stdout);
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      child.stdout.off("data", read);
+      child.stdout.pause();
+      const exited = once(child, "exit") as Promise<[number | null]>;
+      child.kill("SIGUSR2");
+      // It hung here for ever: pino's exit hook retried its write to the full pipe.
+      const [code] = await exited;
+      expect(code).toBe(1);
+    } finally {
+      child.kill("SIGKILL");
+    }
   });
 });

@@ -12,6 +12,7 @@ import { join } from "node:path";
 import { Writable } from "node:stream";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { startServer } from "../../src/server.ts";
+import { openStore } from "../../src/store/open-store.ts";
 import { type MockHandler, startMockUpstream, streamText } from "../engine/openai/mock-upstream.ts";
 import { createTestConfig, createUpstreamModelEntry } from "../support/test-server.ts";
 
@@ -135,5 +136,62 @@ describe("the end of a shutdown's drain", () => {
       expect.objectContaining({ level: 30, graceMs, requestsRunning: 1, requestsCut }),
     ]);
     answer.resolve();
+  });
+
+  it("a close during a drain (a crash while shutting down) cuts its requests at once, and they are charged", async () => {
+    // An upstream that waits until the test ends: only a cut ends the request.
+    const never = Promise.withResolvers<void>();
+    cleanups.push(() => never.resolve());
+    const upstream = await startMockUpstream(async (request, response) => {
+      response.writeHead(200, { "content-type": "text/event-stream" });
+      response.write(
+        `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", created: 1, model: "m", choices: [{ index: 0, delta: { role: "assistant", content: "Hello" }, finish_reason: null }] })}\n\n`,
+      );
+      await never.promise;
+      void request;
+    });
+    cleanups.push(() => upstream.close());
+    const workdir = mkdtempSync(join(folder, "crash-during-drain-"));
+    const logged: LogLine[] = [];
+    const destination = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        logged.push(...parseLines(chunk.toString()));
+        done();
+      },
+    });
+    const server = await startServer({
+      config: createTestConfig({
+        database: `sqlite:${join(workdir, "tollgate.db")}`,
+        models: [createUpstreamModelEntry("remote", upstream.baseUrl)],
+      }),
+      logger: { level: "info", destination },
+    });
+    cleanups.push(() => server.close());
+    const response = await fetch(`${server.baseUrl}/chat/completions`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${server.createdKeys.starterKey ?? ""}`,
+        "content-type": "application/json",
+        "x-request-id": "cut-by-close",
+      },
+      body: JSON.stringify({ model: "remote", messages: [{ role: "user", content: "Hi" }], stream: true }),
+    });
+    const body = response.text();
+    // A drain with a grace far longer than the test, then the close a crash asks for.
+    const draining = server.shutdown({ graceMs: 600_000 });
+    await server.close();
+    await draining;
+    await body;
+    expect(logged.filter((line) => line.msg === "shut down")).toEqual([
+      expect.objectContaining({ graceMs: 600_000, requestsRunning: 1, requestsCut: 1 }),
+    ]);
+    const reopened = await openStore(`sqlite:${join(workdir, "tollgate.db")}`);
+    try {
+      const rows = (await reopened.listUsage()).filter((row) => row.requestId === "cut-by-close");
+      expect(rows).toHaveLength(1);
+      expect(rows[0]?.costNano).toBeGreaterThan(0n);
+    } finally {
+      await reopened.close();
+    }
   });
 });

@@ -1,6 +1,6 @@
 import { getHeapSpaceStatistics } from "node:v8";
 import { describe, expect, it } from "vitest";
-import { releaseStartupMemory } from "../../src/process/release-startup-memory.ts";
+import { releaseUnusedMemory } from "../../src/process/release-unused-memory.ts";
 
 /** The young generation's resident bytes. */
 function youngGenerationBytes(): number {
@@ -9,7 +9,7 @@ function youngGenerationBytes(): number {
   return space.physical_space_size;
 }
 
-describe("releasing the memory a start took", () => {
+describe("releasing the memory V8 keeps after a burst", () => {
   it("shrinks the young generation that a burst of allocation grew", () => {
     // As a start does: much allocated, much of it surviving a few collections, then dropped.
     let kept: unknown[][] = [];
@@ -21,7 +21,7 @@ describe("releasing the memory a start took", () => {
     const before = youngGenerationBytes();
     expect(before).toBeGreaterThan(8 * 1024 * 1024);
 
-    releaseStartupMemory();
+    releaseUnusedMemory();
 
     expect(youngGenerationBytes()).toBeLessThan(before / 4);
   });
