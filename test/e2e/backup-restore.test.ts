@@ -33,6 +33,7 @@ import { openStore } from "../../src/store/open-store.ts";
 import { type MockUpstream, startMockUpstream, streamText } from "../engine/openai/mock-upstream.ts";
 import { findFreePort } from "../support/free-port.ts";
 import { runCli } from "../support/run-cli.ts";
+import { killServeProcesses, startServeProcess } from "../support/serve-process.ts";
 
 const cli = join(import.meta.dirname, "../../src/cli.ts");
 let folder: string;
@@ -41,30 +42,6 @@ let database: string;
 let port: number;
 let upstream: MockUpstream;
 const running = new Set<ChildProcess>();
-
-/** Starts `tollgate serve` as its own process; answers it and its output once it listens. */
-async function startServer(): Promise<{ child: ChildProcess; output: () => string }> {
-  const child = spawn(process.execPath, [cli, "serve", "--config", configFile], {
-    cwd: folder,
-    stdio: ["ignore", "pipe", "pipe"],
-    env: { ...process.env, TOLLGATE_CONFIG: undefined, TOLLGATE_DATABASE_URL: undefined },
-  });
-  running.add(child);
-  child.once("exit", () => running.delete(child));
-  let output = "";
-  child.stdout?.on("data", (data: Buffer) => {
-    output += data.toString();
-  });
-  child.stderr?.on("data", (data: Buffer) => {
-    output += data.toString();
-  });
-  for (let attempt = 0; attempt < 400; attempt++) {
-    if (output.includes("listening on")) return { child, output: () => output };
-    if (child.exitCode !== null) throw new Error(`server exited: ${output}`);
-    await sleep(50);
-  }
-  throw new Error(`server did not start: ${output}`);
-}
 
 async function stop(child: ChildProcess, signal: NodeJS.Signals): Promise<void> {
   const exited = once(child, "exit");
@@ -235,6 +212,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   for (const child of running) child.kill("SIGKILL");
+  killServeProcesses();
   await upstream?.close();
   rmSync(folder, { recursive: true, force: true });
 });
@@ -246,7 +224,7 @@ describe("tollgate backup and restore on SQLite", () => {
   });
 
   it("backs up while serving, refuses to restore under a server, and restores exactly the backup after a kill -9", async () => {
-    const first = await startServer();
+    const first = await startServeProcess(configFile, { cwd: folder });
     const key = /starter key: (sk-tg-\S+)/.exec(first.output())?.[1];
     expect(key).toBeDefined();
     const before = Array.from({ length: 10 }, (_, index) => `before-${index}`);
@@ -318,7 +296,7 @@ describe("tollgate backup and restore on SQLite", () => {
     expect(usageRequestIds(kept!)).toEqual(expect.arrayContaining([...before, ...after]));
 
     // A server starts on it, releases whatever reservations the copy held, and the books balance.
-    const second = await startServer();
+    const second = await startServeProcess(configFile, { cwd: folder });
     await stop(second.child, "SIGTERM");
     const audit = runWithConfig("audit");
     expect(audit.stdout).toContain("audit passed");

@@ -1,39 +1,17 @@
-import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openStore } from "../../src/store/open-store.ts";
 import { findFreePort } from "../support/free-port.ts";
+import { killServeProcesses, startServeProcess } from "../support/serve-process.ts";
 import { getTestModelPath } from "../support/test-model.ts";
 
 const cli = join(import.meta.dirname, "../../src/cli.ts");
 let folder: string;
 let configFile: string;
 let port: number;
-
-/** Starts `tollgate serve` as its own process and waits until it answers. */
-async function startProcess(): Promise<{ child: ChildProcess; output: () => string }> {
-  const child = spawn(process.execPath, [cli, "serve", "--config", configFile], {
-    stdio: ["ignore", "pipe", "pipe"],
-    env: { ...process.env, TOLLGATE_CONFIG: undefined },
-  });
-  let output = "";
-  child.stdout?.on("data", (data: Buffer) => {
-    output += data.toString();
-  });
-  child.stderr?.on("data", (data: Buffer) => {
-    output += data.toString();
-  });
-  for (let attempt = 0; attempt < 200; attempt++) {
-    if (output.includes("listening on")) return { child, output: () => output };
-    if (child.exitCode !== null) throw new Error(`server exited: ${output}`);
-    await sleep(50);
-  }
-  child.kill("SIGKILL");
-  throw new Error(`server did not start: ${output}`);
-}
 
 function runCli(...args: string[]) {
   return spawnSync(process.execPath, [cli, ...args, "--config", configFile], { encoding: "utf8" });
@@ -61,6 +39,7 @@ beforeAll(async () => {
 });
 
 afterAll(() => {
+  killServeProcesses();
   rmSync(folder, { recursive: true, force: true });
 });
 
@@ -76,7 +55,7 @@ describe("a crash mid-stream", () => {
     const key = created.stdout.split("\n").find((line) => line.startsWith("sk-tg-"))!;
     expect(key).toMatch(/^sk-tg-/);
 
-    const first = await startProcess();
+    const first = await startServeProcess(configFile);
     const response = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
       method: "POST",
       headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
@@ -107,7 +86,7 @@ describe("a crash mid-stream", () => {
       expect(before.status).toBe(1);
       expect(before.stdout + before.stderr).toMatch(/reservation/i);
 
-      const second = await startProcess();
+      const second = await startServeProcess(configFile);
       second.child.kill("SIGTERM");
       const exitCode = await new Promise((resolve) => second.child.once("exit", resolve));
       expect(exitCode).toBe(0);

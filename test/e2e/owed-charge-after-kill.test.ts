@@ -4,52 +4,25 @@
  * it, and the request was never charged (found by killing servers under load). The charge is now
  * kept in `<file>.pending-charges.jsonl` before the answer completes, and the next start records it.
  */
-import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { Writable } from "node:stream";
-import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ChargeJournal } from "../../src/billing/charge-journal.ts";
 import { startServer } from "../../src/server.ts";
 import { openStore } from "../../src/store/open-store.ts";
 import { type MockUpstream, startMockUpstream, streamText } from "../engine/openai/mock-upstream.ts";
 import { findFreePort } from "../support/free-port.ts";
+import { killServeProcesses, startServeProcess } from "../support/serve-process.ts";
 import { createTestConfig } from "../support/test-server.ts";
 
-const cli = join(import.meta.dirname, "../../src/cli.ts");
 let folder: string;
 let configFile: string;
 let port: number;
 let upstream: MockUpstream;
-const running = new Set<ChildProcess>();
-
-/** Starts `tollgate serve` as its own process; answers it and its output once it listens. */
-async function startProcess(): Promise<{ child: ChildProcess; output: () => string }> {
-  const child = spawn(process.execPath, [cli, "serve", "--config", configFile], {
-    cwd: folder,
-    stdio: ["ignore", "pipe", "pipe"],
-    env: { ...process.env, TOLLGATE_CONFIG: undefined },
-  });
-  running.add(child);
-  child.once("exit", () => running.delete(child));
-  let output = "";
-  child.stdout?.on("data", (data: Buffer) => {
-    output += data.toString();
-  });
-  child.stderr?.on("data", (data: Buffer) => {
-    output += data.toString();
-  });
-  for (let attempt = 0; attempt < 400; attempt++) {
-    if (output.includes("listening on")) return { child, output: () => output };
-    if (child.exitCode !== null) throw new Error(`server exited: ${output}`);
-    await sleep(50);
-  }
-  throw new Error(`server did not start: ${output}`);
-}
 
 beforeAll(async () => {
   folder = mkdtempSync(join(tmpdir(), "tollgate-owed-charge-"));
@@ -72,14 +45,14 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  for (const child of running) child.kill("SIGKILL");
+  killServeProcesses();
   await upstream?.close();
   rmSync(folder, { recursive: true, force: true });
 });
 
 describe("a server killed while it owes a charge the store did not take", () => {
   it("keeps the charge beside the file, and the next start records it", async () => {
-    const first = await startProcess();
+    const first = await startServeProcess(configFile, { cwd: folder });
     const key = /starter key: (sk-tg-\S+)/.exec(first.output())?.[1];
     expect(key).toBeDefined();
     const file = join(folder, "tollgate.db");
@@ -116,7 +89,7 @@ describe("a server killed while it owes a charge the store did not take", () => 
       }
     }
 
-    const second = await startProcess();
+    const second = await startServeProcess(configFile, { cwd: folder });
     expect(second.output()).toContain('"msg":"recorded the charges the previous run owed"');
     const store = await openStore(`sqlite:${file}`);
     try {
