@@ -158,6 +158,45 @@ describe("createCheckpointing", () => {
   });
 });
 
+describe("createCheckpointing, idle", () => {
+  it("stops the worker once a whole interval passed without a write, and starts one again at the threshold", async () => {
+    const { file, database } = openWalFile();
+    const settings: boolean[] = [];
+    const checkpointing = createCheckpointing({
+      file,
+      startAfterWrites: 2,
+      // Long beside the writes' 20 ms: a loaded machine's timers do not make a busy one look idle.
+      stopWhenIdleMs: 1_000,
+      setAutomatic: (automatic) => settings.push(automatic),
+    });
+    const until = async (expected: boolean[]) => {
+      for (let attempt = 0; attempt < 250 && settings.length < expected.length; attempt++) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      expect(settings).toEqual(expected);
+    };
+    checkpointing.noteWrite();
+    checkpointing.noteWrite();
+    await until([false]);
+    // Writes keep coming (each interval sees one): the worker stays.
+    for (let tick = 0; tick < 125; tick++) {
+      checkpointing.noteWrite();
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(settings).toEqual([false]);
+    // Idle: it goes, and SQLite's own checkpoints come back.
+    await until([false, true]);
+    checkpointing.noteWrite();
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(settings).toEqual([false, true]);
+    checkpointing.noteWrite();
+    await until([false, true, false]);
+    await checkpointing.stop();
+    expect(settings).toEqual([false, true, false, true]);
+    database.close();
+  });
+});
+
 describe("a server's SQLite store", () => {
   it("checkpoints on a worker once its writes are sustained, long before SQLite would", async () => {
     const url = newDatabaseUrl(directory);
