@@ -1,6 +1,7 @@
 import { existsSync } from "node:fs";
 import path from "node:path";
 import { loadConfig } from "../catalog/load-config.ts";
+import { chargeJournalPath } from "../store/open-store.ts";
 import { fileStamp } from "../store/sqlite/file-stamp.ts";
 import { locateDatabase } from "../store/sqlite/locate-sqlite-file.ts";
 import { describeLedgerSummary } from "../store/sqlite/read-ledger-summary.ts";
@@ -78,6 +79,12 @@ export async function runBackupCommand(
   if (created) {
     out.write(
       `There was no database at ${file}: this command created it empty, as every command does. Check the database setting if you expected one there.`,
+    );
+  }
+  const journal = chargeJournalPath(config.database);
+  if (journal !== undefined && existsSync(journal)) {
+    out.write(
+      `${journal} holds charges the store has not taken yet (it was locked, full or read-only): they are not in this copy. The server records them once it can write (or at its next start); take another backup after that.`,
     );
   }
 }

@@ -329,6 +329,20 @@ describe("tollgate backup and restore on SQLite", () => {
     expect(existsSync(join(folder, "memory-copy.db"))).toBe(false);
   });
 
+  it("says that charges owed in the journal beside the database are not in the copy", () => {
+    const owing = { TOLLGATE_DATABASE_URL: `sqlite:${join(folder, "owing.db")}` };
+    const journal = join(folder, "owing.db.pending-charges.jsonl");
+    writeFileSync(journal, '{"paid":"nothing-owed-but-a-line"}\n');
+    const backedUp = runCli(["backup", join(folder, "owing-copy.db")], {
+      cwd: folder,
+      env: owing,
+      unset: ["TOLLGATE_CONFIG"],
+    });
+    expect(backedUp.code).toBe(0);
+    expect(backedUp.stdout).toContain(`${journal} holds charges the store has not taken yet`);
+    rmSync(journal);
+  });
+
   it("creates a database that does not exist yet before copying it, and restores over a file SQLite cannot read", () => {
     // As every command that uses the store (SPEC §11), and saying so.
     const fresh = { TOLLGATE_DATABASE_URL: `sqlite:${join(folder, "fresh.db")}` };
