@@ -436,6 +436,8 @@ async function startOnStore(
       // The connections are closed; the requests they carried may still be settling.
       await inFlight.whenIdle();
     } finally {
+      // Over: a close from now on has nothing to cut (and must not arm the connections' timer).
+      cutNow = undefined;
       clearTimeout(cut);
       clearTimeout(closeConnections);
       // Settlements the store refused so far get a last try while it is still open.

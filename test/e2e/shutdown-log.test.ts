@@ -194,4 +194,18 @@ describe("the end of a shutdown's drain", () => {
       await reopened.close();
     }
   });
+
+  it("a close after the drain ended has nothing to cut and leaves no timer behind", async () => {
+    const workdir = mkdtempSync(join(folder, "close-after-drain-"));
+    const server = await startServer({
+      config: createTestConfig({ database: `sqlite:${join(workdir, "tollgate.db")}`, models: [] }),
+      logger: false,
+    });
+    await server.shutdown({ graceMs: 5_000 });
+    const timers = () => process.getActiveResourcesInfo().filter((kind) => kind === "Timeout").length;
+    const before = timers();
+    await server.close();
+    // It armed the 1 s timer that closes cut connections, on a server closed already.
+    expect(timers()).toBe(before);
+  });
 });

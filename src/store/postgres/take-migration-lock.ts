@@ -64,7 +64,8 @@ function stoppedWaiting(signal: AbortSignal | undefined): Error {
 
 /**
  * The session holding the advisory lock `key`: PostgreSQL keeps a bigint key's high and low 32
- * bits as the lock's `classid` and `objid` (`objsubid` 1).
+ * bits as the lock's `classid` and `objid` (`objsubid` 1). Advisory locks belong to a database,
+ * and pg_locks shows every database's: another deployment on the cluster may hold the same key.
  */
 async function readHolder(
   connection: Kysely<Database>,
@@ -77,6 +78,7 @@ async function readHolder(
     select a.pid, a.application_name, host(a.client_addr) as client
     from pg_locks l join pg_stat_activity a on a.pid = l.pid
     where l.locktype = 'advisory' and l.granted and l.objsubid = 1
+      and l.database = (select oid from pg_database where datname = current_database())
       and l.classid::bigint = ${high}::bigint and l.objid::bigint = ${low}::bigint
     limit 1`.execute(connection);
   const row = rows[0];
