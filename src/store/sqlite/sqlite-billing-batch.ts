@@ -1,13 +1,20 @@
-import type { StatementSync } from "node:sqlite";
-import type { CompiledQuery, Insertable, Kysely } from "kysely";
+import type { Insertable, Kysely } from "kysely";
 import { capUsageCost, toReservationRow, toUsageRow } from "../billing-rows.ts";
 import { MAX_BIGINT_COLUMN, readBigInt } from "../column-values.ts";
-import { createQueryTemplate, type TemplateParameter } from "../create-query-template.ts";
 import type { Database, UsageTable } from "../database.ts";
-import { capCharge, compileHotQueries, noAccountError } from "../reserve-settle-shared.ts";
+import { capCharge, noAccountError } from "../reserve-settle-shared.ts";
 import type { Reservation, ReserveResult, UsageRecord } from "../store.ts";
 import { isSqliteUnavailable } from "./explain-sqlite-error.ts";
-import { type NodeSqliteDatabase, toSqlParameters } from "./node-sqlite-database.ts";
+import type { NodeSqliteDatabase } from "./node-sqlite-database.ts";
+import { createBillingGroupCommit } from "./sqlite-billing-group-commit.ts";
+import { createBillingStatements } from "./sqlite-billing-statements.ts";
+import type {
+  HeldReservation,
+  KnownMoney,
+  Operation,
+  Outcome,
+  SettleEffect,
+} from "./sqlite-billing-types.ts";
 
 /** How long a reservation stays in memory only before its row is written to the file. */
 export const HOLD_MS = 1_000;
@@ -40,65 +47,6 @@ export interface SqliteBillingBatch {
   close(): Promise<void>;
 }
 
-/** A reservation this process made whose row is not in the file (yet). */
-interface HeldReservation {
-  reservation: Reservation;
-  /** `performance.now()` when it was made: it is written once it is {@link HOLD_MS} old. */
-  heldAt: number;
-  /**
-   * - `memory`: only here;
-   * - `writing`: its row is being written (a settle then goes through the row, queued after it);
-   * - `settling`: its settle is queued; it charges the account without touching the reserved
-   *   column, and the reservation is forgotten once that commits.
-   */
-  state: "memory" | "writing" | "settling";
-  /** Its row could not be written: it stays in memory until it is settled. */
-  unwritable: boolean;
-}
-
-type Operation =
-  | {
-      kind: "reserve";
-      reservation: Reservation;
-      resolve: (result: ReserveResult) => void;
-      reject: (error: unknown) => void;
-    }
-  | { kind: "write"; held: HeldReservation }
-  | {
-      kind: "settle";
-      usage: UsageRecord;
-      row: Insertable<UsageTable>;
-      /** The reservation it settles, when that is held in memory. */
-      held: HeldReservation | undefined;
-      resolve: (chargedNano: bigint) => void;
-      reject: (error: unknown) => void;
-    };
-
-/**
- * What a committed settle changed on its account; `repeated` when it had been settled before
- * (nothing changed, and `chargedNano` is what the earlier settle charged).
- */
-interface SettleEffect {
-  repeated: boolean;
-  chargedNano: bigint;
-  /** The money its reservation row gave back (0 for a reservation held in memory). */
-  releasedNano: bigint;
-  /** Whether it deleted a reservation row. */
-  releasedRow: boolean;
-}
-
-/** What one operation of a batch came to. */
-type Outcome = { ok: true; value: ReserveResult | SettleEffect | undefined } | { ok: false; error: unknown };
-
-/**
- * What this process knows of an account's money: the file's balance and reserved money when it
- * last read them, with what its own commits changed since.
- */
-interface KnownMoney {
-  balanceNano: bigint;
-  reservedNano: bigint;
-}
-
 /**
  * Reserve and settle on SQLite, the single-server store.
  *
@@ -123,9 +71,9 @@ interface KnownMoney {
  * known (read once, then kept as this process writes and deletes them), for the check that an id
  * is not taken.
  *
- * Writes (settles, and reservations being written) are group-committed: those asked for during
- * one turn of the event loop run together in one transaction at its check phase
- * (`setImmediate`):
+ * Writes (settles, and reservations being written) are group-committed
+ * (sqlite-billing-group-commit.ts): those asked for during one turn of the event loop run
+ * together in one transaction at its check phase (`setImmediate`):
  * - each operation is still atomic: when one fails, the batch is rolled back and run again with
  *   a savepoint around each operation, so only the failing one is rolled back and rejects;
  * - nobody hears back before the commit: a settle resolves once the transaction that holds its
@@ -150,76 +98,8 @@ export function createSqliteBillingBatch(options: {
   database: NodeSqliteDatabase;
 }): SqliteBillingBatch {
   const { db, database } = options;
-  const queries = compileHotQueries(db);
-  const findAccount = createQueryTemplate((parameter: TemplateParameter<{ accountId: string }>) =>
-    db.selectFrom("accounts").select("id").where("id", "=", parameter("accountId")),
-  );
-  /** The account's money, and whether a reservation row has the id already: one statement. */
-  const readAccountMoney = createQueryTemplate(
-    (parameter: TemplateParameter<{ accountId: string; id: string }>) =>
-      db
-        .selectFrom("accounts")
-        .select((eb) => [
-          "balance_nano",
-          "reserved_nano",
-          eb.exists(eb.selectFrom("reservations").select("id").where("id", "=", parameter("id"))).as("taken"),
-        ])
-        .where("id", "=", parameter("accountId")),
-  );
-  /** Sets `amount` aside if the available balance, less what is held in memory, covers it. */
-  const setAsideBeside = createQueryTemplate(
-    (parameter: TemplateParameter<{ accountId: string; amount: bigint; needed: bigint }>) =>
-      db
-        .updateTable("accounts")
-        .set((eb) => ({ reserved_nano: eb("reserved_nano", "+", parameter("amount")) }))
-        .where("id", "=", parameter("accountId"))
-        .where((eb) => eb(eb("balance_nano", "-", eb.ref("reserved_nano")), ">=", parameter("needed"))),
-  );
-  /** Moves a held reservation's money into the reserved column (it was checked when held). */
-  const addReserved = createQueryTemplate(
-    (parameter: TemplateParameter<{ accountId: string; amount: bigint }>) =>
-      db
-        .updateTable("accounts")
-        .set((eb) => ({ reserved_nano: eb("reserved_nano", "+", parameter("amount")) }))
-        .where("id", "=", parameter("accountId")),
-  );
-
-  const listReservationIds = createQueryTemplate((_parameter: TemplateParameter<Record<string, never>>) =>
-    db.selectFrom("reservations").select("id"),
-  );
-
-  const statements = new Map<string, StatementSync>();
-  function statementOf(sql: string): StatementSync {
-    let statement = statements.get(sql);
-    if (statement === undefined) {
-      statement = database.prepareDirect(sql);
-      statements.set(sql, statement);
-    }
-    return statement;
-  }
-  function run(query: CompiledQuery<unknown>): number {
-    const parameters = toSqlParameters(query.parameters);
-    try {
-      return Number(statementOf(query.sql).run(...parameters).changes);
-    } catch (error) {
-      throw database.explain(error);
-    }
-  }
-  function all(query: CompiledQuery<unknown>): Record<string, unknown>[] {
-    const parameters = toSqlParameters(query.parameters);
-    try {
-      return statementOf(query.sql).all(...parameters);
-    } catch (error) {
-      throw database.explain(error);
-    }
-  }
-  function execute(sql: string): void {
-    try {
-      statementOf(sql).run();
-    } catch (error) {
-      throw database.explain(error);
-    }
-  }
+  const { queries, templates, run, all, execute } = createBillingStatements(db, database);
+  const { findAccount, readAccountMoney, setAsideBeside, addReserved, listReservationIds } = templates;
 
   /** Reservations held in memory, oldest first (a Map keeps insertion order). */
   const held = new Map<string, HeldReservation>();
@@ -392,61 +272,6 @@ export function createSqliteBillingBatch(options: {
     }
   }
 
-  /**
-   * Runs a batch in one transaction; throws (nothing written) when it failed as a whole. Most
-   * batches fail nowhere, so the first attempt runs the operations bare; when one throws, the
-   * transaction is rolled back (nothing was published yet) and the batch runs again with a
-   * savepoint around each operation, so only the failing ones fail.
-   */
-  function runBatch(batch: readonly Operation[]): Outcome[] {
-    let operationFailed = false;
-    const runBare = (operation: Operation): Outcome => {
-      try {
-        return { ok: true, value: apply(operation) };
-      } catch (error) {
-        operationFailed = true;
-        throw error;
-      }
-    };
-    try {
-      return runTransaction(batch, runBare);
-    } catch (error) {
-      // Only an operation's failure is worth a second attempt (not a busy `begin` or a failed
-      // commit), and a batch of one has nothing to keep.
-      if (!operationFailed || batch.length === 1) throw error;
-      return runTransaction(batch, runInSavepoint);
-    }
-  }
-
-  function runTransaction(batch: readonly Operation[], runOne: (operation: Operation) => Outcome): Outcome[] {
-    movedInTransaction.clear();
-    execute("begin immediate");
-    try {
-      const outcomes = batch.map(runOne);
-      execute("commit");
-      return outcomes;
-    } catch (error) {
-      if (database.inTransaction) execute("rollback");
-      throw error;
-    }
-  }
-
-  function runInSavepoint(operation: Operation): Outcome {
-    execute("savepoint billing_operation");
-    try {
-      const value = apply(operation);
-      execute("release billing_operation");
-      return { ok: true, value };
-    } catch (error) {
-      // SQLite rolls a whole transaction back after some errors (disk full, I/O): then the
-      // batch cannot commit what came before, and fails as a whole.
-      if (!database.inTransaction) throw error;
-      execute("rollback to billing_operation");
-      execute("release billing_operation");
-      return { ok: false, error };
-    }
-  }
-
   /** Brings memory in line with what the batch committed, then tells the callers. */
   function finish(operation: Operation, outcome: Outcome): void {
     switch (operation.kind) {
@@ -509,81 +334,15 @@ export function createSqliteBillingBatch(options: {
     }
   }
 
-  let pending: Operation[] = [];
-  let scheduled = false;
-  /**
-   * True from a batch that failed because the file could not be written (another process held
-   * its write lock: a CLI command, a VACUUM, an open sqlite3 session; or its disk is full or
-   * failing, or it was made read-only) until a batch commits again. Meanwhile reservations are
-   * written rather than held (see `reserve`).
-   */
-  let writesFailing = false;
-  let inFlight = 0;
-  let idle: PromiseWithResolvers<void> | undefined;
-
-  function enqueue(operation: Operation): void {
-    pending.push(operation);
-    if (scheduled) return;
-    scheduled = true;
-    inFlight += 1;
-    setImmediate(() => void flush());
-  }
-
-  async function flush(): Promise<void> {
-    scheduled = false;
-    const batch = pending;
-    pending = [];
-    let finished = false;
-    try {
-      await db.connection().execute(async () => {
-        // The checkpoint worker is copying the rest of the WAL so that it can start over
-        // (start-checkpointer.ts): writing now would leave it something more to copy.
-        const paused = database.writesResumed;
-        if (paused !== undefined) await paused;
-        let outcomes: Outcome[];
-        try {
-          outcomes = runBatch(batch);
-          // An operation may fail alone for want of space while the rest of its batch commits;
-          // and a batch that wrote nothing (refusals, repeated settles) commits on a full disk too:
-          // only one that wrote says the file can be written again.
-          if (outcomes.some((outcome) => !outcome.ok && isSqliteUnavailable(outcome.error)))
-            writesFailing = true;
-          else if (batch.some((operation, index) => wrote(operation, outcomes[index] as Outcome)))
-            writesFailing = false;
-        } catch (error) {
-          if (isSqliteUnavailable(error)) writesFailing = true;
-          outcomes = batch.map(() => ({ ok: false, error }));
-        }
-        finished = true;
-        batch.forEach((operation, index) => {
-          finish(operation, outcomes[index] as Outcome);
-        });
-      });
-    } catch (error) {
-      // The lock itself failed (the connection is gone): nothing ran.
-      if (!finished) for (const operation of batch) finish(operation, { ok: false, error });
-    } finally {
-      inFlight -= 1;
-      if (inFlight === 0 && idle !== undefined) {
-        idle.resolve();
-        idle = undefined;
-      }
-    }
-  }
-
-  /** Whether an operation that succeeded changed the file (a refusal or a repeated settle did not). */
-  function wrote(operation: Operation, outcome: Outcome): boolean {
-    if (!outcome.ok) return false;
-    if (operation.kind === "reserve") return outcome.value === undefined || outcome.value === "reserved";
-    if (operation.kind === "settle") return !(outcome.value as SettleEffect | undefined)?.repeated;
-    return true;
-  }
-
-  async function drain(): Promise<void> {
-    if (inFlight === 0) return;
-    idle ??= Promise.withResolvers<void>();
-    await idle.promise;
-  }
+  const commit = createBillingGroupCommit({
+    db,
+    database,
+    execute,
+    apply,
+    onBegin: () => movedInTransaction.clear(),
+    finish,
+  });
+  const { enqueue, drain } = commit;
 
   function write(entry: HeldReservation): void {
     entry.state = "writing";
@@ -638,7 +397,7 @@ export function createSqliteBillingBatch(options: {
       // server's writes (its settles) fail: a reservation is then written, not held, so that it
       // fails too (503, retry later) rather than let requests run whose charges cannot be
       // recorded; the first that commits ends this.
-      if (!options.hold || writesFailing) {
+      if (!options.hold || commit.writesFailing) {
         return await new Promise<ReserveResult>((resolve, reject) => {
           enqueue({ kind: "reserve", reservation, resolve, reject });
         });
