@@ -231,7 +231,26 @@ async function startOnStore(
   const owedAtStart =
     journal === undefined
       ? undefined
-      : await recordOwedCharges({ store, journal, now: new Date(), isUnavailable: isSqliteUnavailable });
+      : await recordOwedCharges({
+          store,
+          journal,
+          now: new Date(),
+          isUnavailable: isSqliteUnavailable,
+          // Written down before they leave the journal: a kill in between loses neither.
+          onRefused: async (refused) => {
+            for (const { usage, error } of refused) {
+              logger.error(
+                {
+                  err: error,
+                  requestId: usage.requestId,
+                  usage: { ...usage, costNano: String(usage.costNano) },
+                },
+                "the store refused a charge the previous run owed (its account is not in this database?); it was not recorded and leaves the journal",
+              );
+            }
+            await new Promise<void>((resolve) => logger.flush(() => resolve()));
+          },
+        });
   // One server owns a SQLite file: whatever reservation is open now was left by a crash. A
   // shared store (PostgreSQL) has other replicas' live reservations: release only this
   // replica's own now. Those whose lease expired go with the first sweep (keep-leases.ts), not
@@ -275,12 +294,6 @@ async function startOnStore(
     logger.warn(
       { recorded: owedAtStart.recorded, stillOwed: owedAtStart.owed.length, journal: journalPath },
       "recorded the charges the previous run owed",
-    );
-  }
-  for (const { usage, error } of owedAtStart?.refused ?? []) {
-    logger.error(
-      { err: error, requestId: usage.requestId, usage: { ...usage, costNano: String(usage.costNano) } },
-      "the store refused a charge the previous run owed (its account is not in this database?); it was not recorded and leaves the journal",
     );
   }
   const inFlight = new InFlightRequests();

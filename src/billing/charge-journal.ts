@@ -99,6 +99,11 @@ export async function recordOwedCharges(options: {
   now: Date;
   /** Whether a settle failed for want of the store (kept owed) rather than for good. */
   isUnavailable: (error: unknown) => boolean;
+  /**
+   * Told of the charges the store refused, before they leave the journal: it must have them
+   * written down (logged and flushed) by the time it resolves.
+   */
+  onRefused?: (refused: readonly { usage: UsageRecord; error: unknown }[]) => Promise<void>;
 }): Promise<{ recorded: number; owed: UsageRecord[]; refused: { usage: UsageRecord; error: unknown }[] }> {
   const { store, journal, now, isUnavailable } = options;
   const owed: UsageRecord[] = [];
@@ -116,6 +121,7 @@ export async function recordOwedCharges(options: {
       else refused.push({ usage, error });
     }
   }
+  if (refused.length > 0) await options.onRefused?.(refused);
   journal.startOver(owed);
   return { recorded, owed, refused };
 }

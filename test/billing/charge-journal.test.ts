@@ -132,4 +132,27 @@ describe("the charge journal", () => {
     next.paid("b");
     expect(existsSync(path)).toBe(false);
   });
+
+  it("lets the caller write a refused charge down before it leaves the journal", async () => {
+    const path = newPath();
+    new ChargeJournal(path).owe(usage("gone"));
+    const seen: UsageRecord[][] = [];
+    await recordOwedCharges({
+      store: {
+        async settle(): Promise<bigint> {
+          throw new Error("FOREIGN KEY constraint failed");
+        },
+      },
+      journal: new ChargeJournal(path),
+      now: new Date(),
+      isUnavailable: () => false,
+      onRefused: async (refused) => {
+        // Still in the file while the caller logs it: a kill now loses nothing.
+        seen.push(new ChargeJournal(path).readOwed());
+        expect(refused.map((entry) => entry.usage)).toEqual([usage("gone")]);
+      },
+    });
+    expect(seen).toEqual([[usage("gone")]]);
+    expect(existsSync(path)).toBe(false);
+  });
 });
