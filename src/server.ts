@@ -1,16 +1,15 @@
 import type { FastifyInstance } from "fastify";
 import { type Logger, pino } from "pino";
 import { bootstrap } from "./admin/bootstrap.ts";
-import { buildApp, createServerMetrics, STORE_OUTAGE_LOG_INTERVAL_MS } from "./api/build-app.ts";
+import { buildApp, createServerMetrics } from "./api/build-app.ts";
 import { describeListenError, formatHostPort } from "./api/describe-listen-error.ts";
 import { InFlightRequests } from "./api/in-flight-requests.ts";
 import { registerAdminRoutes } from "./api/routes/admin.ts";
-import { throttleLog } from "./api/throttle-log.ts";
 import { createAuthenticator } from "./auth/authenticator.ts";
-import { ChargeJournal, recordOwedCharges } from "./billing/charge-journal.ts";
 import { keepLeases } from "./billing/keep-leases.ts";
 import { LeaseClock } from "./billing/lease-clock.ts";
-import { formatAmount } from "./billing/money.ts";
+import { createSettleEventLog } from "./billing/log-settle-events.ts";
+import { openChargeJournal } from "./billing/open-charge-journal.ts";
 import { BillingAdmission } from "./billing/reserve-and-settle.ts";
 import type { Config } from "./catalog/catalog.ts";
 import { type ClusterSettings, readClusterSettings } from "./cluster/cluster-settings.ts";
@@ -22,8 +21,7 @@ import { KeyLimits } from "./limits/key-limits.ts";
 import { closeWhenIdle } from "./models/close-when-idle.ts";
 import { ModelRegistry } from "./models/model-registry.ts";
 import { releaseUnusedMemory } from "./process/release-unused-memory.ts";
-import { chargeJournalPath, claimReplicaId, openStore } from "./store/open-store.ts";
-import { isSqliteUnavailable } from "./store/sqlite/explain-sqlite-error.ts";
+import { claimReplicaId, openStore } from "./store/open-store.ts";
 import type { Store } from "./store/store.ts";
 
 /** The starter account's opening credit on first start, so the printed curl line works. */
@@ -224,33 +222,9 @@ async function startOnStore(
       );
     }
   }
-  // Charges a previous run owed when it ended (the store did not take them): recorded first, so
-  // that a reservation row of theirs gives its money back as they are charged.
-  const journalPath = chargeJournalPath(config.database);
-  const journal = journalPath === undefined ? undefined : new ChargeJournal(journalPath);
-  const owedAtStart =
-    journal === undefined
-      ? undefined
-      : await recordOwedCharges({
-          store,
-          journal,
-          now: new Date(),
-          isUnavailable: isSqliteUnavailable,
-          // Written down before they leave the journal: a kill in between loses neither.
-          onRefused: async (refused) => {
-            for (const { usage, error } of refused) {
-              logger.error(
-                {
-                  err: error,
-                  requestId: usage.requestId,
-                  usage: { ...usage, costNano: String(usage.costNano) },
-                },
-                "the store refused a charge the previous run owed (its account is not in this database?); it was not recorded and leaves the journal",
-              );
-            }
-            await new Promise<void>((resolve) => logger.flush(() => resolve()));
-          },
-        });
+  // Charges a previous run owed when it ended (the store did not take them): recorded before the
+  // leftover reservations are released (see open-charge-journal.ts).
+  const owedAtStart = await openChargeJournal({ databaseUrl: config.database, store, logger });
   // One server owns a SQLite file: whatever reservation is open now was left by a crash. A
   // shared store (PostgreSQL) has other replicas' live reservations: release only this
   // replica's own now. Those whose lease expired go with the first sweep (keep-leases.ts), not
@@ -290,69 +264,29 @@ async function startOnStore(
     registry.list().flatMap((entry) => (entry.engine === undefined ? [] : [entry.engine])),
   );
   if (released > 0) logger.warn({ released }, "released reservations left by the previous run");
-  if (owedAtStart !== undefined && owedAtStart.recorded + owedAtStart.owed.length > 0) {
-    logger.warn(
-      { recorded: owedAtStart.recorded, stillOwed: owedAtStart.owed.length, journal: journalPath },
-      "recorded the charges the previous run owed",
-    );
-  }
   const inFlight = new InFlightRequests();
   const metrics = createServerMetrics(registry, inFlight);
-  /**
-   * Charges the store had not taken at shutdown: lost (logged with their usage, to be recorded by
-   * hand), or kept in the journal for the next start. Either way the shutdown then fails.
-   */
-  let unrecordedCharges = 0;
-  let keptCharges = 0;
   // Leases are written and judged on the store's clock, which replicas share (lease-clock.ts).
   const leaseClock = new LeaseClock();
   await leaseClock.sync(() => store.readClock());
-  // A store outage fails every running request's settle: one line for the run, then one every
-  // 10 s (each request still gets its line when its charge goes through, or when it is given up).
-  const logSettleRetry = throttleLog(STORE_OUTAGE_LOG_INTERVAL_MS);
+  // What happens to charges the store does not take at once, logged (log-settle-events.ts).
+  const settleEvents = createSettleEventLog({
+    logger,
+    journalPath: owedAtStart.path,
+    addCharge: (model, chargedNano) => metrics.addCharge(model, chargedNano),
+  });
   const admission = new BillingAdmission({
     store,
     limits: keyLimits,
     replicaId,
     leaseNow: () => leaseClock.now(),
-    journal,
-    onJournalError: (error, requestId) =>
-      logger.error(
-        { err: error, requestId, journal: journalPath },
-        "could not keep a charge the store did not take in the journal: it waits in memory only",
-      ),
-    onSettleError: (error, requestId, { retrying, usage, journaled }) => {
-      if (retrying) {
-        logSettleRetry((skipped) =>
-          logger.warn(
-            { err: error, requestId, ...(skipped > 0 ? { failedSinceLastLine: skipped } : {}) },
-            "settling a request failed; retrying in the background",
-          ),
-        );
-        return;
-      }
-      // Given up at shutdown: kept in the journal for the next start, or else everything needed
-      // to record the charge by hand.
-      if (journaled) keptCharges++;
-      else unrecordedCharges++;
-      logger.error(
-        { err: error, requestId, usage: { ...usage, costNano: String(usage.costNano) } },
-        journaled
-          ? "settling a request failed; its charge is kept in the journal, and the next start records it"
-          : "settling a request failed; its charge was not recorded",
-      );
-    },
-    onSettleRecovered: (requestId, attempts, { model, chargedNano }) => {
-      // The request was logged and measured without its charge: both get it now.
-      metrics.addCharge(model, chargedNano);
-      logger.warn(
-        { requestId, attempts, model, cost: formatAmount(chargedNano) },
-        "settled a request after the store came back",
-      );
-    },
+    journal: owedAtStart.journal,
+    onJournalError: settleEvents.onJournalError,
+    onSettleError: settleEvents.onSettleError,
+    onSettleRecovered: settleEvents.onSettleRecovered,
   });
   // What the store did not take at this start is retried with the charges this run comes to owe.
-  admission.retryOwed(owedAtStart?.owed ?? []);
+  admission.retryOwed(owedAtStart.stillOwed);
   const leases = keepLeases({
     store,
     replicaId,
@@ -465,6 +399,7 @@ async function startOnStore(
       }
     }
     // The line that says the drain is over (`shutting down` said it began), and how it went.
+    const { unrecordedCharges, keptCharges } = settleEvents;
     const summary = {
       ms: Math.round(performance.now() - began),
       graceMs,
@@ -477,17 +412,8 @@ async function startOnStore(
       logger.warn(summary, "shut down; some charges were not recorded");
     else logger.info(summary, "shut down");
     // Stopped all the same, but not cleanly: a supervisor sees a failure, not exit code 0.
-    const charges = (count: number) => `${count} ${count === 1 ? "charge" : "charges"}`;
-    if (unrecordedCharges > 0) {
-      throw new Error(
-        `${unrecordedCharges === 1 ? "1 charge was" : `${unrecordedCharges} charges were`} not recorded: the store did not take ${unrecordedCharges === 1 ? "it" : "them"} before the shutdown (each logged with its usage as "its charge was not recorded").${keptCharges > 0 ? ` ${charges(keptCharges)} more are kept in ${journalPath} for the next start.` : ""}`,
-      );
-    }
-    if (keptCharges > 0) {
-      throw new Error(
-        `${charges(keptCharges)} could not be recorded before the shutdown: the store did not take ${keptCharges === 1 ? "it" : "them"}. Kept in ${journalPath}: the next start records ${keptCharges === 1 ? "it" : "them"}.`,
-      );
-    }
+    const failure = settleEvents.describeShutdownFailure();
+    if (failure !== undefined) throw new Error(failure);
   }
   function shutdown(shutdownOptions: { graceMs?: number } = {}): Promise<void> {
     stopped ??= drain(shutdownOptions.graceMs ?? DEFAULT_SHUTDOWN_GRACE_MS);
