@@ -33,7 +33,7 @@ import { openStore } from "../../src/store/open-store.ts";
 import { type MockUpstream, startMockUpstream, streamText } from "../engine/openai/mock-upstream.ts";
 import { findFreePort } from "../support/free-port.ts";
 import { runCli } from "../support/run-cli.ts";
-import { killServeProcesses, startServeProcess } from "../support/serve-process.ts";
+import { killServeProcesses, startServeProcess, writeServeConfig } from "../support/serve-process.ts";
 
 const cli = join(import.meta.dirname, "../../src/cli.ts");
 let folder: string;
@@ -193,21 +193,8 @@ beforeAll(async () => {
   folder = realpathSync(mkdtempSync(join(tmpdir(), "tollgate-backup-")));
   port = await findFreePort();
   upstream = await startMockUpstream(streamText(["Hello", " there"], { usage: [10, 4] }));
-  configFile = join(folder, "tollgate.yaml");
+  configFile = writeServeConfig(folder, { port, upstreamBaseUrl: upstream.baseUrl });
   database = join(folder, "tollgate.db");
-  writeFileSync(
-    configFile,
-    [
-      `server: { host: 127.0.0.1, port: ${port} }`,
-      "database: sqlite:./tollgate.db",
-      "models:",
-      "  - id: upstream-chat",
-      "    kind: chat",
-      '    pricing: { input_per_million: "1", output_per_million: "2" }',
-      `    engine: { type: openai, endpoints: [ { base_url: "${upstream.baseUrl}" } ], model: m }`,
-      "",
-    ].join("\n"),
-  );
 });
 
 afterAll(async () => {

@@ -11,6 +11,7 @@ import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { serveEnvironment, writeServeConfig } from "../support/serve-process.ts";
 
 const cli = join(import.meta.dirname, "../../src/cli.ts");
 const folder = mkdtempSync(join(tmpdir(), "tollgate-crash-log-"));
@@ -64,14 +65,8 @@ interface LogLine {
 /** Runs `tollgate serve` with `fault` loaded; answers its exit, its stdout's JSON lines, its stderr. */
 async function serveAndCrash(fault: "throw" | "reject" | "whileStarting") {
   const workdir = mkdtempSync(join(folder, `${fault}-`));
-  const configFile = join(workdir, "tollgate.yaml");
-  writeFileSync(
-    configFile,
-    "server: { host: 127.0.0.1, port: 0 }\ndatabase: sqlite:./tollgate.db\nmodels: []\n",
-  );
-  const env: NodeJS.ProcessEnv = { ...process.env };
-  for (const variable of ["TOLLGATE_CONFIG", "TOLLGATE_DATABASE_URL", "TOLLGATE_ADMIN_KEY", "PORT", "HOST"])
-    delete env[variable];
+  const configFile = writeServeConfig(workdir);
+  const env = serveEnvironment();
   const child = spawn(process.execPath, ["--import", preload(fault), cli, "serve", "--config", configFile], {
     stdio: ["ignore", "pipe", "pipe"],
     env,
@@ -162,14 +157,8 @@ describe("a crash of tollgate serve", () => {
 describe("a crash of tollgate serve whose log reader takes nothing more (a full pipe)", () => {
   it("exits all the same, with code 1, once the wait for the log is over", async () => {
     const workdir = mkdtempSync(join(folder, "unread-"));
-    const configFile = join(workdir, "tollgate.yaml");
-    writeFileSync(
-      configFile,
-      "server: { host: 127.0.0.1, port: 0 }\ndatabase: sqlite:./tollgate.db\nmodels: []\n",
-    );
-    const env: NodeJS.ProcessEnv = { ...process.env };
-    for (const variable of ["TOLLGATE_CONFIG", "TOLLGATE_DATABASE_URL", "TOLLGATE_ADMIN_KEY", "PORT", "HOST"])
-      delete env[variable];
+    const configFile = writeServeConfig(workdir);
+    const env = serveEnvironment();
     const child = spawn(
       process.execPath,
       ["--import", preload("throw", 300_000), cli, "serve", "--config", configFile],

@@ -5,7 +5,7 @@
  * kept in `<file>.pending-charges.jsonl` before the answer completes, and the next start records it.
  */
 import { once } from "node:events";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
@@ -16,7 +16,7 @@ import { startServer } from "../../src/server.ts";
 import { openStore } from "../../src/store/open-store.ts";
 import { type MockUpstream, startMockUpstream, streamText } from "../engine/openai/mock-upstream.ts";
 import { findFreePort } from "../support/free-port.ts";
-import { killServeProcesses, startServeProcess } from "../support/serve-process.ts";
+import { killServeProcesses, startServeProcess, writeServeConfig } from "../support/serve-process.ts";
 import { createTestConfig } from "../support/test-server.ts";
 
 let folder: string;
@@ -28,20 +28,7 @@ beforeAll(async () => {
   folder = mkdtempSync(join(tmpdir(), "tollgate-owed-charge-"));
   port = await findFreePort();
   upstream = await startMockUpstream(streamText(["Hello", " there"], { usage: [10, 4] }));
-  configFile = join(folder, "tollgate.yaml");
-  writeFileSync(
-    configFile,
-    [
-      `server: { host: 127.0.0.1, port: ${port} }`,
-      "database: sqlite:./tollgate.db",
-      "models:",
-      "  - id: upstream-chat",
-      "    kind: chat",
-      '    pricing: { input_per_million: "1", output_per_million: "2" }',
-      `    engine: { type: openai, endpoints: [ { base_url: "${upstream.baseUrl}" } ], model: m }`,
-      "",
-    ].join("\n"),
-  );
+  configFile = writeServeConfig(folder, { port, upstreamBaseUrl: upstream.baseUrl });
 });
 
 afterAll(async () => {

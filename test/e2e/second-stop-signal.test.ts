@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { startMockUpstream } from "../engine/openai/mock-upstream.ts";
+import { serveEnvironment } from "../support/serve-process.ts";
 
 const cli = join(import.meta.dirname, "../../src/cli.ts");
 const folder = mkdtempSync(join(tmpdir(), "tollgate-second-signal-"));
@@ -32,9 +33,7 @@ models:
     engine: { type: openai, endpoints: [ { base_url: "${upstream.baseUrl}" } ] }
 `,
     );
-    const env: NodeJS.ProcessEnv = { ...process.env };
-    for (const variable of ["TOLLGATE_CONFIG", "TOLLGATE_DATABASE_URL", "TOLLGATE_ADMIN_KEY", "PORT", "HOST"])
-      delete env[variable];
+    const env = serveEnvironment();
     const child = spawn(process.execPath, [cli, "serve", "--config", configFile], {
       stdio: ["ignore", "pipe", "pipe"],
       env,

@@ -6,7 +6,7 @@
  */
 import { spawn } from "node:child_process";
 import { once } from "node:events";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
@@ -14,6 +14,7 @@ import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { startServer } from "../../src/server.ts";
 import { openStore } from "../../src/store/open-store.ts";
 import { type MockHandler, startMockUpstream, streamText } from "../engine/openai/mock-upstream.ts";
+import { serveEnvironment, writeServeConfig } from "../support/serve-process.ts";
 import { createTestConfig, createUpstreamModelEntry } from "../support/test-server.ts";
 
 const cli = join(import.meta.dirname, "../../src/cli.ts");
@@ -42,17 +43,36 @@ function parseLines(text: string): LogLine[] {
     .map((line) => JSON.parse(line) as LogLine);
 }
 
+/**
+ * A server in this process on a SQLite file of its own (in a new folder named after `prefix`),
+ * serving `remote` from the upstream at `upstreamBaseUrl`, with its log lines collected; closed
+ * after the test.
+ */
+async function startLoggedServer(prefix: string, upstreamBaseUrl: string) {
+  const workdir = mkdtempSync(join(folder, prefix));
+  const logged: LogLine[] = [];
+  const destination = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      logged.push(...parseLines(chunk.toString()));
+      done();
+    },
+  });
+  const server = await startServer({
+    config: createTestConfig({
+      database: `sqlite:${join(workdir, "tollgate.db")}`,
+      models: [createUpstreamModelEntry("remote", upstreamBaseUrl)],
+    }),
+    logger: { level: "info", destination },
+  });
+  cleanups.push(() => server.close());
+  return { server, logged, workdir };
+}
+
 describe("the end of a shutdown's drain", () => {
   it("tollgate serve: SIGTERM ends with a 'shut down' line, written before the exit", async () => {
     const workdir = mkdtempSync(join(folder, "cli-"));
-    const configFile = join(workdir, "tollgate.yaml");
-    writeFileSync(
-      configFile,
-      "server: { host: 127.0.0.1, port: 0 }\ndatabase: sqlite:./tollgate.db\nmodels: []\n",
-    );
-    const env: NodeJS.ProcessEnv = { ...process.env };
-    for (const variable of ["TOLLGATE_CONFIG", "TOLLGATE_DATABASE_URL", "TOLLGATE_ADMIN_KEY", "PORT", "HOST"])
-      delete env[variable];
+    const configFile = writeServeConfig(workdir);
+    const env = serveEnvironment();
     const child = spawn(process.execPath, [cli, "serve", "--config", configFile], {
       stdio: ["ignore", "pipe", "pipe"],
       env,
@@ -103,22 +123,7 @@ describe("the end of a shutdown's drain", () => {
     };
     const upstream = await startMockUpstream(held);
     cleanups.push(() => upstream.close());
-    const workdir = mkdtempSync(join(folder, "server-"));
-    const logged: LogLine[] = [];
-    const destination = new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        logged.push(...parseLines(chunk.toString()));
-        done();
-      },
-    });
-    const server = await startServer({
-      config: createTestConfig({
-        database: `sqlite:${join(workdir, "tollgate.db")}`,
-        models: [createUpstreamModelEntry("remote", upstream.baseUrl)],
-      }),
-      logger: { level: "info", destination },
-    });
-    cleanups.push(() => server.close());
+    const { server, logged } = await startLoggedServer("server-", upstream.baseUrl);
     const pending = fetch(`${server.baseUrl}/chat/completions`, {
       method: "POST",
       headers: {
@@ -151,22 +156,7 @@ describe("the end of a shutdown's drain", () => {
       void request;
     });
     cleanups.push(() => upstream.close());
-    const workdir = mkdtempSync(join(folder, "crash-during-drain-"));
-    const logged: LogLine[] = [];
-    const destination = new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        logged.push(...parseLines(chunk.toString()));
-        done();
-      },
-    });
-    const server = await startServer({
-      config: createTestConfig({
-        database: `sqlite:${join(workdir, "tollgate.db")}`,
-        models: [createUpstreamModelEntry("remote", upstream.baseUrl)],
-      }),
-      logger: { level: "info", destination },
-    });
-    cleanups.push(() => server.close());
+    const { server, logged, workdir } = await startLoggedServer("crash-during-drain-", upstream.baseUrl);
     const response = await fetch(`${server.baseUrl}/chat/completions`, {
       method: "POST",
       headers: {

@@ -10,7 +10,12 @@ import { afterAll, describe, expect, it } from "vitest";
 import { openStore } from "../../src/store/open-store.ts";
 import { openPostgresStore } from "../../src/store/postgres/open-postgres-store.ts";
 import type { MigrationLockWait } from "../../src/store/postgres/take-migration-lock.ts";
-import { createPostgresTestSchema, runStatements, testPostgresUrl } from "./postgres-test-database.ts";
+import {
+  createPostgresTestSchema,
+  type PostgresTestSchema,
+  runStatements,
+  testPostgresUrl,
+} from "./postgres-test-database.ts";
 import { makeTemporaryDirectory, newDatabaseUrl } from "./temporary-directory.ts";
 
 const directory = makeTemporaryDirectory();
@@ -118,6 +123,12 @@ const UNDO_LAST_MIGRATION = [
   `delete from kysely_migration where name = '${LAST_MIGRATION}'`,
 ];
 
+/** Migrates a test schema, then undoes its last migration: a database an older Tollgate made. */
+async function makeOlderPostgresSchema(schema: PostgresTestSchema): Promise<void> {
+  await (await openStore(schema.url)).close();
+  await runStatements(testPostgresUrl(), [`set search_path to ${schema.schema}`, ...UNDO_LAST_MIGRATION]);
+}
+
 /** What a CLI command is told of a database an older Tollgate made. */
 const OLDER_SCHEMA = new RegExp(
   `The database was made by an older version of Tollgate and needs migration ${LAST_MIGRATION}, which only \`tollgate serve\` applies: stop every server of the older version first .*then run this command again\\.$`,
@@ -158,11 +169,7 @@ describe("a store an older Tollgate made, opened as a CLI command opens it (upgr
       const schema = await createPostgresTestSchema();
       if ("skipped" in schema) return;
       try {
-        await (await openStore(schema.url)).close();
-        await runStatements(testPostgresUrl(), [
-          `set search_path to ${schema.schema}`,
-          ...UNDO_LAST_MIGRATION,
-        ]);
+        await makeOlderPostgresSchema(schema);
         const message = await rejectionMessage(openStore(schema.url, { upgrade: false }));
         expect(message.slice(message.indexOf("The database"))).toMatch(OLDER_SCHEMA);
 
@@ -287,11 +294,7 @@ describe.skipIf("skipped" in postgres)(
       const schema = await createPostgresTestSchema();
       if ("skipped" in schema) return;
       try {
-        await (await openStore(schema.url)).close();
-        await runStatements(testPostgresUrl(), [
-          `set search_path to ${schema.schema}`,
-          ...UNDO_LAST_MIGRATION,
-        ]);
+        await makeOlderPostgresSchema(schema);
         // An open transaction that wrote to api_keys: the migration's index waits for it to end,
         // as it would behind a big table's scan.
         const { released } = await holdFor([
