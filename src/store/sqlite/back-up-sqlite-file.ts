@@ -35,7 +35,36 @@ export interface SqliteBackup {
  * Tollgate schema) and counted; a copy that fails is removed, and the error says why.
  */
 export async function backUpSqliteFile(source: string, destination: string): Promise<SqliteBackup> {
-  // Before the source is opened: read-only, so the backup can never write to the live file.
+  await copySqliteFile(source, destination);
+  try {
+    const copy = new DatabaseSync(destination, { readOnly: true, timeout: DEFAULT_BUSY_TIMEOUT_MS });
+    try {
+      return { bytes: statSync(destination).size, summary: readLedgerSummary(copy, source) };
+    } finally {
+      copy.close();
+    }
+  } catch (error) {
+    removeWithSideFiles(destination);
+    throw error;
+  }
+}
+
+/** The files SQLite keeps beside a database, which belong to it and go where it goes. */
+export const SIDE_FILES = ["-wal", "-shm", "-journal"];
+
+/** Removes a database file and the files SQLite keeps beside it. */
+export function removeWithSideFiles(file: string): void {
+  for (const suffix of ["", ...SIDE_FILES]) rmSync(`${file}${suffix}`, { force: true });
+}
+
+/**
+ * Copies the SQLite database `source` (what its WAL holds included) to `destination`, a new file
+ * (created exclusively: one that appeared meanwhile is not overwritten), through SQLite's online
+ * backup in one step, and switches the copy to a rollback journal: one self-contained file. A
+ * copy that fails is removed.
+ */
+export async function copySqliteFile(source: string, destination: string): Promise<void> {
+  // Before the source is opened: read-only, so the copy can never write to the source.
   closeSync(openSync(destination, "wx"));
   try {
     const from = new DatabaseSync(source, { readOnly: true, timeout: DEFAULT_BUSY_TIMEOUT_MS });
@@ -45,16 +74,13 @@ export async function backUpSqliteFile(source: string, destination: string): Pro
       from.close();
     }
     const copy = new DatabaseSync(destination, { timeout: DEFAULT_BUSY_TIMEOUT_MS });
-    let summary: LedgerSummary;
     try {
       copy.exec("PRAGMA journal_mode = DELETE");
-      summary = readLedgerSummary(copy, source);
     } finally {
       copy.close();
     }
-    return { bytes: statSync(destination).size, summary };
   } catch (error) {
-    for (const suffix of ["", "-journal", "-wal", "-shm"]) rmSync(`${destination}${suffix}`, { force: true });
+    removeWithSideFiles(destination);
     throw error;
   }
 }

@@ -1,7 +1,7 @@
-import { closeSync, existsSync, openSync, renameSync, rmSync } from "node:fs";
-import { backup, DatabaseSync } from "node:sqlite";
+import { existsSync, renameSync } from "node:fs";
+import { DatabaseSync } from "node:sqlite";
 import { pathToFileURL } from "node:url";
-import { ALL_PAGES_IN_ONE_STEP } from "./back-up-sqlite-file.ts";
+import { copySqliteFile, removeWithSideFiles, SIDE_FILES } from "./back-up-sqlite-file.ts";
 import { claimSqliteFile } from "./claim-sqlite-file.ts";
 import { fileStamp } from "./file-stamp.ts";
 import { DEFAULT_BUSY_TIMEOUT_MS } from "./node-sqlite-database.ts";
@@ -17,9 +17,6 @@ export interface SqliteRestore {
   /** True when the old database could not be read, so its files were moved aside as they were. */
   keptAsIs: boolean;
 }
-
-/** The files SQLite keeps beside a database, which belong to it and go where it goes. */
-const SIDE_FILES = ["-wal", "-shm", "-journal"];
 
 /** The name the backup is attached under, on the connection that replaces the database. */
 const RESTORED = "restored";
@@ -174,25 +171,8 @@ async function replaceFrom(
  */
 async function keepCopyAside(target: string): Promise<string> {
   const aside = `${target}.before-restore-${fileStamp(new Date())}`;
-  closeSync(openSync(aside, "wx"));
-  try {
-    const old = new DatabaseSync(target, { readOnly: true, timeout: DEFAULT_BUSY_TIMEOUT_MS });
-    try {
-      await backup(old, aside, { rate: ALL_PAGES_IN_ONE_STEP });
-    } finally {
-      old.close();
-    }
-    const copy = new DatabaseSync(aside, { timeout: DEFAULT_BUSY_TIMEOUT_MS });
-    try {
-      copy.exec("PRAGMA journal_mode = DELETE");
-    } finally {
-      copy.close();
-    }
-    return aside;
-  } catch (error) {
-    removeWithSideFiles(aside);
-    throw error;
-  }
+  await copySqliteFile(target, aside);
+  return aside;
 }
 
 /** Moves the files of a database SQLite cannot read to `<target>.before-restore-<stamp>`, as they are. */
@@ -205,10 +185,6 @@ function moveAsIs(target: string): string {
     if (existsSync(`${target}${suffix}`)) renameSync(`${target}${suffix}`, `${aside}${suffix}`);
   }
   return aside;
-}
-
-function removeWithSideFiles(file: string): void {
-  for (const suffix of ["", ...SIDE_FILES]) rmSync(`${file}${suffix}`, { force: true });
 }
 
 /** The error of a restore that failed, saying why and what it left as it was. */
