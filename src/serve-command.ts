@@ -73,13 +73,24 @@ export async function runServeCommand(
   }
   const config = await loadConfig({ file: configFile });
   const { STARTER_BALANCE_NANO, startServer } = await import("./server.ts");
-  const server = await startServer({
-    config,
-    signal: starting.signal,
-    releaseStartupMemory: true,
-    ...(host === undefined ? {} : { host }),
-    ...(port === undefined ? {} : { port }),
-  });
+  let server: RunningServer;
+  try {
+    server = await startServer({
+      config,
+      signal: starting.signal,
+      releaseStartupMemory: true,
+      ...(host === undefined ? {} : { host }),
+      ...(port === undefined ? {} : { port }),
+    });
+  } catch (error) {
+    // Stopped as it was asked to (SPEC §11: exit code 0 after SIGTERM or SIGINT unless the
+    // shutdown failed), though it had not started: said, and nothing is left open.
+    if (causedBy(error, starting.signal.reason)) {
+      process.stderr.write(`tollgate: ${error instanceof Error ? error.message : String(error)}\n`);
+      return;
+    }
+    throw error;
+  }
   const { adminKey, starterKey } = server.createdKeys;
   if (starterKey !== undefined || adminKey !== undefined) {
     const model = config.models.find((entry) => entry.kind === "chat")?.id ?? "MODEL";
@@ -214,4 +225,16 @@ function createReloader(options: {
   return () => {
     previous = previous.then(reloadOnce);
   };
+}
+
+/** Whether `reason` is `error` or one of its causes. */
+function causedBy(error: unknown, reason: unknown): boolean {
+  for (
+    let cause = error;
+    cause !== undefined && cause !== null;
+    cause = (cause as { cause?: unknown }).cause
+  ) {
+    if (cause === reason) return true;
+  }
+  return false;
 }
