@@ -24,7 +24,7 @@ const option = (name: string, fallback: number) => {
 };
 const concurrency = option("concurrency", 50);
 // `--ordered-ids`: time-ordered reservation ids, as this checkout's billing makes them.
-const { createReservationId } = await import("../../src/billing/reserve-and-settle.ts");
+const { createReservationId } = await import("../../src/billing/create-reservation-id.ts");
 const createId = args.includes("--ordered-ids") ? () => createReservationId(Date.now()) : () => randomUUID();
 const seconds = option("seconds", 5);
 

@@ -1,4 +1,3 @@
-import { hash, timingSafeEqual } from "node:crypto";
 import Fastify, {
   type FastifyBaseLogger,
   type FastifyInstance,
@@ -6,7 +5,6 @@ import Fastify, {
   type FastifyRequest,
   LogController,
 } from "fastify";
-import packageJson from "../../package.json" with { type: "json" };
 import { parseAmount } from "../billing/money.ts";
 import { type ChatAdmission, unlimitedAdmission } from "../chat/chat-admission.ts";
 import { ChatService, CLIENT_CLOSED } from "../chat/chat-service.ts";
@@ -25,14 +23,15 @@ import { BodyBudget } from "./body-budget.ts";
 import { forwardUnmetExpectations, refuseRequestHead } from "./check-request-head.ts";
 import { collapseSlashes } from "./collapse-slashes.ts";
 import { allowPageToRead, registerCorsPreflight } from "./cors.ts";
-import { createOpenApiDocument } from "./create-openapi-document.ts";
 import { createRequestId } from "./create-request-id.ts";
 import { errorHeaders, normalizeError, toWireError } from "./errors.ts";
 import { InFlightRequests, shuttingDownError } from "./in-flight-requests.ts";
 import { registerJsonBodyParser } from "./register-json-body-parser.ts";
+import { annotate, getKey, stateOf } from "./request-state.ts";
 import { adminKeyRequired } from "./routes/admin.ts";
 import { CHAT_COMPLETIONS_PATH, registerChatCompletionRoutes } from "./routes/chat-completions.ts";
 import { registerModelRoutes } from "./routes/models.ts";
+import { registerOperationRoutes } from "./routes/operation-routes.ts";
 import { throttleLog } from "./throttle-log.ts";
 
 /** Everything the HTTP edge needs; `server.ts` and the tests build it. */
@@ -79,58 +78,6 @@ export interface AppDependencies {
   logPrompts?: boolean;
 }
 
-type LogFields = Record<string, string | number | boolean | undefined>;
-
-/** What the edge keeps of one request: its key, its log line's fields, whether it was recorded. */
-interface RequestState {
-  key: RequestKey | undefined;
-  fields: LogFields | undefined;
-  recorded: boolean;
-  /** Its route records it when its connection closes early (a chat request once settled). */
-  recordsItself?: boolean;
-}
-
-declare module "fastify" {
-  interface FastifyRequest {
-    /** Set on first use; declared on every request (`decorateRequest`) so they keep one shape. */
-    tollgateState: RequestState | null;
-  }
-}
-
-/**
- * The request's state, kept on the request itself: a WeakMap (or WeakSet) keyed by requests
- * makes every short-lived request an ephemeron the garbage collector has to trace (it showed in
- * callgrind profiles of the gateway benchmark), for nothing a property cannot do.
- */
-function stateOf(request: object): RequestState {
-  const holder = request as { tollgateState: RequestState | null };
-  holder.tollgateState ??= { key: undefined, fields: undefined, recorded: false };
-  return holder.tollgateState;
-}
-
-function annotate(request: object, fields: LogFields): void {
-  const state = stateOf(request);
-  if (state.fields === undefined) state.fields = { ...fields };
-  else Object.assign(state.fields, fields);
-}
-
-function getKey(request: object): RequestKey {
-  const key = stateOf(request).key;
-  if (key === undefined) throw new Error("route reached without authentication");
-  return key;
-}
-
-/**
- * Whether the `Authorization` header carries `secret` as its bearer token, read as the API reads
- * one (scheme in any case, spaces around the token). The two are compared as SHA-256 digests, of
- * equal length whatever was sent, so the time taken tells nothing of the secret's length.
- */
-function isBearerOf(header: string | undefined, secret: string): boolean {
-  const match = /^\s*bearer\s+(\S+)\s*$/i.exec(header ?? "");
-  if (match?.[1] === undefined) return false;
-  return timingSafeEqual(hash("sha256", match[1], "buffer"), hash("sha256", secret, "buffer"));
-}
-
 /** Answers `error` in the contract's shape, with its status and headers (retry-after, ...). */
 function sendError(reply: FastifyReply, error: AppError): FastifyReply {
   return reply.code(error.status).headers(errorHeaders(error)).send(toWireError(error));
@@ -147,7 +94,6 @@ export const HEADERS_TIMEOUT_MS = 60_000;
 /** During a store outage, how often a refused request's warning is logged (with its stack). */
 export const STORE_OUTAGE_LOG_INTERVAL_MS = 10_000;
 
-/** Builds the Fastify app: routes, authentication, JSON parsing and the one error mapping. */
 /** The server's metrics: its requests, and, when scraped, the requests in flight and each model's load. */
 export function createServerMetrics(registry: ModelRegistry, inFlight: InFlightRequests): Metrics {
   return new Metrics({
@@ -162,6 +108,7 @@ export function createServerMetrics(registry: ModelRegistry, inFlight: InFlightR
   });
 }
 
+/** Builds the Fastify app: routes, authentication, JSON parsing and the one error mapping. */
 export function buildApp(dependencies: AppDependencies): FastifyInstance {
   const requestTimeoutMs = dependencies.requestTimeoutMs ?? REQUEST_TIMEOUT_MS;
   // Node lets the request timeout lapse while the headers timeout is longer (seen on 24.21):
@@ -372,28 +319,7 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
     return sendError(reply, error);
   });
 
-  app.get("/health", async () => ({ status: "ok" }));
-  app.get("/ready", async (_request, reply) => {
-    const readiness = inFlight.closing
-      ? { ready: false, reasons: ["shutting down"] }
-      : ((await dependencies.checkReady?.()) ?? { ready: true, reasons: [] });
-    void reply.code(readiness.ready ? 200 : 503);
-    return { status: readiness.ready ? "ready" : "not_ready", reasons: readiness.reasons };
-  });
-  app.get("/metrics", async (request, reply) => {
-    const metricsKey = dependencies.metricsKey;
-    if (metricsKey !== undefined && !isBearerOf(request.headers.authorization, metricsKey)) {
-      throw new AppError("invalid_api_key", "GET /metrics needs 'Authorization: Bearer <metrics_key>'.");
-    }
-    const rendered = await metrics.render();
-    void reply.type(rendered.contentType);
-    return rendered.body;
-  });
-  const openApiDocument = JSON.stringify(createOpenApiDocument({ version: packageJson.version }));
-  app.get("/openapi.json", async (_request, reply) => {
-    void reply.type("application/json; charset=utf-8");
-    return openApiDocument;
-  });
+  registerOperationRoutes(app, { dependencies, inFlight, metrics });
 
   const keyLimits = dependencies.keyLimits;
   const isLimited = (key: RequestKey) =>

@@ -1,8 +1,8 @@
 import type { Logger } from "pino";
 import { STORE_OUTAGE_LOG_INTERVAL_MS } from "../api/build-app.ts";
 import { throttleLog } from "../api/throttle-log.ts";
+import type { BillingAdmissionOptions } from "./billing-admission-options.ts";
 import { formatAmount } from "./money.ts";
-import type { BillingAdmissionOptions } from "./reserve-and-settle.ts";
 
 /** The admission's reports on settling, logged; and the charges a shutdown had to leave. */
 export interface SettleEventLog

@@ -22,7 +22,6 @@
  * A replica keeps the leases of its open reservations alive; a replica that starts releases
  * what its previous run left (see `releaseLeftOverReservations`).
  */
-import { randomFillSync } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { CatalogModel } from "../catalog/catalog.ts";
 import type {
@@ -36,116 +35,22 @@ import { describeModelNotAllowed } from "../chat/request-key.ts";
 import { AppError } from "../errors/app-error.ts";
 import type { KeyLimits } from "../limits/key-limits.ts";
 import type { ReserveResult, Store, UsageRecord } from "../store/store.ts";
+import {
+  type BillingAdmissionOptions,
+  SETTLE_RETRY_DELAYS_MS,
+  SLOW_SETTLE_FAILURE_MS,
+} from "./billing-admission-options.ts";
 import type { ChargeJournal } from "./charge-journal.ts";
+import { createReservationId } from "./create-reservation-id.ts";
 import { costOfUsage, formatAmount, parseAmount } from "./money.ts";
 
 /** How long a reservation's lease lasts without renewal. */
 export const RESERVATION_LEASE_MS = 60_000;
 
-/** Random bytes drawn ahead: one `randomBytes` call costs several microseconds, a slice of this far less. */
-const randomPool = Buffer.allocUnsafe(10 * 256);
-let randomPoolOffset = randomPool.length;
-/** Each byte value as two lower-case hex digits. */
-const HEX = Array.from({ length: 256 }, (_, byte) => byte.toString(16).padStart(2, "0"));
-
-/**
- * A new reservation id (also its usage row's id): a time-ordered UUID (version 7, RFC 9562),
- * the millisecond `now` then 74 random bits. Ids made one after the other sort close together,
- * so the primary-key indexes of `reservations` and `usage` grow at their end: a batch of
- * settles touches a page or two of each instead of one random page per row, which keeps the
- * write-ahead log (and its checkpoints) small. Written digit by digit from a table: a Buffer
- * per id and its hex conversion cost several times more, on every request.
- */
-export function createReservationId(now: number): string {
-  if (randomPoolOffset + 10 > randomPool.length) {
-    randomFillSync(randomPool);
-    randomPoolOffset = 0;
-  }
-  const random = randomPool;
-  const at = randomPoolOffset;
-  randomPoolOffset += 10;
-  // 48 bits of milliseconds: 12 hex digits, as two numbers that fit in 32 bits.
-  const milliseconds = Math.max(0, Math.floor(now)) % 2 ** 48;
-  const high = Math.floor(milliseconds / 2 ** 16);
-  const low = milliseconds % 2 ** 16;
-  const byte = (offset: number) => HEX[random[at + offset] as number] as string;
-  return (
-    `${(high >>> 0).toString(16).padStart(8, "0")}-${HEX[low >>> 8]}${HEX[low & 0xff]}-` +
-    `${HEX[0x70 | ((random[at] as number) & 0x0f)]}${byte(1)}-` +
-    `${HEX[0x80 | ((random[at + 2] as number) & 0x3f)]}${byte(3)}-` +
-    `${byte(4)}${byte(5)}${byte(6)}${byte(7)}${byte(8)}${byte(9)}`
-  );
-}
-
 interface ChatPrices {
   inputPerMillionNano: bigint;
   outputPerMillionNano: bigint;
 }
-
-export interface BillingAdmissionOptions {
-  store: Store;
-  limits: KeyLimits;
-  /** Identifies this server in its reservations (SQLite: any stable name). */
-  replicaId: string;
-  /** This machine's clock, for ids and times of records. Default `Date.now`. */
-  now?: () => number;
-  /** The clock reservation leases go by (the store's, see lease-clock.ts). Default: `now`. */
-  leaseNow?: () => number;
-  /**
-   * Where settlement failures are reported; they never reach the client. `retrying`: the
-   * settlement is tried again in the background; false when it is given up (at close).
-   */
-  onSettleError?: (
-    error: unknown,
-    requestId: string,
-    details: {
-      retrying: boolean;
-      usage: UsageRecord;
-      /** The charge is in {@link journal}: the next start records it. */
-      journaled: boolean;
-    },
-  ) => void;
-  /**
-   * Where a charge the store did not take is kept while it waits (a SQLite store's file), so that
-   * it outlives the process; see charge-journal.ts. Without one it lives in memory only.
-   */
-  journal?: ChargeJournal;
-  /** Reported when the journal could not be written: the charge waits in memory only. */
-  onJournalError?: (error: unknown, requestId: string) => void;
-  /**
-   * Reported when a settlement that failed went through on a later attempt, in the background:
-   * after the request's log line and metrics, which therefore do not hold its charge
-   * (`chargedNano`, to the usage row's `model`).
-   */
-  onSettleRecovered?: (
-    requestId: string,
-    attempts: number,
-    charge: { model: string; chargedNano: bigint },
-  ) => void;
-  /**
-   * Pauses between the attempts to settle while the store fails: the first ones before the
-   * request's last byte, then, in the background, the last repeated until it goes through.
-   * Default {@link SETTLE_RETRY_DELAYS_MS}.
-   */
-  settleRetryDelaysMs?: { beforeAnswer: readonly number[]; background: readonly number[] };
-}
-
-/**
- * A store that fails now and then (a restart, a failover) must not lose a charge: settling is
- * idempotent (a usage row is written once), so it is tried again, twice before the last byte,
- * then in the background until it goes through; the reservation, kept alive meanwhile, still
- * holds the money.
- */
-export const SETTLE_RETRY_DELAYS_MS = {
-  beforeAnswer: [100, 400],
-  background: [1_000, 2_000, 5_000, 15_000, 30_000],
-};
-
-/**
- * A settle attempt that fails after this long (a timeout, not a blip) is not tried again before
- * the request's last byte: its retries go on in the background at once.
- */
-export const SLOW_SETTLE_FAILURE_MS = 1_000;
 
 /** Rate limits and billing for the chat pipeline. */
 export class BillingAdmission implements ChatAdmission {

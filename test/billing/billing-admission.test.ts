@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { BillingAdmission, SLOW_SETTLE_FAILURE_MS } from "../../src/billing/reserve-and-settle.ts";
+import { SLOW_SETTLE_FAILURE_MS } from "../../src/billing/billing-admission-options.ts";
+import { BillingAdmission } from "../../src/billing/reserve-and-settle.ts";
 import type { CatalogModel } from "../../src/catalog/catalog.ts";
 import type { RequestKey } from "../../src/chat/request-key.ts";
 import { isAppError } from "../../src/errors/app-error.ts";

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { createReservationId } from "../../src/billing/reserve-and-settle.ts";
+import { createReservationId } from "../../src/billing/create-reservation-id.ts";
 
 describe("createReservationId", () => {
   it("is a version 7 UUID whose first 48 bits are the milliseconds", () => {

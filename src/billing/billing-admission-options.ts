@@ -1,0 +1,72 @@
+/**
+ * What a `BillingAdmission` (reserve-and-settle.ts) is built from, and how its settlements are
+ * retried while the store fails: kept apart so that reserve-and-settle.ts holds the flow itself.
+ */
+import type { KeyLimits } from "../limits/key-limits.ts";
+import type { Store, UsageRecord } from "../store/store.ts";
+import type { ChargeJournal } from "./charge-journal.ts";
+
+export interface BillingAdmissionOptions {
+  store: Store;
+  limits: KeyLimits;
+  /** Identifies this server in its reservations (SQLite: any stable name). */
+  replicaId: string;
+  /** This machine's clock, for ids and times of records. Default `Date.now`. */
+  now?: () => number;
+  /** The clock reservation leases go by (the store's, see lease-clock.ts). Default: `now`. */
+  leaseNow?: () => number;
+  /**
+   * Where settlement failures are reported; they never reach the client. `retrying`: the
+   * settlement is tried again in the background; false when it is given up (at close).
+   */
+  onSettleError?: (
+    error: unknown,
+    requestId: string,
+    details: {
+      retrying: boolean;
+      usage: UsageRecord;
+      /** The charge is in {@link journal}: the next start records it. */
+      journaled: boolean;
+    },
+  ) => void;
+  /**
+   * Where a charge the store did not take is kept while it waits (a SQLite store's file), so that
+   * it outlives the process; see charge-journal.ts. Without one it lives in memory only.
+   */
+  journal?: ChargeJournal;
+  /** Reported when the journal could not be written: the charge waits in memory only. */
+  onJournalError?: (error: unknown, requestId: string) => void;
+  /**
+   * Reported when a settlement that failed went through on a later attempt, in the background:
+   * after the request's log line and metrics, which therefore do not hold its charge
+   * (`chargedNano`, to the usage row's `model`).
+   */
+  onSettleRecovered?: (
+    requestId: string,
+    attempts: number,
+    charge: { model: string; chargedNano: bigint },
+  ) => void;
+  /**
+   * Pauses between the attempts to settle while the store fails: the first ones before the
+   * request's last byte, then, in the background, the last repeated until it goes through.
+   * Default {@link SETTLE_RETRY_DELAYS_MS}.
+   */
+  settleRetryDelaysMs?: { beforeAnswer: readonly number[]; background: readonly number[] };
+}
+
+/**
+ * A store that fails now and then (a restart, a failover) must not lose a charge: settling is
+ * idempotent (a usage row is written once), so it is tried again, twice before the last byte,
+ * then in the background until it goes through; the reservation, kept alive meanwhile, still
+ * holds the money.
+ */
+export const SETTLE_RETRY_DELAYS_MS = {
+  beforeAnswer: [100, 400],
+  background: [1_000, 2_000, 5_000, 15_000, 30_000],
+};
+
+/**
+ * A settle attempt that fails after this long (a timeout, not a blip) is not tried again before
+ * the request's last byte: its retries go on in the background at once.
+ */
+export const SLOW_SETTLE_FAILURE_MS = 1_000;
