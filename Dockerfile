@@ -29,6 +29,7 @@ ENV NODE_ENV=production \
     NODE_LLAMA_CPP_SKIP_DOWNLOAD=true \
     TOLLGATE_MODELS_DIR=/models \
     TOLLGATE_DATABASE_URL=sqlite:/data/tollgate.db \
+    TOLLGATE_CHARGE_JOURNAL_DIR=/data \
     HOST=0.0.0.0 \
     PORT=8080
 WORKDIR /app

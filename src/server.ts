@@ -224,7 +224,12 @@ async function startOnStore(
   }
   // Charges a previous run owed when it ended (the store did not take them): recorded before the
   // leftover reservations are released (see open-charge-journal.ts).
-  const owedAtStart = await openChargeJournal({ databaseUrl: config.database, store, logger });
+  const owedAtStart = await openChargeJournal({
+    databaseUrl: config.database,
+    store,
+    logger,
+    replica: { id: replicaId, folder: config.chargeJournalDir },
+  });
   // One server owns a SQLite file: whatever reservation is open now was left by a crash. A
   // shared store (PostgreSQL) has other replicas' live reservations: release only this
   // replica's own now. Those whose lease expired go with the first sweep (keep-leases.ts), not

@@ -1,6 +1,6 @@
 import { hideKeySecrets } from "../admin/read-key-reference.ts";
 import { AppError, isAppError } from "../errors/app-error.ts";
-import { isSqliteUnavailable } from "../store/sqlite/explain-sqlite-error.ts";
+import { isStoreUnavailable } from "../store/is-store-unavailable.ts";
 import { mapValidationError, type SchemaValidationIssue } from "./map-validation-error.ts";
 import { refuseUnsupportedToolTypes } from "./refuse-unsupported-tool-types.ts";
 
@@ -109,61 +109,3 @@ function bodyTooLarge(limitBytes: number | undefined): AppError {
 
 /** Seconds a client is told to wait after a store outage: about what reconnecting takes. */
 const STORE_RETRY_AFTER_SECONDS = 5;
-
-/**
- * SQLSTATE codes of a PostgreSQL that is going away or cannot take the connection: the 08 class
- * (connection exceptions), admin and crash shutdown, "cannot connect now" (starting up or
- * recovering), too many connections, a statement cancelled by the store's own
- * `statement_timeout` (see `openPostgresStore`); and one that cannot write now: its disk full,
- * out of memory, an I/O error, or a read-only server (a standby, reached after a failover).
- */
-const UNAVAILABLE_SQLSTATES = new Set([
-  "57P01",
-  "57P02",
-  "57P03",
-  "53300",
-  "57014",
-  "53100",
-  "53200",
-  "58030",
-  "25006",
-]);
-
-/** Socket failures of the store's connection, as `pg` reports them. */
-const UNAVAILABLE_SOCKET_CODES = new Set([
-  "ECONNREFUSED",
-  "ECONNRESET",
-  "ETIMEDOUT",
-  "EPIPE",
-  "EHOSTUNREACH",
-  "ENETUNREACH",
-  "EAI_AGAIN",
-]);
-
-/**
- * `pg`'s own errors for a connection that broke or never came (they carry no code): the server
- * closed it, the pool's `connectionTimeoutMillis` passed, or the store's `query_timeout` did.
- */
-const UNAVAILABLE_PG_MESSAGE =
-  /^(?:Connection terminated|timeout exceeded when trying to connect|Query read timeout|Client has encountered a connection error and is not queryable)/;
-
-/**
- * True when `error` says the store cannot be reached or cannot answer now, as opposed to a bug:
- * a PostgreSQL connection refused, cut or timed out, or SQLite still locked after its busy
- * timeout, its disk full or failing, its file made read-only. Only the error itself and the members of an `AggregateError` (a refused connection
- * tried on several addresses) are looked at, never `cause`: an upstream model's failed `fetch`
- * carries socket codes in its cause and is no store outage.
- */
-function isStoreUnavailable(error: unknown): boolean {
-  if (error instanceof AggregateError && error.errors.some((each: unknown) => isStoreUnavailable(each))) {
-    return true;
-  }
-  if (!(error instanceof Error)) return false;
-  const fields = error as Error & { code?: unknown };
-  if (typeof fields.code === "string") {
-    if (fields.code.startsWith("08") && fields.code.length === 5) return true;
-    if (UNAVAILABLE_SQLSTATES.has(fields.code) || UNAVAILABLE_SOCKET_CODES.has(fields.code)) return true;
-    if (fields.code === "ERR_SQLITE_ERROR") return isSqliteUnavailable(error);
-  }
-  return UNAVAILABLE_PG_MESSAGE.test(error.message);
-}

@@ -1,4 +1,6 @@
+import { accessSync, constants, mkdirSync } from "node:fs";
 import type { Logger } from "pino";
+import { isStoreUnavailable } from "../store/is-store-unavailable.ts";
 import { chargeJournalPath } from "../store/open-store.ts";
 import { isSqliteUnavailable } from "../store/sqlite/explain-sqlite-error.ts";
 import type { Store, UsageRecord } from "../store/store.ts";
@@ -6,7 +8,7 @@ import { ChargeJournal, recordOwedCharges } from "./charge-journal.ts";
 
 /** A server's journal of owed charges, and what a previous run left in it that is still owed. */
 export interface OpenedChargeJournal {
-  /** `undefined` where the store keeps none (PostgreSQL, an in-memory SQLite store). */
+  /** `undefined` where the store keeps none (an in-memory SQLite store, PostgreSQL without a folder). */
   journal: ChargeJournal | undefined;
   path: string | undefined;
   /** The previous run's charges the store could not take at this start (retried with the rest). */
@@ -14,26 +16,48 @@ export interface OpenedChargeJournal {
 }
 
 /**
- * Opens the journal of charges owed beside the server's SQLite file (charge-journal.ts) and
- * records the charges a previous run left in it, before the start releases leftover reservations
- * (a reservation row of theirs then gives its money back as they are charged). A charge the store
- * refuses for good is logged with its usage (to be recorded by hand) and flushed before it leaves
- * the journal; one it cannot take now stays owed.
+ * Opens the journal of charges owed (charge-journal.ts): beside the server's SQLite file, or for
+ * PostgreSQL in `folder` under this replica's id (created when missing), and records the charges
+ * a previous run left in it, before the start releases leftover reservations (a reservation row
+ * of theirs then gives its money back as they are charged). A charge the store refuses for good
+ * is logged with its usage (to be recorded by hand) and flushed before it leaves the journal; one
+ * it cannot take now stays owed.
+ *
+ * A PostgreSQL replica whose folder cannot be made or written (a read-only file system) starts
+ * all the same, with a warning: its owed charges then live in memory only, as they did before
+ * there was a journal, and a replica killed during a database outage loses them.
  */
 export async function openChargeJournal(options: {
   databaseUrl: string;
   store: Pick<Store, "settle">;
   logger: Logger;
+  /** PostgreSQL: this replica's id and the folder of its journal (`charge_journal_dir`). */
+  replica?: { id: string; folder: string | undefined };
 }): Promise<OpenedChargeJournal> {
-  const { logger } = options;
-  const path = chargeJournalPath(options.databaseUrl);
+  const { logger, databaseUrl, replica } = options;
+  const sqlite = databaseUrl.startsWith("sqlite:");
+  const folder = replica?.folder;
+  const path = chargeJournalPath(
+    databaseUrl,
+    replica === undefined || folder === undefined ? undefined : { folder, replicaId: replica.id },
+  );
   if (path === undefined) return { journal: undefined, path, stillOwed: [] };
+  if (!sqlite && folder !== undefined) {
+    const problem = prepareFolder(folder);
+    if (problem !== undefined) {
+      logger.warn(
+        { chargeJournalDir: folder, err: problem },
+        "cannot keep owed charges in charge_journal_dir: charges PostgreSQL does not take at once are retried in memory only, and lost if this process dies first; make the folder writable or set charge_journal_dir (TOLLGATE_CHARGE_JOURNAL_DIR)",
+      );
+      return { journal: undefined, path: undefined, stillOwed: [] };
+    }
+  }
   const journal = new ChargeJournal(path);
   const { recorded, owed } = await recordOwedCharges({
     store: options.store,
     journal,
     now: new Date(),
-    isUnavailable: isSqliteUnavailable,
+    isUnavailable: sqlite ? isSqliteUnavailable : isStoreUnavailable,
     // Written down before they leave the journal: a kill in between loses neither.
     onRefused: async (refused) => {
       for (const { usage, error } of refused) {
@@ -52,4 +76,15 @@ export async function openChargeJournal(options: {
     );
   }
   return { journal, path, stillOwed: owed };
+}
+
+/** Makes `folder` where it is missing; answers why it cannot hold the journal, if it cannot. */
+function prepareFolder(folder: string): Error | undefined {
+  try {
+    mkdirSync(folder, { recursive: true });
+    accessSync(folder, constants.W_OK);
+    return undefined;
+  } catch (error) {
+    return error instanceof Error ? error : new Error(String(error));
+  }
 }

@@ -85,6 +85,12 @@ export interface Config {
   logPrompts: boolean;
   /** The lowest level logged; `undefined` means `info`. */
   logLevel?: LogLevel;
+  /**
+   * Absolute folder where a PostgreSQL replica keeps the charges the database did not take yet, so
+   * that they outlive the process (billing/open-charge-journal.ts). Absent: kept in memory only.
+   * A SQLite store keeps its own beside its file whatever this says.
+   */
+  chargeJournalDir?: string;
   models: CatalogModel[];
   /**
    * `true` when `models` is the built-in catalogue because the config names none (no file, or a

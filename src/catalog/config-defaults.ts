@@ -9,6 +9,11 @@ export const DEFAULT_PORT = 8080;
 export const DEFAULT_BODY_LIMIT_BYTES = 8 * 1024 * 1024;
 /** Relative to the working folder the service starts in. */
 export const DEFAULT_DATABASE = "sqlite:./data/tollgate.db";
+/**
+ * Where a PostgreSQL replica keeps the charges the database has not taken yet, relative to the
+ * working folder (beside the default SQLite file).
+ */
+export const DEFAULT_CHARGE_JOURNAL_DIR = "./data";
 export const DEFAULT_OWNED_BY = "tollgate";
 
 /** `engine.parallel` (llama): default and allowed range. */

@@ -10,8 +10,15 @@
  * file's folder, so every command finds the same store and models wherever it runs from; the
  * default database and `TOLLGATE_DATABASE_URL` are resolved against the working folder.
  */
+import { resolve } from "node:path";
 import { type Config, LOG_LEVELS, type LogLevel } from "./catalog.ts";
-import { DEFAULT_BODY_LIMIT_BYTES, DEFAULT_DATABASE, DEFAULT_HOST, DEFAULT_PORT } from "./config-defaults.ts";
+import {
+  DEFAULT_BODY_LIMIT_BYTES,
+  DEFAULT_CHARGE_JOURNAL_DIR,
+  DEFAULT_DATABASE,
+  DEFAULT_HOST,
+  DEFAULT_PORT,
+} from "./config-defaults.ts";
 import type { ConfigPath } from "./config-error.ts";
 import {
   ConfigIssues,
@@ -50,6 +57,7 @@ const TOP_LEVEL_KEYS = [
   "metrics_key",
   "log_prompts",
   "log_level",
+  "charge_journal_dir",
   "models",
 ] as const;
 const SERVER_KEYS = ["host", "port", "body_limit"] as const;
@@ -101,6 +109,7 @@ interface EnvironmentOverrides {
   redis: string | undefined;
   adminKey: string | undefined;
   logLevel: string | undefined;
+  chargeJournalDir: string | undefined;
 }
 
 export function readConfig(options: ReadConfigOptions): ReadConfigResult {
@@ -162,6 +171,7 @@ export function readConfig(options: ReadConfigOptions): ReadConfigResult {
   ];
   const logPrompts = readBoolean(issues, ["log_prompts"], tree.log_prompts) ?? false;
   const logLevel = readLogLevel(issues, tree.log_level, overrides.logLevel);
+  const chargeJournalDir = readChargeJournalDir(issues, tree.charge_journal_dir, overrides, options);
   const models = readModels({
     issues,
     value: tree.models,
@@ -180,6 +190,7 @@ export function readConfig(options: ReadConfigOptions): ReadConfigResult {
       metricsKey,
       logPrompts,
       ...(logLevel === undefined ? {} : { logLevel }),
+      ...(chargeJournalDir === undefined ? {} : { chargeJournalDir }),
       models: models ?? createDefaultCatalog(),
       builtInCatalog: models === undefined,
       source: options.source,
@@ -202,6 +213,7 @@ function readEnvironmentOverrides(env: NodeJS.ProcessEnv, purpose: ConfigPurpose
     adminKey: read("TOLLGATE_ADMIN_KEY"),
     // Only the server logs: an admin command is not stopped by a level it would not use.
     logLevel: purpose === "serve" ? read("TOLLGATE_LOG_LEVEL") : undefined,
+    chargeJournalDir: read("TOLLGATE_CHARGE_JOURNAL_DIR"),
   };
 }
 
@@ -250,6 +262,7 @@ function listReplacedValues(
     ["TOLLGATE_REDIS_URL", "redis", raw.redis, overrides.redis],
     ["TOLLGATE_ADMIN_KEY", "admin_key", raw.admin_key, overrides.adminKey],
     ["TOLLGATE_LOG_LEVEL", "log_level", raw.log_level, overrides.logLevel],
+    ["TOLLGATE_CHARGE_JOURNAL_DIR", "charge_journal_dir", raw.charge_journal_dir, overrides.chargeJournalDir],
     ["HOST", "server.host", server.host, overrides.host],
     ["PORT", "server.port", server.port, overrides.port],
   ];
@@ -267,6 +280,7 @@ function removeOverriddenValues(raw: ConfigMapping, overrides: EnvironmentOverri
   if (overrides.redis !== undefined) delete copy.redis;
   if (overrides.adminKey !== undefined) delete copy.admin_key;
   if (overrides.logLevel !== undefined) delete copy.log_level;
+  if (overrides.chargeJournalDir !== undefined) delete copy.charge_journal_dir;
   if (isMapping(copy.server)) {
     const server: ConfigMapping = { ...copy.server };
     if (overrides.host !== undefined) delete server.host;
@@ -341,6 +355,24 @@ function readDatabase(
   if (result.ok) return result.url;
   issues.add(["database"], result.problem);
   return undefined;
+}
+
+/**
+ * `charge_journal_dir` (resolved against the file's folder), `TOLLGATE_CHARGE_JOURNAL_DIR` (against
+ * the working folder), else `./data` in the working folder, where the default SQLite file lives.
+ * Where a PostgreSQL replica keeps the charges the database has not taken yet
+ * (billing/open-charge-journal.ts); a SQLite store keeps them beside its file instead.
+ */
+function readChargeJournalDir(
+  issues: ConfigIssues,
+  value: unknown,
+  overrides: EnvironmentOverrides,
+  options: ReadConfigOptions,
+): string | undefined {
+  if (overrides.chargeJournalDir !== undefined) return resolve(options.cwd, overrides.chargeJournalDir);
+  const written = readString(issues, ["charge_journal_dir"], value, { example: '"/var/lib/tollgate"' });
+  if (written !== undefined) return resolve(options.configFolder, written);
+  return isAbsent(value) ? resolve(options.cwd, DEFAULT_CHARGE_JOURNAL_DIR) : undefined;
 }
 
 function readRedis(

@@ -1,3 +1,4 @@
+import { join } from "node:path";
 import type { ClaimReplicaIdOptions, ReplicaClaim } from "./postgres/claim-postgres-replica-id.ts";
 import type { MigrationLockWait } from "./postgres/take-migration-lock.ts";
 import { openSqliteStore } from "./sqlite/open-sqlite-store.ts";
@@ -79,11 +80,19 @@ export async function claimReplicaId(
 /**
  * Where a server on `databaseUrl` keeps the charges its store did not take yet, so that they
  * outlive the process (billing/charge-journal.ts): beside a SQLite file, as
- * `<file>.pending-charges.jsonl`. `undefined` for an in-memory store, and for PostgreSQL, whose
- * replicas may have no disk of their own that outlives them.
+ * `<file>.pending-charges.jsonl`; for PostgreSQL, in the replica's `journal.folder` as
+ * `pending-charges-<replica id>.jsonl` (a replica's id is its own while it runs, claimed on the
+ * database, and the same at its restart, which records what the file holds). `undefined` for an
+ * in-memory store, and for PostgreSQL without a folder.
  */
-export function chargeJournalPath(databaseUrl: string): string | undefined {
-  if (!databaseUrl.startsWith("sqlite:")) return undefined;
+export function chargeJournalPath(
+  databaseUrl: string,
+  journal?: { folder: string; replicaId: string },
+): string | undefined {
+  if (!databaseUrl.startsWith("sqlite:")) {
+    if (journal === undefined) return undefined;
+    return join(journal.folder, `pending-charges-${encodeURIComponent(journal.replicaId)}.jsonl`);
+  }
   const location = parseSqliteLocation(databaseUrl);
   return location === ":memory:" ? undefined : `${location}.pending-charges.jsonl`;
 }

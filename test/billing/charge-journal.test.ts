@@ -1,8 +1,10 @@
 import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import pino from "pino";
 import { afterAll, describe, expect, it } from "vitest";
 import { ChargeJournal, recordOwedCharges } from "../../src/billing/charge-journal.ts";
+import { openChargeJournal } from "../../src/billing/open-charge-journal.ts";
 import type { UsageRecord } from "../../src/store/store.ts";
 
 const folder = mkdtempSync(join(tmpdir(), "tollgate-charge-journal-"));
@@ -154,5 +156,41 @@ describe("the charge journal", () => {
     });
     expect(seen).toEqual([[usage("gone")]]);
     expect(existsSync(path)).toBe(false);
+  });
+});
+
+describe("a PostgreSQL replica's journal", () => {
+  it("is named by the replica id in charge_journal_dir, which is made where it is missing", async () => {
+    const journalFolder = join(folder, "made", "here");
+    const opened = await openChargeJournal({
+      databaseUrl: "postgres://tollgate@db.internal/tollgate",
+      store: { settle: async () => 0n },
+      logger: pino({ level: "silent" }),
+      replica: { id: "tollgate-1:8080/a b", folder: journalFolder },
+    });
+    expect(opened.path).toBe(join(journalFolder, "pending-charges-tollgate-1%3A8080%2Fa%20b.jsonl"));
+    expect(opened.journal).toBeDefined();
+    expect(existsSync(journalFolder)).toBe(true);
+  });
+
+  it("is none, with a warning that says what is lost, where the folder cannot be made", async () => {
+    const blocker = join(folder, "a-file");
+    appendFileSync(blocker, "");
+    const lines: { level: number; msg: string; chargeJournalDir?: string }[] = [];
+    const logger = pino(
+      { level: "info" },
+      { write: (line: string) => void lines.push(JSON.parse(line) as (typeof lines)[number]) },
+    );
+    const opened = await openChargeJournal({
+      databaseUrl: "postgres://tollgate@db.internal/tollgate",
+      store: { settle: async () => 0n },
+      logger,
+      replica: { id: "tollgate-1", folder: join(blocker, "owed") },
+    });
+    expect(opened).toEqual({ journal: undefined, path: undefined, stillOwed: [] });
+    expect(lines).toHaveLength(1);
+    expect(lines[0]?.level).toBe(40);
+    expect(lines[0]?.chargeJournalDir).toBe(join(blocker, "owed"));
+    expect(lines[0]?.msg).toMatch(/retried in memory only, and lost if this process dies/);
   });
 });

@@ -127,6 +127,7 @@ describe("loadConfig: the SPEC §3 example", () => {
       adminKey: "admin-secret",
       metricsKey: undefined,
       logPrompts: false,
+      chargeJournalDir: join(folder.path, "data"),
       models: expected,
       builtInCatalog: false,
       source: file,
@@ -168,6 +169,7 @@ describe("loadConfig: which file", () => {
       adminKey: undefined,
       metricsKey: undefined,
       logPrompts: false,
+      chargeJournalDir: join(folder.path, "data"),
       models: createDefaultCatalog(),
       builtInCatalog: true,
       source: undefined,
@@ -273,6 +275,23 @@ models: []
     ]);
     expect(await problemsOfFile("models: []\n", { TOLLGATE_LOG_LEVEL: "loud" })).toEqual([
       'TOLLGATE_LOG_LEVEL (environment): must be one of silent, fatal, error, warn, info, debug, trace (got "loud")',
+    ]);
+  });
+
+  it("reads charge_journal_dir against the file's folder, TOLLGATE_CHARGE_JOURNAL_DIR against the working folder", async () => {
+    const file = await folder.write("etc/tollgate.yaml", "charge_journal_dir: owed\nmodels: []\n");
+    const elsewhere = join(folder.path, "elsewhere");
+    expect((await load({ file, cwd: elsewhere })).chargeJournalDir).toBe(join(folder.path, "etc", "owed"));
+    const replaced = await load({ file, cwd: elsewhere, env: { TOLLGATE_CHARGE_JOURNAL_DIR: "journal" } });
+    expect(replaced.chargeJournalDir).toBe(join(elsewhere, "journal"));
+    expect(replaced.replacedByEnvironment).toEqual([
+      "TOLLGATE_CHARGE_JOURNAL_DIR replaces charge_journal_dir",
+    ]);
+    // Unset: ./data in the working folder, beside the default SQLite file.
+    const plain = await folder.write("plain.yaml", "models: []\n");
+    expect((await load({ file: plain, cwd: elsewhere })).chargeJournalDir).toBe(join(elsewhere, "data"));
+    expect(await problemsOfFile("charge_journal_dir: [a]\nmodels: []\n")).toEqual([
+      expect.stringMatching(/^charge_journal_dir: must be a string/),
     ]);
   });
 

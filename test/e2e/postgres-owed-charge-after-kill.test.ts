@@ -1,0 +1,140 @@
+/**
+ * A PostgreSQL replica that answered 200 while the database was unreachable retries the charge in
+ * the background; killed meanwhile (kill -9, out of memory, a node drained), it lost the charge:
+ * the request was never charged and `audit` passed (found by killing replicas during outages).
+ * The charge is now kept in `charge_journal_dir` under the replica's id before the answer
+ * completes, and the replica's next start records it.
+ */
+import { once } from "node:events";
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createAccount } from "../../src/admin/create-account.ts";
+import { createKey } from "../../src/admin/create-key.ts";
+import { resolveReplicaId } from "../../src/cluster/resolve-replica-id.ts";
+import { openStore } from "../../src/store/open-store.ts";
+import { startTcpProxy, type TcpProxy } from "../cluster/tcp-proxy.ts";
+import {
+  type MockUpstream,
+  startMockUpstream,
+  textEvents,
+  writeEvents,
+} from "../engine/openai/mock-upstream.ts";
+import { createPostgresTestSchema, type PostgresTestSchema } from "../store/postgres-test-database.ts";
+import { findFreePort } from "../support/free-port.ts";
+import { killServeProcesses, startServeProcess } from "../support/serve-process.ts";
+
+const postgres: PostgresTestSchema | { skipped: string } = await createPostgresTestSchema();
+if ("skipped" in postgres) console.warn(`Skipping the PostgreSQL owed-charge case: ${postgres.skipped}.`);
+
+let folder: string;
+let proxy: TcpProxy;
+let upstream: MockUpstream;
+let configFile: string;
+let port: number;
+
+beforeAll(async () => {
+  if (!("url" in postgres)) return;
+  folder = mkdtempSync(join(tmpdir(), "tollgate-pg-owed-charge-"));
+  const direct = new URL(postgres.url);
+  proxy = await startTcpProxy({
+    targetHost: direct.hostname,
+    targetPort: Number(direct.port || 5432),
+    mode: "forward",
+  });
+  const proxied = new URL(postgres.url);
+  proxied.hostname = "127.0.0.1";
+  proxied.port = String(proxy.port);
+  upstream = await startMockUpstream();
+  port = await findFreePort();
+  configFile = join(folder, "tollgate.yaml");
+  writeFileSync(
+    configFile,
+    [
+      `server: { host: 127.0.0.1, port: ${port} }`,
+      `database: "${proxied.toString()}"`,
+      "charge_journal_dir: ./owed",
+      "models:",
+      "  - id: upstream-chat",
+      "    kind: chat",
+      '    pricing: { input_per_million: "1", output_per_million: "2" }',
+      `    engine: { type: openai, endpoints: [ { base_url: "${upstream.baseUrl}" } ], model: m }`,
+      "",
+    ].join("\n"),
+  );
+});
+
+afterAll(async () => {
+  killServeProcesses();
+  await upstream?.close();
+  await proxy?.close();
+  if ("url" in postgres) await postgres.drop();
+  if (folder !== undefined) rmSync(folder, { recursive: true, force: true });
+});
+
+describe.skipIf(!("url" in postgres))(
+  "a PostgreSQL replica killed while it owes a charge the database did not take",
+  () => {
+    it("keeps the charge in charge_journal_dir under its replica id, and its next start records it", async () => {
+      if (!("url" in postgres)) return;
+      const first = await startServeProcess(configFile, { cwd: folder });
+      const store = await openStore(postgres.url);
+      try {
+        const account = await createAccount(store, { name: "team", balanceNano: 1_000_000_000n });
+        const { key } = await createKey(store, { role: "user", accountId: account.id });
+        // The upstream answers once the database is gone: the charge cannot be written.
+        let answer: () => void = () => {};
+        const answered = new Promise<void>((resolve) => {
+          answer = resolve;
+        });
+        upstream.handle(async (_request, response) => {
+          await answered;
+          await writeEvents(response, textEvents(["Hello", " there"], { usage: [10, 4] }));
+        });
+        const reply = fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
+          method: "POST",
+          headers: {
+            authorization: `Bearer ${key}`,
+            "content-type": "application/json",
+            "x-request-id": "owed-then-killed",
+          },
+          body: JSON.stringify({ model: "upstream-chat", messages: [{ role: "user", content: "Hi" }] }),
+        });
+        while (upstream.requests.length === 0) await new Promise((resolve) => setTimeout(resolve, 20));
+        proxy.setMode("cut");
+        answer();
+        const response = await reply;
+        expect(response.status).toBe(200);
+        expect(((await response.json()) as { usage: { total_tokens: number } }).usage.total_tokens).toBe(14);
+        const journals = readdirSync(join(folder, "owed"));
+        expect(journals).toEqual([
+          `pending-charges-${encodeURIComponent(resolveReplicaId("127.0.0.1", port))}.jsonl`,
+        ]);
+
+        const exited = once(first.child, "exit");
+        first.child.kill("SIGKILL");
+        await exited;
+        expect(await store.listUsage()).toEqual([]);
+
+        proxy.setMode("forward");
+        const second = await startServeProcess(configFile, { cwd: folder });
+        try {
+          expect(second.output()).toContain('"msg":"recorded the charges the previous run owed"');
+          const rows = (await store.listUsage()).filter((row) => row.requestId === "owed-then-killed");
+          expect(rows).toHaveLength(1);
+          // 10 prompt tokens at 1 and 4 completion tokens at 2 per million.
+          expect(rows[0]?.costNano).toBe(18_000n);
+          expect(existsSync(join(folder, "owed", journals[0] ?? ""))).toBe(false);
+          expect(await store.audit()).toEqual([]);
+        } finally {
+          const stopped = once(second.child, "exit");
+          second.child.kill("SIGTERM");
+          await stopped;
+        }
+      } finally {
+        await store.close();
+      }
+    });
+  },
+);
