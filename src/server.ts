@@ -24,6 +24,8 @@ import { releaseUnusedMemory } from "./process/release-unused-memory.ts";
 import { claimReplicaId, openStore } from "./store/open-store.ts";
 import type { Store } from "./store/store.ts";
 
+/** How long a start waits for its replica id, held by another server, to come free. */
+const CLAIM_IN_USE_WAIT_MS = 3_000;
 /** The starter account's opening credit on first start, so the printed curl line works. */
 export const STARTER_BALANCE_NANO = 10_000_000_000n;
 
@@ -188,6 +190,9 @@ async function startOnStore(
   // would be that replica's running requests, served then without being paid for.
   const replicaClaim = await claimReplicaId(config.database, {
     replicaId,
+    // Another replica may hold it a moment, recording what this id's journal owes (see
+    // open-charge-journal.ts).
+    waitWhenInUseMs: CLAIM_IN_USE_WAIT_MS,
     onEvent: (event) => {
       switch (event.type) {
         case "lost":

@@ -13,7 +13,7 @@ import { createAccount } from "../../src/admin/create-account.ts";
 import type { Config } from "../../src/catalog/catalog.ts";
 import { resolveReplicaId } from "../../src/cluster/resolve-replica-id.ts";
 import { startServer } from "../../src/server.ts";
-import { openStore } from "../../src/store/open-store.ts";
+import { claimReplicaId, openStore } from "../../src/store/open-store.ts";
 import {
   createDroppedSchema,
   createPostgresTestSchema,
@@ -110,6 +110,17 @@ describe.skipIf("skipped" in probe)("a replica id on one PostgreSQL schema", () 
     await first.close();
     const second = await startOn(schema.url);
     expect(second.baseUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/v1$/);
+  });
+
+  it("waits a moment for its id, held by another server recording a gone replica's journal", async () => {
+    const schema = await newSchema();
+    process.env.TOLLGATE_REPLICA_ID = "replica-briefly-held";
+    // As another replica's start holds it while it records this id's journal of owed charges.
+    const held = await claimReplicaId(schema.url, { replicaId: "replica-briefly-held" });
+    const released = new Promise((resolve) => setTimeout(resolve, 600)).then(() => held?.close());
+    const server = await startOn(schema.url);
+    await released;
+    expect(server.baseUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/v1$/);
   });
 
   it("starts two servers on port 0 without TOLLGATE_REPLICA_ID", async () => {

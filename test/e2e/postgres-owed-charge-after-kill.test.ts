@@ -6,14 +6,16 @@
  * completes, and the replica's next start records it.
  */
 import { once } from "node:events";
-import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createAccount } from "../../src/admin/create-account.ts";
 import { createKey } from "../../src/admin/create-key.ts";
+import { ChargeJournal } from "../../src/billing/charge-journal.ts";
+import { createReservationId } from "../../src/billing/create-reservation-id.ts";
 import { resolveReplicaId } from "../../src/cluster/resolve-replica-id.ts";
-import { openStore } from "../../src/store/open-store.ts";
+import { claimReplicaId, openStore } from "../../src/store/open-store.ts";
 import { startTcpProxy, type TcpProxy } from "../cluster/tcp-proxy.ts";
 import {
   type MockUpstream,
@@ -138,3 +140,61 @@ describe.skipIf(!("url" in postgres))(
     });
   },
 );
+
+describe.skipIf(!("url" in postgres))("the journals other replicas left in charge_journal_dir", () => {
+  it("are recorded at start when their replica is gone, and left alone while it runs or may be on its way back", async () => {
+    if (!("url" in postgres)) return;
+    const store = await openStore(postgres.url);
+    const owedFolder = join(folder, "owed");
+    mkdirSync(owedFolder, { recursive: true });
+    const account = await createAccount(store, { name: "others", balanceNano: 1_000_000_000n });
+    const { record: key } = await createKey(store, { role: "user", accountId: account.id });
+    const journalOf = (replicaId: string, requestId: string, minutesOld: number) => {
+      const path = join(owedFolder, `pending-charges-${encodeURIComponent(replicaId)}.jsonl`);
+      new ChargeJournal(path).owe({
+        id: createReservationId(Date.now()),
+        requestId,
+        accountId: account.id,
+        keyPublicId: key.publicId,
+        model: "upstream-chat",
+        promptTokens: 10,
+        completionTokens: 4,
+        costNano: 18_000n,
+        finishReason: "stop",
+        errorCode: undefined,
+        user: undefined,
+        queueMs: 0,
+        firstTokenMs: 5,
+        totalMs: 9,
+        estimated: false,
+        createdAt: new Date(),
+      });
+      const then = new Date(Date.now() - minutesOld * 60_000);
+      utimesSync(path, then, then);
+      return path;
+    };
+    // Gone for good (its id had a random part: port 0), one that runs, one stopped seconds ago.
+    const gone = journalOf("tollgate-9:0-5f3a", "owed-by-gone", 5);
+    const running = journalOf("still-running", "owed-by-running", 5);
+    const recent = journalOf("just-stopped", "owed-by-recent", 0);
+    const claim = await claimReplicaId(postgres.url, { replicaId: "still-running" });
+    const server = await startServeProcess(configFile, { cwd: folder });
+    try {
+      expect(server.output()).toContain('"msg":"recorded the charges another replica owed when it stopped"');
+      const rows = (await store.listUsage()).filter((row) => row.accountId === account.id);
+      expect(rows.map((row) => [row.requestId, row.costNano])).toEqual([["owed-by-gone", 18_000n]]);
+      expect(existsSync(gone)).toBe(false);
+      expect(existsSync(running)).toBe(true);
+      expect(existsSync(recent)).toBe(true);
+      // The id is free again: its replica can come back.
+      const again = await claimReplicaId(postgres.url, { replicaId: "tollgate-9:0-5f3a" });
+      await again?.close();
+    } finally {
+      await claim?.close();
+      const stopped = once(server.child, "exit");
+      server.child.kill("SIGTERM");
+      await stopped;
+      await store.close();
+    }
+  });
+});

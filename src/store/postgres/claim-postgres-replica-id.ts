@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
 import { Client } from "pg";
 import { describeError } from "./open-postgres-store.ts";
 import { parsePostgresUrl } from "./parse-postgres-url.ts";
@@ -21,6 +22,12 @@ export interface ClaimReplicaIdOptions {
   onEvent?: (event: ReplicaClaimEvent) => void;
   /** Milliseconds between tries to take a lost claim again. Default 5,000. */
   retryMilliseconds?: number;
+  /**
+   * How long the first claim waits for an id in use to come free before it throws, in
+   * milliseconds. Default 0. A server's start waits a little: another replica may hold a dead
+   * one's id for a moment, to record the charges its journal left (billing/open-charge-journal.ts).
+   */
+  waitWhenInUseMs?: number;
 }
 
 /** A replica id claimed on a database; `close()` gives it up. */
@@ -36,6 +43,8 @@ export interface ReplicaClaim {
 }
 
 const DEFAULT_RETRY_MS = 5_000;
+/** Between tries of a first claim that waits for an id in use (`waitWhenInUseMs`). */
+const IN_USE_RETRY_MS = 200;
 /** Bounds on connecting and on each statement: a start never waits for ever on a stalled database. */
 const CONNECT_TIMEOUT_MS = 10_000;
 const QUERY_TIMEOUT_MS = 10_000;
@@ -152,8 +161,17 @@ export async function claimPostgresReplicaId(
   };
 
   let clockSkewMs = 0;
+  const waitUntil = performance.now() + (options.waitWhenInUseMs ?? 0);
   try {
-    current = await take();
+    for (;;) {
+      try {
+        current = await take();
+        break;
+      } catch (error) {
+        if (!(error instanceof ReplicaIdInUseError) || performance.now() >= waitUntil) throw error;
+        await sleep(IN_USE_RETRY_MS);
+      }
+    }
     // Only a warning depends on it: a failed measurement is no reason to refuse the start.
     clockSkewMs = await measureClockSkew(current).catch(() => 0);
   } catch (error) {
@@ -219,5 +237,6 @@ class ReplicaIdInUseError extends Error {
     super(
       `Another running Tollgate server already uses the replica id "${replicaId}" on ${database}; set TOLLGATE_REPLICA_ID to a unique value per replica (a replica that has just stopped frees its id within a minute).`,
     );
+    this.name = "ReplicaIdInUseError";
   }
 }
