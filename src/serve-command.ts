@@ -219,7 +219,14 @@ function createReloader(options: {
         server.app.log.warn({ setting }, `${setting} changed in the config; restart the server to apply it`);
       }
     } catch (error) {
-      server.app.log.error({ err: error }, "reloading the config failed; keeping the running one");
+      // The config's own advice ("set it") cannot work on a running server.
+      const unsetVariable = error instanceof Error && / is not set; set it/.test(error.message);
+      server.app.log.error(
+        { err: error },
+        unsetVariable
+          ? "reloading the config failed; keeping the running one (a server reads its environment once, at start: a variable set since takes a restart)"
+          : "reloading the config failed; keeping the running one",
+      );
     }
   };
   return () => {

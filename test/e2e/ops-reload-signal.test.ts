@@ -182,4 +182,28 @@ describe("SIGHUP on a running tollgate serve", () => {
     child.kill("SIGHUP");
     await waitFor("reload of the whole file", () => reloads()[reloadsBefore]);
   }, 60_000);
+
+  it("says that a variable the file reads but the environment lacks takes a restart, not a reload", async () => {
+    if (child === undefined) throw new Error("the server of the test before is not running");
+    const failures = () =>
+      logLines().filter((line) => String(line.msg).startsWith("reloading the config failed"));
+    const before = failures().length;
+    writeFileSync(
+      configFile,
+      [
+        "server: { host: 127.0.0.1, port: 0 }",
+        "database: sqlite:./tollgate.db",
+        "models:",
+        "  - id: remote",
+        "    kind: chat",
+        '    pricing: { input_per_million: "1", output_per_million: "2" }',
+        `    engine: { type: openai, endpoints: [ { base_url: "http://127.0.0.1:9/v1", api_key: "\${TOLLGATE_TEST_NEVER_SET}" } ], model: m }`,
+        "",
+      ].join("\n"),
+    );
+    child.kill("SIGHUP");
+    const failure = await waitFor("refusal of the unset variable", () => failures()[before]);
+    expect(failure.level).toBe(50);
+    expect(failure.msg).toMatch(/a variable set since takes a restart/);
+  }, 60_000);
 });
