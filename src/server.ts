@@ -457,6 +457,7 @@ async function startOnStore(
         closeWhenIdle(engine, {
           isHeld: (held) => registry.isHeld(held),
           onError: (error) => logger.error({ err: error }, "closing a replaced engine failed"),
+          onClosed: () => registry.forgetRetired(engine),
         });
       }
       logger.info({ models: next.models.length, replacedEngines: retired.length }, "catalogue reloaded");

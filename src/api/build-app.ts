@@ -102,7 +102,7 @@ export function createServerMetrics(registry: ModelRegistry, inFlight: InFlightR
       registry.list().map((entry) => ({
         model: entry.model.id,
         status: getModelStatus(entry),
-        load: entry.engine?.load?.(),
+        load: registry.loadOf(entry.model.id),
         endpoints: entry.engine?.endpoints?.(),
       })),
   });

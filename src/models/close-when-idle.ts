@@ -16,14 +16,22 @@ export const MAX_RETIREMENT_MS = 15 * 60_000;
  */
 export function closeWhenIdle(
   engine: ChatEngine,
-  options: { isHeld: (engine: ChatEngine) => boolean; onError: (error: unknown) => void },
+  options: {
+    isHeld: (engine: ChatEngine) => boolean;
+    onError: (error: unknown) => void;
+    /** Once it has closed (or failed to). */
+    onClosed?: () => void;
+  },
 ): void {
   const retiredAt = Date.now();
   const check = () => {
     const load = engine.load?.();
     const idle = load !== undefined && load.running === 0 && load.waiting === 0 && !options.isHeld(engine);
     if (idle || (load === undefined && Date.now() - retiredAt >= MAX_RETIREMENT_MS)) {
-      engine.close().catch(options.onError);
+      engine
+        .close()
+        .catch(options.onError)
+        .finally(() => options.onClosed?.());
       return;
     }
     setTimeout(check, IDLE_CHECK_MS).unref();

@@ -20,6 +20,8 @@ export class ModelRegistry {
   readonly #context: EngineContext = { resolveEngine: (id) => this.#models.get(id)?.engine };
   /** Requests under way on each engine, from their start to their end (see {@link hold}). */
   readonly #holds = new Map<ChatEngine, number>();
+  /** Engines a reload replaced that still run requests, by the id of the model they served. */
+  readonly #retired = new Map<ChatEngine, string>();
 
   constructor(models: readonly CatalogModel[], createEngine: CreateEngine) {
     this.#createEngine = createEngine;
@@ -66,9 +68,37 @@ export class ModelRegistry {
       }
     }
     this.#models = next;
-    return [...previous.values()].flatMap((entry) =>
-      entry.engine === undefined || kept.has(entry.engine) ? [] : [entry.engine],
+    const retired = [...previous.values()].flatMap((entry) =>
+      entry.engine === undefined || kept.has(entry.engine)
+        ? []
+        : [{ engine: entry.engine, id: entry.model.id }],
     );
+    for (const { engine, id } of retired) this.#retired.set(engine, id);
+    return retired.map(({ engine }) => engine);
+  }
+
+  /** A replaced engine has closed: its requests no longer count in {@link loadOf}. */
+  forgetRetired(engine: ChatEngine): void {
+    this.#retired.delete(engine);
+  }
+
+  /**
+   * The requests running and waiting for a model: its engine's, and those of engines a reload
+   * replaced that still finish theirs (a reload that raised a limit to clear a backlog must show
+   * the backlog that the old engine still works through). `undefined` where no engine says.
+   */
+  loadOf(id: string): { running: number; waiting: number } | undefined {
+    let total = this.#models.get(id)?.engine?.load?.();
+    for (const [engine, retiredId] of this.#retired) {
+      if (retiredId !== id) continue;
+      const load = engine.load?.();
+      if (load === undefined) continue;
+      total = {
+        running: (total?.running ?? 0) + load.running,
+        waiting: (total?.waiting ?? 0) + load.waiting,
+      };
+    }
+    return total;
   }
 
   /**

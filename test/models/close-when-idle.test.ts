@@ -43,6 +43,22 @@ describe("closing a replaced engine", () => {
     expect(engine.closed).toBe(1);
   });
 
+  it("says once it has closed, so that the model's load stops counting it", async () => {
+    let running = 1;
+    const engine = retiredEngine(() => ({ running, waiting: 0 }));
+    const closed = vi.fn();
+    closeWhenIdle(engine as unknown as ChatEngine, {
+      isHeld: () => false,
+      onError: () => {},
+      onClosed: closed,
+    });
+    await vi.advanceTimersByTimeAsync(IDLE_CHECK_MS);
+    expect(closed).not.toHaveBeenCalled();
+    running = 0;
+    await vi.advanceTimersByTimeAsync(IDLE_CHECK_MS);
+    expect(closed).toHaveBeenCalledOnce();
+  });
+
   it("closes one that cannot report its load after the retirement bound", async () => {
     const engine = retiredEngine(undefined);
     closeWhenIdle(engine as unknown as ChatEngine, { isHeld: () => false, onError: () => {} });

@@ -126,3 +126,23 @@ describe("replacing the catalogue when a model's source changed", () => {
     expect(registry.get("upstream")?.engine).toBe(engine);
   });
 });
+
+describe("a model's load", () => {
+  it("adds the requests of engines a reload replaced until they are forgotten (closed)", () => {
+    const loads = [
+      { running: 2, waiting: 3 },
+      { running: 1, waiting: 0 },
+    ];
+    let created = 0;
+    const registry = new ModelRegistry([createModel("busy")], () => {
+      const load = loads[created++] ?? { running: 0, waiting: 0 };
+      return { ...createFakeEngine("available"), load: () => load };
+    });
+    const [retired] = registry.replace([{ ...createModel("busy"), contextLength: 4096 }]);
+    expect(retired).toBeDefined();
+    expect(registry.loadOf("busy")).toEqual({ running: 3, waiting: 3 });
+    if (retired !== undefined) registry.forgetRetired(retired);
+    expect(registry.loadOf("busy")).toEqual({ running: 1, waiting: 0 });
+    expect(registry.loadOf("absent")).toBeUndefined();
+  });
+});
