@@ -9,6 +9,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Writable } from "node:stream";
 import OpenAI from "openai";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { createAccount } from "../../src/admin/create-account.ts";
@@ -50,6 +51,7 @@ let server: RunningServer;
 let store: Store;
 let primaryCall: Hold;
 let fallbackCall: Hold;
+let logLines: { msg: string; fallback?: string }[];
 
 function upstreamModel(id: string, options: { price: string; fallbacks?: string[] }): CatalogModel {
   return {
@@ -102,7 +104,14 @@ beforeEach(async () => {
   });
   // A fresh server each time: the primary's failures cool its endpoint down.
   const config = configWith(admittedModels());
-  server = await startServer({ config, logger: false });
+  logLines = [];
+  const destination = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      for (const line of chunk.toString().split("\n")) if (line !== "") logLines.push(JSON.parse(line));
+      done();
+    },
+  });
+  server = await startServer({ config, logger: { destination } });
   store = await openStore(config.database);
 });
 
@@ -184,5 +193,18 @@ describe("a fallback that a reload changes while the primary fails", () => {
     expect(await store.listUsage({ accountId })).toMatchObject([
       { model: FALLBACK, promptTokens: USAGE[0], completionTokens: USAGE[1], costNano: ADMITTED_COST },
     ]);
+  });
+
+  it("is skipped, with a line that says the reload removed it, when it is gone before the primary fails", async () => {
+    const { accountId, client } = await fundedKey();
+    const answer = client.chat.completions.create({ model: PRIMARY, messages, max_tokens: 10 });
+    await primaryCall.arrived.promise;
+    await server.reload(configWith([upstreamModel(PRIMARY, { price: "2", fallbacks: [] })]));
+    primaryCall.release.resolve();
+    await expect(answer).rejects.toMatchObject({ status: 503 });
+    expect(logLines.find((line) => line.fallback === FALLBACK)?.msg).toMatch(
+      /^fallback model is not in the catalogue \(a reload removed it/,
+    );
+    expect(await store.getAccountMoney(accountId)).toMatchObject({ reservedNano: 0n, spentNano: 0n });
   });
 });

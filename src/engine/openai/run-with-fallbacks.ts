@@ -91,7 +91,12 @@ async function* runFallbacks(options: FallbackRunOptions, primaryError: Error): 
     if (options.signal.aborted) break;
     const engine = options.resolveEngine(id);
     if (engine === undefined || engine.status() === "unavailable") {
-      options.logger.warn({ model: options.modelId, fallback: id }, "fallback model is unavailable; skipped");
+      options.logger.warn(
+        { model: options.modelId, fallback: id },
+        engine === undefined
+          ? "fallback model is not in the catalogue (a reload removed it, or nothing serves it here); skipped"
+          : "fallback model is unavailable; skipped",
+      );
       continue;
     }
     let run: AsyncIterator<PartBatch>;
