@@ -1,5 +1,5 @@
 import { accessSync, constants, mkdirSync, readdirSync, statSync } from "node:fs";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import type { Logger } from "pino";
 import { isStoreUnavailable } from "../store/is-store-unavailable.ts";
 import { chargeJournalPath, claimReplicaId } from "../store/open-store.ts";
@@ -15,6 +15,8 @@ import { RESERVATION_LEASE_MS } from "./reserve-and-settle.ts";
  * gone one's reservations for left-overs too.
  */
 const ORPHAN_AFTER_MS = RESERVATION_LEASE_MS;
+/** The longest file name most file systems take (ext4, XFS, APFS). */
+const MAX_FILE_NAME_BYTES = 255;
 
 /** A server's journal of owed charges, and what a previous run left in it that is still owed. */
 export interface OpenedChargeJournal {
@@ -56,11 +58,11 @@ export async function openChargeJournal(options: {
   );
   if (path === undefined) return { journal: undefined, path, stillOwed: [] };
   if (!sqlite && folder !== undefined) {
-    const problem = prepareFolder(folder);
+    const problem = prepareFolder(folder, path);
     if (problem !== undefined) {
       logger.warn(
         { chargeJournalDir: folder, err: problem },
-        "cannot keep owed charges in charge_journal_dir: charges PostgreSQL does not take at once are retried in memory only, and lost if this process dies first; make the folder writable or set charge_journal_dir (TOLLGATE_CHARGE_JOURNAL_DIR)",
+        "cannot keep owed charges in charge_journal_dir (err says why): charges PostgreSQL does not take at once are retried in memory only, and lost if this process dies first; make the folder writable, or set charge_journal_dir (TOLLGATE_CHARGE_JOURNAL_DIR) to one that is",
       );
       return { journal: undefined, path: undefined, stillOwed: [] };
     }
@@ -179,8 +181,14 @@ async function adoptOrphanJournals(options: {
   }
 }
 
-/** Makes `folder` where it is missing; answers why it cannot hold the journal, if it cannot. */
-function prepareFolder(folder: string): Error | undefined {
+/** Makes `folder` where it is missing; answers why it cannot hold the journal at `path`, if it cannot. */
+function prepareFolder(folder: string, path: string): Error | undefined {
+  const nameBytes = Buffer.byteLength(basename(path));
+  if (nameBytes > MAX_FILE_NAME_BYTES) {
+    return new Error(
+      `the replica id is too long to name its journal (${nameBytes} bytes, at most ${MAX_FILE_NAME_BYTES} in a file name); set a shorter TOLLGATE_REPLICA_ID`,
+    );
+  }
   try {
     mkdirSync(folder, { recursive: true });
     accessSync(folder, constants.W_OK);

@@ -193,4 +193,20 @@ describe("a PostgreSQL replica's journal", () => {
     expect(lines[0]?.chargeJournalDir).toBe(join(blocker, "owed"));
     expect(lines[0]?.msg).toMatch(/retried in memory only, and lost if this process dies/);
   });
+
+  it("is none, with a warning that names the cause, where the replica id is too long for a file name", async () => {
+    const lines: { level: number; msg: string; err?: { message: string } }[] = [];
+    const logger = pino(
+      { level: "info" },
+      { write: (line: string) => void lines.push(JSON.parse(line) as (typeof lines)[number]) },
+    );
+    const opened = await openChargeJournal({
+      databaseUrl: "postgres://tollgate@db.internal/tollgate",
+      store: { settle: async () => 0n },
+      logger,
+      replica: { id: "r".repeat(300), folder: join(folder, "long-ids") },
+    });
+    expect(opened.journal).toBeUndefined();
+    expect(lines[0]?.err?.message).toMatch(/replica id is too long .*set a shorter TOLLGATE_REPLICA_ID/);
+  });
 });
