@@ -233,7 +233,7 @@ async function startOnStore(
     databaseUrl: config.database,
     store,
     logger,
-    replica: { id: replicaId, folder: config.chargeJournalDir },
+    replica: { id: replicaId, storeTag: replicaClaim?.storeTag, folder: config.chargeJournalDir },
   });
   // One server owns a SQLite file: whatever reservation is open now was left by a crash. A
   // shared store (PostgreSQL) has other replicas' live reservations: release only this

@@ -81,17 +81,21 @@ export async function claimReplicaId(
  * Where a server on `databaseUrl` keeps the charges its store did not take yet, so that they
  * outlive the process (billing/charge-journal.ts): beside a SQLite file, as
  * `<file>.pending-charges.jsonl`; for PostgreSQL, in the replica's `journal.folder` as
- * `pending-charges-<replica id>.jsonl` (a replica's id is its own while it runs, claimed on the
- * database, and the same at its restart, which records what the file holds). `undefined` for an
- * in-memory store, and for PostgreSQL without a folder.
+ * `pending-charges-<replica id>.<store tag>.jsonl` (a replica's id is its own on its store while
+ * it runs, claimed on the database, and the same at its restart, which records what the file
+ * holds; the tag names the store, see `ReplicaClaim.storeTag`). `undefined` for an in-memory
+ * store, and for PostgreSQL without a folder.
  */
 export function chargeJournalPath(
   databaseUrl: string,
-  journal?: { folder: string; replicaId: string },
+  journal?: { folder: string; replicaId: string; storeTag: string },
 ): string | undefined {
   if (!databaseUrl.startsWith("sqlite:")) {
     if (journal === undefined) return undefined;
-    return join(journal.folder, `pending-charges-${encodeURIComponent(journal.replicaId)}.jsonl`);
+    return join(
+      journal.folder,
+      `pending-charges-${encodeURIComponent(journal.replicaId)}.${journal.storeTag}.jsonl`,
+    );
   }
   const location = parseSqliteLocation(databaseUrl);
   return location === ":memory:" ? undefined : `${location}.pending-charges.jsonl`;

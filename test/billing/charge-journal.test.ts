@@ -160,15 +160,17 @@ describe("the charge journal", () => {
 });
 
 describe("a PostgreSQL replica's journal", () => {
-  it("is named by the replica id in charge_journal_dir, which is made where it is missing", async () => {
+  it("is named by the replica id and the store's tag in charge_journal_dir, which is made where it is missing", async () => {
     const journalFolder = join(folder, "made", "here");
     const opened = await openChargeJournal({
       databaseUrl: "postgres://tollgate@db.internal/tollgate",
       store: { settle: async () => 0n },
       logger: pino({ level: "silent" }),
-      replica: { id: "tollgate-1:8080/a b", folder: journalFolder },
+      replica: { id: "tollgate-1:8080/a b", storeTag: "0123456789ab", folder: journalFolder },
     });
-    expect(opened.path).toBe(join(journalFolder, "pending-charges-tollgate-1%3A8080%2Fa%20b.jsonl"));
+    expect(opened.path).toBe(
+      join(journalFolder, "pending-charges-tollgate-1%3A8080%2Fa%20b.0123456789ab.jsonl"),
+    );
     expect(opened.journal).toBeDefined();
     expect(existsSync(journalFolder)).toBe(true);
   });
@@ -185,7 +187,7 @@ describe("a PostgreSQL replica's journal", () => {
       databaseUrl: "postgres://tollgate@db.internal/tollgate",
       store: { settle: async () => 0n },
       logger,
-      replica: { id: "tollgate-1", folder: join(blocker, "owed") },
+      replica: { id: "tollgate-1", storeTag: "0123456789ab", folder: join(blocker, "owed") },
     });
     expect(opened).toEqual({ journal: undefined, path: undefined, stillOwed: [] });
     expect(lines).toHaveLength(1);
@@ -204,7 +206,7 @@ describe("a PostgreSQL replica's journal", () => {
       databaseUrl: "postgres://tollgate@db.internal/tollgate",
       store: { settle: async () => 0n },
       logger,
-      replica: { id: "r".repeat(300), folder: join(folder, "long-ids") },
+      replica: { id: "r".repeat(300), storeTag: "0123456789ab", folder: join(folder, "long-ids") },
     });
     expect(opened.journal).toBeUndefined();
     expect(lines[0]?.err?.message).toMatch(/replica id is too long .*set a shorter TOLLGATE_REPLICA_ID/);

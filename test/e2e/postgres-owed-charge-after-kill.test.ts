@@ -111,7 +111,7 @@ describe.skipIf(!("url" in postgres))(
         expect(((await response.json()) as { usage: { total_tokens: number } }).usage.total_tokens).toBe(14);
         const journals = readdirSync(join(folder, "owed"));
         expect(journals).toEqual([
-          `pending-charges-${encodeURIComponent(resolveReplicaId("127.0.0.1", port))}.jsonl`,
+          `pending-charges-${encodeURIComponent(resolveReplicaId("127.0.0.1", port))}.${await storeTag()}.jsonl`,
         ]);
 
         const exited = once(first.child, "exit");
@@ -149,8 +149,9 @@ describe.skipIf(!("url" in postgres))("the journals other replicas left in charg
     mkdirSync(owedFolder, { recursive: true });
     const account = await createAccount(store, { name: "others", balanceNano: 1_000_000_000n });
     const { record: key } = await createKey(store, { role: "user", accountId: account.id });
-    const journalOf = (replicaId: string, requestId: string, minutesOld: number) => {
-      const path = join(owedFolder, `pending-charges-${encodeURIComponent(replicaId)}.jsonl`);
+    const tag = await storeTag();
+    const journalOf = (replicaId: string, requestId: string, minutesOld: number, name?: string) => {
+      const path = join(owedFolder, name ?? `pending-charges-${encodeURIComponent(replicaId)}.${tag}.jsonl`);
       new ChargeJournal(path).owe({
         id: createReservationId(Date.now()),
         requestId,
@@ -177,13 +178,33 @@ describe.skipIf(!("url" in postgres))("the journals other replicas left in charg
     const gone = journalOf("tollgate-9:0-5f3a", "owed-by-gone", 5);
     const running = journalOf("still-running", "owed-by-running", 5);
     const recent = journalOf("just-stopped", "owed-by-recent", 0);
+    // One a start took to record and died with, and one of another store (a deployment on
+    // another schema sharing the folder): never this store's to record.
+    const abandoned = journalOf(
+      "",
+      "owed-by-abandoned",
+      5,
+      `pending-charges-gone-2.${tag}.jsonl.adopting-0a1b2c`,
+    );
+    const foreign = journalOf(
+      "",
+      "owed-elsewhere",
+      5,
+      "pending-charges-tollgate-9%3A0-5f3a.ffffffffffff.jsonl",
+    );
     const claim = await claimReplicaId(postgres.url, { replicaId: "still-running" });
     const server = await startServeProcess(configFile, { cwd: folder });
     try {
       expect(server.output()).toContain('"msg":"recorded the charges another replica owed when it stopped"');
       const rows = (await store.listUsage()).filter((row) => row.accountId === account.id);
-      expect(rows.map((row) => [row.requestId, row.costNano])).toEqual([["owed-by-gone", 18_000n]]);
+      expect(rows.map((row) => [row.requestId, row.costNano]).sort()).toEqual([
+        ["owed-by-abandoned", 18_000n],
+        ["owed-by-gone", 18_000n],
+      ]);
       expect(existsSync(gone)).toBe(false);
+      expect(existsSync(abandoned)).toBe(false);
+      expect(existsSync(foreign)).toBe(true);
+      expect(readdirSync(owedFolder).filter((name) => name.includes(".adopting-"))).toEqual([]);
       expect(existsSync(running)).toBe(true);
       expect(existsSync(recent)).toBe(true);
       // The id is free again: its replica can come back.
@@ -198,3 +219,12 @@ describe.skipIf(!("url" in postgres))("the journals other replicas left in charg
     }
   });
 });
+
+/** The tag of the test's store, as a replica's claim names it (`ReplicaClaim.storeTag`). */
+async function storeTag(): Promise<string> {
+  if (!("url" in postgres)) throw new Error("no PostgreSQL");
+  const probe = await claimReplicaId(postgres.url, { replicaId: "store-tag-probe" });
+  if (probe === undefined) throw new Error("no claim on PostgreSQL");
+  await probe.close();
+  return probe.storeTag;
+}

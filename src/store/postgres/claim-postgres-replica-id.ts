@@ -33,6 +33,12 @@ export interface ClaimReplicaIdOptions {
 /** A replica id claimed on a database; `close()` gives it up. */
 export interface ReplicaClaim {
   /**
+   * 12 hex digits naming the store the id is claimed on (the database and the schema of its
+   * tables, as the claim's lock does): a replica's journal of owed charges carries it in its
+   * name, so that deployments sharing a folder never read each other's (open-charge-journal.ts).
+   */
+  storeTag: string;
+  /**
    * How far this machine's clock is ahead of the database's (negative: behind), in milliseconds,
    * as measured when the claim was taken (the round trip's half is the error). Usage rows are
    * stamped with each replica's own time (the server warns at start); leases go by the
@@ -87,6 +93,7 @@ export async function claimPostgresReplicaId(
   // Computed on the first connection (the schema may be the connection's current one) and kept:
   // a retry claims the same lock.
   let lockKey: string | undefined;
+  let storeTag = "";
   let current: Client | undefined;
   let closed = false;
   let retryTimer: NodeJS.Timeout | undefined;
@@ -121,7 +128,14 @@ export async function claimPostgresReplicaId(
         .catch(() => {
           // Only a faster release after a lost machine: the claim holds without it.
         });
-      lockKey ??= await computeLockKey(client, location.schema, replicaId);
+      if (lockKey === undefined) {
+        const store = await identifyStore(client, location.schema);
+        lockKey = computeLockKey(store.schema, replicaId);
+        storeTag = createHash("sha256")
+          .update(`${store.database}\u0000${store.schema}`)
+          .digest("hex")
+          .slice(0, 12);
+      }
       const { rows } = await client.query<{ claimed: boolean }>(
         "select pg_try_advisory_lock($1::bigint) as claimed",
         [lockKey],
@@ -184,6 +198,7 @@ export async function claimPostgresReplicaId(
 
   let closing: Promise<void> | undefined;
   return {
+    storeTag,
     clockSkewMs,
     close() {
       closing ??= (async () => {
@@ -213,19 +228,21 @@ async function measureClockSkew(client: Client): Promise<number> {
   return Math.round((sentAt + receivedAt) / 2 - Number(rows[0]?.now));
 }
 
-/** The advisory lock's key: a 64-bit hash of the schema and the id, apart from the migration's. */
-async function computeLockKey(
+/** The database the connection is on, and the schema of the store's tables there. */
+async function identifyStore(
   client: Client,
   schema: string | undefined,
-  replicaId: string,
-): Promise<string> {
-  let target = schema;
-  if (target === undefined) {
-    const { rows } = await client.query<{ schema: string | null }>("select current_schema() as schema");
-    target = rows[0]?.schema ?? "";
-  }
+): Promise<{ database: string; schema: string }> {
+  const { rows } = await client.query<{ database: string; schema: string | null }>(
+    "select current_database() as database, current_schema() as schema",
+  );
+  return { database: rows[0]?.database ?? "", schema: schema ?? rows[0]?.schema ?? "" };
+}
+
+/** The advisory lock's key: a 64-bit hash of the schema and the id, apart from the migration's. */
+function computeLockKey(schema: string, replicaId: string): string {
   return createHash("sha256")
-    .update(`tollgate.replica:${target}\u0000${replicaId}`)
+    .update(`tollgate.replica:${schema}\u0000${replicaId}`)
     .digest()
     .readBigInt64BE(0)
     .toString();

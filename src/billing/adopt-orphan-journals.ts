@@ -1,0 +1,141 @@
+/**
+ * The journals of owed charges that PostgreSQL replicas left in a shared `charge_journal_dir`
+ * and will not read again: a replica removed for good, or one whose id changes at each start
+ * (port 0; a host name that changes, as a pod's does). A starting replica records them
+ * (see {@link adoptOrphanJournals}).
+ */
+import { randomBytes } from "node:crypto";
+import { readdirSync, renameSync, rmSync, statSync } from "node:fs";
+import { join } from "node:path";
+import type { Logger } from "pino";
+import { isStoreUnavailable } from "../store/is-store-unavailable.ts";
+import { claimReplicaId } from "../store/open-store.ts";
+import type { Store, UsageRecord } from "../store/store.ts";
+import { ChargeJournal, recordOwedCharges } from "./charge-journal.ts";
+import { RESERVATION_LEASE_MS } from "./reserve-and-settle.ts";
+
+/**
+ * How long another replica's journal must be untouched before a start takes its replica for gone:
+ * a reservation's lease, after which the running replicas take the gone one's reservations for
+ * left-overs too.
+ */
+export const ORPHAN_AFTER_MS = RESERVATION_LEASE_MS;
+
+/**
+ * `pending-charges-<replica id>.<store tag>.jsonl`, or one a start took to record and that is
+ * still there (`.adopting-<random>` after it: that start died, or still works on it).
+ */
+const JOURNAL_NAME = /^pending-charges-(.+)\.([0-9a-f]{12})\.jsonl(\.adopting-[0-9a-f]+)?$/;
+
+/**
+ * Records the journals in `folder` of other replicas of this store (`storeTag`: deployments that
+ * share the folder never read each other's) untouched for {@link ORPHAN_AFTER_MS}. A journal is
+ * taken only while its replica id can be claimed on the database (no live server has it), and
+ * taken by renaming it: the claim is given up at once (a replica on its way back finds its id
+ * free), and a replica that still writes to it (alive, its claim lost in an outage) appends to a
+ * new file instead of to the one being recorded. Charges the store cannot take now go back to
+ * the journal's own name, for a later start; a charge recorded by both this start and its own
+ * replica is recorded once (a usage row per reservation).
+ */
+export async function adoptOrphanJournals(options: {
+  databaseUrl: string;
+  folder: string;
+  storeTag: string;
+  ownPath: string;
+  store: Pick<Store, "settle">;
+  logger: Logger;
+  /** Told of the charges the store refused for good, before they leave the journal. */
+  onRefused: (refused: readonly { usage: UsageRecord; error: unknown }[]) => Promise<void>;
+}): Promise<void> {
+  const { folder, logger } = options;
+  let names: string[];
+  try {
+    names = readdirSync(folder);
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    const match = JOURNAL_NAME.exec(name);
+    const path = join(folder, name);
+    if (match?.[1] === undefined || match[2] !== options.storeTag || path === options.ownPath) continue;
+    const journalPath = join(folder, `pending-charges-${match[1]}.${match[2]}.jsonl`);
+    let replicaId: string;
+    try {
+      replicaId = decodeURIComponent(match[1]);
+      if (Date.now() - statSync(path).mtimeMs < ORPHAN_AFTER_MS) continue;
+    } catch {
+      continue;
+    }
+    const taken = await take({ ...options, path, replicaId, abandoned: match[3] !== undefined });
+    if (taken === undefined) continue;
+    try {
+      const journal = new ChargeJournal(taken);
+      const { recorded, owed } = await recordOwedCharges({
+        store: options.store,
+        journal,
+        now: new Date(),
+        isUnavailable: isStoreUnavailable,
+        onRefused: options.onRefused,
+      });
+      // Back under the journal's own name, appended: its replica may have begun a new one.
+      const back = new ChargeJournal(journalPath);
+      for (const usage of owed) back.owe(usage);
+      rmSync(taken, { force: true });
+      logger.warn(
+        { recorded, stillOwed: owed.length, journal: journalPath, replicaId },
+        "recorded the charges another replica owed when it stopped",
+      );
+    } catch (error) {
+      logger.error(
+        { err: error, journal: taken, replicaId },
+        "could not record a gone replica's journal; a later start tries again",
+      );
+    }
+  }
+}
+
+/**
+ * Renames the journal at `path` to a name of this start's own, and answers that name; `undefined`
+ * when it is not to be taken: its replica runs, the database cannot be reached, or another start
+ * took it first. One a start took and left (`abandoned`) is taken without a claim: its replica
+ * gave it up already.
+ */
+async function take(options: {
+  databaseUrl: string;
+  path: string;
+  replicaId: string;
+  abandoned: boolean;
+  logger: Logger;
+}): Promise<string | undefined> {
+  const { path, replicaId } = options;
+  const original = path.replace(/\.adopting-[0-9a-f]+$/, "");
+  const taken = `${original}.adopting-${randomBytes(6).toString("hex")}`;
+  if (options.abandoned) return renameOrNothing(path, taken);
+  let claim: Awaited<ReturnType<typeof claimReplicaId>>;
+  try {
+    claim = await claimReplicaId(options.databaseUrl, { replicaId });
+  } catch (error) {
+    // A live replica has it (and records its journal itself), or the database is gone again.
+    if (!(error instanceof Error && error.name === "ReplicaIdInUseError")) {
+      options.logger.warn(
+        { err: error, journal: path, replicaId },
+        "could not claim a gone replica's id to record its journal; a later start tries again",
+      );
+    }
+    return undefined;
+  }
+  try {
+    return renameOrNothing(path, taken);
+  } finally {
+    await claim?.close();
+  }
+}
+
+function renameOrNothing(from: string, to: string): string | undefined {
+  try {
+    renameSync(from, to);
+    return to;
+  } catch {
+    return undefined;
+  }
+}
