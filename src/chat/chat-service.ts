@@ -132,6 +132,7 @@ export class ChatService {
     try {
       prepared = await engine.prepare(options.request, {
         mayServe: (modelId) => isModelAllowedForKey(key, modelId),
+        signal,
         ...(input.logger === undefined ? {} : { logger: input.logger }),
       });
     } catch (error) {

@@ -239,6 +239,8 @@ export interface PrepareOptions {
    * Default: the engine's.
    */
   logger?: EngineLogger;
+  /** The request's: a client that leaves while the model still loads stops waiting for it. */
+  signal?: AbortSignal;
 }
 
 /** An engine that serves one catalogue chat model. */

@@ -97,6 +97,39 @@ describe("llama engine: a model URI downloaded on first use", () => {
     expect(lines.some((line) => line.level !== "info")).toBe(false);
   });
 
+  it("holds as many requests as could wait once loaded, and lets go of one whose client leaves", async () => {
+    let open: () => void = () => {};
+    server.files.set("/models/slow.gguf", {
+      bytes: model.bytes,
+      gate: new Promise<void>((resolve) => {
+        open = resolve;
+      }),
+    });
+    const engine = createEngine(`${server.baseUrl}/models/slow.gguf`, createRecordingLogger().logger);
+    await vi.waitFor(() =>
+      expect(server.requests.some((seen) => seen.path === "/models/slow.gguf")).toBe(true),
+    );
+    // parallel 1 + max_queue 4: five may wait.
+    const leaving = new AbortController();
+    const left = engine.prepare(request, { signal: leaving.signal }).catch((error: unknown) => error);
+    const waiting = Array.from({ length: 4 }, () => engine.prepare(request));
+    const refused = await refusalOf(engine);
+    expect(refused.code).toBe("model_overloaded");
+    expect(refused.status).toBe(503);
+    expect(refused.message).toMatch(/still loading .* 5 requests already wait for it/);
+    expect(engine.load?.()).toEqual({ running: 0, waiting: 5 });
+
+    leaving.abort(new Error("client left"));
+    expect(((await left) as Error).message).toBe("client left");
+    expect(engine.load?.()).toEqual({ running: 0, waiting: 4 });
+    // Its place is free again.
+    waiting.push(engine.prepare(request));
+    expect(engine.status()).toBe("loading");
+    open();
+    expect(await Promise.all(waiting)).toHaveLength(5);
+    expect(engine.status()).toBe("available");
+  });
+
   it("is unavailable, with a 503 that says how to fix it, when the host cannot be reached", async () => {
     const closed = await startModelFileServer();
     await closed.close();

@@ -120,17 +120,32 @@ export function registerChatCompletionRoutes(
     const controller = abortOnDisconnect(reply, options.inFlight, handled, (clientLeft) =>
       options.recordClosed(request, reply, clientLeft),
     );
-    const started = await options.chat.start({
-      requestId: request.id,
-      key: options.getKey(request),
-      options: chatOptions,
-      signal: controller.signal,
-      setHeader: (name, value) => {
-        reply.header(name, value);
-      },
-      annotate: (fields) => options.annotate(request, fields),
-      logger: request.log,
-    });
+    let started: Awaited<ReturnType<ChatService["start"]>>;
+    try {
+      started = await options.chat.start({
+        requestId: request.id,
+        key: options.getKey(request),
+        options: chatOptions,
+        signal: controller.signal,
+        setHeader: (name, value) => {
+          reply.header(name, value);
+        },
+        annotate: (fields) => options.annotate(request, fields),
+        logger: request.log,
+      });
+    } catch (error) {
+      // The client left before anything began (while its model still loaded): no one to answer,
+      // and no fault; its close is recorded (499) once the handler is done.
+      if (
+        controller.signal.aborted &&
+        error === controller.signal.reason &&
+        cutBy(controller.signal) === undefined
+      ) {
+        reply.hijack();
+        return;
+      }
+      throw error;
+    }
     if (!chatOptions.stream) {
       const completion = await collectCompletion(started.parts);
       // Draining: the client should not send its next request on this connection, whatever

@@ -16,6 +16,7 @@ import { type GenerationPlan, planGeneration, planStopStrings, type ToolSchema }
 import { type FileIdentity, isSameFileIdentity, readFileIdentity } from "./read-file-identity.ts";
 import { renderPrompt } from "./render-prompt.ts";
 import { runLlamaGeneration } from "./run-llama-generation.ts";
+import { createLoadWaiters } from "./wait-for-load.ts";
 
 /** Options of {@link createLlamaEngine}. */
 export interface LlamaEngineOptions {
@@ -140,7 +141,9 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
       else logger.error({ model: modelId, err: error }, "local model failed to load");
     });
 
-  const waitForModel = async () => {
+  const loadWaiters = createLoadWaiters({ modelId, capacity: config.parallel + config.maxQueue, loading });
+  const waitForModel = async (signal: AbortSignal | undefined) => {
+    if (state.status === "loading") await loadWaiters.wait(signal);
     await loading;
     const current = state;
     if (closed) {
@@ -219,7 +222,8 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
     async prepare(request: ChatRequest, prepareOptions?: PrepareOptions): Promise<PreparedChat> {
       preparing++;
       try {
-        return await prepareLoaded(request, await waitForModel(), prepareOptions?.logger ?? logger);
+        const loaded = await waitForModel(prepareOptions?.signal);
+        return await prepareLoaded(request, loaded, prepareOptions?.logger ?? logger);
       } finally {
         preparing--;
       }
