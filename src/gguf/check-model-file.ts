@@ -129,7 +129,7 @@ const minTensorInfoBytes = 24n;
 /** The fewest bytes one metadata entry can take: its key's length (u64), type (u32), a byte of value. */
 const minMetadataEntryBytes = 13n;
 
-async function checkHeader(path: string): Promise<void> {
+export async function checkHeader(path: string): Promise<void> {
   let bytesRead: number;
   let fileBytes: number;
   const header = Buffer.alloc(ggufHeaderBytes);

@@ -112,6 +112,25 @@ describe("downloadModel: hf: URIs", () => {
     expect(hub.requests.length).toBe(before);
   });
 
+  it("downloads again a file in the models folder that an earlier download saved cut short", async () => {
+    const modelsFolder = newModelsFolder();
+    const path = join(modelsFolder, createModelFileName(uri("hf:acme/tiny-GGUF:Q4_K_M")));
+    await mkdir(modelsFolder, { recursive: true });
+    await writeFile(path, model.bytes.subarray(0, 3_000_000));
+    const notices: string[] = [];
+    const result = await downloadModel({
+      uri: uri("hf:acme/tiny-GGUF:Q4_K_M"),
+      modelsFolder,
+      huggingFace: endpoint(),
+      onNotice: (message) => notices.push(message),
+    });
+    expect(result.alreadyPresent).toBe(false);
+    expect((await readFile(path)).equals(model.bytes)).toBe(true);
+    expect(notices[0]).toMatch(
+      /is not a whole GGUF model file \(its tensor data ends at byte \d+ \(tensor [^)]+\), but the file has 3000000 bytes\); downloading it again\.$/,
+    );
+  });
+
   it("rejects a file whose checksum differs from the listing's, leaving nothing behind", async () => {
     const modelsFolder = newModelsFolder();
     const error = await downloadModel({

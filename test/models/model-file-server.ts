@@ -27,6 +27,17 @@ export interface ServedFile {
   gate?: Promise<void>;
   /** The `Content-Type` sent; default `application/octet-stream`. */
   contentType?: string;
+  /**
+   * The `Content-Length` of a `200` answer, written by hand on the raw socket, which closes after
+   * the body: a number (fewer bytes than the file, as a broken server announces), or `"none"` for
+   * a body that ends when the connection closes. Default: the file's size, sent the usual way.
+   */
+  announcedLength?: number | "none";
+  /** Send this as `Retry-After` with a `statusCode` answer instead of the file. */
+  retryAfter?: string;
+  /** Answer this HTTP status (with `retryAfter`, if set) to the next `statusCount` requests. */
+  statusCode?: number;
+  statusCount?: number;
 }
 
 /** One request the server saw. */
@@ -99,6 +110,12 @@ export async function startModelFileServer(): Promise<ModelFileServer> {
         .end();
       return;
     }
+    if (file.statusCode !== undefined && (file.statusCount ?? 1) > 0) {
+      file.statusCount = (file.statusCount ?? 1) - 1;
+      const retryAfter = file.retryAfter === undefined ? {} : { "retry-after": file.retryAfter };
+      response.writeHead(file.statusCode, { "content-type": "text/plain", ...retryAfter }).end("Try again");
+      return;
+    }
     const total = file.bytes.length;
     const etag =
       file.etag === undefined ? undefined : file.etag.startsWith("W/") ? file.etag : `"${file.etag}"`;
@@ -128,6 +145,10 @@ export async function startModelFileServer(): Promise<ModelFileServer> {
       response.writeHead(200, { ...headers, "content-length": String(total) });
     }
     if (file.gate !== undefined) await file.gate;
+    if (!range && file.announcedLength !== undefined) {
+      sendRaw(response, headers, file, body);
+      return;
+    }
     if (file.breakAfterBytes !== undefined && (file.breakCount ?? 1) > 0) {
       file.breakCount = (file.breakCount ?? 1) - 1;
       // Ending the socket (not destroying it) delivers the bytes written so far, then closes.
@@ -151,6 +172,31 @@ export async function startModelFileServer(): Promise<ModelFileServer> {
         server.close(() => resolve());
       }),
   };
+}
+
+/**
+ * A `200` answer written on the raw socket, with the `Content-Length` that `file` announces (or
+ * none), then the body (cut after `breakAfterBytes`, if set) and the connection closed: what
+ * Node's own response writer would not send.
+ */
+function sendRaw(
+  response: ServerResponse,
+  headers: Record<string, string>,
+  file: ServedFile,
+  body: Buffer,
+): void {
+  const socket = response.socket;
+  if (socket === null) return;
+  response.detachSocket(socket);
+  const lines = Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`);
+  if (file.announcedLength !== "none") lines.push(`content-length: ${file.announcedLength}\r\n`);
+  let sent = body;
+  if (file.breakAfterBytes !== undefined && (file.breakCount ?? 1) > 0) {
+    file.breakCount = (file.breakCount ?? 1) - 1;
+    sent = body.subarray(0, file.breakAfterBytes);
+  }
+  socket.write(`HTTP/1.1 200 OK\r\n${lines.join("")}connection: close\r\n\r\n`);
+  socket.end(sent);
 }
 
 function readIfRange(request: IncomingMessage): string | undefined {

@@ -1,6 +1,9 @@
 import { ModelDownloadError } from "./model-download-error.ts";
 import { redactUrl } from "./redact-url.ts";
 
+/** The longest `Retry-After` honoured: a server asking for more is tried again after this. */
+export const maxRetryAfterMilliseconds = 60_000;
+
 /** The error for an HTTP answer that is neither the file nor a redirect. */
 export function createHttpStatusError(response: Response, url: URL): ModelDownloadError {
   const status = `${response.status}${response.statusText === "" ? "" : ` ${response.statusText}`}`;
@@ -18,7 +21,25 @@ export function createHttpStatusError(response: Response, url: URL): ModelDownlo
     );
   }
   if (response.status === 408 || response.status === 429 || response.status >= 500) {
-    return new ModelDownloadError("server-error", `${url.host} answered HTTP ${status}.`);
+    const retryAfterMilliseconds =
+      response.status === 429 || response.status === 503
+        ? parseRetryAfter(response.headers.get("retry-after"), Date.now())
+        : undefined;
+    return new ModelDownloadError("server-error", `${url.host} answered HTTP ${status}.`, {
+      retryAfterMilliseconds,
+    });
   }
   return new ModelDownloadError("invalid-response", `${shown} answered HTTP ${status}, not the file.`);
+}
+
+/**
+ * A `Retry-After` value (RFC 9110 section 10.2.3: seconds, or an HTTP date) as milliseconds from
+ * `now`, at most {@link maxRetryAfterMilliseconds}; `undefined` when absent or unreadable.
+ */
+export function parseRetryAfter(header: string | null, now: number): number | undefined {
+  const text = header?.trim();
+  if (text === undefined || text === "") return undefined;
+  const wait = /^\d+$/.test(text) ? Number(text) * 1000 : Date.parse(text) - now;
+  if (Number.isNaN(wait)) return undefined;
+  return Math.min(Math.max(wait, 0), maxRetryAfterMilliseconds);
 }

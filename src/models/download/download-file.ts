@@ -27,7 +27,10 @@
  * caller, or by `X-Linked-ETag`), and the partial file is renamed to the destination: the
  * destination exists only complete and verified. A checksum mismatch deletes the partial file,
  * and so does a file that does not start as a GGUF model does (a login or error page that a
- * server answered with 200).
+ * server answered with 200). Where the size and the checksum were not both known beforehand, the
+ * GGUF header must describe no more tensor data than the file holds (check-gguf-complete.ts): a
+ * body of untold size that ends short is a broken connection (retried, resuming the partial
+ * file), and a file that ends short all the same (a too small `Content-Length`) is deleted.
  */
 import { mkdir, rename, stat } from "node:fs/promises";
 import { dirname } from "node:path";
@@ -38,6 +41,7 @@ import { createStallWatchdog } from "./create-stall-watchdog.ts";
 import type { DownloadListener } from "./download-progress.ts";
 import { ensureFreeSpace, type ReadFreeBytes } from "./ensure-free-space.ts";
 import { fetchFollowingRedirects } from "./fetch-following-redirects.ts";
+import { findMissingGgufData } from "./find-missing-gguf-data.ts";
 import { formatBytes } from "./format-download-figures.ts";
 import { hashFile } from "./hash-file.ts";
 import { ModelDownloadError } from "./model-download-error.ts";
@@ -121,6 +125,18 @@ export async function downloadFile(options: DownloadFileOptions): Promise<Downlo
       `The download of ${redactUrl(new URL(options.url))} has ${bytes} bytes, but ${expected.size} were expected; the partial file was deleted.`,
     );
   }
+  // Without both a size and a checksum published beforehand, the header is what tells a whole
+  // file from one a server cut short while claiming it complete (a too small Content-Length).
+  if (!received.checked && (expected.size === undefined || expected.sha256 === undefined)) {
+    const cut = await findMissingGgufData(partialPath);
+    if (cut !== undefined) {
+      await partial.remove();
+      throw new ModelDownloadError(
+        "size-mismatch",
+        `The download of ${redactUrl(new URL(options.url))} was cut short: ${cut}; the download was deleted. Try again; if this repeats, the server sends the file incompletely.`,
+      );
+    }
+  }
   if (expected.sha256 !== undefined) {
     options.onNotice?.("Verifying the SHA-256 checksum.");
     const actual = await hashFile(partialPath, options.signal);
@@ -144,6 +160,8 @@ interface ReceivedFile {
   bytes: number;
   /** The `Content-Type` of the answer that sent its bytes, when it had one. */
   contentType: string | undefined;
+  /** Its GGUF header was found to describe no more data than it holds. */
+  checked: boolean;
 }
 
 /**
@@ -163,7 +181,7 @@ async function runAttempt(
     offset = 0;
   }
   if (expected.size !== undefined && offset === expected.size)
-    return { bytes: offset, contentType: undefined };
+    return { bytes: offset, contentType: undefined, checked: false };
   const requestUrl = new URL(options.url);
   const stallMilliseconds = options.stallTimeoutMilliseconds ?? 60_000;
   const watchdog = createStallWatchdog({
@@ -248,7 +266,7 @@ async function runAttempt(
       // Whole only if the file is still the size it had when the partial file began.
       const whole = kept.size === undefined || kept.size === offset;
       if (range?.type === "unsatisfied" && range.total === offset && whole)
-        return { bytes: offset, contentType: undefined };
+        return { bytes: offset, contentType: undefined, checked: false };
       await partial.remove();
       throw new ModelDownloadError(
         "interrupted",
@@ -300,7 +318,19 @@ async function runAttempt(
         `${url.host} sent more than the announced ${total} bytes; starting over.`,
       );
     }
-    return { bytes: written, contentType: response.headers.get("content-type") ?? undefined };
+    // A body of untold size ends when the connection closes, cut short or not: the GGUF header
+    // tells (a page that is no GGUF file is refused once the attempts end).
+    const checked = total === undefined && (await startsAsGguf(partialPath));
+    if (checked) {
+      const cut = await findMissingGgufData(partialPath);
+      if (cut !== undefined) {
+        throw new ModelDownloadError(
+          "interrupted",
+          `The download from ${url.host} was cut short: the connection closed after ${formatBytes(written)}, before the end of the model file (${cut}).`,
+        );
+      }
+    }
+    return { bytes: written, contentType: response.headers.get("content-type") ?? undefined, checked };
   } finally {
     watchdog.stop();
   }

@@ -4,6 +4,7 @@ import { acquireDownloadLock } from "./acquire-download-lock.ts";
 import { createModelFileName } from "./create-model-file-name.ts";
 import { type DownloadFileOptions, downloadFile } from "./download-file.ts";
 import type { DownloadListener } from "./download-progress.ts";
+import { findMissingGgufData } from "./find-missing-gguf-data.ts";
 import { formatBytes } from "./format-download-figures.ts";
 import type { HuggingFaceEndpoint } from "./hugging-face-endpoint.ts";
 import { ModelDownloadError } from "./model-download-error.ts";
@@ -46,7 +47,8 @@ const active = new Map<string, SharedDownload>();
 /**
  * Makes a model URI's file present in the models folder, under its stable name
  * (create-model-file-name.ts), and returns its path. A GGUF file already there is used as it is;
- * anything else there (a web page saved by an earlier version) is downloaded again.
+ * anything else there (a web page saved by an earlier version), or a GGUF file shorter than its
+ * header says (a download an earlier version saved cut short), is downloaded again.
  * Otherwise the URI is resolved (an `hf:` URI through the repository listing, retried like the
  * file after a 5xx, 429 or broken connection) and the file is downloaded by download-file.ts
  * (resumable, verified, atomic). Callers in this process asking
@@ -56,7 +58,7 @@ const active = new Map<string, SharedDownload>();
 export async function downloadModel(options: DownloadModelOptions): Promise<DownloadedModel> {
   const destination = join(options.modelsFolder, createModelFileName(options.uri));
   const present = await readModelFile(destination);
-  if (present !== undefined) return present;
+  if (present.model !== undefined) return present.model;
   let shared = active.get(destination);
   // A download whose callers all gave up is winding down: a new caller starts afresh (and waits
   // for the old one's lock file to go).
@@ -73,13 +75,17 @@ export async function downloadModel(options: DownloadModelOptions): Promise<Down
 }
 
 /**
- * The file at `path` as an already present model, or `undefined` when there is none, or when
- * what is there is not a GGUF file (it is replaced by the download).
+ * The file at `path` as an already present model; no `model` when there is none, or when what
+ * is there is not a GGUF file or lacks part of its tensor data (it is replaced by the download;
+ * `unusable` says why).
  */
-async function readModelFile(path: string): Promise<DownloadedModel | undefined> {
+async function readModelFile(path: string): Promise<{ model?: DownloadedModel; unusable?: string }> {
   const found = await stat(path).catch(() => undefined);
-  if (found === undefined || !found.isFile() || !(await startsAsGguf(path))) return undefined;
-  return { path, bytes: found.size, sha256: undefined, alreadyPresent: true };
+  if (found === undefined) return {};
+  if (!found.isFile() || !(await startsAsGguf(path))) return { unusable: "is not a GGUF model file" };
+  const missing = await findMissingGgufData(path);
+  if (missing !== undefined) return { unusable: `is not a whole GGUF model file (${missing})` };
+  return { model: { path, bytes: found.size, sha256: undefined, alreadyPresent: true } };
 }
 
 function startDownload(destination: string, options: DownloadModelOptions): SharedDownload {
@@ -108,10 +114,8 @@ function startDownload(destination: string, options: DownloadModelOptions): Shar
     });
     try {
       const present = await readModelFile(destination);
-      if (present !== undefined) return present;
-      if (await stat(destination).catch(() => undefined)) {
-        notice(`${destination} is not a GGUF model file; downloading it again.`);
-      }
+      if (present.model !== undefined) return present.model;
+      if (present.unusable !== undefined) notice(`${destination} ${present.unusable}; downloading it again.`);
       const size = remote.size === undefined ? "" : ` (${formatBytes(remote.size)})`;
       const source =
         options.uri.type === "hugging-face"

@@ -38,7 +38,8 @@ const userAgent = "tollgate (model download)";
  * puts the file's SHA-256 and size on its redirect to the CDN (`X-Linked-ETag`, `X-Linked-Size`),
  * and credentials must only go to the host they belong to. Compression is refused so that byte
  * counts and ranges refer to the file itself. A user and password in a URL are sent as HTTP Basic
- * authorization to that URL's origin (and there in place of `authorize`'s).
+ * authorization to that URL's origin (and there in place of `authorize`'s). Only redirects to
+ * `http:` and `https:` URLs are followed; one elsewhere (`file:`, `data:`) is an error naming it.
  */
 export async function fetchFollowingRedirects(
   options: FetchFollowingRedirectsOptions,
@@ -75,13 +76,34 @@ export async function fetchFollowingRedirects(
           `${redactUrl(new URL(options.url))} redirects more than ${maxRedirects} times.`,
         );
       }
-      url = new URL(location, url);
+      const target = parseRedirectTarget(location, url);
+      if (target.protocol !== "http:" && target.protocol !== "https:") {
+        // fetch cannot get a file: URL (and must not: a server would pick a local file to read),
+        // and a data: URL is whatever bytes the redirect itself carries.
+        throw new ModelDownloadError(
+          "invalid-response",
+          `${redactUrl(url)} redirects to a ${target.protocol} URL; only redirects to http: and https: URLs are followed.`,
+        );
+      }
+      url = target;
       continue;
     }
     if (url.origin === options.trustedEtagOrigin && response.ok) {
       linked.sha256 ??= readSha256(response.headers.get("etag"));
     }
     return { response, url, linked };
+  }
+}
+
+/** A `Location` resolved against the URL that sent it; one that is no URL at all is an error. */
+function parseRedirectTarget(location: string, base: URL): URL {
+  try {
+    return new URL(location, base);
+  } catch {
+    throw new ModelDownloadError(
+      "invalid-response",
+      `${redactUrl(base)} redirects to something that is not a URL.`,
+    );
   }
 }
 

@@ -24,10 +24,17 @@ const retryableFailures: ReadonlySet<ModelDownloadFailure> = new Set(["interrupt
 export class ModelDownloadError extends Error {
   override readonly name = "ModelDownloadError";
   readonly failure: ModelDownloadFailure;
+  /** How long the server asked to be left alone before a retry (`Retry-After`), when it did. */
+  readonly retryAfterMilliseconds: number | undefined;
 
-  constructor(failure: ModelDownloadFailure, message: string, options: { cause?: unknown } = {}) {
+  constructor(
+    failure: ModelDownloadFailure,
+    message: string,
+    options: { cause?: unknown; retryAfterMilliseconds?: number | undefined } = {},
+  ) {
     super(message, { cause: options.cause });
     this.failure = failure;
+    this.retryAfterMilliseconds = options.retryAfterMilliseconds;
   }
 
   /** Whether trying again may succeed (a broken connection, a 5xx or 429 answer). */

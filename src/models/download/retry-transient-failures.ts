@@ -13,7 +13,8 @@ const maxRetryDelayMilliseconds = 30_000;
 
 /**
  * Runs `attempt` until it succeeds, retrying a retryable {@link ModelDownloadError} (a broken
- * connection, a 5xx or 429 answer) after a growing pause, announced through `onNotice`. Any
+ * connection, a 5xx or 429 answer) after a growing pause, announced through `onNotice`, or after
+ * the pause the server asked for with `Retry-After` (create-http-status-error.ts), if longer. Any
  * other error, an abort, or too many failures in a row end it. `progress`, when given, measures
  * what the attempts achieved (bytes saved): an attempt that raised it does not count against the
  * limit.
@@ -38,7 +39,9 @@ export async function retryTransientFailures<T>(
       const progressed = ((await options.progress?.()) ?? 0) > before;
       failures = progressed ? 1 : failures + 1;
       if (!(error instanceof ModelDownloadError) || !error.retryable || failures >= maxAttempts) throw error;
-      const pause = Math.min(retryDelay * 2 ** (failures - 1), maxRetryDelayMilliseconds);
+      const backoff = Math.min(retryDelay * 2 ** (failures - 1), maxRetryDelayMilliseconds);
+      // A server that said how long to wait (429 or 503 with Retry-After, capped) is not asked sooner.
+      const pause = Math.max(backoff, error.retryAfterMilliseconds ?? 0);
       options.onNotice?.(
         `${error.message} Retrying in ${formatSeconds(pause)} (attempt ${failures + 1} of ${maxAttempts}).`,
       );
