@@ -234,5 +234,5 @@ main(process.argv.slice(2)).catch((error: unknown) => {
     hideKeySecrets(error instanceof Error ? error.message : String(error)),
   );
   process.stderr.write(`tollgate: ${message}\n`);
-  process.exitCode = 1;
+  process.exitCode = error instanceof CliError ? (error.exitCode ?? 1) : 1;
 });

@@ -1,11 +1,15 @@
 /**
  * A CLI command failed because of what the operator asked (unknown account, duplicate name,
- * bad option). The dispatcher prints the message, without a stack trace, and exits with 1.
+ * bad option). The dispatcher prints the message, without a stack trace, and exits with 1, or
+ * `exitCode` (a command stopped by a signal: 128 + its number, as a shell reports one).
  */
 export class CliError extends Error {
-  constructor(message: string, options: { cause?: unknown } = {}) {
+  readonly exitCode: number | undefined;
+
+  constructor(message: string, options: { cause?: unknown; exitCode?: number } = {}) {
     super(message, { cause: options.cause });
     this.name = "CliError";
+    this.exitCode = options.exitCode;
   }
 }
 

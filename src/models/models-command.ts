@@ -40,11 +40,43 @@ export async function runModelsCommand(
       pull: async (rest) => {
         const config = await loadConfig({ file: configFile, purpose: "command" });
         const { runModelsPullCommand } = await import("./pull-command.ts");
-        await runModelsPullCommand(config, [...rest], out);
+        await runInterruptibly((signal) => runModelsPullCommand(config, [...rest], out, { signal }));
       },
       "make-test": (rest) => makeTestModel(rest, out),
     },
   });
+}
+
+/**
+ * Runs `work` with a signal that SIGINT and SIGTERM abort: a pull stopped by Ctrl-C (or a
+ * container's stop) winds its download down, its lock file released and its partial file kept
+ * for the next run to resume, then exits 130 or 143. It used to die at once and leave its lock
+ * file, which a replica of another machine sharing the models folder waited out (30 s). A second
+ * signal exits at once.
+ */
+async function runInterruptibly(work: (signal: AbortSignal) => Promise<void>): Promise<void> {
+  const controller = new AbortController();
+  let received: NodeJS.Signals | undefined;
+  const exitCodeOf = (name: NodeJS.Signals) => (name === "SIGINT" ? 130 : 143);
+  const onSignal = (name: NodeJS.Signals) => {
+    if (received !== undefined) process.exit(exitCodeOf(name));
+    received = name;
+    controller.abort(new Error(name));
+  };
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+  try {
+    await work(controller.signal);
+  } catch (error) {
+    if (received === undefined) throw error;
+    throw new CliError(
+      `Stopped by ${received}: the part downloaded so far is kept; run the command again to resume.`,
+      { exitCode: exitCodeOf(received), cause: error },
+    );
+  } finally {
+    process.off("SIGINT", onSignal);
+    process.off("SIGTERM", onSignal);
+  }
 }
 
 /** `models make-test FILE [--seed N] [--size tiny|small]`. */

@@ -171,14 +171,12 @@ function waitForDownload(
   const own: DownloadListener = { onProgress: listener.onProgress, onNotice: listener.onNotice };
   return new Promise((resolve, reject) => {
     if (signal?.aborted) {
-      leave();
-      reject(signal.reason);
+      void leave().then(() => reject(signal.reason));
       return;
     }
     shared.listeners.add(own);
     const onAbort = () => {
-      leave();
-      reject(signal?.reason);
+      void leave().then(() => reject(signal?.reason));
     };
     signal?.addEventListener("abort", onAbort, { once: true });
     shared.promise.then(
@@ -195,9 +193,17 @@ function waitForDownload(
     );
   });
 
-  function leave() {
+  /**
+   * Leaves the download; the last caller to leave stops it, and is answered once it has wound
+   * down (its lock file released, the partial file closed): a `models pull` stopped by Ctrl-C
+   * exits right after, and left its lock file behind, which a replica of another machine sharing
+   * the folder then waited out (30 s).
+   */
+  async function leave(): Promise<void> {
     shared.listeners.delete(own);
+    if (shared.listeners.size > 0) return;
     // The last caller gone: nobody wants the file any more.
-    if (shared.listeners.size === 0) shared.controller.abort(signal?.reason);
+    shared.controller.abort(signal?.reason);
+    await shared.promise.catch(() => {});
   }
 }

@@ -1,0 +1,103 @@
+/**
+ * `tollgate models pull` and `tollgate serve` stopped by a signal (Ctrl-C, a container's stop)
+ * wind their download down before they exit: they left its lock file (pull died at once; serve
+ * closed the engine without waiting for the download to let go of it), which a replica of another
+ * machine sharing the models folder then waited out (found by a download review).
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { once } from "node:events";
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { makeTemporaryDirectory } from "../store/temporary-directory.ts";
+import { startServeProcess } from "../support/serve-process.ts";
+import { createModelBytes, type ModelFileServer, startModelFileServer } from "./model-file-server.ts";
+
+const cli = join(import.meta.dirname, "../../src/cli.ts");
+const modelsFolder = makeTemporaryDirectory();
+let server: ModelFileServer;
+let open: () => void = () => {};
+const children: ChildProcess[] = [];
+
+beforeAll(async () => {
+  const [fileServer, model] = await Promise.all([startModelFileServer(), createModelBytes(8)]);
+  server = fileServer;
+  server.files.set("/models/held.gguf", {
+    bytes: model.bytes,
+    gate: new Promise<void>((resolve) => {
+      open = resolve;
+    }),
+  });
+});
+
+afterAll(async () => {
+  for (const child of children) child.kill("SIGKILL");
+  open();
+  await server?.close();
+});
+
+describe.each([
+  ["SIGTERM", 143],
+  ["SIGINT", 130],
+] as const)("models pull stopped by %s", (signal, exitCode) => {
+  it("releases its lock file, keeps what it downloaded for a resume, and says so", async () => {
+    const env: NodeJS.ProcessEnv = { ...process.env, TOLLGATE_MODELS_DIR: modelsFolder };
+    delete env.TOLLGATE_CONFIG;
+    const child = spawn(process.execPath, [cli, "models", "pull", `${server.baseUrl}/models/held.gguf`], {
+      env,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    children.push(child);
+    let stderr = "";
+    child.stderr?.on("data", (data: Buffer) => {
+      stderr += data.toString();
+    });
+    child.stdout?.resume();
+    const lockFiles = () => readdirSync(modelsFolder).filter((name) => name.endsWith(".lock"));
+    await expect.poll(lockFiles, { timeout: 20_000 }).toHaveLength(1);
+    const exited = once(child, "exit");
+    child.kill(signal);
+    const [code] = (await exited) as [number | null];
+    expect(code).toBe(exitCode);
+    expect(stderr).toContain(`Stopped by ${signal}: the part downloaded so far is kept`);
+    expect(lockFiles()).toEqual([]);
+  });
+});
+
+describe("serve stopped by SIGTERM while a model downloads", () => {
+  it("releases the download's lock file before it exits", async () => {
+    const folder = mkdtempSync(join(tmpdir(), "tollgate-serve-download-stop-"));
+    const served = makeTemporaryDirectory();
+    let previousModelsFolder: string | undefined;
+    try {
+      const configFile = join(folder, "tollgate.yaml");
+      writeFileSync(
+        configFile,
+        [
+          "server: { host: 127.0.0.1, port: 0 }",
+          "database: sqlite:./tollgate.db",
+          "models:",
+          "  - id: held",
+          "    kind: chat",
+          '    pricing: { input_per_million: "1", output_per_million: "2" }',
+          `    engine: { type: llama, model: "${server.baseUrl}/models/held.gguf", parallel: 1, threads: 1, gpu: false }`,
+          "",
+        ].join("\n"),
+      );
+      previousModelsFolder = process.env.TOLLGATE_MODELS_DIR;
+      process.env.TOLLGATE_MODELS_DIR = served;
+      const running = await startServeProcess(configFile, { cwd: folder });
+      const lockFiles = () => readdirSync(served).filter((name) => name.includes(".lock"));
+      await expect.poll(lockFiles, { timeout: 20_000 }).toHaveLength(1);
+      const exited = once(running.child, "exit");
+      running.child.kill("SIGTERM");
+      await exited;
+      expect(lockFiles()).toEqual([]);
+    } finally {
+      if (previousModelsFolder === undefined) delete process.env.TOLLGATE_MODELS_DIR;
+      else process.env.TOLLGATE_MODELS_DIR = previousModelsFolder;
+      rmSync(folder, { recursive: true, force: true });
+    }
+  });
+});
