@@ -71,6 +71,33 @@ describe("createModelFileName", () => {
     expect(first).toMatch(/^example\.com_My_Model-[0-9a-f]{8}\.gguf$/);
     expect(second).not.toBe(first);
   });
+
+  it("names a signed URL after its file, whatever its signature or credentials", () => {
+    const signed = (signature: string) =>
+      createModelFileName(
+        parse(
+          `https://bucket.s3.amazonaws.com/models/a.gguf?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIA%2F20261127&X-Amz-Date=20261127T000000Z&X-Amz-Expires=3600&X-Amz-SignedHeaders=host&X-Amz-Signature=${signature}`,
+        ),
+      );
+    expect(signed("aaaa")).toBe(signed("bbbb"));
+    expect(signed("aaaa")).toBe(createModelFileName(parse("https://bucket.s3.amazonaws.com/models/a.gguf")));
+    const sas = (sig: string) =>
+      createModelFileName(
+        parse(`https://acct.blob.core.windows.net/c/a.gguf?sv=2024-01-01&se=2026-12-01&sr=b&sp=r&sig=${sig}`),
+      );
+    expect(sas("one")).toBe(sas("two"));
+    expect(createModelFileName(parse("https://user:old@example.com/a.gguf"))).toBe(
+      createModelFileName(parse("https://user:new@example.com/a.gguf")),
+    );
+    // Parameters that may say which file it is still do.
+    expect(createModelFileName(parse("https://example.com/get?id=1&X-Amz-Signature=a"))).not.toBe(
+      createModelFileName(parse("https://example.com/get?id=2&X-Amz-Signature=a")),
+    );
+    // A URL with nothing to take out keeps the name earlier versions gave it.
+    expect(createModelFileName(parse("https://example.com/models/a.gguf"))).toBe(
+      "example.com_a-5d5f23d9.gguf",
+    );
+  });
 });
 
 describe("resolveModelSource", () => {

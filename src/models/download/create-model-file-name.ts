@@ -48,13 +48,37 @@ function describe(uri: ModelUri): { readable: string; canonical: string } {
     case "url":
       return {
         readable: `${uri.url.hostname}_${posix.basename(decodeURIComponentSafely(uri.url.pathname))}`,
-        canonical: uri.url.href,
+        canonical: canonicalUrl(uri.url),
       };
     default: {
       const unexpected: never = uri;
       throw new Error(`unexpected model URI ${JSON.stringify(unexpected)}`);
     }
   }
+}
+
+/**
+ * Query parameters of the signing schemes of object stores and CDNs (S3 and its clones, Google
+ * Cloud Storage, Azure SAS, CloudFront): they say who may read the file and until when, not
+ * which file it is. Matched without regard to case.
+ */
+const SIGNING_PARAMETER =
+  /^(?:x-amz-.*|x-goog-.*|googleaccessid|awsaccesskeyid|expires|signature|policy|key-pair-id|sv|ss|srt|sp|se|st|spr|sig|sr|si|skoid|sktid|skt|ske|sks|skv)$/i;
+
+/**
+ * A URL as it names its file: without its user and password, nor the parameters of a signed URL
+ * (SIGNING_PARAMETER), which change whenever a secret is rotated or a signature expires: each
+ * new signature of the same file was downloaded again under a new name, the old copy left
+ * behind (found by a download review). A URL with neither is named as before.
+ */
+function canonicalUrl(url: URL): string {
+  const named = new URL(url.href);
+  named.username = "";
+  named.password = "";
+  for (const name of [...named.searchParams.keys()])
+    if (SIGNING_PARAMETER.test(name)) named.searchParams.delete(name);
+  // Unchanged where nothing was taken out: names of earlier downloads stay valid.
+  return named.href;
 }
 
 function decodeURIComponentSafely(text: string): string {
