@@ -47,20 +47,29 @@ export async function runModelsCommand(
   });
 }
 
+/** A second signal this soon after the first is the same request to stop (see runInterruptibly). */
+const REPEATED_SIGNAL_MS = 1000;
+
 /**
  * Runs `work` with a signal that SIGINT and SIGTERM abort: a pull stopped by Ctrl-C (or a
  * container's stop) winds its download down, its lock file released and its partial file kept
  * for the next run to resume, then exits 130 or 143. It used to die at once and leave its lock
  * file, which a replica of another machine sharing the models folder waited out (30 s). A second
- * signal exits at once.
+ * signal exits at once, unless it comes within a second of the first (Ctrl-C pressed twice out
+ * of habit, while the wind-down takes milliseconds): it would leave the lock file behind.
  */
 async function runInterruptibly(work: (signal: AbortSignal) => Promise<void>): Promise<void> {
   const controller = new AbortController();
   let received: NodeJS.Signals | undefined;
+  let receivedAt = 0;
   const exitCodeOf = (name: NodeJS.Signals) => (name === "SIGINT" ? 130 : 143);
   const onSignal = (name: NodeJS.Signals) => {
-    if (received !== undefined) process.exit(exitCodeOf(name));
+    if (received !== undefined) {
+      if (performance.now() - receivedAt >= REPEATED_SIGNAL_MS) process.exit(exitCodeOf(name));
+      return;
+    }
     received = name;
+    receivedAt = performance.now();
     controller.abort(new Error(name));
   };
   process.on("SIGINT", onSignal);

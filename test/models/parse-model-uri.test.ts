@@ -72,7 +72,7 @@ describe("createModelFileName", () => {
     expect(second).not.toBe(first);
   });
 
-  it("names a signed URL after its file, whatever its signature or credentials", () => {
+  it("names a signed URL after its file, whatever its signature", () => {
     const signed = (signature: string) =>
       createModelFileName(
         parse(
@@ -86,7 +86,15 @@ describe("createModelFileName", () => {
         parse(`https://acct.blob.core.windows.net/c/a.gguf?sv=2024-01-01&se=2026-12-01&sr=b&sp=r&sig=${sig}`),
       );
     expect(sas("one")).toBe(sas("two"));
-    expect(createModelFileName(parse("https://user:old@example.com/a.gguf"))).toBe(
+    // Short names that a signing scheme uses still say which file it is on a URL no scheme signed.
+    expect(createModelFileName(parse("https://example.com/get?sv=1"))).not.toBe(
+      createModelFileName(parse("https://example.com/get?sv=2")),
+    );
+    expect(createModelFileName(parse("https://example.com/get?id=1&signature=a"))).not.toBe(
+      createModelFileName(parse("https://example.com/get?id=1&signature=b")),
+    );
+    // Credentials stay in the name, as before: a changed password is another URL.
+    expect(createModelFileName(parse("https://user:old@example.com/a.gguf"))).not.toBe(
       createModelFileName(parse("https://user:new@example.com/a.gguf")),
     );
     // Parameters that may say which file it is still do.
@@ -96,6 +104,9 @@ describe("createModelFileName", () => {
     // A URL with nothing to take out keeps the name earlier versions gave it.
     expect(createModelFileName(parse("https://example.com/models/a.gguf"))).toBe(
       "example.com_a-5d5f23d9.gguf",
+    );
+    expect(createModelFileName(parse("http://u:p@127.0.0.1:18731/m/tiny.gguf"))).toBe(
+      "127.0.0.1_tiny-0abca6d4.gguf",
     );
   });
 });

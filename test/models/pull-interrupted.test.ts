@@ -58,6 +58,8 @@ describe.each([
     await expect.poll(lockFiles, { timeout: 20_000 }).toHaveLength(1);
     const exited = once(child, "exit");
     child.kill(signal);
+    // Pressed twice out of habit: the same request to stop, not one to leave the lock behind.
+    child.kill("SIGTERM");
     const [code] = (await exited) as [number | null];
     expect(code).toBe(exitCode);
     expect(stderr).toContain(`Stopped by ${signal}: the part downloaded so far is kept`);

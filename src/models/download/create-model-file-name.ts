@@ -58,26 +58,55 @@ function describe(uri: ModelUri): { readable: string; canonical: string } {
 }
 
 /**
- * Query parameters of the signing schemes of object stores and CDNs (S3 and its clones, Google
- * Cloud Storage, Azure SAS, CloudFront): they say who may read the file and until when, not
- * which file it is. Matched without regard to case.
+ * The signing schemes of object stores and CDNs: a parameter that says a URL is signed by one,
+ * and the parameters of that scheme (lower case), which say who may read the file and until
+ * when, not which file it is. Names are matched without regard to case.
  */
-const SIGNING_PARAMETER =
-  /^(?:x-amz-.*|x-goog-.*|googleaccessid|awsaccesskeyid|expires|signature|policy|key-pair-id|sv|ss|srt|sp|se|st|spr|sig|sr|si|skoid|sktid|skt|ske|sks|skv)$/i;
+const SIGNING_SCHEMES: readonly {
+  signedBy: (names: ReadonlySet<string>) => boolean;
+  drops: (name: string) => boolean;
+}[] = [
+  // S3 (and its clones) and Google Cloud Storage, version 4.
+  { signedBy: (names) => names.has("x-amz-signature"), drops: (name) => name.startsWith("x-amz-") },
+  { signedBy: (names) => names.has("x-goog-signature"), drops: (name) => name.startsWith("x-goog-") },
+  // S3 and Google Cloud Storage, version 2.
+  {
+    signedBy: (names) =>
+      names.has("signature") && (names.has("awsaccesskeyid") || names.has("googleaccessid")),
+    drops: (name) =>
+      ["signature", "expires", "awsaccesskeyid", "googleaccessid", "x-amz-security-token"].includes(name),
+  },
+  // CloudFront.
+  {
+    signedBy: (names) => names.has("key-pair-id") && (names.has("signature") || names.has("policy")),
+    drops: (name) => ["key-pair-id", "signature", "policy", "expires"].includes(name),
+  },
+  // Azure shared access signatures.
+  {
+    signedBy: (names) => names.has("sig") && names.has("sv"),
+    drops: (name) =>
+      /^(?:sv|ss|srt|sp|se|st|spr|sig|sr|si|sdd|ses|skoid|sktid|skt|ske|sks|skv|saoid|suoid|scid)$/.test(
+        name,
+      ),
+  },
+];
 
 /**
- * A URL as it names its file: without its user and password, nor the parameters of a signed URL
- * (SIGNING_PARAMETER), which change whenever a secret is rotated or a signature expires: each
- * new signature of the same file was downloaded again under a new name, the old copy left
- * behind (found by a download review). A URL with neither is named as before.
+ * A URL as it names its file: without the parameters of the scheme that signed it, if one did
+ * (SIGNING_SCHEMES), which change whenever a signature expires or a key is rotated: each new
+ * signature of the same file was downloaded again under a new name, the old copy left behind
+ * (found by a download review). The parameters go only from a URL that the scheme's own marker
+ * says is signed: on any other URL a short name such as `sv` or `sig` may say which file it is.
+ * A URL signed by no known scheme is named as before.
  */
 function canonicalUrl(url: URL): string {
+  const names = new Set([...url.searchParams.keys()].map((name) => name.toLowerCase()));
+  const schemes = SIGNING_SCHEMES.filter((scheme) => scheme.signedBy(names));
+  if (schemes.length === 0) return url.href;
   const named = new URL(url.href);
-  named.username = "";
-  named.password = "";
-  for (const name of [...named.searchParams.keys()])
-    if (SIGNING_PARAMETER.test(name)) named.searchParams.delete(name);
-  // Unchanged where nothing was taken out: names of earlier downloads stay valid.
+  for (const name of [...named.searchParams.keys()]) {
+    if (schemes.some((scheme) => scheme.drops(name.toLowerCase()))) named.searchParams.delete(name);
+  }
   return named.href;
 }
 
