@@ -1,4 +1,4 @@
-import { existsSync } from "node:fs";
+import { existsSync, mkdirSync } from "node:fs";
 import path from "node:path";
 import { loadConfig } from "../catalog/load-config.ts";
 import { chargeJournalPath } from "../store/open-store.ts";
@@ -67,6 +67,15 @@ export async function runBackupCommand(
     const { openStore } = await import("../store/open-store.ts");
     await (await openStore(config.database, { upgrade: false })).close();
     created = true;
+  }
+  // As the README's `backup backups/tollgate-$(date ...).db` asks of a fresh checkout.
+  try {
+    mkdirSync(path.dirname(destination), { recursive: true });
+  } catch (error) {
+    throw new CliError(
+      `Cannot make the folder ${path.dirname(destination)} for the backup (${(error as Error).message}); name a file in a folder that can be written.`,
+      { cause: error },
+    );
   }
   const { backUpSqliteFile } = await import("../store/sqlite/back-up-sqlite-file.ts");
   const { bytes, summary } = await backUpSqliteFile(file, destination);

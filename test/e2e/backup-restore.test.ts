@@ -330,10 +330,11 @@ describe("tollgate backup and restore on SQLite", () => {
     rmSync(journal);
   });
 
-  it("creates a database that does not exist yet before copying it, and restores over a file SQLite cannot read", () => {
+  it("creates a database (and a backup folder) that does not exist yet before copying it, and restores over a file SQLite cannot read", () => {
     // As every command that uses the store (SPEC §11), and saying so.
     const fresh = { TOLLGATE_DATABASE_URL: `sqlite:${join(folder, "fresh.db")}` };
-    const emptyCopy = join(folder, "fresh-copy.db");
+    // In a folder that does not exist yet, as the README's `backup backups/...` in a fresh checkout.
+    const emptyCopy = join(folder, "backups", "fresh-copy.db");
     const backedUp = runCli(["backup", emptyCopy], { cwd: folder, env: fresh, unset: ["TOLLGATE_CONFIG"] });
     expect(backedUp.code).toBe(0);
     expect(backedUp.stdout).toContain("0 accounts, 0 usage rows, 0 open reservations");
