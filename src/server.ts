@@ -302,6 +302,7 @@ async function startOnStore(
     replicaId,
     liveReservationIds: () => admission.liveReservationIds,
     sweep: !config.database.startsWith("sqlite:"),
+    ...(owedAtStart.adoptOrphans === undefined ? {} : { afterSweep: owedAtStart.adoptOrphans }),
     logger,
     clock: leaseClock,
   });

@@ -58,6 +58,11 @@ export function keepLeases(options: {
   clock?: LeaseClock;
   /** Reads the store's clock. Default `store.readClock`. */
   readStoreTime?: () => Promise<number>;
+  /**
+   * Run after each sweep, when the store has answered for a while: the charges gone replicas
+   * left in journals (billing/adopt-orphan-journals.ts). A failure is logged.
+   */
+  afterSweep?: () => Promise<void>;
 }): LeaseKeeping {
   const { store, replicaId, sweep, logger } = options;
   const clock = options.clock ?? new LeaseClock();
@@ -95,7 +100,11 @@ export function keepLeases(options: {
     } catch (error) {
       answeringSince = undefined;
       logger.error({ err: error }, "releasing expired reservations failed");
+      return;
     }
+    await options.afterSweep?.().catch((error: unknown) => {
+      logger.error({ err: error }, "recording the journals of gone replicas failed");
+    });
   };
 
   const tick = async () => {

@@ -18,7 +18,19 @@ export interface OpenedChargeJournal {
   path: string | undefined;
   /** The previous run's charges the store could not take at this start (retried with the rest). */
   stillOwed: UsageRecord[];
+  /**
+   * PostgreSQL: records the journals gone replicas left in the folder since (adopt-orphan-
+   * journals.ts), at most every {@link ORPHAN_RESCAN_MS}; for the lease keeper's sweeps.
+   */
+  adoptOrphans?: () => Promise<void>;
 }
+
+/**
+ * How often a running replica looks for journals of replicas gone since it started: one whose id
+ * changes at each start (port 0, a pod's name) would otherwise leave its charges until the next
+ * start of any replica.
+ */
+export const ORPHAN_RESCAN_MS = 5 * 60_000;
 
 /**
  * Opens the journal of charges owed (charge-journal.ts): beside the server's SQLite file, or for
@@ -79,8 +91,9 @@ export async function openChargeJournal(options: {
       "recorded the charges the previous run owed",
     );
   }
-  if (!sqlite && folder !== undefined && storeTag !== undefined) {
-    await adoptOrphanJournals({
+  if (sqlite || folder === undefined || storeTag === undefined) return { journal, path, stillOwed: owed };
+  const adopt = () =>
+    adoptOrphanJournals({
       databaseUrl,
       folder,
       storeTag,
@@ -89,8 +102,14 @@ export async function openChargeJournal(options: {
       logger,
       onRefused: (refused) => logRefused(logger, refused),
     });
-  }
-  return { journal, path, stillOwed: owed };
+  await adopt();
+  let lastRun = performance.now();
+  const adoptOrphans = async () => {
+    if (performance.now() - lastRun < ORPHAN_RESCAN_MS) return;
+    lastRun = performance.now();
+    await adopt();
+  };
+  return { journal, path, stillOwed: owed, adoptOrphans };
 }
 
 /**

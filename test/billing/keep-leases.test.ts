@@ -136,6 +136,42 @@ describe.skipIf("skipped" in probe)("keeping reservation leases on a shared stor
     expect(await sweeper.store.getAccountMoney(account.id)).toMatchObject({ reservedNano: 600n });
   });
 
+  it("records gone replicas' journals after a sweep, only once the database has answered a while", async () => {
+    if ("skipped" in probe) return;
+    const { sweeper } = await startOwnerAndSweeper();
+    let adoptions = 0;
+    const keep = keepLeases({
+      store: sweeper.store,
+      replicaId: "sweeper",
+      liveReservationIds: () => [],
+      sweep: true,
+      logger: quiet,
+      intervalMs: 0,
+      clock: new LeaseClock({ steadyNow: now, wallNow: now }),
+      readStoreTime: async () => {
+        await sweeper.store.readClock();
+        return now();
+      },
+      afterSweep: async () => {
+        adoptions++;
+      },
+    });
+    // The first rounds: the database has not answered for a whole interval and a margin yet.
+    await keep.tick();
+    clock += INTERVAL_MS;
+    await keep.tick();
+    expect(adoptions).toBe(0);
+    clock += INTERVAL_MS;
+    await keep.tick();
+    expect(adoptions).toBe(1);
+    // A round the database does not answer sweeps nothing, and records nothing.
+    sweeper.proxy.setMode("cut");
+    clock += INTERVAL_MS;
+    await keep.tick();
+    expect(adoptions).toBe(1);
+    sweeper.proxy.setMode("forward");
+  });
+
   it("judges leases on the database's clock, whatever a replica's own clock reads", async () => {
     if ("skipped" in probe) return;
     const { owner, sweeper, account } = await startOwnerAndSweeper();
