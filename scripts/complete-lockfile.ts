@@ -16,5 +16,9 @@ const path = process.argv[2] ?? "package-lock.json";
 const lockfile = JSON.parse(readFileSync(path, "utf8")) as Lockfile;
 const missing = findMissingOptionalEntries(lockfile);
 for (const { location, entry } of missing) lockfile.packages[location] = entry;
+// Where npm puts them: its packages are sorted by location (`localeCompare` in English).
+lockfile.packages = Object.fromEntries(
+  Object.entries(lockfile.packages).sort(([a], [b]) => a.localeCompare(b, "en")),
+);
 writeFileSync(path, `${JSON.stringify(lockfile, null, 2)}\n`);
 process.stdout.write(`${path}: added ${missing.length} optional platform entries\n`);

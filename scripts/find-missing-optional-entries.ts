@@ -48,13 +48,15 @@ export function findMissingOptionalEntries(lockfile: Lockfile): { location: stri
       const cpu = parts.map((part) => CPUS[part]).find((value) => value !== undefined);
       missing.push({
         location,
+        // Keys in the order npm writes them (`version`, then by name): otherwise every
+        // `npm install` rewrote the lockfile, its only change the order.
         entry: {
           version,
+          ...(cpu === undefined ? {} : { cpu: [cpu] }),
           ...(parent.dev ? { dev: true } : {}),
+          ...(parts.includes("musl") ? { libc: ["musl"] } : {}),
           optional: true,
           ...(os === undefined ? {} : { os: [os] }),
-          ...(cpu === undefined ? {} : { cpu: [cpu] }),
-          ...(parts.includes("musl") ? { libc: ["musl"] } : {}),
         },
       });
     }

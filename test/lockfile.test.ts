@@ -27,4 +27,11 @@ describe("package-lock.json", () => {
       },
     ]);
   });
+
+  it("writes an entry's keys in npm's order, so that `npm install` leaves the lockfile as it is", () => {
+    const [added] = findMissingOptionalEntries({
+      packages: { "": { optionalDependencies: { "@x/cli-linux-x64-musl": "1.0.0" } }, x: { dev: true } },
+    });
+    expect(Object.keys(added?.entry ?? {})).toEqual(["version", "cpu", "libc", "optional", "os"]);
+  });
 });
