@@ -26,6 +26,19 @@ describe("resolveHuggingFaceEndpoint", () => {
     },
   );
 
+  it("refuses a user and password in the URL, without showing them, and says to use HF_TOKEN", () => {
+    let thrown: unknown;
+    try {
+      resolveHuggingFaceEndpoint({ TOLLGATE_HF_ENDPOINT: "https://me:s3cret@mirror.local/hf" });
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toBeInstanceOf(ModelDownloadError);
+    const message = (thrown as ModelDownloadError).message;
+    expect(message).toMatch(/holds a user and password .* HF_TOKEN .* such as https:\/\/mirror\.local\.$/);
+    expect(message).not.toContain("s3cret");
+  });
+
   // Regression: the value was cut at 77 code units, which could split an emoji and show "\ud83d".
   it("shows the start of a long value without cutting an emoji in half", () => {
     expect(() =>

@@ -25,6 +25,15 @@ export function resolveHuggingFaceEndpoint(env: NodeJS.ProcessEnv = process.env)
       `TOLLGATE_HF_ENDPOINT must be an http:// or https:// URL such as https://huggingface.co (got ${JSON.stringify(shown)}); fix or unset it.`,
     );
   }
+  const parsed = new URL(baseUrl);
+  if (parsed.username !== "" || parsed.password !== "") {
+    // Never shown: the part before `@` is a secret. fetch refuses such a URL with a riddle
+    // ("Request cannot be constructed from a URL that includes credentials").
+    throw new ModelDownloadError(
+      "misconfigured",
+      `TOLLGATE_HF_ENDPOINT holds a user and password (user:password@), which are not sent: give the mirror's token in HF_TOKEN instead (sent as a Bearer token to that origin only), and write the URL without them, such as ${parsed.protocol}//${parsed.host}.`,
+    );
+  }
   const token = env.HF_TOKEN;
   return {
     baseUrl: baseUrl.replace(/\/+$/, ""),
