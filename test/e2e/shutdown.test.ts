@@ -2,7 +2,11 @@ import { once } from "node:events";
 import { connect, type Socket } from "node:net";
 import { Writable } from "node:stream";
 import { afterEach, describe, expect, it } from "vitest";
-import { CUT_STREAMS_FLUSH_MS, DEFAULT_SHUTDOWN_GRACE_MS, DOCKER_STOP_TIMEOUT_MS } from "../../src/server.ts";
+import {
+  CUT_STREAMS_FLUSH_MS,
+  DEFAULT_SHUTDOWN_GRACE_MS,
+  DOCKER_STOP_TIMEOUT_MS,
+} from "../../src/server-drain.ts";
 import { startMockUpstream, textEvents, writeEvents } from "../engine/openai/mock-upstream.ts";
 import { getTestModelPath } from "../support/test-model.ts";
 import {

@@ -1,0 +1,135 @@
+import type { FastifyInstance } from "fastify";
+import type { Logger } from "pino";
+import type { InFlightRequests } from "./api/in-flight-requests.ts";
+import type { SettleEventLog } from "./billing/log-settle-events.ts";
+import type { BillingAdmission } from "./billing/reserve-and-settle.ts";
+import type { Cluster } from "./cluster/connect-cluster.ts";
+import type { Store } from "./store/store.ts";
+
+/**
+ * How long a shutdown waits for running requests before it cuts them. With the cut streams'
+ * flush and the settling after it, a shutdown ends within `docker stop`'s default 10 s: with a
+ * 10 s grace the SIGKILL came first, and the streams it cut were never charged.
+ */
+export const DEFAULT_SHUTDOWN_GRACE_MS = 8_000;
+
+/** How long `docker stop` (and `docker compose stop` without `stop_grace_period`) waits before SIGKILL. */
+export const DOCKER_STOP_TIMEOUT_MS = 10_000;
+
+/** How long cut requests have to send their last bytes before every connection is closed. */
+export const CUT_STREAMS_FLUSH_MS = 1_000;
+
+/**
+ * About how long a connection whose response ends during a shutdown stays open (Node adds its
+ * keep-alive buffer, a second): a request its client sent meanwhile still gets its 503 in the
+ * contract's shape, and then the connection closes, so the shutdown ends when its requests do
+ * rather than when the grace period does.
+ */
+const DRAIN_KEEP_ALIVE_MS = 1_000;
+
+/** A server's way out: `RunningServer`'s `shutdown` and `close`, and whether one began. */
+export interface ServerDrain {
+  /** See `RunningServer.shutdown`: the first call drains; later ones return the same promise. */
+  shutdown(options?: { graceMs?: number }): Promise<void>;
+  /** See `RunningServer.close`: cuts a drain under way at once, or drains with no grace. */
+  close(): Promise<void>;
+  /** True once a shutdown began (a reload then does nothing). */
+  isShuttingDown(): boolean;
+}
+
+/**
+ * The shutdown of a started server, kept apart from its start. It takes what it stops, and
+ * closes them in this order: the app (no new requests; running ones get their grace, then are
+ * cut), the requests still settling, the admission (a last try for refused settlements), the
+ * cluster, the store, and last the replica id's claim.
+ */
+export function createServerDrain(parts: {
+  app: FastifyInstance;
+  inFlight: InFlightRequests;
+  admission: Pick<BillingAdmission, "close">;
+  cluster: Pick<Cluster, "close">;
+  store: Pick<Store, "close">;
+  replicaClaim: { close(): Promise<void> } | undefined;
+  settleEvents: SettleEventLog;
+  logger: Logger;
+}): ServerDrain {
+  const { app, inFlight, admission, cluster, store, replicaClaim, settleEvents, logger } = parts;
+  let stopped: Promise<void> | undefined;
+  async function drain(graceMs: number): Promise<void> {
+    const began = performance.now();
+    // For the drain's last line: what it had to wait for, and what it gave up waiting for.
+    const requestsRunning = inFlight.size;
+    let requestsCut = 0;
+    inFlight.beginClosing();
+    // Node reads it as each response ends; connections idle already are closed by `app.close()`.
+    app.server.keepAliveTimeout = Math.min(app.server.keepAliveTimeout, DRAIN_KEEP_ALIVE_MS);
+    let closeConnections: NodeJS.Timeout | undefined;
+    let cutDone = false;
+    const cutRequests = () => {
+      if (cutDone) return;
+      cutDone = true;
+      clearTimeout(cut);
+      requestsCut = inFlight.size;
+      inFlight.abortAll();
+      // The cut streams end with their error event at once; then no connection may hold the
+      // shutdown open, such as one on which a client (a load balancer's pre-connect) never
+      // sent a request.
+      closeConnections = setTimeout(() => app.server.closeAllConnections(), CUT_STREAMS_FLUSH_MS);
+    };
+    const cut = setTimeout(cutRequests, graceMs);
+    // A close asked for during the drain (a crash while shutting down) ends the grace at once.
+    cutNow = cutRequests;
+    try {
+      await app.close();
+      // The connections are closed; the requests they carried may still be settling.
+      await inFlight.whenIdle();
+    } finally {
+      // Over: a close from now on has nothing to cut (and must not arm the connections' timer).
+      cutNow = undefined;
+      clearTimeout(cut);
+      clearTimeout(closeConnections);
+      // Settlements the store refused so far get a last try while it is still open.
+      await admission.close();
+      // After the app closed: settling the last requests still corrects their token buckets.
+      await cluster.close();
+      try {
+        await store.close();
+      } finally {
+        // Last: the id stays this server's until every request it served is settled.
+        await replicaClaim?.close();
+      }
+    }
+    // The line that says the drain is over (`shutting down` said it began), and how it went.
+    const { unrecordedCharges, keptCharges } = settleEvents;
+    const summary = {
+      ms: Math.round(performance.now() - began),
+      graceMs,
+      requestsRunning,
+      requestsCut,
+      ...(unrecordedCharges > 0 ? { unrecordedCharges } : {}),
+      ...(keptCharges > 0 ? { keptCharges } : {}),
+    };
+    if (unrecordedCharges + keptCharges > 0)
+      logger.warn(summary, "shut down; some charges were not recorded");
+    else logger.info(summary, "shut down");
+    // Stopped all the same, but not cleanly: a supervisor sees a failure, not exit code 0.
+    const failure = settleEvents.describeShutdownFailure();
+    if (failure !== undefined) throw new Error(failure);
+  }
+  function shutdown(shutdownOptions: { graceMs?: number } = {}): Promise<void> {
+    stopped ??= drain(shutdownOptions.graceMs ?? DEFAULT_SHUTDOWN_GRACE_MS);
+    return stopped;
+  }
+  /** Cuts the running requests of a drain under way at once (see `close`). */
+  let cutNow: (() => void) | undefined;
+  return {
+    shutdown,
+    close: () => {
+      // A drain under way (a SIGTERM's, with its grace) is not waited out: its requests are cut
+      // now, and charged, as a close's would be.
+      cutNow?.();
+      return shutdown({ graceMs: 0 });
+    },
+    isShuttingDown: () => stopped !== undefined,
+  };
+}
