@@ -39,7 +39,28 @@ export interface ChunkMapper {
   estimateCompletionTokens(): number;
   /** Characters produced so far (text, refusals, tool names and arguments), for the caller to bound. */
   readonly producedLength: number;
+  /**
+   * The upstream's own counts where they were more than the request can have used (the usage
+   * read holds the bounds instead); `undefined` while none was.
+   */
+  readonly usageBeyondBounds: { promptTokens?: number; completionTokens?: number } | undefined;
 }
+
+/**
+ * The most tokens one request can have used upstream, which its usage is taken at when an
+ * upstream reports more (a broken or lying one: a fuzzed upstream reporting 1e300 completion
+ * tokens for `max_tokens: 5` drained the whole account, charged as far as the balance paid).
+ * `promptTokens`: the model's context length, or a few times the prompt's bytes where it has
+ * none. `completionTokens`: what the completion was bounded to; an upstream that generated
+ * past it is believed as far as the text that came (at most its UTF-8 bytes).
+ */
+export interface UsageBounds {
+  promptTokens: number;
+  completionTokens: number;
+}
+
+/** Tokens an answer may end with that no text shows (end of turn, end of text). */
+const END_TOKENS = 16;
 
 /** Tokens a tool call adds beyond its name and arguments (its markers), as templates render one. */
 const TOKENS_PER_TOOL_CALL = 4;
@@ -85,8 +106,12 @@ interface ToolCallState {
  * A class rather than a closure: a request makes one, and an object literal with getters costs
  * several runtime calls to build where a class instance costs an allocation.
  */
-export function createChunkMapper(secrets: readonly string[], names: readonly string[] = []): ChunkMapper {
-  return new UpstreamChunkMapper(secrets, names);
+export function createChunkMapper(
+  secrets: readonly string[],
+  names: readonly string[] = [],
+  bounds?: UsageBounds,
+): ChunkMapper {
+  return new UpstreamChunkMapper(secrets, names, bounds);
 }
 
 class UpstreamChunkMapper implements ChunkMapper {
@@ -115,9 +140,14 @@ class UpstreamChunkMapper implements ChunkMapper {
   /** {@link producedLength} when the last usage report came. */
   #producedAtReport: number | undefined;
 
-  constructor(secrets: readonly string[], names: readonly string[]) {
+  readonly #bounds: UsageBounds | undefined;
+  /** The upstream's own counts, where they were more than the request can have used. */
+  usageBeyondBounds: { promptTokens?: number; completionTokens?: number } | undefined;
+
+  constructor(secrets: readonly string[], names: readonly string[], bounds: UsageBounds | undefined) {
     this.#secrets = secrets;
     this.#names = names;
+    this.#bounds = bounds;
   }
 
   get calledTools(): boolean {
@@ -141,10 +171,34 @@ class UpstreamChunkMapper implements ChunkMapper {
     // Read after the chunk's output, which it counts (see usageCoversOutput).
     const usage = chunk.usage === undefined || chunk.usage === null ? undefined : convertUsage(chunk.usage);
     if (usage !== undefined) {
-      this.reportedUsage = mergeUsage(this.reportedUsage, usage);
+      this.reportedUsage = this.#bound(mergeUsage(this.reportedUsage, usage));
       this.#producedAtReport = this.producedLength;
     }
     return undefined;
+  }
+
+  /**
+   * The usage within what the request can have used ({@link UsageBounds}), marked estimated where
+   * it was cut; the upstream's own counts are kept for the log in {@link usageBeyondBounds}.
+   */
+  #bound(usage: Usage): Usage {
+    const bounds = this.#bounds;
+    if (bounds === undefined) return usage;
+    // Text that came is tokens generated, whatever the bound said (an upstream that ignores
+    // max_tokens): at most its UTF-8 bytes, three per UTF-16 unit, and a few for the end.
+    const completionBound = Math.max(bounds.completionTokens, 3 * this.producedLength + END_TOKENS);
+    const prompt = usage.promptTokens !== undefined && usage.promptTokens > bounds.promptTokens;
+    const completion = usage.completionTokens !== undefined && usage.completionTokens > completionBound;
+    if (!prompt && !completion) return usage;
+    this.usageBeyondBounds = {
+      ...(prompt ? { promptTokens: usage.promptTokens } : {}),
+      ...(completion ? { completionTokens: usage.completionTokens } : {}),
+    };
+    return {
+      promptTokens: prompt ? bounds.promptTokens : usage.promptTokens,
+      completionTokens: completion ? completionBound : usage.completionTokens,
+      estimated: true,
+    };
   }
 
   #readChoices(choices: readonly unknown[], parts: StreamPart[]): void {

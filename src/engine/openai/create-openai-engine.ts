@@ -31,6 +31,14 @@ export interface OpenAiEngineOptions {
 const silentLogger: EngineLogger = { info: () => {}, warn: () => {}, error: () => {} };
 
 /**
+ * The prompt tokens an upstream is believed for a model without a `context_length`: this many
+ * times the prompt's bound (its UTF-8 bytes and template tokens) plus {@link PROMPT_MARGIN_TOKENS},
+ * room for a system prompt the upstream adds itself (an Ollama Modelfile's).
+ */
+const PROMPT_BYTES_FACTOR = 4;
+const PROMPT_MARGIN_TOKENS = 4096;
+
+/**
  * How a request runs on a model that serves as another's fallback: where it stands in the chain,
  * and the pausing budget it shares with the primary and the other fallbacks.
  */
@@ -169,6 +177,13 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
           body,
           boundsCompletion: upstreamBody.max_tokens !== undefined,
           promptTokens,
+          // What the request can have used: no more than the model's context, or (unknown) a
+          // few times the prompt's bytes; no more completion than it was bounded to (sent upstream
+          // as max_tokens, or what the context leaves), unless more text came (see UsageBounds).
+          usageBounds: {
+            promptTokens: contextLength ?? PROMPT_BYTES_FACTOR * promptTokensAtMost + PROMPT_MARGIN_TOKENS,
+            completionTokens: maxCompletionTokens,
+          },
           settings,
           signal,
           closeSignal: closeController.signal,

@@ -85,7 +85,7 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
   signal.addEventListener("abort", onAbort);
 
   const parser = createSseParser();
-  const mapper = createChunkMapper(endpoint.secrets, endpoint.names);
+  const mapper = createChunkMapper(endpoint.secrets, endpoint.names, context.usageBounds);
   /** `json`: the upstream ignored `stream` and answers with one `chat.completion` object. */
   let stage: "response" | "body" | "json" | "over" = "response";
   /**
@@ -245,6 +245,17 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
       }
     }
     finishUp();
+    if (mapper.usageBeyondBounds !== undefined) {
+      context.logger.warn(
+        {
+          model: modelId,
+          endpoint: endpoint.label,
+          reported: mapper.usageBeyondBounds,
+          bounds: context.usageBounds,
+        },
+        "the upstream reported more tokens than the request can have used; charged at the bound",
+      );
+    }
     if (final === undefined)
       return { kind: "failed", failure: failure ?? createEndpointFailure({ modelId, summary: "failed" }) };
     parts.push(final);

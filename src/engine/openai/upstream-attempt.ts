@@ -1,5 +1,6 @@
 import type { EngineLogger } from "../create-engine.ts";
 import type { StreamPart } from "../engine.ts";
+import type { UsageBounds } from "./create-chunk-mapper.ts";
 import type { EndpointBalancer } from "./create-endpoint-balancer.ts";
 import type { StallWatchdog } from "./create-stall-watchdog.ts";
 import type { UpstreamEndpoint } from "./create-upstream-endpoint.ts";
@@ -21,6 +22,8 @@ export interface AttemptContext {
   boundsCompletion: boolean;
   /** The estimated prompt tokens, used where the upstream reports none. */
   promptTokens: number;
+  /** The most tokens this request can have used upstream (see create-chunk-mapper.ts `UsageBounds`). */
+  usageBounds: UsageBounds;
   settings: UpstreamSettings;
   /** The client's signal: aborting ends the attempt with a `finish` that counts what was generated. */
   signal: AbortSignal;

@@ -307,3 +307,54 @@ describe("upstream engine: finish reasons that say the upstream gave up", () => 
     expect(upstream.requests).toHaveLength(2);
   });
 });
+
+describe("an upstream that reports more tokens than the request can have used", () => {
+  /** An engine on `handler` whose log lines are kept; `contextLength` for the model. */
+  async function engineWithLog(handler: MockHandler, contextLength?: number) {
+    const upstream = await startTestMock(handler);
+    const warnings: { fields: Record<string, unknown>; message: string | undefined }[] = [];
+    const logger = {
+      info: () => {},
+      warn: (fields: object, message?: string) =>
+        void warnings.push({ fields: fields as Record<string, unknown>, message }),
+      error: () => {},
+    };
+    const engine = createTestEngine({
+      model: upstreamModel([upstream.baseUrl], contextLength === undefined ? {} : { contextLength }),
+      logger,
+    });
+    return { engine, warnings };
+  }
+
+  it("is charged at what was asked for (regression: 1e300 completion tokens for max_tokens 5 drained the account)", async () => {
+    const { engine, warnings } = await engineWithLog((_request, response) =>
+      writeEvents(response, textEvents(["Hi"], { usage: undefined }).concat([usageChunk(9, 1e300)])),
+    );
+    const usage = lastUsage(await collectParts(engine, chatRequest({ maxTokens: 5 })));
+    // Two characters came: the bound is what was asked for, or the text's bytes and an end.
+    expect(usage).toEqual({ promptTokens: 9, completionTokens: 3 * 2 + 16, estimated: true });
+    expect(warnings.map((line) => line.message)).toContain(
+      "the upstream reported more tokens than the request can have used; charged at the bound",
+    );
+  });
+
+  it("is charged no more prompt tokens than the model's context holds", async () => {
+    const { engine } = await engineWithLog(
+      (_request, response) => writeEvents(response, textEvents(["Hi"], { usage: [900_000_000, 1] })),
+      8192,
+    );
+    const usage = lastUsage(await collectParts(engine, chatRequest({ maxTokens: 5 })));
+    expect(usage).toEqual({ promptTokens: 8192, completionTokens: 1, estimated: true });
+  });
+
+  it("is believed for text past max_tokens that it did send (an upstream that ignores the bound)", async () => {
+    const { engine, warnings } = await engineWithLog((_request, response) =>
+      writeEvents(response, [...words((event) => event), chunk({}, "stop"), usageChunk(10, 200)]),
+    );
+    expect(lastUsage(await collectParts(engine, chatRequest({ maxTokens: 5 })))).toEqual({
+      promptTokens: 10,
+      completionTokens: 200,
+    });
+    expect(warnings).toEqual([]);
+  });
+});
