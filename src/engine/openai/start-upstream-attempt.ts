@@ -239,8 +239,12 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
         context.balancer.reportFailure(endpoint, { endpointFault: true, retryAfterMs: undefined, startedAt });
         final = midStreamError(summary, parts, mapper, context, endpoint);
       } else {
-        // An answer that is not HTTP would come the same way again from that endpoint.
-        const retrySameEndpoint = error === undefined || !isProtocolFault(error);
+        // An answer that is not HTTP would come the same way again from that endpoint; so would,
+        // likely, the silence of one that stalled (a queue too long), which each try would also
+        // load with another copy of the request: others are tried, not it (a fuzzed stall held
+        // the client three timeouts, 185 s, told "did not answer within 60 s").
+        const retrySameEndpoint =
+          watch.stalled === undefined && (error === undefined || !isProtocolFault(error));
         failure = createEndpointFailure({ modelId, summary, retrySameEndpoint });
       }
     }
