@@ -81,6 +81,12 @@ export function normalizeError(
   if (framework.statusCode === 413) {
     return bodyTooLarge(limits.bodyLimitBytes);
   }
+  if (isBodyAborted(error)) {
+    return new AppError(
+      "invalid_json",
+      "The request body ended before its Content-Length: the connection closed.",
+    );
+  }
   if (isStoreUnavailable(error)) {
     // The cause goes to the log only: it may name the database's host or user.
     return new AppError(
@@ -105,6 +111,17 @@ function bodyTooLarge(limitBytes: number | undefined): AppError {
     "request_too_large",
     `The request body is larger than this server accepts${limit}; send a smaller one, such as a shorter conversation.`,
   );
+}
+
+/**
+ * Node's error for a request whose client hung up while sending its body ("aborted", with
+ * ECONNRESET but no system call): the client's doing. Its socket code made it look like a store
+ * connection that broke, and each was logged as "the store is unavailable" (found by fuzzing).
+ */
+function isBodyAborted(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  const fields = error as Error & { code?: unknown; syscall?: unknown };
+  return fields.code === "ECONNRESET" && fields.message === "aborted" && fields.syscall === undefined;
 }
 
 /** Seconds a client is told to wait after a store outage: about what reconnecting takes. */
