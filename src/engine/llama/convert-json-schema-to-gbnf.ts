@@ -42,7 +42,7 @@ import { child, type Position } from "./schema-position.ts";
  *   keys, values per `additionalProperties` (any value by default, as JSON Schema says). Required
  *   properties that are not declared are added as "any JSON value".
  * - Refused too: a minimum above its maximum (`minLength` over `maxLength`, and the like for
- *   items and properties), a `const` (or every `enum` value) of another type than the `type` beside
+ *   items, properties and numbers, whose range is otherwise not enforced), a `const` (or every `enum` value) of another type than the `type` beside
  *   it, `allOf` branches with no type in common, and a required property that `properties` does not
  *   declare beside `additionalProperties: false`, which no value meets; a length or count that is
  *   not a whole number, 0 or more; and lengths or counts above 1000, which llama.cpp's grammar

@@ -33,6 +33,17 @@ export function convertTypedSchema(
     }
     case "number":
     case "integer":
+      // Not enforced (a grammar has no numeric ranges), but a range no number is in is refused,
+      // as one of lengths is: the answer could only break it.
+      checkRange(
+        conversion,
+        at,
+        "minimum",
+        readNumber(schema.minimum),
+        "maximum",
+        readNumber(schema.maximum),
+      );
+      return { type };
     case "boolean":
     case "null":
       return { type };
@@ -128,4 +139,8 @@ function convertArray(
     ...(minItems === 0 ? {} : { minItems }),
     ...(maxItems === undefined ? {} : { maxItems }),
   };
+}
+
+function readNumber(value: unknown): number | undefined {
+  return typeof value === "number" && Number.isFinite(value) ? value : undefined;
 }
