@@ -1,4 +1,5 @@
 import type { StreamPart, Usage } from "../engine.ts";
+import { boundUsage, type UsageBounds } from "./bound-usage.ts";
 import { convertUsage, mergeUsage } from "./convert-usage.ts";
 import { createToolCallId } from "./create-tool-call-id.ts";
 import { estimateTextTokens } from "./estimate-tokens.ts";
@@ -45,22 +46,6 @@ export interface ChunkMapper {
    */
   readonly usageBeyondBounds: { promptTokens?: number; completionTokens?: number } | undefined;
 }
-
-/**
- * The most tokens one request can have used upstream, which its usage is taken at when an
- * upstream reports more (a broken or lying one: a fuzzed upstream reporting 1e300 completion
- * tokens for `max_tokens: 5` drained the whole account, charged as far as the balance paid).
- * `promptTokens`: the model's context length, or a few times the prompt's bytes where it has
- * none. `completionTokens`: what the completion was bounded to; an upstream that generated
- * past it is believed as far as the text that came (at most its UTF-8 bytes).
- */
-export interface UsageBounds {
-  promptTokens: number;
-  completionTokens: number;
-}
-
-/** Tokens an answer may end with that no text shows (end of turn, end of text). */
-const END_TOKENS = 16;
 
 /** Tokens a tool call adds beyond its name and arguments (its markers), as templates render one. */
 const TOKENS_PER_TOOL_CALL = 4;
@@ -171,34 +156,14 @@ class UpstreamChunkMapper implements ChunkMapper {
     // Read after the chunk's output, which it counts (see usageCoversOutput).
     const usage = chunk.usage === undefined || chunk.usage === null ? undefined : convertUsage(chunk.usage);
     if (usage !== undefined) {
-      this.reportedUsage = this.#bound(mergeUsage(this.reportedUsage, usage));
+      const merged = mergeUsage(this.reportedUsage, usage);
+      const bounded =
+        this.#bounds === undefined ? undefined : boundUsage(merged, this.#bounds, this.producedLength);
+      if (bounded?.beyond !== undefined) this.usageBeyondBounds = bounded.beyond;
+      this.reportedUsage = bounded?.usage ?? merged;
       this.#producedAtReport = this.producedLength;
     }
     return undefined;
-  }
-
-  /**
-   * The usage within what the request can have used ({@link UsageBounds}), marked estimated where
-   * it was cut; the upstream's own counts are kept for the log in {@link usageBeyondBounds}.
-   */
-  #bound(usage: Usage): Usage {
-    const bounds = this.#bounds;
-    if (bounds === undefined) return usage;
-    // Text that came is tokens generated, whatever the bound said (an upstream that ignores
-    // max_tokens): at most its UTF-8 bytes, three per UTF-16 unit, and a few for the end.
-    const completionBound = Math.max(bounds.completionTokens, 3 * this.producedLength + END_TOKENS);
-    const prompt = usage.promptTokens !== undefined && usage.promptTokens > bounds.promptTokens;
-    const completion = usage.completionTokens !== undefined && usage.completionTokens > completionBound;
-    if (!prompt && !completion) return usage;
-    this.usageBeyondBounds = {
-      ...(prompt ? { promptTokens: usage.promptTokens } : {}),
-      ...(completion ? { completionTokens: usage.completionTokens } : {}),
-    };
-    return {
-      promptTokens: prompt ? bounds.promptTokens : usage.promptTokens,
-      completionTokens: completion ? completionBound : usage.completionTokens,
-      estimated: true,
-    };
   }
 
   #readChoices(choices: readonly unknown[], parts: StreamPart[]): void {

@@ -1,6 +1,6 @@
 import type { EngineLogger } from "../create-engine.ts";
 import type { StreamPart } from "../engine.ts";
-import type { UsageBounds } from "./create-chunk-mapper.ts";
+import type { UsageBounds } from "./bound-usage.ts";
 import type { EndpointBalancer } from "./create-endpoint-balancer.ts";
 import type { StallWatchdog } from "./create-stall-watchdog.ts";
 import type { UpstreamEndpoint } from "./create-upstream-endpoint.ts";
@@ -22,7 +22,7 @@ export interface AttemptContext {
   boundsCompletion: boolean;
   /** The estimated prompt tokens, used where the upstream reports none. */
   promptTokens: number;
-  /** The most tokens this request can have used upstream (see create-chunk-mapper.ts `UsageBounds`). */
+  /** The most tokens this request can have used upstream (see bound-usage.ts). */
   usageBounds: UsageBounds;
   settings: UpstreamSettings;
   /** The client's signal: aborting ends the attempt with a `finish` that counts what was generated. */

@@ -1,0 +1,45 @@
+import type { Usage } from "../engine.ts";
+
+/**
+ * The most tokens one request can have used upstream, which its usage is taken at when an
+ * upstream reports more (a broken or lying one: a fuzzed upstream reporting 1e300 completion
+ * tokens for `max_tokens: 5` drained the whole account, charged as far as the balance paid).
+ * `promptTokens`: the model's context length, or a few times the prompt's bytes where it has
+ * none. `completionTokens`: what the completion was bounded to; an upstream that generated
+ * past it is believed as far as the text that came (at most its UTF-8 bytes).
+ */
+export interface UsageBounds {
+  promptTokens: number;
+  completionTokens: number;
+}
+
+/** Tokens an answer may end with that no text shows (end of turn, end of text). */
+const END_TOKENS = 16;
+
+/**
+ * `usage` within `bounds`, marked estimated where it was cut, and the upstream's own counts that
+ * were past them (`beyond`, for the log). `producedLength`: the characters of text, refusals,
+ * reasoning and tool calls that came, which no bound hides (an upstream that ignored max_tokens
+ * generated them): at most three UTF-8 bytes each, a token at most a byte, and a few for the end.
+ */
+export function boundUsage(
+  usage: Usage,
+  bounds: UsageBounds,
+  producedLength: number,
+): { usage: Usage; beyond?: { promptTokens?: number; completionTokens?: number } } {
+  const completionBound = Math.max(bounds.completionTokens, 3 * producedLength + END_TOKENS);
+  const prompt = usage.promptTokens !== undefined && usage.promptTokens > bounds.promptTokens;
+  const completion = usage.completionTokens !== undefined && usage.completionTokens > completionBound;
+  if (!prompt && !completion) return { usage };
+  return {
+    usage: {
+      promptTokens: prompt ? bounds.promptTokens : usage.promptTokens,
+      completionTokens: completion ? completionBound : usage.completionTokens,
+      estimated: true,
+    },
+    beyond: {
+      ...(prompt ? { promptTokens: usage.promptTokens } : {}),
+      ...(completion ? { completionTokens: usage.completionTokens } : {}),
+    },
+  };
+}
