@@ -66,7 +66,7 @@ export async function adoptOrphanJournals(options: {
     } catch {
       continue;
     }
-    const taken = await take({ ...options, path, replicaId, abandoned: match[3] !== undefined });
+    const taken = await take({ ...options, path, journalPath, replicaId, abandoned: match[3] !== undefined });
     if (taken === undefined) continue;
     try {
       const journal = new ChargeJournal(taken);
@@ -103,13 +103,14 @@ export async function adoptOrphanJournals(options: {
 async function take(options: {
   databaseUrl: string;
   path: string;
+  /** The journal's own name (`path` without what a start that took it added). */
+  journalPath: string;
   replicaId: string;
   abandoned: boolean;
   logger: Logger;
 }): Promise<string | undefined> {
   const { path, replicaId } = options;
-  const original = path.replace(/\.adopting-[0-9a-f]+$/, "");
-  const taken = `${original}.adopting-${randomBytes(6).toString("hex")}`;
+  const taken = `${options.journalPath}.adopting-${randomBytes(6).toString("hex")}`;
   if (options.abandoned) return renameOrNothing(path, taken);
   let claim: Awaited<ReturnType<typeof claimReplicaId>>;
   try {

@@ -159,6 +159,22 @@ describe("the charge journal", () => {
   });
 });
 
+/** A PostgreSQL replica's journal opened for `replica`, and the lines its start logged. */
+async function openLogged(replica: { id: string; folder: string }) {
+  const lines: { level: number; msg: string; chargeJournalDir?: string; err?: { message: string } }[] = [];
+  const logger = pino(
+    { level: "info" },
+    { write: (line: string) => void lines.push(JSON.parse(line) as (typeof lines)[number]) },
+  );
+  const opened = await openChargeJournal({
+    databaseUrl: "postgres://tollgate@db.internal/tollgate",
+    store: { settle: async () => 0n },
+    logger,
+    replica: { ...replica, storeTag: "0123456789ab" },
+  });
+  return { opened, lines };
+}
+
 describe("a PostgreSQL replica's journal", () => {
   it("is named by the replica id and the store's tag in charge_journal_dir, which is made where it is missing", async () => {
     const journalFolder = join(folder, "made", "here");
@@ -178,17 +194,7 @@ describe("a PostgreSQL replica's journal", () => {
   it("is none, with a warning that says what is lost, where the folder cannot be made", async () => {
     const blocker = join(folder, "a-file");
     appendFileSync(blocker, "");
-    const lines: { level: number; msg: string; chargeJournalDir?: string }[] = [];
-    const logger = pino(
-      { level: "info" },
-      { write: (line: string) => void lines.push(JSON.parse(line) as (typeof lines)[number]) },
-    );
-    const opened = await openChargeJournal({
-      databaseUrl: "postgres://tollgate@db.internal/tollgate",
-      store: { settle: async () => 0n },
-      logger,
-      replica: { id: "tollgate-1", storeTag: "0123456789ab", folder: join(blocker, "owed") },
-    });
+    const { opened, lines } = await openLogged({ id: "tollgate-1", folder: join(blocker, "owed") });
     expect(opened).toEqual({ journal: undefined, path: undefined, stillOwed: [] });
     expect(lines).toHaveLength(1);
     expect(lines[0]?.level).toBe(40);
@@ -197,17 +203,7 @@ describe("a PostgreSQL replica's journal", () => {
   });
 
   it("is none, with a warning that names the cause, where the replica id is too long for a file name", async () => {
-    const lines: { level: number; msg: string; err?: { message: string } }[] = [];
-    const logger = pino(
-      { level: "info" },
-      { write: (line: string) => void lines.push(JSON.parse(line) as (typeof lines)[number]) },
-    );
-    const opened = await openChargeJournal({
-      databaseUrl: "postgres://tollgate@db.internal/tollgate",
-      store: { settle: async () => 0n },
-      logger,
-      replica: { id: "r".repeat(300), storeTag: "0123456789ab", folder: join(folder, "long-ids") },
-    });
+    const { opened, lines } = await openLogged({ id: "r".repeat(300), folder: join(folder, "long-ids") });
     expect(opened.journal).toBeUndefined();
     expect(lines[0]?.err?.message).toMatch(/replica id is too long .*set a shorter TOLLGATE_REPLICA_ID/);
   });

@@ -15,6 +15,7 @@ import { ChargeJournal } from "../../src/billing/charge-journal.ts";
 import { startServer } from "../../src/server.ts";
 import { openStore } from "../../src/store/open-store.ts";
 import { type MockUpstream, startMockUpstream, streamText } from "../engine/openai/mock-upstream.ts";
+import { makeUsage } from "../store/store-fixtures.ts";
 import { findFreePort } from "../support/free-port.ts";
 import { killServeProcesses, startServeProcess, writeServeConfig } from "../support/serve-process.ts";
 import { createTestConfig } from "../support/test-server.ts";
@@ -101,24 +102,18 @@ describe("a charge the previous run owed that the store refuses", () => {
     const file = join(folder, "refused.db");
     const journalPath = `${file}.pending-charges.jsonl`;
     // Owed for an account this database does not have (a restore of an older backup).
-    new ChargeJournal(journalPath).owe({
-      id: "reservation-of-another-database",
-      requestId: "owed-elsewhere",
-      accountId: "no-such-account",
-      keyPublicId: "no-such-key",
-      model: "upstream-chat",
-      promptTokens: 10,
-      completionTokens: 4,
-      costNano: 18_000n,
-      finishReason: "stop",
-      errorCode: undefined,
-      user: undefined,
-      queueMs: 0,
-      firstTokenMs: 5,
-      totalMs: 9,
-      estimated: false,
-      createdAt: new Date(),
-    });
+    new ChargeJournal(journalPath).owe(
+      makeUsage({
+        id: "reservation-of-another-database",
+        requestId: "owed-elsewhere",
+        accountId: "no-such-account",
+        keyPublicId: "no-such-key",
+        model: "upstream-chat",
+        completionTokens: 4,
+        costNano: 18_000n,
+        createdAt: new Date(),
+      }),
+    );
     const lines: { level: number; msg: string; requestId?: string; usage?: { costNano: string } }[] = [];
     const destination = new Writable({
       write(chunk: Buffer, _encoding, done) {

@@ -13,7 +13,6 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createAccount } from "../../src/admin/create-account.ts";
 import { createKey } from "../../src/admin/create-key.ts";
 import { ChargeJournal } from "../../src/billing/charge-journal.ts";
-import { createReservationId } from "../../src/billing/create-reservation-id.ts";
 import { resolveReplicaId } from "../../src/cluster/resolve-replica-id.ts";
 import { claimReplicaId, openStore } from "../../src/store/open-store.ts";
 import { startTcpProxy, type TcpProxy } from "../cluster/tcp-proxy.ts";
@@ -24,6 +23,7 @@ import {
   writeEvents,
 } from "../engine/openai/mock-upstream.ts";
 import { createPostgresTestSchema, type PostgresTestSchema } from "../store/postgres-test-database.ts";
+import { makeUsage } from "../store/store-fixtures.ts";
 import { findFreePort } from "../support/free-port.ts";
 import { killServeProcesses, startServeProcess } from "../support/serve-process.ts";
 
@@ -152,24 +152,18 @@ describe.skipIf(!("url" in postgres))("the journals other replicas left in charg
     const tag = await storeTag();
     const journalOf = (replicaId: string, requestId: string, minutesOld: number, name?: string) => {
       const path = join(owedFolder, name ?? `pending-charges-${encodeURIComponent(replicaId)}.${tag}.jsonl`);
-      new ChargeJournal(path).owe({
-        id: createReservationId(Date.now()),
-        requestId,
-        accountId: account.id,
-        keyPublicId: key.publicId,
-        model: "upstream-chat",
-        promptTokens: 10,
-        completionTokens: 4,
-        costNano: 18_000n,
-        finishReason: "stop",
-        errorCode: undefined,
-        user: undefined,
-        queueMs: 0,
-        firstTokenMs: 5,
-        totalMs: 9,
-        estimated: false,
-        createdAt: new Date(),
-      });
+      new ChargeJournal(path).owe(
+        makeUsage({
+          requestId,
+          accountId: account.id,
+          keyPublicId: key.publicId,
+          model: "upstream-chat",
+          promptTokens: 10,
+          completionTokens: 4,
+          costNano: 18_000n,
+          createdAt: new Date(),
+        }),
+      );
       const then = new Date(Date.now() - minutesOld * 60_000);
       utimesSync(path, then, then);
       return path;
