@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { DatabaseSync } from "node:sqlite";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { openStore } from "../../src/store/open-store.ts";
-import { HOLD_MS } from "../../src/store/sqlite/sqlite-billing-batch.ts";
+import { HOLD_MS } from "../../src/store/sqlite/sqlite-held-reservations.ts";
 import type { Store } from "../../src/store/store.ts";
 import { makeAccount, makeReservation, makeSettlement, makeUsage } from "./store-fixtures.ts";
 import { makeTemporaryDirectory, newDatabaseUrl } from "./temporary-directory.ts";

@@ -15,7 +15,7 @@ import {
   openNodeSqliteDatabase,
 } from "../../src/store/sqlite/node-sqlite-database.ts";
 import { OWNER_BUSY_TIMEOUT_MS } from "../../src/store/sqlite/open-sqlite-store.ts";
-import { HOLD_MS } from "../../src/store/sqlite/sqlite-billing-batch.ts";
+import { HOLD_MS } from "../../src/store/sqlite/sqlite-held-reservations.ts";
 import type { Store } from "../../src/store/store.ts";
 import { rejection } from "../support/rejection.ts";
 import { makeAccount, makeReservation, makeSettlement } from "./store-fixtures.ts";

@@ -1,8 +1,7 @@
 import { AppError } from "../../errors/app-error.ts";
 import type { StreamPart, Usage } from "../engine.ts";
-import { convertCompletionToChunk } from "./convert-completion-to-chunk.ts";
+import { createAnswerReader } from "./create-answer-reader.ts";
 import { createChunkMapper } from "./create-chunk-mapper.ts";
-import { createSseParser, type ServerSentEvent } from "./create-sse-parser.ts";
 import type { UpstreamEndpoint } from "./create-upstream-endpoint.ts";
 import { describeTransportError, isProtocolFault } from "./describe-transport-error.ts";
 import {
@@ -16,15 +15,7 @@ import { isFailureFinishReason } from "./map-finish-reason.ts";
 import { mapStreamError } from "./map-stream-error.ts";
 import { isJsonType, readContentEncoding, readMediaType } from "./read-content-headers.ts";
 import { mapErrorAnswer, readErrorText } from "./read-error-answer.ts";
-import { readErrorBody, type UpstreamErrorBody } from "./read-error-body.ts";
-import {
-  beginsAsJson,
-  isCutEvent,
-  keepUnparsed,
-  MAX_ANSWER_LENGTH,
-  MAX_ANSWER_TEXT,
-  readText,
-} from "./read-upstream-body.ts";
+import { MAX_ANSWER_LENGTH, MAX_ANSWER_TEXT, readText } from "./read-upstream-body.ts";
 import { startUpstreamCall, type UpstreamCall } from "./start-upstream-call.ts";
 import {
   type AttemptBatch,
@@ -45,9 +36,10 @@ const FINISH_GRACE_MS = 1_000;
 
 /**
  * Sends the request to `endpoint` and turns its SSE answer into parts: each event parsed as JSON
- * and mapped (create-chunk-mapper.ts), the body read to its end after `[DONE]` so the connection
- * is reused, usage taken from the upstream or estimated. A failure before any part is returned
- * for the caller to retry; after one, it becomes the last batch's `error` part.
+ * and mapped (create-answer-reader.ts, create-chunk-mapper.ts), the body read to its end after
+ * `[DONE]` so the connection is reused, usage taken from the upstream or estimated. A failure
+ * before any part is returned for the caller to retry; after one, it becomes the last batch's
+ * `error` part.
  */
 export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: AttemptContext): UpstreamAttempt {
   const { signal, closeSignal, settings, modelId } = context;
@@ -84,39 +76,21 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
   const onAbort = () => current.abort(new AttemptStopped("aborted"));
   signal.addEventListener("abort", onAbort);
 
-  const parser = createSseParser();
   const mapper = createChunkMapper(endpoint.secrets, endpoint.names, context.usageBounds);
   /** `json`: the upstream ignored `stream` and answers with one `chat.completion` object. */
   let stage: "response" | "body" | "json" | "over" = "response";
   /**
-   * What the reader takes is the upstream's activity: each piece of an error body or a JSON
-   * answer, and of an event stream only what parses as events (below): comments alone
-   * (`: PROCESSING`, sent by some servers while they queue) would keep a hung upstream's request
-   * waiting for ever.
+   * The upstream's activity, for the stall watchdog: each piece of an error body or a JSON
+   * answer, and of an event stream only what parses as events (create-answer-reader.ts).
    */
   const touch = () => watch.touch();
+  const reader = createAnswerReader(mapper, endpoint, touch);
   let produced = false;
-  let done = false;
   /**
    * Set while waiting for the upstream: what is thrown then is the upstream's (or the network's)
    * doing; what is thrown otherwise is a fault in Tollgate's own reading of the answer.
    */
   let awaitingUpstream = false;
-  let streamError: UpstreamErrorBody | undefined;
-  /**
-   * The body's text while it has held no event: an upstream that answers an event stream with
-   * bare JSON (an error, or a whole completion) is read as such. Kept up to the error body's
-   * bound, and past it only while it begins as JSON does, up to a whole answer's: a completion
-   * dropped there would be retried, each retry a generation paid for upstream.
-   */
-  let unparsed: string | undefined = "";
-  /** The response's content type when it is neither an event stream nor JSON. */
-  let unexpectedType: string | undefined;
-  /** Events read as chunks (not `[DONE]`, not errors): whether the upstream sent any. */
-  let chunksRead = 0;
-  /** The answer was one JSON object (see `whole` in readEvent); `notCompletion`: one without `choices`. */
-  let wholeAnswer = false;
-  let notCompletion = false;
 
   /**
    * The answer came whole: only then does the endpoint count as working. A 2xx alone says little:
@@ -134,62 +108,18 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
     context.inFlight.delete(current);
   };
 
-  /** Reads one event; `whole`: the data is a whole `chat.completion` (see convert-completion-to-chunk.ts). */
-  const readEvent = (event: ServerSentEvent, parts: StreamPart[], whole = false) => {
-    if (event.data === "[DONE]") {
-      done = true;
-      return;
-    }
-    const isError = event.event === "error";
-    if (event.data === "" && !isError) return;
-    let chunk: unknown;
-    try {
-      chunk = JSON.parse(event.data);
-    } catch {
-      // An error event's text is its message.
-      streamError = isError
-        ? readErrorBody(event.data, endpoint.secrets, { names: endpoint.names })
-        : malformed(whole ? "an answer that is not JSON" : "an event that is not JSON");
-      return;
-    }
-    if (!whole) {
-      streamError = mapper.read(chunk, parts, event.event);
-      if (streamError === undefined) chunksRead++;
-      return;
-    }
-    wholeAnswer = true;
-    streamError = mapper.read(convertCompletionToChunk(chunk), parts);
-    if (streamError !== undefined) return;
-    // A completion is complete in itself; anything else (no choices) is no answer.
-    if (Array.isArray((chunk as { choices?: unknown } | null)?.choices)) done = true;
-    else notCompletion = true;
-  };
-
-  /**
-   * The upstream said it was done without any answer: a `[DONE]` before any chunk at all, or a
-   * whole JSON answer with no text, reasoning, call or finish reason. That is no empty completion
-   * but a broken upstream, and fails like one that closed the stream before sending anything.
-   * Chunks that carry no finish reason are taken for an empty answer: some upstreams never send
-   * one (Gemini proxies send null throughout, older Ollama "").
-   */
-  const answeredNothing = (hasParts: boolean): boolean =>
-    (wholeAnswer || chunksRead === 0) &&
-    !hasParts &&
-    mapper.producedLength === 0 &&
-    !mapper.calledTools &&
-    mapper.rawFinishReason === undefined;
-
   /** The last batch or the failure, once the body ended (`error` undefined) or broke. */
   const conclude = (parts: StreamPart[], error: unknown): AttemptBatch => {
     const hasParts = produced || parts.length > 0;
     // An upstream that gave up mid-answer and said so in its finish reason (vLLM's `abort`,
     // OpenRouter's `error`) broke the answer, as an error event does, whatever came after.
     const failedReason = isFailureFinishReason(mapper.rawFinishReason);
-    if (failedReason && streamError === undefined)
-      streamError = malformed(`finish_reason "${mapper.rawFinishReason}"`);
+    if (failedReason && reader.streamError === undefined)
+      reader.fail(`finish_reason "${mapper.rawFinishReason}"`);
+    const { done, streamError } = reader;
     let final: StreamPart | undefined;
     let failure: UpstreamFailure | undefined;
-    if (done && streamError === undefined && !answeredNothing(hasParts)) {
+    if (done && streamError === undefined && !reader.answeredNothing(hasParts)) {
       final = finishAnswer(mapper, parts, context.promptTokens);
       reportSuccess();
     } else if (signal.aborted) {
@@ -231,7 +161,7 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
         error === undefined
           ? hasParts
             ? "closed the stream before the answer was complete"
-            : describeNothing({ done, chunksRead, wholeAnswer, notCompletion, unexpectedType }, endpoint)
+            : describeNothing(reader, endpoint)
           : watch.stalled !== undefined
             ? describeStall(watch.stalled, settings)
             : describeTransportError(error);
@@ -337,17 +267,14 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
           stage = contentType !== undefined && isJsonType(contentType) ? "json" : "body";
           // Read all the same (some servers label streams loosely), but named if nothing came of it.
           if (stage === "body" && contentType !== undefined && contentType !== "text/event-stream")
-            unexpectedType = contentType;
+            reader.unexpectedType = contentType;
         }
         if (stage === "json") {
           awaitingUpstream = true;
           const answer = await readText(current, MAX_ANSWER_LENGTH, touch);
           awaitingUpstream = false;
-          if (answer.cut) {
-            streamError = malformed(`an answer longer than ${MAX_ANSWER_TEXT}`);
-          } else {
-            readEvent({ event: undefined, data: answer.text }, parts, true);
-          }
+          if (answer.cut) reader.fail(`an answer longer than ${MAX_ANSWER_TEXT}`);
+          else reader.readWhole(answer.text, parts);
           return conclude(parts, undefined);
         }
         for (;;) {
@@ -355,49 +282,22 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
           const text = await current.read();
           awaitingUpstream = false;
           if (text === undefined) break;
-          const pendingBefore = parser.pendingLength;
-          const events = parser.push(text);
-          if (events.length > 0 || parser.pendingLength > pendingBefore) touch();
-          if (unparsed !== undefined)
-            unparsed = events.length === 0 ? keepUnparsed(unparsed, text) : undefined;
-          for (const event of events) {
-            readEvent(event, parts);
-            if (done || streamError !== undefined) break;
-          }
-          if (done || streamError !== undefined) {
+          reader.push(text, parts);
+          if (reader.done || reader.streamError !== undefined) {
             // The answer is over ([DONE] or an error event): the rest of the body is only read
             // so that the connection is reused, and not waited for.
             current.drain(DRAIN_AFTER_END_MS);
             break;
           }
-          // A body that has held no event yet is a bare answer, however the parser holds it.
-          const tooLong =
-            mapper.producedLength > MAX_ANSWER_LENGTH || (unparsed?.length ?? 0) > MAX_ANSWER_LENGTH
-              ? "an answer"
-              : parser.pendingLength > MAX_ANSWER_LENGTH
-                ? "an event"
-                : undefined;
-          if (tooLong !== undefined) {
-            streamError = malformed(`${tooLong} longer than ${MAX_ANSWER_TEXT}`);
-            // Nothing after it is read: the connection goes, the next read throws.
-            current.abort(new AttemptStopped("answer too long"));
-          }
+          // Nothing after an answer too long is read: the connection goes, the next read throws.
+          if (reader.outgrown()) current.abort(new AttemptStopped("answer too long"));
           if (mapper.rawFinishReason !== undefined) watch.shortenIdle(FINISH_GRACE_MS);
-          if (parts.length > 0 && streamError === undefined) {
+          if (parts.length > 0 && reader.streamError === undefined) {
             produced = true;
             return { kind: "parts", parts, last: false };
           }
         }
-        if (!done && streamError === undefined) {
-          const last = parser.end();
-          if (last !== undefined) {
-            // After the model's finish reason, an event the body ended inside of was cut on its
-            // way (most often the usage chunk): dropped, as the SSE standard drops an event the
-            // stream ended in; the answer is whole, its usage estimated (conclude).
-            if (mapper.rawFinishReason === undefined || !isCutEvent(last)) readEvent(last, parts);
-          } else if (unparsed !== undefined && beginsAsJson(unparsed))
-            readEvent({ event: undefined, data: unparsed }, parts, true);
-        }
+        reader.end(parts);
         return conclude(parts, undefined);
       } catch (error) {
         return awaitingUpstream ? conclude(parts, error) : failInternally(parts, error);
@@ -409,11 +309,6 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
       current.abort(new AttemptStopped("disposed"));
     },
   };
-}
-
-/** What an upstream that broke the protocol sent, as {@link readEvent} reports an upstream's error. */
-function malformed(message: string): UpstreamErrorBody {
-  return { message, type: undefined, code: undefined, param: undefined };
 }
 
 /** `model_unavailable`: the engine closed (shutdown or reload) while the request ran. */

@@ -15,9 +15,7 @@ import type {
   Outcome,
   SettleEffect,
 } from "./sqlite-billing-types.ts";
-
-/** How long a reservation stays in memory only before its row is written to the file. */
-export const HOLD_MS = 1_000;
+import { createHeldReservations } from "./sqlite-held-reservations.ts";
 
 /** The hot half of billing on SQLite: {@link Store.reserve} and {@link Store.settle}. */
 export interface SqliteBillingBatch {
@@ -54,12 +52,9 @@ export interface SqliteBillingBatch {
  * so the only reserves that can race are this process's own, and they run on one thread. That
  * lets a reservation live in memory: `reserve` reads the account row (balance and the reserved
  * money written to the file) synchronously, subtracts what this process holds, and answers at
- * once, with no write and no wait for a commit. Most requests finish well within
- * {@link HOLD_MS}; their settle then writes the usage row and charges the balance, and the
- * reservation never touches the file. A request that runs longer gets its reservation row
- * written (the account's reserved column raised with it), so the CLI beside the server sees its
- * money set aside, and a crash leaves a reservation that the next start releases. A crash that
- * loses a reservation held in memory loses nothing else: nothing was charged for it.
+ * once, with no write and no wait for a commit. Most requests are settled before their
+ * reservation's row is ever written (sqlite-held-reservations.ts: what is held, and when a
+ * reservation that lasts is written to the file after all).
  *
  * Reading the account row costs more than the rest of a reserve (each statement outside a
  * transaction opens and closes a read transaction of its own: file locks and the WAL index), so
@@ -85,8 +80,7 @@ export interface SqliteBillingBatch {
  * Another process can hold the file's write lock for longer than the owner's short busy timeout
  * (a VACUUM, an open sqlite3 session): a batch then fails at once (its settles are retried by
  * their caller), and until a batch commits again reservations are written, not held, so they
- * fail too (503) instead of serving requests whose charges cannot be recorded. A row that could
- * not be written for the lock is tried again after {@link HOLD_MS}.
+ * fail too (503) instead of serving requests whose charges cannot be recorded.
  *
  * The statements run directly on `node:sqlite` (kysely's per-call machinery cost more than the
  * statements), while the batch holds kysely's connection lock, so a batch never runs inside a
@@ -101,18 +95,8 @@ export function createSqliteBillingBatch(options: {
   const { queries, templates, run, all, execute } = createBillingStatements(db, database);
   const { findAccount, readAccountMoney, setAsideBeside, addReserved, listReservationIds } = templates;
 
-  /** Reservations held in memory, oldest first (a Map keeps insertion order). */
-  const held = new Map<string, HeldReservation>();
-  /** The money each account has held in memory. */
-  const heldByAccount = new Map<string, bigint>();
-
-  function forget(entry: HeldReservation): void {
-    const { id, accountId, amountNano } = entry.reservation;
-    held.delete(id);
-    const remaining = (heldByAccount.get(accountId) ?? 0n) - amountNano;
-    if (remaining === 0n) heldByAccount.delete(accountId);
-    else heldByAccount.set(accountId, remaining);
-  }
+  const holding = createHeldReservations({ write: (entry) => enqueue({ kind: "write", held: entry }) });
+  const { held, heldFor, hold, forget, scheduleWrites, pauseWrites, writeAll, stop } = holding;
 
   /** Each account's money as this process knows it (see the function's comment). */
   const knownMoney = new Map<string, KnownMoney>();
@@ -136,7 +120,7 @@ export function createSqliteBillingBatch(options: {
   function reserveNow(reservation: Reservation): ReserveResult {
     const { id, accountId, amountNano } = reservation;
     if (held.has(id) || readRowIds().has(id)) throw new Error(`A reservation with the id ${id} exists.`);
-    const heldNano = heldByAccount.get(accountId) ?? 0n;
+    const heldNano = heldFor(accountId);
     let known = knownMoney.get(accountId);
     if (known === undefined || amountNano > known.balanceNano - known.reservedNano - heldNano) {
       const account = all(readAccountMoney({ accountId, id }))[0];
@@ -152,9 +136,7 @@ export function createSqliteBillingBatch(options: {
       knownMoney.set(accountId, known);
       if (amountNano > known.balanceNano - known.reservedNano - heldNano) return "insufficient_balance";
     }
-    held.set(id, { reservation, heldAt: performance.now(), state: "memory", unwritable: false });
-    heldByAccount.set(accountId, (heldByAccount.get(accountId) ?? 0n) + amountNano);
-    scheduleWrites();
+    hold(reservation);
     return "reserved";
   }
 
@@ -162,7 +144,7 @@ export function createSqliteBillingBatch(options: {
   function reserveRow(reservation: Reservation): ReserveResult {
     const { accountId, amountNano } = reservation;
     if (held.has(reservation.id)) throw new Error(`A reservation with the id ${reservation.id} exists.`);
-    const needed = amountNano + (heldByAccount.get(accountId) ?? 0n);
+    const needed = amountNano + heldFor(accountId);
     // No balance exceeds what a column holds: an amount beyond it never fits (and cannot be bound).
     if (needed > MAX_BIGINT_COLUMN || run(setAsideBeside({ accountId, amount: amountNano, needed })) === 0) {
       return all(findAccount({ accountId })).length === 0 ? "account_not_found" : "insufficient_balance";
@@ -174,7 +156,7 @@ export function createSqliteBillingBatch(options: {
   /**
    * Money that moved out of memory in the running transaction (held reservations whose row was
    * written, or that were settled), by account: until the transaction commits they still count
-   * in {@link heldByAccount}, and must not count twice beside the file's rows and charges.
+   * in {@link heldFor}, and must not count twice beside the file's rows and charges.
    */
   const movedInTransaction = new Map<string, bigint>();
 
@@ -235,8 +217,7 @@ export function createSqliteBillingBatch(options: {
         throw noAccountError(accountId);
       }
     } else {
-      const otherHeldNano =
-        (heldByAccount.get(accountId) ?? 0n) - (movedInTransaction.get(accountId) ?? 0n) - heldNano;
+      const otherHeldNano = heldFor(accountId) - (movedInTransaction.get(accountId) ?? 0n) - heldNano;
       const fits = run(
         queries.chargeWithin({ accountId, cost: costNano, released: releasedNano, held: otherHeldNano }),
       );
@@ -298,8 +279,7 @@ export function createSqliteBillingBatch(options: {
         } else if (isSqliteUnavailable(outcome.error)) {
           // Another process holds the file, or its disk is full or failing: written again later.
           operation.held.state = "memory";
-          writesPausedUntil = performance.now() + HOLD_MS;
-          scheduleWrites();
+          pauseWrites();
         } else {
           operation.held.state = "memory";
           operation.held.unwritable = true;
@@ -344,49 +324,10 @@ export function createSqliteBillingBatch(options: {
   });
   const { enqueue, drain } = commit;
 
-  function write(entry: HeldReservation): void {
-    entry.state = "writing";
-    enqueue({ kind: "write", held: entry });
-  }
-
-  let timer: NodeJS.Timeout | undefined;
   let closed = false;
-  /** `performance.now()` before which no row is written: the file was locked by another process. */
-  let writesPausedUntil = 0;
-
-  /** Arms the timer for the oldest reservation held in memory, if none is armed. */
-  function scheduleWrites(): void {
-    if (timer !== undefined || closed) return;
-    for (const entry of held.values()) {
-      if (entry.state !== "memory" || entry.unwritable) continue;
-      const now = performance.now();
-      const delay = Math.max(0, entry.heldAt + HOLD_MS - now, writesPausedUntil - now);
-      timer = setTimeout(writeDue, delay);
-      timer.unref();
-      return;
-    }
-  }
-
-  function writeDue(): void {
-    timer = undefined;
-    if (performance.now() < writesPausedUntil) {
-      scheduleWrites();
-      return;
-    }
-    const due = performance.now() - HOLD_MS;
-    for (const entry of held.values()) {
-      if (entry.state !== "memory" || entry.unwritable) continue;
-      // Held in order: the first one not due yet is the next to arm the timer for.
-      if (entry.heldAt > due) break;
-      write(entry);
-    }
-    scheduleWrites();
-  }
 
   async function writeHeld(): Promise<void> {
-    for (const entry of held.values()) {
-      if (entry.state === "memory" && !entry.unwritable) write(entry);
-    }
+    writeAll();
     await drain();
   }
 
@@ -433,9 +374,7 @@ export function createSqliteBillingBatch(options: {
     writeHeld,
     drain,
 
-    heldFor(accountId: string): bigint {
-      return heldByAccount.get(accountId) ?? 0n;
-    },
+    heldFor,
 
     forgetReservationIds(): void {
       rowIds = undefined;
@@ -444,8 +383,7 @@ export function createSqliteBillingBatch(options: {
     async close(): Promise<void> {
       await writeHeld();
       closed = true;
-      if (timer !== undefined) clearTimeout(timer);
-      timer = undefined;
+      stop();
       await drain();
     },
   };

@@ -10,7 +10,7 @@ export interface HeldReservation {
   reservation: Reservation;
   /**
    * `performance.now()` when it was made: it is written once it is `HOLD_MS` old (see
-   * sqlite-billing-batch.ts).
+   * sqlite-held-reservations.ts).
    */
   heldAt: number;
   /**
