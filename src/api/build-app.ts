@@ -98,13 +98,16 @@ export const STORE_OUTAGE_LOG_INTERVAL_MS = 10_000;
 export function createServerMetrics(registry: ModelRegistry, inFlight: InFlightRequests): Metrics {
   return new Metrics({
     inFlight: () => inFlight.size,
-    models: () =>
-      registry.list().map((entry) => ({
+    models: () => [
+      ...registry.list().map((entry) => ({
         model: entry.model.id,
         status: getModelStatus(entry),
         load: registry.loadOf(entry.model.id),
         endpoints: entry.engine?.endpoints?.(),
       })),
+      // No longer in the catalogue, but its requests still run: they stay counted until they end.
+      ...registry.listRemovedIds().map((id) => ({ model: id, load: registry.loadOf(id) })),
+    ],
   });
 }
 

@@ -28,7 +28,8 @@ export interface RequestObservation {
 /** A catalogue model's state when `/metrics` is scraped. */
 export interface ModelState {
   model: string;
-  status: ModelStatus;
+  /** Absent for a model a reload removed while its requests still run (only their load counts). */
+  status?: ModelStatus | undefined;
   /** Requests running in its engine and waiting for it; absent where the engine does not say. */
   load?: { running: number; waiting: number } | undefined;
   /** Its upstream endpoints, and how many of them rest; absent for a local model. */
@@ -103,8 +104,10 @@ export class Metrics {
       registers: [this.registry],
       collect() {
         this.reset();
-        for (const { model, status } of models())
+        for (const { model, status } of models()) {
+          if (status === undefined) continue;
           for (const each of MODEL_STATUSES) this.set({ model, status: each }, each === status ? 1 : 0);
+        }
       },
     });
     new Gauge({

@@ -83,6 +83,16 @@ export class ModelRegistry {
   }
 
   /**
+   * The ids of models a reload removed whose engines still finish requests: {@link loadOf} counts
+   * those requests under the id until the engines close.
+   */
+  listRemovedIds(): string[] {
+    const ids = new Set<string>();
+    for (const id of this.#retired.values()) if (!this.#models.has(id)) ids.add(id);
+    return [...ids];
+  }
+
+  /**
    * The requests running and waiting for a model: its engine's, and those of engines a reload
    * replaced that still finish theirs (a reload that raised a limit to clear a backlog must show
    * the backlog that the old engine still works through). `undefined` where no engine says.
