@@ -128,7 +128,27 @@ function readId(issues: ConfigIssues, path: ConfigPath, value: unknown): string 
     issues.add(path, `must not begin or end with whitespace; write ${JSON.stringify(id.trim())}`);
     return undefined;
   }
+  if (id !== undefined && !isAddressable(id)) {
+    issues.add(
+      path,
+      `must not begin or end with "/" nor have an empty, "." or ".." part between slashes: GET /v1/models/{id} could not name it (the server joins repeated slashes, clients resolve dot parts)${addressable(id) === "" ? "" : `; write ${JSON.stringify(addressable(id))}`}`,
+    );
+    return undefined;
+  }
   return id;
+}
+
+/** Whether `GET /v1/models/{id}`, written out as it is, reaches the id (ids may hold "/"). */
+function isAddressable(id: string): boolean {
+  return id.split("/").every((part) => part !== "" && part !== "." && part !== "..");
+}
+
+/** The id with its empty, "." and ".." parts left out: a suggestion for one that is not addressable. */
+function addressable(id: string): string {
+  return id
+    .split("/")
+    .filter((part) => part !== "" && part !== "." && part !== "..")
+    .join("/");
 }
 
 function readPricing(

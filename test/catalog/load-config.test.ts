@@ -830,6 +830,29 @@ models:
     ]);
   });
 
+  it("rejects an id that GET /v1/models/{id} could not name written out (regression: 'a//b' and 'x/' were served, found only percent-encoded)", async () => {
+    const entry = (id: string) => `  - id: "${id}"
+    pricing: { input_per_million: "1", output_per_million: "2" }
+    engine: { type: openai, endpoints: [ { base_url: "http://127.0.0.1:9/v1" } ], model: m }
+`;
+    expect(
+      await problemsOfFile(
+        `models:\n${["a//b", "x/", "/lead", "org/./m", "..", "org/model:Q4", "a.b/c..d"].map(entry).join("")}`,
+      ),
+    ).toEqual(
+      [
+        ["0", "a/b"],
+        ["1", "x"],
+        ["2", "lead"],
+        ["3", "org/m"],
+        ["4", ""],
+      ].map(
+        ([index, suggestion]) =>
+          `models[${index}].id: must not begin or end with "/" nor have an empty, "." or ".." part between slashes: GET /v1/models/{id} could not name it (the server joins repeated slashes, clients resolve dot parts)${suggestion === "" ? "" : `; write "${suggestion}"`}`,
+      ),
+    );
+  });
+
   it("takes the hf: scheme in any case", async () => {
     await folder.write(
       "tollgate.yaml",
