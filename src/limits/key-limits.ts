@@ -11,15 +11,43 @@ const LIMIT_HEADERS = {
   tokens: "x-ratelimit-limit-tokens",
 } as const satisfies Record<Dimension, string>;
 
+/** The headers of each dimension, made once: a name built per response is a string per header. */
+const HEADERS = {
+  requests: {
+    limit: "x-ratelimit-limit-requests",
+    remaining: "x-ratelimit-remaining-requests",
+    reset: "x-ratelimit-reset-requests",
+  },
+  tokens: {
+    limit: "x-ratelimit-limit-tokens",
+    remaining: "x-ratelimit-remaining-tokens",
+    reset: "x-ratelimit-reset-tokens",
+  },
+} as const satisfies Record<Dimension, { limit: string; remaining: string; reset: string }>;
+
+/** Bucket names by key public id and dimension: the name is a Map key, flattened on each lookup if built anew. */
+const bucketNames = new Map<string, { requests: string; tokens: string }>();
+
+function bucketName(publicId: string, dimension: Dimension): string {
+  let names = bucketNames.get(publicId);
+  if (names === undefined) {
+    if (bucketNames.size >= 10_000) bucketNames.clear();
+    names = { requests: `requests:${publicId}`, tokens: `tokens:${publicId}` };
+    bucketNames.set(publicId, names);
+  }
+  return names[dimension];
+}
+
 function bucketOf(key: RequestKey, dimension: Dimension) {
   const limit = dimension === "requests" ? key.rpm : key.tpm;
-  return limit === undefined ? undefined : { bucket: `${dimension}:${key.publicId}`, limit };
+  return limit === undefined ? undefined : { bucket: bucketName(key.publicId, dimension), limit };
 }
 
 function setLimitHeaders(setHeader: SetHeader, dimension: Dimension, state: BucketState): void {
-  setHeader(`x-ratelimit-limit-${dimension}`, String(state.limit));
-  setHeader(`x-ratelimit-remaining-${dimension}`, String(state.remaining));
-  setHeader(`x-ratelimit-reset-${dimension}`, formatReset(state.resetMs));
+  const names = HEADERS[dimension];
+  setHeader(names.limit, String(state.limit));
+  setHeader(names.remaining, String(state.remaining));
+  setHeader(names.reset, formatReset(state.resetMs));
 }
 
 function refuse(dimension: Dimension, result: TakeResult, amount: number): AppError {
@@ -76,13 +104,13 @@ export class KeyLimits {
   }
 
   /** Spends one request, or throws 429 `rate_limit_exceeded`. */
-  async takeRequest(key: RequestKey, setHeader: SetHeader): Promise<void> {
-    await this.#take(key, "requests", 1, setHeader);
+  takeRequest(key: RequestKey, setHeader: SetHeader): Promise<void> {
+    return this.#take(key, "requests", 1, setHeader);
   }
 
   /** Spends the request's estimated tokens, or throws 429 `rate_limit_exceeded`. */
-  async takeTokens(key: RequestKey, amount: number, setHeader: SetHeader): Promise<void> {
-    await this.#take(key, "tokens", amount, setHeader);
+  takeTokens(key: RequestKey, amount: number, setHeader: SetHeader): Promise<void> {
+    return this.#take(key, "tokens", amount, setHeader);
   }
 
   /**
@@ -107,7 +135,7 @@ export class KeyLimits {
   async #take(key: RequestKey, dimension: Dimension, amount: number, setHeader: SetHeader): Promise<void> {
     const bucket = bucketOf(key, dimension);
     if (bucket === undefined) return;
-    const result = await this.#limiter.take({ ...bucket, amount });
+    const result = await this.#limiter.take({ bucket: bucket.bucket, limit: bucket.limit, amount });
     setLimitHeaders(setHeader, dimension, result);
     if (!result.allowed) throw refuse(dimension, result, amount);
   }

@@ -40,8 +40,10 @@ class EventStreamParser implements SseParser {
    */
   #partial: string[] = [];
   #partialLength = 0;
-  #data: string[] = [];
-  /** The characters in `#data`. */
+  /** The event's first data line; later ones (rare) go to `#moreData`: no array per event. */
+  #firstData: string | undefined;
+  #moreData: string[] | undefined;
+  /** The characters in the data lines. */
   #dataLength = 0;
   #event: string | undefined;
   /** A `\r` ended the last piece: a `\n` starting the next one belongs to it. */
@@ -60,6 +62,8 @@ class EventStreamParser implements SseParser {
     this.#pendingCarriageReturn = false;
     // Most streams use "\n" only: look for "\r" again only after passing the last one found.
     let carriage = text.indexOf("\r", start);
+    // Likewise the next ":", which ends a line's field name.
+    let colon = text.indexOf(":", start);
     for (;;) {
       const newline = text.indexOf("\n", start);
       if (carriage !== -1 && carriage < start) carriage = text.indexOf("\r", start);
@@ -78,7 +82,13 @@ class EventStreamParser implements SseParser {
           next = text.charCodeAt(carriage + 1) === 10 ? carriage + 2 : carriage + 1;
         }
       }
-      this.#readLine(this.#takeLine(text.slice(start, end)), events);
+      if (this.#partial.length === 0) {
+        if (colon !== -1 && colon < start) colon = text.indexOf(":", start);
+        this.#readLine(text, start, end, colon, events);
+      } else {
+        const line = this.#takeLine(text.slice(start, end));
+        this.#readLine(line, 0, line.length, line.indexOf(":"), events);
+      }
       start = next;
     }
     if (start < text.length) {
@@ -90,35 +100,51 @@ class EventStreamParser implements SseParser {
 
   end(): ServerSentEvent | undefined {
     const events: ServerSentEvent[] = [];
-    if (this.#partialLength > 0) this.#readLine(this.#takeLine(""), events);
+    if (this.#partialLength > 0) {
+      const line = this.#takeLine("");
+      this.#readLine(line, 0, line.length, line.indexOf(":"), events);
+    }
     this.#dispatch(events);
     return events[0];
   }
 
   #dispatch(events: ServerSentEvent[]): void {
-    const data = this.#data;
-    if (data.length > 0)
-      events.push({ event: this.#event, data: data.length === 1 ? (data[0] ?? "") : data.join("\n") });
-    this.#data = [];
+    const first = this.#firstData;
+    if (first !== undefined) {
+      const more = this.#moreData;
+      events.push({ event: this.#event, data: more === undefined ? first : [first, ...more].join("\n") });
+    }
+    this.#firstData = undefined;
+    this.#moreData = undefined;
     this.#dataLength = 0;
     this.#event = undefined;
   }
 
-  #readLine(line: string, events: ServerSentEvent[]): void {
-    if (line === "") {
+  /**
+   * Reads the line `text[start, end)`, `colon` the first ":" at or after `start` (-1: none): sliced
+   * once, for its value, and not at all for its field.
+   */
+  #readLine(text: string, start: number, end: number, colon: number, events: ServerSentEvent[]): void {
+    if (start === end) {
       this.#dispatch(events);
       return;
     }
-    const colon = line.indexOf(":");
-    if (colon === 0) return;
-    const field = colon === -1 ? line : line.slice(0, colon);
-    let value = colon === -1 ? "" : line.slice(colon + 1);
-    if (value.charCodeAt(0) === 32) value = value.slice(1);
-    if (field === "data" || field === "error") {
-      this.#data.push(value);
+    if (colon === start) return;
+    const fieldEnd = colon === -1 || colon >= end ? end : colon;
+    let valueStart = fieldEnd === end ? end : fieldEnd + 1;
+    if (valueStart < end && text.charCodeAt(valueStart) === 32) valueStart++;
+    const fieldLength = fieldEnd - start;
+    const isData = fieldLength === 4 && text.startsWith("data", start);
+    const isError = !isData && fieldLength === 5 && text.startsWith("error", start);
+    if (isData || isError) {
+      const value = text.slice(valueStart, end);
+      if (this.#firstData === undefined) this.#firstData = value;
+      else if (this.#moreData === undefined) this.#moreData = [value];
+      else this.#moreData.push(value);
       this.#dataLength += value.length;
-      if (field === "error") this.#event = "error";
-    } else if (field === "event") this.#event = value;
+      if (isError) this.#event = "error";
+    } else if (fieldLength === 5 && text.startsWith("event", start))
+      this.#event = text.slice(valueStart, end);
   }
 
   /** The unfinished line held so far, followed by `tail`; forgets it. */
