@@ -21,9 +21,10 @@ export interface PromptTokenCounts {
  * over its texts, each counted two ways:
  *
  * - `estimate`: every message's text ({@link estimateTextTokens}) plus a few tokens of template per
- *   message, tool calls as their name and arguments, and the tools' definitions as their JSON text
- *   (templates render them more compactly, so this errs on the high side). The response format's
- *   schema counts too, as structured-output prompts include it.
+ *   message, tool calls as their id, name and arguments (a tool message's call id too), and the
+ *   tools' definitions as their JSON text (templates render them more compactly, so this errs on
+ *   the high side). The response format's name, description and schema count too, as
+ *   structured-output prompts include them: every text the upstream is sent counts.
  * - `atMost`: every text as its UTF-8 bytes (the same template tokens around them). Byte-level
  *   tokenizers (GPT's, Llama 3's, Qwen's) and SentencePiece with byte fallback never spend less
  *   than a byte on a token, so this holds whatever the text; the estimate does not: crafted text
@@ -46,19 +47,28 @@ export function countPromptTokens(request: ChatRequest): PromptTokenCounts {
     template += TOKENS_PER_MESSAGE;
     if (message.content !== null) count(message.content);
     if (message.role !== "tool" && message.name !== undefined) count(message.name);
+    // The ids go upstream too, and an upstream counts them (up to 1024 characters each): left out,
+    // their bytes escaped the reservation and the context check, and an account whose requests
+    // carried its prompt in them was charged the upstream's count only as far as its balance paid.
     if (message.role === "assistant") {
       for (const call of message.toolCalls ?? []) {
         template += TOKENS_PER_MESSAGE;
+        count(call.id);
         count(call.name);
         count(call.arguments);
       }
-    }
+    } else if (message.role === "tool") count(message.toolCallId);
   }
   if (request.tools.length > 0) {
     template += TOOLS_PREAMBLE_TOKENS;
     count(JSON.stringify(request.tools));
   }
-  if (request.responseFormat.type === "json_schema") count(JSON.stringify(request.responseFormat.schema));
+  const format = request.responseFormat;
+  if (format.type === "json_schema") {
+    count(format.name);
+    if (format.description !== undefined) count(format.description);
+    count(JSON.stringify(format.schema));
+  }
   return { estimate: template + estimate, atMost: template + atMost };
 }
 

@@ -98,6 +98,41 @@ describe("countPromptTokensAtMost", () => {
     expect(countPromptTokensAtMost(request)).toBeGreaterThanOrEqual(real);
   });
 
+  it("counts every text sent upstream: tool call ids, a tool message's call id, the response format's name and description (regression: ids were not counted, and a prompt carried in them escaped the reservation)", () => {
+    const filler = "x".repeat(1000);
+    const plain = createChatRequest({
+      messages: [
+        { role: "user", content: "Hi" },
+        { role: "assistant", content: null, toolCalls: [{ id: "c", name: "f", arguments: "{}" }] },
+        { role: "tool", content: "ok", toolCallId: "c" },
+      ],
+    });
+    const withIds = createChatRequest({
+      messages: [
+        { role: "user", content: "Hi" },
+        { role: "assistant", content: null, toolCalls: [{ id: filler, name: "f", arguments: "{}" }] },
+        { role: "tool", content: "ok", toolCallId: filler },
+      ],
+    });
+    expect(countPromptTokensAtMost(withIds)).toBeGreaterThanOrEqual(countPromptTokensAtMost(plain) + 1998);
+    expect(estimatePromptTokens(withIds)).toBeGreaterThan(estimatePromptTokens(plain) + 200);
+
+    const schema = { type: "object" };
+    const formatted = (description: string | undefined) =>
+      createChatRequest({
+        messages: [{ role: "user", content: "Hi" }],
+        responseFormat: {
+          type: "json_schema",
+          name: "answer",
+          schema,
+          ...(description === undefined ? {} : { description }),
+        },
+      });
+    expect(countPromptTokensAtMost(formatted(filler))).toBeGreaterThanOrEqual(
+      countPromptTokensAtMost(formatted(undefined)) + 1000,
+    );
+  });
+
   it("is never below the estimate", () => {
     const request = createChatRequest({ messages: [{ role: "user", content: "\n\n\n\n" }] });
     expect(countPromptTokensAtMost(request)).toBeGreaterThanOrEqual(estimatePromptTokens(request));
