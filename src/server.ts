@@ -6,6 +6,7 @@ import { describeListenError, formatHostPort } from "./api/describe-listen-error
 import { InFlightRequests } from "./api/in-flight-requests.ts";
 import { registerAdminRoutes } from "./api/routes/admin.ts";
 import { createAuthenticator } from "./auth/authenticator.ts";
+import { warnOfShortAdminKey } from "./auth/warn-of-short-admin-key.ts";
 import { keepLeases } from "./billing/keep-leases.ts";
 import { LeaseClock } from "./billing/lease-clock.ts";
 import { createSettleEventLog } from "./billing/log-settle-events.ts";
@@ -111,6 +112,7 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
   // Only the engines the catalogue uses are imported (an upstream model brings undici).
   await loadEngineModules(options.config.models);
   const logger = createLogger(options);
+  warnOfShortAdminKey(options.config.adminKey, logger);
   const store = await openStore(options.config.database, {
     owner: true,
     onMigrationWait: ({ holder, waitedMs }) =>
