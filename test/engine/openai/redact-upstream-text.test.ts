@@ -18,6 +18,31 @@ describe("redactUpstreamText", () => {
   });
 });
 
+describe("redactUpstreamText on what an upstream quotes in part (found by a security review)", () => {
+  const secret = "UPSTREAM-SECRET-0123456789";
+
+  it("removes a piece of a long secret, its start, middle or end, and keeps short look-alikes", () => {
+    expect(redactUpstreamText("bad key UPSTREAM-SECR...", [secret])).toBe("bad key [redacted]...");
+    expect(redactUpstreamText("bad key ...0123456789, ...SECRET-0123", [secret])).toBe(
+      "bad key ...[redacted], ...[redacted]",
+    );
+    expect(redactUpstreamText("UPSTREAM servers are SECRET", [secret])).toBe("UPSTREAM servers are SECRET");
+    // A short secret goes only whole: pieces of it would be ordinary words.
+    expect(redactUpstreamText("the token vllm-local was refused", ["vllm-local-7f3a"])).toBe(
+      "the token vllm-local was refused",
+    );
+  });
+
+  it("removes a URL's query values named as credentials, keeping the rest of the URL", () => {
+    expect(
+      redactUpstreamText("fetch http://10.0.0.5:8000/v1?token=abc&model=m&X-Amz-Signature=f00d failed", []),
+    ).toBe("fetch http://10.0.0.5:8000/v1?token=[redacted]&model=m&X-Amz-Signature=[redacted] failed");
+    expect(redactUpstreamText("see https://example.com/docs?page=2#keys", [])).toBe(
+      "see https://example.com/docs?page=2#keys",
+    );
+  });
+});
+
 describe("dropCutSecret", () => {
   it("redacts the user and password of a URL, keeping its host", () => {
     expect(redactUpstreamText("Traceback: postgres://svc:hunter2@db-primary.internal/prod", [])).toBe(
