@@ -10,6 +10,7 @@ import { createTableLayout, formatInstant } from "./format-table.ts";
 import { listAccountSummaries } from "./list-account-summaries.ts";
 import { parseCommandArguments, stringOption } from "./parse-command-arguments.ts";
 import { readPages } from "./read-pages.ts";
+import { stringifyForTerminal } from "./show-control-characters.ts";
 import { withCliErrors } from "./with-cli-errors.ts";
 
 const USAGE = {
@@ -130,7 +131,7 @@ async function showCommand(store: Store, argv: readonly string[], out: OutputSin
   });
   const summary = await withCliErrors(() => describeAccount(store, account));
   if (format === "json") {
-    out.write(JSON.stringify(summary));
+    out.write(stringifyForTerminal(summary));
     return;
   }
   out.write(`id:       ${summary.id}`);

@@ -8,7 +8,8 @@ export type CsvValue = string | number | boolean | null;
  * cell holding a comma, a double quote or a line break is quoted, with its double quotes doubled.
  *
  * Text that a spreadsheet would run as a formula (starting with `=`, `+`, `-`, `@`, a tab or a
- * carriage return) gets a `'` in front, as OWASP advises: request ids and `user` values come from
+ * line break, or one of those signs after white space or in its fullwidth form) gets a `'` in
+ * front, as OWASP advises: request ids and `user` values come from
  * API clients, and a usage export is opened by whoever pays the bills. Numbers stay as they are.
  * Control characters other than tab and line breaks are written as `\u001b` and the like (see
  * show-control-characters.ts): the CLI prints CSV to a terminal.
@@ -17,8 +18,11 @@ export function formatCsvLine(cells: readonly CsvValue[]): string {
   return cells.map(formatCell).join(",");
 }
 
-/** What spreadsheets read as the start of a formula. */
-const FORMULA_START = /^[=+\-@\t\r]/;
+/**
+ * What spreadsheets read as the start of a formula: also after white space (LibreOffice trims
+ * it), and in the fullwidth forms (＝＋－＠) that East Asian input methods type.
+ */
+const FORMULA_START = /^(?:[\t\r\n]|\s*[=+\-@\uff1d\uff0b\uff0d\uff20])/;
 
 function formatCell(value: CsvValue): string {
   if (value === null) return "";

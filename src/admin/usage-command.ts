@@ -3,6 +3,7 @@ import { type Store, USAGE_GROUPINGS, type UsageGrouping } from "../store/store.
 import { CliError, type OutputSink, pacedByReader } from "./cli-error.ts";
 import { createTableLayout, formatInstant, formatTable } from "./format-table.ts";
 import { isHelpRequested, parseCommandArguments, stringOption } from "./parse-command-arguments.ts";
+import { stringifyForTerminal } from "./show-control-characters.ts";
 import {
   readUsagePages,
   renderUsageGroup,
@@ -73,7 +74,7 @@ export async function runUsageCommand(store: Store, argv: readonly string[], out
   } else if (grouping !== undefined) {
     const groups = await sumUsageGroups(store, selection, grouping);
     if (format === "json") {
-      out.write(JSON.stringify(groups.map((group) => renderUsageGroup(group, grouping))));
+      out.write(stringifyForTerminal(groups.map((group) => renderUsageGroup(group, grouping))));
     } else {
       writeGroupsTable(groups, grouping, out);
     }
@@ -102,7 +103,7 @@ async function writeRowsJson(store: Store, selection: UsageSelection, out: Outpu
   for await (const page of pacedByReader(readUsagePages(store, selection), out)) {
     for (const record of page) {
       if (held !== undefined) out.write(`${held},`);
-      held = JSON.stringify(renderUsageRow(record, selection.accountNames));
+      held = stringifyForTerminal(renderUsageRow(record, selection.accountNames));
     }
   }
   if (held !== undefined) out.write(held);

@@ -10,6 +10,16 @@ describe("formatCsvLine", () => {
     );
   });
 
+  it("also guards formulas after white space or a line break, and in fullwidth signs (found by a security review)", () => {
+    expect(formatCsvLine([" =1+1", "\n=1+1", "\uff1d1+1", "\uff20SUM(A1)", "a=b", "  plain"])).toBe(
+      `' =1+1,"'\n=1+1",'\uff1d1+1,'\uff20SUM(A1),a=b,  plain`,
+    );
+  });
+
+  it("writes bidirectional overrides escaped, as control characters are", () => {
+    expect(formatCsvLine(["user\u202egnp.exe"])).toBe("user\\u202egnp.exe");
+  });
+
   it("keeps spreadsheets from running client-supplied text as formulas", () => {
     expect(
       formatCsvLine([

@@ -131,6 +131,19 @@ describe("usage --format json", () => {
     });
   });
 
+  it("writes C1 controls and bidirectional overrides of a client's user escaped: the same JSON, safe to print (found by a security review)", async () => {
+    await charge(beta, KEY_C, "small", 1n, "2025-06-04T00:00:00.000Z", {
+      requestId: "req_c1",
+      user: "\u009b31mred\u202eevil",
+    });
+    const lines = await run("--format", "json", "--account", "beta");
+    const text = lines.join("\n");
+    expect(text).toContain('"user":"\\u009b31mred\\u202eevil"');
+    expect(text).not.toMatch(/[\u009b\u202e]/);
+    const rows = JSON.parse(text) as { user: string | null }[];
+    expect(rows.map((row) => row.user)).toContain("\u009b31mred\u202eevil");
+  });
+
   it("filters by account name or id, key, model and time", async () => {
     const ids = async (...argv: string[]) =>
       ((await runJson(...argv)) as { request_id: string }[]).map((row) => row.request_id);
