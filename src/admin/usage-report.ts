@@ -48,6 +48,11 @@ export interface UsageRow {
   queue_ms: number | null;
   first_token_ms: number | null;
   total_ms: number;
+  /**
+   * The row's own id, unique (request ids may repeat): what tells apart rows read twice, as by a
+   * poller that reads the last minute again (see README, usage listing on PostgreSQL).
+   */
+  id: string;
 }
 
 /** The totals of one group of usage rows. */
@@ -228,6 +233,7 @@ export function renderUsageRow(record: UsageRecord, accountNames: ReadonlyMap<st
     queue_ms: record.queueMs ?? null,
     first_token_ms: record.firstTokenMs ?? null,
     total_ms: record.totalMs,
+    id: record.id,
   };
 }
 
@@ -275,6 +281,7 @@ const USAGE_ROW_COLUMNS = [
   "queue_ms",
   "first_token_ms",
   "total_ms",
+  "id",
 ] as const satisfies readonly (keyof UsageRow)[];
 
 /** A row's CSV cells, in the order of {@link USAGE_ROW_COLUMNS}; `null` is an empty cell. */

@@ -201,10 +201,12 @@ describe.each(backends)("admin listings on $name", (backend) => {
     // Each page reads the accounts of its rows and of the one row it looks ahead at, no more.
     expect(accountsRead(calls, accounts)).toBeLessThanOrEqual(4);
     const body = await get("/admin/usage");
+    const ids = (await store.listUsage()).map((row) => row.id);
+    expect(new Set(ids).size).toBe(2);
     expect(body).toBe(
       '{"object":"list","data":[' +
-        '{"request_id":"req_acme","account":"acme","key":"acmekey00001","model":"m1","prompt_tokens":10,"completion_tokens":5,"cost":"0.1","finish_reason":"stop","error_code":null,"estimated":false,"created":"2025-04-01T00:00:00.000Z","user":null,"queue_ms":1,"first_token_ms":2,"total_ms":3},' +
-        '{"request_id":"req_beta","account":"beta","key":"betakey00001","model":"m2","prompt_tokens":10,"completion_tokens":5,"cost":"0.75","finish_reason":"stop","error_code":null,"estimated":false,"created":"2025-04-02T00:00:00.000Z","user":null,"queue_ms":1,"first_token_ms":2,"total_ms":3}],' +
+        `{"request_id":"req_acme","account":"acme","key":"acmekey00001","model":"m1","prompt_tokens":10,"completion_tokens":5,"cost":"0.1","finish_reason":"stop","error_code":null,"estimated":false,"created":"2025-04-01T00:00:00.000Z","user":null,"queue_ms":1,"first_token_ms":2,"total_ms":3,"id":"${ids[0]}"},` +
+        `{"request_id":"req_beta","account":"beta","key":"betakey00001","model":"m2","prompt_tokens":10,"completion_tokens":5,"cost":"0.75","finish_reason":"stop","error_code":null,"estimated":false,"created":"2025-04-02T00:00:00.000Z","user":null,"queue_ms":1,"first_token_ms":2,"total_ms":3,"id":"${ids[1]}"}],` +
         `"has_more":false,"next_after":${JSON.stringify(JSON.parse(body).next_after)}}`,
     );
     expect(JSON.parse(await get("/admin/usage?group_by=key")).data).toEqual([
@@ -226,8 +228,8 @@ describe.each(backends)("admin listings on $name", (backend) => {
       },
     ]);
     expect(await get("/admin/usage?format=csv&account=beta")).toBe(
-      "request_id,account,key,model,prompt_tokens,completion_tokens,cost,finish_reason,error_code,estimated,created,user,queue_ms,first_token_ms,total_ms\r\n" +
-        "req_beta,beta,betakey00001,m2,10,5,0.75,stop,,false,2025-04-02T00:00:00.000Z,,1,2,3\r\n",
+      "request_id,account,key,model,prompt_tokens,completion_tokens,cost,finish_reason,error_code,estimated,created,user,queue_ms,first_token_ms,total_ms,id\r\n" +
+        `req_beta,beta,betakey00001,m2,10,5,0.75,stop,,false,2025-04-02T00:00:00.000Z,,1,2,3,${ids[1]}\r\n`,
     );
   });
 

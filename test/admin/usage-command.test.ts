@@ -119,7 +119,10 @@ describe("usage --format json", () => {
       queue_ms: 4,
       first_token_ms: 120,
       total_ms: 950,
+      id: (await store.listUsage()).find((row) => row.requestId === "req_2")?.id,
     });
+    // Request ids may repeat; a row's id does not.
+    expect(new Set(rows.map((row) => row.id)).size).toBe(rows.length);
     expect(rows[3]).toMatchObject({
       cost: "0",
       finish_reason: null,
@@ -188,11 +191,12 @@ describe("usage --format json", () => {
 describe("usage --format csv", () => {
   it("prints a header and one line per row", async () => {
     const lines = await run("--format", "csv", "--account", "acme");
+    const ids = new Map((await store.listUsage()).map((row) => [row.requestId, row.id]));
     expect(lines).toEqual([
-      "request_id,account,key,model,prompt_tokens,completion_tokens,cost,finish_reason,error_code,estimated,created,user,queue_ms,first_token_ms,total_ms",
-      `req_1,acme,${KEY_A},small,10,5,0.25,stop,,false,2025-06-01T10:00:00.000Z,,1,2,3`,
-      `req_2,acme,${KEY_B},large,10,5,1.000000001,stop,,true,2025-06-01T23:59:59.999Z,alice,4,120,950`,
-      `req_4,acme,${KEY_A},large,7,0,0,,rate_limit_exceeded,false,2025-06-03T08:00:00.000Z,,,,0`,
+      "request_id,account,key,model,prompt_tokens,completion_tokens,cost,finish_reason,error_code,estimated,created,user,queue_ms,first_token_ms,total_ms,id",
+      `req_1,acme,${KEY_A},small,10,5,0.25,stop,,false,2025-06-01T10:00:00.000Z,,1,2,3,${ids.get("req_1")}`,
+      `req_2,acme,${KEY_B},large,10,5,1.000000001,stop,,true,2025-06-01T23:59:59.999Z,alice,4,120,950,${ids.get("req_2")}`,
+      `req_4,acme,${KEY_A},large,7,0,0,,rate_limit_exceeded,false,2025-06-03T08:00:00.000Z,,,,0,${ids.get("req_4")}`,
     ]);
   });
 

@@ -557,6 +557,7 @@ describe("admin API usage", () => {
           queue_ms: 1,
           first_token_ms: 2,
           total_ms: 3,
+          id: expect.any(String),
         },
         expect.objectContaining({ request_id: "req_2", cost: "0", error_code: "rate_limit_exceeded" }),
       ],
@@ -677,11 +678,14 @@ describe("admin API usage", () => {
     const response = await call("GET", "/admin/usage?format=csv");
     expect(response.status).toBe(200);
     expect(response.headers["content-type"]).toBe("text/csv; charset=utf-8");
+    const ids = (
+      (await call("GET", "/admin/usage")).json() as { data: { request_id: string; id: string }[] }
+    ).data.map((row) => row.id);
     expect(response.text).toBe(
       [
-        "request_id,account,key,model,prompt_tokens,completion_tokens,cost,finish_reason,error_code,estimated,created,user,queue_ms,first_token_ms,total_ms",
-        '"req,1",staff,keytest00001,small,10,5,0.25,stop,,false,2025-06-01T10:00:00.000Z,\'=HYPERLINK(1),1,2,3',
-        "req_2,staff,keytest00001,large,10,5,0,,rate_limit_exceeded,false,2025-06-02T10:00:00.000Z,,1,2,3",
+        "request_id,account,key,model,prompt_tokens,completion_tokens,cost,finish_reason,error_code,estimated,created,user,queue_ms,first_token_ms,total_ms,id",
+        `"req,1",staff,keytest00001,small,10,5,0.25,stop,,false,2025-06-01T10:00:00.000Z,'=HYPERLINK(1),1,2,3,${ids[0]}`,
+        `req_2,staff,keytest00001,large,10,5,0,,rate_limit_exceeded,false,2025-06-02T10:00:00.000Z,,1,2,3,${ids[1]}`,
         "",
       ].join("\r\n"),
     );

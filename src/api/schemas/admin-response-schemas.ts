@@ -102,6 +102,9 @@ export const AdminUsageRowSchema = Type.Object({
     Type.Integer({ description: "Milliseconds from the request to the model's first token (or part)." }),
   ),
   total_ms: Type.Integer({ description: "Milliseconds from the request to its end." }),
+  id: Type.String({
+    description: "The row's own id, unique (request ids may repeat): it tells apart rows read twice.",
+  }),
 });
 
 export const AdminUsagePageSchema = Type.Object(
