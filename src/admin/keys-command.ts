@@ -215,7 +215,7 @@ function parseLimit(option: string, text: string): number {
   const value = /^[0-9]+$/.test(text) ? Number(text) : Number.NaN;
   if (!Number.isSafeInteger(value) || value < 1) {
     throw new CliError(
-      `${option} must be a whole number of at least 1 (leave it out for no limit), not '${text}'.`,
+      `${option} must be a whole number from 1 to ${Number.MAX_SAFE_INTEGER} (leave it out for no limit), not '${text}'.`,
     );
   }
   return value;

@@ -95,7 +95,7 @@ export function validateLimit(field: "rpm" | "tpm", value: number | undefined): 
   if (!Number.isSafeInteger(value) || value < 1) {
     throw new AdminError(
       "invalid_value",
-      `${field} must be a whole number of at least 1 (leave it out for no limit).`,
+      `${field} must be a whole number from 1 to ${Number.MAX_SAFE_INTEGER} (leave it out for no limit).`,
       { field },
     );
   }

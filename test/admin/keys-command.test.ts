@@ -96,7 +96,12 @@ describe("keys create", () => {
     [
       "an rpm of 0",
       ["create", "--account", "acme", "--rpm", "0"],
-      /--rpm must be a whole number of at least 1/,
+      /--rpm must be a whole number from 1 to 9007199254740991/,
+    ],
+    [
+      "an rpm too large to hold (regression: it said 'of at least 1')",
+      ["create", "--account", "acme", "--rpm", "100000000000000000000"],
+      /--rpm must be a whole number from 1 to 9007199254740991 \(leave it out for no limit\), not '100000000000000000000'/,
     ],
     ["a fractional tpm", ["create", "--account", "acme", "--tpm", "1.5"], /--tpm must be a whole number/],
     [

@@ -186,7 +186,7 @@ describe("keys update", () => {
       ["--expires", "2030-01-01", "--no-expiry"],
       /Give --expires or --no-expiry, not both/,
     ],
-    ["an rpm of 0", ["--rpm", "0"], /--rpm must be a whole number of at least 1/],
+    ["an rpm of 0", ["--rpm", "0"], /--rpm must be a whole number from 1 to 9007199254740991/],
     ["a fractional tpm", ["--tpm", "1.5"], /--tpm must be a whole number/],
     ["an empty model list", ["--models", " , "], /--models needs at least one/],
     [
