@@ -1,4 +1,4 @@
-import type { ExpressionBuilder, Kysely, SelectQueryBuilder } from "kysely";
+import { type ExpressionBuilder, type Kysely, type SelectQueryBuilder, sql } from "kysely";
 import { auditBilling } from "./audit-billing.ts";
 import { toCreditRecord, toCreditRow, toReservation, toUsageRow } from "./billing-rows.ts";
 import { MAX_BIGINT_COLUMN, readBigInt, toTimestampText } from "./column-values.ts";
@@ -45,6 +45,13 @@ export interface KyselyBillingOptions {
   lockRows: boolean;
   /** Usage rows summed per query by `sumUsage`. Default {@link SUM_WINDOW_ROWS}, SQLite's. */
   sumWindowRows?: number;
+  /**
+   * SQL giving a refused request's usage row the time of the statement that writes it, instead of
+   * the record's `createdAt` (PostgreSQL's, postgres/usage-stamps.ts); settles do likewise.
+   */
+  usageTimeSql?: string | undefined;
+  /** The time a paged usage listing stays before (PostgreSQL's, postgres/usage-stamps.ts). */
+  readListingHorizon?: (() => Promise<string>) | undefined;
 }
 
 /**
@@ -67,7 +74,14 @@ export function createKyselyBilling(
       if (usage.costNano !== 0n) {
         throw new RangeError("insertUsage records refused requests, which cost 0; settle charges.");
       }
-      await db.executeQuery(queries.insertUsage(toUsageRow(usage)));
+      const row = toUsageRow(usage);
+      if (options.usageTimeSql === undefined) await db.executeQuery(queries.insertUsage(row));
+      else
+        await db
+          .insertInto("usage")
+          .values({ ...row, created_at: sql<string>`${sql.raw(options.usageTimeSql)}` })
+          .onConflict((conflict) => conflict.column("id").doNothing())
+          .execute();
     },
 
     async renewLeases(
@@ -217,7 +231,15 @@ export function createKyselyBilling(
 
     getAccountBalance: (accountId: string) => readAccountBalance(db, accountId),
 
-    listUsage: (filter?: UsageFilter, page?: UsagePage) => listUsage(db, filter, page),
+    listUsage: async (filter?: UsageFilter, page?: UsagePage) =>
+      listUsage(
+        db,
+        filter,
+        page,
+        page === undefined || options.readListingHorizon === undefined
+          ? undefined
+          : await options.readListingHorizon(),
+      ),
 
     sumUsage: (filter?: UsageFilter, grouping?: UsageGrouping) =>
       sumUsage(db, sumWindowRows, filter, grouping),

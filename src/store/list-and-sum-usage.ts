@@ -7,13 +7,18 @@ import { exactSumOf, readExactSum } from "./exact-money-sum.ts";
 import type { UsageFilter, UsageGrouping, UsagePage, UsageRecord, UsageTotals } from "./store.ts";
 import { groupExpression, type UsageCursorRow, whereInWindow } from "./usage-sum-window.ts";
 
-/** {@link Store.listUsage} on kysely. */
+/**
+ * {@link Store.listUsage} on kysely; `horizon`: a page holds only rows stamped before it
+ * (PostgreSQL's, see postgres/usage-stamps.ts).
+ */
 export async function listUsage(
   db: Kysely<Database>,
   filter: UsageFilter = {},
   page?: UsagePage,
+  horizon?: string,
 ): Promise<UsageRecord[]> {
   let query = whereUsageMatches(db.selectFrom("usage").selectAll(), filter);
+  if (horizon !== undefined) query = query.where("created_at", "<", horizon);
   if (page !== undefined) {
     const limit = requirePageLimit(page.limit, "row");
     const after = page.after;

@@ -8,8 +8,11 @@ export interface StoreOptions {
   /**
    * The store of the server that serves from this database. A SQLite file has one such owner
    * (the server releases every reservation it finds when it starts), so its reservations can be
-   * held in memory until they last a second, instead of written with each request. Ignored by
-   * PostgreSQL, where replicas share the database.
+   * held in memory until they last a second, instead of written with each request. On
+   * PostgreSQL, where replicas share the database, each replica's store is an owner: its usage
+   * rows take the database's time as they are written, and its paged usage listings stay behind
+   * the writes under way, so that a poller's cursor never passes a row still to commit
+   * (postgres/usage-stamps.ts).
    */
   owner?: boolean;
   /**
@@ -52,6 +55,7 @@ export async function openStore(databaseUrl: string, options: StoreOptions = {})
     // Imported only for a PostgreSQL URL: `pg` and its dialect stay out of a SQLite server's memory.
     const { openPostgresStore } = await import("./postgres/open-postgres-store.ts");
     return await openPostgresStore(databaseUrl, {
+      stampUsageOnWrite: options.owner === true,
       upgrade: options.upgrade ?? true,
       onMigrationWait: options.onMigrationWait,
       signal: options.signal,

@@ -16,6 +16,7 @@ import { parsePostgresUrl } from "./parse-postgres-url.ts";
 import { createPostgresBilling } from "./postgres-billing.ts";
 import { PostgresStoreDialect } from "./postgres-store-dialect.ts";
 import { type MigrationLockWait, takeMigrationLock } from "./take-migration-lock.ts";
+import { readUsageListingHorizon, STATEMENT_TIME_TEXT } from "./usage-stamps.ts";
 
 /** Options of {@link openPostgresStore}. */
 export interface PostgresStoreOptions {
@@ -32,6 +33,13 @@ export interface PostgresStoreOptions {
   queryTimeoutMilliseconds?: number;
   /** Migrate a database an older Tollgate made (see `StoreOptions.upgrade`). Default true. */
   upgrade?: boolean;
+  /**
+   * Usage rows take the time of the statement that writes them, not their record's `createdAt`,
+   * and paged usage listings stop at the horizon of writes under way (usage-stamps.ts): a server's
+   * store (`StoreOptions.owner`). Default false: a CLI command, or a test that writes rows of
+   * given times.
+   */
+  stampUsageOnWrite?: boolean;
   /** Told, at once and then every 10 s, while another process's migration makes the open wait. */
   onMigrationWait?: ((wait: MigrationLockWait) => void) | undefined;
   /** Ends a wait for another process's migration: the open fails. */
@@ -124,11 +132,18 @@ export async function openPostgresStore(
     });
   }
 
-  const store = createKyselyStore(db, { lockRows: true, sumWindowRows: POSTGRES_SUM_WINDOW_ROWS });
+  const stampOnWrite = options.stampUsageOnWrite === true;
+  const store = createKyselyStore(db, {
+    lockRows: true,
+    sumWindowRows: POSTGRES_SUM_WINDOW_ROWS,
+    ...(stampOnWrite
+      ? { usageTimeSql: STATEMENT_TIME_TEXT, readListingHorizon: () => readUsageListingHorizon(db) }
+      : {}),
+  });
   let closing: Promise<void> | undefined;
   return {
     ...store,
-    ...createPostgresBilling(db),
+    ...createPostgresBilling(db, { stampOnWrite }),
     async readClock(): Promise<number> {
       const { rows } = await sql<{ now: string }>`
         select (extract(epoch from clock_timestamp()) * 1000)::text as now`.execute(db);

@@ -5,6 +5,7 @@ import type { Database, ReservationsTable, UsageTable } from "../database.ts";
 import { refuseBeyondAnyBalance } from "../reserve-settle-shared.ts";
 import type { Reservation, ReserveResult, Store, UsageRecord } from "../store.ts";
 import { createBatcher } from "./postgres-group-commit.ts";
+import { STATEMENT_TIME_TEXT } from "./usage-stamps.ts";
 
 /**
  * Reserve and settle on PostgreSQL, group-committed: the reserves (and the settles) of an account
@@ -34,7 +35,20 @@ import { createBatcher } from "./postgres-group-commit.ts";
  *   reservations give back (a serial order in which the releases come first); the rest settle one
  *   at a time.
  */
-export function createPostgresBilling(db: Kysely<Database>): Pick<Store, "reserve" | "settle"> {
+export function createPostgresBilling(
+  db: Kysely<Database>,
+  options: {
+    /**
+     * Usage rows take the time of the statement that writes them (usage-stamps.ts), not the
+     * record's `createdAt`: what makes a paged listing's horizon hold.
+     */
+    stampOnWrite?: boolean;
+  } = {},
+): Pick<Store, "reserve" | "settle"> {
+  const stampOnWrite = options.stampOnWrite === true;
+  /** A usage row's value for a parameter of SETTLE; no time when the statement stamps the row (its coalesce). */
+  const settleValue = (row: Insertable<UsageTable>, column: (typeof SETTLE_COLUMNS)[number]) =>
+    stampOnWrite && column === "created_at" ? null : (row[column] ?? null);
   async function reserveOne(row: Insertable<ReservationsTable>): Promise<ReserveResult> {
     const result = await db.executeQuery<{ reserved: boolean; found: boolean }>(
       CompiledQuery.raw(
@@ -53,7 +67,7 @@ export function createPostgresBilling(db: Kysely<Database>): Pick<Store, "reserv
       const result = await db.executeQuery<SettleOutcome>(
         CompiledQuery.raw(
           SETTLE,
-          SETTLE_COLUMNS.map((column) => row[column] ?? null),
+          SETTLE_COLUMNS.map((column) => settleValue(row, column)),
         ),
       );
       outcome = result.rows[0];
@@ -99,7 +113,7 @@ export function createPostgresBilling(db: Kysely<Database>): Pick<Store, "reserv
     one: ({ usage, row }) => settleOne(usage, row),
     async many(items) {
       const rows = items.map((item) => item.row);
-      const columns = SETTLE_COLUMNS.map((column) => rows.map((row) => row[column] ?? null));
+      const columns = SETTLE_COLUMNS.map((column) => rows.map((row) => settleValue(row, column)));
       const result = await db.executeQuery<{ id: string }>(CompiledQuery.raw(SETTLE_MANY, columns));
       const settled = new Set(result.rows.map((row) => row.id));
       return items.map(({ usage }) => (settled.has(usage.id) ? usage.costNano : undefined));
@@ -234,7 +248,8 @@ with settled_before as (
     (id, request_id, account_id, key_public_id, model, prompt_tokens, completion_tokens, cost_nano,
      finish_reason, error_code, "user", queue_ms, first_token_ms, total_ms, estimated, created_at)
   select $1::text, $4::text, $2::text, $5::text, $6::text, $7::bigint, $8::bigint, charged.charge,
-    $9::text, $10::text, $11::text, $12::bigint, $13::bigint, $14::bigint, $15::bigint, $16::text
+    $9::text, $10::text, $11::text, $12::bigint, $13::bigint, $14::bigint, $15::bigint,
+    coalesce($16::text, ${STATEMENT_TIME_TEXT})
   from charged
   returning id
 )
@@ -326,7 +341,8 @@ with input as (
     (id, request_id, account_id, key_public_id, model, prompt_tokens, completion_tokens, cost_nano,
      finish_reason, error_code, "user", queue_ms, first_token_ms, total_ms, estimated, created_at)
   select id, request_id, account_id, key_public_id, model, prompt_tokens, completion_tokens, cost_nano,
-    finish_reason, error_code, "user", queue_ms, first_token_ms, total_ms, estimated, created_at
+    finish_reason, error_code, "user", queue_ms, first_token_ms, total_ms, estimated,
+    coalesce(created_at, ${STATEMENT_TIME_TEXT})
   from todo
   where account_id in (select id from charged)
   returning id
