@@ -7,10 +7,16 @@
  * poller missed up to 1 % of rows under load).
  */
 import { setTimeout as sleep } from "node:timers/promises";
-import { Client } from "pg";
+import { Kysely, PostgresDialect } from "kysely";
+import { Client, Pool } from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import type { Database } from "../../src/store/database.ts";
 import { openStore } from "../../src/store/open-store.ts";
-import { LISTING_MARGIN_MS, STATEMENT_TIME_TEXT } from "../../src/store/postgres/usage-stamps.ts";
+import {
+  LISTING_MARGIN_MS,
+  readUsageListingHorizon,
+  STATEMENT_TIME_TEXT,
+} from "../../src/store/postgres/usage-stamps.ts";
 import type { Account, Store } from "../../src/store/store.ts";
 import {
   createPostgresTestSchema,
@@ -69,6 +75,39 @@ async function page(after?: { createdAt: Date; id: string }): Promise<string[]> 
   const rows = await store.listUsage({}, { limit: 100, ...(after === undefined ? {} : { after }) });
   return rows.map((row) => row.requestId);
 }
+
+describeWithPostgres("the usage listing's horizon", () => {
+  it("waits for a write to the usage table under way only while it is younger than the limit (an operator's session left open must not stop every poller)", async () => {
+    const other = await connect();
+    await other.query("begin");
+    await other.query("lock table usage in row exclusive mode");
+    const { rows } = await other.query<{ started: string }>(
+      `select to_char(xact_start at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as started
+      from pg_stat_activity where pid = pg_backend_pid()`,
+    );
+    const started = rows[0]?.started as string;
+    await sleep(LISTING_MARGIN_MS + 500);
+    const db = new Kysely<Database>({
+      dialect: new PostgresDialect({
+        pool: new Pool({
+          connectionString: testPostgresUrl(),
+          max: 1,
+          options: `-c search_path=${schema.schema}`,
+        }),
+      }),
+    });
+    try {
+      // Held back to the writer's start while it is young enough to be a settle...
+      expect(await readUsageListingHorizon(db, 60_000)).toBe(started);
+      // ...and no longer once it is older than the limit: the database's time less the margin.
+      expect(await readUsageListingHorizon(db, 1_000)).not.toBe(started);
+      expect((await readUsageListingHorizon(db, 1_000)) > started).toBe(true);
+    } finally {
+      await db.destroy();
+    }
+    await other.query("rollback");
+  });
+});
 
 describeWithPostgres("usage rows on a server's PostgreSQL store", () => {
   it("take the database's time as they are written, settled or refused, not their record's", async () => {
