@@ -22,11 +22,16 @@ export class MemoryRateLimiter implements RateLimiter {
     this.#now = options.now ?? (() => performance.now());
   }
 
-  /** The bucket refilled up to now; a new one (or one whose limit changed) starts full. */
+  /**
+   * The bucket refilled up to now; a new one starts full. One whose limit changed (the key was
+   * updated) is refilled at its old limit and keeps what was used of it: the level moves by the
+   * change, capped at the new limit. A lowered limit grants nothing new (rebuilt full, a key
+   * throttled for abuse got the new limit's whole allowance at once); a raised one, the difference.
+   */
   #refill(request: BucketRequest): Bucket {
     const now = this.#now();
     const existing = this.#buckets.get(request.bucket);
-    if (existing === undefined || existing.limit !== request.limit) {
+    if (existing === undefined) {
       const bucket = { level: request.limit, updatedAt: now, limit: request.limit };
       this.#buckets.set(request.bucket, bucket);
       return bucket;
@@ -34,6 +39,10 @@ export class MemoryRateLimiter implements RateLimiter {
     const elapsed = Math.max(0, now - existing.updatedAt);
     existing.level = Math.min(existing.limit, existing.level + (elapsed * existing.limit) / MS_PER_MINUTE);
     existing.updatedAt = now;
+    if (existing.limit !== request.limit) {
+      existing.level = Math.min(request.limit, existing.level + request.limit - existing.limit);
+      existing.limit = request.limit;
+    }
     return existing;
   }
 

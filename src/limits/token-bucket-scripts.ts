@@ -5,7 +5,9 @@ import { defineRedisScript } from "../cluster/run-redis-script.ts";
  * per operation, with Redis's own clock (`TIME`) so replicas with skewed clocks agree.
  *
  * A bucket is a hash at KEYS[1] with `level` (units held at `updated`, may be negative),
- * `updated` (milliseconds) and `limit`. A missing key is a full bucket: a bucket that is full
+ * `updated` (milliseconds) and `limit`; one whose limit changed is refilled at its old limit and
+ * keeps what was used of it (the level moves by the change, capped at the new limit), as in the
+ * memory limiter. A missing key is a full bucket: a bucket that is full
  * again is deleted, and every other one expires two minutes after it would be full, so idle
  * keys leave no trace. Levels are written with 17 significant digits: a double survives the
  * round trip exactly, and the arithmetic is the memory limiter's, step for step.
@@ -24,9 +26,11 @@ local clock = tonumber(time[1]) * 1000 + tonumber(time[2]) / 1000
 local now = clock + tonumber(ARGV[2])
 local level = limit
 local stored = redis.call('HMGET', key, 'level', 'updated', 'limit')
-if stored[1] and stored[2] and tonumber(stored[3]) == limit then
+local storedLimit = tonumber(stored[3])
+if stored[1] and stored[2] and storedLimit and storedLimit > 0 then
   local elapsed = math.max(0, now - tonumber(stored[2]))
-  level = math.min(limit, tonumber(stored[1]) + elapsed * limit / 60000)
+  level = math.min(storedLimit, tonumber(stored[1]) + elapsed * storedLimit / 60000)
+  if storedLimit ~= limit then level = math.min(limit, level + limit - storedLimit) end
 end
 
 local function state()

@@ -68,22 +68,34 @@ export function describeRateLimiterConformance(name: string, create: () => Promi
       await limiter.close();
     });
 
-    it("starts a bucket whose limit changed full at the new limit: a lowered one caps it, a raised one refills at the new rate", async () => {
+    it("keeps what a bucket used when its limit changes: a lowered one grants nothing new, a raised one the difference, refilling at the new rate", async () => {
       // A key's rpm or tpm changed in place (`keys update`, PATCH /admin/keys/:id): the next
-      // request brings the new limit.
+      // request brings the new limit. Regression: the bucket was rebuilt full at the new limit,
+      // so a key throttled for abuse (rpm 100 spent, lowered to 50) had 50 requests admitted at
+      // once (found by a limits review).
       const { limiter, advance } = await create();
+      const spent = { bucket: "requests:spent", amount: 100 };
+      expect((await limiter.take({ ...spent, limit: 100 })).allowed).toBe(true);
+      expect(await limiter.take({ ...spent, limit: 50, amount: 1 })).toMatchObject({
+        allowed: false,
+        limit: 50,
+        remaining: 0,
+      });
+
       const lowered = { bucket: "requests:g", amount: 1 };
       expect((await limiter.take({ ...lowered, limit: 100 })).remaining).toBe(99);
+      // One of 100 used: 4 of 5 left, less this take.
       const capped = await limiter.take({ ...lowered, limit: 5 });
-      expect(capped).toMatchObject({ allowed: true, limit: 5, remaining: 4 });
-      for (let taken = 0; taken < 4; taken++) await limiter.take({ ...lowered, limit: 5 });
+      expect(capped).toMatchObject({ allowed: true, limit: 5, remaining: 3 });
+      for (let taken = 0; taken < 3; taken++) await limiter.take({ ...lowered, limit: 5 });
       expect((await limiter.take({ ...lowered, limit: 5 })).allowed).toBe(false);
 
       const raised = { bucket: "requests:h", amount: 1 };
       expect((await limiter.take({ ...raised, limit: 1 })).allowed).toBe(true);
       expect((await limiter.take({ ...raised, limit: 1 })).allowed).toBe(false);
-      expect(await limiter.take({ ...raised, limit: 60 })).toMatchObject({ allowed: true, remaining: 59 });
-      await limiter.take({ ...raised, limit: 60, amount: 59 });
+      // One used of 1, and now of 60: 59 left, less this take.
+      expect(await limiter.take({ ...raised, limit: 60 })).toMatchObject({ allowed: true, remaining: 58 });
+      await limiter.take({ ...raised, limit: 60, amount: 58 });
       expect((await limiter.take({ ...raised, limit: 60 })).allowed).toBe(false);
       // 60 per minute is one a second, not the old one a minute.
       await advance(1000);
@@ -97,8 +109,9 @@ export function describeRateLimiterConformance(name: string, create: () => Promi
       // what the new limit took.
       const { limiter } = await create();
       const bucket = { bucket: "tokens:i" };
-      await limiter.take({ ...bucket, limit: 10_000, amount: 5_000 });
-      expect((await limiter.take({ ...bucket, limit: 1_000, amount: 1_000 })).allowed).toBe(true);
+      await limiter.take({ ...bucket, limit: 10_000, amount: 500 });
+      // 500 used: 500 of the new 1000 left.
+      expect((await limiter.take({ ...bucket, limit: 1_000, amount: 500 })).allowed).toBe(true);
       await limiter.adjust({ ...bucket, limit: 10_000, amount: 4_000 });
       const next = await limiter.take({ ...bucket, limit: 1_000, amount: 1_000 });
       expect(next).toMatchObject({ allowed: false, limit: 1_000, remaining: 0 });
