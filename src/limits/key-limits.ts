@@ -60,7 +60,8 @@ function refuse(dimension: Dimension, result: TakeResult, amount: number): AppEr
       { retryAfterSeconds: 60, retryable: false },
     );
   }
-  const what = dimension === "requests" ? "requests" : "tokens";
+  const unit = dimension === "requests" ? "request" : "token";
+  const what = result.limit === 1 ? unit : `${unit}s`;
   return new AppError(
     "rate_limit_exceeded",
     `Rate limit reached: this key allows ${result.limit} ${what} per minute. Retry in ${formatReset(result.retryAfterMs)}.`,
