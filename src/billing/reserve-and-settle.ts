@@ -304,7 +304,9 @@ export class BillingAdmission implements ChatAdmission {
       // a limiter that cannot be reached (Redis) only leaves the bucket a little emptier until it
       // refills.
       const usedTokens = outcome.unstarted === true ? 0 : promptTokens + completionTokens;
-      await this.#limits.correctTokens(request.key, estimatedTokens, usedTokens).catch(() => {});
+      await this.#limits
+        .correctTokens(request.key, estimatedTokens, usedTokens, request.setHeader)
+        .catch(() => {});
     };
     let lastError: unknown;
     for (const delay of [0, ...this.#retryDelays.beforeAnswer]) {

@@ -125,12 +125,21 @@ export class KeyLimits {
     setLimitHeaders(setHeader, "tokens", await this.#limiter.peek(bucket));
   }
 
-  /** Corrects the token bucket once the real count is known: gives back `estimate - actual`. */
-  async correctTokens(key: RequestKey, estimate: number, actual: number): Promise<void> {
+  /**
+   * Corrects the token bucket once the real count is known: gives back `estimate - actual`, and
+   * sets the tokens headers again to what the bucket holds after it (they are sent only if the
+   * response has not begun: a non-streamed answer's, settled before it is sent).
+   */
+  async correctTokens(
+    key: RequestKey,
+    estimate: number,
+    actual: number,
+    setHeader: SetHeader,
+  ): Promise<void> {
     const bucket = bucketOf(key, "tokens");
-    if (bucket !== undefined && estimate !== actual) {
-      await this.#limiter.adjust({ ...bucket, amount: estimate - actual });
-    }
+    if (bucket === undefined || estimate === actual) return;
+    const state = await this.#limiter.adjust({ ...bucket, amount: estimate - actual });
+    if (state !== undefined) setLimitHeaders(setHeader, "tokens", state);
   }
 
   async #take(key: RequestKey, dimension: Dimension, amount: number, setHeader: SetHeader): Promise<void> {

@@ -68,13 +68,14 @@ export class MemoryRateLimiter implements RateLimiter {
     return { allowed: false, retryAfterMs, ...this.#state(bucket) };
   }
 
-  async adjust(request: BucketRequest & { amount: number }): Promise<void> {
-    // A request that began before its key's limit changed settles with the old limit: rebuilt
-    // full at it, the bucket would undo the new one.
+  async adjust(request: BucketRequest & { amount: number }): Promise<BucketState | undefined> {
+    // A request that began before its key's limit changed settles with the old limit: converted
+    // back to it, the bucket would undo the new one.
     const existing = this.#buckets.get(request.bucket);
-    if (existing !== undefined && existing.limit !== request.limit) return;
+    if (existing !== undefined && existing.limit !== request.limit) return undefined;
     const bucket = this.#refill(request);
     bucket.level = Math.min(bucket.limit, bucket.level + request.amount);
+    return this.#state(bucket);
   }
 
   async peek(request: BucketRequest): Promise<BucketState> {

@@ -134,8 +134,10 @@ export class RedisRateLimiter implements RateLimiter {
     };
   }
 
-  async adjust(request: BucketRequest & { amount: number }): Promise<void> {
-    await this.#run(ADJUST_SCRIPT, request, [request.amount], { deadline: false });
+  async adjust(request: BucketRequest & { amount: number }): Promise<BucketState | undefined> {
+    const reply = await this.#run(ADJUST_SCRIPT, request, [request.amount], { deadline: false });
+    if (reply === undefined || readInteger(reply, 0) !== 1) return undefined;
+    return { limit: request.limit, remaining: readInteger(reply, 1), resetMs: readInteger(reply, 2) };
   }
 
   async peek(request: BucketRequest): Promise<BucketState> {

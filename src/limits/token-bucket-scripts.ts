@@ -86,10 +86,11 @@ return {0, remaining, reset, retry, clock}
  * rebuilt full at the old limit, it would undo the new one.
  */
 export const ADJUST_SCRIPT = defineRedisScript(`${PRELUDE}
-if stored[3] and tonumber(stored[3]) ~= limit then return {1, clock} end
+if stored[3] and tonumber(stored[3]) ~= limit then return {0, 0, 0, clock} end
 level = math.min(limit, level + tonumber(ARGV[3]))
 save()
-return {1, clock}
+local remaining, reset = state()
+return {1, remaining, reset, clock}
 `);
 
 /** Reads the bucket without writing. Returns `{remaining, resetMs, clock}`. */

@@ -55,11 +55,20 @@ export function describeRateLimiterConformance(name: string, create: () => Promi
       const { limiter, advance } = await create();
       const bucket = { bucket: "tokens:d", limit: 600 };
       await limiter.take({ ...bucket, amount: 500 });
-      await limiter.adjust({ ...bucket, amount: 300 });
+      // Each adjustment answers the bucket as it left it (what a response's headers then tell).
+      expect(await limiter.adjust({ ...bucket, amount: 300 })).toEqual({
+        limit: 600,
+        remaining: 400,
+        resetMs: 20_000,
+      });
       expect((await limiter.peek(bucket)).remaining).toBe(400);
-      await limiter.adjust({ ...bucket, amount: 10_000 });
+      expect(await limiter.adjust({ ...bucket, amount: 10_000 })).toEqual({
+        limit: 600,
+        remaining: 600,
+        resetMs: 0,
+      });
       expect((await limiter.peek(bucket)).remaining).toBe(600);
-      await limiter.adjust({ ...bucket, amount: -700 });
+      expect(await limiter.adjust({ ...bucket, amount: -700 })).toMatchObject({ remaining: 0 });
       expect((await limiter.peek(bucket)).remaining).toBe(0);
       expect((await limiter.take({ ...bucket, amount: 1 })).allowed).toBe(false);
       // 100 below zero: 11 s of refill at 10 per second brings it back to 10.
@@ -112,7 +121,8 @@ export function describeRateLimiterConformance(name: string, create: () => Promi
       await limiter.take({ ...bucket, limit: 10_000, amount: 500 });
       // 500 used: 500 of the new 1000 left.
       expect((await limiter.take({ ...bucket, limit: 1_000, amount: 500 })).allowed).toBe(true);
-      await limiter.adjust({ ...bucket, limit: 10_000, amount: 4_000 });
+      // Left alone: nothing to tell of it.
+      expect(await limiter.adjust({ ...bucket, limit: 10_000, amount: 4_000 })).toBeUndefined();
       const next = await limiter.take({ ...bucket, limit: 1_000, amount: 1_000 });
       expect(next).toMatchObject({ allowed: false, limit: 1_000, remaining: 0 });
       await limiter.close();
