@@ -1,55 +1,21 @@
 import { existsSync } from "node:fs";
 import { readFile, stat } from "node:fs/promises";
-import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { downloadFile } from "../../src/models/download/download-file.ts";
-import { ModelDownloadError } from "../../src/models/download/model-download-error.ts";
-import { makeTemporaryDirectory } from "../store/temporary-directory.ts";
-import {
-  createModelBytes,
-  type ModelFileServer,
-  type ServedFile,
-  startModelFileServer,
-} from "./model-file-server.ts";
+import { expectDownloadError, QUICK_DOWNLOAD, serveModelFiles } from "./served-model-files.ts";
 
 // Downloads a server ends early while claiming them complete (no Content-Length, or too small a
 // one), and redirects to URLs that are not http: or https:.
 
-const folder = makeTemporaryDirectory();
-let server: ModelFileServer;
-let model: { bytes: Buffer; sha256: string };
-let sequence = 0;
-
-beforeAll(async () => {
-  server = await startModelFileServer();
-  model = await createModelBytes(7);
-});
-
-afterAll(async () => {
-  await server?.close();
-});
-
-function prepare(served: Partial<ServedFile> = {}) {
-  sequence += 1;
-  const name = `/files/cut-${sequence}.gguf`;
-  server.files.set(name, { bytes: model.bytes, ...served });
-  return { url: `${server.baseUrl}${name}`, name, destination: join(folder, `cut-${sequence}.gguf`) };
-}
-
-const quick = { retryDelayMilliseconds: 1, stallTimeoutMilliseconds: 5000 };
-
-async function expectDownloadError(promise: Promise<unknown>): Promise<ModelDownloadError> {
-  const error = await promise.catch((caught: unknown) => caught);
-  expect(error).toBeInstanceOf(ModelDownloadError);
-  return error as ModelDownloadError;
-}
+const served = serveModelFiles({ seed: 7, prefix: "cut" });
+const { prepare } = served;
 
 describe("downloadFile with a body that ends early", () => {
   it("saves a whole body sent without Content-Length", async () => {
     const { url, destination } = prepare({ announcedLength: "none" });
-    const file = await downloadFile({ ...quick, url, destination });
-    expect(file.bytes).toBe(model.bytes.length);
-    expect((await readFile(destination)).equals(model.bytes)).toBe(true);
+    const file = await downloadFile({ ...QUICK_DOWNLOAD, url, destination });
+    expect(file.bytes).toBe(served.model.bytes.length);
+    expect((await readFile(destination)).equals(served.model.bytes)).toBe(true);
   });
 
   it("resumes a body without Content-Length that the connection cut short, rather than saving it", async () => {
@@ -59,9 +25,11 @@ describe("downloadFile with a body that ends early", () => {
       breakCount: 1,
     });
     const notices: string[] = [];
-    await downloadFile({ ...quick, url, destination, onNotice: (message) => notices.push(message) });
-    expect((await readFile(destination)).equals(model.bytes)).toBe(true);
-    const ranges = server.requests.filter((request) => request.path === name).map((request) => request.range);
+    await downloadFile({ ...QUICK_DOWNLOAD, url, destination, onNotice: (message) => notices.push(message) });
+    expect((await readFile(destination)).equals(served.model.bytes)).toBe(true);
+    const ranges = served.server.requests
+      .filter((request) => request.path === name)
+      .map((request) => request.range);
     expect(ranges).toEqual([undefined, "bytes=2000000-"]);
     expect(notices[0]).toMatch(
       /^The download from 127\.0\.0\.1:\d+ was cut short: the connection closed after 2\.0 MB, before the end of the model file \(its tensor data ends at byte \d+ \(tensor [^)]+\), but the file has 2000000 bytes\)\. Retrying in/,
@@ -75,7 +43,9 @@ describe("downloadFile with a body that ends early", () => {
       breakCount: 10,
       ignoreRange: true,
     });
-    const failure = await expectDownloadError(downloadFile({ ...quick, url, destination, maxAttempts: 2 }));
+    const failure = await expectDownloadError(
+      downloadFile({ ...QUICK_DOWNLOAD, url, destination, maxAttempts: 2 }),
+    );
     expect(failure.failure).toBe("interrupted");
     expect(failure.message).toContain("was cut short");
     expect(existsSync(destination)).toBe(false);
@@ -85,7 +55,7 @@ describe("downloadFile with a body that ends early", () => {
 
   it("deletes a file that a too small Content-Length cut short, and says so", async () => {
     const { url, destination } = prepare({ announcedLength: 3_000_000 });
-    const failure = await expectDownloadError(downloadFile({ ...quick, url, destination }));
+    const failure = await expectDownloadError(downloadFile({ ...QUICK_DOWNLOAD, url, destination }));
     expect(failure.failure).toBe("size-mismatch");
     expect(failure.message).toMatch(
       new RegExp(
@@ -99,13 +69,13 @@ describe("downloadFile with a body that ends early", () => {
   it("trusts a verified SHA-256 and size without reading the header", async () => {
     const { url, destination } = prepare({ announcedLength: "none" });
     const file = await downloadFile({
-      ...quick,
+      ...QUICK_DOWNLOAD,
       url,
       destination,
-      expectedSize: model.bytes.length,
-      expectedSha256: model.sha256,
+      expectedSize: served.model.bytes.length,
+      expectedSha256: served.model.sha256,
     });
-    expect(file.sha256).toBe(model.sha256);
+    expect(file.sha256).toBe(served.model.sha256);
   });
 });
 
@@ -118,7 +88,7 @@ describe("downloadFile and redirects", () => {
       bytes: tiny,
       redirectTo: `data:application/octet-stream;base64,${tiny.toString("base64")}`,
     });
-    const failure = await expectDownloadError(downloadFile({ ...quick, url, destination }));
+    const failure = await expectDownloadError(downloadFile({ ...QUICK_DOWNLOAD, url, destination }));
     expect(failure.failure).toBe("invalid-response");
     expect(failure.message).toBe(
       `${url} redirects to a data: URL; only redirects to http: and https: URLs are followed.`,
@@ -128,7 +98,7 @@ describe("downloadFile and redirects", () => {
 
   it("refuses a redirect to a file: URL, naming the scheme", async () => {
     const { url, destination } = prepare({ redirectTo: "file:///etc/passwd" });
-    const failure = await expectDownloadError(downloadFile({ ...quick, url, destination }));
+    const failure = await expectDownloadError(downloadFile({ ...QUICK_DOWNLOAD, url, destination }));
     expect(failure.failure).toBe("invalid-response");
     expect(failure.message).toContain("redirects to a file: URL");
     expect(existsSync(destination)).toBe(false);

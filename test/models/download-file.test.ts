@@ -1,61 +1,36 @@
 import { closeSync, existsSync, openSync, writeSync } from "node:fs";
 import { readFile, rm, stat, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { downloadFile } from "../../src/models/download/download-file.ts";
 import { ModelDownloadError } from "../../src/models/download/model-download-error.ts";
-import { makeTemporaryDirectory } from "../store/temporary-directory.ts";
-import { createModelBytes, type ModelFileServer, startModelFileServer } from "./model-file-server.ts";
+import { createModelBytes, startModelFileServer } from "./model-file-server.ts";
+import { expectDownloadError, QUICK_DOWNLOAD, serveModelFiles } from "./served-model-files.ts";
 
-const folder = makeTemporaryDirectory();
-let server: ModelFileServer;
-let model: { bytes: Buffer; sha256: string };
-let sequence = 0;
-
-beforeAll(async () => {
-  server = await startModelFileServer();
-  model = await createModelBytes(5);
-});
-
-afterAll(async () => {
-  await server?.close();
-});
-
-/** A fresh file name on the server and a fresh destination for each test. */
-function prepare(served: Omit<Parameters<ModelFileServer["files"]["set"]>[1], "bytes"> = {}) {
-  sequence += 1;
-  const name = `/files/model-${sequence}.gguf`;
-  server.files.set(name, { bytes: model.bytes, ...served });
-  return { url: `${server.baseUrl}${name}`, name, destination: join(folder, `model-${sequence}.gguf`) };
-}
-
-const quick = { retryDelayMilliseconds: 1, stallTimeoutMilliseconds: 5000 };
-
-async function expectDownloadError(promise: Promise<unknown>): Promise<ModelDownloadError> {
-  const error = await promise.catch((caught: unknown) => caught);
-  expect(error).toBeInstanceOf(ModelDownloadError);
-  return error as ModelDownloadError;
-}
+const served = serveModelFiles({ seed: 5, prefix: "model" });
+const { folder, prepare } = served;
 
 describe("downloadFile", () => {
   it("downloads a whole file to its destination and leaves no partial file", async () => {
     const { url, destination } = prepare();
     const progress: number[] = [];
     const file = await downloadFile({
-      ...quick,
+      ...QUICK_DOWNLOAD,
       url,
       destination,
       onProgress: (update) => progress.push(update.receivedBytes),
     });
-    expect(file).toEqual({ path: destination, bytes: model.bytes.length, sha256: undefined });
-    expect((await readFile(destination)).equals(model.bytes)).toBe(true);
+    expect(file).toEqual({ path: destination, bytes: served.model.bytes.length, sha256: undefined });
+    expect((await readFile(destination)).equals(served.model.bytes)).toBe(true);
     expect(existsSync(`${destination}.partial`)).toBe(false);
-    expect(progress.at(-1)).toBe(model.bytes.length);
+    expect(progress.at(-1)).toBe(served.model.bytes.length);
   });
 
   it("keeps the partial file after a broken connection and resumes it with a Range request", async () => {
     const { url, name, destination } = prepare({ breakAfterBytes: 1_000_000, breakCount: 1 });
-    const failure = await expectDownloadError(downloadFile({ ...quick, url, destination, maxAttempts: 1 }));
+    const failure = await expectDownloadError(
+      downloadFile({ ...QUICK_DOWNLOAD, url, destination, maxAttempts: 1 }),
+    );
     expect(failure.failure).toBe("interrupted");
     expect(failure.retryable).toBe(true);
     expect(existsSync(destination)).toBe(false);
@@ -64,10 +39,10 @@ describe("downloadFile", () => {
     expect(kept).toBeLessThanOrEqual(1_000_000);
 
     const notices: string[] = [];
-    await downloadFile({ ...quick, url, destination, onNotice: (message) => notices.push(message) });
-    const seen = server.requests.filter((request) => request.path === name);
+    await downloadFile({ ...QUICK_DOWNLOAD, url, destination, onNotice: (message) => notices.push(message) });
+    const seen = served.server.requests.filter((request) => request.path === name);
     expect(seen.map((request) => request.range)).toEqual([undefined, `bytes=${kept}-`]);
-    expect((await readFile(destination)).equals(model.bytes)).toBe(true);
+    expect((await readFile(destination)).equals(served.model.bytes)).toBe(true);
     expect(existsSync(`${destination}.partial`)).toBe(false);
     expect(notices.join("\n")).toMatch(/Resuming at [\d.]+ [kM]B of [\d.]+ MB\./);
   });
@@ -75,14 +50,16 @@ describe("downloadFile", () => {
   it("retries by itself after broken connections, each attempt continuing where the last one stopped", async () => {
     const { url, name, destination } = prepare({ breakAfterBytes: 700_000, breakCount: 2 });
     const notices: string[] = [];
-    await downloadFile({ ...quick, url, destination, onNotice: (message) => notices.push(message) });
-    const ranges = server.requests.filter((request) => request.path === name).map((request) => request.range);
+    await downloadFile({ ...QUICK_DOWNLOAD, url, destination, onNotice: (message) => notices.push(message) });
+    const ranges = served.server.requests
+      .filter((request) => request.path === name)
+      .map((request) => request.range);
     expect(ranges).toHaveLength(3);
     expect(ranges[0]).toBeUndefined();
     const offsets = ranges.slice(1).map((range) => Number(/^bytes=(\d+)-$/.exec(range ?? "")?.[1]));
     expect(offsets[0]).toBeGreaterThan(0);
     expect(offsets[1]).toBeGreaterThan(offsets[0] ?? 0);
-    expect((await readFile(destination)).equals(model.bytes)).toBe(true);
+    expect((await readFile(destination)).equals(served.model.bytes)).toBe(true);
     expect(notices.filter((message) => /Retrying in/.test(message))).toHaveLength(2);
   });
 
@@ -91,32 +68,37 @@ describe("downloadFile", () => {
     // A partial file from an earlier attempt, with wrong bytes: it must not survive the restart.
     await writeFile(`${destination}.partial`, Buffer.alloc(500_000, 7));
     const notices: string[] = [];
-    await downloadFile({ ...quick, url, destination, onNotice: (message) => notices.push(message) });
+    await downloadFile({ ...QUICK_DOWNLOAD, url, destination, onNotice: (message) => notices.push(message) });
     expect(
-      server.requests.filter((request) => request.path === name).map((request) => request.range),
+      served.server.requests.filter((request) => request.path === name).map((request) => request.range),
     ).toEqual(["bytes=500000-"]);
-    expect((await readFile(destination)).equals(model.bytes)).toBe(true);
+    expect((await readFile(destination)).equals(served.model.bytes)).toBe(true);
     expect(notices.join("\n")).toMatch(/cannot resume downloads; starting over/);
   });
 
   it("finishes without a body when the partial file is already whole (416)", async () => {
     const { url, destination } = prepare();
-    await writeFile(`${destination}.partial`, model.bytes);
-    await downloadFile({ ...quick, url, destination });
-    expect((await readFile(destination)).equals(model.bytes)).toBe(true);
+    await writeFile(`${destination}.partial`, served.model.bytes);
+    await downloadFile({ ...QUICK_DOWNLOAD, url, destination });
+    expect((await readFile(destination)).equals(served.model.bytes)).toBe(true);
   });
 
   it("verifies the SHA-256 from the server's ETag", async () => {
-    const { url, destination } = prepare({ etag: model.sha256 });
-    const file = await downloadFile({ ...quick, url, destination, trustedEtagOrigin: server.baseUrl });
-    expect(file.sha256).toBe(model.sha256);
+    const { url, destination } = prepare({ etag: served.model.sha256 });
+    const file = await downloadFile({
+      ...QUICK_DOWNLOAD,
+      url,
+      destination,
+      trustedEtagOrigin: served.server.baseUrl,
+    });
+    expect(file.sha256).toBe(served.model.sha256);
   });
 
   it("rejects a file whose SHA-256 does not match and leaves neither the file nor a partial file", async () => {
     const wrong = "0".repeat(64);
     const { url, destination } = prepare({ etag: wrong });
     const failure = await expectDownloadError(
-      downloadFile({ ...quick, url, destination, trustedEtagOrigin: server.baseUrl }),
+      downloadFile({ ...QUICK_DOWNLOAD, url, destination, trustedEtagOrigin: served.server.baseUrl }),
     );
     expect(failure.failure).toBe("checksum");
     expect(failure.message).toContain(`but ${wrong} was expected`);
@@ -128,24 +110,24 @@ describe("downloadFile", () => {
     const target = prepare();
     const wrong = prepare({ redirectTo: target.name, linkedEtag: "f".repeat(64) });
     const failure = await expectDownloadError(
-      downloadFile({ ...quick, url: wrong.url, destination: wrong.destination }),
+      downloadFile({ ...QUICK_DOWNLOAD, url: wrong.url, destination: wrong.destination }),
     );
     expect(failure.failure).toBe("checksum");
-    const right = prepare({ redirectTo: target.name, linkedEtag: model.sha256 });
-    const file = await downloadFile({ ...quick, url: right.url, destination: right.destination });
-    expect(file.sha256).toBe(model.sha256);
+    const right = prepare({ redirectTo: target.name, linkedEtag: served.model.sha256 });
+    const file = await downloadFile({ ...QUICK_DOWNLOAD, url: right.url, destination: right.destination });
+    expect(file.sha256).toBe(served.model.sha256);
   });
 
   it("ignores a plain ETag from a server it does not trust", async () => {
     const { url, destination } = prepare({ etag: "0".repeat(64) });
-    const file = await downloadFile({ ...quick, url, destination });
+    const file = await downloadFile({ ...QUICK_DOWNLOAD, url, destination });
     expect(file.sha256).toBeUndefined();
   });
 
   it("refuses a file whose size differs from the one expected", async () => {
     const { url, destination } = prepare();
     const failure = await expectDownloadError(
-      downloadFile({ ...quick, url, destination, expectedSize: model.bytes.length + 1 }),
+      downloadFile({ ...QUICK_DOWNLOAD, url, destination, expectedSize: served.model.bytes.length + 1 }),
     );
     expect(failure.failure).toBe("size-mismatch");
     expect(existsSync(destination)).toBe(false);
@@ -153,12 +135,14 @@ describe("downloadFile", () => {
 
   it("fails with a clear error on 404, without retrying or leaving files", async () => {
     const destination = join(folder, "missing.gguf");
-    const url = `${server.baseUrl}/files/missing.gguf`;
-    const failure = await expectDownloadError(downloadFile({ ...quick, url, destination }));
+    const url = `${served.server.baseUrl}/files/missing.gguf`;
+    const failure = await expectDownloadError(downloadFile({ ...QUICK_DOWNLOAD, url, destination }));
     expect(failure.failure).toBe("not-found");
     expect(failure.retryable).toBe(false);
     expect(failure.message).toBe(`${url} does not exist (HTTP 404 Not Found); check the model URI.`);
-    expect(server.requests.filter((request) => request.path === "/files/missing.gguf")).toHaveLength(1);
+    expect(served.server.requests.filter((request) => request.path === "/files/missing.gguf")).toHaveLength(
+      1,
+    );
     expect(existsSync(destination)).toBe(false);
     expect(existsSync(`${destination}.partial`)).toBe(false);
   });
@@ -168,7 +152,7 @@ describe("downloadFile", () => {
     await closed.close();
     const failure = await expectDownloadError(
       downloadFile({
-        ...quick,
+        ...QUICK_DOWNLOAD,
         url: `${closed.baseUrl}/model.gguf`,
         destination: join(folder, "nowhere.gguf"),
       }),
@@ -185,33 +169,33 @@ describe("downloadFile", () => {
     const { url, name, destination } = prepare({ gate });
     const notices: string[] = [];
     const download = downloadFile({
-      ...quick,
+      ...QUICK_DOWNLOAD,
       url,
       destination,
       stallTimeoutMilliseconds: 200,
       onNotice: (message) => {
         notices.push(message);
         // The retry finds the server answering again.
-        const served = server.files.get(name);
-        if (served !== undefined) served.gate = undefined;
+        const file = served.server.files.get(name);
+        if (file !== undefined) file.gate = undefined;
         open();
       },
     });
     await download;
     expect(notices[0]).toMatch(/sent nothing for 0\.2 s\. Retrying/);
-    expect((await readFile(destination)).equals(model.bytes)).toBe(true);
+    expect((await readFile(destination)).equals(served.model.bytes)).toBe(true);
   });
 
   it("downloads a file that changed between runs again whole, never a mix of both versions (If-Range)", async () => {
     const changed = await createModelBytes(6);
     const { url, name, destination } = prepare({ etag: "v1", breakAfterBytes: 1_000_000, breakCount: 1 });
-    await expectDownloadError(downloadFile({ ...quick, url, destination, maxAttempts: 1 }));
+    await expectDownloadError(downloadFile({ ...QUICK_DOWNLOAD, url, destination, maxAttempts: 1 }));
     const kept = (await stat(`${destination}.partial`)).size;
-    server.files.set(name, { bytes: changed.bytes, etag: "v2" });
+    served.server.files.set(name, { bytes: changed.bytes, etag: "v2" });
 
     const notices: string[] = [];
-    await downloadFile({ ...quick, url, destination, onNotice: (message) => notices.push(message) });
-    const seen = server.requests.filter((request) => request.path === name);
+    await downloadFile({ ...QUICK_DOWNLOAD, url, destination, onNotice: (message) => notices.push(message) });
+    const seen = served.server.requests.filter((request) => request.path === name);
     expect(seen.map(({ range, ifRange }) => ({ range, ifRange }))).toEqual([
       { range: undefined, ifRange: undefined },
       { range: `bytes=${kept}-`, ifRange: '"v1"' },
@@ -224,11 +208,13 @@ describe("downloadFile", () => {
   it("starts over when a server ignoring If-Range sends the rest of another version (206, new ETag)", async () => {
     const changed = await createModelBytes(6);
     const { url, name, destination } = prepare({ etag: "v1", breakAfterBytes: 1_000_000, breakCount: 1 });
-    await expectDownloadError(downloadFile({ ...quick, url, destination, maxAttempts: 1 }));
-    server.files.set(name, { bytes: changed.bytes, etag: "v2", ignoreIfRange: true });
+    await expectDownloadError(downloadFile({ ...QUICK_DOWNLOAD, url, destination, maxAttempts: 1 }));
+    served.server.files.set(name, { bytes: changed.bytes, etag: "v2", ignoreIfRange: true });
 
-    await downloadFile({ ...quick, url, destination });
-    const ranges = server.requests.filter((request) => request.path === name).map((request) => request.range);
+    await downloadFile({ ...QUICK_DOWNLOAD, url, destination });
+    const ranges = served.server.requests
+      .filter((request) => request.path === name)
+      .map((request) => request.range);
     expect(ranges).toHaveLength(3);
     expect(ranges[2]).toBeUndefined();
     expect((await readFile(destination)).equals(changed.bytes)).toBe(true);
@@ -238,12 +224,14 @@ describe("downloadFile", () => {
     const changed = await createModelBytes(6);
     const longer = Buffer.concat([changed.bytes, Buffer.alloc(100_000, 1)]);
     const { url, name, destination } = prepare({ breakAfterBytes: 1_000_000, breakCount: 1 });
-    await expectDownloadError(downloadFile({ ...quick, url, destination, maxAttempts: 1 }));
-    server.files.set(name, { bytes: longer });
+    await expectDownloadError(downloadFile({ ...QUICK_DOWNLOAD, url, destination, maxAttempts: 1 }));
+    served.server.files.set(name, { bytes: longer });
 
     const notices: string[] = [];
-    await downloadFile({ ...quick, url, destination, onNotice: (message) => notices.push(message) });
-    const ranges = server.requests.filter((request) => request.path === name).map((request) => request.range);
+    await downloadFile({ ...QUICK_DOWNLOAD, url, destination, onNotice: (message) => notices.push(message) });
+    const ranges = served.server.requests
+      .filter((request) => request.path === name)
+      .map((request) => request.range);
     expect(ranges).toHaveLength(3);
     expect(ranges[2]).toBeUndefined();
     expect((await readFile(destination)).equals(longer)).toBe(true);
@@ -252,15 +240,18 @@ describe("downloadFile", () => {
 
   it("keeps the partial file when a resume is answered 200 with a page that is not the model, and resumes later", async () => {
     const { url, name, destination } = prepare({ etag: "v1", breakAfterBytes: 1_000_000, breakCount: 1 });
-    await expectDownloadError(downloadFile({ ...quick, url, destination, maxAttempts: 1 }));
+    await expectDownloadError(downloadFile({ ...QUICK_DOWNLOAD, url, destination, maxAttempts: 1 }));
     const kept = await readFile(`${destination}.partial`);
     // An expired signed URL, or a CDN's error page, sent with 200.
-    server.files.set(name, { bytes: Buffer.from("<html>Please sign in</html>"), contentType: "text/html" });
+    served.server.files.set(name, {
+      bytes: Buffer.from("<html>Please sign in</html>"),
+      contentType: "text/html",
+    });
 
     const notices: string[] = [];
     const failure = await expectDownloadError(
       downloadFile({
-        ...quick,
+        ...QUICK_DOWNLOAD,
         url,
         destination,
         maxAttempts: 2,
@@ -275,19 +266,19 @@ describe("downloadFile", () => {
     expect(notices.join("\n")).not.toMatch(/starting over/);
     expect((await readFile(`${destination}.partial`)).equals(kept)).toBe(true);
 
-    server.files.set(name, { bytes: model.bytes, etag: "v1" });
-    await downloadFile({ ...quick, url, destination });
-    const seen = server.requests.filter((request) => request.path === name);
+    served.server.files.set(name, { bytes: served.model.bytes, etag: "v1" });
+    await downloadFile({ ...QUICK_DOWNLOAD, url, destination });
+    const seen = served.server.requests.filter((request) => request.path === name);
     expect(seen.at(-1)?.range).toBe(`bytes=${kept.length}-`);
-    expect((await readFile(destination)).equals(model.bytes)).toBe(true);
+    expect((await readFile(destination)).equals(served.model.bytes)).toBe(true);
   });
 
   it("writes each byte of a resume at its own offset, so a second writer of the same file cannot shift them", async () => {
     const { url, destination } = prepare({ breakAfterBytes: 1_000_000, breakCount: 1 });
-    await expectDownloadError(downloadFile({ ...quick, url, destination, maxAttempts: 1 }));
+    await expectDownloadError(downloadFile({ ...QUICK_DOWNLOAD, url, destination, maxAttempts: 1 }));
     let written = false;
     await downloadFile({
-      ...quick,
+      ...QUICK_DOWNLOAD,
       url,
       destination,
       onProgress: ({ receivedBytes }) => {
@@ -295,12 +286,12 @@ describe("downloadFile", () => {
         written = true;
         // A process that lost its lock, further ahead, writes the next bytes of the same file.
         const file = openSync(`${destination}.partial`, "r+");
-        writeSync(file, model.bytes, receivedBytes, 300_000, receivedBytes);
+        writeSync(file, served.model.bytes, receivedBytes, 300_000, receivedBytes);
         closeSync(file);
       },
     });
     expect(written).toBe(true);
-    expect((await readFile(destination)).equals(model.bytes)).toBe(true);
+    expect((await readFile(destination)).equals(served.model.bytes)).toBe(true);
   });
 
   it("neither checks, deletes nor renames the file once the lock is lost", async () => {
@@ -308,7 +299,7 @@ describe("downloadFile", () => {
     const lost = new ModelDownloadError("interrupted", "lock lost");
     const failure = await expectDownloadError(
       downloadFile({
-        ...quick,
+        ...QUICK_DOWNLOAD,
         url,
         destination,
         ensureLockHeld: () => Promise.reject(lost),
@@ -316,7 +307,7 @@ describe("downloadFile", () => {
     );
     expect(failure).toBe(lost);
     expect(existsSync(destination)).toBe(false);
-    expect((await readFile(`${destination}.partial`)).equals(model.bytes)).toBe(true);
+    expect((await readFile(`${destination}.partial`)).equals(served.model.bytes)).toBe(true);
   });
 
   it("names the version by Last-Modified, never by a weak ETag, when resuming", async () => {
@@ -327,10 +318,10 @@ describe("downloadFile", () => {
       breakAfterBytes: 1_000_000,
       breakCount: 1,
     });
-    await downloadFile({ ...quick, url, destination });
-    const seen = server.requests.filter((request) => request.path === name);
+    await downloadFile({ ...QUICK_DOWNLOAD, url, destination });
+    const seen = served.server.requests.filter((request) => request.path === name);
     expect(seen.map((request) => request.ifRange)).toEqual([undefined, lastModified]);
-    expect((await readFile(destination)).equals(model.bytes)).toBe(true);
+    expect((await readFile(destination)).equals(served.model.bytes)).toBe(true);
   });
 
   it.skipIf(!existsSync("/dev/full"))(
@@ -339,7 +330,7 @@ describe("downloadFile", () => {
       const { url, name, destination } = prepare();
       // Every write to /dev/full fails with ENOSPC, as on a full disk.
       await symlink("/dev/full", `${destination}.partial`);
-      const failure = await expectDownloadError(downloadFile({ ...quick, url, destination }));
+      const failure = await expectDownloadError(downloadFile({ ...QUICK_DOWNLOAD, url, destination }));
       expect(failure.failure).toBe("not-writable");
       expect(failure.retryable).toBe(false);
       expect(failure.message).toMatch(
@@ -347,7 +338,7 @@ describe("downloadFile", () => {
           `^The models folder ${folder} cannot take the file \\(ENOSPC: .*\\); make the folder \\(TOLLGATE_MODELS_DIR\\) writable, with room for the model\\.$`,
         ),
       );
-      expect(server.requests.filter((request) => request.path === name)).toHaveLength(1);
+      expect(served.server.requests.filter((request) => request.path === name)).toHaveLength(1);
       await rm(`${destination}.partial`);
     },
   );
@@ -356,7 +347,7 @@ describe("downloadFile", () => {
     const { url, destination } = prepare();
     const controller = new AbortController();
     const download = downloadFile({
-      ...quick,
+      ...QUICK_DOWNLOAD,
       url,
       destination,
       signal: controller.signal,

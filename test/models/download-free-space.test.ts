@@ -1,43 +1,23 @@
 import { existsSync } from "node:fs";
 import { readFile, stat, writeFile } from "node:fs/promises";
-import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { downloadFile } from "../../src/models/download/download-file.ts";
 import { freeSpaceMarginBytes } from "../../src/models/download/ensure-free-space.ts";
 import { ModelDownloadError } from "../../src/models/download/model-download-error.ts";
-import { makeTemporaryDirectory } from "../store/temporary-directory.ts";
-import { createModelBytes, type ModelFileServer, startModelFileServer } from "./model-file-server.ts";
+import { QUICK_DOWNLOAD, serveModelFiles } from "./served-model-files.ts";
 
-const folder = makeTemporaryDirectory();
-let server: ModelFileServer;
-let model: { bytes: Buffer; sha256: string };
-let sequence = 0;
-
-beforeAll(async () => {
-  server = await startModelFileServer();
-  model = await createModelBytes(8);
-});
-
-afterAll(async () => {
-  await server?.close();
-});
-
-function prepare() {
-  sequence += 1;
-  const name = `/files/model-${sequence}.gguf`;
-  server.files.set(name, { bytes: model.bytes, etag: `v${sequence}` });
-  return { url: `${server.baseUrl}${name}`, name, destination: join(folder, `model-${sequence}.gguf`) };
-}
-
-const quick = { retryDelayMilliseconds: 1, stallTimeoutMilliseconds: 5000 };
+const served = serveModelFiles({ seed: 8, prefix: "model" });
+const { folder } = served;
+/** A fresh file, each with an ETag of its own. */
+const prepare = () => served.prepare((sequence) => ({ etag: `v${sequence}` }));
 
 describe("downloadFile: free space", () => {
   it("regression: refuses a file that would leave the disk with less than the margin free, before writing a byte (it filled the disk to 100%)", async () => {
     const { url, name, destination } = prepare();
     const asked: string[] = [];
-    const free = model.bytes.length + freeSpaceMarginBytes - 1;
+    const free = served.model.bytes.length + freeSpaceMarginBytes - 1;
     const error = await downloadFile({
-      ...quick,
+      ...QUICK_DOWNLOAD,
       url,
       destination,
       freeBytes: async (path) => {
@@ -49,8 +29,8 @@ describe("downloadFile: free space", () => {
     const failure = error as ModelDownloadError;
     expect(failure.failure).toBe("not-writable");
     expect(failure.retryable).toBe(false);
-    const size = `${(model.bytes.length / 1e6).toFixed(1)} MB`;
-    const needed = `${((model.bytes.length + freeSpaceMarginBytes) / 1e6).toFixed(1)} MB`;
+    const size = `${(served.model.bytes.length / 1e6).toFixed(1)} MB`;
+    const needed = `${((served.model.bytes.length + freeSpaceMarginBytes) / 1e6).toFixed(1)} MB`;
     expect(failure.message).toBe(
       `The models folder ${folder} has ${(free / 1e6).toFixed(1)} MB free, but the download of ${url} needs ${needed} there (the ${size} still to save, and 64.0 MB left free for other files); nothing was written. Make room there, or set TOLLGATE_MODELS_DIR to a folder on a disk with room.`,
     );
@@ -58,28 +38,28 @@ describe("downloadFile: free space", () => {
     expect(existsSync(`${destination}.partial`)).toBe(false);
     expect(existsSync(destination)).toBe(false);
     // Not retried: only the operator can make room.
-    expect(server.requests.filter((request) => request.path === name)).toHaveLength(1);
+    expect(served.server.requests.filter((request) => request.path === name)).toHaveLength(1);
   });
 
   it("counts a partial file's bytes as already there when resuming", async () => {
-    const { url, name, destination } = prepare();
+    const { url, name, destination, sequence } = prepare();
     const kept = 2_000_000;
-    await writeFile(`${destination}.partial`, model.bytes.subarray(0, kept));
-    await writeFile(`${destination}.partial.validator`, `"v${sequence}"\n${model.bytes.length}\n`);
-    const freeBytes = async () => model.bytes.length - kept + freeSpaceMarginBytes;
-    await downloadFile({ ...quick, url, destination, freeBytes });
-    expect((await readFile(destination)).equals(model.bytes)).toBe(true);
+    await writeFile(`${destination}.partial`, served.model.bytes.subarray(0, kept));
+    await writeFile(`${destination}.partial.validator`, `"v${sequence}"\n${served.model.bytes.length}\n`);
+    const freeBytes = async () => served.model.bytes.length - kept + freeSpaceMarginBytes;
+    await downloadFile({ ...QUICK_DOWNLOAD, url, destination, freeBytes });
+    expect((await readFile(destination)).equals(served.model.bytes)).toBe(true);
     expect(
-      server.requests.filter((request) => request.path === name).map((request) => request.range),
+      served.server.requests.filter((request) => request.path === name).map((request) => request.range),
     ).toEqual([`bytes=${kept}-`]);
   });
 
   it("keeps the partial file of an earlier run when the rest does not fit", async () => {
     const { url, destination } = prepare();
     const kept = 2_000_000;
-    await writeFile(`${destination}.partial`, model.bytes.subarray(0, kept));
-    const freeBytes = async () => model.bytes.length - kept + freeSpaceMarginBytes - 1;
-    const error = await downloadFile({ ...quick, url, destination, freeBytes }).catch(
+    await writeFile(`${destination}.partial`, served.model.bytes.subarray(0, kept));
+    const freeBytes = async () => served.model.bytes.length - kept + freeSpaceMarginBytes - 1;
+    const error = await downloadFile({ ...QUICK_DOWNLOAD, url, destination, freeBytes }).catch(
       (caught: unknown) => caught,
     );
     expect((error as ModelDownloadError).failure).toBe("not-writable");
@@ -88,7 +68,7 @@ describe("downloadFile: free space", () => {
 
   it("downloads when the free space cannot be told", async () => {
     const { url, destination } = prepare();
-    await downloadFile({ ...quick, url, destination, freeBytes: async () => undefined });
-    expect((await readFile(destination)).equals(model.bytes)).toBe(true);
+    await downloadFile({ ...QUICK_DOWNLOAD, url, destination, freeBytes: async () => undefined });
+    expect((await readFile(destination)).equals(served.model.bytes)).toBe(true);
   });
 });
