@@ -91,8 +91,9 @@ export async function runModelsPullCommand(
     // under a file); a failed write of the file itself arrives already as `not-writable`.
     const failure = isSystemError(error) ? createNotWritableError(error, modelsFolder) : error;
     if (failure instanceof ModelDownloadError) {
-      const resume = failure.retryable ? " Run the command again to resume the download." : "";
-      throw new CliError(`Cannot download ${shown}: ${failure.message}${resume}`, { cause: failure });
+      throw new CliError(`Cannot download ${shown}: ${failure.message}${adviseRetry(failure)}`, {
+        cause: failure,
+      });
     }
     throw error;
   }
@@ -160,4 +161,13 @@ function createOutput(environment: PullCommandEnvironment, out: OutputSink): Pro
     return { type: "terminal", write: (text) => terminal.write(text), columns: terminal.columns };
   }
   return { type: "lines", write: (line) => out.write(line) };
+}
+
+/** What running the command again would do after `failure`: nothing said when it cannot help. */
+export function adviseRetry(failure: ModelDownloadError): string {
+  if (!failure.retryable) return "";
+  const kept = failure.keptBytes ?? 0;
+  return kept > 0
+    ? ` Run the command again to resume the download (${formatBytes(kept)} kept).`
+    : " Run the command again to retry.";
 }

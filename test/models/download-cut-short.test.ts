@@ -49,8 +49,19 @@ describe("downloadFile with a body that ends early", () => {
     expect(failure.failure).toBe("interrupted");
     expect(failure.message).toContain("was cut short");
     expect(existsSync(destination)).toBe(false);
-    // Kept for a later resume, as after any broken connection.
+    // Kept for a later resume, as after any broken connection, and the error says how much.
     expect((await stat(`${destination}.partial`)).size).toBe(2_000_000);
+    expect(failure.keptBytes).toBe(2_000_000);
+  });
+
+  it("says nothing was kept when the server failed from the first byte", async () => {
+    const { url, destination } = prepare({ statusCode: 500, statusCount: 10 });
+    const failure = await expectDownloadError(
+      downloadFile({ ...QUICK_DOWNLOAD, url, destination, maxAttempts: 2 }),
+    );
+    expect(failure.failure).toBe("server-error");
+    expect(failure.retryable).toBe(true);
+    expect(failure.keptBytes).toBe(0);
   });
 
   it("deletes a file that a too small Content-Length cut short, and says so", async () => {

@@ -5,8 +5,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CliError } from "../../src/admin/cli-error.ts";
 import type { CatalogModel, Config } from "../../src/catalog/catalog.ts";
 import { createModelFileName } from "../../src/models/download/create-model-file-name.ts";
+import { ModelDownloadError } from "../../src/models/download/model-download-error.ts";
 import { parseModelUri } from "../../src/models/download/parse-model-uri.ts";
-import { runModelsPullCommand } from "../../src/models/pull-command.ts";
+import { adviseRetry, runModelsPullCommand } from "../../src/models/pull-command.ts";
 import { makeTemporaryDirectory } from "../store/temporary-directory.ts";
 import {
   createListing,
@@ -233,6 +234,20 @@ describe("tollgate models pull", () => {
     const chain: string[] = [];
     for (let cause: unknown = error; cause instanceof Error; cause = cause.cause) chain.push(cause.message);
     expect(chain.join("\n")).not.toMatch(/hunter2|TOPSECRET/);
+  });
+
+  it("offers a resume only when part of the file was kept, and a retry only when one may help", () => {
+    const failure = (kind: "server-error" | "not-found", keptBytes: number | undefined) => {
+      const error = new ModelDownloadError(kind, "It failed.");
+      error.keptBytes = keptBytes;
+      return error;
+    };
+    expect(adviseRetry(failure("server-error", 2_000_000))).toBe(
+      " Run the command again to resume the download (2.0 MB kept).",
+    );
+    expect(adviseRetry(failure("server-error", 0))).toBe(" Run the command again to retry.");
+    expect(adviseRetry(failure("server-error", undefined))).toBe(" Run the command again to retry.");
+    expect(adviseRetry(failure("not-found", 2_000_000))).toBe("");
   });
 
   it("refuses a download that is not a GGUF file (a login page) and keeps nothing", async () => {

@@ -106,6 +106,10 @@ export async function downloadFile(options: DownloadFileOptions): Promise<Downlo
     signal: options.signal,
     onNotice: options.onNotice,
     progress: () => readFileSize(partialPath),
+  }).catch(async (error: unknown) => {
+    // Whether running again resumes or starts over (a server that failed from the first byte).
+    if (error instanceof ModelDownloadError) error.keptBytes = await readFileSize(partialPath);
+    throw error;
   });
   const { bytes } = received;
   // The file of a download another process took over is its to check, delete or rename.

@@ -26,6 +26,11 @@ export class ModelDownloadError extends Error {
   readonly failure: ModelDownloadFailure;
   /** How long the server asked to be left alone before a retry (`Retry-After`), when it did. */
   readonly retryAfterMilliseconds: number | undefined;
+  /**
+   * Bytes of the file kept for a resume when the download gave up (set by `downloadFile`; zero
+   * when nothing was saved, `undefined` before it reached the file).
+   */
+  keptBytes: number | undefined = undefined;
 
   constructor(
     failure: ModelDownloadFailure,
