@@ -101,6 +101,9 @@ export function startUpstreamCall(options: {
       else options.onStarted?.();
     },
     onResponseStart(_controller, statusCode, headers) {
+      // An informational answer (102 Processing, 103 Early Hints) comes before the real one, which
+      // follows on the same request (RFC 9110 section 15.2): it is no answer.
+      if (statusCode < 200) return;
       resolveResponse({ statusCode, headers });
     },
     onResponseData(current, chunk) {

@@ -206,6 +206,20 @@ describe("upstream engine: llama.cpp's error events", () => {
 });
 
 describe("upstream engine: the stream's bytes", () => {
+  it("reads the answer that follows informational ones (102 Processing, 103 Early Hints) (regression)", async () => {
+    const upstream = await mock((_request, response) => {
+      response.writeProcessing();
+      response.writeEarlyHints({ link: "</style.css>; rel=preload" });
+      return writeEvents(response, textEvents(["Hello", " there"]));
+    });
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+    const parts = await collectParts(engine);
+    expect(textOf(parts)).toBe("Hello there");
+    expect(parts.at(-1)).toMatchObject({ type: "finish", reason: "stop" });
+    // Served by the first answer, not retried after an early one taken as a failure.
+    expect(upstream.requests).toHaveLength(1);
+  });
+
   it("drops a byte order mark at the start of the stream instead of the first event (regression)", async () => {
     // The first event carries text: it is the one a BOM would make unreadable.
     const events = [chunk({ role: "assistant", content: "Hello" }), ...textEvents([" there"]).slice(1)];
