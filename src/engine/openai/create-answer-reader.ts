@@ -166,10 +166,19 @@ class UpstreamAnswerReader implements AnswerReader {
     }
     const isError = event.event === "error";
     if (event.data === "" && !isError) return;
+    // After the model's finish reason the answer is whole: what breaks the protocol then (an
+    // event that is no JSON, `[DONE] ` with a space, an error) ends it, as a stream cut there does
+    // (its usage estimated where it had none yet), rather than throw away an answer generated
+    // and paid for upstream.
+    const finished = !whole && this.#mapper.rawFinishReason !== undefined;
     let chunk: unknown;
     try {
       chunk = JSON.parse(event.data);
     } catch {
+      if (finished) {
+        this.done = true;
+        return;
+      }
       // An error event's text is its message.
       const { secrets, names } = this.#endpoint;
       this.streamError = isError
@@ -178,8 +187,10 @@ class UpstreamAnswerReader implements AnswerReader {
       return;
     }
     if (!whole) {
-      this.streamError = this.#mapper.read(chunk, parts, event.event);
-      if (this.streamError === undefined) this.chunksRead++;
+      const error = this.#mapper.read(chunk, parts, event.event);
+      if (error === undefined) this.chunksRead++;
+      else if (finished) this.done = true;
+      else this.streamError = error;
       return;
     }
     this.wholeAnswer = true;

@@ -239,6 +239,57 @@ describe("upstream engine: a body that ends inside its last event", () => {
     expect(lastUsage(await collectParts(engine))).toEqual({ promptTokens: 9, completionTokens: 1 });
   });
 });
+describe("upstream engine: what an upstream sends after its finish reason", () => {
+  /** Writes `events`, then `tail` as it is, and ends the body. */
+  const endWith =
+    (events: readonly unknown[], tail: string): MockHandler =>
+    async (_request, response) => {
+      await writeEvents(response, events, { done: false, end: false });
+      response.end(tail);
+    };
+  const engineOn = async (handler: MockHandler) => {
+    const upstream = await startTestMock(handler);
+    const engine = createTestEngine({
+      model: upstreamModel([upstream.baseUrl]),
+      settings: { maxRetries: 0 },
+    });
+    return { upstream, parts: await collectParts(engine) };
+  };
+
+  it("keeps the whole answer when what follows breaks the protocol (regression: 503, charged nothing)", async () => {
+    // `[DONE]` with a space after it (the usage came before it): the upstream's own counts.
+    const spaced = await engineOn(
+      endWith(textEvents(["Hello", " world"], { usage: [12, 2] }), "data: [DONE] \n\n"),
+    );
+    expect(textOf(spaced.parts)).toBe("Hello world");
+    expect(spaced.parts.at(-1)).toMatchObject({ type: "finish", reason: "stop" });
+    expect(lastUsage(spaced.parts)).toEqual({ promptTokens: 12, completionTokens: 2 });
+    expect(spaced.upstream.requests).toHaveLength(1);
+
+    // An event that is no JSON before the usage: the answer stands, its usage estimated.
+    const junk = await engineOn(
+      endWith(textEvents(["Hello", " world"], { usage: undefined }), "data: {oops\n\ndata: [DONE]\n\n"),
+    );
+    expect(textOf(junk.parts)).toBe("Hello world");
+    expect(junk.parts.at(-1)).toMatchObject({ type: "finish", reason: "stop", usage: { estimated: true } });
+  });
+
+  it("keeps the whole answer when an error follows it", async () => {
+    const late = { error: { message: "late error", type: "server_error", code: null, param: null } };
+    const { parts } = await engineOn(endWith([...textEvents(["Hello"], { usage: [12, 1] }), late], ""));
+    expect(textOf(parts)).toBe("Hello");
+    expect(parts.at(-1)).toMatchObject({ type: "finish", reason: "stop" });
+    expect(lastUsage(parts)).toEqual({ promptTokens: 12, completionTokens: 1 });
+  });
+
+  it("still fails an answer whose error comes before its finish reason", async () => {
+    const early = { error: { message: "broke down", type: "server_error", code: null, param: null } };
+    const { parts } = await engineOn(
+      endWith([chunk({ role: "assistant", content: "" }), chunk({ content: "Hel" }), early], ""),
+    );
+    expect(parts.at(-1)).toMatchObject({ type: "error" });
+  });
+});
 
 describe("upstream engine: a whole JSON answer over 64 KiB where a stream was expected", () => {
   it("reads it, labelled as an event stream or not labelled at all (regression: dropped, and retried)", async () => {
