@@ -1,5 +1,9 @@
-/** Longest pause an upstream may ask for that is still read as a pause (a day). */
-const MAX_RETRY_AFTER_MS = 86_400_000;
+/**
+ * Longest pause an upstream's `retry-after` keeps its endpoint resting (ten minutes): then one
+ * request finds out whether it is back. A day, as it was, let one odd header (or a daily quota
+ * the operator then raised) take a model out until the next day or a restart.
+ */
+export const MAX_RETRY_AFTER_MS = 600_000;
 
 /**
  * How long an upstream asks to wait before the next request, in milliseconds: `retry-after-ms`

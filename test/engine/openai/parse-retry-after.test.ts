@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { parseRetryAfter } from "../../../src/engine/openai/parse-retry-after.ts";
+import { MAX_RETRY_AFTER_MS, parseRetryAfter } from "../../../src/engine/openai/parse-retry-after.ts";
 
 describe("parseRetryAfter", () => {
   it("reads seconds, milliseconds and HTTP dates", () => {
@@ -16,6 +16,16 @@ describe("parseRetryAfter", () => {
     expect(parseRetryAfter({ "retry-after": "-3" })).toBeUndefined();
     const now = Date.parse("2025-01-01T00:00:10Z");
     expect(parseRetryAfter({ "retry-after": "Wed, 01 Jan 2025 00:00:03 GMT" }, now)).toBe(0);
+  });
+
+  it("reads a pause of more than ten minutes as ten minutes", () => {
+    expect(MAX_RETRY_AFTER_MS).toBe(600_000);
+    expect(parseRetryAfter({ "retry-after": "600" })).toBe(600_000);
+    expect(parseRetryAfter({ "retry-after": "86400" })).toBe(600_000);
+    expect(parseRetryAfter({ "retry-after": "99999999999" })).toBe(600_000);
+    expect(parseRetryAfter({ "retry-after-ms": "3600000" })).toBe(600_000);
+    const now = Date.parse("2025-01-01T00:00:00Z");
+    expect(parseRetryAfter({ "retry-after": "Thu, 02 Jan 2025 00:00:00 GMT" }, now)).toBe(600_000);
   });
 
   it("reads the three forms of HTTP date, each in GMT", () => {
