@@ -67,13 +67,24 @@ export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenera
      * api_key while another only rests).
      */
     let passingFailure = false;
-    const finalError = (error: AppError): AppError =>
-      passingFailure && !error.retryable
-        ? new AppError(error.code, error.message, {
-            retryAfterSeconds: error.retryAfterSeconds,
-            cause: error,
-          })
-        : error;
+    /**
+     * The request's last error as the client gets it. Its `retry-after` says when the first
+     * endpoint that could serve a retry is back from its rest, not what the last failure alone
+     * said (1 s by default): a retry sooner, within the cooldown this very failure may have begun,
+     * would fail at once without reaching the upstream, and one endpoint's long `retry-after`
+     * does not hold a retry back from another that takes requests now. Endpoints this request
+     * left out for their set-up (a wrong api_key) do not count. After a failure that passes it
+     * does not say that no retry can help.
+     */
+    const finalError = (error: AppError): AppError => {
+      if (error.status !== 429 && error.status !== 503) return error;
+      const restingMs = balancer.waitForEndpoint(excluded);
+      return withRetryAdvice(error, {
+        retryAfterSeconds:
+          restingMs === undefined ? error.retryAfterSeconds : Math.max(1, Math.ceil(restingMs / 1000)),
+        retryable: error.retryable || passingFailure,
+      });
+    };
     /** Retries so far: failed attempts tried again, and waits for a resting endpoint. */
     let retries = 0;
     /** Pauses so far: each backs off longer than the one before. */
@@ -217,6 +228,24 @@ function abortFinish(promptTokens: number): FinishPart {
     usage: { promptTokens, completionTokens: 0, estimated: true },
     unstarted: true,
   };
+}
+
+/**
+ * `error` with other advice on retrying: `retryable` true drops a `retryable: false` (no retry can
+ * help) that the code does not imply. The same error when nothing changes.
+ */
+export function withRetryAdvice(
+  error: AppError,
+  advice: { retryAfterSeconds: number | undefined; retryable: boolean },
+): AppError {
+  if (advice.retryAfterSeconds === error.retryAfterSeconds && advice.retryable === error.retryable)
+    return error;
+  return new AppError(error.code, error.message, {
+    ...(error.param === undefined ? {} : { param: error.param }),
+    ...(advice.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: advice.retryAfterSeconds }),
+    ...(advice.retryable ? {} : { retryable: false }),
+    cause: error,
+  });
 }
 
 function coolingError(modelId: string, waitMs: number | undefined): AppError {

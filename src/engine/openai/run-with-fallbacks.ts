@@ -1,6 +1,7 @@
 import { AppError, isAppError } from "../../errors/app-error.ts";
 import type { EngineLogger } from "../create-engine.ts";
 import type { ChatEngine, ChatRequest, PartBatch, PreparedChat } from "../engine.ts";
+import { withRetryAdvice } from "./run-upstream-chat.ts";
 
 /** Where a fallback stands in the chain, for how it runs. */
 export interface FallbackPlace {
@@ -34,10 +35,10 @@ export interface FallbackRunOptions {
  * endpoint down, refusing or rate-limiting), runs the request on each fallback model in turn until
  * one starts. A fallback that is unavailable, cannot take the request (its context is smaller, its
  * queue is full) or fails before its first part is skipped; when none starts, the primary's error
- * is thrown. Errors that are the request's fault (400s) are never retried elsewhere. Only the
- * model's own `fallbacks` are tried: a fallback's fallbacks are not (no chains, no cycles). A
- * fallback followed by one that could serve does not wait for its resting endpoints
- * ({@link FallbackPlace}).
+ * is thrown, saying that no retry can help only when no failure passes. Errors that are the
+ * request's fault (400s) are never retried elsewhere. Only the model's own `fallbacks` are tried:
+ * a fallback's fallbacks are not (no chains, no cycles). A fallback followed by one that could
+ * serve does not wait for its resting endpoints ({@link FallbackPlace}).
  */
 export async function* runWithFallbacks(options: FallbackRunOptions): AsyncGenerator<PartBatch> {
   const primary = options.primary[Symbol.asyncIterator]();
@@ -84,9 +85,14 @@ export function anyCanServe(
   });
 }
 
-async function* runFallbacks(options: FallbackRunOptions, primaryError: Error): AsyncGenerator<PartBatch> {
+async function* runFallbacks(options: FallbackRunOptions, primaryError: AppError): AsyncGenerator<PartBatch> {
   /** Fallbacks that cannot take this request as it is (a 400 of their own): the client is told why. */
   const refusals: { id: string; error: AppError }[] = [];
+  /**
+   * Failures, the primary's and the fallbacks', that pass (a 5xx, a rest, a full queue): the
+   * client's retry may be served, whatever the others say (a wrong api_key of the primary's).
+   */
+  const passing: AppError[] = primaryError.retryable ? [primaryError] : [];
   for (const [index, id] of options.fallbacks.entries()) {
     if (options.signal.aborted) break;
     const engine = options.resolveEngine(id);
@@ -109,6 +115,7 @@ async function* runFallbacks(options: FallbackRunOptions, primaryError: Error): 
       first = await run.next();
     } catch (error) {
       if (isAppError(error) && error.status === 400) refusals.push({ id, error });
+      else if (isAppError(error) && error.retryable) passing.push(error);
       options.logger.warn(
         {
           model: options.modelId,
@@ -136,7 +143,22 @@ async function* runFallbacks(options: FallbackRunOptions, primaryError: Error): 
     ];
     return;
   }
-  throw withRefusals(primaryError, refusals);
+  throw withRefusals(withPassing(primaryError, passing), refusals);
+}
+
+/**
+ * The primary's failure, telling the client to retry when one of the `passing` failures may be
+ * over by then (the primary's endpoint refused Tollgate's key while a fallback's only answered
+ * 500: `x-should-retry: false` would stop the SDKs for good), and when: the soonest any of them
+ * said, a retry then going to whichever can serve it. Unchanged when none passes.
+ */
+function withPassing(primaryError: AppError, passing: readonly AppError[]): AppError {
+  if (passing.length === 0) return primaryError;
+  // A failure that named no time may be over at once.
+  const soonest = passing.every((error) => error.retryAfterSeconds !== undefined)
+    ? Math.min(...passing.map((error) => error.retryAfterSeconds ?? 0))
+    : undefined;
+  return withRetryAdvice(primaryError, { retryAfterSeconds: soonest, retryable: true });
 }
 
 /**
@@ -144,8 +166,11 @@ async function* runFallbacks(options: FallbackRunOptions, primaryError: Error): 
  * refused it (its prompt over a local model's context, a schema its grammar cannot take): the
  * client learns what would let a fallback serve it, not only to retry later.
  */
-function withRefusals(primaryError: Error, refusals: readonly { id: string; error: AppError }[]): Error {
-  if (refusals.length === 0 || !isAppError(primaryError)) return primaryError;
+function withRefusals(
+  primaryError: AppError,
+  refusals: readonly { id: string; error: AppError }[],
+): AppError {
+  if (refusals.length === 0) return primaryError;
   const reasons = refusals.map(
     ({ id, error }) => ` The fallback model '${id}' cannot take it: ${error.message}`,
   );
