@@ -92,6 +92,12 @@ export class RedisRateLimiter implements RateLimiter {
     this.#policy = options.failurePolicy ?? DEFAULT_REDIS_FAILURE_POLICY;
     this.#clockOffsetMs = options.clockOffsetMs ?? (() => 0);
     this.#commandTimeoutMs = options.commandTimeoutMs ?? DEFAULT_REDIS_COMMAND_TIMEOUT_MS;
+    // Connected again (a dropped connection comes back in a tenth of a second): the rest that a
+    // command failing meanwhile began is over, or the policy would apply for its whole length to
+    // a Redis that answers (no limits under fail-open, every limited request refused otherwise).
+    redis.on("ready", () => {
+      this.#restUntil = 0;
+    });
   }
 
   /**

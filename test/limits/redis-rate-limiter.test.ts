@@ -14,6 +14,7 @@ import {
   hasRedisServerBinary,
   startRedisServer,
 } from "../cluster/redis-test-connection.ts";
+import { startTcpProxy } from "../cluster/tcp-proxy.ts";
 import { findFreePort } from "../support/free-port.ts";
 import { describeRateLimiterConformance } from "./rate-limiter-conformance.ts";
 
@@ -320,6 +321,38 @@ describe("redis rate limiter when Redis does not answer", () => {
     expect(commands).toBe(asked + 1);
     await limiter.close();
     silentServer.close();
+  });
+});
+
+describe.skipIf(!("url" in redis))("redis rate limiter when its connection drops", () => {
+  it("limits again as soon as it has reconnected, not after the rest a failure began (regression)", async () => {
+    if (!("url" in redis)) return;
+    const target = new URL(redis.url);
+    const proxy = await startTcpProxy({
+      targetHost: target.hostname,
+      targetPort: Number(target.port || 6379),
+      mode: "forward",
+    });
+    onTestFinished(() => proxy.close());
+    const limiter = await RedisRateLimiter.connect({
+      url: `redis://127.0.0.1:${proxy.port}`,
+      prefix: `${prefix}${randomUUID()}:`,
+      failurePolicy: "fail-closed",
+      logger: silent,
+    });
+    onTestFinished(() => limiter.close());
+    const bucket = { bucket: "requests:dropped", limit: 1000, amount: 1 };
+    expect((await limiter.take(bucket)).allowed).toBe(true);
+    // The connection drops (Redis itself stays up: a proxy, a load balancer, CLIENT KILL).
+    proxy.setMode("cut");
+    proxy.setMode("forward");
+    await sleep(20);
+    await expect(limiter.take(bucket)).rejects.toMatchObject({ status: 503 });
+    // Reconnected (ioredis comes back after 100 ms), well within the 2 s rest.
+    for (let waited = 0; proxy.accepted < 2 && waited < 1500; waited += 20) await sleep(20);
+    expect(proxy.accepted).toBe(2);
+    await sleep(200);
+    expect((await limiter.take(bucket)).allowed).toBe(true);
   });
 });
 
