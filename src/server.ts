@@ -284,7 +284,8 @@ async function startOnStore(
     replicaId,
     liveReservationIds: () => admission.liveReservationIds,
     sweep: !config.database.startsWith("sqlite:"),
-    ...(owedAtStart.adoptOrphans === undefined ? {} : { afterSweep: owedAtStart.adoptOrphans }),
+    afterSweep: owedAtStart.adoptOrphans,
+    owedElsewhere: owedAtStart.owedElsewhere,
     logger,
     clock: leaseClock,
   });

@@ -1,17 +1,19 @@
 /**
  * The journals of owed charges that PostgreSQL replicas left in a shared `charge_journal_dir`
  * and will not read again: a replica removed for good, or one whose id changes at each start
- * (port 0; a host name that changes, as a pod's does). A starting replica records them
- * (see {@link adoptOrphanJournals}).
+ * (port 0; a host name that changes, as a pod's does). A starting replica records them, and so
+ * do the running ones' lease sweeps (see {@link adoptOrphanJournals}), which keep the
+ * reservations of the charges they hold until then (see {@link listOwedElsewhere}).
  */
 import { randomBytes } from "node:crypto";
-import { readdirSync, renameSync, rmSync, statSync } from "node:fs";
+import { existsSync, readdirSync, renameSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import type { Logger } from "pino";
 import { isStoreUnavailable } from "../store/is-store-unavailable.ts";
 import { claimReplicaId } from "../store/open-store.ts";
 import type { Store, UsageRecord } from "../store/store.ts";
 import { ChargeJournal, recordOwedCharges } from "./charge-journal.ts";
+import type { OwedReservations } from "./keep-leases.ts";
 import { RESERVATION_LEASE_MS } from "./reserve-and-settle.ts";
 
 /**
@@ -29,7 +31,8 @@ const JOURNAL_NAME = /^pending-charges-(.+)\.([0-9a-f]{12})\.jsonl(\.adopting-[0
 
 /**
  * Records the journals in `folder` of other replicas of this store (`storeTag`: deployments that
- * share the folder never read each other's) untouched for {@link ORPHAN_AFTER_MS}. A journal is
+ * share the folder never read each other's) untouched for {@link ORPHAN_AFTER_MS}, or, with
+ * `owingOnly`, those that hold charges, however recently written. A journal is
  * taken only while its replica id can be claimed on the database (no live server has it), and
  * taken by renaming it: the claim is given up at once (a replica on its way back finds its id
  * free), and a replica that still writes to it (alive, its claim lost in an outage) appends to a
@@ -46,6 +49,14 @@ export async function adoptOrphanJournals(options: {
   logger: Logger;
   /** Told of the charges the store refused for good, before they leave the journal. */
   onRefused: (refused: readonly { usage: UsageRecord; error: unknown }[]) => Promise<void>;
+  /**
+   * Only the journals that hold charges, however recently written: a lease sweep's, every round,
+   * so that a gone replica's charges are recorded within a round or two (the claim, not the
+   * journal's age, tells that its replica is gone). Those a start or sweep took (`.adopting-`)
+   * are left to the aged pass: one may be recording them still. With no journal holding charges,
+   * it costs a listing of the folder.
+   */
+  owingOnly?: boolean;
 }): Promise<void> {
   const { folder, logger } = options;
   let names: string[];
@@ -62,7 +73,10 @@ export async function adoptOrphanJournals(options: {
     let replicaId: string;
     try {
       replicaId = decodeURIComponent(match[1]);
-      if (Date.now() - statSync(path).mtimeMs < ORPHAN_AFTER_MS) continue;
+      const stats = statSync(path);
+      if (options.owingOnly === true) {
+        if (stats.size === 0 || match[3] !== undefined) continue;
+      } else if (Date.now() - stats.mtimeMs < ORPHAN_AFTER_MS) continue;
     } catch {
       continue;
     }
@@ -88,7 +102,7 @@ export async function adoptOrphanJournals(options: {
     } catch (error) {
       logger.error(
         { err: error, journal: taken, replicaId },
-        "could not record a gone replica's journal; a later start tries again",
+        "could not record a gone replica's journal; a later sweep or start tries again",
       );
     }
   }
@@ -120,7 +134,7 @@ async function take(options: {
     if (!(error instanceof Error && error.name === "ReplicaIdInUseError")) {
       options.logger.warn(
         { err: error, journal: path, replicaId },
-        "could not claim a gone replica's id to record its journal; a later start tries again",
+        "could not claim a gone replica's id to record its journal; a later sweep or start tries again",
       );
     }
     return undefined;
@@ -139,4 +153,77 @@ function renameOrNothing(from: string, to: string): string | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** How often {@link listOwedElsewhere} reads the folder again when a journal moved as it read it. */
+const OWED_LISTING_TRIES = 5;
+
+/**
+ * The reservations whose charges the journals in `folder` of other replicas of this store hold,
+ * by replica id: a gone replica's, one a start or sweep is recording (`.adopting-`), a live
+ * one's (whose own rounds renew them too). A lease sweep keeps them before it releases expired
+ * reservations (keep-leases.ts). A journal that moved while it was read (taken to be recorded,
+ * or put back) has the folder read again; one that cannot be read is logged and left out. Costs
+ * a listing of the folder when no journal holds charges.
+ */
+export async function listOwedElsewhere(options: {
+  folder: string;
+  storeTag: string;
+  ownPath: string;
+  logger: Pick<Logger, "warn">;
+}): Promise<OwedReservations[]> {
+  for (let attempt = 0; attempt < OWED_LISTING_TRIES; attempt++) {
+    const owed = readOwedElsewhere(options);
+    if (owed !== undefined) return owed;
+  }
+  throw new Error(
+    `the journals in ${options.folder} kept moving while they were read (${OWED_LISTING_TRIES} tries)`,
+  );
+}
+
+/** One reading of {@link listOwedElsewhere}; `undefined` when a journal moved meanwhile. */
+function readOwedElsewhere(options: {
+  folder: string;
+  storeTag: string;
+  ownPath: string;
+  logger: Pick<Logger, "warn">;
+}): OwedReservations[] | undefined {
+  let names: string[];
+  try {
+    names = readdirSync(options.folder);
+  } catch {
+    return [];
+  }
+  const byReplica = new Map<string, string[]>();
+  for (const name of names) {
+    const match = JOURNAL_NAME.exec(name);
+    const path = join(options.folder, name);
+    if (match?.[1] === undefined || match[2] !== options.storeTag || path === options.ownPath) continue;
+    let replicaId: string;
+    let size: number;
+    try {
+      replicaId = decodeURIComponent(match[1]);
+      size = statSync(path).size;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+      continue;
+    }
+    if (size === 0) continue;
+    let ids: string[];
+    try {
+      ids = new ChargeJournal(path).readOwed().map((usage) => usage.id);
+    } catch (error) {
+      options.logger.warn(
+        { err: error, journal: path, replicaId },
+        "cannot read another replica's journal of owed charges: its reservations may be released before it is recorded",
+      );
+      continue;
+    }
+    // Nothing read from a file that is gone now: it moved between the listing and the read.
+    if (ids.length === 0 && !existsSync(path)) return undefined;
+    byReplica.set(replicaId, [...(byReplica.get(replicaId) ?? []), ...ids]);
+  }
+  return [...byReplica].flatMap(([replicaId, reservationIds]) =>
+    reservationIds.length === 0 ? [] : [{ replicaId, reservationIds }],
+  );
 }

@@ -11,8 +11,17 @@ export const SWEEP_MARGIN_MS = 5_000;
 /** How often every replica renews its leases: a third of a lease. */
 export const LEASE_RENEWAL_MS = RESERVATION_LEASE_MS / 3;
 
+/** Reservations of another replica whose charges are still owed (in its journal). */
+export interface OwedReservations {
+  replicaId: string;
+  reservationIds: readonly string[];
+}
+
 export interface LeaseKeeping {
-  /** One round: renew, then (on a shared store, when it is safe) release expired reservations. */
+  /**
+   * One round: renew, then (on a shared store, when it is safe) release expired reservations;
+   * resolves once the sweep it started, or one under way, is over.
+   */
   tick(): Promise<void>;
   /** Stops the timer; a round under way finishes. */
   stop(): void;
@@ -43,6 +52,17 @@ interface LeaseLogger {
  * Leases are written and judged on the store's clock ({@link LeaseClock}), which each round
  * reads again (with nothing to renew, that read is also what tells whether the store answers):
  * replicas' own clocks may differ, or step.
+ *
+ * A replica killed while the store refused its settles left those charges in its journal
+ * (charge-journal.ts), their reservations still open. Released first, their money went back to
+ * the account, which could spend it before the journal was recorded, and each charge was then
+ * capped at what was left: lost. So before it releases, a sweep renews the leases of the
+ * reservations whose charges other replicas' journals hold (`owedElsewhere`), and they stay
+ * until the journal is recorded (`afterSweep`), each charge against its own reservation.
+ *
+ * A sweep (that renewal, the release, `afterSweep`) runs beside the rounds, one at a time:
+ * recording a journal may wait on a locked account row for a statement's timeout per charge,
+ * and the rounds meanwhile keep renewing this replica's own leases.
  */
 export function keepLeases(options: {
   store: Pick<Store, "renewLeases" | "releaseReservations" | "readClock">;
@@ -59,6 +79,13 @@ export function keepLeases(options: {
   /** Reads the store's clock. Default `store.readClock`. */
   readStoreTime?: () => Promise<number>;
   /**
+   * The reservations whose charges other replicas' journals hold (billing/adopt-orphan-
+   * journals.ts), read before each release: their leases are renewed, so that they are not
+   * released before the charges are recorded. A failure is logged, and that sweep releases
+   * nothing.
+   */
+  owedElsewhere?: () => Promise<readonly OwedReservations[]>;
+  /**
    * Run after each sweep, when the store has answered for a while: the charges gone replicas
    * left in journals (billing/adopt-orphan-journals.ts). A failure is logged.
    */
@@ -73,9 +100,13 @@ export function keepLeases(options: {
   const slowMs = LEASE_RENEWAL_MS / 4;
   /** Since when the store has answered every round quickly; `undefined` after a failure. */
   let answeringSince: number | undefined;
-  let running: Promise<void> | undefined;
+  let renewing: Promise<boolean> | undefined;
+  let sweeping: Promise<void> | undefined;
+  /** Whether the store has answered every round quickly for long enough to sweep. */
+  const quiet = (at: number) => answeringSince !== undefined && at - answeringSince >= quietMs;
 
-  const round = async () => {
+  /** Renews this replica's leases; answers whether a sweep may follow. */
+  const renew = async (): Promise<boolean> => {
     // Rounds are timed on the steady clock: a reading of the store's may move its own.
     const startedAt = clock.steadyNow();
     try {
@@ -88,12 +119,38 @@ export function keepLeases(options: {
     } catch (error) {
       answeringSince = undefined;
       logger.error({ err: error }, "renewing reservation leases failed");
-      return;
+      return false;
     }
     const answeredAt = clock.steadyNow();
     if (answeredAt - startedAt > slowMs) answeringSince = answeredAt;
     else answeringSince ??= startedAt;
-    if (!sweep || answeredAt - answeringSince < quietMs) return;
+    return sweep && quiet(answeredAt);
+  };
+
+  const sweepOnce = async () => {
+    if (options.owedElsewhere !== undefined) {
+      let owed: readonly OwedReservations[];
+      try {
+        owed = await options.owedElsewhere();
+      } catch (error) {
+        logger.error(
+          { err: error },
+          "reading the charges other replicas' journals hold failed; no expired reservation is released this round",
+        );
+        return;
+      }
+      try {
+        for (const { replicaId: owner, reservationIds } of owed) {
+          await store.renewLeases(owner, new Date(clock.now() + RESERVATION_LEASE_MS), reservationIds);
+        }
+      } catch (error) {
+        answeringSince = undefined;
+        logger.error({ err: error }, "renewing the leases of charges other replicas' journals hold failed");
+        return;
+      }
+    }
+    // A round beside this sweep may have found the store failing or slow since it began.
+    if (!quiet(clock.steadyNow())) return;
     try {
       const expired = await store.releaseReservations({ expiredBefore: new Date(clock.earliestNow()) });
       if (expired > 0) logger.warn({ released: expired }, "released reservations whose lease expired");
@@ -109,11 +166,15 @@ export function keepLeases(options: {
 
   const tick = async () => {
     // A round still waiting for the store: the next one would only queue behind it.
-    if (running !== undefined) return await running;
-    running = round().finally(() => {
-      running = undefined;
+    renewing ??= renew().finally(() => {
+      renewing = undefined;
     });
-    return await running;
+    if (!(await renewing)) return;
+    // A sweep under way (recording a journal) is not started twice; this round renewed anyway.
+    sweeping ??= sweepOnce().finally(() => {
+      sweeping = undefined;
+    });
+    return await sweeping;
   };
 
   const timer = intervalMs > 0 ? setInterval(() => void tick(), intervalMs) : undefined;

@@ -5,8 +5,9 @@ import { isStoreUnavailable } from "../store/is-store-unavailable.ts";
 import { chargeJournalPath } from "../store/open-store.ts";
 import { isSqliteUnavailable } from "../store/sqlite/explain-sqlite-error.ts";
 import type { Store, UsageRecord } from "../store/store.ts";
-import { adoptOrphanJournals } from "./adopt-orphan-journals.ts";
+import { adoptOrphanJournals, listOwedElsewhere } from "./adopt-orphan-journals.ts";
 import { ChargeJournal, recordOwedCharges } from "./charge-journal.ts";
+import type { OwedReservations } from "./keep-leases.ts";
 
 /** The longest file name most file systems take (ext4, XFS, APFS). */
 const MAX_FILE_NAME_BYTES = 255;
@@ -20,15 +21,22 @@ export interface OpenedChargeJournal {
   stillOwed: UsageRecord[];
   /**
    * PostgreSQL: records the journals gone replicas left in the folder since (adopt-orphan-
-   * journals.ts), at most every {@link ORPHAN_RESCAN_MS}; for the lease keeper's sweeps.
+   * journals.ts): those that hold charges at each call, the others (left empty) at most every
+   * {@link ORPHAN_RESCAN_MS}; for the lease keeper's sweeps, after each release.
    */
   adoptOrphans?: () => Promise<void>;
+  /**
+   * PostgreSQL: the reservations whose charges other replicas' journals in the folder hold, for
+   * the lease keeper to keep before each release (`listOwedElsewhere`).
+   */
+  owedElsewhere?: () => Promise<OwedReservations[]>;
 }
 
 /**
- * How often a running replica looks for journals of replicas gone since it started: one whose id
- * changes at each start (port 0, a pod's name) would otherwise leave its charges until the next
- * start of any replica.
+ * How often a running replica looks for all the journals of replicas gone since it started, those
+ * left empty too (those that hold charges it records at every sweep): one whose id changes at
+ * each start (port 0, a pod's name) would otherwise leave its file until the next start of any
+ * replica.
  */
 export const ORPHAN_RESCAN_MS = 5 * 60_000;
 
@@ -92,7 +100,7 @@ export async function openChargeJournal(options: {
     );
   }
   if (sqlite || folder === undefined || storeTag === undefined) return { journal, path, stillOwed: owed };
-  const adopt = () =>
+  const adopt = (owingOnly: boolean) =>
     adoptOrphanJournals({
       databaseUrl,
       folder,
@@ -101,15 +109,19 @@ export async function openChargeJournal(options: {
       store: options.store,
       logger,
       onRefused: (refused) => logRefused(logger, refused),
+      owingOnly,
     });
-  await adopt();
+  await adopt(false);
   let lastRun = performance.now();
   const adoptOrphans = async () => {
+    // The charges of a replica gone since: their reservations are kept until these are recorded.
+    await adopt(true);
     if (performance.now() - lastRun < ORPHAN_RESCAN_MS) return;
     lastRun = performance.now();
-    await adopt();
+    await adopt(false);
   };
-  return { journal, path, stillOwed: owed, adoptOrphans };
+  const owedElsewhere = () => listOwedElsewhere({ folder, storeTag, ownPath: path, logger });
+  return { journal, path, stillOwed: owed, adoptOrphans, owedElsewhere };
 }
 
 /**

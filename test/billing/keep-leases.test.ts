@@ -46,8 +46,15 @@ describe.skipIf("skipped" in probe)("keeping reservation leases on a shared stor
    * A replica's lease keeping on a shared store, its rounds run by the test on the test's clock;
    * `ownClockMs`: how far the replica's own clocks read from the database's.
    */
-  const keeper = (store: Store, replicaId: string, live: string[], ownClockMs = 0) =>
+  const keeper = (
+    store: Store,
+    replicaId: string,
+    live: string[],
+    ownClockMs = 0,
+    hooks: Pick<Parameters<typeof keepLeases>[0], "afterSweep" | "owedElsewhere"> = {},
+  ) =>
     keepLeases({
+      ...hooks,
       store,
       replicaId,
       liveReservationIds: () => live,
@@ -223,6 +230,82 @@ describe.skipIf("skipped" in probe)("keeping reservation leases on a shared stor
     clock += INTERVAL_MS;
     await keep.tick();
     expect((await sweeper.store.listReservations()).map((each) => each.id)).toEqual([expired.id]);
+    clock += INTERVAL_MS;
+    await keep.tick();
+    expect(await sweeper.store.listReservations()).toEqual([]);
+  });
+
+  it("keeps renewing its own leases while a sweep waits to record a gone replica's journal", async () => {
+    if ("skipped" in probe) return;
+    const { owner, account } = await startOwnerAndSweeper();
+    const live = makeReservation({
+      accountId: account.id,
+      amountNano: 600n,
+      replicaId: "owner",
+      leaseExpiresAt: new Date(clock + RESERVATION_LEASE_MS),
+    });
+    expect(await owner.store.reserve(live)).toBe("reserved");
+    // Recording the journal waits (its account's row locked by another session, up to a
+    // statement's timeout per charge).
+    let recorded: () => void = () => {};
+    const recording = new Promise<void>((resolve) => {
+      recorded = resolve;
+    });
+    let sweeps = 0;
+    const keep = keeper(owner.store, "owner", [live.id], 0, {
+      afterSweep: async () => {
+        sweeps++;
+        await recording;
+      },
+    });
+    await keep.tick();
+    clock += INTERVAL_MS;
+    await keep.tick();
+    clock += INTERVAL_MS;
+    const sweeping = keep.tick();
+    while (sweeps === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+    // Rounds go on beside it: the lease is renewed from the database's time now.
+    const rounds: Promise<void>[] = [];
+    const leaseOf = async () => (await owner.store.listReservations())[0]?.leaseExpiresAt.getTime();
+    for (let round = 0; round < 3; round++) {
+      clock += INTERVAL_MS;
+      rounds.push(keep.tick());
+      const renewedBy = Date.now() + 2_000;
+      while ((await leaseOf()) !== clock + RESERVATION_LEASE_MS && Date.now() < renewedBy)
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      expect(await leaseOf()).toBe(clock + RESERVATION_LEASE_MS);
+    }
+    recorded();
+    await sweeping;
+    await Promise.all(rounds);
+    // One sweep at a time.
+    expect(sweeps).toBe(1);
+  });
+
+  it("releases nothing in a sweep that could not read which reservations other replicas' journals still owe", async () => {
+    if ("skipped" in probe) return;
+    const { sweeper, account } = await startOwnerAndSweeper();
+    const expired = makeReservation({
+      accountId: account.id,
+      amountNano: 100n,
+      replicaId: "gone",
+      leaseExpiresAt: new Date(clock - 1),
+    });
+    expect(await sweeper.store.reserve(expired)).toBe("reserved");
+    let readable = false;
+    const keep = keeper(sweeper.store, "sweeper", [], 0, {
+      owedElsewhere: async () => {
+        if (!readable) throw new Error("the journals kept moving");
+        return [];
+      },
+    });
+    await keep.tick();
+    clock += INTERVAL_MS;
+    await keep.tick();
+    clock += INTERVAL_MS;
+    await keep.tick();
+    expect((await sweeper.store.listReservations()).map((each) => each.id)).toEqual([expired.id]);
+    readable = true;
     clock += INTERVAL_MS;
     await keep.tick();
     expect(await sweeper.store.listReservations()).toEqual([]);
