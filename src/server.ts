@@ -21,6 +21,7 @@ import { serializeLogError } from "./errors/serialize-log-error.ts";
 import { KeyLimits } from "./limits/key-limits.ts";
 import { closeWhenIdle } from "./models/close-when-idle.ts";
 import { ModelRegistry } from "./models/model-registry.ts";
+import { guardLogStream } from "./process/guard-log-stream.ts";
 import { releaseUnusedMemory } from "./process/release-unused-memory.ts";
 import { createServerDrain } from "./server-drain.ts";
 import { claimReplicaId, openStore } from "./store/open-store.ts";
@@ -147,11 +148,14 @@ function createLogger(options: StartServerOptions): Logger {
   const serializers = { err: serializeLogError, error: serializeLogError };
   const level =
     (options.logger === false ? undefined : options.logger?.level) ?? options.config.logLevel ?? "info";
-  return options.logger === false
-    ? pino({ enabled: false })
-    : options.logger?.destination === undefined
-      ? pino({ level, serializers })
-      : pino({ level, serializers }, options.logger.destination);
+  const logger =
+    options.logger === false
+      ? pino({ enabled: false })
+      : options.logger?.destination === undefined
+        ? pino({ level, serializers })
+        : pino({ level, serializers }, options.logger.destination);
+  guardLogStream(logger);
+  return logger;
 }
 
 async function startOnStore(

@@ -1,4 +1,5 @@
 import { symbols } from "pino";
+import { isSilencedLogStream } from "./guard-log-stream.ts";
 
 /**
  * How long an exit waits for its log lines to be written: a log reader that takes nothing more
@@ -31,7 +32,8 @@ export function exitAfterLog(logger: object, code: number): void {
   exitCode = Math.max(exitCode, code);
   const exit = () => process.exit(exitCode);
   const stream = (logger as Record<symbol, unknown>)[symbols.streamSym];
-  if (!isLogStream(stream)) {
+  // A log that could not be written was silenced: there is nothing to wait for.
+  if (!isLogStream(stream) || isSilencedLogStream(stream)) {
     exit();
     return;
   }

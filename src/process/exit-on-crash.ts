@@ -1,6 +1,7 @@
 import { pino } from "pino";
 import { serializeLogError } from "../errors/serialize-log-error.ts";
 import { exitAfterLog } from "./exit-after-log.ts";
+import { guardLogStream } from "./guard-log-stream.ts";
 
 /**
  * How long a server that crashed has to stop (its running requests cut at once, settled, its
@@ -40,7 +41,11 @@ export function exitOnCrash(): CrashHandling {
   let crashed = false;
   process.on("uncaughtException", (error, origin) => {
     // Before the server started, its logger does not exist: a logger of its own, as it would be.
-    logger ??= pino({ serializers: { err: serializeLogError, error: serializeLogError } });
+    if (logger === undefined) {
+      const own = pino({ serializers: { err: serializeLogError, error: serializeLogError } });
+      guardLogStream(own);
+      logger = own;
+    }
     const log = logger;
     if (crashed) {
       log.fatal({ err: error, origin }, "another uncaught error while stopping after a crash; exiting now");

@@ -4,7 +4,7 @@
  * still end with their own exit code, and the server keeps serving.
  */
 import { spawn, spawnSync } from "node:child_process";
-import { closeSync, mkdtempSync, openSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, existsSync, mkdtempSync, openSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
@@ -118,4 +118,51 @@ describe("a CLI whose output is closed early", () => {
       child.kill("SIGKILL");
     }
   }, 30_000);
+
+  // Regression: the first log line that failed (a full disk; EIO once the terminal the server was
+  // started from hung up) was raised as an uncaught error, whose fatal line pino flushed through a
+  // writer that retries such a write for ever: the server stopped answering and ignored SIGTERM.
+  it.skipIf(!existsSync("/dev/full"))(
+    "keeps the server serving, and stopping, when its log cannot be written (a full disk)",
+    async () => {
+      const port = await findFreePort();
+      const full = openSync("/dev/full", "w");
+      const child = spawn(process.execPath, [cli, "serve", "--port", String(port), "--config", configFile], {
+        stdio: ["ignore", full, "pipe"],
+      });
+      closeSync(full);
+      let stderr = "";
+      child.stderr?.on("data", (data: Buffer) => {
+        stderr += data.toString();
+      });
+      const exited = new Promise<number | null>((resolve) => child.on("exit", resolve));
+      try {
+        let status: number | undefined;
+        for (
+          let waited = 0;
+          waited < 20_000 && status === undefined && child.exitCode === null;
+          waited += 100
+        ) {
+          await sleep(100);
+          status = await fetch(`http://127.0.0.1:${port}/health`).then(
+            (response) => response.status,
+            () => undefined,
+          );
+        }
+        expect(status).toBe(200);
+        // Requests log lines too: still answered.
+        for (let index = 0; index < 5; index++) {
+          expect((await fetch(`http://127.0.0.1:${port}/v1/models`)).status).toBe(401);
+        }
+        expect(stderr).toContain(
+          "tollgate: the log cannot be written (ENOSPC); logging stops, the server goes on\n",
+        );
+        child.kill("SIGTERM");
+        expect(await exited).toBe(0);
+      } finally {
+        child.kill("SIGKILL");
+      }
+    },
+    30_000,
+  );
 });
