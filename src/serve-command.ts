@@ -183,7 +183,10 @@ function readPortOption(text: string | undefined): number | undefined {
 /**
  * What a SIGHUP runs once the server has started: re-reads the config and swaps in its catalogue
  * (a config with errors is reported and the running one kept), then warns about every setting
- * the reload does not apply. Reloads run one after another, so the last signal's config wins.
+ * the reload does not apply. Reloads run one after another, so the last signal's config wins;
+ * each is logged as it begins, and one that comes while another runs says it waits for it (the
+ * read of the file takes at most `CONFIG_READ_TIME_LIMIT_MS`, so a stuck one holds back no other
+ * for ever).
  *
  * A config file that names no models (empty, or without `models:`) stands for the built-in
  * catalogue at start, but a reload that finds one while the running catalogue is the file's own
@@ -201,9 +204,12 @@ function createReloader(options: {
 }): () => void {
   const { server } = options;
   let previous = Promise.resolve();
+  /** Reloads asked for and not ended yet, the running one included. */
+  let pending = 0;
   /** Whether the catalogue running now is the built-in one. */
   let runningBuiltIn = options.running.builtInCatalog === true;
   const reloadOnce = async () => {
+    server.app.log.info("SIGHUP: reloading the config");
     try {
       const next = await loadConfig({ file: options.configFile });
       if (next.builtInCatalog === true && next.source !== undefined && !runningBuiltIn) {
@@ -230,7 +236,13 @@ function createReloader(options: {
     }
   };
   return () => {
-    previous = previous.then(reloadOnce);
+    if (pending > 0) {
+      server.app.log.info("SIGHUP while a reload runs: reloading again once it has ended");
+    }
+    pending++;
+    previous = previous.then(reloadOnce).finally(() => {
+      pending--;
+    });
   };
 }
 

@@ -12,9 +12,17 @@
  *
  * Any problem throws one {@link ConfigError} listing every problem with its field and line.
  * Safe to call again on SIGHUP: it reads everything afresh and changes nothing.
+ *
+ * The file must be a regular file, or a pipe a process holds open (`--config <(command)`, which
+ * a reload then reads as empty): a named pipe (mkfifo), a device or a socket is refused before it
+ * is opened, since opening or reading one may wait for ever (for a writer that never comes) and
+ * a reload that never ends would hold back every later one. Reading takes at most
+ * {@link CONFIG_READ_TIME_LIMIT_MS} (a hung network mount, a pipe whose writer never closes it).
  */
-import { readFile, stat } from "node:fs/promises";
+import { constants } from "node:fs";
+import { open, readFile, readlink, stat } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import type { LineCounter, parseDocument, YAMLError } from "yaml";
 import { DEFAULT_CONFIG_FILE_NAME } from "./config-defaults.ts";
 import { ConfigError, type ConfigProblem } from "./config-error.ts";
@@ -34,7 +42,17 @@ export interface LoadConfigOptions {
   cwd?: string;
   /** Who reads it (see `ConfigPurpose` in read-config.ts); default `"serve"`. */
   purpose?: ConfigPurpose;
+  /** How long reading the file may take; default {@link CONFIG_READ_TIME_LIMIT_MS}. */
+  readTimeLimitMs?: number;
 }
+
+/**
+ * How long reading the config file may take before the load fails: long enough for any file
+ * worth reading, short enough that a reload stuck on a hung mount lets the next SIGHUP be served.
+ */
+export const CONFIG_READ_TIME_LIMIT_MS = 10_000;
+/** How often a pipe whose writer has not finished is read again. */
+const PIPE_POLL_MS = 20;
 
 /** Where the configuration comes from. */
 export type ConfigLocation =
@@ -62,7 +80,10 @@ export async function loadConfig(options: LoadConfigOptions = {}): Promise<Loade
   }
 
   const source = location.path;
-  const { text, modifiedSeconds } = await readConfigFile(location);
+  const { text, modifiedSeconds } = await readConfigFile(
+    location,
+    options.readTimeLimitMs ?? CONFIG_READ_TIME_LIMIT_MS,
+  );
   // The YAML parser is imported only when there is a file to parse (the built-in default needs none).
   const yaml = await import("yaml");
   const lineCounter = new yaml.LineCounter();
@@ -106,8 +127,9 @@ export async function loadConfig(options: LoadConfigOptions = {}): Promise<Loade
 
 /**
  * Which configuration `loadConfig` reads: `--config`, else `TOLLGATE_CONFIG`, else
- * `./tollgate.yaml` if it exists now, else the built-in default. Does not check that a named
- * file exists (reading it does).
+ * `./tollgate.yaml` if it exists now (anything but a folder: a named pipe there is refused, not
+ * taken for no file), else the built-in default. Does not check that a named file exists
+ * (reading it does).
  */
 export async function locateConfig(options: {
   file: string | undefined;
@@ -123,29 +145,78 @@ export async function locateConfig(options: {
   }
   const inWorkingFolder = resolve(options.cwd, DEFAULT_CONFIG_FILE_NAME);
   const found = await stat(inWorkingFolder).then(
-    (stats) => stats.isFile(),
+    (stats) => !stats.isDirectory(),
     () => false,
   );
   return found ? { kind: "file", path: inWorkingFolder, namedBy: "working folder" } : { kind: "built-in" };
 }
 
+/** Reads the file `location` names, within `timeLimitMs`; every problem is a {@link ConfigError}. */
 async function readConfigFile(
   location: Extract<ConfigLocation, { kind: "file" }>,
+  timeLimitMs: number,
 ): Promise<{ text: string; modifiedSeconds: number }> {
+  const problem = (message: string) =>
+    new ConfigError({ problems: [fileProblem(message)], source: location.path });
   const fail = (message: string): never => {
-    throw new ConfigError({ problems: [fileProblem(message)], source: location.path });
+    throw problem(message);
   };
+  const stop = new AbortController();
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      stop.abort();
+      reject(
+        problem(
+          `could not be read within ${timeLimitMs / 1000} s (named by ${location.namedBy}): a hung network mount, or a pipe whose writer has not closed it? Name a local YAML file`,
+        ),
+      );
+    }, timeLimitMs);
+  });
+  try {
+    // A read stuck in the kernel (a hung mount) cannot be stopped; the load fails without it.
+    return await Promise.race([readWithin(location, stop.signal, fail), timedOut]);
+  } finally {
+    clearTimeout(timer);
+    stop.abort();
+  }
+}
+
+async function readWithin(
+  location: Extract<ConfigLocation, { kind: "file" }>,
+  signal: AbortSignal,
+  fail: (message: string) => never,
+): Promise<{ text: string; modifiedSeconds: number }> {
   try {
     const stats = await stat(location.path);
+    const modifiedSeconds = Math.floor(stats.mtimeMs / 1000);
     if (stats.isDirectory()) {
       return fail(
         `is a folder (named by ${location.namedBy}); name a YAML file such as ${DEFAULT_CONFIG_FILE_NAME}`,
       );
     }
-    const text = await readFile(location.path, "utf8");
-    return { text, modifiedSeconds: Math.floor(stats.mtimeMs / 1000) };
+    if (stats.isFIFO()) {
+      if (await isOpenPipe(location.path)) {
+        return { text: await readPipe(location.path, signal), modifiedSeconds };
+      }
+      return fail(
+        `is a named pipe (FIFO), not a file (named by ${location.namedBy}): opening it waits for a writer, at start and on every reload; write the config to a file and name that`,
+      );
+    }
+    if (!stats.isFile()) {
+      const kind = stats.isSocket()
+        ? "a socket"
+        : stats.isCharacterDevice()
+          ? "a character device"
+          : "a block device";
+      return fail(
+        `is ${kind}, not a file (named by ${location.namedBy}); name a YAML file such as ${DEFAULT_CONFIG_FILE_NAME}`,
+      );
+    }
+    const text = await readFile(location.path, { encoding: "utf8", signal });
+    return { text, modifiedSeconds };
   } catch (error) {
-    if (error instanceof ConfigError) throw error;
+    if (error instanceof ConfigError || signal.aborted) throw error;
     const code = (error as NodeJS.ErrnoException).code;
     if (code === "ENOENT") {
       return fail(
@@ -154,6 +225,54 @@ async function readConfigFile(
     }
     if (code === "EACCES") return fail("cannot be read: permission denied; let the service's user read it");
     return fail(`cannot be read: ${error instanceof Error ? error.message : String(error)}`);
+  }
+}
+
+/**
+ * Whether `path` reaches a pipe some process holds open (`/dev/fd/63` of `--config <(command)`,
+ * `/dev/stdin`, `/proc/PID/fd/N`) rather than a named pipe made by mkfifo: the kernel shows the
+ * former as a link to `pipe:[inode]`, which is no path. Opening it never waits for a writer.
+ */
+async function isOpenPipe(path: string): Promise<boolean> {
+  let current = path;
+  for (let hop = 0; hop < 40; hop++) {
+    let target: string;
+    try {
+      target = await readlink(current);
+    } catch {
+      return false;
+    }
+    if (/^pipe:\[\d+\]$/.test(target)) return true;
+    current = resolve(dirname(current), target);
+  }
+  return false;
+}
+
+/**
+ * Reads a pipe to its end without blocking (a read blocked in the thread pool could not be
+ * stopped, and would keep the process from exiting): what a writer still writing has not sent
+ * yet is read again every {@link PIPE_POLL_MS} until it closes its end or `signal` stops it.
+ */
+async function readPipe(path: string, signal: AbortSignal): Promise<string> {
+  const handle = await open(path, constants.O_RDONLY | constants.O_NONBLOCK);
+  try {
+    const chunks: Buffer[] = [];
+    const buffer = Buffer.alloc(64 * 1024);
+    for (;;) {
+      signal.throwIfAborted();
+      let bytesRead: number;
+      try {
+        ({ bytesRead } = await handle.read(buffer, 0, buffer.length, null));
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== "EAGAIN") throw error;
+        await sleep(PIPE_POLL_MS, undefined, { signal });
+        continue;
+      }
+      if (bytesRead === 0) return Buffer.concat(chunks).toString("utf8");
+      chunks.push(Buffer.from(buffer.subarray(0, bytesRead)));
+    }
+  } finally {
+    await handle.close();
   }
 }
 
