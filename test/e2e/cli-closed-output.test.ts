@@ -3,7 +3,7 @@
  * the rest of the output is dropped without Node's unhandled EPIPE and its stack trace, commands
  * still end with their own exit code, and the server keeps serving.
  */
-import { spawn, spawnSync } from "node:child_process";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { closeSync, existsSync, mkdtempSync, openSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -26,6 +26,19 @@ beforeAll(() => {
 afterAll(() => {
   rmSync(folder, { recursive: true, force: true });
 });
+
+/** The status of the server's `/health` once it answers, or `undefined` if it exits or 20 s pass first. */
+async function waitForHealth(port: number, child: ChildProcess): Promise<number | undefined> {
+  for (let waited = 0; waited < 20_000 && child.exitCode === null; waited += 100) {
+    await sleep(100);
+    const status = await fetch(`http://127.0.0.1:${port}/health`).then(
+      (response) => response.status,
+      () => undefined,
+    );
+    if (status !== undefined) return status;
+  }
+  return undefined;
+}
 
 /** Runs the CLI with its standard output closed before it writes anything. */
 async function runWithClosedOutput(...args: string[]) {
@@ -98,18 +111,7 @@ describe("a CLI whose output is closed early", () => {
     });
     child.stdout.destroy();
     try {
-      let status: number | undefined;
-      for (
-        let waited = 0;
-        waited < 20_000 && status === undefined && child.exitCode === null;
-        waited += 100
-      ) {
-        await sleep(100);
-        status = await fetch(`http://127.0.0.1:${port}/health`).then(
-          (response) => response.status,
-          () => undefined,
-        );
-      }
+      const status = await waitForHealth(port, child);
       // Answering after its first-start banner went nowhere.
       expect(status).toBe(200);
       await sleep(200);
@@ -137,18 +139,7 @@ describe("a CLI whose output is closed early", () => {
       });
       const exited = new Promise<number | null>((resolve) => child.on("exit", resolve));
       try {
-        let status: number | undefined;
-        for (
-          let waited = 0;
-          waited < 20_000 && status === undefined && child.exitCode === null;
-          waited += 100
-        ) {
-          await sleep(100);
-          status = await fetch(`http://127.0.0.1:${port}/health`).then(
-            (response) => response.status,
-            () => undefined,
-          );
-        }
+        const status = await waitForHealth(port, child);
         expect(status).toBe(200);
         // Requests log lines too: still answered.
         for (let index = 0; index < 5; index++) {
