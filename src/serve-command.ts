@@ -109,12 +109,14 @@ export async function runServeCommand(
       out.write("Try it:");
       out.write(
         // Any model id pastes as it is: the body is JSON, quoted for the shell.
-        `  curl ${server.baseUrl}/chat/completions -H "Authorization: Bearer ${starterKey}" -H "Content-Type: application/json" -d ${quoteForShell(JSON.stringify({ model, messages: [{ role: "user", content: "Hello!" }] }))}`,
+        `  curl ${reachableUrl(server.baseUrl)}/chat/completions -H "Authorization: Bearer ${starterKey}" -H "Content-Type: application/json" -d ${quoteForShell(JSON.stringify({ model, messages: [{ role: "user", content: "Hello!" }] }))}`,
       );
     }
     out.write("");
   }
-  out.write(`Tollgate listening on ${server.baseUrl}`);
+  // Signals go to this process, not to npm's (`npm start`), which exits on them and leaves the
+  // server running without the reload: the banner names it.
+  out.write(`Tollgate listening on ${server.baseUrl} (pid ${process.pid}; reload: kill -HUP ${process.pid})`);
   for (const replaced of config.replacedByEnvironment ?? []) {
     server.app.log.warn({ config: config.source }, `${replaced} in the config file (the environment wins)`);
   }
@@ -178,6 +180,15 @@ function readPortOption(text: string | undefined): number | undefined {
     throw new CliError(`--port must be an integer from 0 to 65535 (got ${JSON.stringify(text)})`);
   }
   return port;
+}
+
+/**
+ * `baseUrl` as a client on this machine reaches it: a server listening on every address
+ * (`0.0.0.0`, as in the image, or `::`) is reached at the loopback one (some systems refuse to
+ * connect to 0.0.0.0).
+ */
+export function reachableUrl(baseUrl: string): string {
+  return baseUrl.replace("//0.0.0.0:", "//127.0.0.1:").replace("//[::]:", "//[::1]:");
 }
 
 /**

@@ -41,10 +41,10 @@ function runCliLine(line: string) {
   return spawnSync(process.execPath, [cli, ...args], { cwd: folder, encoding: "utf8" });
 }
 
-/** Starts `tollgate serve` in the folder; resolves with its output once it listens. */
-async function serve(): Promise<string> {
-  const child = spawn(process.execPath, [cli, "serve", "--port", "0"], {
-    cwd: folder,
+/** Starts `tollgate serve` in the folder (`cwd`); resolves with its output once it listens. */
+async function serve(args: readonly string[] = [], cwd = folder): Promise<string> {
+  const child = spawn(process.execPath, [cli, "serve", "--port", "0", ...args], {
+    cwd,
     stdio: ["ignore", "pipe", "pipe"],
   });
   server = child;
@@ -76,6 +76,13 @@ describe("the README's quick start", () => {
     writeFileSync(join(folder, "tollgate.yaml"), `${yaml}\n`);
 
     const output = await serve();
+    // Signals go to the server's own process (not npm's): the banner names it.
+    const pid = server?.pid;
+    expect(output).toMatch(
+      new RegExp(
+        `Tollgate listening on http://127\\.0\\.0\\.1:\\d+/v1 \\(pid ${pid}; reload: kill -HUP ${pid}\\)`,
+      ),
+    );
     const printed =
       /curl (\S+) -H "Authorization: Bearer (\S+)" -H "Content-Type: application\/json" -d '(.+)'/.exec(
         output,
@@ -96,6 +103,23 @@ describe("the README's quick start", () => {
       expect(response.status, JSON.stringify(answer)).toBe(200);
       expect(answer.model).toBe("tiny");
       expect(answer.choices).toHaveLength(1);
+    }
+  }, 60_000);
+
+  it("prints a curl line that reaches a server listening on every address (0.0.0.0)", async () => {
+    server?.kill("SIGKILL");
+    const fresh = mkdtempSync(join(tmpdir(), "tollgate-quick-start-any-"));
+    try {
+      writeFileSync(join(fresh, "tollgate.yaml"), "models: []\n");
+      const output = await serve(["--host", "0.0.0.0"], fresh);
+      expect(output).toMatch(/Tollgate listening on http:\/\/0\.0\.0\.0:\d+\/v1/);
+      const url = /curl (\S+) -H/.exec(output)?.[1] ?? "";
+      expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/v1\/chat\/completions$/);
+      // Reached as printed (a 401: no key sent).
+      expect((await fetch(url, { method: "POST" })).status).toBe(401);
+    } finally {
+      server?.kill("SIGKILL");
+      rmSync(fresh, { recursive: true, force: true });
     }
   }, 60_000);
 });
