@@ -53,7 +53,7 @@ export async function runBackupCommand(
   const location = locateDatabase(config.database);
   if (location.kind === "postgres") {
     throw new CliError(
-      "The database is PostgreSQL: back it up with pg_dump (e.g. pg_dump --format=custom --file=tollgate.dump DATABASE_URL), which takes a consistent snapshot while replicas serve. Restore it with pg_restore into a new, empty database, then point the database setting at that one.",
+      "The database is PostgreSQL: back it up with pg_dump (e.g. pg_dump --format=custom --file=tollgate.dump DATABASE_URL; with ?schema=NAME in the URL, leave that out of it and add --schema=NAME, as pg_dump does not read it), which takes a consistent snapshot while replicas serve. Restore it with pg_restore into a new, empty database, then point the database setting at that one.",
     );
   }
   if (location.kind === "sqlite-memory") {

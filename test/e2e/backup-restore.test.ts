@@ -305,6 +305,15 @@ describe("tollgate backup and restore on SQLite", () => {
       expect(refused.stderr).toContain("pg_dump");
       expect(refused.stderr).not.toContain("s3cret-password");
     }
+    // pg_dump refuses a URL with Tollgate's ?schema= (invalid URI query parameter): the advice says so.
+    const backup = runCli(["backup", join(folder, "pg-copy.db")], {
+      cwd: folder,
+      env: postgres,
+      unset: ["TOLLGATE_CONFIG"],
+    });
+    expect(backup.stderr).toContain(
+      "with ?schema=NAME in the URL, leave that out of it and add --schema=NAME",
+    );
     const memory = { TOLLGATE_DATABASE_URL: "sqlite::memory:" };
     const refused = runCli(["backup", join(folder, "memory-copy.db")], {
       cwd: folder,
