@@ -91,7 +91,13 @@ export async function runModelsPullCommand(
     // under a file); a failed write of the file itself arrives already as `not-writable`.
     const failure = isSystemError(error) ? createNotWritableError(error, modelsFolder) : error;
     if (failure instanceof ModelDownloadError) {
-      throw new CliError(`Cannot download ${shown}: ${failure.message}${adviseRetry(failure)}`, {
+      // Offline: the file can come from elsewhere, under the name the server looks for (its 503 says
+      // the same).
+      const elsewhere =
+        failure.failure === "unreachable"
+          ? ` Or download it on a machine with network access and put the file at ${source.path}.`
+          : "";
+      throw new CliError(`Cannot download ${shown}: ${failure.message}${adviseRetry(failure)}${elsewhere}`, {
         cause: failure,
       });
     }

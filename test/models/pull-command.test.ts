@@ -224,11 +224,17 @@ describe("tollgate models pull", () => {
     const closed = await startModelFileServer();
     await closed.close();
     const url = closed.baseUrl.replace("http://", "http://alice:hunter2@");
-    const { run } = await pull(createConfig([]), [`${url}/files/s.gguf?sig=TOPSECRET`]);
+    const { run, modelsFolder } = await pull(createConfig([]), [`${url}/files/s.gguf?sig=TOPSECRET`]);
     const error = await run.catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(CliError);
     const message = (error as CliError).message;
     expect(message).toContain(`Cannot download ${closed.baseUrl}/files/s.gguf?…: Cannot reach`);
+    // Where to put a file brought from elsewhere, as the server's 503 says.
+    const uri = parseModelUri(`${url}/files/s.gguf?sig=TOPSECRET`);
+    if (uri === undefined) throw new Error("the URL is a model URI");
+    expect(message).toContain(
+      `Or download it on a machine with network access and put the file at ${join(modelsFolder, createModelFileName(uri))}.`,
+    );
     expect(message).not.toMatch(/alice|hunter2|TOPSECRET/);
     // Nor does any error in its cause chain, which a logger would print too.
     const chain: string[] = [];
