@@ -176,14 +176,27 @@ function describeConfiguredAdminKey(
 
 /** The token of a `Bearer` header (the scheme is case-insensitive, as HTTP says). */
 function readBearerToken(header: string | undefined): string {
+  const parts = splitAuthorization(header);
+  if (parts === undefined) throw new AppError("invalid_api_key", MISSING_KEY);
+  if (parts.scheme.toLowerCase() !== "bearer") throw new AppError("invalid_api_key", NOT_BEARER);
+  if (parts.token === "") throw new AppError("invalid_api_key", MISSING_KEY);
+  return parts.token;
+}
+
+/**
+ * An `Authorization` header's scheme and what follows it (spaces around both dropped, spaces
+ * inside the token kept), as every route that takes a key reads it; `undefined` when it is
+ * missing or blank.
+ */
+export function splitAuthorization(
+  header: string | undefined,
+): { scheme: string; token: string } | undefined {
   const trimmed = header?.trim() ?? "";
-  if (trimmed === "") throw new AppError("invalid_api_key", MISSING_KEY);
+  if (trimmed === "") return undefined;
   const space = trimmed.search(/\s/);
-  const scheme = space === -1 ? trimmed : trimmed.slice(0, space);
-  if (scheme.toLowerCase() !== "bearer") throw new AppError("invalid_api_key", NOT_BEARER);
-  const token = space === -1 ? "" : trimmed.slice(space).trim();
-  if (token === "") throw new AppError("invalid_api_key", MISSING_KEY);
-  return token;
+  return space === -1
+    ? { scheme: trimmed, token: "" }
+    : { scheme: trimmed.slice(0, space), token: trimmed.slice(space).trim() };
 }
 
 function toCachedKey(record: ApiKeyRecord | undefined): CachedKey | undefined {

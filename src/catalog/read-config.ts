@@ -145,7 +145,8 @@ export function readConfig(options: ReadConfigOptions): ReadConfigResult {
   const database = readDatabase(issues, tree.database, overrides, options);
   const redis = readRedis(issues, tree.redis, overrides);
   if (overrides.adminKey !== undefined) {
-    const problem = describeHeaderValueProblem(overrides.adminKey);
+    const problem =
+      describeHeaderValueProblem(overrides.adminKey) ?? describeBearerKeyProblem(overrides.adminKey);
     if (problem !== undefined) issues.addForEnvironment("TOLLGATE_ADMIN_KEY", problem);
   }
   const adminKey =
@@ -408,5 +409,21 @@ function readOptionalSecret(
   example: string,
 ): string | undefined {
   const key = readHeaderValue(issues, path, value, { example, secret: true, allowEmpty: true });
-  return key === "" ? undefined : key;
+  if (key === undefined || key === "") return undefined;
+  const problem = describeBearerKeyProblem(key);
+  if (problem === undefined) return key;
+  issues.add(path, problem);
+  return undefined;
+}
+
+/**
+ * Why a key clients send as a bearer token (admin_key, metrics_key) could never match, or
+ * `undefined`: a header's bytes reach the server as Latin-1, so a key with other characters
+ * (UTF-8 from curl or Prometheus) is never equal to the one configured, and every request with
+ * it would be refused. Never repeats the value.
+ */
+function describeBearerKeyProblem(key: string): string | undefined {
+  return /^[\x20-\x7e\t]*$/.test(key)
+    ? undefined
+    : "has characters outside ASCII, which HTTP clients send in another encoding than the server compares: no request could use it; use ASCII letters, digits and punctuation";
 }

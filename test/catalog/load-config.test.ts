@@ -966,6 +966,20 @@ describe("loadConfig: upstream endpoint headers and keys", () => {
       "TOLLGATE_ADMIN_KEY (environment): contains a line break or another control character, which HTTP headers cannot carry (often a trailing newline copied from a file); remove it",
     ]);
   });
+
+  it("refuses an admin or metrics key with characters outside ASCII, which no request could match", async () => {
+    const outsideAscii =
+      "has characters outside ASCII, which HTTP clients send in another encoding than the server compares: no request could use it; use ASCII letters, digits and punctuation";
+    expect(
+      await problemsOfFile(
+        'admin_key: "clé-d-administration-123"\nmetrics_key: "clé-des-métriques"\nmodels: []\n',
+      ),
+    ).toEqual([`admin_key: ${outsideAscii}`, `metrics_key: ${outsideAscii}`]);
+    await folder.write("tollgate.yaml", "models: []\n");
+    expect(await problemsOf({ env: { TOLLGATE_ADMIN_KEY: "clé-d-administration-123" } })).toEqual([
+      `TOLLGATE_ADMIN_KEY (environment): ${outsideAscii}`,
+    ]);
+  });
 });
 
 describe("loadConfig for CLI commands", () => {

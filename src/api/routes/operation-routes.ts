@@ -6,6 +6,7 @@
 import { hash, timingSafeEqual } from "node:crypto";
 import type { FastifyInstance } from "fastify";
 import packageJson from "../../../package.json" with { type: "json" };
+import { splitAuthorization } from "../../auth/authenticator.ts";
 import { AppError } from "../../errors/app-error.ts";
 import type { Metrics } from "../../metrics/metrics.ts";
 import type { AppDependencies } from "../build-app.ts";
@@ -18,9 +19,9 @@ import type { InFlightRequests } from "../in-flight-requests.ts";
  * equal length whatever was sent, so the time taken tells nothing of the secret's length.
  */
 function isBearerOf(header: string | undefined, secret: string): boolean {
-  const match = /^\s*bearer\s+(\S+)\s*$/i.exec(header ?? "");
-  if (match?.[1] === undefined) return false;
-  return timingSafeEqual(hash("sha256", match[1], "buffer"), hash("sha256", secret, "buffer"));
+  const parts = splitAuthorization(header);
+  if (parts === undefined || parts.scheme.toLowerCase() !== "bearer" || parts.token === "") return false;
+  return timingSafeEqual(hash("sha256", parts.token, "buffer"), hash("sha256", secret, "buffer"));
 }
 
 export interface OperationRoutesOptions {
