@@ -254,10 +254,11 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
     );
     // Only catalogue ids become label values (never whatever a client asked for): one in the
     // catalogue now, or one that ran (it was measured), though a reload may have removed it since.
+    const named = state.modelId ?? (typeof fields.model === "string" ? fields.model : undefined);
     const model =
-      typeof fields.model === "string" &&
-      (dependencies.registry.get(fields.model) !== undefined || fields.promptTokens !== undefined)
-        ? fields.model
+      named !== undefined &&
+      (dependencies.registry.get(named) !== undefined || fields.promptTokens !== undefined)
+        ? named
         : "";
     const number = (value: unknown) => (typeof value === "number" ? value : undefined);
     metrics.observe({

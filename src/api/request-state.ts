@@ -14,6 +14,11 @@ interface RequestState {
   recorded: boolean;
   /** Its route records it when its connection closes early (a chat request once settled). */
   recordsItself?: boolean;
+  /**
+   * The model as the client named it, whole (the log line's `model` may be cut, or a pasted key
+   * in it hidden): the metrics' label once it is found to be a catalogue id.
+   */
+  modelId: string | undefined;
 }
 
 declare module "fastify" {
@@ -30,7 +35,7 @@ declare module "fastify" {
  */
 export function stateOf(request: object): RequestState {
   const holder = request as { tollgateState: RequestState | null };
-  holder.tollgateState ??= { key: undefined, fields: undefined, recorded: false };
+  holder.tollgateState ??= { key: undefined, fields: undefined, recorded: false, modelId: undefined };
   return holder.tollgateState;
 }
 
@@ -38,6 +43,11 @@ export function annotate(request: object, fields: LogFields): void {
   const state = stateOf(request);
   if (state.fields === undefined) state.fields = { ...fields };
   else Object.assign(state.fields, fields);
+}
+
+/** Keeps the model a request names, whole, for its metrics (see `modelId`). */
+export function nameModel(request: object, modelId: string): void {
+  stateOf(request).modelId = modelId;
 }
 
 export function getKey(request: object): RequestKey {

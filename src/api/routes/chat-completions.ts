@@ -8,6 +8,7 @@ import { cutText } from "../../errors/cut-text.ts";
 import { convertChatRequest } from "../convert-chat-request.ts";
 import type { InFlightRequests } from "../in-flight-requests.ts";
 import { collectCompletion, renderChatCompletion } from "../render-chat-completion.ts";
+import { nameModel } from "../request-state.ts";
 import {
   type ChatCompletionRequestBody,
   ChatCompletionRequestSchema,
@@ -115,6 +116,7 @@ export function registerChatCompletionRoutes(
   ) {
     const chatOptions = convertChatRequest(request.body);
     options.annotate(request, { model: describeModel(chatOptions.model), stream: chatOptions.stream });
+    nameModel(request, chatOptions.model);
     if (options.logPrompts === true) options.annotate(request, describePrompt(request.body.messages));
     options.recordsOwnClose(request);
     const controller = abortOnDisconnect(reply, options.inFlight, handled, (clientLeft) =>
