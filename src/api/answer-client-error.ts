@@ -62,24 +62,33 @@ export function describeClientError(
 /**
  * Node's `clientError` handler: answers in the contract's error shape, then closes the
  * connection. Nothing is written once a response has started on the socket (a pipelined
- * request's error would corrupt it), nor to a connection the client already reset.
+ * request's error would corrupt it), nor to a connection the client already reset. Returns the
+ * error answered to a request that reached no route (the parser refused it, or its headers never
+ * came in full), which no other hook records; `undefined` otherwise.
  */
-export function answerClientError(error: ClientError, socket: HttpSocket, timeouts: RequestTimeouts): void {
-  if (error.code === "ECONNRESET" || socket.destroyed) return;
+export function answerClientError(
+  error: ClientError,
+  socket: HttpSocket,
+  timeouts: RequestTimeouts,
+): AppError | undefined {
+  if (error.code === "ECONNRESET" || socket.destroyed) return undefined;
   // The request was answered already (early, its body still unread): a second answer would
   // reach the client as the response to a request it never sent.
   if (!socket.writable || socket._httpMessage?.headersSent === true || draining.has(socket)) {
     socket.destroy();
-    return;
+    return undefined;
   }
   // The parser keeps the last request whose headers it read, complete once its body is in too.
   const incoming = socket.parser?.incoming;
   const appError = describeClientError(error, timeouts, incoming != null && !incoming.complete);
   // A request already routed (its body was coming) is recorded with this answer, not as left;
   // unless its client ended the connection mid-request (it is gone: the answer reaches no one).
-  if (incoming != null && error.code !== CLIENT_ENDED_MID_REQUEST)
-    refusedByClientError.set(incoming, appError);
+  const routed = incoming != null && error.code !== CLIENT_ENDED_MID_REQUEST;
+  if (routed) refusedByClientError.set(incoming, appError);
   writeErrorAndClose(socket, appError);
+  // One whose headers were read, its body still coming, is recorded by the server (with this
+  // answer, or as left); the parser may still hold a request of the connection answered before.
+  return incoming != null && !incoming.complete ? undefined : appError;
 }
 
 /** llhttp's error for a connection its client ended before the request was complete. */

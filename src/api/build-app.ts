@@ -139,7 +139,22 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
     },
     // Requests the HTTP parser refuses, or that never arrive in full, are answered in the
     // contract's error shape too.
-    clientErrorHandler: (error, socket) => answerClientError(error, socket, timeouts),
+    clientErrorHandler: (error, socket) => {
+      const refused = answerClientError(error, socket, timeouts);
+      // Counted as requests too (a flood of broken clients shows), under no route or model.
+      if (refused !== undefined)
+        metrics.observe({
+          route: "unknown",
+          model: "",
+          status: refused.status,
+          seconds: 0,
+          promptTokens: undefined,
+          completionTokens: undefined,
+          costNano: undefined,
+          firstTokenSeconds: undefined,
+          engineSeconds: undefined,
+        });
+    },
     genReqId: (request) => createRequestId(request.headers["x-request-id"]),
     requestIdHeader: false,
     ajv: {
