@@ -18,6 +18,8 @@ interface CounterSeries {
 
 interface HistogramSeries {
   labels: LabelValues;
+  /** Its label pairs as written (`a="x",b="y"`), made once: each scrape writes them on every bucket line. */
+  pairs: string;
   /** Observations per bucket (not cumulative); the last one counts those above every bound. */
   counts: number[];
   sum: number;
@@ -139,6 +141,9 @@ export class LabeledHistogram {
     if (series === undefined) {
       series = {
         labels: [...labels],
+        pairs: this.labelNames
+          .map((name, index) => `${name}="${escapeLabelValue(labels[index] ?? "")}"`)
+          .join(","),
         counts: new Array<number>(this.#bounds.length + 1).fill(0),
         sum: 0,
         count: 0,
@@ -155,14 +160,18 @@ export class LabeledHistogram {
 
   render(): string {
     let text = header(this.name, this.help, "histogram");
+    // `name_bucket{le="bound"` for each bucket, made once per scrape, not once per series.
+    const bucketStarts = [...this.#bounds.map(formatNumber), "+Inf"].map(
+      (bound) => `${this.name}_bucket{le="${bound}"`,
+    );
     for (const series of this.#series.values()) {
+      const rest = series.pairs === "" ? "}" : `,${series.pairs}}`;
       let cumulative = 0;
-      for (let bucket = 0; bucket <= this.#bounds.length; bucket++) {
+      for (let bucket = 0; bucket < bucketStarts.length; bucket++) {
         cumulative += series.counts[bucket] as number;
-        const bound = bucket < this.#bounds.length ? formatNumber(this.#bounds[bucket] as number) : "+Inf";
-        text += `${this.name}_bucket${formatLabels(this.labelNames, series.labels, `le="${bound}"`)} ${cumulative}\n`;
+        text += `${bucketStarts[bucket]}${rest} ${cumulative}\n`;
       }
-      const labels = formatLabels(this.labelNames, series.labels);
+      const labels = series.pairs === "" ? "" : `{${series.pairs}}`;
       text += `${this.name}_sum${labels} ${formatNumber(series.sum)}\n`;
       text += `${this.name}_count${labels} ${series.count}\n`;
     }
