@@ -11,6 +11,7 @@ import { resolveLocalReference } from "./resolve-json-pointer.ts";
 import { anyValue, type SchemaConversion } from "./schema-conversion.ts";
 import { ConversionBudget, type SharedBudget } from "./schema-conversion-budget.ts";
 import { SchemaDefinitionNames } from "./schema-definition-names.ts";
+import { FiniteValues } from "./schema-finite-values.ts";
 import { child, type Position } from "./schema-position.ts";
 
 /**
@@ -33,11 +34,14 @@ import { child, type Position } from "./schema-position.ts";
  * - `{}`, `true` and schemas without a type become "any JSON value"; `false` becomes `null` (it
  *   cannot say "nothing").
  * - `anyOf` and `oneOf` become `oneOf` (siblings merged into each branch); `allOf` is merged into one
- *   schema; `type: [a, b]` and `nullable` become a `oneOf` of each type.
+ *   schema (a `$ref` branch as the schema it points at, unless that is being converted: a cycle);
+ *   `type: [a, b]` and `nullable` become a `oneOf` of each type.
  * - `$ref` to any JSON pointer within the schema (`#`, `#/$defs/X`, `#/definitions/X`,
  *   `#/properties/a`) becomes a `$defs` reference; other references (URLs, anchors) are refused.
  * - Objects with `properties` emit exactly those (optional ones too, which is valid; no others,
- *   which is a valid subset even where `additionalProperties` allows more), so
+ *   which is a valid subset even where `additionalProperties` allows more; for a grammar, an
+ *   optional one without a finite value, `{"$ref": "#"}` in the root's `properties`, is left out
+ *   and a required one refused, see schema-finite-values.ts), so
  *   `{"type": "object", "properties": {}}` is `{}`. Objects without `properties` are maps: any
  *   keys, values per `additionalProperties` (any value by default, as JSON Schema says). Required
  *   properties that are not declared are added as "any JSON value".
@@ -77,6 +81,7 @@ export function convertJsonSchemaToGbnf(
   const converter = new SchemaConverter(schema, options.param, options.grammarLimits ?? true, options.shared);
   const converted = converter.convert(schema, { depth: 0, pointer: () => "#" });
   const defs = converter.convertedDefinitions();
+  if (converter.grammarLimits) converter.keepFinite(converted, defs);
   if (Object.keys(defs).length === 0) return converted;
   // `$defs` sit on the root; a root that is not an object, array or oneOf is wrapped in a oneOf.
   if (
@@ -96,7 +101,10 @@ class SchemaConverter implements SchemaConversion {
   readonly #param: string;
   readonly #converted = new Map<string, GbnfJsonSchema>();
   readonly #inProgress = new Set<string>();
+  /** The schemas of `#inProgress`, which an `allOf` must not merge (see mergeAllOf). */
+  readonly #targetsInProgress = new Set<unknown>();
   readonly #definitionNames = new SchemaDefinitionNames();
+  readonly #finiteValues = new FiniteValues();
   /** What each `$ref` string resolved to: a pointer is walked once, however often it is met. */
   readonly #references = new Map<string, unknown>();
 
@@ -116,6 +124,11 @@ class SchemaConverter implements SchemaConversion {
 
   convertedDefinitions(): Record<string, GbnfJsonSchema> {
     return Object.fromEntries(this.#converted);
+  }
+
+  /** Leaves out the optional properties that have no finite value, or refuses the schema (see FiniteValues). */
+  keepFinite(converted: GbnfJsonSchema, defs: Record<string, GbnfJsonSchema>): void {
+    this.#finiteValues.prune(converted, defs, (at, problem) => this.refuse(at, problem));
   }
 
   convert(schema: unknown, at: Position): GbnfJsonSchema {
@@ -186,10 +199,31 @@ class SchemaConverter implements SchemaConversion {
     );
   }
 
-  #convertReference(reference: string, at: Position): GbnfJsonSchema {
+  resolveMergeable(reference: string, at: Position): Record<string, unknown> | undefined {
+    const target = this.#resolve(reference);
+    if (!isRecord(target) || this.#targetsInProgress.has(target)) return undefined;
+    const next = { depth: at.depth + 1, pointer: () => reference };
+    this.budget.spend(next, "steps", 1);
+    checkKeywords(this, target, next);
+    return target;
+  }
+
+  noteProperties(
+    properties: Record<string, GbnfJsonSchema>,
+    required: readonly string[],
+    at: Position,
+  ): void {
+    this.#finiteValues.note(properties, required, at);
+  }
+
+  #resolve(reference: string): unknown {
     if (!this.#references.has(reference))
       this.#references.set(reference, resolveLocalReference(this.#root, reference));
-    const target = this.#references.get(reference);
+    return this.#references.get(reference);
+  }
+
+  #convertReference(reference: string, at: Position): GbnfJsonSchema {
+    const target = this.#resolve(reference);
     // A reference to another document (or an anchor) is valid JSON Schema that only a grammar
     // cannot follow; one to a place in this schema that is not there is no schema at all.
     if (target === undefined && !this.grammarLimits && !reference.startsWith("#/") && reference !== "#")
@@ -205,8 +239,10 @@ class SchemaConverter implements SchemaConversion {
     const name = this.#definitionNames.name(target, reference);
     if (!this.#converted.has(name) && !this.#inProgress.has(name)) {
       this.#inProgress.add(name);
+      this.#targetsInProgress.add(target);
       this.#converted.set(name, this.convert(target, next));
       this.#inProgress.delete(name);
+      this.#targetsInProgress.delete(target);
     }
     return { $ref: `#/$defs/${name}` } as GbnfJsonSchema;
   }

@@ -84,7 +84,10 @@ function convertObject(
     properties[name] = anyValue;
   }
   // Declared properties (even none, `properties: {}`) are what the client wants: only those.
-  if (declared !== undefined || Object.keys(properties).length > 0) return { type: "object", properties };
+  if (declared !== undefined || Object.keys(properties).length > 0) {
+    conversion.noteProperties(properties, required, at);
+    return { type: "object", properties };
+  }
 
   // No `properties` at all: a map whose values follow `additionalProperties` (any value by default).
   const additional = schema.additionalProperties;

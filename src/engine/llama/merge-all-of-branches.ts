@@ -7,6 +7,11 @@ import type { Position } from "./schema-position.ts";
  * Merges `allOf` branches (and the schema's own keywords) into one schema, shallowly. Properties
  * and required names of several branches are gathered into one copy, each read counted as a step
  * (copying the growing whole for every branch took 19 s for 5000 branches of one property).
+ *
+ * A branch that is a `$ref` is merged as the schema it points at (its own `allOf` branches after
+ * it): copied as a `$ref`, the reference was converted first and every other branch dropped, so
+ * `allOf: [{"$ref": "#/$defs/Base"}, {"properties": ...}]` lost the extension. A reference to a
+ * schema being converted (a cycle) stays a `$ref` as before; one merged here already is not again.
  */
 export function mergeAllOf(
   conversion: SchemaConversion,
@@ -15,8 +20,30 @@ export function mergeAllOf(
 ): Record<string, unknown> {
   const { allOf, ...merged } = pick(schema, copiedKeywords);
   const copied = new Set<string>();
-  for (const branch of allOf as unknown[]) {
-    if (!isRecord(branch)) continue;
+  const inlined = new Set<unknown>([schema]);
+  // Branches still to merge, the next one last.
+  const pending = [...(allOf as unknown[])].reverse();
+  while (pending.length > 0) {
+    const next = pending.pop();
+    if (!isRecord(next)) continue;
+    let branch = next;
+    const target = typeof branch.$ref === "string" ? conversion.resolveMergeable(branch.$ref, at) : undefined;
+    if (target !== undefined) {
+      if (inlined.has(target)) continue;
+      inlined.add(target);
+      // Converted, a `$ref` is all a schema is (keywords beside it are dropped): so here too.
+      if (typeof target.$ref === "string") {
+        pending.push({ $ref: target.$ref });
+        continue;
+      }
+      const { allOf: nested, ...own } = target;
+      // What `allOf` holds the converter merges; the rest of the target is what its own would be.
+      if (Array.isArray(nested)) {
+        conversion.budget.spend(at, "steps", nested.length);
+        for (const item of [...nested].reverse()) pending.push(item);
+      }
+      branch = own;
+    }
     for (const key of copiedKeywords) {
       if (!Object.hasOwn(branch, key)) continue;
       const value = branch[key];

@@ -11,6 +11,14 @@ export interface SchemaConversion {
   readonly grammarLimits: boolean;
   readonly budget: ConversionBudget;
   convert(schema: unknown, at: Position): GbnfJsonSchema;
+  /**
+   * The schema a `$ref` within this schema points at, checked as a converted one is, for an
+   * `allOf` to merge; `undefined` where it must stay a reference: it is not an object schema, does
+   * not resolve (converting it refuses it), or is being converted (a cycle).
+   */
+  resolveMergeable(reference: string, at: Position): Record<string, unknown> | undefined;
+  /** Notes which of an object's converted `properties` are required (see schema-finite-values.ts). */
+  noteProperties(properties: Record<string, GbnfJsonSchema>, required: readonly string[], at: Position): void;
   /** Throws 400 `invalid_value` naming the place and the problem. */
   refuse(at: Position, problem: string): never;
 }

@@ -131,6 +131,101 @@ describe("convertJsonSchemaToGbnf", () => {
     });
   });
 
+  // Regression: every property was written, so `next` had to nest forever (run to the end of the context).
+  it("leaves out an optional property that can only recurse, refuses a required one", () => {
+    const list = { type: "object", properties: { value: { type: "integer" }, next: { $ref: "#" } } };
+    expect(convert(list)).toEqual({ type: "object", properties: { value: { type: "integer" } } });
+    // Through a definition, whose own optional recursion is left out too.
+    expect(
+      convert({
+        type: "object",
+        properties: { head: { $ref: "#/$defs/node" } },
+        required: ["head"],
+        $defs: {
+          node: { type: "object", properties: { tail: { $ref: "#/$defs/node" }, v: { type: "null" } } },
+        },
+      }),
+    ).toEqual({
+      type: "object",
+      properties: { head: { $ref: "#/$defs/node" } },
+      $defs: { node: { type: "object", properties: { v: { type: "null" } } } },
+    });
+    // Recursion with an end (an alternative, an array) is kept as it was.
+    const nullable = {
+      type: "object",
+      properties: { next: { anyOf: [{ $ref: "#" }, { type: "null" }] } },
+    };
+    expect(convert(nullable)).toEqual({
+      type: "object",
+      properties: { next: { oneOf: [{ $ref: "#/$defs/tollgate_root" }, { type: "null" }] } },
+      $defs: {
+        tollgate_root: {
+          type: "object",
+          properties: { next: { oneOf: [{ $ref: "#/$defs/tollgate_root" }, { type: "null" }] } },
+        },
+      },
+    });
+    // Checked for validity alone (an upstream model), the schema is left as it is.
+    expect(convertJsonSchemaToGbnf(list, { param, grammarLimits: false })).toMatchObject({
+      properties: { next: { $ref: "#/$defs/tollgate_root" } },
+    });
+
+    const required = refusal({ ...list, required: ["next"] });
+    expect(required).toMatchObject({ code: "invalid_value", param });
+    expect(required?.message).toMatch(
+      /at '#\/properties\/next': the required property 'next' has no finite value/,
+    );
+    expect(refusal({ type: "array", items: { $ref: "#" }, minItems: 1 })?.message).toMatch(
+      /at '#': the schema has no finite value/,
+    );
+    // A cycle of references alone is left to the grammar parser, which refuses it (see createPlanGrammar).
+    expect(
+      convert({
+        type: "object",
+        properties: { a: { $ref: "#/$defs/a" } },
+        $defs: { a: { $ref: "#/$defs/b" }, b: { $ref: "#/$defs/a" } },
+      }),
+    ).toMatchObject({ properties: { a: { $ref: "#/$defs/a" } } });
+  });
+
+  // Regression: the `$ref` was copied into the merge and converted first, dropping `extra`.
+  it("merges what an allOf branch's $ref points at with the other branches", () => {
+    expect(
+      convert({
+        allOf: [
+          { $ref: "#/$defs/Base" },
+          { type: "object", properties: { extra: { type: "string", maxLength: 5 } }, required: ["extra"] },
+        ],
+        $defs: { Base: { type: "object", properties: { id: { type: "integer" } }, required: ["id"] } },
+      }),
+    ).toEqual({
+      type: "object",
+      properties: { id: { type: "integer" }, extra: { type: "string", maxLength: 5 } },
+    });
+    // Through a reference to a reference, and the target's own allOf.
+    expect(
+      convert({
+        allOf: [{ $ref: "#/$defs/Alias" }, { properties: { b: { type: "boolean" } } }],
+        $defs: {
+          Alias: { $ref: "#/$defs/Base" },
+          Base: { allOf: [{ properties: { a: { type: "null" } } }, { $ref: "#/$defs/Base" }] },
+        },
+      }),
+    ).toEqual({ type: "object", properties: { a: { type: "null" }, b: { type: "boolean" } } });
+    // A cycle stays a reference, refused by the grammar parser as before.
+    expect(
+      convert({
+        $defs: { A: { allOf: [{ $ref: "#/$defs/B" }] }, B: { allOf: [{ $ref: "#/$defs/A" }] } },
+        $ref: "#/$defs/A",
+      }),
+    ).toEqual({ oneOf: [{ $ref: "#/$defs/A" }], $defs: { A: { $ref: "#/$defs/A" } } });
+    // What the target holds is checked as a converted schema is.
+    expect(
+      refusal({ allOf: [{ $ref: "#/$defs/Bad" }, { type: "object" }], $defs: { Bad: { type: "banana" } } })
+        ?.message,
+    ).toMatch(/at '#\/\$defs\/Bad': 'type' has "banana"/);
+  });
+
   it("gives two definitions of one name in $defs and definitions a $defs entry each", () => {
     expect(
       convert({

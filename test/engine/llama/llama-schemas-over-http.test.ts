@@ -105,6 +105,20 @@ describe("invalid schemas over HTTP", () => {
       /'maxLength' is 100000, above 1000/,
     ],
     [
+      "a required property whose $ref only leads back into itself",
+      {
+        response_format: {
+          type: "json_schema",
+          json_schema: {
+            name: "x",
+            schema: { type: "object", properties: { next: { $ref: "#" } }, required: ["next"] },
+          },
+        },
+      },
+      "response_format.json_schema.schema",
+      /at '#\/properties\/next': the required property 'next' has no finite value/,
+    ],
+    [
       "a reference to another document",
       {
         response_format: {
@@ -255,6 +269,61 @@ describe("grammar-constrained answers over HTTP", () => {
       expect(whole.completionTokens).toBe(needed + 1);
     },
   );
+});
+
+describe("recursive schemas over HTTP", () => {
+  // Regression: every declared property was written, so `next` nested until the context was full
+  // (2037 tokens billed, finish_reason length, never valid JSON).
+  it.each([
+    [
+      "json_schema",
+      {
+        response_format: {
+          type: "json_schema",
+          json_schema: {
+            name: "list",
+            schema: { type: "object", properties: { value: { type: "integer" }, next: { $ref: "#" } } },
+          },
+        },
+      },
+      "stop",
+    ],
+    [
+      "tool arguments",
+      {
+        tools: [
+          {
+            type: "function",
+            function: {
+              name: "f",
+              parameters: {
+                type: "object",
+                properties: { name: { type: "string", maxLength: 3 }, child: { $ref: "#" } },
+              },
+            },
+          },
+        ],
+        tool_choice: "required",
+      },
+      "tool_calls",
+    ],
+  ])("end the JSON of an optional property that can only recurse: %s", async (_name, body, reason) => {
+    const response = await post(server.starterKey, { ...body, seed: 1, max_tokens: 400 });
+    expect(response.status).toBe(200);
+    const completion = (await response.json()) as {
+      choices: {
+        message: { content: string | null; tool_calls?: { function: { arguments: string } }[] };
+        finish_reason: string;
+      }[];
+      usage: { completion_tokens: number };
+    };
+    const [choice] = completion.choices;
+    expect(choice?.finish_reason).toBe(reason);
+    const text = choice?.message.tool_calls?.[0]?.function.arguments ?? choice?.message.content ?? "";
+    const value = JSON.parse(text) as Record<string, unknown>;
+    expect(Object.keys(value).every((key) => key === "value" || key === "name")).toBe(true);
+    expect(completion.usage.completion_tokens).toBeLessThan(100);
+  });
 });
 
 describe("tool calls in the history over HTTP", () => {
