@@ -10,6 +10,7 @@ import type {
 import { convertJsonSchemaToGbnf } from "../engine/llama/convert-json-schema-to-gbnf.ts";
 import { requireObjectParameters } from "../engine/require-object-parameters.ts";
 import { AppError } from "../errors/app-error.ts";
+import { shownValue } from "../errors/shown-value.ts";
 import { checkSchemaSize } from "./check-schema-size.ts";
 import type { ChatCompletionRequestBody, ChatMessageBody } from "./schemas/chat-completion-request.ts";
 
@@ -39,7 +40,7 @@ function convertContent(message: ChatMessageBody, index: number): MessageText {
     if (part.type !== "text") {
       throw new AppError(
         "invalid_value",
-        `Invalid content part type '${part.type}' in '${param}': Tollgate's models take text parts only.`,
+        `Invalid content part type '${shownValue(part.type)}' in '${param}': Tollgate's models take text parts only.`,
         { param: `${param}.type` },
       );
     }
@@ -132,7 +133,7 @@ function convertToolChoice(body: ChatCompletionRequestBody, tools: ToolDefinitio
   if (!tools.some((tool) => tool.name === name)) {
     throw new AppError(
       "invalid_value",
-      `Invalid value for 'tool_choice': no function named '${name}' in 'tools'.`,
+      `Invalid value for 'tool_choice': no function named '${shownValue(name)}' in 'tools'.`,
       { param: "tool_choice.function.name" },
     );
   }
@@ -227,7 +228,7 @@ export function convertChatRequest(body: ChatCompletionRequestBody): ChatComplet
     if (tool.parameters !== undefined)
       checkToolParameters(tool.name, tool.parameters, `tools[${index}].function.parameters`);
     if (names.has(tool.name)) {
-      throw new AppError("invalid_value", `Duplicate function name '${tool.name}' in 'tools'.`, {
+      throw new AppError("invalid_value", `Duplicate function name '${shownValue(tool.name)}' in 'tools'.`, {
         param: `tools[${index}].function.name`,
       });
     }
@@ -252,6 +253,15 @@ export function convertChatRequest(body: ChatCompletionRequestBody): ChatComplet
     throw new AppError("invalid_value", "'user' must not contain the NUL character (U+0000).", {
       param: "user",
     });
+  }
+  // Half an emoji (a lone surrogate): sent upstream as it is, but stored as U+FFFD in the usage
+  // row, which then no longer names the user the client sent.
+  if (body.user != null && !body.user.isWellFormed()) {
+    throw new AppError(
+      "invalid_value",
+      "'user' must be well-formed Unicode: it holds half of a surrogate pair (a character cut in two).",
+      { param: "user" },
+    );
   }
   return {
     model: body.model,

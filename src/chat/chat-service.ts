@@ -5,6 +5,7 @@ import { ContextLengthError } from "../engine/check-context-length.ts";
 import type { EngineLogger } from "../engine/create-engine.ts";
 import type { ChatEngine, PartBatch, PreparedChat, StreamPart, Usage } from "../engine/engine.ts";
 import { AppError, isAppError } from "../errors/app-error.ts";
+import { shownValue } from "../errors/shown-value.ts";
 import { createRandomText } from "../ids/random-text.ts";
 import type { ModelRegistry, RegisteredModel } from "../models/model-registry.ts";
 import type { AdmissionTicket, Annotate, ChatAdmission, RunOutcome, SetHeader } from "./chat-admission.ts";
@@ -68,7 +69,7 @@ export class ChatService {
     if (entry === undefined) {
       throw new AppError(
         "model_not_found",
-        `The model '${options.model}' does not exist. List the models with GET /v1/models.`,
+        `The model '${shownValue(options.model)}' does not exist. List the models with GET /v1/models.`,
         {
           param: "model",
         },

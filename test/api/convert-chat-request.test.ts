@@ -109,6 +109,32 @@ describe("convertChatRequest", () => {
     expect(request.tools).toEqual([{ name: "weather" }]);
   });
 
+  it("refuses a user with half of a surrogate pair, which the usage row could not keep as sent", () => {
+    expectError({ ...base, user: "ab\ud800" }, "invalid_value", "user");
+    expect(convertChatRequest({ ...base, user: "emoji \u{1F600}" }).user).toBe("emoji \u{1F600}");
+  });
+
+  it("repeats at most 256 characters of a client's value in an error message", () => {
+    const long = "x".repeat(100_000);
+    for (const body of [
+      { ...base, messages: [{ role: "user", content: [{ type: long, text: "Hi" }] }] },
+      {
+        ...base,
+        tools: [{ type: "function", function: { name: "f", parameters: { type: "object" } } }],
+        tool_choice: { type: "function", function: { name: long } },
+      },
+    ] as ChatCompletionRequestBody[]) {
+      let message = "";
+      try {
+        convertChatRequest(body);
+      } catch (error) {
+        message = (error as AppError).message;
+      }
+      expect(message).toContain(`'${"x".repeat(256)}...'`);
+      expect(message.length).toBeLessThan(400);
+    }
+  });
+
   it("keeps the names of participants", () => {
     const { request } = convertChatRequest({
       ...base,

@@ -328,6 +328,14 @@ describe("bad input gets its status, type, code and param, never a 500", () => {
     expect(response.headers.get("x-request-id")).toMatch(/\S/);
   });
 
+  it("repeats at most 256 characters of an unknown model's name (regression: an 8 MB name, an 8 MB 404)", async () => {
+    const response = await post(JSON.stringify({ ...valid, model: "m".repeat(50_000) }));
+    expect(response.status).toBe(404);
+    expect(response.body.error.message).toBe(
+      `The model '${"m".repeat(256)}...' does not exist. List the models with GET /v1/models.`,
+    );
+  });
+
   it("words lengths and counts plainly, not in the validator's phrasing", async () => {
     const phrased = async (change: Record<string, unknown>) =>
       (await post(JSON.stringify({ ...valid, ...change }))).body.error.message;

@@ -73,7 +73,7 @@ function convertObject(
   // A required property that is not declared is written too: it counts as one.
   for (const name of required) {
     if (Object.hasOwn(properties, name)) continue;
-    if (declared !== undefined && schema.additionalProperties === false) {
+    if (schema.additionalProperties === false) {
       conversion.refuse(
         at,
         `'required' names '${name}', which 'properties' does not declare while 'additionalProperties' is false, so no value can match.`,

@@ -359,6 +359,11 @@ describe("convertJsonSchemaToGbnf", () => {
         { type: "object", properties: { a: {} }, required: ["a", "zz"], additionalProperties: false },
         /'required' names 'zz', which 'properties' does not declare while 'additionalProperties' is false/,
       ],
+      // Regression: without a `properties` keyword at all it was accepted (and 'a' written).
+      [
+        { type: "object", required: ["a"], additionalProperties: false },
+        /'required' names 'a', which 'properties' does not declare while 'additionalProperties' is false/,
+      ],
       [{ type: "array", minItems: -1 }, /'minItems' is -1; it must be a whole number, 0 or more/],
       [{ type: "string", maxLength: 1.5 }, /'maxLength' is 1\.5/],
     ];
