@@ -90,6 +90,15 @@ export function checkSchemaSize(schema: unknown, param: string): void {
     // A constant's items and members (an enum's values among them) are written out one by one.
     if (kind === "data") countEntries(size, at);
     const visit = (key: string, item: unknown, itemKind: WalkedValue["kind"]) => {
+      // JSON's 1e309 parses as Infinity, which goes on as null: refused, as a seed out of range is,
+      // rather than sent upstream changed.
+      if (typeof item === "number" && !Number.isFinite(item)) {
+        throw new AppError(
+          "invalid_value",
+          `Invalid JSON Schema in '${param}': the number at '${pointerOf({ value: item, kind: itemKind, depth: depth + 1, parent: at, key })}' is too large for a double (beyond ±1.8e308); write a finite one.`,
+          { param },
+        );
+      }
       if (itemKind === "data" || (typeof item === "object" && item !== null))
         pending.push({ value: item, kind: itemKind, depth: depth + 1, parent: at, key });
     };

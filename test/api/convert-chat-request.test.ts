@@ -135,6 +135,35 @@ describe("convertChatRequest", () => {
     }
   });
 
+  it("refuses a number in a schema too large for a double, which would go upstream as null", () => {
+    const tooLarge = JSON.parse('{"type":"number","maximum":1e309}') as Record<string, unknown>;
+    let message = "";
+    try {
+      convertChatRequest({
+        ...base,
+        response_format: { type: "json_schema", json_schema: { name: "n", schema: tooLarge } },
+      });
+    } catch (error) {
+      message = (error as AppError).message;
+      expect((error as AppError).code).toBe("invalid_value");
+    }
+    expect(message).toContain("the number at '#/maximum' is too large for a double");
+    const negative = JSON.parse('{"enum":[1,-1e309]}') as Record<string, unknown>;
+    expectError(
+      {
+        ...base,
+        tools: [
+          {
+            type: "function",
+            function: { name: "f", parameters: { type: "object", properties: { a: negative } } },
+          },
+        ],
+      },
+      "invalid_value",
+      "tools[0].function.parameters",
+    );
+  });
+
   it("keeps the names of participants", () => {
     const { request } = convertChatRequest({
       ...base,
