@@ -23,6 +23,18 @@ export const MAX_SCHEMA_STRING_CHARS = 120_000;
 /** The most characters of string values one `enum` of more than {@link LARGE_ENUM_VALUES} of them may hold (OpenAI's bound too). */
 export const MAX_LARGE_ENUM_CHARS = 15_000;
 const LARGE_ENUM_VALUES = 250;
+/**
+ * The most properties and `enum` values the schemas of one request (its tools' parameters and
+ * its response format) may declare together: each may declare {@link maxSchemaEntries}, but 128
+ * tools of 5000 properties each (6.6 MB) held the event loop for about a second in these checks
+ * alone, for a request then refused (a model not found) at no cost to its sender.
+ */
+export const MAX_REQUEST_SCHEMA_ENTRIES = 20_000;
+
+/** What the schemas of one request have declared so far: see {@link MAX_REQUEST_SCHEMA_ENTRIES}. */
+export interface RequestSchemaEntries {
+  entries: number;
+}
 
 /**
  * A place in the schema walked by {@link checkSchemaSize}: a value, how deep it sits, and what
@@ -52,7 +64,7 @@ const countedNames = new Set(["properties", "$defs", "definitions"]);
  * of a million keys costs about what parsing it did, and the grammar converter, which counts again
  * as it converts, never enumerates one.
  */
-export function checkSchemaSize(schema: unknown, param: string): void {
+export function checkSchemaSize(schema: unknown, param: string, request?: RequestSchemaEntries): void {
   let characters = 0;
   let entries = 0;
   const countCharacters = (text: string, at: WalkedValue) => {
@@ -66,10 +78,19 @@ export function checkSchemaSize(schema: unknown, param: string): void {
   };
   const countEntries = (count: number, at: WalkedValue) => {
     entries += count;
-    if (entries <= maxSchemaEntries) return;
+    if (entries > maxSchemaEntries) {
+      throw new AppError(
+        "invalid_value",
+        `Invalid JSON Schema in '${param}': it declares more than ${maxSchemaEntries} properties and enum values in all, the most a schema may have (passed at '${pointerOf(at)}'; the members of constants and required properties that are not declared count too). Split it, or describe fewer of them.`,
+        { param },
+      );
+    }
+    if (request === undefined) return;
+    request.entries += count;
+    if (request.entries <= MAX_REQUEST_SCHEMA_ENTRIES) return;
     throw new AppError(
       "invalid_value",
-      `Invalid JSON Schema in '${param}': it declares more than ${maxSchemaEntries} properties and enum values in all, the most a schema may have (passed at '${pointerOf(at)}'; the members of constants and required properties that are not declared count too). Split it, or describe fewer of them.`,
+      `Invalid JSON Schema in '${param}': the schemas of this request (its tools' parameters and its response format) declare more than ${MAX_REQUEST_SCHEMA_ENTRIES} properties and enum values together, the most one request may (passed at '${pointerOf(at)}'). Send fewer tools, or smaller ones.`,
       { param },
     );
   };

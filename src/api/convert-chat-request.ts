@@ -11,7 +11,7 @@ import { convertJsonSchemaToGbnf } from "../engine/llama/convert-json-schema-to-
 import { requireObjectParameters } from "../engine/require-object-parameters.ts";
 import { AppError } from "../errors/app-error.ts";
 import { shownValue } from "../errors/shown-value.ts";
-import { checkSchemaSize } from "./check-schema-size.ts";
+import { checkSchemaSize, type RequestSchemaEntries } from "./check-schema-size.ts";
 import type { ChatCompletionRequestBody, ChatMessageBody } from "./schemas/chat-completion-request.ts";
 
 /** What the HTTP edge needs beyond the engine's request. */
@@ -140,7 +140,10 @@ function convertToolChoice(body: ChatCompletionRequestBody, tools: ToolDefinitio
   return { type: "function", name };
 }
 
-function convertResponseFormat(body: ChatCompletionRequestBody): ResponseFormat {
+function convertResponseFormat(
+  body: ChatCompletionRequestBody,
+  request: RequestSchemaEntries,
+): ResponseFormat {
   const format = body.response_format;
   if (format === undefined || format === null) return { type: "text" };
   switch (format.type) {
@@ -158,7 +161,8 @@ function convertResponseFormat(body: ChatCompletionRequestBody): ResponseFormat 
           },
         );
       }
-      if (jsonSchema.schema != null) checkSchema(jsonSchema.schema, "response_format.json_schema.schema");
+      if (jsonSchema.schema != null)
+        checkSchema(jsonSchema.schema, "response_format.json_schema.schema", request);
       return {
         type: "json_schema",
         name: jsonSchema.name,
@@ -181,14 +185,19 @@ function convertResponseFormat(body: ChatCompletionRequestBody): ResponseFormat 
  * grammar cannot enforce (counts above 2000, references to other documents) is the local
  * engine's to refuse: an upstream model takes such schemas.
  */
-function checkSchema(schema: unknown, param: string): void {
-  checkSchemaSize(schema, param);
+function checkSchema(schema: unknown, param: string, request: RequestSchemaEntries): void {
+  checkSchemaSize(schema, param, request);
   convertJsonSchemaToGbnf(schema, { param, grammarLimits: false });
 }
 
 /** {@link checkSchema}, and a root that declares a type declares an object: arguments are a JSON object. */
-function checkToolParameters(name: string, parameters: JsonSchema, param: string): void {
-  checkSchema(parameters, param);
+function checkToolParameters(
+  name: string,
+  parameters: JsonSchema,
+  param: string,
+  request: RequestSchemaEntries,
+): void {
+  checkSchema(parameters, param, request);
   requireObjectParameters(name, parameters, param);
 }
 
@@ -224,9 +233,10 @@ export function convertChatRequest(body: ChatCompletionRequestBody): ChatComplet
       : { strict: tool.function.strict }),
   }));
   const names = new Set<string>();
+  const schemaEntries: RequestSchemaEntries = { entries: 0 };
   tools.forEach((tool, index) => {
     if (tool.parameters !== undefined)
-      checkToolParameters(tool.name, tool.parameters, `tools[${index}].function.parameters`);
+      checkToolParameters(tool.name, tool.parameters, `tools[${index}].function.parameters`, schemaEntries);
     if (names.has(tool.name)) {
       throw new AppError("invalid_value", `Duplicate function name '${shownValue(tool.name)}' in 'tools'.`, {
         param: `tools[${index}].function.name`,
@@ -282,7 +292,7 @@ export function convertChatRequest(body: ChatCompletionRequestBody): ChatComplet
       toolChoice: convertToolChoice(body, tools),
       parallelToolCalls: body.parallel_tool_calls ?? undefined,
       reasoningEffort: body.reasoning_effort ?? undefined,
-      responseFormat: convertResponseFormat(body),
+      responseFormat: convertResponseFormat(body, schemaEntries),
       user: body.user ?? undefined,
     },
   };

@@ -1,5 +1,9 @@
 import { describe, expect, it } from "vitest";
-import { MAX_LARGE_ENUM_CHARS, MAX_SCHEMA_STRING_CHARS } from "../../src/api/check-schema-size.ts";
+import {
+  MAX_LARGE_ENUM_CHARS,
+  MAX_REQUEST_SCHEMA_ENTRIES,
+  MAX_SCHEMA_STRING_CHARS,
+} from "../../src/api/check-schema-size.ts";
 import { convertChatRequest } from "../../src/api/convert-chat-request.ts";
 import type { ChatCompletionRequestBody } from "../../src/api/schemas/chat-completion-request.ts";
 import { AppError } from "../../src/errors/app-error.ts";
@@ -161,6 +165,34 @@ describe("convertChatRequest", () => {
       },
       "invalid_value",
       "tools[0].function.parameters",
+    );
+  });
+
+  it("bounds the properties the schemas of one request declare together, however many tools carry them", () => {
+    const tool = (index: number) => ({
+      type: "function" as const,
+      function: {
+        name: `f${index}`,
+        parameters: {
+          type: "object",
+          properties: Object.fromEntries(
+            Array.from({ length: 5000 }, (_, key) => [`p${key}`, { type: "integer" }]),
+          ),
+        },
+      },
+    });
+    // Four tools of 5000 (each schema's own most) make the request's 20,000.
+    expect(convertChatRequest({ ...base, tools: [0, 1, 2, 3].map(tool) }).request.tools).toHaveLength(4);
+    let error: unknown;
+    try {
+      convertChatRequest({ ...base, tools: [0, 1, 2, 3, 4].map(tool) });
+    } catch (caught) {
+      error = caught;
+    }
+    expect(error).toBeInstanceOf(AppError);
+    expect((error as AppError).param).toBe("tools[4].function.parameters");
+    expect((error as AppError).message).toContain(
+      `declare more than ${MAX_REQUEST_SCHEMA_ENTRIES} properties and enum values together`,
     );
   });
 
