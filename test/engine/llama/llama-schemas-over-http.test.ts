@@ -1,6 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestServer, type TestServer, TINY_MODEL } from "../../support/test-server.ts";
 
+/** What these tests read of a completion: the text or first call's arguments, finish reason, tokens. */
+interface CompletionBody {
+  choices: {
+    message: { content: string | null; tool_calls?: { function: { arguments: string } }[] };
+    finish_reason: string;
+  }[];
+  usage: { completion_tokens: number };
+}
+
 /**
  * The local engine's schema rules seen by a client of a real server: invalid schemas are a 400
  * that costs nothing, and streamed tool calls start with `arguments: ""`.
@@ -196,13 +205,7 @@ describe("grammar-constrained answers over HTTP", () => {
   async function ask(body: Record<string, unknown>, maxTokens: number): Promise<Answer> {
     const response = await post(server.starterKey, { ...body, seed: 3, max_tokens: maxTokens });
     expect(response.status).toBe(200);
-    const completion = (await response.json()) as {
-      choices: {
-        message: { content: string | null; tool_calls?: { function: { arguments: string } }[] };
-        finish_reason: string;
-      }[];
-      usage: { completion_tokens: number };
-    };
+    const completion = (await response.json()) as CompletionBody;
     const [choice] = completion.choices;
     if (choice === undefined) throw new Error("no choice");
     return {
@@ -310,13 +313,7 @@ describe("recursive schemas over HTTP", () => {
   ])("end the JSON of an optional property that can only recurse: %s", async (_name, body, reason) => {
     const response = await post(server.starterKey, { ...body, seed: 1, max_tokens: 400 });
     expect(response.status).toBe(200);
-    const completion = (await response.json()) as {
-      choices: {
-        message: { content: string | null; tool_calls?: { function: { arguments: string } }[] };
-        finish_reason: string;
-      }[];
-      usage: { completion_tokens: number };
-    };
+    const completion = (await response.json()) as CompletionBody;
     const [choice] = completion.choices;
     expect(choice?.finish_reason).toBe(reason);
     const text = choice?.message.tool_calls?.[0]?.function.arguments ?? choice?.message.content ?? "";
