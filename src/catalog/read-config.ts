@@ -24,6 +24,7 @@ import {
   ConfigIssues,
   type ConfigMapping,
   checkKnownKeys,
+  describeBearerKeyProblem,
   describeHeaderValueProblem,
   describeValue,
   isAbsent,
@@ -414,16 +415,4 @@ function readOptionalSecret(
   if (problem === undefined) return key;
   issues.add(path, problem);
   return undefined;
-}
-
-/**
- * Why a key clients send as a bearer token (admin_key, metrics_key) could never match, or
- * `undefined`: a header's bytes reach the server as Latin-1, so a key with other characters
- * (UTF-8 from curl or Prometheus) is never equal to the one configured, and every request with
- * it would be refused. Never repeats the value.
- */
-function describeBearerKeyProblem(key: string): string | undefined {
-  return /^[\x20-\x7e\t]*$/.test(key)
-    ? undefined
-    : "has characters outside ASCII, which HTTP clients send in another encoding than the server compares: no request could use it; use ASCII letters, digits and punctuation";
 }
