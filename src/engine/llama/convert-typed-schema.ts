@@ -131,7 +131,17 @@ function convertArray(
   checkRange(conversion, at, "minItems", declaredMinItems, "maxItems", declaredMaxItems);
   const minItems = Math.max(declaredMinItems ?? 0, prefixItems?.length ?? 0);
   let maxItems = declaredMaxItems;
-  if (rest === false && prefixItems !== undefined) maxItems = prefixItems.length;
+  // No items beyond the tuple's (none at all without one): `items: false` alone was ignored.
+  if (rest === false) {
+    const most = prefixItems?.length ?? 0;
+    if ((declaredMinItems ?? 0) > most) {
+      conversion.refuse(
+        at,
+        `'minItems' is ${declaredMinItems}, but '${restKeyword}' is false: an array may hold ${most === 0 ? "no items" : `only the ${most} of '${tupleKeyword}'`}, so no value can match.`,
+      );
+    }
+    maxItems = most;
+  }
   if (maxItems !== undefined) maxItems = Math.max(maxItems, minItems);
   return {
     type: "array",

@@ -266,6 +266,22 @@ describe("convertJsonSchemaToGbnf", () => {
     });
   });
 
+  it("holds an array with items: false to its tuple's items, none without one (regression: ignored)", () => {
+    expect(convert({ type: "array", items: false })).toEqual({ type: "array", maxItems: 0 });
+    expect(convert({ type: "array", prefixItems: [{ type: "string" }], items: false, maxItems: 5 })).toEqual({
+      type: "array",
+      prefixItems: [{ type: "string" }],
+      minItems: 1,
+      maxItems: 1,
+    });
+    expect(refusal({ type: "array", items: false, minItems: 1 })?.message).toMatch(
+      /'minItems' is 1, but 'items' is false: an array may hold no items, so no value can match/,
+    );
+    expect(refusal({ type: "array", prefixItems: [{}], items: false, minItems: 3 })?.message).toMatch(
+      /'minItems' is 3, but 'items' is false: an array may hold only the 1 of 'prefixItems'/,
+    );
+  });
+
   it("refuses clearly invalid schemas with invalid_value, naming the field, the place and the problem", () => {
     const cases: [unknown, RegExp][] = [
       [{ type: "banana" }, /at '#': 'type' has "banana", which is not a JSON Schema type \(string, number/],
