@@ -81,7 +81,10 @@ function convertObject(
     }
     conversion.budget.spend(at, "entries", 1);
     conversion.budget.spendCharacters(at, name);
-    properties[name] = anyValue;
+    // Not declared, it is one of the additional properties: their schema shapes it when there is one.
+    properties[name] = isRecord(schema.additionalProperties)
+      ? conversion.convert(schema.additionalProperties, child(at, "additionalProperties"))
+      : anyValue;
   }
   // Declared properties (even none, `properties: {}`) are what the client wants: only those.
   if (declared !== undefined || Object.keys(properties).length > 0) {

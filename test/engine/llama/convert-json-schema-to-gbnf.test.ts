@@ -105,6 +105,15 @@ describe("convertJsonSchemaToGbnf", () => {
         ],
       }),
     ).toEqual({ type: "object", properties: { a: { type: "string" }, b: { type: "boolean" }, c: anyValue } });
+    // Regression: an undeclared required property took any value, whatever additionalProperties said.
+    expect(
+      convert({
+        type: "object",
+        properties: { a: { type: "string" } },
+        required: ["a", "n"],
+        additionalProperties: { type: "integer" },
+      }),
+    ).toEqual({ type: "object", properties: { a: { type: "string" }, n: { type: "integer" } } });
   });
 
   it("rewrites definitions references and keeps recursive ones finite", () => {
