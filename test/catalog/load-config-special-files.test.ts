@@ -9,8 +9,7 @@ import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { closeSync, constants, openSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { ConfigError } from "../../src/catalog/config-error.ts";
-import { type LoadConfigOptions, loadConfig } from "../../src/catalog/load-config.ts";
+import type { LoadConfigOptions } from "../../src/catalog/load-config.ts";
 import { type ConfigTestFolder, createConfigTestFolder } from "./config-test-folder.ts";
 
 const CONFIG = `server: { port: 9000 }
@@ -44,20 +43,8 @@ afterEach(async () => {
   await folder.remove();
 });
 
-function load(options: LoadConfigOptions) {
-  return loadConfig({ cwd: folder.path, env: {}, ...options });
-}
-
-/** The problems of a load that must fail (within the test's time), one line each. */
-async function problemsOf(options: LoadConfigOptions): Promise<string[]> {
-  try {
-    await load(options);
-  } catch (error) {
-    if (!(error instanceof ConfigError)) throw error;
-    return error.problems.map((problem) => `${problem.field}: ${problem.message}`);
-  }
-  throw new Error("the configuration loaded without error");
-}
+const load = (options?: LoadConfigOptions) => folder.load(options);
+const problemsOf = (options?: LoadConfigOptions) => folder.problemsOf(options);
 
 function makeFifo(name: string, skip: (reason: string) => void): string {
   const fifo = join(folder.path, name);

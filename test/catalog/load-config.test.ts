@@ -10,7 +10,7 @@ import {
   DEFAULT_CATALOG_CREATED,
   DEFAULT_MODEL_ID,
 } from "../../src/catalog/default-catalog.ts";
-import { type LoadConfigOptions, loadConfig } from "../../src/catalog/load-config.ts";
+import type { LoadConfigOptions } from "../../src/catalog/load-config.ts";
 import { type ConfigTestFolder, createConfigTestFolder, FILE_TIME_SECONDS } from "./config-test-folder.ts";
 
 /** The example of SPEC §3, verbatim. */
@@ -54,21 +54,8 @@ afterEach(async () => {
   await folder.remove();
 });
 
-/** Loads with the test folder as working folder and an empty environment unless given. */
-function load(options: LoadConfigOptions = {}) {
-  return loadConfig({ cwd: folder.path, env: {}, ...options });
-}
-
-/** The problems of a configuration that must fail, one formatted line each. */
-async function problemsOf(options: LoadConfigOptions = {}): Promise<string[]> {
-  try {
-    await load(options);
-  } catch (error) {
-    if (!(error instanceof ConfigError)) throw error;
-    return error.problems.map((problem) => `${problem.field}: ${problem.message}`);
-  }
-  throw new Error("the configuration loaded without error");
-}
+const load = (options?: LoadConfigOptions) => folder.load(options);
+const problemsOf = (options?: LoadConfigOptions) => folder.problemsOf(options);
 
 async function problemsOfFile(text: string, env: NodeJS.ProcessEnv = {}): Promise<string[]> {
   const file = await folder.write("tollgate.yaml", text);
