@@ -9,6 +9,7 @@ import { AppError } from "../../src/errors/app-error.ts";
 import { MAX_JSON_DEPTH } from "../../src/json/check-json-depth.ts";
 import { ModelRegistry } from "../../src/models/model-registry.ts";
 import { acceptOneKey } from "./accept-one-key.ts";
+import { exchangeRaw } from "./exchange-raw.ts";
 
 const REQUEST_TIMEOUT_MS = 400;
 const HEADERS_TIMEOUT_MS = 200;
@@ -33,35 +34,9 @@ afterAll(async () => {
   await app?.close();
 });
 
-/**
- * Writes `chunks` on a raw connection and reads everything until the server closes it (or 10 s
- * pass); with `trickleMs`, then writes one more byte that often.
- */
-function exchange(
-  chunks: string[],
-  trickleMs?: number,
-  serverPort: number = port,
-): Promise<{ text: string; closed: boolean }> {
-  return new Promise((resolve, reject) => {
-    const socket = connect(serverPort, "127.0.0.1");
-    let text = "";
-    socket.setEncoding("utf8");
-    socket.on("data", (data: string) => {
-      text += data;
-    });
-    const trickle = trickleMs === undefined ? undefined : setInterval(() => socket.write(" "), trickleMs);
-    const stop = setTimeout(() => {
-      socket.destroy();
-      resolve({ text, closed: false });
-    }, 10_000);
-    socket.on("error", reject);
-    socket.on("close", () => {
-      clearInterval(trickle);
-      clearTimeout(stop);
-      resolve({ text, closed: true });
-    });
-    for (const chunk of chunks) socket.write(chunk);
-  });
+/** {@link exchangeRaw} with this file's server unless another port is given. */
+function exchange(chunks: string[], trickleMs?: number, serverPort: number = port) {
+  return exchangeRaw(serverPort, chunks, trickleMs);
 }
 
 function parseResponse(text: string) {

@@ -3,13 +3,13 @@
  * contract's shape before any route or hook runs; they count in `tollgate_requests_total` too,
  * under route "unknown" (regression: a flood of broken clients left the metrics unchanged).
  */
-import { connect } from "node:net";
 import type { FastifyInstance } from "fastify";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildApp } from "../../src/api/build-app.ts";
 import { ModelRegistry } from "../../src/models/model-registry.ts";
 import { acceptOneKey } from "./accept-one-key.ts";
+import { exchangeRaw } from "./exchange-raw.ts";
 
 let app: FastifyInstance;
 let port: number;
@@ -30,18 +30,8 @@ afterAll(async () => {
 });
 
 /** Writes `text` on a new connection and answers what came back before it closed. */
-function sendRaw(text: string): Promise<string> {
-  return new Promise((resolve) => {
-    const socket = connect(port, "127.0.0.1");
-    let answer = "";
-    socket.setEncoding("utf8");
-    socket.on("data", (data: string) => {
-      answer += data;
-    });
-    socket.on("error", () => {});
-    socket.on("close", () => resolve(answer));
-    socket.write(text);
-  });
+async function sendRaw(text: string): Promise<string> {
+  return (await exchangeRaw(port, [text])).text;
 }
 
 async function unroutedCount(status: number): Promise<number> {
