@@ -195,18 +195,21 @@ describe("upstream engine: usage reported before the answer ended", () => {
   });
 });
 
-describe("upstream engine: a body that ends inside its last event", () => {
-  /** Writes `events`, then `cut` (the first part of one more event), and ends the body. */
-  const endInside =
-    (events: readonly unknown[], cut: string): MockHandler =>
-    async (_request, response) => {
-      await writeEvents(response, events, { done: false, end: false });
-      response.end(cut);
-    };
+/**
+ * Writes `events`, then `tail` as it is (the first part of one more event, or what follows the
+ * answer), and ends the body.
+ */
+const endWith =
+  (events: readonly unknown[], tail: string): MockHandler =>
+  async (_request, response) => {
+    await writeEvents(response, events, { done: false, end: false });
+    response.end(tail);
+  };
 
+describe("upstream engine: a body that ends inside its last event", () => {
   it("keeps a finished answer whose usage chunk was cut (regression: 503, retried, charged nothing)", async () => {
     const upstream = await startTestMock(
-      endInside(textEvents(["Hello", " world"], { usage: undefined }), 'data: {"id":"x","usage":{"prom'),
+      endWith(textEvents(["Hello", " world"], { usage: undefined }), 'data: {"id":"x","usage":{"prom'),
     );
     const engine = createTestEngine({
       model: upstreamModel([upstream.baseUrl]),
@@ -221,7 +224,7 @@ describe("upstream engine: a body that ends inside its last event", () => {
 
   it("still fails an answer cut inside an event before its finish reason", async () => {
     const upstream = await startTestMock(
-      endInside([chunk({ role: "assistant", content: "" }), chunk({ content: "Hel" })], 'data: {"choi'),
+      endWith([chunk({ role: "assistant", content: "" }), chunk({ content: "Hel" })], 'data: {"choi'),
     );
     const engine = createTestEngine({
       model: upstreamModel([upstream.baseUrl]),
@@ -233,20 +236,14 @@ describe("upstream engine: a body that ends inside its last event", () => {
 
   it("reads a last event the body ended without its blank line", async () => {
     const upstream = await startTestMock(
-      endInside(textEvents(["Hi"], { usage: undefined }), `data: ${JSON.stringify(usageChunk(9, 1))}`),
+      endWith(textEvents(["Hi"], { usage: undefined }), `data: ${JSON.stringify(usageChunk(9, 1))}`),
     );
     const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
     expect(lastUsage(await collectParts(engine))).toEqual({ promptTokens: 9, completionTokens: 1 });
   });
 });
+
 describe("upstream engine: what an upstream sends after its finish reason", () => {
-  /** Writes `events`, then `tail` as it is, and ends the body. */
-  const endWith =
-    (events: readonly unknown[], tail: string): MockHandler =>
-    async (_request, response) => {
-      await writeEvents(response, events, { done: false, end: false });
-      response.end(tail);
-    };
   const engineOn = async (handler: MockHandler) => {
     const upstream = await startTestMock(handler);
     const engine = createTestEngine({
