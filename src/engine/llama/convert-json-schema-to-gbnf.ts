@@ -44,7 +44,8 @@ import { child, type Position } from "./schema-position.ts";
  *   and a required one refused, see schema-finite-values.ts), so
  *   `{"type": "object", "properties": {}}` is `{}`. Objects without `properties` are maps: any
  *   keys, values per `additionalProperties` (any value by default, as JSON Schema says). Required
- *   properties that are not declared are added as "any JSON value".
+ *   properties that are not declared are added as `additionalProperties`' schema, or as "any
+ *   JSON value" where it gives none.
  * - Refused too: a minimum above its maximum (`minLength` over `maxLength`, and the like for
  *   items, properties and numbers, whose range is otherwise not enforced), a `const` (or every `enum` value) of another type than the `type` beside
  *   it, `allOf` branches with no type in common, and a required property that `properties` does not
