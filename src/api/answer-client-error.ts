@@ -80,15 +80,17 @@ export function answerClientError(
   }
   // The parser keeps the last request whose headers it read, complete once its body is in too.
   const incoming = socket.parser?.incoming;
-  const appError = describeClientError(error, timeouts, incoming != null && !incoming.complete);
+  // Its headers were read and its body was coming (else the parser holds a request of the
+  // connection answered before, or none).
+  const bodyComing = incoming != null && !incoming.complete;
+  const appError = describeClientError(error, timeouts, bodyComing);
   // A request already routed (its body was coming) is recorded with this answer, not as left;
   // unless its client ended the connection mid-request (it is gone: the answer reaches no one).
-  const routed = incoming != null && error.code !== CLIENT_ENDED_MID_REQUEST;
-  if (routed) refusedByClientError.set(incoming, appError);
+  if (incoming != null && error.code !== CLIENT_ENDED_MID_REQUEST)
+    refusedByClientError.set(incoming, appError);
   writeErrorAndClose(socket, appError);
-  // One whose headers were read, its body still coming, is recorded by the server (with this
-  // answer, or as left); the parser may still hold a request of the connection answered before.
-  return incoming != null && !incoming.complete ? undefined : appError;
+  // Such a request the server records (with this answer, or as left); the others no one does.
+  return bodyComing ? undefined : appError;
 }
 
 /** llhttp's error for a connection its client ended before the request was complete. */
