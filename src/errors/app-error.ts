@@ -51,3 +51,23 @@ export class AppError extends Error {
 export function isAppError(value: unknown): value is AppError {
   return value instanceof AppError;
 }
+
+/**
+ * `error` said again with some of its parts changed (its message, its advice on retrying), the
+ * rest kept, `error` its cause. A `retryable: true` drops a `retryable: false` that the code does
+ * not imply; a `retryAfterSeconds` given as `undefined` drops the pause.
+ */
+export function reviseAppError(
+  error: AppError,
+  changes: { message?: string; retryAfterSeconds?: number | undefined; retryable?: boolean },
+): AppError {
+  const retryAfterSeconds =
+    "retryAfterSeconds" in changes ? changes.retryAfterSeconds : error.retryAfterSeconds;
+  const retryable = changes.retryable ?? error.retryable;
+  return new AppError(error.code, changes.message ?? error.message, {
+    ...(error.param === undefined ? {} : { param: error.param }),
+    ...(retryAfterSeconds === undefined ? {} : { retryAfterSeconds }),
+    ...(retryable ? {} : { retryable: false }),
+    cause: error,
+  });
+}

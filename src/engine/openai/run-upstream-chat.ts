@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from "node:timers/promises";
-import { AppError } from "../../errors/app-error.ts";
+import { AppError, reviseAppError } from "../../errors/app-error.ts";
 import type { FinishPart, PartBatch } from "../engine.ts";
 import { computeRetryDelay } from "./compute-retry-delay.ts";
 import type { UpstreamEndpoint } from "./create-upstream-endpoint.ts";
@@ -240,12 +240,7 @@ export function withRetryAdvice(
 ): AppError {
   if (advice.retryAfterSeconds === error.retryAfterSeconds && advice.retryable === error.retryable)
     return error;
-  return new AppError(error.code, error.message, {
-    ...(error.param === undefined ? {} : { param: error.param }),
-    ...(advice.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: advice.retryAfterSeconds }),
-    ...(advice.retryable ? {} : { retryable: false }),
-    cause: error,
-  });
+  return reviseAppError(error, advice);
 }
 
 function coolingError(modelId: string, waitMs: number | undefined): AppError {

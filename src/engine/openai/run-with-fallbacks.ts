@@ -1,4 +1,4 @@
-import { AppError, isAppError } from "../../errors/app-error.ts";
+import { type AppError, isAppError, reviseAppError } from "../../errors/app-error.ts";
 import type { EngineLogger } from "../create-engine.ts";
 import type { ChatEngine, ChatRequest, PartBatch, PreparedChat } from "../engine.ts";
 import { withRetryAdvice } from "./run-upstream-chat.ts";
@@ -174,12 +174,5 @@ function withRefusals(
   const reasons = refusals.map(
     ({ id, error }) => ` The fallback model '${id}' cannot take it: ${error.message}`,
   );
-  return new AppError(primaryError.code, `${primaryError.message}${reasons.join("")}`, {
-    ...(primaryError.param === undefined ? {} : { param: primaryError.param }),
-    ...(primaryError.retryAfterSeconds === undefined
-      ? {}
-      : { retryAfterSeconds: primaryError.retryAfterSeconds }),
-    ...(primaryError.retryable ? {} : { retryable: false }),
-    cause: primaryError,
-  });
+  return reviseAppError(primaryError, { message: `${primaryError.message}${reasons.join("")}` });
 }
