@@ -54,8 +54,9 @@ export function isAppError(value: unknown): value is AppError {
 
 /**
  * `error` said again with some of its parts changed (its message, its advice on retrying), the
- * rest kept, `error` its cause. A `retryable: true` drops a `retryable: false` that the code does
- * not imply; a `retryAfterSeconds` given as `undefined` drops the pause.
+ * rest kept, `error` its cause; `error` itself when nothing changes. A `retryable: true` drops a
+ * `retryable: false` that the code does not imply; a `retryAfterSeconds` given as `undefined`
+ * drops the pause.
  */
 export function reviseAppError(
   error: AppError,
@@ -64,7 +65,14 @@ export function reviseAppError(
   const retryAfterSeconds =
     "retryAfterSeconds" in changes ? changes.retryAfterSeconds : error.retryAfterSeconds;
   const retryable = changes.retryable ?? error.retryable;
-  return new AppError(error.code, changes.message ?? error.message, {
+  const message = changes.message ?? error.message;
+  if (
+    message === error.message &&
+    retryAfterSeconds === error.retryAfterSeconds &&
+    retryable === error.retryable
+  )
+    return error;
+  return new AppError(error.code, message, {
     ...(error.param === undefined ? {} : { param: error.param }),
     ...(retryAfterSeconds === undefined ? {} : { retryAfterSeconds }),
     ...(retryable ? {} : { retryable: false }),

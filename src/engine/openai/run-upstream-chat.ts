@@ -79,7 +79,7 @@ export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenera
     const finalError = (error: AppError): AppError => {
       if (error.status !== 429 && error.status !== 503) return error;
       const restingMs = balancer.waitForEndpoint(excluded);
-      return withRetryAdvice(error, {
+      return reviseAppError(error, {
         retryAfterSeconds:
           restingMs === undefined ? error.retryAfterSeconds : Math.max(1, Math.ceil(restingMs / 1000)),
         retryable: error.retryable || passingFailure,
@@ -228,19 +228,6 @@ function abortFinish(promptTokens: number): FinishPart {
     usage: { promptTokens, completionTokens: 0, estimated: true },
     unstarted: true,
   };
-}
-
-/**
- * `error` with other advice on retrying: `retryable` true drops a `retryable: false` (no retry can
- * help) that the code does not imply. The same error when nothing changes.
- */
-export function withRetryAdvice(
-  error: AppError,
-  advice: { retryAfterSeconds: number | undefined; retryable: boolean },
-): AppError {
-  if (advice.retryAfterSeconds === error.retryAfterSeconds && advice.retryable === error.retryable)
-    return error;
-  return reviseAppError(error, advice);
 }
 
 function coolingError(modelId: string, waitMs: number | undefined): AppError {

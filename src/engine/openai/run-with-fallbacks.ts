@@ -1,7 +1,6 @@
 import { type AppError, isAppError, reviseAppError } from "../../errors/app-error.ts";
 import type { EngineLogger } from "../create-engine.ts";
 import type { ChatEngine, ChatRequest, PartBatch, PreparedChat } from "../engine.ts";
-import { withRetryAdvice } from "./run-upstream-chat.ts";
 
 /** Where a fallback stands in the chain, for how it runs. */
 export interface FallbackPlace {
@@ -158,7 +157,7 @@ function withPassing(primaryError: AppError, passing: readonly AppError[]): AppE
   const soonest = passing.every((error) => error.retryAfterSeconds !== undefined)
     ? Math.min(...passing.map((error) => error.retryAfterSeconds ?? 0))
     : undefined;
-  return withRetryAdvice(primaryError, { retryAfterSeconds: soonest, retryable: true });
+  return reviseAppError(primaryError, { retryAfterSeconds: soonest, retryable: true });
 }
 
 /**
