@@ -5,6 +5,7 @@ import type { ChatService } from "../../chat/chat-service.ts";
 import type { RequestKey } from "../../chat/request-key.ts";
 import { type AppError, isAppError } from "../../errors/app-error.ts";
 import { cutText } from "../../errors/cut-text.ts";
+import { shownValue } from "../../errors/shown-value.ts";
 import { convertChatRequest } from "../convert-chat-request.ts";
 import type { InFlightRequests } from "../in-flight-requests.ts";
 import { collectCompletion, renderChatCompletion } from "../render-chat-completion.ts";
@@ -44,16 +45,14 @@ function abortOnDisconnect(
 /** Longest prompt text a log line carries (`log_prompts: true`); the rest is cut. */
 export const MAX_LOGGED_PROMPT_CHARS = 64 * 1024;
 
-/** Longest model name a log line repeats as the client sent it. */
-const MAX_LOGGED_MODEL_CHARS = 256;
-
 /**
  * The model as the client named it, for its log line: the secret of a key pasted there is hidden
- * (keys are never logged: SPEC section 6; the 404 hides it too), a long name cut.
+ * (keys are never logged: SPEC section 6; the 404 hides it too), a long name cut as an error
+ * message would repeat it.
  */
 function describeModel(model: string): string {
   const shown = model.includes("sk-tg-") ? hideKeySecrets(model) : model;
-  return shown.length > MAX_LOGGED_MODEL_CHARS ? `${cutText(shown, MAX_LOGGED_MODEL_CHARS)}...` : shown;
+  return shownValue(shown);
 }
 
 /** The messages as JSON text for the request's log line, cut at {@link MAX_LOGGED_PROMPT_CHARS}. */
