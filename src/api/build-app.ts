@@ -20,7 +20,12 @@ import {
   refusedByClientError,
 } from "./answer-client-error.ts";
 import { BodyBudget } from "./body-budget.ts";
-import { forwardUnmetExpectations, refuseRequestHead } from "./check-request-head.ts";
+import {
+  awaitsContinue,
+  forwardExpectations,
+  refuseRequestHead,
+  sendContinue,
+} from "./check-request-head.ts";
 import { collapseSlashes } from "./collapse-slashes.ts";
 import { allowPageToRead, registerCorsPreflight } from "./cors.ts";
 import { createRequestId } from "./create-request-id.ts";
@@ -194,7 +199,7 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
   registerJsonBodyParser(app);
 
   app.server.headersTimeout = headersTimeoutMs;
-  forwardUnmetExpectations(app.server);
+  forwardExpectations(app.server);
   app.server.on("connect", (_request, socket) => refuseConnect(socket));
 
   const inFlight = dependencies.inFlight ?? new InFlightRequests();
@@ -205,7 +210,7 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
     // Set first, so errors carry them too.
     allowPageToRead(request, reply);
     if (headers.host === undefined || headers.expect !== undefined) {
-      const refusal = refuseRequestHead(request.raw);
+      const refusal = refuseRequestHead(request.raw, bodyLimitBytes);
       if (refusal !== undefined) {
         if (refusal.closeConnection) reply.header("connection", "close");
         done(refusal.error);
@@ -239,6 +244,7 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
       reply.code(refused.status);
       record(request, reply, false);
     });
+    if (headers.expect !== undefined) sendContinue(request.raw);
     done();
   });
 
@@ -304,7 +310,9 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
     // coming the close often reaches the client as a reset, before it could read the 413. Kept
     // open, the connection reads and drops the rest (bounded as after any early answer: see the
     // onResponse hook), and the client gets its answer whenever it stops sending to read it.
-    if (appError.code === "request_too_large") reply.removeHeader("connection");
+    // (Unless the body was never asked for: see sendContinue.)
+    if (appError.code === "request_too_large" && !awaitsContinue(request.raw))
+      reply.removeHeader("connection");
     // Draining: no next request on this connection, whatever failed (a request cut while it
     // waited for its model, refused before it began).
     else if (inFlight.closing) reply.header("connection", "close");

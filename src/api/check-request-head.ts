@@ -1,19 +1,47 @@
-import type { IncomingMessage, Server } from "node:http";
+import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import { AppError } from "../errors/app-error.ts";
+import { bodyTooLarge } from "./errors.ts";
 
 /** Requests whose `Expect` header Node could not meet, handed to Fastify to be refused there. */
 const unmetExpectations = new WeakSet<IncomingMessage>();
+/** Requests with `Expect: 100-continue` not told to send their body yet (see {@link sendContinue}). */
+const awaitingContinue = new WeakMap<IncomingMessage, ServerResponse>();
 
 /**
  * Lets requests with an `Expect` other than `100-continue` reach the app, to be refused by
  * {@link refuseRequestHead} in the contract's shape; Node would answer a bare 417 itself.
- * Costs nothing to other requests: Node emits `checkExpectation` for these only.
+ * And holds back the `100 Continue` that Node would send at once for `Expect: 100-continue` until
+ * the request's head is checked ({@link sendContinue}): a body over `body_limit` was asked for,
+ * then refused with 413 while it came (curl sends this header with every body over 1 KB).
+ * Costs nothing to other requests: Node emits these events for such requests only.
  */
-export function forwardUnmetExpectations(server: Server): void {
+export function forwardExpectations(server: Server): void {
   server.on("checkExpectation", (request: IncomingMessage, response) => {
     unmetExpectations.add(request);
     server.emit("request", request, response);
   });
+  server.on("checkContinue", (request: IncomingMessage, response: ServerResponse) => {
+    awaitingContinue.set(request, response);
+    server.emit("request", request, response);
+  });
+}
+
+/**
+ * Tells a client that waits with `Expect: 100-continue` to send its body, once the request's
+ * head is accepted; nothing for other requests. A request refused before (413, or a refusal of
+ * the drain or the body budget) is answered without it, and its connection closes with the
+ * answer: the client sends no body then, so none is waited for.
+ */
+export function sendContinue(request: IncomingMessage): void {
+  const response = awaitingContinue.get(request);
+  if (response === undefined) return;
+  awaitingContinue.delete(request);
+  response.writeContinue();
+}
+
+/** Whether the request still waits for `100 Continue`: its body was never asked for. */
+export function awaitsContinue(request: IncomingMessage): boolean {
+  return awaitingContinue.has(request);
 }
 
 /** Why a request's head is refused, and whether its connection is closed after the answer. */
@@ -27,11 +55,14 @@ export interface HeadRefusal {
  * The refusal of a request whose head Node would have refused itself, in a bare answer of its
  * own: an HTTP/1.1 request without `Host` (the server is built with `requireHostHeader: false`;
  * HTTP/1.0 has no such header and is let through, as Node does), or one whose `Expect` cannot be
- * met (see {@link forwardUnmetExpectations}). `undefined` for every other request. The
- * caller looks first whether `Host` is missing or `Expect` present, which costs the common
- * request no call.
+ * met (see {@link forwardExpectations}); and a request waiting for `100 Continue` whose
+ * `Content-Length` is over `bodyLimitBytes`. `undefined` for every other request. The caller
+ * looks first whether `Host` is missing or `Expect` present, which costs the common request no
+ * call.
  */
-export function refuseRequestHead(request: IncomingMessage): HeadRefusal | undefined {
+export function refuseRequestHead(request: IncomingMessage, bodyLimitBytes: number): HeadRefusal | undefined {
+  if (awaitingContinue.has(request) && Number(request.headers["content-length"]) > bodyLimitBytes)
+    return { error: bodyTooLarge(bodyLimitBytes), closeConnection: true };
   if (unmetExpectations.has(request)) {
     const error = new AppError(
       "invalid_http_request",

@@ -105,7 +105,7 @@ export function normalizeError(
 }
 
 /** The 413 of a body over the limit, naming the limit where it is known. */
-function bodyTooLarge(limitBytes: number | undefined): AppError {
+export function bodyTooLarge(limitBytes: number | undefined): AppError {
   const limit = limitBytes === undefined ? "" : ` (at most ${limitBytes} bytes, the server's body_limit)`;
   return new AppError(
     "request_too_large",

@@ -359,6 +359,56 @@ describe("a body over the limit", () => {
   });
 });
 
+describe("a request with Expect: 100-continue", () => {
+  let small: FastifyInstance;
+  let smallPort: number;
+  beforeAll(async () => {
+    small = buildApp({
+      registry: new ModelRegistry([], () => undefined),
+      authenticate: acceptOneKey,
+      bodyLimitBytes: 1024,
+    });
+    await small.listen({ host: "127.0.0.1", port: 0 });
+    smallPort = (small.server.address() as AddressInfo).port;
+  });
+  afterAll(() => small.close());
+  const head = (length: number) =>
+    `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer good\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: ${length}\r\n\r\n`;
+
+  it("over body_limit is refused with 413 before its body is asked for, and its connection closes", async () => {
+    // Node answered 100 Continue at once: the client sent its body (curl: any body over 1 KB),
+    // only to be refused while it came.
+    const { text, closed } = await exchangeRaw(smallPort, [head(1_000_000)]);
+    expect(closed).toBe(true);
+    expect(text).not.toContain("100 Continue");
+    const response = parseResponse(text);
+    expect(response.status).toBe(413);
+    expect(response.headers.connection).toBe("close");
+    expect(response.body).toMatchObject({ error: { code: "request_too_large", param: null } });
+  });
+
+  it("within body_limit is told to continue, and its body is read once sent", async () => {
+    const socket = connect(smallPort, "127.0.0.1");
+    let text = "";
+    socket.setEncoding("utf8");
+    socket.on("data", (data: string) => {
+      text += data;
+    });
+    const body = '{"model":"none","messages":[{"role":"user","content":"hi"}]}';
+    socket.write(head(Buffer.byteLength(body)));
+    for (let waited = 0; !text.includes("\r\n\r\n"); waited += 5) {
+      if (waited > 5_000) throw new Error(`no 100 Continue: ${text}`);
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    expect(text).toBe("HTTP/1.1 100 Continue\r\n\r\n");
+    socket.end(body);
+    await once(socket, "close");
+    const response = parseResponse(text.slice("HTTP/1.1 100 Continue\r\n\r\n".length));
+    expect(response.status).toBe(404);
+    expect(response.body).toMatchObject({ error: { code: "model_not_found" } });
+  });
+});
+
 describe("answerClientError after an early answer", () => {
   it("writes no second answer when the request timeout catches up with a body left unread", async () => {
     // Whichever comes first, the bound on the unread body or Node's request timeout: the client
