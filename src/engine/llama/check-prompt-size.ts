@@ -55,9 +55,11 @@ export async function checkPromptSize(options: {
   const room = contextLength - (maxTokens ?? 1);
   const items = options.historyItems ?? 0;
   const templateTokens = items * (options.templateTokensPerItem ?? 0);
+  const toolTexts = options.toolTexts ?? [];
+  const tools = toolTexts.length > 0;
   if (items > CHECK_ABOVE_ITEMS && templateTokens > room)
-    throw tooLong(contextLength, templateTokens, maxTokens);
-  const texts = [...messageTexts(options.messages), ...(options.toolTexts ?? [])];
+    throw tooLong(contextLength, templateTokens, maxTokens, tools);
+  const texts = [...messageTexts(options.messages), ...toolTexts];
   let characters = 0;
   for (const text of texts) characters += text.length;
   if (characters <= CHECK_ABOVE_CHARS && items <= CHECK_ABOVE_ITEMS) return;
@@ -70,7 +72,7 @@ export async function checkPromptSize(options: {
     const end = pieceEnd(text, start);
     atLeast += Math.max(0, options.tokenizer(text.slice(start, end)).length - MARGIN_PER_PIECE);
     start = end;
-    if (atLeast > room) throw tooLong(contextLength, atLeast, maxTokens);
+    if (atLeast > room) throw tooLong(contextLength, atLeast, maxTokens, tools);
     await nextTurn();
   }
 }
@@ -97,6 +99,12 @@ function messageTexts(messages: readonly ChatMessage[]): string[] {
  * description, and from its parameters the property names, descriptions and string constants
  * (JSON, as Jinja templates write tools, and node-llama-cpp's TypeScript-like documentation
  * both show them). Keywords and structure are left out: not every rendering writes them.
+ *
+ * Tools that a forced call describes are not counted this way: the prompt holds them as that
+ * call's instruction (plan-generation.ts), their parameters as JSON, whole, and that text is
+ * counted instead. Their names and descriptions alone left out the keywords the grammar drops, so
+ * a `pattern` or an `"x-foo"` of 7 MB was rendered and tokenized in one piece before the request
+ * was refused for its length: 1.6 to 1.9 s of the event loop, at no cost to its sender.
  */
 export function documentedToolTexts(
   tools: readonly { name: string; description?: string | undefined; parameters?: unknown }[],
@@ -177,15 +185,27 @@ function pieceEnd(text: string, start: number): number {
   return code >= 0xd800 && code <= 0xdbff ? end + 1 : end;
 }
 
-function tooLong(contextLength: number, atLeast: number, maxTokens: number | undefined): ContextLengthError {
+/**
+ * The refusal of a prompt of more than `atLeast` tokens, in OpenAI's words; where the prompt
+ * documents tools, their texts were counted too, and the message says what of them to shorten.
+ */
+function tooLong(
+  contextLength: number,
+  atLeast: number,
+  maxTokens: number | undefined,
+  tools: boolean,
+): ContextLengthError {
+  const shorten = tools
+    ? " (the tools' names, descriptions and parameter schemas count as part of them)"
+    : "";
   if (maxTokens === undefined) {
     return new ContextLengthError(
-      `This model's maximum context length is ${contextLength} tokens. However, your messages resulted in more than ${atLeast} tokens. Please reduce the length of the messages.`,
+      `This model's maximum context length is ${contextLength} tokens. However, your messages resulted in more than ${atLeast} tokens${shorten}. Please reduce the length of the messages${tools ? " or tools" : ""}.`,
       atLeast,
     );
   }
   return new ContextLengthError(
-    `This model's maximum context length is ${contextLength} tokens. However, you requested more than ${atLeast + maxTokens} tokens (more than ${atLeast} in the messages, ${maxTokens} in the completion). Please reduce the length of the messages or completion.`,
+    `This model's maximum context length is ${contextLength} tokens. However, you requested more than ${atLeast + maxTokens} tokens (more than ${atLeast} in the messages${shorten}, ${maxTokens} in the completion). Please reduce the length of the messages${tools ? ", tools" : ""} or completion.`,
     atLeast + maxTokens,
   );
 }

@@ -261,19 +261,19 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
       tokenizer: loaded.model.tokenizer,
       contextLength: loaded.contextLength,
       maxTokens: request.maxTokens,
-      toolTexts: documentedToolTexts(
-        plan.kind === "functions"
-          ? Object.entries(plan.functions).map(([name, documented]) => ({
-              name,
-              description: documented.description,
-              parameters: documented.params,
-            }))
-          : plan.kind === "tool-arguments"
-            ? request.tools.filter((tool) => tool.name === plan.toolName)
-            : plan.kind === "tool-envelope"
-              ? request.tools
-              : [],
-      ),
+      // A forced call's tools are in its instruction, whole (plan-generation.ts).
+      toolTexts:
+        planned.instruction !== undefined
+          ? [planned.instruction]
+          : plan.kind === "functions"
+            ? documentedToolTexts(
+                Object.entries(plan.functions).map(([name, documented]) => ({
+                  name,
+                  description: documented.description,
+                  parameters: documented.params,
+                })),
+              )
+            : [],
       // The reply the prompt opens is an item too, unless the history ends in one (render-prompt.ts).
       historyItems: history.at(-1)?.type === "model" ? history.length : history.length + 1,
       templateTokensPerItem: current.templateTokensPerItem,

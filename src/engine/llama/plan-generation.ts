@@ -32,7 +32,8 @@
  *   content must get JSON content. A forced tool choice (`required`, named) wins over the format,
  *   which only concerns content, and a forced call has none.
  * - Schemas are checked while planning, in `prepare`, before anything is reserved or generated: an
- *   invalid one (convert-json-schema-to-gbnf.ts) is a 400 `invalid_value` naming
+ *   invalid one (convert-json-schema-to-gbnf.ts), or one whose grammar would take llama.cpp long to
+ *   parse (its ranges, see count-grammar-repeats.ts), is a 400 `invalid_value` naming
  *   `response_format.json_schema.schema` or `tools[i].function.parameters`, for every tool of the
  *   request whether or not the plan uses it. A function's arguments are always a JSON object: a
  *   parameters root without `type` becomes an object, one of another type is refused.
@@ -46,7 +47,7 @@ import type { ChatRequest, JsonSchema, ToolDefinition } from "../engine.ts";
 import { requireObjectParameters } from "../require-object-parameters.ts";
 import { convertChatHistory } from "./convert-chat-history.ts";
 import { convertJsonSchemaToGbnf } from "./convert-json-schema-to-gbnf.ts";
-import { createToolsBudget, type SharedBudget } from "./schema-conversion-budget.ts";
+import { createToolsBudget, type SharedBudget, spendGrammarRepeats } from "./schema-conversion-budget.ts";
 
 /** How one request is generated; see the module comment. */
 export type GenerationPlan =
@@ -65,6 +66,12 @@ export interface PlannedGeneration {
    * came from (`tools[i].function.parameters`): what a grammar that fails to build is blamed on.
    */
   toolSchemas: ToolSchema[];
+  /**
+   * The system text a forced call adds to the prompt (its tools' names, descriptions and
+   * parameters' JSON, whole): what the prompt's size check counts of those tools
+   * (check-prompt-size.ts), keywords the grammar drops (`pattern`, `x-...`) included.
+   */
+  instruction?: string;
 }
 
 /** A tool's converted arguments schema and the request field it came from. */
@@ -141,14 +148,12 @@ function choosePlan(
   switch (format.type) {
     case "json_object":
       return { plan: { kind: "json", schema: { type: "object", additionalProperties: true } }, history };
-    case "json_schema":
-      return {
-        plan: {
-          kind: "json",
-          schema: convertJsonSchemaToGbnf(format.schema, { param: "response_format.json_schema.schema" }),
-        },
-        history,
-      };
+    case "json_schema": {
+      const param = "response_format.json_schema.schema";
+      const schema = convertJsonSchemaToGbnf(format.schema, { param });
+      spendGrammarRepeats(schema, param);
+      return { plan: { kind: "json", schema }, history };
+    }
     case "text":
       break;
     default: {
@@ -175,6 +180,7 @@ function planTool(definition: ToolDefinition, index: number, budget: SharedBudge
   }
   const parameters = requireObjectParameters(definition.name, definition.parameters, param);
   const argumentsSchema = convertJsonSchemaToGbnf(parameters, { param, shared: budget });
+  spendGrammarRepeats(argumentsSchema, param, budget);
   if (!describesOnlyObjects(argumentsSchema)) {
     throw new AppError(
       "invalid_value",
@@ -210,12 +216,14 @@ function planForcedCall(
   tools: readonly PlannedTool[],
   history: ChatHistoryItem[],
 ): Omit<PlannedGeneration, "toolSchemas"> {
-  const instructedHistory = addSystemInstruction(history, describeForcedCall(tools));
+  const instruction = describeForcedCall(tools);
+  const instructedHistory = addSystemInstruction(history, instruction);
   const [only] = tools;
   if (tools.length === 1 && only !== undefined) {
     return {
       plan: { kind: "tool-arguments", toolName: only.definition.name, schema: forcedArgumentsSchema(only) },
       history: instructedHistory,
+      instruction,
     };
   }
   const schema: GbnfJsonSchema = {
@@ -224,7 +232,7 @@ function planForcedCall(
       properties: { name: { const: tool.definition.name }, arguments: forcedArgumentsSchema(tool) },
     })),
   };
-  return { plan: { kind: "tool-envelope", schema }, history: instructedHistory };
+  return { plan: { kind: "tool-envelope", schema }, history: instructedHistory, instruction };
 }
 
 /** A forced call writes its arguments itself: `{}` for a function without parameters. */

@@ -1,3 +1,6 @@
+import type { GbnfJsonSchema } from "node-llama-cpp";
+import { AppError } from "../../errors/app-error.ts";
+import { countGrammarRepeats } from "./count-grammar-repeats.ts";
 import type { Position } from "./schema-position.ts";
 
 /**
@@ -24,17 +27,35 @@ const maxGrammarSteps = 6000;
  */
 const maxGrammarCharacters = 500_000;
 /**
+ * The most repeats (see countGrammarRepeats) the length and count ranges of one request's
+ * grammars may take in all: a schema alone, or the tools together, since every tool's grammar is
+ * built before the prompt's exact length is checked. llama.cpp's grammar parser makes a rule for
+ * each optional repeat of a range, synchronously: 0.3 to 0.45 µs each in a bare process here
+ * (100,000 took 33 to 43 ms, 500,000 took 135 to 225 ms, linearly), up to twice that in a busy
+ * server, and each range may be 1000. So 1000 strings of distinct ranges up to 1000 characters
+ * (500,000 repeats) held the event loop 0.38 s for one tool, four such tools 0.87 s and `required`
+ * over them (one grammar of them all) 1.37 s, before the request was refused for its length at
+ * no cost to its sender. At this bound the grammars of a request take 15 to 35 ms more than
+ * without their ranges (100,000 took 35 to 90 ms more). Real schemas bound a few fields, or share
+ * their strings' bounds (a hundred strings of `maxLength: 1000` are 1000 repeats): far fewer.
+ */
+export const maxGrammarRepeats = 50_000;
+/**
  * What the schemas of one request's tools may spend together (see {@link createToolsBudget}): four
  * schemas' worth. Each schema within its own budget, 128 tools of 1000 properties each held the
  * event loop 0.9 s before the request was refused for its length.
  */
 const toolsBudgetSchemas = 4;
 
-/** What a conversion may spend, see {@link maxSchemaEntries}, {@link maxSchemaSteps}, {@link maxGrammarCharacters}. */
+/**
+ * What a conversion may spend, see {@link maxSchemaEntries}, {@link maxSchemaSteps},
+ * {@link maxGrammarCharacters}; and, spent on the converted schema, {@link maxGrammarRepeats}.
+ */
 interface Budget {
   entries: number;
   steps: number;
   characters: number;
+  repeats: number;
 }
 
 /** What several conversions (a request's tools) spend together, and may. */
@@ -43,16 +64,36 @@ export interface SharedBudget {
   readonly spent: Budget;
 }
 
-/** The budget a request's tool schemas share, for grammars: {@link toolsBudgetSchemas} schemas' worth. */
+/**
+ * The budget a request's tool schemas share, for grammars: {@link toolsBudgetSchemas} schemas'
+ * worth, and the repeats of one request ({@link maxGrammarRepeats}).
+ */
 export function createToolsBudget(): SharedBudget {
   return {
     limits: {
       entries: maxGrammarEntries * toolsBudgetSchemas,
       steps: maxGrammarSteps * toolsBudgetSchemas,
       characters: maxGrammarCharacters * toolsBudgetSchemas,
+      repeats: maxGrammarRepeats,
     },
-    spent: { entries: 0, steps: 0, characters: 0 },
+    spent: { entries: 0, steps: 0, characters: 0, repeats: 0 },
   };
+}
+
+/**
+ * Spends the repeats of a converted schema's ranges (see countGrammarRepeats), alone and with
+ * the schemas it shares `shared` with, refusing with 400 `invalid_value` naming `param` the schema
+ * whose grammar would take more than {@link maxGrammarRepeats}: before any grammar is built.
+ */
+export function spendGrammarRepeats(schema: GbnfJsonSchema, param: string, shared?: SharedBudget): void {
+  const repeats = countGrammarRepeats(schema);
+  const refuse = (problem: string) =>
+    new AppError("invalid_value", `Invalid JSON Schema in '${param}': ${problem}`, { param });
+  if (repeats > maxGrammarRepeats) throw refuse(describeOverspending("repeats", maxGrammarRepeats, true));
+  if (shared === undefined) return;
+  if (shared.spent.repeats + repeats > shared.limits.repeats)
+    throw refuse(describeSharedOverspending("repeats", shared.limits.repeats));
+  shared.spent.repeats += repeats;
 }
 
 /** What one conversion spends (and what it shares, when it does), refusing the schema that needs more. */
@@ -60,7 +101,7 @@ export class ConversionBudget {
   readonly #grammarLimits: boolean;
   readonly #limits: Budget;
   /** What the conversion has spent so far. */
-  readonly #spent: Budget = { entries: 0, steps: 0, characters: 0 };
+  readonly #spent: Budget = { entries: 0, steps: 0, characters: 0, repeats: 0 };
   readonly #shared: SharedBudget | undefined;
   readonly #refuse: (at: Position, problem: string) => never;
 
@@ -75,8 +116,18 @@ export class ConversionBudget {
     this.#shared = options.shared;
     this.#refuse = options.refuse;
     this.#limits = options.grammarLimits
-      ? { entries: maxGrammarEntries, steps: maxGrammarSteps, characters: maxGrammarCharacters }
-      : { entries: maxSchemaEntries, steps: maxSchemaSteps, characters: Number.POSITIVE_INFINITY };
+      ? {
+          entries: maxGrammarEntries,
+          steps: maxGrammarSteps,
+          characters: maxGrammarCharacters,
+          repeats: maxGrammarRepeats,
+        }
+      : {
+          entries: maxSchemaEntries,
+          steps: maxSchemaSteps,
+          characters: Number.POSITIVE_INFINITY,
+          repeats: Number.POSITIVE_INFINITY,
+        };
   }
 
   spendCharacters(at: Position, text: string): void {
@@ -112,6 +163,8 @@ function describeOverspending(kind: keyof Budget, limit: number, grammarLimits: 
       return `the schema takes more than ${limit} steps to convert${local}: anyOf and oneOf branches repeat their siblings (properties, items, ...) once each, and required names and allOf branches count too. Move what the branches share into them, or simplify the schema.`;
     case "characters":
       return `the schema spells out more than ${limit} characters of property names, constants and descriptions${local}, counted again each time anyOf or oneOf branches repeat them. Shorten them, or simplify the schema.`;
+    case "repeats":
+      return `its length and count ranges (minLength to maxLength, minItems to maxItems, minProperties to maxProperties) add up to more than ${limit} repeats${local}: each range counts its maximum (its minimum where it has none), a string's range once however many strings share it, an array's or a map's each time. Lower the maximums, give more strings the same ones, or drop those the output does not need (a range without a maximum costs its minimum only).`;
     default: {
       const unreachable: never = kind;
       throw new Error(`unknown budget ${String(unreachable)}`);
@@ -126,6 +179,12 @@ function describeSharedOverspending(kind: keyof Budget, limit: number): string {
       ? `declare more than ${limit} properties and enum values`
       : kind === "steps"
         ? `take more than ${limit} steps to convert`
-        : `spell out more than ${limit} characters of property names, constants and descriptions`;
-  return `the request's tools together ${what} (what a local model's output grammars take for one request). Offer fewer tools, or smaller ones.`;
+        : kind === "characters"
+          ? `spell out more than ${limit} characters of property names, constants and descriptions`
+          : `have length and count ranges (minLength to maxLength, minItems to maxItems, minProperties to maxProperties) of more than ${limit} repeats, each range counting its maximum`;
+  const advice =
+    kind === "repeats"
+      ? "Offer fewer tools, or lower the maximums of their ranges."
+      : "Offer fewer tools, or smaller ones.";
+  return `the request's tools together ${what} (what a local model's output grammars take for one request). ${advice}`;
 }
