@@ -109,6 +109,7 @@ export function createServerMetrics(registry: ModelRegistry, inFlight: InFlightR
         status: getModelStatus(entry),
         load: registry.loadOf(entry.model.id),
         endpoints: entry.engine?.endpoints?.(),
+        upstream: entry.engine?.upstreamActivity?.(),
       })),
       // No longer in the catalogue, but its requests still run: they stay counted until they end.
       ...registry.listRemovedIds().map((id) => ({ model: id, load: registry.loadOf(id) })),

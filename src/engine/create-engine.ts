@@ -2,6 +2,7 @@ import type { CatalogModel, EngineConfig } from "../catalog/catalog.ts";
 import type { ChatEngine, EngineContext } from "./engine.ts";
 import type { createLlamaEngine } from "./llama/create-llama-engine.ts";
 import type { createOpenAiEngine } from "./openai/create-openai-engine.ts";
+import { UpstreamCounts } from "./openai/upstream-counts.ts";
 
 /** Logger shape the engines use (pino's). */
 export interface EngineLogger {
@@ -56,7 +57,14 @@ export function createEngine(
     }
     case "openai": {
       const create = requireLoaded(factories.openai, engine.type);
-      return create({ model, logger, resolveEngine: context?.resolveEngine });
+      // The model's counts under this catalogue: an engine a reload makes for it goes on counting
+      // where the one it replaces stopped.
+      return create({
+        model,
+        logger,
+        resolveEngine: context?.resolveEngine,
+        counts: UpstreamCounts.of(context, model.id),
+      });
     }
     default: {
       const unreachable: never = engine;

@@ -270,6 +270,12 @@ export interface ChatEngine {
    */
   endpoints?(): { total: number; resting: number };
   /**
+   * What the engine did on the model's upstream servers since the server started, for `/metrics`:
+   * cumulative counts that never go down, a reload that gives the model a new engine included.
+   * Absent for an engine without endpoints (a local model).
+   */
+  upstreamActivity?(): UpstreamActivity;
+  /**
    * Whether what the engine serves changed since it took it, outside the configuration: a local
    * model's file was replaced (moved into place, written over). A reload then gives the model a
    * new engine, as for a changed configuration (ModelRegistry.replace). Synchronous and cheap
@@ -280,7 +286,50 @@ export interface ChatEngine {
   close(): Promise<void>;
 }
 
-/** What an engine may ask of the catalogue: other models' engines (upstream fallbacks), looked up when needed. */
+/**
+ * How one HTTP attempt at an upstream endpoint ended:
+ * - `ok`: the answer came whole;
+ * - `http_error`: the upstream answered with a status other than 2xx (refused, rate-limited, failed);
+ * - `stream_error`: it answered 2xx, but not with a whole answer (an error or a failure finish
+ *   reason in its stream, something that is no answer, a stream ended too soon);
+ * - `transport_error`: the connection failed (refused, reset, a host name that does not resolve,
+ *   TLS, a response that is not HTTP);
+ * - `timeout`: no connection, first byte or next piece in time;
+ * - `cancelled`: Tollgate stopped it before its end (the client left, the engine closed for a
+ *   reload or a shutdown).
+ */
+export type UpstreamAttemptOutcome =
+  | "ok"
+  | "http_error"
+  | "stream_error"
+  | "transport_error"
+  | "timeout"
+  | "cancelled";
+
+/**
+ * How a request fared on one of its model's fallbacks, once its own endpoints had failed:
+ * `served` (the fallback began the answer), `failed` (it was tried and failed, or could not take
+ * the request), `skipped` (it was unavailable, or not in the catalogue).
+ */
+export type FallbackOutcome = "served" | "failed" | "skipped";
+
+/**
+ * A model's cumulative upstream counts (see {@link ChatEngine.upstreamActivity}). Each endpoint
+ * and fallback the model has is listed with every outcome, 0 where none happened yet, so that
+ * the first failure shows as an increase.
+ */
+export interface UpstreamActivity {
+  /** HTTP attempts, by endpoint: its base URL without credentials or query, as logs name it. */
+  attempts: readonly { endpoint: string; outcome: UpstreamAttemptOutcome; count: number }[];
+  /** Requests of the model that went on to a fallback model, by its catalogue id. */
+  fallbacks: readonly { fallback: string; outcome: FallbackOutcome; count: number }[];
+}
+
+/**
+ * What an engine may ask of the catalogue: other models' engines (upstream fallbacks), looked up
+ * when needed. One object for the catalogue's life, across reloads (ModelRegistry's): what is kept
+ * under it (an upstream model's counts) outlives the engines a reload replaces.
+ */
 export interface EngineContext {
   resolveEngine(id: string): ChatEngine | undefined;
 }

@@ -1,5 +1,5 @@
-import { Gauge, Registry } from "prom-client";
-import type { ModelStatus } from "../engine/engine.ts";
+import { Counter, Gauge, Registry } from "prom-client";
+import type { ModelStatus, UpstreamActivity } from "../engine/engine.ts";
 import { LabeledAmountCounter, LabeledCounter, LabeledHistogram } from "./labeled-series.ts";
 
 /** What one finished request tells the metrics; label values are bounded (never raw paths or keys). */
@@ -34,6 +34,8 @@ export interface ModelState {
   load?: { running: number; waiting: number } | undefined;
   /** Its upstream endpoints, and how many of them rest; absent for a local model. */
   endpoints?: { total: number; resting: number } | undefined;
+  /** What its engine did on its upstream endpoints so far (cumulative); absent for a local model. */
+  upstream?: UpstreamActivity | undefined;
 }
 
 const MODEL_STATUSES: readonly ModelStatus[] = ["available", "loading", "unavailable"];
@@ -135,6 +137,34 @@ export class Metrics {
           if (endpoints === undefined) continue;
           this.set({ model, state: "available" }, endpoints.total - endpoints.resting);
           this.set({ model, state: "resting" }, endpoints.resting);
+        }
+      },
+    });
+    // Counted by the engines as plain numbers, read when scraped: a request retried on another
+    // endpoint, or served by a fallback, shows here and not only in the logs.
+    new Counter({
+      name: "tollgate_upstream_attempts_total",
+      help: "HTTP attempts at an upstream model's endpoints, by outcome: ok, http_error (a status other than 2xx), stream_error (a 2xx without a whole answer), transport_error (connection refused, reset, DNS, TLS), timeout (connect, first byte, idle), cancelled (the client left, or a reload or shutdown).",
+      labelNames: ["model", "endpoint", "outcome"],
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const { model, upstream } of models()) {
+          for (const { endpoint, outcome, count } of upstream?.attempts ?? [])
+            this.inc({ model, endpoint, outcome }, count);
+        }
+      },
+    });
+    new Counter({
+      name: "tollgate_upstream_fallbacks_total",
+      help: "Requests of an upstream model that went on to a fallback model once its endpoints failed, by outcome: served (the fallback began the answer), failed (it failed too, or could not take the request), skipped (unavailable, or not in the catalogue).",
+      labelNames: ["model", "fallback", "outcome"],
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const { model, upstream } of models()) {
+          for (const { fallback, outcome, count } of upstream?.fallbacks ?? [])
+            this.inc({ model, fallback, outcome }, count);
         }
       },
     });

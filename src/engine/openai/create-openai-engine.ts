@@ -2,16 +2,24 @@ import type { CatalogModel, OpenAiEngineConfig } from "../../catalog/catalog.ts"
 import { AppError } from "../../errors/app-error.ts";
 import { checkContextLength } from "../check-context-length.ts";
 import type { EngineLogger } from "../create-engine.ts";
-import type { ChatEngine, ChatRequest, ModelStatus, PreparedChat, PrepareOptions } from "../engine.ts";
+import type {
+  ChatEngine,
+  ChatRequest,
+  ModelStatus,
+  PreparedChat,
+  PrepareOptions,
+  UpstreamAttemptOutcome,
+} from "../engine.ts";
 import { convertRequestBody } from "./convert-request-body.ts";
 import { createEndpointBalancer } from "./create-endpoint-balancer.ts";
 import { createStallWatchdog } from "./create-stall-watchdog.ts";
-import { createUpstreamEndpoint } from "./create-upstream-endpoint.ts";
+import { createUpstreamEndpoint, type UpstreamEndpoint } from "./create-upstream-endpoint.ts";
 import { countPromptTokens } from "./estimate-prompt-tokens.ts";
 import { runUpstreamChat, type WaitBudget } from "./run-upstream-chat.ts";
 import { anyCanServe, type FallbackPlace, runWithFallbacks } from "./run-with-fallbacks.ts";
 import { closingError } from "./start-upstream-attempt.ts";
 import type { UpstreamCall } from "./start-upstream-call.ts";
+import { UpstreamCounts } from "./upstream-counts.ts";
 import { resolveUpstreamSettings, type UpstreamSettings } from "./upstream-settings.ts";
 import type { UpstreamRequestBody } from "./upstream-wire.ts";
 
@@ -26,6 +34,11 @@ export interface OpenAiEngineOptions {
   settings?: Partial<UpstreamSettings> | undefined;
   /** Source of jitter in [0, 1). Default `Math.random`. */
   random?: (() => number) | undefined;
+  /**
+   * Where the model's attempts and fallbacks are counted, for `/metrics`: the model's, shared
+   * with the engine this one replaces (UpstreamCounts.of). Default: counts of its own.
+   */
+  counts?: UpstreamCounts | undefined;
 }
 
 const silentLogger: EngineLogger = { info: () => {}, warn: () => {}, error: () => {} };
@@ -85,6 +98,11 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
       settings,
     }),
   );
+  const counts = options.counts ?? new UpstreamCounts();
+  const endpointNames = nameEndpoints(endpoints);
+  counts.configure(endpointNames, config.fallbacks);
+  const countAttempt = (endpoint: UpstreamEndpoint, outcome: UpstreamAttemptOutcome) =>
+    counts.countAttempt(endpointNames[endpoint.index] ?? endpoint.label, outcome);
   const balancer = createEndpointBalancer({
     endpoints,
     failureThreshold: settings.failureThreshold,
@@ -194,6 +212,7 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
           canFallBack,
           waitBudget,
           activeRuns,
+          countAttempt,
         });
         if (fallbacks.length === 0) return primary;
         return runWithFallbacks({
@@ -213,6 +232,7 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
           onFallback: (id) => {
             servedBy = id;
           },
+          countFallback: (id, outcome) => counts.countFallback(id, outcome),
         });
       },
     };
@@ -234,6 +254,7 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
       return { running: activeRuns.count - waiting, waiting };
     },
     endpoints: () => ({ total: endpoints.length, resting: balancer.restingCount() }),
+    upstreamActivity: () => counts.read(),
     async close() {
       if (closed) return;
       closed = true;
@@ -288,6 +309,18 @@ async function prepareFallbackWithin(
   const prepared = await prepareWithoutFallbacks(request);
   if (prepared.maxCompletionTokens <= maxCompletionTokens) return prepared;
   return prepareWithoutFallbacks({ ...request, maxTokens: maxCompletionTokens });
+}
+
+/**
+ * The endpoints' names in `/metrics`: each one's label (its base URL without credentials or
+ * query, as logs name it), and where two of the model's endpoints share one (one server, two
+ * keys) its place in the list, from 1, after `#`.
+ */
+function nameEndpoints(endpoints: readonly UpstreamEndpoint[]): string[] {
+  const labels = endpoints.map((endpoint) => endpoint.label);
+  return labels.map((label, index) =>
+    labels.indexOf(label) === labels.lastIndexOf(label) ? label : `${label}#${index + 1}`,
+  );
 }
 
 function readOpenAiConfig(model: CatalogModel): OpenAiEngineConfig {

@@ -41,6 +41,12 @@ export function isProtocolFault(error: unknown): boolean {
   return describeProtocolFault(error) !== undefined;
 }
 
+/** Whether no connection to the upstream was made in time (`connect_timeout`). */
+export function isConnectTimeout(error: unknown): boolean {
+  const code = readCode(error) ?? readCode((error as { cause?: unknown } | undefined)?.cause);
+  return code === "UND_ERR_CONNECT_TIMEOUT" || code === "ETIMEDOUT";
+}
+
 function describeProtocolFault(error: unknown): string | undefined {
   const code = readCode(error);
   if (code?.startsWith("HPE_") === true || (error instanceof Error && error.name === "HTTPParserError"))

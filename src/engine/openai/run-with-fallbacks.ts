@@ -1,6 +1,6 @@
 import { type AppError, isAppError, reviseAppError } from "../../errors/app-error.ts";
 import type { EngineLogger } from "../create-engine.ts";
-import type { ChatEngine, ChatRequest, PartBatch, PreparedChat } from "../engine.ts";
+import type { ChatEngine, ChatRequest, FallbackOutcome, PartBatch, PreparedChat } from "../engine.ts";
 
 /** Where a fallback stands in the chain, for how it runs. */
 export interface FallbackPlace {
@@ -27,6 +27,8 @@ export interface FallbackRunOptions {
   logger: EngineLogger;
   /** Told the catalogue id of the fallback that serves the request, before its first part. */
   onFallback?: (id: string) => void;
+  /** Told how the request fared on each fallback it went on to, for `/metrics`. */
+  countFallback?: ((id: string, outcome: FallbackOutcome) => void) | undefined;
 }
 
 /**
@@ -96,6 +98,7 @@ async function* runFallbacks(options: FallbackRunOptions, primaryError: AppError
     if (options.signal.aborted) break;
     const engine = options.resolveEngine(id);
     if (engine === undefined || engine.status() === "unavailable") {
+      options.countFallback?.(id, "skipped");
       options.logger.warn(
         { model: options.modelId, fallback: id },
         engine === undefined
@@ -113,6 +116,7 @@ async function* runFallbacks(options: FallbackRunOptions, primaryError: AppError
       run = prepared.run(options.signal)[Symbol.asyncIterator]();
       first = await run.next();
     } catch (error) {
+      options.countFallback?.(id, "failed");
       if (isAppError(error) && error.status === 400) refusals.push({ id, error });
       else if (isAppError(error) && error.retryable) passing.push(error);
       options.logger.warn(
@@ -127,6 +131,7 @@ async function* runFallbacks(options: FallbackRunOptions, primaryError: AppError
     }
     options.logger.info({ model: options.modelId, fallback: id }, "request served by a fallback model");
     options.onFallback?.(id);
+    options.countFallback?.(id, "served");
     if (first.done === true) return;
     yield* passOn(first.value, run);
     return;

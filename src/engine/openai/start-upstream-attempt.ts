@@ -1,9 +1,9 @@
 import { AppError } from "../../errors/app-error.ts";
-import type { StreamPart, Usage } from "../engine.ts";
+import type { StreamPart, UpstreamAttemptOutcome, Usage } from "../engine.ts";
 import { createAnswerReader } from "./create-answer-reader.ts";
 import { createChunkMapper } from "./create-chunk-mapper.ts";
 import type { UpstreamEndpoint } from "./create-upstream-endpoint.ts";
-import { describeTransportError, isProtocolFault } from "./describe-transport-error.ts";
+import { describeTransportError, isConnectTimeout, isProtocolFault } from "./describe-transport-error.ts";
 import {
   compressedAnswerFailure,
   describeNothing,
@@ -100,12 +100,14 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
    */
   const reportSuccess = () => context.balancer.reportSuccess(endpoint, { startedAt });
 
-  const finishUp = () => {
+  /** Ends the attempt, counted with its outcome (none for one never sent). */
+  const finishUp = (outcome: UpstreamAttemptOutcome | undefined) => {
     stage = "over";
     endpoint.unsent.delete(requeue);
     watch.stop();
     signal.removeEventListener("abort", onAbort);
     context.inFlight.delete(current);
+    if (outcome !== undefined) context.countAttempt?.(endpoint, outcome);
   };
 
   /** The last batch or the failure, once the body ended (`error` undefined) or broke. */
@@ -119,9 +121,12 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
     const { done, streamError } = reader;
     let final: StreamPart | undefined;
     let failure: UpstreamFailure | undefined;
+    /** For `/metrics`: `cancelled` unless a branch below says otherwise (the client left, the engine closed). */
+    let outcome: UpstreamAttemptOutcome = "cancelled";
     if (done && streamError === undefined && !reader.answeredNothing(hasParts)) {
       final = finishAnswer(mapper, parts, context.promptTokens);
       reportSuccess();
+      outcome = "ok";
     } else if (signal.aborted) {
       // A client that left after the model's finish reason (waiting for the usage) left a
       // finished answer: its reason stands, as on a local model.
@@ -146,6 +151,7 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
       const summary = "began to rest before the request was sent";
       failure = { ...createEndpointFailure({ modelId, summary, endpointFault: false }), requeued: true };
     } else if (streamError !== undefined) {
+      outcome = "stream_error";
       const said = streamError.message ?? streamError.unreadable;
       const summary = `sent an error${said === undefined ? "" : ` (${said})`}`;
       if (hasParts) final = midStreamError(summary, parts, mapper, context, endpoint);
@@ -156,7 +162,14 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
       // the usage chunk may be missing, and is then estimated.
       final = finishAnswer(mapper, parts, context.promptTokens);
       reportSuccess();
+      outcome = "ok";
     } else {
+      outcome =
+        error === undefined
+          ? "stream_error"
+          : watch.stalled !== undefined || isConnectTimeout(error)
+            ? "timeout"
+            : "transport_error";
       const summary =
         error === undefined
           ? hasParts
@@ -178,7 +191,7 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
         failure = createEndpointFailure({ modelId, summary, retrySameEndpoint });
       }
     }
-    finishUp();
+    finishUp(requeued ? undefined : outcome);
     if (mapper.usageBeyondBounds !== undefined) {
       context.logger.warn(
         {
@@ -205,7 +218,8 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
       { err: error, model: modelId, endpoint: endpoint.label },
       "reading an upstream answer failed in Tollgate",
     );
-    finishUp();
+    // What the upstream sent was not an answer Tollgate could read, as far as the count goes.
+    finishUp("stream_error");
     current.abort(new AttemptStopped("internal error"));
     const internal = new AppError(
       "internal_error",
@@ -244,7 +258,7 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
               // A compressed error body would read as noise: its status says enough.
               current.drain(DRAIN_AFTER_END_MS);
             }
-            finishUp();
+            finishUp("http_error");
             const failure = mapErrorAnswer({
               response,
               body,
@@ -256,7 +270,7 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
             return { kind: "failed", failure };
           }
           if (encoding !== undefined) {
-            finishUp();
+            finishUp("stream_error");
             current.abort(new AttemptStopped("compressed body"));
             return {
               kind: "failed",
@@ -305,7 +319,7 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
     },
     dispose() {
       if (stage === "over") return;
-      finishUp();
+      finishUp("cancelled");
       current.abort(new AttemptStopped("disposed"));
     },
   };

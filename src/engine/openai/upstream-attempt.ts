@@ -1,5 +1,5 @@
 import type { EngineLogger } from "../create-engine.ts";
-import type { StreamPart } from "../engine.ts";
+import type { StreamPart, UpstreamAttemptOutcome } from "../engine.ts";
 import type { UsageBounds } from "./bound-usage.ts";
 import type { EndpointBalancer } from "./create-endpoint-balancer.ts";
 import type { StallWatchdog } from "./create-stall-watchdog.ts";
@@ -34,6 +34,11 @@ export interface AttemptContext {
   /** The engine's calls in flight, aborted when it closes. */
   inFlight: Set<UpstreamCall>;
   logger: EngineLogger;
+  /**
+   * Told how each attempt ended, once, for `/metrics`; not told of an attempt that was never sent
+   * (its endpoint began to rest while it waited for a connection, and it went elsewhere).
+   */
+  countAttempt?: ((endpoint: UpstreamEndpoint, outcome: UpstreamAttemptOutcome) => void) | undefined;
 }
 
 /** The parts an attempt produced from what arrived, or why it produced nothing. */
