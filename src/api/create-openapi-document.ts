@@ -131,7 +131,8 @@ export function createOpenApiDocument(options: { version: string }): Record<stri
       "/metrics": {
         get: {
           operationId: "metrics",
-          summary: "Prometheus metrics: requests, latencies, tokens, cost, queue depth, in-flight requests, upstream attempts and fallbacks.",
+          summary:
+            "Prometheus metrics: requests, latencies, tokens, cost, queue depth, in-flight requests, upstream attempts and fallbacks.",
           // Open unless the config sets `metrics_key`.
           security: [{}, { metricsKey: [] }],
           responses: {
