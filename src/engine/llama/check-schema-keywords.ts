@@ -97,6 +97,8 @@ export function readBound(
   schema: Record<string, unknown>,
   keyword: string,
   at: Position,
+  /** Whether the count goes into the grammar (not beside a `format` that fixes the length). */
+  enforced = true,
 ): number | undefined {
   const count = readCount(schema[keyword]);
   if (count === undefined && schema[keyword] !== undefined) {
@@ -105,7 +107,7 @@ export function readBound(
       `'${keyword}' is ${describe(schema[keyword])}; it must be a whole number, 0 or more.`,
     );
   }
-  if (count !== undefined && count > maxGrammarRepetitions && conversion.grammarLimits) {
+  if (count !== undefined && count > maxGrammarRepetitions && conversion.grammarLimits && enforced) {
     conversion.refuse(
       at,
       `'${keyword}' is ${count}, above ${maxGrammarRepetitions}, the largest length or count the output grammar can enforce. Lower it to ${maxGrammarRepetitions} or less, or remove it.`,
@@ -124,7 +126,7 @@ export function checkRange(
   maximum: number | undefined,
 ): void {
   if (minimum === undefined || maximum === undefined || minimum <= maximum) return;
-  conversion.refuse(
+  conversion.refuseNoValue(
     at,
     `'${minimumKeyword}' (${minimum}) is greater than '${maximumKeyword}' (${maximum}), so no value can match. Make the minimum at most the maximum.`,
   );

@@ -2,9 +2,10 @@ import type { GbnfJsonSchema } from "node-llama-cpp";
 import { AppError } from "../../errors/app-error.ts";
 import { cutText, cutTextKeepingEnd } from "../../errors/cut-text.ts";
 import { checkKeywords, describe } from "./check-schema-keywords.ts";
+import { ConstantChecks, constantMeetsKeywords, sameValue } from "./constant-meets-keywords.ts";
 import { convertConstant } from "./convert-schema-constant.ts";
 import { convertTypedSchema } from "./convert-typed-schema.ts";
-import { mergeAllOf } from "./merge-all-of-branches.ts";
+import { mergeAllOf, mergeAnyOfBranch } from "./merge-all-of-branches.ts";
 import { copiedKeywords, pick, siblingKeywords } from "./pick-schema-keywords.ts";
 import { hasType, isRecord, readTypes } from "./read-schema-types.ts";
 import { resolveLocalReference } from "./resolve-json-pointer.ts";
@@ -31,30 +32,50 @@ import { child, type Position } from "./schema-position.ts";
  *
  * The subset has no "any value", no `anyOf`/`allOf`, no `pattern`, no numeric ranges, no
  * `nullable`, and an object emits every declared property, in order. So:
- * - `{}`, `true` and schemas without a type become "any JSON value"; `false` becomes `null` (it
- *   cannot say "nothing").
- * - `anyOf` and `oneOf` become `oneOf` (siblings merged into each branch); `allOf` is merged into one
- *   schema (a `$ref` branch as the schema it points at, unless that is being converted: a cycle);
+ * - `{}`, `true` and schemas without a type become "any JSON value" (lengths imply a string,
+ *   `properties`, `required` or property counts an object, `items` or item counts an array);
+ *   `false` becomes `null` (it cannot say "nothing").
+ * - `allOf` is merged into one schema, each keyword as all branches must hold (types, constants
+ *   and ranges intersected, required names gathered, a property or item several declare an
+ *   `allOf` of their schemas, names one branch does not declare held to its
+ *   `additionalProperties`; see intersect-schema-keywords.ts), a `$ref` branch as the schema it
+ *   points at, unless that is being converted (a cycle: it stays a reference).
+ * - `anyOf` and `oneOf` become `oneOf`, each branch merged as `allOf` is with the keywords beside
+ *   it (`anyOf` beside `oneOf`: both hold). A branch that no value meets beside them (no type in
+ *   common, no constant in common, a minimum above a maximum, `false`, ...) is left out; the
+ *   schema is refused only when every branch is. Whether `oneOf` matches only one is not enforced.
+ *   A `$ref` branch is merged as the schema it points at, except one that leads back into a
+ *   schema being converted (a cycle): it stays a reference, which the keywords beside it do not
+ *   narrow.
  *   `type: [a, b]` and `nullable` become a `oneOf` of each type.
  * - `$ref` to any JSON pointer within the schema (`#`, `#/$defs/X`, `#/definitions/X`,
- *   `#/properties/a`) becomes a `$defs` reference; other references (URLs, anchors) are refused.
+ *   `#/properties/a`) becomes a `$defs` reference (keywords beside it are dropped); other
+ *   references (URLs, anchors) are refused.
  * - Objects with `properties` emit exactly those (optional ones too, which is valid; no others,
- *   which is a valid subset even where `additionalProperties` allows more; for a grammar, an
- *   optional one without a finite value, `{"$ref": "#"}` in the root's `properties`, is left out
- *   and a required one refused, see schema-finite-values.ts), so
+ *   which is a valid subset even where `additionalProperties` allows more), so
  *   `{"type": "object", "properties": {}}` is `{}`. Objects without `properties` are maps: any
  *   keys, values per `additionalProperties` (any value by default, as JSON Schema says). Required
  *   properties that are not declared are added as `additionalProperties`' schema, or as "any
- *   JSON value" where it gives none.
- * - Refused too: a minimum above its maximum (`minLength` over `maxLength`, and the like for
- *   items, properties and numbers, whose range is otherwise not enforced), a `const` (or every `enum` value) of another type than the `type` beside
- *   it, `allOf` branches with no type in common, and a required property that `properties` does not
- *   declare beside `additionalProperties: false`, which no value meets; a length or count that is
- *   not a whole number, 0 or more; and lengths or counts above 1000, which llama.cpp's grammar
- *   parser does not take. `enum` values of another type than the `type` beside them are dropped.
+ *   JSON value" where it gives none. A tuple (`prefixItems`) is emitted whole, up to `maxItems`.
+ * - For a grammar, what has no finite value (`{"$ref": "#"}` in the root's `properties`) is left
+ *   out where it is an optional property or one of several alternatives, and refused where it is
+ *   required or the only alternative (see schema-finite-values.ts): the model could write it until
+ *   the context is full.
+ * - Refused too, as no value meets them: a minimum above its maximum (`minLength` over
+ *   `maxLength`, and the like for items, properties and numbers, whose range is otherwise not
+ *   enforced), a `const` that is not of the `type` beside it or does not meet the other keywords
+ *   there, an `enum` none of whose values does, `allOf` branches with nothing in common, and a
+ *   required property that `properties` does not declare beside `additionalProperties: false`.
+ *   Refused as invalid: a length or count that is not a whole number, 0 or more. Refused for a
+ *   grammar only: lengths or counts above 1000, which llama.cpp's grammar parser does not take,
+ *   and lengths beside a `format` it enforces that leave out some of the lengths the format's
+ *   grammar writes (`date` is 10 characters, `time` 9, 13, 14 or 18, `date-time` 20, 24, 25 or
+ *   29), as it writes the format whole. `enum` values that do not meet the `type` and other
+ *   keywords beside them are dropped.
  * - Enforced: `type`, `properties`, `required` (as every property is emitted), `additionalProperties`
  *   of maps, `items`, `prefixItems`, `minItems`/`maxItems`, `minLength`/`maxLength`,
- *   `minProperties`/`maxProperties` of maps, `enum`, `const`, `format` `date-time`, `date` and `time`.
+ *   `minProperties`/`maxProperties` of maps, `enum`, `const`, `format` `date-time`, `date` and
+ *   `time`, and constants meet the keywords beside them (see constant-meets-keywords.ts).
  * - `pattern`, other `format`s, `minimum`/`maximum`, `multipleOf`, `uniqueItems`, `not`,
  *   `if`/`then`, `dependentSchemas` and the like are dropped: the output may not meet them.
  * - `const` and `enum` of objects or arrays become exact object and array schemas.
@@ -106,6 +127,9 @@ class SchemaConverter implements SchemaConversion {
   readonly #targetsInProgress = new Set<unknown>();
   readonly #definitionNames = new SchemaDefinitionNames();
   readonly #finiteValues = new FiniteValues();
+  readonly #constantChecks: ConstantChecks;
+  /** The refusals of a schema that no value meets (see refuseNoValue), with where and why. */
+  readonly #noValueProblems = new WeakMap<object, string>();
   /** What each `$ref` string resolved to: a pointer is walked once, however often it is met. */
   readonly #references = new Map<string, unknown>();
 
@@ -116,6 +140,7 @@ class SchemaConverter implements SchemaConversion {
     this.#root = root;
     this.#param = param;
     this.grammarLimits = grammarLimits;
+    this.#constantChecks = new ConstantChecks((reference) => this.#resolve(reference), grammarLimits);
     this.budget = new ConversionBudget({
       grammarLimits,
       shared,
@@ -145,42 +170,52 @@ class SchemaConverter implements SchemaConversion {
 
     if (typeof schema.$ref === "string")
       return { ...this.#convertReference(schema.$ref, at), ...description };
-    if (Array.isArray(schema.allOf)) return this.convert(mergeAllOf(this, schema, at), at);
-    const keyword = Array.isArray(schema.anyOf) ? "anyOf" : Array.isArray(schema.oneOf) ? "oneOf" : undefined;
-    if (keyword !== undefined) {
-      // Only the keywords the conversion reads are copied: a branch is made once for every time
-      // its schema is converted, and the client's objects may hold any number of other keys.
-      const siblings = pick(schema, siblingKeywords);
-      const alternatives = schema[keyword] as unknown[];
-      this.budget.reserve(at, "steps", alternatives.length);
-      const branches = alternatives.map((branch, index) =>
-        this.convert(
-          isRecord(branch) ? { ...siblings, ...pick(branch, copiedKeywords) } : branch,
-          child(at, keyword, String(index)),
-        ),
-      );
-      return oneOf(branches, description);
+    if (Array.isArray(schema.allOf)) {
+      const inlined = new Set<unknown>();
+      return this.#convertMerged(mergeAllOf(this, schema, at, inlined), inlined, at);
     }
-    // Beside a `type`, only the constants of that type can be met.
-    const declaredTypes = schema.type === undefined ? undefined : readTypes(schema);
+    const keyword = Array.isArray(schema.anyOf) ? "anyOf" : Array.isArray(schema.oneOf) ? "oneOf" : undefined;
+    if (keyword !== undefined) return oneOf(this.#convertAlternatives(schema, keyword, at), description);
+    // Beside a `type`, only the constants of that type can be met (`nullable`: null too); beside
+    // lengths, counts, a format, required names, only those that meet them (see constant-meets-keywords.ts).
+    const declaredTypes =
+      schema.type === undefined
+        ? undefined
+        : [...readTypes(schema), ...(schema.nullable === true ? ["null"] : [])];
     if ("const" in schema) {
       if (declaredTypes !== undefined && !declaredTypes.some((type) => hasType(schema.const, type)))
-        this.refuse(
+        this.refuseNoValue(
           at,
           `'const' is not of the 'type' (${declaredTypes.join(", ")}) beside it, so no value can match.`,
+        );
+      if (Array.isArray(schema.enum)) {
+        this.budget.spend(at, "steps", schema.enum.length);
+        if (!schema.enum.some((value) => sameValue(value, schema.const)))
+          this.refuseNoValue(at, "'const' is not one of the 'enum' values beside it, so no value can match.");
+      }
+      if (!constantMeetsKeywords(schema.const, schema, this.#constantChecks))
+        this.refuseNoValue(
+          at,
+          "'const' does not meet the keywords beside it (lengths, counts, 'format', 'required', ...), so no value can match.",
         );
       return { ...convertConstant(this, schema.const, at), ...description };
     }
     if (Array.isArray(schema.enum)) {
       this.budget.spend(at, "entries", schema.enum.length);
-      const values =
+      const typed =
         declaredTypes === undefined
           ? schema.enum
           : schema.enum.filter((value) => declaredTypes.some((type) => hasType(value, type)));
-      if (values.length === 0)
-        this.refuse(
+      if (typed.length === 0)
+        this.refuseNoValue(
           at,
           `no value of 'enum' is of the 'type' (${declaredTypes?.join(", ")}) beside it, so no value can match.`,
+        );
+      const values = typed.filter((value) => constantMeetsKeywords(value, schema, this.#constantChecks));
+      if (values.length === 0)
+        this.refuseNoValue(
+          at,
+          "no value of 'enum' meets the keywords beside it (lengths, counts, 'format', 'required', ...), so no value can match.",
         );
       return oneOf(
         values.map((value) => convertConstant(this, value, at)),
@@ -200,8 +235,66 @@ class SchemaConverter implements SchemaConversion {
     );
   }
 
-  resolveMergeable(reference: string, at: Position): Record<string, unknown> | undefined {
+  /**
+   * The branches of `anyOf` (or `oneOf`), each merged with the keywords beside it (`oneOf` too,
+   * beside `anyOf`), as both must hold. A branch that no value meets beside them is left out;
+   * the schema is refused when every one is.
+   */
+  #convertAlternatives(
+    schema: Record<string, unknown>,
+    keyword: "anyOf" | "oneOf",
+    at: Position,
+  ): GbnfJsonSchema[] {
+    // Only the keywords the conversion reads are copied: a branch is made once for every time
+    // its schema is converted, and the client's objects may hold any number of other keys.
+    const siblings = pick(schema, keyword === "anyOf" ? [...siblingKeywords, "oneOf"] : siblingKeywords);
+    const alone = Object.keys(siblings).length === 0;
+    const alternatives = schema[keyword] as unknown[];
+    this.budget.reserve(at, "steps", alternatives.length);
+    const branches: GbnfJsonSchema[] = [];
+    const problems: string[] = [];
+    for (const [index, branch] of alternatives.entries()) {
+      const place = child(at, keyword, String(index));
+      try {
+        // Alone, a branch is converted as it is (a `$ref` stays one).
+        if (alone && branch !== false) {
+          branches.push(this.convert(branch, place));
+          continue;
+        }
+        const inlined = new Set<unknown>();
+        const merged = mergeAnyOfBranch(this, siblings, branch, place, inlined);
+        if (typeof merged === "string") problems.push(`${index}: ${merged}`);
+        else branches.push(this.#convertMerged(merged, inlined, place));
+      } catch (error) {
+        const problem = this.#noValueProblems.get(error as object);
+        if (problem === undefined) throw error;
+        problems.push(`${index}: ${problem}`);
+      }
+    }
+    if (branches.length === 0) {
+      const beside = alone ? "" : " beside the keywords next to it";
+      this.refuseNoValue(
+        at,
+        `no branch of '${keyword}' can match${beside} (${cutText(problems.join("; "), 300)}), so no value can match.`,
+      );
+    }
+    return branches;
+  }
+
+  /** Converts what `allOf` or an `anyOf` branch merged, the schemas merged in counted as being converted (see mergeAllOf). */
+  #convertMerged(merged: Record<string, unknown>, inlined: Set<unknown>, at: Position): GbnfJsonSchema {
+    const added = [...inlined].filter((target) => !this.#targetsInProgress.has(target));
+    for (const target of added) this.#targetsInProgress.add(target);
+    try {
+      return this.convert(merged, at);
+    } finally {
+      for (const target of added) this.#targetsInProgress.delete(target);
+    }
+  }
+
+  resolveMergeable(reference: string, at: Position): Record<string, unknown> | boolean | undefined {
     const target = this.#resolve(reference);
+    if (typeof target === "boolean") return target;
     if (!isRecord(target) || this.#targetsInProgress.has(target)) return undefined;
     const next = { depth: at.depth + 1, pointer: () => reference };
     this.budget.spend(next, "steps", 1);
@@ -241,11 +334,24 @@ class SchemaConverter implements SchemaConversion {
     if (!this.#converted.has(name) && !this.#inProgress.has(name)) {
       this.#inProgress.add(name);
       this.#targetsInProgress.add(target);
-      this.#converted.set(name, this.convert(target, next));
-      this.#inProgress.delete(name);
-      this.#targetsInProgress.delete(target);
+      // Refused within an `anyOf` branch that is then left out, the conversion goes on.
+      try {
+        this.#converted.set(name, this.convert(target, next));
+      } finally {
+        this.#inProgress.delete(name);
+        this.#targetsInProgress.delete(target);
+      }
     }
     return { $ref: `#/$defs/${name}` } as GbnfJsonSchema;
+  }
+
+  refuseNoValue(at: Position, problem: string): never {
+    try {
+      this.refuse(at, problem);
+    } catch (error) {
+      this.#noValueProblems.set(error as object, `at '${cut(at.pointer())}': ${problem}`);
+      throw error;
+    }
   }
 
   refuse(at: Position, problem: string): never {

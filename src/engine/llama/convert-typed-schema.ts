@@ -4,7 +4,15 @@ import { isRecord } from "./read-schema-types.ts";
 import { anyValue, type SchemaConversion } from "./schema-conversion.ts";
 import { child, type Position } from "./schema-position.ts";
 
-const supportedStringFormats = new Set(["date-time", "time", "date"]);
+/**
+ * The formats a grammar enforces, and the lengths of the strings their grammar writes
+ * (node-llama-cpp's: `HH:MM:SS`, optional `.sss`, then `Z` or `+HH:MM`; a date `YYYY-MM-DD`).
+ */
+const formatLengths: Record<string, readonly number[] | undefined> = Object.assign(Object.create(null), {
+  date: [10],
+  time: [9, 13, 14, 18],
+  "date-time": [20, 24, 25, 29],
+});
 
 /** The schema of one of the types `schema` allows, with the keywords of that type. */
 export function convertTypedSchema(
@@ -19,12 +27,31 @@ export function convertTypedSchema(
     case "array":
       return convertArray(conversion, schema, at);
     case "string": {
-      if (typeof schema.format === "string" && supportedStringFormats.has(schema.format)) {
+      const format = typeof schema.format === "string" ? formatLengths[schema.format] : undefined;
+      // Beside a format, whose grammar fixes the length, a length is not written into the grammar.
+      const enforced = format === undefined;
+      const minLength = readBound(conversion, schema, "minLength", at, enforced);
+      const maxLength = readBound(conversion, schema, "maxLength", at, enforced);
+      checkRange(conversion, at, "minLength", minLength, "maxLength", maxLength);
+      if (format !== undefined) {
+        // The grammar writes any of the format's forms: lengths that leave out one of them
+        // cannot be enforced (as counts above 1000 cannot), and the model could write it.
+        const fits = format.filter((length) => length >= (minLength ?? 0) && length <= (maxLength ?? length));
+        if (fits.length < format.length && conversion.grammarLimits) {
+          const lengths = `'minLength' and 'maxLength' (${minLength ?? 0} to ${maxLength ?? "any"})`;
+          const problem = `'format' '${schema.format}' is written in ${format.join(", ")} characters`;
+          if (fits.length === 0)
+            conversion.refuseNoValue(
+              at,
+              `${problem}, which ${lengths} do not allow, so no value can match. Remove the lengths or the format.`,
+            );
+          conversion.refuse(
+            at,
+            `${problem}, some of which ${lengths} do not allow: the output grammar can only write the format whole. Allow ${format[0]} to ${format.at(-1)} characters, or remove the lengths or the format.`,
+          );
+        }
         return { type: "string", format: schema.format as "date-time" | "time" | "date" };
       }
-      const minLength = readBound(conversion, schema, "minLength", at);
-      const maxLength = readBound(conversion, schema, "maxLength", at);
-      checkRange(conversion, at, "minLength", minLength, "maxLength", maxLength);
       return {
         type: "string",
         ...(minLength === undefined ? {} : { minLength }),
@@ -74,7 +101,7 @@ function convertObject(
   for (const name of required) {
     if (Object.hasOwn(properties, name)) continue;
     if (schema.additionalProperties === false) {
-      conversion.refuse(
+      conversion.refuseNoValue(
         at,
         `'required' names '${name}', which 'properties' does not declare while 'additionalProperties' is false, so no value can match.`,
       );
@@ -123,22 +150,24 @@ function convertArray(
   const rest = schema[restKeyword];
   if (tupleKeyword !== undefined)
     conversion.budget.reserve(at, "steps", (schema[tupleKeyword] as unknown[]).length);
-  const prefixItems =
-    tupleKeyword === undefined
-      ? undefined
-      : (schema[tupleKeyword] as unknown[]).map((item, index) =>
-          conversion.convert(item, child(at, tupleKeyword, String(index))),
-        );
   const declaredMinItems = readBound(conversion, schema, "minItems", at);
   const declaredMaxItems = readBound(conversion, schema, "maxItems", at);
   checkRange(conversion, at, "minItems", declaredMinItems, "maxItems", declaredMaxItems);
+  // Every tuple item is written: past `maxItems`, they are not part of the tuple (regression:
+  // `prefixItems` of two beside `maxItems` 1 wrote two items).
+  const prefixItems =
+    tupleKeyword === undefined
+      ? undefined
+      : (schema[tupleKeyword] as unknown[])
+          .slice(0, declaredMaxItems)
+          .map((item, index) => conversion.convert(item, child(at, tupleKeyword, String(index))));
   const minItems = Math.max(declaredMinItems ?? 0, prefixItems?.length ?? 0);
   let maxItems = declaredMaxItems;
   // No items beyond the tuple's (none at all without one): `items: false` alone was ignored.
   if (rest === false) {
     const most = prefixItems?.length ?? 0;
     if ((declaredMinItems ?? 0) > most) {
-      conversion.refuse(
+      conversion.refuseNoValue(
         at,
         `'minItems' is ${declaredMinItems}, but '${restKeyword}' is false: an array may hold ${most === 0 ? "no items" : `only the ${most} of '${tupleKeyword}'`}, so no value can match.`,
       );

@@ -1,98 +1,96 @@
+import { checkKeywords, describe } from "./check-schema-keywords.ts";
+import { intersectKeywords, startIntersection } from "./intersect-schema-keywords.ts";
 import { copiedKeywords, pick } from "./pick-schema-keywords.ts";
-import { isRecord, readTypes } from "./read-schema-types.ts";
+import { isRecord } from "./read-schema-types.ts";
 import type { SchemaConversion } from "./schema-conversion.ts";
-import type { Position } from "./schema-position.ts";
+import { child, type Position } from "./schema-position.ts";
 
 /**
- * Merges `allOf` branches (and the schema's own keywords) into one schema, shallowly. Properties
- * and required names of several branches are gathered into one copy, each read counted as a step
- * (copying the growing whole for every branch took 19 s for 5000 branches of one property).
+ * Merges `allOf` branches (and the schema's own keywords) into one schema, shallowly, each
+ * keyword as both must hold (see intersect-schema-keywords.ts); refused when no value can meet
+ * them all. Properties and required names of several branches are gathered into one copy, each
+ * read counted as a step (copying the growing whole for every branch took 19 s for 5000 branches
+ * of one property).
  *
  * A branch that is a `$ref` is merged as the schema it points at (its own `allOf` branches after
  * it): copied as a `$ref`, the reference was converted first and every other branch dropped, so
  * `allOf: [{"$ref": "#/$defs/Base"}, {"properties": ...}]` lost the extension. A reference to a
  * schema being converted (a cycle) stays a `$ref` as before; one merged here already is not again.
+ * The schemas merged in are added to `inlined`: while the result is converted, a reference to
+ * one of them is a cycle too (or it would be merged in again, and again).
  */
 export function mergeAllOf(
   conversion: SchemaConversion,
   schema: Record<string, unknown>,
   at: Position,
+  inlined: Set<unknown>,
 ): Record<string, unknown> {
-  const { allOf, ...merged } = pick(schema, copiedKeywords);
-  const copied = new Set<string>();
-  const inlined = new Set<unknown>([schema]);
+  const { allOf, ...base } = pick(schema, copiedKeywords);
+  inlined.add(schema);
+  const branches = (allOf as unknown[]).map((branch, index) => ({
+    branch,
+    at: child(at, "allOf", String(index)),
+  }));
+  const merged = mergeBranches(conversion, base, branches, at, inlined);
+  if (typeof merged === "string")
+    conversion.refuseNoValue(at, `the 'allOf' branches have ${merged}, so no value can match.`);
+  return merged;
+}
+
+/**
+ * An `anyOf` or `oneOf` branch (at `at`) merged with the keywords beside it (`siblings`), as
+ * both must hold, or why no value can (see {@link mergeAllOf}).
+ */
+export function mergeAnyOfBranch(
+  conversion: SchemaConversion,
+  siblings: Record<string, unknown>,
+  branch: unknown,
+  at: Position,
+  inlined: Set<unknown>,
+): Record<string, unknown> | string {
+  return mergeBranches(conversion, siblings, [{ branch, at }], at, inlined);
+}
+
+function mergeBranches(
+  conversion: SchemaConversion,
+  base: Record<string, unknown>,
+  branches: { branch: unknown; at: Position }[],
+  at: Position,
+  inlined: Set<unknown>,
+): Record<string, unknown> | string {
+  const into = startIntersection(base);
   // Branches still to merge, the next one last.
-  const pending = [...(allOf as unknown[])].reverse();
+  const pending = [...branches].reverse();
   while (pending.length > 0) {
-    const next = pending.pop();
-    if (!isRecord(next)) continue;
+    const { branch: next, at: place } = pending.pop() as { branch: unknown; at: Position };
+    if (next === true) continue;
+    if (next === false) return "one that is false (no value)";
+    if (!isRecord(next))
+      conversion.refuse(place, `a schema must be an object or a boolean, not ${describe(next)}.`);
+    checkKeywords(conversion, next, place);
     let branch = next;
     const target = typeof branch.$ref === "string" ? conversion.resolveMergeable(branch.$ref, at) : undefined;
+    if (target === true) continue;
+    if (target === false) return "one that is false (no value)";
     if (target !== undefined) {
       if (inlined.has(target)) continue;
       inlined.add(target);
       // Converted, a `$ref` is all a schema is (keywords beside it are dropped): so here too.
       if (typeof target.$ref === "string") {
-        pending.push({ $ref: target.$ref });
+        pending.push({ branch: { $ref: target.$ref }, at: place });
         continue;
       }
-      const { allOf: nested, ...own } = target;
-      // What `allOf` holds the converter merges; the rest of the target is what its own would be.
-      if (Array.isArray(nested)) {
-        conversion.budget.spend(at, "steps", nested.length);
-        for (const item of [...nested].reverse()) pending.push(item);
-      }
-      branch = own;
+      branch = target;
     }
-    for (const key of copiedKeywords) {
-      if (!Object.hasOwn(branch, key)) continue;
-      const value = branch[key];
-      const existing = merged[key];
-      if (key === "properties" && isRecord(existing) && isRecord(value)) {
-        // Without a prototype, so that a property named `__proto__` is one like any other.
-        const properties: Record<string, unknown> = copied.has(key)
-          ? existing
-          : Object.assign(Object.create(null), existing);
-        const added = Object.entries(value);
-        conversion.budget.spend(
-          at,
-          "steps",
-          (copied.has(key) ? 0 : Object.keys(existing).length) + added.length,
-        );
-        for (const [name, property] of added) properties[name] = property;
-        merged[key] = properties;
-        copied.add(key);
-      } else if (key === "required" && Array.isArray(existing) && Array.isArray(value)) {
-        const required: unknown[] = copied.has(key) ? existing : [...existing];
-        conversion.budget.spend(at, "steps", (copied.has(key) ? 0 : existing.length) + value.length);
-        for (const name of value) required.push(name);
-        merged[key] = required;
-        copied.add(key);
-      } else if (key === "type" && existing !== undefined) {
-        merged[key] = intersectTypes(conversion, existing, value, at);
-      } else if (!(key in merged)) {
-        merged[key] = value;
-      }
+    const { allOf: nested, ...own } = branch;
+    // What `allOf` holds is merged here; the rest of the branch is what its own would be.
+    if (Array.isArray(nested)) {
+      if (target !== undefined) conversion.budget.spend(at, "steps", nested.length);
+      for (let index = nested.length - 1; index >= 0; index--)
+        pending.push({ branch: nested[index], at: child(place, "allOf", String(index)) });
     }
+    const problem = intersectKeywords(conversion, into, pick(own, copiedKeywords), at);
+    if (problem !== undefined) return problem;
   }
-  return merged;
-}
-
-/** The types both `allOf` branches allow (an integer is a number); refused when there are none. */
-function intersectTypes(
-  conversion: SchemaConversion,
-  first: unknown,
-  second: unknown,
-  at: Position,
-): string[] {
-  const [left, right] = [readTypes({ type: first }), readTypes({ type: second })];
-  const allows = (types: string[], type: string) =>
-    types.includes(type) || (type === "integer" && types.includes("number"));
-  const both = [...new Set([...left, ...right])].filter((type) => allows(left, type) && allows(right, type));
-  if (both.length === 0)
-    conversion.refuse(
-      at,
-      `the 'allOf' branches have no 'type' in common (${left.join(", ")} and ${right.join(", ")}), so no value can match.`,
-    );
-  return both;
+  return into.merged;
 }

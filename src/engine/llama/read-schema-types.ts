@@ -6,6 +6,9 @@ export function readTypes(schema: Record<string, unknown>): string[] {
   }
   if ("properties" in schema || "additionalProperties" in schema || "required" in schema) return ["object"];
   if ("items" in schema || "prefixItems" in schema) return ["array"];
+  // Counts too (regression: `{"minItems": 2}` was any value, an array of one item among them).
+  if ("minItems" in schema || "maxItems" in schema) return ["array"];
+  if ("minProperties" in schema || "maxProperties" in schema) return ["object"];
   if ("minLength" in schema || "maxLength" in schema || "pattern" in schema || "format" in schema)
     return ["string"];
   if ("minimum" in schema || "maximum" in schema || "multipleOf" in schema) return ["number"];

@@ -13,14 +13,20 @@ export interface SchemaConversion {
   convert(schema: unknown, at: Position): GbnfJsonSchema;
   /**
    * The schema a `$ref` within this schema points at, checked as a converted one is, for an
-   * `allOf` to merge; `undefined` where it must stay a reference: it is not an object schema, does
-   * not resolve (converting it refuses it), or is being converted (a cycle).
+   * `allOf` or an `anyOf` branch to merge (`true` or `false` as they are); `undefined` where it
+   * must stay a reference: it is not a schema, does not resolve (converting it refuses it), or is
+   * being converted (a cycle).
    */
-  resolveMergeable(reference: string, at: Position): Record<string, unknown> | undefined;
+  resolveMergeable(reference: string, at: Position): Record<string, unknown> | boolean | undefined;
   /** Notes which of an object's converted `properties` are required (see schema-finite-values.ts). */
   noteProperties(properties: Record<string, GbnfJsonSchema>, required: readonly string[], at: Position): void;
   /** Throws 400 `invalid_value` naming the place and the problem. */
   refuse(at: Position, problem: string): never;
+  /**
+   * {@link refuse}, for a schema that is valid but that no value meets: within an `anyOf` or
+   * `oneOf` branch, the branch is left out instead (see convert-json-schema-to-gbnf.ts).
+   */
+  refuseNoValue(at: Position, problem: string): never;
 }
 
 /** "Any JSON value", which the subset has no word for. */

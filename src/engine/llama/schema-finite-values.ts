@@ -8,7 +8,9 @@ import { child, type Position } from "./schema-position.ts";
  * value: the model nested `next` until the context was full, billed for all of it, and never
  * ended the JSON. So an optional property whose schema has no finite value is left out (the output
  * stays valid: it is optional), and an object with a required one is refused, as no value can
- * match it. A cycle of references with nothing in between (`{"$ref": "#"}`) is left to the grammar
+ * match it. Likewise an alternative (`oneOf`) without a finite value is left out where another
+ * has one (`{"anyOf": [{"$ref": "#/$defs/endless"}, {"type": "null"}]}` let the model nest
+ * `endless` for ever): with none, what holds it has no finite value either. A cycle of references with nothing in between (`{"$ref": "#"}`) is left to the grammar
  * parser, which refuses it as before (see createPlanGrammar).
  */
 export class FiniteValues {
@@ -42,6 +44,13 @@ export class FiniteValues {
     }
     // Left out, those let what held them end: what has no finite value still needs a required one.
     const finite = solve(root, bodies, options);
+    // An alternative without a finite value beside one with: the model could take it and write
+    // until the context is full. The alternatives that end are what the schema allows.
+    for (const node of reachable([root, ...bodies.values()], bodies)) {
+      if (!Array.isArray(node.oneOf) || !finite.has(node)) continue;
+      const ending = node.oneOf.filter((branch: unknown) => finite.has(branch as object));
+      if (ending.length < node.oneOf.length) node.oneOf = ending;
+    }
     const kept = reachable([root], bodies);
     for (const node of kept) {
       const noted = isRecord(node.properties) ? this.#objects.get(node.properties) : undefined;

@@ -81,8 +81,16 @@ describe("planGeneration: tool parameters always describe a JSON object", () => 
   });
 
   it("refuses a root whose alternatives allow values that are not objects", () => {
+    // Beside the root's `type: "object"`, an alternative of another type is left out.
+    expect(
+      refusal({
+        tools: [{ name: "f", parameters: { anyOf: [{ type: "object" }, { type: "null" }] } }],
+        toolChoice: { type: "required" },
+      }),
+    ).toBeUndefined();
+    // A `$ref` is all a converted schema is: the root's type is not kept beside it.
     const error = refusal({
-      tools: [{ name: "f", parameters: { anyOf: [{ type: "object" }, { type: "null" }] } }],
+      tools: [{ name: "f", parameters: { $ref: "#/$defs/n", $defs: { n: { type: "null" } } } }],
       toolChoice: { type: "required" },
     });
     expect(error?.code).toBe("invalid_value");

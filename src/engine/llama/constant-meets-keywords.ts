@@ -1,0 +1,175 @@
+import { hasType, isRecord, readTypes } from "./read-schema-types.ts";
+
+/** RFC 3339's forms, as the grammar writes them (a time's seconds fraction of any length here). */
+const time = "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]+)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])";
+const date = "[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])";
+const formats: Record<string, RegExp | undefined> = Object.assign(Object.create(null), {
+  date: new RegExp(`^${date}$`),
+  time: new RegExp(`^${time}$`),
+  "date-time": new RegExp(`^${date}[Tt]${time}$`),
+});
+/** Deeper members are taken to meet their schemas: constants are written as they are. */
+const maxDepth = 32;
+/**
+ * The most checks (member schemas, required names, `enum` values, string lengths counted) one
+ * conversion makes of its constants: an `enum` beside `anyOf` is checked again in every branch.
+ * Past them, constants are taken to meet the rest.
+ */
+const maxChecks = 200_000;
+
+/** What one conversion's constant checks have left, and the lengths of the strings they counted. */
+export class ConstantChecks {
+  left = maxChecks;
+  /** The schema a `$ref` points at (`undefined`: none), for the schemas of a constant's members. */
+  readonly resolve: (reference: string) => unknown;
+  /**
+   * Whether `format` counts: JSON Schema takes it for an annotation, which an upstream model may
+   * too; a grammar enforces it (see convertJsonSchemaToGbnf's `grammarLimits`).
+   */
+  readonly formats: boolean;
+
+  constructor(resolve: (reference: string) => unknown, formats: boolean) {
+    this.resolve = resolve;
+    this.formats = formats;
+  }
+
+  /** Code points by string: a long constant repeated in every branch is counted once. */
+  readonly #lengths = new Map<string, number>();
+
+  /** Takes `count` checks, or tells that none are left. */
+  take(count: number): boolean {
+    this.left -= count;
+    return this.left >= 0;
+  }
+
+  /** A string's length as JSON Schema counts it: in code points. */
+  countCodePoints(text: string): number {
+    let count = this.#lengths.get(text);
+    if (count === undefined) {
+      this.take(text.length);
+      count = 0;
+      for (const _ of text) count += 1;
+      this.#lengths.set(text, count);
+    }
+    return count;
+  }
+}
+
+/**
+ * Whether a `const` or `enum` value meets the keywords the conversion enforces beside it: it is
+ * written exactly, so `{"enum": ["a", "abcdef"], "minLength": 3}` wrote "a" too. Lengths, counts,
+ * `format`, `required`, and the `type`, `properties`, `items` and the like of its members, where
+ * their schemas say so, within `checks`.
+ */
+export function constantMeetsKeywords(
+  value: unknown,
+  schema: Record<string, unknown>,
+  checks: ConstantChecks,
+): boolean {
+  return meets(value, schema, 0, checks);
+}
+
+function meets(
+  value: unknown,
+  schema: Record<string, unknown>,
+  depth: number,
+  work: ConstantChecks,
+): boolean {
+  if (depth > maxDepth || work.left < 0) return true;
+  if (typeof value === "string") {
+    // Code points are between half the UTF-16 units and all of them: most lengths need no count.
+    const units = value.length;
+    const min = typeof schema.minLength === "number" ? schema.minLength : 0;
+    const max = typeof schema.maxLength === "number" ? schema.maxLength : Number.POSITIVE_INFINITY;
+    const length = min <= Math.ceil(units / 2) && units <= max ? min : work.countCodePoints(value);
+    if (!inRange(length, schema.minLength, schema.maxLength)) return false;
+    const format = typeof schema.format === "string" && work.formats ? formats[schema.format] : undefined;
+    return format === undefined || format.test(value);
+  }
+  if (Array.isArray(value)) {
+    if (!inRange(value.length, schema.minItems, schema.maxItems)) return false;
+    const tuple = Array.isArray(schema.prefixItems)
+      ? schema.prefixItems
+      : Array.isArray(schema.items)
+        ? schema.items
+        : [];
+    const rest = Array.isArray(schema.items)
+      ? schema.additionalItems
+      : Array.isArray(schema.prefixItems) || !Array.isArray(schema.items)
+        ? schema.items
+        : undefined;
+    return value.every((item, index) =>
+      memberMeets(item, index < tuple.length ? tuple[index] : rest, depth, work),
+    );
+  }
+  if (isRecord(value)) {
+    const names = Object.keys(value);
+    if (!inRange(names.length, schema.minProperties, schema.maxProperties)) return false;
+    if (
+      Array.isArray(schema.required) &&
+      work.take(schema.required.length) &&
+      !schema.required.every((name) => typeof name !== "string" || Object.hasOwn(value, name))
+    )
+      return false;
+    const properties = isRecord(schema.properties) ? schema.properties : {};
+    return names.every((name) =>
+      memberMeets(
+        value[name],
+        Object.hasOwn(properties, name) ? properties[name] : schema.additionalProperties,
+        depth,
+        work,
+      ),
+    );
+  }
+  return true;
+}
+
+/**
+ * Whether a member of a constant meets its schema (`undefined`: none): `allOf` branches all, one
+ * of `anyOf` or `oneOf`; what a `$ref` points at is taken to be met.
+ */
+function memberMeets(value: unknown, schema: unknown, depth: number, work: ConstantChecks): boolean {
+  if (schema === false) return false;
+  if (!isRecord(schema)) return true;
+  // Past its checks, a constant is taken to meet the rest: a value met by each of many branches
+  // of many branches would be checked against all of them.
+  if (!work.take(1)) return true;
+  // What a reference points at holds too (converted, it is all the schema is: checking both is safe).
+  if (typeof schema.$ref === "string" && !memberMeets(value, work.resolve(schema.$ref), depth + 1, work))
+    return false;
+  const types = schema.type === undefined ? [] : readTypes(schema);
+  const nullable = schema.nullable === true && value === null;
+  if (types.length > 0 && !nullable && !types.some((type) => hasType(value, type))) return false;
+  if ("const" in schema && !sameValue(value, schema.const)) return false;
+  if (Array.isArray(schema.enum) && !schema.enum.some((allowed) => sameValue(value, allowed))) return false;
+  if (
+    Array.isArray(schema.allOf) &&
+    !schema.allOf.every((branch) => memberMeets(value, branch, depth + 1, work))
+  )
+    return false;
+  for (const keyword of ["anyOf", "oneOf"]) {
+    const branches = schema[keyword];
+    if (Array.isArray(branches) && !branches.some((branch) => memberMeets(value, branch, depth + 1, work)))
+      return false;
+  }
+  return meets(value, schema, depth + 1, work);
+}
+
+function inRange(count: number, minimum: unknown, maximum: unknown): boolean {
+  return (
+    !(typeof minimum === "number" && count < minimum) && !(typeof maximum === "number" && count > maximum)
+  );
+}
+
+/** Whether two JSON values are equal (object members in any order). */
+export function sameValue(first: unknown, second: unknown): boolean {
+  if (first === second) return true;
+  if (Array.isArray(first) && Array.isArray(second))
+    return first.length === second.length && first.every((item, index) => sameValue(item, second[index]));
+  if (!isRecord(first) || !isRecord(second) || Array.isArray(first) || Array.isArray(second)) return false;
+  const names = Object.keys(first);
+  return (
+    names.length === Object.keys(second).length &&
+    names.every((name) => Object.hasOwn(second, name) && sameValue(first[name], second[name]))
+  );
+}
