@@ -71,6 +71,13 @@ const preparersAsFallback = new WeakMap<
 >();
 
 /**
+ * Engines of this kind, by how long every endpoint still rests (ms; `undefined` while one takes
+ * requests, or once closed): a fallback skipped as unavailable for that long is a failure that
+ * passes, and the client is told to retry once it is back (run-with-fallbacks.ts).
+ */
+const restingTimes = new WeakMap<ChatEngine, () => number | undefined>();
+
+/**
  * The upstream engine: a catalogue model served by OpenAI-compatible servers over HTTP.
  *
  * `prepare` estimates the prompt tokens (estimate-prompt-tokens.ts: the upstream's tokenizer is
@@ -233,6 +240,7 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
             servedBy = id;
           },
           countFallback: (id, outcome) => counts.countFallback(id, outcome),
+          restingMs: (fallback) => restingTimes.get(fallback)?.(),
         });
       },
     };
@@ -264,6 +272,9 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
     },
   };
   preparersAsFallback.set(engine, (request, run) => prepare(request, {}, run));
+  restingTimes.set(engine, () =>
+    closed || !balancer.allCoolingDown() ? undefined : balancer.waitForEndpoint(),
+  );
   return engine;
 }
 

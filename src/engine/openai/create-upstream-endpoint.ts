@@ -1,5 +1,6 @@
-import { Pool } from "undici";
+import type { Pool } from "undici";
 import { ConnectionSlots } from "./connection-slots.ts";
+import { createUpstreamPool } from "./create-upstream-pool.ts";
 import { listEndpointNames } from "./list-endpoint-names.ts";
 import { listEndpointSecrets } from "./list-endpoint-secrets.ts";
 import type { UpstreamSettings } from "./upstream-settings.ts";
@@ -52,8 +53,9 @@ export interface UpstreamEndpoint {
 
 /**
  * Creates an endpoint's pool: keep-alive HTTP/1.1 connections (as many as the load needs, or
- * `maxConnections`), the connect timeout set on the socket. The engine watches first-byte and idle
- * times itself (`create-stall-watchdog.ts`), so undici's own header and body timeouts are off.
+ * `maxConnections`), the connect timeout set on the socket, each request told whether its
+ * connection was kept alive from an earlier one (create-upstream-pool.ts). The engine watches
+ * first-byte and idle times itself (`create-stall-watchdog.ts`), so undici's own header and body timeouts are off.
  */
 export function createUpstreamEndpoint(options: {
   index: number;
@@ -88,7 +90,7 @@ export function createUpstreamEndpoint(options: {
       options.settings.maxConnections === undefined
         ? undefined
         : new ConnectionSlots(options.settings.maxConnections),
-    pool: new Pool(url.origin, {
+    pool: createUpstreamPool(url.origin, {
       connections: options.settings.maxConnections ?? null,
       pipelining: 1,
       connect: { timeout: options.settings.connectTimeoutMs },

@@ -47,6 +47,15 @@ export function isConnectTimeout(error: unknown): boolean {
   return code === "UND_ERR_CONNECT_TIMEOUT" || code === "ETIMEDOUT";
 }
 
+/**
+ * Whether the upstream closed or reset the connection (not Tollgate: its aborts carry no such
+ * code, and a pool it closed says `UND_ERR_CLOSED`).
+ */
+export function isConnectionClosed(error: unknown): boolean {
+  const code = readCode(error) ?? readCode((error as { cause?: unknown } | undefined)?.cause);
+  return code === "ECONNRESET" || code === "EPIPE" || code === "UND_ERR_SOCKET";
+}
+
 function describeProtocolFault(error: unknown): string | undefined {
   const code = readCode(error);
   if (code?.startsWith("HPE_") === true || (error instanceof Error && error.name === "HTTPParserError"))

@@ -15,6 +15,13 @@ export interface WaitBudget {
   remainingMs: number;
 }
 
+/**
+ * Resends of one request after the upstream closed the kept-alive connection it went out on
+ * (UpstreamFailure.closedWhileIdle). A resend usually goes out on a new connection; an upstream
+ * that closes kept-alive connections on each request is failing, and is then held to account.
+ */
+const MAX_IDLE_RESENDS = 2;
+
 /** Everything one prepared request needs to run against a model's endpoints. */
 export interface UpstreamRunOptions extends AttemptContext {
   /** Source of jitter in [0, 1). Default `Math.random`. */
@@ -45,10 +52,12 @@ export interface UpstreamRunOptions extends AttemptContext {
  * `maxRetryWaitMs` (counting those of the request's other runs sharing `waitBudget`: the primary
  * and its fallbacks), or every endpoint is resting while a fallback model could serve the request,
  * the last failure is thrown as an AppError (the caller then tries the fallbacks). An attempt
- * still waiting for a connection when its endpoint begins to rest goes elsewhere, and an endpoint
- * that refuses `stream_options` is asked again at once without it: neither costs a retry. After the first part, a failure ends the stream with an `error` part. Every
- * ending carries usage: the upstream's, or an estimate marked `estimated`. Parts come in the
- * batches the attempt read them in.
+ * still waiting for a connection when its endpoint begins to rest goes elsewhere, an endpoint
+ * that refuses `stream_options` is asked again at once without it, and a request that met a
+ * kept-alive connection the upstream closed just then is sent again at once: none of these costs
+ * a retry. After the first part, a failure ends the stream with an `error` part. Every ending
+ * carries usage: the upstream's, or an estimate marked `estimated`. Parts come in the batches the
+ * attempt read them in.
  */
 export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenerator<PartBatch> {
   const activeRuns = options.activeRuns;
@@ -73,8 +82,10 @@ export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenera
      * said (1 s by default): a retry sooner, within the cooldown this very failure may have begun,
      * would fail at once without reaching the upstream, and one endpoint's long `retry-after`
      * does not hold a retry back from another that takes requests now. Endpoints this request
-     * left out for their set-up (a wrong api_key) do not count. After a failure that passes it
-     * does not say that no retry can help.
+     * left out for their set-up (a wrong api_key) do not count. It does not say that no retry can
+     * help after a failure that passes, nor while an endpoint not left out may serve a retry: one
+     * that rests (one endpoint's wrong api_key while the other, not tried, rests after other
+     * requests' failures), or one the retries did not reach.
      */
     const finalError = (error: AppError): AppError => {
       if (error.status !== 429 && error.status !== 503) return error;
@@ -82,11 +93,13 @@ export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenera
       return reviseAppError(error, {
         retryAfterSeconds:
           restingMs === undefined ? error.retryAfterSeconds : Math.max(1, Math.ceil(restingMs / 1000)),
-        retryable: error.retryable || passingFailure,
+        retryable: error.retryable || passingFailure || restingMs !== undefined,
       });
     };
     /** Retries so far: failed attempts tried again, and waits for a resting endpoint. */
     let retries = 0;
+    /** Requests sent again after the upstream closed their kept-alive connection (MAX_IDLE_RESENDS). */
+    let idleResends = 0;
     /** Pauses so far: each backs off longer than the one before. */
     let pauses = 0;
     /** Milliseconds paused so far by this run, for backoff or resting endpoints. */
@@ -178,6 +191,16 @@ export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenera
         endpoint = balancer.pick(tried);
         continue;
       }
+      if (failure.closedWhileIdle === true && idleResends < MAX_IDLE_RESENDS) {
+        // Its idle keep-alive timeout ran out as the request went out: the endpoint is as healthy
+        // as before (held against it, one such race rested an endpoint just back from a rest).
+        idleResends++;
+        options.logger.info(
+          { model: options.modelId, endpoint: endpoint.label },
+          "upstream closed a kept-alive connection as the request went out on it; sent again",
+        );
+        continue;
+      }
       lastFailure = failure;
       if (failure.error.retryable) passingFailure = true;
       balancer.reportFailure(endpoint, { ...failure, startedAt: running.startedAt });
@@ -193,10 +216,11 @@ export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenera
         },
         "upstream attempt failed",
       );
+      // Left out before the client's advice is made from the endpoints that are not.
+      if (!failure.retrySameEndpoint) excluded.add(endpoint);
       if (!failure.retryable || retries >= settings.maxRetries) throw finalError(failure.error);
       retries++;
       tried.add(endpoint);
-      if (!failure.retrySameEndpoint) excluded.add(endpoint);
 
       // Every excluded endpoint was tried: this leaves out both.
       const untried = balancer.pick(tried);

@@ -29,6 +29,11 @@ export interface FallbackRunOptions {
   onFallback?: (id: string) => void;
   /** Told how the request fared on each fallback it went on to, for `/metrics`. */
   countFallback?: ((id: string, outcome: FallbackOutcome) => void) | undefined;
+  /**
+   * How long an unavailable fallback still rests, in ms, where its engine can tell (an upstream
+   * whose endpoints all rest); `undefined` otherwise (a local model that failed to load).
+   */
+  restingMs?: ((engine: ChatEngine) => number | undefined) | undefined;
 }
 
 /**
@@ -36,7 +41,8 @@ export interface FallbackRunOptions {
  * endpoint down, refusing or rate-limiting), runs the request on each fallback model in turn until
  * one starts. A fallback that is unavailable, cannot take the request (its context is smaller, its
  * queue is full) or fails before its first part is skipped; when none starts, the primary's error
- * is thrown, saying that no retry can help only when no failure passes. Errors that are the
+ * is thrown, saying that no retry can help only when no failure passes (a fallback skipped while
+ * its endpoints rest passes: it is back when they are). Errors that are the
  * request's fault (400s) are never retried elsewhere. Only the model's own `fallbacks` are tried:
  * a fallback's fallbacks are not (no chains, no cycles). A fallback followed by one that could
  * serve does not wait for its resting endpoints ({@link FallbackPlace}).
@@ -93,11 +99,15 @@ async function* runFallbacks(options: FallbackRunOptions, primaryError: AppError
    * Failures, the primary's and the fallbacks', that pass (a 5xx, a rest, a full queue): the
    * client's retry may be served, whatever the others say (a wrong api_key of the primary's).
    */
-  const passing: AppError[] = primaryError.retryable ? [primaryError] : [];
+  const passing: PassingFailure[] = primaryError.retryable ? [primaryError] : [];
   for (const [index, id] of options.fallbacks.entries()) {
     if (options.signal.aborted) break;
     const engine = options.resolveEngine(id);
     if (engine === undefined || engine.status() === "unavailable") {
+      // Skipped while its endpoints rest, it may serve a retry once they are back.
+      const restingMs = engine === undefined ? undefined : options.restingMs?.(engine);
+      if (restingMs !== undefined)
+        passing.push({ retryAfterSeconds: Math.max(1, Math.ceil(restingMs / 1000)) });
       options.countFallback?.(id, "skipped");
       options.logger.warn(
         { model: options.modelId, fallback: id },
@@ -150,13 +160,16 @@ async function* runFallbacks(options: FallbackRunOptions, primaryError: AppError
   throw withRefusals(withPassing(primaryError, passing), refusals);
 }
 
+/** A failure that passes, by when it may be over (`undefined`: it named no time). */
+type PassingFailure = Pick<AppError, "retryAfterSeconds">;
+
 /**
  * The primary's failure, telling the client to retry when one of the `passing` failures may be
  * over by then (the primary's endpoint refused Tollgate's key while a fallback's only answered
  * 500: `x-should-retry: false` would stop the SDKs for good), and when: the soonest any of them
  * said, a retry then going to whichever can serve it. Unchanged when none passes.
  */
-function withPassing(primaryError: AppError, passing: readonly AppError[]): AppError {
+function withPassing(primaryError: AppError, passing: readonly PassingFailure[]): AppError {
   if (passing.length === 0) return primaryError;
   // A failure that named no time may be over at once.
   const soonest = passing.every((error) => error.retryAfterSeconds !== undefined)

@@ -189,6 +189,8 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
         const retrySameEndpoint =
           watch.stalled === undefined && (error === undefined || !isProtocolFault(error));
         failure = createEndpointFailure({ modelId, summary, retrySameEndpoint });
+        if (error !== undefined && watch.stalled === undefined && current.closedWhileIdle())
+          failure.closedWhileIdle = true;
       }
     }
     finishUp(requeued ? undefined : outcome);

@@ -1,6 +1,8 @@
 import type { IncomingHttpHeaders } from "node:http";
 import type { Dispatcher, Pool } from "undici";
 import type { ConnectionSlots } from "./connection-slots.ts";
+import type { ConnectionAwareHandler, UpstreamConnection } from "./create-upstream-pool.ts";
+import { isConnectionClosed } from "./describe-transport-error.ts";
 
 /** One HTTP exchange with an upstream, read by pulling. */
 export interface UpstreamCall {
@@ -24,7 +26,25 @@ export interface UpstreamCall {
    * aborted). Reads after this find the body ended.
    */
   drain(timeoutMs: number): void;
+  /**
+   * Whether the exchange failed as a kept-alive connection does when the upstream closes it, its
+   * idle timeout run out, just as the request goes out on it: the connection closed or reset,
+   * nothing of an answer come on it, it had served an earlier request (on a new connection
+   * this is an upstream that is down or drops requests), and the close came at once
+   * ({@link IDLE_CLOSE_WINDOW_MS}). Such a failure says nothing of the
+   * upstream's health, and the request may be sent again at once, as browsers and undici's own
+   * retries do for requests that may be repeated.
+   */
+  closedWhileIdle(): boolean;
 }
+
+/**
+ * How soon after its request went out a kept-alive connection's close counts as the upstream's
+ * idle timeout (see UpstreamCall.closedWhileIdle): that close is on its way as the request is
+ * written, and comes within a round trip. One that comes later is the upstream dropping a request
+ * it took (a crash, an overload): sent again, it could do the same to the upstream twice more.
+ */
+const IDLE_CLOSE_WINDOW_MS = 1000;
 
 /** Pieces held before the upstream is paused (TCP backpressure); it resumes at half. */
 const HIGH_WATER_MARK = 32;
@@ -69,6 +89,10 @@ export function startUpstreamCall(options: {
   let draining = false;
   let drainTimer: NodeJS.Timeout | undefined;
   let failure: Error | undefined;
+  /** Set when the request goes out (create-upstream-pool.ts), with when that was. */
+  let connection: UpstreamConnection | undefined;
+  let sentAt = 0;
+  let failedAt = 0;
   let wake: (() => void) | undefined;
   const notify = () => {
     const resolve = wake;
@@ -89,12 +113,17 @@ export function startUpstreamCall(options: {
     if (failure !== undefined || ended) return;
     letGo();
     failure = error;
+    failedAt = performance.now();
     clearTimeout(drainTimer);
     rejectResponse(error);
     notify();
   };
 
-  const handler: Dispatcher.DispatchHandler = {
+  const handler: ConnectionAwareHandler = {
+    onConnection(used) {
+      connection = used;
+      sentAt = performance.now();
+    },
     onRequestStart(started) {
       controller = started;
       if (failure !== undefined) started.abort(failure);
@@ -181,6 +210,15 @@ export function startUpstreamCall(options: {
       if (controller?.paused === true) controller.resume();
       drainTimer = setTimeout(() => abort(new Error("the body did not end")), timeoutMs);
       drainTimer.unref();
+    },
+    closedWhileIdle() {
+      return (
+        failure !== undefined &&
+        connection?.reused === true &&
+        !connection.heardSince() &&
+        failedAt - sentAt < IDLE_CLOSE_WINDOW_MS &&
+        isConnectionClosed(failure)
+      );
     },
   };
 }

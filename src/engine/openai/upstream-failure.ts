@@ -38,6 +38,13 @@ export interface UpstreamFailure {
    * goes to another endpoint, costing no retry and counting against nothing.
    */
   requeued?: boolean;
+  /**
+   * The upstream closed a kept-alive connection just as the request went out on it (its idle
+   * timeout ran out then; see UpstreamCall.closedWhileIdle): the request is sent again at once on
+   * the same endpoint, costing no retry and not held against the endpoint, a few times a request
+   * at most (then it is the failure it looks like).
+   */
+  closedWhileIdle?: boolean;
 }
 
 /** A failure of the endpoint (not of the request): retried, counted, with fallbacks. */

@@ -1,0 +1,125 @@
+/**
+ * A client told `x-should-retry: false` stops for good (the OpenAI SDKs do): an endpoint or a
+ * fallback that only rests, and will be back, must not leave the client with that advice when
+ * the one that failed was refused for its set-up (a wrong api_key).
+ */
+import { afterEach, describe, expect, it } from "vitest";
+import type { UpstreamSettings } from "../../../src/engine/openai/upstream-settings.ts";
+import {
+  closeEnginesAndMocks,
+  collectParts,
+  createTestEngine,
+  firstError,
+  startTestMock,
+  textOf,
+  upstreamModel,
+} from "./engine-helpers.ts";
+import { answerError, sequence, streamText } from "./mock-upstream.ts";
+
+afterEach(closeEnginesAndMocks);
+
+/** What a client is told about retrying: `retryable: false` is `x-should-retry: false`. */
+const advice = (error: unknown) => {
+  const { code, status, message, retryable, retryAfterSeconds } = error as Record<string, unknown>;
+  return { code, status, message, retryable, retryAfterSeconds };
+};
+
+const refusedKey = answerError(401, { error: { message: "Incorrect API key provided" } });
+/** A 429 that rests its endpoint 20 s, fault or not. */
+const limited = answerError(429, { error: { message: "slow down" } }, { "retry-after": "20" });
+
+describe("upstream engine: retry advice while another endpoint rests", () => {
+  for (const maxRetries of [0, 2]) {
+    it(`says retry once the resting endpoint is back when the other refuses the key (maxRetries ${maxRetries})`, async () => {
+      const resting = await startTestMock(limited);
+      const refusing = await startTestMock(refusedKey);
+      const engine = createTestEngine({
+        model: upstreamModel([resting.baseUrl, refusing.baseUrl]),
+        // The refusing endpoint does not rest after one failure: it is left out for its key alone.
+        settings: { maxRetries, failureThreshold: 3, maxRetryWaitMs: 1_000 },
+      });
+      // The first request goes to the first endpoint, whose 429 rests it (and, with retries, on
+      // to the other).
+      expect(advice(await firstError(engine))).toMatchObject({ retryable: true });
+      expect(engine.endpoints?.()).toEqual({ total: 2, resting: 1 });
+      // The next only reaches the refusing one: not a reason to give up while the other is back in 20 s.
+      expect(advice(await firstError(engine))).toMatchObject({
+        code: "upstream_unavailable",
+        message: expect.stringContaining("refused Tollgate's credentials (HTTP 401)"),
+        retryable: true,
+        retryAfterSeconds: 20,
+      });
+      expect([resting.requests.length, refusing.requests.length]).toEqual([1, maxRetries === 0 ? 1 : 2]);
+    });
+  }
+
+  it("still says no retry can help when every endpoint refused the key", async () => {
+    const first = await startTestMock(refusedKey);
+    const second = await startTestMock(refusedKey);
+    const engine = createTestEngine({
+      model: upstreamModel([first.baseUrl, second.baseUrl]),
+      settings: { maxRetries: 2, failureThreshold: 3 },
+    });
+    expect(advice(await firstError(engine))).toMatchObject({
+      retryable: false,
+      retryAfterSeconds: undefined,
+    });
+    expect([first.requests.length, second.requests.length]).toEqual([1, 1]);
+  });
+
+  it("says retry when the retries ran out before another endpoint was asked", async () => {
+    const first = await startTestMock(refusedKey);
+    const second = await startTestMock(streamText(["from the second"]));
+    const engine = createTestEngine({
+      model: upstreamModel([first.baseUrl, second.baseUrl]),
+      settings: { maxRetries: 0, failureThreshold: 3 },
+    });
+    expect(advice(await firstError(engine))).toMatchObject({ retryable: true, retryAfterSeconds: 1 });
+    expect(textOf(await collectParts(engine))).toBe("from the second");
+  });
+});
+
+describe("upstream engine: retry advice while a fallback rests", () => {
+  async function primaryWithRestingFallback(settings: Partial<UpstreamSettings>) {
+    const primaryUpstream = await startTestMock(refusedKey);
+    const fallbackUpstream = await startTestMock(
+      sequence(1, answerError(500, { error: { message: "boom" } }), streamText(["from the backup"])),
+    );
+    const backup = createTestEngine({
+      model: upstreamModel([fallbackUpstream.baseUrl], { id: "backup" }),
+      settings: { ...settings, failureThreshold: 1 },
+    });
+    const engine = createTestEngine({
+      model: upstreamModel([primaryUpstream.baseUrl], { id: "primary", fallbacks: ["backup"] }),
+      resolveEngine: (id) => (id === "backup" ? backup : undefined),
+      settings,
+    });
+    // The fallback's one endpoint fails once, on a request of its own, and rests.
+    await firstError(backup);
+    expect(backup.status()).toBe("unavailable");
+    return { engine, backup, fallbackUpstream };
+  }
+
+  it("says retry once an unavailable fallback is back, not the primary's refused key (regression)", async () => {
+    const { engine, fallbackUpstream } = await primaryWithRestingFallback({
+      maxRetries: 0,
+      cooldownMs: 3_000,
+    });
+    expect(advice(await firstError(engine))).toMatchObject({
+      code: "upstream_unavailable",
+      message: expect.stringContaining("'primary' refused Tollgate's credentials"),
+      retryable: true,
+      retryAfterSeconds: 3,
+    });
+    // Skipped, not asked.
+    expect(fallbackUpstream.requests).toHaveLength(1);
+  });
+
+  it("serves the retry from the fallback once it is back", async () => {
+    const { engine } = await primaryWithRestingFallback({ maxRetries: 0, cooldownMs: 300 });
+    const error = advice(await firstError(engine));
+    expect(error).toMatchObject({ retryable: true, retryAfterSeconds: 1 });
+    await new Promise((resolve) => setTimeout(resolve, 350));
+    expect(textOf(await collectParts(engine))).toBe("from the backup");
+  });
+});
