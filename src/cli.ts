@@ -82,6 +82,8 @@ function extractConfigOption(argv: string[]): { file: string | undefined; rest: 
  * but for the reading of further pages that no one would see (`pacedByReader`).
  */
 let outputClosed = false;
+/** Lines written to stdout so far: a command that fails half-way says its output is cut short. */
+let linesWritten = 0;
 process.stdout.on("error", (error: NodeJS.ErrnoException) => {
   outputClosed = true;
   if (error.code === "EPIPE" || error.code === "ERR_STREAM_DESTROYED") return;
@@ -94,7 +96,9 @@ process.stdout.on("error", (error: NodeJS.ErrnoException) => {
 });
 const out = {
   write: (line: string) => {
-    if (!outputClosed) process.stdout.write(`${line}\n`);
+    if (outputClosed) return;
+    process.stdout.write(`${line}\n`);
+    linesWritten += line.split("\n").length;
   },
   get closed() {
     return outputClosed;
@@ -129,16 +133,36 @@ async function tellServersKeyChanged(redisUrl: string, publicId: string): Promis
   });
 }
 
+/**
+ * Runs the store command `command ARGS` on the store its config names. Says on stderr when
+ * `TOLLGATE_DATABASE_URL` chose another database than the config file's; a failure of the store
+ * under the command is told with what failed, whether anything was changed and whether the output
+ * is complete (admin/explain-store-failure.ts).
+ */
 async function withStore<T>(
   configFile: string | undefined,
+  command: { name: string; args: readonly string[] },
   run: (store: Store, config: Config) => Promise<T>,
 ) {
   const config = await loadConfig({ file: configFile, purpose: "command" });
+  const { describeDatabaseOverride } = await import("./admin/describe-database-override.ts");
+  const override = describeDatabaseOverride(config);
+  if (override !== undefined) process.stderr.write(`tollgate: ${override}\n`);
   const { openStore } = await import("./store/open-store.ts");
   // A database an older version made is left to `serve` to migrate (see StoreOptions.upgrade).
   const store = await openStore(config.database, { upgrade: false });
+  const started = performance.now();
   try {
     return await run(store, config);
+  } catch (error) {
+    const { explainStoreFailure } = await import("./admin/explain-store-failure.ts");
+    const { describeStoreCommand } = await import("./admin/describe-store-command.ts");
+    throw explainStoreFailure(error, {
+      database: config.database,
+      ...describeStoreCommand(command.name, command.args, configFile),
+      linesWritten,
+      elapsedMs: performance.now() - started,
+    });
   } finally {
     await store.close();
   }
@@ -157,12 +181,12 @@ async function main(argv: string[]): Promise<void> {
     case "accounts": {
       const { runAccountsCommand, writeAccountsHelp } = await import("./admin/accounts-command.ts");
       if (writeAccountsHelp(args, out)) return;
-      return withStore(file, (store) => runAccountsCommand(store, args, out));
+      return withStore(file, { name: command, args }, (store) => runAccountsCommand(store, args, out));
     }
     case "keys": {
       const { runKeysCommand, writeKeysHelp } = await import("./admin/keys-command.ts");
       if (writeKeysHelp(args, out)) return;
-      return withStore(file, (store, config) => {
+      return withStore(file, { name: command, args }, (store, config) => {
         const redis = config.redis;
         return runKeysCommand(store, args, out, {
           knownModels: config.models.map((model) => model.id),
@@ -175,12 +199,14 @@ async function main(argv: string[]): Promise<void> {
     case "usage": {
       const { runUsageCommand, writeUsageHelp } = await import("./admin/usage-command.ts");
       if (writeUsageHelp(args, out)) return;
-      return withStore(file, (store) => runUsageCommand(store, args, out));
+      return withStore(file, { name: command, args }, (store) => runUsageCommand(store, args, out));
     }
     case "audit": {
       const { runAuditCommand, writeAuditHelp } = await import("./admin/audit-command.ts");
       if (writeAuditHelp(args, out)) return;
-      const result = await withStore(file, (store) => runAuditCommand(store, args, out));
+      const result = await withStore(file, { name: command, args }, (store) =>
+        runAuditCommand(store, args, out),
+      );
       if (!result.ok) process.exitCode = 1;
       return;
     }

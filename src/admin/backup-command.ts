@@ -6,6 +6,7 @@ import { fileStamp } from "../store/sqlite/file-stamp.ts";
 import { locateDatabase } from "../store/sqlite/locate-sqlite-file.ts";
 import { describeLedgerSummary } from "../store/sqlite/read-ledger-summary.ts";
 import { CliError, type OutputSink } from "./cli-error.ts";
+import { describeDatabaseOverride } from "./describe-database-override.ts";
 import { isHelpRequested, parseCommandArguments } from "./parse-command-arguments.ts";
 
 const USAGE = "tollgate backup FILE";
@@ -50,6 +51,8 @@ export async function runBackupCommand(
     );
   }
   const config = await loadConfig({ file: configFile, purpose: "command" });
+  const override = describeDatabaseOverride(config);
+  if (override !== undefined) process.stderr.write(`tollgate: ${override}\n`);
   const location = locateDatabase(config.database);
   if (location.kind === "postgres") {
     throw new CliError(

@@ -5,6 +5,7 @@ import { chargeJournalPath } from "../store/open-store.ts";
 import { locateDatabase } from "../store/sqlite/locate-sqlite-file.ts";
 import { describeLedgerSummary } from "../store/sqlite/read-ledger-summary.ts";
 import { CliError, type OutputSink } from "./cli-error.ts";
+import { describeDatabaseOverride } from "./describe-database-override.ts";
 import { isHelpRequested, parseCommandArguments } from "./parse-command-arguments.ts";
 
 const USAGE = "tollgate restore FILE";
@@ -47,6 +48,8 @@ export async function runRestoreCommand(
   const backupFile = path.resolve(positionals[0]!);
   if (!existsSync(backupFile)) throw new CliError(`${backupFile} does not exist.`);
   const config = await loadConfig({ file: configFile, purpose: "command" });
+  const override = describeDatabaseOverride(config);
+  if (override !== undefined) process.stderr.write(`tollgate: ${override}\n`);
   const location = locateDatabase(config.database);
   if (location.kind === "postgres") {
     throw new CliError(

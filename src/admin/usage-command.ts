@@ -21,13 +21,20 @@ const USAGE =
 
 const FORMATS = ["table", "json", "csv"] as const;
 
+const HELP = `Usage: ${USAGE}
+
+The usage ledger, oldest first. --since is inclusive and --until exclusive: an ISO time such as
+2026-05-01T12:00:00Z or 2026-05-01T14:00:00+02:00, or a date alone, which means midnight UTC
+(--since 2026-05-01 --until 2026-05-02 is that UTC day). --group-by day totals per UTC day.
+Times printed (CREATED, created) are UTC.`;
+
 /**
  * Writes the usage that `argv` (what follows `usage`) asks for, and returns whether it did; it
  * needs no store, so the CLI calls it before opening one.
  */
 export function writeUsageHelp(argv: readonly string[], out: OutputSink): boolean {
   if (argv[0] !== "help" && !isHelpRequested(argv)) return false;
-  out.write(`Usage: ${USAGE}`);
+  out.write(HELP);
   return true;
 }
 

@@ -132,7 +132,7 @@ export function readConfig(options: ReadConfigOptions): ReadConfigResult {
     database_url: "write database: instead",
     redis_url: "write redis: instead",
   });
-  const replaced = listReplacedValues(ownKeys, overrides, options.env);
+  const replaced = listReplacedValues(ownKeys, overrides, options);
   const raw = substituteVariables(removeOverriddenValues(ownKeys, overrides), {
     env: options.env,
     issues,
@@ -249,16 +249,26 @@ function readLogLevel(
  * The file's settings that environment variables replace with another value, as
  * "VARIABLE replaces KEY": a container image that sets TOLLGATE_DATABASE_URL (as ours does) would
  * otherwise quietly ignore the `database:` of a mounted config. The admin key is named, never shown.
+ * Databases are compared as the files or servers they name: a relative SQLite path is the config
+ * file's folder's in the file and the working folder's in the variable, so the same text may name
+ * two files (and two texts one).
  */
 function listReplacedValues(
   raw: ConfigMapping,
   overrides: EnvironmentOverrides,
-  env: NodeJS.ProcessEnv,
+  folders: { env: NodeJS.ProcessEnv; cwd: string; configFolder: string },
 ): string[] {
+  const env = folders.env;
   const server = isMapping(raw.server) ? raw.server : {};
   // The file's value as it reads (`admin_key: \${TOLLGATE_ADMIN_KEY}` asks for the variable itself).
   const expand = (value: unknown) =>
     substituteVariables(value, { env, issues: new ConfigIssues(), mayBeUnset: () => true });
+  const same = (variable: string, fileValue: string, value: string) => {
+    if (variable !== "TOLLGATE_DATABASE_URL") return fileValue === value;
+    const written = resolveDatabaseUrl(fileValue, folders.configFolder);
+    const chosen = resolveDatabaseUrl(value, folders.cwd);
+    return written.ok && chosen.ok ? written.url === chosen.url : fileValue === value;
+  };
   const pairs: [string, string, unknown, string | undefined][] = [
     ["TOLLGATE_DATABASE_URL", "database", raw.database, overrides.database],
     ["TOLLGATE_REDIS_URL", "redis", raw.redis, overrides.redis],
@@ -270,8 +280,8 @@ function listReplacedValues(
   ];
   return pairs
     .filter(
-      ([, , fileValue, value]) =>
-        value !== undefined && fileValue != null && String(expand(fileValue)) !== value,
+      ([variable, , fileValue, value]) =>
+        value !== undefined && fileValue != null && !same(variable, String(expand(fileValue)), value),
     )
     .map(([variable, key]) => `${variable} replaces ${key}`);
 }

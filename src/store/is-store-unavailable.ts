@@ -7,23 +7,19 @@
 import { isSqliteUnavailable } from "./sqlite/explain-sqlite-error.ts";
 
 /**
- * SQLSTATE codes of a PostgreSQL that is going away or cannot take the connection: the 08 class
- * (connection exceptions), admin and crash shutdown, "cannot connect now" (starting up or
- * recovering), too many connections, a statement cancelled by the store's own
- * `statement_timeout` (see `openPostgresStore`); and one that cannot write now: its disk full,
- * out of memory, an I/O error, or a read-only server (a standby, reached after a failover).
+ * SQLSTATE codes of a PostgreSQL that cannot answer now, on a connection that still works: a
+ * statement cancelled by the store's own `statement_timeout` (see `openPostgresStore`); and one
+ * that cannot write now: its disk full, out of memory, an I/O error, or a read-only server (a
+ * standby, reached after a failover).
  */
-const UNAVAILABLE_SQLSTATES = new Set([
-  "57P01",
-  "57P02",
-  "57P03",
-  "53300",
-  "57014",
-  "53100",
-  "53200",
-  "58030",
-  "25006",
-]);
+const UNAVAILABLE_SQLSTATES = new Set(["57014", "53100", "53200", "58030", "25006"]);
+
+/**
+ * SQLSTATE codes of a PostgreSQL that is going away or cannot take the connection (besides the
+ * 08 class, connection exceptions): admin and crash shutdown, "cannot connect now" (starting up
+ * or recovering), too many connections.
+ */
+const CONNECTION_SQLSTATES = new Set(["57P01", "57P02", "57P03", "53300"]);
 
 /** Socket failures of the store's connection, as `pg` reports them. */
 const UNAVAILABLE_SOCKET_CODES = new Set([
@@ -57,9 +53,31 @@ export function isStoreUnavailable(error: unknown): boolean {
   if (!(error instanceof Error)) return false;
   const fields = error as Error & { code?: unknown };
   if (typeof fields.code === "string") {
-    if (fields.code.startsWith("08") && fields.code.length === 5) return true;
-    if (UNAVAILABLE_SQLSTATES.has(fields.code) || UNAVAILABLE_SOCKET_CODES.has(fields.code)) return true;
+    if (UNAVAILABLE_SQLSTATES.has(fields.code)) return true;
     if (fields.code === "ERR_SQLITE_ERROR") return isSqliteUnavailable(error);
+  }
+  return isPostgresConnectionLost(error);
+}
+
+/**
+ * True when `error` says the connection to PostgreSQL broke, never came, or stopped answering
+ * (the 08 class, a server shutting down or starting, too many connections, a socket failure,
+ * `pg`'s own "Connection terminated" and timeouts), as opposed to an error PostgreSQL answered
+ * on a working connection. What such a connection was doing when it broke (a commit under way)
+ * may or may not have been done: the CLI says so (admin/explain-store-failure.ts).
+ */
+export function isPostgresConnectionLost(error: unknown): boolean {
+  if (
+    error instanceof AggregateError &&
+    error.errors.some((each: unknown) => isPostgresConnectionLost(each))
+  ) {
+    return true;
+  }
+  if (!(error instanceof Error)) return false;
+  const fields = error as Error & { code?: unknown };
+  if (typeof fields.code === "string") {
+    if (fields.code.startsWith("08") && fields.code.length === 5) return true;
+    if (CONNECTION_SQLSTATES.has(fields.code) || UNAVAILABLE_SOCKET_CODES.has(fields.code)) return true;
   }
   return UNAVAILABLE_PG_MESSAGE.test(error.message);
 }
