@@ -150,7 +150,8 @@ async function withStore<T>(
   if (override !== undefined) process.stderr.write(`tollgate: ${override}\n`);
   const { openStore } = await import("./store/open-store.ts");
   // A database an older version made is left to `serve` to migrate (see StoreOptions.upgrade).
-  const store = await openStore(config.database, { upgrade: false });
+  // Accounts and keys it makes take the database's time, as the servers' do (StoreOptions.stampCreations).
+  const store = await openStore(config.database, { upgrade: false, stampCreations: true });
   const started = performance.now();
   try {
     return await run(store, config);

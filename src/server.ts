@@ -209,7 +209,7 @@ async function startOnStore(
     if (Math.abs(replicaClaim.clockSkewMs) > CLOCK_SKEW_WARNING_MS) {
       logger.warn(
         { clockSkewMs: replicaClaim.clockSkewMs },
-        "this machine's clock differs from PostgreSQL's by more than 5 s; keep replica clocks in step (NTP): usage rows are stamped with each replica's own time (reservation leases go by PostgreSQL's)",
+        "this machine's clock differs from PostgreSQL's by more than 5 s; keep replica clocks in step (NTP): credits carry each replica's own time and key expiry is judged on it (usage rows, accounts and keys are stamped with PostgreSQL's, and reservation leases go by it)",
       );
     }
   }

@@ -16,7 +16,9 @@ const NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$/;
 
 /**
  * Opens an account with a new id. Throws an {@link AdminError} for a bad name or balance
- * (`invalid_value`) and a name already taken (`conflict`).
+ * (`invalid_value`) and a name already taken (`conflict`). The account answered has the creation
+ * time the store wrote: on a server's PostgreSQL store the database's, not `now` (replicas' clocks
+ * differ, and the listings go by the time stored).
  */
 export async function createAccount(
   store: Store,
@@ -34,10 +36,15 @@ export async function createAccount(
     balanceNano,
     createdAt: (options.now ?? (() => new Date()))(),
   };
-  const result = await store.insertAccount(account);
+  let createdAt = account.createdAt;
+  const result = await store.insertAccount(account, {
+    onCreated: (written) => {
+      createdAt = written;
+    },
+  });
   switch (result) {
     case "created":
-      return account;
+      return { ...account, createdAt };
     case "name_taken":
       throw new AdminError(
         "conflict",

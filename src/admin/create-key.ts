@@ -36,7 +36,8 @@ export interface CreatedKey {
  * Makes a key and stores its hash. Throws an {@link AdminError} (`invalid_value`) for settings
  * that make no sense. The account is not looked up here: resolve it first (`requireAccount`).
  * With `knownModels` (the catalogue's ids), every allowed model must be one of them: a typo
- * would make a key that can use nothing.
+ * would make a key that can use nothing. The record answered has the creation time the store
+ * wrote: on a server's PostgreSQL store the database's, not `now` (as `createAccount`'s).
  */
 export async function createKey(
   store: Store,
@@ -71,6 +72,11 @@ export async function createKey(
     revokedAt: undefined,
     createdAt: now,
   };
-  await store.insertApiKey(record);
-  return { key: generated.key, record };
+  let createdAt = record.createdAt;
+  await store.insertApiKey(record, {
+    onCreated: (written) => {
+      createdAt = written;
+    },
+  });
+  return { key: generated.key, record: { ...record, createdAt } };
 }

@@ -52,6 +52,24 @@ export interface KyselyBillingOptions {
   usageTimeSql?: string | undefined;
   /** The time a paged usage listing stays before (PostgreSQL's, postgres/usage-stamps.ts). */
   readListingHorizon?: (() => Promise<string>) | undefined;
+  /**
+   * How a credit whose COMMIT went unanswered learns whether it committed (PostgreSQL's,
+   * postgres/postgres-commit-check.ts). Without it (SQLite, in the process: a commit's outcome is
+   * never lost), a credit that failed never committed.
+   */
+  commitCheck?: CommitCheck | undefined;
+}
+
+/**
+ * Whether a transaction committed, asked after the answer to its COMMIT was lost (the connection
+ * cut as it came back): the row it wrote is then there, and only this tells it from a row another
+ * transaction wrote with the same id.
+ */
+export interface CommitCheck {
+  /** The running transaction's id, read in it (`transaction`). */
+  readTransactionId(transaction: Kysely<Database>): Promise<string>;
+  /** Whether the transaction with this id committed: not while it runs, nor once rolled back. */
+  hasCommitted(db: Kysely<Database>, transactionId: string): Promise<boolean>;
 }
 
 /**
@@ -182,6 +200,8 @@ export function createKyselyBilling(
         const money = await readAccountMoney(executor, credit.accountId);
         return money === undefined ? { outcome: "account_not_found" } : { outcome, money };
       };
+      /** This attempt's transaction, once it wrote the credit (see CommitCheck). */
+      let transactionId: string | undefined;
       try {
         return await db.transaction().execute(async (transaction) => {
           // A credit's id is its identity: one that exists is a retry, which changes nothing.
@@ -201,13 +221,23 @@ export function createKyselyBilling(
             };
           }
           await transaction.insertInto("credits").values(toCreditRow(credit)).execute();
+          transactionId = await options.commitCheck?.readTransactionId(transaction);
           return await withMoney(transaction, "credited");
         });
       } catch (error) {
-        // Two retries at once: the second's insert meets the first's row once that commits (and
-        // its transaction, balance update included, is rolled back).
-        if (await exists(db).catch(() => false)) return await withMoney(db, "already_credited");
-        throw error;
+        if (!(await exists(db).catch(() => false))) throw error;
+        // The row is this attempt's own when its COMMIT went through but the answer was lost (the
+        // connection cut as it came back): a credit made now, not a replay (one without an
+        // Idempotency-Key was answered as a replay). Otherwise it is another request's with the
+        // same id: two retries at once, this one's insert meeting the other's row once that
+        // committed (this transaction, balance update included, rolled back). An attempt whose
+        // insert went through held the id until it ended, so where the check itself fails the
+        // row is taken for its own.
+        const own =
+          transactionId !== undefined &&
+          options.commitCheck !== undefined &&
+          (await options.commitCheck.hasCommitted(db, transactionId).catch(() => true));
+        return await withMoney(db, own ? "credited" : "already_credited");
       }
     },
 

@@ -1,5 +1,5 @@
 import { setImmediate } from "node:timers/promises";
-import type { Kysely, Selectable, SelectQueryBuilder, Updateable } from "kysely";
+import { type Kysely, type Selectable, type SelectQueryBuilder, sql, type Updateable } from "kysely";
 import { toCreditRow } from "./billing-rows.ts";
 import { fromTimestampText, readBigInt, requirePageLimit, toTimestampText } from "./column-values.ts";
 import type { AccountsTable, ApiKeysTable, Database } from "./database.ts";
@@ -14,6 +14,7 @@ import type {
   ApiKeyPage,
   ApiKeyRecord,
   InsertAccountResult,
+  InsertOptions,
   KeyRole,
   RevokeApiKeyResult,
   Store,
@@ -33,6 +34,29 @@ export const ACCOUNT_IDS_PER_QUERY = 500;
 /** A {@link Store} but for reserving and settling, which each database does its own way. */
 export type KyselyStore = Omit<Store, "reserve" | "settle">;
 
+/** The tables whose rows a store may stamp with its own time as it creates them. */
+export type CreatedTable = "accounts" | "api_keys";
+
+/**
+ * How new accounts and keys take the database's time, not their record's `createdAt`, and paged
+ * listings of them stay behind the creations under way (PostgreSQL's, postgres/creation-stamps.ts):
+ * replicas' clocks differ, and a follower of `next_after` must never be passed by a row.
+ */
+export interface CreationStamps {
+  /** SQL of the time a creating statement stamps its row with, as timestamp text. */
+  timeSql: string;
+  /** Runs first in a creation's transaction, before the statement that stamps the row. */
+  announce(transaction: Kysely<Database>, table: CreatedTable): Promise<void>;
+  /** The time before which a paged listing of `table` stays. */
+  readHorizon(table: CreatedTable): Promise<string>;
+}
+
+/** How {@link createKyselyStore} runs on its dialect. */
+export interface KyselyStoreOptions extends KyselyBillingOptions {
+  /** Without it (SQLite, a CLI command's store), rows keep the times they are given. */
+  creationStamps?: CreationStamps | undefined;
+}
+
 /**
  * The {@link Store} over any kysely dialect, but for reserving and settling (see
  * `kysely-billing.ts`). Queries use only what SQLite and PostgreSQL share (see `database.ts` for
@@ -40,24 +64,34 @@ export type KyselyStore = Omit<Store, "reserve" | "settle">;
  */
 export function createKyselyStore(
   db: Kysely<Database>,
-  options: KyselyBillingOptions = { lockRows: false },
+  options: KyselyStoreOptions = { lockRows: false },
 ): KyselyStore {
   const billing = createKyselyBilling(db, options);
+  const stamps = options.creationStamps;
+  /** The `created_at` a creation writes: the record's, or the creating statement's time. */
+  const creationTime = (given: Date) =>
+    stamps === undefined ? toTimestampText(given) : sql<string>`${sql.raw(stamps.timeSql)}`;
+  /** Where a page of `table` stops: nowhere without stamps. */
+  const readHorizon = (table: CreatedTable) =>
+    stamps === undefined ? Promise.resolve(undefined) : stamps.readHorizon(table);
   return {
-    async insertAccount(account: Account): Promise<InsertAccountResult> {
+    async insertAccount(account: Account, insert: InsertOptions = {}): Promise<InsertAccountResult> {
       if (account.balanceNano < 0n) throw new RangeError("An opening balance must be zero or more.");
-      return await db.transaction().execute(async (transaction) => {
-        const result = await transaction
+      const createdAt = await db.transaction().execute(async (transaction) => {
+        await stamps?.announce(transaction, "accounts");
+        const row = await transaction
           .insertInto("accounts")
           .values({
             id: account.id,
             name: account.name,
             balance_nano: account.balanceNano,
-            created_at: toTimestampText(account.createdAt),
+            created_at: creationTime(account.createdAt),
           })
           .onConflict((conflict) => conflict.column("name").doNothing())
+          .returning("created_at")
           .executeTakeFirst();
-        if (result.numInsertedOrUpdatedRows !== 1n) return "name_taken";
+        if (row === undefined) return undefined;
+        const created = fromTimestampText(row.created_at);
         if (account.balanceNano !== 0n) {
           await transaction
             .insertInto("credits")
@@ -67,13 +101,16 @@ export function createKyselyStore(
                 accountId: account.id,
                 amountNano: account.balanceNano,
                 note: OPENING_CREDIT_NOTE,
-                createdAt: account.createdAt,
+                createdAt: created,
               }),
             )
             .execute();
         }
-        return "created";
+        return created;
       });
+      if (createdAt === undefined) return "name_taken";
+      insert.onCreated?.(createdAt);
+      return "created";
     },
 
     async getAccountById(id: string): Promise<Account | undefined> {
@@ -106,35 +143,46 @@ export function createKyselyStore(
       return accounts;
     },
 
-    listAccountsWithMoney: (page?: AccountPage) => readAccountsWithMoney(db, page),
+    listAccountsWithMoney: async (page?: AccountPage) =>
+      readAccountsWithMoney(db, page, page === undefined ? undefined : await readHorizon("accounts")),
 
     async hasAccounts(): Promise<boolean> {
       const row = await db.selectFrom("accounts").select("id").limit(1).executeTakeFirst();
       return row !== undefined;
     },
 
-    async insertApiKey(key: ApiKeyRecord): Promise<void> {
+    async insertApiKey(key: ApiKeyRecord, insert: InsertOptions = {}): Promise<void> {
       if (key.role === "admin" && key.accountId !== undefined) {
         // whereAdminKeys finds admin keys by their empty account: one with an account would be lost.
         throw new RangeError("An admin key belongs to no account.");
       }
-      await db
-        .insertInto("api_keys")
-        .values({
-          id: key.id,
-          public_id: key.publicId,
-          account_id: key.accountId ?? null,
-          role: key.role,
-          name: key.name,
-          secret_hash: key.secretHash,
-          allowed_models: key.allowedModels === undefined ? null : JSON.stringify(key.allowedModels),
-          rpm: key.rpm === undefined ? null : BigInt(key.rpm),
-          tpm: key.tpm === undefined ? null : BigInt(key.tpm),
-          expires_at: key.expiresAt === undefined ? null : toTimestampText(key.expiresAt),
-          revoked_at: key.revokedAt === undefined ? null : toTimestampText(key.revokedAt),
-          created_at: toTimestampText(key.createdAt),
-        })
-        .execute();
+      const write = (executor: Kysely<Database>) =>
+        executor
+          .insertInto("api_keys")
+          .values({
+            id: key.id,
+            public_id: key.publicId,
+            account_id: key.accountId ?? null,
+            role: key.role,
+            name: key.name,
+            secret_hash: key.secretHash,
+            allowed_models: key.allowedModels === undefined ? null : JSON.stringify(key.allowedModels),
+            rpm: key.rpm === undefined ? null : BigInt(key.rpm),
+            tpm: key.tpm === undefined ? null : BigInt(key.tpm),
+            expires_at: key.expiresAt === undefined ? null : toTimestampText(key.expiresAt),
+            revoked_at: key.revokedAt === undefined ? null : toTimestampText(key.revokedAt),
+            created_at: creationTime(key.createdAt),
+          })
+          .returning("created_at")
+          .executeTakeFirstOrThrow();
+      const row =
+        stamps === undefined
+          ? await write(db)
+          : await db.transaction().execute(async (transaction) => {
+              await stamps.announce(transaction, "api_keys");
+              return await write(transaction);
+            });
+      insert.onCreated?.(fromTimestampText(row.created_at));
     },
 
     async getApiKeyByPublicId(publicId: string): Promise<ApiKeyRecord | undefined> {
@@ -153,6 +201,8 @@ export function createKyselyStore(
       else if (filter.role !== undefined) query = query.where("role", "=", filter.role);
       if (page !== undefined) {
         const limit = requirePageLimit(page.limit, "key");
+        const horizon = await readHorizon("api_keys");
+        if (horizon !== undefined) query = query.where("created_at", "<", horizon);
         const after = page.after;
         if (after !== undefined) {
           const createdAt = toTimestampText(after.createdAt);
@@ -238,13 +288,16 @@ function whereAdminKeys<Output>(
 /**
  * Every account with its money as the file (or database) has it, in the order of
  * {@link Store.listAccounts}: the money lives on the account's row (see `database.ts`), so one
- * query reads it all.
+ * query reads it all. `horizon`: a page holds only accounts stamped before it (see
+ * {@link CreationStamps}).
  */
 export async function readAccountsWithMoney(
   db: Kysely<Database>,
   page?: AccountPage,
+  horizon?: string,
 ): Promise<AccountWithMoney[]> {
   let query = selectAccountsInOrder(db);
+  if (horizon !== undefined) query = query.where("created_at", "<", horizon);
   if (page !== undefined) {
     const limit = requirePageLimit(page.limit, "account");
     const after = page.after;

@@ -10,11 +10,19 @@ export interface StoreOptions {
    * (the server releases every reservation it finds when it starts), so its reservations can be
    * held in memory until they last a second, instead of written with each request. On
    * PostgreSQL, where replicas share the database, each replica's store is an owner: its usage
-   * rows take the database's time as they are written, and its paged usage listings stay behind
-   * the writes under way, so that a poller's cursor never passes a row still to commit
-   * (postgres/usage-stamps.ts).
+   * rows, accounts and keys take the database's time as they are written, and its paged listings
+   * of them stay behind the writes under way, so that a poller's cursor never passes a row still
+   * to commit (postgres/usage-stamps.ts, postgres/creation-stamps.ts).
    */
   owner?: boolean;
+  /**
+   * PostgreSQL: new accounts and keys take the database's time, and paged listings of them stay
+   * behind the creations under way (postgres/creation-stamps.ts), as an owner's do. Default: `owner`.
+   * A CLI command that makes accounts or keys on a database that replicas serve wants it too: the
+   * clock of the machine it runs on may be behind theirs, and a follower of `next_after` then
+   * misses what it made.
+   */
+  stampCreations?: boolean;
   /**
    * Migrate a database an older Tollgate made. Default true; CLI commands say false: a server of
    * the older version may still be running on it, and after a migration it would write rows the
@@ -56,6 +64,7 @@ export async function openStore(databaseUrl: string, options: StoreOptions = {})
     const { openPostgresStore } = await import("./postgres/open-postgres-store.ts");
     return await openPostgresStore(databaseUrl, {
       stampUsageOnWrite: options.owner === true,
+      stampCreationsOnWrite: options.stampCreations ?? options.owner === true,
       upgrade: options.upgrade ?? true,
       onMigrationWait: options.onMigrationWait,
       signal: options.signal,

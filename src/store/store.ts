@@ -48,6 +48,16 @@ export interface ApiKeyRecord {
 /** The outcome of {@link Store.insertAccount}. */
 export type InsertAccountResult = "created" | "name_taken";
 
+/** Options of {@link Store.insertAccount} and {@link Store.insertApiKey}. */
+export interface InsertOptions {
+  /**
+   * Told, once the row is written, the creation time it was written with: the record's
+   * `createdAt`, or the database's time where the store stamps new rows itself (a server's
+   * PostgreSQL store, see `StoreOptions.owner`): the time the row is listed with.
+   */
+  onCreated?: ((createdAt: Date) => void) | undefined;
+}
+
 /** The outcome of {@link Store.revokeApiKey}. */
 export type RevokeApiKeyResult = "revoked" | "already_revoked" | "not_found";
 
@@ -184,8 +194,9 @@ export interface AccountPage {
 /**
  * The outcome of {@link Store.credit}: `balance_too_large` when the balance would exceed the
  * largest amount a store holds (2^63 − 1 nano-units); `already_credited` when a credit with the
- * same id exists (an idempotent retry: the balance was raised once); nothing is written unless
- * `credited`. A credit made (or found) comes with the account's money as the store has it then,
+ * same id was written by another call (an idempotent retry: the balance was raised once; a call
+ * whose own commit went through but whose answer was lost says `credited`); nothing is written
+ * unless `credited`. A credit made (or found) comes with the account's money as the store has it then,
  * read in the credit's own transaction: a read after the commit could fail, and a client told
  * the credit failed would credit again.
  */
@@ -253,9 +264,10 @@ export interface Store {
   /**
    * Inserts a new account with its opening balance (zero or more), recorded as the account's
    * first credit in the same transaction when it is not zero (see {@link CreditRecord}). Answers
-   * `"name_taken"`, writing nothing, when another account has the name.
+   * `"name_taken"`, writing nothing, when another account has the name. A server's PostgreSQL
+   * store writes the database's time instead of `account.createdAt` (see {@link InsertOptions}).
    */
-  insertAccount(account: Account): Promise<InsertAccountResult>;
+  insertAccount(account: Account, options?: InsertOptions): Promise<InsertAccountResult>;
   getAccountById(id: string): Promise<Account | undefined>;
   getAccountByName(name: string): Promise<Account | undefined>;
   /** Every account, oldest first (by name among accounts made in the same millisecond). */
@@ -270,19 +282,25 @@ export interface Store {
    * The accounts with their money, exactly as {@link getAccountMoney} reads it (reservations a
    * SQLite server holds in memory included), in the order of {@link listAccounts}: one query
    * however many accounts, not one per account. Without `page`, every account: on SQLite that
-   * blocks the thread about as long as {@link listAccounts} does, so a server reads pages.
+   * blocks the thread about as long as {@link listAccounts} does, so a server reads pages. A
+   * page of a server's PostgreSQL store holds only accounts made before every creation under way
+   * (`postgres/creation-stamps.ts`): a cursor never passes one still to commit.
    */
   listAccountsWithMoney(page?: AccountPage): Promise<AccountWithMoney[]>;
   /** Whether any account exists. */
   hasAccounts(): Promise<boolean>;
 
-  /** Inserts a new key. Its account must exist; its public id must be new. */
-  insertApiKey(key: ApiKeyRecord): Promise<void>;
+  /**
+   * Inserts a new key. Its account must exist; its public id must be new. A server's PostgreSQL
+   * store writes the database's time instead of `key.createdAt` (see {@link InsertOptions}).
+   */
+  insertApiKey(key: ApiKeyRecord, options?: InsertOptions): Promise<void>;
   /** The key with this public id, revoked and expired ones included. */
   getApiKeyByPublicId(publicId: string): Promise<ApiKeyRecord | undefined>;
   /**
    * Keys, oldest first (by public id among keys made in the same millisecond), revoked and
-   * expired ones included.
+   * expired ones included. A page of a server's PostgreSQL store holds only keys made before
+   * every creation under way, as {@link listAccountsWithMoney}'s.
    */
   listApiKeys(filter?: ApiKeyFilter, page?: ApiKeyPage): Promise<ApiKeyRecord[]>;
   /** Marks the key revoked at `revokedAt`; a key already revoked keeps its first time. */

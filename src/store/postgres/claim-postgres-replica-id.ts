@@ -40,9 +40,10 @@ export interface ReplicaClaim {
   storeTag: string;
   /**
    * How far this machine's clock is ahead of the database's (negative: behind), in milliseconds,
-   * as measured when the claim was taken (the round trip's half is the error). Usage rows are
-   * stamped with each replica's own time (the server warns at start); leases go by the
-   * database's clock (billing/lease-clock.ts).
+   * as measured when the claim was taken (the round trip's half is the error). Credits carry each
+   * replica's own time and key expiry is judged on it (the server warns at start); usage rows,
+   * accounts and keys are stamped with the database's, and leases go by its clock
+   * (billing/lease-clock.ts).
    */
   clockSkewMs: number;
   close(): Promise<void>;

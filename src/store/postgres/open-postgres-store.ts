@@ -11,9 +11,11 @@ import {
 } from "../migrate-to-latest.ts";
 import type { Store } from "../store.ts";
 import { POSTGRES_SUM_WINDOW_ROWS } from "../usage-sum-window.ts";
+import { announceCreation, readCreationHorizon } from "./creation-stamps.ts";
 import { discardReadOnlyConnections } from "./discard-read-only-connections.ts";
 import { parsePostgresUrl } from "./parse-postgres-url.ts";
 import { createPostgresBilling } from "./postgres-billing.ts";
+import { postgresCommitCheck } from "./postgres-commit-check.ts";
 import { PostgresStoreDialect } from "./postgres-store-dialect.ts";
 import { type MigrationLockWait, takeMigrationLock } from "./take-migration-lock.ts";
 import { readUsageListingHorizon, STATEMENT_TIME_TEXT } from "./usage-stamps.ts";
@@ -40,6 +42,11 @@ export interface PostgresStoreOptions {
    * given times.
    */
   stampUsageOnWrite?: boolean;
+  /**
+   * Likewise new accounts and keys, and paged listings of them (creation-stamps.ts): replicas'
+   * clocks differ, the database's is the one they share. Default false, as {@link stampUsageOnWrite}.
+   */
+  stampCreationsOnWrite?: boolean;
   /** Told, at once and then every 10 s, while another process's migration makes the open wait. */
   onMigrationWait?: ((wait: MigrationLockWait) => void) | undefined;
   /** Ends a wait for another process's migration: the open fails. */
@@ -136,8 +143,18 @@ export async function openPostgresStore(
   const store = createKyselyStore(db, {
     lockRows: true,
     sumWindowRows: POSTGRES_SUM_WINDOW_ROWS,
+    commitCheck: postgresCommitCheck,
     ...(stampOnWrite
       ? { usageTimeSql: STATEMENT_TIME_TEXT, readListingHorizon: () => readUsageListingHorizon(db) }
+      : {}),
+    ...(options.stampCreationsOnWrite === true
+      ? {
+          creationStamps: {
+            timeSql: STATEMENT_TIME_TEXT,
+            announce: announceCreation,
+            readHorizon: (table) => readCreationHorizon(db, table),
+          },
+        }
       : {}),
   });
   let closing: Promise<void> | undefined;
