@@ -19,7 +19,7 @@ import {
   refuseConnect,
   refusedByClientError,
 } from "./answer-client-error.ts";
-import { BodyBudget } from "./body-budget.ts";
+import { BodyBudget, carriesBody } from "./body-budget.ts";
 import {
   awaitsContinue,
   forwardExpectations,
@@ -31,9 +31,9 @@ import { allowPageToRead, registerCorsPreflight } from "./cors.ts";
 import { createRequestId } from "./create-request-id.ts";
 import { errorHeaders, normalizeError, toWireError } from "./errors.ts";
 import { InFlightRequests, shuttingDownError } from "./in-flight-requests.ts";
+import { notFoundError } from "./not-found-error.ts";
 import { registerJsonBodyParser } from "./register-json-body-parser.ts";
 import { annotate, getKey, stateOf } from "./request-state.ts";
-import { adminKeyRequired } from "./routes/admin.ts";
 import { CHAT_COMPLETIONS_PATH, registerChatCompletionRoutes } from "./routes/chat-completions.ts";
 import { registerModelRoutes } from "./routes/models.ts";
 import { registerOperationRoutes } from "./routes/operation-routes.ts";
@@ -127,7 +127,7 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
   const bodyBudget =
     dependencies.bodyBudgetBytes === undefined
       ? BodyBudget.forHeap(bodyLimitBytes)
-      : new BodyBudget(dependencies.bodyBudgetBytes);
+      : BodyBudget.sharedBy(dependencies.bodyBudgetBytes, bodyLimitBytes);
   const timeouts = { headersTimeoutMs, requestTimeoutMs };
   const app = Fastify({
     ...(dependencies.logger === undefined ? { logger: false } : { loggerInstance: dependencies.logger }),
@@ -204,6 +204,7 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
   app.server.on("connect", (_request, socket) => refuseConnect(socket));
 
   const inFlight = dependencies.inFlight ?? new InFlightRequests();
+  const adminRoutes = dependencies.registerAdminRoutes === undefined ? undefined : dependencies;
   // Hooks with nothing to wait for take Fastify's callback form, which costs no promise.
   app.addHook("onRequest", (request, reply, done) => {
     reply.header("x-request-id", request.id);
@@ -224,20 +225,12 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
       done(shuttingDownError());
       return;
     }
-    const taken = bodyBudget.take(request.raw, bodyLimitBytes);
-    if (taken instanceof AppError) {
-      // Its body is not read: the connection ends with the answer.
-      reply.header("connection", "close");
-      done(taken);
-      return;
-    }
     // A request whose connection closes before its answer is complete gets its log line and
     // metrics then (Fastify's onResponse waits for a finish that never comes): 499 when its client
     // left (a CSV export it stopped reading, a body it never finished sending), or the answer Node
     // gave on the socket itself (408). A chat request that reached its handler records itself
     // once settled, with what it was charged.
     reply.raw.once("close", () => {
-      taken();
       if (reply.raw.writableFinished || stateOf(request).recordsItself) return;
       const refused = refusedByClientError.get(request.raw);
       if (refused === undefined) return record(request, reply, true);
@@ -246,6 +239,13 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
       record(request, reply, false);
     });
     if (headers.expect !== undefined) sendContinue(request.raw);
+    // A body no route reads is not read: the answer goes at once, and the body is dropped as it
+    // comes (Fastify read a whole body for the not-found handler, held as the request went on).
+    // A preflight carries none: an `OPTIONS` with one is not served.
+    if ((request.is404 || request.method === "OPTIONS") && carriesBody(request.raw)) {
+      notFoundError(request, adminRoutes).then(done, done);
+      return;
+    }
     done();
   });
 
@@ -333,19 +333,9 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
     void sendError(reply, appError);
   });
 
-  app.setNotFoundHandler(async (request, reply) => {
-    // `/admin/*` needs the admin key (SPEC section 11), paths that do not exist too: which
-    // admin routes there are is not for a caller without one to find out.
-    if (dependencies.registerAdminRoutes !== undefined && /^\/admin(?:[/?]|$)/.test(request.url)) {
-      const key = await dependencies.authenticate(request.headers.authorization);
-      if (key.role !== "admin") throw adminKeyRequired();
-    }
-    const error = new AppError(
-      "not_found",
-      `Unknown request URL: ${request.method} ${request.url.split("?")[0]}.`,
-    );
-    return sendError(reply, error);
-  });
+  app.setNotFoundHandler(async (request, reply) =>
+    sendError(reply, await notFoundError(request, adminRoutes)),
+  );
 
   registerOperationRoutes(app, { dependencies, inFlight, metrics });
 
@@ -358,6 +348,16 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
     authenticated.addHook("onRequest", async (request, reply) => {
       const key = await dependencies.authenticate(request.headers.authorization);
       stateOf(request).key = key;
+      // A body is held only for a key that was accepted, each account's bodies to a share of
+      // the budget (body-budget.ts); given back once the answer is out (or the connection gone).
+      const taken = bodyBudget.take(request.raw, bodyLimitBytes, key.accountId ?? key.publicId);
+      if (taken instanceof AppError) {
+        // Its body is not read: the connection ends with the answer.
+        reply.header("connection", "close");
+        throw taken;
+      }
+      reply.raw.once("finish", taken);
+      reply.raw.once("close", taken);
       // A chat request reports each bucket when it spends it; what it never reached (refused
       // before the take) is reported on its way out, in onSend. One limiter call per bucket,
       // which on Redis is one round trip.
