@@ -26,11 +26,11 @@ import {
   refuseRequestHead,
   sendContinue,
 } from "./check-request-head.ts";
-import { collapseSlashes } from "./collapse-slashes.ts";
 import { allowPageToRead, registerCorsPreflight } from "./cors.ts";
 import { createRequestId } from "./create-request-id.ts";
 import { errorHeaders, normalizeError, toWireError } from "./errors.ts";
 import { InFlightRequests, shuttingDownError } from "./in-flight-requests.ts";
+import { normalizeRequestTarget } from "./normalize-request-target.ts";
 import { notFoundError } from "./not-found-error.ts";
 import { registerJsonBodyParser } from "./register-json-body-parser.ts";
 import { annotate, getKey, stateOf } from "./request-state.ts";
@@ -170,7 +170,7 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
     // 100 characters refused a longer id before its key was looked at, with a 400 about escapes;
     // such an id now reaches its route, after the key, and is not found there.
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 16_384 },
-    rewriteUrl: (request) => collapseSlashes(request.url ?? "/"),
+    rewriteUrl: (request) => normalizeRequestTarget(request.url ?? "/"),
     // The onRequest hook below answers requests that arrive while draining, in the contract's
     // shape; Fastify's own 503 has neither that shape nor an x-request-id.
     return503OnClosing: false,
