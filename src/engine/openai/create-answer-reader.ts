@@ -49,8 +49,8 @@ export interface AnswerReader {
   end(parts: StreamPart[]): void;
   /** Reads a JSON answer: the data is a whole `chat.completion` (see convert-completion-to-chunk.ts). */
   readWhole(text: string, parts: StreamPart[]): void;
-  /** The upstream broke the protocol: sets {@link streamError} to `message`. */
-  fail(message: string): void;
+  /** The upstream broke the protocol: sets {@link streamError} to say `why` (Tollgate's words). */
+  fail(why: string): void;
   /**
    * The upstream said it was done without any answer: a `[DONE]` before any chunk at all, or a
    * whole JSON answer with no text, reasoning, call or finish reason. That is no empty completion
@@ -143,8 +143,8 @@ class UpstreamAnswerReader implements AnswerReader {
     this.#readEvent({ event: undefined, data: text }, parts, true);
   }
 
-  fail(message: string): void {
-    this.streamError = malformed(message);
+  fail(why: string): void {
+    this.streamError = malformed(why);
   }
 
   answeredNothing(hasParts: boolean): boolean {
@@ -202,7 +202,10 @@ class UpstreamAnswerReader implements AnswerReader {
   }
 }
 
-/** What an upstream that broke the protocol sent, as an upstream's error event is read. */
-function malformed(message: string): UpstreamErrorBody {
-  return { message, type: undefined, code: undefined, param: undefined };
+/**
+ * What an upstream that broke the protocol sent, as an upstream's error event is read: `why` in
+ * Tollgate's own words (`unreadable`), which log lines may quote, unlike an upstream's `message`.
+ */
+function malformed(why: string): UpstreamErrorBody {
+  return { message: undefined, type: undefined, code: undefined, param: undefined, unreadable: why };
 }

@@ -1,5 +1,6 @@
 import type { StallKind } from "./create-stall-watchdog.ts";
 import type { UpstreamEndpoint } from "./create-upstream-endpoint.ts";
+import type { UpstreamErrorBody } from "./read-error-body.ts";
 import { redactUpstreamText } from "./redact-upstream-text.ts";
 import { createEndpointFailure, type UpstreamFailure } from "./upstream-failure.ts";
 import type { UpstreamSettings } from "./upstream-settings.ts";
@@ -34,6 +35,36 @@ export function describeNothing(seen: AnswerSeen, endpoint: UpstreamEndpoint): s
       ? `${ended} without sending any chunk`
       : `${ended} before sending anything`
     : `${ended} after chunks that hold no answer (no content and no finish_reason)`;
+}
+
+/**
+ * An error the upstream sent in its answer (an error event, a chunk with `error`, a JSON answer
+ * that is an error), or the protocol it broke, described twice, completing "The upstream server
+ * of the model 'x' ...": `shownSummary` for the client, with the upstream's message (the
+ * caller's own data, redacted); `summary` for log lines, without it. Such a message may quote the
+ * prompt (llama.cpp's and vLLM's "error parsing tool call: raw='...'"), which no log line holds
+ * unless `log_prompts` asks (and that switch does not reach the engine): the log names its type
+ * and code (`upstreamBody`), as for an error status's body (read-error-answer.ts). Tollgate's own
+ * words (`unreadable`: an event that is not JSON, a failing finish reason) are logged as they are.
+ */
+export function describeStreamError(body: UpstreamErrorBody): {
+  summary: string;
+  shownSummary: string;
+  upstreamBody: string | undefined;
+} {
+  const said = body.message ?? body.unreadable;
+  const shownSummary = `sent an error${said === undefined ? "" : ` (${said})`}`;
+  const summary = body.message === undefined ? shownSummary : "sent an error (its message is not logged)";
+  return { summary, shownSummary, upstreamBody: describeErrorKind(body) };
+}
+
+/** The type and code of an upstream error, for a log line that quotes none of its text. */
+export function describeErrorKind(body: UpstreamErrorBody): string | undefined {
+  const fields = [
+    body.type === undefined ? undefined : `type ${body.type}`,
+    body.code === undefined ? undefined : `code ${body.code}`,
+  ].filter((field) => field !== undefined);
+  return fields.length === 0 ? undefined : fields.join(", ");
 }
 
 /** What an upstream that stalled did, by the wait it overran. */

@@ -27,13 +27,23 @@ export function finishAnswer(
   };
 }
 
+/** How an upstream broke an answer after it started, completing "The upstream server of the model 'x' ...". */
+export interface StreamFault {
+  /** For the operator's log line: quotes nothing the upstream said that may repeat the prompt. */
+  summary: string;
+  /** For the client, with the upstream's message (describeStreamError). Default `summary`. */
+  shownSummary?: string | undefined;
+  /** The type and code of the error the upstream sent, for the log line. */
+  upstreamBody?: string | undefined;
+}
+
 /**
- * The `error` part that ends an answer the upstream broke after it started (`summary`: how,
- * completing "The upstream server of the model 'x' ..."): what the mapper still holds flushed into
- * `parts` first, logged for the operator.
+ * The `error` part that ends an answer the upstream broke after it started: what the mapper still
+ * holds flushed into `parts` first, logged for the operator (`fault.summary`, never the upstream's
+ * message, which may quote the prompt), told to the client (`fault.shownSummary`).
  */
 export function midStreamError(
-  summary: string,
+  fault: StreamFault,
   parts: StreamPart[],
   mapper: ChunkMapper,
   context: Pick<AttemptContext, "modelId" | "logger" | "promptTokens">,
@@ -42,14 +52,15 @@ export function midStreamError(
   const { modelId } = context;
   mapper.flush(parts);
   context.logger.warn(
-    { model: modelId, endpoint: endpoint.label, failure: summary },
+    { model: modelId, endpoint: endpoint.label, failure: fault.summary, upstreamBody: fault.upstreamBody },
     "upstream stream failed after it started",
   );
+  const shown = fault.shownSummary ?? fault.summary;
   return {
     type: "error",
     error: new AppError(
       "upstream_unavailable",
-      `The upstream server of the model '${modelId}' ${summary}; the answer is incomplete. Please retry.`,
+      `The upstream server of the model '${modelId}' ${shown}; the answer is incomplete. Please retry.`,
     ),
     usage: usageSoFar(mapper, context.promptTokens, false),
   };

@@ -1,3 +1,4 @@
+import { describeErrorKind } from "./describe-upstream-fault.ts";
 import { mapUpstreamStatus } from "./map-upstream-status.ts";
 import type { UpstreamErrorBody } from "./read-error-body.ts";
 import { createEndpointFailure, type UpstreamFailure } from "./upstream-failure.ts";
@@ -14,8 +15,10 @@ import { createEndpointFailure, type UpstreamFailure } from "./upstream-failure.
  */
 export function mapStreamError(options: {
   body: UpstreamErrorBody;
-  /** What happened, completing "The upstream server of the model 'x' ...". */
+  /** What happened, completing "The upstream server of the model 'x' ...", for log lines. */
   summary: string;
+  /** The same for the client, with the upstream's message (see describeStreamError). Default `summary`. */
+  shownSummary?: string | undefined;
   modelId: string;
   /** Whether the request had `stream_options`. */
   sentStreamOptions: boolean;
@@ -23,6 +26,8 @@ export function mapStreamError(options: {
   sentMaxTokens?: boolean;
 }): UpstreamFailure {
   const { body, modelId } = options;
+  // The log line names the error's type and code, never its message (which may quote the prompt).
+  const upstreamBody = describeErrorKind(body);
   const status = readErrorStatus(body);
   if (status !== undefined) {
     const failure = mapUpstreamStatus({
@@ -33,9 +38,15 @@ export function mapStreamError(options: {
       sentStreamOptions: options.sentStreamOptions,
       sentMaxTokens: options.sentMaxTokens,
     });
-    if (!failure.retryable) return failure;
+    if (!failure.retryable) return { ...failure, upstreamBody };
   }
-  return createEndpointFailure({ modelId, summary: options.summary, endpointFault: false });
+  const failure = createEndpointFailure({
+    modelId,
+    summary: options.summary,
+    shownSummary: options.shownSummary,
+    endpointFault: false,
+  });
+  return { ...failure, upstreamBody };
 }
 
 /** The HTTP status an error in a stream names: its numeric `code`, else 400 for a context overflow. */

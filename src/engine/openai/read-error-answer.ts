@@ -1,9 +1,10 @@
 import type { IncomingHttpHeaders } from "node:http";
 import { cutText } from "../../errors/cut-text.ts";
 import type { UpstreamEndpoint } from "./create-upstream-endpoint.ts";
+import { describeErrorKind } from "./describe-upstream-fault.ts";
 import { mapUpstreamStatus } from "./map-upstream-status.ts";
 import { parseRetryAfter } from "./parse-retry-after.ts";
-import { readErrorBody, type UpstreamErrorBody } from "./read-error-body.ts";
+import { readErrorBody } from "./read-error-body.ts";
 import { MAX_ERROR_BODY_LENGTH, readText } from "./read-upstream-body.ts";
 import { dropCutSecret, redactUpstreamText } from "./redact-upstream-text.ts";
 import type { UpstreamCall } from "./start-upstream-call.ts";
@@ -49,26 +50,18 @@ export function mapErrorAnswer(options: {
     sentStreamOptions: options.sentStreamOptions,
     sentMaxTokens: options.sentMaxTokens,
   });
-  // Quoted for the operator where the endpoint failed. A refusal of the request itself
-  // (400, 413, 422) is the client's to read, and its body may repeat the prompt
-  // (FastAPI's validation errors do), which no log line holds. Nor does a server error's
-  // body in full (a 500 may quote the prompt or the answer: "error parsing tool call:
-  // raw='...'"): its type and code tell the operator enough; the whole body only for
-  // the statuses about the endpoint's account (401, 402, 403, 404, 429).
-  if (!failure.fallback) return failure;
-  const upstreamBody = ACCOUNT_STATUSES.has(response.statusCode)
-    ? quoteBody(body, endpoint.secrets)
-    : describeErrorKind(read);
+  // Quoted for the operator only where the endpoint's account failed (401, 402, 403, 404,
+  // 429): a wrong key, a missing model and no credit look alike otherwise. A refusal of the
+  // request itself (400, 413, 422) is the client's to read, and its body may repeat the prompt
+  // (FastAPI's validation errors do), which no log line holds; nor does a server error's body
+  // (a 500 may quote the prompt or the answer: "error parsing tool call: raw='...'"). Their
+  // type and code tell the operator enough.
+  const upstreamBody =
+    failure.fallback && ACCOUNT_STATUSES.has(response.statusCode)
+      ? quoteBody(body, endpoint.secrets)
+      : describeErrorKind(read);
+  if (upstreamBody === undefined) return failure;
   return { ...failure, upstreamBody };
-}
-
-/** The type and code of an upstream error, for a log line that quotes none of its text. */
-function describeErrorKind(body: UpstreamErrorBody): string | undefined {
-  const fields = [
-    body.type === undefined ? undefined : `type ${body.type}`,
-    body.code === undefined ? undefined : `code ${body.code}`,
-  ].filter((field) => field !== undefined);
-  return fields.length === 0 ? undefined : fields.join(", ");
 }
 
 /**

@@ -14,8 +14,9 @@ export interface UpstreamErrorBody {
   param: string | undefined;
   /**
    * Why the body could not be read, where it looked like JSON and did not parse and no message
-   * could be read from its start: Tollgate's words, completing "The upstream server rejected the
-   * request (HTTP 400); ...". `undefined` otherwise.
+   * could be read from its start (or, for a stream, how the upstream broke the protocol:
+   * create-answer-reader.ts): Tollgate's words, completing "The upstream server rejected the
+   * request (HTTP 400); ...", which log lines may quote. `undefined` otherwise.
    */
   unreadable?: string | undefined;
 }

@@ -172,8 +172,14 @@ export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenera
       if (failure.streamOptionsRefused === true) {
         // Only an attempt that sent the field is marked so: this happens once per endpoint.
         endpoint.takesStreamOptions = false;
+        // Not the client's error, whose message is the upstream's, which may quote the prompt.
         options.logger.warn(
-          { model: options.modelId, endpoint: endpoint.label, failure: failure.error.message },
+          {
+            model: options.modelId,
+            endpoint: endpoint.label,
+            failure: failure.summary,
+            upstreamBody: failure.upstreamBody,
+          },
           "upstream endpoint refuses stream_options; it is asked without them from now on (usage estimated where it reports none)",
         );
         continue;
@@ -181,7 +187,12 @@ export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenera
       if (failure.maxTokensRefused === true) {
         endpoint.takesMaxTokens = false;
         options.logger.warn(
-          { model: options.modelId, endpoint: endpoint.label, failure: failure.error.message },
+          {
+            model: options.modelId,
+            endpoint: endpoint.label,
+            failure: failure.summary,
+            upstreamBody: failure.upstreamBody,
+          },
           "upstream endpoint refuses max_tokens; the completion bound goes as max_completion_tokens from now on",
         );
         continue;
@@ -211,7 +222,8 @@ export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenera
           attempt: retries + 1,
           failure: failure.summary,
           // What the upstream said tells the operator a wrong key from a missing model or an
-          // account without credit, which clients are not told apart.
+          // account without credit, which clients are not told apart (see UpstreamFailure).
+          // Neither field quotes what may repeat the prompt; the client's error may.
           upstreamBody: failure.upstreamBody,
         },
         "upstream attempt failed",

@@ -129,11 +129,14 @@ async function* runFallbacks(options: FallbackRunOptions, primaryError: AppError
       options.countFallback?.(id, "failed");
       if (isAppError(error) && error.status === 400) refusals.push({ id, error });
       else if (isAppError(error) && error.retryable) passing.push(error);
+      // Its code, not its message: that is the client's, and may quote what an upstream said,
+      // which may repeat the prompt. The fallback's own lines say what failed; a fault that is
+      // no AppError (a bug) is logged with its stack.
       options.logger.warn(
         {
           model: options.modelId,
           fallback: id,
-          failure: error instanceof Error ? error.message : String(error),
+          ...(isAppError(error) ? { failure: error.code } : { err: error }),
         },
         "fallback model failed before its first part; skipped",
       );

@@ -8,6 +8,7 @@ import {
   compressedAnswerFailure,
   describeNothing,
   describeStall,
+  describeStreamError,
   quoteHeader,
 } from "./describe-upstream-fault.ts";
 import { finishAnswer, midStreamError, usageSoFar } from "./finish-upstream-answer.ts";
@@ -152,11 +153,19 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
       failure = { ...createEndpointFailure({ modelId, summary, endpointFault: false }), requeued: true };
     } else if (streamError !== undefined) {
       outcome = "stream_error";
-      const said = streamError.message ?? streamError.unreadable;
-      const summary = `sent an error${said === undefined ? "" : ` (${said})`}`;
-      if (hasParts) final = midStreamError(summary, parts, mapper, context, endpoint);
+      // The client hears the upstream's message; log lines never hold it (it may quote the prompt).
+      const { summary, shownSummary, upstreamBody } = describeStreamError(streamError);
+      if (hasParts)
+        final = midStreamError({ summary, shownSummary, upstreamBody }, parts, mapper, context, endpoint);
       else
-        failure = mapStreamError({ body: streamError, summary, modelId, sentStreamOptions, sentMaxTokens });
+        failure = mapStreamError({
+          body: streamError,
+          summary,
+          shownSummary,
+          modelId,
+          sentStreamOptions,
+          sentMaxTokens,
+        });
     } else if (mapper.rawFinishReason !== undefined) {
       // Ended (or broke) after its finish reason, without [DONE]: the answer is complete; only
       // the usage chunk may be missing, and is then estimated.
@@ -180,7 +189,7 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
             : describeTransportError(error);
       if (hasParts) {
         context.balancer.reportFailure(endpoint, { endpointFault: true, retryAfterMs: undefined, startedAt });
-        final = midStreamError(summary, parts, mapper, context, endpoint);
+        final = midStreamError({ summary }, parts, mapper, context, endpoint);
       } else {
         // An answer that is not HTTP would come the same way again from that endpoint; so would,
         // likely, the silence of one that stalled (a queue too long), which each try would also

@@ -2,7 +2,11 @@ import { AppError } from "../../errors/app-error.ts";
 
 /** Why one attempt at an upstream failed before it produced anything, and what may follow. */
 export interface UpstreamFailure {
-  /** What happened, completing "The upstream server of the model 'x' ..."; names no secret. */
+  /**
+   * What happened, completing "The upstream server of the model 'x' ...", as log lines say it:
+   * names no secret, and quotes nothing the upstream said that may repeat the prompt (the
+   * client's `error` may: see `shownSummary` of {@link createEndpointFailure}).
+   */
   summary: string;
   /** Another attempt (on this endpoint or another) may succeed. */
   retryable: boolean;
@@ -17,10 +21,12 @@ export interface UpstreamFailure {
   /** The client's error when this is the last failure. */
   error: AppError;
   /**
-   * What the upstream's error body said, for the operator's log line only (a wrong key, a
-   * missing model and exhausted credit look alike to a client): without the endpoint's secrets
-   * or anything shaped like a credential, on one line, cut short. `undefined` where no body came,
-   * and for refusals of the request itself (whose bodies may repeat the prompt).
+   * What the upstream's error said, for the operator's log line only (a wrong key, a missing
+   * model and exhausted credit look alike to a client). The whole body, without the endpoint's
+   * secrets or anything shaped like a credential, on one line, cut short, only where the
+   * endpoint's account failed (401, 402, 403, 404, 429); for any other error (a refusal of the
+   * request, a server error, an error the stream sent), whose text may repeat the prompt, only
+   * its type and code. `undefined` where nothing of the sort came.
    */
   upstreamBody?: string | undefined;
   /**
@@ -51,6 +57,12 @@ export interface UpstreamFailure {
 export function createEndpointFailure(options: {
   modelId: string;
   summary: string;
+  /**
+   * What the client's error says in place of `summary`, where it quotes what the upstream said
+   * (an error the stream sent, whose message may repeat the prompt: the caller's own data, which
+   * no log line holds). Default `summary`.
+   */
+  shownSummary?: string | undefined;
   retrySameEndpoint?: boolean;
   endpointFault?: boolean;
   retryAfterMs?: number | undefined;
@@ -69,7 +81,12 @@ export function createEndpointFailure(options: {
     endpointFault: options.endpointFault ?? true,
     fallback: true,
     retryAfterMs: options.retryAfterMs,
-    error: createUnavailableError(options.modelId, options.summary, options.retryAfterMs, options.retryLater),
+    error: createUnavailableError(
+      options.modelId,
+      options.shownSummary ?? options.summary,
+      options.retryAfterMs,
+      options.retryLater,
+    ),
   };
 }
 
