@@ -20,12 +20,7 @@ import {
   refusedByClientError,
 } from "./answer-client-error.ts";
 import { BodyBudget, carriesBody } from "./body-budget.ts";
-import {
-  awaitsContinue,
-  forwardExpectations,
-  refuseRequestHead,
-  sendContinue,
-} from "./check-request-head.ts";
+import { awaitsContinue, forwardExpectations, refuseRequestHead } from "./check-request-head.ts";
 import { allowPageToRead, registerCorsPreflight } from "./cors.ts";
 import { createRequestId } from "./create-request-id.ts";
 import { errorHeaders, normalizeError, toWireError } from "./errors.ts";
@@ -200,7 +195,7 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
   registerJsonBodyParser(app);
 
   app.server.headersTimeout = headersTimeoutMs;
-  forwardExpectations(app.server);
+  forwardExpectations(app);
   app.server.on("connect", (_request, socket) => refuseConnect(socket));
 
   const inFlight = dependencies.inFlight ?? new InFlightRequests();
@@ -238,7 +233,6 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
       reply.code(refused.status);
       record(request, reply, false);
     });
-    if (headers.expect !== undefined) sendContinue(request.raw);
     // A body no route reads is not read: the answer goes at once, and the body is dropped as it
     // comes (Fastify read a whole body for the not-found handler, held as the request went on).
     // A preflight carries none: an `OPTIONS` with one is not served.
@@ -311,9 +305,10 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
     // coming the close often reaches the client as a reset, before it could read the 413. Kept
     // open, the connection reads and drops the rest (bounded as after any early answer: see the
     // onResponse hook), and the client gets its answer whenever it stops sending to read it.
-    // (Unless the body was never asked for: see sendContinue.)
-    if (appError.code === "request_too_large" && !awaitsContinue(request.raw))
-      reply.removeHeader("connection");
+    // A body never asked for (`Expect: 100-continue`, refused before the 100) is not waited for:
+    // the connection ends with the answer (see sendContinue).
+    if (awaitsContinue(request.raw)) reply.header("connection", "close");
+    else if (appError.code === "request_too_large") reply.removeHeader("connection");
     // Draining: no next request on this connection, whatever failed (a request cut while it
     // waited for its model, refused before it began).
     else if (inFlight.closing) reply.header("connection", "close");

@@ -1,4 +1,5 @@
-import type { IncomingMessage, Server, ServerResponse } from "node:http";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { FastifyInstance } from "fastify";
 import { AppError } from "../errors/app-error.ts";
 import { bodyTooLarge } from "./errors.ts";
 
@@ -13,9 +14,15 @@ const awaitingContinue = new WeakMap<IncomingMessage, ServerResponse>();
  * And holds back the `100 Continue` that Node would send at once for `Expect: 100-continue` until
  * the request's head is checked ({@link sendContinue}): a body over `body_limit` was asked for,
  * then refused with 413 while it came (curl sends this header with every body over 1 KB).
- * Costs nothing to other requests: Node emits these events for such requests only.
+ * Costs nothing to other requests: Node emits these events for such requests only. The 100 goes
+ * once every check of the head has passed (the key's too), just before the body is read.
  */
-export function forwardExpectations(server: Server): void {
+export function forwardExpectations(app: FastifyInstance): void {
+  const server = app.server;
+  app.addHook("preParsing", (request, _reply, payload, done) => {
+    if (request.headers.expect !== undefined) sendContinue(request.raw);
+    done(null, payload);
+  });
   server.on("checkExpectation", (request: IncomingMessage, response) => {
     unmetExpectations.add(request);
     server.emit("request", request, response);
@@ -28,11 +35,11 @@ export function forwardExpectations(server: Server): void {
 
 /**
  * Tells a client that waits with `Expect: 100-continue` to send its body, once the request's
- * head is accepted; nothing for other requests. A request refused before (413, or a refusal of
- * the drain or the body budget) is answered without it, and its connection closes with the
- * answer: the client sends no body then, so none is waited for.
+ * head is accepted (its key too); nothing for other requests. A request refused before (413, a
+ * wrong key, the drain, the body budget, a path no route serves) is answered without it, and its
+ * connection closes with the answer: the client sends no body then, so none is waited for.
  */
-export function sendContinue(request: IncomingMessage): void {
+function sendContinue(request: IncomingMessage): void {
   const response = awaitingContinue.get(request);
   if (response === undefined) return;
   awaitingContinue.delete(request);
