@@ -355,7 +355,10 @@ describe("tollgate backup and restore on SQLite", () => {
     writeFileSync(`${damaged}-wal`, "stale");
     const env = { TOLLGATE_DATABASE_URL: `sqlite:${damaged}` };
     const restored = runCli(["restore", emptyCopy], { cwd: folder, env, unset: ["TOLLGATE_CONFIG"] });
-    expect(restored.stderr).toBe("");
+    // Only the word that the variable replaces the folder's config's database.
+    expect(restored.stderr).toBe(
+      `tollgate: TOLLGATE_DATABASE_URL replaces database in ${join(folder, "tollgate.yaml")} (the environment wins): acting on sqlite:${damaged}, not on the config's database. Unset TOLLGATE_DATABASE_URL to use the config's.\n`,
+    );
     expect(restored.code).toBe(0);
     const movedTo = /could not be read; its files were moved to (\S+) as they were/.exec(
       restored.stdout,
