@@ -44,13 +44,17 @@ export class BodyBudget {
   }
 
   /**
-   * Takes for `holder` the bytes `request` may bring (none for a request without a body) and
-   * returns the function that gives them back, or refuses when they do not fit beside the bodies
-   * held now, or beside the holder's own.
+   * Takes for `holder` the bytes `request` may bring and returns the function that gives them
+   * back (`undefined` for a request without a body, most), or refuses when they do not fit beside
+   * the bodies held now, or beside the holder's own.
    */
-  take(request: IncomingMessage, bodyLimitBytes: number, holder: string): (() => void) | AppError {
+  take(
+    request: IncomingMessage,
+    bodyLimitBytes: number,
+    holder: string,
+  ): (() => void) | AppError | undefined {
     const bytes = bodyBytes(request, bodyLimitBytes);
-    if (bytes === 0) return () => {};
+    if (bytes === 0) return undefined;
     const holderBytes = this.#heldBy.get(holder) ?? 0;
     if (this.#heldBytes + bytes > this.#limitBytes || holderBytes + bytes > this.#shareBytes) {
       return new AppError(

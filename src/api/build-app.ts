@@ -195,7 +195,7 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
   registerJsonBodyParser(app);
 
   app.server.headersTimeout = headersTimeoutMs;
-  forwardExpectations(app);
+  forwardExpectations(app, bodyLimitBytes);
   app.server.on("connect", (_request, socket) => refuseConnect(socket));
 
   const inFlight = dependencies.inFlight ?? new InFlightRequests();
@@ -207,7 +207,7 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
     // Set first, so errors carry them too.
     allowPageToRead(request, reply);
     if (headers.host === undefined || headers.expect !== undefined) {
-      const refusal = refuseRequestHead(request.raw, bodyLimitBytes);
+      const refusal = refuseRequestHead(request.raw);
       if (refusal !== undefined) {
         if (refusal.closeConnection) reply.header("connection", "close");
         done(refusal.error);
@@ -351,8 +351,10 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
         reply.header("connection", "close");
         throw taken;
       }
-      reply.raw.once("finish", taken);
-      reply.raw.once("close", taken);
+      if (taken !== undefined) {
+        reply.raw.once("finish", taken);
+        reply.raw.once("close", taken);
+      }
       // A chat request reports each bucket when it spends it; what it never reached (refused
       // before the take) is reported on its way out, in onSend. One limiter call per bucket,
       // which on Redis is one round trip.

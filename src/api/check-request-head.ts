@@ -17,9 +17,15 @@ const awaitingContinue = new WeakMap<IncomingMessage, ServerResponse>();
  * Costs nothing to other requests: Node emits these events for such requests only. The 100 goes
  * once every check of the head has passed (the key's too), just before the body is read.
  */
-export function forwardExpectations(app: FastifyInstance): void {
+export function forwardExpectations(app: FastifyInstance, bodyLimitBytes: number): void {
   const server = app.server;
   app.addHook("preParsing", (request, _reply, payload, done) => {
+    // Refused (413) without the body, after the key's check (SPEC section 11), the connection
+    // then closed (see awaitsContinue).
+    if (awaitingContinue.has(request.raw) && Number(request.headers["content-length"]) > bodyLimitBytes) {
+      done(bodyTooLarge(bodyLimitBytes));
+      return;
+    }
     if (request.headers.expect !== undefined) sendContinue(request.raw);
     done(null, payload);
   });
@@ -62,14 +68,10 @@ export interface HeadRefusal {
  * The refusal of a request whose head Node would have refused itself, in a bare answer of its
  * own: an HTTP/1.1 request without `Host` (the server is built with `requireHostHeader: false`;
  * HTTP/1.0 has no such header and is let through, as Node does), or one whose `Expect` cannot be
- * met (see {@link forwardExpectations}); and a request waiting for `100 Continue` whose
- * `Content-Length` is over `bodyLimitBytes`. `undefined` for every other request. The caller
- * looks first whether `Host` is missing or `Expect` present, which costs the common request no
- * call.
+ * met (see {@link forwardExpectations}). `undefined` for every other request. The caller looks
+ * first whether `Host` is missing or `Expect` present, which costs the common request no call.
  */
-export function refuseRequestHead(request: IncomingMessage, bodyLimitBytes: number): HeadRefusal | undefined {
-  if (awaitingContinue.has(request) && Number(request.headers["content-length"]) > bodyLimitBytes)
-    return { error: bodyTooLarge(bodyLimitBytes), closeConnection: true };
+export function refuseRequestHead(request: IncomingMessage): HeadRefusal | undefined {
   if (unmetExpectations.has(request)) {
     const error = new AppError(
       "invalid_http_request",

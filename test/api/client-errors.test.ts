@@ -376,14 +376,20 @@ describe("a body over the limit (body_limit 1024 bytes)", () => {
     expect(response.body).toMatchObject({ error: { code: "request_too_large", param: null } });
   });
 
-  it("with Expect: 100-continue and a wrong key is refused with 401 before its body is asked for", async () => {
-    const { text, closed } = await exchangeRaw(smallPort, [head(10).replace("Bearer good", "Bearer wrong")]);
-    expect(closed).toBe(true);
-    expect(text).not.toContain("100 Continue");
-    const response = parseResponse(text);
-    expect(response.status).toBe(401);
-    expect(response.headers.connection).toBe("close");
-  });
+  it.each([10, 1_000_000])(
+    "with Expect: 100-continue (Content-Length %i) and a wrong key is refused with 401 before its body is asked for",
+    async (length) => {
+      // The key first, then the body (SPEC section 11): over the limit too.
+      const { text, closed } = await exchangeRaw(smallPort, [
+        head(length).replace("Bearer good", "Bearer wrong"),
+      ]);
+      expect(closed).toBe(true);
+      expect(text).not.toContain("100 Continue");
+      const response = parseResponse(text);
+      expect(response.status).toBe(401);
+      expect(response.headers.connection).toBe("close");
+    },
+  );
 
   it("tells a body within the limit that waits with Expect: 100-continue to come, and reads it", async () => {
     const socket = connect(smallPort, "127.0.0.1");
