@@ -53,7 +53,8 @@ export class UpstreamCounts {
   /** The endpoint names and fallback ids of the model's configuration, as its newest engine has them. */
   configure(endpoints: readonly string[], fallbacks: readonly string[]): void {
     this.#endpoints = endpoints;
-    this.#fallbackIds = fallbacks;
+    // A fallback listed twice is one series: its counts are the fallback's, not the listing's.
+    this.#fallbackIds = [...new Set(fallbacks)];
   }
 
   countAttempt(endpoint: string, outcome: UpstreamAttemptOutcome): void {

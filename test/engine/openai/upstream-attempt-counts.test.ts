@@ -115,6 +115,18 @@ describe("upstream attempt counts", () => {
     );
   });
 
+  it("lists a fallback named twice once", async () => {
+    const upstream = await startTestMock(streamText(["Hi"]));
+    const engine = createTestEngine({
+      model: upstreamModel([upstream.baseUrl], { fallbacks: ["backup", "backup"] }),
+    });
+    expect(engine.upstreamActivity?.().fallbacks.map((each) => `${each.fallback} ${each.outcome}`)).toEqual([
+      "backup served",
+      "backup failed",
+      "backup skipped",
+    ]);
+  });
+
   it("counts the fallback that served a request, one that failed and one that was not there", async () => {
     const down = await startTestMock(answerError(503));
     const backupUpstream = await startTestMock(sequence(1, answerError(500), streamText(["from backup"])));
