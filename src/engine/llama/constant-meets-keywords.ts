@@ -1,4 +1,4 @@
-import { hasType, isRecord, readTypes } from "./read-schema-types.ts";
+import { hasPatternProperties, hasType, isRecord, readTypes } from "./read-schema-types.ts";
 
 /** RFC 3339's forms, as the grammar writes them (a time's seconds fraction of any length here). */
 const time = "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]+)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])";
@@ -115,7 +115,11 @@ function meets(
     return names.every((name) =>
       memberMeets(
         value[name],
-        Object.hasOwn(properties, name) ? properties[name] : schema.additionalProperties,
+        Object.hasOwn(properties, name)
+          ? properties[name]
+          : hasPatternProperties(schema)
+            ? undefined
+            : schema.additionalProperties,
         depth,
         work,
       ),

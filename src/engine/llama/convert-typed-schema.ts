@@ -1,6 +1,6 @@
 import type { GbnfJsonSchema } from "node-llama-cpp";
 import { checkRange, readBound } from "./check-schema-keywords.ts";
-import { isRecord } from "./read-schema-types.ts";
+import { hasPatternProperties, isRecord } from "./read-schema-types.ts";
 import { anyValue, type SchemaConversion } from "./schema-conversion.ts";
 import { child, type Position } from "./schema-position.ts";
 
@@ -98,9 +98,10 @@ function convertObject(
     properties[name] = conversion.convert(property, child(at, "properties", name));
   }
   // A required property that is not declared is written too: it counts as one.
+  const patterns = hasPatternProperties(schema);
   for (const name of required) {
     if (Object.hasOwn(properties, name)) continue;
-    if (schema.additionalProperties === false) {
+    if (schema.additionalProperties === false && !patterns) {
       conversion.refuseNoValue(
         at,
         `'required' names '${name}', which 'properties' does not declare while 'additionalProperties' is false, so no value can match.`,
@@ -109,9 +110,10 @@ function convertObject(
     conversion.budget.spend(at, "entries", 1);
     conversion.budget.spendCharacters(at, name);
     // Not declared, it is one of the additional properties: their schema shapes it when there is one.
-    properties[name] = isRecord(schema.additionalProperties)
-      ? conversion.convert(schema.additionalProperties, child(at, "additionalProperties"))
-      : anyValue;
+    properties[name] =
+      isRecord(schema.additionalProperties) && !patterns
+        ? conversion.convert(schema.additionalProperties, child(at, "additionalProperties"))
+        : anyValue;
   }
   // Declared properties (even none, `properties: {}`) are what the client wants: only those.
   if (declared !== undefined || Object.keys(properties).length > 0) {

@@ -38,3 +38,16 @@ export function isSchema(value: unknown): boolean {
 export function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
+
+/**
+ * Whether `schema` has `patternProperties` that name any pattern: then `additionalProperties`
+ * governs only the names no pattern matches, which the conversion cannot tell (it does not run
+ * the client's patterns: one could take seconds on a name), so an undeclared name is taken to be
+ * allowed, with any value, rather than refused.
+ */
+export function hasPatternProperties(schema: Record<string, unknown>): boolean {
+  const patterns = schema.patternProperties;
+  if (!isRecord(patterns)) return false;
+  for (const _ in patterns) return true;
+  return false;
+}

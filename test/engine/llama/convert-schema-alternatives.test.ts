@@ -350,3 +350,29 @@ describe("convertJsonSchemaToGbnf: constants beside other keywords", () => {
     });
   });
 });
+
+describe("convertJsonSchemaToGbnf: patternProperties beside additionalProperties: false", () => {
+  // Names a pattern matches are allowed though `additionalProperties` is false: the conversion
+  // does not run patterns, so it takes an undeclared name for allowed rather than refuse a schema
+  // values meet (regression: refused with 400, for upstream models too, after merges learned to
+  // hold undeclared names to `additionalProperties`).
+  const patterned = {
+    type: "object",
+    patternProperties: { "^x_": { type: "string" } },
+    additionalProperties: false,
+  };
+  it.each([
+    ["required", { ...patterned, required: ["x_id"] }],
+    ["allOf", { ...patterned, allOf: [{ properties: { x_id: { minLength: 1 } }, required: ["x_id"] }] }],
+    ["anyOf", { ...patterned, anyOf: [{ properties: { x_id: { type: "string" } }, required: ["x_id"] }] }],
+    ["const", { type: "object", properties: { a: { ...patterned, const: { x_1: "one" } } } }],
+  ])("accepts a %s that names a property only a pattern allows", (_name, schema) => {
+    expect(refusal(schema, false)).toBeUndefined();
+    expect(refusal(schema, true)).toBeUndefined();
+  });
+
+  it("still refuses a required name where no pattern can allow it", () => {
+    const closed = { type: "object", additionalProperties: false, required: ["x_id"] };
+    expect(refusal(closed, false)?.message).toContain("'required' names 'x_id'");
+  });
+});
