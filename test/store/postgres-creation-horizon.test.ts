@@ -232,4 +232,39 @@ describeWithPostgres("accounts and keys on a server's PostgreSQL store", () => {
     }
     await other.query("rollback");
   });
+
+  it("hold listings back by the age limit for a creation whose start another role cannot see", async () => {
+    // Regression: pg_stat_activity shows another role's transaction start as null (without
+    // pg_read_all_stats), and min() passed over it: a CLI of another role could be passed.
+    const admin = await connect();
+    await admin.query(`grant usage on schema ${schema.schema} to pg_signal_backend`);
+    const other = await connect();
+    await other.query("begin");
+    await other.query("select pg_advisory_xact_lock_shared($1::int4, 'accounts'::regclass::oid::int4)", [
+      CREATION_LOCK_CLASS,
+    ]);
+    const db = new Kysely<Database>({
+      dialect: new PostgresDialect({
+        pool: new Pool({
+          connectionString: testPostgresUrl(),
+          max: 1,
+          options: `-c search_path=${schema.schema} -c role=pg_signal_backend`,
+        }),
+      }),
+    });
+    try {
+      const { rows } = await admin.query<{ now: string }>(
+        `select to_char(now() at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as now`,
+      );
+      const now = rows[0]?.now as string;
+      const horizon = await readCreationHorizon(db, "accounts", 60_000);
+      // About a minute before now: held back, though the creation's start is not known.
+      const lag = Date.parse(now) - Date.parse(horizon);
+      expect(lag).toBeGreaterThan(55_000);
+      expect(lag).toBeLessThan(65_000);
+    } finally {
+      await db.destroy();
+      await other.query("rollback");
+    }
+  });
 });

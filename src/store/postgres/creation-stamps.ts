@@ -38,7 +38,10 @@ export async function announceCreation(transaction: Kysely<Database>, table: Cre
  * Unlike the usage listing's horizon (usage-stamps.ts) it needs no margin: the lock is held
  * before the stamp is taken, not only once the row is being written. A transaction older than
  * {@link MAX_WRITER_AGE_MS} (a connection stalled in the middle of one) no longer holds listings
- * back: past the statement timeout twice over, it is not a creation that will still commit.
+ * back: past the statement timeout twice over, it is not a creation that will still commit. A
+ * creation by another database role, whose transaction start PostgreSQL does not show this one
+ * (without `pg_read_all_stats`), holds listings back by that limit as long as it runs: it was
+ * not seen at all, and a CLI connecting as another role than the servers could be passed.
  */
 export async function readCreationHorizon(
   db: Kysely<Database>,
@@ -48,14 +51,16 @@ export async function readCreationHorizon(
   const { rows } = await sql<{ horizon: string }>`
     select to_char(least(
       statement_timestamp(),
-      (select min(activity.xact_start) from pg_locks as locks
+      (select min(coalesce(activity.xact_start, statement_timestamp() - make_interval(secs => ${maxWriterAgeMs / 1000})))
+        from pg_locks as locks
         join pg_stat_activity as activity on activity.pid = locks.pid
         where locks.locktype = 'advisory'
           and locks.database = (select oid from pg_database where datname = current_database())
           and locks.classid = ${CREATION_LOCK_CLASS}::int4::oid
           and locks.objid = ${table}::regclass::oid
           and locks.objsubid = 2
-          and activity.xact_start > statement_timestamp() - make_interval(secs => ${maxWriterAgeMs / 1000}))
+          and (activity.xact_start is null
+            or activity.xact_start > statement_timestamp() - make_interval(secs => ${maxWriterAgeMs / 1000})))
     ) at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as horizon`.execute(db);
   const horizon = rows[0]?.horizon;
   if (horizon === undefined) throw new Error(`PostgreSQL did not tell the ${table} listing's horizon.`);
