@@ -107,6 +107,36 @@ describeWithPostgres("the usage listing's horizon", () => {
     }
     await other.query("rollback");
   });
+
+  it("is held back by the age limit for a write whose start another role cannot see", async () => {
+    // Regression: another role's transaction start is null in pg_stat_activity (without
+    // pg_read_all_stats), and min() passed over it: its rows could slip behind a cursor.
+    const admin = await connect();
+    await admin.query(`grant usage on schema ${schema.schema} to pg_signal_backend`);
+    const other = await connect();
+    await other.query("begin");
+    await other.query("lock table usage in row exclusive mode");
+    const db = new Kysely<Database>({
+      dialect: new PostgresDialect({
+        pool: new Pool({
+          connectionString: testPostgresUrl(),
+          max: 1,
+          options: `-c search_path=${schema.schema} -c role=pg_signal_backend`,
+        }),
+      }),
+    });
+    try {
+      const { rows } = await admin.query<{ now: string }>(
+        `select to_char(now() at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as now`,
+      );
+      const lag = Date.parse(rows[0]?.now as string) - Date.parse(await readUsageListingHorizon(db, 60_000));
+      expect(lag).toBeGreaterThan(55_000);
+      expect(lag).toBeLessThan(65_000);
+    } finally {
+      await db.destroy();
+      await other.query("rollback");
+    }
+  });
 });
 
 describeWithPostgres("usage rows on a server's PostgreSQL store", () => {

@@ -33,7 +33,9 @@ export const MAX_WRITER_AGE_MS = 60_000;
  * database's clock less {@link LISTING_MARGIN_MS}, is committed, or never will be. Read in a statement before the
  * listing's own, whose snapshot is then taken after any such writer ended. Without it, settles
  * of different accounts committing in their own batches let a row commit just after a later one
- * was read, behind a poller's cursor (an admin review's poller missed up to 1 % of rows).
+ * was read, behind a poller's cursor (an admin review's poller missed up to 1 % of rows). A writer
+ * of another database role, whose start `pg_stat_activity` hides (without `pg_read_all_stats`),
+ * holds the listing back by the age limit while it writes: passed over, its rows could be missed.
  */
 export async function readUsageListingHorizon(
   db: Kysely<Database>,
@@ -42,11 +44,13 @@ export async function readUsageListingHorizon(
   const { rows } = await sql<{ horizon: string }>`
     select to_char(least(
       statement_timestamp() - make_interval(secs => ${LISTING_MARGIN_MS / 1000}),
-      (select min(activity.xact_start) from pg_locks as locks
+      (select min(coalesce(activity.xact_start, statement_timestamp() - make_interval(secs => ${maxWriterAgeMs / 1000})))
+        from pg_locks as locks
         join pg_stat_activity as activity on activity.pid = locks.pid
         where locks.relation = 'usage'::regclass and locks.mode = 'RowExclusiveLock'
           and locks.pid <> pg_backend_pid()
-          and activity.xact_start > statement_timestamp() - make_interval(secs => ${maxWriterAgeMs / 1000}))
+          and (activity.xact_start is null
+            or activity.xact_start > statement_timestamp() - make_interval(secs => ${maxWriterAgeMs / 1000})))
     ) at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as horizon`.execute(db);
   const horizon = rows[0]?.horizon;
   if (horizon === undefined) throw new Error("PostgreSQL did not tell the usage listing's horizon.");
