@@ -55,13 +55,25 @@ export function mapErrorAnswer(options: {
   // request itself (400, 413, 422) is the client's to read, and its body may repeat the prompt
   // (FastAPI's validation errors do), which no log line holds; nor does a server error's body
   // (a 500 may quote the prompt or the answer: "error parsing tool call: raw='...'"). Their
-  // type and code tell the operator enough.
+  // type and code tell the operator enough. Of an account status's JSON body, only its message,
+  // type and code: the rest may carry the request (OpenRouter's moderation 403 puts the flagged
+  // input in `metadata`).
   const upstreamBody =
     failure.fallback && ACCOUNT_STATUSES.has(response.statusCode)
-      ? quoteBody(body, endpoint.secrets)
+      ? read.message === undefined
+        ? quoteBody(body, endpoint.secrets)
+        : quoteBody(
+            { text: quotedMessage(read.message, describeErrorKind(read)), cut: false },
+            endpoint.secrets,
+          )
       : describeErrorKind(read);
   if (upstreamBody === undefined) return failure;
   return { ...failure, upstreamBody };
+}
+
+/** An error body's message as a log line quotes it, after its type and code where it has them. */
+function quotedMessage(message: string, kind: string | undefined): string {
+  return kind === undefined ? message : `${kind}: ${message}`;
 }
 
 /**

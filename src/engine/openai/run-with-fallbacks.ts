@@ -127,7 +127,8 @@ async function* runFallbacks(options: FallbackRunOptions, primaryError: AppError
       first = await run.next();
     } catch (error) {
       options.countFallback?.(id, "failed");
-      if (isAppError(error) && error.status === 400) refusals.push({ id, error });
+      // A refusal of the request itself (400, 413 too large): the client is told why.
+      if (isAppError(error) && (error.status === 400 || error.status === 413)) refusals.push({ id, error });
       else if (isAppError(error) && error.retryable) passing.push(error);
       // Its code, not its message: that is the client's, and may quote what an upstream said,
       // which may repeat the prompt. The fallback's own lines say what failed; a fault that is

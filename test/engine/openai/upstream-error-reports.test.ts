@@ -192,12 +192,41 @@ describe("upstream engine: the operator's log of a failed attempt", () => {
       {
         error: { message: "Incorrect API key provided: sk-upstream-secret-123456", code: "invalid_api_key" },
       },
+      "code invalid_api_key: Incorrect API key provided: [redacted]",
     ],
-    [404, { error: { message: "The model `gpt-9` does not exist", code: "model_not_found" } }],
-    [429, QUOTA],
-  ])("quotes the upstream's error body of a %i, redacted", async (status, body) => {
+    [
+      404,
+      { error: { message: "The model `gpt-9` does not exist", code: "model_not_found" } },
+      "code model_not_found: The model `gpt-9` does not exist",
+    ],
+    [429, QUOTA, `type ${QUOTA.error.type}, code ${QUOTA.error.code}: ${QUOTA.error.message}`],
+  ])("quotes the message, type and code of a %i's error body, redacted", async (status, body, quoted) => {
     const { line } = await failOnce(answerError(status, body));
-    expect(line?.upstreamBody).toBe(JSON.stringify(body).replace("sk-upstream-secret-123456", "[redacted]"));
+    expect(line?.upstreamBody).toBe(quoted);
+  });
+
+  it("quotes an account status's body whole where it is not JSON", async () => {
+    const { line } = await failOnce((_request, response) => {
+      response.writeHead(401, { "content-type": "text/html" });
+      response.end("<html>401 Authorization Required</html>");
+    });
+    expect(line?.upstreamBody).toBe("<html>401 Authorization Required</html>");
+  });
+
+  // Regression (review): OpenRouter's moderation 403 carries the flagged input in `metadata`,
+  // which the log quoted whole, without log_prompts.
+  it("quotes none of an account status's other fields, which may carry the request", async () => {
+    const { line, warnings } = await failOnce(
+      answerError(403, {
+        error: {
+          code: 403,
+          message: "Your input was flagged",
+          metadata: { reasons: ["violence"], flagged_input: "SECRET-PROMPT of the client" },
+        },
+      }),
+    );
+    expect(line?.upstreamBody).toBe("code 403: Your input was flagged");
+    expect(JSON.stringify(warnings)).not.toContain("SECRET-PROMPT");
   });
 
   it("quotes no body of a refusal of the request, which may repeat the prompt", async () => {
