@@ -10,6 +10,7 @@ import { createEndpointFailure, createFinalFailure, type UpstreamFailure } from 
  * | 400, 422                 | 400 (upstream's message), or 400 `context_length_exceeded` | no | no | no |
  * | 413                      | 413 `request_too_large`                  | no                 | no       | no        |
  * | 401, 403 (*)             | 503 `upstream_unavailable` (credentials, never the upstream's words) | other endpoints | yes | yes |
+ * | 403, moderation (OpenRouter's `metadata.flagged_input`) | 400 (upstream's message) | no | no | no |
  * | 402, 429 `insufficient_quota` (*) | 503 `upstream_unavailable` (no credit) | other endpoints | yes    | yes       |
  * | 404 (*) and other 4xx    | 503 `upstream_unavailable`               | other endpoints    | yes      | yes       |
  * | 408, 5xx                 | 503 `upstream_unavailable`               | yes, with backoff  | yes      | yes       |
@@ -75,14 +76,20 @@ export function mapUpstreamStatus(options: {
         new AppError("request_too_large", `The request is too large for the upstream server${told}`),
         status,
       );
-    case 401:
     case 403:
-      return createEndpointFailure({
-        modelId,
-        summary: `refused Tollgate's credentials (HTTP ${status}); the server's operator must check the endpoint's api_key`,
-        retrySameEndpoint: false,
-        retryLater: false,
-      });
+      // A moderation refusal is about this request's input: the client is told (400), and the
+      // endpoint does not rest for it (three flagged prompts in a row rested it for every tenant).
+      if (body.flagged === true)
+        return requestFailure(
+          new AppError(
+            "invalid_value",
+            `The upstream server's moderation refused the request's input (HTTP 403)${told}`,
+          ),
+          status,
+        );
+      return credentialsFailure(modelId, status);
+    case 401:
+      return credentialsFailure(modelId, status);
     case 404:
       return createEndpointFailure({
         modelId,
@@ -112,6 +119,16 @@ export function mapUpstreamStatus(options: {
         retryAfterMs,
       });
   }
+}
+
+/** The upstream refused Tollgate's key (401, 403): the operator's to fix; the endpoint rests. */
+function credentialsFailure(modelId: string, status: number): UpstreamFailure {
+  return createEndpointFailure({
+    modelId,
+    summary: `refused Tollgate's credentials (HTTP ${status}); the server's operator must check the endpoint's api_key`,
+    retrySameEndpoint: false,
+    retryLater: false,
+  });
 }
 
 /** OpenAI's 429 for an account without credit: its code, or its type, is `insufficient_quota`. */

@@ -13,6 +13,11 @@ export interface UpstreamErrorBody {
   code: string | undefined;
   param: string | undefined;
   /**
+   * The upstream's moderation flagged the request's input: OpenRouter answers 403 with
+   * `metadata.flagged_input` (and `reasons`). A refusal of this request, not of Tollgate's key.
+   */
+  flagged?: boolean;
+  /**
    * Why the body could not be read, where it looked like JSON and did not parse and no message
    * could be read from its start (or, for a stream, how the upstream broke the protocol:
    * create-answer-reader.ts): Tollgate's words, completing "The upstream server rejected the
@@ -72,6 +77,7 @@ export function readErrorBody(
     param: clean(raw.param),
   };
   if (raw.unreadable !== undefined) body.unreadable = raw.unreadable;
+  if (raw.flagged === true) body.flagged = true;
   if (raw.messageCut === true && body.message !== undefined) {
     // Nothing but redactions left (a message of one long token, cut): it says nothing.
     if (/^[\s\p{P}]*$/u.test(body.message.replaceAll(REDACTED, ""))) {
@@ -129,12 +135,14 @@ function readBrokenJson(text: string, cut: boolean): UpstreamErrorBody & { messa
 }
 
 function readFields(fields: Record<string, unknown>, message: string | undefined): UpstreamErrorBody {
-  return {
+  const read: UpstreamErrorBody = {
     message,
     type: readString(fields.type),
     code: readString(fields.code) ?? (typeof fields.code === "number" ? String(fields.code) : undefined),
     param: readString(fields.param),
   };
+  if (isRecord(fields.metadata) && "flagged_input" in fields.metadata) read.flagged = true;
+  return read;
 }
 
 function readText(value: unknown): string | undefined {

@@ -213,20 +213,43 @@ describe("upstream engine: the operator's log of a failed attempt", () => {
     expect(line?.upstreamBody).toBe("<html>401 Authorization Required</html>");
   });
 
-  // Regression (review): OpenRouter's moderation 403 carries the flagged input in `metadata`,
-  // which the log quoted whole, without log_prompts.
+  // Regression (review): an account status's body was quoted whole, and its other fields may
+  // carry the request, without log_prompts.
   it("quotes none of an account status's other fields, which may carry the request", async () => {
     const { line, warnings } = await failOnce(
-      answerError(403, {
-        error: {
-          code: 403,
-          message: "Your input was flagged",
-          metadata: { reasons: ["violence"], flagged_input: "SECRET-PROMPT of the client" },
-        },
+      answerError(401, {
+        error: { code: 401, message: "No auth credentials found", metadata: { echo: "SECRET-PROMPT" } },
       }),
     );
-    expect(line?.upstreamBody).toBe("code 403: Your input was flagged");
+    expect(line?.upstreamBody).toBe("code 401: No auth credentials found");
     expect(JSON.stringify(warnings)).not.toContain("SECRET-PROMPT");
+  });
+
+  // Regression (review): OpenRouter's moderation 403 (the flagged input in `metadata`) was taken
+  // for refused credentials: the client got 503 "check the endpoint's api_key" and never learnt
+  // its input was flagged, the log quoted the prompt, and three flagged prompts rested the endpoint.
+  it("tells the client of a moderation 403, without resting the endpoint or logging the input", async () => {
+    const moderation = {
+      error: {
+        code: 403,
+        message: "Your chosen model requires moderation and your input was flagged",
+        metadata: { reasons: ["violence"], flagged_input: "SECRET-PROMPT of the client" },
+      },
+    };
+    const upstream = await mock(answerError(403, moderation));
+    const logger = recordingLogger();
+    const engine = createTestEngine({
+      model: upstreamModel([upstream.baseUrl]),
+      logger,
+      settings: { maxRetries: 0, failureThreshold: 1 },
+    });
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const error = await firstError(engine);
+      expect(error).toMatchObject({ status: 400, code: "invalid_value" });
+      expect(messageOf(error)).toContain("your input was flagged");
+    }
+    expect(engine.endpoints?.()).toEqual({ total: 1, resting: 0 });
+    expect(JSON.stringify(logger.warnings)).not.toContain("SECRET-PROMPT");
   });
 
   it("quotes no body of a refusal of the request, which may repeat the prompt", async () => {
