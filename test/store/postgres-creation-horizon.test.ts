@@ -4,16 +4,15 @@
  * Regression: each replica stamped them with its own clock, and nothing held a page back from a
  * creation still to commit, so a follower of `next_after` could be passed by a row for good.
  */
-import { Kysely, PostgresDialect } from "kysely";
-import { Client, Pool } from "pg";
+import { Client } from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import type { Database } from "../../src/store/database.ts";
 import { openStore } from "../../src/store/open-store.ts";
 import { CREATION_LOCK_CLASS, readCreationHorizon } from "../../src/store/postgres/creation-stamps.ts";
 import { STATEMENT_TIME_TEXT } from "../../src/store/postgres/usage-stamps.ts";
 import type { Account, Store } from "../../src/store/store.ts";
 import {
   createPostgresTestSchema,
+  openSchemaDatabase,
   type PostgresTestSchema,
   testPostgresUrl,
 } from "./postgres-test-database.ts";
@@ -211,15 +210,7 @@ describeWithPostgres("accounts and keys on a server's PostgreSQL store", () => {
     );
     const started = rows[0]?.started as string;
     await nextMillisecond();
-    const db = new Kysely<Database>({
-      dialect: new PostgresDialect({
-        pool: new Pool({
-          connectionString: testPostgresUrl(),
-          max: 1,
-          options: `-c search_path=${schema.schema}`,
-        }),
-      }),
-    });
+    const db = openSchemaDatabase(schema.schema);
     try {
       // Held back to the creation's start while it is young enough to be one of a replica's...
       expect(await readCreationHorizon(db, "accounts", 60_000)).toBe(started);
@@ -243,15 +234,7 @@ describeWithPostgres("accounts and keys on a server's PostgreSQL store", () => {
     await other.query("select pg_advisory_xact_lock_shared($1::int4, 'accounts'::regclass::oid::int4)", [
       CREATION_LOCK_CLASS,
     ]);
-    const db = new Kysely<Database>({
-      dialect: new PostgresDialect({
-        pool: new Pool({
-          connectionString: testPostgresUrl(),
-          max: 1,
-          options: `-c search_path=${schema.schema} -c role=pg_signal_backend`,
-        }),
-      }),
-    });
+    const db = openSchemaDatabase(schema.schema, "pg_signal_backend");
     try {
       const { rows } = await admin.query<{ now: string }>(
         `select to_char(now() at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as now`,

@@ -7,7 +7,9 @@
  * PostgreSQL is part of the machine and its absence is a failure.
  */
 import { randomBytes } from "node:crypto";
-import { Client } from "pg";
+import { Kysely, PostgresDialect } from "kysely";
+import { Client, Pool } from "pg";
+import type { Database } from "../../src/store/database.ts";
 import { parsePostgresUrl } from "../../src/store/postgres/parse-postgres-url.ts";
 
 /** The database the tests use unless `TOLLGATE_TEST_POSTGRES_URL` names another. */
@@ -25,6 +27,20 @@ export interface PostgresTestSchema {
 export function testPostgresUrl(): string {
   const configured = process.env.TOLLGATE_TEST_POSTGRES_URL;
   return configured === undefined || configured === "" ? DEFAULT_TEST_POSTGRES_URL : configured;
+}
+
+/**
+ * A kysely database of one connection to the test database with `schema` on its search path, as
+ * database role `role` where given (`pg_signal_backend`: a role that is shown no other role's
+ * transaction starts), for the queries a store runs itself. The caller destroys it.
+ */
+export function openSchemaDatabase(schema: string, role?: string): Kysely<Database> {
+  const options = `-c search_path=${schema}${role === undefined ? "" : ` -c role=${role}`}`;
+  return new Kysely<Database>({
+    dialect: new PostgresDialect({
+      pool: new Pool({ connectionString: testPostgresUrl(), max: 1, options }),
+    }),
+  });
 }
 
 /** Set once the database was found unreachable, so later calls do not wait for it again. */

@@ -7,10 +7,8 @@
  * poller missed up to 1 % of rows under load).
  */
 import { setTimeout as sleep } from "node:timers/promises";
-import { Kysely, PostgresDialect } from "kysely";
-import { Client, Pool } from "pg";
+import { Client } from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import type { Database } from "../../src/store/database.ts";
 import { openStore } from "../../src/store/open-store.ts";
 import {
   LISTING_MARGIN_MS,
@@ -20,6 +18,7 @@ import {
 import type { Account, Store } from "../../src/store/store.ts";
 import {
   createPostgresTestSchema,
+  openSchemaDatabase,
   type PostgresTestSchema,
   testPostgresUrl,
 } from "./postgres-test-database.ts";
@@ -87,15 +86,7 @@ describeWithPostgres("the usage listing's horizon", () => {
     );
     const started = rows[0]?.started as string;
     await sleep(LISTING_MARGIN_MS + 500);
-    const db = new Kysely<Database>({
-      dialect: new PostgresDialect({
-        pool: new Pool({
-          connectionString: testPostgresUrl(),
-          max: 1,
-          options: `-c search_path=${schema.schema}`,
-        }),
-      }),
-    });
+    const db = openSchemaDatabase(schema.schema);
     try {
       // Held back to the writer's start while it is young enough to be a settle...
       expect(await readUsageListingHorizon(db, 60_000)).toBe(started);
@@ -116,15 +107,7 @@ describeWithPostgres("the usage listing's horizon", () => {
     const other = await connect();
     await other.query("begin");
     await other.query("lock table usage in row exclusive mode");
-    const db = new Kysely<Database>({
-      dialect: new PostgresDialect({
-        pool: new Pool({
-          connectionString: testPostgresUrl(),
-          max: 1,
-          options: `-c search_path=${schema.schema} -c role=pg_signal_backend`,
-        }),
-      }),
-    });
+    const db = openSchemaDatabase(schema.schema, "pg_signal_backend");
     try {
       const { rows } = await admin.query<{ now: string }>(
         `select to_char(now() at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as now`,
