@@ -1,4 +1,4 @@
-import { connect } from "node:net";
+import { connect, type Socket } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterEach, describe, expect, it } from "vitest";
 import { startServer } from "../../src/server.ts";
@@ -13,72 +13,6 @@ afterEach(async () => {
 });
 
 const MEGABYTE = 1024 * 1024;
-
-describe("the bytes of request bodies held at once", () => {
-  it("refuses a body that does not fit beside those being read with 503 server_overloaded, never reading it, and takes it once they are done", async () => {
-    const upstream = await startMockUpstream();
-    cleanups.push(() => upstream.close());
-    const server = await startServer({
-      config: createTestConfig({
-        server: { host: "127.0.0.1", port: 0, bodyLimitBytes: MEGABYTE },
-        database: newDatabaseUrl(directory),
-        models: [createUpstreamModelEntry("remote", upstream.baseUrl)],
-      }),
-      logger: false,
-      bodyBudgetBytes: 1.5 * MEGABYTE,
-    });
-    cleanups.push(() => server.close());
-    const key = server.createdKeys.starterKey;
-    if (key === undefined) throw new Error("no starter key");
-    const url = new URL(server.baseUrl);
-
-    // A client (a key with no balance would do) that declares most of a megabyte and sends a few bytes.
-    const slow = connect(Number(url.port), url.hostname);
-    slow.on("error", () => {});
-    cleanups.push(async () => slow.destroy());
-    await new Promise((resolve) => slow.once("connect", resolve));
-    slow.write(
-      `POST /v1/chat/completions HTTP/1.1\r\nhost: ${url.host}\r\nauthorization: Bearer ${key}\r\ncontent-type: application/json\r\ncontent-length: ${MEGABYTE - 10}\r\n\r\n{"model":`,
-    );
-
-    const big = JSON.stringify({
-      model: "remote",
-      messages: [{ role: "user", content: "Hi" }],
-      max_tokens: 5,
-      // Unknown fields are ignored: the bytes without the tokens.
-      padding: "x".repeat(0.8 * MEGABYTE),
-    });
-    const chat = () =>
-      fetch(`${server.baseUrl}/chat/completions`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-        body: big,
-      });
-    // Once the slow request's headers are in, the next big body does not fit.
-    let refused: Response | undefined;
-    for (let attempt = 0; attempt < 100 && refused === undefined; attempt++) {
-      const response = await chat();
-      if (response.status === 503) refused = response;
-      else await response.text();
-    }
-    if (refused === undefined) throw new Error("never refused");
-    expect(refused.headers.get("retry-after")).toBe("1");
-    expect(((await refused.json()) as { error: { code: string } }).error.code).toBe("server_overloaded");
-    // Requests without a body still pass.
-    const models = await fetch(`${server.baseUrl}/models`, { headers: { authorization: `Bearer ${key}` } });
-    expect(models.status).toBe(200);
-
-    // The slow client leaves: its bytes come back.
-    slow.destroy();
-    let answered: Response | undefined;
-    for (let attempt = 0; attempt < 100 && answered === undefined; attempt++) {
-      const response = await chat();
-      if (response.status !== 503) answered = response;
-      else await response.text();
-    }
-    expect(answered?.status, await answered?.text()).toBe(200);
-  });
-});
 
 /** A server routing `remote` to a mock upstream, whose bodies may hold `budget` bytes at once. */
 async function startBudgetedServer(budget: number) {
@@ -101,7 +35,7 @@ async function startBudgetedServer(budget: number) {
 }
 
 /** Opens a connection that sends `head` (declaring most of a megabyte) and a few bytes of the body, and collects what comes back. */
-async function holdBody(url: URL, head: string): Promise<{ answer: () => string }> {
+async function holdBody(url: URL, head: string): Promise<{ socket: Socket; answer: () => string }> {
   const socket = connect(Number(url.port), url.hostname);
   socket.on("error", () => {});
   cleanups.push(async () => socket.destroy());
@@ -113,10 +47,23 @@ async function holdBody(url: URL, head: string): Promise<{ answer: () => string 
   socket.write(
     `${head}\r\nhost: ${url.host}\r\ncontent-type: application/json\r\ncontent-length: ${MEGABYTE - 10}\r\n\r\n{"model":`,
   );
-  return { answer: () => answer };
+  return { socket, answer: () => answer };
 }
 
-/** A chat request of about 0.8 MB with `key`. */
+/** The first answer of `request`, sent one after another, whose status `wanted` takes (100 tries). */
+async function firstAnswer(
+  request: () => Promise<Response>,
+  wanted: (status: number) => boolean,
+): Promise<Response> {
+  for (let attempt = 0; attempt < 100; attempt++) {
+    const response = await request();
+    if (wanted(response.status)) return response;
+    await response.text();
+  }
+  throw new Error("no such answer in 100 tries");
+}
+
+/** A chat request of about 0.8 MB with `key`: unknown fields are ignored, the bytes without the tokens. */
 function chatWithBigBody(server: { baseUrl: string }, key: string): Promise<Response> {
   return fetch(`${server.baseUrl}/chat/completions`, {
     method: "POST",
@@ -129,6 +76,33 @@ function chatWithBigBody(server: { baseUrl: string }, key: string): Promise<Resp
     }),
   });
 }
+
+describe("the bytes of request bodies held at once", () => {
+  it("refuses a body that does not fit beside those being read with 503 server_overloaded, never reading it, and takes it once they are done", async () => {
+    const { server, starterKey: key, url } = await startBudgetedServer(1.5 * MEGABYTE);
+    // A client (a key with no balance would do) that declares most of a megabyte and sends a few bytes.
+    const slow = await holdBody(url, `POST /v1/chat/completions HTTP/1.1\r\nauthorization: Bearer ${key}`);
+
+    // Once the slow request's headers are in, the next big body does not fit.
+    const refused = await firstAnswer(
+      () => chatWithBigBody(server, key),
+      (status) => status === 503,
+    );
+    expect(refused.headers.get("retry-after")).toBe("1");
+    expect(((await refused.json()) as { error: { code: string } }).error.code).toBe("server_overloaded");
+    // Requests without a body still pass.
+    const models = await fetch(`${server.baseUrl}/models`, { headers: { authorization: `Bearer ${key}` } });
+    expect(models.status).toBe(200);
+
+    // The slow client leaves: its bytes come back.
+    slow.socket.destroy();
+    const answered = await firstAnswer(
+      () => chatWithBigBody(server, key),
+      (status) => status !== 503,
+    );
+    expect(answered.status, await answered.text()).toBe(200);
+  });
+});
 
 describe("who may hold the request bodies' budget", () => {
   it("takes nothing for requests without a valid key or a route that reads bodies: they are answered at once, their bodies never read", async () => {
@@ -174,13 +148,10 @@ describe("who may hold the request bodies' budget", () => {
     );
     // Its head is read within milliseconds; a big request read before it would take the share.
     await sleep(200);
-    let refused: Response | undefined;
-    for (let attempt = 0; attempt < 100 && refused === undefined; attempt++) {
-      const response = await chatWithBigBody(server, starterKey);
-      if (response.status === 503) refused = response;
-      else await response.text();
-    }
-    if (refused === undefined) throw new Error("never refused");
+    const refused = await firstAnswer(
+      () => chatWithBigBody(server, starterKey),
+      (status) => status === 503,
+    );
     expect(((await refused.json()) as { error: { code: string } }).error.code).toBe("server_overloaded");
     const other = await chatWithBigBody(server, otherKey);
     expect(other.status, await other.text()).toBe(200);
