@@ -1,4 +1,5 @@
 import type { IncomingMessage } from "node:http";
+import { type Readable, Transform } from "node:stream";
 import { getHeapStatistics } from "node:v8";
 import { AppError } from "../errors/app-error.ts";
 
@@ -6,17 +7,30 @@ import { AppError } from "../errors/app-error.ts";
  * The request bodies held in memory at once, in bytes: a body is read whole, then parsed, and an
  * upstream request is built from it, two to three times its size in all while its request runs.
  * Each body fits `body_limit`, but nothing bounded how many ran together: 80 streamed requests of
- * 7.8 MB at once ran a 1 GB heap out of memory (the process died, every tenant with it), and a
- * key with no balance could hold 7.6 MB a connection for the 5-minute request timeout before its
- * 403. So a request with a body takes its declared size (a chunked one `body_limit`) from this
- * budget before its body is read, and gives it back when its response ends; one that does not
- * fit gets 503 `server_overloaded` with `retry-after`, its body never read.
+ * 7.8 MB at once ran a 1 GB heap out of memory (the process died, every tenant with it).
  *
- * Only a request whose key was accepted takes from it, and one holder (an account: all its keys)
- * at most a quarter of it (at least one body): connections that declare megabytes and send a byte
- * hold their share until the request timeout (5 minutes), and about 70 of them, without a key,
- * kept every tenant's requests with a body out for as long; now it takes a valid key, and the
- * keys of four accounts, to fill it.
+ * So a request takes from this budget the bytes of its body that have arrived, as they arrive,
+ * and gives them back when its response ends (or its connection goes); one holder (an account:
+ * all its keys) at most a quarter of it (at least one body). A piece that does not fit beside the
+ * bodies held, all of them or its holder's, ends the request with 503 `server_overloaded` and
+ * `retry-after`, its body dropped (and its connection closed, if more of it was coming). A
+ * request's declared size (its `Content-Length`) is only looked at, once its key is accepted: a
+ * body that could not fit now is refused before it is read (with `Expect: 100-continue`, before
+ * it is asked for); one over `body_limit` is left to its 413, which no retry mends.
+ *
+ * Bytes, not declared sizes, are held: a declared size taken up front was held by a client that
+ * declares megabytes and sends a byte now and then, and five accounts doing so kept every
+ * tenant's bodies out for the request timeout (5 minutes) with next to nothing in memory; a
+ * chunked body took `body_limit` whole, so 16 small uploads at once filled an account's share.
+ * Now a client holds what it sent: to keep others out it must send (and the server hold) that
+ * much, within its account's share. A body that does not fit is refused, not paused until room
+ * frees: a paused body holds what it sent, and bodies paused halfway could hold the whole budget
+ * between them, none able to finish, until the request timeout. Nor is a body that trickles cut
+ * sooner than that timeout: it holds the few bytes it sent, and a bound on its pauses would not
+ * stop a client that sends a byte just within it.
+ *
+ * Only a request whose key was accepted takes from it: about 70 connections without a key, each
+ * declaring megabytes, kept every tenant's requests with a body out for as long.
  */
 export class BodyBudget {
   readonly #limitBytes: number;
@@ -44,50 +58,141 @@ export class BodyBudget {
   }
 
   /**
-   * Takes for `holder` the bytes `request` may bring and returns the function that gives them
-   * back (`undefined` for a request without a body, most), or refuses when they do not fit beside
-   * the bodies held now, or beside the holder's own.
+   * Admits `request` for `holder`: the hold its body's bytes are taken into as they come
+   * (`undefined` for a request without a body, most), or the refusal of a body whose declared
+   * size does not fit beside the bodies held now, or beside the holder's own.
    */
-  take(
-    request: IncomingMessage,
-    bodyLimitBytes: number,
-    holder: string,
-  ): (() => void) | AppError | undefined {
-    const bytes = bodyBytes(request, bodyLimitBytes);
-    if (bytes === 0) return undefined;
-    const holderBytes = this.#heldBy.get(holder) ?? 0;
-    if (this.#heldBytes + bytes > this.#limitBytes || holderBytes + bytes > this.#shareBytes) {
-      return new AppError(
-        "server_overloaded",
-        "The server is holding as many request bodies as its memory allows. Please retry shortly.",
-        { retryAfterSeconds: 1 },
-      );
-    }
-    this.#heldBytes += bytes;
-    this.#heldBy.set(holder, holderBytes + bytes);
+  admit(request: IncomingMessage, bodyLimitBytes: number, holder: string): BodyHold | AppError | undefined {
+    const declared = declaredBytes(request);
+    // A body over the limit is refused (413: no retry helps) before it is read: it holds nothing.
+    if (declared === 0 || declared > bodyLimitBytes) return undefined;
+    if (!this.#fits(holder, declared)) return overloaded();
+    return this.#hold(holder, bodyLimitBytes, Number(request.headers["content-length"]));
+  }
+
+  #fits(holder: string, bytes: number): boolean {
+    return (
+      this.#heldBytes + bytes <= this.#limitBytes &&
+      (this.#heldBy.get(holder) ?? 0) + bytes <= this.#shareBytes
+    );
+  }
+
+  /** `length`: the body's `Content-Length`, `NaN` for a chunked one. */
+  #hold(holder: string, bodyLimitBytes: number, length: number): BodyHold {
+    let held = 0;
     let given = false;
-    return () => {
-      if (given) return;
-      given = true;
-      this.#heldBytes -= bytes;
-      const left = (this.#heldBy.get(holder) ?? bytes) - bytes;
-      if (left > 0) this.#heldBy.set(holder, left);
-      else this.#heldBy.delete(holder);
+    const take = (bytes: number): boolean => {
+      // Bytes that come once the response is over are dropped, not held; and a body over the
+      // limit is refused by its reader (413: no retry helps), which holds none of it.
+      if (given || bytes === 0 || held + bytes > bodyLimitBytes) return true;
+      if (!this.#fits(holder, bytes)) return false;
+      this.#heldBytes += bytes;
+      this.#heldBy.set(holder, (this.#heldBy.get(holder) ?? 0) + bytes);
+      held += bytes;
+      return true;
+    };
+    return {
+      count: (payload) => {
+        // Most bodies are in whole once the key is accepted, buffered in the request (which Node
+        // marks complete only a moment later): taken at once, with no stream to count them.
+        if (payload.readableLength === length || payload.complete === true)
+          return take(payload.readableLength) ? payload : overloaded();
+        return countAsItComes(payload, take);
+      },
+      giveBack: () => {
+        if (given) return;
+        given = true;
+        if (held === 0) return;
+        this.#heldBytes -= held;
+        const left = (this.#heldBy.get(holder) ?? held) - held;
+        if (left > 0) this.#heldBy.set(holder, left);
+        else this.#heldBy.delete(holder);
+      },
     };
   }
 }
 
-/** Whether `request` brings a body: a `Content-Length` above 0, or a chunked one. */
-export function carriesBody(request: IncomingMessage): boolean {
-  return bodyBytes(request, 1) > 0;
+/** A request body as Fastify hands it on: the request itself, `complete` once its body is in whole. */
+export type BodyPayload = Readable & { complete?: boolean };
+
+/** One admitted request's part of a {@link BodyBudget}: the bytes of its body received so far. */
+export interface BodyHold {
+  /**
+   * What to read the request's body from: `payload` itself when the body is in whole already,
+   * taken at once; else a stream of it that takes each piece as it comes and fails with the
+   * refusal when one does not fit; or the refusal.
+   */
+  count(payload: BodyPayload): Readable | AppError;
+  /** Gives back what the request holds; once, for good: pieces that come later are not taken. */
+  giveBack(): void;
 }
 
-/** What a request's body may hold: its `Content-Length` (at most the limit, which refuses more), else the limit when it is chunked. */
-function bodyBytes(request: IncomingMessage, bodyLimitBytes: number): number {
+/**
+ * `payload` passed on as it comes, each piece taken first. A piece no one reads (a route that
+ * takes no body, or one refused as it came: 413) is dropped, not held nor pushed on, so the rest
+ * of the body drains and the connection can serve its next request.
+ */
+function countAsItComes(payload: Readable, take: (bytes: number) => boolean): Transform {
+  const counted = new Transform({
+    transform(chunk: Buffer, _encoding, callback) {
+      if (this.listenerCount("data") === 0) callback();
+      else if (take(chunk.length)) callback(null, chunk);
+      else callback(overloaded());
+    },
+  });
+  // The refusal goes to the reader; with none left (it stopped reading), it goes nowhere.
+  counted.on("error", ignore);
+  // A connection that closes mid-body ends the reading as it did without this stream.
+  payload.once("error", (error) => counted.destroy(error));
+  payload.pipe(counted);
+  return counted;
+}
+
+function ignore(): void {}
+
+function overloaded(): AppError {
+  return new AppError(
+    "server_overloaded",
+    "The server is holding as many request bodies as its memory allows. Please retry shortly.",
+    { retryAfterSeconds: 1 },
+  );
+}
+
+/**
+ * The `preParsing` hook that reads a request's body through its hold (`request.bodyHold`, set
+ * once its key is accepted): a body that does not fit is refused here, when it is in whole
+ * already, or as it comes, and then Fastify closes the connection, dropping the rest.
+ */
+export function countHeldBody(
+  request: { bodyHold: BodyHold | null },
+  _reply: unknown,
+  payload: BodyPayload,
+  done: (error: Error | null, payload?: Readable) => void,
+): void {
+  const hold = request.bodyHold;
+  if (hold === null) {
+    done(null, payload);
+    return;
+  }
+  const counted = hold.count(payload);
+  if (counted instanceof AppError) done(counted);
+  else done(null, counted);
+}
+
+/** Whether `request` brings a body: a `Content-Length` above 0, or a chunked one. */
+export function carriesBody(request: IncomingMessage): boolean {
+  return declaredBytes(request) > 0;
+}
+
+/**
+ * What a request's body says it brings: its `Content-Length`, 1 when it is chunked (its size is
+ * known once it ends: a byte at least must fit), 0 without a body.
+ */
+function declaredBytes(request: IncomingMessage): number {
   const length = request.headers["content-length"];
   if (length !== undefined) {
     const declared = Number(length);
-    return Number.isFinite(declared) && declared > 0 ? Math.min(declared, bodyLimitBytes) : 0;
+    return Number.isFinite(declared) && declared > 0 ? declared : 0;
   }
-  return request.headers["transfer-encoding"] === undefined ? 0 : bodyLimitBytes;
+  return request.headers["transfer-encoding"] === undefined ? 0 : 1;
 }

@@ -19,7 +19,7 @@ import {
   refuseConnect,
   refusedByClientError,
 } from "./answer-client-error.ts";
-import { BodyBudget, carriesBody } from "./body-budget.ts";
+import { BodyBudget, type BodyHold, carriesBody, countHeldBody } from "./body-budget.ts";
 import { awaitsContinue, forwardExpectations, refuseRequestHead } from "./check-request-head.ts";
 import { allowPageToRead, registerCorsPreflight } from "./cors.ts";
 import { createRequestId } from "./create-request-id.ts";
@@ -33,6 +33,13 @@ import { CHAT_COMPLETIONS_PATH, registerChatCompletionRoutes } from "./routes/ch
 import { registerModelRoutes } from "./routes/models.ts";
 import { registerOperationRoutes } from "./routes/operation-routes.ts";
 import { throttleLog } from "./throttle-log.ts";
+
+declare module "fastify" {
+  interface FastifyRequest {
+    /** What its body holds of the body budget; `null` without a body (or before its key is accepted). */
+    bodyHold: BodyHold | null;
+  }
+}
 
 /** Everything the HTTP edge needs; `server.ts` and the tests build it. */
 export interface AppDependencies {
@@ -191,6 +198,7 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
   });
 
   app.decorateRequest("tollgateState", null);
+  app.decorateRequest("bodyHold", null);
   app.removeAllContentTypeParsers();
   registerJsonBodyParser(app);
 
@@ -344,16 +352,18 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
       const key = await dependencies.authenticate(request.headers.authorization);
       stateOf(request).key = key;
       // A body is held only for a key that was accepted, each account's bodies to a share of
-      // the budget (body-budget.ts); given back once the answer is out (or the connection gone).
-      const taken = bodyBudget.take(request.raw, bodyLimitBytes, key.accountId ?? key.publicId);
-      if (taken instanceof AppError) {
+      // the budget (body-budget.ts), its bytes taken as they are read (preParsing below); given
+      // back once the answer is out (or the connection gone).
+      const hold = bodyBudget.admit(request.raw, bodyLimitBytes, key.accountId ?? key.publicId);
+      if (hold instanceof AppError) {
         // Its body is not read: the connection ends with the answer.
         reply.header("connection", "close");
-        throw taken;
+        throw hold;
       }
-      if (taken !== undefined) {
-        reply.raw.once("finish", taken);
-        reply.raw.once("close", taken);
+      if (hold !== undefined) {
+        request.bodyHold = hold;
+        reply.raw.once("finish", hold.giveBack);
+        reply.raw.once("close", hold.giveBack);
       }
       // A chat request reports each bucket when it spends it; what it never reached (refused
       // before the take) is reported on its way out, in onSend. One limiter call per bucket,
@@ -364,6 +374,8 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
         });
       }
     });
+    // After the root's preParsing hook, which asks for a body that waits for `100 Continue`.
+    authenticated.addHook("preParsing", countHeldBody);
     authenticated.addHook("onSend", (request, reply, payload, done) => {
       const key = stateOf(request).key;
       const reporting =

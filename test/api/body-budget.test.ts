@@ -34,8 +34,11 @@ async function startBudgetedServer(budget: number) {
   return { server, starterKey, adminKey, url, origin: url.origin };
 }
 
-/** Opens a connection that sends `head` (declaring most of a megabyte) and a few bytes of the body, and collects what comes back. */
-async function holdBody(url: URL, head: string): Promise<{ socket: Socket; answer: () => string }> {
+/**
+ * Opens a connection that sends `head` (declaring most of a megabyte) and `sent` bytes of the
+ * body (spaces after its first few), and collects what comes back.
+ */
+async function holdBody(url: URL, head: string, sent = 9): Promise<{ socket: Socket; answer: () => string }> {
   const socket = connect(Number(url.port), url.hostname);
   socket.on("error", () => {});
   cleanups.push(async () => socket.destroy());
@@ -45,9 +48,54 @@ async function holdBody(url: URL, head: string): Promise<{ socket: Socket; answe
   });
   await new Promise((resolve) => socket.once("connect", resolve));
   socket.write(
-    `${head}\r\nhost: ${url.host}\r\ncontent-type: application/json\r\ncontent-length: ${MEGABYTE - 10}\r\n\r\n{"model":`,
+    `${head}\r\nhost: ${url.host}\r\ncontent-type: application/json\r\ncontent-length: ${MEGABYTE - 10}\r\n\r\n{"model":${" ".repeat(sent - 9)}`,
   );
   return { socket, answer: () => answer };
+}
+
+/** A chat request with `key` whose body comes in chunks, sent by `send`; `end` sends its last. */
+async function sendChunked(url: URL, key: string) {
+  const socket = connect(Number(url.port), url.hostname);
+  const closed = new Promise((resolve) => socket.once("close", resolve));
+  socket.on("error", () => {});
+  cleanups.push(async () => socket.destroy());
+  let answer = "";
+  socket.setEncoding("utf8").on("data", (data: string) => {
+    answer += data;
+  });
+  await new Promise((resolve) => socket.once("connect", resolve));
+  const send = (text: string) => socket.write(`${Buffer.byteLength(text).toString(16)}\r\n${text}\r\n`);
+  socket.write(
+    `POST /v1/chat/completions HTTP/1.1\r\nhost: ${url.host}\r\nauthorization: Bearer ${key}\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n`,
+  );
+  send('{"model":"remote",');
+  return {
+    send,
+    end: () => {
+      send('"messages":[{"role":"user","content":"Hi"}],"max_tokens":5}');
+      socket.write("0\r\n\r\n");
+    },
+    answer: () => answer,
+    closed,
+  };
+}
+
+/** A key of a new account with a balance, made through the admin API. */
+async function createAccountKey(origin: string, adminKey: string, name: string): Promise<string> {
+  const admin = { authorization: `Bearer ${adminKey}`, "content-type": "application/json" };
+  const account = (await (
+    await fetch(`${origin}/admin/accounts`, {
+      method: "POST",
+      headers: admin,
+      body: JSON.stringify({ name, balance: "10" }),
+    })
+  ).json()) as { id: string };
+  const created = await fetch(`${origin}/admin/keys`, {
+    method: "POST",
+    headers: admin,
+    body: JSON.stringify({ account: account.id }),
+  });
+  return ((await created.json()) as { key: string }).key;
 }
 
 /** The first answer of `request`, sent one after another, whose status `wanted` takes (100 tries). */
@@ -78,12 +126,16 @@ function chatWithBigBody(server: { baseUrl: string }, key: string): Promise<Resp
 }
 
 describe("the bytes of request bodies held at once", () => {
-  it("refuses a body that does not fit beside those being read with 503 server_overloaded, never reading it, and takes it once they are done", async () => {
+  it("refuses a body that does not fit beside the bytes of those being read with 503 server_overloaded, never reading it, and takes it once they are done", async () => {
     const { server, starterKey: key, url } = await startBudgetedServer(1.5 * MEGABYTE);
-    // A client (a key with no balance would do) that declares most of a megabyte and sends a few bytes.
-    const slow = await holdBody(url, `POST /v1/chat/completions HTTP/1.1\r\nauthorization: Bearer ${key}`);
+    // A client (a key with no balance would do) that declares most of a megabyte, sends 0.9 MB of it and stalls.
+    const slow = await holdBody(
+      url,
+      `POST /v1/chat/completions HTTP/1.1\r\nauthorization: Bearer ${key}`,
+      0.9 * MEGABYTE,
+    );
 
-    // Once the slow request's headers are in, the next big body does not fit.
+    // Once the slow request's bytes are in, the next big body does not fit.
     const refused = await firstAnswer(
       () => chatWithBigBody(server, key),
       (status) => status === 503,
@@ -101,6 +153,121 @@ describe("the bytes of request bodies held at once", () => {
       (status) => status !== 503,
     );
     expect(answered.status, await answered.text()).toBe(200);
+  });
+
+  it("refuses with 503 a body whose bytes, as they come, do not fit beside those held, and closes its connection", async () => {
+    const { starterKey, adminKey, url, origin } = await startBudgetedServer(1.5 * MEGABYTE);
+    const otherKey = await createAccountKey(origin, adminKey, "other");
+    await holdBody(
+      url,
+      `POST /v1/chat/completions HTTP/1.1\r\nauthorization: Bearer ${starterKey}`,
+      0.9 * MEGABYTE,
+    );
+    await sleep(200);
+
+    // 0.6 MB are left: the chunked body's first 0.59 MB are read (it took no body_limit up front).
+    const chunked = await sendChunked(url, otherKey);
+    chunked.send(`"padding":"${"x".repeat(0.59 * MEGABYTE)}",`);
+    await sleep(300);
+    expect(chunked.answer()).toBe("");
+    chunked.send(`"more":"${"x".repeat(20_000)}",`);
+    await chunked.closed;
+    expect(chunked.answer()).toMatch(/^HTTP\/1\.1 503 /);
+    expect(chunked.answer()).toMatch(/\r\nretry-after: 1\r\n/i);
+    expect(chunked.answer()).toMatch(/\r\nconnection: close\r\n/i);
+    expect(chunked.answer()).toContain('"code":"server_overloaded"');
+  });
+
+  it("admits a chunked body whose bytes fit beside those held, and refuses one whose bytes do not", async () => {
+    const { starterKey, adminKey, url, origin } = await startBudgetedServer(2 * MEGABYTE);
+    const [otherKey, thirdKey] = await Promise.all([
+      createAccountKey(origin, adminKey, "other"),
+      createAccountKey(origin, adminKey, "third"),
+    ]);
+    // 0.99 MB sent and held by each of two accounts: about 20 KB of the 2 MB are left. (The
+    // second is admitted because its declared megabyte fits beside the first's bytes.)
+    await holdBody(
+      url,
+      `POST /v1/chat/completions HTTP/1.1\r\nauthorization: Bearer ${starterKey}`,
+      0.99 * MEGABYTE,
+    );
+    await sleep(200);
+    await holdBody(
+      url,
+      `POST /v1/chat/completions HTTP/1.1\r\nauthorization: Bearer ${otherKey}`,
+      0.99 * MEGABYTE,
+    );
+    await sleep(200);
+    const chat = async (padding: number) => {
+      const chunked = await sendChunked(url, thirdKey ?? "");
+      chunked.send(`"padding":"${"x".repeat(padding)}",`);
+      chunked.end();
+      await chunked.closed;
+      return chunked.answer();
+    };
+    expect(await chat(5_000)).toMatch(/^HTTP\/1\.1 200 /);
+    const refused = await chat(30_000);
+    expect(refused).toMatch(/^HTTP\/1\.1 503 /);
+    expect(refused).toContain('"code":"server_overloaded"');
+  });
+});
+
+describe("bodies that declare more than they send", () => {
+  it("lets connections that declare megabytes and send a byte now and then keep no account's bodies out", async () => {
+    // Regression: each declared size was taken up front, so five accounts, each with a connection
+    // that declared 8 MiB and sent a byte now and then, kept every tenant's bodies out (503) for
+    // the 5-minute request timeout with next to nothing in memory.
+    const { server, starterKey, adminKey, url, origin } = await startBudgetedServer(4 * MEGABYTE);
+    const keys = await Promise.all(
+      ["a", "b", "c", "d", "e"].map((name) => createAccountKey(origin, adminKey, name)),
+    );
+    const held = await Promise.all(
+      keys.map((key) => holdBody(url, `POST /v1/chat/completions HTTP/1.1\r\nauthorization: Bearer ${key}`)),
+    );
+    await sleep(200);
+    for (const each of held) each.socket.write(" ");
+
+    const response = await chatWithBigBody(server, starterKey);
+    expect(response.status, await response.text()).toBe(200);
+    // A trickling account's own next body fits too: its share holds the bytes it sent.
+    const own = await chatWithBigBody(server, keys[0] ?? "");
+    expect(own.status, await own.text()).toBe(200);
+    expect(held.map((each) => each.answer())).toEqual(["", "", "", "", ""]);
+  });
+
+  it("refuses a chunked body over body_limit with 413, not 503, though its share is no bigger", async () => {
+    // A share of one body_limit: its bytes over the limit are the body's fault, which no retry mends.
+    const { starterKey, url } = await startBudgetedServer(2 * MEGABYTE);
+    const chunked = await sendChunked(url, starterKey);
+    for (let piece = 0; piece < 20; piece++) chunked.send("x".repeat(64 * 1024));
+    await chunked.closed;
+    expect(chunked.answer()).toMatch(/^HTTP\/1\.1 413 /);
+    expect(chunked.answer()).toContain('"code":"request_too_large"');
+  });
+
+  it("refuses a body that declares more than body_limit with 413, not 503, while the budget is full", async () => {
+    // Regression: its declared size, cut to the limit, was taken (or refused 503, retried in vain).
+    const { server, starterKey: key, url } = await startBudgetedServer(1.5 * MEGABYTE);
+    await holdBody(url, `POST /v1/chat/completions HTTP/1.1\r\nauthorization: Bearer ${key}`, 0.9 * MEGABYTE);
+    await sleep(200);
+    const response = await fetch(`${server.baseUrl}/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "remote", padding: "x".repeat(1.2 * MEGABYTE) }),
+    });
+    expect(response.status).toBe(413);
+    expect(((await response.json()) as { error: { code: string } }).error.code).toBe("request_too_large");
+  });
+
+  it("admits many chunked bodies of one account at once: each holds the bytes it sent, not body_limit", async () => {
+    // Regression: a chunked body took body_limit whole, so a single account got 503 after a
+    // quarter of the budget's worth of body_limits (16 uploads at a 4 GB heap), small as they were.
+    const { starterKey, url } = await startBudgetedServer(4 * MEGABYTE);
+    const uploads = await Promise.all(Array.from({ length: 12 }, () => sendChunked(url, starterKey)));
+    await sleep(200);
+    for (const upload of uploads) upload.end();
+    await Promise.all(uploads.map((upload) => upload.closed));
+    expect(uploads.map((upload) => upload.answer().split(" ")[1])).toEqual(Array(12).fill("200"));
   });
 });
 
@@ -124,29 +291,15 @@ describe("who may hold the request bodies' budget", () => {
   it("holds an account's bodies to a share of it, at least one body, so another account's still fit", async () => {
     // Four bodies' worth: each account may hold one.
     const { server, starterKey, adminKey, url, origin } = await startBudgetedServer(4 * MEGABYTE);
-    const admin = { authorization: `Bearer ${adminKey}`, "content-type": "application/json" };
-    const account = (await (
-      await fetch(`${origin}/admin/accounts`, {
-        method: "POST",
-        headers: admin,
-        body: JSON.stringify({ name: "other", balance: "10" }),
-      })
-    ).json()) as { id: string };
-    const otherKey = (
-      (await (
-        await fetch(`${origin}/admin/keys`, {
-          method: "POST",
-          headers: admin,
-          body: JSON.stringify({ account: account.id }),
-        })
-      ).json()) as { key: string }
-    ).key;
+    const otherKey = await createAccountKey(origin, adminKey, "other");
 
+    // Half a megabyte sent and held: the account's next 0.8 MB do not fit its share.
     const held = await holdBody(
       url,
       `POST /v1/chat/completions HTTP/1.1\r\nauthorization: Bearer ${starterKey}`,
+      0.5 * MEGABYTE,
     );
-    // Its head is read within milliseconds; a big request read before it would take the share.
+    // Its bytes are read within milliseconds; a big request read before them would take the share.
     await sleep(200);
     const refused = await firstAnswer(
       () => chatWithBigBody(server, starterKey),
@@ -156,6 +309,26 @@ describe("who may hold the request bodies' budget", () => {
     const other = await chatWithBigBody(server, otherKey);
     expect(other.status, await other.text()).toBe(200);
     // The account's own body was taken all along.
+    expect(held.answer()).toBe("");
+  });
+
+  it("holds the bytes an account's bodies really send to its share, as they come, though the budget has room", async () => {
+    // A megabyte's share of four: 0.9 MB held, the account's chunked body may bring 0.1 MB more.
+    const { starterKey, url } = await startBudgetedServer(4 * MEGABYTE);
+    const held = await holdBody(
+      url,
+      `POST /v1/chat/completions HTTP/1.1\r\nauthorization: Bearer ${starterKey}`,
+      0.9 * MEGABYTE,
+    );
+    await sleep(200);
+    const chunked = await sendChunked(url, starterKey);
+    chunked.send(`"padding":"${"x".repeat(0.05 * MEGABYTE)}",`);
+    await sleep(300);
+    expect(chunked.answer()).toBe("");
+    chunked.send(`"more":"${"x".repeat(0.1 * MEGABYTE)}",`);
+    await chunked.closed;
+    expect(chunked.answer()).toMatch(/^HTTP\/1\.1 503 /);
+    expect(chunked.answer()).toContain('"code":"server_overloaded"');
     expect(held.answer()).toBe("");
   });
 });
