@@ -92,6 +92,23 @@ export function closeIfLeftUnread(
   response.on("close", done);
 }
 
+/**
+ * Ends an event stream and watches its tail as {@link closeIfLeftUnread} watches a whole answer:
+ * each write of a stream returns once Node's buffer takes it, so a stream can end with its last
+ * kilobytes (below the buffer's high-water mark) still waiting behind a client that stopped
+ * reading, and no write left to time the wait. Such a connection, its file descriptor and its
+ * megabytes of kernel buffers were held until the client went away (a review kept two for as
+ * long as it watched, with a minute's stall timeout); Node's keep-alive timer never starts for a
+ * response that has not finished.
+ */
+export function endEventStream(
+  response: ServerResponse,
+  stallTimeoutMs: number = CLIENT_STALL_TIMEOUT_MS,
+): void {
+  response.end();
+  closeIfLeftUnread(response, stallTimeoutMs);
+}
+
 /** The bytes `socket` has not handed to the kernel yet. */
 function unsentBytes(socket: Socket): number {
   return (

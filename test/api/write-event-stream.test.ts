@@ -2,7 +2,7 @@ import { once } from "node:events";
 import { createServer, get, type Server, type ServerResponse } from "node:http";
 import { type AddressInfo, connect } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
-import { writeToClient } from "../../src/api/write-event-stream.ts";
+import { endEventStream, writeToClient } from "../../src/api/write-event-stream.ts";
 
 const servers: Server[] = [];
 
@@ -164,5 +164,43 @@ describe("writeToClient", () => {
     // The second response came whole, and the server closed the connection after it.
     expect(received).toBeGreaterThan(piece.length);
     socket.destroy();
+  });
+});
+
+describe("endEventStream", () => {
+  it("disconnects a client that leaves a stream's tail unread, though every write was taken (regression: held for ever)", async () => {
+    let ended: { unsent: number; closed: Promise<unknown> } | undefined;
+    const url = new URL(
+      await serve(async (response) => {
+        // Every write is taken (below the high-water mark) until the kernel's buffers are full:
+        // the stream then ends with its last piece unsent, and nothing waits for a drain.
+        const piece = "z".repeat(16 * 1024);
+        for (let writes = 0; writes < 4096; writes++) {
+          if (!response.write(piece)) break;
+          await new Promise((resolve) => setImmediate(resolve));
+          if ((response.socket?.writableLength ?? 0) > 0) break;
+        }
+        const unsent = response.socket?.writableLength ?? 0;
+        const closed = once(response, "close");
+        endEventStream(response, 300);
+        ended = { unsent, closed };
+      }),
+    );
+    // A client that sends its request and then reads nothing, its socket left open.
+    const socket = connect(Number(url.port), url.hostname);
+    socket.write(`GET / HTTP/1.1\r\nHost: ${url.host}\r\n\r\n`);
+    socket.pause();
+    for (let attempt = 0; attempt < 1000 && ended === undefined; attempt++) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    expect(ended?.unsent).toBeGreaterThan(0);
+    expect(ended?.unsent).toBeLessThan(64 * 1024);
+    // The server closes it after the stall timeout, while the client still reads nothing.
+    const outcome = await Promise.race([
+      ended?.closed.then(() => "closed"),
+      new Promise((resolve) => setTimeout(() => resolve("still open"), 3000)),
+    ]);
+    socket.destroy();
+    expect(outcome).toBe("closed");
   });
 });

@@ -15,7 +15,12 @@ import {
   ChatCompletionRequestSchema,
 } from "../schemas/chat-completion-request.ts";
 import { ChunkRenderer } from "../sse.ts";
-import { CLIENT_STALL_TIMEOUT_MS, closeIfLeftUnread, writeToClient } from "../write-event-stream.ts";
+import {
+  CLIENT_STALL_TIMEOUT_MS,
+  closeIfLeftUnread,
+  endEventStream,
+  writeToClient,
+} from "../write-event-stream.ts";
 
 /**
  * Aborts when the connection closes before the response is complete, and then calls `onClosed`
@@ -190,6 +195,6 @@ export function registerChatCompletionRoutes(
       connected = await writeToClient(raw, renderer.parts(parts, cut), stallTimeoutMs);
     }
     if (endedWith !== undefined) options.annotate(request, { error: endedWith.code });
-    if (connected) raw.end();
+    if (connected) endEventStream(raw, stallTimeoutMs);
   }
 }
