@@ -9,6 +9,7 @@ import { shownValue } from "../errors/shown-value.ts";
 import { createRandomText } from "../ids/random-text.ts";
 import type { ModelRegistry, RegisteredModel } from "../models/model-registry.ts";
 import type { AdmissionTicket, Annotate, ChatAdmission, RunOutcome, SetHeader } from "./chat-admission.ts";
+import { followReloads } from "./follow-reloads.ts";
 import { describeModelNotAllowed, isModelAllowedForKey, type RequestKey } from "./request-key.ts";
 
 /** A chat request accepted and started: its identity and its parts, the first already produced. */
@@ -97,7 +98,8 @@ export class ChatService {
         },
       );
     }
-    // The request keeps its engine: a reload closes a replaced engine only once none holds it.
+    // The request holds its engine (or the one it moves to while it waits for its turn,
+    // follow-reloads.ts): a reload closes a replaced engine only once none holds it.
     const release = this.#registry.hold(engine);
     try {
       return await this.#startOn(entry, engine, input, release);
@@ -130,12 +132,13 @@ export class ChatService {
     // Durations on the monotonic clock: a wall clock stepped back (NTP, a resumed VM) made them
     // negative, which the ledger refuses, and the charge was never recorded.
     const preparing = performance.now();
+    const prepareOptions = {
+      mayServe: (modelId: string) => isModelAllowedForKey(key, modelId),
+      signal,
+      ...(input.logger === undefined ? {} : { logger: input.logger }),
+    };
     try {
-      prepared = await engine.prepare(options.request, {
-        mayServe: (modelId) => isModelAllowedForKey(key, modelId),
-        signal,
-        ...(input.logger === undefined ? {} : { logger: input.logger }),
-      });
+      prepared = await engine.prepare(options.request, prepareOptions);
     } catch (error) {
       // Too large for the context, and perhaps for the key's token rate too: the rate limit
       // answers first (SPEC section 11), the context length otherwise.
@@ -159,7 +162,16 @@ export class ChatService {
     });
     const startedAt = performance.now();
     const prepareMs = startedAt - preparing;
-    const iterator = prepared.run(signal)[Symbol.asyncIterator]();
+    // A reload that replaces the engine while the run waits for its turn moves it to the new one.
+    const run = followReloads({
+      registry: this.#registry,
+      modelId: entry.model.id,
+      request: options.request,
+      prepareOptions,
+      engine,
+      prepared,
+      release,
+    });
     /** Settles a run whose client gets `error` instead of any answer. */
     const settleUnanswered = (
       error: unknown,
@@ -175,19 +187,21 @@ export class ChatService {
       });
     let first: IteratorResult<PartBatch>;
     try {
-      first = await iterator.next();
+      first = await run.first();
     } catch (error) {
       await settleUnanswered(
         error,
         {
-          promptTokens: prepared.promptTokens,
+          promptTokens: run.current.prepared.promptTokens,
           completionTokens: 0,
-          estimated: prepared.promptTokensEstimated === true,
+          estimated: run.current.prepared.promptTokensEstimated === true,
         },
         { unstarted: true },
       );
+      run.current.release();
       throw error;
     }
+    const { iterator } = run.current;
     // Cut by the server (a shutdown) before its answer began: the error itself (a 503 the client
     // may retry elsewhere, streamed or not), not a stream that begins only to break at once.
     const cutEnd = first.done ? undefined : endIfCutBeforeAnswer(first.value, signal);
@@ -197,10 +211,11 @@ export class ChatService {
         ...(cutEnd.queueMs === undefined ? {} : { queueMs: cutEnd.queueMs }),
         unstarted: cutEnd.type === "finish" && cutEnd.unstarted === true,
       });
+      run.current.release();
       throw signal.reason;
     }
     // A fallback model that served is the one the client is told of and the one that is charged.
-    const servedById = prepared.servedBy?.();
+    const servedById = run.current.prepared.servedBy?.();
     const servedBy =
       servedById === undefined
         ? undefined
@@ -219,7 +234,7 @@ export class ChatService {
         servedBy,
         annotate: input.annotate,
         signal,
-        release,
+        release: run.current.release,
         streamed: options.stream,
       }),
     };

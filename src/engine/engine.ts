@@ -222,9 +222,33 @@ export interface PreparedChat {
    * so the edge can still answer with a status; errors after the first part arrive as an `error`
    * part. Aborting `signal` stops generation at once; the stream then ends with a `finish` part
    * whose usage counts what was generated. The last part is always `finish` or `error`, and
-   * nothing follows the batch that holds it.
+   * nothing follows the batch that holds it; only a run that moved to another engine
+   * ({@link RunOptions.onRetired}) ends without any part.
    */
-  run(signal: AbortSignal): AsyncIterable<PartBatch>;
+  run(signal: AbortSignal, options?: RunOptions): AsyncIterable<PartBatch>;
+}
+
+/**
+ * What a run may do when a reload replaces its engine while it waits for its turn (see
+ * {@link ChatEngine.retire}); engines without a queue ignore it.
+ */
+export interface RunOptions {
+  /**
+   * Called once when the engine is retired while the run waits for its turn, or when it starts
+   * waiting on a retired engine: nothing is generated yet. The run keeps its place until
+   * `leave()`, which takes it out of the queue and returns `true` if it still waits (its run then
+   * ends without any part: it has moved), `false` once its turn has come. `queuedAt` is when it
+   * began to wait (`performance.now()`), for {@link RunOptions.queuedAt} of the run that takes
+   * over. The returned promise settles when the caller has decided: until then the run counts
+   * as waiting on the engine it moves to, not on this one.
+   */
+  onRetired?: (leave: () => boolean, queuedAt: number) => Promise<void>;
+  /**
+   * The run moved from a retired engine's queue, where it waited since `queuedAt`
+   * (`performance.now()`): it waits ahead of requests that came later, whatever `max_queue`, and
+   * its queue time counts from then.
+   */
+  queuedAt?: number;
 }
 
 /** What the caller allows a prepared request beyond its own model. */
@@ -282,6 +306,12 @@ export interface ChatEngine {
    * (one `stat`). Optional: an engine without it (an upstream) is kept while its configuration is.
    */
   sourceChanged?(): boolean;
+  /**
+   * A reload replaced the engine: runs that wait for their turn are offered to move to the
+   * model's new engine ({@link RunOptions.onRetired}); those running finish here. Optional: an
+   * engine without a queue of its own has nothing to offer.
+   */
+  retire?(): void;
   /** Releases every resource (contexts, sockets). Requests in flight are aborted. */
   close(): Promise<void>;
 }

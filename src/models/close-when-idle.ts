@@ -6,7 +6,8 @@ export const IDLE_CHECK_MS = 1000;
 export const MAX_RETIREMENT_MS = 15 * 60_000;
 
 /**
- * Closes an engine a reload replaced once it runs nothing, nothing waits for it and no request
+ * Retires an engine a reload replaced, so that requests still waiting for their turn on it may
+ * move to the model's new engine (ChatEngine.retire), and closes it once it runs nothing, nothing waits for it and no request
  * holds it; one that cannot report its load after {@link MAX_RETIREMENT_MS}. One that can is
  * never cut short: a reload drops no request in flight, however long it runs (a stream of an
  * hour, a deep queue on a slow machine). `isHeld`: whether a request started on it and
@@ -24,6 +25,7 @@ export function closeWhenIdle(
   },
 ): void {
   const retiredAt = Date.now();
+  engine.retire?.();
   const check = () => {
     const load = engine.load?.();
     const idle = load !== undefined && load.running === 0 && load.waiting === 0 && !options.isHeld(engine);

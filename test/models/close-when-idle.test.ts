@@ -67,4 +67,14 @@ describe("closing a replaced engine", () => {
     await vi.advanceTimersByTimeAsync(2 * IDLE_CHECK_MS);
     expect(engine.closed).toBe(1);
   });
+
+  it("retires the engine at once, so that what waits for it may move to the new one", async () => {
+    const retire = vi.fn();
+    const engine = { ...retiredEngine(() => ({ running: 1, waiting: 1 })), retire };
+    closeWhenIdle(engine as unknown as ChatEngine, { isHeld: () => false, onError: () => {} });
+    expect(retire).toHaveBeenCalledOnce();
+    await vi.advanceTimersByTimeAsync(IDLE_CHECK_MS);
+    expect(retire).toHaveBeenCalledOnce();
+    expect(engine.closed).toBe(0);
+  });
 });

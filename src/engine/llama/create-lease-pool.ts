@@ -6,6 +6,23 @@ export interface Lease<Item> {
   release(): void;
 }
 
+/** How a request waits in a {@link LeasePool}, beyond its signal. */
+export interface AcquireOptions {
+  /**
+   * Called (once) when the pool is retired while the request waits, or when it starts waiting in a
+   * retired pool: `leave()` takes it out of the queue (it then resolves `undefined`) and returns
+   * `true` if it still waits. Until the returned promise settles, it does not count in `waiting`:
+   * it is being moved, and counts where it moves to.
+   */
+  onRetired?: (leave: () => boolean) => Promise<void>;
+  /**
+   * It moved from another pool's queue, where it waited since then (`performance.now()`): it waits
+   * ahead of requests that came later and of any not moved, past `maxQueue` (it was admitted by
+   * the other queue's).
+   */
+  since?: number;
+}
+
 /**
  * A fixed set of items (a model's context sequences) lent to one request at a time, with a bounded
  * first-in-first-out wait queue in front of it.
@@ -16,11 +33,16 @@ export interface LeasePool<Item> {
    * wait. Resolves `undefined` when `signal` aborts while waiting (the request leaves the queue) or
    * when the pool closes.
    */
-  acquire(signal: AbortSignal): Promise<Lease<Item> | undefined>;
+  acquire(signal: AbortSignal, options?: AcquireOptions): Promise<Lease<Item> | undefined>;
   /** Items lent out right now. */
   readonly leased: number;
   /** Requests waiting right now. */
   readonly waiting: number;
+  /**
+   * A reload replaced the pool's engine: every waiting request, and any that comes to wait later,
+   * is offered to leave ({@link AcquireOptions.onRetired}); lending goes on as before.
+   */
+  retire(): void;
   /** Wakes every waiting request with `undefined`; later `acquire` calls resolve `undefined` too. */
   close(): void;
   /** Resolves once no item is lent out. */
@@ -29,6 +51,10 @@ export interface LeasePool<Item> {
 
 interface Waiter<Item> {
   resolve(lease: Lease<Item> | undefined): void;
+  since: number | undefined;
+  onRetired: AcquireOptions["onRetired"];
+  /** Offered to leave, and not decided yet: counted where it moves to. */
+  moving: boolean;
 }
 
 /**
@@ -44,6 +70,7 @@ export function createLeasePool<Item>(options: {
   const waiters: Waiter<Item>[] = [];
   let leased = 0;
   let closed = false;
+  let retired = false;
   let idleWaiters: (() => void)[] = [];
 
   const lend = (item: Item): Lease<Item> => {
@@ -66,17 +93,36 @@ export function createLeasePool<Item>(options: {
     };
   };
 
+  const offer = (waiter: Waiter<Item>) => {
+    const onRetired = waiter.onRetired;
+    if (onRetired === undefined) return;
+    waiter.onRetired = undefined;
+    waiter.moving = true;
+    const leave = () => {
+      const index = waiters.indexOf(waiter);
+      if (index < 0) return false;
+      waiters.splice(index, 1);
+      waiter.resolve(undefined);
+      return true;
+    };
+    void onRetired(leave).finally(() => {
+      waiter.moving = false;
+    });
+  };
+
   return {
     get leased() {
       return leased;
     },
     get waiting() {
-      return waiters.length;
+      // Only a retired pool has waiters being moved, which count where they move to.
+      return retired ? waiters.filter((waiter) => !waiter.moving).length : waiters.length;
     },
-    acquire(signal) {
+    acquire(signal, acquireOptions) {
       if (closed || signal.aborted) return Promise.resolve(undefined);
       if (free.length > 0) return Promise.resolve(lend(free.pop()!));
-      if (waiters.length >= options.maxQueue) {
+      const since = acquireOptions?.since;
+      if (since === undefined && waiters.length >= options.maxQueue) {
         return Promise.reject(
           new AppError(
             "model_overloaded",
@@ -91,6 +137,9 @@ export function createLeasePool<Item>(options: {
             signal.removeEventListener("abort", onAbort);
             resolve(lease);
           },
+          since,
+          onRetired: acquireOptions?.onRetired,
+          moving: false,
         };
         const onAbort = () => {
           const index = waiters.indexOf(waiter);
@@ -98,8 +147,18 @@ export function createLeasePool<Item>(options: {
           resolve(undefined);
         };
         signal.addEventListener("abort", onAbort, { once: true });
-        waiters.push(waiter);
+        if (since === undefined) waiters.push(waiter);
+        else {
+          // Behind those that moved and waited longer, ahead of everyone else.
+          const index = waiters.findIndex((other) => other.since === undefined || other.since > since);
+          waiters.splice(index < 0 ? waiters.length : index, 0, waiter);
+        }
+        if (retired) offer(waiter);
       });
+    },
+    retire() {
+      retired = true;
+      for (const waiter of [...waiters]) offer(waiter);
     },
     close() {
       closed = true;

@@ -71,6 +71,7 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
   const closeController = new AbortController();
   let state: EngineState = { status: "loading" };
   let closed = false;
+  let retired = false; // a reload replaced it: its pool offers its waiters to the new engine
   let modelLoadError: (abstract new (...args: never[]) => Error) | undefined;
   /** The file being loaded or loaded, as it was when the load began; unknown until it is there. */
   let loadedFile: { path: string; identity: FileIdentity } | undefined;
@@ -117,6 +118,7 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
           render: renderOnce,
         }),
       };
+      if (retired) state.pool.retire();
       logger.info(
         {
           model: modelId,
@@ -228,6 +230,10 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
         preparing--;
       }
     },
+    retire() {
+      retired = true;
+      if (state.status === "available") state.pool.retire();
+    },
     async close() {
       if (closed) return;
       closed = true;
@@ -314,8 +320,9 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
     return {
       promptTokens,
       maxCompletionTokens,
-      run: (signal) =>
+      run: (signal, runOptions) =>
         runLlamaGeneration({
+          runOptions,
           pool,
           request,
           plan,

@@ -6,7 +6,7 @@ import type {
   Token,
 } from "node-llama-cpp";
 import { AppError } from "../../errors/app-error.ts";
-import type { ChatRequest, FinishPart, PartBatch, StreamPart, Usage } from "../engine.ts";
+import type { ChatRequest, FinishPart, PartBatch, RunOptions, StreamPart, Usage } from "../engine.ts";
 import { countTokensAfterAbort } from "./count-tokens-after-abort.ts";
 import type { LeasePool } from "./create-lease-pool.ts";
 import { createPartChannel } from "./create-part-channel.ts";
@@ -43,6 +43,8 @@ export interface LlamaGenerationOptions {
   logger: LlamaEngineLogger;
   /** The catalogue id, for the log line of a failed generation. */
   modelId: string;
+  /** What the caller does when a reload retires the engine while the run waits (engine.ts). */
+  runOptions?: RunOptions | undefined;
 }
 
 /**
@@ -64,10 +66,26 @@ export interface LlamaGenerationOptions {
 export async function* runLlamaGeneration(options: LlamaGenerationOptions): AsyncGenerator<PartBatch> {
   const { signal, closeSignal } = options;
   const wait = linkAbortSignals([signal, closeSignal]);
-  const queuedAt = performance.now();
-  const lease = await options.pool.acquire(wait.signal).finally(wait.unlink);
+  const queuedAt = options.runOptions?.queuedAt ?? performance.now();
+  /** Whether the run left the queue for the model's new engine (a reload replaced this one). */
+  let moved = false;
+  const onRetired = options.runOptions?.onRetired;
+  const lease = await options.pool
+    .acquire(wait.signal, {
+      since: options.runOptions?.queuedAt,
+      onRetired:
+        onRetired &&
+        ((leave) =>
+          onRetired(() => {
+            moved = leave();
+            return moved;
+          }, queuedAt)),
+    })
+    .finally(wait.unlink);
   const queueMs = Math.round(performance.now() - queuedAt);
   if (lease === undefined) {
+    // Taken over by the new engine's run: this one has nothing to say.
+    if (moved) return;
     if (!signal.aborted) throw unloadedError();
     yield [{ ...abortFinish(options.promptTokens, 0, queueMs), unstarted: true }];
     return;

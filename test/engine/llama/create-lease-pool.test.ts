@@ -70,4 +70,71 @@ describe("createLeasePool", () => {
     expect(await waiting).toBeUndefined();
     expect(await pool.acquire(new AbortController().signal)).toBeUndefined();
   });
+
+  it("offers its waiters, in order, to leave once retired, and lends a freed item to one still there", async () => {
+    const pool = createLeasePool({ items: ["a"], maxQueue: 3 });
+    const held = await pool.acquire(new AbortController().signal);
+    const offered: string[] = [];
+    const leaves = new Map<string, () => boolean>();
+    const decided = new Map<string, PromiseWithResolvers<void>>();
+    const wait = (name: string) =>
+      pool.acquire(new AbortController().signal, {
+        onRetired: (leave) => {
+          offered.push(name);
+          leaves.set(name, leave);
+          const decision = Promise.withResolvers<void>();
+          decided.set(name, decision);
+          return decision.promise;
+        },
+      });
+    const first = wait("first");
+    const second = wait("second");
+    const plain = pool.acquire(new AbortController().signal);
+    expect(offered).toEqual([]);
+    pool.retire();
+    expect(offered).toEqual(["first", "second"]);
+    // Being moved, they count where they move to; the plain waiter counts here.
+    expect(pool.waiting).toBe(1);
+
+    expect(leaves.get("first")?.()).toBe(true);
+    expect(await first).toBeUndefined();
+    // The second's move is not decided when the item comes back: the item is its.
+    held?.release();
+    expect((await second)?.item).toBe("a");
+    expect(leaves.get("second")?.()).toBe(false);
+    decided.get("second")?.resolve();
+    decided.get("first")?.resolve();
+    await Promise.resolve();
+    expect(pool.waiting).toBe(1);
+
+    // One that comes to wait on the retired pool is offered at once.
+    const late = wait("late");
+    expect(offered).toEqual(["first", "second", "late"]);
+    expect(leaves.get("late")?.()).toBe(true);
+    expect(await late).toBeUndefined();
+    expect(pool.waiting).toBe(1);
+    pool.close();
+    expect(await plain).toBeUndefined();
+  });
+
+  it("puts a request moved from another queue ahead of those that came later, past maxQueue", async () => {
+    const pool = createLeasePool({ items: [1], maxQueue: 1 });
+    const held = await pool.acquire(new AbortController().signal);
+    const order: string[] = [];
+    const wait = (name: string, since?: number) =>
+      pool
+        .acquire(new AbortController().signal, since === undefined ? undefined : { since })
+        .then((lease) => {
+          order.push(name);
+          lease?.release();
+        });
+    const later = wait("arrived after the reload");
+    const movedSecond = wait("moved, queued second", 20);
+    const movedFirst = wait("moved, queued first", 10);
+    expect(pool.waiting).toBe(3);
+    expect(await pool.acquire(new AbortController().signal).catch(() => "refused")).toBe("refused");
+    held?.release();
+    await Promise.all([later, movedSecond, movedFirst]);
+    expect(order).toEqual(["moved, queued first", "moved, queued second", "arrived after the reload"]);
+  });
 });
