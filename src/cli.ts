@@ -149,9 +149,12 @@ async function withStore<T>(
   const override = describeDatabaseOverride(config);
   if (override !== undefined) process.stderr.write(`tollgate: ${override}\n`);
   const { openStore } = await import("./store/open-store.ts");
+  const { describeNewDatabase, findMissingDatabaseFile } = await import("./admin/describe-new-database.ts");
+  const missing = findMissingDatabaseFile(config.database);
   // A database an older version made is left to `serve` to migrate (see StoreOptions.upgrade).
   // Accounts and keys it makes take the database's time, as the servers' do (StoreOptions.stampCreations).
   const store = await openStore(config.database, { upgrade: false, stampCreations: true });
+  if (missing !== undefined) process.stderr.write(`tollgate: ${describeNewDatabase(missing, config)}\n`);
   const started = performance.now();
   try {
     return await run(store, config);
@@ -187,10 +190,14 @@ async function main(argv: string[]): Promise<void> {
     case "keys": {
       const { runKeysCommand, writeKeysHelp } = await import("./admin/keys-command.ts");
       if (writeKeysHelp(args, out)) return;
-      return withStore(file, { name: command, args }, (store, config) => {
+      return withStore(file, { name: command, args }, async (store, config) => {
         const redis = config.redis;
+        const { nameAdminKeySource } = await import("./admin/name-admin-key-source.ts");
         return runKeysCommand(store, args, out, {
           knownModels: config.models.map((model) => model.id),
+          ...(config.adminKey === undefined
+            ? {}
+            : { configuredAdminKey: { key: config.adminKey, source: nameAdminKeySource(config.source) } }),
           ...(redis === undefined
             ? {}
             : { afterKeyChanged: (publicId) => tellServersKeyChanged(redis, publicId) }),

@@ -3,6 +3,7 @@ import {
   listUnappliedConfigChanges,
   type UnappliedConfigChangesOptions,
 } from "./admin/list-unapplied-config-changes.ts";
+import { nameAdminKeySource } from "./admin/name-admin-key-source.ts";
 import {
   isHelpRequested,
   parseCommandArguments,
@@ -101,6 +102,12 @@ export async function runServeCommand(
         : "First start: created these keys. They are shown once; keep them safe.",
     );
     if (adminKey !== undefined) out.write(`  admin key:   ${adminKey}`);
+    // A start makes an admin key while one is configured only when that one is a stored key that
+    // was revoked or has expired (admin/bootstrap.ts): it never works again, and the operator who
+    // holds only it must learn which setting to change.
+    if (adminKey !== undefined && config.adminKey !== undefined) {
+      out.write(`  ${describeRefusedConfiguredKey(nameAdminKeySource(config.source))}`);
+    }
     if (starterKey !== undefined) {
       out.write(
         `  starter key: ${starterKey}   (account "starter", balance ${formatAmount(STARTER_BALANCE_NANO)})`,
@@ -159,6 +166,11 @@ export async function runServeCommand(
   };
   if (signalWhileStarting !== undefined) shutdown(signalWhileStarting);
   else if (reloadWhenStarted) reload();
+}
+
+/** What a start that made an admin key although one is configured says of the configured one. */
+function describeRefusedConfiguredKey(source: string): string {
+  return `${source} names an admin key that was revoked or has expired: the admin API refuses it. Put the new admin key there, or remove it.`;
 }
 
 /** `--host`: an address or host name as it is; empty or padded text names no host to listen on. */

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from "fastify";
 import { type Logger, pino } from "pino";
 import { bootstrap } from "./admin/bootstrap.ts";
+import { warnOfRefusedAdminKey } from "./admin/warn-of-refused-admin-key.ts";
 import { buildApp, createServerMetrics } from "./api/build-app.ts";
 import { describeListenError, formatHostPort } from "./api/describe-listen-error.ts";
 import { InFlightRequests } from "./api/in-flight-requests.ts";
@@ -349,6 +350,7 @@ async function startOnStore(
     configuredAdminKey: config.adminKey,
     starterBalanceNano: STARTER_BALANCE_NANO,
   });
+  warnOfRefusedAdminKey(createdKeys, config.source, logger);
   const address = app.server.address();
   const port = typeof address === "object" && address !== null ? address.port : config.server.port;
   const drain = createServerDrain({

@@ -82,13 +82,22 @@ async function createCommand(
   );
 }
 
-/** Reads a decimal amount option or argument; a bad one is a {@link CliError} naming it. */
-function parseAmountOption(label: string, text: string): bigint {
+/**
+ * Reads a decimal amount option or argument; a bad one is a {@link CliError} naming it. `rule`
+ * replaces what a negative amount is told (money's "amounts are zero or more"), for an amount
+ * that must be more than 0.
+ */
+function parseAmountOption(label: string, text: string, rule?: string): bigint {
   try {
     return parseAmount(text);
   } catch (error) {
-    if (error instanceof MoneyFormatError)
-      throw new CliError(`${label}: ${error.message}.`, { cause: error });
+    if (error instanceof MoneyFormatError) {
+      const message =
+        error.reason === "negative" && rule !== undefined
+          ? `${JSON.stringify(text.length > 64 ? `${text.slice(0, 32)}...` : text)} is negative; ${rule}`
+          : error.message;
+      throw new CliError(`${label}: ${message}.`, { cause: error });
+    }
     throw error;
   }
 }
@@ -153,7 +162,11 @@ async function creditCommand(
     positionals: 2,
     usage: USAGE.credit,
   });
-  const amountNano = parseAmountOption("AMOUNT", positionals[1] ?? "");
+  const amountNano = parseAmountOption(
+    "AMOUNT",
+    positionals[1] ?? "",
+    "the amount to credit must be more than 0",
+  );
   const account = await withCliErrors(() => requireAccount(store, positionals[0] ?? ""), {
     notFound: LIST_HINT,
   });

@@ -2,13 +2,15 @@ import type { Store } from "../store/store.ts";
 import { AdminError } from "./admin-error.ts";
 import { createAccount } from "./create-account.ts";
 import { createKey } from "./create-key.ts";
+import { findRefusedAdminKey, type RefusedAdminKey } from "./find-refused-admin-key.ts";
 import { hasActiveAdminKey } from "./has-active-admin-key.ts";
 
 /** Options of {@link bootstrap}. */
 export interface BootstrapOptions {
   /**
    * The admin key from the configuration (`admin_key`, `TOLLGATE_ADMIN_KEY`). When given, no
-   * admin key is generated: the authenticator accepts this one (pass it to it as well).
+   * admin key is generated: the authenticator accepts this one (pass it to it as well), unless
+   * it is a stored key that was revoked or has expired, which the authenticator refuses.
    */
   configuredAdminKey?: string | undefined;
   /** The starter account's opening balance in nano-units. Default 0. */
@@ -24,6 +26,11 @@ export interface BootstrapResult {
   starterKey: string | undefined;
   /** The starter account's name (`starter`) when it was created now. */
   accountName: string | undefined;
+  /**
+   * The configured admin key when it is a stored key that was revoked or has expired: the admin
+   * API refuses it, and the operator must be told to change it.
+   */
+  refusedAdminKey: RefusedAdminKey | undefined;
 }
 
 /** The name of the account a fresh store gets. */
@@ -31,9 +38,12 @@ export const STARTER_ACCOUNT_NAME = "starter";
 
 /**
  * Makes what a start needs and the store lacks (on a store in use, nothing):
- * - an admin key (role admin, no account) when none is configured and the store has none that
- *   works (none yet, or every one revoked or expired): an operator who revoked the last one gets
- *   back in by restarting the server, which prints the new key;
+ * - an admin key (role admin, no account) when no configured one works and the store has none
+ *   that works (none yet, or every one revoked or expired): an operator who revoked the last one
+ *   gets back in by restarting the server, which prints the new key. A configured key that is a
+ *   revoked or expired stored key (the printed admin key put in `TOLLGATE_ADMIN_KEY`, then
+ *   revoked) works no more than an unset one: the operator would otherwise be locked out with the
+ *   only key they hold refused;
  * - the account `starter` with one user key when the store has no account at all (an operator
  *   who made accounts with the CLI before the first start gets none).
  * The returned keys exist nowhere else: print them once.
@@ -44,11 +54,18 @@ export const STARTER_ACCOUNT_NAME = "starter";
  */
 export async function bootstrap(store: Store, options: BootstrapOptions = {}): Promise<BootstrapResult> {
   const clock = options.now === undefined ? {} : { now: options.now };
-  const result: BootstrapResult = { adminKey: undefined, starterKey: undefined, accountName: undefined };
+  const result: BootstrapResult = {
+    adminKey: undefined,
+    starterKey: undefined,
+    accountName: undefined,
+    refusedAdminKey: undefined,
+  };
 
-  const configured = options.configuredAdminKey !== undefined && options.configuredAdminKey !== "";
+  const configuredKey = options.configuredAdminKey ?? "";
   const now = (options.now ?? (() => new Date()))();
-  if (!configured && !(await hasActiveAdminKey(store, now))) {
+  if (configuredKey !== "") result.refusedAdminKey = await findRefusedAdminKey(store, configuredKey, now);
+  const configuredWorks = configuredKey !== "" && result.refusedAdminKey === undefined;
+  if (!configuredWorks && !(await hasActiveAdminKey(store, now))) {
     const created = await createKey(store, { role: "admin", accountId: undefined, name: "admin" }, clock);
     result.adminKey = created.key;
   }

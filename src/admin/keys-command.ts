@@ -3,6 +3,7 @@ import { CliError, type OutputSink, pacedByReader } from "./cli-error.ts";
 import { createKey } from "./create-key.ts";
 import { dispatchSubcommand, writeSubcommandHelp } from "./dispatch-subcommand.ts";
 import { requireAccount } from "./find-account.ts";
+import { findRefusedAdminKey } from "./find-refused-admin-key.ts";
 import { createTableLayout, formatInstant } from "./format-table.ts";
 import { parseCommandArguments, stringOption } from "./parse-command-arguments.ts";
 import { parseInstant } from "./parse-instant.ts";
@@ -25,8 +26,9 @@ const ACCOUNTS_HINT = "List accounts with `tollgate accounts list`.";
 const KEYS_HINT = "List keys with `tollgate keys list`.";
 
 /**
- * Said when no admin key in the store works any more. Whether the server's config sets
- * `admin_key` is not known here (its `${VAR}` may be set only in the server's environment).
+ * Said when no admin key in the store works any more and this command's config sets no
+ * `admin_key`. The server's may still set one (its `${VAR}` may be set only in the server's
+ * environment).
  */
 export const LAST_ADMIN_KEY_NOTICE =
   "That was the last admin key in the store: the admin API now takes only the config's admin_key (TOLLGATE_ADMIN_KEY), if it sets one. Without one, restart the server: `tollgate serve` makes a new admin key and prints it once.";
@@ -41,6 +43,12 @@ export interface KeysCommandOptions {
    * (scale-out: Redis), so they drop it at once.
    */
   afterKeyChanged?: (publicId: string) => Promise<void>;
+  /**
+   * The admin key this command's config sets (`admin_key`, `TOLLGATE_ADMIN_KEY`) and where it
+   * comes from (`TOLLGATE_ADMIN_KEY`, `admin_key in FILE`): what `revoke` of the last admin key
+   * says a restart does depends on it. Default: none set.
+   */
+  configuredAdminKey?: { key: string; source: string };
 }
 
 /**
@@ -304,7 +312,33 @@ async function revokeCommand(
       ? `Revoked key ${outcome.publicId}: it is refused everywhere within 1 second.`
       : `Key ${outcome.publicId} was already revoked.`,
   );
-  if (outcome.lastAdminKey) out.write(LAST_ADMIN_KEY_NOTICE);
+  if (outcome.lastAdminKey) {
+    out.write(await describeLastAdminKeyRevoked(store, outcome.publicId, options));
+  }
+}
+
+/**
+ * What `revoke` says once no stored admin key works, given the admin key this command's config
+ * sets: a server started with the same config and environment takes that key, unless it is a
+ * stored key that was revoked or has expired, and then makes a new one (admin/bootstrap.ts).
+ */
+async function describeLastAdminKeyRevoked(
+  store: Store,
+  revokedPublicId: string,
+  options: KeysCommandOptions,
+): Promise<string> {
+  const configured = options.configuredAdminKey;
+  if (configured === undefined) return LAST_ADMIN_KEY_NOTICE;
+  const now = (options.now ?? (() => new Date()))();
+  const refused = await findRefusedAdminKey(store, configured.key, now);
+  if (refused === undefined) {
+    return `That was the last admin key in the store: the admin API now takes only the admin key that ${configured.source} sets, and a restart makes no new one while it is set.`;
+  }
+  const named =
+    refused.publicId === revokedPublicId
+      ? "this very key"
+      : `key ${refused.publicId}, which ${refused.reason === "revoked" ? "was revoked" : "has expired"} too`;
+  return `That was the last admin key in the store, and ${configured.source} names ${named}: no admin key works now. Restart the server: \`tollgate serve\` makes a new admin key and prints it once. Then put the new key in ${configured.source} in place of the revoked one, which is refused for good.`;
 }
 
 /** The models a key may use; an admin key belongs to no account and may use none (SPEC §11). */

@@ -35,7 +35,7 @@ export function parseCommandArguments(
   if (parsed.positionals.length !== definition.positionals) {
     const problem =
       parsed.positionals.length < definition.positionals
-        ? "Missing argument."
+        ? describeMissingArguments(definition.usage, parsed.positionals.length, definition.positionals)
         : `Unexpected argument '${parsed.positionals[definition.positionals] ?? ""}'.`;
     throw new CliError(`${problem}\nUsage: ${definition.usage}`);
   }
@@ -45,6 +45,38 @@ export function parseCommandArguments(
     values[name] = Array.isArray(value) ? value.at(-1) : value;
   }
   return { values, positionals: parsed.positionals };
+}
+
+/**
+ * "Missing argument AMOUNT.": the positionals the usage line names (`NAME|ID` in
+ * `tollgate accounts credit NAME|ID AMOUNT [--note TEXT]`) from the first one not given.
+ */
+function describeMissingArguments(usage: string, given: number, wanted: number): string {
+  const missing = namePositionals(usage).slice(given, wanted);
+  if (missing.length === 0) return "Missing argument.";
+  return missing.length === 1 ? `Missing argument ${missing[0]}.` : `Missing arguments ${missing.join(" ")}.`;
+}
+
+/**
+ * The positionals of a usage line, in order: its words in capitals outside brackets that are no
+ * option's value (`NAME|ID` of `--account NAME|ID` is not one).
+ */
+function namePositionals(usage: string): string[] {
+  const names: string[] = [];
+  let depth = 0;
+  let afterOption = false;
+  for (const word of usage.split(/\s+/)) {
+    const outside = depth === 0 && !word.startsWith("[");
+    depth += (word.match(/\[/g)?.length ?? 0) - (word.match(/\]/g)?.length ?? 0);
+    if (!outside) continue;
+    if (word.startsWith("-")) {
+      afterOption = true;
+      continue;
+    }
+    if (!afterOption && /^[A-Z][A-Z0-9_|]*$/.test(word)) names.push(word);
+    afterOption = false;
+  }
+  return names;
 }
 
 /**

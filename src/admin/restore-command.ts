@@ -63,15 +63,19 @@ export async function runRestoreCommand(
   }
   const { file } = location;
   if (realpathSync(backupFile) === file) throw new CliError(`${backupFile} is the database itself.`);
-  const { restoreSqliteFile } = await import("../store/sqlite/restore-sqlite-file.ts");
+  const [{ restoreSqliteFile }, { SqliteFileClaimedError }] = await Promise.all([
+    import("../store/sqlite/restore-sqlite-file.ts"),
+    import("../store/sqlite/claim-sqlite-file.ts"),
+  ]);
   let restored: Awaited<ReturnType<typeof restoreSqliteFile>>;
   try {
     restored = await restoreSqliteFile(backupFile, file);
   } catch (error) {
     // The claim's message (claim-sqlite-file.ts) is about a second server; here the fix differs.
-    if (error instanceof Error && error.message.startsWith("Another Tollgate server")) {
+    if (error instanceof SqliteFileClaimedError) {
+      const holder = error.holderPid === undefined ? "it" : `process ${error.holderPid}`;
       throw new CliError(
-        `A Tollgate server is serving ${file} (it holds ${file}.server.lock): stop it, then restore. Nothing was changed.`,
+        `A Tollgate server is serving ${file} (${holder} holds ${file}.server.lock): stop it, then restore. Nothing was changed.`,
         { cause: error },
       );
     }

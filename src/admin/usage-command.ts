@@ -3,6 +3,7 @@ import { type Store, USAGE_GROUPINGS, type UsageGrouping } from "../store/store.
 import { CliError, type OutputSink, pacedByReader } from "./cli-error.ts";
 import { createTableLayout, formatInstant, formatTable } from "./format-table.ts";
 import { isHelpRequested, parseCommandArguments, stringOption } from "./parse-command-arguments.ts";
+import { parseInstant } from "./parse-instant.ts";
 import { stringifyForTerminal } from "./show-control-characters.ts";
 import {
   readUsagePages,
@@ -63,6 +64,7 @@ export async function runUsageCommand(store: Store, argv: readonly string[], out
   });
   const grouping = readChoice("--group-by", stringOption(values, "group-by"), USAGE_GROUPINGS);
   const format = readChoice("--format", stringOption(values, "format"), FORMATS) ?? "table";
+  checkTimeOptions(stringOption(values, "since"), stringOption(values, "until"));
   const selection = await withCliErrors(
     () =>
       selectUsage(store, {
@@ -89,6 +91,28 @@ export async function runUsageCommand(store: Store, argv: readonly string[], out
     await writeRowsJson(store, selection, out);
   } else {
     await writeRowsTable(store, selection, out);
+  }
+}
+
+/**
+ * Refuses a `--since` or `--until` that is no time, or a `--since` not before `--until`, naming
+ * the options as typed: selectUsage, shared with the admin API, names its fields (`since`).
+ */
+function checkTimeOptions(since: string | undefined, until: string | undefined): void {
+  const sinceTime = since === undefined ? undefined : readTimeOption("--since", since);
+  const untilTime = until === undefined ? undefined : readTimeOption("--until", until);
+  if (sinceTime !== undefined && untilTime !== undefined && sinceTime >= untilTime) {
+    throw new CliError("--since must be before --until (--until is exclusive).");
+  }
+}
+
+function readTimeOption(option: string, text: string): Date {
+  try {
+    return parseInstant(text);
+  } catch (error) {
+    throw new CliError(`${option}: ${error instanceof Error ? error.message : String(error)}`, {
+      cause: error,
+    });
   }
 }
 

@@ -5,6 +5,7 @@ import type { Config } from "../catalog/catalog.ts";
 import { suggestName } from "../catalog/suggest-name.ts";
 import { createNotWritableError, isSystemError } from "./download/create-not-writable-error.ts";
 import { createProgressReporter, type ProgressOutput } from "./download/create-progress-reporter.ts";
+import { describeFileDestination } from "./download/describe-file-destination.ts";
 import { downloadModel } from "./download/download-model.ts";
 import { formatBytes } from "./download/format-download-figures.ts";
 import { resolveHuggingFaceEndpoint } from "./download/hugging-face-endpoint.ts";
@@ -95,7 +96,7 @@ export async function runModelsPullCommand(
       // the same).
       const elsewhere =
         failure.failure === "unreachable"
-          ? ` Or download it on a machine with network access and put the file at ${source.path}.`
+          ? ` Or download it on a machine with network access and put the file at ${describeFileDestination(source.path)}.`
           : "";
       throw new CliError(`Cannot download ${shown}: ${failure.message}${adviseRetry(failure)}${elsewhere}`, {
         cause: failure,

@@ -76,7 +76,7 @@ describe("accounts create", () => {
       ["credit", "acme", "-5"],
       /'-5' is a negative number, which no argument takes/,
     ],
-    ["a missing name", ["create"], /Missing argument/],
+    ["a missing name", ["create"], /^Missing argument NAME\.\nUsage: tollgate accounts create/],
     ["two names", ["create", "a", "b"], /Unexpected argument 'b'/],
     ["a bad name", ["create", "has space"], /not a valid account name/],
     [
@@ -248,9 +248,18 @@ describe("accounts credit", () => {
 
   it.each([
     ["a zero amount", ["credit", "acme", "0"], /more than 0/],
-    ["a negative amount", ["credit", "acme", "--", "-1"], /AMOUNT: "-1" is negative/],
+    [
+      "a negative amount",
+      ["credit", "acme", "--", "-1"],
+      /^AMOUNT: "-1" is negative; the amount to credit must be more than 0\.$/,
+    ],
     ["too many decimals", ["credit", "acme", "0.0000000001"], /AMOUNT: .*more than 9 decimal places/],
-    ["a missing amount", ["credit", "acme"], /Missing argument.\nUsage: tollgate accounts credit/],
+    ["a missing amount", ["credit", "acme"], /^Missing argument AMOUNT\.\nUsage: tollgate accounts credit/],
+    [
+      "both arguments missing",
+      ["credit"],
+      /^Missing arguments NAME\|ID AMOUNT\.\nUsage: tollgate accounts credit/,
+    ],
     [
       "an unknown account",
       ["credit", "nobody", "1"],

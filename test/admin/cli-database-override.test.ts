@@ -70,6 +70,8 @@ describe("TOLLGATE_DATABASE_URL over the config's database", () => {
   it("says nothing when the variable names the config's own database, written otherwise", () => {
     // The file's relative path is its folder's; the variable's, the working folder's.
     const { folder, cli } = makeSetUp("sqlite:./same.db");
+    // Made first: a command that creates the database says that (cli-new-database.test.ts).
+    expect(cli(["accounts", "list"]).code).toBe(0);
     const result = cli(["accounts", "list"], {
       TOLLGATE_DATABASE_URL: `sqlite:${join(folder, "config", "same.db")}`,
     });

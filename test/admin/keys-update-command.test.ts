@@ -219,7 +219,7 @@ describe("keys update", () => {
     );
     await expect(run("update", "not-a-key", "--rpm", "5")).rejects.toThrow(/Name the key by its public id/);
     await expect(run("update", "--rpm", "5")).rejects.toThrow(
-      /Missing argument.\nUsage: tollgate keys update/,
+      /^Missing argument PUBLIC_ID\|KEY\.\nUsage: tollgate keys update/,
     );
   });
 

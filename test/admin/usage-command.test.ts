@@ -398,12 +398,12 @@ describe("usage refuses", () => {
   it.each([
     ["an unknown account", ["--account", "nobody"], /No account has the name or id "nobody". List accounts/],
     ["an unknown key", ["--key", "zzzzzzzzzzzz"], /No key has the public id "zzzzzzzzzzzz"/],
-    ["a bad --since", ["--since", "yesterday"], /since: "yesterday" is not an ISO 8601 date/],
-    ["an --until without zone", ["--until", "2025-06-01T10:00"], /add a time zone/],
+    ["a bad --since", ["--since", "yesterday"], /^--since: "yesterday" is not an ISO 8601 date/],
+    ["an --until without zone", ["--until", "2025-06-01T10:00"], /^--until: .*add a time zone/],
     [
       "--since after --until",
       ["--since", "2025-06-02", "--until", "2025-06-01"],
-      /since must be before until/,
+      /^--since must be before --until \(--until is exclusive\)\.$/,
     ],
     ["a bad grouping", ["--group-by", "week"], /--group-by must be day, model, key, not 'week'/],
     ["a bad format", ["--format", "xml"], /--format must be table, json, csv, not 'xml'/],

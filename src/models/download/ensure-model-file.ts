@@ -1,6 +1,7 @@
 import { resolveModelSource } from "../resolve-model-source.ts";
 import { createNotWritableError, isSystemError } from "./create-not-writable-error.ts";
 import type { ProgressOutput } from "./create-progress-reporter.ts";
+import { describeFileDestination } from "./describe-file-destination.ts";
 import { resolveHuggingFaceEndpoint } from "./hugging-face-endpoint.ts";
 import { ModelDownloadError, type ModelDownloadFailure } from "./model-download-error.ts";
 import { resolveModelsFolder } from "./models-folder.ts";
@@ -107,7 +108,7 @@ function describeFix(
   failure: ModelDownloadFailure,
   context: { shown: string; path: string; modelsFolder: string },
 ): string {
-  const elsewhere = `run \`tollgate models pull ${context.shown}\` on a machine with network access and put the file at ${context.path}, or set engine.model to a local GGUF file.`;
+  const elsewhere = `run \`tollgate models pull ${context.shown}\` on a machine with network access and put the file at ${describeFileDestination(context.path)}, or set engine.model to a local GGUF file.`;
   switch (failure) {
     case "unreachable":
     case "interrupted":

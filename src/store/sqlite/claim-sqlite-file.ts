@@ -2,6 +2,7 @@ import { existsSync, readFileSync, rmSync, statSync } from "node:fs";
 import { DatabaseSync } from "node:sqlite";
 import { isProcessRunning } from "../../process/is-process-running.ts";
 import { explainSqliteError } from "./explain-sqlite-error.ts";
+import { findLockHolder } from "./find-lock-holder.ts";
 
 /**
  * Claims a SQLite file for the server of this process, or throws when a server of another process
@@ -98,9 +99,24 @@ function inodeOf(path: string): number | undefined {
   }
 }
 
+/** The refusal of a claim on a SQLite file that another server's process holds. */
+export class SqliteFileClaimedError extends Error {
+  /** The process that holds the claim, where it is known (see find-lock-holder.ts). */
+  readonly holderPid: number | undefined;
+
+  constructor(message: string, holderPid: number | undefined) {
+    super(message);
+    this.name = "SqliteFileClaimedError";
+    this.holderPid = holderPid;
+  }
+}
+
 function claimedError(file: string, lockFile: string): Error {
-  return new Error(
-    `Another Tollgate server serves ${file} (it holds ${lockFile}). One server owns a SQLite file; to run several servers, give them one PostgreSQL database (database: postgres://...).`,
+  // The lock records no process: the system's table of locks names it, where it can.
+  const holder = findLockHolder(lockFile);
+  return new SqliteFileClaimedError(
+    `Another Tollgate server serves ${file} (${holder === undefined ? "it" : `process ${holder}`} holds ${lockFile}). One server owns a SQLite file; to run several servers, give them one PostgreSQL database (database: postgres://...).`,
+    holder,
   );
 }
 
@@ -120,8 +136,9 @@ function refuseLegacyClaim(file: string): void {
     owner = undefined;
   }
   if (owner !== undefined && owner !== process.pid && isProcessRunning(owner)) {
-    throw new Error(
+    throw new SqliteFileClaimedError(
       `Another Tollgate server (process ${owner}) serves ${file}. One server owns a SQLite file; to run several servers, give them one PostgreSQL database (database: postgres://...). If that process is gone, delete ${legacy}.`,
+      owner,
     );
   }
   rmSync(legacy, { force: true });

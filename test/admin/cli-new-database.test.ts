@@ -1,0 +1,63 @@
+/**
+ * Regression: a CLI command run from another folder than the server's (no tollgate.yaml there,
+ * so the built-in config and its ./data/tollgate.db) created a new, empty database and answered
+ * "No keys yet", exit 0, without a word. A command that creates a SQLite database now says so on
+ * stderr, naming the file; stdout stays what scripts parse, and a database that exists is opened
+ * without it.
+ */
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { runCli } from "../support/run-cli.ts";
+
+const folders: string[] = [];
+afterEach(() => {
+  for (const folder of folders.splice(0)) rmSync(folder, { recursive: true, force: true });
+});
+
+function makeFolder(): string {
+  const folder = mkdtempSync(join(tmpdir(), "tollgate-cli-new-database-"));
+  folders.push(folder);
+  return folder;
+}
+
+const unset = ["TOLLGATE_CONFIG", "TOLLGATE_DATABASE_URL", "TOLLGATE_ADMIN_KEY", "TOLLGATE_REDIS_URL"];
+
+describe("a CLI command that creates a new database", () => {
+  it("says so on stderr when run where there is no config and no database, and not again", () => {
+    const folder = makeFolder();
+    const file = join(folder, "data", "tollgate.db");
+    const first = runCli(["keys", "list"], { cwd: folder, unset });
+    expect(first.code).toBe(0);
+    expect(first.stdout).toBe("No keys yet. Create one with `tollgate keys create --account NAME`.\n");
+    expect(first.stderr).toBe(
+      `tollgate: created a new database at ${file} (no database was there). If you meant the server's database, run the command from the server's folder or pass --config FILE (there is no tollgate.yaml here, so it used the default database).\n`,
+    );
+    expect(existsSync(file)).toBe(true);
+
+    const second = runCli(["keys", "list"], { cwd: folder, unset });
+    expect(second.stderr).toBe("");
+    expect(second.stdout).toBe(first.stdout);
+  });
+
+  it("names the config file, or TOLLGATE_DATABASE_URL, that chose the database", () => {
+    const folder = makeFolder();
+    const config = join(folder, "tollgate.yaml");
+    writeFileSync(config, "database: sqlite:./named.db\nmodels: []\n");
+    const fromFile = runCli(["accounts", "list", "--config", config], { cwd: folder, unset });
+    expect(fromFile.code).toBe(0);
+    expect(fromFile.stderr).toBe(
+      `tollgate: created a new database at ${join(folder, "named.db")} (no database was there). If you meant the server's database, check the database setting of ${config}.\n`,
+    );
+    const fromVariable = runCli(["usage"], {
+      cwd: folder,
+      unset,
+      env: { TOLLGATE_DATABASE_URL: "sqlite:./variable.db" },
+    });
+    expect(fromVariable.code).toBe(0);
+    expect(fromVariable.stderr).toContain(
+      `created a new database at ${join(folder, "variable.db")} (no database was there). If you meant the server's database, check TOLLGATE_DATABASE_URL.`,
+    );
+  });
+});
