@@ -1,4 +1,4 @@
-import type { ChatWrapper, Llama, LlamaGrammar } from "node-llama-cpp";
+import type { ChatWrapper, Llama } from "node-llama-cpp";
 import type { CatalogModel, LlamaEngineConfig } from "../../catalog/catalog.ts";
 import { AppError } from "../../errors/app-error.ts";
 import { redactUrlsInText } from "../../models/download/redact-url.ts";
@@ -7,12 +7,13 @@ import type { ChatEngine, ChatRequest, ModelStatus, PreparedChat, PrepareOptions
 import { checkPromptSize, documentedToolTexts, measureTemplateTokensPerItem } from "./check-prompt-size.ts";
 import { createGrammarCache, type GrammarCache } from "./create-grammar-cache.ts";
 import { createLeasePool, type LeasePool } from "./create-lease-pool.ts";
+import { createPlanGrammar } from "./create-plan-grammar.ts";
 import { prepareDirectPrompt, supportsDirectGeneration } from "./generate-directly.ts";
 import { type LlamaEngineLogger, silentLogger } from "./llama-engine-logger.ts";
 import { registerLlamaEngineStats } from "./llama-engine-stats.ts";
 import type { GenerationSlot, LoadedLlamaModel } from "./load-llama-model.ts";
 import { memoizeContextState } from "./memoize-context-state.ts";
-import { type GenerationPlan, planGeneration, planStopStrings, type ToolSchema } from "./plan-generation.ts";
+import { planGeneration, planStopStrings } from "./plan-generation.ts";
 import { type FileIdentity, isSameFileIdentity, readFileIdentity } from "./read-file-identity.ts";
 import { renderPrompt } from "./render-prompt.ts";
 import { runLlamaGeneration } from "./run-llama-generation.ts";
@@ -356,55 +357,4 @@ function readLlamaConfig(model: CatalogModel): LlamaEngineConfig {
     throw new Error(`createLlamaEngine needs a model with a llama engine; '${model.id}' has none`);
   }
   return model.engine;
-}
-
-/**
- * The grammar of a grammar plan, built (or taken from the cache) before generation so that a schema
- * llama.cpp cannot parse is a 400 naming the field it came from. The tools of a `functions` plan are
- * built too, though LlamaChat builds its own grammars for them: it does so only once the model
- * starts a call, where a schema that fails would end the generation with a 500.
- */
-async function createPlanGrammar(options: {
-  plan: GenerationPlan;
-  toolSchemas: readonly ToolSchema[];
-  grammars: GrammarCache;
-}): Promise<LlamaGrammar | undefined> {
-  const { plan, toolSchemas, grammars } = options;
-  const build = async ({ param, schema }: ToolSchema) => {
-    try {
-      return await grammars.get(schema);
-    } catch (error) {
-      // The hint about cycles only where there are references to make them.
-      const cycles = JSON.stringify(schema).includes('"$ref"')
-        ? ` A '$ref' that leads back to itself with nothing in between (such as {"$ref": "#"}, or definitions that only refer to each other) cannot be generated: make every such cycle pass through an object property or an array item, or simplify the schema.`
-        : " Simplify the schema.";
-      throw new AppError(
-        "invalid_value",
-        `The JSON schema in '${param}' cannot be turned into a grammar (${error instanceof Error ? error.message : String(error)}).${cycles}`,
-        { param, cause: error },
-      );
-    }
-  };
-  switch (plan.kind) {
-    case "text":
-      return undefined;
-    case "functions":
-      for (const tool of toolSchemas) await build(tool);
-      return undefined;
-    case "json":
-      return await build({ param: "response_format.json_schema.schema", schema: plan.schema });
-    case "tool-arguments":
-    case "tool-envelope":
-      try {
-        return await grammars.get(plan.schema);
-      } catch {
-        // The forced call's grammar holds the tools' schemas: blame the first one that fails alone.
-        for (const tool of toolSchemas) await build(tool);
-        return await build({ param: "tools", schema: plan.schema });
-      }
-    default: {
-      const unreachable: never = plan;
-      throw new Error(`unknown plan ${JSON.stringify(unreachable)}`);
-    }
-  }
 }
