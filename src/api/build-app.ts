@@ -5,9 +5,8 @@ import Fastify, {
   type FastifyRequest,
   LogController,
 } from "fastify";
-import { parseAmount } from "../billing/money.ts";
 import { type ChatAdmission, unlimitedAdmission } from "../chat/chat-admission.ts";
-import { ChatService, CLIENT_CLOSED } from "../chat/chat-service.ts";
+import { ChatService } from "../chat/chat-service.ts";
 import type { RequestKey } from "../chat/request-key.ts";
 import { AppError } from "../errors/app-error.ts";
 import type { KeyLimits } from "../limits/key-limits.ts";
@@ -27,6 +26,7 @@ import { errorHeaders, normalizeError, toWireError } from "./errors.ts";
 import { InFlightRequests, shuttingDownError } from "./in-flight-requests.ts";
 import { normalizeRequestTarget } from "./normalize-request-target.ts";
 import { notFoundError } from "./not-found-error.ts";
+import { createRequestRecorder } from "./record-request.ts";
 import { registerJsonBodyParser } from "./register-json-body-parser.ts";
 import { annotate, getKey, stateOf } from "./request-state.ts";
 import { CHAT_COMPLETIONS_PATH, registerChatCompletionRoutes } from "./routes/chat-completions.ts";
@@ -90,8 +90,7 @@ function sendError(reply: FastifyReply, error: AppError): FastifyReply {
   return reply.code(error.status).headers(errorHeaders(error)).send(toWireError(error));
 }
 
-/** The status logged and counted for a request whose client left before its response was complete (nginx's). */
-export const CLIENT_CLOSED_STATUS = 499;
+export { CLIENT_CLOSED_STATUS } from "./record-request.ts";
 
 /** Longest time a client may take to send a whole request, headers and body (then 408). */
 export const REQUEST_TIMEOUT_MS = 300_000;
@@ -253,51 +252,7 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
 
   const metrics = dependencies.metrics ?? createServerMetrics(dependencies.registry, inFlight);
 
-  // One log line and one metrics observation per request: who, what, outcome, tokens, cost
-  // and time; never the prompt. A request whose client left before its response was complete
-  // is recorded as 499 once its work is over (it may still have been charged).
-  const record = (request: FastifyRequest, reply: FastifyReply, clientClosed: boolean) => {
-    const state = stateOf(request);
-    if (state.recorded) return;
-    state.recorded = true;
-    const fields = state.fields ?? {};
-    const route = request.routeOptions.url ?? "unknown";
-    const status = clientClosed ? CLIENT_CLOSED_STATUS : reply.statusCode;
-    // As the request's usage row says (its error code), unless an error came first.
-    if (clientClosed && fields.error === undefined) fields.error = CLIENT_CLOSED;
-    request.log.info(
-      {
-        method: request.method,
-        route,
-        status,
-        key: state.key?.publicId,
-        ms: Math.round(reply.elapsedTime * 10) / 10,
-        ...fields,
-      },
-      "request",
-    );
-    // Only catalogue ids become label values (never whatever a client asked for): one in the
-    // catalogue now, or one that ran (it was measured), though a reload may have removed it since.
-    const named = state.modelId ?? (typeof fields.model === "string" ? fields.model : undefined);
-    const model =
-      named !== undefined &&
-      (dependencies.registry.get(named) !== undefined || fields.promptTokens !== undefined)
-        ? named
-        : "";
-    const number = (value: unknown) => (typeof value === "number" ? value : undefined);
-    metrics.observe({
-      route,
-      model,
-      servedModel: typeof fields.servedBy === "string" ? fields.servedBy : undefined,
-      status,
-      seconds: reply.elapsedTime / 1000,
-      promptTokens: number(fields.promptTokens),
-      completionTokens: number(fields.completionTokens),
-      costNano: typeof fields.cost === "string" ? parseAmount(fields.cost) : undefined,
-      firstTokenSeconds: fields.firstTokenMs === undefined ? undefined : Number(fields.firstTokenMs) / 1000,
-      engineSeconds: fields.engineMs === undefined ? undefined : Number(fields.engineMs) / 1000,
-    });
-  };
+  const record = createRequestRecorder(dependencies.registry, metrics);
   app.addHook("onResponse", (request, reply, done) => {
     boundUnreadBody(request.raw, requestTimeoutMs - reply.elapsedTime);
     record(request, reply, !reply.raw.writableFinished);
