@@ -202,11 +202,16 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
           body,
           boundsCompletion: upstreamBody.max_tokens !== undefined,
           promptTokens,
-          // What the request can have used: no more than the model's context, or (unknown) a
-          // few times the prompt's bytes; no more completion than it was bounded to (sent upstream
-          // as max_tokens, or what the context leaves), unless more text came (see UsageBounds).
+          // What the request can have used: a few times the prompt's bytes, and no more than the
+          // model's context (a broken upstream reporting a billion prompt tokens for a short
+          // prompt was charged the whole context, 128k tokens on a large model); no more
+          // completion than it was bounded to (sent upstream as max_tokens, or what the context
+          // leaves), unless more text came (see UsageBounds).
           usageBounds: {
-            promptTokens: contextLength ?? PROMPT_BYTES_FACTOR * promptTokensAtMost + PROMPT_MARGIN_TOKENS,
+            promptTokens: Math.min(
+              contextLength ?? Number.POSITIVE_INFINITY,
+              PROMPT_BYTES_FACTOR * promptTokensAtMost + PROMPT_MARGIN_TOKENS,
+            ),
             completionTokens: maxCompletionTokens,
           },
           settings,

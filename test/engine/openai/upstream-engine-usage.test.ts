@@ -389,10 +389,23 @@ describe("an upstream that reports more tokens than the request can have used", 
   it("is charged no more prompt tokens than the model's context holds", async () => {
     const { engine } = await engineWithLog(
       (_request, response) => writeEvents(response, textEvents(["Hi"], { usage: [900_000_000, 1] })),
-      8192,
+      2048,
     );
     const usage = lastUsage(await collectParts(engine, chatRequest({ maxTokens: 5 })));
-    expect(usage).toEqual({ promptTokens: 8192, completionTokens: 1, estimated: true });
+    expect(usage).toEqual({ promptTokens: 2048, completionTokens: 1, estimated: true });
+  });
+
+  it("is charged no more prompt tokens than a few times the prompt's bytes, however large the context (regression: a short prompt charged 128k)", async () => {
+    const { engine } = await engineWithLog(
+      (_request, response) => writeEvents(response, textEvents(["Hi"], { usage: [900_000_000, 1] })),
+      128_000,
+    );
+    const request = chatRequest({ maxTokens: 5 });
+    const prepared = await engine.prepare(request);
+    const usage = lastUsage(await collectParts(engine, request));
+    const bytesBound = 4 * (prepared.promptTokensAtMost ?? prepared.promptTokens) + 4096;
+    expect(bytesBound).toBeLessThan(128_000);
+    expect(usage).toEqual({ promptTokens: bytesBound, completionTokens: 1, estimated: true });
   });
 
   it("is believed for text past max_tokens that it did send (an upstream that ignores the bound)", async () => {
