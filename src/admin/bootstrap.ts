@@ -48,9 +48,8 @@ export const STARTER_ACCOUNT_NAME = "starter";
  *   who made accounts with the CLI before the first start gets none).
  * The returned keys exist nowhere else: print them once.
  *
- * Two replicas starting on an empty PostgreSQL store at the same instant may each make an
- * admin key (both valid, each printed by its replica); the starter account, having a unique
- * name, is made once.
+ * Replicas starting on one PostgreSQL store at the same instant take turns (Store.runAlone): one
+ * makes the admin key and the starter account, the others find them.
  */
 export async function bootstrap(store: Store, options: BootstrapOptions = {}): Promise<BootstrapResult> {
   const clock = options.now === undefined ? {} : { now: options.now };
@@ -61,6 +60,18 @@ export async function bootstrap(store: Store, options: BootstrapOptions = {}): P
     refusedAdminKey: undefined,
   };
 
+  // Replicas starting together on one PostgreSQL database take turns: each saw no admin key that
+  // worked, and each made and printed one (Store.runAlone).
+  const alone = store.runAlone?.bind(store) ?? (<T>(_name: string, work: () => Promise<T>) => work());
+  return alone("bootstrap", () => bootstrapAlone(store, result, clock, options));
+}
+
+async function bootstrapAlone(
+  store: Store,
+  result: BootstrapResult,
+  clock: { now?: () => Date },
+  options: BootstrapOptions,
+): Promise<BootstrapResult> {
   const configuredKey = options.configuredAdminKey ?? "";
   const now = (options.now ?? (() => new Date()))();
   if (configuredKey !== "") result.refusedAdminKey = await findRefusedAdminKey(store, configuredKey, now);

@@ -320,6 +320,13 @@ export interface Store {
    * `billing/lease-clock.ts`).
    */
   readClock(): Promise<number>;
+  /**
+   * Runs `work` while no other process runs work of the same `name` on this store: PostgreSQL
+   * replicas starting together each checked that no admin key worked and each made one (a session
+   * advisory lock keyed by the schema and `name`). Absent where one process owns the store (a
+   * SQLite file belongs to one server), where `work` may simply run.
+   */
+  runAlone?<T>(name: string, work: () => Promise<T>): Promise<T>;
 
   /**
    * Sets money aside for a request, atomically against the available balance (balance minus

@@ -17,6 +17,7 @@ import { parsePostgresUrl } from "./parse-postgres-url.ts";
 import { createPostgresBilling } from "./postgres-billing.ts";
 import { postgresCommitCheck } from "./postgres-commit-check.ts";
 import { PostgresStoreDialect } from "./postgres-store-dialect.ts";
+import { createRunAlone } from "./run-alone.ts";
 import { type MigrationLockWait, takeMigrationLock } from "./take-migration-lock.ts";
 import { readUsageListingHorizon, STATEMENT_TIME_TEXT } from "./usage-stamps.ts";
 
@@ -161,6 +162,7 @@ export async function openPostgresStore(
   return {
     ...store,
     ...createPostgresBilling(db, { stampOnWrite }),
+    runAlone: createRunAlone(db, location.schema),
     async readClock(): Promise<number> {
       const { rows } = await sql<{ now: string }>`
         select (extract(epoch from clock_timestamp()) * 1000)::text as now`.execute(db);
