@@ -1,6 +1,7 @@
 import type { GbnfJsonSchema } from "node-llama-cpp";
 import { AppError } from "../../errors/app-error.ts";
 import { cutText, cutTextKeepingEnd } from "../../errors/cut-text.ts";
+import { checkGrammarStacks } from "./check-grammar-stacks.ts";
 import { checkKeywords, describe } from "./check-schema-keywords.ts";
 import { ConstantChecks, constantMeetsKeywords, sameValue } from "./constant-meets-keywords.ts";
 import { convertConstant } from "./convert-schema-constant.ts";
@@ -83,7 +84,9 @@ import { child, type Position } from "./schema-position.ts";
  * The work is bounded whatever the schema (see schema-conversion-budget.ts): what the conversion writes out
  * (properties, `enum` values, the members of constants), the steps it takes (an `anyOf` branch
  * repeats its siblings, so a schema of a few hundred bytes could take exponentially many) and,
- * for a grammar, the characters it writes (names, constants, descriptions).
+ * for a grammar, the characters it writes (names, constants, descriptions). For a grammar, the
+ * converted schema is refused too where llama.cpp would keep more than 2000 alternatives open at
+ * once, or where a `$ref` leads back to itself with nothing in between (see check-grammar-stacks.ts).
  */
 export function convertJsonSchemaToGbnf(
   schema: unknown,
@@ -104,8 +107,14 @@ export function convertJsonSchemaToGbnf(
   const converted = converter.convert(schema, { depth: 0, pointer: () => "#" });
   const defs = converter.convertedDefinitions();
   if (converter.grammarLimits) converter.keepFinite(converted, defs);
+  const result = withDefinitions(converted, defs);
+  if (converter.grammarLimits) checkGrammarStacks(result, options.param);
+  return result;
+}
+
+/** `$defs` sit on the root; a root that is not an object, array or oneOf is wrapped in a oneOf. */
+function withDefinitions(converted: GbnfJsonSchema, defs: Record<string, GbnfJsonSchema>): GbnfJsonSchema {
   if (Object.keys(defs).length === 0) return converted;
-  // `$defs` sit on the root; a root that is not an object, array or oneOf is wrapped in a oneOf.
   if (
     "oneOf" in converted ||
     ("type" in converted && (converted.type === "object" || converted.type === "array"))
@@ -132,6 +141,8 @@ class SchemaConverter implements SchemaConversion {
   readonly #noValueProblems = new WeakMap<object, string>();
   /** What each `$ref` string resolved to: a pointer is walked once, however often it is met. */
   readonly #references = new Map<string, unknown>();
+  /** Where in the client's schema an `anyOf` or `oneOf` list that a merge moved sits (see noteAlternatives). */
+  readonly #alternativesPlaces = new WeakMap<unknown[], Position>();
 
   readonly grammarLimits: boolean;
   readonly budget: ConversionBudget;
@@ -251,10 +262,17 @@ class SchemaConverter implements SchemaConversion {
     const alone = Object.keys(siblings).length === 0;
     const alternatives = schema[keyword] as unknown[];
     this.budget.reserve(at, "steps", alternatives.length);
+    // A `oneOf` beside `anyOf` is converted within each `anyOf` branch: named where it sits.
+    if (keyword === "anyOf" && Array.isArray(schema.oneOf))
+      this.noteAlternatives(schema.oneOf, child(at, "oneOf"));
+    const listPlace = this.#alternativesPlaces.get(alternatives);
     const branches: GbnfJsonSchema[] = [];
     const problems: string[] = [];
     for (const [index, branch] of alternatives.entries()) {
-      const place = child(at, keyword, String(index));
+      const place =
+        listPlace === undefined
+          ? child(at, keyword, String(index))
+          : { depth: at.depth + 1, pointer: () => `${listPlace.pointer()}/${index}` };
       try {
         // Alone, a branch is converted as it is (a `$ref` stays one).
         if (alone && branch !== false) {
@@ -290,6 +308,10 @@ class SchemaConverter implements SchemaConversion {
     } finally {
       for (const target of added) this.#targetsInProgress.delete(target);
     }
+  }
+
+  noteAlternatives(list: unknown[], at: Position): void {
+    if (!this.#alternativesPlaces.has(list)) this.#alternativesPlaces.set(list, at);
   }
 
   resolveMergeable(reference: string, at: Position): Record<string, unknown> | boolean | undefined {

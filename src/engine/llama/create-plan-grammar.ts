@@ -1,5 +1,6 @@
 import type { LlamaGrammar } from "node-llama-cpp";
 import { AppError } from "../../errors/app-error.ts";
+import { checkGrammarStacks } from "./check-grammar-stacks.ts";
 import type { GrammarCache } from "./create-grammar-cache.ts";
 import type { GenerationPlan, ToolSchema } from "./plan-generation.ts";
 
@@ -40,6 +41,9 @@ export async function createPlanGrammar(options: {
       return await build({ param: "response_format.json_schema.schema", schema: plan.schema });
     case "tool-arguments":
     case "tool-envelope":
+      // Each tool's schema is checked alone (convert-json-schema-to-gbnf.ts); their envelope
+      // opens its tools' alternatives together, counted before llama.cpp builds it.
+      if (plan.kind === "tool-envelope") checkGrammarStacks(plan.schema, "tools");
       try {
         return await grammars.get(plan.schema);
       } catch {

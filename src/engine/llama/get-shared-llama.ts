@@ -15,6 +15,8 @@ let llamaCppLogger: LlamaEngineLogger | undefined;
 /**
  * llama.cpp's message, as a JSON log line: its errors say why a model did not load (a tensor
  * beyond the file's end), which went to stderr as plain text beside the log's one-line summary.
+ * Its errors about a grammar are warnings: grammars come from clients' schemas, whose request
+ * is refused with 400 for them, so any key could otherwise write error lines at will.
  */
 function logLlamaCppMessage(level: LlamaLogLevel, message: string): void {
   const text = message.trim();
@@ -23,7 +25,9 @@ function logLlamaCppMessage(level: LlamaLogLevel, message: string): void {
     process.stderr.write(`[node-llama-cpp] ${text}\n`);
     return;
   }
-  if (level === LlamaLogLevel.error || level === LlamaLogLevel.fatal) {
+  if (level === LlamaLogLevel.error && /grammar/i.test(text)) {
+    llamaCppLogger.warn({ source: "llama.cpp" }, text);
+  } else if (level === LlamaLogLevel.error || level === LlamaLogLevel.fatal) {
     llamaCppLogger.error({ source: "llama.cpp" }, text);
   } else if (level === LlamaLogLevel.warn) {
     llamaCppLogger.warn({ source: "llama.cpp" }, text);

@@ -69,7 +69,10 @@ function mergeBranches(
       conversion.refuse(place, `a schema must be an object or a boolean, not ${describe(next)}.`);
     checkKeywords(conversion, next, place);
     let branch = next;
-    const target = typeof branch.$ref === "string" ? conversion.resolveMergeable(branch.$ref, at) : undefined;
+    // Where the merged keywords sit in the client's schema: a `$ref`'s target where it points.
+    let origin = place;
+    const reference = typeof branch.$ref === "string" ? branch.$ref : undefined;
+    const target = reference === undefined ? undefined : conversion.resolveMergeable(reference, at);
     if (target === true) continue;
     if (target === false) return "one that is false (no value)";
     if (target !== undefined) {
@@ -81,8 +84,14 @@ function mergeBranches(
         continue;
       }
       branch = target;
+      origin = { depth: place.depth, pointer: () => reference ?? place.pointer() };
     }
     const { allOf: nested, ...own } = branch;
+    // Merged, its alternatives sit beside other keywords: named where the client wrote them.
+    for (const keyword of ["anyOf", "oneOf"]) {
+      const list = own[keyword];
+      if (Array.isArray(list)) conversion.noteAlternatives(list, child(origin, keyword));
+    }
     // What `allOf` holds is merged here; the rest of the branch is what its own would be.
     if (Array.isArray(nested)) {
       if (target !== undefined) conversion.budget.spend(at, "steps", nested.length);

@@ -18,6 +18,11 @@ export interface SchemaConversion {
    * being converted (a cycle).
    */
   resolveMergeable(reference: string, at: Position): Record<string, unknown> | boolean | undefined;
+  /**
+   * Notes where an `anyOf` or `oneOf` list sits in the client's schema (`at`: its keyword), so that
+   * its branches are named there once a merge (`allOf`, an `anyOf` branch) has moved it.
+   */
+  noteAlternatives(list: unknown[], at: Position): void;
   /** Notes which of an object's converted `properties` are required (see schema-finite-values.ts). */
   noteProperties(properties: Record<string, GbnfJsonSchema>, required: readonly string[], at: Position): void;
   /** Throws 400 `invalid_value` naming the place and the problem. */

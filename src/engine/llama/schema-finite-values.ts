@@ -10,8 +10,8 @@ import { child, type Position } from "./schema-position.ts";
  * stays valid: it is optional), and an object with a required one is refused, as no value can
  * match it. Likewise an alternative (`oneOf`) without a finite value is left out where another
  * has one (`{"anyOf": [{"$ref": "#/$defs/endless"}, {"type": "null"}]}` let the model nest
- * `endless` for ever): with none, what holds it has no finite value either. A cycle of references with nothing in between (`{"$ref": "#"}`) is left to the grammar
- * parser, which refuses it as before (see createPlanGrammar).
+ * `endless` for ever): with none, what holds it has no finite value either. A cycle of references
+ * with nothing in between (`{"$ref": "#"}`) is refused after this (see check-grammar-stacks.ts).
  */
 export class FiniteValues {
   /** Per converted `properties` (shared by the copies of its object): its required names and place. */

@@ -187,14 +187,14 @@ describe("convertJsonSchemaToGbnf", () => {
     expect(refusal({ type: "array", items: { $ref: "#" }, minItems: 1 })?.message).toMatch(
       /at '#': the schema has no finite value/,
     );
-    // A cycle of references alone is left to the grammar parser, which refuses it (see createPlanGrammar).
+    // A cycle of references alone is refused before the grammar parser (see check-grammar-stacks.ts).
     expect(
-      convert({
+      refusal({
         type: "object",
         properties: { a: { $ref: "#/$defs/a" } },
         $defs: { a: { $ref: "#/$defs/b" }, b: { $ref: "#/$defs/a" } },
-      }),
-    ).toMatchObject({ properties: { a: { $ref: "#/$defs/a" } } });
+      })?.message,
+    ).toMatch(/cannot be turned into a grammar .* make every such cycle pass through/);
   });
 
   // Regression: the `$ref` was copied into the merge and converted first, dropping `extra`.
@@ -221,13 +221,16 @@ describe("convertJsonSchemaToGbnf", () => {
         },
       }),
     ).toEqual({ type: "object", properties: { a: { type: "null" }, b: { type: "boolean" } } });
-    // A cycle stays a reference, refused by the grammar parser as before.
-    expect(
-      convert({
-        $defs: { A: { allOf: [{ $ref: "#/$defs/B" }] }, B: { allOf: [{ $ref: "#/$defs/A" }] } },
-        $ref: "#/$defs/A",
-      }),
-    ).toEqual({ oneOf: [{ $ref: "#/$defs/A" }], $defs: { A: { $ref: "#/$defs/A" } } });
+    // A cycle stays a reference, refused for a grammar (see check-grammar-stacks.ts).
+    const cycle = {
+      $defs: { A: { allOf: [{ $ref: "#/$defs/B" }] }, B: { allOf: [{ $ref: "#/$defs/A" }] } },
+      $ref: "#/$defs/A",
+    };
+    expect(convertJsonSchemaToGbnf(cycle, { param, grammarLimits: false })).toEqual({
+      oneOf: [{ $ref: "#/$defs/A" }],
+      $defs: { A: { $ref: "#/$defs/A" } },
+    });
+    expect(refusal(cycle)?.message).toMatch(/cannot be turned into a grammar/);
     // What the target holds is checked as a converted schema is.
     expect(
       refusal({ allOf: [{ $ref: "#/$defs/Bad" }, { type: "object" }], $defs: { Bad: { type: "banana" } } })
