@@ -148,19 +148,21 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
     // contract's error shape too.
     clientErrorHandler: (error, socket) => {
       const refused = answerClientError(error, socket, timeouts);
-      // Counted as requests too (a flood of broken clients shows), under no route or model.
-      if (refused !== undefined)
-        metrics.observe({
-          route: "unknown",
-          model: "",
-          status: refused.status,
-          seconds: 0,
-          promptTokens: undefined,
-          completionTokens: undefined,
-          costNano: undefined,
-          firstTokenSeconds: undefined,
-          engineSeconds: undefined,
-        });
+      if (refused === undefined) return;
+      // Logged and counted as requests too (a flood of broken clients shows), under no route or
+      // model: the request line every answered request has (it was counted, never logged).
+      app.log.info({ route: "unknown", status: refused.status, error: refused.code }, "request");
+      metrics.observe({
+        route: "unknown",
+        model: "",
+        status: refused.status,
+        seconds: 0,
+        promptTokens: undefined,
+        completionTokens: undefined,
+        costNano: undefined,
+        firstTokenSeconds: undefined,
+        engineSeconds: undefined,
+      });
     },
     genReqId: (request) => createRequestId(request.headers["x-request-id"]),
     requestIdHeader: false,

@@ -1,8 +1,11 @@
 /**
  * Requests Node's HTTP parser refuses (not HTTP, headers over 16 KiB) are answered in the
  * contract's shape before any route or hook runs; they count in `tollgate_requests_total` too,
- * under route "unknown" (regression: a flood of broken clients left the metrics unchanged).
+ * under route "unknown" (regression: a flood of broken clients left the metrics unchanged), and
+ * have their request log line (regression: counted, never logged).
  */
+
+import { Writable } from "node:stream";
 import type { FastifyInstance } from "fastify";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -13,11 +16,19 @@ import { exchangeRaw } from "./exchange-raw.ts";
 
 let app: FastifyInstance;
 let port: number;
+const lines: Record<string, unknown>[] = [];
 
 beforeAll(async () => {
   app = buildApp({
     registry: new ModelRegistry([], () => undefined),
-    logger: pino({ enabled: false }),
+    logger: pino(
+      new Writable({
+        write(chunk: Buffer, _encoding, done) {
+          for (const line of chunk.toString().split("\n")) if (line !== "") lines.push(JSON.parse(line));
+          done();
+        },
+      }),
+    ),
     authenticate: acceptOneKey,
   });
   await app.listen({ host: "127.0.0.1", port: 0 });
@@ -57,5 +68,16 @@ describe("requests the HTTP parser refuses", () => {
     );
     expect(await unroutedCount(400)).toBe(before.invalid + 2);
     expect(await unroutedCount(431)).toBe(before.tooLarge + 1);
+  });
+
+  it("have their request log line, naming the status and the error", async () => {
+    lines.splice(0);
+    await sendRaw("NOT-HTTP at all\r\n\r\n");
+    await sendRaw(`GET /health HTTP/1.1\r\nHost: x\r\nX-Big: ${"a".repeat(20_000)}\r\n\r\n`);
+    const requests = lines.filter((line) => line.msg === "request");
+    expect(requests).toMatchObject([
+      { route: "unknown", status: 400, error: "invalid_http_request" },
+      { route: "unknown", status: 431, error: "headers_too_large" },
+    ]);
   });
 });
