@@ -19,7 +19,8 @@ export interface SettleEventLog
  * The server's lines for what happens to charges the store does not take at once: a store outage
  * fails every running request's settle, so the retries get one line for the run, then one every
  * 10 s (each request still gets its line when its charge goes through, or when it is given up).
- * `addCharge` counts a charge that went through late in the metrics.
+ * `addCharge` counts a charge that went through late in the metrics. Each line names its request
+ * as the request's own lines do (`reqId`).
  */
 export function createSettleEventLog(options: {
   logger: Logger;
@@ -49,14 +50,14 @@ export function createSettleEventLog(options: {
     },
     onJournalError: (error, requestId) =>
       logger.error(
-        { err: error, requestId, journal: journalPath },
+        { err: error, reqId: requestId, journal: journalPath },
         "could not keep a charge the store did not take in the journal: it waits in memory only",
       ),
     onSettleError: (error, requestId, { retrying, usage, journaled }) => {
       if (retrying) {
         logSettleRetry((skipped) =>
           logger.warn(
-            { err: error, requestId, ...(skipped > 0 ? { failedSinceLastLine: skipped } : {}) },
+            { err: error, reqId: requestId, ...(skipped > 0 ? { failedSinceLastLine: skipped } : {}) },
             "settling a request failed; retrying in the background",
           ),
         );
@@ -67,7 +68,7 @@ export function createSettleEventLog(options: {
       if (journaled) counts.keptCharges++;
       else counts.unrecordedCharges++;
       logger.error(
-        { err: error, requestId, usage: { ...usage, costNano: String(usage.costNano) } },
+        { err: error, reqId: requestId, usage: { ...usage, costNano: String(usage.costNano) } },
         journaled
           ? "settling a request failed; its charge is kept in the journal, and the next start records it"
           : "settling a request failed; its charge was not recorded",
@@ -77,7 +78,7 @@ export function createSettleEventLog(options: {
       // The request was logged and measured without its charge: both get it now.
       options.addCharge(model, chargedNano);
       logger.warn(
-        { requestId, attempts, model, cost: formatAmount(chargedNano) },
+        { reqId: requestId, attempts, model, cost: formatAmount(chargedNano) },
         "settled a request after the store came back",
       );
     },

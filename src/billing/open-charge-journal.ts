@@ -134,7 +134,7 @@ async function logRefused(
 ): Promise<void> {
   for (const { usage, error } of refused) {
     logger.error(
-      { err: error, requestId: usage.requestId, usage: { ...usage, costNano: String(usage.costNano) } },
+      { err: error, reqId: usage.requestId, usage: { ...usage, costNano: String(usage.costNano) } },
       "the store refused a charge the previous run owed (its account is not in this database?); it was not recorded and leaves the journal",
     );
   }

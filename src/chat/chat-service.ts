@@ -177,14 +177,19 @@ export class ChatService {
       error: unknown,
       usage: Usage,
       ending: { queueMs?: number; unstarted: boolean },
-    ) =>
-      ticket.settle({
+    ) => {
+      const totalMs = performance.now() - startedAt;
+      // The engine's time as on an answered run (its attempts, waits between them, a queue): the
+      // gateway overhead of a request the upstream failed counts too, not only of those it served.
+      input.annotate({ engineMs: prepareMs + totalMs, queueMs: ending.queueMs });
+      return ticket.settle({
         usage,
         finishReason: undefined,
         errorCode: isAppError(error) ? error.code : "internal_error",
-        timings: { firstPartMs: undefined, totalMs: performance.now() - startedAt, queueMs: ending.queueMs },
+        timings: { firstPartMs: undefined, totalMs, queueMs: ending.queueMs },
         unstarted: ending.unstarted,
       });
+    };
     let first: IteratorResult<PartBatch>;
     try {
       first = await run.first();

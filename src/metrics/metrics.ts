@@ -144,7 +144,7 @@ export class Metrics {
     // endpoint, or served by a fallback, shows here and not only in the logs.
     new Counter({
       name: "tollgate_upstream_attempts_total",
-      help: "HTTP attempts at an upstream model's endpoints, by outcome: ok, http_error (a status other than 2xx), stream_error (a 2xx without a whole answer), transport_error (connection refused, reset, DNS, TLS), timeout (connect, first byte, idle), cancelled (the client left, or a reload or shutdown).",
+      help: "HTTP attempts at an upstream model's endpoints, by outcome: ok, http_error (a status other than 2xx), stream_error (a 2xx without a whole answer, a connection cut after it included), transport_error (connection refused or reset before any status, DNS, TLS), timeout (connect, first byte, idle), cancelled (the client left, or a reload or shutdown).",
       labelNames: ["model", "endpoint", "outcome"],
       registers: [this.registry],
       collect() {

@@ -30,7 +30,7 @@ interface LogLine {
   status?: number;
   refusedSinceLastLine?: number;
   failedSinceLastLine?: number;
-  requestId?: string;
+  reqId?: string;
 }
 
 /**
@@ -149,7 +149,7 @@ describe.skipIf("skipped" in postgres)("a server whose store goes down while req
     const recovered = () =>
       logged.filter((line) => line.msg === "settled a request after the store came back");
     await expect.poll(() => recovered().length, { timeout: 20_000 }).toBe(requests);
-    expect(new Set(recovered().map((line) => line.requestId)).size).toBe(requests);
+    expect(new Set(recovered().map((line) => line.reqId)).size).toBe(requests);
     expect(await store.listUsage({ accountId: account.id })).toHaveLength(requests);
   });
 });

@@ -114,7 +114,7 @@ describe("a charge the previous run owed that the store refuses", () => {
         createdAt: new Date(),
       }),
     );
-    const lines: { level: number; msg: string; requestId?: string; usage?: { costNano: string } }[] = [];
+    const lines: { level: number; msg: string; reqId?: string; usage?: { costNano: string } }[] = [];
     const destination = new Writable({
       write(chunk: Buffer, _encoding, done) {
         for (const line of chunk.toString().split("\n")) if (line !== "") lines.push(JSON.parse(line));
@@ -126,7 +126,7 @@ describe("a charge the previous run owed that the store refuses", () => {
       logger: { destination },
     });
     try {
-      const refused = lines.find((line) => line.requestId === "owed-elsewhere");
+      const refused = lines.find((line) => line.reqId === "owed-elsewhere");
       expect(refused?.level).toBe(50);
       expect(refused?.msg).toMatch(/^the store refused a charge the previous run owed/);
       expect(refused?.usage?.costNano).toBe("18000");

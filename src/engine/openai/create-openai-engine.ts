@@ -107,9 +107,12 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
   );
   const counts = options.counts ?? new UpstreamCounts();
   const endpointNames = nameEndpoints(endpoints);
+  // Log lines name each endpoint as `/metrics` does, so that two on one base URL are told apart
+  // in both.
+  for (const endpoint of endpoints) endpoint.label = endpointNames[endpoint.index] ?? endpoint.label;
   counts.configure(endpointNames, config.fallbacks);
   const countAttempt = (endpoint: UpstreamEndpoint, outcome: UpstreamAttemptOutcome) =>
-    counts.countAttempt(endpointNames[endpoint.index] ?? endpoint.label, outcome);
+    counts.countAttempt(endpoint.label, outcome);
   const balancer = createEndpointBalancer({
     endpoints,
     failureThreshold: settings.failureThreshold,
@@ -328,9 +331,9 @@ async function prepareFallbackWithin(
 }
 
 /**
- * The endpoints' names in `/metrics`: each one's label (its base URL without credentials or
- * query, as logs name it), and where two of the model's endpoints share one (one server, two
- * keys) its place in the list, from 1, after `#`.
+ * The endpoints' names in `/metrics` and logs: each one's base URL without credentials or query,
+ * and where two of the model's endpoints share one (one server, two keys) its place in the list,
+ * from 1, after `#`.
  */
 function nameEndpoints(endpoints: readonly UpstreamEndpoint[]): string[] {
   const labels = endpoints.map((endpoint) => endpoint.label);

@@ -9,7 +9,10 @@ import type { UpstreamSettings } from "./upstream-settings.ts";
 export interface UpstreamEndpoint {
   /** Position in the model's `endpoints` list, from 0. */
   index: number;
-  /** Origin and path, without credentials or query: for logs. */
+  /**
+   * Origin and path, without credentials or query, `#n` after it where two of the model's
+   * endpoints share one (set by the engine): the endpoint's name in logs and `/metrics`.
+   */
   label: string;
   /** `{base path}/chat/completions` with the base URL's query (Azure's `api-version`), if any. */
   path: string;

@@ -92,6 +92,8 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
    * doing; what is thrown otherwise is a fault in Tollgate's own reading of the answer.
    */
   let awaitingUpstream = false;
+  /** The answer's HTTP status, once it came. */
+  let status: number | undefined;
 
   /**
    * The answer came whole: only then does the endpoint count as working. A 2xx alone says little:
@@ -178,7 +180,7 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
           ? "stream_error"
           : watch.stalled !== undefined || isConnectTimeout(error)
             ? "timeout"
-            : "transport_error";
+            : brokenAfterStatus(status);
       const summary =
         error === undefined
           ? hasParts
@@ -258,6 +260,7 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
           awaitingUpstream = true;
           const response = await current.response;
           awaitingUpstream = false;
+          status = response.statusCode;
           const encoding = readContentEncoding(response.headers["content-encoding"]);
           if (response.statusCode < 200 || response.statusCode >= 300) {
             let body = { text: "", cut: false };
@@ -334,6 +337,16 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
       current.abort(new AttemptStopped("disposed"));
     },
   };
+}
+
+/**
+ * The outcome of a connection that broke (closed, reset, not HTTP) before the answer's end: the
+ * way to the upstream failed only if no status had come; after a 2xx the answer broke, as a
+ * stream that ends too soon does, and after another status it was that status's error answer.
+ */
+function brokenAfterStatus(status: number | undefined): UpstreamAttemptOutcome {
+  if (status === undefined) return "transport_error";
+  return status >= 200 && status < 300 ? "stream_error" : "http_error";
 }
 
 /** `model_unavailable`: the engine closed (shutdown or reload) while the request ran. */
