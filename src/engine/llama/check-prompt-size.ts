@@ -1,9 +1,8 @@
 import { setImmediate as nextTurn } from "node:timers/promises";
-import type { ChatHistoryItem, ChatWrapper, Tokenizer } from "node-llama-cpp";
+import type { Tokenizer } from "node-llama-cpp";
 import { ContextLengthError } from "../check-context-length.ts";
 import type { ChatMessage } from "../engine.ts";
 import { shortestToolText } from "./read-tool-json.ts";
-import { renderPrompt } from "./render-prompt.ts";
 
 /** Message text up to this many characters is rendered at once (tokenizing it takes milliseconds). */
 export const CHECK_ABOVE_CHARS = 64 * 1024;
@@ -32,12 +31,14 @@ const MARGIN_PER_PIECE = 8;
  * usual, and checked exactly then. Small messages (most) skip this.
  *
  * Two more lower bounds, for what message text does not show: the chat template's tokens around
- * each message (`historyItems` x `templateTokensPerItem`, see {@link measureTemplateTokensPerItem}),
- * checked by arithmetic alone, and the tools the prompt documents (`toolTexts`, see
- * {@link documentedToolTexts}), counted with the messages. Tens of thousands of empty messages
- * render to one long run of special tokens, which node-llama-cpp's tokenizer takes in quadratic
- * time (32,000 of them held the event loop 15 s, 250,000 for minutes), and a hundred tools of
- * 32 KB descriptions held it 2.4 s: both for a refusal that costs nothing.
+ * each message and each tool call (`historyItems` x `templateTokensPerItem` and the calls x
+ * `templateTokensPerCall`, measured per model, measure-chat-template.ts), checked by arithmetic
+ * alone, and the tools the prompt documents (`toolTexts`, see {@link documentedToolTexts}),
+ * counted with the messages. Tens of thousands of empty messages render to one long run of special
+ * tokens, which node-llama-cpp's tokenizer takes in quadratic time (32,000 of them held the event
+ * loop 15 s, 250,000 for minutes), as do the markers of 126,000 empty tool calls in one assistant
+ * message (one history item: 14 s), and a hundred tools of 32 KB descriptions held it 2.4 s: all
+ * for a refusal that costs nothing.
  */
 export async function checkPromptSize(options: {
   messages: readonly ChatMessage[];
@@ -48,17 +49,19 @@ export async function checkPromptSize(options: {
   toolTexts?: readonly string[];
   /** Items of the rendered history (its messages, and the reply it opens). */
   historyItems?: number;
-  /** Template tokens each item surely adds (see {@link measureTemplateTokensPerItem}). */
+  /** Template tokens each item surely adds (measure-chat-template.ts). */
   templateTokensPerItem?: number;
+  /** Template tokens each tool call in the messages surely adds (measure-chat-template.ts). */
+  templateTokensPerCall?: number;
 }): Promise<void> {
   const { contextLength, maxTokens } = options;
   const room = contextLength - (maxTokens ?? 1);
-  const items = options.historyItems ?? 0;
-  const templateTokens = items * (options.templateTokensPerItem ?? 0);
   const toolTexts = options.toolTexts ?? [];
   const tools = toolTexts.length > 0;
-  if (items > CHECK_ABOVE_ITEMS && templateTokens > room)
-    throw tooLong(contextLength, templateTokens, maxTokens, tools);
+  const { calls } = countMessages(options.messages);
+  // A call is an item of its own here: its markers are as many tokens as a message's, or more.
+  const items = (options.historyItems ?? 0) + calls;
+  const templateTokens = checkTemplateBound({ ...options, items: options.historyItems ?? 0, calls, tools });
   const texts = [...messageTexts(options.messages), ...toolTexts];
   let characters = 0;
   for (const text of texts) characters += text.length;
@@ -79,7 +82,8 @@ export async function checkPromptSize(options: {
 
 /**
  * The texts of the messages that surely become prompt tokens: contents and tool calls (not their
- * ids, which a chat template may leave out: counted, they could refuse a prompt that fits).
+ * ids, which never reach the template: node-llama-cpp's calls have none, and its Jinja wrapper
+ * writes ids of its own; counted, they could refuse a prompt that fits).
  */
 function messageTexts(messages: readonly ChatMessage[]): string[] {
   const texts: string[] = [];
@@ -95,10 +99,67 @@ function messageTexts(messages: readonly ChatMessage[]): string[] {
 }
 
 /**
- * The texts of tool definitions that every rendering of them holds: the function's name and
+ * The template-token bound of {@link checkPromptSize} from the messages alone, for the engine to
+ * check before it converts them: converting reads each tool call's arguments and each tool result
+ * as JSON, and text that is not JSON costs an exception, so 126,000 empty calls took 0.8 s of the
+ * event loop there before they were refused. The history has an item at least for each system and
+ * user message, and for each tool result beyond the calls (those become user turns,
+ * convert-chat-history.ts).
+ */
+export function checkTemplateTokens(options: {
+  messages: readonly ChatMessage[];
+  contextLength: number;
+  maxTokens: number | undefined;
+  templateTokensPerItem?: number;
+  templateTokensPerCall?: number;
+}): void {
+  const { turns, calls, results } = countMessages(options.messages);
+  checkTemplateBound({ ...options, items: turns + Math.max(0, results - calls), calls, tools: false });
+}
+
+/**
+ * The template tokens of `items` history items and `calls` tool calls; beyond the room the context
+ * leaves, the refusal, for requests of more than {@link CHECK_ABOVE_ITEMS} items and calls.
+ */
+function checkTemplateBound(options: {
+  items: number;
+  calls: number;
+  templateTokensPerItem?: number | undefined;
+  templateTokensPerCall?: number | undefined;
+  contextLength: number;
+  maxTokens: number | undefined;
+  tools: boolean;
+}): number {
+  const { items, calls, contextLength, maxTokens } = options;
+  const tokens = items * (options.templateTokensPerItem ?? 0) + calls * (options.templateTokensPerCall ?? 0);
+  if (items + calls > CHECK_ABOVE_ITEMS && tokens > contextLength - (maxTokens ?? 1))
+    throw tooLong(contextLength, tokens, maxTokens, options.tools);
+  return tokens;
+}
+
+/** System and user messages, tool calls, and tool results. */
+function countMessages(messages: readonly ChatMessage[]): { turns: number; calls: number; results: number } {
+  let turns = 0;
+  let calls = 0;
+  let results = 0;
+  for (const message of messages) {
+    if (message.role === "assistant") calls += message.toolCalls?.length ?? 0;
+    else if (message.role === "tool") results += 1;
+    else turns += 1;
+  }
+  return { turns, calls, results };
+}
+
+/**
+ * The texts of tool definitions that the prompt holds. Where the chat template writes parameter
+ * schemas as JSON (`parametersAsJson`, measure-chat-template.ts): the function's name and
+ * description, and its parameters' JSON, compact (a template may indent it: whitespace the count
+ * leaves out). 128 tools of 10 KB schemas of nested type unions rendered to 1.9 million tokens,
+ * tokenized in one piece (3 to 4 s of the event loop) before the request was refused, when only
+ * their names counted here. Otherwise what every rendering holds: the function's name and
  * description, and from its parameters the property names, descriptions and string constants
- * (JSON, as Jinja templates write tools, and node-llama-cpp's TypeScript-like documentation
- * both show them). Keywords and structure are left out: not every rendering writes them.
+ * (node-llama-cpp's TypeScript-like documentation shows them); keywords and structure are left
+ * out, as not every rendering writes them.
  *
  * Tools that a forced call describes are not counted this way: the prompt holds them as that
  * call's instruction (plan-generation.ts), their parameters as JSON, whole, and that text is
@@ -108,12 +169,14 @@ function messageTexts(messages: readonly ChatMessage[]): string[] {
  */
 export function documentedToolTexts(
   tools: readonly { name: string; description?: string | undefined; parameters?: unknown }[],
+  options: { parametersAsJson?: boolean } = {},
 ): string[] {
   const texts: string[] = [];
   for (const tool of tools) {
     texts.push(tool.name);
     if (tool.description !== undefined) texts.push(tool.description);
-    collectSchemaTexts(tool.parameters, texts, 0);
+    if (options.parametersAsJson !== true) collectSchemaTexts(tool.parameters, texts, 0);
+    else if (tool.parameters !== undefined) texts.push(JSON.stringify(tool.parameters) ?? "");
   }
   return texts;
 }
@@ -146,31 +209,6 @@ function collectSchemaTexts(schema: unknown, texts: string[], depth: number): vo
     const definitions = record[key];
     if (typeof definitions !== "object" || definitions === null) continue;
     for (const definition of Object.values(definitions)) collectSchemaTexts(definition, texts, depth + 1);
-  }
-}
-
-/**
- * The fewest template tokens the chat wrapper adds per history item (role markers, separators),
- * measured once per model: a user message and a reply, both empty, rendered once and three
- * times; half the tokens one pair adds, rounded down (0 for a template that adds none).
- */
-export function measureTemplateTokensPerItem(options: {
-  chatWrapper: ChatWrapper;
-  tokenizer: Tokenizer;
-  render: ChatWrapper["generateContextState"];
-}): number {
-  const count = (pairs: number) => {
-    const history: ChatHistoryItem[] = [];
-    for (let pair = 0; pair < pairs; pair++)
-      history.push({ type: "user", text: "" }, { type: "model", response: [""] });
-    history.push({ type: "user", text: "" });
-    return renderPrompt({ ...options, history, functions: undefined }).tokens.length;
-  };
-  try {
-    return Math.max(0, Math.floor((count(3) - count(1)) / 4));
-  } catch {
-    // A template that cannot render empty messages bounds nothing here; the render checks later.
-    return 0;
   }
 }
 

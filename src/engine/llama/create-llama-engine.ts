@@ -4,7 +4,7 @@ import { AppError } from "../../errors/app-error.ts";
 import { redactUrlsInText } from "../../models/download/redact-url.ts";
 import { checkContextLength } from "../check-context-length.ts";
 import type { ChatEngine, ChatRequest, ModelStatus, PreparedChat, PrepareOptions } from "../engine.ts";
-import { checkPromptSize, documentedToolTexts, measureTemplateTokensPerItem } from "./check-prompt-size.ts";
+import { checkPromptSize, checkTemplateTokens, documentedToolTexts } from "./check-prompt-size.ts";
 import { createGrammarCache, type GrammarCache } from "./create-grammar-cache.ts";
 import { createLeasePool, type LeasePool } from "./create-lease-pool.ts";
 import { createPlanGrammar } from "./create-plan-grammar.ts";
@@ -12,6 +12,7 @@ import { prepareDirectPrompt, supportsDirectGeneration } from "./generate-direct
 import { type LlamaEngineLogger, silentLogger } from "./llama-engine-logger.ts";
 import { registerLlamaEngineStats } from "./llama-engine-stats.ts";
 import type { GenerationSlot, LoadedLlamaModel } from "./load-llama-model.ts";
+import { type ChatTemplateMeasures, measureChatTemplate } from "./measure-chat-template.ts";
 import { memoizeContextState } from "./memoize-context-state.ts";
 import { planGeneration, planStopStrings } from "./plan-generation.ts";
 import { type FileIdentity, isSameFileIdentity, readFileIdentity } from "./read-file-identity.ts";
@@ -44,8 +45,8 @@ interface AvailableState {
   renderOnce: ChatWrapper["generateContextState"];
   /** Whether `text` and `json` plans take the direct path, as far as the chat wrapper goes. */
   direct: boolean;
-  /** The fewest template tokens per history item (check-prompt-size.ts). */
-  templateTokensPerItem: number;
+  /** What the chat template surely adds to a prompt, for its size check (check-prompt-size.ts). */
+  template: ChatTemplateMeasures;
 }
 
 type EngineState = { status: "loading" } | AvailableState | { status: "unavailable"; message: string };
@@ -113,7 +114,7 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
         grammars: createGrammarCache({ llama: loaded.llama }),
         renderOnce,
         direct: (options.directGeneration ?? true) && supportsDirectGeneration(loaded.chatWrapper),
-        templateTokensPerItem: measureTemplateTokensPerItem({
+        template: measureChatTemplate({
           chatWrapper: loaded.chatWrapper,
           tokenizer: loaded.model.tokenizer,
           render: renderOnce,
@@ -259,6 +260,20 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
    */
   async function planWithinSize(request: ChatRequest, current: AvailableState) {
     const { loaded } = current;
+    // Tens of thousands of messages or tool calls are refused before they are converted; the
+    // tools and formats first, as their errors come before the context's.
+    try {
+      checkTemplateTokens({
+        messages: request.messages,
+        contextLength: loaded.contextLength,
+        maxTokens: request.maxTokens,
+        templateTokensPerItem: current.template.tokensPerItem,
+        templateTokensPerCall: current.template.tokensPerCall,
+      });
+    } catch (error) {
+      planGeneration({ ...request, messages: [] });
+      throw error;
+    }
     const planned = planGeneration(request);
     const { plan, history } = planned;
     // Megabytes of messages or tools, or tens of thousands of messages, are refused without
@@ -279,11 +294,13 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
                   description: documented.description,
                   parameters: documented.params,
                 })),
+                { parametersAsJson: current.template.documentsParametersAsJson },
               )
             : [],
       // The reply the prompt opens is an item too, unless the history ends in one (render-prompt.ts).
       historyItems: history.at(-1)?.type === "model" ? history.length : history.length + 1,
-      templateTokensPerItem: current.templateTokensPerItem,
+      templateTokensPerItem: current.template.tokensPerItem,
+      templateTokensPerCall: current.template.tokensPerCall,
     });
     return planned;
   }

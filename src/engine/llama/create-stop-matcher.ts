@@ -1,4 +1,5 @@
 import type { Token } from "node-llama-cpp";
+import { createPartialStopFinder } from "./create-partial-stop-finder.ts";
 
 /**
  * The request's stop strings applied to text as it is released, for generations that LlamaChat
@@ -36,6 +37,7 @@ export function createStopMatcher(stops: readonly string[], onText: (text: strin
   let heldText = "";
   let heldTokens: Token[] = [];
   let stopped = false;
+  const findPartialStop = createPartialStopFinder(stops);
 
   /** Releases the held chunks whose text ends by `end` (a text offset). */
   const releaseChunks = (end: number) => {
@@ -62,7 +64,7 @@ export function createStopMatcher(stops: readonly string[], onText: (text: strin
       heldTokens = [...heldTokens, ...tokens];
       const stopStart = findStopStart(heldText, stops, searchFrom);
       if (stopStart < 0) {
-        releaseChunks(findPartialStopStart(heldText, stops));
+        releaseChunks(findPartialStop(heldText));
         return false;
       }
       stopped = true;
@@ -96,24 +98,10 @@ function findStopStart(text: string, stops: readonly string[], searchFrom: numbe
   return earliest;
 }
 
-/** Where the earliest end of `text` that begins some stop text (but is not all of it) starts. */
+/**
+ * Where the earliest end of `text` that begins some stop text (but is not all of it) starts. For
+ * one search; a search per token makes its finder once (create-partial-stop-finder.ts).
+ */
 export function findPartialStopStart(text: string, stops: readonly string[]): number {
-  let earliest = text.length;
-  for (const stop of stops) {
-    for (let start = Math.max(0, text.length - stop.length + 1); start < earliest; start += 1) {
-      if (isPrefixAt(text, start, stop)) {
-        earliest = start;
-        break;
-      }
-    }
-  }
-  return earliest;
-}
-
-/** Whether `text` from `start` to its end is a beginning of `stop`. */
-function isPrefixAt(text: string, start: number, stop: string): boolean {
-  for (let index = start; index < text.length; index += 1) {
-    if (text.charCodeAt(index) !== stop.charCodeAt(index - start)) return false;
-  }
-  return true;
+  return createPartialStopFinder(stops)(text);
 }

@@ -47,7 +47,7 @@ import type {
   Token,
   Tokenizer,
 } from "node-llama-cpp";
-import { findPartialStopStart } from "./create-stop-matcher.ts";
+import { createPartialStopFinder } from "./create-partial-stop-finder.ts";
 import { evaluatePromptHead } from "./evaluate-prompt-head.ts";
 import type { LlamaStopReason } from "./map-finish.ts";
 import type { SamplingOptions } from "./map-sampling-options.ts";
@@ -250,6 +250,7 @@ function createTextRelease(options: {
 }): { push(token: Token): LlamaStopReason | undefined; finish(): void; released: Token[] } {
   const { model, prompt, onText } = options;
   const stopTexts = [...prompt.stopTexts, ...prompt.customStopTexts];
+  const findPartialStop = createPartialStopFinder(stopTexts);
   const released: Token[] = [];
   /** Decided text not released yet: it may still become a stop trigger, or is whitespace held. */
   const held: Chunk[] = [];
@@ -342,7 +343,7 @@ function createTextRelease(options: {
       release(stopStart, true);
       return custom ? "customStopTrigger" : "stopGenerationTrigger";
     }
-    release(findPartialStopStart(heldText, stopTexts), false);
+    release(findPartialStop(heldText), false);
     return undefined;
   };
 

@@ -160,7 +160,7 @@ function describeOverspending(kind: keyof Budget, limit: number, grammarLimits: 
     case "entries":
       return `the schema declares more than ${limit} properties and enum values in all${local}; undeclared required properties, the members of constants, and what anyOf or oneOf branches repeat of their siblings count too. Split it, or describe fewer of them.`;
     case "steps":
-      return `the schema takes more than ${limit} steps to convert${local}: anyOf and oneOf branches repeat their siblings (properties, items, ...) once each, and required names and allOf branches count too. Move what the branches share into them, or simplify the schema.`;
+      return `the schema takes more than ${limit} steps to convert${local}: anyOf and oneOf branches repeat their siblings (properties, items, ...) once each, and required names, allOf branches and each type of a type list count too. Move what the branches share into them, or simplify the schema.`;
     case "characters":
       return `the schema spells out more than ${limit} characters of property names, constants and descriptions${local}, counted again each time anyOf or oneOf branches repeat them. Shorten them, or simplify the schema.`;
     case "repeats":
