@@ -42,6 +42,15 @@ export function checkGrammarStacks(schema: GbnfJsonSchema, param: string): void 
       { param },
     );
   }
+  if (problem === "multiplying-recursion") {
+    // Refused at any depth, however few alternatives one level opens: the model may nest as deep
+    // as its tokens allow, and each level multiplies what llama.cpp keeps open.
+    throw new AppError(
+      "invalid_value",
+      `Invalid JSON Schema in '${param}': alternatives (anyOf or oneOf branches) that begin alike contain themselves before anything tells them apart, so what a local model's output grammar keeps open multiplies with every level of nesting (objects whose first properties have the same names, the recursive one among them). Put a property that tells the alternatives apart (a 'const', or one that only one of them has) before the property that recurses, or merge the alike alternatives.`,
+      { param },
+    );
+  }
   if (problem !== undefined) {
     const what =
       problem === "too-many"
@@ -55,7 +64,7 @@ export function checkGrammarStacks(schema: GbnfJsonSchema, param: string): void 
   }
 }
 
-type Problem = "left-recursion" | "too-many" | "too-intricate";
+type Problem = "left-recursion" | "multiplying-recursion" | "too-many" | "too-intricate";
 
 class Refusal {
   readonly problem: Problem;
@@ -132,7 +141,7 @@ class StackCount {
     const open = this.#visiting.get(key);
     if (open !== undefined) {
       // Round a recursion: with more stacks each time, without bound.
-      if (scale > open) throw new Refusal("too-many");
+      if (scale > open) throw new Refusal("multiplying-recursion");
       return;
     }
     if ((this.#visited.get(key) ?? 0) >= scale) return;

@@ -135,9 +135,42 @@ describe("the parse stacks of a local grammar", () => {
     expect(error).toMatchObject({ code: "invalid_value", param });
     expect(error?.message).toMatch(
       new RegExp(
-        `Invalid JSON Schema in '${param.replaceAll(".", "\\.")}': its grammar would keep more than ${maxGrammarStacks} alternatives open at once`,
+        `Invalid JSON Schema in '${param.replaceAll(".", "\\.")}': (its grammar would keep more than ${maxGrammarStacks} alternatives open at once|alternatives .* multiplies with every level of nesting)`,
       ),
     );
+  });
+
+  // A realistic thread of comments: few alternatives per level, but alike ones that recurse
+  // before anything tells them apart multiply at every level. Said so, not "more than 2000".
+  it("names a recursion of alike alternatives as such, with what to change", () => {
+    const item = { anyOf: [{ $ref: "#/$defs/Comment" }, { $ref: "#/$defs/Deleted" }] };
+    const replies = { type: "array", items: { $ref: "#/$defs/Item" } };
+    const schema = {
+      $defs: {
+        Item: item,
+        Comment: {
+          type: "object",
+          properties: {
+            id: { type: "string" },
+            replies,
+            author: { type: "string" },
+            body: { type: "string" },
+          },
+          required: ["id", "replies", "author", "body"],
+        },
+        Deleted: {
+          type: "object",
+          properties: { id: { type: "string" }, replies, deleted: { const: true } },
+          required: ["id", "replies", "deleted"],
+        },
+      },
+      $ref: "#/$defs/Item",
+    };
+    const error = refusal(schema);
+    expect(error).toMatchObject({ code: "invalid_value", param });
+    expect(error?.message).toMatch(/multiplies with every level of nesting/);
+    expect(error?.message).toMatch(/before the property that recurses/);
+    expect(error?.message).not.toMatch(/more than 2000/);
   });
 
   it.each(ordinary)("takes %s, and llama.cpp builds it quickly", async (_name, schema) => {
