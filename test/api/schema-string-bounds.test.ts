@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestServer, type TestServer, TINY_MODEL } from "../support/test-server.ts";
+import { postTinyChat, startTestServer, type TestServer, TINY_MODEL } from "../support/test-server.ts";
 
 /**
  * The strings of a request's JSON Schemas are bounded at the edge, as OpenAI's structured outputs
@@ -17,16 +17,7 @@ afterAll(async () => {
 });
 
 async function post(body: Record<string, unknown>) {
-  const response = await fetch(`${server.baseUrl}/chat/completions`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${server.starterKey}`, "content-type": "application/json" },
-    body: JSON.stringify({
-      model: TINY_MODEL,
-      messages: [{ role: "user", content: "Go." }],
-      max_tokens: 2,
-      ...body,
-    }),
-  });
+  const response = await postTinyChat(server, body, 2);
   return { status: response.status, body: (await response.json()) as { error?: Record<string, unknown> } };
 }
 

@@ -202,3 +202,29 @@ export async function untilModelWaiting(test: TestServer, model: string, count: 
   }
   throw new Error(`model '${model}' never had ${count} waiting`);
 }
+
+/** An error answer's body, as the contract shapes it. */
+export interface ErrorBody {
+  error: { message: string; type: string; code: string; param: string | null };
+}
+
+/**
+ * A chat request with `test`'s starter key to its tiny model: "Go." and `maxTokens` tokens, the
+ * fields of `body` over those.
+ */
+export function postTinyChat(
+  test: TestServer,
+  body: Record<string, unknown>,
+  maxTokens = 8,
+): Promise<Response> {
+  return fetch(`${test.baseUrl}/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${test.starterKey}`, "content-type": "application/json" },
+    body: JSON.stringify({
+      model: TINY_MODEL,
+      messages: [{ role: "user", content: "Go." }],
+      max_tokens: maxTokens,
+      ...body,
+    }),
+  });
+}

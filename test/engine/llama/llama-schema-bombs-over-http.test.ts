@@ -1,6 +1,6 @@
 import { PassThrough } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestServer, type TestServer, TINY_MODEL } from "../../support/test-server.ts";
+import { type ErrorBody, postTinyChat, startTestServer, type TestServer } from "../../support/test-server.ts";
 import { createAlikeBranches, createReferenceChain, createTwoChains } from "./schema-bombs.ts";
 
 /**
@@ -23,21 +23,8 @@ afterAll(async () => {
   await server?.close();
 });
 
-interface ErrorBody {
-  error: { message: string; type: string; code: string; param: string | null };
-}
-
-async function post(body: Record<string, unknown>): Promise<Response> {
-  return fetch(`${server.baseUrl}/chat/completions`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${server.starterKey}`, "content-type": "application/json" },
-    body: JSON.stringify({
-      model: TINY_MODEL,
-      messages: [{ role: "user", content: "Go." }],
-      max_tokens: 8,
-      ...body,
-    }),
-  });
+function post(body: Record<string, unknown>): Promise<Response> {
+  return postTinyChat(server, body);
 }
 
 function format(schema: unknown) {

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestServer, type TestServer, TINY_MODEL } from "../../support/test-server.ts";
+import { type ErrorBody, postTinyChat, startTestServer, type TestServer } from "../../support/test-server.ts";
 
 /**
  * Tool schemas that held a local model's event loop for seconds before their request was refused
@@ -23,21 +23,8 @@ afterAll(async () => {
   await server?.close();
 });
 
-interface ErrorBody {
-  error: { message: string; type: string; code: string; param: string | null };
-}
-
-async function post(body: Record<string, unknown>): Promise<Response> {
-  return fetch(`${server.baseUrl}/chat/completions`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${server.starterKey}`, "content-type": "application/json" },
-    body: JSON.stringify({
-      model: TINY_MODEL,
-      messages: [{ role: "user", content: "Go." }],
-      max_tokens: 8,
-      ...body,
-    }),
-  });
+function post(body: Record<string, unknown>): Promise<Response> {
+  return postTinyChat(server, body);
 }
 
 function tool(name: string, parameters: Record<string, unknown>) {
