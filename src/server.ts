@@ -306,6 +306,7 @@ async function startOnStore(
         store,
         getKey,
         modelIds: () => registry.list().map((entry) => entry.model.id),
+        clientStallTimeoutMs: options.clientStallTimeoutMs,
         onKeyChanged: (publicId) => {
           authenticator.forget(publicId);
           cluster.bus.publish({ type: "key-changed", publicId });

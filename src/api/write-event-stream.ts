@@ -109,6 +109,32 @@ export function endEventStream(
   closeIfLeftUnread(response, stallTimeoutMs);
 }
 
+/**
+ * Watches a response that is piped from a stream (the usage CSV export) until it is done: a
+ * client that reads nothing for `stallTimeoutMs` while bytes wait for it is disconnected, as a
+ * stream's is by {@link writeToClient}. A pipe only pauses at the high-water mark and waits for
+ * `drain`, so a client that stopped reading held its connection, the export's page and its
+ * reader for as long as its socket stayed open. Checked once a period: bytes waiting and none
+ * taken since the last check (within two periods of the stall); none waiting (the store still
+ * reading a page) is no stall.
+ */
+export function closeWhenStalled(
+  response: ServerResponse,
+  stallTimeoutMs: number = CLIENT_STALL_TIMEOUT_MS,
+): void {
+  if (response.destroyed || response.writableFinished) return;
+  let unsent = 0;
+  const check = setInterval(() => {
+    const socket = response.socket;
+    if (socket === null) return;
+    const queued = unsentBytes(socket) + response.writableLength;
+    if (queued > 0 && queued === unsent) socket.destroy();
+    unsent = queued;
+  }, stallTimeoutMs);
+  check.unref();
+  response.once("close", () => clearInterval(check));
+}
+
 /** The bytes `socket` has not handed to the kernel yet. */
 function unsentBytes(socket: Socket): number {
   return (

@@ -1,8 +1,9 @@
 import { once } from "node:events";
 import { createServer, get, type Server, type ServerResponse } from "node:http";
 import { type AddressInfo, connect } from "node:net";
+import { Readable } from "node:stream";
 import { afterEach, describe, expect, it } from "vitest";
-import { endEventStream, writeToClient } from "../../src/api/write-event-stream.ts";
+import { closeWhenStalled, endEventStream, writeToClient } from "../../src/api/write-event-stream.ts";
 
 const servers: Server[] = [];
 
@@ -202,5 +203,66 @@ describe("endEventStream", () => {
     ]);
     socket.destroy();
     expect(outcome).toBe("closed");
+  });
+});
+
+describe("closeWhenStalled", () => {
+  /**
+   * A server whose response is piped from a stream of `pieces` 1 MiB pieces, each after
+   * `pauseMs`, watched at `stallMs`; `closed` is the response's close, once it has been asked for.
+   */
+  async function servePiped(pieces: number, pauseMs: number, stallMs: number) {
+    let closed: Promise<unknown> | undefined;
+    const url = new URL(
+      await serve(async (response) => {
+        closed = once(response, "close");
+        async function* body() {
+          for (let index = 0; index < pieces; index++) {
+            if (pauseMs > 0) await new Promise((resolve) => setTimeout(resolve, pauseMs));
+            yield "c".repeat(1024 * 1024);
+          }
+        }
+        closeWhenStalled(response, stallMs);
+        Readable.from(body()).pipe(response);
+      }),
+    );
+    return { url, closed: () => closed };
+  }
+
+  it("disconnects a client that reads nothing of a piped response (regression: held for ever)", async () => {
+    // More than the kernel's buffers take: the pipe stops and waits for a drain that never comes.
+    const { url, closed } = await servePiped(256, 0, 200);
+    const client = connect(Number(url.port), url.hostname);
+    client.write(`GET / HTTP/1.1\r\nHost: ${url.host}\r\n\r\n`);
+    client.pause();
+    for (let attempt = 0; attempt < 1000 && closed() === undefined; attempt++) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    const outcome = await Promise.race([
+      closed()?.then(() => "closed"),
+      new Promise((resolve) => setTimeout(() => resolve("still open"), 5000)),
+    ]);
+    client.destroy();
+    expect(outcome).toBe("closed");
+  });
+
+  it("leaves a slow reader and a slow producer alone", async () => {
+    // Pieces come slower than the stall timeout (nothing waits for the client meanwhile), and
+    // the client reads slowly: neither is a stall.
+    const { url, closed } = await servePiped(6, 150, 100);
+    let received = 0;
+    await new Promise<void>((resolve, reject) => {
+      get(url, (response) => {
+        response.on("data", (piece: Buffer) => {
+          received += piece.length;
+          response.pause();
+          setTimeout(() => response.resume(), 5);
+        });
+        response.on("end", resolve);
+        response.on("error", reject);
+      }).on("error", reject);
+    });
+    await closed();
+    expect(received).toBe(6 * 1024 * 1024);
   });
 });

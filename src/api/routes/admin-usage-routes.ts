@@ -14,6 +14,7 @@ import {
 import { AppError } from "../../errors/app-error.ts";
 import type { UsageRecord } from "../../store/store.ts";
 import { UsageQuery } from "../schemas/admin-request-schemas.ts";
+import { closeWhenStalled } from "../write-event-stream.ts";
 import type { AdminRoutesOptions } from "./admin.ts";
 import { DEFAULT_PAGE_LIMIT, finishPage, readPageLimit } from "./admin-paging.ts";
 import { mapAdminErrors } from "./admin-route-helpers.ts";
@@ -50,6 +51,7 @@ export function registerUsageRoute(admin: FastifyInstance, options: AdminRoutesO
         // Streamed a page at a time: an export of the whole ledger holds one page in memory.
         const lines = usageCsvLines(store, selection, grouping, { after, limit });
         const stream = await startCsvStream(lines, request.log);
+        closeWhenStalled(reply.raw, options.clientStallTimeoutMs);
         reply.type("text/csv; charset=utf-8");
         return stream;
       }

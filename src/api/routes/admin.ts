@@ -23,6 +23,8 @@ export interface AdminRoutesOptions {
   now?: () => Date;
   /** The catalogue's model ids now: a key's new `models` must be among them. Default: not checked. */
   modelIds?: () => readonly string[];
+  /** How long a CSV export may wait for a client that reads nothing (write-event-stream.ts). */
+  clientStallTimeoutMs?: number | undefined;
 }
 
 /** 403 `admin_key_required`: a user key on `/admin/*`. */
