@@ -2,6 +2,7 @@ import { sameValue } from "./constant-meets-keywords.ts";
 import { hasType, isRecord, readTypes } from "./read-schema-types.ts";
 import type { SchemaConversion } from "./schema-conversion.ts";
 import type { Position } from "./schema-position.ts";
+import { valueSet } from "./value-set.ts";
 
 /** The formats a grammar enforces: two of them are never the same string. */
 const enforcedFormats = new Set(["date-time", "time", "date"]);
@@ -206,55 +207,6 @@ function readValues(schema: Record<string, unknown>): unknown[] | undefined {
   const values = Array.isArray(schema.enum) ? schema.enum : undefined;
   if (!("const" in schema)) return values;
   return values === undefined || values.some((value) => sameValue(value, schema.const)) ? [schema.const] : [];
-}
-
-/** Lookup of JSON values by value: a sibling's `enum` is read once, whatever the number of branches. */
-class ValueSet {
-  readonly #primitives = new Set<unknown>();
-  readonly #structures = new Set<string>();
-
-  constructor(values: readonly unknown[]) {
-    for (const value of values) {
-      if (isStructure(value)) this.#structures.add(canonical(value));
-      else this.#primitives.add(value);
-    }
-  }
-
-  has(value: unknown): boolean {
-    return isStructure(value) ? this.#structures.has(canonical(value)) : this.#primitives.has(value);
-  }
-}
-
-const valueSets = new WeakMap<readonly unknown[], ValueSet>();
-
-function valueSet(values: readonly unknown[]): ValueSet {
-  let found = valueSets.get(values);
-  if (found === undefined) {
-    found = new ValueSet(values);
-    valueSets.set(values, found);
-  }
-  return found;
-}
-
-function isStructure(value: unknown): value is object {
-  return typeof value === "object" && value !== null;
-}
-
-const canonicalTexts = new WeakMap<object, string>();
-
-/** JSON text with object members in key order: equal JSON values, equal texts. */
-function canonical(value: unknown): string {
-  if (!isStructure(value)) return JSON.stringify(value) ?? "null";
-  const known = canonicalTexts.get(value);
-  if (known !== undefined) return known;
-  const text = Array.isArray(value)
-    ? `[${value.map(canonical).join(",")}]`
-    : `{${Object.keys(value)
-        .sort()
-        .map((key) => `${JSON.stringify(key)}:${canonical((value as Record<string, unknown>)[key])}`)
-        .join(",")}}`;
-  canonicalTexts.set(value, text);
-  return text;
 }
 
 function mergeRequired(
