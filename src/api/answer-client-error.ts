@@ -60,6 +60,18 @@ export function describeClientError(
 }
 
 /**
+ * The 408 for a request whose body stopped arriving: none of it came for `stallMs` (see
+ * end-stalled-body.ts). The request timeout's answer names a bound from the request's start;
+ * this one names the pause, which a client that keeps sending never reaches.
+ */
+export function describeBodyStall(stallMs: number): AppError {
+  return new AppError(
+    "request_timeout",
+    `The request's body stopped arriving: none of it came for ${stallMs / 1000} seconds; send it without long pauses.`,
+  );
+}
+
+/**
  * Node's `clientError` handler: answers in the contract's error shape, then closes the
  * connection. Nothing is written once a response has started on the socket (a pipelined
  * request's error would corrupt it), nor to a connection the client already reset. Returns the
@@ -141,18 +153,28 @@ const draining = new WeakSet<Duplex>();
  * the limit). Node then reads and drops it to reach the connection's next request, for as long
  * as the client takes to send it, a byte at a time if it likes: the request timeout stops
  * covering a request once its answer is out. The connection is closed if the body has not ended
- * by the time that timeout, counted from the request's start, would have passed.
+ * by the time that timeout, counted from the request's start, would have passed; or, with
+ * `stallMs`, once none of it has arrived for that long: its answer is out, and a client that
+ * stopped sending would only hold the socket (see end-stalled-body.ts).
  */
-export function boundUnreadBody(request: IncomingMessage, remainingMs: number): void {
+export function boundUnreadBody(request: IncomingMessage, remainingMs: number, stallMs = 0): void {
   if (request.complete) return;
   const socket = request.socket;
   draining.add(socket);
-  const timer = setTimeout(() => socket.destroy(), Math.max(0, remainingMs));
+  const close = () => socket.destroy();
+  const timer = setTimeout(close, Math.max(0, remainingMs));
   timer.unref();
-  // Both listeners go once either fires: a keep-alive socket may see many such requests.
+  const stall = stallMs > 0 && stallMs < remainingMs ? setTimeout(close, stallMs) : undefined;
+  stall?.unref();
+  // The request flows already (Node drops an unread body as it comes): listening takes nothing.
+  const arrived = () => stall?.refresh();
+  if (stall !== undefined) request.on("data", arrived);
+  // The listeners go once any fires: a keep-alive socket may see many such requests.
   const clear = () => {
     clearTimeout(timer);
+    clearTimeout(stall);
     draining.delete(socket);
+    request.off("data", arrived);
     request.off("end", clear);
     socket.off("close", clear);
   };

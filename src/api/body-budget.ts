@@ -2,6 +2,7 @@ import type { IncomingMessage } from "node:http";
 import { type Readable, Transform } from "node:stream";
 import { getHeapStatistics } from "node:v8";
 import { AppError } from "../errors/app-error.ts";
+import { endStalledBody, type StalledBodyWatch } from "./end-stalled-body.ts";
 
 /**
  * The request bodies held in memory at once, in bytes: a body is read whole, then parsed, and an
@@ -25,9 +26,12 @@ import { AppError } from "../errors/app-error.ts";
  * Now a client holds what it sent: to keep others out it must send (and the server hold) that
  * much, within its account's share. A body that does not fit is refused, not paused until room
  * frees: a paused body holds what it sent, and bodies paused halfway could hold the whole budget
- * between them, none able to finish, until the request timeout. Nor is a body that trickles cut
- * sooner than that timeout: it holds the few bytes it sent, and a bound on its pauses would not
- * stop a client that sends a byte just within it.
+ * between them, none able to finish, until the request timeout. A body that stops arriving is
+ * ended (408) once none of it has come for `stallMs` (end-stalled-body.ts), its bytes given back
+ * then: held to the request timeout, a few accounts' stalled bodies (or one account's, on many
+ * connections) kept the budget full for minutes. A body that trickles is cut only by the request
+ * timeout: it holds the few bytes it sent, and a bound on its pauses does not stop a client that
+ * sends a byte just within it (it must keep sending, and the server holds only what it sent).
  *
  * Only a request whose key was accepted takes from it: about 70 connections without a key, each
  * declaring megabytes, kept every tenant's requests with a body out for as long.
@@ -35,26 +39,41 @@ import { AppError } from "../errors/app-error.ts";
 export class BodyBudget {
   readonly #limitBytes: number;
   readonly #shareBytes: number;
+  readonly #stallMs: number;
   #heldBytes = 0;
   /** Bytes held by each holder now (holders holding none are not kept). */
   readonly #heldBy = new Map<string, number>();
 
-  constructor(limitBytes: number, options: { shareBytes?: number } = {}) {
+  /**
+   * `shareBytes`: the most one holder may hold, default all of it. `stallMs`: the longest a body
+   * being read may go without a byte arriving before it is ended with 408; default (or 0): no
+   * bound but the request timeout.
+   */
+  constructor(limitBytes: number, options: { shareBytes?: number; stallMs?: number } = {}) {
     this.#limitBytes = limitBytes;
     this.#shareBytes = options.shareBytes ?? limitBytes;
+    this.#stallMs = options.stallMs ?? 0;
   }
 
   /** An eighth of the heap Node may grow to (a 4 GB heap: 512 MB of bodies), at least `bodyLimitBytes` twice. */
-  static forHeap(bodyLimitBytes: number): BodyBudget {
+  static forHeap(bodyLimitBytes: number, options: { stallMs?: number } = {}): BodyBudget {
     return BodyBudget.sharedBy(
       Math.max(2 * bodyLimitBytes, Math.floor(getHeapStatistics().heap_size_limit / 8)),
       bodyLimitBytes,
+      options,
     );
   }
 
   /** A budget of `limitBytes` whose holders may each take a quarter, and at least `bodyLimitBytes`. */
-  static sharedBy(limitBytes: number, bodyLimitBytes: number): BodyBudget {
-    return new BodyBudget(limitBytes, { shareBytes: Math.max(bodyLimitBytes, Math.floor(limitBytes / 4)) });
+  static sharedBy(
+    limitBytes: number,
+    bodyLimitBytes: number,
+    options: { stallMs?: number } = {},
+  ): BodyBudget {
+    return new BodyBudget(limitBytes, {
+      shareBytes: Math.max(bodyLimitBytes, Math.floor(limitBytes / 4)),
+      ...options,
+    });
   }
 
   /**
@@ -81,6 +100,7 @@ export class BodyBudget {
   #hold(holder: string, bodyLimitBytes: number, length: number): BodyHold {
     let held = 0;
     let given = false;
+    let watch: StalledBodyWatch | undefined;
     const take = (bytes: number): boolean => {
       // Bytes that come once the response is over are dropped, not held; and a body over the
       // limit is refused by its reader (413: no retry helps), which holds none of it.
@@ -91,23 +111,32 @@ export class BodyBudget {
       held += bytes;
       return true;
     };
+    const giveBack = (): void => {
+      watch?.stop();
+      if (given) return;
+      given = true;
+      if (held === 0) return;
+      this.#heldBytes -= held;
+      const left = (this.#heldBy.get(holder) ?? held) - held;
+      if (left > 0) this.#heldBy.set(holder, left);
+      else this.#heldBy.delete(holder);
+    };
     return {
       count: (payload) => {
         // Most bodies are in whole once the key is accepted, buffered in the request (which Node
         // marks complete only a moment later): taken at once, with no stream to count them.
         if (payload.readableLength === length || payload.complete === true)
           return take(payload.readableLength) ? payload : overloaded();
-        return countAsItComes(payload, take);
+        const counted = countAsItComes(payload, take, () => watch?.arrived());
+        if (this.#stallMs > 0 && !given) {
+          const watching = endStalledBody(counted, this.#stallMs, giveBack);
+          watch = watching;
+          payload.once("end", watching.stop);
+          counted.once("close", watching.stop);
+        }
+        return counted;
       },
-      giveBack: () => {
-        if (given) return;
-        given = true;
-        if (held === 0) return;
-        this.#heldBytes -= held;
-        const left = (this.#heldBy.get(holder) ?? held) - held;
-        if (left > 0) this.#heldBy.set(holder, left);
-        else this.#heldBy.delete(holder);
-      },
+      giveBack,
     };
   }
 }
@@ -120,21 +149,25 @@ export interface BodyHold {
   /**
    * What to read the request's body from: `payload` itself when the body is in whole already,
    * taken at once; else a stream of it that takes each piece as it comes and fails with the
-   * refusal when one does not fit; or the refusal.
+   * refusal when one does not fit (or with a 408 when the body stops arriving); or the refusal.
    */
   count(payload: BodyPayload): Readable | AppError;
-  /** Gives back what the request holds; once, for good: pieces that come later are not taken. */
+  /**
+   * Gives back what the request holds, and stops watching its body's pauses; once, for good:
+   * pieces that come later are not taken.
+   */
   giveBack(): void;
 }
 
 /**
- * `payload` passed on as it comes, each piece taken first. A piece no one reads (a route that
- * takes no body, or one refused as it came: 413) is dropped, not held nor pushed on, so the rest
- * of the body drains and the connection can serve its next request.
+ * `payload` passed on as it comes, each piece told as `arrived`, then taken. A piece no one
+ * reads (a route that takes no body, or one refused as it came: 413) is dropped, not held nor
+ * pushed on, so the rest of the body drains and the connection can serve its next request.
  */
-function countAsItComes(payload: Readable, take: (bytes: number) => boolean): Transform {
+function countAsItComes(payload: Readable, take: (bytes: number) => boolean, arrived: () => void): Transform {
   const counted = new Transform({
     transform(chunk: Buffer, _encoding, callback) {
+      arrived();
       if (this.listenerCount("data") === 0) callback();
       else if (take(chunk.length)) callback(null, chunk);
       else callback(overloaded());
@@ -161,7 +194,8 @@ function overloaded(): AppError {
 /**
  * The `preParsing` hook that reads a request's body through its hold (`request.bodyHold`, set
  * once its key is accepted): a body that does not fit is refused here, when it is in whole
- * already, or as it comes, and then Fastify closes the connection, dropping the rest.
+ * already, or as it comes (one that stops arriving is ended too), and then Fastify closes the
+ * connection, dropping the rest.
  */
 export function countHeldBody(
   request: { bodyHold: BodyHold | null },

@@ -81,6 +81,8 @@ export interface AppDependencies {
    * {@link HEADERS_TIMEOUT_MS}, never more than the request timeout.
    */
   headersTimeoutMs?: number;
+  /** Longest pause in a request body's arrival (then 408); default {@link BODY_STALL_TIMEOUT_MS}. */
+  bodyStallTimeoutMs?: number;
   /** Each chat request's log line carries its messages (`log_prompts: true`). Default: never. */
   logPrompts?: boolean;
 }
@@ -97,6 +99,16 @@ export const REQUEST_TIMEOUT_MS = 300_000;
 
 /** Longest time a client may take to send a request's headers (then 408); Node's default. */
 export const HEADERS_TIMEOUT_MS = 60_000;
+
+/**
+ * Longest time a request's body, being read, may go without a byte arriving (then 408, its bytes
+ * of the body budget given back): between Apache's 20 s and nginx's 60 s. A client that means to
+ * send its body sends it in one go (a chat request is serialised before it is sent), and TCP's
+ * own retransmissions leave a gap that long only after five or more losses in a row; a body
+ * paused longer is a client gone, or one stalling on purpose (end-stalled-body.ts).
+ */
+export const BODY_STALL_TIMEOUT_MS = 30_000;
+
 /** During a store outage, how often a refused request's warning is logged (with its stack). */
 export const STORE_OUTAGE_LOG_INTERVAL_MS = 10_000;
 
@@ -125,10 +137,12 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
   // the headers bound is never the looser of the two.
   const headersTimeoutMs = Math.min(dependencies.headersTimeoutMs ?? HEADERS_TIMEOUT_MS, requestTimeoutMs);
   const bodyLimitBytes = dependencies.bodyLimitBytes ?? 8 * 1024 * 1024;
+  // A stall bound at or past the request timeout never lapses first: Node's 408 comes instead.
+  const stalls = { stallMs: dependencies.bodyStallTimeoutMs ?? BODY_STALL_TIMEOUT_MS };
   const bodyBudget =
     dependencies.bodyBudgetBytes === undefined
-      ? BodyBudget.forHeap(bodyLimitBytes)
-      : BodyBudget.sharedBy(dependencies.bodyBudgetBytes, bodyLimitBytes);
+      ? BodyBudget.forHeap(bodyLimitBytes, stalls)
+      : BodyBudget.sharedBy(dependencies.bodyBudgetBytes, bodyLimitBytes, stalls);
   const timeouts = { headersTimeoutMs, requestTimeoutMs };
   const app = Fastify({
     ...(dependencies.logger === undefined ? { logger: false } : { loggerInstance: dependencies.logger }),
@@ -256,7 +270,7 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
 
   const record = createRequestRecorder(dependencies.registry, metrics);
   app.addHook("onResponse", (request, reply, done) => {
-    boundUnreadBody(request.raw, requestTimeoutMs - reply.elapsedTime);
+    boundUnreadBody(request.raw, requestTimeoutMs - reply.elapsedTime, stalls.stallMs);
     record(request, reply, !reply.raw.writableFinished);
     done();
   });

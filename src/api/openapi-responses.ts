@@ -76,7 +76,7 @@ export function errorResponses(statuses: Record<string, string>, options: ErrorR
 export const ANY_REQUEST_ERRORS = {
   "400": "`invalid_http_request`: the request is not valid HTTP/1.1, or a `%` in its path starts no escape.",
   "408":
-    "`request_timeout`: the request's headers (within a minute) or its whole body (within five minutes) did not arrive in full.",
+    "`request_timeout`: the request's headers (within a minute) or its whole body (within five minutes) did not arrive in full, or its body stopped arriving for 30 seconds.",
   "431": "`headers_too_large`: the request's headers are over 16 KiB.",
   "500": "`internal_error`: the server failed; retry.",
 };
