@@ -46,8 +46,24 @@ export interface UpstreamCall {
  */
 const IDLE_CLOSE_WINDOW_MS = 1000;
 
-/** Pieces held before the upstream is paused (TCP backpressure); it resumes at half. */
-const HIGH_WATER_MARK = 32;
+/**
+ * Characters of the body held for a reader that does not take them (a slow or stalled client)
+ * before the upstream is paused (TCP backpressure); it resumes once the reader has taken them
+ * down to half. Counted in characters, not pieces: a piece is whatever one socket read brought,
+ * from a few bytes to 64 KiB, and 32 pieces held anything up to 2 MiB of text (4 MiB as UTF-16)
+ * per stream, depending on how the upstream's bytes happened to arrive. A character comes from
+ * at least one byte of the body and takes at most two bytes of memory: one stream holds at most
+ * this and the piece that crossed it (at most one socket read), 256 KiB in all, besides what the
+ * socket and the kernel buffer. A reader that keeps up never comes near it: a whole answer is
+ * most often one small read, and a token stream's pieces are taken one by one as they come.
+ */
+const HIGH_WATER_MARK = 64 * 1024;
+/**
+ * Pieces held before the upstream is paused, whatever their length: each costs a string and an
+ * array slot (some 40 bytes) however short, and an upstream that sends its body a byte at a
+ * time must not hold 64 Ki of them.
+ */
+const MAX_PIECES_HELD = 1024;
 /** One options object for every piece decoded: more may follow. */
 const MORE_TO_COME = { stream: true };
 
@@ -82,6 +98,8 @@ export function startUpstreamCall(options: {
   // Read or not, a failed exchange must not become an unhandled rejection.
   response.catch(() => {});
   const pieces: string[] = [];
+  /** The characters in `pieces`. */
+  let held = 0;
   // The standard's UTF-8 decode, which drops one byte order mark at the start of the body (even
   // split over pieces): an event stream's first line after a BOM would be a field nobody knows.
   const decoder = new TextDecoder("utf-8");
@@ -137,8 +155,10 @@ export function startUpstreamCall(options: {
     },
     onResponseData(current, chunk) {
       if (failure !== undefined || draining) return;
-      pieces.push(decoder.decode(chunk, MORE_TO_COME));
-      if (pieces.length >= HIGH_WATER_MARK) current.pause();
+      const piece = decoder.decode(chunk, MORE_TO_COME);
+      pieces.push(piece);
+      held += piece.length;
+      if (held >= HIGH_WATER_MARK || pieces.length >= MAX_PIECES_HELD) current.pause();
       notify();
     },
     onResponseEnd() {
@@ -146,7 +166,10 @@ export function startUpstreamCall(options: {
       if (failure !== undefined) return;
       clearTimeout(drainTimer);
       const rest = decoder.decode();
-      if (rest !== "" && !draining) pieces.push(rest);
+      if (rest !== "" && !draining) {
+        pieces.push(rest);
+        held += rest.length;
+      }
       ended = true;
       notify();
     },
@@ -158,6 +181,7 @@ export function startUpstreamCall(options: {
   const abort = (reason: Error): boolean => {
     if (failure !== undefined || ended) return false;
     pieces.length = 0;
+    held = 0;
     fail(reason);
     controller?.abort(reason);
     return true;
@@ -191,7 +215,13 @@ export function startUpstreamCall(options: {
         const piece = pieces.shift();
         if (piece !== undefined) {
           options.onWaiting(false);
-          if (controller?.paused === true && pieces.length <= HIGH_WATER_MARK / 2) controller.resume();
+          held -= piece.length;
+          if (
+            controller?.paused === true &&
+            held <= HIGH_WATER_MARK / 2 &&
+            pieces.length <= MAX_PIECES_HELD / 2
+          )
+            controller.resume();
           return piece;
         }
         if (failure !== undefined) throw failure;
@@ -205,6 +235,7 @@ export function startUpstreamCall(options: {
     abort,
     drain(timeoutMs) {
       pieces.length = 0;
+      held = 0;
       if (failure !== undefined || ended || draining) return;
       draining = true;
       if (controller?.paused === true) controller.resume();
