@@ -1,7 +1,10 @@
+import { borderLengths } from "./border-lengths.ts";
+
 /**
  * Creates the search for where the earliest end of a text that begins some stop string (but is
- * not all of it) starts: the text's length when none does. Both stop-string paths run it on every
- * token (create-stop-matcher.ts, generate-directly.ts), on the text they hold.
+ * not all of it) starts: the text's length when none does. The direct path runs it on every token,
+ * on the text it holds (generate-directly.ts); the LlamaChat path carries its search from token to
+ * token instead (create-stop-search.ts), which costs nothing per token in the stop strings' length.
  *
  * Why not try each start in turn: the held text grows up to the longest stop string, and a long
  * periodic run ("abab…") that begins a long stop string matches far at every start before it
@@ -24,22 +27,6 @@ export function createPartialStopFinder(stops: readonly string[]): (text: string
     }
     return earliest;
   };
-}
-
-/**
- * For each prefix of `stop`, the length of its longest proper prefix that is also its suffix
- * (the prefix function), `stop.length` steps in all.
- */
-function borderLengths(stop: string): Int32Array {
-  const borders = new Int32Array(stop.length);
-  let length = 0;
-  for (let index = 1; index < stop.length; index += 1) {
-    const code = stop.charCodeAt(index);
-    while (length > 0 && stop.charCodeAt(length) !== code) length = borders[length - 1] ?? 0;
-    if (stop.charCodeAt(length) === code) length += 1;
-    borders[index] = length;
-  }
-  return borders;
 }
 
 /**

@@ -1,5 +1,6 @@
 import type { Token } from "node-llama-cpp";
 import { createPartialStopFinder } from "./create-partial-stop-finder.ts";
+import { createStopSearch } from "./create-stop-search.ts";
 
 /**
  * The request's stop strings applied to text as it is released, for generations that LlamaChat
@@ -11,9 +12,13 @@ import { createPartialStopFinder } from "./create-partial-stop-finder.ts";
  * and releases its text instead:
  * - a released chunk (LlamaChat's tokens with their text) waits, whole, while its text from some
  *   point to the end may still become a stop string; chunks before that point are released;
- * - when a stop string completes, the text before its earliest start is released and the rest is
- *   not: the caller then ends generation;
+ * - when stop strings complete in a chunk, the text before the earliest start among them is
+ *   released and the rest is not: the caller then ends generation;
  * - {@link StopMatcher.release} releases what is held, for a generation that ended without a stop.
+ *
+ * A chunk costs its own length per stop string, not the stop strings' length: the search carries
+ * its state from chunk to chunk (create-stop-search.ts), and the held text is kept as its chunks,
+ * never joined or cut again until it is released.
  */
 export interface StopMatcher {
   /** Takes a chunk; answers `true` when a stop string completed (also for chunks after that stop). */
@@ -22,80 +27,124 @@ export interface StopMatcher {
   release(): void;
   /** Whether a stop string completed. */
   readonly stopped: boolean;
-  /** The tokens of the held chunks, oldest first: the last tokens generated, not released yet. */
+  /**
+   * The tokens of the held chunks, oldest first: the last tokens generated, not released yet. A
+   * copy made when read after a change, so it costs the tokens held.
+   */
   readonly heldTokens: readonly Token[];
 }
 
+/** A held chunk: its text, and how many of the held tokens are its. */
 interface Chunk {
   text: string;
-  tokens: readonly Token[];
+  tokenCount: number;
 }
+
+/** Released entries left at the front of a held list before it is compacted. */
+const compactAfter = 1024;
 
 /** Creates a {@link StopMatcher} for `stops` (non-empty strings) that passes released text to `onText`. */
 export function createStopMatcher(stops: readonly string[], onText: (text: string) => void): StopMatcher {
+  const search = createStopSearch(stops);
+  /** The held chunks are `held[first]` on: releasing moves `first` rather than shifting the list. */
   const held: Chunk[] = [];
-  let heldText = "";
-  let heldTokens: Token[] = [];
+  let first = 0;
+  /** The held chunks' text length. */
+  let heldLength = 0;
+  /** The held chunks' tokens are `tokens[firstToken]` on, likewise. */
+  const tokens: Token[] = [];
+  let firstToken = 0;
+  /** A copy of the held tokens, made when asked for after a change. */
+  let heldTokens: readonly Token[] | undefined = [];
   let stopped = false;
-  const findPartialStop = createPartialStopFinder(stops);
 
-  /** Releases the held chunks whose text ends by `end` (a text offset). */
+  const clear = () => {
+    held.length = 0;
+    first = 0;
+    heldLength = 0;
+    tokens.length = 0;
+    firstToken = 0;
+    heldTokens = [];
+    search.reset();
+  };
+
+  /** Releases the held chunks whose text ends by `end` (an offset in the held text). */
   const releaseChunks = (end: number) => {
-    let count = 0;
     let length = 0;
-    for (let chunk = held[0]; chunk !== undefined && length + chunk.text.length <= end; chunk = held[count]) {
+    let text = "";
+    const from = first;
+    for (
+      let chunk = held[first];
+      chunk !== undefined && length + chunk.text.length <= end;
+      chunk = held[first]
+    ) {
       length += chunk.text.length;
-      count += 1;
+      text += chunk.text;
+      firstToken += chunk.tokenCount;
+      first += 1;
     }
-    if (count === 0) return;
-    held.splice(0, count);
-    heldTokens = held.flatMap((chunk) => chunk.tokens);
-    const text = heldText.slice(0, length);
-    heldText = heldText.slice(length);
+    if (first === from) return;
+    heldLength -= length;
+    heldTokens = undefined;
+    if (first === held.length) {
+      held.length = 0;
+      first = 0;
+      tokens.length = 0;
+      firstToken = 0;
+    } else if (first >= compactAfter && first * 2 >= held.length) {
+      held.splice(0, first);
+      first = 0;
+    }
+    if (firstToken >= compactAfter && firstToken * 2 >= tokens.length) {
+      tokens.splice(0, firstToken);
+      firstToken = 0;
+    }
     if (text !== "") onText(text);
   };
 
+  /** The held text before `end` (an offset in it). */
+  const heldTextBefore = (end: number): string => {
+    let text = "";
+    for (let index = first; index < held.length && text.length < end; index += 1) {
+      const chunk = held[index]?.text ?? "";
+      text += chunk.length <= end - text.length ? chunk : chunk.slice(0, end - text.length);
+    }
+    return text;
+  };
+
   return {
-    push(text, tokens) {
+    push(text, chunkTokens) {
       if (stopped) return true;
-      const searchFrom = heldText.length;
-      held.push({ text, tokens });
-      heldText += text;
-      heldTokens = [...heldTokens, ...tokens];
-      const stopStart = findStopStart(heldText, stops, searchFrom);
-      if (stopStart < 0) {
-        releaseChunks(findPartialStop(heldText));
+      const offset = heldLength;
+      held.push({ text, tokenCount: chunkTokens.length });
+      heldLength += text.length;
+      for (const token of chunkTokens) tokens.push(token);
+      heldTokens = undefined;
+      const found = search.read(text);
+      if (found === undefined) {
+        releaseChunks(heldLength - search.begun);
         return false;
       }
       stopped = true;
-      const before = heldText.slice(0, stopStart);
-      held.length = 0;
-      heldText = "";
-      heldTokens = [];
+      // The stop string starts in the held text: the text that could begin one was held.
+      const before = heldTextBefore(offset + found.start);
+      clear();
       if (before !== "") onText(before);
       return true;
     },
-    release: () => releaseChunks(heldText.length),
+    release() {
+      releaseChunks(heldLength);
+      // Nothing is held: what comes next is matched afresh, as the text before it is gone.
+      search.reset();
+    },
     get stopped() {
       return stopped;
     },
     get heldTokens() {
+      heldTokens ??= tokens.slice(firstToken);
       return heldTokens;
     },
   };
-}
-
-/**
- * Where the earliest stop string in `text` starts, or -1. `text` before `searchFrom` held none, so
- * only stop strings that end after it are looked for.
- */
-function findStopStart(text: string, stops: readonly string[], searchFrom: number): number {
-  let earliest = -1;
-  for (const stop of stops) {
-    const start = text.indexOf(stop, Math.max(0, searchFrom - stop.length + 1));
-    if (start >= 0 && (earliest < 0 || start < earliest)) earliest = start;
-  }
-  return earliest;
 }
 
 /**

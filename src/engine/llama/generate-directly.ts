@@ -47,7 +47,7 @@ import type {
   Token,
   Tokenizer,
 } from "node-llama-cpp";
-import { createPartialStopFinder } from "./create-partial-stop-finder.ts";
+import { createStopSearch } from "./create-stop-search.ts";
 import { evaluatePromptHead } from "./evaluate-prompt-head.ts";
 import type { LlamaStopReason } from "./map-finish.ts";
 import type { SamplingOptions } from "./map-sampling-options.ts";
@@ -250,11 +250,16 @@ function createTextRelease(options: {
 }): { push(token: Token): LlamaStopReason | undefined; finish(): void; released: Token[] } {
   const { model, prompt, onText } = options;
   const stopTexts = [...prompt.stopTexts, ...prompt.customStopTexts];
-  const findPartialStop = createPartialStopFinder(stopTexts);
+  // Carried from chunk to chunk: a chunk costs its length, not the stop texts' (create-stop-search.ts).
+  const search = createStopSearch(stopTexts);
   const released: Token[] = [];
-  /** Decided text not released yet: it may still become a stop trigger, or is whitespace held. */
+  /**
+   * Decided text not released yet: it may still become a stop trigger, or is whitespace held. The
+   * held chunks are `held[first]` on, and never joined: releasing costs what it releases.
+   */
   const held: Chunk[] = [];
-  let heldText = "";
+  let first = 0;
+  let heldLength = 0;
   /** Trailing held chunks that are whitespace only (with `trimWhitespaceSuffix`). */
   let heldWhitespace = 0;
   /** Tokens whose bytes do not form whole characters yet. */
@@ -268,20 +273,29 @@ function createTextRelease(options: {
    * stop (`cut`), also the text of the next chunk before `end`.
    */
   const release = (end: number, cut: boolean) => {
-    const releasable = held.length - heldWhitespace;
+    const releasable = held.length - first - heldWhitespace;
     let count = 0;
     let length = 0;
-    for (let chunk = held[0]; count < releasable && chunk !== undefined; chunk = held[count]) {
+    let text = "";
+    for (let chunk = held[first]; count < releasable && chunk !== undefined; chunk = held[first + count]) {
       if (length + chunk.text.length > end) break;
       length += chunk.text.length;
+      text += chunk.text;
+      for (const token of chunk.tokens) released.push(token);
       count += 1;
     }
-    const chunks = held.splice(0, count);
-    const text =
-      heldText.slice(0, length) +
-      (cut && count < releasable && end > length ? heldText.slice(length, end) : "");
-    heldText = heldText.slice(length);
-    for (const chunk of chunks) for (const token of chunk.tokens) released.push(token);
+    // At a stop, the part of the next chunk before it (the stop text starts in that chunk).
+    if (cut && count < releasable && end > length)
+      text += held[first + count]?.text.slice(0, end - length) ?? "";
+    first += count;
+    heldLength -= length;
+    if (first === held.length) {
+      held.length = 0;
+      first = 0;
+    } else if (first >= 1024 && first * 2 >= held.length) {
+      held.splice(0, first);
+      first = 0;
+    }
     if (text !== "") onText(text);
   };
 
@@ -301,7 +315,7 @@ function createTextRelease(options: {
 
   const push = (token: Token): LlamaStopReason | undefined => {
     if (model.isEogToken(token)) {
-      release(heldText.length, true);
+      release(heldLength, true);
       return "eogToken";
     }
     const tokens = partial.length === 0 ? [token] : [...partial, token];
@@ -316,34 +330,28 @@ function createTextRelease(options: {
     if (!whitespace) heldWhitespace = 0;
 
     if (prompt.stopTokens.size > 0 && tokens.some((candidate) => prompt.stopTokens.has(candidate))) {
-      release(heldText.length, true);
+      release(heldLength, true);
       return "stopGenerationTrigger";
     }
 
     const chunk = startIgnorable && text !== "" ? withoutIgnoredStart({ tokens, text }) : { tokens, text };
-    const searchFrom = heldText.length;
+    const offset = heldLength;
     held.push(chunk);
-    heldText += chunk.text;
+    heldLength += chunk.text.length;
     if (whitespace) heldWhitespace += 1;
     if (stopTexts.length === 0) {
-      release(heldText.length, false);
+      release(heldLength, false);
       return undefined;
     }
 
-    // The earliest complete stop text that this chunk completed, if any.
-    let stopStart = -1;
-    let custom = true;
-    for (const [index, stop] of stopTexts.entries()) {
-      const start = heldText.indexOf(stop, Math.max(0, searchFrom - stop.length + 1));
-      if (start < 0) continue;
-      if (stopStart < 0 || start < stopStart) stopStart = start;
-      if (index < prompt.stopTexts.length) custom = false;
-    }
-    if (stopStart >= 0) {
-      release(stopStart, true);
+    // The stop texts that this chunk completed, if any: the text before the earliest is released.
+    const found = search.read(chunk.text);
+    if (found !== undefined) {
+      release(offset + found.start, true);
+      const custom = found.stops.every((index) => index >= prompt.stopTexts.length);
       return custom ? "customStopTrigger" : "stopGenerationTrigger";
     }
-    release(findPartialStop(heldText), false);
+    release(heldLength - search.begun, false);
     return undefined;
   };
 
@@ -354,7 +362,7 @@ function createTextRelease(options: {
    * Whitespace held for a grammar that trims it stays dropped, as at any end, and bytes that never
    * formed a whole character are not text.
    */
-  const finish = () => release(heldText.length, false);
+  const finish = () => release(heldLength, false);
 
   return { push, finish, released };
 }
