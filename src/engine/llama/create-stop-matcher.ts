@@ -1,5 +1,4 @@
 import type { Token } from "node-llama-cpp";
-import { createPartialStopFinder } from "./create-partial-stop-finder.ts";
 import { createStopSearch } from "./create-stop-search.ts";
 
 /**
@@ -145,12 +144,4 @@ export function createStopMatcher(stops: readonly string[], onText: (text: strin
       return heldTokens;
     },
   };
-}
-
-/**
- * Where the earliest end of `text` that begins some stop text (but is not all of it) starts. For
- * one search; a search per token makes its finder once (create-partial-stop-finder.ts).
- */
-export function findPartialStopStart(text: string, stops: readonly string[]): number {
-  return createPartialStopFinder(stops)(text);
 }

@@ -230,4 +230,32 @@ describe("createStopSearch", () => {
       }
     }
   });
+
+  it("keeps the cases the matchers rely on", () => {
+    const search = createStopSearch(["abd", "bx"]);
+    expect(search.read("abcab")).toBeUndefined();
+    expect(search.begun).toBe(2);
+    // A stop string of one character is never begun without being complete; an empty one never.
+    const short = createStopSearch(["x", ""]);
+    expect(short.read("ab")).toBeUndefined();
+    expect(short.begun).toBe(0);
+    expect(short.read("x")).toEqual({ start: 0, stops: [0] });
+    // Surrogate pairs are compared by code unit, as indexOf compares them: half an emoji begins one.
+    const emoji = createStopSearch(["😀!"]);
+    expect(emoji.read(`a${"😀".charAt(0)}`)).toBeUndefined();
+    expect(emoji.begun).toBe(1);
+  });
+
+  // Regression (once 45 s of event loop a token): a long periodic run that begins long stop
+  // strings, broken by the last character, then begun again.
+  it("follows 100,000 characters against four 200,001-character stop strings", () => {
+    const stop = `${"ab".repeat(100_000)}X`;
+    const search = createStopSearch([stop, stop, stop, stop]);
+    expect(search.read("ab".repeat(50_000))).toBeUndefined();
+    expect(search.begun).toBe(100_000);
+    expect(search.read("\n")).toBeUndefined();
+    expect(search.begun).toBe(0);
+    expect(search.read("ab")).toBeUndefined();
+    expect(search.begun).toBe(2);
+  });
 });

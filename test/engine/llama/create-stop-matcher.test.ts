@@ -1,6 +1,6 @@
 import type { Token } from "node-llama-cpp";
 import { describe, expect, it } from "vitest";
-import { createStopMatcher, findPartialStopStart } from "../../../src/engine/llama/create-stop-matcher.ts";
+import { createStopMatcher } from "../../../src/engine/llama/create-stop-matcher.ts";
 
 /** Token ids, for the penalty's bookkeeping; the matcher only passes them through. */
 function tokens(...ids: number[]): Token[] {
@@ -58,13 +58,5 @@ describe("createStopMatcher", () => {
     expect(released).toEqual(["abX"]);
     expect(matcher.stopped).toBe(false);
     expect(matcher.heldTokens).toEqual([]);
-  });
-});
-
-describe("findPartialStopStart", () => {
-  it("finds the earliest end of the text that begins a stop string", () => {
-    expect(findPartialStopStart("abcab", ["abd", "bx"])).toBe(3);
-    expect(findPartialStopStart("abc", ["x"])).toBe(3);
-    expect(findPartialStopStart("aab", ["aabz"])).toBe(0);
   });
 });
