@@ -1,3 +1,4 @@
+import { setTimeout as delay } from "node:timers/promises";
 import { CliError, type OutputSink } from "./admin/cli-error.ts";
 import {
   listUnappliedConfigChanges,
@@ -216,7 +217,11 @@ export function reachableUrl(baseUrl: string): string {
  * keeps the running catalogue: such a file is almost always one being written in place (an
  * editor, `>` in a shell) when the signal came, and swapping in the built-in catalogue would
  * answer 404 for every configured model. The operator who wants the built-in catalogue back
- * restarts, or removes the file (no file at all is the built-in default, SPEC §11).
+ * restarts, or removes the file (no file at all is the built-in default, SPEC §11). A reload
+ * that finds the working folder's `tollgate.yaml` gone looks again for a second first (an editor
+ * saving by renaming has the new file in place by then), and says so at warning level when it
+ * swaps in the built-in catalogue (it used to do so at once, logged as any reload: the configured
+ * models answered 404 and the built-in model's download began).
  */
 function createReloader(options: {
   server: RunningServer;
@@ -234,7 +239,19 @@ function createReloader(options: {
   const reloadOnce = async () => {
     server.app.log.info("SIGHUP: reloading the config");
     try {
-      const next = await loadConfig({ file: options.configFile });
+      let next = await loadConfig({ file: options.configFile });
+      // The working folder's file is gone: saved by renaming (vim moves the file aside, then
+      // writes the new one), or removed. Looked for again for a moment before the built-in
+      // catalogue, which SPEC §11 serves when there is no file, replaces the configured one.
+      for (let look = 0; isGone(next) && !runningBuiltIn && look < GONE_FILE_LOOKS; look++) {
+        await delay(GONE_FILE_LOOK_MS);
+        next = await loadConfig({ file: options.configFile });
+      }
+      if (isGone(next) && !runningBuiltIn) {
+        server.app.log.warn(
+          "./tollgate.yaml is gone from the working folder: serving the built-in catalogue (put the file back and send SIGHUP to serve its models again)",
+        );
+      }
       if (next.builtInCatalog === true && next.source !== undefined && !runningBuiltIn) {
         server.app.log.error(
           { config: next.source },
@@ -267,6 +284,18 @@ function createReloader(options: {
       pending--;
     });
   };
+}
+
+/**
+ * How often, and how long apart, a reload looks again for a working-folder config file that is
+ * gone: an editor that saves by renaming has the new file in place within milliseconds.
+ */
+const GONE_FILE_LOOKS = 5;
+const GONE_FILE_LOOK_MS = 200;
+
+/** Whether `config` is the built-in catalogue because no config file was found. */
+function isGone(config: Config): boolean {
+  return config.builtInCatalog === true && config.source === undefined;
 }
 
 /** Whether `reason` is `error` or one of its causes. */

@@ -60,17 +60,19 @@ export interface ServeProcess {
 }
 
 /**
- * Starts `tollgate serve --config FILE` as a process of its own (in `cwd`, in the
- * {@link serveEnvironment}) and waits until it listens. Throws with what it printed when it exits first, or does not listen within 20 s.
+ * Starts `tollgate serve --config FILE` (without `--config` when `configFile` is `undefined`: the
+ * working folder's `tollgate.yaml`) as a process of its own (in `cwd`, in the
+ * {@link serveEnvironment} with `env` added) and waits until it listens. Throws with what it printed when it exits first, or does not listen within 20 s.
  */
 export async function startServeProcess(
-  configFile: string,
-  options: { cwd?: string } = {},
+  configFile: string | undefined,
+  options: { cwd?: string; env?: NodeJS.ProcessEnv } = {},
 ): Promise<ServeProcess> {
-  const child = spawn(process.execPath, [cli, "serve", "--config", configFile], {
+  const config = configFile === undefined ? [] : ["--config", configFile];
+  const child = spawn(process.execPath, [cli, "serve", ...config], {
     ...(options.cwd === undefined ? {} : { cwd: options.cwd }),
     stdio: ["ignore", "pipe", "pipe"],
-    env: serveEnvironment(),
+    env: { ...serveEnvironment(), ...options.env },
   });
   running.add(child);
   child.once("exit", () => running.delete(child));
