@@ -18,6 +18,7 @@ import { type ClusterSettings, readClusterSettings } from "./cluster/cluster-set
 import { connectCluster } from "./cluster/connect-cluster.ts";
 import { resolveReplicaId } from "./cluster/resolve-replica-id.ts";
 import { createEngine, loadEngineModules } from "./engine/create-engine.ts";
+import type { ChatEngine } from "./engine/engine.ts";
 import { serializeLogError } from "./errors/serialize-log-error.ts";
 import { KeyLimits } from "./limits/key-limits.ts";
 import { closeWhenIdle } from "./models/close-when-idle.ts";
@@ -252,7 +253,22 @@ async function startOnStore(
     }
   });
   const keyLimits = new KeyLimits(cluster.limiter);
-  const registry = new ModelRegistry(config.models, (model, context) => createEngine(model, logger, context));
+  // An engine no longer used is closed once its requests have ended: one a reload replaced at
+  // once, or one a replacement took over from once that had loaded (ModelRegistry.replace).
+  const retireEngine = (engine: ChatEngine) =>
+    closeWhenIdle(engine, {
+      isHeld: (held) => registry.isHeld(held),
+      onError: (error) => logger.error({ err: error }, "closing a replaced engine failed"),
+      onClosed: () => registry.forgetRetired(engine),
+    });
+  const registry = new ModelRegistry(
+    config.models,
+    (model, context) => createEngine(model, logger, context),
+    {
+      onRetired: retireEngine,
+      logger,
+    },
+  );
   opened.push(registry);
   // Readiness waits for the models of the start only: a model a reload adds (or loads again) may
   // download for many minutes, and taking every replica out of rotation for it would stop the
@@ -381,14 +397,17 @@ async function startOnStore(
       await loadEngineModules(next.models);
       if (ignored()) return;
       const retired = registry.replace(next.models);
-      for (const engine of retired) {
-        closeWhenIdle(engine, {
-          isHeld: (held) => registry.isHeld(held),
-          onError: (error) => logger.error({ err: error }, "closing a replaced engine failed"),
-          onClosed: () => registry.forgetRetired(engine),
-        });
-      }
-      logger.info({ models: next.models.length, replacedEngines: retired.length }, "catalogue reloaded");
+      for (const engine of retired) retireEngine(engine);
+      // A model whose new engine still loads is served by its previous one until it has loaded.
+      const loadingReplacements = registry.listReplacements();
+      logger.info(
+        {
+          models: next.models.length,
+          replacedEngines: retired.length,
+          ...(loadingReplacements.length === 0 ? {} : { loadingReplacements }),
+        },
+        "catalogue reloaded",
+      );
     },
   };
 }

@@ -46,11 +46,28 @@ async function endlessModel(options: { parallel: number; maxQueue?: number; cont
 
 /** A service on real llama engines, with an admission that records what it admits and settles. */
 function createService(model: CatalogModel) {
-  const registry = new ModelRegistry([model], (entry) => {
-    const engine = createLlamaEngine({ model: entry });
-    engines.push(engine);
-    return engine;
-  });
+  const closed = new Set<ChatEngine>();
+  /** What server.ts does with an engine a reload replaced: closes it once idle. */
+  const retire = (engine: ChatEngine) =>
+    closeWhenIdle(engine, {
+      isHeld: (held) => registry.isHeld(held),
+      onError: (error) => {
+        throw error;
+      },
+      onClosed: () => {
+        registry.forgetRetired(engine);
+        closed.add(engine);
+      },
+    });
+  const registry: ModelRegistry = new ModelRegistry(
+    [model],
+    (entry) => {
+      const engine = createLlamaEngine({ model: entry });
+      engines.push(engine);
+      return engine;
+    },
+    { onRetired: retire },
+  );
   const admitted: AdmissionRequest[] = [];
   const settled = new Map<string, RunOutcome>();
   const admission: ChatAdmission = {
@@ -67,7 +84,6 @@ function createService(model: CatalogModel) {
     },
   };
   const service = new ChatService({ registry, admission });
-  const closed = new Set<ChatEngine>();
   return {
     registry,
     admitted,
@@ -96,18 +112,14 @@ function createService(model: CatalogModel) {
       }),
     /** What server.ts does on SIGHUP. */
     reload: (models: CatalogModel[]) => {
-      for (const engine of registry.replace(models)) {
-        closeWhenIdle(engine, {
-          isHeld: (held) => registry.isHeld(held),
-          onError: (error) => {
-            throw error;
-          },
-          onClosed: () => {
-            registry.forgetRetired(engine);
-            closed.add(engine);
-          },
-        });
-      }
+      for (const engine of registry.replace(models)) retire(engine);
+    },
+    /** {@link reload}, to the model's new engine, which takes over once it has loaded (ModelRegistry.replace). */
+    reloadTo: (models: CatalogModel[]): ChatEngine => {
+      for (const engine of registry.replace(models)) retire(engine);
+      const replacement = registry.getReplacement(ID);
+      if (replacement === undefined) throw new Error("the reload made no replacement that loads");
+      return replacement;
     },
   };
 }
@@ -151,11 +163,12 @@ describe("a request queued on a local engine that a reload replaces", () => {
     await until(() => test.registry.loadOf(ID)?.waiting === 1, "queued");
     await sleep(200);
 
-    test.reload([await endlessModel({ parallel: 2 })]);
-    const replacement = test.engine();
+    const replacement = test.reloadTo([await endlessModel({ parallel: 2 })]);
     expect(replacement).not.toBe(old);
-    // Counted once while it moves: on the new engine, which it waits for.
+    // The old engine serves until the new one has loaded; then the queued request moves.
+    expect(test.engine()).toBe(old);
     expect(test.registry.loadOf(ID)).toEqual({ running: 1, waiting: 1 });
+    await until(() => test.engine() === replacement, "the new engine took over");
 
     const parts = await within(
       queued.then((started) => readAll(started).parts),
@@ -184,7 +197,7 @@ describe("a request queued on a local engine that a reload replaces", () => {
     expect([...test.settled.keys()].sort()).toEqual(["long", "queued"]);
   });
 
-  it("ends as a client's stop when its client leaves while it moves", async () => {
+  it("ends as a client's stop when its client leaves while the new engine loads", async () => {
     const test = createService(await endlessModel({ parallel: 1 }));
     const old = test.engine();
     const longClient = new AbortController();
@@ -193,16 +206,17 @@ describe("a request queued on a local engine that a reload replaces", () => {
     const queued = test.start("queued", { maxTokens: 5 }, queuedClient.signal);
     await until(() => test.registry.loadOf(ID)?.waiting === 1, "queued");
 
-    test.reload([await endlessModel({ parallel: 2 })]);
-    const replacement = test.engine();
-    // The new engine still loads: the move waits for it.
+    const replacement = test.reloadTo([await endlessModel({ parallel: 2 })]);
+    // The new engine still loads: the request waits on the old one, which still serves.
     expect(replacement.status()).toBe("loading");
+    expect(test.engine()).toBe(old);
     queuedClient.abort();
 
     const parts = await readAll(await queued).parts;
     expect(readEnd(parts)).toMatchObject({ type: "finish", unstarted: true, usage: { completionTokens: 0 } });
     expect(test.settled.get("queued")).toMatchObject({ errorCode: "client_closed", unstarted: true });
-    await until(() => !test.registry.isHeld(replacement), "the move let go of the new engine");
+    await until(() => test.engine() === replacement, "the new engine took over");
+    expect(test.registry.isHeld(replacement)).toBe(false);
     expect(test.registry.loadOf(ID)).toEqual({ running: 1, waiting: 0 });
     expect(long.done()).toBe(false);
 
@@ -251,12 +265,8 @@ describe("a request queued on a local engine that a reload replaces", () => {
     });
     await until(() => test.registry.loadOf(ID)?.waiting === 1, "queued");
 
-    test.reload([await endlessModel({ parallel: 2, contextLength: 64 })]);
-    const replacement = test.engine();
-    await until(
-      () => replacement.status() === "available" && !test.registry.isHeld(replacement),
-      "move tried",
-    );
+    const replacement = test.reloadTo([await endlessModel({ parallel: 2, contextLength: 64 })]);
+    await until(() => test.engine() === replacement && !test.registry.isHeld(replacement), "move tried");
     expect(started).toBe(false);
     expect(test.registry.loadOf(ID)).toEqual({ running: 1, waiting: 1 });
 

@@ -43,6 +43,14 @@ function engineOf(registry: ModelRegistry, model: CatalogModel): ChatEngine {
   return engine;
 }
 
+/** The engine a reload made for the model, once it has taken over from the one serving it. */
+async function takeOver(registry: ModelRegistry, model: CatalogModel): Promise<ChatEngine> {
+  const replacement = registry.getReplacement(model.id);
+  if (replacement === undefined) throw new Error(`no new engine loads for ${model.id}`);
+  while (engineOf(registry, model) !== replacement) await new Promise((resolve) => setTimeout(resolve, 20));
+  return replacement;
+}
+
 /** Waits for the engine's model and runs a one-token request on it. */
 async function generateOneToken(engine: ChatEngine): Promise<void> {
   const parts = await collectParts(await engine.prepare(createTestRequest({ maxTokens: 1 })));
@@ -70,8 +78,9 @@ describe("reloading a local model whose file was replaced at the same path", () 
     await writeTestModel({ path: next, seed: 2, size: "small" });
     renameSync(next, path);
 
-    expect(registry.replace([model])).toEqual([first]);
-    const second = engineOf(registry, model);
+    // The old engine serves until the new file has loaded (ModelRegistry.replace).
+    expect(registry.replace([model])).toEqual([]);
+    const second = await takeOver(registry, model);
     expect(second).not.toBe(first);
     expect(readEnd(await collectParts(underWay))).toMatchObject({
       type: "finish",
@@ -103,8 +112,8 @@ describe("reloading a local model whose file was replaced at the same path", () 
     const next = join(folder, "put-back.gguf");
     await writeTestModel({ path: next, seed: 4, size: "tiny" });
     renameSync(next, path);
-    expect(registry.replace([model])).toEqual([loaded]);
-    const reloaded = engineOf(registry, model);
+    expect(registry.replace([model])).toEqual([]);
+    const reloaded = await takeOver(registry, model);
     expect(reloaded).not.toBe(loaded);
     await generateOneToken(reloaded);
     expect(reloaded.status()).toBe("available");
