@@ -10,6 +10,7 @@ import { ChatService } from "../chat/chat-service.ts";
 import type { RequestKey } from "../chat/request-key.ts";
 import { AppError } from "../errors/app-error.ts";
 import type { KeyLimits } from "../limits/key-limits.ts";
+import { RateLimitsUnavailableError } from "../limits/rate-limits-unavailable-error.ts";
 import { Metrics } from "../metrics/metrics.ts";
 import { getModelStatus, type ModelRegistry } from "../models/model-registry.ts";
 import {
@@ -301,7 +302,9 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
       logStoreOutage((skipped) =>
         request.log.warn(
           { err: error, ...(skipped > 0 ? { refusedSinceLastLine: skipped } : {}) },
-          "the store is unavailable",
+          appError instanceof RateLimitsUnavailableError
+            ? "Redis is unavailable: a rate-limited key's request refused (fail-closed)"
+            : "the store is unavailable",
         ),
       );
     void sendError(reply, appError);

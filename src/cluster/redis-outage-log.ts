@@ -42,7 +42,13 @@ export class RedisOutageLog {
   }
 }
 
-/** The error's message without its closing period: the sentence goes on after it. */
+/**
+ * The error's message without its closing period (the sentence goes on after it), in the
+ * operator's words where ioredis speaks of its own internals: a command sent while the connection
+ * is down fails with "Stream isn't writeable and enableOfflineQueue options is false".
+ */
 function describeError(error: unknown): string {
-  return (error instanceof Error ? error.message : String(error)).replace(/\.+$/, "");
+  const message = error instanceof Error ? error.message : String(error);
+  if (message.startsWith("Stream isn't writeable")) return "the connection to it is down";
+  return message.replace(/\.+$/, "");
 }

@@ -8,8 +8,9 @@ import {
 } from "../cluster/create-redis-client.ts";
 import { RedisOutageLog } from "../cluster/redis-outage-log.ts";
 import { type RedisScript, runRedisScript } from "../cluster/run-redis-script.ts";
-import { AppError } from "../errors/app-error.ts";
+import type { AppError } from "../errors/app-error.ts";
 import type { BucketRequest, BucketState, RateLimiter, TakeResult } from "./rate-limiter.ts";
+import { RateLimitsUnavailableError } from "./rate-limits-unavailable-error.ts";
 import { DEFAULT_REDIS_FAILURE_POLICY, type RedisFailurePolicy } from "./redis-failure-policy.ts";
 import { ADJUST_SCRIPT, PEEK_SCRIPT, TAKE_SCRIPT, TAKE_TOO_LATE } from "./token-bucket-scripts.ts";
 
@@ -308,7 +309,7 @@ function readInteger(reply: unknown[], index: number): number {
 
 function limitsUnavailable(): AppError {
   // Redis is the limits' store: nothing upstream failed, and the client is told so.
-  return new AppError(
+  return new RateLimitsUnavailableError(
     "store_unavailable",
     "Rate limits cannot be checked right now: Tollgate cannot reach its Redis, and it refuses requests of rate-limited keys until Redis is back. Retry shortly.",
     { retryAfterSeconds: RETRY_AFTER_SECONDS },

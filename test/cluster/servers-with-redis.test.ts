@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Writable } from "node:stream";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it, onTestFinished, vi } from "vitest";
 import { createAccount } from "../../src/admin/create-account.ts";
@@ -42,11 +43,25 @@ function configOf(redisUrl: string | undefined): Config {
 }
 
 /** Starts a server with these Redis settings in the environment (read at start). */
-async function start(redisUrl: string | undefined, env: Record<string, string> = {}): Promise<RunningServer> {
+/** Starts a server on `redisUrl` with `env` set; its JSON log lines go to `logLines` when given. */
+async function start(
+  redisUrl: string | undefined,
+  env: Record<string, string> = {},
+  logLines?: Record<string, unknown>[],
+): Promise<RunningServer> {
   const saved = Object.fromEntries(Object.keys(env).map((name) => [name, process.env[name]]));
   Object.assign(process.env, env);
+  const destination = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      for (const line of chunk.toString().split("\n")) if (line !== "") logLines?.push(JSON.parse(line));
+      done();
+    },
+  });
   try {
-    const server = await startServer({ config: configOf(redisUrl), logger: false });
+    const server = await startServer({
+      config: configOf(redisUrl),
+      logger: logLines === undefined ? false : { destination },
+    });
     servers.push(server);
     return server;
   } finally {
@@ -160,13 +175,19 @@ describe("a server whose Redis is down", () => {
   });
 
   it("fail-closed: refuses rate-limited keys with 503 and a clear message, and serves the others", async () => {
-    const server = await start(`redis://127.0.0.1:${await findFreePort()}`, {
-      TOLLGATE_REDIS_PREFIX: "tollgate-test:down:",
-      TOLLGATE_REDIS_FAILURE_POLICY: "fail-closed",
-    });
+    const logLines: Record<string, unknown>[] = [];
+    const server = await start(
+      `redis://127.0.0.1:${await findFreePort()}`,
+      { TOLLGATE_REDIS_PREFIX: "tollgate-test:down:", TOLLGATE_REDIS_FAILURE_POLICY: "fail-closed" },
+      logLines,
+    );
     const limited = await createFundedKey({ rpm: 100 });
     const refused = await chat(server, limited.key);
     expect(refused.status).toBe(503);
+    // Named as Redis in the log (it said "the store is unavailable", the database working).
+    const warnings = logLines.filter((line) => line.level === 40).map((line) => line.msg);
+    expect(warnings).toContain("Redis is unavailable: a rate-limited key's request refused (fail-closed)");
+    expect(warnings).not.toContain("the store is unavailable");
     expect(refused.headers.get("retry-after")).not.toBeNull();
     const body = (await refused.json()) as { error: { message: string; code: string } };
     expect(body.error.message).toMatch(/cannot reach its Redis/);
