@@ -224,6 +224,11 @@ export function convertChatRequest(body: ChatCompletionRequestBody): ChatComplet
       { param: "max_completion_tokens" },
     );
   }
+  if (body.top_logprobs != null && body.logprobs !== true) {
+    throw new AppError("invalid_value", "'top_logprobs' is only allowed when 'logprobs' is true.", {
+      param: "top_logprobs",
+    });
+  }
   const tools: ToolDefinition[] = (body.tools ?? []).map((tool) => ({
     name: tool.function.name,
     ...(tool.function.description == null ? {} : { description: tool.function.description }),
@@ -294,6 +299,7 @@ export function convertChatRequest(body: ChatCompletionRequestBody): ChatComplet
       reasoningEffort: body.reasoning_effort ?? undefined,
       responseFormat: convertResponseFormat(body, schemaEntries),
       user: body.user ?? undefined,
+      logprobs: body.logprobs === true ? { top: body.top_logprobs ?? undefined } : undefined,
     },
   };
 }

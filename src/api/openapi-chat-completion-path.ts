@@ -20,7 +20,7 @@ import {
  */
 const STREAM_EVENT_SCHEMA = {
   description:
-    "With `stream: true`: Server-Sent Events, each `data: <JSON>` and a blank line. First the assistant's role with empty content, then the content and tool-call deltas, the chunk with `finish_reason` and, with `stream_options.include_usage`, a chunk with `choices: []` and the usage; then `data: [DONE]`, and the stream ends. An error after the stream started (`upstream_unavailable` when the upstream's answer breaks off, `model_unavailable` when the model is unloaded as the server shuts down or reloads, `internal_error`) comes instead of the finishing chunk and the usage, as one event whose data is the contract's error object `{error: {message, type, param, code}}`, followed by `data: [DONE]`.",
+    "With `stream: true`: Server-Sent Events, each `data: <JSON>` and a blank line. First the assistant's role with empty content, then the content and tool-call deltas (each with the log probabilities of its tokens where `logprobs: true` asked for them and the upstream gave them, else `logprobs: null`), the chunk with `finish_reason` and, with `stream_options.include_usage`, a chunk with `choices: []` and the usage; then `data: [DONE]`, and the stream ends. An error after the stream started (`upstream_unavailable` when the upstream's answer breaks off, `model_unavailable` when the model is unloaded as the server shuts down or reloads, `internal_error`) comes instead of the finishing chunk and the usage, as one event whose data is the contract's error object `{error: {message, type, param, code}}`, followed by `data: [DONE]`.",
   anyOf: [reference("ChatCompletionChunk"), reference("ErrorResponse")],
 };
 
@@ -47,7 +47,7 @@ export function chatCompletionPath() {
         ...errorResponses(
           {
             ...ANY_REQUEST_ERRORS,
-            "400": `${VALIDATION_CODES}; \`model_not_supported\` (a model of another kind); \`context_length_exceeded\`; or \`invalid_http_request\`.`,
+            "400": `${VALIDATION_CODES} (\`invalid_value\` too for what the model cannot do: \`n\` above 1, \`logprobs\` on a local model); \`model_not_supported\` (a model of another kind); \`context_length_exceeded\`; or \`invalid_http_request\`.`,
             "401": KEY_ERROR,
             "403": "`model_not_allowed` (the key may not use the model) or `insufficient_balance`.",
             "404": "`model_not_found`.",

@@ -1,8 +1,10 @@
 import type {
   CompletionTokensDetail,
   FinishReason,
+  Logprobs,
   PartBatch,
   PromptTokensDetail,
+  TokenLogprob,
   ToolCall,
   Usage,
 } from "../engine/engine.ts";
@@ -74,6 +76,33 @@ export interface CollectedCompletion {
   usage: Usage;
   /** Set when the run failed after it started. */
   error: AppError | undefined;
+  /** The log probabilities of the output's tokens, in order, where the engine gave any. */
+  logprobs?: Logprobs;
+}
+
+/** The log probabilities of a run's parts, gathered as they come (see {@link collectCompletion}). */
+class LogprobsCollector {
+  content: TokenLogprob[] | null = null;
+  refusal: TokenLogprob[] | null = null;
+  /** Whether any part carried some. */
+  added = false;
+
+  add(logprobs: Logprobs): void {
+    this.added = true;
+    if (logprobs.content !== null) this.content = append(this.content, logprobs.content);
+    if (logprobs.refusal !== null) this.refusal = append(this.refusal, logprobs.refusal);
+  }
+
+  result(): Logprobs {
+    return { content: this.content, refusal: this.refusal };
+  }
+}
+
+/** `list` with `entries` added at its end; one loop, as a spread of a long list could exceed the stack. */
+function append(list: TokenLogprob[] | null, entries: readonly TokenLogprob[]): TokenLogprob[] {
+  const all = list ?? [];
+  for (const entry of entries) all.push(entry);
+  return all;
 }
 
 /** Gathers one run's parts into a {@link CollectedCompletion}. */
@@ -81,16 +110,21 @@ export async function collectCompletion(batches: AsyncIterable<PartBatch>): Prom
   let text = "";
   let refusal = "";
   const toolCalls: ToolCall[] = [];
+  const logprobs = new LogprobsCollector();
+  const logprobsOf = () => (logprobs.added ? { logprobs: logprobs.result() } : {});
   for await (const parts of batches) {
     for (const part of parts) {
       switch (part.type) {
         case "text-delta":
           text += part.text;
+          if (part.logprobs !== undefined) logprobs.add(part.logprobs);
           break;
         case "refusal-delta":
           refusal += part.text;
+          if (part.logprobs !== undefined) logprobs.add(part.logprobs);
           break;
         case "tool-call-delta": {
+          if (part.logprobs !== undefined) logprobs.add(part.logprobs);
           const call = toolCalls[part.index] ?? { id: "", name: "", arguments: "" };
           toolCalls[part.index] = call;
           if (part.id !== undefined) call.id = part.id;
@@ -107,6 +141,7 @@ export async function collectCompletion(batches: AsyncIterable<PartBatch>): Prom
             rawFinishReason: part.rawReason,
             usage: part.usage,
             error: undefined,
+            ...logprobsOf(),
           };
         case "error":
           return {
@@ -117,6 +152,7 @@ export async function collectCompletion(batches: AsyncIterable<PartBatch>): Prom
             rawFinishReason: undefined,
             usage: part.usage,
             error: part.error,
+            ...logprobsOf(),
           };
         default: {
           const unreachable: never = part;
@@ -155,7 +191,8 @@ export function renderChatCompletion(identity: CompletionIdentity, completion: C
               }
             : {}),
         },
-        logprobs: null,
+        // Null unless the request asked for them and the engine gave some, as OpenAI sends it.
+        logprobs: completion.logprobs ?? null,
         finish_reason: toWireFinishReason(completion.finishReason),
       },
     ],

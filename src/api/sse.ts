@@ -1,4 +1,4 @@
-import type { PartBatch, StreamPart } from "../engine/engine.ts";
+import type { Logprobs, PartBatch, StreamPart } from "../engine/engine.ts";
 import type { AppError } from "../errors/app-error.ts";
 import { toWireError } from "./errors.ts";
 import {
@@ -37,8 +37,9 @@ export class ChunkRenderer {
     this.#suffix = options.includeUsage ? '}],"usage":null}\n\n' : "}]}\n\n";
   }
 
-  #chunk(delta: Record<string, unknown>, finishReason: string | null): string {
-    return `${this.#prefix}${JSON.stringify(delta)},"logprobs":null,"finish_reason":${JSON.stringify(finishReason)}${this.#suffix}`;
+  /** `logprobs`: the log probabilities of the delta's tokens, where the engine gave them. */
+  #chunk(delta: Record<string, unknown>, finishReason: string | null, logprobs?: Logprobs): string {
+    return `${this.#prefix}${JSON.stringify(delta)},"logprobs":${logprobs === undefined ? "null" : JSON.stringify(logprobs)},"finish_reason":${JSON.stringify(finishReason)}${this.#suffix}`;
   }
 
   /** The first event: the assistant role with empty content. */
@@ -49,10 +50,15 @@ export class ChunkRenderer {
   /** The event(s) for one engine part; "" for a part that produces none. */
   part(part: StreamPart): string {
     switch (part.type) {
+      // An empty text goes out only with the log probabilities of tokens that showed none.
       case "text-delta":
-        return part.text === "" ? "" : this.#chunk({ content: part.text }, null);
+        return part.text === "" && part.logprobs === undefined
+          ? ""
+          : this.#chunk({ content: part.text }, null, part.logprobs);
       case "refusal-delta":
-        return part.text === "" ? "" : this.#chunk({ refusal: part.text }, null);
+        return part.text === "" && part.logprobs === undefined
+          ? ""
+          : this.#chunk({ refusal: part.text }, null, part.logprobs);
       case "tool-call-delta": {
         const call: Record<string, unknown> = { index: part.index };
         if (part.id !== undefined) {
@@ -63,7 +69,7 @@ export class ChunkRenderer {
           part.name !== undefined
             ? { name: part.name, arguments: part.argumentsDelta }
             : { arguments: part.argumentsDelta };
-        return this.#chunk({ tool_calls: [call] }, null);
+        return this.#chunk({ tool_calls: [call] }, null, part.logprobs);
       }
       case "finish": {
         return (

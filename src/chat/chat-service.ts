@@ -4,6 +4,7 @@ import type { CatalogModel } from "../catalog/catalog.ts";
 import { ContextLengthError } from "../engine/check-context-length.ts";
 import type { EngineLogger } from "../engine/create-engine.ts";
 import type { ChatEngine, PartBatch, PreparedChat, StreamPart, Usage } from "../engine/engine.ts";
+import { refuseLogprobs } from "../engine/refuse-logprobs.ts";
 import { AppError, isAppError } from "../errors/app-error.ts";
 import { shownValue } from "../errors/shown-value.ts";
 import { createRandomText } from "../ids/random-text.ts";
@@ -98,6 +99,9 @@ export class ChatService {
         },
       );
     }
+    // Like `n`, what the model cannot do: told before the rate limits, which it then takes none of.
+    if (options.request.logprobs !== undefined && engine.supportsLogprobs !== true)
+      throw refuseLogprobs(entry.model.id);
     // The request holds its engine (or the one it moves to while it waits for its turn,
     // follow-reloads.ts): a reload closes a replaced engine only once none holds it.
     const release = this.#registry.hold(engine);

@@ -91,6 +91,35 @@ export interface ChatRequest {
    * upstream models as sent (hosted APIs use it to trace abuse); the local engine has no use for it.
    */
   user?: string | undefined;
+  /**
+   * Log probabilities asked for (the client's `logprobs: true`; `undefined` when it did not ask,
+   * or sent `false`): `top` is its `top_logprobs` (0 to 20; `undefined` when it sent none). Passed on
+   * to upstream models; local models cannot give them, and the request is refused before it
+   * reaches them ({@link ChatEngine.supportsLogprobs}).
+   */
+  logprobs?: { top: number | undefined } | undefined;
+}
+
+/**
+ * One token's log probability and its most likely alternatives, in the wire's own shape and
+ * names (OpenAI's `logprobs.content[]`): an upstream's, checked and rebuilt with these fields
+ * only (read-logprobs.ts), and serialised as they are.
+ */
+export interface TokenLogprob {
+  token: string;
+  logprob: number;
+  /** The token's UTF-8 bytes; null where the upstream has none to give. */
+  bytes: number[] | null;
+  top_logprobs: { token: string; logprob: number; bytes: number[] | null }[];
+}
+
+/**
+ * The log probabilities of the tokens a part carries (OpenAI's `choices[].logprobs`): those of
+ * the content and those of a refusal, each null where there are none.
+ */
+export interface Logprobs {
+  content: TokenLogprob[] | null;
+  refusal: TokenLogprob[] | null;
 }
 
 /**
@@ -136,14 +165,18 @@ export type CompletionTokensDetail = (typeof COMPLETION_TOKENS_DETAILS)[number];
 /**
  * One part of an engine's output stream. The last (`finish` or `error`) may say how long the
  * request waited in the engine's own queue before it ran (`queueMs`; engines without one leave
- * it out).
+ * it out). A part of output may carry the log probabilities of its tokens (`logprobs`, only when
+ * the request asked for them and the engine gave them): the client gets them with that part.
+ * A `text-delta` whose text is "" carries some (tokens that showed no text of their own, their
+ * logprobs left over at the answer's end).
  */
 export type StreamPart =
-  | { type: "text-delta"; text: string }
+  | { type: "text-delta"; text: string; logprobs?: Logprobs }
   /** A fragment of a refusal: the model declined to answer (an upstream's `refusal`). */
-  | { type: "refusal-delta"; text: string }
+  | { type: "refusal-delta"; text: string; logprobs?: Logprobs }
   | {
       type: "tool-call-delta";
+      logprobs?: Logprobs;
       /** Position of the call among this response's calls, from 0. */
       index: number;
       /** Present on the first delta of each index only. */
@@ -274,6 +307,12 @@ export interface ChatEngine {
   status(): ModelStatus;
   /** Whether the engine can produce more than one choice per request (`n > 1`). */
   readonly supportsMultipleChoices: boolean;
+  /**
+   * Whether the engine can give the log probabilities of the tokens it generates (`logprobs`):
+   * an upstream passes on what its server sends. Absent: it cannot (node-llama-cpp gives none
+   * while it generates), and a request that asks is refused before anything runs.
+   */
+  readonly supportsLogprobs?: boolean;
   /**
    * Counts the prompt and checks it against the context. Throws an {@link AppError}
    * (`context_length_exceeded`, `model_unavailable`) when the request cannot run.

@@ -127,6 +127,25 @@ export const ChatCompletionRequestSchema = Type.Object(
       Nullable(Type.Integer({ minimum: -Number.MAX_SAFE_INTEGER, maximum: Number.MAX_SAFE_INTEGER })),
     ),
     user: Type.Optional(Nullable(Type.String({ maxLength: 256 }))),
+    logprobs: Type.Optional(
+      Nullable(
+        Type.Boolean({
+          default: false,
+          description:
+            "Return the log probability of each output token (`choices[].logprobs`). Upstream models pass on what their server gives; local models cannot give them, and a request that asks for them is refused with 400 `invalid_value`.",
+        }),
+      ),
+    ),
+    top_logprobs: Type.Optional(
+      Nullable(
+        Type.Integer({
+          minimum: 0,
+          maximum: 20,
+          description:
+            "How many of the most likely tokens to return at each position, with their log probabilities; needs `logprobs: true`.",
+        }),
+      ),
+    ),
   },
   { additionalProperties: true },
 );

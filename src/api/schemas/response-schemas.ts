@@ -54,6 +54,37 @@ const ToolCallSchema = Type.Object({
   }),
 });
 
+const TopLogprobSchema = Type.Object({
+  token: Type.String(),
+  logprob: Type.Number(),
+  bytes: Type.Union([Type.Array(Type.Integer({ minimum: 0, maximum: 255 })), Type.Null()], {
+    description: "The token's UTF-8 bytes; null where the upstream gave none.",
+  }),
+});
+
+const TokenLogprobSchema = Type.Object({
+  ...TopLogprobSchema.properties,
+  top_logprobs: Type.Array(TopLogprobSchema, {
+    description:
+      "The most likely tokens at this position (`top_logprobs` of them, where the upstream gave them).",
+  }),
+});
+
+/** A choice's log probabilities: null unless the request asked for them (upstream models only). */
+const LogprobsSchema = Type.Union(
+  [
+    Type.Object({
+      content: Type.Union([Type.Array(TokenLogprobSchema), Type.Null()]),
+      refusal: Type.Union([Type.Array(TokenLogprobSchema), Type.Null()]),
+    }),
+    Type.Null(),
+  ],
+  {
+    description:
+      "With `logprobs: true` (upstream models only), the log probabilities of the tokens, as the upstream gave them; in a stream, those of each chunk's tokens. Null otherwise.",
+  },
+);
+
 export const ChatCompletionSchema = Type.Object({
   id: Type.String(),
   object: Type.Literal("chat.completion"),
@@ -70,7 +101,7 @@ export const ChatCompletionSchema = Type.Object({
         }),
         tool_calls: Type.Optional(Type.Array(ToolCallSchema)),
       }),
-      logprobs: Type.Null(),
+      logprobs: LogprobsSchema,
       finish_reason: FinishReasonSchema,
     }),
   ),
@@ -101,7 +132,7 @@ export const ChatCompletionChunkSchema = Type.Object(
             ),
           ),
         }),
-        logprobs: Type.Null(),
+        logprobs: LogprobsSchema,
         finish_reason: Type.Union([FinishReasonSchema, Type.Null()]),
       }),
     ),

@@ -4,6 +4,7 @@ import { AppError } from "../../errors/app-error.ts";
 import { redactUrlsInText } from "../../models/download/redact-url.ts";
 import { checkContextLength } from "../check-context-length.ts";
 import type { ChatEngine, ChatRequest, ModelStatus, PreparedChat, PrepareOptions } from "../engine.ts";
+import { refuseLogprobs } from "../refuse-logprobs.ts";
 import { checkPromptSize, checkTemplateTokens, documentedToolTexts } from "./check-prompt-size.ts";
 import { createGrammarCache, type GrammarCache } from "./create-grammar-cache.ts";
 import { createLeasePool, type LeasePool } from "./create-lease-pool.ts";
@@ -224,6 +225,8 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
       }
     },
     async prepare(request: ChatRequest, prepareOptions?: PrepareOptions): Promise<PreparedChat> {
+      // The service refuses it first (chat-service.ts); an upstream model's fallback comes here.
+      if (request.logprobs !== undefined) throw refuseLogprobs(modelId);
       preparing++;
       try {
         const loaded = await waitForModel(prepareOptions?.signal);

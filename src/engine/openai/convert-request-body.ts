@@ -50,6 +50,11 @@ export function convertRequestBody(options: {
   const format = convertResponseFormat(request.responseFormat);
   if (format !== undefined) body.response_format = format;
   if (request.user !== undefined) body.user = request.user;
+  // Only when asked for: servers that do not know the fields may refuse them.
+  if (request.logprobs !== undefined) {
+    body.logprobs = true;
+    if (request.logprobs.top !== undefined) body.top_logprobs = request.logprobs.top;
+  }
   return body;
 }
 

@@ -116,8 +116,12 @@ class UpstreamAnswerReader implements AnswerReader {
 
   outgrown(): boolean {
     // A body that has held no event yet is a bare answer, however the parser holds it.
+    // Log probabilities are held with the text until the answer is whole (a client that asked
+    // for one JSON answer): bounded with it.
+    const mapper = this.#mapper;
     const tooLong =
-      this.#mapper.producedLength > MAX_ANSWER_LENGTH || (this.#unparsed?.length ?? 0) > MAX_ANSWER_LENGTH
+      mapper.producedLength + mapper.logprobsLength > MAX_ANSWER_LENGTH ||
+      (this.#unparsed?.length ?? 0) > MAX_ANSWER_LENGTH
         ? "an answer"
         : this.#parser.pendingLength > MAX_ANSWER_LENGTH
           ? "an event"

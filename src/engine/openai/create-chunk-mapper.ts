@@ -3,6 +3,8 @@ import { boundUsage, type UsageBounds } from "./bound-usage.ts";
 import { convertUsage, mergeUsage } from "./convert-usage.ts";
 import { createToolCallId } from "./create-tool-call-id.ts";
 import { estimateTextTokens } from "./estimate-tokens.ts";
+import { LogprobsCarrier } from "./logprobs-carrier.ts";
+import { readDeltaContent } from "./read-delta-content.ts";
 import { readErrorBody, type UpstreamErrorBody } from "./read-error-body.ts";
 import type { UpstreamChoice, UpstreamChunk, UpstreamToolCallDelta } from "./upstream-wire.ts";
 
@@ -16,7 +18,8 @@ export interface ChunkMapper {
   /**
    * Ends the answer (the stream ended or broke), appending to `parts` what is still owed: a code
    * unit held back (see {@link createChunkMapper}); the calls held back, in order; a call that
-   * never got a name, with an empty one; and `{}` as the arguments of a call that got none.
+   * never got a name, with an empty one; `{}` as the arguments of a call that got none; and log
+   * probabilities still pending (logprobs-carrier.ts).
    */
   flush(parts: StreamPart[]): void;
   /** The upstream's `finish_reason`, once one came. */
@@ -40,6 +43,11 @@ export interface ChunkMapper {
   estimateCompletionTokens(): number;
   /** Characters produced so far (text, refusals, tool names and arguments), for the caller to bound. */
   readonly producedLength: number;
+  /**
+   * About the characters of the log probabilities passed on so far (see read-logprobs.ts), for
+   * the caller to bound with the answer; 0 unless the request asked for them.
+   */
+  readonly logprobsLength: number;
   /**
    * The upstream's own counts where they were more than the request can have used (the usage
    * read holds the bounds instead); `undefined` while none was.
@@ -88,6 +96,11 @@ interface ToolCallState {
  * create-upstream-endpoint.ts), removed from it: it may repeat the credentials it was sent. The
  * endpoint's `names` (list-endpoint-names.ts) are replaced in it too. Default none.
  *
+ * With `logprobs` (the request asked for them), a choice's `logprobs` are read (read-logprobs.ts:
+ * checked, rebuilt, dropped where malformed) and go out with the parts made from the same chunk
+ * (logprobs-carrier.ts). Without it they are not looked at: the client did not ask, and its
+ * answer stays as it was.
+ *
  * A class rather than a closure: a request makes one, and an object literal with getters costs
  * several runtime calls to build where a class instance costs an allocation.
  */
@@ -95,8 +108,9 @@ export function createChunkMapper(
   secrets: readonly string[],
   names: readonly string[] = [],
   bounds?: UsageBounds,
+  logprobs = false,
 ): ChunkMapper {
-  return new UpstreamChunkMapper(secrets, names, bounds);
+  return new UpstreamChunkMapper(secrets, names, bounds, logprobs);
 }
 
 class UpstreamChunkMapper implements ChunkMapper {
@@ -122,6 +136,10 @@ class UpstreamChunkMapper implements ChunkMapper {
   rawFinishReason: string | undefined;
   reportedUsage: Usage | undefined;
   producedLength = 0;
+  /** Where the request asked for log probabilities: what takes them to the parts. */
+  readonly #logprobs: LogprobsCarrier | undefined;
+  /** Reasoning came since the last chunk's log probabilities were read. */
+  #reasoned = false;
   /** {@link producedLength} when the last usage report came. */
   #producedAtReport: number | undefined;
 
@@ -129,10 +147,20 @@ class UpstreamChunkMapper implements ChunkMapper {
   /** The upstream's own counts, where they were more than the request can have used. */
   usageBeyondBounds: { promptTokens?: number; completionTokens?: number } | undefined;
 
-  constructor(secrets: readonly string[], names: readonly string[], bounds: UsageBounds | undefined) {
+  constructor(
+    secrets: readonly string[],
+    names: readonly string[],
+    bounds: UsageBounds | undefined,
+    logprobs: boolean,
+  ) {
     this.#secrets = secrets;
     this.#names = names;
     this.#bounds = bounds;
+    this.#logprobs = logprobs ? new LogprobsCarrier() : undefined;
+  }
+
+  get logprobsLength(): number {
+    return this.#logprobs?.length ?? 0;
   }
 
   get calledTools(): boolean {
@@ -171,8 +199,9 @@ class UpstreamChunkMapper implements ChunkMapper {
       if (typeof choice !== "object" || choice === null) continue;
       const { index, delta, finish_reason: finishReason } = choice as UpstreamChoice;
       if (index !== undefined && index !== 0) continue;
+      const partsBefore = parts.length;
       if (delta !== undefined && delta !== null) {
-        const content = readContent(delta.content, this.#addReasoning);
+        const content = readDeltaContent(delta.content, this.#addReasoning);
         if (content !== "") {
           this.#texts.push(content);
           this.producedLength += content.length;
@@ -194,6 +223,10 @@ class UpstreamChunkMapper implements ChunkMapper {
           }
         }
       }
+      if (this.#logprobs !== undefined) {
+        this.#logprobs.read((choice as UpstreamChoice).logprobs, parts, partsBefore, this.#reasoned);
+        this.#reasoned = false;
+      }
       if (typeof finishReason === "string" && finishReason !== "") this.rawFinishReason = finishReason;
     }
   }
@@ -201,11 +234,13 @@ class UpstreamChunkMapper implements ChunkMapper {
   /** Keeps reasoning text for the estimate: held in memory, so bounded with the answer. */
   readonly #addReasoning = (text: string): void => {
     if (text === "") return;
+    this.#reasoned = true;
     this.#reasoning.push(text);
     this.producedLength += text.length;
   };
 
   flush(parts: StreamPart[]): void {
+    const partsBefore = parts.length;
     if (this.#heldText !== "") parts.push({ type: "text-delta", text: this.#heldText });
     if (this.#heldRefusal !== "") parts.push({ type: "refusal-delta", text: this.#heldRefusal });
     this.#heldText = this.#heldRefusal = "";
@@ -224,6 +259,7 @@ class UpstreamChunkMapper implements ChunkMapper {
         parts.push({ type: "tool-call-delta", index: call.index, argumentsDelta: "{}" });
     }
     this.#sendingIndex = this.#calls.length;
+    this.#logprobs?.flush(parts, partsBefore);
   }
 
   estimateCompletionTokens(): number {
@@ -337,36 +373,6 @@ function releaseArguments(call: ToolCallState, parts: StreamPart[]): void {
   if (call.held === "") return;
   parts.push({ type: "tool-call-delta", index: call.index, argumentsDelta: call.held });
   call.held = "";
-}
-
-/**
- * A delta's text. Mostly a string; some servers (Mistral's reasoning models, some gateways) send
- * a list of typed parts: its `text` parts are the answer, its `thinking` parts go to `reasoning`.
- */
-function readContent(value: unknown, onReasoning: (text: string) => void): string {
-  if (typeof value === "string") return value;
-  if (!Array.isArray(value)) return "";
-  let text = "";
-  for (const part of value as unknown[]) {
-    if (typeof part !== "object" || part === null) continue;
-    const { type, text: partText, thinking } = part as { type?: unknown; text?: unknown; thinking?: unknown };
-    if (type === "text" && typeof partText === "string") text += partText;
-    else if (type === "thinking") readThinking(thinking, onReasoning);
-  }
-  return text;
-}
-
-/** A `thinking` part's text: a string, or a list of text parts. */
-function readThinking(value: unknown, onReasoning: (text: string) => void): void {
-  if (typeof value === "string") {
-    onReasoning(value);
-    return;
-  }
-  if (!Array.isArray(value)) return;
-  for (const part of value as unknown[]) {
-    const text = typeof part === "object" && part !== null ? (part as { text?: unknown }).text : undefined;
-    if (typeof text === "string") onReasoning(text);
-  }
 }
 
 /** Whether arguments are a whole JSON object or array, which no more text could extend. */

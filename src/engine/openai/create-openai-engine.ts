@@ -217,6 +217,7 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
             ),
             completionTokens: maxCompletionTokens,
           },
+          logprobs: request.logprobs !== undefined,
           settings,
           signal,
           closeSignal: closeController.signal,
@@ -257,6 +258,7 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
   const engine: ChatEngine = {
     contextLength: model.contextLength,
     supportsMultipleChoices: false,
+    supportsLogprobs: true,
     status(): ModelStatus {
       return closed || balancer.allCoolingDown() ? "unavailable" : "available";
     },

@@ -77,7 +77,12 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
   const onAbort = () => current.abort(new AttemptStopped("aborted"));
   signal.addEventListener("abort", onAbort);
 
-  const mapper = createChunkMapper(endpoint.secrets, endpoint.names, context.usageBounds);
+  const mapper = createChunkMapper(
+    endpoint.secrets,
+    endpoint.names,
+    context.usageBounds,
+    context.logprobs === true,
+  );
   /** `json`: the upstream ignored `stream` and answers with one `chat.completion` object. */
   let stage: "response" | "body" | "json" | "over" = "response";
   /**

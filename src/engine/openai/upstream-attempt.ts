@@ -24,6 +24,8 @@ export interface AttemptContext {
   promptTokens: number;
   /** The most tokens this request can have used upstream (see bound-usage.ts). */
   usageBounds: UsageBounds;
+  /** Whether the request asked for log probabilities, which are then read from the answer. */
+  logprobs?: boolean;
   settings: UpstreamSettings;
   /** The client's signal: aborting ends the attempt with a `finish` that counts what was generated. */
   signal: AbortSignal;

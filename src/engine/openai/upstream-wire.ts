@@ -61,6 +61,9 @@ export interface UpstreamRequestBody {
   reasoning_effort?: string;
   response_format?: UpstreamResponseFormat;
   user?: string;
+  /** Only when the client asked for log probabilities; `top_logprobs` only as it sent it. */
+  logprobs?: true;
+  top_logprobs?: number;
 }
 
 /** `usage` as upstreams send it; any field may be missing or null. */
@@ -87,6 +90,8 @@ export interface UpstreamChoice {
     reasoning?: unknown;
   } | null;
   finish_reason?: unknown;
+  /** The log probabilities of the delta's tokens (read-logprobs.ts), read only when asked for. */
+  logprobs?: unknown;
 }
 
 /** One `chat.completion.chunk` event, as far as the engine reads it. */
