@@ -16,5 +16,21 @@ export async function notFoundError(
     const key = await admin.authenticate(request.headers.authorization);
     if (key.role !== "admin") throw adminKeyRequired();
   }
-  return new AppError("not_found", `Unknown request URL: ${request.method} ${request.url.split("?")[0]}.`);
+  const path = request.url.split("?")[0] ?? "";
+  const unknown = `Unknown request URL: ${request.method} ${path}.`;
+  const api = /^\/v1\/(responses|completions|embeddings)(?:\/|$)/.exec(path)?.[1];
+  return new AppError("not_found", api === undefined ? unknown : `${unknown} ${OTHER_APIS[api]}`);
 }
+
+/**
+ * Advice for the OpenAI APIs clients reach for that Tollgate does not serve: the Vercel AI SDK's
+ * `openai(model)` and LangChain (for some model names, or `useResponsesApi`) call the Responses
+ * API by default, and a bare "Unknown request URL" left their users guessing.
+ */
+const OTHER_APIS: Record<string, string> = {
+  responses:
+    "Tollgate serves the Chat Completions API (POST /v1/chat/completions), not the Responses API: with the openai SDK call client.chat.completions.create; with the Vercel AI SDK use openai.chat(model) or @ai-sdk/openai-compatible; with LangChain's ChatOpenAI set useResponsesApi: false.",
+  completions:
+    "Tollgate serves the Chat Completions API (POST /v1/chat/completions), not the legacy Completions API: send the prompt as a user message there.",
+  embeddings: "Tollgate does not serve embeddings yet: only POST /v1/chat/completions and GET /v1/models.",
+};

@@ -131,6 +131,29 @@ describe("non-streamed completions through the openai SDK", () => {
     expect((error as InstanceType<typeof OpenAI.BadRequestError>).code).toBe("context_length_exceeded");
   });
 
+  // Regression: a bare "Unknown request URL" for the APIs SDKs call by default for some models.
+  it("tells a client of the Responses, Completions and Embeddings APIs what Tollgate serves instead", async () => {
+    const responses = await client.responses
+      .create({ model: TINY_MODEL, input: "hi" })
+      .catch((caught: unknown) => caught);
+    expect(responses).toBeInstanceOf(OpenAI.NotFoundError);
+    expect((responses as InstanceType<typeof OpenAI.NotFoundError>).message).toMatch(
+      /POST \/v1\/responses\. Tollgate serves the Chat Completions API .*openai\.chat\(model\)/,
+    );
+    const completions = await client.completions
+      .create({ model: TINY_MODEL, prompt: "hi" })
+      .catch((caught: unknown) => caught);
+    expect((completions as Error).message).toMatch(/not the legacy Completions API/);
+    const embeddings = await client.embeddings
+      .create({ model: TINY_MODEL, input: "hi" })
+      .catch((caught: unknown) => caught);
+    expect((embeddings as Error).message).toMatch(/does not serve embeddings/);
+    const other = await fetch(`${server.baseUrl}/responsesX`, { method: "POST" });
+    expect(((await other.json()) as { error: { message: string } }).error.message).toBe(
+      "Unknown request URL: POST /v1/responsesX.",
+    );
+  });
+
   it("returns 404 model_not_found for an unknown model", async () => {
     const error = await client.chat.completions
       .create({ model: "no-such-model", messages })
