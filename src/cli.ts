@@ -148,6 +148,8 @@ async function withStore<T>(
   const { describeDatabaseOverride } = await import("./admin/describe-database-override.ts");
   const override = describeDatabaseOverride(config);
   if (override !== undefined) process.stderr.write(`tollgate: ${override}\n`);
+  const { refuseMemoryDatabase } = await import("./admin/refuse-memory-database.ts");
+  refuseMemoryDatabase(config.database, command.name);
   const { openStore } = await import("./store/open-store.ts");
   const { describeNewDatabase, findMissingDatabaseFile } = await import("./admin/describe-new-database.ts");
   const missing = findMissingDatabaseFile(config.database);

@@ -131,6 +131,14 @@ export async function runServeCommand(
   for (const unset of config.unsetKeys ?? []) {
     server.app.log.warn({ config: config.source }, unset);
   }
+  // Kept working (a demo, a test), but never silently: the ledger goes with the process.
+  const { isMemoryDatabase } = await import("./admin/refuse-memory-database.ts");
+  if (isMemoryDatabase(config.database)) {
+    server.app.log.warn(
+      { config: config.source },
+      "the database is in memory (sqlite::memory:): accounts, keys, balances and usage live in this process only and are lost when it exits, and no CLI command can reach them; point the database setting at a file, such as sqlite:./data/tollgate.db, to keep them",
+    );
+  }
   reload = createReloader({
     server,
     running: config,

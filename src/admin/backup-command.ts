@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync } from "node:fs";
+import { existsSync, mkdirSync, statSync } from "node:fs";
 import path from "node:path";
 import { loadConfig } from "../catalog/load-config.ts";
 import { chargeJournalPath } from "../store/open-store.ts";
@@ -9,12 +9,14 @@ import { CliError, type OutputSink } from "./cli-error.ts";
 import { describeDatabaseOverride } from "./describe-database-override.ts";
 import { isHelpRequested, parseCommandArguments } from "./parse-command-arguments.ts";
 
-const USAGE = "tollgate backup FILE";
+const USAGE = "tollgate backup FILE|FOLDER/";
 
 const HELP = `Usage: ${USAGE}
 
 Writes a consistent copy of the SQLite database to FILE, a new file, while a server may be
-serving from the database. The copy is one self-contained file (no -wal beside it); put it back
+serving from the database; given a folder (an existing one, or any path ending in /, made if
+missing), to a new file in it named for the database and the time, such as
+tollgate-20250601T120000Z.db. The copy is one self-contained file (no -wal beside it); put it back
 with \`tollgate restore FILE\`. Requests in flight at the time keep their reservations in the
 copy: a server started on it releases them (\`tollgate audit\` on the copy itself reports them).
 For a PostgreSQL database use pg_dump instead.`;
@@ -29,7 +31,9 @@ export function writeBackupHelp(argv: readonly string[], out: OutputSink): boole
 /**
  * `tollgate backup FILE`: copies the configured SQLite database to FILE through SQLite's online
  * backup (back-up-sqlite-file.ts), and says what it wrote. Refuses a FILE that exists (a backup
- * never replaces another), a PostgreSQL database (pg_dump's work) and an in-memory one.
+ * never replaces another), a PostgreSQL database (pg_dump's work) and an in-memory one. A
+ * FOLDER (existing, or written with a trailing slash, made if missing) gets a new file named
+ * for the database and the time; an empty name is refused.
  *
  * A database that does not exist yet is created and migrated first, as by every command that
  * uses the store (SPEC §11), and the output says so: an empty copy is what there is to keep,
@@ -44,12 +48,16 @@ export async function runBackupCommand(
 ): Promise<void> {
   if (writeBackupHelp(argv, out)) return;
   const { positionals } = parseCommandArguments(argv, { options: {}, positionals: 1, usage: USAGE });
-  const destination = path.resolve(positionals[0]!);
-  if (existsSync(destination)) {
+  const target = positionals[0]!;
+  // `backup ""` resolved to the working folder, and was refused as a file that "exists already".
+  if (target === "") {
     throw new CliError(
-      `${destination} exists already; a backup never replaces a file. Name a new one, such as ${suggestName(destination)}.`,
+      `Name the file to write the backup to: ${USAGE}, such as backups/tollgate-${fileStamp(new Date())}.db (or backups/ for a new file named for the time in that folder).`,
     );
   }
+  // A folder: `backup bk/` wrote a FILE named bk where the folder did not exist.
+  const folder = isFolderTarget(target) ? path.resolve(target) : undefined;
+  if (folder === undefined) refuseExisting(path.resolve(target));
   const config = await loadConfig({ file: configFile, purpose: "command" });
   const override = describeDatabaseOverride(config);
   if (override !== undefined) process.stderr.write(`tollgate: ${override}\n`);
@@ -65,6 +73,9 @@ export async function runBackupCommand(
     );
   }
   const { file } = location;
+  const destination =
+    folder === undefined ? path.resolve(target) : suggestName(path.join(folder, path.basename(file)));
+  if (folder !== undefined) refuseExisting(destination);
   let created = false;
   if (!existsSync(file)) {
     const { openStore } = await import("../store/open-store.ts");
@@ -97,6 +108,25 @@ export async function runBackupCommand(
   if (journal !== undefined && existsSync(journal)) {
     out.write(
       `${journal} holds charges the store has not taken yet (it was locked, full or read-only): they are not in this copy. The server records them once it can write (or at its next start); take another backup after that.`,
+    );
+  }
+}
+
+/** A target that names a folder: one that ends in a slash, or an existing folder. */
+function isFolderTarget(target: string): boolean {
+  if (target.endsWith("/") || target.endsWith(path.sep)) return true;
+  try {
+    return statSync(target).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+/** A backup never replaces a file (nor anything else). */
+function refuseExisting(destination: string): void {
+  if (existsSync(destination)) {
+    throw new CliError(
+      `${destination} exists already; a backup never replaces a file. Name a new one, such as ${suggestName(destination)}.`,
     );
   }
 }

@@ -31,6 +31,7 @@ export function listUnappliedConfigChanges(
     ["metrics_key", running.metricsKey, next.metricsKey],
     ["log_prompts", running.logPrompts, next.logPrompts],
     ["log_level", running.logLevel ?? "info", next.logLevel ?? "info"],
+    ["charge_journal_dir", running.chargeJournalDir, next.chargeJournalDir],
   ];
   const fromCommandLine = new Set([
     ...(options.hostFromCommandLine === true ? ["server.host"] : []),

@@ -1,3 +1,4 @@
+import { hasControlCharacters } from "../catalog/has-control-characters.ts";
 import { suggestName } from "../catalog/suggest-name.ts";
 import { AdminError } from "./admin-error.ts";
 import { hasMoreCharactersThan } from "./count-characters.ts";
@@ -22,11 +23,9 @@ export function validateKeyName(text: string): string {
       field: "name",
     });
   }
-  // Names are printed in tables and logs: a line break would break a table, an escape sequence
-  // would reach the operator's terminal, a text-direction mark (U+202E) would show the rest of
-  // its row reversed, and a whole key would show its secret in every listing. Other format
-  // characters stay: the zero-width joiner holds emoji sequences together.
-  if (/[\p{Cc}\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/u.test(name)) {
+  // Names are printed in tables and logs (see hasControlCharacters), and a whole key would show
+  // its secret in every listing.
+  if (hasControlCharacters(name)) {
     throw new AdminError(
       "invalid_value",
       "A key name cannot hold control characters (line breaks, tabs, escapes, text-direction marks).",

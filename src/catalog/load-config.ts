@@ -23,12 +23,13 @@ import { constants } from "node:fs";
 import { open, readFile, readlink, stat } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import type { LineCounter, parseDocument, YAMLError } from "yaml";
+import type { LineCounter, parseDocument } from "yaml";
 import { DEFAULT_CONFIG_FILE_NAME } from "./config-defaults.ts";
 import { ConfigError, type ConfigProblem } from "./config-error.ts";
 import type { ConfigIssue } from "./config-fields.ts";
+import { decodeConfigText } from "./decode-config-text.ts";
 import { DEFAULT_CATALOG_CREATED } from "./default-catalog.ts";
-import { maskYamlValues } from "./mask-yaml-values.ts";
+import { describeYamlErrors } from "./describe-yaml-errors.ts";
 import { type ConfigPurpose, type LoadedConfig, readConfig } from "./read-config.ts";
 
 export type { LoadedConfig } from "./read-config.ts";
@@ -96,7 +97,7 @@ export async function loadConfig(options: LoadConfigOptions = {}): Promise<Loade
   const yamlErrors = [...document.errors, ...document.warnings];
   if (yamlErrors.length > 0) {
     throw new ConfigError({
-      problems: yamlErrors.map((error) => describeYamlError(error, text, lineCounter)),
+      problems: describeYamlErrors(yamlErrors, text, lineCounter),
       source,
     });
   }
@@ -197,7 +198,7 @@ async function readWithin(
     }
     if (stats.isFIFO()) {
       if (await isOpenPipe(location.path)) {
-        return { text: await readPipe(location.path, signal), modifiedSeconds };
+        return { text: decodeOrFail(await readPipe(location.path, signal), fail), modifiedSeconds };
       }
       return fail(
         `is a named pipe (FIFO), not a file (named by ${location.namedBy}): opening it waits for a writer, at start and on every reload; write the config to a file and name that`,
@@ -213,8 +214,8 @@ async function readWithin(
         `is ${kind}, not a file (named by ${location.namedBy}); name a YAML file such as ${DEFAULT_CONFIG_FILE_NAME}`,
       );
     }
-    const text = await readFile(location.path, { encoding: "utf8", signal });
-    return { text, modifiedSeconds };
+    const bytes = await readFile(location.path, { signal });
+    return { text: decodeOrFail(bytes, fail), modifiedSeconds };
   } catch (error) {
     if (error instanceof ConfigError || signal.aborted) throw error;
     const code = (error as NodeJS.ErrnoException).code;
@@ -226,6 +227,12 @@ async function readWithin(
     if (code === "EACCES") return fail("cannot be read: permission denied; let the service's user read it");
     return fail(`cannot be read: ${error instanceof Error ? error.message : String(error)}`);
   }
+}
+
+/** The file's text; a file that is not UTF-8 fails (see decode-config-text.ts). */
+function decodeOrFail(bytes: Uint8Array, fail: (message: string) => never): string {
+  const decoded = decodeConfigText(bytes);
+  return decoded.ok ? decoded.text : fail(decoded.problem);
 }
 
 /**
@@ -249,11 +256,11 @@ async function isOpenPipe(path: string): Promise<boolean> {
 }
 
 /**
- * Reads a pipe to its end without blocking (a read blocked in the thread pool could not be
+ * Reads a pipe's bytes to its end without blocking (a read blocked in the thread pool could not be
  * stopped, and would keep the process from exiting): what a writer still writing has not sent
  * yet is read again every {@link PIPE_POLL_MS} until it closes its end or `signal` stops it.
  */
-async function readPipe(path: string, signal: AbortSignal): Promise<string> {
+async function readPipe(path: string, signal: AbortSignal): Promise<Buffer> {
   const handle = await open(path, constants.O_RDONLY | constants.O_NONBLOCK);
   try {
     const chunks: Buffer[] = [];
@@ -268,7 +275,7 @@ async function readPipe(path: string, signal: AbortSignal): Promise<string> {
         await sleep(PIPE_POLL_MS, undefined, { signal });
         continue;
       }
-      if (bytesRead === 0) return Buffer.concat(chunks).toString("utf8");
+      if (bytesRead === 0) return Buffer.concat(chunks);
       chunks.push(Buffer.from(buffer.subarray(0, bytesRead)));
     }
   } finally {
@@ -285,16 +292,6 @@ function compareByLine(left: ConfigProblem, right: ConfigProblem): number {
 
 function fileProblem(message: string): ConfigProblem {
   return { field: "", message, line: undefined, column: undefined };
-}
-
-function describeYamlError(error: YAMLError, text: string, lineCounter: LineCounter): ConfigProblem {
-  const { line, col } = lineCounter.linePos(error.pos[0]);
-  const lineText = text.split(/\r?\n/)[line - 1] ?? "";
-  const snippet =
-    lineText.length > 0 && lineText.length <= 200
-      ? `\n${maskYamlValues(lineText)}\n${" ".repeat(col - 1)}^`
-      : "";
-  return { field: "", message: `YAML syntax error: ${error.message}${snippet}`, line, column: col };
 }
 
 function placeWithoutLine(issue: ConfigIssue): ConfigProblem {

@@ -45,7 +45,7 @@ export function maskYamlValues(line: string): string {
 }
 
 /** The index of the quote that closes the string opened at `start`, or the line's length. */
-function findClosingQuote(line: string, start: number): number {
+export function findClosingQuote(line: string, start: number): number {
   const quote = line[start];
   let index = start + 1;
   while (index < line.length) {

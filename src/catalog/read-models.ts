@@ -19,8 +19,9 @@ import {
   readMapping,
   readString,
 } from "./config-fields.ts";
+import { hasControlCharacters } from "./has-control-characters.ts";
 import { readEngineConfig } from "./read-engine-config.ts";
-import { suggestName } from "./suggest-name.ts";
+import { createNameSuggester } from "./suggest-name.ts";
 
 const MODEL_KEYS = ["id", "kind", "owned_by", "pricing", "context_length", "created", "engine"] as const;
 const MODEL_KINDS = ["chat", "image", "embedding"] as const satisfies readonly ModelKind[];
@@ -126,6 +127,15 @@ function readId(issues: ConfigIssues, path: ConfigPath, value: unknown): string 
   // be limited to, and a key given it would be given "lead", another model, instead.
   if (id !== undefined && id.trim() !== id) {
     issues.add(path, `must not begin or end with whitespace; write ${JSON.stringify(id.trim())}`);
+    return undefined;
+  }
+  // Ids are printed in tables (`models list`, `usage`) and logs, as key names are: a tab or line
+  // break broke `models list`'s table, an escape sequence reached the terminal raw.
+  if (id !== undefined && hasControlCharacters(id)) {
+    issues.add(
+      path,
+      "must not hold control characters (line breaks, tabs, escapes, text-direction marks): model ids are printed in tables and logs; remove them",
+    );
     return undefined;
   }
   if (id !== undefined && !isAddressable(id)) {
@@ -257,6 +267,10 @@ function checkFallbacks(
   firstIndexOfId: Map<string, number>,
 ): void {
   const ids = [...firstIndexOfId.keys()];
+  // Made once, and short: joined into every problem, the whole list of a 3000-model catalogue
+  // with a typo in each fallback made a 1.7 MB log line and held the event loop for seconds.
+  const named = nameSome(ids);
+  const suggest = createNameSuggester(ids);
   list.forEach((item, index) => {
     if (!isMapping(item) || !isMapping(item.engine) || item.engine.type !== "openai") return;
     if (!Array.isArray(item.engine.fallbacks)) return;
@@ -265,9 +279,8 @@ function checkFallbacks(
       const path = ["models", index, "engine", "fallbacks", fallbackIndex];
       const target = firstIndexOfId.get(fallback);
       if (target === undefined) {
-        const suggestion = suggestName(fallback, ids);
-        const fix =
-          suggestion === undefined ? `name one of: ${ids.join(", ")}` : `did you mean "${suggestion}"?`;
+        const suggestion = suggest(fallback);
+        const fix = suggestion === undefined ? `name one of: ${named}` : `did you mean "${suggestion}"?`;
         options.issues.add(path, `${JSON.stringify(fallback)} is not a model in this catalogue; ${fix}`);
         return;
       }
@@ -285,4 +298,13 @@ function checkFallbacks(
       }
     });
   });
+}
+
+/** How many ids a problem names at most: the rest are counted. */
+const NAMED_IDS = 10;
+
+/** `a, b, c` or, past {@link NAMED_IDS}, the first ones and `and N more`. */
+function nameSome(ids: readonly string[]): string {
+  if (ids.length <= NAMED_IDS) return ids.join(", ");
+  return `${ids.slice(0, NAMED_IDS).join(", ")} and ${ids.length - NAMED_IDS} more`;
 }

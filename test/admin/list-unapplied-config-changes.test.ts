@@ -42,6 +42,16 @@ describe("settings a reload does not apply", () => {
     ]);
   });
 
+  it("name charge_journal_dir when it is set, changed or removed (the journal opens at start only)", () => {
+    const withJournal: Config = { ...running, chargeJournalDir: "/var/lib/tollgate/journal" };
+    expect(listUnappliedConfigChanges(running, withJournal)).toEqual(["charge_journal_dir"]);
+    expect(
+      listUnappliedConfigChanges(withJournal, { ...withJournal, chargeJournalDir: "/srv/journal" }),
+    ).toEqual(["charge_journal_dir"]);
+    expect(listUnappliedConfigChanges(withJournal, running)).toEqual(["charge_journal_dir"]);
+    expect(listUnappliedConfigChanges(withJournal, { ...withJournal })).toEqual([]);
+  });
+
   it("leave out server.host and server.port when serve --host and --port set them", () => {
     const next: Config = { ...running, server: { ...running.server, host: "0.0.0.0", port: 9090 } };
     expect(

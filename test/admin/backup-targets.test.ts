@@ -1,0 +1,75 @@
+/**
+ * What `tollgate backup` makes of a target that is not a plain new file name: `backup bk/` with
+ * no folder bk wrote a FILE named bk; `backup ""` said "<working folder> exists already". A
+ * folder (ending in a slash, or existing) gets a new file named for the database and the time,
+ * the folder made when missing; an empty name is refused, naming what to write.
+ */
+import { mkdirSync, mkdtempSync, readdirSync, realpathSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { runCli } from "../support/run-cli.ts";
+
+let folder: string;
+
+beforeAll(() => {
+  folder = realpathSync(mkdtempSync(join(tmpdir(), "tollgate-backup-targets-")));
+  // The database the backups copy: made by a command, as an operator's first one would.
+  expect(backup(["accounts", "create", "acme"]).code).toBe(0);
+});
+
+afterAll(() => {
+  rmSync(folder, { recursive: true, force: true });
+});
+
+function backup(args: readonly string[]) {
+  return runCli(args[0] === "accounts" ? args : ["backup", ...args], {
+    cwd: folder,
+    env: { TOLLGATE_DATABASE_URL: `sqlite:${join(folder, "ledger.db")}` },
+    unset: ["TOLLGATE_CONFIG"],
+  });
+}
+
+const STAMPED = /^ledger-\d{8}T\d{6}Z\.db$/;
+
+describe("backup targets", () => {
+  it("a missing folder written with a slash is made, and the copy goes into it", () => {
+    const result = backup(["bk/"]);
+    expect(result.stderr).toBe("");
+    expect(result.code).toBe(0);
+    expect(statSync(join(folder, "bk")).isDirectory()).toBe(true);
+    const files = readdirSync(join(folder, "bk"));
+    expect(files).toHaveLength(1);
+    expect(files[0]).toMatch(STAMPED);
+    expect(result.stdout).toContain(
+      `backed up ${join(folder, "ledger.db")} to ${join(folder, "bk", files[0]!)}`,
+    );
+  });
+
+  it("an existing folder, named without a slash, gets a new file in it", () => {
+    mkdirSync(join(folder, "existing"));
+    const result = backup(["existing"]);
+    expect(result.code).toBe(0);
+    const files = readdirSync(join(folder, "existing"));
+    expect(files).toHaveLength(1);
+    expect(files[0]).toMatch(STAMPED);
+  });
+
+  it("an empty name is refused, saying what to write, and nothing is written", () => {
+    const before = readdirSync(folder).sort();
+    const result = backup([""]);
+    expect(result.code).toBe(1);
+    expect(result.stdout).toBe("");
+    expect(result.stderr).toMatch(
+      /^tollgate: Name the file to write the backup to: tollgate backup FILE\|FOLDER\/, such as backups\/tollgate-\d{8}T\d{6}Z\.db/,
+    );
+    expect(result.stderr).not.toContain("exists already");
+    expect(readdirSync(folder).sort()).toEqual(before);
+  });
+
+  it("an existing file is still never replaced", () => {
+    const result = backup(["ledger.db"]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain("exists already; a backup never replaces a file");
+  });
+});

@@ -1,0 +1,58 @@
+// biome-ignore-all lint/suspicious/noTemplateCurlyInString: ${VAR} references are the subject of these tests.
+/**
+ * YAML syntax errors in the operator's words: two documents in one file said "please use
+ * YAML.parseAllDocuments()" (the library's advice to programmers); an unquoted `${VAR}` in a
+ * flow mapping gave 24 to 40 errors, none saying to quote it.
+ */
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { type ConfigTestFolder, createConfigTestFolder } from "./config-test-folder.ts";
+
+let folder: ConfigTestFolder;
+
+beforeEach(async () => {
+  folder = await createConfigTestFolder();
+});
+
+afterEach(async () => {
+  await folder.remove();
+});
+
+const MODEL = [
+  "models:",
+  "  - id: a",
+  '    pricing: { input_per_million: "1", output_per_million: "2" }',
+  '    engine: { type: openai, endpoints: [ { base_url: "http://127.0.0.1:9/v1" } ], model: m }',
+];
+
+describe("YAML syntax errors", () => {
+  it("a second document is named with the line of its '---'", async () => {
+    await folder.write("tollgate.yaml", ["server: { port: 9000 }", "---", ...MODEL, ""].join("\n"));
+    expect(await folder.problemsOf()).toEqual([
+      ": the config file must hold one YAML document (found a second '---' at line 2); remove that line, or the document it starts",
+    ]);
+  });
+
+  it("an unquoted ${VAR} in a flow mapping is one problem saying to quote it, the errors it causes counted", async () => {
+    await folder.write("tollgate.yaml", ["server: { port: ${PORT} }", ...MODEL, ""].join("\n"));
+    const problems = await folder.problemsOf();
+    expect(problems[0]).toBe(
+      ': ${PORT} is not quoted: YAML reads "{" as the start of a mapping there (in { ... } or [ ... ]); write "${PORT}"',
+    );
+    expect(problems.slice(1)).toHaveLength(1);
+    expect(problems[1]).toMatch(
+      /^: and \d+ more YAML syntax errors after line 1, most likely from the unquoted \$\{\.\.\.\} there: quote it, then check again$/,
+    );
+  });
+
+  it("quoted, the same reference loads, and one in a comment or a quoted string is never blamed", async () => {
+    await folder.write("tollgate.yaml", ['server: { port: "${PORT}" }', ...MODEL, ""].join("\n"));
+    expect((await folder.load({ env: { PORT: "9123" } })).server.port).toBe(9123);
+    await folder.write(
+      "tollgate.yaml",
+      ["server: { port: 9000 } # not ${HERE}", 'admin_key: "${KEY}"', "models: [ ,, ]", ""].join("\n"),
+    );
+    const problems = await folder.problemsOf({ env: { KEY: "k" } });
+    expect(problems.length).toBeGreaterThan(0);
+    for (const problem of problems) expect(problem).toContain("YAML syntax error");
+  });
+});
