@@ -12,6 +12,7 @@ import { requireObjectParameters } from "../engine/require-object-parameters.ts"
 import { AppError } from "../errors/app-error.ts";
 import { shownValue } from "../errors/shown-value.ts";
 import { checkSchemaSize, type RequestSchemaEntries } from "./check-schema-size.ts";
+import { collectUpstreamExtras } from "./collect-upstream-extras.ts";
 import type { ChatCompletionRequestBody, ChatMessageBody } from "./schemas/chat-completion-request.ts";
 
 /** What the HTTP edge needs beyond the engine's request. */
@@ -202,10 +203,27 @@ function checkToolParameters(
 }
 
 /**
+ * Refuses OpenAI's legacy function calling (`functions`, `function_call`), which an upstream would
+ * answer in the legacy `message.function_call` shape that Tollgate does not render, and which
+ * ignored would give a legacy client plain text where it expects a call. `null` is "not sent".
+ */
+function refuseLegacyFunctions(body: ChatCompletionRequestBody): void {
+  const param =
+    body.functions != null ? "functions" : body.function_call != null ? "function_call" : undefined;
+  if (param === undefined) return;
+  throw new AppError(
+    "invalid_value",
+    `Legacy function calling ('functions', 'function_call') is not supported: send the functions as 'tools' (each {"type": "function", "function": {...}}) and choose with 'tool_choice' instead.`,
+    { param },
+  );
+}
+
+/**
  * Turns a schema-valid request body into the engine's request plus the edge's options,
  * applying the contract's defaults and the rules that span fields.
  */
 export function convertChatRequest(body: ChatCompletionRequestBody): ChatCompletionOptions {
+  refuseLegacyFunctions(body);
   const stream = body.stream ?? false;
   const streamOptions = body.stream_options;
   if (streamOptions !== undefined && streamOptions !== null && !stream) {
@@ -300,6 +318,7 @@ export function convertChatRequest(body: ChatCompletionRequestBody): ChatComplet
       responseFormat: convertResponseFormat(body, schemaEntries),
       user: body.user ?? undefined,
       logprobs: body.logprobs === true ? { top: body.top_logprobs ?? undefined } : undefined,
+      upstreamExtras: collectUpstreamExtras(body),
     },
   };
 }

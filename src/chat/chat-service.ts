@@ -102,6 +102,11 @@ export class ChatService {
     // Like `n`, what the model cannot do: told before the rate limits, which it then takes none of.
     if (options.request.logprobs !== undefined && engine.supportsLogprobs !== true)
       throw refuseLogprobs(entry.model.id);
+    const extras = options.request.upstreamExtras;
+    if (extras !== undefined) {
+      const refusal = engine.refuseUpstreamExtras?.(extras);
+      if (refusal !== undefined) throw refusal;
+    }
     // The request holds its engine (or the one it moves to while it waits for its turn,
     // follow-reloads.ts): a reload closes a replaced engine only once none holds it.
     const release = this.#registry.hold(engine);

@@ -6,6 +6,9 @@
  */
 import type { AppError } from "../errors/app-error.ts";
 import type { EngineLogger } from "./create-engine.ts";
+import type { UpstreamActivity } from "./upstream-activity.ts";
+
+export type { FallbackOutcome, UpstreamActivity, UpstreamAttemptOutcome } from "./upstream-activity.ts";
 
 /** A JSON Schema object as the client sent it (validated only for being an object). */
 export type JsonSchema = Record<string, unknown>;
@@ -98,7 +101,18 @@ export interface ChatRequest {
    * reaches them ({@link ChatEngine.supportsLogprobs}).
    */
   logprobs?: { top: number | undefined } | undefined;
+  /**
+   * OpenAI's fields that only an upstream server acts on (`logit_bias`, `service_tier`,
+   * `prompt_cache_key`, `metadata`, ...: upstream-extra-fields.ts), by their wire names, as the
+   * client sent them; `undefined` when it sent none. One bag, so that another is one line of the
+   * schema; the upstream engine passes them on as they are, a local one refuses what it cannot
+   * apply ({@link ChatEngine.refuseUpstreamExtras}) and ignores the rest.
+   */
+  upstreamExtras?: UpstreamExtras | undefined;
 }
+
+/** See {@link ChatRequest.upstreamExtras}: wire names to values, checked for shape only. */
+export type UpstreamExtras = Readonly<Record<string, unknown>>;
 
 /**
  * One token's log probability and its most likely alternatives, in the wire's own shape and
@@ -314,6 +328,13 @@ export interface ChatEngine {
    */
   readonly supportsLogprobs?: boolean;
   /**
+   * The 400 for {@link ChatRequest.upstreamExtras} the engine cannot apply (a local model: token
+   * biases keyed by another tokenizer's ids, predicted outputs, output other than text), else
+   * `undefined`; asked, like {@link supportsLogprobs}, before anything runs. Absent: the engine
+   * passes them all on (an upstream).
+   */
+  refuseUpstreamExtras?(extras: UpstreamExtras): AppError | undefined;
+  /**
    * Counts the prompt and checks it against the context. Throws an {@link AppError}
    * (`context_length_exceeded`, `model_unavailable`) when the request cannot run.
    */
@@ -353,45 +374,6 @@ export interface ChatEngine {
   retire?(): void;
   /** Releases every resource (contexts, sockets). Requests in flight are aborted. */
   close(): Promise<void>;
-}
-
-/**
- * How one HTTP attempt at an upstream endpoint ended:
- * - `ok`: the answer came whole;
- * - `http_error`: the upstream answered with a status other than 2xx (refused, rate-limited, failed);
- * - `stream_error`: it answered 2xx, but not with a whole answer (an error or a failure finish
- *   reason in its stream, something that is no answer, a stream ended too soon);
- * - `transport_error`: the connection failed (refused, reset, a host name that does not resolve,
- *   TLS, a response that is not HTTP);
- * - `timeout`: no connection, first byte or next piece in time;
- * - `cancelled`: Tollgate stopped it before its end (the client left, the engine closed for a
- *   reload or a shutdown).
- */
-export type UpstreamAttemptOutcome =
-  | "ok"
-  | "http_error"
-  | "stream_error"
-  | "transport_error"
-  | "timeout"
-  | "cancelled";
-
-/**
- * How a request fared on one of its model's fallbacks, once its own endpoints had failed:
- * `served` (the fallback began the answer), `failed` (it was tried and failed, or could not take
- * the request), `skipped` (it was unavailable, or not in the catalogue).
- */
-export type FallbackOutcome = "served" | "failed" | "skipped";
-
-/**
- * A model's cumulative upstream counts (see {@link ChatEngine.upstreamActivity}). Each endpoint
- * and fallback the model has is listed with every outcome, 0 where none happened yet, so that
- * the first failure shows as an increase.
- */
-export interface UpstreamActivity {
-  /** HTTP attempts, by endpoint: its base URL without credentials or query, as logs name it. */
-  attempts: readonly { endpoint: string; outcome: UpstreamAttemptOutcome; count: number }[];
-  /** Requests of the model that went on to a fallback model, by its catalogue id. */
-  fallbacks: readonly { fallback: string; outcome: FallbackOutcome; count: number }[];
 }
 
 /**

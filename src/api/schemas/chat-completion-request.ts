@@ -1,10 +1,13 @@
 import { type Static, Type } from "@sinclair/typebox";
 import { Nullable, StringEnum } from "./schema-helpers.ts";
+import { UPSTREAM_EXTRA_FIELDS } from "./upstream-extra-fields.ts";
 
 /**
  * The body of `POST /v1/chat/completions` as JSON Schema (typebox). It validates types and
  * ranges; rules that span fields (a `tool` message needs `tool_call_id`, a named `tool_choice`
- * must name a tool) live in `convert-chat-request.ts`. Unknown fields are ignored, as OpenAI does.
+ * must name a tool) live in `convert-chat-request.ts`. Unknown fields are ignored, as OpenAI does;
+ * OpenAI's fields that only an upstream server acts on are listed (upstream-extra-fields.ts) and
+ * passed on to upstream models as sent.
  */
 
 /** The most tokens a request may ask for: 2^31 - 1. */
@@ -145,6 +148,21 @@ export const ChatCompletionRequestSchema = Type.Object(
             "How many of the most likely tokens to return at each position, with their log probabilities; needs `logprobs: true`.",
         }),
       ),
+    ),
+    ...UPSTREAM_EXTRA_FIELDS,
+    // Listed so that they are refused rather than ignored (convert-chat-request.ts): a legacy
+    // client would get plain text where it expects a function call.
+    functions: Type.Optional(
+      Type.Unknown({
+        description:
+          "Legacy function calling: refused with 400 `invalid_value`; send `tools` (and `tool_choice`) instead.",
+      }),
+    ),
+    function_call: Type.Optional(
+      Type.Unknown({
+        description:
+          "Legacy function calling: refused with 400 `invalid_value`; send `tool_choice` (with `tools`) instead.",
+      }),
     ),
   },
   { additionalProperties: true },

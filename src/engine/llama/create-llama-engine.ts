@@ -4,6 +4,7 @@ import { AppError } from "../../errors/app-error.ts";
 import { redactUrlsInText } from "../../models/download/redact-url.ts";
 import { checkContextLength } from "../check-context-length.ts";
 import type { ChatEngine, ChatRequest, ModelStatus, PreparedChat, PrepareOptions } from "../engine.ts";
+import { refuseLocalExtras } from "../refuse-local-extras.ts";
 import { refuseLogprobs } from "../refuse-logprobs.ts";
 import { checkPromptSize, checkTemplateTokens, documentedToolTexts } from "./check-prompt-size.ts";
 import { createGrammarCache, type GrammarCache } from "./create-grammar-cache.ts";
@@ -191,6 +192,7 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
       return state.status === "available" ? state.loaded.contextLength : undefined;
     },
     supportsMultipleChoices: false,
+    refuseUpstreamExtras: (extras) => refuseLocalExtras(extras, modelId),
     status(): ModelStatus {
       return closed ? "unavailable" : state.status;
     },
@@ -225,8 +227,11 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
       }
     },
     async prepare(request: ChatRequest, prepareOptions?: PrepareOptions): Promise<PreparedChat> {
-      // The service refuses it first (chat-service.ts); an upstream model's fallback comes here.
+      // The service refuses them first (chat-service.ts); an upstream model's fallback comes here.
       if (request.logprobs !== undefined) throw refuseLogprobs(modelId);
+      const refusal =
+        request.upstreamExtras === undefined ? undefined : refuseLocalExtras(request.upstreamExtras, modelId);
+      if (refusal !== undefined) throw refusal;
       preparing++;
       try {
         const loaded = await waitForModel(prepareOptions?.signal);

@@ -14,7 +14,8 @@ import type {
  * Values equal to the API's defaults are left out where some compatible servers reject the field
  * (penalties, empty stop lists, "text" format, tool choice without tools), and sampling settings
  * the client did not send are left to the upstream (OpenAI's reasoning models refuse
- * `temperature` and `top_p` whatever their value).
+ * `temperature` and `top_p` whatever their value). Fields Tollgate does not act on itself
+ * (`logit_bias`, `service_tier`, ...: ChatRequest.upstreamExtras) go as the client sent them.
  */
 export function convertRequestBody(options: {
   request: ChatRequest;
@@ -55,6 +56,8 @@ export function convertRequestBody(options: {
     body.logprobs = true;
     if (request.logprobs.top !== undefined) body.top_logprobs = request.logprobs.top;
   }
+  // The fields only an upstream acts on, as sent; their names are none of the above.
+  if (request.upstreamExtras !== undefined) Object.assign(body, request.upstreamExtras);
   return body;
 }
 

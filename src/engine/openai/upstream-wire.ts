@@ -41,6 +41,8 @@ export type UpstreamResponseFormat =
  * The body of `POST {base_url}/chat/completions`. Always streamed, with usage asked for except
  * from endpoints that refuse `stream_options`; the completion bound as `max_tokens`, or as
  * `max_completion_tokens` to endpoints that refuse `max_tokens` (OpenAI's reasoning models).
+ * Beside the fields typed here go those of the client's that only the upstream acts on
+ * (`logit_bias`, `service_tier`, ...: ChatRequest.upstreamExtras), untyped, as it sent them.
  */
 export interface UpstreamRequestBody {
   model: string;

@@ -1,0 +1,57 @@
+import type { UpstreamExtras } from "../engine/engine.ts";
+import { AppError } from "../errors/app-error.ts";
+import { shownValue } from "../errors/shown-value.ts";
+import type { ChatCompletionRequestBody } from "./schemas/chat-completion-request.ts";
+import { UPSTREAM_EXTRA_FIELD_NAMES } from "./schemas/upstream-extra-fields.ts";
+
+/** A token id as `logit_bias` keys it: a whole number, written as OpenAI's tokenizers number them. */
+const TOKEN_ID = /^(0|[1-9][0-9]{0,9})$/;
+/** OpenAI's bound on a `metadata` key. */
+const MAX_METADATA_KEY_LENGTH = 64;
+
+/**
+ * The fields of a schema-valid body that only an upstream server acts on (upstream-extra-fields.ts),
+ * as sent, or `undefined` when it sent none (null is none). A body without any allocates nothing:
+ * the list is walked by index, and the bag is made only for a field that is there.
+ */
+export function collectUpstreamExtras(body: ChatCompletionRequestBody): UpstreamExtras | undefined {
+  const fields = body as Record<string, unknown>;
+  let extras: Record<string, unknown> | undefined;
+  for (let index = 0; index < UPSTREAM_EXTRA_FIELD_NAMES.length; index++) {
+    const name = UPSTREAM_EXTRA_FIELD_NAMES[index] as string;
+    const value = fields[name];
+    if (value === undefined || value === null) continue;
+    extras ??= {};
+    extras[name] = value;
+  }
+  if (extras !== undefined) checkKeys(extras);
+  return extras;
+}
+
+/** What the schema leaves to code: the keys of `logit_bias` and `metadata`. */
+function checkKeys(extras: Record<string, unknown>): void {
+  const bias = extras.logit_bias as Record<string, unknown> | undefined;
+  if (bias !== undefined) {
+    for (const key of Object.keys(bias)) {
+      if (!TOKEN_ID.test(key)) {
+        throw new AppError(
+          "invalid_value",
+          `Invalid value for 'logit_bias': its keys are token ids (whole numbers as strings, such as "50256"), not '${shownValue(key)}'.`,
+          { param: "logit_bias" },
+        );
+      }
+    }
+  }
+  const metadata = extras.metadata as Record<string, unknown> | undefined;
+  if (metadata !== undefined) {
+    for (const key of Object.keys(metadata)) {
+      if (key.length > MAX_METADATA_KEY_LENGTH) {
+        throw new AppError(
+          "invalid_value",
+          `Invalid value for 'metadata': its keys are at most ${MAX_METADATA_KEY_LENGTH} characters; '${shownValue(key)}' is longer.`,
+          { param: "metadata" },
+        );
+      }
+    }
+  }
+}
