@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   EMBEDDING_MODEL,
-  type ErrorBody,
   postTinyChat,
+  readError,
   startTestServer,
   type TestServer,
   TINY_MODEL,
@@ -24,21 +24,10 @@ afterAll(async () => {
   await server?.close();
 });
 
-async function errorOf(response: Response): Promise<{ status: number; error: ErrorBody["error"] }> {
-  return { status: response.status, error: ((await response.json()) as ErrorBody).error };
-}
+const errorOf = readError;
 
 function postWith(key: string, body: Record<string, unknown>): Promise<Response> {
-  return fetch(`${server.baseUrl}/chat/completions`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-    body: JSON.stringify({
-      model: TINY_MODEL,
-      messages: [{ role: "user", content: "Go." }],
-      max_tokens: 4,
-      ...body,
-    }),
-  });
+  return postTinyChat(server, body, 4, key);
 }
 
 describe("logprobs fields", () => {

@@ -208,18 +208,24 @@ export interface ErrorBody {
   error: { message: string; type: string; code: string; param: string | null };
 }
 
+/** An error answer's status and error object. */
+export async function readError(response: Response): Promise<{ status: number; error: ErrorBody["error"] }> {
+  return { status: response.status, error: ((await response.json()) as ErrorBody).error };
+}
+
 /**
- * A chat request with `test`'s starter key to its tiny model: "Go." and `maxTokens` tokens, the
- * fields of `body` over those.
+ * A chat request with `key` (default `test`'s starter key) to its tiny model: "Go." and
+ * `maxTokens` tokens, the fields of `body` over those.
  */
 export function postTinyChat(
   test: TestServer,
   body: Record<string, unknown>,
   maxTokens = 8,
+  key = test.starterKey,
 ): Promise<Response> {
   return fetch(`${test.baseUrl}/chat/completions`, {
     method: "POST",
-    headers: { authorization: `Bearer ${test.starterKey}`, "content-type": "application/json" },
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
     body: JSON.stringify({
       model: TINY_MODEL,
       messages: [{ role: "user", content: "Go." }],
