@@ -20,6 +20,16 @@ export const DOCKER_STOP_TIMEOUT_MS = 10_000;
 export const CUT_STREAMS_FLUSH_MS = 1_000;
 
 /**
+ * How long a shutdown waits for the store, and then for the replica id's claim, to close. A
+ * database that hangs (paused, partitioned) answers nothing: the pool's close waits for the
+ * statements still out (each up to its 30 s timeout) and the claim's unlock for its own, and the
+ * orchestrator's SIGKILL came first. By then every charge is settled or in the journal
+ * (`BillingAdmission.beginClosing`); a statement still out that commits later is found settled
+ * when the next start records the journal, and the claim's lock goes with the connection.
+ */
+export const STORE_CLOSE_WAIT_MS = 2_000;
+
+/**
  * About how long a connection whose response ends during a shutdown stays open (Node adds its
  * keep-alive buffer, a second): a request its client sent meanwhile still gets its 503 in the
  * contract's shape, and then the connection closes, so the shutdown ends when its requests do
@@ -46,7 +56,7 @@ export interface ServerDrain {
 export function createServerDrain(parts: {
   app: FastifyInstance;
   inFlight: InFlightRequests;
-  admission: Pick<BillingAdmission, "close">;
+  admission: Pick<BillingAdmission, "close" | "beginClosing">;
   cluster: Pick<Cluster, "close">;
   store: Pick<Store, "close">;
   replicaClaim: { close(): Promise<void> } | undefined;
@@ -61,6 +71,9 @@ export function createServerDrain(parts: {
     const requestsRunning = inFlight.size;
     let requestsCut = 0;
     inFlight.beginClosing();
+    // From now on every charge is in the journal before the store is asked, and a store that
+    // hangs is waited for a few seconds at most: a SIGKILL at any point loses none.
+    admission.beginClosing();
     // Node reads it as each response ends; connections idle already are closed by `app.close()`.
     app.server.keepAliveTimeout = Math.min(app.server.keepAliveTimeout, DRAIN_KEEP_ALIVE_MS);
     let closeConnections: NodeJS.Timeout | undefined;
@@ -73,8 +86,15 @@ export function createServerDrain(parts: {
       inFlight.abortAll();
       // The cut streams end with their error event at once; then no connection may hold the
       // shutdown open, such as one on which a client (a load balancer's pre-connect) never
-      // sent a request.
-      closeConnections = setTimeout(() => app.server.closeAllConnections(), CUT_STREAMS_FLUSH_MS);
+      // sent a request: those go. One whose request is still settling stays until it is
+      // settled and answered (a non-streamed answer is written after its settle: a connection
+      // closed under it was charged an answer it never got), then every one goes, a flush later.
+      closeConnections = setTimeout(() => {
+        app.server.closeIdleConnections();
+        void inFlight.whenIdle().then(() => {
+          closeConnections = setTimeout(() => app.server.closeAllConnections(), CUT_STREAMS_FLUSH_MS);
+        });
+      }, CUT_STREAMS_FLUSH_MS);
     };
     const cut = setTimeout(cutRequests, graceMs);
     // A close asked for during the drain (a crash while shutting down) ends the grace at once.
@@ -93,10 +113,11 @@ export function createServerDrain(parts: {
       // After the app closed: settling the last requests still corrects their token buckets.
       await cluster.close();
       try {
-        await store.close();
+        await closeWithin(store.close(), "the store", logger);
       } finally {
         // Last: the id stays this server's until every request it served is settled.
-        await replicaClaim?.close();
+        if (replicaClaim !== undefined)
+          await closeWithin(replicaClaim.close(), "the replica id's claim", logger);
       }
     }
     // The line that says the drain is over (`shutting down` said it began), and how it went.
@@ -132,4 +153,26 @@ export function createServerDrain(parts: {
     },
     isShuttingDown: () => stopped !== undefined,
   };
+}
+
+/**
+ * Waits for `closing` at most {@link STORE_CLOSE_WAIT_MS}; a failure is the caller's, a close
+ * that takes longer is logged and left to go on (the process exits after the drain).
+ */
+async function closeWithin(closing: Promise<void>, what: string, logger: Logger): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<"timed out">((resolve) => {
+    timer = setTimeout(() => resolve("timed out"), STORE_CLOSE_WAIT_MS);
+  });
+  try {
+    if ((await Promise.race([closing, timedOut])) === "timed out") {
+      closing.catch(() => {});
+      logger.warn(
+        { waitedMs: STORE_CLOSE_WAIT_MS },
+        `${what} did not close in time (a database that does not answer); not waiting for it`,
+      );
+    }
+  } finally {
+    clearTimeout(timer);
+  }
 }

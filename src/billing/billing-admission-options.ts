@@ -52,6 +52,11 @@ export interface BillingAdmissionOptions {
    * Default {@link SETTLE_RETRY_DELAYS_MS}.
    */
   settleRetryDelaysMs?: { beforeAnswer: readonly number[]; background: readonly number[] };
+  /**
+   * How long a settle attempt may wait for the store once a shutdown began, for a charge the
+   * journal holds. Default {@link DRAIN_SETTLE_TIMEOUT_MS}.
+   */
+  drainSettleTimeoutMs?: number;
 }
 
 /**
@@ -70,3 +75,15 @@ export const SETTLE_RETRY_DELAYS_MS = {
  * the request's last byte: its retries go on in the background at once.
  */
 export const SLOW_SETTLE_FAILURE_MS = 1_000;
+
+/**
+ * How long a settle attempt waits for the store once a shutdown began (`BillingAdmission.beginClosing`),
+ * when its charge is in the journal: a store that hangs (a paused or partitioned database)
+ * answers nothing before its statement timeout, 30 s on PostgreSQL, and a drain that waited it
+ * out (twice: the request's own attempt, then the last try) was killed by the orchestrator's
+ * SIGKILL first (`docker compose stop` after 30 s). The attempt is not cancelled: should it
+ * commit later, the charge leaves the journal; should the process end first, the next start
+ * records the charge from the journal, and a settle that committed meanwhile is not charged
+ * again (a usage row per reservation id).
+ */
+export const DRAIN_SETTLE_TIMEOUT_MS = 3_000;

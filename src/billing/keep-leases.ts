@@ -1,4 +1,4 @@
-import type { Store } from "../store/store.ts";
+import type { Reservation, Store } from "../store/store.ts";
 import { LeaseClock } from "./lease-clock.ts";
 import { RESERVATION_LEASE_MS } from "./reserve-and-settle.ts";
 
@@ -65,7 +65,7 @@ interface LeaseLogger {
  * and the rounds meanwhile keep renewing this replica's own leases.
  */
 export function keepLeases(options: {
-  store: Pick<Store, "renewLeases" | "releaseReservations" | "readClock">;
+  store: Pick<Store, "renewLeases" | "releaseReservations" | "readClock" | "listReservations">;
   replicaId: string;
   /** The reservations this replica's requests hold (see `BillingAdmission.liveReservationIds`). */
   liveReservationIds: () => readonly string[];
@@ -152,8 +152,18 @@ export function keepLeases(options: {
     // A round beside this sweep may have found the store failing or slow since it began.
     if (!quiet(clock.steadyNow())) return;
     try {
-      const expired = await store.releaseReservations({ expiredBefore: new Date(clock.earliestNow()) });
-      if (expired > 0) logger.warn({ released: expired }, "released reservations whose lease expired");
+      const expiredBefore = new Date(clock.earliestNow());
+      // Read first, to name them in the line: a release answers only how many it released.
+      const expiring = (await store.listReservations()).filter(
+        (reservation) => reservation.leaseExpiresAt < expiredBefore,
+      );
+      const expired = await store.releaseReservations({ expiredBefore });
+      if (expired > 0) {
+        logger.warn(
+          { released: expired, ...nameReleased(expiring) },
+          "released reservations whose lease expired",
+        );
+      }
     } catch (error) {
       answeringSince = undefined;
       logger.error({ err: error }, "releasing expired reservations failed");
@@ -185,4 +195,23 @@ export function keepLeases(options: {
       clearInterval(timer);
     },
   };
+}
+
+/** How many released reservations the sweep's line names. */
+export const NAMED_RELEASES = 5;
+
+/**
+ * The first {@link NAMED_RELEASES} released reservations by request and replica id (what tells an
+ * operator whose requests' money was held: a replica gone, a reserve that went through unanswered),
+ * and how many more there were.
+ */
+function nameReleased(expiring: readonly Reservation[]): {
+  reservations: { requestId: string; replicaId: string }[];
+  more?: number;
+} {
+  const reservations = expiring
+    .slice(0, NAMED_RELEASES)
+    .map(({ requestId, replicaId }) => ({ requestId, replicaId }));
+  const more = expiring.length - reservations.length;
+  return more > 0 ? { reservations, more } : { reservations };
 }

@@ -37,12 +37,17 @@ import type { KeyLimits } from "../limits/key-limits.ts";
 import type { ReserveResult, Store, UsageRecord } from "../store/store.ts";
 import {
   type BillingAdmissionOptions,
+  DRAIN_SETTLE_TIMEOUT_MS,
   SETTLE_RETRY_DELAYS_MS,
   SLOW_SETTLE_FAILURE_MS,
 } from "./billing-admission-options.ts";
 import type { ChargeJournal } from "./charge-journal.ts";
 import { createReservationId } from "./create-reservation-id.ts";
+import { DrainSettleTimeoutError } from "./drain-settle-timeout-error.ts";
+import { DrainTimeLimit } from "./drain-time-limit.ts";
+import { mayHaveReserved } from "./may-have-reserved.ts";
 import { costOfUsage, formatAmount, parseAmount } from "./money.ts";
+import { UnclearReservations } from "./unclear-reservations.ts";
 
 /** How long a reservation's lease lasts without renewal. */
 export const RESERVATION_LEASE_MS = 60_000;
@@ -78,6 +83,12 @@ export class BillingAdmission implements ChatAdmission {
   readonly #running = new Set<Promise<void>>();
   /** Set by {@link close}: a settlement that fails from now on is given up at once, not retried later. */
   #closing = false;
+  /** Begun by {@link beginClosing}: charges go to the journal first, attempts are time-limited. */
+  readonly #drain: DrainTimeLimit;
+  /** The charges their requests are settling now (before their last byte), by id. */
+  readonly #settling = new Map<string, UsageRecord>();
+  /** Reservations whose reserve may have gone through unanswered, being released. */
+  readonly #releases: UnclearReservations;
 
   constructor(options: BillingAdmissionOptions) {
     this.#store = options.store;
@@ -90,6 +101,23 @@ export class BillingAdmission implements ChatAdmission {
     this.#retryDelays = options.settleRetryDelaysMs ?? SETTLE_RETRY_DELAYS_MS;
     this.#journal = options.journal;
     this.#onJournalError = options.onJournalError ?? (() => {});
+    this.#drain = new DrainTimeLimit(options.drainSettleTimeoutMs ?? DRAIN_SETTLE_TIMEOUT_MS);
+    this.#releases = new UnclearReservations(this.#store, this.#retryDelays.background);
+  }
+
+  /**
+   * A shutdown began: from now on every charge is written to the journal before it is settled,
+   * those being settled now and those waiting for a retry at once, and a settle attempt waits
+   * for the store at most `drainSettleTimeoutMs` (see `DRAIN_SETTLE_TIMEOUT_MS`: a SIGKILL at
+   * any point of the drain loses no charge). A settle that commits after all takes its charge
+   * out of the journal. A charge the journal could not take waits for the store as before:
+   * giving up on it would lose it.
+   */
+  beginClosing(): void {
+    if (this.#drain.begun) return;
+    for (const usage of this.#settling.values()) this.#owe(usage);
+    for (const { usage } of this.#pending.values()) this.#owe(usage);
+    this.#drain.begin();
   }
 
   /**
@@ -146,7 +174,9 @@ export class BillingAdmission implements ChatAdmission {
    * next start. Call before the store closes.
    */
   async close(): Promise<void> {
+    this.beginClosing();
     this.#closing = true;
+    this.#releases.stop();
     // Attempts under way first: one that fails now is given up with its usage, as below. Left
     // running, it would have scheduled a retry that the process exit drops without a word.
     while (this.#running.size > 0) await Promise.allSettled([...this.#running]);
@@ -233,6 +263,20 @@ export class BillingAdmission implements ChatAdmission {
       // Refused (the store is down or locked: 503): nothing runs, nothing is settled, and the
       // tokens taken would otherwise stay spent until the bucket refills.
       await this.#limits.returnTokens(key, estimatedTokens, request.setHeader).catch(() => {});
+      // A reserve that may have gone through unanswered (a database that hung runs it when it
+      // resumes) would hold the account's money until its lease expired and a sweep released it
+      // (over a minute of wrong 403s for an account near its limit): released here instead.
+      if (mayHaveReserved(error)) {
+        this.#releases.release({
+          id: reservationId,
+          requestId: request.requestId,
+          accountId,
+          keyPublicId: key.publicId,
+          model: model.id,
+          user: request.user,
+          createdAt: new Date(now),
+        });
+      }
       throw error;
     }
     if (reserved !== "reserved") {
@@ -292,6 +336,23 @@ export class BillingAdmission implements ChatAdmission {
       estimated: outcome.usage.estimated === true,
       createdAt: new Date(this.#now()),
     };
+    this.#settling.set(usage.id, usage);
+    try {
+      await this.#settleUsage(usage, request, estimatedTokens, usageCostNano, outcome);
+    } finally {
+      this.#settling.delete(usage.id);
+    }
+  }
+
+  async #settleUsage(
+    usage: UsageRecord,
+    request: AdmissionRequest,
+    estimatedTokens: number,
+    usageCostNano: bigint,
+    outcome: RunOutcome,
+  ): Promise<void> {
+    // A shutdown under way: kept beyond this process before the store is asked.
+    if (this.#drain.begun) this.#owe(usage);
     const charged = async (chargedNano: bigint) => {
       // Less than the usage's cost where the reservation fell short and the account could pay no
       // more (an upstream prompt above its estimate), or where the client got an error instead of
@@ -303,7 +364,7 @@ export class BillingAdmission implements ChatAdmission {
       // The bucket gets back what the estimate overstated (all of it where the run never began);
       // a limiter that cannot be reached (Redis) only leaves the bucket a little emptier until it
       // refills.
-      const usedTokens = outcome.unstarted === true ? 0 : promptTokens + completionTokens;
+      const usedTokens = outcome.unstarted === true ? 0 : usage.promptTokens + usage.completionTokens;
       await this.#limits
         .correctTokens(request.key, estimatedTokens, usedTokens, request.setHeader)
         .catch(() => {});
@@ -314,15 +375,18 @@ export class BillingAdmission implements ChatAdmission {
       let chargedNano: bigint;
       const startedAt = performance.now();
       try {
-        chargedNano = await this.#store.settle(this.#stampNow(usage));
+        chargedNano = await this.#settleOnce(usage);
       } catch (error) {
         lastError = error;
         // A store that took this long to fail is down, not blinking: the client is not held for
         // more of its timeouts (each 30 s on PostgreSQL), the charge goes on in the background.
+        if (error instanceof DrainSettleTimeoutError) break;
         if (performance.now() - startedAt >= SLOW_SETTLE_FAILURE_MS) break;
         continue;
       }
+      this.#settling.delete(usage.id);
       this.#live.delete(usage.id);
+      this.#paid(usage.id);
       await charged(chargedNano);
       return;
     }
@@ -338,6 +402,22 @@ export class BillingAdmission implements ChatAdmission {
     // The client gets its answer; the charge goes through when the store is back.
     this.#onSettleError(lastError, request.requestId, { retrying: true, usage, journaled });
     this.#retryInBackground(usage, charged, 0);
+  }
+
+  /**
+   * One settle attempt. Once a shutdown began, one whose charge is in the journal waits at most
+   * `drainSettleTimeoutMs` (see {@link beginClosing}), and is left to go on: should it commit,
+   * the charge leaves the journal.
+   */
+  #settleOnce(usage: UsageRecord): Promise<bigint> {
+    return this.#drain.limit(
+      this.#store.settle(this.#stampNow(usage)),
+      () => this.#journaled.has(usage.id),
+      () => {
+        this.#live.delete(usage.id);
+        this.#paid(usage.id);
+      },
+    );
   }
 
   /**
@@ -363,7 +443,7 @@ export class BillingAdmission implements ChatAdmission {
       this.#pending.delete(usage.id);
       let chargedNano: bigint;
       try {
-        chargedNano = await this.#store.settle(this.#stampNow(usage));
+        chargedNano = await this.#settleOnce(usage);
       } catch (error) {
         if (closing || this.#closing) {
           this.#live.delete(usage.id);
