@@ -19,13 +19,13 @@ import { startServer } from "../../src/server.ts";
 import { isStoreUnavailable } from "../../src/store/is-store-unavailable.ts";
 import { openStore } from "../../src/store/open-store.ts";
 import type { Store } from "../../src/store/store.ts";
+import { startTcpProxy, type TcpProxy } from "../cluster/tcp-proxy.ts";
 import {
   type MockUpstream,
   startMockUpstream,
   textEvents,
   writeEvents,
 } from "../engine/openai/mock-upstream.ts";
-import { type HangingProxy, startHangingProxy } from "../store/hanging-proxy.ts";
 import { createPostgresTestSchema, type PostgresTestSchema } from "../store/postgres-test-database.ts";
 import { createTestConfig, createUpstreamModelEntry } from "../support/test-server.ts";
 
@@ -33,7 +33,7 @@ const postgres: PostgresTestSchema | { skipped: string } = await createPostgresT
 if ("skipped" in postgres) console.warn(`Skipping the drain with a hung database: ${postgres.skipped}.`);
 
 let folder: string;
-let proxy: HangingProxy;
+let proxy: TcpProxy;
 let upstream: MockUpstream;
 const cleanups: (() => Promise<unknown>)[] = [];
 
@@ -41,7 +41,11 @@ beforeAll(async () => {
   if (!("url" in postgres)) return;
   folder = mkdtempSync(join(tmpdir(), "tollgate-drain-hung-"));
   const direct = new URL(postgres.url);
-  proxy = await startHangingProxy({ host: direct.hostname, port: Number(direct.port || 5432) });
+  proxy = await startTcpProxy({
+    targetHost: direct.hostname,
+    targetPort: Number(direct.port || 5432),
+    mode: "forward",
+  });
   upstream = await startMockUpstream();
 });
 
@@ -108,7 +112,7 @@ describe.skipIf(!("url" in postgres))("a shutdown while PostgreSQL hangs", () =>
     const body = response.text();
 
     // The database hangs; the answer ends, and its settle waits in the proxy.
-    proxy.hang();
+    proxy.setMode("pause");
     answer();
     await until(() => proxy.held > 0);
 
@@ -135,7 +139,7 @@ describe.skipIf(!("url" in postgres))("a shutdown while PostgreSQL hangs", () =>
     expect(await store.listUsage()).toEqual([]);
 
     // The database resumes: the settle held all along commits, and the journal lets it go.
-    proxy.resume();
+    proxy.setMode("forward");
     await until(async () => (await store.listUsage()).length > 0);
     await until(() => !existsSync(journalPath));
 
@@ -199,7 +203,7 @@ describe.skipIf(!("url" in postgres))("a shutdown while PostgreSQL hangs", () =>
     );
     // Admitted and running; the database hangs, the answer completes, its settle waits.
     await until(() => upstream.requests.length > asked);
-    proxy.hang();
+    proxy.setMode("pause");
     answer();
     await until(() => proxy.held > 0);
     // Its settle is given up on within the grace (kept in the journal): it is answered, not cut.
@@ -209,7 +213,7 @@ describe.skipIf(!("url" in postgres))("a shutdown while PostgreSQL hangs", () =>
       body: { usage: { prompt_tokens: 10, completion_tokens: 4, total_tokens: 14 } },
     });
     await stopped;
-    proxy.resume();
+    proxy.setMode("forward");
     await until(async () => (await store.listUsage()).some((row) => row.requestId === "plain-while-hung"));
   }, 20_000);
 });

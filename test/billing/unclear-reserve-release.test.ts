@@ -15,7 +15,7 @@ import { MemoryRateLimiter } from "../../src/limits/memory-rate-limiter.ts";
 import { openStore } from "../../src/store/open-store.ts";
 import { openPostgresStore } from "../../src/store/postgres/open-postgres-store.ts";
 import type { Store } from "../../src/store/store.ts";
-import { type HangingProxy, startHangingProxy } from "../store/hanging-proxy.ts";
+import { startTcpProxy, type TcpProxy } from "../cluster/tcp-proxy.ts";
 import { createPostgresTestSchema, type PostgresTestSchema } from "../store/postgres-test-database.ts";
 import { makeAccount } from "../store/store-fixtures.ts";
 
@@ -33,13 +33,17 @@ const model: CatalogModel = {
   engine: undefined,
 };
 
-let proxy: HangingProxy;
+let proxy: TcpProxy;
 const cleanups: (() => Promise<unknown>)[] = [];
 
 beforeAll(async () => {
   if (!("url" in postgres)) return;
   const direct = new URL(postgres.url);
-  proxy = await startHangingProxy({ host: direct.hostname, port: Number(direct.port || 5432) });
+  proxy = await startTcpProxy({
+    targetHost: direct.hostname,
+    targetPort: Number(direct.port || 5432),
+    mode: "forward",
+  });
 });
 
 afterEach(async () => {
@@ -82,7 +86,7 @@ describe.skipIf(!("url" in postgres))("a reserve PostgreSQL ran after its client
       tpm: undefined,
     };
 
-    proxy.hang();
+    proxy.setMode("pause");
     const refused = await admission
       .admit({
         requestId: "refused-while-hung",
@@ -100,7 +104,7 @@ describe.skipIf(!("url" in postgres))("a reserve PostgreSQL ran after its client
       );
     expect(normalizeError(refused).code).toBe("store_unavailable");
     // The database resumes and runs the reserve it held: 30,000 of the account's 40,000 set aside.
-    proxy.resume();
+    proxy.setMode("forward");
 
     // Released: no reservation left, the whole balance available, and the request's usage row
     // says it cost nothing.

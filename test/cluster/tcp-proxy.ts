@@ -13,6 +13,8 @@ export interface TcpProxy {
   port: number;
   /** Connections accepted so far. */
   readonly accepted: number;
+  /** Chunks received while paused and not sent on yet (a statement waiting for a paused database). */
+  readonly held: number;
   /**
    * Switches the mode; `cut` also closes every open connection, `forward` leaves held ones held
    * and sends on what paused ones received.
@@ -63,6 +65,9 @@ export async function startTcpProxy(options: {
     port: address.port,
     get accepted() {
       return accepted;
+    },
+    get held() {
+      return paused.length;
     },
     setMode(next) {
       mode = next;
