@@ -7,6 +7,7 @@ import { ConstantChecks, constantMeetsKeywords, sameValue } from "./constant-mee
 import { convertConstant } from "./convert-schema-constant.ts";
 import { convertTypedSchema } from "./convert-typed-schema.ts";
 import { mergeAllOf, mergeAnyOfBranch } from "./merge-all-of-branches.ts";
+import { ownGrammarDefinition, ownGrammarText } from "./patch-grammar-definitions.ts";
 import { copiedKeywords, pick, siblingKeywords } from "./pick-schema-keywords.ts";
 import { hasType, isRecord, readTypes } from "./read-schema-types.ts";
 import { resolveLocalReference } from "./resolve-json-pointer.ts";
@@ -31,8 +32,8 @@ import { child, type Position } from "./schema-position.ts";
  * schema. Only the schemas the conversion reaches are checked (not unused `$defs`, nor what sits
  * under dropped keywords such as `not`).
  *
- * The subset has no "any value", no `anyOf`/`allOf`, no `pattern`, no numeric ranges, no
- * `nullable`, and an object emits every declared property, in order. So:
+ * The subset has no "any value", no `anyOf`/`allOf`, no `pattern`, no numeric ranges, no `uuid`
+ * format, no `nullable`, and an object emits every declared property, in order. So:
  * - `{}`, `true` and schemas without a type become "any JSON value" (lengths imply a string,
  *   `properties`, `required` or property counts an object, `items` or item counts an array);
  *   `false` becomes `null` (it cannot say "nothing").
@@ -63,8 +64,8 @@ import { child, type Position } from "./schema-position.ts";
  *   required or the only alternative (see schema-finite-values.ts): the model could write it until
  *   the context is full.
  * - Refused too, as no value meets them: a minimum above its maximum (`minLength` over
- *   `maxLength`, and the like for items, properties and numbers, whose range is otherwise not
- *   enforced), a `const` that is not of the `type` beside it or does not meet the other keywords
+ *   `maxLength`, and the like for items, properties and numbers; an integer range with no
+ *   integer in it), a `const` that is not of the `type` beside it or does not meet the other keywords
  *   there, an `enum` none of whose values does, `allOf` branches with nothing in common, and a
  *   required property that `properties` does not declare beside `additionalProperties: false`.
  *   Refused as invalid: a length or count that is not a whole number, 0 or more. Refused for a
@@ -75,9 +76,11 @@ import { child, type Position } from "./schema-position.ts";
  *   keywords beside them are dropped.
  * - Enforced: `type`, `properties`, `required` (as every property is emitted), `additionalProperties`
  *   of maps, `items`, `prefixItems`, `minItems`/`maxItems`, `minLength`/`maxLength`,
- *   `minProperties`/`maxProperties` of maps, `enum`, `const`, `format` `date-time`, `date` and
- *   `time`, and constants meet the keywords beside them (see constant-meets-keywords.ts).
- * - `pattern`, other `format`s, `minimum`/`maximum`, `multipleOf`, `uniqueItems`, `not`,
+ *   `minProperties`/`maxProperties` of maps, `enum`, `const`, `format` `date-time`, `date`,
+ *   `time` and `uuid`, an integer's `minimum`/`maximum`/`exclusiveMinimum`/`exclusiveMaximum`
+ *   (`uuid` and ranges as `$defs` of grammars of our own: see patch-grammar-definitions.ts), and
+ *   constants meet the keywords beside them (see constant-meets-keywords.ts).
+ * - `pattern`, other `format`s, a fractional number's `minimum`/`maximum`, `multipleOf`, `uniqueItems`, `not`,
  *   `if`/`then`, `dependentSchemas` and the like are dropped: the output may not meet them.
  * - `const` and `enum` of objects or arrays become exact object and array schemas.
  *
@@ -141,6 +144,8 @@ class SchemaConverter implements SchemaConversion {
   readonly #noValueProblems = new WeakMap<object, string>();
   /** What each `$ref` string resolved to: a pointer is walked once, however often it is met. */
   readonly #references = new Map<string, unknown>();
+  /** The `$defs` name of each grammar the conversion writes itself, by what names it (see defineGrammar). */
+  readonly #ownGrammars = new Map<string, string>();
   /** Where in the client's schema an `anyOf` or `oneOf` list that a merge moved sits (see noteAlternatives). */
   readonly #alternativesPlaces = new WeakMap<unknown[], Position>();
 
@@ -368,6 +373,19 @@ class SchemaConverter implements SchemaConversion {
       }
     }
     return { $ref: `#/$defs/${name}` } as GbnfJsonSchema;
+  }
+
+  defineGrammar(name: string, loose: GbnfJsonSchema, spec: string, at: Position): GbnfJsonSchema {
+    let defined = this.#ownGrammars.get(spec);
+    if (defined === undefined) {
+      // Its text is part of the grammar llama.cpp parses, as names and constants are.
+      this.budget.spendCharacters(at, ownGrammarText(spec) ?? spec);
+      const definition = ownGrammarDefinition(loose, spec);
+      defined = this.#definitionNames.name(definition as Record<string, unknown>, `#/$defs/${name}`);
+      this.#converted.set(defined, definition);
+      this.#ownGrammars.set(spec, defined);
+    }
+    return { $ref: `#/$defs/${defined}` } as GbnfJsonSchema;
   }
 
   refuseNoValue(at: Position, problem: string): never {

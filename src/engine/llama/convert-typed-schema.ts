@@ -1,17 +1,20 @@
 import type { GbnfJsonSchema } from "node-llama-cpp";
 import { checkRange, readBound } from "./check-schema-keywords.ts";
+import { largestGrammarInteger } from "./integer-range-grammar.ts";
 import { hasPatternProperties, isRecord } from "./read-schema-types.ts";
 import { anyValue, type SchemaConversion } from "./schema-conversion.ts";
 import { child, type Position } from "./schema-position.ts";
 
 /**
  * The formats a grammar enforces, and the lengths of the strings their grammar writes
- * (node-llama-cpp's: `HH:MM:SS`, optional `.sss`, then `Z` or `+HH:MM`; a date `YYYY-MM-DD`).
+ * (node-llama-cpp's: `HH:MM:SS`, optional `.sss`, then `Z` or `+HH:MM`; a date `YYYY-MM-DD`; ours:
+ * a UUID, 8-4-4-4-12 hex digits).
  */
 const formatLengths: Record<string, readonly number[] | undefined> = Object.assign(Object.create(null), {
   date: [10],
   time: [9, 13, 14, 18],
   "date-time": [20, 24, 25, 29],
+  uuid: [36],
 });
 
 /** The schema of one of the types `schema` allows, with the keywords of that type. */
@@ -50,6 +53,15 @@ export function convertTypedSchema(
             `${problem}, some of which ${lengths} do not allow: the output grammar can only write the format whole. Allow ${format[0]} to ${format.at(-1)} characters, or remove the lengths or the format.`,
           );
         }
+        // node-llama-cpp knows no `uuid` format (its check of a tool call's arguments fails on it):
+        // a definition of our own grammar, any string of its length to node-llama-cpp's checks.
+        if (schema.format === "uuid")
+          return conversion.defineGrammar(
+            "uuid",
+            { type: "string", minLength: 36, maxLength: 36 },
+            "uuid",
+            at,
+          );
         return { type: "string", format: schema.format as "date-time" | "time" | "date" };
       }
       return {
@@ -60,8 +72,7 @@ export function convertTypedSchema(
     }
     case "number":
     case "integer":
-      // Not enforced (a grammar has no numeric ranges), but a range no number is in is refused,
-      // as one of lengths is: the answer could only break it.
+      // A range no number is in is refused, as one of lengths is: the answer could only break it.
       checkRange(
         conversion,
         at,
@@ -70,6 +81,9 @@ export function convertTypedSchema(
         "maximum",
         readNumber(schema.maximum),
       );
+      // An integer's range is written into the grammar; a fractional number's is not enforced
+      // (as llama.cpp's converter does not: decimals have no digit-by-digit bound that stays small).
+      if (type === "integer") return convertIntegerRange(conversion, schema, at);
       return { type };
     case "boolean":
     case "null":
@@ -186,6 +200,64 @@ function convertArray(
     ...(minItems === 0 ? {} : { minItems }),
     ...(maxItems === undefined ? {} : { maxItems }),
   };
+}
+
+/**
+ * An integer within `minimum`/`maximum` and `exclusiveMinimum`/`exclusiveMaximum` (a number, or
+ * draft 4's `true` beside `minimum`/`maximum`), as a definition of our own grammar (see
+ * integer-range-grammar.ts); a plain integer without bounds. Bounds beyond the 15 digits a grammar
+ * writes are as none; a range with no integer of at most 15 digits in it is refused.
+ */
+function convertIntegerRange(
+  conversion: SchemaConversion,
+  schema: Record<string, unknown>,
+  at: Position,
+): GbnfJsonSchema {
+  const lows: number[] = [];
+  const highs: number[] = [];
+  const minimum = readNumber(schema.minimum);
+  const maximum = readNumber(schema.maximum);
+  const exclusiveMinimum = readNumber(schema.exclusiveMinimum);
+  const exclusiveMaximum = readNumber(schema.exclusiveMaximum);
+  if (minimum !== undefined)
+    lows.push(schema.exclusiveMinimum === true ? Math.floor(minimum) + 1 : Math.ceil(minimum));
+  if (maximum !== undefined)
+    highs.push(schema.exclusiveMaximum === true ? Math.ceil(maximum) - 1 : Math.floor(maximum));
+  if (exclusiveMinimum !== undefined) lows.push(Math.floor(exclusiveMinimum) + 1);
+  if (exclusiveMaximum !== undefined) highs.push(Math.ceil(exclusiveMaximum) - 1);
+  if (lows.length === 0 && highs.length === 0) return { type: "integer" };
+  const low = Math.max(...lows, -Infinity);
+  const high = Math.min(...highs, Infinity);
+  if (low > high)
+    conversion.refuseNoValue(
+      at,
+      `no integer is within its bounds (${describeBounds(schema)}), so no value can match.`,
+    );
+  const from = Math.max(low, -largestGrammarInteger);
+  const to = Math.min(high, largestGrammarInteger);
+  if (from > to) {
+    if (!conversion.grammarLimits) return { type: "integer" };
+    conversion.refuse(
+      at,
+      `its bounds (${describeBounds(schema)}) leave no integer of at most 15 digits, the largest the output grammar writes. Allow integers between -${largestGrammarInteger} and ${largestGrammarInteger}.`,
+    );
+  }
+  if (from === -largestGrammarInteger && to === largestGrammarInteger) return { type: "integer" };
+  // The bounds beside it tell a model that reads the parameters as JSON what they are.
+  const loose = { type: "integer", minimum: from, maximum: to } as GbnfJsonSchema;
+  return conversion.defineGrammar(
+    `integer_${from}_${to}`.replaceAll("-", "minus"),
+    loose,
+    `integer ${from} ${to}`,
+    at,
+  );
+}
+
+function describeBounds(schema: Record<string, unknown>): string {
+  return ["minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"]
+    .filter((keyword) => schema[keyword] !== undefined)
+    .map((keyword) => `'${keyword}' ${JSON.stringify(schema[keyword])}`)
+    .join(", ");
 }
 
 function readNumber(value: unknown): number | undefined {

@@ -1,3 +1,5 @@
+import { patchGrammarDefinitions } from "./patch-grammar-definitions.ts";
+
 /**
  * Three of node-llama-cpp's JSON grammar terminals let out values that strict readers refuse. This
  * rewrites their rules, once per process, in the classes every JSON grammar is built from (ours
@@ -129,17 +131,20 @@ async function patchStringValues(): Promise<boolean> {
 let patching: Promise<boolean> | undefined;
 
 /**
- * Patches the number, date and literal string terminals; answers whether all three could be (else
+ * Patches the number, date and literal string terminals and the `$ref` one (see
+ * patch-grammar-definitions.ts); answers whether all four could be (else
  * those that could not are as shipped).
  */
 export function patchGrammarTerminals(): Promise<boolean> {
   patching ??= (async () => {
-    const [numbers, dates, strings] = await Promise.all([
+    const [numbers, dates, strings, definitions] = await Promise.all([
       patchNumbers().catch(() => false),
       patchDates().catch(() => false),
       patchStringValues().catch(() => false),
+      // Grammars the conversion writes itself: `format: "uuid"`, integer ranges.
+      patchGrammarDefinitions().catch(() => false),
     ]);
-    return numbers && dates && strings;
+    return numbers && dates && strings && definitions;
   })();
   return patching;
 }

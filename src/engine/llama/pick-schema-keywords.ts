@@ -22,6 +22,8 @@ const convertedKeywords = [
   "maxProperties",
   "minimum",
   "maximum",
+  "exclusiveMinimum",
+  "exclusiveMaximum",
   "multipleOf",
   "$ref",
   "allOf",

@@ -19,7 +19,8 @@ const maxGrammarEntries = 1000;
 const maxSchemaSteps = 30_000;
 const maxGrammarSteps = 6000;
 /**
- * The most characters of property names, constants and descriptions a conversion for a grammar
+ * The most characters of property names, constants, descriptions (and the grammars of integer
+ * ranges and `uuid`s, see convert-typed-schema.ts) a conversion for a grammar
  * may write out, repetitions included: the grammar, the key it is cached by and a tool's prompt
  * (rendered and tokenized whole: 900,000 characters of descriptions held the event loop 0.6 s)
  * spell each of them out. The edge bounds what a schema declares (120,000 characters of names
@@ -162,7 +163,7 @@ function describeOverspending(kind: keyof Budget, limit: number, grammarLimits: 
     case "steps":
       return `the schema takes more than ${limit} steps to convert${local}: anyOf and oneOf branches repeat their siblings (properties, items, ...) once each, and required names, allOf branches and each type of a type list count too. Move what the branches share into them, or simplify the schema.`;
     case "characters":
-      return `the schema spells out more than ${limit} characters of property names, constants and descriptions${local}, counted again each time anyOf or oneOf branches repeat them. Shorten them, or simplify the schema.`;
+      return `the schema spells out more than ${limit} characters of property names, constants and descriptions (and the grammars of integer ranges)${local}, counted again each time anyOf or oneOf branches repeat them. Shorten them, or simplify the schema.`;
     case "repeats":
       return `its length and count ranges (minLength to maxLength, minItems to maxItems, minProperties to maxProperties) add up to more than ${limit} repeats${local}: each range counts its maximum (its minimum where it has none), a string's range once however many strings share it, an array's or a map's each time. Lower the maximums, give more strings the same ones, or drop those the output does not need (a range without a maximum costs its minimum only).`;
     default: {
@@ -180,7 +181,7 @@ function describeSharedOverspending(kind: keyof Budget, limit: number): string {
       : kind === "steps"
         ? `take more than ${limit} steps to convert`
         : kind === "characters"
-          ? `spell out more than ${limit} characters of property names, constants and descriptions`
+          ? `spell out more than ${limit} characters of property names, constants and descriptions (and the grammars of integer ranges)`
           : `have length and count ranges (minLength to maxLength, minItems to maxItems, minProperties to maxProperties) of more than ${limit} repeats, each range counting its maximum`;
   const advice =
     kind === "repeats"

@@ -25,6 +25,13 @@ export interface SchemaConversion {
   noteAlternatives(list: unknown[], at: Position): void;
   /** Notes which of an object's converted `properties` are required (see schema-finite-values.ts). */
   noteProperties(properties: Record<string, GbnfJsonSchema>, required: readonly string[], at: Position): void;
+  /**
+   * A reference to a `$defs` schema that a grammar writes as the grammar `spec` names (`uuid`,
+   * `integer MIN MAX`; see patch-grammar-definitions.ts), a value `loose` describes for
+   * node-llama-cpp's own checks; `name` is the definition's name, made unique. The same grammar
+   * is defined once.
+   */
+  defineGrammar(name: string, loose: GbnfJsonSchema, spec: string, at: Position): GbnfJsonSchema;
   /** Throws 400 `invalid_value` naming the place and the problem. */
   refuse(at: Position, problem: string): never;
   /**

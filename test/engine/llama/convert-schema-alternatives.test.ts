@@ -106,12 +106,21 @@ describe("convertJsonSchemaToGbnf: anyOf and oneOf beside other keywords", () =>
       oneOf: [
         {
           type: "array",
-          prefixItems: [{ type: "string", maxLength: 2 }, { type: "integer" }],
+          // The branch's `minimum` holds for the integer (see convert-uuid-and-integer-ranges.test.ts).
+          prefixItems: [{ type: "string", maxLength: 2 }, { $ref: "#/$defs/integer_1_999999999999999" }],
           minItems: 2,
           maxItems: 2,
         },
         { type: "array", maxItems: 0 },
       ],
+      $defs: {
+        integer_1_999999999999999: {
+          type: "integer",
+          minimum: 1,
+          maximum: 999999999999999,
+          "x-tollgate-grammar": "integer 1 999999999999999",
+        },
+      },
     });
   });
 
@@ -157,7 +166,15 @@ describe("convertJsonSchemaToGbnf: anyOf and oneOf beside other keywords", () =>
 
   it("leaves out a branch that no value meets beside the rest, and refuses the schema when every one is", () => {
     expect(convert({ type: "integer", anyOf: [false, { type: "string" }, { minimum: 2 }] })).toEqual({
-      type: "integer",
+      oneOf: [{ $ref: "#/$defs/integer_2_999999999999999" }],
+      $defs: {
+        integer_2_999999999999999: {
+          type: "integer",
+          minimum: 2,
+          maximum: 999999999999999,
+          "x-tollgate-grammar": "integer 2 999999999999999",
+        },
+      },
     });
     // Within a branch too: here an allOf with no type in common.
     expect(

@@ -1,0 +1,99 @@
+import type { GbnfJsonSchema } from "node-llama-cpp";
+import { integerRangeGrammar } from "./integer-range-grammar.ts";
+
+/**
+ * The key of a `$defs` schema whose grammar the conversion writes itself (see
+ * convert-typed-schema.ts): a string's `format: "uuid"`, an integer's range. node-llama-cpp's
+ * schema subset has no word for either, and its grammar classes see neither the format nor the
+ * bounds, except a `$ref`'s, which sees the schema it points at. Its value names the grammar
+ * (`uuid`, `integer -50 50`): it is part of the schema's JSON, so grammars are cached apart (by
+ * that JSON, see create-grammar-cache.ts), and a chat template that writes a tool's parameters as
+ * JSON writes these few characters, not the grammar.
+ */
+export const ownGrammarKey = "x-tollgate-grammar";
+
+/**
+ * A UUID as JSON Schema's `uuid` format (RFC 4122) writes it: hex digits of either case in groups
+ * of 8, 4, 4, 4 and 12, as llama.cpp's own json-schema-to-grammar writes it. Any version and
+ * variant: the format does not restrict them.
+ */
+const uuidGrammar = [
+  '"\\""',
+  "[0-9a-fA-F]{8}",
+  '"-"',
+  "[0-9a-fA-F]{4}",
+  '"-"',
+  "[0-9a-fA-F]{4}",
+  '"-"',
+  "[0-9a-fA-F]{4}",
+  '"-"',
+  "[0-9a-fA-F]{12}",
+  '"\\""',
+].join(" ");
+
+/** What the grammar spelled `spec` matches (`uuid`, `integer MIN MAX`): a GBNF expression, or `undefined`. */
+export function ownGrammarText(spec: string): string | undefined {
+  if (spec === "uuid") return uuidGrammar;
+  const range = /^integer (-?\d{1,15}) (-?\d{1,15})$/.exec(spec);
+  if (range === null) return undefined;
+  const [minimum, maximum] = [Number(range[1]), Number(range[2])];
+  return minimum <= maximum ? integerRangeGrammar(minimum, maximum) : undefined;
+}
+
+/**
+ * A `$defs` schema that node-llama-cpp writes as the grammar `spec` names once patched (see
+ * {@link patchGrammarDefinitions}). `loose` beside it is what node-llama-cpp's own checks read (it
+ * validates a tool call's arguments against the schema: a `uuid` format it does not know would
+ * fail them all), and the grammar where the patch is not applied: a looser one.
+ */
+export function ownGrammarDefinition(loose: GbnfJsonSchema, spec: string): GbnfJsonSchema {
+  const definition: Record<string, unknown> = { ...loose, [ownGrammarKey]: spec };
+  return definition as GbnfJsonSchema;
+}
+
+interface GbnfRefClass {
+  prototype: {
+    def: unknown;
+    defName: string;
+    generateRuleName(generator: unknown): string;
+  };
+}
+
+interface GrammarGenerator {
+  rules: Map<string, string | null>;
+  ruleContentToRuleName: Map<string, string>;
+  generateRuleNameForDef(defName: string, def: unknown): string;
+}
+
+/**
+ * Makes node-llama-cpp's `$ref` terminal write the grammar a definition names under
+ * {@link ownGrammarKey} as the definition's rule, for every JSON grammar (ours through
+ * create-json-grammar.ts, LlamaChat's for function parameters). Answers whether it could.
+ */
+export async function patchGrammarDefinitions(): Promise<boolean> {
+  const { GbnfRef } = (await import(
+    new URL("./utils/gbnfJson/terminals/GbnfRef.js", import.meta.resolve("node-llama-cpp")).href
+  )) as { GbnfRef: GbnfRefClass };
+  const original = GbnfRef.prototype.generateRuleName;
+  if (typeof original !== "function") return false;
+  if ((original as { ownGrammar?: boolean }).ownGrammar === true) return true;
+  const generateRuleName = function generateRuleName(
+    this: GbnfRefClass["prototype"],
+    generator: GrammarGenerator,
+  ): string {
+    const spec =
+      typeof this.def === "object" && this.def !== null
+        ? (this.def as Record<string, unknown>)[ownGrammarKey]
+        : undefined;
+    const grammar = typeof spec === "string" ? ownGrammarText(spec) : undefined;
+    if (grammar === undefined) return original.call(this, generator);
+    const name = generator.generateRuleNameForDef(this.defName, this.def);
+    if (!generator.rules.has(name)) {
+      generator.rules.set(name, grammar);
+      generator.ruleContentToRuleName.set(grammar, name);
+    }
+    return name;
+  };
+  GbnfRef.prototype.generateRuleName = Object.assign(generateRuleName, { ownGrammar: true });
+  return true;
+}
