@@ -26,6 +26,22 @@ async function serve(handle: (response: ServerResponse) => Promise<void>): Promi
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
 }
 
+/** Reads the answer at `url` to its end, pausing `pauseMs` after each piece; resolves with its length. */
+function readSlowly(url: string | URL, pauseMs: number): Promise<number> {
+  let received = 0;
+  return new Promise<number>((resolve, reject) => {
+    get(url, (response) => {
+      response.on("data", (piece: Buffer) => {
+        received += piece.length;
+        response.pause();
+        setTimeout(() => response.resume(), pauseMs);
+      });
+      response.on("end", () => resolve(received));
+      response.on("error", reject);
+    }).on("error", reject);
+  });
+}
+
 describe("writeToClient", () => {
   it("waits for a slow client many times without piling up listeners on the response", async () => {
     const writes = 40;
@@ -50,19 +66,8 @@ describe("writeToClient", () => {
         response.end();
       })();
     });
-    let received = 0;
-    await new Promise<void>((resolve, reject) => {
-      get(url, (response) => {
-        response.on("data", (piece: Buffer) => {
-          received += piece.length;
-          // A slow reader: the server sees backpressure again and again.
-          response.pause();
-          setTimeout(() => response.resume(), 1);
-        });
-        response.on("end", resolve);
-        response.on("error", reject);
-      }).on("error", reject);
-    });
+    // A slow reader: the server sees backpressure again and again.
+    const received = await readSlowly(url, 1);
     await finished;
     expect(received).toBe(writes * piece.length);
     expect(seen.waits).toBeGreaterThan(writes / 2);
@@ -250,18 +255,7 @@ describe("closeWhenStalled", () => {
     // Pieces come slower than the stall timeout (nothing waits for the client meanwhile), and
     // the client reads slowly: neither is a stall.
     const { url, closed } = await servePiped(6, 150, 100);
-    let received = 0;
-    await new Promise<void>((resolve, reject) => {
-      get(url, (response) => {
-        response.on("data", (piece: Buffer) => {
-          received += piece.length;
-          response.pause();
-          setTimeout(() => response.resume(), 5);
-        });
-        response.on("end", resolve);
-        response.on("error", reject);
-      }).on("error", reject);
-    });
+    const received = await readSlowly(url, 5);
     await closed();
     expect(received).toBe(6 * 1024 * 1024);
   });
