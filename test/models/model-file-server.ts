@@ -18,6 +18,12 @@ export interface ServedFile {
   etag?: string;
   /** Send this as `Last-Modified`. */
   lastModified?: string;
+  /** Send no `ETag` with `206` answers (only with `200`), as some servers do. */
+  noEtagOnPart?: boolean;
+  /** Answer a `Range` with at most this many bytes (a `206` ending before the file does). */
+  rangeCap?: number;
+  /** Answer a `Range` with a `206` that starts this many bytes before the byte asked for. */
+  rangeStartsEarlier?: number;
   /** Send the rest of the file for a `Range` even when `If-Range` names another version. */
   ignoreIfRange?: boolean;
   /** Answer 302 to `redirectTo` with `X-Linked-ETag` (quoted) and `X-Linked-Size`, as Hugging Face does. */
@@ -124,7 +130,10 @@ export async function startModelFileServer(): Promise<ModelFileServer> {
     const stale =
       ifRange !== undefined && !file.ignoreIfRange && ifRange !== etag && ifRange !== file.lastModified;
     const range = file.ignoreRange || stale ? undefined : /^bytes=(\d+)-$/.exec(request.headers.range ?? "");
-    const start = range === undefined || range === null ? 0 : Number(range[1]);
+    const start =
+      range === undefined || range === null
+        ? 0
+        : Math.max(0, Number(range[1]) - (file.rangeStartsEarlier ?? 0));
     const headers: Record<string, string> = {
       "content-type": file.contentType ?? "application/octet-stream",
       ...(etag === undefined ? {} : { etag }),
@@ -134,11 +143,13 @@ export async function startModelFileServer(): Promise<ModelFileServer> {
       response.writeHead(416, { ...headers, "content-range": `bytes */${total}` }).end();
       return;
     }
-    const body = file.bytes.subarray(start);
+    const end = range && file.rangeCap !== undefined ? Math.min(total, start + file.rangeCap) : total;
+    const body = file.bytes.subarray(start, end);
     if (range) {
+      if (file.noEtagOnPart) delete headers.etag;
       response.writeHead(206, {
         ...headers,
-        "content-range": `bytes ${start}-${total - 1}/${total}`,
+        "content-range": `bytes ${start}-${end - 1}/${total}`,
         "content-length": String(body.length),
       });
     } else {

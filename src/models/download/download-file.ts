@@ -1,40 +1,45 @@
 /**
  * Downloads one file resumably, verified and atomically.
  *
- * The bytes go to `DESTINATION.partial` beside the destination, each written at its own offset
- * (so that a second writer of the same bytes, a process that lost the download lock, cannot
- * shift them). An attempt asks for the rest of the file with `Range: bytes=N-` when the partial
- * file holds N bytes: `206` continues it (after checking that `Content-Range` starts at N), `200`
- * means the server ignored the range (or the file changed) and the file is written again from its
- * start, once the new body is seen to start as a GGUF file (a login or error page sent instead is
- * retried, and the partial file kept), `416` means the partial file is already whole (or does not
- * fit the file, and is dropped). The validator of the answer that started the partial file (its
- * strong `ETag`, else its `Last-Modified`) and the file size it announced are kept beside it in
+ * The bytes go to `DESTINATION.partial` beside the destination, each written at its own offset (so
+ * that a second writer of the same bytes, a process that lost the download lock, cannot shift
+ * them). An attempt asks for the rest of the file with `Range: bytes=N-` when the partial file
+ * holds N bytes: `206` continues it (one whose `Content-Range` starts before N has the bytes up to
+ * N compared with the saved ones; one that ends cleanly before the file does is followed at once by
+ * a request for the next part), `200` of the version the partial file holds (the same strong
+ * `ETag`) means the server ignored the range: its first N bytes are compared and the rest appended;
+ * any other `200` means the file changed (or cannot be told) and is written again from its start,
+ * once the new body is seen to start as a GGUF file (a login or error page sent instead is retried,
+ * and the partial file kept), `416` means the partial file is already whole (or does not fit the
+ * file, and is dropped). The validator of the answer that started the partial file (its strong
+ * `ETag`, else its `Last-Modified`) and the file size it announced are kept beside it in
  * `DESTINATION.partial.validator`; the validator is sent as `If-Range`, so that a file changed
  * between attempts (or between runs) is downloaded again whole rather than saved as a mix of both
- * versions; a `206` or `416` naming another validator or another size drops the partial file too.
- * A file-system error while saving (a full disk, a read-only folder) is `not-writable`, never
- * retried. Before writing, when the file's size is known, the models folder must have room for
- * the rest of it and a margin (ensure-free-space.ts: for the database and logs that may share
- * the disk), else nothing is written; a disk that fills up all the same (another writer, a size
- * not told) has the partial file emptied, giving the space back. The file's size comes from
+ * versions; a `206` or `416` naming another validator or another size drops the partial file too. A
+ * file-system error while saving (a full disk, a read-only folder) is `not-writable`, never
+ * retried. Before writing, when the file's size is known, the models folder must have room for the
+ * rest of it and a margin (ensure-free-space.ts: for the database and logs that may share the
+ * disk), else nothing is written; a disk that fills up all the same (another writer, a size not
+ * told) has the partial file emptied, giving the space back. The file's size comes from
  * `Content-Range` or `Content-Length` and must match the size known in advance, if any. A broken
- * connection, a stall or a 5xx/429 answer is retried after a growing pause, resuming where the
- * file ends; an attempt that added bytes does not count against the limit. So is a refused
- * connection (a server restarting) once the server has answered this download or part of the
- * file is saved; a refused first contact fails at once (a machine without network). When the
- * whole file is there, its SHA-256 is checked where one is known (given by the
- * caller, or by `X-Linked-ETag`), and the partial file is renamed to the destination: the
- * destination exists only complete and verified. A checksum mismatch deletes the partial file,
- * and so does a file that does not start as a GGUF model does (a login or error page that a
- * server answered with 200). Where the size and the checksum were not both known beforehand, the
- * GGUF header must describe no more tensor data than the file holds (check-gguf-complete.ts): a
- * body of untold size that ends short is a broken connection (retried, resuming the partial
- * file), and a file that ends short all the same (a too small `Content-Length`) is deleted.
+ * connection, a stall or a 5xx/429 answer is retried after a growing pause, resuming where the file
+ * ends; an attempt that took the file further than it had been does not count against the limit,
+ * and one that dropped it counts as a start-over (retry-transient-failures.ts: the third ends the
+ * download). So is a refused connection (a server restarting) once the server has answered this
+ * download or part of the file is saved; a refused first contact fails at once (a machine without
+ * network). A file seen to have changed is checked against what `refreshExpected` says of its new
+ * version, never the old one's size or checksum. When the whole file is there, its SHA-256 is
+ * checked where one is known (given by the caller, or by `X-Linked-ETag`), and the partial file is
+ * renamed to the destination: the destination exists only complete and verified. A checksum
+ * mismatch deletes the partial file, and so does a file that does not start as a GGUF model does (a
+ * login or error page that a server answered with 200). Where the size and the checksum were not
+ * both known beforehand, the GGUF header must describe no more tensor data than the file holds
+ * (check-gguf-complete.ts): a body of untold size that ends short is a broken connection (retried,
+ * resuming the partial file), and a file that ends short all the same (a too small
+ * `Content-Length`) is deleted.
  */
 import { mkdir, rename, stat } from "node:fs/promises";
 import { dirname } from "node:path";
-import { convertFetchError } from "./convert-fetch-error.ts";
 import { createHttpStatusError } from "./create-http-status-error.ts";
 import { createPartialFile, type PartialFile, type PartialFileVersion } from "./create-partial-file.ts";
 import { createStallWatchdog } from "./create-stall-watchdog.ts";
@@ -44,12 +49,14 @@ import { fetchFollowingRedirects } from "./fetch-following-redirects.ts";
 import { findMissingGgufData } from "./find-missing-gguf-data.ts";
 import { formatBytes } from "./format-download-figures.ts";
 import { hashFile } from "./hash-file.ts";
+import { keepGgufBody } from "./keep-gguf-body.ts";
 import { ModelDownloadError } from "./model-download-error.ts";
 import { parseContentRange } from "./parse-content-range.ts";
-import { peekBody } from "./peek-body.ts";
+import { readAnswerVersion, readContentLength, readValidator } from "./read-answer-version.ts";
 import { redactUrl } from "./redact-url.ts";
 import { formatSeconds, retryTransientFailures } from "./retry-transient-failures.ts";
-import { ggufMagicLength, isGgufStart, startsAsGguf } from "./starts-as-gguf.ts";
+import { skipSavedBytes } from "./skip-saved-bytes.ts";
+import { startsAsGguf } from "./starts-as-gguf.ts";
 import { writeDownloadBody } from "./write-download-body.ts";
 
 /** Options of {@link downloadFile}. */
@@ -61,6 +68,14 @@ export interface DownloadFileOptions extends DownloadListener {
   expectedSize?: number | undefined;
   /** Lowercase hex SHA-256, where known in advance; else taken from `X-Linked-ETag` if sent. */
   expectedSha256?: string | undefined;
+  /**
+   * The size and SHA-256 of the file as it is now, asked again when the file is seen to have
+   * changed during the download (a repository listing); without it, only those given here stay
+   * known, and the rest is taken again from the next answer's `X-Linked-ETag` and
+   * `X-Linked-Size`. A new version was checked against the old version's checksum, found
+   * "corrupt" and deleted.
+   */
+  refreshExpected?: () => Promise<ExpectedFile>;
   /** The `Authorization` value for a request URL, or `undefined`. */
   authorize?: (url: URL) => string | undefined;
   /** An origin whose plain `ETag`, when 64 hex digits, is the file's SHA-256 (Hugging Face). */
@@ -85,6 +100,18 @@ export interface DownloadFileOptions extends DownloadListener {
   freeBytes?: ReadFreeBytes;
 }
 
+/** What is known of a file before its download, from a listing or the server's headers. */
+export interface ExpectedFile {
+  size: number | undefined;
+  /** Lowercase hex SHA-256. */
+  sha256: string | undefined;
+}
+
+/** What a download checks the file against; `stale` once the file changed, until asked again. */
+interface Expected extends ExpectedFile {
+  stale: boolean;
+}
+
 /** A downloaded, complete file. */
 export interface DownloadedFile {
   path: string;
@@ -96,11 +123,17 @@ export interface DownloadedFile {
 export async function downloadFile(options: DownloadFileOptions): Promise<DownloadedFile> {
   const partial = createPartialFile(`${options.destination}.partial`);
   const partialPath = partial.path;
-  const expected = { size: options.expectedSize, sha256: options.expectedSha256 };
+  const expected: Expected = { size: options.expectedSize, sha256: options.expectedSha256, stale: false };
   await mkdir(dirname(options.destination), { recursive: true });
   // Hosts that answered this download: a refusal from one of them later is a restart, retried.
   const answeredHosts = new Set<string>();
-  const received = await retryTransientFailures(() => runAttempt(options, partial, expected, answeredHosts), {
+  const attempt = async (): Promise<ReceivedFile> => {
+    for (let continuing = false; ; continuing = true) {
+      const received = await runAttempt(options, partial, expected, answeredHosts, continuing);
+      if (received !== "next-part") return received;
+    }
+  };
+  const received = await retryTransientFailures(attempt, {
     maxAttempts: options.maxAttempts,
     retryDelayMilliseconds: options.retryDelayMilliseconds,
     signal: options.signal,
@@ -175,13 +208,19 @@ interface ReceivedFile {
 async function runAttempt(
   options: DownloadFileOptions,
   partial: PartialFile,
-  expected: { size: number | undefined; sha256: string | undefined },
+  expected: Expected,
   answeredHosts: Set<string>,
-): Promise<ReceivedFile> {
+  continuing: boolean,
+): Promise<ReceivedFile | "next-part"> {
   const partialPath = partial.path;
+  if (expected.stale) await refreshExpected(options, expected);
   let offset = await readFileSize(partialPath);
+  // Whether this attempt dropped the partial file (or began writing it again from its start): a
+  // failure then starts the download over (retry-transient-failures.ts counts those).
+  let restarted = false;
   if (expected.size !== undefined && offset > expected.size) {
     await partial.remove();
+    restarted = true;
     offset = 0;
   }
   if (expected.size !== undefined && offset === expected.size)
@@ -198,6 +237,16 @@ async function runAttempt(
   });
   const signal =
     options.signal === undefined ? watchdog.signal : AbortSignal.any([options.signal, watchdog.signal]);
+  let partEnd: number | undefined;
+  const startOverOnMismatch = async (): Promise<ModelDownloadError> => {
+    await partial.remove();
+    restarted = true;
+    expected.stale = true;
+    return new ModelDownloadError(
+      "interrupted",
+      `${requestUrl.host} sent bytes that differ from the partial download, although it named the same version of the file; starting over.`,
+    );
+  };
   try {
     const kept: PartialFileVersion =
       offset > 0 ? await partial.readVersion() : { validator: undefined, size: undefined };
@@ -217,38 +266,94 @@ async function runAttempt(
       resuming: offset > 0,
     });
     watchdog.touch();
-    expected.sha256 ??= linked.sha256;
-    expected.size ??= linked.size;
     let body = response.body;
     const discard = () => body?.cancel().catch(() => {});
     const validator = readValidator(response.headers);
+    if (
+      response.status === 200 &&
+      offset > 0 &&
+      kept.validator !== undefined &&
+      validator !== kept.validator
+    ) {
+      // Another version, sent whole: checked against what is known of it, not of the old one.
+      expected.stale = true;
+      await refreshExpected(options, expected).catch(async (error: unknown) => {
+        await discard();
+        throw error;
+      });
+    }
+    expected.sha256 ??= linked.sha256;
+    expected.size ??= linked.size;
     let start: number;
     let total: number | undefined;
     if (response.status === 206) {
       const range = parseContentRange(response.headers.get("content-range"));
-      if (range?.type !== "part" || range.start !== offset) {
+      if (range?.type !== "part" || range.start > offset) {
         await discard();
         await partial.remove();
+        restarted = true;
         throw new ModelDownloadError(
           "interrupted",
           `${url.host} sent another part of the file than the one asked for; starting over.`,
         );
       }
-      if (isOtherVersion(kept, { validator, size: range.total })) {
+      if (readAnswerVersion(kept, { validator, size: range.total }) === "other") {
         await discard();
         await partial.remove();
+        restarted = true;
+        expected.stale = true;
         throw new ModelDownloadError(
           "interrupted",
           `The file on ${url.host} changed since the partial download began; starting over.`,
         );
       }
+      // A part from an earlier byte than asked: the bytes already saved are compared, not dropped.
+      if (range.start < offset && body !== null) {
+        body = skipSavedBytes(body, {
+          path: partialPath,
+          position: range.start,
+          count: offset - range.start,
+          onBytes: () => watchdog.touch(),
+          mismatch: startOverOnMismatch,
+        });
+      }
       start = offset;
       total = range.total;
-      if (offset > 0) {
+      // A server that sends ranges in parts (this one ending before the file does) is asked for
+      // the next at once when this one ends where it said it would.
+      partEnd = range.end + 1;
+      if (offset > 0 && !continuing) {
         options.onNotice?.(
           `Resuming at ${formatBytes(offset)}${total === undefined ? "" : ` of ${formatBytes(total)}`}.`,
         );
       }
+    } else if (
+      response.status === 200 &&
+      offset > 0 &&
+      !response.headers.has("content-encoding") &&
+      readAnswerVersion(kept, {
+        validator,
+        size: readContentLength(response.headers.get("content-length")),
+      }) === "same"
+    ) {
+      // The whole file again, of the version the partial file holds the start of (a CDN that
+      // ignores Range): its first bytes are compared with the saved ones, and the rest appended.
+      options.onNotice?.(
+        `${url.host} sent the whole file again; comparing the ${formatBytes(offset)} already saved, then resuming.`,
+      );
+      if (body !== null) {
+        body = skipSavedBytes(body, {
+          path: partialPath,
+          position: 0,
+          count: offset,
+          onBytes: () => watchdog.touch(),
+          mismatch: startOverOnMismatch,
+        });
+      }
+      start = offset;
+      total = response.headers.has("content-encoding")
+        ? undefined
+        : readContentLength(response.headers.get("content-length"));
     } else if (response.status === 200) {
       if (offset > 0 && body !== null) {
         body = await keepGgufBody({ body, url, signal, contentType: response.headers.get("content-type") });
@@ -261,6 +366,9 @@ async function runAttempt(
         );
       }
       start = 0;
+      // Another version: starting over. A server that cannot resume (or cannot tell) is not
+      // counted so, its attempts measured by how far they get.
+      restarted = offset > 0 && kept.validator !== undefined && validator !== kept.validator;
       total = response.headers.has("content-encoding")
         ? undefined
         : readContentLength(response.headers.get("content-length"));
@@ -272,6 +380,8 @@ async function runAttempt(
       if (range?.type === "unsatisfied" && range.total === offset && whole)
         return { bytes: offset, contentType: undefined, checked: false };
       await partial.remove();
+      restarted = true;
+      expected.stale = true;
       throw new ModelDownloadError(
         "interrupted",
         `The partial download does not fit the file on ${url.host}; starting over.`,
@@ -310,6 +420,8 @@ async function runAttempt(
       options,
     });
     if (total !== undefined && written < total) {
+      // Only after new bytes: a part wholly before the end of the partial file would be asked again for ever.
+      if (written === partEnd && written > offset) return "next-part";
       throw new ModelDownloadError(
         "interrupted",
         `The connection to ${url.host} closed after ${formatBytes(written)} of ${formatBytes(total)}.`,
@@ -317,6 +429,7 @@ async function runAttempt(
     }
     if (total !== undefined && written > total) {
       await partial.remove();
+      restarted = true;
       throw new ModelDownloadError(
         "interrupted",
         `${url.host} sent more than the announced ${total} bytes; starting over.`,
@@ -335,58 +448,26 @@ async function runAttempt(
       }
     }
     return { bytes: written, contentType: response.headers.get("content-type") ?? undefined, checked };
+  } catch (error) {
+    if (restarted && error instanceof ModelDownloadError) error.startedOver = true;
+    throw error;
   } finally {
     watchdog.stop();
   }
 }
 
 /**
- * Whether a `206` answer is the rest of another version of the file than the one the partial
- * file holds the start of: a server that ignores `If-Range` sends the rest of whatever the file
- * is now, and one without validators still tells the file's size.
+ * Forgets what was known of the file's old version, and asks what is known of the new one
+ * (`refreshExpected`); a failure to (a broken connection) leaves it to the next attempt to ask.
  */
-function isOtherVersion(kept: PartialFileVersion, answer: PartialFileVersion): boolean {
-  if (kept.validator !== undefined && answer.validator !== kept.validator) return true;
-  return kept.size !== undefined && answer.size !== undefined && answer.size !== kept.size;
-}
-
-/**
- * The body of a `200` that answered a resume, once its first bytes show a GGUF file: only then
- * may it replace the partial file. Anything else (a login or error page that a CDN, a proxy or an
- * expired signed URL sent) is cancelled and retried, and the partial file kept for a later resume.
- */
-async function keepGgufBody(context: {
-  body: ReadableStream<Uint8Array>;
-  url: URL;
-  signal: AbortSignal;
-  contentType: string | null;
-}): Promise<ReadableStream<Uint8Array>> {
-  const { url } = context;
-  const peeked = await peekBody(context.body, ggufMagicLength).catch((error: unknown) => {
-    throw convertFetchError(error, { url, signal: context.signal, phase: "body" });
-  });
-  if (isGgufStart(peeked.head)) return peeked.body;
-  await peeked.body.cancel().catch(() => {});
-  const what = context.contentType === null ? "" : ` (${context.contentType})`;
-  throw new ModelDownloadError(
-    "server-error",
-    `${redactUrl(url)} answered the resumed download with a body${what} that is not a GGUF model file (which starts with "GGUF"), such as a login or error page; the partial download was kept. If this repeats, check the URL, and that the file may be downloaded without signing in.`,
-  );
-}
-
-/**
- * What `If-Range` may name this answer's content by: its strong `ETag`, else its
- * `Last-Modified`. A weak `ETag` (`W/...`) is not allowed there (RFC 9110 section 13.1.5).
- */
-function readValidator(headers: Headers): string | undefined {
-  const etag = headers.get("etag")?.trim();
-  if (etag !== undefined && etag !== "" && !etag.startsWith("W/")) return etag;
-  const lastModified = headers.get("last-modified")?.trim();
-  return lastModified === undefined || lastModified === "" ? undefined : lastModified;
-}
-
-function readContentLength(header: string | null): number | undefined {
-  return header !== null && /^\d+$/.test(header.trim()) ? Number(header.trim()) : undefined;
+async function refreshExpected(options: DownloadFileOptions, expected: Expected): Promise<void> {
+  const fresh: ExpectedFile = (await options.refreshExpected?.()) ?? {
+    size: options.expectedSize,
+    sha256: options.expectedSha256,
+  };
+  expected.size = fresh.size;
+  expected.sha256 = fresh.sha256;
+  expected.stale = false;
 }
 
 async function readFileSize(path: string): Promise<number> {

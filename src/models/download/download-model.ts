@@ -130,6 +130,18 @@ function startDownload(destination: string, options: DownloadModelOptions): Shar
         destination,
         expectedSize: remote.size,
         expectedSha256: remote.sha256,
+        // A file replaced on the hub during the download is checked against its new listing.
+        refreshExpected: async () => {
+          const now = await resolveRemoteModelFile({
+            uri: options.uri,
+            endpoint: options.huggingFace,
+            signal,
+          });
+          // Another file chosen now (a quantisation renamed): nothing known of the one downloaded.
+          return now.url === remote.url
+            ? { size: now.size, sha256: now.sha256 }
+            : { size: undefined, sha256: undefined };
+        },
         authorize: (url) =>
           token !== undefined && url.origin === endpointOrigin ? `Bearer ${token}` : undefined,
         trustedEtagOrigin: endpointOrigin,

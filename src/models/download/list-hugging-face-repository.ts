@@ -11,7 +11,7 @@ const listingTimeoutMilliseconds = 30_000;
 /**
  * The files of a Hugging Face model repository, from `GET /api/models/ORG/REPO?blobs=true`: its
  * `siblings` give each file's path (`rfilename`), and for Git LFS files the size and SHA-256
- * (`lfs.size`, `lfs.sha256`).
+ * (`lfs.size`, `lfs.sha256`). A path with an empty, `.` or `..` segment is left out.
  */
 export async function listHuggingFaceRepository(options: {
   endpoint: HuggingFaceEndpoint;
@@ -77,6 +77,9 @@ function readSiblings(body: unknown): RepositoryFile[] | undefined {
   const files: RepositoryFile[] = [];
   for (const sibling of body.siblings) {
     if (!isRecord(sibling) || typeof sibling.rfilename !== "string") continue;
+    // Refused as in a written hf: URI (parse-model-uri.ts): `..` in a listed name made the
+    // download, with the token, leave the repository's resolve/main/ path.
+    if (sibling.rfilename.split("/").some((part) => part === "" || part === "." || part === "..")) continue;
     const lfs = isRecord(sibling.lfs) ? sibling.lfs : undefined;
     const sha256 =
       typeof lfs?.sha256 === "string" && /^[0-9a-f]{64}$/i.test(lfs.sha256) ? lfs.sha256 : undefined;

@@ -31,6 +31,12 @@ export class ModelDownloadError extends Error {
    * when nothing was saved, `undefined` before it reached the file).
    */
   keptBytes: number | undefined = undefined;
+  /**
+   * The attempt that failed had dropped (or emptied) the partial file, so the next one starts the
+   * download over: counted apart from other failures (retry-transient-failures.ts), since a server
+   * that sends the file differently each time would otherwise be downloaded again for ever.
+   */
+  startedOver = false;
 
   constructor(
     failure: ModelDownloadFailure,
