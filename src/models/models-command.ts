@@ -79,7 +79,7 @@ async function runInterruptibly(work: (signal: AbortSignal) => Promise<void>): P
   } catch (error) {
     if (received === undefined) throw error;
     throw new CliError(
-      `Stopped by ${received}: the part downloaded so far is kept; run the command again to resume.`,
+      `Stopped by ${received}: what was downloaded so far, if anything, is kept; run the command again to resume.`,
       { exitCode: exitCodeOf(received), cause: error },
     );
   } finally {

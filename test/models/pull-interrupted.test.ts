@@ -63,7 +63,7 @@ describe.each([
     child.kill(signal);
     const [code] = (await exited) as [number | null];
     expect(code).toBe(exitCode);
-    expect(stderr).toContain(`Stopped by ${signal}: the part downloaded so far is kept`);
+    expect(stderr).toContain(`Stopped by ${signal}: what was downloaded so far, if anything, is kept`);
     expect(lockFiles()).toEqual([]);
   });
 });
