@@ -1,6 +1,7 @@
 import type { FastifyInstance } from "fastify";
 import type { Logger } from "pino";
 import type { InFlightRequests } from "./api/in-flight-requests.ts";
+import { DRAIN_SETTLE_TIMEOUT_MS } from "./billing/billing-admission-options.ts";
 import type { SettleEventLog } from "./billing/log-settle-events.ts";
 import type { BillingAdmission } from "./billing/reserve-and-settle.ts";
 import type { Cluster } from "./cluster/connect-cluster.ts";
@@ -18,6 +19,12 @@ export const DOCKER_STOP_TIMEOUT_MS = 10_000;
 
 /** How long cut requests have to send their last bytes before every connection is closed. */
 export const CUT_STREAMS_FLUSH_MS = 1_000;
+
+/**
+ * After the cut, how long connections whose requests are still in flight are left open: time for
+ * a settle attempt (`DRAIN_SETTLE_TIMEOUT_MS`) and the answer written after it to be flushed.
+ */
+export const SETTLED_ANSWER_WAIT_MS = DRAIN_SETTLE_TIMEOUT_MS + CUT_STREAMS_FLUSH_MS;
 
 /**
  * How long a shutdown waits for the store, and then for the replica id's claim, to close. A
@@ -88,11 +95,25 @@ export function createServerDrain(parts: {
       // shutdown open, such as one on which a client (a load balancer's pre-connect) never
       // sent a request: those go. One whose request is still settling stays until it is
       // settled and answered (a non-streamed answer is written after its settle: a connection
-      // closed under it was charged an answer it never got), then every one goes, a flush later.
+      // closed under it was charged an answer it never got), then every one goes, a flush
+      // later; and every one goes once a settle's time limit has passed in any case: a stream
+      // whose client stopped reading waits in its write (up to the minute's stall timeout)
+      // before it ends and is settled, and held the shutdown that long, its charge not even in
+      // the journal for a SIGKILL meanwhile to find.
       closeConnections = setTimeout(() => {
         app.server.closeIdleConnections();
+        let closed = false;
+        const closeAll = () => {
+          if (closed) return;
+          closed = true;
+          clearTimeout(closeConnections);
+          app.server.closeAllConnections();
+        };
+        closeConnections = setTimeout(closeAll, SETTLED_ANSWER_WAIT_MS);
         void inFlight.whenIdle().then(() => {
-          closeConnections = setTimeout(() => app.server.closeAllConnections(), CUT_STREAMS_FLUSH_MS);
+          if (closed) return;
+          clearTimeout(closeConnections);
+          closeConnections = setTimeout(closeAll, CUT_STREAMS_FLUSH_MS);
         });
       }, CUT_STREAMS_FLUSH_MS);
     };
