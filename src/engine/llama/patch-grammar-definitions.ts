@@ -13,21 +13,24 @@ import { integerRangeGrammar } from "./integer-range-grammar.ts";
 export const ownGrammarKey = "x-tollgate-grammar";
 
 /**
- * A UUID as JSON Schema's `uuid` format (RFC 4122) writes it: hex digits of either case in groups
- * of 8, 4, 4, 4 and 12, as llama.cpp's own json-schema-to-grammar writes it. Any version and
- * variant: the format does not restrict them.
+ * A UUID as the strictest readers of JSON Schema's `uuid` format take it: hex digits in groups of
+ * 8, 4, 4, 4 and 12, lowercase (RFC 9562's canonical form), a version of 1 to 8 and the RFC's
+ * variant (8, 9, a or b). The format itself allows either case and any version, as llama.cpp's
+ * grammar writes it; but zod 4's `z.uuid()` (the AI SDK's and the openai SDK's schemas) refuses
+ * other versions and variants, and a model writing a digit at random passed it 0 times in 6. What
+ * this writes every reader takes (zod 3 and 4, ajv, pydantic).
  */
 const uuidGrammar = [
   '"\\""',
-  "[0-9a-fA-F]{8}",
+  "[0-9a-f]{8}",
   '"-"',
-  "[0-9a-fA-F]{4}",
+  "[0-9a-f]{4}",
   '"-"',
-  "[0-9a-fA-F]{4}",
+  "[1-8] [0-9a-f]{3}",
   '"-"',
-  "[0-9a-fA-F]{4}",
+  "[89ab] [0-9a-f]{3}",
   '"-"',
-  "[0-9a-fA-F]{12}",
+  "[0-9a-f]{12}",
   '"\\""',
 ].join(" ");
 

@@ -20,7 +20,8 @@ const zodSchema = {
   additionalProperties: false,
 };
 
-const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
+/** zod 4's z.uuid(): a version of 1 to 8, the RFC variant (lowercase is what the grammar writes). */
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[1-8][0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
 /** What of `value` breaks `zodSchema` (as zod would refuse it): nothing for a valid answer. */
 function problems(value: Record<string, unknown>): string[] {
