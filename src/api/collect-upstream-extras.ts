@@ -28,8 +28,34 @@ export function collectUpstreamExtras(body: ChatCompletionRequestBody): Upstream
   return extras;
 }
 
-/** What the schema leaves to code: the keys of `logit_bias` and `metadata`. */
+/**
+ * Upstream processing tiers a client may choose: those that cost the operator no more than the
+ * model's price assumes. `priority` (and `scale`) bill the operator's upstream account more, at
+ * the same catalogue price to the client.
+ */
+const PASSED_SERVICE_TIERS = new Set(["auto", "default", "flex"]);
+
+/**
+ * What the schema leaves to code: the keys of `logit_bias` and `metadata`; the service tiers a
+ * client may choose; and `store: true`, which would keep the client's conversation in the
+ * operator's upstream account (OpenAI's stored completions), not the client's.
+ */
 function checkKeys(extras: Record<string, unknown>): void {
+  const tier = extras.service_tier;
+  if (typeof tier === "string" && !PASSED_SERVICE_TIERS.has(tier)) {
+    throw new AppError(
+      "invalid_value",
+      `Invalid value for 'service_tier': '${shownValue(tier)}' is not passed on (it would bill the operator's upstream account more than this model's price covers); send auto, default or flex, or leave it out.`,
+      { param: "service_tier" },
+    );
+  }
+  if (extras.store === true) {
+    throw new AppError(
+      "invalid_value",
+      "Invalid value for 'store': true is not passed on (the upstream would keep the conversation in the account of this service's operator, not yours); leave it out or send false.",
+      { param: "store" },
+    );
+  }
   const bias = extras.logit_bias as Record<string, unknown> | undefined;
   if (bias !== undefined) {
     for (const key of Object.keys(bias)) {

@@ -84,11 +84,11 @@ describe("upstream-only fields", () => {
 
   it("go one by one as sent, a prediction as a string too, beside the fields Tollgate sets", async () => {
     const each: Record<string, unknown>[] = [
-      { service_tier: "priority" },
+      { service_tier: "default" },
       { logit_bias: { "198": 100 } },
       { prediction: { type: "content", content: "the whole file" } },
       { modalities: ["text", "audio"] },
-      { store: true, metadata: {} },
+      { store: false, metadata: {} },
       { verbosity: "high", reasoning_effort: "minimal", user: "u-1" },
     ];
     for (const fields of each) {
