@@ -18,6 +18,13 @@ export interface StartedChat {
   identity: CompletionIdentity;
   /** The engine's batches of parts; the last part is `finish` or `error`. */
   parts: AsyncIterable<PartBatch>;
+  /**
+   * Once the run is settled, whether it was settled as unanswered (a whole answer the client
+   * gets an error instead of: nothing charged); `undefined` before. A whole answer whose
+   * settlement charged it must go out even if a shutdown cut the request while the charge was
+   * being recorded: it used to get the shutdown's 503, charged in full.
+   */
+  settledUnanswered(): boolean | undefined;
 }
 
 /** What {@link ChatService.start} is given for one request. */
@@ -240,6 +247,7 @@ export class ChatService {
       created: Math.floor(Date.now() / 1000),
       model: (servedBy ?? entry.model).id,
     };
+    const settledAs: { unanswered?: boolean } = {};
     return {
       identity,
       parts: this.#settleOnEnd(first, iterator, ticket, {
@@ -250,7 +258,9 @@ export class ChatService {
         signal,
         release: run.current.release,
         streamed: options.stream,
+        settledAs,
       }),
+      settledUnanswered: () => settledAs.unanswered,
     };
   }
 
@@ -297,6 +307,8 @@ export class ChatService {
       release: () => void;
       /** Whether the client reads the answer as it comes (SSE), or whole at the end. */
       streamed: boolean;
+      /** Told, as the run is settled, whether it was settled as unanswered. */
+      settledAs: { unanswered?: boolean };
     },
   ): AsyncGenerator<PartBatch> {
     const { startedAt, prepareMs, servedBy, annotate, signal, streamed } = run;
@@ -311,6 +323,7 @@ export class ChatService {
     let settled = false;
     const settle = async (outcome: Omit<RunOutcome, "timings">, queueMs?: number) => {
       settled = true;
+      run.settledAs.unanswered = outcome.unanswered === true;
       const totalMs = performance.now() - startedAt;
       annotate({
         firstTokenMs: firstPartMs,

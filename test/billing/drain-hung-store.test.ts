@@ -216,4 +216,64 @@ describe.skipIf(!("url" in postgres))("a shutdown while PostgreSQL hangs", () =>
     proxy.setMode("forward");
     await until(async () => (await store.listUsage()).some((row) => row.requestId === "plain-while-hung"));
   }, 20_000);
+
+  it("answers a whole answer whose charge was being recorded when the grace ran out, as charged (regression: 503, charged in full)", async () => {
+    if (!("url" in postgres)) return;
+    const proxied = new URL(postgres.url);
+    proxied.hostname = "127.0.0.1";
+    proxied.port = String(proxy.port);
+    const server = await startServer({
+      config: createTestConfig({
+        database: proxied.toString(),
+        chargeJournalDir: join(folder, "owed-3"),
+        models: [createUpstreamModelEntry("upstream-chat", upstream.baseUrl)],
+      }),
+      logger: false,
+    });
+    const store: Store = await openStore(postgres.url);
+    cleanups.push(() => store.close());
+    const account = await createAccount(store, { name: "graceless", balanceNano: 1_000_000_000n });
+    const { key } = await createKey(store, { role: "user", accountId: account.id });
+    let answer: () => void = () => {};
+    const answered = new Promise<void>((resolve) => {
+      answer = resolve;
+    });
+    upstream.handle(async (_request, response) => {
+      await answered;
+      await writeEvents(response, textEvents(["Hello", " there"], { usage: [10, 4] }));
+    });
+
+    const asked = upstream.requests.length;
+    const reply = fetch(`${server.baseUrl}/chat/completions`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${key}`,
+        "content-type": "application/json",
+        "x-request-id": "charged-as-grace-ran-out",
+      },
+      body: JSON.stringify({ model: "upstream-chat", messages: [{ role: "user", content: "Hi" }] }),
+    }).then(
+      async (response) => ({ status: response.status, body: (await response.json()) as { usage: unknown } }),
+      (error: unknown) => error as Error,
+    );
+    await until(() => upstream.requests.length > asked);
+    proxy.setMode("pause");
+    answer();
+    await until(() => proxy.held > 0);
+    // The grace runs out while the whole answer's charge waits on the database: the request is
+    // cut then, but its settlement charged it (the journal holds the charge): it is answered.
+    const stopped = server.shutdown({ graceMs: 200 }).catch(() => {});
+    expect(await reply).toMatchObject({
+      status: 200,
+      body: { usage: { prompt_tokens: 10, completion_tokens: 4, total_tokens: 14 } },
+    });
+    await stopped;
+    proxy.setMode("forward");
+    await until(async () =>
+      (await store.listUsage()).some((row) => row.requestId === "charged-as-grace-ran-out"),
+    );
+    const rows = (await store.listUsage()).filter((row) => row.requestId === "charged-as-grace-ran-out");
+    expect(rows).toHaveLength(1);
+    expect(rows[0]?.costNano).toBeGreaterThan(0n);
+  }, 20_000);
 });

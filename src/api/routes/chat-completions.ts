@@ -158,8 +158,10 @@ export function registerChatCompletionRoutes(
       // the answer is (a request cut by the shutdown gets its 503 with this header too).
       if (options.inFlight.closing) reply.header("connection", "close");
       if (completion.error !== undefined) throw completion.error;
+      // Cut by a shutdown: the answer goes out all the same if its settlement charged it (the cut
+      // came while the charge was being recorded), else the shutdown's error does.
       const cut = cutBy(controller.signal);
-      if (cut !== undefined) throw cut;
+      if (cut !== undefined && started.settledUnanswered() !== false) throw cut;
       reply.send(renderChatCompletion(started.identity, completion));
       closeIfLeftUnread(reply.raw, stallTimeoutMs);
       return reply;
