@@ -41,13 +41,14 @@ import {
   SETTLE_RETRY_DELAYS_MS,
   SLOW_SETTLE_FAILURE_MS,
 } from "./billing-admission-options.ts";
-import type { ChargeJournal } from "./charge-journal.ts";
 import { createReservationId } from "./create-reservation-id.ts";
 import { DrainSettleTimeoutError } from "./drain-settle-timeout-error.ts";
 import { DrainTimeLimit } from "./drain-time-limit.ts";
+import { JournaledCharges } from "./journaled-charges.ts";
 import { mayHaveReserved } from "./may-have-reserved.ts";
 import { costOfUsage, formatAmount, parseAmount } from "./money.ts";
 import { UnclearReservations } from "./unclear-reservations.ts";
+import { UnfinishedSettlements } from "./unfinished-settlements.ts";
 
 /** How long a reservation's lease lasts without renewal. */
 export const RESERVATION_LEASE_MS = 60_000;
@@ -65,24 +66,14 @@ export class BillingAdmission implements ChatAdmission {
   readonly #now: () => number;
   readonly #leaseNow: () => number;
   readonly #onSettleError: NonNullable<BillingAdmissionOptions["onSettleError"]>;
-  readonly #onSettleRecovered: NonNullable<BillingAdmissionOptions["onSettleRecovered"]>;
   readonly #retryDelays: NonNullable<BillingAdmissionOptions["settleRetryDelaysMs"]>;
-  readonly #journal: ChargeJournal | undefined;
-  readonly #onJournalError: NonNullable<BillingAdmissionOptions["onJournalError"]>;
-  /** Ids of the charges written to the journal and not yet taken by the store. */
-  readonly #journaled = new Set<string>();
+  /** The charges kept in the journal while the store does not take them. */
+  readonly #journaled: JournaledCharges;
   readonly #prices = new WeakMap<CatalogModel, ChatPrices>();
   /** Ids of the reservations of requests running or waiting for their settlement. */
   readonly #live = new Set<string>();
-  /** Settlements waiting for their next background attempt. */
-  readonly #pending = new Map<
-    string,
-    { timer: NodeJS.Timeout; usage: UsageRecord; attempt: () => Promise<void> }
-  >();
-  /** Settlement attempts under way (a request's own, or a background one): {@link close} waits for them. */
-  readonly #running = new Set<Promise<void>>();
-  /** Set by {@link close}: a settlement that fails from now on is given up at once, not retried later. */
-  #closing = false;
+  /** Settle attempts under way and settlements waiting to be retried: {@link close} ends them. */
+  readonly #settlements: UnfinishedSettlements;
   /** Begun by {@link beginClosing}: charges go to the journal first, attempts are time-limited. */
   readonly #drain: DrainTimeLimit;
   /** The charges their requests are settling now (before their last byte), by id. */
@@ -97,12 +88,25 @@ export class BillingAdmission implements ChatAdmission {
     this.#now = options.now ?? Date.now;
     this.#leaseNow = options.leaseNow ?? this.#now;
     this.#onSettleError = options.onSettleError ?? (() => {});
-    this.#onSettleRecovered = options.onSettleRecovered ?? (() => {});
+    const onSettleRecovered = options.onSettleRecovered ?? (() => {});
     this.#retryDelays = options.settleRetryDelaysMs ?? SETTLE_RETRY_DELAYS_MS;
-    this.#journal = options.journal;
-    this.#onJournalError = options.onJournalError ?? (() => {});
+    this.#journaled = new JournaledCharges(options.journal, options.onJournalError ?? (() => {}));
     this.#drain = new DrainTimeLimit(options.drainSettleTimeoutMs ?? DRAIN_SETTLE_TIMEOUT_MS);
     this.#releases = new UnclearReservations(this.#store, this.#retryDelays.background);
+    this.#settlements = new UnfinishedSettlements({
+      delays: this.#retryDelays.background,
+      settleOnce: (usage) => this.#settleOnce(usage),
+      onRecovered: (usage, chargedNano, attempts) => {
+        this.#live.delete(usage.id);
+        this.#journaled.paid(usage.id);
+        onSettleRecovered(usage.requestId, attempts, { model: usage.model, chargedNano });
+      },
+      onGivenUp: (error, usage) => {
+        this.#live.delete(usage.id);
+        const journaled = this.#journaled.has(usage.id);
+        this.#onSettleError(error, usage.requestId, { retrying: false, usage, journaled });
+      },
+    });
   }
 
   /**
@@ -115,8 +119,8 @@ export class BillingAdmission implements ChatAdmission {
    */
   beginClosing(): void {
     if (this.#drain.begun) return;
-    for (const usage of this.#settling.values()) this.#owe(usage);
-    for (const { usage } of this.#pending.values()) this.#owe(usage);
+    for (const usage of this.#settling.values()) this.#journaled.owe(usage);
+    for (const usage of this.#settlements.waitingUsages()) this.#journaled.owe(usage);
     this.#drain.begin();
   }
 
@@ -126,36 +130,14 @@ export class BillingAdmission implements ChatAdmission {
    */
   retryOwed(usages: readonly UsageRecord[]): void {
     for (const usage of usages) {
-      this.#journaled.add(usage.id);
-      this.#retryInBackground(usage, async () => {}, 0);
-    }
-  }
-
-  /** Keeps a charge the store did not take in the journal, when there is one. */
-  #owe(usage: UsageRecord): void {
-    if (this.#journal === undefined || this.#journaled.has(usage.id)) return;
-    try {
-      this.#journal.owe(usage);
-      this.#journaled.add(usage.id);
-    } catch (error) {
-      this.#onJournalError(error, usage.requestId);
-    }
-  }
-
-  /** The store took a charge: it is owed no more. */
-  #paid(id: string): void {
-    if (!this.#journaled.delete(id)) return;
-    try {
-      this.#journal?.paid(id);
-    } catch {
-      // The line that says so is lost: the next start settles the charge again, which the
-      // store answers with the charge already recorded (a usage row is written once).
+      this.#journaled.noteOwed(usage.id);
+      this.#settlements.retryInBackground(usage, async () => {});
     }
   }
 
   /** Settlements still waiting to go through (their reservations still hold the money). */
   get pendingSettlements(): number {
-    return this.#pending.size;
+    return this.#settlements.waiting;
   }
 
   /**
@@ -175,25 +157,8 @@ export class BillingAdmission implements ChatAdmission {
    */
   async close(): Promise<void> {
     this.beginClosing();
-    this.#closing = true;
     this.#releases.stop();
-    // Attempts under way first: one that fails now is given up with its usage, as below. Left
-    // running, it would have scheduled a retry that the process exit drops without a word.
-    while (this.#running.size > 0) await Promise.allSettled([...this.#running]);
-    const pending = [...this.#pending.values()];
-    this.#pending.clear();
-    for (const { timer } of pending) clearTimeout(timer);
-    await Promise.all(pending.map(({ attempt }) => attempt()));
-  }
-
-  /** Runs a settlement attempt, known to {@link close} while it runs. */
-  async #track(attempt: Promise<void>): Promise<void> {
-    this.#running.add(attempt);
-    try {
-      await attempt;
-    } finally {
-      this.#running.delete(attempt);
-    }
+    await this.#settlements.close();
   }
 
   #pricesOf(model: CatalogModel): ChatPrices {
@@ -294,7 +259,7 @@ export class BillingAdmission implements ChatAdmission {
       settle: async (outcome: RunOutcome) => {
         if (settled) return;
         settled = true;
-        await this.#track(
+        await this.#settlements.track(
           this.#settle({ request, reservationId, accountId, prices, estimatedTokens, outcome }),
         );
       },
@@ -352,7 +317,7 @@ export class BillingAdmission implements ChatAdmission {
     outcome: RunOutcome,
   ): Promise<void> {
     // A shutdown under way: kept beyond this process before the store is asked.
-    if (this.#drain.begun) this.#owe(usage);
+    if (this.#drain.begun) this.#journaled.owe(usage);
     const charged = async (chargedNano: bigint) => {
       // Less than the usage's cost where the reservation fell short and the account could pay no
       // more (an upstream prompt above its estimate), or where the client got an error instead of
@@ -386,14 +351,14 @@ export class BillingAdmission implements ChatAdmission {
       }
       this.#settling.delete(usage.id);
       this.#live.delete(usage.id);
-      this.#paid(usage.id);
+      this.#journaled.paid(usage.id);
       await charged(chargedNano);
       return;
     }
     // Before the client hears its answer is complete: kept beyond this process.
-    this.#owe(usage);
+    this.#journaled.owe(usage);
     const journaled = this.#journaled.has(usage.id);
-    if (this.#closing) {
+    if (this.#settlements.closing) {
       // Shutting down: no later attempt would run. Given up, with what is needed to record it.
       this.#live.delete(usage.id);
       this.#onSettleError(lastError, request.requestId, { retrying: false, usage, journaled });
@@ -401,7 +366,7 @@ export class BillingAdmission implements ChatAdmission {
     }
     // The client gets its answer; the charge goes through when the store is back.
     this.#onSettleError(lastError, request.requestId, { retrying: true, usage, journaled });
-    this.#retryInBackground(usage, charged, 0);
+    this.#settlements.retryInBackground(usage, charged);
   }
 
   /**
@@ -415,7 +380,7 @@ export class BillingAdmission implements ChatAdmission {
       () => this.#journaled.has(usage.id),
       () => {
         this.#live.delete(usage.id);
-        this.#paid(usage.id);
+        this.#journaled.paid(usage.id);
       },
     );
   }
@@ -430,47 +395,5 @@ export class BillingAdmission implements ChatAdmission {
    */
   #stampNow(usage: UsageRecord): UsageRecord {
     return { ...usage, createdAt: new Date(this.#now()) };
-  }
-
-  #retryInBackground(
-    usage: UsageRecord,
-    charged: (chargedNano: bigint) => Promise<void>,
-    attempts: number,
-  ): void {
-    const delays = this.#retryDelays.background;
-    const delay = delays[Math.min(attempts, delays.length - 1)] ?? 1_000;
-    const attempt = async () => {
-      this.#pending.delete(usage.id);
-      let chargedNano: bigint;
-      try {
-        chargedNano = await this.#settleOnce(usage);
-      } catch (error) {
-        if (closing || this.#closing) {
-          this.#live.delete(usage.id);
-          this.#onSettleError(error, usage.requestId, {
-            retrying: false,
-            usage,
-            journaled: this.#journaled.has(usage.id),
-          });
-        } else {
-          this.#retryInBackground(usage, charged, attempts + 1);
-        }
-        return;
-      }
-      this.#live.delete(usage.id);
-      this.#paid(usage.id);
-      this.#onSettleRecovered(usage.requestId, attempts + 1, { model: usage.model, chargedNano });
-      await charged(chargedNano);
-    };
-    let closing = false;
-    const timer = setTimeout(() => void this.#track(attempt()), delay);
-    this.#pending.set(usage.id, {
-      timer,
-      usage,
-      attempt: () => {
-        closing = true;
-        return attempt();
-      },
-    });
   }
 }
