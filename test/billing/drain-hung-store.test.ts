@@ -64,6 +64,66 @@ async function until(condition: () => boolean | Promise<boolean>): Promise<void>
   while (!(await condition())) await sleep(20);
 }
 
+/**
+ * A non-streamed request whose answer completes while the database hangs (its settle waits in
+ * the proxy), then a shutdown with `graceMs`: the request must be answered 200 with its usage.
+ * Resolves, once the database is back and the usage row written, with a store to read it.
+ */
+async function askPlainWhileHung(options: { journal: string; requestId: string; graceMs: number }) {
+  if (!("url" in postgres)) throw new Error("needs PostgreSQL");
+  const proxied = new URL(postgres.url);
+  proxied.hostname = "127.0.0.1";
+  proxied.port = String(proxy.port);
+  const server = await startServer({
+    config: createTestConfig({
+      database: proxied.toString(),
+      chargeJournalDir: join(folder, options.journal),
+      models: [createUpstreamModelEntry("upstream-chat", upstream.baseUrl)],
+    }),
+    logger: false,
+  });
+  const store: Store = await openStore(postgres.url);
+  cleanups.push(() => store.close());
+  const account = await createAccount(store, { name: options.requestId, balanceNano: 1_000_000_000n });
+  const { key } = await createKey(store, { role: "user", accountId: account.id });
+  let answer: () => void = () => {};
+  const answered = new Promise<void>((resolve) => {
+    answer = resolve;
+  });
+  upstream.handle(async (_request, response) => {
+    await answered;
+    await writeEvents(response, textEvents(["Hello", " there"], { usage: [10, 4] }));
+  });
+
+  const asked = upstream.requests.length;
+  const reply = fetch(`${server.baseUrl}/chat/completions`, {
+    method: "POST",
+    headers: {
+      authorization: `Bearer ${key}`,
+      "content-type": "application/json",
+      "x-request-id": options.requestId,
+    },
+    body: JSON.stringify({ model: "upstream-chat", messages: [{ role: "user", content: "Hi" }] }),
+  }).then(
+    async (response) => ({ status: response.status, body: (await response.json()) as { usage: unknown } }),
+    (error: unknown) => error as Error,
+  );
+  // Admitted and running; the database hangs, the answer completes, its settle waits.
+  await until(() => upstream.requests.length > asked);
+  proxy.setMode("pause");
+  answer();
+  await until(() => proxy.held > 0);
+  const stopped = server.shutdown({ graceMs: options.graceMs }).catch(() => {});
+  expect(await reply).toMatchObject({
+    status: 200,
+    body: { usage: { prompt_tokens: 10, completion_tokens: 4, total_tokens: 14 } },
+  });
+  await stopped;
+  proxy.setMode("forward");
+  await until(async () => (await store.listUsage()).some((row) => row.requestId === options.requestId));
+  return store;
+}
+
 describe.skipIf(!("url" in postgres))("a shutdown while PostgreSQL hangs", () => {
   it("journals the charge being settled as the drain begins, ends without waiting out the database, and the charge is recorded once", async () => {
     if (!("url" in postgres)) return;
@@ -163,115 +223,18 @@ describe.skipIf(!("url" in postgres))("a shutdown while PostgreSQL hangs", () =>
   }, 20_000);
 
   it("answers a non-streamed request whose settle waits on the database within the grace, instead of cutting it charged and unanswered", async () => {
-    if (!("url" in postgres)) return;
-    const proxied = new URL(postgres.url);
-    proxied.hostname = "127.0.0.1";
-    proxied.port = String(proxy.port);
-    const server = await startServer({
-      config: createTestConfig({
-        database: proxied.toString(),
-        chargeJournalDir: join(folder, "owed-2"),
-        models: [createUpstreamModelEntry("upstream-chat", upstream.baseUrl)],
-      }),
-      logger: false,
-    });
-    const store: Store = await openStore(postgres.url);
-    cleanups.push(() => store.close());
-    const account = await createAccount(store, { name: "plain", balanceNano: 1_000_000_000n });
-    const { key } = await createKey(store, { role: "user", accountId: account.id });
-    let answer: () => void = () => {};
-    const answered = new Promise<void>((resolve) => {
-      answer = resolve;
-    });
-    upstream.handle(async (_request, response) => {
-      await answered;
-      await writeEvents(response, textEvents(["Hello", " there"], { usage: [10, 4] }));
-    });
-
-    const asked = upstream.requests.length;
-    const reply = fetch(`${server.baseUrl}/chat/completions`, {
-      method: "POST",
-      headers: {
-        authorization: `Bearer ${key}`,
-        "content-type": "application/json",
-        "x-request-id": "plain-while-hung",
-      },
-      body: JSON.stringify({ model: "upstream-chat", messages: [{ role: "user", content: "Hi" }] }),
-    }).then(
-      async (response) => ({ status: response.status, body: (await response.json()) as { usage: unknown } }),
-      (error: unknown) => error as Error,
-    );
-    // Admitted and running; the database hangs, the answer completes, its settle waits.
-    await until(() => upstream.requests.length > asked);
-    proxy.setMode("pause");
-    answer();
-    await until(() => proxy.held > 0);
     // Its settle is given up on within the grace (kept in the journal): it is answered, not cut.
-    const stopped = server.shutdown({ graceMs: 10_000 }).catch(() => {});
-    expect(await reply).toMatchObject({
-      status: 200,
-      body: { usage: { prompt_tokens: 10, completion_tokens: 4, total_tokens: 14 } },
-    });
-    await stopped;
-    proxy.setMode("forward");
-    await until(async () => (await store.listUsage()).some((row) => row.requestId === "plain-while-hung"));
+    await askPlainWhileHung({ journal: "owed-2", requestId: "plain-while-hung", graceMs: 10_000 });
   }, 20_000);
 
   it("answers a whole answer whose charge was being recorded when the grace ran out, as charged (regression: 503, charged in full)", async () => {
-    if (!("url" in postgres)) return;
-    const proxied = new URL(postgres.url);
-    proxied.hostname = "127.0.0.1";
-    proxied.port = String(proxy.port);
-    const server = await startServer({
-      config: createTestConfig({
-        database: proxied.toString(),
-        chargeJournalDir: join(folder, "owed-3"),
-        models: [createUpstreamModelEntry("upstream-chat", upstream.baseUrl)],
-      }),
-      logger: false,
-    });
-    const store: Store = await openStore(postgres.url);
-    cleanups.push(() => store.close());
-    const account = await createAccount(store, { name: "graceless", balanceNano: 1_000_000_000n });
-    const { key } = await createKey(store, { role: "user", accountId: account.id });
-    let answer: () => void = () => {};
-    const answered = new Promise<void>((resolve) => {
-      answer = resolve;
-    });
-    upstream.handle(async (_request, response) => {
-      await answered;
-      await writeEvents(response, textEvents(["Hello", " there"], { usage: [10, 4] }));
-    });
-
-    const asked = upstream.requests.length;
-    const reply = fetch(`${server.baseUrl}/chat/completions`, {
-      method: "POST",
-      headers: {
-        authorization: `Bearer ${key}`,
-        "content-type": "application/json",
-        "x-request-id": "charged-as-grace-ran-out",
-      },
-      body: JSON.stringify({ model: "upstream-chat", messages: [{ role: "user", content: "Hi" }] }),
-    }).then(
-      async (response) => ({ status: response.status, body: (await response.json()) as { usage: unknown } }),
-      (error: unknown) => error as Error,
-    );
-    await until(() => upstream.requests.length > asked);
-    proxy.setMode("pause");
-    answer();
-    await until(() => proxy.held > 0);
     // The grace runs out while the whole answer's charge waits on the database: the request is
     // cut then, but its settlement charged it (the journal holds the charge): it is answered.
-    const stopped = server.shutdown({ graceMs: 200 }).catch(() => {});
-    expect(await reply).toMatchObject({
-      status: 200,
-      body: { usage: { prompt_tokens: 10, completion_tokens: 4, total_tokens: 14 } },
+    const store = await askPlainWhileHung({
+      journal: "owed-3",
+      requestId: "charged-as-grace-ran-out",
+      graceMs: 200,
     });
-    await stopped;
-    proxy.setMode("forward");
-    await until(async () =>
-      (await store.listUsage()).some((row) => row.requestId === "charged-as-grace-ran-out"),
-    );
     const rows = (await store.listUsage()).filter((row) => row.requestId === "charged-as-grace-ran-out");
     expect(rows).toHaveLength(1);
     expect(rows[0]?.costNano).toBeGreaterThan(0n);
