@@ -130,7 +130,7 @@ describe("llama engine: a model URI downloaded on first use", () => {
     expect(engine.status()).toBe("available");
   });
 
-  it("is unavailable, with a 503 that says how to fix it, when the host cannot be reached", async () => {
+  it("is unavailable, with a 503 that says to retry and a log line that says how to fix it, when the host cannot be reached", async () => {
     const closed = await startModelFileServer();
     await closed.close();
     const source = `${closed.baseUrl}/models/tiny.gguf`;
@@ -139,9 +139,15 @@ describe("llama engine: a model URI downloaded on first use", () => {
     const refusal = await refusalOf(engine);
     expect(refusal.code).toBe("model_unavailable");
     expect(refusal.status).toBe(503);
-    expect(refusal.message).toMatch(
+    // The client is told to retry; the host, the URI and the models folder are in the log only.
+    expect(refusal.message).toBe(
+      "The model 'tiny-download' is unavailable: its file is not downloaded yet. The server tries again by itself; please retry later.",
+    );
+    expect(refusal.retryAfterSeconds).toBeGreaterThan(0);
+    const warning = lines.find((line) => line.level === "warn")?.object as { reason?: string } | undefined;
+    expect(warning?.reason).toMatch(
       new RegExp(
-        `^The model 'tiny-download' is unavailable\\. Its file could not be downloaded: Cannot reach ${closed.baseUrl.replace("http://", "").replace(/\./g, "\\.")} \\(.*\\)\\. To fix it, .*run \`tollgate models pull ${source.replace(/[./]/g, "\\$&")}\` on a machine with network access and put the file at ${modelsFolder.replace(/[./]/g, "\\$&")}/.*\\.gguf, or set engine\\.model to a local GGUF file\\.$`,
+        `^Its file could not be downloaded: Cannot reach ${closed.baseUrl.replace("http://", "").replace(/\./g, "\\.")} \\(.*\\)\\. To fix it, .*run \`tollgate models pull ${source.replace(/[./]/g, "\\$&")}\` on a machine with network access and put the file at ${modelsFolder.replace(/[./]/g, "\\$&")}/.*\\.gguf, or set engine\\.model to a local GGUF file\\.$`,
       ),
     );
     expect(engine.status()).toBe("unavailable");
@@ -151,17 +157,25 @@ describe("llama engine: a model URI downloaded on first use", () => {
         level: "warn",
         object: {
           model: "tiny-download",
-          reason: refusal.message.replace(/^The model 'tiny-download' is unavailable\. /, ""),
+          reason: warning?.reason,
+          // Tried again later (retry-model-download.ts): the warning says when.
+          attempt: 1,
+          nextAttemptAt: expect.any(String),
         },
         message: "local model unavailable",
       },
     ]);
   });
 
-  it("is unavailable with the server's answer when the file does not exist", async () => {
-    const engine = createEngine(`${server.baseUrl}/models/missing.gguf`, createRecordingLogger().logger);
+  it("is unavailable, for good, with the server's answer in the log when the file does not exist", async () => {
+    const { logger, lines } = createRecordingLogger();
+    const engine = createEngine(`${server.baseUrl}/models/missing.gguf`, logger);
     const refusal = await refusalOf(engine);
-    expect(refusal.message).toContain(
+    expect(refusal.message).toBe(
+      "The model 'tiny-download' is unavailable: its file could not be downloaded. The server's log says why and how to fix it.",
+    );
+    expect(refusal.retryable).toBe(false);
+    expect(JSON.stringify(lines.map((line) => line.object))).toContain(
       `${server.baseUrl}/models/missing.gguf does not exist (HTTP 404 Not Found)`,
     );
     expect(existsSync(`${modelsFolder}/missing.gguf`)).toBe(false);

@@ -1,7 +1,6 @@
 import type { ChatWrapper, Llama } from "node-llama-cpp";
 import type { CatalogModel, LlamaEngineConfig } from "../../catalog/catalog.ts";
 import { AppError } from "../../errors/app-error.ts";
-import { redactUrlsInText } from "../../models/download/redact-url.ts";
 import { checkContextLength } from "../check-context-length.ts";
 import type { ChatEngine, ChatRequest, ModelStatus, PreparedChat, PrepareOptions } from "../engine.ts";
 import { refuseLocalExtras } from "../refuse-local-extras.ts";
@@ -10,6 +9,7 @@ import { checkPromptSize, checkTemplateTokens, documentedToolTexts } from "./che
 import { createGrammarCache, type GrammarCache } from "./create-grammar-cache.ts";
 import { createLeasePool, type LeasePool } from "./create-lease-pool.ts";
 import { createPlanGrammar } from "./create-plan-grammar.ts";
+import { describeLoadFailure } from "./describe-load-failure.ts";
 import { prepareDirectPrompt, supportsDirectGeneration } from "./generate-directly.ts";
 import { type LlamaEngineLogger, silentLogger } from "./llama-engine-logger.ts";
 import { registerLlamaEngineStats } from "./llama-engine-stats.ts";
@@ -19,6 +19,7 @@ import { memoizeContextState } from "./memoize-context-state.ts";
 import { planGeneration, planStopStrings } from "./plan-generation.ts";
 import { type FileIdentity, isSameFileIdentity, readFileIdentity } from "./read-file-identity.ts";
 import { renderPrompt } from "./render-prompt.ts";
+import { createDownloadRetries } from "./retry-model-download.ts";
 import { runLlamaGeneration } from "./run-llama-generation.ts";
 import { createLoadWaiters } from "./wait-for-load.ts";
 
@@ -35,6 +36,8 @@ export interface LlamaEngineOptions {
    * compare the direct path with).
    */
   directGeneration?: boolean;
+  /** Waits before the download of the model's file is tried again (retry-model-download.ts). */
+  downloadRetryDelays?: readonly number[];
 }
 
 /** A loaded model, ready to prepare and run requests. */
@@ -51,7 +54,11 @@ interface AvailableState {
   template: ChatTemplateMeasures;
 }
 
-type EngineState = { status: "loading" } | AvailableState | { status: "unavailable"; message: string };
+/** Unavailable: for good (until a reload), or until the download is tried again at `retryAt`. */
+type EngineState =
+  | { status: "loading" }
+  | AvailableState
+  | { status: "unavailable"; message: string; retryAt?: number | undefined };
 
 /** How long `close()` waits for aborted generations to hand their sequences back before disposing. */
 const closeGraceMilliseconds = 10_000;
@@ -60,7 +67,9 @@ const closeGraceMilliseconds = 10_000;
  * The local engine: one GGUF model served in-process by node-llama-cpp.
  *
  * Loading starts at once, in the background: `status()` is `loading`, then `available`, or
- * `unavailable` with a message that says how to fix it. `prepare` waits for the load, plans the
+ * `unavailable` with a message that says how to fix it; a download that failed for a cause that
+ * may pass (a refused connection, a 5xx) is tried again in the background, `loading` again while
+ * it runs (retry-model-download.ts). `prepare` waits for the load, plans the
  * request (plan-generation.ts) and counts its prompt exactly as it will be rendered; `text` and
  * `json` plans are generated on the direct path (generate-directly.ts) where the chat template
  * allows it, the others by LlamaChat. `run` leases one of the context's `parallel` sequences,
@@ -89,65 +98,88 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
       gpu: config.gpu,
       ...(options.logger === undefined ? {} : { logger: options.logger }),
     });
-  const loading = import("./load-llama-model.ts")
-    .then((loader) => {
-      modelLoadError = loader.ModelLoadError;
-      return loader.loadLlamaModel({
-        config,
-        configuredContextLength: options.model.contextLength,
-        getLlama: options.llama ?? getSharedLlama,
-        signal: closeController.signal,
-        logger,
-        onFile: (file) => {
-          loadedFile = file;
-        },
-      });
-    })
-    .then(async (loaded) => {
-      if (closed) {
-        await disposeLoaded(loaded);
-        return;
-      }
-      const renderOnce = memoizeContextState(loaded.chatWrapper);
-      state = {
-        status: "available",
-        loaded,
-        pool: createLeasePool({ items: loaded.slots, maxQueue: Math.max(0, config.maxQueue), modelId }),
-        grammars: createGrammarCache({ llama: loaded.llama }),
-        renderOnce,
-        direct: (options.directGeneration ?? true) && supportsDirectGeneration(loaded.chatWrapper),
-        template: measureChatTemplate({
-          chatWrapper: loaded.chatWrapper,
-          tokenizer: loaded.model.tokenizer,
-          render: renderOnce,
-        }),
-      };
-      if (retired) state.pool.retire();
-      logger.info(
-        {
-          model: modelId,
-          contextLength: loaded.contextLength,
-          parallel: loaded.slots.length,
-          threads: loaded.threads,
-          chatWrapper: loaded.chatWrapper.wrapperName,
-          loadMilliseconds: Math.round(performance.now() - startedAt),
-        },
-        "local model loaded",
-      );
-    })
-    .catch((error: unknown) => {
-      const expected = modelLoadError !== undefined && error instanceof modelLoadError ? error : undefined;
-      const message = expected
-        ? `The model '${modelId}' is unavailable. ${expected.message}`
-        : `The model '${modelId}' is unavailable: its file '${redactUrlsInText(config.model)}' could not be loaded. Check the server log, and replace the file with a valid GGUF chat model (\`tollgate models pull\`).`;
-      state = { status: "unavailable", message };
-      // An expected failure (missing file, no network) is a warning with its reason, not a stack trace.
-      if (closed) return;
-      if (expected) logger.warn({ model: modelId, reason: expected.message }, "local model unavailable");
-      else logger.error({ model: modelId, err: error }, "local model failed to load");
-    });
+  const retries = createDownloadRetries({
+    delays: options.downloadRetryDelays,
+    retry: () => {
+      loading = startLoading();
+    },
+  });
+  let loading = startLoading();
 
-  const loadWaiters = createLoadWaiters({ modelId, capacity: config.parallel + config.maxQueue, loading });
+  function startLoading(): Promise<void> {
+    state = { status: "loading" };
+    return import("./load-llama-model.ts")
+      .then((loader) => {
+        modelLoadError = loader.ModelLoadError;
+        return loader.loadLlamaModel({
+          config,
+          configuredContextLength: options.model.contextLength,
+          getLlama: options.llama ?? getSharedLlama,
+          signal: closeController.signal,
+          logger,
+          onFile: (file) => {
+            loadedFile = file;
+          },
+        });
+      })
+      .then(async (loaded) => {
+        if (closed) {
+          await disposeLoaded(loaded);
+          return;
+        }
+        const renderOnce = memoizeContextState(loaded.chatWrapper);
+        state = {
+          status: "available",
+          loaded,
+          pool: createLeasePool({ items: loaded.slots, maxQueue: Math.max(0, config.maxQueue), modelId }),
+          grammars: createGrammarCache({ llama: loaded.llama }),
+          renderOnce,
+          direct: (options.directGeneration ?? true) && supportsDirectGeneration(loaded.chatWrapper),
+          template: measureChatTemplate({
+            chatWrapper: loaded.chatWrapper,
+            tokenizer: loaded.model.tokenizer,
+            render: renderOnce,
+          }),
+        };
+        if (retired) state.pool.retire();
+        logger.info(
+          {
+            model: modelId,
+            contextLength: loaded.contextLength,
+            parallel: loaded.slots.length,
+            threads: loaded.threads,
+            chatWrapper: loaded.chatWrapper.wrapperName,
+            loadMilliseconds: Math.round(performance.now() - startedAt),
+          },
+          "local model loaded",
+        );
+      })
+      .catch((error: unknown) => {
+        const expected = modelLoadError !== undefined && error instanceof modelLoadError ? error : undefined;
+        const retry = closed || retired ? undefined : retries.after(error);
+        const message = describeLoadFailure({
+          modelId,
+          source: config.model,
+          error,
+          expected,
+          retrying: retry !== undefined,
+        });
+        state = { status: "unavailable", message, retryAt: retry?.at };
+        if (closed || retired) return;
+        // An expected failure (missing file, no network) is a warning with its reason, not a stack
+        // trace; one per attempt, with the time of the next.
+        const next = retry && { attempt: retry.attempt - 1, nextAttemptAt: new Date(retry.at).toISOString() };
+        if (expected)
+          logger.warn({ model: modelId, reason: expected.message, ...next }, "local model unavailable");
+        else logger.error({ model: modelId, err: error }, "local model failed to load");
+      });
+  }
+
+  const loadWaiters = createLoadWaiters({
+    modelId,
+    capacity: config.parallel + config.maxQueue,
+    loading: () => loading,
+  });
   const waitForModel = async (signal: AbortSignal | undefined) => {
     if (state.status === "loading") await loadWaiters.wait(signal);
     await loading;
@@ -158,7 +190,11 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
       });
     }
     // Until an operator replaces the file and reloads: a client told to retry in a second (the
-    // SDKs do, twice) would only be refused again.
+    // SDKs do, twice) would only be refused again. A download tried again later: retry after it.
+    if (current.status === "unavailable" && current.retryAt !== undefined) {
+      const retryAfterSeconds = Math.max(1, Math.ceil((current.retryAt - Date.now()) / 1000));
+      throw new AppError("model_unavailable", current.message, { retryAfterSeconds });
+    }
     if (current.status === "unavailable")
       throw new AppError("model_unavailable", current.message, { retryable: false });
     if (current.status !== "available") throw new Error("model state after loading is still loading");
@@ -242,11 +278,13 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
     },
     retire() {
       retired = true;
+      retries.stop();
       if (state.status === "available") state.pool.retire();
     },
     async close() {
       if (closed) return;
       closed = true;
+      retries.stop();
       closeController.abort();
       const current = state;
       if (current.status === "available") current.pool.close();

@@ -23,7 +23,8 @@ export interface LoadWaiters {
 export function createLoadWaiters(options: {
   modelId: string;
   capacity: number;
-  loading: Promise<unknown>;
+  /** The load under way: a new one starts when a failed download is tried again. */
+  loading: () => Promise<unknown>;
 }): LoadWaiters {
   let waiting = 0;
   return {
@@ -40,7 +41,7 @@ export function createLoadWaiters(options: {
       let onAbort: (() => void) | undefined;
       try {
         await Promise.race([
-          options.loading,
+          options.loading(),
           new Promise<never>((_resolve, reject) => {
             if (signal === undefined) return;
             onAbort = () => reject(signal.reason);

@@ -86,7 +86,12 @@ export async function ensureModelFile(options: EnsureModelFileOptions): Promise<
     const failure = isSystemError(error) ? createNotWritableError(error, modelsFolder) : error;
     if (failure instanceof ModelDownloadError) {
       const what = failure.failure === "not-writable" ? "saved" : "downloaded";
-      const fix = describeFix(failure.failure, { shown, path: source.path, modelsFolder });
+      const fix = describeFix(failure.failure, {
+        shown,
+        path: source.path,
+        modelsFolder,
+        transient: failure.transient,
+      });
       throw new ModelDownloadError(
         failure.failure,
         `Its file could not be ${what}: ${failure.message} ${fix}`,
@@ -102,18 +107,19 @@ export async function ensureModelFile(options: EnsureModelFileOptions): Promise<
 /**
  * What an operator can do about a failed download, for its kind: mend the cause, then reload the
  * server (SIGHUP retries the download of a model left unavailable) or restart it; or bring the
- * file from elsewhere, or serve a local file instead.
+ * file from elsewhere, or serve a local file instead. A cause that may pass (`transient`) needs
+ * nothing: the server tries again by itself (retry-model-download.ts).
  */
 function describeFix(
   failure: ModelDownloadFailure,
-  context: { shown: string; path: string; modelsFolder: string },
+  context: { shown: string; path: string; modelsFolder: string; transient: boolean },
 ): string {
   const elsewhere = `run \`tollgate models pull ${context.shown}\` on a machine with network access and put the file at ${describeFileDestination(context.path)}, or set engine.model to a local GGUF file.`;
   switch (failure) {
     case "unreachable":
     case "interrupted":
     case "server-error":
-      return `To fix it, let this machine reach the network (or wait for the server to answer again), then reload the server (SIGHUP) or restart it; or ${elsewhere}`;
+      return `${context.transient ? "The server tries the download again by itself, less and less often (at least every 5 minutes). " : ""}To fix it, let this machine reach the network (or wait for the server to answer again), then reload the server (SIGHUP) or restart it; or ${elsewhere}`;
     case "not-writable":
       return `To fix it, make room in ${context.modelsFolder} (or make it writable), then reload the server (SIGHUP) or restart it; or restart it with TOLLGATE_MODELS_DIR set to a folder on a disk with room, or set engine.model to a local GGUF file.`;
     case "access-denied":

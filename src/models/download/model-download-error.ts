@@ -52,4 +52,38 @@ export class ModelDownloadError extends Error {
   get retryable(): boolean {
     return retryableFailures.has(this.failure);
   }
+
+  /**
+   * Whether the cause may pass by itself, so that a server tries the download again later
+   * (retry-model-download.ts): a broken connection, a 5xx or 429 answer, a stall, or a host that
+   * cannot be reached (refused, DNS, no route, timeout), which is how a network that is not up yet
+   * looks at boot. Not a certificate the machine refuses, nor anything only the operator can
+   * change: a 401/403/404, a checksum, a file that is not a GGUF, a full or read-only disk.
+   */
+  get transient(): boolean {
+    if (this.retryable) return true;
+    return this.failure === "unreachable" && !hasCertificateCause(this);
+  }
+}
+
+/** Whether `error`, or an error it was caused by, is a {@link ModelDownloadError} that may pass. */
+export function isTransientDownloadFailure(error: unknown): boolean {
+  for (let current = error, depth = 0; current instanceof Error && depth < 8; depth++) {
+    if (current instanceof ModelDownloadError) return current.transient;
+    current = current.cause;
+  }
+  return false;
+}
+
+/** TLS refusals (Node's and OpenSSL's codes): the same answer until someone changes a certificate. */
+const certificateCode =
+  /CERT|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)|ERR_TLS|ERR_SSL|DEPTH_ZERO|HOSTNAME_MISMATCH/;
+
+function hasCertificateCause(error: Error): boolean {
+  for (let current: unknown = error.cause, depth = 0; current instanceof Error && depth < 8; depth++) {
+    const code = "code" in current ? current.code : undefined;
+    if (typeof code === "string" && certificateCode.test(code)) return true;
+    current = current.cause;
+  }
+  return false;
 }

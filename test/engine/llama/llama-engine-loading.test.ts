@@ -161,7 +161,16 @@ describe("llama engine: unusable model files", () => {
     await expect.poll(fromLlamaCpp).toContain("unknown model architecture: 'lla_x'");
   });
 
-  it("is unavailable for a model that has not been downloaded", async () => {
-    await expectUnavailable(createEngine("hf:org/repo:Q4_K_M"), /models pull hf:org\/repo:Q4_K_M/);
+  it("is unavailable for a model that has not been downloaded, and tries the download again later", async () => {
+    const engine = createEngine("hf:org/repo:Q4_K_M");
+    const refusal = await engine.prepare(createTestRequest()).catch((error: unknown) => error);
+    expect(isAppError(refusal) && refusal.code).toBe("model_unavailable");
+    // The client is told to retry later, no more: what to fix is in the server's log.
+    expect((refusal as Error).message).toMatch(/its file is not downloaded yet.*please retry later\.$/);
+    // A host that cannot be reached may be reached later (retry-model-download.ts): retry after.
+    expect(errorHeaders(refusal as AppError)).toMatchObject({
+      "retry-after": expect.stringMatching(/^\d+$/),
+    });
+    expect(engine.status()).toBe("unavailable");
   });
 });
