@@ -55,7 +55,7 @@ export function chatCompletionPath() {
             "404": "`model_not_found`.",
             "413": REQUEST_TOO_LARGE,
             "429": "`rate_limit_exceeded`: the key's requests or tokens per minute.",
-            "503": `\`model_overloaded\` (the model's queue is full), \`upstream_unavailable\`, \`model_unavailable\` (not loaded, or the server is shutting down), \`store_unavailable\` or \`server_overloaded\` (as many request bodies held as memory allows); retry after \`retry-after\` seconds, unless \`x-should-retry: false\` says no retry can help (a local model that failed to load, until an operator replaces its file and reloads).`,
+            "503": `\`model_overloaded\` (the model's queue is full), \`upstream_unavailable\`, \`model_unavailable\` (not loaded, or the server is shutting down), \`store_unavailable\` or \`server_overloaded\` (as many request bodies held as memory allows); retry after \`retry-after\` seconds, unless \`x-should-retry: false\` says no retry can help (a local model that failed to load, until an operator replaces its file and reloads; a download the server tries again by itself comes with \`retry-after\`).`,
           },
           // Every answer once the key is known, whatever refuses the request after that.
           { rateLimited: ["400", "403", "404", "413", "429", "500", "503"], neverRetried503: true },
