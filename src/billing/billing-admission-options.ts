@@ -71,6 +71,14 @@ export const SETTLE_RETRY_DELAYS_MS = {
 };
 
 /**
+ * The wait before background attempt `attempts` (counted from 0) of a charge or a release: the
+ * delays in turn, then the last for good; a second where none are given.
+ */
+export function backgroundRetryDelay(delays: readonly number[], attempts: number): number {
+  return delays[Math.min(attempts, delays.length - 1)] ?? 1_000;
+}
+
+/**
  * A settle attempt that fails after this long (a timeout, not a blip) is not tried again before
  * the request's last byte: its retries go on in the background at once.
  */

@@ -1,4 +1,5 @@
 import type { Store, UsageRecord } from "../store/store.ts";
+import { backgroundRetryDelay } from "./billing-admission-options.ts";
 
 /** What names a reservation whose reserve failed without an answer. */
 export type UnclearReservation = Pick<
@@ -59,7 +60,7 @@ export class UnclearReservations {
 
   #schedule(usage: UsageRecord, attempts: number): void {
     if (this.#stopped) return;
-    const delay = this.#delays[Math.min(attempts, this.#delays.length - 1)] ?? 1_000;
+    const delay = backgroundRetryDelay(this.#delays, attempts);
     const timer = setTimeout(() => {
       this.#timers.delete(timer);
       this.#store.settle(usage).catch(() => this.#schedule(usage, attempts + 1));

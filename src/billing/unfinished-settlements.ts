@@ -1,4 +1,5 @@
 import type { UsageRecord } from "../store/store.ts";
+import { backgroundRetryDelay } from "./billing-admission-options.ts";
 
 /** What {@link UnfinishedSettlements} is built from. */
 export interface UnfinishedSettlementsOptions {
@@ -90,8 +91,7 @@ export class UnfinishedSettlements {
   }
 
   #schedule(usage: UsageRecord, charged: (chargedNano: bigint) => Promise<void>, attempts: number): void {
-    const delays = this.#delays;
-    const delay = delays[Math.min(attempts, delays.length - 1)] ?? 1_000;
+    const delay = backgroundRetryDelay(this.#delays, attempts);
     const attempt = async () => {
       this.#pending.delete(usage.id);
       let chargedNano: bigint;
