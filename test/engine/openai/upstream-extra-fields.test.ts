@@ -1,13 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { findFreePort } from "../../support/free-port.ts";
-import {
-  createUpstreamModelEntry,
-  type ErrorBody,
-  startTestServer,
-  type TestServer,
-  TINY_MODEL,
-} from "../../support/test-server.ts";
-import { type MockUpstream, startMockUpstream } from "./mock-upstream.ts";
+import type { ErrorBody, TestServer } from "../../support/test-server.ts";
+import type { MockUpstream } from "./mock-upstream.ts";
+import { startUpstreamTestServer } from "./start-upstream-test-server.ts";
 
 /**
  * OpenAI's fields that only an upstream server acts on (`logit_bias`, `service_tier`,
@@ -38,11 +32,7 @@ let upstream: MockUpstream;
 let server: TestServer;
 
 beforeAll(async () => {
-  upstream = await startMockUpstream();
-  const closedPort = await findFreePort();
-  const down = createUpstreamModelEntry(DOWN_WITH_LOCAL_FALLBACK, `http://127.0.0.1:${closedPort}/v1`);
-  if (down.engine?.type === "openai") down.engine.fallbacks = [TINY_MODEL];
-  server = await startTestServer({ extraModels: [createUpstreamModelEntry(REMOTE, upstream.baseUrl), down] });
+  ({ upstream, server } = await startUpstreamTestServer({ remote: REMOTE, down: DOWN_WITH_LOCAL_FALLBACK }));
 });
 
 afterAll(async () => {

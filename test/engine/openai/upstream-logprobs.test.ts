@@ -1,21 +1,8 @@
 import type { ServerResponse } from "node:http";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { findFreePort } from "../../support/free-port.ts";
-import {
-  createUpstreamModelEntry,
-  type ErrorBody,
-  startTestServer,
-  type TestServer,
-  TINY_MODEL,
-} from "../../support/test-server.ts";
-import {
-  chatCompletion,
-  chunk,
-  type MockUpstream,
-  startMockUpstream,
-  usageChunk,
-  writeEvents,
-} from "./mock-upstream.ts";
+import type { ErrorBody, TestServer } from "../../support/test-server.ts";
+import { chatCompletion, chunk, type MockUpstream, usageChunk, writeEvents } from "./mock-upstream.ts";
+import { startUpstreamTestServer } from "./start-upstream-test-server.ts";
 
 /**
  * `logprobs` through a real server and a real mock upstream over HTTP: asked for upstream as the
@@ -31,11 +18,7 @@ let upstream: MockUpstream;
 let server: TestServer;
 
 beforeAll(async () => {
-  upstream = await startMockUpstream();
-  const closedPort = await findFreePort();
-  const down = createUpstreamModelEntry(DOWN_WITH_LOCAL_FALLBACK, `http://127.0.0.1:${closedPort}/v1`);
-  if (down.engine?.type === "openai") down.engine.fallbacks = [TINY_MODEL];
-  server = await startTestServer({ extraModels: [createUpstreamModelEntry(REMOTE, upstream.baseUrl), down] });
+  ({ upstream, server } = await startUpstreamTestServer({ remote: REMOTE, down: DOWN_WITH_LOCAL_FALLBACK }));
 });
 
 afterAll(async () => {
