@@ -13,6 +13,8 @@ export interface PartMapper {
   onFunctionCallParams(chunk: LlamaChatResponseFunctionCallParamsChunk): void;
   /** Emits what only the final response tells (calls whose parameters never streamed). */
   onEnd(result: Pick<LlamaChatResult, "functionCalls">): void;
+  /** Whether a tool call was emitted: how a `call-or-json` generation that ends naturally finishes. */
+  readonly calledFunctions: boolean;
 }
 
 /**
@@ -26,6 +28,25 @@ export interface PartMapper {
  * OpenAI streams it (SPEC §4), whichever plan made it; its arguments follow in later deltas.
  */
 export function createPartMapper(plan: GenerationPlan, emit: (part: StreamPart) => void): PartMapper {
+  let called = false;
+  const mapper = mapParts(plan, (part) => {
+    if (part.type === "tool-call-delta") called = true;
+    emit(part);
+  });
+  return {
+    onText: mapper.onText,
+    onFunctionCallParams: mapper.onFunctionCallParams,
+    onEnd: mapper.onEnd,
+    get calledFunctions() {
+      return called;
+    },
+  };
+}
+
+function mapParts(
+  plan: GenerationPlan,
+  emit: (part: StreamPart) => void,
+): Omit<PartMapper, "calledFunctions"> {
   const continueCall = (index: number, argumentsDelta: string) => {
     if (argumentsDelta !== "") emit({ type: "tool-call-delta", index, argumentsDelta });
   };
@@ -57,14 +78,17 @@ export function createPartMapper(plan: GenerationPlan, emit: (part: StreamPart) 
         onEnd: ignore,
       };
     }
-    case "tool-envelope": {
-      const scanner = createToolCallScanner({ envelope: true });
+    case "tool-envelope":
+    case "call-or-json": {
+      // In `call-or-json` the envelope may hold an answer instead: its value is the content.
+      const scanner = createToolCallScanner({ envelope: true, answer: plan.kind === "call-or-json" });
       let started = false;
       // The grammar puts the name first; arguments seen before it wait for it all the same.
       let pendingArguments = "";
       return {
         onText: (text) => {
-          const { name, argumentsDelta } = scanner.push(text);
+          const { name, argumentsDelta, responseDelta } = scanner.push(text);
+          emitText(responseDelta);
           if (name !== undefined && !started) {
             startCall(0, name, pendingArguments + argumentsDelta);
             started = true;

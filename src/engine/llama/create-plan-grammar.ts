@@ -41,14 +41,17 @@ export async function createPlanGrammar(options: {
       return await build({ param: "response_format.json_schema.schema", schema: plan.schema });
     case "tool-arguments":
     case "tool-envelope":
-      // Each tool's schema is checked alone (convert-json-schema-to-gbnf.ts); their envelope
-      // opens its tools' alternatives together, counted before llama.cpp builds it.
-      if (plan.kind === "tool-envelope") checkGrammarStacks(plan.schema, "tools");
+    case "call-or-json":
+      // Each tool's schema (and the format's) is checked alone (convert-json-schema-to-gbnf.ts);
+      // an envelope opens its alternatives together, counted before llama.cpp builds it.
+      if (plan.kind !== "tool-arguments") checkGrammarStacks(plan.schema, "tools");
       try {
         return await grammars.get(plan.schema);
       } catch {
-        // The forced call's grammar holds the tools' schemas: blame the first one that fails alone.
+        // The envelope's grammar holds the tools' schemas: blame the first one that fails alone.
         for (const tool of toolSchemas) await build(tool);
+        if (plan.kind === "call-or-json")
+          await build({ param: "response_format.json_schema.schema", schema: plan.answer });
         return await build({ param: "tools", schema: plan.schema });
       }
     default: {

@@ -4,6 +4,8 @@ export interface ToolCallScan {
   name: string | undefined;
   /** The part of the chunk that belongs to the arguments JSON value ("" for none). */
   argumentsDelta: string;
+  /** With `answer`: the part of the chunk that belongs to the envelope's `response` value ("" for none). */
+  responseDelta: string;
 }
 
 /**
@@ -14,11 +16,14 @@ export interface ToolCallScan {
  * - `envelope: true`: the text is `{"name": "<function>", "arguments": <value>}` (keys in any order,
  *   any whitespace); the name is reported when its string closes and the arguments value is
  *   passed through as it is generated.
- * Text after the arguments value closes is ignored.
+ * - `envelope: true, answer: true`: the text is either such a call or `{"response": <value>}`, an
+ *   answer instead of a call (plan-generation.ts, `call-or-json`); the response value is passed
+ *   through as `responseDelta`, and no name is ever reported for it.
+ * Text after the arguments (or response) value closes is ignored.
  */
 export interface ToolCallScanner {
   push(text: string): ToolCallScan;
-  /** True once the arguments value has closed. */
+  /** True once the arguments (or response) value has closed. */
   readonly argumentsComplete: boolean;
   /** Everything passed through as arguments so far. */
   readonly argumentsText: string;
@@ -26,7 +31,7 @@ export interface ToolCallScanner {
 
 type Capture = "none" | "key" | "name" | "arguments";
 
-export function createToolCallScanner(options: { envelope: boolean }): ToolCallScanner {
+export function createToolCallScanner(options: { envelope: boolean; answer?: boolean }): ToolCallScanner {
   // The depth at which the arguments value sits: 0 for a bare value, 1 inside the envelope.
   const argumentsDepth = options.envelope ? 1 : 0;
   let depth = 0;
@@ -40,9 +45,15 @@ export function createToolCallScanner(options: { envelope: boolean }): ToolCallS
   /** The arguments value started; `primitive` when it is a number or literal that ends by delimiter. */
   let argumentsState: "pending" | "container" | "string" | "primitive" | "complete" = "pending";
   let argumentsText = "";
+  /** The envelope key whose value is passed through, once it starts. */
+  let valueKey: "arguments" | "response" = "arguments";
 
   const inArgumentsPosition = () =>
-    options.envelope ? depth === 1 && !expectingKey && currentKey === "arguments" : depth === 0;
+    options.envelope
+      ? depth === 1 &&
+        !expectingKey &&
+        (currentKey === "arguments" || (options.answer === true && currentKey === "response"))
+      : depth === 0;
 
   const scanCharacter = (character: string, scan: { name: string | undefined; delta: string }) => {
     // A bare value is all there is; in an envelope the name may still follow the arguments.
@@ -84,6 +95,7 @@ export function createToolCallScanner(options: { envelope: boolean }): ToolCallS
     }
 
     if (argumentsState === "pending" && inArgumentsPosition() && !/\s/.test(character) && character !== ":") {
+      if (currentKey === "response") valueKey = "response";
       argumentsState =
         character === "{" || character === "[" ? "container" : character === '"' ? "string" : "primitive";
     }
@@ -132,8 +144,10 @@ export function createToolCallScanner(options: { envelope: boolean }): ToolCallS
     push(text) {
       const scan = { name: undefined as string | undefined, delta: "" };
       for (const character of text) scanCharacter(character, scan);
+      // Only one value is ever passed through: the chunk's delta is all of that value.
+      if (valueKey === "response") return { name: scan.name, argumentsDelta: "", responseDelta: scan.delta };
       argumentsText += scan.delta;
-      return { name: scan.name, argumentsDelta: scan.delta };
+      return { name: scan.name, argumentsDelta: scan.delta, responseDelta: "" };
     },
   };
 }

@@ -14,7 +14,7 @@ export type LlamaStopReason = LlamaChatResult["metadata"]["stopReason"];
 export function mapStopReason(options: {
   plan: GenerationPlan;
   stopReason: LlamaStopReason;
-  /** Whether the generation called functions (only `functions` plans can). */
+  /** Whether the generation called functions (`functions` and `call-or-json` plans may). */
   calledFunctions: boolean;
   usage: Usage;
 }): StreamPart {

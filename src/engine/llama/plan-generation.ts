@@ -10,7 +10,8 @@
  * |--------------------------------------------------|------------------|-------------------------|
  * | no tools, or `tool_choice: none`; text format    | `text`           | stop                    |
  * | tools with `auto`; text format                   | `functions`      | tool_calls if it called, else stop |
- * | `json_object` / `json_schema` (tools `auto` too) | `json`           | stop                    |
+ * | `json_object` / `json_schema`, no tools offered  | `json`           | stop                    |
+ * | tools with `auto`; `json_object` / `json_schema` | `call-or-json`   | tool_calls if it called, else stop |
  * | a named function, or `required` with one tool    | `tool-arguments` | tool_calls              |
  * | `required` with several tools                    | `tool-envelope`  | tool_calls              |
  *
@@ -27,9 +28,14 @@
  *   `functions`), so the system message gets a short instruction naming the function(s) with their
  *   descriptions and parameter schemas: the model then knows what it is filling in.
  * - `json`: the response is forced by a grammar: any JSON object for `json_object`, the schema for
- *   `json_schema`. Together with tools and `auto` the JSON format wins and the tools are not
- *   offered: a grammar and functions cannot share a generation, and a client that asks for JSON
- *   content must get JSON content. A forced tool choice (`required`, named) wins over the format,
+ *   `json_schema`.
+ * - `call-or-json`: tools with `auto` and a JSON format (what agents with structured output send:
+ *   call tools until done, then answer in the schema). A grammar and functions cannot share a
+ *   generation, so the grammar offers both, as llama.cpp's generic tool format does: the model writes
+ *   `{"name": <tool>, "arguments": <its arguments>}` (one call) or `{"response": <the answer in the
+ *   format>}`, told so by a system instruction like a forced call's. The scanner streams the
+ *   arguments as tool-call deltas, or the response value as the content, so a client sees a call or
+ *   JSON content, never the envelope. A forced tool choice (`required`, named) wins over the format,
  *   which only concerns content, and a forced call has none.
  * - Schemas are checked while planning, in `prepare`, before anything is reserved or generated: an
  *   invalid one (convert-json-schema-to-gbnf.ts), or one whose grammar would take llama.cpp long to
@@ -55,7 +61,9 @@ export type GenerationPlan =
   | { kind: "functions"; functions: ChatModelFunctions }
   | { kind: "json"; schema: GbnfJsonSchema }
   | { kind: "tool-arguments"; toolName: string; schema: GbnfJsonSchema }
-  | { kind: "tool-envelope"; schema: GbnfJsonSchema };
+  | { kind: "tool-envelope"; schema: GbnfJsonSchema }
+  /** `answer`: the format's converted schema, which the envelope's `response` holds. */
+  | { kind: "call-or-json"; schema: GbnfJsonSchema; answer: GbnfJsonSchema };
 
 /** A request turned into what LlamaChat gets: the history it renders and the plan it runs. */
 export interface PlannedGeneration {
@@ -145,13 +153,21 @@ function choosePlan(
   }
 
   const format = request.responseFormat;
+  const offerTools = choice.type === "auto" && tools.length > 0;
   switch (format.type) {
-    case "json_object":
-      return { plan: { kind: "json", schema: { type: "object", additionalProperties: true } }, history };
+    case "json_object": {
+      const schema: GbnfJsonSchema = { type: "object", additionalProperties: true };
+      if (offerTools) return planCallOrAnswer(tools, history, schema, "a JSON object");
+      return { plan: { kind: "json", schema }, history };
+    }
     case "json_schema": {
       const param = "response_format.json_schema.schema";
       const schema = convertJsonSchemaToGbnf(format.schema, { param });
       spendGrammarRepeats(schema, param);
+      if (offerTools) {
+        const described = `JSON that follows this schema: ${JSON.stringify(format.schema)}`;
+        return planCallOrAnswer(tools, history, schema, described);
+      }
       return { plan: { kind: "json", schema }, history };
     }
     case "text":
@@ -162,7 +178,7 @@ function choosePlan(
     }
   }
 
-  if (choice.type === "auto" && tools.length > 0) {
+  if (offerTools) {
     return { plan: { kind: "functions", functions: convertTools(tools) }, history };
   }
   return { plan: { kind: "text" }, history };
@@ -226,13 +242,44 @@ function planForcedCall(
       instruction,
     };
   }
-  const schema: GbnfJsonSchema = {
-    oneOf: tools.map((tool) => ({
-      type: "object",
-      properties: { name: { const: tool.definition.name }, arguments: forcedArgumentsSchema(tool) },
-    })),
-  };
+  const schema: GbnfJsonSchema = { oneOf: tools.map(callEnvelope) };
   return { plan: { kind: "tool-envelope", schema }, history: instructedHistory, instruction };
+}
+
+/** `{"name": <the tool's name>, "arguments": <its arguments>}`, one alternative of an envelope. */
+function callEnvelope(tool: PlannedTool): GbnfJsonSchema {
+  return {
+    type: "object",
+    properties: { name: { const: tool.definition.name }, arguments: forcedArgumentsSchema(tool) },
+  };
+}
+
+/**
+ * The `call-or-json` plan (see the module comment): one call of any tool, or `{"response": ...}`
+ * holding the answer in the format's converted `answer` schema, which `described` names to the model.
+ */
+function planCallOrAnswer(
+  tools: readonly PlannedTool[],
+  history: ChatHistoryItem[],
+  answer: GbnfJsonSchema,
+  described: string,
+): Omit<PlannedGeneration, "toolSchemas"> {
+  const instruction = [
+    [
+      "Reply with only a JSON object, in one of two forms.",
+      `To answer: {"response": <your answer>}, where your answer is ${described}.`,
+      'To call a function instead: {"name": <function name>, "arguments": <its arguments object>}.',
+    ].join("\n"),
+    ...tools.map(describeTool),
+  ].join("\n\n");
+  const schema: GbnfJsonSchema = {
+    oneOf: [{ type: "object", properties: { response: answer } }, ...tools.map(callEnvelope)],
+  };
+  return {
+    plan: { kind: "call-or-json", schema, answer },
+    history: addSystemInstruction(history, instruction),
+    instruction,
+  };
 }
 
 /** A forced call writes its arguments itself: `{}` for a function without parameters. */
@@ -252,19 +299,21 @@ function convertTools(tools: readonly PlannedTool[]): ChatModelFunctions {
   return functions;
 }
 
+function describeTool({ definition, parameters }: PlannedTool): string {
+  return [
+    `Function "${definition.name}"${definition.description === undefined ? "" : `: ${definition.description}`}`,
+    `Arguments JSON schema: ${JSON.stringify(parameters)}`,
+  ].join("\n");
+}
+
 function describeForcedCall(tools: readonly PlannedTool[]): string {
-  const describe = ({ definition, parameters }: PlannedTool) =>
-    [
-      `Function "${definition.name}"${definition.description === undefined ? "" : `: ${definition.description}`}`,
-      `Arguments JSON schema: ${JSON.stringify(parameters)}`,
-    ].join("\n");
   const [only] = tools;
   if (tools.length === 1 && only !== undefined) {
-    return `Call the function "${only.definition.name}" now: reply with only the JSON object of its arguments.\n${describe(only)}`;
+    return `Call the function "${only.definition.name}" now: reply with only the JSON object of its arguments.\n${describeTool(only)}`;
   }
   return [
     'Call one of these functions now: reply with only a JSON object {"name": <function name>, "arguments": <its arguments object>}.',
-    ...tools.map(describe),
+    ...tools.map(describeTool),
   ].join("\n\n");
 }
 

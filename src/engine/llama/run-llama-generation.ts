@@ -27,7 +27,7 @@ export interface LlamaGenerationOptions {
   request: ChatRequest;
   plan: GenerationPlan;
   history: ChatHistoryItem[];
-  /** The grammar of grammar plans (`json`, `tool-arguments`, `tool-envelope`). */
+  /** The grammar of grammar plans (`json`, `tool-arguments`, `tool-envelope`, `call-or-json`). */
   grammar: LlamaGrammar | undefined;
   /** The prompt for the direct path (generate-directly.ts); `undefined` generates with LlamaChat. */
   directPrompt: DirectPrompt | undefined;
@@ -203,7 +203,7 @@ export async function* runLlamaGeneration(options: LlamaGenerationOptions): Asyn
     return mapStopReason({
       plan: options.plan,
       stopReason: ended.stopReason,
-      calledFunctions: (ended.functionCalls?.length ?? 0) > 0,
+      calledFunctions: (ended.functionCalls?.length ?? 0) > 0 || parts.calledFunctions,
       usage: usage(),
     });
   };

@@ -65,4 +65,48 @@ describe("createToolCallScanner", () => {
     const result = scan('{"name": "f", "argu', { envelope: true, size: 2 });
     expect(result).toEqual({ name: "f", argumentsText: "", complete: false });
   });
+
+  describe("with answers (call-or-json)", () => {
+    /** Feeds `text` in chunks of `size`; returns the name, arguments and response texts seen. */
+    function scanAnswer(text: string, size: number) {
+      const scanner = createToolCallScanner({ envelope: true, answer: true });
+      const seen = { name: undefined as string | undefined, argumentsText: "", responseText: "" };
+      for (let start = 0; start < text.length; start += size) {
+        const result = scanner.push(text.slice(start, start + size));
+        if (result.name !== undefined) seen.name = result.name;
+        seen.argumentsText += result.argumentsDelta;
+        seen.responseText += result.responseDelta;
+      }
+      return { ...seen, complete: scanner.argumentsComplete, scannedArguments: scanner.argumentsText };
+    }
+
+    it.each([1, 2, 5, 1000])("passes a response value through as the answer, chunks of %i", (size) => {
+      expect(scanAnswer(`{"response": ${tricky}}\n\n`, size)).toEqual({
+        name: undefined,
+        argumentsText: "",
+        responseText: tricky,
+        complete: true,
+        scannedArguments: "",
+      });
+      expect(scanAnswer('{ "response" : "a \\"quoted\\" {answer}" }', size).responseText).toBe(
+        '"a \\"quoted\\" {answer}"',
+      );
+      expect(scanAnswer('{"response": -12.5e3}', size).responseText).toBe("-12.5e3");
+    });
+
+    it.each([1, 3, 1000])("still reports a call as a call, chunks of %i", (size) => {
+      expect(scanAnswer('{"name": "response", "arguments": {"response": 1}}', size)).toEqual({
+        name: "response",
+        argumentsText: '{"response": 1}',
+        responseText: "",
+        complete: true,
+        scannedArguments: '{"response": 1}',
+      });
+    });
+
+    it("passes no response through without the answer option", () => {
+      const result = scan('{"response": {"a": 1}}', { envelope: true, size: 1 });
+      expect(result).toEqual({ name: undefined, argumentsText: "", complete: false });
+    });
+  });
 });

@@ -34,6 +34,12 @@ const time: ToolDefinition = {
   },
 };
 const ping: ToolDefinition = { name: "ping" };
+const answerSchema = {
+  type: "object",
+  properties: { verdict: { enum: ["yes", "no"] }, score: { type: "integer", minimum: 0, maximum: 10 } },
+  required: ["verdict", "score"],
+  additionalProperties: false,
+};
 
 /** The random-weight test model closes JSON soon when it samples; greedy, it fills strings forever. */
 const seeds = [1, 2, 3];
@@ -324,9 +330,17 @@ describe("llama engine: JSON output", () => {
       // "more than": the lower bound counted before rendering, not the rendered prompt's count.
       expect(isAppError(refusal) && refusal.message).toMatch(/resulted in more than \d+ tokens/);
     }
-    // Tools a JSON format leaves out of the prompt do not count.
+    // Tools offered beside a JSON format are in the prompt's instruction, and count.
+    const withFormat = await refusalOf({
+      ...manyTools,
+      responseFormat: { type: "json_object" },
+      maxTokens: 4,
+    });
+    expect(isAppError(withFormat) && withFormat.code).toBe("context_length_exceeded");
+    // Tools left out of the prompt (`tool_choice: none`) do not count.
     const leftOut = await engine.prepare({
       ...manyTools,
+      toolChoice: { type: "none" },
       responseFormat: { type: "json_object" },
       maxTokens: 4,
     });
@@ -378,6 +392,21 @@ describe("llama engine: JSON output", () => {
         createTestRequest({ responseFormat: { type: "json_schema", name: "x", schema: { $ref: "#" } } }),
         "response_format.json_schema.schema",
       ],
+      // Tools offered beside a JSON format: the tool, or the format, whichever fails alone.
+      [
+        createTestRequest({
+          tools: [weather, cycle],
+          responseFormat: { type: "json_schema", name: "x", schema: { type: "object" } },
+        }),
+        "tools[1].function.parameters",
+      ],
+      [
+        createTestRequest({
+          tools: [weather],
+          responseFormat: { type: "json_schema", name: "x", schema: { $ref: "#" } },
+        }),
+        "response_format.json_schema.schema",
+      ],
     ] as const;
     for (const [request, param] of cases) {
       const refusal = await engine.prepare(request).catch((error: unknown) => error);
@@ -388,21 +417,56 @@ describe("llama engine: JSON output", () => {
     }
   });
 
-  it("lets the JSON format win over tools with auto", async () => {
-    const { end, text, calls } = await run(
-      createTestRequest({
-        tools: [weather],
-        toolChoice: { type: "auto" },
-        responseFormat: { type: "json_object" },
-        temperature: 1,
-        seed: 1,
-        maxTokens: 300,
-      }),
-    );
-    expect(calls).toEqual([]);
-    expect(end).toMatchObject({ reason: "stop" });
-    parseObject(text);
-  });
+  it.each([
+    ["json_object", { type: "json_object" }],
+    ["json_schema", { type: "json_schema", name: "answer", schema: answerSchema, strict: true }],
+  ] as const)(
+    "offers tools with auto beside a %s format: a call, or JSON content",
+    async (_, responseFormat) => {
+      const kinds = new Set<string>();
+      for (const seed of [1, 2, 3, 4, 5, 6]) {
+        const { parts, end, text, calls } = await run(
+          createTestRequest({
+            tools: [weather, time],
+            toolChoice: { type: "auto" },
+            responseFormat,
+            temperature: 1,
+            seed,
+            maxTokens: 300,
+          }),
+        );
+        if (end.type !== "finish") throw new Error(`seed ${seed} ended with an error: ${end.error.message}`);
+        if (calls.length > 0) {
+          kinds.add("call");
+          expect(end.reason).toBe("tool_calls");
+          expect(text).toBe("");
+          expectFirstDeltasEmpty(parts);
+          expect(calls).toHaveLength(1);
+          const [call] = calls;
+          expect(["get_weather", "get_time"]).toContain(call?.name);
+          expect(parseObject(call?.arguments ?? "")).toHaveProperty(
+            call?.name === "get_weather" ? "city" : "zone",
+          );
+        } else {
+          kinds.add("answer");
+          expect(end.reason).toBe("stop");
+          // The content is the answer itself, not the envelope around it.
+          const answer = parseObject(text);
+          expect(answer).not.toHaveProperty("response");
+          if (responseFormat.type === "json_schema") {
+            expect(Object.keys(answer)).toEqual(["verdict", "score"]);
+            expect(["yes", "no"]).toContain(answer.verdict);
+            expect(Number.isInteger(answer.score)).toBe(true);
+          }
+        }
+      }
+      // What the random-weight test model does with these seeds: with the schema it calls (seeds 2
+      // and 3) and answers, so both paths run; with json_object (another prompt) it answers.
+      expect([...kinds].sort()).toEqual(
+        responseFormat.type === "json_schema" ? ["answer", "call"] : ["answer"],
+      );
+    },
+  );
 
   it("returns the same JSON for the same seed", async () => {
     const request = createTestRequest({

@@ -156,3 +156,78 @@ describe("planGeneration: response formats", () => {
     });
   });
 });
+
+describe("planGeneration: tools with auto beside a JSON format", () => {
+  const weather: ToolDefinition = {
+    name: "get_weather",
+    description: "Current weather",
+    parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+  };
+  const answer = { type: "object", properties: { verdict: { type: "string" } }, required: ["verdict"] };
+
+  it("offers one call or the answer in the format, and says so in the system message", () => {
+    const planned = planGeneration(
+      createTestRequest({
+        tools: [weather, { name: "ping" }],
+        toolChoice: { type: "auto" },
+        responseFormat: { type: "json_schema", name: "a", schema: answer },
+        messages: [
+          { role: "system", content: "Be brief." },
+          { role: "user", content: "Hi" },
+        ],
+      }),
+    );
+    const converted = { type: "object", properties: { verdict: { type: "string" } } };
+    expect(planned.plan).toEqual({
+      kind: "call-or-json",
+      answer: converted,
+      schema: {
+        oneOf: [
+          { type: "object", properties: { response: converted } },
+          {
+            type: "object",
+            properties: {
+              name: { const: "get_weather" },
+              arguments: { type: "object", properties: { city: { type: "string" } } },
+            },
+          },
+          {
+            type: "object",
+            properties: { name: { const: "ping" }, arguments: { type: "object", properties: {} } },
+          },
+        ],
+      },
+    });
+    const [system] = planned.history;
+    expect(system?.type).toBe("system");
+    const text = system?.type === "system" ? String(system.text) : "";
+    expect(text.startsWith("Be brief.\n\nReply with only a JSON object")).toBe(true);
+    expect(text).toContain(
+      `{"response": <your answer>}, where your answer is JSON that follows this schema: ${JSON.stringify(answer)}`,
+    );
+    expect(text).toContain('Function "get_weather": Current weather');
+    expect(text).toContain('Function "ping"');
+    // The prompt's size check counts the instruction, tools and all.
+    expect(planned.instruction).toBe(text.slice("Be brief.\n\n".length));
+  });
+
+  it("offers any JSON object as the answer for json_object", () => {
+    const planned = plan({
+      tools: [weather],
+      toolChoice: { type: "auto" },
+      responseFormat: { type: "json_object" },
+    });
+    expect(planned).toMatchObject({ kind: "call-or-json", answer: anyObject });
+  });
+
+  it("keeps the other plans: no tools offered, or a forced call", () => {
+    const format = { type: "json_schema", name: "a", schema: answer } as const;
+    expect(plan({ tools: [weather], toolChoice: { type: "none" }, responseFormat: format }).kind).toBe(
+      "json",
+    );
+    expect(plan({ responseFormat: format }).kind).toBe("json");
+    expect(plan({ tools: [weather], toolChoice: { type: "required" }, responseFormat: format }).kind).toBe(
+      "tool-arguments",
+    );
+  });
+});
