@@ -530,28 +530,37 @@ describe("llama engine: tools with auto", () => {
     }
   });
 
-  it("renders a history with tool calls and results and answers after them", async () => {
-    const { prepared, end } = await run(
-      createTestRequest({
-        tools: [weather],
-        messages: [
-          { role: "system", content: "You are terse." },
-          { role: "user", content: "Weather in Paris?" },
-          {
-            role: "assistant",
-            content: null,
-            toolCalls: [{ id: "call_1", name: "get_weather", arguments: '{"city":"Paris"}' }],
-          },
-          { role: "tool", toolCallId: "call_1", content: '{"celsius":21}' },
-        ],
-        temperature: 1,
-        seed: 1,
-        maxTokens: 50,
-      }),
-    );
-    expect(prepared.promptTokens).toBeGreaterThan(0);
-    expect(end.type).toBe("finish");
-  });
+  it.each([
+    ["text", { type: "text" }],
+    ["json_schema", { type: "json_schema", name: "answer", schema: answerSchema }],
+  ] as const)(
+    "renders a history with tool calls and results and answers after them (%s)",
+    async (_, responseFormat) => {
+      const { prepared, end, text } = await run(
+        createTestRequest({
+          tools: [weather],
+          responseFormat,
+          messages: [
+            { role: "system", content: "You are terse." },
+            { role: "user", content: "Weather in Paris?" },
+            {
+              role: "assistant",
+              content: null,
+              toolCalls: [{ id: "call_1", name: "get_weather", arguments: '{"city":"Paris"}' }],
+            },
+            { role: "tool", toolCallId: "call_1", content: '{"celsius":21}' },
+          ],
+          temperature: 1,
+          seed: 1,
+          maxTokens: 50,
+        }),
+      );
+      expect(prepared.promptTokens).toBeGreaterThan(0);
+      expect(end.type).toBe("finish");
+      // An agent's last turn: the answer in its format (what the test model does with this seed).
+      if (responseFormat.type === "json_schema") expect(parseObject(text)).toHaveProperty("verdict");
+    },
+  );
 });
 
 describe("llama engine: parallel sequences", () => {
