@@ -1,3 +1,4 @@
+import { numberMeetsKeywords } from "./number-bounds.ts";
 import { hasPatternProperties, hasType, isRecord, readTypes } from "./read-schema-types.ts";
 
 /** RFC 3339's forms, as the grammar writes them (a time's seconds fraction of any length here). */
@@ -58,8 +59,9 @@ export class ConstantChecks {
 /**
  * Whether a `const` or `enum` value meets the keywords the conversion enforces beside it: it is
  * written exactly, so `{"enum": ["a", "abcdef"], "minLength": 3}` wrote "a" too. Lengths, counts,
- * `format`, `required`, and the `type`, `properties`, `items` and the like of its members, where
- * their schemas say so, within `checks`.
+ * `format`, `required`, numbers' bounds and `multipleOf` (regression: `{"enum": [1, 5, 10],
+ * "maximum": 6}` wrote 10 too), and the `type`, `properties`, `items` and the like of its members,
+ * where their schemas say so, within `checks`.
  */
 export function constantMeetsKeywords(
   value: unknown,
@@ -76,6 +78,7 @@ function meets(
   work: ConstantChecks,
 ): boolean {
   if (depth > maxDepth || work.left < 0) return true;
+  if (typeof value === "number") return numberMeetsKeywords(value, schema);
   if (typeof value === "string") {
     // Code points are between half the UTF-16 units and all of them: most lengths need no count.
     const units = value.length;

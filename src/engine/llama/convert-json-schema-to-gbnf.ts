@@ -80,7 +80,8 @@ import { child, type Position } from "./schema-position.ts";
  *   `time` and `uuid`, an integer's `minimum`/`maximum`/`exclusiveMinimum`/`exclusiveMaximum`
  *   (`uuid` and ranges as `$defs` of grammars of our own: see patch-grammar-definitions.ts), and
  *   constants meet the keywords beside them (see constant-meets-keywords.ts).
- * - `pattern`, other `format`s, a fractional number's `minimum`/`maximum`, `multipleOf`, `uniqueItems`, `not`,
+ * - `pattern`, other `format`s, a fractional number's `minimum`/`maximum`, `multipleOf` (`const`/`enum`
+ *   values are checked against both), `uniqueItems`, `not`,
  *   `if`/`then`, `dependentSchemas` and the like are dropped: the output may not meet them.
  * - `const` and `enum` of objects or arrays become exact object and array schemas.
  *
@@ -212,7 +213,7 @@ class SchemaConverter implements SchemaConversion {
       if (!constantMeetsKeywords(schema.const, schema, this.#constantChecks))
         this.refuseNoValue(
           at,
-          "'const' does not meet the keywords beside it (lengths, counts, 'format', 'required', ...), so no value can match.",
+          "'const' does not meet the keywords beside it (lengths, counts, bounds, 'multipleOf', 'format', 'required', ...), so no value can match.",
         );
       return { ...convertConstant(this, schema.const, at), ...description };
     }
@@ -231,7 +232,7 @@ class SchemaConverter implements SchemaConversion {
       if (values.length === 0)
         this.refuseNoValue(
           at,
-          "no value of 'enum' meets the keywords beside it (lengths, counts, 'format', 'required', ...), so no value can match.",
+          "no value of 'enum' meets the keywords beside it (lengths, counts, bounds, 'multipleOf', 'format', 'required', ...), so no value can match.",
         );
       return oneOf(
         values.map((value) => convertConstant(this, value, at)),

@@ -1,6 +1,7 @@
 import type { GbnfJsonSchema } from "node-llama-cpp";
 import { checkRange, readBound } from "./check-schema-keywords.ts";
 import { largestGrammarInteger } from "./integer-range-grammar.ts";
+import { boundsAreEmpty, describeNumberBounds, readNumberBounds } from "./number-bounds.ts";
 import { hasPatternProperties, isRecord } from "./read-schema-types.ts";
 import { anyValue, type SchemaConversion } from "./schema-conversion.ts";
 import { child, type Position } from "./schema-position.ts";
@@ -81,6 +82,16 @@ export function convertTypedSchema(
         "maximum",
         readNumber(schema.maximum),
       );
+      // Exclusive bounds too (`exclusiveMinimum` 5 beside `maximum` 5; an integer's are checked
+      // below, as its range is rounded inward).
+      if (type === "number") {
+        const bounds = readNumberBounds(schema);
+        if (boundsAreEmpty(bounds))
+          conversion.refuseNoValue(
+            at,
+            `no number is within its bounds (${describeNumberBounds(bounds)}), so no value can match.`,
+          );
+      }
       // An integer's range is written into the grammar; a fractional number's is not enforced
       // (as llama.cpp's converter does not: decimals have no digit-by-digit bound that stays small).
       if (type === "integer") return convertIntegerRange(conversion, schema, at);

@@ -1,4 +1,5 @@
 import { sameValue } from "./constant-meets-keywords.ts";
+import { intersectNumberKeywords, numberKeywords } from "./intersect-number-keywords.ts";
 import { hasType, isRecord, readTypes } from "./read-schema-types.ts";
 import type { SchemaConversion } from "./schema-conversion.ts";
 import type { Position } from "./schema-position.ts";
@@ -6,13 +7,16 @@ import { valueSet } from "./value-set.ts";
 
 /** The formats a grammar enforces: two of them are never the same string. */
 const enforcedFormats = new Set(["date-time", "time", "date"]);
-/** Lower and upper bounds: of the two schemas', the higher lower and the lower upper one hold. */
+/**
+ * Lower and upper counts: of the two schemas', the higher lower and the lower upper one hold.
+ * Numbers' bounds, which may be exclusive, are merged by intersect-number-keywords.ts.
+ */
 const ranges = [
   ["minLength", "maxLength", "length", ["string"]],
   ["minItems", "maxItems", "number of items", ["array"]],
   ["minProperties", "maxProperties", "number of properties", ["object"]],
-  ["minimum", "maximum", "number", ["number", "integer"]],
 ] as const;
+const numberTypes = ["number", "integer"];
 const objectKeywords = ["properties", "additionalProperties"];
 const arrayKeywords = ["prefixItems", "items", "additionalItems"];
 /** The keywords merged here, not merely taken from the first side that has them. */
@@ -25,6 +29,7 @@ const mergedKeywords = new Set([
   "oneOf",
   ...objectKeywords,
   ...arrayKeywords,
+  ...numberKeywords,
 ]);
 
 /** A merge in progress: the schema so far, and which of its arrays and objects are its own copies. */
@@ -92,15 +97,17 @@ export function intersectKeywords(
       const [existing, value] = [merged[key], side[key]];
       if (value === undefined || existing === value) continue;
       // An invalid bound stays, for the conversion to refuse.
-      if (!isBound(key, existing)) continue;
-      if (!isBound(key, value)) merged[key] = value;
+      if (!isBound(existing)) continue;
+      if (!isBound(value)) merged[key] = value;
       else merged[key] = key === low ? Math.max(existing, value) : Math.min(existing, value);
     }
     const [lowest, highest] = [merged[low], merged[high]];
-    const contradicts = isBound(low, lowest) && isBound(high, highest) && lowest > highest;
+    const contradicts = isBound(lowest) && isBound(highest) && lowest > highest;
     if ((low in side || high in side) && contradicts && applies(merged, types) && !exclude(merged, types))
       return `no ${what} in common ('${low}' ${lowest} is above '${high}' ${highest})`;
   }
+  const numbers = intersectNumberKeywords(merged, side);
+  if (numbers !== undefined && applies(merged, numberTypes) && !exclude(merged, numberTypes)) return numbers;
   if (side.type !== undefined || readValues(side) !== undefined) {
     const problem = checkValues(merged);
     if (problem !== undefined) return problem;
@@ -355,7 +362,6 @@ export function both(first: unknown, second: unknown): unknown {
   return { allOf: [first, second] };
 }
 
-function isBound(key: string, value: unknown): value is number {
-  if (key === "minimum" || key === "maximum") return typeof value === "number" && Number.isFinite(value);
+function isBound(value: unknown): value is number {
   return Number.isInteger(value) && (value as number) >= 0;
 }

@@ -12,6 +12,9 @@ export function readTypes(schema: Record<string, unknown>): string[] {
   if ("minLength" in schema || "maxLength" in schema || "pattern" in schema || "format" in schema)
     return ["string"];
   if ("minimum" in schema || "maximum" in schema || "multipleOf" in schema) return ["number"];
+  // Draft 6's exclusive bounds are numbers of their own (draft 4's booleans come with a bound above).
+  if (typeof schema.exclusiveMinimum === "number" || typeof schema.exclusiveMaximum === "number")
+    return ["number"];
   return [];
 }
 
