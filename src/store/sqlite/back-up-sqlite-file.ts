@@ -1,4 +1,4 @@
-import { closeSync, openSync, rmSync, statSync } from "node:fs";
+import { closeSync, existsSync, linkSync, openSync, renameSync, rmSync, statSync } from "node:fs";
 import { backup, DatabaseSync } from "node:sqlite";
 import { DEFAULT_BUSY_TIMEOUT_MS } from "./node-sqlite-database.ts";
 import { type LedgerSummary, readLedgerSummary } from "./read-ledger-summary.ts";
@@ -24,27 +24,32 @@ export interface SqliteBackup {
 
 /**
  * Writes a consistent copy of the SQLite database `source` to `destination`, which must not
- * exist (it is created exclusively: a file that appeared meanwhile is not overwritten), while a
- * server may be serving from `source`. The copy goes through SQLite (its online backup), so it
- * holds every committed transaction, those still in the source's WAL included; a file copy
- * (`cp`) of a live database misses them, or copies a torn page.
+ * exist (a file that appeared meanwhile is not overwritten), while a server may be serving from
+ * `source`. The copy goes through SQLite (its online backup), so it holds every committed
+ * transaction, those still in the source's WAL included; a file copy (`cp`) of a live database
+ * misses them, or copies a torn page.
  *
  * The copy is then switched to a rollback journal: one self-contained file, which can be moved
  * or copied as it is, and which opens without `-wal`/`-shm` files appearing beside it. A server
  * started on it (after `tollgate restore`) turns WAL back on. It is checked (quick_check, a
- * Tollgate schema) and counted; a copy that fails is removed, and the error says why.
+ * Tollgate schema) and counted before it takes its name (see {@link copySqliteFile}); a copy that
+ * fails is removed, and the error says why.
  */
 export async function backUpSqliteFile(source: string, destination: string): Promise<SqliteBackup> {
-  await copySqliteFile(source, destination);
+  const partial = await copyToPartialFile(source, destination);
   try {
-    const copy = new DatabaseSync(destination, { readOnly: true, timeout: DEFAULT_BUSY_TIMEOUT_MS });
+    const copy = new DatabaseSync(partial, { readOnly: true, timeout: DEFAULT_BUSY_TIMEOUT_MS });
+    let summary: LedgerSummary;
     try {
-      return { bytes: statSync(destination).size, summary: readLedgerSummary(copy, source) };
+      summary = readLedgerSummary(copy, source);
     } finally {
       copy.close();
     }
+    const bytes = statSync(partial).size;
+    publishCopy(partial, destination);
+    return { bytes, summary };
   } catch (error) {
-    removeWithSideFiles(destination);
+    removeWithSideFiles(partial);
     throw error;
   }
 }
@@ -59,28 +64,67 @@ export function removeWithSideFiles(file: string): void {
 
 /**
  * Copies the SQLite database `source` (what its WAL holds included) to `destination`, a new file
- * (created exclusively: one that appeared meanwhile is not overwritten), through SQLite's online
- * backup in one step, and switches the copy to a rollback journal: one self-contained file. A
- * copy that fails is removed.
+ * (one that appeared meanwhile is not overwritten), through SQLite's online backup in one step,
+ * and switches the copy to a rollback journal: one self-contained file.
+ *
+ * The copy is written as `<destination>.partial-<pid>` and takes its name only once whole: a
+ * backup interrupted (Ctrl-C, a kill, a full disk) left a file under the backup's name, cut
+ * short, that jobs which rotate or ship the newest backup took for one. A copy that fails is
+ * removed; one interrupted leaves only its `.partial-` file.
  */
 export async function copySqliteFile(source: string, destination: string): Promise<void> {
+  publishCopy(await copyToPartialFile(source, destination), destination);
+}
+
+/** {@link copySqliteFile} up to its last step: answers the copy's file, not yet named `destination`. */
+async function copyToPartialFile(source: string, destination: string): Promise<string> {
+  if (existsSync(destination)) throw existsError(destination);
+  const partial = `${destination}.partial-${process.pid}`;
   // Before the source is opened: read-only, so the copy can never write to the source.
-  closeSync(openSync(destination, "wx"));
+  closeSync(openSync(partial, "wx"));
   try {
     const from = new DatabaseSync(source, { readOnly: true, timeout: DEFAULT_BUSY_TIMEOUT_MS });
     try {
-      await backup(from, destination, { rate: ALL_PAGES_IN_ONE_STEP });
+      await backup(from, partial, { rate: ALL_PAGES_IN_ONE_STEP });
     } finally {
       from.close();
     }
-    const copy = new DatabaseSync(destination, { timeout: DEFAULT_BUSY_TIMEOUT_MS });
+    const copy = new DatabaseSync(partial, { timeout: DEFAULT_BUSY_TIMEOUT_MS });
     try {
       copy.exec("PRAGMA journal_mode = DELETE");
     } finally {
       copy.close();
     }
+    return partial;
   } catch (error) {
-    removeWithSideFiles(destination);
+    removeWithSideFiles(partial);
     throw error;
   }
+}
+
+/**
+ * Gives the whole copy `partial` its name `destination`, never replacing a file: a hard link
+ * fails where the name exists. On a file system without hard links, a rename after a last look.
+ */
+function publishCopy(partial: string, destination: string): void {
+  try {
+    linkSync(partial, destination);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code !== "EPERM" && code !== "ENOTSUP" && code !== "EOPNOTSUPP" && code !== "ENOSYS") {
+      removeWithSideFiles(partial);
+      throw code === "EEXIST" ? existsError(destination) : error;
+    }
+    if (existsSync(destination)) {
+      removeWithSideFiles(partial);
+      throw existsError(destination);
+    }
+    renameSync(partial, destination);
+    return;
+  }
+  rmSync(partial, { force: true });
+}
+
+function existsError(file: string): NodeJS.ErrnoException {
+  return Object.assign(new Error(`EEXIST: file already exists, open '${file}'`), { code: "EEXIST" });
 }
