@@ -78,8 +78,9 @@ export function createServerDrain(parts: {
     const requestsRunning = inFlight.size;
     let requestsCut = 0;
     inFlight.beginClosing();
-    // From now on every charge is in the journal before the store is asked, and a store that
-    // hangs is waited for a few seconds at most: a SIGKILL at any point loses none.
+    // From now on every streamed charge is in the journal before the store is asked (a whole
+    // answer's once its settle is given up on, just before it is sent), and a store that hangs is
+    // waited for a few seconds at most: a SIGKILL at any point loses none.
     admission.beginClosing();
     // Node reads it as each response ends; connections idle already are closed by `app.close()`.
     app.server.keepAliveTimeout = Math.min(app.server.keepAliveTimeout, DRAIN_KEEP_ALIVE_MS);

@@ -54,7 +54,7 @@ export interface BillingAdmissionOptions {
   settleRetryDelaysMs?: { beforeAnswer: readonly number[]; background: readonly number[] };
   /**
    * How long a settle attempt may wait for the store once a shutdown began, for a charge the
-   * journal holds. Default {@link DRAIN_SETTLE_TIMEOUT_MS}.
+   * journal holds (or takes) when the time is up. Default {@link DRAIN_SETTLE_TIMEOUT_MS}.
    */
   drainSettleTimeoutMs?: number;
 }
@@ -86,7 +86,7 @@ export const SLOW_SETTLE_FAILURE_MS = 1_000;
 
 /**
  * How long a settle attempt waits for the store once a shutdown began (`BillingAdmission.beginClosing`),
- * when its charge is in the journal: a store that hangs (a paused or partitioned database)
+ * when its charge is in the journal by then: a store that hangs (a paused or partitioned database)
  * answers nothing before its statement timeout, 30 s on PostgreSQL, and a drain that waited it
  * out (twice: the request's own attempt, then the last try) was killed by the orchestrator's
  * SIGKILL first (`docker compose stop` after 30 s). The attempt is not cancelled: should it

@@ -23,7 +23,6 @@
  * what its previous run left (see `releaseLeftOverReservations`).
  */
 import { setTimeout as sleep } from "node:timers/promises";
-import type { CatalogModel } from "../catalog/catalog.ts";
 import type {
   AdmissionContext,
   AdmissionRequest,
@@ -41,22 +40,18 @@ import {
   SETTLE_RETRY_DELAYS_MS,
   SLOW_SETTLE_FAILURE_MS,
 } from "./billing-admission-options.ts";
+import { ChatPriceList, type ChatPrices } from "./chat-prices.ts";
 import { createReservationId } from "./create-reservation-id.ts";
 import { DrainSettleTimeoutError } from "./drain-settle-timeout-error.ts";
 import { DrainTimeLimit } from "./drain-time-limit.ts";
 import { JournaledCharges } from "./journaled-charges.ts";
 import { mayHaveReserved } from "./may-have-reserved.ts";
-import { costOfUsage, formatAmount, parseAmount } from "./money.ts";
+import { costOfUsage, formatAmount } from "./money.ts";
 import { UnclearReservations } from "./unclear-reservations.ts";
 import { UnfinishedSettlements } from "./unfinished-settlements.ts";
 
 /** How long a reservation's lease lasts without renewal. */
 export const RESERVATION_LEASE_MS = 60_000;
-
-interface ChatPrices {
-  inputPerMillionNano: bigint;
-  outputPerMillionNano: bigint;
-}
 
 /** Rate limits and billing for the chat pipeline. */
 export class BillingAdmission implements ChatAdmission {
@@ -69,15 +64,15 @@ export class BillingAdmission implements ChatAdmission {
   readonly #retryDelays: NonNullable<BillingAdmissionOptions["settleRetryDelaysMs"]>;
   /** The charges kept in the journal while the store does not take them. */
   readonly #journaled: JournaledCharges;
-  readonly #prices = new WeakMap<CatalogModel, ChatPrices>();
+  readonly #prices = new ChatPriceList();
   /** Ids of the reservations of requests running or waiting for their settlement. */
   readonly #live = new Set<string>();
   /** Settle attempts under way and settlements waiting to be retried: {@link close} ends them. */
   readonly #settlements: UnfinishedSettlements;
-  /** Begun by {@link beginClosing}: charges go to the journal first, attempts are time-limited. */
+  /** Begun by {@link beginClosing}: delivered charges go to the journal first, attempts are time-limited. */
   readonly #drain: DrainTimeLimit;
-  /** The charges their requests are settling now (before their last byte), by id. */
-  readonly #settling = new Map<string, UsageRecord>();
+  /** The charges their requests are settling now (before their last byte), by id; `streamed`: delivered. */
+  readonly #settling = new Map<string, { usage: UsageRecord; streamed: boolean }>();
   /** Reservations whose reserve may have gone through unanswered, being released. */
   readonly #releases: UnclearReservations;
 
@@ -110,16 +105,19 @@ export class BillingAdmission implements ChatAdmission {
   }
 
   /**
-   * A shutdown began: from now on every charge is written to the journal before it is settled,
-   * those being settled now and those waiting for a retry at once, and a settle attempt waits
-   * for the store at most `drainSettleTimeoutMs` (see `DRAIN_SETTLE_TIMEOUT_MS`: a SIGKILL at
-   * any point of the drain loses no charge). A settle that commits after all takes its charge
-   * out of the journal. A charge the journal could not take waits for the store as before:
-   * giving up on it would lose it.
+   * A shutdown began: from now on every charge of a streamed answer (the client has it already)
+   * is written to the journal before it is settled, those being settled now and those waiting
+   * for a retry at once, and a settle attempt waits for the store at most `drainSettleTimeoutMs`
+   * (see `DRAIN_SETTLE_TIMEOUT_MS`: a SIGKILL at any point of the drain loses no charge). A whole
+   * answer is sent only after its settle: journaled up front, a SIGKILL while the store took its
+   * charge had the next start charge an answer never sent. Its charge goes to the journal only
+   * when its attempt is given up on, just before the answer goes out, as after a failed settle.
+   * A settle that commits after all takes its charge out of the journal. A charge the journal
+   * could not take waits for the store as before: giving up on it would lose it.
    */
   beginClosing(): void {
     if (this.#drain.begun) return;
-    for (const usage of this.#settling.values()) this.#journaled.owe(usage);
+    for (const { usage, streamed } of this.#settling.values()) if (streamed) this.#journaled.owe(usage);
     for (const usage of this.#settlements.waitingUsages()) this.#journaled.owe(usage);
     this.#drain.begin();
   }
@@ -161,19 +159,6 @@ export class BillingAdmission implements ChatAdmission {
     await this.#settlements.close();
   }
 
-  #pricesOf(model: CatalogModel): ChatPrices {
-    let prices = this.#prices.get(model);
-    if (prices === undefined) {
-      if (model.pricing.kind !== "chat") throw new Error(`model ${model.id} has no chat prices`);
-      prices = {
-        inputPerMillionNano: parseAmount(model.pricing.inputPerMillion),
-        outputPerMillionNano: parseAmount(model.pricing.outputPerMillion),
-      };
-      this.#prices.set(model, prices);
-    }
-    return prices;
-  }
-
   async checkRequestRate(context: AdmissionContext): Promise<void> {
     await this.#limits.takeRequest(context.key, context.setHeader);
   }
@@ -194,7 +179,7 @@ export class BillingAdmission implements ChatAdmission {
     }
     const estimatedTokens = request.promptTokens + request.maxCompletionTokens;
     await this.#limits.takeTokens(key, estimatedTokens, request.setHeader);
-    const prices = this.#pricesOf(model);
+    const prices = this.#prices.of(model);
     // A fallback may serve the request at its own prices: set aside what the dearest would cost.
     let amountNano = 0n;
     for (const candidate of [model, ...(request.alternateModels ?? [])]) {
@@ -205,7 +190,7 @@ export class BillingAdmission implements ChatAdmission {
           request.promptTokensAtMost ??
           request.promptTokens,
         completionTokens: request.maxCompletionTokens,
-        ...this.#pricesOf(candidate),
+        ...this.#prices.of(candidate),
       });
       if (cost > amountNano) amountNano = cost;
     }
@@ -279,7 +264,7 @@ export class BillingAdmission implements ChatAdmission {
     const completionTokens = outcome.usage.completionTokens ?? 0;
     // Charged at the prices of the model that served (a fallback), and recorded under its id.
     const servedBy = outcome.servedBy?.pricing.kind === "chat" ? outcome.servedBy : undefined;
-    const prices = servedBy === undefined ? settlement.prices : this.#pricesOf(servedBy);
+    const prices = servedBy === undefined ? settlement.prices : this.#prices.of(servedBy);
     const usageCostNano = costOfUsage({ promptTokens, completionTokens, ...prices });
     const costNano = outcome.unanswered === true ? 0n : usageCostNano;
     request.annotate({ promptTokens, completionTokens });
@@ -301,7 +286,7 @@ export class BillingAdmission implements ChatAdmission {
       estimated: outcome.usage.estimated === true,
       createdAt: new Date(this.#now()),
     };
-    this.#settling.set(usage.id, usage);
+    this.#settling.set(usage.id, { usage, streamed: request.streamed !== false });
     try {
       await this.#settleUsage(usage, request, estimatedTokens, usageCostNano, outcome);
     } finally {
@@ -316,8 +301,10 @@ export class BillingAdmission implements ChatAdmission {
     usageCostNano: bigint,
     outcome: RunOutcome,
   ): Promise<void> {
-    // A shutdown under way: kept beyond this process before the store is asked.
-    if (this.#drain.begun) this.#journaled.owe(usage);
+    // A shutdown under way: a charge whose answer the client has is kept beyond this process
+    // before the store is asked; a whole answer's once the store failed it (see beginClosing).
+    const streamed = request.streamed !== false;
+    if (this.#drain.begun && streamed) this.#journaled.owe(usage);
     const charged = async (chargedNano: bigint) => {
       // Less than the usage's cost where the reservation fell short and the account could pay no
       // more (an upstream prompt above its estimate), or where the client got an error instead of
@@ -340,7 +327,7 @@ export class BillingAdmission implements ChatAdmission {
       let chargedNano: bigint;
       const startedAt = performance.now();
       try {
-        chargedNano = await this.#settleOnce(usage);
+        chargedNano = await this.#settleOnce(usage, !streamed);
       } catch (error) {
         lastError = error;
         // A store that took this long to fail is down, not blinking: the client is not held for
@@ -370,14 +357,17 @@ export class BillingAdmission implements ChatAdmission {
   }
 
   /**
-   * One settle attempt. Once a shutdown began, one whose charge is in the journal waits at most
-   * `drainSettleTimeoutMs` (see {@link beginClosing}), and is left to go on: should it commit,
-   * the charge leaves the journal.
+   * One settle attempt. Once a shutdown began, one whose charge is in the journal when its time
+   * is up (`journalAtLimit`: written there then) waits at most `drainSettleTimeoutMs` (see
+   * {@link beginClosing}), and is left to go on: should it commit, the charge leaves the journal.
    */
-  #settleOnce(usage: UsageRecord): Promise<bigint> {
+  #settleOnce(usage: UsageRecord, journalAtLimit = false): Promise<bigint> {
     return this.#drain.limit(
       this.#store.settle(this.#stampNow(usage)),
-      () => this.#journaled.has(usage.id),
+      () => {
+        if (journalAtLimit) this.#journaled.owe(usage);
+        return this.#journaled.has(usage.id);
+      },
       () => {
         this.#live.delete(usage.id);
         this.#journaled.paid(usage.id);

@@ -30,6 +30,13 @@ export interface AdmissionRequest extends AdmissionContext {
   alternateModels?: readonly CatalogModel[];
   /** Prompt tokens some alternates count (by id), each pricing its own share of the reservation. */
   alternatePromptTokens?: ReadonlyMap<string, number> | undefined;
+  /**
+   * Whether the client reads the answer as it is generated (SSE): it has what it is charged for
+   * before the charge is settled. A whole answer (false) is sent only after its settle charged
+   * it, so a shutdown must not keep its charge beyond the process before then (see
+   * `BillingAdmission.beginClosing`). Unset, it is taken as streamed.
+   */
+  streamed?: boolean | undefined;
 }
 
 /** How a run ended, for settlement. */

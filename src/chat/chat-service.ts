@@ -171,6 +171,7 @@ export class ChatService {
       promptTokens: prepared.promptTokens,
       promptTokensAtMost: prepared.promptTokensAtMost,
       maxCompletionTokens: prepared.maxCompletionTokens,
+      streamed: options.stream,
       ...(alternateModels === undefined ? {} : { alternateModels }),
       ...(prepared.alternatePromptTokens === undefined
         ? {}

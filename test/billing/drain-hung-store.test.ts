@@ -69,7 +69,13 @@ async function until(condition: () => boolean | Promise<boolean>): Promise<void>
  * the proxy), then a shutdown with `graceMs`: the request must be answered 200 with its usage.
  * Resolves, once the database is back and the usage row written, with a store to read it.
  */
-async function askPlainWhileHung(options: { journal: string; requestId: string; graceMs: number }) {
+async function askPlainWhileHung(options: {
+  journal: string;
+  requestId: string;
+  graceMs: number;
+  /** Told as the shutdown begins, the settle held. */
+  whileHeld?: () => void;
+}) {
   if (!("url" in postgres)) throw new Error("needs PostgreSQL");
   const proxied = new URL(postgres.url);
   proxied.hostname = "127.0.0.1";
@@ -114,6 +120,7 @@ async function askPlainWhileHung(options: { journal: string; requestId: string; 
   answer();
   await until(() => proxy.held > 0);
   const stopped = server.shutdown({ graceMs: options.graceMs }).catch(() => {});
+  options.whileHeld?.();
   expect(await reply).toMatchObject({
     status: 200,
     body: { usage: { prompt_tokens: 10, completion_tokens: 4, total_tokens: 14 } },
@@ -225,6 +232,28 @@ describe.skipIf(!("url" in postgres))("a shutdown while PostgreSQL hangs", () =>
   it("answers a non-streamed request whose settle waits on the database within the grace, instead of cutting it charged and unanswered", async () => {
     // Its settle is given up on within the grace (kept in the journal): it is answered, not cut.
     await askPlainWhileHung({ journal: "owed-2", requestId: "plain-while-hung", graceMs: 10_000 });
+  }, 20_000);
+
+  it("keeps a whole answer's charge out of the journal while its settle waits on the database (regression: a SIGKILL then charged an answer never sent)", async () => {
+    const journalDir = join(folder, "owed-4");
+    const requestId = "plain-not-journaled";
+    const store = await askPlainWhileHung({
+      journal: "owed-4",
+      requestId,
+      graceMs: 10_000,
+      // The shutdown began and the charge is being recorded: the answer is not sent yet, so a
+      // SIGKILL now must leave the next start nothing to charge for it.
+      whileHeld: () => {
+        const owed = readdirSync(journalDir).flatMap((file) =>
+          new ChargeJournal(join(journalDir, file)).readOwed(),
+        );
+        expect(owed.map((usage) => usage.requestId)).toEqual([]);
+      },
+    });
+    // Once its settle was given up on, kept in the journal before the answer went out; the settle
+    // held all along committed later: charged once.
+    const rows = (await store.listUsage()).filter((row) => row.requestId === requestId);
+    expect(rows.map((row) => row.costNano)).toEqual([18_000n]);
   }, 20_000);
 
   it("answers a whole answer whose charge was being recorded when the grace ran out, as charged (regression: 503, charged in full)", async () => {
