@@ -34,8 +34,12 @@ export interface BillingAdmissionOptions {
    * it outlives the process; see charge-journal.ts. Without one it lives in memory only.
    */
   journal?: ChargeJournal;
-  /** Reported when the journal could not be written: the charge waits in memory only. */
-  onJournalError?: (error: unknown, requestId: string) => void;
+  /**
+   * Reported when the journal could not be written (a full disk): the charge waits in memory
+   * only, and a process that ends before the store takes it loses it: `usage` is everything
+   * needed to record it by hand.
+   */
+  onJournalError?: (error: unknown, usage: UsageRecord) => void;
   /**
    * Reported when a settlement that failed went through on a later attempt, in the background:
    * after the request's log line and metrics, which therefore do not hold its charge

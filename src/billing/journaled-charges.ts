@@ -9,13 +9,13 @@ import type { ChargeJournal } from "./charge-journal.ts";
  */
 export class JournaledCharges {
   readonly #journal: ChargeJournal | undefined;
-  readonly #onJournalError: (error: unknown, requestId: string) => void;
+  readonly #onJournalError: (error: unknown, usage: UsageRecord) => void;
   /** Ids of the charges written to the journal and not yet taken by the store. */
   readonly #journaled = new Set<string>();
 
   constructor(
     journal: ChargeJournal | undefined,
-    onJournalError: (error: unknown, requestId: string) => void,
+    onJournalError: (error: unknown, usage: UsageRecord) => void,
   ) {
     this.#journal = journal;
     this.#onJournalError = onJournalError;
@@ -38,7 +38,7 @@ export class JournaledCharges {
       this.#journal.owe(usage);
       this.#journaled.add(usage.id);
     } catch (error) {
-      this.#onJournalError(error, usage.requestId);
+      this.#onJournalError(error, usage);
     }
   }
 
