@@ -15,7 +15,8 @@
  * `ETag`, else its `Last-Modified`) and the file size it announced are kept beside it in
  * `DESTINATION.partial.validator`; the validator is sent as `If-Range`, so that a file changed
  * between attempts (or between runs) is downloaded again whole rather than saved as a mix of both
- * versions; a `206` or `416` naming another validator or another size drops the partial file too. A
+ * versions; a `206` or `416` naming another validator or another size drops the partial file too
+ * (without a validator, the range starts {@link UNVALIDATED_OVERLAP_BYTES} early to compare). A
  * file-system error while saving (a full disk, a read-only folder) is `not-writable`, never
  * retried. Before writing, when the file's size is known, the models folder must have room for the
  * rest of it and a margin (ensure-free-space.ts: for the database and logs that may share the
@@ -58,6 +59,14 @@ import { formatSeconds, retryTransientFailures } from "./retry-transient-failure
 import { skipSavedBytes } from "./skip-saved-bytes.ts";
 import { startsAsGguf } from "./starts-as-gguf.ts";
 import { writeDownloadBody } from "./write-download-body.ts";
+
+/**
+ * Bytes before the resume point asked for again when the partial file's version has no validator
+ * (no `ETag` or `Last-Modified`): compared with the saved ones, they tell a file replaced by one
+ * of the same size (0.1 % of a 64 MB part; a change only further back is found by the checksum,
+ * where one is published).
+ */
+export const UNVALIDATED_OVERLAP_BYTES = 64 * 1024;
 
 /** Options of {@link downloadFile}. */
 export interface DownloadFileOptions extends DownloadListener {
@@ -238,24 +247,31 @@ async function runAttempt(
   const signal =
     options.signal === undefined ? watchdog.signal : AbortSignal.any([options.signal, watchdog.signal]);
   let partEnd: number | undefined;
-  const startOverOnMismatch = async (): Promise<ModelDownloadError> => {
+  const startOverOnMismatch = async (named: boolean): Promise<ModelDownloadError> => {
     await partial.remove();
     restarted = true;
     expected.stale = true;
     return new ModelDownloadError(
       "interrupted",
-      `${requestUrl.host} sent bytes that differ from the partial download, although it named the same version of the file; starting over.`,
+      named
+        ? `${requestUrl.host} sent bytes that differ from the partial download, although it named the same version of the file; starting over.`
+        : `The file on ${requestUrl.host} changed since the partial download began (its bytes before the resume point differ; it names no version, so only its bytes can tell); starting over.`,
     );
   };
   try {
     const kept: PartialFileVersion =
       offset > 0 ? await partial.readVersion() : { validator: undefined, size: undefined };
+    // Without a validator for If-Range, a file replaced by one of the same size was spliced onto
+    // the partial file: the range starts a little earlier, and those bytes are compared with the
+    // saved ones (a `206` from an earlier byte, below), so a changed file starts over.
+    const rangeStart =
+      kept.validator === undefined ? Math.max(0, offset - UNVALIDATED_OVERLAP_BYTES) : offset;
     const { response, url, linked } = await fetchFollowingRedirects({
       url: options.url,
       headers:
         offset > 0
           ? {
-              range: `bytes=${offset}-`,
+              range: `bytes=${rangeStart}-`,
               ...(kept.validator === undefined ? {} : { "if-range": kept.validator }),
             }
           : {},
@@ -314,7 +330,7 @@ async function runAttempt(
           position: range.start,
           count: offset - range.start,
           onBytes: () => watchdog.touch(),
-          mismatch: startOverOnMismatch,
+          mismatch: () => startOverOnMismatch(kept.validator !== undefined),
         });
       }
       start = offset;
@@ -347,7 +363,7 @@ async function runAttempt(
           position: 0,
           count: offset,
           onBytes: () => watchdog.touch(),
-          mismatch: startOverOnMismatch,
+          mismatch: () => startOverOnMismatch(kept.validator !== undefined),
         });
       }
       start = offset;
