@@ -224,21 +224,22 @@ function convertIntegerRange(
   schema: Record<string, unknown>,
   at: Position,
 ): GbnfJsonSchema {
-  const lows: number[] = [];
-  const highs: number[] = [];
-  const minimum = readNumber(schema.minimum);
-  const maximum = readNumber(schema.maximum);
-  const exclusiveMinimum = readNumber(schema.exclusiveMinimum);
-  const exclusiveMaximum = readNumber(schema.exclusiveMaximum);
-  if (minimum !== undefined)
-    lows.push(schema.exclusiveMinimum === true ? Math.floor(minimum) + 1 : Math.ceil(minimum));
-  if (maximum !== undefined)
-    highs.push(schema.exclusiveMaximum === true ? Math.ceil(maximum) - 1 : Math.floor(maximum));
-  if (exclusiveMinimum !== undefined) lows.push(Math.floor(exclusiveMinimum) + 1);
-  if (exclusiveMaximum !== undefined) highs.push(Math.ceil(exclusiveMaximum) - 1);
-  if (lows.length === 0 && highs.length === 0) return { type: "integer" };
-  const low = Math.max(...lows, -Infinity);
-  const high = Math.min(...highs, Infinity);
+  const bounds = readNumberBounds(schema);
+  if (bounds.low === undefined && bounds.high === undefined) return { type: "integer" };
+  // The strictest bounds, rounded inward to the integers within them (rounding keeps their order).
+  const { low: lowest, high: highest } = bounds;
+  const low =
+    lowest === undefined
+      ? -Infinity
+      : lowest.exclusive
+        ? Math.floor(lowest.value) + 1
+        : Math.ceil(lowest.value);
+  const high =
+    highest === undefined
+      ? Infinity
+      : highest.exclusive
+        ? Math.ceil(highest.value) - 1
+        : Math.floor(highest.value);
   if (low > high)
     conversion.refuseNoValue(
       at,
