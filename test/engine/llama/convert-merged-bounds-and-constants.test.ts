@@ -1,10 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { convertJsonSchemaToGbnf } from "../../../src/engine/llama/convert-json-schema-to-gbnf.ts";
-import { createJsonGrammar } from "../../../src/engine/llama/create-json-grammar.ts";
 import { isMultipleOf, leastCommonMultiple } from "../../../src/engine/llama/decimal-multiples.ts";
-import { getSharedLlama } from "../../../src/engine/llama/get-shared-llama.ts";
-import { patchGrammarTerminals } from "../../../src/engine/llama/patch-grammar-terminals.ts";
 import { AppError } from "../../../src/errors/app-error.ts";
+import { schemaGrammarMatcher, wrongIntegers as wrongIntegersWithin } from "./schema-grammar-matcher.ts";
 
 const param = "response_format.json_schema.schema";
 
@@ -12,21 +10,9 @@ function convert(schema: unknown) {
   return convertJsonSchemaToGbnf(schema, { param });
 }
 
-/** Whether the grammar llama.cpp parses for `schema` (converted as for a request) takes `text` whole. */
-async function matcher(schema: unknown): Promise<(text: string) => boolean> {
-  expect(await patchGrammarTerminals()).toBe(true);
-  const llama = await getSharedLlama({ gpu: false });
-  const grammar = await createJsonGrammar(llama, convert(schema));
-  return (text) => (grammar as unknown as { _testText(text: string): boolean })._testText(text);
-}
-
 /** The integers of -100 to 100 that the grammar of `schema` takes and `inRange` does not, or the reverse. */
-async function wrongIntegers(schema: unknown, inRange: (value: number) => boolean): Promise<number[]> {
-  const accepts = await matcher(schema);
-  const wrong: number[] = [];
-  for (let value = -100; value <= 100; value++)
-    if (accepts(String(value)) !== inRange(value)) wrong.push(value);
-  return wrong;
+function wrongIntegers(schema: unknown, inRange: (value: number) => boolean): Promise<number[]> {
+  return wrongIntegersWithin(schema, inRange, 100);
 }
 
 /** The refusal converting `schema` throws (checked to be a 400 `invalid_value` naming the param), or `undefined`. */
@@ -65,7 +51,7 @@ describe("number bounds merged from allOf branches and anyOf siblings", () => {
 
   it("reads draft 6's exclusive bounds without a type as a number, as minimum and maximum", async () => {
     for (const schema of [{ exclusiveMinimum: 0 }, { exclusiveMaximum: 10 }, { minimum: 0 }]) {
-      const accepts = await matcher(schema);
+      const accepts = await schemaGrammarMatcher(schema);
       expect([accepts("5"), accepts('"x"'), accepts("null")], JSON.stringify(schema)).toEqual([
         true,
         false,
@@ -97,7 +83,7 @@ describe("number bounds merged from allOf branches and anyOf siblings", () => {
         type: "string",
       },
     );
-    const accepts = await matcher({
+    const accepts = await schemaGrammarMatcher({
       anyOf: [{ allOf: [{ type: "integer", minimum: 3 }, { exclusiveMaximum: 3 }] }, { type: "null" }],
     });
     expect(accepts("null")).toBe(true);
@@ -120,7 +106,7 @@ describe("const and enum values beside number keywords", () => {
     expect(convert({ type: "integer", enum: [1, 5, 10], maximum: 6 })).toEqual({
       oneOf: [{ const: 1 }, { const: 5 }],
     });
-    const accepts = await matcher({ type: "integer", enum: [1, 5, 10], maximum: 6 });
+    const accepts = await schemaGrammarMatcher({ type: "integer", enum: [1, 5, 10], maximum: 6 });
     expect(["1", "5", "10", "6"].filter(accepts)).toEqual(["1", "5"]);
   });
 

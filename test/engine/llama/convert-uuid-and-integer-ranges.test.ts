@@ -1,26 +1,14 @@
 import type { GbnfJsonSchema } from "node-llama-cpp";
 import { describe, expect, it } from "vitest";
 import { convertJsonSchemaToGbnf } from "../../../src/engine/llama/convert-json-schema-to-gbnf.ts";
-import { createJsonGrammar } from "../../../src/engine/llama/create-json-grammar.ts";
 import { getSharedLlama } from "../../../src/engine/llama/get-shared-llama.ts";
 import { patchGrammarTerminals } from "../../../src/engine/llama/patch-grammar-terminals.ts";
 import { AppError } from "../../../src/errors/app-error.ts";
-
-/** Whether the grammar llama.cpp parses for `schema` (converted as for a request) takes `text` whole. */
-async function matcher(schema: unknown): Promise<(text: string) => boolean> {
-  expect(await patchGrammarTerminals()).toBe(true);
-  const llama = await getSharedLlama({ gpu: false });
-  const grammar = await createJsonGrammar(llama, convertJsonSchemaToGbnf(schema, { param: "schema" }));
-  return (text) => (grammar as unknown as { _testText(text: string): boolean })._testText(text);
-}
+import { schemaGrammarMatcher, wrongIntegers as wrongIntegersWithin } from "./schema-grammar-matcher.ts";
 
 /** The integers of -2000 to 2000 that the grammar of `schema` takes and `inRange` does not, or the reverse. */
-async function wrongIntegers(schema: unknown, inRange: (value: number) => boolean): Promise<number[]> {
-  const accepts = await matcher(schema);
-  const wrong: number[] = [];
-  for (let value = -2000; value <= 2000; value++)
-    if (accepts(String(value)) !== inRange(value)) wrong.push(value);
-  return wrong;
+function wrongIntegers(schema: unknown, inRange: (value: number) => boolean): Promise<number[]> {
+  return wrongIntegersWithin(schema, inRange, 2000);
 }
 
 function refusal(schema: unknown, grammarLimits = true): string | undefined {
@@ -59,13 +47,13 @@ describe("format uuid", () => {
   ];
 
   it("is written as 8-4-4-4-12 lowercase hex digits of a version 1-8 and the RFC variant (regression: any string)", async () => {
-    const accepts = await matcher({ type: "string", format: "uuid" });
+    const accepts = await schemaGrammarMatcher({ type: "string", format: "uuid" });
     for (const uuid of uuids) expect(accepts(JSON.stringify(uuid)), uuid).toBe(true);
     for (const other of others) expect(accepts(JSON.stringify(other)), other).toBe(false);
   });
 
   it("holds inside objects, arrays, alternatives and beside a length of 36", async () => {
-    const accepts = await matcher({
+    const accepts = await schemaGrammarMatcher({
       type: "object",
       properties: {
         id: { type: "string", format: "uuid", minLength: 36, maxLength: 36 },
@@ -133,14 +121,14 @@ describe("integer ranges", () => {
         (v) => v >= -10 && v <= 30,
       ),
     ).toEqual([]);
-    const accepts = await matcher({ type: "integer", nullable: true, minimum: 3 });
+    const accepts = await schemaGrammarMatcher({ type: "integer", nullable: true, minimum: 3 });
     expect(accepts("null")).toBe(true);
     expect(accepts("2")).toBe(false);
     expect(accepts("3")).toBe(true);
   });
 
   it("reach 15 digits, as every integer the grammar writes", async () => {
-    const accepts = await matcher({ type: "integer", minimum: 2 ** 40, maximum: 2 ** 53 });
+    const accepts = await schemaGrammarMatcher({ type: "integer", minimum: 2 ** 40, maximum: 2 ** 53 });
     expect(accepts(String(2 ** 40))).toBe(true);
     expect(accepts("999999999999999")).toBe(true);
     expect(accepts(String(2 ** 40 - 1))).toBe(false);
@@ -165,7 +153,7 @@ describe("integer ranges", () => {
   });
 
   it("leave fractional numbers' ranges unenforced, as documented", async () => {
-    const accepts = await matcher({ type: "number", minimum: 1, maximum: 10 });
+    const accepts = await schemaGrammarMatcher({ type: "number", minimum: 1, maximum: 10 });
     expect(accepts("11.5")).toBe(true);
   });
 });
