@@ -1,7 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { SLOW_SETTLE_FAILURE_MS } from "../../src/billing/billing-admission-options.ts";
 import { BillingAdmission } from "../../src/billing/reserve-and-settle.ts";
-import type { CatalogModel } from "../../src/catalog/catalog.ts";
 import type { RequestKey } from "../../src/chat/request-key.ts";
 import { isAppError } from "../../src/errors/app-error.ts";
 import { KeyLimits } from "../../src/limits/key-limits.ts";
@@ -10,19 +9,9 @@ import { openStore } from "../../src/store/open-store.ts";
 import type { Store } from "../../src/store/store.ts";
 import { makeAccount } from "../store/store-fixtures.ts";
 import { makeTemporaryDirectory, newDatabaseUrl } from "../store/temporary-directory.ts";
+import { pricedModel as model } from "./priced-model.ts";
 
 const directory = makeTemporaryDirectory();
-
-/** 1.00 per million tokens in and out: 1,000 nano-units a token. */
-const model: CatalogModel = {
-  id: "priced",
-  kind: "chat",
-  ownedBy: "test",
-  pricing: { kind: "chat", inputPerMillion: "1.00", outputPerMillion: "1.00" },
-  contextLength: 1000,
-  created: 1_700_000_000,
-  engine: undefined,
-};
 
 describe("BillingAdmission refusing a reservation", () => {
   let store: Store;

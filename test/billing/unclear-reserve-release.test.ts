@@ -8,7 +8,6 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { normalizeError } from "../../src/api/errors.ts";
 import { BillingAdmission } from "../../src/billing/reserve-and-settle.ts";
-import type { CatalogModel } from "../../src/catalog/catalog.ts";
 import type { RequestKey } from "../../src/chat/request-key.ts";
 import { KeyLimits } from "../../src/limits/key-limits.ts";
 import { MemoryRateLimiter } from "../../src/limits/memory-rate-limiter.ts";
@@ -18,20 +17,10 @@ import type { Store } from "../../src/store/store.ts";
 import { startTcpProxy, type TcpProxy } from "../cluster/tcp-proxy.ts";
 import { createPostgresTestSchema, type PostgresTestSchema } from "../store/postgres-test-database.ts";
 import { makeAccount } from "../store/store-fixtures.ts";
+import { pricedModel as model } from "./priced-model.ts";
 
 const postgres: PostgresTestSchema | { skipped: string } = await createPostgresTestSchema();
 if ("skipped" in postgres) console.warn(`Skipping the unanswered reserve case: ${postgres.skipped}.`);
-
-/** 1.00 per million tokens in and out: 1,000 nano-units a token. */
-const model: CatalogModel = {
-  id: "priced",
-  kind: "chat",
-  ownedBy: "test",
-  pricing: { kind: "chat", inputPerMillion: "1.00", outputPerMillion: "1.00" },
-  contextLength: 1000,
-  created: 1_700_000_000,
-  engine: undefined,
-};
 
 let proxy: TcpProxy;
 const cleanups: (() => Promise<unknown>)[] = [];
