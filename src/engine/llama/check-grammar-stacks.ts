@@ -1,5 +1,6 @@
 import type { GbnfJsonSchema } from "node-llama-cpp";
 import { AppError } from "../../errors/app-error.ts";
+import { ownGrammarCosts } from "./patch-grammar-definitions.ts";
 
 /**
  * The most parse stacks a schema's grammar may keep at once (see {@link checkGrammarStacks}).
@@ -286,9 +287,11 @@ class StackCount {
       addScaled(stacks, one(this.#leafId({ kind: "other", node, constant }, constant)), 1);
     } else {
       const types = Array.isArray(node.type) ? node.type : [node.type];
+      // A string's pattern opens its own alternatives (see pattern-grammar.ts).
+      const { stacks: weight } = ownGrammarCosts(node);
       for (const type of types) {
         const kind = type === "object" ? "object" : type === "array" ? "array" : "other";
-        addScaled(stacks, one(this.#leafId({ kind, node }, String(type))), 1);
+        addScaled(stacks, one(this.#leafId({ kind, node }, String(type))), weight);
       }
     }
     let total = 0;

@@ -79,8 +79,9 @@ import { child, type Position } from "./schema-position.ts";
  *   `minProperties`/`maxProperties` of maps, `enum`, `const`, `format` `date-time`, `date`,
  *   `time` and `uuid`, an integer's `minimum`/`maximum`/`exclusiveMinimum`/`exclusiveMaximum`
  *   (`uuid` and ranges as `$defs` of grammars of our own: see patch-grammar-definitions.ts), and
- *   constants meet the keywords beside them (see constant-meets-keywords.ts).
- * - `pattern`, other `format`s, a fractional number's `minimum`/`maximum`, `multipleOf` (`const`/`enum`
+ *   constants meet the keywords beside them (see constant-meets-keywords.ts). A string's
+ *   `pattern` is such a grammar too, where one can be written (see pattern-grammar.ts).
+ * - Other `pattern`s, other `format`s, a fractional number's `minimum`/`maximum`, `multipleOf` (`const`/`enum`
  *   values are checked against both), `uniqueItems`, `not`,
  *   `if`/`then`, `dependentSchemas` and the like are dropped: the output may not meet them.
  * - `const` and `enum` of objects or arrays become exact object and array schemas.

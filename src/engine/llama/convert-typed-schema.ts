@@ -1,5 +1,6 @@
 import type { GbnfJsonSchema } from "node-llama-cpp";
 import { checkRange, readBound } from "./check-schema-keywords.ts";
+import { convertStringPattern } from "./convert-string-pattern.ts";
 import { largestGrammarInteger } from "./integer-range-grammar.ts";
 import { boundsAreEmpty, describeNumberBounds, readNumberBounds } from "./number-bounds.ts";
 import { hasPatternProperties, isRecord } from "./read-schema-types.ts";
@@ -64,6 +65,10 @@ export function convertTypedSchema(
             at,
           );
         return { type: "string", format: schema.format as "date-time" | "time" | "date" };
+      }
+      if (typeof schema.pattern === "string") {
+        const patterned = convertStringPattern(conversion, schema.pattern, minLength, maxLength, at);
+        if (patterned !== undefined) return patterned;
       }
       return {
         type: "string",

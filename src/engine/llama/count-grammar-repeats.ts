@@ -1,4 +1,5 @@
 import type { GbnfJsonSchema } from "node-llama-cpp";
+import { ownGrammarCosts } from "./patch-grammar-definitions.ts";
 
 /**
  * What the length and count ranges of a converted schema (convert-json-schema-to-gbnf.ts) cost
@@ -14,7 +15,8 @@ import type { GbnfJsonSchema } from "node-llama-cpp";
  * - An array's range (its items beyond `prefixItems`) and a map's (`minProperties` to
  *   `maxProperties`) count every time they appear: their rules hold the items' rule and the
  *   nesting's whitespace, and are only shared where those are the same too.
- * - `$defs` are counted once each, where they are defined (a `$ref` is a rule's name).
+ * - `$defs` are counted once each, where they are defined (a `$ref` is a rule's name); a
+ *   pattern's grammar adds its own repetitions (see pattern-grammar.ts).
  */
 export function countGrammarRepeats(schema: GbnfJsonSchema): number {
   let repeats = 0;
@@ -34,6 +36,7 @@ export function countGrammarRepeats(schema: GbnfJsonSchema): number {
         stringRanges.add(key);
         repeats += rangeRepeats(minimum, maximum, 0);
       }
+      repeats += ownGrammarCosts(node).repeats;
     } else if (node.type === "array") {
       const prefix = Array.isArray(node.prefixItems) ? node.prefixItems : [];
       repeats += rangeRepeats(count(node.minItems) ?? 0, count(node.maxItems), prefix.length);

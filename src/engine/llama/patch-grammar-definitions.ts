@@ -1,14 +1,16 @@
 import type { GbnfJsonSchema } from "node-llama-cpp";
 import { integerRangeGrammar } from "./integer-range-grammar.ts";
+import { readPatternSpec } from "./pattern-grammar.ts";
 
 /**
  * The key of a `$defs` schema whose grammar the conversion writes itself (see
- * convert-typed-schema.ts): a string's `format: "uuid"`, an integer's range. node-llama-cpp's
- * schema subset has no word for either, and its grammar classes see neither the format nor the
- * bounds, except a `$ref`'s, which sees the schema it points at. Its value names the grammar
- * (`uuid`, `integer -50 50`): it is part of the schema's JSON, so grammars are cached apart (by
- * that JSON, see create-grammar-cache.ts), and a chat template that writes a tool's parameters as
- * JSON writes these few characters, not the grammar.
+ * convert-typed-schema.ts): a string's `format: "uuid"` or `pattern`, an integer's range.
+ * node-llama-cpp's schema subset has no word for these, and its grammar classes see neither the
+ * format nor the bounds, except a `$ref`'s, which sees the schema it points at. Its value names
+ * the grammar (`uuid`, `integer -50 50`, `pattern 0 20 ^[a-z]+$`): it is part of the schema's JSON,
+ * so grammars are cached apart (by that JSON, see create-grammar-cache.ts), and a chat template
+ * that writes a tool's parameters as JSON writes these few characters (a pattern whole), not the
+ * grammar.
  */
 export const ownGrammarKey = "x-tollgate-grammar";
 
@@ -34,13 +36,29 @@ const uuidGrammar = [
   '"\\""',
 ].join(" ");
 
-/** What the grammar spelled `spec` matches (`uuid`, `integer MIN MAX`): a GBNF expression, or `undefined`. */
+/** What the grammar spelled `spec` matches (`uuid`, `integer MIN MAX`, `pattern MIN MAX REGEX`): a GBNF expression, or `undefined`. */
 export function ownGrammarText(spec: string): string | undefined {
   if (spec === "uuid") return uuidGrammar;
+  if (spec.startsWith("pattern ")) return readPatternSpec(spec)?.text;
   const range = /^integer (-?\d{1,15}) (-?\d{1,15})$/.exec(spec);
   if (range === null) return undefined;
   const [minimum, maximum] = [Number(range[1]), Number(range[2])];
   return minimum <= maximum ? integerRangeGrammar(minimum, maximum) : undefined;
+}
+
+/**
+ * What the grammar a converted schema node names (a `$defs` schema of {@link ownGrammarDefinition})
+ * costs beyond what its loose schema shows: the parse stacks it keeps open at once, at most, and the
+ * repeats of its repetitions (see check-grammar-stacks.ts and count-grammar-repeats.ts). A pattern's
+ * grammar has its own alternatives and repetitions; the others are counted as the number or string
+ * they are.
+ */
+export function ownGrammarCosts(node: Record<string, unknown>): { stacks: number; repeats: number } {
+  const spec = node[ownGrammarKey];
+  const pattern = typeof spec === "string" && spec.startsWith("pattern ") ? readPatternSpec(spec) : undefined;
+  return pattern === undefined
+    ? { stacks: 1, repeats: 0 }
+    : { stacks: pattern.stacks, repeats: pattern.repeats };
 }
 
 /**

@@ -163,9 +163,9 @@ function describeOverspending(kind: keyof Budget, limit: number, grammarLimits: 
     case "steps":
       return `the schema takes more than ${limit} steps to convert${local}: anyOf and oneOf branches repeat their siblings (properties, items, ...) once each, and required names, allOf branches and each type of a type list count too. Move what the branches share into them, or simplify the schema.`;
     case "characters":
-      return `the schema spells out more than ${limit} characters of property names, constants and descriptions (and the grammars of integer ranges)${local}, counted again each time anyOf or oneOf branches repeat them. Shorten them, or simplify the schema.`;
+      return `the schema spells out more than ${limit} characters of property names, constants and descriptions (and the grammars of integer ranges and patterns)${local}, counted again each time anyOf or oneOf branches repeat them. Shorten them, or simplify the schema.`;
     case "repeats":
-      return `its length and count ranges (minLength to maxLength, minItems to maxItems, minProperties to maxProperties) add up to more than ${limit} repeats${local}: each range counts its maximum (its minimum where it has none), a string's range once however many strings share it, an array's or a map's each time. Lower the maximums, give more strings the same ones, or drop those the output does not need (a range without a maximum costs its minimum only).`;
+      return `its length and count ranges (minLength to maxLength, minItems to maxItems, minProperties to maxProperties, a pattern's quantifiers) add up to more than ${limit} repeats${local}: each range counts its maximum (its minimum where it has none), a string's range once however many strings share it, an array's or a map's each time. Lower the maximums, give more strings the same ones, or drop those the output does not need (a range without a maximum costs its minimum only).`;
     default: {
       const unreachable: never = kind;
       throw new Error(`unknown budget ${String(unreachable)}`);
@@ -181,8 +181,8 @@ function describeSharedOverspending(kind: keyof Budget, limit: number): string {
       : kind === "steps"
         ? `take more than ${limit} steps to convert`
         : kind === "characters"
-          ? `spell out more than ${limit} characters of property names, constants and descriptions (and the grammars of integer ranges)`
-          : `have length and count ranges (minLength to maxLength, minItems to maxItems, minProperties to maxProperties) of more than ${limit} repeats, each range counting its maximum`;
+          ? `spell out more than ${limit} characters of property names, constants and descriptions (and the grammars of integer ranges and patterns)`
+          : `have length and count ranges (minLength to maxLength, minItems to maxItems, minProperties to maxProperties, a pattern's quantifiers) of more than ${limit} repeats, each range counting its maximum`;
   const advice =
     kind === "repeats"
       ? "Offer fewer tools, or lower the maximums of their ranges."

@@ -84,7 +84,7 @@ describe("convertJsonSchemaToGbnf", () => {
     expect(
       convert({
         anyOf: [
-          { type: "string", pattern: "^a" },
+          { type: "string", pattern: "^(?=a)" },
           { type: "number", minimum: 3 },
         ],
       }),
@@ -457,7 +457,7 @@ describe("convertJsonSchemaToGbnf", () => {
     const schema = {
       type: "object",
       properties: {
-        code: { type: "string", pattern: "^[A-Z]{3}$", format: "iata-code" },
+        code: { type: "string", pattern: "^(?<!x)[A-Z]{3}$", format: "iata-code" },
         price: { type: "number", minimum: 0, exclusiveMaximum: 1000, multipleOf: 0.01 },
         tags: { type: "array", items: { type: "string" }, uniqueItems: true },
         note: { not: { type: "null" } },

@@ -8,6 +8,7 @@ import type { Token } from "node-llama-cpp";
 import { describe, expect, it } from "vitest";
 import { createStopMatcher, type StopMatcher } from "../../../src/engine/llama/create-stop-matcher.ts";
 import { createStopSearch } from "../../../src/engine/llama/create-stop-search.ts";
+import { createRandom } from "../../support/create-random.ts";
 
 /** The matcher as it was: the behaviour to keep. */
 function createReferenceMatcher(stops: readonly string[], onText: (text: string) => void): StopMatcher {
@@ -79,17 +80,6 @@ function findByEveryStart(text: string, stops: readonly string[]): number {
     }
   }
   return earliest;
-}
-
-/** A small seeded generator (mulberry32), so that a failure repeats. */
-function createRandom(seed: number): (below: number) => number {
-  let state = seed;
-  return (below) => {
-    state = (state + 0x6d2b79f5) | 0;
-    let mixed = Math.imul(state ^ (state >>> 15), 1 | state);
-    mixed = (mixed + Math.imul(mixed ^ (mixed >>> 7), 61 | mixed)) ^ mixed;
-    return Math.floor((((mixed ^ (mixed >>> 14)) >>> 0) / 4294967296) * below);
-  };
 }
 
 /** Random text of code units from `alphabet`'s letters (which may be whole characters or halves). */

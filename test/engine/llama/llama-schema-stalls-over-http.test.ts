@@ -115,7 +115,7 @@ describe("length and count ranges of the output grammars", () => {
       "one tool's string ranges, required",
       { tools: [tool("f", distinctStrings(60, 1000))], tool_choice: "required" },
       "tools[0].function.parameters",
-      /^Invalid JSON Schema in 'tools\[0\]\.function\.parameters': its length and count ranges \(minLength to maxLength, minItems to maxItems, minProperties to maxProperties\) add up to more than 50000 repeats \(what a local model's output grammar takes\): each range counts its maximum/,
+      /^Invalid JSON Schema in 'tools\[0\]\.function\.parameters': its length and count ranges \(minLength to maxLength, minItems to maxItems, minProperties to maxProperties, a pattern's quantifiers\) add up to more than 50000 repeats \(what a local model's output grammar takes\): each range counts its maximum/,
     ],
     [
       "a response format's array ranges",

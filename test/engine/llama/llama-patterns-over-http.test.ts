@@ -1,0 +1,120 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { postTinyChat, readError, startTestServer, type TestServer } from "../../support/test-server.ts";
+
+/**
+ * What pydantic writes for `constr(pattern=...)` fields, as the openai SDK's `.parse()` sends
+ * them: the tiny model's answer must match every pattern (a client's model validation refuses
+ * it otherwise). Before patterns were enforced, the tiny model wrote any string.
+ */
+const patterns = {
+  sku: "^[A-Z]{3}-\\d{4}$",
+  slug: "^[a-z0-9]+(?:-[a-z0-9]+)*$",
+  hex: "^#[0-9a-f]{6}$",
+  phone: "^\\+?\\d{1,3}[ -]\\d{3}[ -]\\d{4}$",
+  version: "^v\\d+\\.\\d+\\.\\d+$",
+};
+
+const schema = {
+  type: "object",
+  properties: {
+    ...Object.fromEntries(
+      Object.entries(patterns).map(([name, pattern]) => [name, { type: "string", pattern }]),
+    ),
+    name: { type: "string", pattern: "^[A-Z][a-z]+$", maxLength: 8 },
+  },
+  required: [...Object.keys(patterns), "name"],
+  additionalProperties: false,
+};
+
+/** What of `value` breaks `schema`: nothing for a valid answer. */
+function problems(value: Record<string, unknown>): string[] {
+  const found: string[] = [];
+  for (const [name, pattern] of Object.entries(patterns)) {
+    const text = value[name];
+    if (typeof text !== "string" || !new RegExp(pattern, "u").test(text))
+      found.push(`${name}: ${JSON.stringify(text)}`);
+  }
+  const { name } = value;
+  if (typeof name !== "string" || !/^[A-Z][a-z]+$/u.test(name) || [...name].length > 8)
+    found.push(`name: ${JSON.stringify(name)}`);
+  return found;
+}
+
+let server: TestServer;
+
+beforeAll(async () => {
+  server = await startTestServer();
+});
+
+afterAll(async () => {
+  await server?.close();
+});
+
+interface CompletionBody {
+  choices: {
+    message: { content: string | null; tool_calls?: { function: { arguments: string } }[] };
+    finish_reason: string;
+  }[];
+}
+
+describe("string patterns on the tiny model, over HTTP", () => {
+  it("answer json_schema output whose strings match their patterns, over several seeds (regression: any string)", async () => {
+    for (const seed of [1, 2, 3]) {
+      const response = await postTinyChat(
+        server,
+        {
+          seed,
+          response_format: { type: "json_schema", json_schema: { name: "item", strict: true, schema } },
+        },
+        300,
+      );
+      expect(response.status).toBe(200);
+      const body = (await response.json()) as CompletionBody;
+      const choice = body.choices[0];
+      expect(choice?.finish_reason, `seed ${seed}: ${choice?.message.content}`).toBe("stop");
+      const value = JSON.parse(choice?.message.content ?? "") as Record<string, unknown>;
+      expect(problems(value), `seed ${seed}: ${choice?.message.content}`).toEqual([]);
+    }
+  });
+
+  it("shape a forced tool call's arguments likewise", async () => {
+    for (const seed of [4, 5]) {
+      const response = await postTinyChat(
+        server,
+        {
+          seed,
+          tools: [{ type: "function", function: { name: "save", parameters: schema } }],
+          tool_choice: { type: "function", function: { name: "save" } },
+        },
+        300,
+      );
+      expect(response.status).toBe(200);
+      const body = (await response.json()) as CompletionBody;
+      const call = body.choices[0]?.message.tool_calls?.[0];
+      const value = JSON.parse(call?.function.arguments ?? "") as Record<string, unknown>;
+      expect(problems(value), `seed ${seed}: ${call?.function.arguments}`).toEqual([]);
+    }
+  });
+
+  it("refuse a pattern too large for the grammar with 400 naming the place", async () => {
+    const response = await postTinyChat(server, {
+      response_format: {
+        type: "json_schema",
+        json_schema: {
+          name: "item",
+          schema: { type: "object", properties: { a: { type: "string", pattern: "^x{5000}$" } } },
+        },
+      },
+    });
+    const { status, error } = await readError(response);
+    expect(status).toBe(400);
+    expect(error).toMatchObject({
+      type: "invalid_request_error",
+      code: "invalid_value",
+      param: "response_format.json_schema.schema",
+    });
+    expect(error.message).toMatch(
+      /^Invalid JSON Schema in 'response_format.json_schema.schema' at '#\/properties\/a': its 'pattern' is too large for a local model's output grammar: a part of it is repeated up to 5000 times/,
+    );
+  });
+});
