@@ -5,20 +5,25 @@ import type { SchemaConversion } from "./schema-conversion.ts";
 import type { Position } from "./schema-position.ts";
 
 /**
- * A string that matches `pattern` within `minLength`/`maxLength`, as a definition of our own
- * grammar (see pattern-grammar.ts), for a local model's output grammar; `undefined` where the
- * pattern cannot be written (lookarounds, backreferences, lengths that cannot be written with it
+ * A string that matches `pattern` (a string's own, or a format's: see format-patterns.ts) within
+ * `minLength`/`maxLength`, as a definition of our own grammar (see pattern-grammar.ts), for a
+ * local model's output grammar; `undefined` where the pattern cannot be written (lookarounds, backreferences, lengths that cannot be written with it
  * exactly), and the lengths alone are enforced, or where no grammar is written (an upstream model
  * gets the schema as sent and reads the pattern itself).
  */
 export function convertStringPattern(
   conversion: SchemaConversion,
-  pattern: string,
+  written: {
+    pattern: string;
+    /** The keyword it comes from, for messages: `'pattern' "^a+$"`, `'format' 'email'`. */
+    what: string;
+  },
   minLength: number | undefined,
   maxLength: number | undefined,
   at: Position,
 ): GbnfJsonSchema | undefined {
   if (!conversion.grammarLimits) return undefined;
+  const { pattern, what } = written;
   const grammar = patternGrammar(pattern, minLength, maxLength);
   switch (grammar.kind) {
     case "unsupported":
@@ -28,21 +33,18 @@ export function convertStringPattern(
         minLength === undefined && maxLength === undefined
           ? ""
           : ` of ${minLength ?? 0} to ${maxLength ?? "any number of"} characters`;
-      return conversion.refuseNoValue(
-        at,
-        `its 'pattern' ${JSON.stringify(pattern)} matches no string${lengths}, so no value can match.`,
-      );
+      return conversion.refuseNoValue(at, `its ${what} matches no string${lengths}, so no value can match.`);
     }
     case "too-large":
       return conversion.refuse(
         at,
-        `its 'pattern' is too large for a local model's output grammar: ${grammar.problem}. Lower the count or simplify the repeated part, or remove the pattern.`,
+        `its ${what} is too large for a local model's output grammar: ${grammar.problem}. Lower the count or simplify the repeated part, or remove the pattern.`,
       );
     case "grammar": {
       if (grammar.stacks > maxGrammarStacks)
         conversion.refuse(
           at,
-          `its 'pattern' is too large for a local model's output grammar: it could keep ${grammar.stacks} ways open at once (alternatives, and repeats of parts whose length varies), more than the ${maxGrammarStacks} the grammar allows. Simplify the pattern, or remove it.`,
+          `its ${what} is too large for a local model's output grammar: it could keep ${grammar.stacks} ways open at once (alternatives, and repeats of parts whose length varies), more than the ${maxGrammarStacks} the grammar allows. Simplify the pattern, or remove it.`,
         );
       const loose = {
         type: "string",

@@ -1,6 +1,7 @@
 import type { GbnfJsonSchema } from "node-llama-cpp";
 import { checkRange, readBound } from "./check-schema-keywords.ts";
 import { convertStringPattern } from "./convert-string-pattern.ts";
+import { formatPatterns } from "./format-patterns.ts";
 import { largestGrammarInteger } from "./integer-range-grammar.ts";
 import { boundsAreEmpty, describeNumberBounds, readNumberBounds } from "./number-bounds.ts";
 import { hasPatternProperties, isRecord } from "./read-schema-types.ts";
@@ -66,8 +67,15 @@ export function convertTypedSchema(
           );
         return { type: "string", format: schema.format as "date-time" | "time" | "date" };
       }
-      if (typeof schema.pattern === "string") {
-        const patterned = convertStringPattern(conversion, schema.pattern, minLength, maxLength, at);
+      // A format written as a pattern wins over a pattern beside it, as the other formats do.
+      const formatPattern = typeof schema.format === "string" ? formatPatterns[schema.format] : undefined;
+      const pattern = formatPattern ?? (typeof schema.pattern === "string" ? schema.pattern : undefined);
+      if (pattern !== undefined) {
+        const what =
+          formatPattern === undefined
+            ? `'pattern' ${JSON.stringify(pattern)}`
+            : `'format' '${schema.format}'`;
+        const patterned = convertStringPattern(conversion, { pattern, what }, minLength, maxLength, at);
         if (patterned !== undefined) return patterned;
       }
       return {

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { regexes } from "zod/v4/core";
 import { postTinyChat, readError, startTestServer, type TestServer } from "../../support/test-server.ts";
 
 /**
@@ -96,6 +97,51 @@ describe("string patterns on the tiny model, over HTTP", () => {
     }
   });
 
+  it("answer the formats OpenAI's structured outputs take with strings zod 4 accepts (regression: any string)", async () => {
+    const formats = {
+      email: "email",
+      host: "hostname",
+      ip: "ipv4",
+      ip6: "ipv6",
+      wait: "duration",
+      site: "uri",
+    };
+    const readers: Record<string, (value: string) => boolean> = {
+      email: (value) => regexes.email.test(value),
+      host: (value) => regexes.hostname.test(value),
+      ip: (value) => regexes.ipv4.test(value),
+      ip6: (value) => regexes.ipv6.test(value),
+      wait: (value) => regexes.duration.test(value),
+      site: (value) => URL.canParse(value),
+    };
+    const properties = Object.fromEntries(
+      Object.entries(formats).map(([name, format]) => [name, { type: "string", format }]),
+    );
+    const formatSchema = {
+      type: "object",
+      properties,
+      required: Object.keys(formats),
+      additionalProperties: false,
+    };
+    for (const seed of [1, 2]) {
+      const response = await postTinyChat(
+        server,
+        {
+          seed,
+          response_format: { type: "json_schema", json_schema: { name: "contact", schema: formatSchema } },
+        },
+        400,
+      );
+      expect(response.status).toBe(200);
+      const body = (await response.json()) as CompletionBody;
+      const content = body.choices[0]?.message.content ?? "";
+      expect(body.choices[0]?.finish_reason, `seed ${seed}: ${content}`).toBe("stop");
+      const value = JSON.parse(content) as Record<string, string>;
+      const wrong = Object.keys(formats).filter((name) => !readers[name]?.(value[name] ?? ""));
+      expect(wrong, `seed ${seed}: ${content}`).toEqual([]);
+    }
+  });
+
   it("refuse a pattern too large for the grammar with 400 naming the place", async () => {
     const response = await postTinyChat(server, {
       response_format: {
@@ -114,7 +160,7 @@ describe("string patterns on the tiny model, over HTTP", () => {
       param: "response_format.json_schema.schema",
     });
     expect(error.message).toMatch(
-      /^Invalid JSON Schema in 'response_format.json_schema.schema' at '#\/properties\/a': its 'pattern' is too large for a local model's output grammar: a part of it is repeated up to 5000 times/,
+      /^Invalid JSON Schema in 'response_format.json_schema.schema' at '#\/properties\/a': its 'pattern' "\^x\{5000\}\$" is too large for a local model's output grammar: a part of it is repeated up to 5000 times/,
     );
   });
 });
