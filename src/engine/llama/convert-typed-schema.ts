@@ -1,5 +1,6 @@
 import type { GbnfJsonSchema } from "node-llama-cpp";
 import { checkRange, readBound } from "./check-schema-keywords.ts";
+import { convertNumberRange } from "./convert-number-range.ts";
 import { convertStringPattern } from "./convert-string-pattern.ts";
 import { formatPatterns } from "./format-patterns.ts";
 import { largestGrammarInteger } from "./integer-range-grammar.ts";
@@ -105,10 +106,10 @@ export function convertTypedSchema(
             `no number is within its bounds (${describeNumberBounds(bounds)}), so no value can match.`,
           );
       }
-      // An integer's range is written into the grammar; a fractional number's is not enforced
-      // (as llama.cpp's converter does not: decimals have no digit-by-digit bound that stays small).
+      // A range is written into the grammar: an integer's whole, a fractional number's for the
+      // numbers of at most 15 significant digits (see decimal-range-grammar.ts).
       if (type === "integer") return convertIntegerRange(conversion, schema, at);
-      return { type };
+      return convertNumberRange(conversion, schema, at);
     case "boolean":
     case "null":
       return { type };

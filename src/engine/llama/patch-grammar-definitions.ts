@@ -1,10 +1,11 @@
 import type { GbnfJsonSchema } from "node-llama-cpp";
+import { decimalRangeGrammar } from "./decimal-range-grammar.ts";
 import { integerRangeGrammar } from "./integer-range-grammar.ts";
 import { readPatternSpec } from "./pattern-grammar.ts";
 
 /**
  * The key of a `$defs` schema whose grammar the conversion writes itself (see
- * convert-typed-schema.ts): a string's `format: "uuid"` or `pattern`, an integer's range.
+ * convert-typed-schema.ts): a string's `format: "uuid"` or `pattern`, a number's range.
  * node-llama-cpp's schema subset has no word for these, and its grammar classes see neither the
  * format nor the bounds, except a `$ref`'s, which sees the schema it points at. Its value names
  * the grammar (`uuid`, `integer -50 50`, `pattern 0 20 ^[a-z]+$`): it is part of the schema's JSON,
@@ -36,10 +37,24 @@ const uuidGrammar = [
   '"\\""',
 ].join(" ");
 
-/** What the grammar spelled `spec` matches (`uuid`, `integer MIN MAX`, `pattern MIN MAX REGEX`): a GBNF expression, or `undefined`. */
+/**
+ * What the grammar spelled `spec` matches (`uuid`, `integer MIN MAX`, `decimal LOW HIGH DIGITS`,
+ * `pattern MIN MAX REGEX`): a GBNF expression, or `undefined`.
+ */
 export function ownGrammarText(spec: string): string | undefined {
   if (spec === "uuid") return uuidGrammar;
   if (spec.startsWith("pattern ")) return readPatternSpec(spec)?.text;
+  const decimal = /^decimal (-?\d{1,31}) (-?\d{1,31}) (\d{1,2})$/.exec(spec);
+  if (decimal !== null) {
+    const [low, high, fractionDigits] = [
+      BigInt(decimal[1] ?? ""),
+      BigInt(decimal[2] ?? ""),
+      Number(decimal[3]),
+    ];
+    return low <= high && fractionDigits <= 14
+      ? decimalRangeGrammar({ low, high, fractionDigits })
+      : undefined;
+  }
   const range = /^integer (-?\d{1,15}) (-?\d{1,15})$/.exec(spec);
   if (range === null) return undefined;
   const [minimum, maximum] = [Number(range[1]), Number(range[2])];

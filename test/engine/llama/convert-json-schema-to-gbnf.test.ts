@@ -85,7 +85,7 @@ describe("convertJsonSchemaToGbnf", () => {
       convert({
         anyOf: [
           { type: "string", pattern: "^(?=a)" },
-          { type: "number", minimum: 3 },
+          { type: "number", multipleOf: 3 },
         ],
       }),
     ).toEqual({
@@ -458,7 +458,7 @@ describe("convertJsonSchemaToGbnf", () => {
       type: "object",
       properties: {
         code: { type: "string", pattern: "^(?<!x)[A-Z]{3}$", format: "iata-code" },
-        price: { type: "number", minimum: 0, exclusiveMaximum: 1000, multipleOf: 0.01 },
+        price: { type: "number", multipleOf: 0.01 },
         tags: { type: "array", items: { type: "string" }, uniqueItems: true },
         note: { not: { type: "null" } },
         first: { $ref: "#/properties/tags/items" },

@@ -81,6 +81,39 @@ describe("format uuid and integer ranges on the tiny model, over HTTP", () => {
     }
   });
 
+  it("answer fractional numbers within their bounds, as zod's .min().max() checks them (regression: any number)", async () => {
+    const bounded = {
+      type: "object",
+      properties: {
+        confidence: { type: "number", minimum: 0, maximum: 1 },
+        celsius: { type: "number", minimum: -40, exclusiveMaximum: 60.5 },
+        price: { type: "number", exclusiveMinimum: 0 },
+      },
+      required: ["confidence", "celsius", "price"],
+      additionalProperties: false,
+    };
+    for (const seed of [1, 2, 3]) {
+      const response = await postTinyChat(
+        server,
+        { seed, response_format: { type: "json_schema", json_schema: { name: "reading", schema: bounded } } },
+        200,
+      );
+      expect(response.status).toBe(200);
+      const content = ((await response.json()) as CompletionBody).choices[0]?.message.content ?? "";
+      const {
+        confidence = Number.NaN,
+        celsius = Number.NaN,
+        price = Number.NaN,
+      } = JSON.parse(content) as Record<string, number>;
+      const wrong = [
+        confidence >= 0 && confidence <= 1 ? [] : ["confidence"],
+        celsius >= -40 && celsius < 60.5 ? [] : ["celsius"],
+        price > 0 ? [] : ["price"],
+      ].flat();
+      expect(wrong, `seed ${seed}: ${content}`).toEqual([]);
+    }
+  });
+
   it("shape a forced tool call's arguments likewise", async () => {
     for (const seed of [1, 2, 3]) {
       const response = await postTinyChat(
