@@ -47,7 +47,9 @@ RUN mkdir -p /models /data && chown node:node /models /data
 USER node
 VOLUME ["/models", "/data"]
 EXPOSE 8080
+# The health check asks the address the server listens on: 127.0.0.1 where it listens on every
+# address (HOST 0.0.0.0 or ::), else HOST itself (`-e HOST=10.0.0.5` does not listen on 127.0.0.1).
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
-  CMD ["node", "-e", "fetch(`http://127.0.0.1:${process.env.PORT || 8080}/health`).then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
+  CMD ["node", "-e", "const h = process.env.HOST || '0.0.0.0'; const host = h === '0.0.0.0' || h === '::' ? '127.0.0.1' : h.includes(':') ? `[${h}]` : h; fetch(`http://${host}:${process.env.PORT || 8080}/health`).then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 # The address comes from HOST, so that `-e HOST=...` (or a mounted config without HOST) decides it.
 CMD ["node", "src/cli.ts", "serve"]

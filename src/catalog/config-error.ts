@@ -63,7 +63,15 @@ export function formatConfigProblem(problem: ConfigProblem): string {
 }
 
 function describeProblems(problems: readonly ConfigProblem[], source: string | undefined): string {
-  const where = source === undefined ? "The built-in configuration (with environment overrides)" : source;
+  // A file that is fine is not blamed for the environment's variables (`PORT=abc`).
+  const fromEnvironment =
+    problems.length > 0 && problems.every(({ field }) => field.endsWith(" (environment)"));
+  const where =
+    source === undefined
+      ? "The built-in configuration (with environment overrides)"
+      : fromEnvironment
+        ? `${source} with the environment's overrides`
+        : source;
   const count = problems.length === 1 ? "1 problem" : `${problems.length} problems`;
   const lines = problems.map((problem) => `  - ${indentContinuation(formatConfigProblem(problem))}`);
   return `${where} is not a valid Tollgate configuration (${count}):\n${lines.join("\n")}`;

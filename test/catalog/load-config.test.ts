@@ -330,6 +330,20 @@ models: []
     ]);
     expect(problems.join("\n")).not.toContain("hunter2");
   });
+
+  it("does not blame a valid file for the environment's values (regression: 'tollgate.yaml is not a valid ...')", async () => {
+    const file = await folder.write("tollgate.yaml", "models: []\n");
+    const error = (await load({ env: { PORT: "80a" } }).catch((caught: unknown) => caught)) as ConfigError;
+    expect(error).toBeInstanceOf(ConfigError);
+    expect(error.message.split("\n")[0]).toBe(
+      `${file} with the environment's overrides is not a valid Tollgate configuration (1 problem):`,
+    );
+    await folder.write("tollgate.yaml", "models: []\nserver: { port: huge }\n");
+    const both = (await load({ env: { TOLLGATE_LOG_LEVEL: "loud" } }).catch(
+      (caught: unknown) => caught,
+    )) as ConfigError;
+    expect(both.message.split("\n")[0]).toBe(`${file} is not a valid Tollgate configuration (2 problems):`);
+  });
 });
 
 describe("loadConfig: ${VAR}", () => {
