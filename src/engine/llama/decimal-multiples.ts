@@ -6,12 +6,12 @@
  */
 
 /** `value` as `coefficient` × 10^`exponent`, from the shortest decimal that prints as it. */
-interface Decimal {
+export interface Decimal {
   readonly coefficient: bigint;
   readonly exponent: number;
 }
 
-function readDecimal(value: number): Decimal | undefined {
+export function readDecimal(value: number): Decimal | undefined {
   const match = /^(-?)(\d+)(?:\.(\d+))?(?:e([+-]\d+))?$/.exec(String(value));
   if (match === null) return undefined;
   const [, sign = "", whole = "", fraction = "", exponent = "0"] = match;
@@ -56,4 +56,14 @@ function greatestCommonDivisor(first: bigint, second: bigint): bigint {
   let [left, right] = [first, second];
   while (right !== 0n) [left, right] = [right, left % right];
   return left;
+}
+
+/**
+ * The decimals a `multipleOf` of 1, 0.1, 0.01, ... (10^−k) allows: `k`; `undefined` for another
+ * divisor (0.25, 5), which a grammar does not write.
+ */
+export function decimalPlacesOf(divisor: number): number | undefined {
+  const decimal = readDecimal(divisor);
+  if (decimal === undefined || decimal.coefficient !== 1n || decimal.exponent > 0) return undefined;
+  return -decimal.exponent;
 }

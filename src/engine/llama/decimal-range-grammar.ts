@@ -1,3 +1,4 @@
+import { readDecimal } from "./decimal-multiples.ts";
 import { integerRangeGrammar, largestGrammarInteger } from "./integer-range-grammar.ts";
 import type { NumberBound, NumberBounds } from "./number-bounds.ts";
 
@@ -28,7 +29,11 @@ const oneSidedLargest = 999_999_999;
  * the other side's bound; a bound beyond 15 digits is as none on its own side (a `maximum` of
  * 1e20), and leaves nothing on the other (a `minimum` of 1e20).
  */
-export function decimalRange({ low, high }: NumberBounds): DecimalRange | undefined {
+export function decimalRange(
+  { low, high }: NumberBounds,
+  /** The most decimals a `multipleOf` (0.01: 2) allows. */
+  decimalPlaces = Number.POSITIVE_INFINITY,
+): DecimalRange | undefined {
   if ((low?.value ?? 0) > largestGrammarInteger || (high?.value ?? 0) < -largestGrammarInteger)
     return undefined;
   const reach = (bound: NumberBound | undefined) =>
@@ -39,7 +44,7 @@ export function decimalRange({ low, high }: NumberBounds): DecimalRange | undefi
     lowest !== undefined && highest !== undefined
       ? Math.floor(otherSide)
       : Math.min(largestGrammarInteger, Math.max(oneSidedLargest, Math.floor(otherSide) * 10 + 9));
-  const fractionDigits = 15 - String(Math.max(1, largestWhole)).length;
+  const fractionDigits = Math.min(15 - String(Math.max(1, largestWhole)).length, decimalPlaces);
   const unit = 10n ** BigInt(fractionDigits);
   const widest = (BigInt(largestWhole) + 1n) * unit - 1n;
   const from = lowest === undefined ? -widest : scaled(lowest, fractionDigits, "up");
@@ -53,18 +58,11 @@ export function decimalRange({ low, high }: NumberBounds): DecimalRange | undefi
  * number the bound lets in, one unit further where an exclusive bound falls on one.
  */
 function scaled(bound: NumberBound, digits: number, direction: "up" | "down"): bigint {
-  const match = /^(-?)(\d+)(?:\.(\d+))?(?:e([+-]\d+))?$/.exec(String(bound.value));
-  if (match === null) throw new RangeError(`not a finite number: ${bound.value}`);
-  const [, sign, whole, fraction = "", exponent = "0"] = match as unknown as [
-    string,
-    string,
-    string,
-    string?,
-    string?,
-  ];
-  // The bound is `mantissa` × 10^`power`, exactly.
-  const mantissa = BigInt(`${sign}${whole}${fraction}`);
-  const power = Number(exponent) - fraction.length + digits;
+  const decimal = readDecimal(bound.value);
+  if (decimal === undefined) throw new RangeError(`not a finite number: ${bound.value}`);
+  // The bound in units is `mantissa` × 10^`power`, exactly.
+  const mantissa = decimal.coefficient;
+  const power = decimal.exponent + digits;
   let units: bigint;
   let exact = true;
   if (power >= 0) units = mantissa * 10n ** BigInt(power);

@@ -458,7 +458,7 @@ describe("convertJsonSchemaToGbnf", () => {
       type: "object",
       properties: {
         code: { type: "string", pattern: "^(?<!x)[A-Z]{3}$", format: "iata-code" },
-        price: { type: "number", multipleOf: 0.01 },
+        price: { type: "number", multipleOf: 0.25 },
         tags: { type: "array", items: { type: "string" }, uniqueItems: true },
         note: { not: { type: "null" } },
         first: { $ref: "#/properties/tags/items" },

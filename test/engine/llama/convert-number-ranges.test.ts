@@ -161,6 +161,23 @@ describe("a fractional number's bounds in the output grammar", () => {
     expect(accepts('{"confidence": 0.5, "delta": -1.5, "rating": 4}')).toBe(false);
   });
 
+  it("writes the decimals a multipleOf of 1, 0.1, 0.01, ... allows, with or without bounds (regression: any number)", async () => {
+    const cents = await schemaGrammarMatcher({ type: "number", multipleOf: 0.01 });
+    for (const text of ["12.34", "-5", "0.5", "999999999.99", "0.07"]) expect(cents(text), text).toBe(true);
+    for (const text of ["0.001", "1.234", "1e2"]) expect(cents(text), text).toBe(false);
+    const unit = await schemaGrammarMatcher({ type: "number", multipleOf: 0.01, minimum: 0, maximum: 1 });
+    expect(unit("0.99")).toBe(true);
+    expect(unit("0.999")).toBe(false);
+    expect(unit("1.01")).toBe(false);
+    const whole = await schemaGrammarMatcher({ type: "number", multipleOf: 1, exclusiveMinimum: 0 });
+    expect(whole("3")).toBe(true);
+    expect(whole("3.5")).toBe(false);
+    expect(whole("0")).toBe(false);
+    // Other divisors are not written: any number, as before.
+    const quarters = await schemaGrammarMatcher({ type: "number", multipleOf: 0.25 });
+    expect(quarters("0.3")).toBe(true);
+  });
+
   it("refuses bounds that leave no number of 15 significant digits, only for a local model", async () => {
     for (const bounds of [
       { minimum: 1e20 },
