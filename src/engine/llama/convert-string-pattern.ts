@@ -1,15 +1,15 @@
 import type { GbnfJsonSchema } from "node-llama-cpp";
-import { maxGrammarStacks } from "./check-grammar-stacks.ts";
-import { patternGrammar, patternSpec } from "./pattern-grammar.ts";
+import { cachedPatternGrammar, patternSpec } from "./pattern-grammar.ts";
 import type { SchemaConversion } from "./schema-conversion.ts";
 import type { Position } from "./schema-position.ts";
 
 /**
  * A string that matches `pattern` (a string's own, or a format's: see format-patterns.ts) within
  * `minLength`/`maxLength`, as a definition of our own grammar (see pattern-grammar.ts), for a
- * local model's output grammar; `undefined` where the pattern cannot be written (lookarounds, backreferences, lengths that cannot be written with it
- * exactly), and the lengths alone are enforced, or where no grammar is written (an upstream model
- * gets the schema as sent and reads the pattern itself).
+ * local model's output grammar; `undefined` where the pattern cannot be written (lookarounds,
+ * backreferences, lengths that cannot be written with it, a grammar more than llama.cpp takes or
+ * follows quickly: see pattern-grammar.ts) and the lengths alone are enforced, or where no grammar
+ * is written (an upstream model gets the schema as sent and reads the pattern itself).
  */
 export function convertStringPattern(
   conversion: SchemaConversion,
@@ -24,7 +24,7 @@ export function convertStringPattern(
 ): GbnfJsonSchema | undefined {
   if (!conversion.grammarLimits) return undefined;
   const { pattern, what } = written;
-  const grammar = patternGrammar(pattern, minLength, maxLength);
+  const grammar = cachedPatternGrammar(pattern, minLength, maxLength);
   switch (grammar.kind) {
     case "unsupported":
       return undefined;
@@ -35,17 +35,7 @@ export function convertStringPattern(
           : ` of ${minLength ?? 0} to ${maxLength ?? "any number of"} characters`;
       return conversion.refuseNoValue(at, `its ${what} matches no string${lengths}, so no value can match.`);
     }
-    case "too-large":
-      return conversion.refuse(
-        at,
-        `its ${what} is too large for a local model's output grammar: ${grammar.problem}. Lower the count or simplify the repeated part, or remove the pattern.`,
-      );
     case "grammar": {
-      if (grammar.stacks > maxGrammarStacks)
-        conversion.refuse(
-          at,
-          `its ${what} is too large for a local model's output grammar: it could keep ${grammar.stacks} ways open at once (alternatives, and repeats of parts whose length varies), more than the ${maxGrammarStacks} the grammar allows. Simplify the pattern, or remove it.`,
-        );
       const loose = {
         type: "string",
         ...(minLength === undefined ? {} : { minLength }),

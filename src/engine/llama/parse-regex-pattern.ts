@@ -174,7 +174,7 @@ class Parser {
       case openBrace:
         return unsupported();
       default:
-        return { kind: "chars", ranges: [[character as number, character as number]] };
+        return { kind: "chars", ranges: single(character as number) };
     }
   }
 

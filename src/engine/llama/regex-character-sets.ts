@@ -7,7 +7,7 @@
 export type CodePointRanges = readonly (readonly [number, number])[];
 
 /** Code points a string can hold: all but the surrogates, which UTF-8 text never carries. */
-const allCharacters: CodePointRanges = [
+export const allCharacters: CodePointRanges = [
   [0, 0xd7ff],
   [0xe000, 0x10ffff],
 ];
@@ -46,8 +46,9 @@ export function intersect(a: CodePointRanges, b: CodePointRanges): CodePointRang
   return result;
 }
 
+/** One character; none for a lone surrogate (`\uD83D`), which no UTF-8 text holds. */
 export function single(character: number): CodePointRanges {
-  return [[character, character]];
+  return normalize([[character, character]]);
 }
 
 const digits: CodePointRanges = [[0x30, 0x39]];

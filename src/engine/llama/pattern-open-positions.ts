@@ -1,0 +1,149 @@
+import type { CodePointRanges, RegexNode } from "./parse-regex-pattern.ts";
+
+/**
+ * The most places a pattern's grammar may go on from at once: what llama.cpp keeps a parse stack
+ * for while it reads the string, and walks for every token of the vocabulary at every step. The
+ * pattern is read as its position automaton (one position per character class once repetitions
+ * are written out, as llama.cpp writes them: a repetition's optional copies nest, so the one after
+ * a copy is reached only through it), and the automaton is run on every class of input it can
+ * tell apart, as a deterministic one: each state is the set of positions a prefix may end on, and
+ * the count is of the positions they lead to. Where that takes more work than allowed (the states
+ * of `\S+@\S+` are the sets of places an `@` read so far may have split it at: exponentially
+ * many), the count of all positions bounds it. `undefined` past `limit`: the pattern is too
+ * intricate to write.
+ */
+export function countOpenPositions(node: RegexNode, limit: number): number | undefined {
+  const automaton = new PositionAutomaton();
+  let start: Fragment;
+  try {
+    start = automaton.build(node);
+  } catch (error) {
+    if (error instanceof TooIntricate) return undefined;
+    throw error;
+  }
+  const explored = explore(automaton, start, limit);
+  if (explored !== "too-much-work") return explored;
+  return automaton.ranges.length <= limit ? automaton.ranges.length : undefined;
+}
+
+/** The most positions a state leads to, `undefined` past `limit`; `too-much-work` past the budget. */
+function explore(
+  automaton: PositionAutomaton,
+  start: Fragment,
+  limit: number,
+): number | undefined | "too-much-work" {
+  const { ranges, follow } = automaton;
+  const seen = new Set<string>();
+  const pending: number[][] = [[...start.first]];
+  let most = 0;
+  let work = 0;
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    // `next`: the positions the state leads to. Each class of characters they tell apart leads to
+    // the positions among them that take it.
+    most = Math.max(most, next.length);
+    if (most > limit) return undefined;
+    const bounds = new Set<number>();
+    for (const position of next)
+      for (const [first, last] of ranges[position] ?? []) bounds.add(first).add(last + 1);
+    for (const character of bounds) {
+      work += next.length;
+      if (work > maxWork) return "too-much-work";
+      const taken = next.filter((position) => contains(ranges[position] ?? [], character));
+      if (taken.length === 0) continue;
+      const leads = new Set<number>();
+      for (const position of taken) for (const to of follow[position] ?? []) leads.add(to);
+      const key = [...leads].sort((a, b) => a - b).join(",");
+      if (seen.has(key)) continue;
+      seen.add(key);
+      if (seen.size > maxStates) return "too-much-work";
+      pending.push([...leads]);
+    }
+  }
+  return most;
+}
+
+/** The most positions (characters once repetitions are written out) a pattern is looked through with. */
+const maxPositions = 20_000;
+/** The most states of the deterministic automaton looked through. */
+const maxStates = 5000;
+/** The most position checks the look may take: a few milliseconds. */
+const maxWork = 2_000_000;
+
+class TooIntricate extends Error {}
+
+/** A part of the automaton: the positions it starts with, those it may end on, whether it may be empty. */
+interface Fragment {
+  first: Set<number>;
+  last: Set<number>;
+  nullable: boolean;
+}
+
+class PositionAutomaton {
+  readonly ranges: CodePointRanges[] = [];
+  readonly follow: Set<number>[] = [];
+
+  build(node: RegexNode): Fragment {
+    switch (node.kind) {
+      case "chars": {
+        if (this.ranges.length >= maxPositions) throw new TooIntricate();
+        const position = this.ranges.length;
+        this.ranges.push(node.ranges);
+        this.follow.push(new Set());
+        return { first: new Set([position]), last: new Set([position]), nullable: false };
+      }
+      case "sequence":
+        return node.items.reduce<Fragment>((before, item) => this.#then(before, this.build(item)), {
+          first: new Set(),
+          last: new Set(),
+          nullable: true,
+        });
+      case "alternatives": {
+        const fragments = node.options.map((option) => this.build(option));
+        return {
+          first: union(fragments.map(({ first }) => first)),
+          last: union(fragments.map(({ last }) => last)),
+          nullable: fragments.some(({ nullable }) => nullable),
+        };
+      }
+      case "repeat": {
+        let whole: Fragment = { first: new Set(), last: new Set(), nullable: true };
+        for (let copy = 0; copy < node.min; copy++) whole = this.#then(whole, this.build(node.item));
+        if (node.max === undefined) return this.#then(whole, this.#star(this.build(node.item)));
+        // The optional copies nest: (x (x (x)?)?)?, built from the innermost out.
+        let optional: Fragment = { first: new Set(), last: new Set(), nullable: true };
+        for (let copy = node.min; copy < node.max; copy++) {
+          const inner = this.#then(this.build(node.item), optional);
+          optional = { ...inner, nullable: true };
+        }
+        return this.#then(whole, optional);
+      }
+    }
+  }
+
+  /** `before` then `after`. */
+  #then(before: Fragment, after: Fragment): Fragment {
+    for (const position of before.last) for (const to of after.first) this.follow[position]?.add(to);
+    return {
+      first: before.nullable ? union([before.first, after.first]) : before.first,
+      last: after.nullable ? union([before.last, after.last]) : after.last,
+      nullable: before.nullable && after.nullable,
+    };
+  }
+
+  /** `item` any number of times. */
+  #star(item: Fragment): Fragment {
+    for (const position of item.last) for (const to of item.first) this.follow[position]?.add(to);
+    return { ...item, nullable: true };
+  }
+}
+
+function union(sets: readonly Set<number>[]): Set<number> {
+  const all = new Set<number>();
+  for (const set of sets) for (const value of set) all.add(value);
+  return all;
+}
+
+function contains(ranges: CodePointRanges, character: number): boolean {
+  for (const [first, last] of ranges) if (character >= first && character <= last) return true;
+  return false;
+}
