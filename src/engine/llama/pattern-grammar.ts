@@ -141,8 +141,9 @@ function nodeGrammar(node: RegexNode): Expression {
     case "chars":
       return charactersGrammar(node.ranges);
     case "sequence": {
-      if (node.items.length === 0) return { text: '""', rules: 0 };
-      const items = node.items.map(nodeGrammar);
+      // Parts a cap left empty (`x{0,0}`) write nothing.
+      const items = node.items.map(nodeGrammar).filter(({ text }) => text !== '""');
+      if (items.length === 0) return { text: '""', rules: 0 };
       return { text: items.map(({ text }) => text).join(" "), rules: sum(items.map(({ rules }) => rules)) };
     }
     case "alternatives":
