@@ -4,10 +4,8 @@
  * every number of a few digits inside them.
  */
 import { describe, expect, it } from "vitest";
-import { convertJsonSchemaToGbnf } from "../../../src/engine/llama/convert-json-schema-to-gbnf.ts";
-import { AppError } from "../../../src/errors/app-error.ts";
 import { createRandom } from "../../support/create-random.ts";
-import { schemaGrammarMatcher } from "./schema-grammar-matcher.ts";
+import { schemaGrammarMatcher, schemaRefusal } from "./schema-grammar-matcher.ts";
 
 type Bounds = { minimum?: number; maximum?: number; exclusiveMinimum?: number; exclusiveMaximum?: number };
 
@@ -21,15 +19,7 @@ function within(value: number, bounds: Bounds): boolean {
   );
 }
 
-function refusal(schema: unknown, grammarLimits = true): string | undefined {
-  try {
-    convertJsonSchemaToGbnf(schema, { param: "schema", grammarLimits });
-    return undefined;
-  } catch (error) {
-    expect(error).toBeInstanceOf(AppError);
-    return (error as AppError).message;
-  }
-}
+const refusal = schemaRefusal;
 
 const cases: Bounds[] = [
   { minimum: 0, maximum: 1 },

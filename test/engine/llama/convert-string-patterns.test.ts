@@ -9,24 +9,15 @@ import { countGrammarRepeats } from "../../../src/engine/llama/count-grammar-rep
 import { getSharedLlama } from "../../../src/engine/llama/get-shared-llama.ts";
 import { patternGrammar } from "../../../src/engine/llama/pattern-grammar.ts";
 import { spendGrammarRepeats } from "../../../src/engine/llama/schema-conversion-budget.ts";
-import { AppError } from "../../../src/errors/app-error.ts";
 import { createRandom } from "../../support/create-random.ts";
-import { schemaGrammarMatcher } from "./schema-grammar-matcher.ts";
+import { schemaGrammarMatcher, schemaRefusal } from "./schema-grammar-matcher.ts";
 
 /** A string as the grammar writes it: JSON, with DEL escaped too (as node-llama-cpp's strings write it). */
 function encode(value: string): string {
   return JSON.stringify(value).replaceAll("\u007f", "\\u007f");
 }
 
-function refusal(schema: unknown, grammarLimits = true): string | undefined {
-  try {
-    convertJsonSchemaToGbnf(schema, { param: "schema", grammarLimits });
-    return undefined;
-  } catch (error) {
-    expect(error).toBeInstanceOf(AppError);
-    return (error as AppError).message;
-  }
-}
+const refusal = schemaRefusal;
 
 /** Each pattern, with strings it matches (random ones seldom do). */
 const patterns: [string, string[]][] = [

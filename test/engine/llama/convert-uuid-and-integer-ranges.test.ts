@@ -3,23 +3,18 @@ import { describe, expect, it } from "vitest";
 import { convertJsonSchemaToGbnf } from "../../../src/engine/llama/convert-json-schema-to-gbnf.ts";
 import { getSharedLlama } from "../../../src/engine/llama/get-shared-llama.ts";
 import { patchGrammarTerminals } from "../../../src/engine/llama/patch-grammar-terminals.ts";
-import { AppError } from "../../../src/errors/app-error.ts";
-import { schemaGrammarMatcher, wrongIntegers as wrongIntegersWithin } from "./schema-grammar-matcher.ts";
+import {
+  schemaGrammarMatcher,
+  schemaRefusal,
+  wrongIntegers as wrongIntegersWithin,
+} from "./schema-grammar-matcher.ts";
 
 /** The integers of -2000 to 2000 that the grammar of `schema` takes and `inRange` does not, or the reverse. */
 function wrongIntegers(schema: unknown, inRange: (value: number) => boolean): Promise<number[]> {
   return wrongIntegersWithin(schema, inRange, 2000);
 }
 
-function refusal(schema: unknown, grammarLimits = true): string | undefined {
-  try {
-    convertJsonSchemaToGbnf(schema, { param: "schema", grammarLimits });
-    return undefined;
-  } catch (error) {
-    expect(error).toBeInstanceOf(AppError);
-    return (error as AppError).message;
-  }
-}
+const refusal = schemaRefusal;
 
 describe("format uuid", () => {
   const uuids = [

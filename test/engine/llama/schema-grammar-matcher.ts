@@ -3,6 +3,7 @@ import { convertJsonSchemaToGbnf } from "../../../src/engine/llama/convert-json-
 import { createJsonGrammar } from "../../../src/engine/llama/create-json-grammar.ts";
 import { getSharedLlama } from "../../../src/engine/llama/get-shared-llama.ts";
 import { patchGrammarTerminals } from "../../../src/engine/llama/patch-grammar-terminals.ts";
+import { AppError } from "../../../src/errors/app-error.ts";
 
 /** Whether the grammar llama.cpp parses for `schema` (converted as for a request) takes `text` whole. */
 export async function schemaGrammarMatcher(schema: unknown): Promise<(text: string) => boolean> {
@@ -23,4 +24,15 @@ export async function wrongIntegers(
   for (let value = -bound; value <= bound; value++)
     if (accepts(String(value)) !== inRange(value)) wrong.push(value);
   return wrong;
+}
+
+/** The message of the 400 that refuses `schema` (converted as for a request), or `undefined` if it is taken. */
+export function schemaRefusal(schema: unknown, grammarLimits = true): string | undefined {
+  try {
+    convertJsonSchemaToGbnf(schema, { param: "schema", grammarLimits });
+    return undefined;
+  } catch (error) {
+    expect(error).toBeInstanceOf(AppError);
+    return (error as AppError).message;
+  }
 }
