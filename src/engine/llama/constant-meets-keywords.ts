@@ -1,5 +1,9 @@
 import { numberMeetsKeywords } from "./number-bounds.ts";
+import { parseRegexPattern } from "./parse-regex-pattern.ts";
+import { maxPatternCharacters } from "./pattern-grammar.ts";
+import { createPatternMatcher, type PatternMatcher } from "./pattern-open-positions.ts";
 import { hasPatternProperties, hasType, isRecord, readTypes } from "./read-schema-types.ts";
+import { wholeStringTree } from "./regex-node-shape.ts";
 
 /** RFC 3339's forms, as the grammar writes them (a time's seconds fraction of any length here). */
 const time = "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]+)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])";
@@ -43,6 +47,35 @@ export class ConstantChecks {
     return this.left >= 0;
   }
 
+  /**
+   * Whether `value` matches `pattern`, as the grammar reads it (see pattern-grammar.ts): a pattern
+   * it cannot write, or a check past the budget left, is taken to be met.
+   */
+  matchesPattern(pattern: string, value: string): boolean {
+    let matcher = this.#patterns.get(pattern);
+    if (matcher === undefined) {
+      if (!this.take(pattern.length)) return true;
+      const branches = pattern.length > maxPatternCharacters ? undefined : parseRegexPattern(pattern);
+      const tree = branches === undefined ? undefined : wholeStringTree(branches);
+      const built = tree === undefined ? undefined : createPatternMatcher(tree);
+      this.take(built?.positions ?? 0);
+      matcher =
+        branches === undefined
+          ? null
+          : tree === undefined
+            ? () => ({ matched: false, work: 0 })
+            : (built?.match ?? null);
+      this.#patterns.set(pattern, matcher);
+    }
+    if (matcher === null) return true;
+    const { matched, work } = matcher(value, Math.max(0, this.left));
+    this.take(work);
+    return matched ?? true;
+  }
+
+  /** Patterns read, as matchers: `null` where the grammar cannot write one. */
+  readonly #patterns = new Map<string, PatternMatcher | null>();
+
   /** A string's length as JSON Schema counts it: in code points. */
   countCodePoints(text: string): number {
     let count = this.#lengths.get(text);
@@ -59,7 +92,7 @@ export class ConstantChecks {
 /**
  * Whether a `const` or `enum` value meets the keywords the conversion enforces beside it: it is
  * written exactly, so `{"enum": ["a", "abcdef"], "minLength": 3}` wrote "a" too. Lengths, counts,
- * `format`, `required`, numbers' bounds and `multipleOf` (regression: `{"enum": [1, 5, 10],
+ * `format`, a `pattern` the grammar can write, `required`, numbers' bounds and `multipleOf` (regression: `{"enum": [1, 5, 10],
  * "maximum": 6}` wrote 10 too), and the `type`, `properties`, `items` and the like of its members,
  * where their schemas say so, within `checks`.
  */
@@ -87,7 +120,8 @@ function meets(
     const length = min <= Math.ceil(units / 2) && units <= max ? min : work.countCodePoints(value);
     if (!inRange(length, schema.minLength, schema.maxLength)) return false;
     const format = typeof schema.format === "string" && work.formats ? formats[schema.format] : undefined;
-    return format === undefined || format.test(value);
+    if (format !== undefined && !format.test(value)) return false;
+    return typeof schema.pattern !== "string" || !work.formats || work.matchesPattern(schema.pattern, value);
   }
   if (Array.isArray(value)) {
     if (!inRange(value.length, schema.minItems, schema.maxItems)) return false;

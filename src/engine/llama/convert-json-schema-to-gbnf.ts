@@ -214,7 +214,7 @@ class SchemaConverter implements SchemaConversion {
       if (!constantMeetsKeywords(schema.const, schema, this.#constantChecks))
         this.refuseNoValue(
           at,
-          "'const' does not meet the keywords beside it (lengths, counts, bounds, 'multipleOf', 'format', 'required', ...), so no value can match.",
+          "'const' does not meet the keywords beside it (lengths, counts, bounds, 'multipleOf', 'format', 'pattern', 'required', ...), so no value can match.",
         );
       return { ...convertConstant(this, schema.const, at), ...description };
     }
@@ -233,7 +233,7 @@ class SchemaConverter implements SchemaConversion {
       if (values.length === 0)
         this.refuseNoValue(
           at,
-          "no value of 'enum' meets the keywords beside it (lengths, counts, bounds, 'multipleOf', 'format', 'required', ...), so no value can match.",
+          "no value of 'enum' meets the keywords beside it (lengths, counts, bounds, 'multipleOf', 'format', 'pattern', 'required', ...), so no value can match.",
         );
       return oneOf(
         values.map((value) => convertConstant(this, value, at)),

@@ -147,3 +147,47 @@ function contains(ranges: CodePointRanges, character: number): boolean {
   for (const [first, last] of ranges) if (character >= first && character <= last) return true;
   return false;
 }
+
+/** Whether a string matches (`undefined` past `budget` position checks), and the checks it took. */
+export type PatternMatcher = (
+  value: string,
+  budget: number,
+) => { matched: boolean | undefined; work: number };
+
+/**
+ * A matcher of the pattern `node` stands for (a whole-string tree: see regex-node-shape.ts), run on
+ * its position automaton a character at a time: linear in the string, never backtracking (a
+ * client's regular expression run by a backtracking engine could take seconds on a crafted
+ * string), and the count of positions it was built with. `undefined` when the automaton is too large
+ * to build.
+ */
+export function createPatternMatcher(
+  node: RegexNode,
+): { match: PatternMatcher; positions: number } | undefined {
+  const automaton = new PositionAutomaton();
+  let whole: Fragment;
+  try {
+    whole = automaton.build(node);
+  } catch (error) {
+    if (error instanceof TooIntricate) return undefined;
+    throw error;
+  }
+  const { ranges, follow } = automaton;
+  const match: PatternMatcher = (value, budget) => {
+    let current: number[] | undefined;
+    let work = 0;
+    for (const character of value) {
+      const codePoint = character.codePointAt(0) as number;
+      const candidates =
+        current === undefined ? whole.first : union(current.map((position) => follow[position] ?? new Set()));
+      work += candidates.size;
+      if (work > budget) return { matched: undefined, work };
+      current = [...candidates].filter((position) => contains(ranges[position] ?? [], codePoint));
+      if (current.length === 0) return { matched: false, work };
+    }
+    const matched =
+      current === undefined ? whole.nullable : current.some((position) => whole.last.has(position));
+    return { matched, work };
+  };
+  return { match, positions: ranges.length };
+}

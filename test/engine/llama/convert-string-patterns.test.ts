@@ -267,6 +267,34 @@ describe("a string's pattern in the output grammar", () => {
     }
   });
 
+  it("writes only the const and enum values its pattern matches (regression: 'blue' beside ^r)", async () => {
+    const colours = await schemaGrammarMatcher({
+      type: "string",
+      enum: ["red", "rose", "blue"],
+      pattern: "^r",
+    });
+    expect(colours('"red"')).toBe(true);
+    expect(colours('"rose"')).toBe(true);
+    expect(colours('"blue"')).toBe(false);
+    expect(refusal({ type: "string", enum: ["blue", "green"], pattern: "^r" })).toMatch(
+      /no value|none of|cannot/i,
+    );
+    expect(refusal({ type: "string", const: "blue", pattern: "^r" })).toMatch(/no value|none of|cannot/i);
+    // Beside a pattern the grammar cannot write, and for an upstream model, values stay as listed.
+    const unwritable = await schemaGrammarMatcher({
+      type: "string",
+      enum: ["red", "blue"],
+      pattern: "^(?=r)",
+    });
+    expect(unwritable('"blue"')).toBe(true);
+    expect(refusal({ type: "string", const: "blue", pattern: "^r" }, false)).toBeUndefined();
+    // Run without backtracking: a value built to make a backtracking engine take seconds (or hang).
+    const evil = { type: "string", enum: [`${"a".repeat(5000)}!`, "aa"], pattern: "^(a+)+$" };
+    const evilMatcher = await schemaGrammarMatcher(evil);
+    expect(evilMatcher('"aa"')).toBe(true);
+    expect(evilMatcher(JSON.stringify(`${"a".repeat(5000)}!`))).toBe(false);
+  });
+
   it("counts a pattern's alternatives and repeats in the schema's grammar limits", () => {
     // Each alone is within the limits (200 stacks after its first letter); eleven side by side
     // keep more than 2000 open at once.
