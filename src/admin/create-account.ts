@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { cutText } from "../errors/cut-text.ts";
 import type { Account, Store } from "../store/store.ts";
 import { AdminError } from "./admin-error.ts";
 import { UUID_PATTERN } from "./find-account.ts";
@@ -65,7 +66,8 @@ export function validateAccountName(name: string): void {
   if (!NAME_PATTERN.test(name)) {
     throw new AdminError(
       "invalid_value",
-      `${JSON.stringify(name)} is not a valid account name: use 1 to 64 letters, digits, ".", "_", "@" or "-", starting with a letter or digit.`,
+      // Cut: a megabyte name was sent back whole (the longest valid one is 64 characters).
+      `${JSON.stringify(name.length > 80 ? `${cutText(name, 80)}...` : name)} is not a valid account name: use 1 to 64 letters, digits, ".", "_", "@" or "-", starting with a letter or digit.`,
       { field: "name" },
     );
   }

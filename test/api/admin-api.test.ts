@@ -324,6 +324,18 @@ describe("admin API accounts", () => {
     await expectError(await call("POST", "/admin/accounts"), 400, "invalid_type", null);
   });
 
+  it("refuses an invalid name without sending it back whole (regression: a 1 MB name made a 1 MB error)", async () => {
+    const response = await call("POST", "/admin/accounts", { body: { name: `${"x ".repeat(500_000)}` } });
+    await expectError(
+      response,
+      400,
+      "invalid_value",
+      "name",
+      /^"(x ){40}\.\.\." is not a valid account name/,
+    );
+    expect(response.text.length).toBeLessThan(1000);
+  });
+
   it("refuses a name already taken", async () => {
     await call("POST", "/admin/accounts", { body: { name: "acme" } });
     await expectError(
