@@ -12,7 +12,8 @@ import { endStalledBody, type StalledBodyWatch } from "./end-stalled-body.ts";
  *
  * So a request takes from this budget the bytes of its body that have arrived, as they arrive,
  * and gives them back when its response ends (or its connection goes); one holder (an account:
- * all its keys) at most a quarter of it (at least one body). A piece that does not fit beside the
+ * all its keys) at most a quarter of it (at least one body), the last quarter kept for holders
+ * of one body at most (see sharedBy). A piece that does not fit beside the
  * bodies held, all of them or its holder's, ends the request with 503 `server_overloaded` and
  * `retry-after`, its body dropped (and its connection closed, if more of it was coming). A
  * request's declared size (its `Content-Length`) is only looked at, once its key is accepted: a
@@ -39,19 +40,27 @@ import { endStalledBody, type StalledBodyWatch } from "./end-stalled-body.ts";
 export class BodyBudget {
   readonly #limitBytes: number;
   readonly #shareBytes: number;
+  readonly #reserveBytes: number;
+  readonly #smallHoldBytes: number;
   readonly #stallMs: number;
   #heldBytes = 0;
   /** Bytes held by each holder now (holders holding none are not kept). */
   readonly #heldBy = new Map<string, number>();
 
   /**
-   * `shareBytes`: the most one holder may hold, default all of it. `stallMs`: the longest a body
-   * being read may go without a byte arriving before it is ended with 408; default (or 0): no
-   * bound but the request timeout.
+   * `shareBytes`: the most one holder may hold, default all of it. `reserveBytes`: the last part of
+   * the budget, kept for holders that hold at most `smallHoldBytes` (one body) with the piece
+   * taken; default none. `stallMs`: the longest a body being read may go without a byte arriving
+   * before it is ended with 408; default (or 0): no bound but the request timeout.
    */
-  constructor(limitBytes: number, options: { shareBytes?: number; stallMs?: number } = {}) {
+  constructor(
+    limitBytes: number,
+    options: { shareBytes?: number; reserveBytes?: number; smallHoldBytes?: number; stallMs?: number } = {},
+  ) {
     this.#limitBytes = limitBytes;
     this.#shareBytes = options.shareBytes ?? limitBytes;
+    this.#reserveBytes = options.reserveBytes ?? 0;
+    this.#smallHoldBytes = options.smallHoldBytes ?? limitBytes;
     this.#stallMs = options.stallMs ?? 0;
   }
 
@@ -64,7 +73,13 @@ export class BodyBudget {
     );
   }
 
-  /** A budget of `limitBytes` whose holders may each take a quarter, and at least `bodyLimitBytes`. */
+  /**
+   * A budget of `limitBytes` whose holders may each take a quarter, and at least `bodyLimitBytes`;
+   * its last quarter is kept for holders of one body at most. Four accounts, each holding its
+   * share with bodies sent but for their last bytes (one byte every 20 s after), kept every other
+   * tenant's requests out (503) for minutes at no cost; now it takes them the other three
+   * quarters, and as many more accounts again as one body each fits in the last.
+   */
   static sharedBy(
     limitBytes: number,
     bodyLimitBytes: number,
@@ -72,6 +87,8 @@ export class BodyBudget {
   ): BodyBudget {
     return new BodyBudget(limitBytes, {
       shareBytes: Math.max(bodyLimitBytes, Math.floor(limitBytes / 4)),
+      reserveBytes: Math.max(0, Math.min(Math.floor(limitBytes / 4), limitBytes - 2 * bodyLimitBytes)),
+      smallHoldBytes: bodyLimitBytes,
       ...options,
     });
   }
@@ -90,10 +107,9 @@ export class BodyBudget {
   }
 
   #fits(holder: string, bytes: number): boolean {
-    return (
-      this.#heldBytes + bytes <= this.#limitBytes &&
-      (this.#heldBy.get(holder) ?? 0) + bytes <= this.#shareBytes
-    );
+    const holding = (this.#heldBy.get(holder) ?? 0) + bytes;
+    const limit = holding <= this.#smallHoldBytes ? this.#limitBytes : this.#limitBytes - this.#reserveBytes;
+    return this.#heldBytes + bytes <= limit && holding <= this.#shareBytes;
   }
 
   /** `length`: the body's `Content-Length`, `NaN` for a chunked one. */

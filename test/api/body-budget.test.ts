@@ -312,6 +312,34 @@ describe("who may hold the request bodies' budget", () => {
     expect(held.answer()).toBe("");
   });
 
+  it("keeps the budget's last quarter for accounts holding one body at most, so four accounts cannot keep the others out (regression: 503 for minutes)", async () => {
+    // Eight bodies' worth: each account may hold two, all of them six, and the last two are for
+    // accounts that hold one at most.
+    const { server, adminKey, url, origin } = await startBudgetedServer(8 * MEGABYTE);
+    const attackers = await Promise.all(
+      ["a", "b", "c", "d"].map((name) => createAccountKey(origin, adminKey, name)),
+    );
+    const victim = await createAccountKey(origin, adminKey, "victim");
+    const held: { answer: () => string }[] = [];
+    for (const key of attackers) {
+      // Two bodies each, sent but for their last bytes, and held.
+      for (let body = 0; body < 2; body++) {
+        held.push(
+          await holdBody(
+            url,
+            `POST /v1/chat/completions HTTP/1.1\r\nauthorization: Bearer ${key}`,
+            0.95 * MEGABYTE,
+          ),
+        );
+        await sleep(200);
+      }
+    }
+    // Three accounts hold 5.7 MB, the fourth one body (0.95 MB, in the last quarter); its second is refused.
+    expect(held.map((each) => each.answer().split(" ")[1])).toEqual([...Array(7).fill(undefined), "503"]);
+    const answer = await chatWithBigBody(server, victim);
+    expect(answer.status, await answer.text()).toBe(200);
+  });
+
   it("holds the bytes an account's bodies really send to its share, as they come, though the budget has room", async () => {
     // A megabyte's share of four: 0.9 MB held, the account's chunked body may bring 0.1 MB more.
     const { starterKey, url } = await startBudgetedServer(4 * MEGABYTE);
