@@ -44,6 +44,8 @@ describe("backup targets", () => {
     expect(result.stdout).toContain(
       `backed up ${join(folder, "ledger.db")} to ${join(folder, "bk", files[0]!)}`,
     );
+    // Key hashes and balances, often shipped elsewhere: readable by its owner only (was 0644).
+    expect(statSync(join(folder, "bk", files[0]!)).mode & 0o777).toBe(0o600);
   });
 
   it("an existing folder, named without a slash, gets a new file in it", () => {

@@ -80,8 +80,9 @@ export async function copySqliteFile(source: string, destination: string): Promi
 async function copyToPartialFile(source: string, destination: string): Promise<string> {
   if (existsSync(destination)) throw existsError(destination);
   const partial = `${destination}.partial-${process.pid}`;
-  // Before the source is opened: read-only, so the copy can never write to the source.
-  closeSync(openSync(partial, "wx"));
+  // Before the source is opened: read-only, so the copy can never write to the source. Readable by
+  // its owner only: a backup (key hashes, balances) is often shipped elsewhere.
+  closeSync(openSync(partial, "wx", 0o600));
   try {
     const from = new DatabaseSync(source, { readOnly: true, timeout: DEFAULT_BUSY_TIMEOUT_MS });
     try {
