@@ -37,12 +37,18 @@ export type PatternGrammar =
 export const maxPatternRepetitions = 1000;
 
 /**
- * The most parse stacks a pattern's grammar may keep open at once. Unlike an `enum`'s, which part
- * after a character or two, a pattern's may stay open for every character of the string, and
- * llama.cpp walks each for every token of the vocabulary: `(a?){0,600}` written as it was kept
- * about 600 and took 26 s for 3 tokens of the tiny model.
+ * The most parse stacks a pattern's grammar may keep open at once after its first character.
+ * Unlike an `enum`'s, which part after a character or two, a pattern's may stay open for every
+ * character of the string, and llama.cpp walks each for every token of the vocabulary: `(a?){0,600}`
+ * written as it was kept about 600 and took 26 s for 3 tokens of the tiny model, 200 took 9 ms per
+ * 100 characters of its 569-token vocabulary (real ones are 50 to 250 times larger). Real patterns
+ * keep 1 to 8 (the formats here at most 8). At the start, alternatives may open as many as an
+ * `enum`'s values: they part at the first character.
  */
-export const maxPatternStacks = 256;
+export const maxPatternStacks = 64;
+
+/** The most stacks a pattern's alternatives may open at its start: an `enum`'s (check-grammar-stacks.ts's maxGrammarStacks). */
+const maxPatternStartStacks = 2000;
 
 /**
  * The longest pattern written into a grammar. Real ones are far shorter (an e-mail address's
@@ -75,7 +81,7 @@ export function patternGrammar(
     if (error instanceof TooManyRules) return unsupported;
     throw error;
   }
-  const stacks = countOpenPositions(fitted, maxPatternStacks);
+  const stacks = countOpenPositions(fitted, { start: maxPatternStartStacks, later: maxPatternStacks });
   if (stacks === undefined) return unsupported;
   return { kind: "grammar", text: `"\\"" ${body.text} "\\""`, stacks, repeats: repeatsOf(fitted) };
 }
@@ -86,8 +92,8 @@ export function patternGrammar(
  * - exactly, when the one part of it whose length varies repeats an item of fixed length
  *   (`^[a-z]+$`, `^#\d*-x$`), whose count then carries the lengths;
  * - in part, when its shortest strings are long enough: every repetition is held to a count that
- *   keeps its longest strings short enough (`^\S+@\S+$` beside `maxLength: 100` writes
- *   `\S{1,49}@\S{1,49}`), so what is written matches both, though not every such string is written.
+ *   keeps its longest strings short enough (`^\S+@\S+$` beside `maxLength: 40` writes
+ *   `\S{1,19}@\S{1,19}`), so what is written matches both, though not every such string is written.
  */
 function fitLengths(
   tree: RegexNode,

@@ -9,10 +9,15 @@ import type { CodePointRanges, RegexNode } from "./parse-regex-pattern.ts";
  * tell apart, as a deterministic one: each state is the set of positions a prefix may end on, and
  * the count is of the positions they lead to. Where that takes more work than allowed (the states
  * of `\S+@\S+` are the sets of places an `@` read so far may have split it at: exponentially
- * many), the count of all positions bounds it. `undefined` past `limit`: the pattern is too
- * intricate to write.
+ * many), the count of all positions bounds it. `undefined` past the limits: the pattern is too
+ * intricate to write. The start has a limit of its own: its alternatives part at the first
+ * character (`^(red|green|...)$`), as an `enum`'s do, where those open later may stay open for
+ * the rest of the string.
  */
-export function countOpenPositions(node: RegexNode, limit: number): number | undefined {
+export function countOpenPositions(
+  node: RegexNode,
+  limits: { start: number; later: number },
+): number | undefined {
   const automaton = new PositionAutomaton();
   let start: Fragment;
   try {
@@ -21,12 +26,17 @@ export function countOpenPositions(node: RegexNode, limit: number): number | und
     if (error instanceof TooIntricate) return undefined;
     throw error;
   }
-  const explored = explore(automaton, start, limit);
-  if (explored !== "too-much-work") return explored;
-  return automaton.ranges.length <= limit ? automaton.ranges.length : undefined;
+  if (start.first.size > limits.start) return undefined;
+  const explored = explore(automaton, start, limits.later);
+  if (explored === undefined) return undefined;
+  if (explored !== "too-much-work") return Math.max(start.first.size, explored);
+  return automaton.ranges.length <= limits.later ? automaton.ranges.length : undefined;
 }
 
-/** The most positions a state leads to, `undefined` past `limit`; `too-much-work` past the budget. */
+/**
+ * The most positions a state after the start leads to, `undefined` past `limit`; `too-much-work`
+ * past the budget.
+ */
 function explore(
   automaton: PositionAutomaton,
   start: Fragment,
@@ -37,10 +47,12 @@ function explore(
   const pending: number[][] = [[...start.first]];
   let most = 0;
   let work = 0;
+  let atStart = true;
   for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
     // `next`: the positions the state leads to. Each class of characters they tell apart leads to
     // the positions among them that take it.
-    most = Math.max(most, next.length);
+    if (!atStart) most = Math.max(most, next.length);
+    atStart = false;
     if (most > limit) return undefined;
     const bounds = new Set<number>();
     for (const position of next)
