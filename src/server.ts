@@ -8,6 +8,7 @@ import { InFlightRequests } from "./api/in-flight-requests.ts";
 import { registerAdminRoutes } from "./api/routes/admin.ts";
 import { createAuthenticator } from "./auth/authenticator.ts";
 import { warnOfShortAdminKey } from "./auth/warn-of-short-admin-key.ts";
+import { watchKeyRevocations } from "./auth/watch-key-revocations.ts";
 import { keepLeases } from "./billing/keep-leases.ts";
 import { LeaseClock } from "./billing/lease-clock.ts";
 import { createSettleEventLog } from "./billing/log-settle-events.ts";
@@ -172,6 +173,7 @@ async function startOnStore(
   const { store, logger, clusterSettings, opened } = started;
   const { config } = options;
   const authenticator = createAuthenticator({ store, configuredAdminKey: config.adminKey });
+  const revocations = watchKeyRevocations({ store, logger });
   const host = options.host ?? config.server.host;
   const replicaId = resolveReplicaId(host, options.port ?? config.server.port);
   // Claimed before releasing "its own" reservations: with an id another live replica uses, they
@@ -244,6 +246,7 @@ async function startOnStore(
     switch (event.type) {
       case "key-changed":
         authenticator.forget(event.publicId);
+        revocations.changed(event.publicId);
         return;
       case "account-credited":
         // Nothing caches balances: every reservation reads the store.
@@ -325,10 +328,12 @@ async function startOnStore(
         clientStallTimeoutMs: options.clientStallTimeoutMs,
         onKeyChanged: (publicId) => {
           authenticator.forget(publicId);
+          revocations.changed(publicId);
           cluster.bus.publish({ type: "key-changed", publicId });
         },
         onAccountCredited: (accountId) => cluster.bus.publish({ type: "account-credited", accountId }),
       }),
+    watchRevocations: (listener) => revocations.watch(listener),
     metricsKey: config.metricsKey,
     checkReady: async () => {
       const reasons: string[] = [];

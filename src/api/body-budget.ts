@@ -46,6 +46,8 @@ export class BodyBudget {
   #heldBytes = 0;
   /** Bytes held by each holder now (holders holding none are not kept). */
   readonly #heldBy = new Map<string, number>();
+  /** The requests holding a part of it, by the key that sent them (see cutBodiesOf). */
+  readonly #requestsBy = new Map<string, Set<IncomingMessage>>();
 
   /**
    * `shareBytes`: the most one holder may hold, default all of it. `reserveBytes`: the last part of
@@ -98,12 +100,38 @@ export class BodyBudget {
    * (`undefined` for a request without a body, most), or the refusal of a body whose declared
    * size does not fit beside the bodies held now, or beside the holder's own.
    */
-  admit(request: IncomingMessage, bodyLimitBytes: number, holder: string): BodyHold | AppError | undefined {
+  admit(
+    request: IncomingMessage,
+    bodyLimitBytes: number,
+    holder: string,
+    /** The key that sent it, whose revocation cuts its body if still coming (see cutBodiesOf). */
+    sender?: string,
+  ): BodyHold | AppError | undefined {
     const declared = declaredBytes(request);
     // A body over the limit is refused (413: no retry helps) before it is read: it holds nothing.
     if (declared === 0 || declared > bodyLimitBytes) return undefined;
     if (!this.#fits(holder, declared)) return overloaded();
-    return this.#hold(holder, bodyLimitBytes, Number(request.headers["content-length"]));
+    const hold = this.#hold(holder, bodyLimitBytes, Number(request.headers["content-length"]));
+    if (sender === undefined) return hold;
+    const requests = this.#requestsBy.get(sender) ?? new Set();
+    requests.add(request);
+    this.#requestsBy.set(sender, requests);
+    return {
+      count: hold.count,
+      giveBack: () => {
+        hold.giveBack();
+        requests.delete(request);
+        if (requests.size === 0 && this.#requestsBy.get(sender) === requests) this.#requestsBy.delete(sender);
+      },
+    };
+  }
+
+  /**
+   * Cuts the bodies `sender` (a key that no longer works) is still sending: their connections
+   * close, and the bytes they held are given back. Requests whose bodies are in whole run on.
+   */
+  cutBodiesOf(sender: string): void {
+    for (const request of this.#requestsBy.get(sender) ?? []) if (!request.complete) request.destroy();
   }
 
   #fits(holder: string, bytes: number): boolean {

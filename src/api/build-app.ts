@@ -57,6 +57,8 @@ export interface AppDependencies {
   bodyLimitBytes?: number;
   /** The bytes of request bodies held at once; default {@link BodyBudget.forHeap}. */
   bodyBudgetBytes?: number;
+  /** Registers a listener of keys that stopped working (revoked): their bodies being sent are cut. */
+  watchRevocations?: (listener: (publicId: string) => void) => void;
   /** When set, `/metrics` needs `Authorization: Bearer <metricsKey>`; otherwise it is open. */
   metricsKey?: string | undefined;
   /** Readiness for `/ready`: the store answers and no local model is still loading. */
@@ -144,6 +146,7 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
     dependencies.bodyBudgetBytes === undefined
       ? BodyBudget.forHeap(bodyLimitBytes, stalls)
       : BodyBudget.sharedBy(dependencies.bodyBudgetBytes, bodyLimitBytes, stalls);
+  dependencies.watchRevocations?.((publicId) => bodyBudget.cutBodiesOf(publicId));
   const timeouts = { headersTimeoutMs, requestTimeoutMs };
   const app = Fastify({
     ...(dependencies.logger === undefined ? { logger: false } : { loggerInstance: dependencies.logger }),
@@ -328,7 +331,7 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
       // A body is held only for a key that was accepted, each account's bodies to a share of
       // the budget (body-budget.ts), its bytes taken as they are read (preParsing below); given
       // back once the answer is out (or the connection gone).
-      const hold = bodyBudget.admit(request.raw, bodyLimitBytes, key.accountId ?? key.publicId);
+      const hold = bodyBudget.admit(request.raw, bodyLimitBytes, key.accountId ?? key.publicId, key.publicId);
       if (hold instanceof AppError) {
         // Its body is not read: the connection ends with the answer.
         reply.header("connection", "close");

@@ -340,6 +340,41 @@ describe("who may hold the request bodies' budget", () => {
     expect(answer.status, await answer.text()).toBe(200);
   });
 
+  it("cuts the bodies a key is still sending once it is revoked, and only then (regression: held for minutes)", async () => {
+    const { adminKey, url, origin } = await startBudgetedServer(8 * MEGABYTE);
+    const key = await createAccountKey(origin, adminKey, "abuser");
+    const publicId = key.split("-")[2];
+    const admin = { authorization: `Bearer ${adminKey}`, "content-type": "application/json" };
+    const held = await holdBody(
+      url,
+      `POST /v1/chat/completions HTTP/1.1\r\nauthorization: Bearer ${key}`,
+      0.5 * MEGABYTE,
+    );
+    const closed = new Promise((resolve) => held.socket.once("close", resolve));
+    let isClosed = false;
+    void closed.then(() => {
+      isClosed = true;
+    });
+    await sleep(200);
+    // A change that leaves the key working cuts nothing.
+    const updated = await fetch(`${origin}/admin/keys/${publicId}`, {
+      method: "PATCH",
+      headers: admin,
+      body: JSON.stringify({ rpm: 100 }),
+    });
+    expect(updated.status, await updated.text()).toBe(200);
+    await sleep(300);
+    expect(isClosed).toBe(false);
+    const revoked = await fetch(`${origin}/admin/keys/${publicId}/revoke`, {
+      method: "POST",
+      headers: admin,
+    });
+    expect(revoked.status, await revoked.text()).toBe(200);
+    // Cut at once, not after the 30 s stall bound nor the 5-minute request timeout.
+    await closed;
+    expect(held.answer()).toBe("");
+  });
+
   it("holds the bytes an account's bodies really send to its share, as they come, though the budget has room", async () => {
     // A megabyte's share of four: 0.9 MB held, the account's chunked body may bring 0.1 MB more.
     const { starterKey, url } = await startBudgetedServer(4 * MEGABYTE);
