@@ -5,7 +5,9 @@ import type { Store } from "../store/store.ts";
 export interface KeyRevocations {
   /**
    * A key changed (through this replica's admin API, or another's, told on the cluster bus):
-   * when it no longer works (revoked, expired or gone), every listener hears its public id.
+   * when it no longer works then (revoked, expired or gone), every listener hears its public id.
+   * A key that expires with no change told is not heard of (its requests' bodies run on), nor is
+   * one revoked while a request of it was being admitted (its next request is refused).
    */
   changed(publicId: string): void;
   /** Adds a listener of keys that no longer work. */
