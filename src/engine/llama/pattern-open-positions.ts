@@ -18,14 +18,9 @@ export function countOpenPositions(
   node: RegexNode,
   limits: { start: number; later: number },
 ): number | undefined {
-  const automaton = new PositionAutomaton();
-  let start: Fragment;
-  try {
-    start = automaton.build(node);
-  } catch (error) {
-    if (error instanceof TooIntricate) return undefined;
-    throw error;
-  }
+  const built = buildAutomaton(node);
+  if (built === undefined) return undefined;
+  const { automaton, whole: start } = built;
   if (start.first.size > limits.start) return undefined;
   const explored = explore(automaton, start, limits.later);
   if (explored === undefined) return undefined;
@@ -82,6 +77,17 @@ const maxStates = 5000;
 const maxWork = 2_000_000;
 
 class TooIntricate extends Error {}
+
+/** The position automaton of `node`, and the fragment of the whole; `undefined` past its size bound. */
+function buildAutomaton(node: RegexNode): { automaton: PositionAutomaton; whole: Fragment } | undefined {
+  const automaton = new PositionAutomaton();
+  try {
+    return { automaton, whole: automaton.build(node) };
+  } catch (error) {
+    if (error instanceof TooIntricate) return undefined;
+    throw error;
+  }
+}
 
 /** A part of the automaton: the positions it starts with, those it may end on, whether it may be empty. */
 interface Fragment {
@@ -176,14 +182,9 @@ export type PatternMatcher = (
 export function createPatternMatcher(
   node: RegexNode,
 ): { match: PatternMatcher; positions: number } | undefined {
-  const automaton = new PositionAutomaton();
-  let whole: Fragment;
-  try {
-    whole = automaton.build(node);
-  } catch (error) {
-    if (error instanceof TooIntricate) return undefined;
-    throw error;
-  }
+  const built = buildAutomaton(node);
+  if (built === undefined) return undefined;
+  const { automaton, whole } = built;
   const { ranges, follow } = automaton;
   const match: PatternMatcher = (value, budget) => {
     let current: number[] | undefined;
