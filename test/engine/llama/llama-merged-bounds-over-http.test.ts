@@ -1,5 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { postTinyChat, startTestServer, type TestServer } from "../../support/test-server.ts";
+import { describe, expect, it } from "vitest";
+import { postTinyChat } from "../../support/test-server.ts";
+import { type ChatCompletionBody, useTestServer } from "../../support/use-test-server.ts";
 
 /** Bounds of several `allOf` branches, and an `enum` beside a `maximum`: the stricter of each holds. */
 const schema = {
@@ -16,30 +17,18 @@ const schema = {
   additionalProperties: false,
 };
 
-let server: TestServer;
-
-beforeAll(async () => {
-  server = await startTestServer();
-});
-
-afterAll(async () => {
-  await server?.close();
-});
-
-interface CompletionBody {
-  choices: { message: { content: string | null }; finish_reason: string }[];
-}
+const server = useTestServer();
 
 describe("merged number bounds and enum values on the tiny model, over HTTP", () => {
   it("answer only values within the stricter bounds (regression: 2 to 5 for > 1 and > 5, 10 beside maximum 6)", async () => {
     for (const seed of [1, 2, 3]) {
       const response = await postTinyChat(
-        server,
+        server(),
         { seed, response_format: { type: "json_schema", json_schema: { name: "n", strict: true, schema } } },
         60,
       );
       expect(response.status).toBe(200);
-      const body = (await response.json()) as CompletionBody;
+      const body = (await response.json()) as ChatCompletionBody;
       const content = body.choices[0]?.message.content ?? "";
       expect(body.choices[0]?.finish_reason, `seed ${seed}: ${content}`).toBe("stop");
       const value = JSON.parse(content) as { above5: number; draft4: number; pick: number };
@@ -50,7 +39,7 @@ describe("merged number bounds and enum values on the tiny model, over HTTP", ()
   });
 
   it("answers 400 invalid_value naming the param for an enum with no value within its bounds", async () => {
-    const response = await postTinyChat(server, {
+    const response = await postTinyChat(server(), {
       tools: [
         {
           type: "function",

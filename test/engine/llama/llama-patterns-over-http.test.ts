@@ -1,6 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { regexes } from "zod/v4/core";
-import { postTinyChat, startTestServer, type TestServer } from "../../support/test-server.ts";
+import { postTinyChat } from "../../support/test-server.ts";
+import { type ChatCompletionBody, useTestServer } from "../../support/use-test-server.ts";
 
 /**
  * What pydantic writes for `constr(pattern=...)` fields, as the openai SDK's `.parse()` sends
@@ -41,28 +42,13 @@ function problems(value: Record<string, unknown>): string[] {
   return found;
 }
 
-let server: TestServer;
-
-beforeAll(async () => {
-  server = await startTestServer();
-});
-
-afterAll(async () => {
-  await server?.close();
-});
-
-interface CompletionBody {
-  choices: {
-    message: { content: string | null; tool_calls?: { function: { arguments: string } }[] };
-    finish_reason: string;
-  }[];
-}
+const server = useTestServer();
 
 describe("string patterns on the tiny model, over HTTP", () => {
   it("answer json_schema output whose strings match their patterns, over several seeds (regression: any string)", async () => {
     for (const seed of [1, 2, 3]) {
       const response = await postTinyChat(
-        server,
+        server(),
         {
           seed,
           response_format: { type: "json_schema", json_schema: { name: "item", strict: true, schema } },
@@ -70,7 +56,7 @@ describe("string patterns on the tiny model, over HTTP", () => {
         300,
       );
       expect(response.status).toBe(200);
-      const body = (await response.json()) as CompletionBody;
+      const body = (await response.json()) as ChatCompletionBody;
       const choice = body.choices[0];
       expect(choice?.finish_reason, `seed ${seed}: ${choice?.message.content}`).toBe("stop");
       const value = JSON.parse(choice?.message.content ?? "") as Record<string, unknown>;
@@ -81,7 +67,7 @@ describe("string patterns on the tiny model, over HTTP", () => {
   it("shape a forced tool call's arguments likewise", async () => {
     for (const seed of [4, 5]) {
       const response = await postTinyChat(
-        server,
+        server(),
         {
           seed,
           tools: [{ type: "function", function: { name: "save", parameters: schema } }],
@@ -90,7 +76,7 @@ describe("string patterns on the tiny model, over HTTP", () => {
         300,
       );
       expect(response.status).toBe(200);
-      const body = (await response.json()) as CompletionBody;
+      const body = (await response.json()) as ChatCompletionBody;
       const call = body.choices[0]?.message.tool_calls?.[0];
       const value = JSON.parse(call?.function.arguments ?? "") as Record<string, unknown>;
       expect(problems(value), `seed ${seed}: ${call?.function.arguments}`).toEqual([]);
@@ -125,7 +111,7 @@ describe("string patterns on the tiny model, over HTTP", () => {
     };
     for (const seed of [1, 2]) {
       const response = await postTinyChat(
-        server,
+        server(),
         {
           seed,
           response_format: { type: "json_schema", json_schema: { name: "contact", schema: formatSchema } },
@@ -133,7 +119,7 @@ describe("string patterns on the tiny model, over HTTP", () => {
         400,
       );
       expect(response.status).toBe(200);
-      const body = (await response.json()) as CompletionBody;
+      const body = (await response.json()) as ChatCompletionBody;
       const content = body.choices[0]?.message.content ?? "";
       expect(body.choices[0]?.finish_reason, `seed ${seed}: ${content}`).toBe("stop");
       const value = JSON.parse(content) as Record<string, string>;
@@ -151,16 +137,16 @@ describe("string patterns on the tiny model, over HTTP", () => {
       },
     });
     // Beyond the 1000 repeats a grammar writes: left to the model (regression-free: 200, as before).
-    const tooLarge = await postTinyChat(server, { seed: 1, response_format: formatOf("^x{5000}$") }, 40);
+    const tooLarge = await postTinyChat(server(), { seed: 1, response_format: formatOf("^x{5000}$") }, 40);
     expect(tooLarge.status).toBe(200);
     // (a?){0,600} is written as a{0,600} (regression: hundreds of stacks, 26 s for 3 tokens).
     const response = await postTinyChat(
-      server,
+      server(),
       { seed: 1, response_format: formatOf("^(?:a?){0,600}$") },
       40,
     );
     expect(response.status).toBe(200);
-    const content = ((await response.json()) as CompletionBody).choices[0]?.message.content ?? "";
+    const content = ((await response.json()) as ChatCompletionBody).choices[0]?.message.content ?? "";
     const { a } = JSON.parse(content) as { a: string };
     expect(a).toMatch(/^a{0,600}$/);
   });

@@ -1,25 +1,13 @@
 import { Ajv2020 } from "ajv/dist/2020.js";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestServer, type TestServer, TINY_MODEL } from "../../support/test-server.ts";
+import { describe, expect, it } from "vitest";
+import { TINY_MODEL } from "../../support/test-server.ts";
+import { type ChatCompletionBody, useTestServer } from "../../support/use-test-server.ts";
 
 /**
  * What a local model writes under `anyOf` and `format` lengths, checked by a JSON Schema validator
  * against the schema the client sent: the grammar must only allow values that schema takes.
  */
-let server: TestServer;
-
-beforeAll(async () => {
-  server = await startTestServer();
-});
-
-afterAll(async () => {
-  await server?.close();
-});
-
-interface CompletionBody {
-  choices: { message: { content: string | null }; finish_reason: string }[];
-  usage: { completion_tokens: number };
-}
+const server = useTestServer();
 
 /** Formats asserted as a grammar writes them (ajv-formats' own checks, without the package). */
 const ajv = new Ajv2020({ strict: false, allErrors: true, validateFormats: true })
@@ -27,9 +15,9 @@ const ajv = new Ajv2020({ strict: false, allErrors: true, validateFormats: true 
   .addFormat("time", /^\d{2}:\d{2}:\d{2}(\.\d{3})?(Z|[+-]\d{2}:\d{2})$/);
 
 async function answer(schema: unknown, seed: number): Promise<{ status: number; body: unknown }> {
-  const response = await fetch(`${server.baseUrl}/chat/completions`, {
+  const response = await fetch(`${server().baseUrl}/chat/completions`, {
     method: "POST",
-    headers: { authorization: `Bearer ${server.starterKey}`, "content-type": "application/json" },
+    headers: { authorization: `Bearer ${server().starterKey}`, "content-type": "application/json" },
     body: JSON.stringify({
       model: TINY_MODEL,
       messages: [{ role: "user", content: "Go." }],
@@ -48,7 +36,7 @@ async function answers(schema: unknown, seeds: number): Promise<unknown[]> {
   for (let seed = 1; seed <= seeds; seed++) {
     const { status, body } = await answer(schema, seed);
     expect(status, JSON.stringify(body)).toBe(200);
-    const [choice] = (body as CompletionBody).choices;
+    const [choice] = (body as ChatCompletionBody).choices;
     expect(choice?.finish_reason).toBe("stop");
     values.push(JSON.parse(choice?.message.content ?? ""));
   }

@@ -1,35 +1,19 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestServer, type TestServer, TINY_MODEL } from "../../support/test-server.ts";
-
-/** What these tests read of a completion: the text or first call's arguments, finish reason, tokens. */
-interface CompletionBody {
-  choices: {
-    message: { content: string | null; tool_calls?: { function: { arguments: string } }[] };
-    finish_reason: string;
-  }[];
-  usage: { completion_tokens: number };
-}
+import { describe, expect, it } from "vitest";
+import { TINY_MODEL } from "../../support/test-server.ts";
+import { type ChatCompletionBody, useTestServer } from "../../support/use-test-server.ts";
 
 /**
  * The local engine's schema rules seen by a client of a real server: invalid schemas are a 400
  * that costs nothing, and streamed tool calls start with `arguments: ""`.
  */
-let server: TestServer;
-
-beforeAll(async () => {
-  server = await startTestServer();
-});
-
-afterAll(async () => {
-  await server?.close();
-});
+const server = useTestServer();
 
 const ONE = 1_000_000_000n;
 let accounts = 0;
 const messages = [{ role: "user", content: "Go." }];
 
 async function post(key: string, body: Record<string, unknown>): Promise<Response> {
-  return fetch(`${server.baseUrl}/chat/completions`, {
+  return fetch(`${server().baseUrl}/chat/completions`, {
     method: "POST",
     headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
     body: JSON.stringify({ model: TINY_MODEL, messages, max_tokens: 60, ...body }),
@@ -144,18 +128,18 @@ describe("invalid schemas over HTTP", () => {
     "answers 400 invalid_value for %s, before anything is reserved",
     async (_name, body, param, message) => {
       accounts += 1;
-      const { accountId, key } = await server.createFundedKey(`schemas-${accounts}`, "1");
+      const { accountId, key } = await server().createFundedKey(`schemas-${accounts}`, "1");
       const response = await post(key, body);
       const error = ((await response.json()) as { error: Record<string, unknown> }).error;
       expect(response.status).toBe(400);
       expect(error).toMatchObject({ type: "invalid_request_error", code: "invalid_value", param });
       expect(error.message).toMatch(message);
-      expect(await server.store.getAccountMoney(accountId)).toEqual({
+      expect(await server().store.getAccountMoney(accountId)).toEqual({
         balanceNano: ONE,
         reservedNano: 0n,
         spentNano: 0n,
       });
-      expect(await server.store.listUsage({ accountId })).toEqual([]);
+      expect(await server().store.listUsage({ accountId })).toEqual([]);
     },
   );
 });
@@ -172,7 +156,7 @@ describe("streamed tool calls over HTTP", () => {
   ])(
     "start each call with id, type, name and empty arguments: %s",
     async (_name, requestTools, toolChoice) => {
-      const response = await post(server.starterKey, {
+      const response = await post(server().starterKey, {
         tools: requestTools,
         tool_choice: toolChoice,
         stream: true,
@@ -203,9 +187,9 @@ describe("grammar-constrained answers over HTTP", () => {
 
   /** The answer's JSON text (content, or the first call's arguments), finish reason and completion tokens. */
   async function ask(body: Record<string, unknown>, maxTokens: number): Promise<Answer> {
-    const response = await post(server.starterKey, { ...body, seed: 3, max_tokens: maxTokens });
+    const response = await post(server().starterKey, { ...body, seed: 3, max_tokens: maxTokens });
     expect(response.status).toBe(200);
-    const completion = (await response.json()) as CompletionBody;
+    const completion = (await response.json()) as ChatCompletionBody;
     const [choice] = completion.choices;
     if (choice === undefined) throw new Error("no choice");
     return {
@@ -311,9 +295,9 @@ describe("recursive schemas over HTTP", () => {
       "tool_calls",
     ],
   ])("end the JSON of an optional property that can only recurse: %s", async (_name, body, reason) => {
-    const response = await post(server.starterKey, { ...body, seed: 1, max_tokens: 400 });
+    const response = await post(server().starterKey, { ...body, seed: 1, max_tokens: 400 });
     expect(response.status).toBe(200);
-    const completion = (await response.json()) as CompletionBody;
+    const completion = (await response.json()) as ChatCompletionBody;
     const [choice] = completion.choices;
     expect(choice?.finish_reason).toBe(reason);
     const text = choice?.message.tool_calls?.[0]?.function.arguments ?? choice?.message.content ?? "";
@@ -327,7 +311,7 @@ describe("tool calls in the history over HTTP", () => {
   it("takes arguments and results nested far deeper than a body may be as text (regression: 500, a stack overflow in node-llama-cpp)", async () => {
     // 20,000 brackets in all: as text they are counted, and too long for the tiny model's context.
     const deep = `${"[".repeat(5000)}${"]".repeat(5000)}`;
-    const response = await post(server.starterKey, {
+    const response = await post(server().starterKey, {
       messages: [
         { role: "user", content: "Go." },
         {

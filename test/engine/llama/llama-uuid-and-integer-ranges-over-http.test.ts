@@ -1,5 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { postTinyChat, startTestServer, type TestServer } from "../../support/test-server.ts";
+import { describe, expect, it } from "vitest";
+import { postTinyChat } from "../../support/test-server.ts";
+import { type ChatCompletionBody, useTestServer } from "../../support/use-test-server.ts";
 
 /**
  * What zod writes for `z.object({ id: z.string().uuid(), rating: z.number().int().min(1).max(10),
@@ -41,28 +42,13 @@ function problems(value: Record<string, unknown>): string[] {
   return found;
 }
 
-let server: TestServer;
-
-beforeAll(async () => {
-  server = await startTestServer();
-});
-
-afterAll(async () => {
-  await server?.close();
-});
-
-interface CompletionBody {
-  choices: {
-    message: { content: string | null; tool_calls?: { function: { arguments: string } }[] };
-    finish_reason: string;
-  }[];
-}
+const server = useTestServer();
 
 describe("format uuid and integer ranges on the tiny model, over HTTP", () => {
   it("answer json_schema output that the client's zod schema accepts, over several seeds (regression: 4 of 4 failed)", async () => {
     for (const seed of [1, 2, 3, 4, 5]) {
       const response = await postTinyChat(
-        server,
+        server(),
         {
           seed,
           response_format: {
@@ -73,7 +59,7 @@ describe("format uuid and integer ranges on the tiny model, over HTTP", () => {
         400,
       );
       expect(response.status).toBe(200);
-      const body = (await response.json()) as CompletionBody;
+      const body = (await response.json()) as ChatCompletionBody;
       const choice = body.choices[0];
       expect(choice?.finish_reason, `seed ${seed}`).toBe("stop");
       const value = JSON.parse(choice?.message.content ?? "") as Record<string, unknown>;
@@ -94,12 +80,12 @@ describe("format uuid and integer ranges on the tiny model, over HTTP", () => {
     };
     for (const seed of [1, 2, 3]) {
       const response = await postTinyChat(
-        server,
+        server(),
         { seed, response_format: { type: "json_schema", json_schema: { name: "reading", schema: bounded } } },
         200,
       );
       expect(response.status).toBe(200);
-      const content = ((await response.json()) as CompletionBody).choices[0]?.message.content ?? "";
+      const content = ((await response.json()) as ChatCompletionBody).choices[0]?.message.content ?? "";
       const {
         confidence = Number.NaN,
         celsius = Number.NaN,
@@ -117,7 +103,7 @@ describe("format uuid and integer ranges on the tiny model, over HTTP", () => {
   it("shape a forced tool call's arguments likewise", async () => {
     for (const seed of [1, 2, 3]) {
       const response = await postTinyChat(
-        server,
+        server(),
         {
           seed,
           tools: [{ type: "function", function: { name: "save", parameters: zodSchema } }],
@@ -126,7 +112,7 @@ describe("format uuid and integer ranges on the tiny model, over HTTP", () => {
         400,
       );
       expect(response.status).toBe(200);
-      const body = (await response.json()) as CompletionBody;
+      const body = (await response.json()) as ChatCompletionBody;
       const call = body.choices[0]?.message.tool_calls?.[0];
       const value = JSON.parse(call?.function.arguments ?? "") as Record<string, unknown>;
       expect(problems(value), `seed ${seed}: ${call?.function.arguments}`).toEqual([]);
