@@ -188,6 +188,7 @@ export class ChatService {
       engine,
       prepared,
       release,
+      tenant: key.accountId,
     });
     /** Settles a run whose client gets `error` instead of any answer. */
     const settleUnanswered = (

@@ -42,6 +42,8 @@ export function followReloads(options: {
   /** The run as admitted: it priced the reservation. */
   prepared: PreparedChat;
   release: () => void;
+  /** Whom the request is for, where its run waits for its turn (RunOptions.tenant). */
+  tenant: string | undefined;
 }): FollowingRun {
   const { registry, modelId, request, prepareOptions } = options;
   const { signal } = prepareOptions;
@@ -54,6 +56,7 @@ export function followReloads(options: {
     started.iterator = run.prepared
       .run(signal, {
         onRetired: (leave, at) => moveAway(started, leave, at),
+        tenant: options.tenant,
         ...(queuedAt === undefined ? {} : { queuedAt }),
       })
       [Symbol.asyncIterator]();

@@ -276,8 +276,8 @@ export interface PreparedChat {
 }
 
 /**
- * What a run may do when a reload replaces its engine while it waits for its turn (see
- * {@link ChatEngine.retire}); engines without a queue ignore it.
+ * How a run waits for its turn: for whom, and what it may do when a reload replaces its engine
+ * meanwhile (see {@link ChatEngine.retire}); engines without a queue ignore it.
  */
 export interface RunOptions {
   /**
@@ -296,6 +296,12 @@ export interface RunOptions {
    * its queue time counts from then.
    */
   queuedAt?: number;
+  /**
+   * Who the run is for (the account it spends from): where runs wait for a model's sequences or an
+   * endpoint's connections, tenants share the wait fairly (fair-queue.ts). Absent: runs without one
+   * share a line of their own.
+   */
+  tenant?: string | undefined;
 }
 
 /** What the caller allows a prepared request beyond its own model. */

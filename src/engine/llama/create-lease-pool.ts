@@ -1,4 +1,5 @@
 import { AppError } from "../../errors/app-error.ts";
+import { FairQueue } from "../fair-queue.ts";
 
 /** An item borrowed from a {@link LeasePool}; `release()` returns it (calling it twice is harmless). */
 export interface Lease<Item> {
@@ -21,17 +22,24 @@ export interface AcquireOptions {
    * the other queue's).
    */
   since?: number;
+  /**
+   * Who the request is for (its account): tenants share the queue fairly (fair-queue.ts). Requests
+   * without one share a line of their own.
+   */
+  tenant?: string | undefined;
 }
 
 /**
  * A fixed set of items (a model's context sequences) lent to one request at a time, with a bounded
- * first-in-first-out wait queue in front of it.
+ * wait queue in front of it, shared fairly between tenants (fair-queue.ts): first in, first out
+ * within a tenant's requests.
  */
 export interface LeasePool<Item> {
   /**
    * Lends a free item, or waits for one. Throws `model_overloaded` when `maxQueue` requests already
-   * wait. Resolves `undefined` when `signal` aborts while waiting (the request leaves the queue) or
-   * when the pool closes.
+   * wait, unless another tenant waits with more (its latest request is then refused in its place,
+   * with the same error). Resolves `undefined` when `signal` aborts while waiting (the request
+   * leaves the queue) or when the pool closes.
    */
   acquire(signal: AbortSignal, options?: AcquireOptions): Promise<Lease<Item> | undefined>;
   /** Items lent out right now. */
@@ -51,7 +59,10 @@ export interface LeasePool<Item> {
 
 interface Waiter<Item> {
   resolve(lease: Lease<Item> | undefined): void;
+  /** Refuses it while it waits (its place went to another tenant's request). */
+  reject(error: AppError): void;
   since: number | undefined;
+  tenant: string;
   onRetired: AcquireOptions["onRetired"];
   /** Offered to leave, and not decided yet: counted where it moves to. */
   moving: boolean;
@@ -67,14 +78,32 @@ export function createLeasePool<Item>(options: {
   modelId?: string;
 }): LeasePool<Item> {
   const free = [...options.items];
-  const waiters: Waiter<Item>[] = [];
+  /** Requests that moved from a retired pool's queue, by how long they have waited: served first. */
+  const moved: Waiter<Item>[] = [];
+  /** Everyone else. */
+  const queue = new FairQueue<Waiter<Item>>();
   let leased = 0;
   let closed = false;
   let retired = false;
   let idleWaiters: (() => void)[] = [];
 
-  const lend = (item: Item): Lease<Item> => {
+  const remove = (waiter: Waiter<Item>): boolean => {
+    if (waiter.since === undefined) return queue.delete(waiter.tenant, waiter);
+    const index = moved.indexOf(waiter);
+    if (index >= 0) moved.splice(index, 1);
+    return index >= 0;
+  };
+  const waiters = (): Waiter<Item>[] => [...moved, ...queue.items()];
+  const overloaded = (detail: string) =>
+    new AppError(
+      "model_overloaded",
+      `The model${options.modelId === undefined ? "" : ` '${options.modelId}'`} is busy with other requests and its queue is full (${options.items.length} running, ${options.maxQueue} waiting)${detail}. Please retry shortly.`,
+      { retryAfterSeconds: 1 },
+    );
+
+  const lend = (item: Item, tenant: string): Lease<Item> => {
     leased += 1;
+    queue.started(tenant);
     let released = false;
     return {
       item,
@@ -82,9 +111,10 @@ export function createLeasePool<Item>(options: {
         if (released) return;
         released = true;
         leased -= 1;
-        const next = closed ? undefined : waiters.shift();
+        queue.finished(tenant);
+        const next = closed ? undefined : (moved.shift() ?? queue.shift()?.item);
         if (next === undefined) free.push(item);
-        else next.resolve(lend(item));
+        else next.resolve(lend(item, next.tenant));
         if (leased === 0) {
           for (const resolve of idleWaiters) resolve();
           idleWaiters = [];
@@ -99,9 +129,7 @@ export function createLeasePool<Item>(options: {
     waiter.onRetired = undefined;
     waiter.moving = true;
     const leave = () => {
-      const index = waiters.indexOf(waiter);
-      if (index < 0) return false;
-      waiters.splice(index, 1);
+      if (!remove(waiter)) return false;
       waiter.resolve(undefined);
       return true;
     };
@@ -116,53 +144,58 @@ export function createLeasePool<Item>(options: {
     },
     get waiting() {
       // Only a retired pool has waiters being moved, which count where they move to.
-      return retired ? waiters.filter((waiter) => !waiter.moving).length : waiters.length;
+      return retired ? waiters().filter((waiter) => !waiter.moving).length : moved.length + queue.size;
     },
     acquire(signal, acquireOptions) {
       if (closed || signal.aborted) return Promise.resolve(undefined);
-      if (free.length > 0) return Promise.resolve(lend(free.pop()!));
+      const tenant = acquireOptions?.tenant ?? "";
+      if (free.length > 0) return Promise.resolve(lend(free.pop()!, tenant));
       const since = acquireOptions?.since;
-      if (since === undefined && waiters.length >= options.maxQueue) {
-        return Promise.reject(
-          new AppError(
-            "model_overloaded",
-            `The model${options.modelId === undefined ? "" : ` '${options.modelId}'`} is busy with other requests and its queue is full (${options.items.length} running, ${options.maxQueue} waiting). Please retry shortly.`,
-            { retryAfterSeconds: 1 },
-          ),
-        );
+      if (since === undefined && moved.length + queue.size >= options.maxQueue) {
+        // A tenant waiting with more than its share gives its latest place to this one.
+        const refused = queue.makeRoomFor(tenant);
+        if (refused === undefined) return Promise.reject(overloaded(""));
+        refused.reject(overloaded(", and the place this request held went to another account's"));
       }
-      return new Promise((resolve) => {
+      return new Promise((resolve, reject) => {
         const waiter: Waiter<Item> = {
           resolve: (lease) => {
             signal.removeEventListener("abort", onAbort);
             resolve(lease);
           },
+          reject: (error) => {
+            signal.removeEventListener("abort", onAbort);
+            reject(error);
+          },
           since,
+          tenant,
           onRetired: acquireOptions?.onRetired,
           moving: false,
         };
         const onAbort = () => {
-          const index = waiters.indexOf(waiter);
-          if (index >= 0) waiters.splice(index, 1);
+          remove(waiter);
           resolve(undefined);
         };
         signal.addEventListener("abort", onAbort, { once: true });
-        if (since === undefined) waiters.push(waiter);
+        if (since === undefined) queue.push(tenant, waiter);
         else {
           // Behind those that moved and waited longer, ahead of everyone else.
-          const index = waiters.findIndex((other) => other.since === undefined || other.since > since);
-          waiters.splice(index < 0 ? waiters.length : index, 0, waiter);
+          const index = moved.findIndex((other) => (other.since as number) > since);
+          moved.splice(index < 0 ? moved.length : index, 0, waiter);
         }
         if (retired) offer(waiter);
       });
     },
     retire() {
       retired = true;
-      for (const waiter of [...waiters]) offer(waiter);
+      for (const waiter of waiters()) offer(waiter);
     },
     close() {
       closed = true;
-      for (const waiter of waiters.splice(0)) waiter.resolve(undefined);
+      for (const waiter of waiters()) {
+        remove(waiter);
+        waiter.resolve(undefined);
+      }
     },
     whenIdle() {
       if (leased === 0) return Promise.resolve();

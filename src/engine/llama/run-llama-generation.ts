@@ -73,6 +73,7 @@ export async function* runLlamaGeneration(options: LlamaGenerationOptions): Asyn
   const lease = await options.pool
     .acquire(wait.signal, {
       since: options.runOptions?.queuedAt,
+      tenant: options.runOptions?.tenant,
       onRetired:
         onRetired &&
         ((leave) =>

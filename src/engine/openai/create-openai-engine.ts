@@ -196,7 +196,8 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
       ...(fallbacks.length === 0 ? {} : { alternateModelIds: fallbacks }),
       ...(measured.size === 0 ? {} : { alternatePromptTokens: measured }),
       servedBy: () => servedBy,
-      run(signal) {
+      run(signal, runOptions) {
+        const tenant = runOptions?.tenant;
         servedBy = undefined;
         const waitBudget = asFallback?.waitBudget ?? { remainingMs: settings.maxRetryWaitMs };
         const primary = runUpstreamChat({
@@ -224,6 +225,7 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
           watchdog,
           inFlight,
           logger: runLogger,
+          tenant,
           random: options.random,
           canFallBack,
           waitBudget,
@@ -244,6 +246,7 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
             }),
           request,
           signal,
+          tenant,
           logger: runLogger,
           onFallback: (id) => {
             servedBy = id;

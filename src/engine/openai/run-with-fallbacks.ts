@@ -24,6 +24,8 @@ export interface FallbackRunOptions {
   prepareFallback: (engine: ChatEngine, request: ChatRequest, place: FallbackPlace) => Promise<PreparedChat>;
   request: ChatRequest;
   signal: AbortSignal;
+  /** Whom the request is for, where a fallback's run waits for its turn (RunOptions.tenant). */
+  tenant?: string | undefined;
   logger: EngineLogger;
   /** Told the catalogue id of the fallback that serves the request, before its first part. */
   onFallback?: (id: string) => void;
@@ -123,7 +125,7 @@ async function* runFallbacks(options: FallbackRunOptions, primaryError: AppError
       const later = options.fallbacks.slice(index + 1);
       const place: FallbackPlace = { canFallBack: () => anyCanServe(later, options.resolveEngine) };
       const prepared = await options.prepareFallback(engine, options.request, place);
-      run = prepared.run(options.signal)[Symbol.asyncIterator]();
+      run = prepared.run(options.signal, { tenant: options.tenant })[Symbol.asyncIterator]();
       first = await run.next();
     } catch (error) {
       options.countFallback?.(id, "failed");

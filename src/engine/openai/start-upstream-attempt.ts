@@ -71,6 +71,7 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
       watch.setWaiting(true);
     },
     slots: endpoint.slots,
+    tenant: context.tenant,
   });
   const current = call;
   context.inFlight.add(current);

@@ -87,6 +87,8 @@ export function startUpstreamCall(options: {
   onStarted?: () => void;
   /** The endpoint's `max_connections`, when it has one: the request waits here for a slot. */
   slots?: ConnectionSlots | undefined;
+  /** Whom the request is for, where it waits for a slot (ConnectionSlots.acquire). */
+  tenant?: string | undefined;
 }): UpstreamCall {
   let controller: Dispatcher.DispatchController | undefined;
   let resolveResponse: (value: { statusCode: number; headers: IncomingHttpHeaders }) => void = () => {};
@@ -202,11 +204,11 @@ export function startUpstreamCall(options: {
   else
     withdraw = slots.acquire(() => {
       withdraw = undefined;
-      releaseSlot = () => slots.release();
+      releaseSlot = () => slots.release(options.tenant);
       // Given up while it waited (the slot's grant came in the same turn as the abort): no send.
       if (failure !== undefined) letGo();
       else dispatch();
-    });
+    }, options.tenant);
 
   return {
     response,

@@ -36,6 +36,8 @@ export interface AttemptContext {
   /** The engine's calls in flight, aborted when it closes. */
   inFlight: Set<UpstreamCall>;
   logger: EngineLogger;
+  /** Whom the run is for, where it waits for an endpoint's connection (RunOptions.tenant). */
+  tenant?: string | undefined;
   /**
    * Told how each attempt ended, once, for `/metrics`; not told of an attempt that was never sent
    * (its endpoint began to rest while it waited for a connection, and it went elsewhere).

@@ -137,4 +137,56 @@ describe("createLeasePool", () => {
     await Promise.all([later, movedSecond, movedFirst]);
     expect(order).toEqual(["moved, queued first", "moved, queued second", "arrived after the reload"]);
   });
+
+  it("hands a freed item to the tenant running the fewest, in arrival order within a tenant", async () => {
+    const pool = createLeasePool({ items: ["x", "y"], maxQueue: 8 });
+    const heldByA = await pool.acquire(new AbortController().signal, { tenant: "a" });
+    const heldByB = await pool.acquire(new AbortController().signal, { tenant: "b" });
+    const order: string[] = [];
+    const wait = (name: string, tenant: string) =>
+      pool.acquire(new AbortController().signal, { tenant }).then((lease) => {
+        order.push(name);
+        return lease;
+      });
+    const a2 = wait("a2", "a");
+    const a3 = wait("a3", "a");
+    const b2 = wait("b2", "b");
+    heldByA?.release();
+    await a2;
+    // a runs one again, b's holder leaves: b runs none, and its request goes before a's third,
+    // which came first.
+    heldByB?.release();
+    await b2;
+    (await a2)?.release();
+    await a3;
+    expect(order).toEqual(["a2", "b2", "a3"]);
+    expect(pool.waiting).toBe(0);
+    (await b2)?.release();
+    (await a3)?.release();
+    expect(pool.leased).toBe(0);
+  });
+
+  it("makes room in a full queue for another tenant by refusing the latest request of the tenant waiting with the most", async () => {
+    const pool = createLeasePool({ items: [1], maxQueue: 2, modelId: "tiny" });
+    const held = await pool.acquire(new AbortController().signal, { tenant: "a" });
+    const a2 = pool.acquire(new AbortController().signal, { tenant: "a" });
+    const a3 = pool.acquire(new AbortController().signal, { tenant: "a" }).catch((error: unknown) => error);
+    const b1 = pool.acquire(new AbortController().signal, { tenant: "b" });
+    const refused = await a3;
+    expect(isAppError(refused) && refused.code).toBe("model_overloaded");
+    expect(isAppError(refused) && refused.retryAfterSeconds).toBe(1);
+    expect((refused as Error).message).toBe(
+      "The model 'tiny' is busy with other requests and its queue is full (1 running, 2 waiting), and the place this request held went to another account's. Please retry shortly.",
+    );
+    expect(pool.waiting).toBe(2);
+    // a and b wait with one each now: neither gives way to the other's next request.
+    const a4 = await pool.acquire(new AbortController().signal, { tenant: "a" }).catch(() => "refused");
+    const b2 = await pool.acquire(new AbortController().signal, { tenant: "b" }).catch(() => "refused");
+    expect([a4, b2]).toEqual(["refused", "refused"]);
+    // Both run none once the item is back, and a had the last turn: b's request goes first.
+    held?.release();
+    expect((await b1)?.item).toBe(1);
+    (await b1)?.release();
+    expect((await a2)?.item).toBe(1);
+  });
 });

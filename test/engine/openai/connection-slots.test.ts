@@ -38,6 +38,27 @@ describe("ConnectionSlots", () => {
     slots.acquire(() => granted.push("h"));
     expect(granted).toEqual(["a", "b", "c", "e", "f", "g"]);
   });
+
+  it("grants a freed slot to the tenant holding the fewest, in arrival order within a tenant", () => {
+    const slots = new ConnectionSlots(2);
+    const granted: string[] = [];
+    const acquire = (name: string, tenant: string) => slots.acquire(() => granted.push(name), tenant);
+    acquire("a1", "a");
+    acquire("a2", "a");
+    acquire("a3", "a");
+    acquire("a4", "a");
+    const withdrawB1 = acquire("b1", "b");
+    acquire("b2", "b");
+    withdrawB1();
+    expect(slots.waiting).toBe(3);
+    // a holds one after giving one back, b none: b's request goes before a's two earlier ones.
+    slots.release("a");
+    expect(granted).toEqual(["a1", "a2", "b2"]);
+    slots.release("b");
+    slots.release("a");
+    expect(granted).toEqual(["a1", "a2", "b2", "a3", "a4"]);
+    expect(slots.waiting).toBe(0);
+  });
 });
 
 describe("upstream engine: max_connections", () => {
