@@ -1,5 +1,5 @@
 import type { FastifyInstance } from "fastify";
-import { type Logger, pino } from "pino";
+import type { Logger } from "pino";
 import { bootstrap } from "./admin/bootstrap.ts";
 import { warnOfRefusedAdminKey } from "./admin/warn-of-refused-admin-key.ts";
 import { buildApp, createServerMetrics } from "./api/build-app.ts";
@@ -15,16 +15,16 @@ import { createSettleEventLog } from "./billing/log-settle-events.ts";
 import { openChargeJournal } from "./billing/open-charge-journal.ts";
 import { BillingAdmission } from "./billing/reserve-and-settle.ts";
 import type { Config } from "./catalog/catalog.ts";
+import { checkReady } from "./check-ready.ts";
 import { type ClusterSettings, readClusterSettings } from "./cluster/cluster-settings.ts";
 import { connectCluster } from "./cluster/connect-cluster.ts";
 import { resolveReplicaId } from "./cluster/resolve-replica-id.ts";
+import { createLogger } from "./create-logger.ts";
 import { createEngine, loadEngineModules } from "./engine/create-engine.ts";
 import type { ChatEngine } from "./engine/engine.ts";
-import { serializeLogError } from "./errors/serialize-log-error.ts";
 import { KeyLimits } from "./limits/key-limits.ts";
 import { closeWhenIdle } from "./models/close-when-idle.ts";
 import { ModelRegistry } from "./models/model-registry.ts";
-import { guardLogStream } from "./process/guard-log-stream.ts";
 import { releaseUnusedMemory } from "./process/release-unused-memory.ts";
 import { createServerDrain } from "./server-drain.ts";
 import { claimReplicaId, openStore } from "./store/open-store.ts";
@@ -66,24 +66,6 @@ export interface RunningServer {
  * and judge leases by their own clocks.
  */
 const CLOCK_SKEW_WARNING_MS = 5_000;
-
-/** How long `/ready` waits for the store: a probe must get its answer sooner than a query's timeout. */
-const READY_STORE_TIMEOUT_MS = 2_000;
-
-/** True when `promise` resolves within `ms`; false when it fails or takes longer. */
-async function answersWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<false>((resolve) => {
-    timer = setTimeout(() => resolve(false), ms);
-  });
-  try {
-    return await Promise.race([promise.then(() => true as const), late]);
-  } catch {
-    return false;
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 export interface StartServerOptions {
   config: Config;
@@ -144,21 +126,6 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
     for (const resource of opened.reverse()) await resource.close().catch(() => {});
     throw error;
   }
-}
-
-/** The server's logger: JSON lines on stdout unless the options say otherwise. */
-function createLogger(options: StartServerOptions): Logger {
-  const serializers = { err: serializeLogError, error: serializeLogError };
-  const level =
-    (options.logger === false ? undefined : options.logger?.level) ?? options.config.logLevel ?? "info";
-  const logger =
-    options.logger === false
-      ? pino({ enabled: false })
-      : options.logger?.destination === undefined
-        ? pino({ level, serializers })
-        : pino({ level, serializers }, options.logger.destination);
-  guardLogStream(logger);
-  return logger;
 }
 
 async function startOnStore(
@@ -335,17 +302,7 @@ async function startOnStore(
       }),
     watchRevocations: (listener) => revocations.watch(listener),
     metricsKey: config.metricsKey,
-    checkReady: async () => {
-      const reasons: string[] = [];
-      if (!(await answersWithin(store.hasAdminKey(), READY_STORE_TIMEOUT_MS)))
-        reasons.push("the store does not answer");
-      for (const entry of registry.list()) {
-        const { engine } = entry;
-        if (engine !== undefined && startupEngines.has(engine) && engine.status() === "loading")
-          reasons.push(`model '${entry.model.id}' is loading`);
-      }
-      return { ready: reasons.length === 0, reasons };
-    },
+    checkReady: () => checkReady({ store, registry, startupEngines }),
     bodyLimitBytes: config.server.bodyLimitBytes,
     ...(options.bodyBudgetBytes === undefined ? {} : { bodyBudgetBytes: options.bodyBudgetBytes }),
     ...(options.clientStallTimeoutMs === undefined

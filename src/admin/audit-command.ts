@@ -1,6 +1,7 @@
 import { formatAmount } from "../billing/money.ts";
+import type { AuditProblem } from "../store/audit-problem.ts";
 import { MAX_BIGINT_COLUMN } from "../store/column-values.ts";
-import type { AuditProblem, Store } from "../store/store.ts";
+import type { Store } from "../store/store.ts";
 import type { OutputSink } from "./cli-error.ts";
 import { formatInstant } from "./format-table.ts";
 import { isHelpRequested, parseCommandArguments } from "./parse-command-arguments.ts";

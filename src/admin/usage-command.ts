@@ -1,5 +1,6 @@
 import { formatAmount } from "../billing/money.ts";
-import { type Store, USAGE_GROUPINGS, type UsageGrouping } from "../store/store.ts";
+import type { Store } from "../store/store.ts";
+import { USAGE_GROUPINGS, type UsageGrouping } from "../store/usage-query.ts";
 import { CliError, type OutputSink, pacedByReader } from "./cli-error.ts";
 import { createTableLayout, formatInstant, formatTable } from "./format-table.ts";
 import { isHelpRequested, parseCommandArguments, stringOption } from "./parse-command-arguments.ts";

@@ -1,6 +1,7 @@
 import { setImmediate } from "node:timers/promises";
 import { formatAmount } from "../billing/money.ts";
-import type { Store, UsageCursor, UsageFilter, UsageGrouping, UsageRecord } from "../store/store.ts";
+import type { Store, UsageRecord } from "../store/store.ts";
+import type { UsageCursor, UsageFilter, UsageGrouping } from "../store/usage-query.ts";
 import { AdminError } from "./admin-error.ts";
 import { findAccount } from "./find-account.ts";
 import { type CsvValue, formatCsvLine } from "./format-csv.ts";

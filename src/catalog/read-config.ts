@@ -12,13 +12,7 @@
  */
 import { resolve } from "node:path";
 import { type Config, LOG_LEVELS, type LogLevel } from "./catalog.ts";
-import {
-  DEFAULT_BODY_LIMIT_BYTES,
-  DEFAULT_CHARGE_JOURNAL_DIR,
-  DEFAULT_DATABASE,
-  DEFAULT_HOST,
-  DEFAULT_PORT,
-} from "./config-defaults.ts";
+import { DEFAULT_CHARGE_JOURNAL_DIR, DEFAULT_DATABASE } from "./config-defaults.ts";
 import type { ConfigPath } from "./config-error.ts";
 import {
   ConfigIssues,
@@ -32,13 +26,12 @@ import {
   readBoolean,
   readChoice,
   readHeaderValue,
-  readInteger,
-  readMapping,
   readString,
 } from "./config-fields.ts";
 import { createDefaultCatalog } from "./default-catalog.ts";
-import { parseByteSize } from "./parse-byte-size.ts";
+import { type EnvironmentOverrides, readEnvironmentOverrides } from "./read-environment-overrides.ts";
 import { readModels } from "./read-models.ts";
+import { readServer } from "./read-server.ts";
 import { resolveDatabaseUrl } from "./resolve-database-url.ts";
 import { substituteVariables } from "./substitute-variables.ts";
 
@@ -61,8 +54,6 @@ const TOP_LEVEL_KEYS = [
   "charge_journal_dir",
   "models",
 ] as const;
-const SERVER_KEYS = ["host", "port", "body_limit"] as const;
-const PORT_RANGE = { min: 0, max: 65_535 } as const;
 /** Fields where `${VAR}` of an unset variable means "not set" rather than a problem. */
 const MAY_BE_UNSET = new Set(["admin_key", "metrics_key"]);
 
@@ -101,17 +92,6 @@ function isUpstreamSecret(path: ConfigPath): boolean {
 }
 
 export type ReadConfigResult = { ok: true; config: LoadedConfig } | { ok: false; issues: ConfigIssues };
-
-/** Environment variables that replace a configuration value; an empty value counts as unset. */
-interface EnvironmentOverrides {
-  host: string | undefined;
-  port: string | undefined;
-  database: string | undefined;
-  redis: string | undefined;
-  adminKey: string | undefined;
-  logLevel: string | undefined;
-  chargeJournalDir: string | undefined;
-}
 
 export function readConfig(options: ReadConfigOptions): ReadConfigResult {
   const issues = new ConfigIssues();
@@ -202,23 +182,6 @@ export function readConfig(options: ReadConfigOptions): ReadConfigResult {
   };
 }
 
-function readEnvironmentOverrides(env: NodeJS.ProcessEnv, purpose: ConfigPurpose): EnvironmentOverrides {
-  const read = (name: string): string | undefined => {
-    const value = env[name];
-    return value === undefined || value === "" ? undefined : value;
-  };
-  return {
-    host: purpose === "serve" ? read("HOST") : undefined,
-    port: purpose === "serve" ? read("PORT") : undefined,
-    database: read("TOLLGATE_DATABASE_URL"),
-    redis: read("TOLLGATE_REDIS_URL"),
-    adminKey: read("TOLLGATE_ADMIN_KEY"),
-    // Only the server logs: an admin command is not stopped by a level it would not use.
-    logLevel: purpose === "serve" ? read("TOLLGATE_LOG_LEVEL") : undefined,
-    chargeJournalDir: read("TOLLGATE_CHARGE_JOURNAL_DIR"),
-  };
-}
-
 /** `log_level`, or `TOLLGATE_LOG_LEVEL` where it is set. */
 function readLogLevel(
   issues: ConfigIssues,
@@ -244,7 +207,6 @@ function readLogLevel(
   return level;
 }
 
-/** Values replaced by the environment are neither substituted nor validated. */
 /**
  * The file's settings that environment variables replace with another value, as
  * "VARIABLE replaces KEY": a container image that sets TOLLGATE_DATABASE_URL (as ours does) would
@@ -286,6 +248,7 @@ function listReplacedValues(
     .map(([variable, key]) => `${variable} replaces ${key}`);
 }
 
+/** Values replaced by the environment are neither substituted nor validated. */
 function removeOverriddenValues(raw: ConfigMapping, overrides: EnvironmentOverrides): ConfigMapping {
   const copy: ConfigMapping = { ...raw };
   if (overrides.database !== undefined) delete copy.database;
@@ -300,46 +263,6 @@ function removeOverriddenValues(raw: ConfigMapping, overrides: EnvironmentOverri
     copy.server = server;
   }
   return copy;
-}
-
-function readServer(
-  issues: ConfigIssues,
-  value: unknown,
-  overrides: EnvironmentOverrides,
-): Config["server"] | undefined {
-  const before = issues.count;
-  const server =
-    readMapping(issues, ["server"], value, "{ host: 127.0.0.1, port: 8080, body_limit: 8mb }") ?? {};
-  checkKnownKeys(issues, ["server"], server, SERVER_KEYS);
-  const host =
-    overrides.host ?? readString(issues, ["server", "host"], server.host, { example: '"127.0.0.1"' });
-  const port =
-    overrides.port === undefined
-      ? readInteger(issues, ["server", "port"], server.port, PORT_RANGE)
-      : readPortOverride(issues, overrides.port);
-  const bodyLimitBytes = readBodyLimit(issues, ["server", "body_limit"], server.body_limit);
-  if (issues.count > before) return undefined;
-  return {
-    host: host ?? DEFAULT_HOST,
-    port: port ?? DEFAULT_PORT,
-    bodyLimitBytes: bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES,
-  };
-}
-
-function readPortOverride(issues: ConfigIssues, value: string): number | undefined {
-  const port = /^[0-9]+$/.test(value) ? Number(value) : Number.NaN;
-  if (Number.isSafeInteger(port) && port >= PORT_RANGE.min && port <= PORT_RANGE.max) return port;
-  issues.addForEnvironment("PORT", `must be an integer from 0 to 65535 (got ${describeValue(value)})`);
-  return undefined;
-}
-
-function readBodyLimit(issues: ConfigIssues, path: ConfigPath, value: unknown): number | undefined {
-  if (isAbsent(value)) return undefined;
-  const bytes = typeof value === "string" || typeof value === "number" ? parseByteSize(value) : undefined;
-  if (bytes === undefined) {
-    issues.add(path, `must be a size such as 8mb, 512kb or a number of bytes (got ${describeValue(value)})`);
-  }
-  return bytes;
 }
 
 function readDatabase(

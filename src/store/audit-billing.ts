@@ -1,9 +1,9 @@
 import type { Kysely } from "kysely";
+import type { AuditProblem } from "./audit-problem.ts";
 import { toReservation } from "./billing-rows.ts";
 import { MAX_BIGINT_COLUMN, readBigInt } from "./column-values.ts";
 import type { Database } from "./database.ts";
 import { exactSumOf, toExactSums } from "./exact-money-sum.ts";
-import type { AuditProblem } from "./store.ts";
 
 /** {@link Store.audit} on kysely: recomputes every account's money from its ledgers. */
 export async function auditBilling(db: Kysely<Database>): Promise<AuditProblem[]> {

@@ -6,16 +6,8 @@ import type { Database } from "./database.ts";
 import { listUsage, sumUsage } from "./list-and-sum-usage.ts";
 import { accountExists, readAccountBalance, readAccountMoney } from "./read-account-money.ts";
 import { compileHotQueries } from "./reserve-settle-shared.ts";
-import type {
-  CreditRecord,
-  CreditResult,
-  Reservation,
-  Store,
-  UsageFilter,
-  UsageGrouping,
-  UsagePage,
-  UsageRecord,
-} from "./store.ts";
+import type { CreditRecord, CreditResult, Reservation, Store, UsageRecord } from "./store.ts";
+import type { UsageFilter, UsageGrouping, UsagePage } from "./usage-query.ts";
 import { SUM_WINDOW_ROWS } from "./usage-sum-window.ts";
 
 /**

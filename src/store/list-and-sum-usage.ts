@@ -4,7 +4,8 @@ import { toUsageRecord } from "./billing-rows.ts";
 import { readBigInt, requirePageLimit, toTimestampText } from "./column-values.ts";
 import type { Database } from "./database.ts";
 import { exactSumOf, readExactSum } from "./exact-money-sum.ts";
-import type { UsageFilter, UsageGrouping, UsagePage, UsageRecord, UsageTotals } from "./store.ts";
+import type { UsageRecord } from "./store.ts";
+import type { UsageFilter, UsageGrouping, UsagePage, UsageTotals } from "./usage-query.ts";
 import { groupExpression, type UsageCursorRow, whereInWindow } from "./usage-sum-window.ts";
 
 /**

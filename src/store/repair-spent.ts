@@ -1,8 +1,8 @@
 import type { Kysely } from "kysely";
+import type { AuditProblem, SpentRepair } from "./audit-problem.ts";
 import { MAX_BIGINT_COLUMN, readBigInt } from "./column-values.ts";
 import type { Database } from "./database.ts";
 import { exactSumOf, readExactSum } from "./exact-money-sum.ts";
-import type { AuditProblem, SpentRepair } from "./store.ts";
 
 /**
  * {@link Store.repairSpent} on kysely: for each account the audit found off, one transaction

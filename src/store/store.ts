@@ -4,6 +4,8 @@
  * (SQLite, PostgreSQL) passes the same conformance suite
  * (`test/store/store-conformance.ts`).
  */
+import type { AuditProblem, SpentRepair } from "./audit-problem.ts";
+import type { UsageFilter, UsageGrouping, UsagePage, UsageTotals } from "./usage-query.ts";
 
 /** What a key may do: `user` keys call the API for their account, `admin` keys call `/admin`. */
 export type KeyRole = "user" | "admin";
@@ -206,59 +208,6 @@ export type CreditResult =
 
 /** The outcome of {@link Store.reserve}. */
 export type ReserveResult = "reserved" | "insufficient_balance" | "account_not_found";
-
-/** Filters of {@link Store.listUsage}; every bound is optional. */
-export interface UsageFilter {
-  accountId?: string;
-  keyPublicId?: string;
-  model?: string;
-  /** Rows created at or after this instant. */
-  since?: Date;
-  /** Rows created before this instant (exclusive). */
-  until?: Date;
-}
-
-/** Where a page of {@link Store.listUsage} starts: after the row with this time and id. */
-export interface UsageCursor {
-  createdAt: Date;
-  id: string;
-}
-
-/** One page of {@link Store.listUsage}: at most `limit` rows (at least 1), after `after`. */
-export interface UsagePage {
-  limit: number;
-  after?: UsageCursor | undefined;
-}
-
-/** How {@link Store.sumUsage} groups: by day (UTC), model or key. */
-export const USAGE_GROUPINGS = ["day", "model", "key"] as const;
-export type UsageGrouping = (typeof USAGE_GROUPINGS)[number];
-
-/** The totals of the usage rows of one group (or of all matching rows). */
-export interface UsageTotals {
-  /** The day (`2025-06-01`, UTC), the model id or the key's public id; `""` for all rows. */
-  group: string;
-  /** The key's account when grouping by key (a key spends from one account), else `undefined`. */
-  accountId: string | undefined;
-  requests: number;
-  promptTokens: number;
-  completionTokens: number;
-  costNano: bigint;
-}
-
-/** An account's spent amount as {@link Store.repairSpent} found it and set it. */
-export interface SpentRepair {
-  accountId: string;
-  fromNano: bigint;
-  toNano: bigint;
-}
-
-/** One disagreement found by {@link Store.audit}. */
-export type AuditProblem =
-  | { kind: "balance_mismatch"; accountId: string; balanceNano: bigint; expectedNano: bigint }
-  | { kind: "spent_mismatch"; accountId: string; spentNano: bigint; expectedNano: bigint }
-  | { kind: "reserved_mismatch"; accountId: string; reservedNano: bigint; expectedNano: bigint }
-  | { kind: "open_reservation"; reservation: Reservation };
 
 export interface Store {
   /**

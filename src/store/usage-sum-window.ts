@@ -1,6 +1,6 @@
 import { type SelectQueryBuilder, sql } from "kysely";
 import type { Database } from "./database.ts";
-import type { UsageGrouping } from "./store.ts";
+import type { UsageGrouping } from "./usage-query.ts";
 
 /**
  * How the usage ledger is summed (`Store.sumUsage`): in windows of rows along the

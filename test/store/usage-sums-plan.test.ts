@@ -17,7 +17,7 @@ import type { Database } from "../../src/store/database.ts";
 import { createKyselyBilling } from "../../src/store/kysely-billing.ts";
 import { openStore } from "../../src/store/open-store.ts";
 import { openNodeSqliteDatabase } from "../../src/store/sqlite/node-sqlite-database.ts";
-import type { UsageGrouping, UsageTotals } from "../../src/store/store.ts";
+import type { UsageGrouping, UsageTotals } from "../../src/store/usage-query.ts";
 import { POSTGRES_SUM_WINDOW_ROWS, SUM_WINDOW_ROWS } from "../../src/store/usage-sum-window.ts";
 import { createPostgresTestSchema, runStatements, testPostgresUrl } from "./postgres-test-database.ts";
 import { makeTemporaryDirectory, newDatabaseUrl } from "./temporary-directory.ts";

@@ -1,5 +1,5 @@
 import { Type } from "@sinclair/typebox";
-import { USAGE_GROUPINGS } from "../../store/store.ts";
+import { USAGE_GROUPINGS } from "../../store/usage-query.ts";
 import { DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT } from "../routes/admin-paging.ts";
 import { Nullable, StringEnum } from "./schema-helpers.ts";
 
