@@ -70,6 +70,17 @@ describe("the default replica id", () => {
   it("is TOLLGATE_REPLICA_ID when set", () => {
     expect(resolveReplicaId("127.0.0.1", 0, { TOLLGATE_REPLICA_ID: " tollgate-1 " })).toBe("tollgate-1");
   });
+
+  it("refuses a TOLLGATE_REPLICA_ID too long to name its journal file, counted URL-encoded", () => {
+    expect(resolveReplicaId("127.0.0.1", 0, { TOLLGATE_REPLICA_ID: "r".repeat(200) })).toBe("r".repeat(200));
+    expect(() => resolveReplicaId("127.0.0.1", 0, { TOLLGATE_REPLICA_ID: "r".repeat(201) })).toThrow(
+      "TOLLGATE_REPLICA_ID is too long: 201 characters once URL-encoded, at most 200 (it names this replica's journal of owed charges, a file name); set a shorter one, such as the host's name.",
+    );
+    // 34 two-byte characters (six encoded) and 33 slashes (three encoded).
+    expect(() =>
+      resolveReplicaId("127.0.0.1", 0, { TOLLGATE_REPLICA_ID: "é".repeat(34) + "/".repeat(33) }),
+    ).toThrow(/too long: 303 characters/);
+  });
 });
 
 describe.skipIf("skipped" in probe)("a replica id on one PostgreSQL schema", () => {
