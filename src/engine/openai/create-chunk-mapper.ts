@@ -3,7 +3,10 @@ import { boundUsage, type UsageBounds } from "./bound-usage.ts";
 import { convertUsage, mergeUsage } from "./convert-usage.ts";
 import { createToolCallId } from "./create-tool-call-id.ts";
 import { estimateTextTokens } from "./estimate-tokens.ts";
+import { isBlank } from "./is-blank.ts";
+import { isWholeJson } from "./is-whole-json.ts";
 import { LogprobsCarrier } from "./logprobs-carrier.ts";
+import { readArguments } from "./read-arguments.ts";
 import { readDeltaContent } from "./read-delta-content.ts";
 import { readErrorBody, type UpstreamErrorBody } from "./read-error-body.ts";
 import type { UpstreamChoice, UpstreamChunk, UpstreamToolCallDelta } from "./upstream-wire.ts";
@@ -373,31 +376,4 @@ function releaseArguments(call: ToolCallState, parts: StreamPart[]): void {
   if (call.held === "") return;
   parts.push({ type: "tool-call-delta", index: call.index, argumentsDelta: call.held });
   call.held = "";
-}
-
-/** Whether arguments are a whole JSON object or array, which no more text could extend. */
-function isWholeJson(text: string): boolean {
-  if (text === "") return false;
-  try {
-    const value: unknown = JSON.parse(text);
-    return typeof value === "object" && value !== null;
-  } catch {
-    return false;
-  }
-}
-
-/** Whether arguments hold nothing but JSON white space. */
-function isBlank(text: string): boolean {
-  return /^[ \t\n\r]*$/.test(text);
-}
-
-/**
- * A delta's arguments fragment. The protocol sends JSON text; a server that sends the arguments
- * as a JSON object instead has them written as that text, not dropped (the client would get a
- * call with empty arguments and no word of why).
- */
-function readArguments(value: unknown): string {
-  if (typeof value === "string") return value;
-  if (typeof value === "object" && value !== null && !Array.isArray(value)) return JSON.stringify(value);
-  return "";
 }
