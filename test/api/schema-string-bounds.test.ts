@@ -1,23 +1,16 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { postTinyChat, startTestServer, type TestServer, TINY_MODEL } from "../support/test-server.ts";
+import { describe, expect, it } from "vitest";
+import { postTinyChat, TINY_MODEL } from "../support/test-server.ts";
+import { useTestServer } from "../support/use-test-server.ts";
 
 /**
  * The strings of a request's JSON Schemas are bounded at the edge, as OpenAI's structured outputs
  * bound them, for every model: an enum of one string of megabytes, or such a property name, took
  * seconds of a local grammar's building on the event loop, and went upstream unchecked.
  */
-let server: TestServer;
-
-beforeAll(async () => {
-  server = await startTestServer();
-});
-
-afterAll(async () => {
-  await server?.close();
-});
+const server = useTestServer();
 
 async function post(body: Record<string, unknown>) {
-  const response = await postTinyChat(server, body, 2);
+  const response = await postTinyChat(server(), body, 2);
   return { status: response.status, body: (await response.json()) as { error?: Record<string, unknown> } };
 }
 

@@ -1,12 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  EMBEDDING_MODEL,
-  postTinyChat,
-  readError,
-  startTestServer,
-  type TestServer,
-  TINY_MODEL,
-} from "../support/test-server.ts";
+import { describe, expect, it } from "vitest";
+import { EMBEDDING_MODEL, postTinyChat, readError, TINY_MODEL } from "../support/test-server.ts";
+import { useTestServer } from "../support/use-test-server.ts";
 
 /**
  * OpenAI's upstream-only fields (`logit_bias`, `service_tier`, `metadata`, `prediction`, ...) and
@@ -16,20 +10,12 @@ import {
  * kind, before the rate limits), as `logprobs` is; the others accepted and ignored.
  */
 
-let server: TestServer;
-
-beforeAll(async () => {
-  server = await startTestServer();
-});
-
-afterAll(async () => {
-  await server?.close();
-});
+const server = useTestServer();
 
 const errorOf = readError;
 
 function postWith(key: string, body: Record<string, unknown>): Promise<Response> {
-  return postTinyChat(server, body, 4, key);
+  return postTinyChat(server(), body, 4, key);
 }
 
 /** An object of `count` entries, `entry(index)` each. */
@@ -80,7 +66,7 @@ describe("upstream-only fields with a bad shape", () => {
 
   it("are refused with 400 naming the field, in the contract's error shape", async () => {
     for (const [body, param, code] of cases) {
-      const { status, error } = await errorOf(await postTinyChat(server, body));
+      const { status, error } = await errorOf(await postTinyChat(server(), body));
       expect({ body, status, param: error.param, code: error.code, type: error.type }).toEqual({
         body,
         status: 400,
@@ -95,14 +81,14 @@ describe("upstream-only fields with a bad shape", () => {
   it("come after the key (401) and before the model (404)", async () => {
     const bad = { logit_bias: { hello: 1 }, model: "no-such-model" };
     expect((await postWith("sk-tg-not-a-key", bad)).status).toBe(401);
-    expect(await errorOf(await postWith(server.starterKey, bad))).toMatchObject({
+    expect(await errorOf(await postWith(server().starterKey, bad))).toMatchObject({
       status: 400,
       error: { param: "logit_bias", code: "invalid_value" },
     });
   });
 
   it("name the key that is no token id", async () => {
-    const { error } = await errorOf(await postTinyChat(server, { logit_bias: { "50256": 1, hello: 1 } }));
+    const { error } = await errorOf(await postTinyChat(server(), { logit_bias: { "50256": 1, hello: 1 } }));
     expect(error.message).toContain("'hello'");
   });
 });
@@ -112,7 +98,7 @@ describe("legacy functions and function_call", () => {
     const weather = { name: "get_weather", parameters: { type: "object", properties: {} } };
     for (const model of [TINY_MODEL, "no-such-model"]) {
       const { status, error } = await errorOf(
-        await postTinyChat(server, { model, functions: [weather], function_call: "auto" }),
+        await postTinyChat(server(), { model, functions: [weather], function_call: "auto" }),
       );
       expect(status).toBe(400);
       expect(error).toMatchObject({
@@ -123,7 +109,7 @@ describe("legacy functions and function_call", () => {
       expect(error.message).toContain("'tools'");
       expect(error.message).toContain("'tool_choice'");
     }
-    expect((await errorOf(await postTinyChat(server, { function_call: "none" }))).error.param).toBe(
+    expect((await errorOf(await postTinyChat(server(), { function_call: "none" }))).error.param).toBe(
       "function_call",
     );
     expect((await postWith("sk-tg-not-a-key", { functions: [weather] })).status).toBe(401);
@@ -141,10 +127,12 @@ describe("upstream-only fields on a local model", () => {
   );
 
   it("refuses logit_bias, prediction and modalities other than text with 400", async () => {
-    expect(await errorOf(await postTinyChat(server, { logit_bias: { "50256": -100 } }))).toEqual(LOGIT_BIAS);
-    expect(await errorOf(await postTinyChat(server, { logit_bias: {}, stream: true }))).toEqual(LOGIT_BIAS);
+    expect(await errorOf(await postTinyChat(server(), { logit_bias: { "50256": -100 } }))).toEqual(
+      LOGIT_BIAS,
+    );
+    expect(await errorOf(await postTinyChat(server(), { logit_bias: {}, stream: true }))).toEqual(LOGIT_BIAS);
     expect(
-      await errorOf(await postTinyChat(server, { prediction: { type: "content", content: "Go." } })),
+      await errorOf(await postTinyChat(server(), { prediction: { type: "content", content: "Go." } })),
     ).toEqual(
       refusal(
         "prediction",
@@ -152,7 +140,7 @@ describe("upstream-only fields on a local model", () => {
       ),
     );
     for (const modalities of [["audio"], ["text", "audio"], []]) {
-      expect(await errorOf(await postTinyChat(server, { modalities }))).toEqual(
+      expect(await errorOf(await postTinyChat(server(), { modalities }))).toEqual(
         refusal(
           "modalities",
           `The model '${TINY_MODEL}' answers with text only: local models cannot give ${JSON.stringify(modalities)}. Set 'modalities' to ["text"] or leave it out.`,
@@ -175,10 +163,10 @@ describe("upstream-only fields on a local model", () => {
       functions: null,
       function_call: null,
     };
-    const plain = (await (await postTinyChat(server, { temperature: 0, seed: 7 })).json()) as {
+    const plain = (await (await postTinyChat(server(), { temperature: 0, seed: 7 })).json()) as {
       choices: { message: unknown }[];
     };
-    const response = await postTinyChat(server, { ...ignored, temperature: 0, seed: 7 });
+    const response = await postTinyChat(server(), { ...ignored, temperature: 0, seed: 7 });
     expect(response.status).toBe(200);
     const body = (await response.json()) as { choices: { message: unknown }[] };
     expect(body.choices[0]?.message).toEqual(plain.choices[0]?.message);
@@ -188,9 +176,9 @@ describe("upstream-only fields on a local model", () => {
     const ask = { logit_bias: { "50256": -100 } };
     expect((await postWith("sk-tg-not-a-key", ask)).status).toBe(401);
     expect(
-      (await errorOf(await postWith(server.starterKey, { ...ask, model: "no-such-model" }))).error.code,
+      (await errorOf(await postWith(server().starterKey, { ...ask, model: "no-such-model" }))).error.code,
     ).toBe("model_not_found");
-    const otherKey = await server.createKey({ allowedModels: [EMBEDDING_MODEL] });
+    const otherKey = await server().createKey({ allowedModels: [EMBEDDING_MODEL] });
     expect((await errorOf(await postWith(otherKey, ask))).error.code).toBe("model_not_allowed");
     expect((await errorOf(await postWith(otherKey, { ...ask, model: EMBEDDING_MODEL }))).error.code).toBe(
       "model_not_supported",
@@ -198,7 +186,7 @@ describe("upstream-only fields on a local model", () => {
   });
 
   it("refuses before the rate limits (429) and takes none of them", async () => {
-    const limited = await server.createKey({ rpm: 1 });
+    const limited = await server().createKey({ rpm: 1 });
     expect(await errorOf(await postWith(limited, { logit_bias: { "1": 1 } }))).toEqual(LOGIT_BIAS);
     expect((await postWith(limited, {})).status).toBe(200);
     expect((await postWith(limited, {})).status).toBe(429);

@@ -1,18 +1,11 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestServer, type TestServer, TINY_MODEL } from "../support/test-server.ts";
+import { describe, expect, it } from "vitest";
+import { TINY_MODEL } from "../support/test-server.ts";
+import { useTestServer } from "../support/use-test-server.ts";
 
-let server: TestServer;
+const server = useTestServer();
 
-beforeAll(async () => {
-  server = await startTestServer();
-});
-
-afterAll(async () => {
-  await server?.close();
-});
-
-async function admin(method: string, path: string, body?: unknown, key = server.adminKey) {
-  const response = await fetch(`${server.origin}${path}`, {
+async function admin(method: string, path: string, body?: unknown, key = server().adminKey) {
+  const response = await fetch(`${server().origin}${path}`, {
     method,
     headers: {
       ...(key === "" ? {} : { authorization: `Bearer ${key}` }),
@@ -30,7 +23,7 @@ async function admin(method: string, path: string, body?: unknown, key = server.
 }
 
 function chat(key: string, extra: Record<string, unknown> = {}) {
-  return fetch(`${server.baseUrl}/chat/completions`, {
+  return fetch(`${server().baseUrl}/chat/completions`, {
     method: "POST",
     headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
     body: JSON.stringify({
@@ -47,7 +40,7 @@ describe("the admin API on the real server", () => {
     const none = await admin("GET", "/admin/accounts", undefined, "");
     expect(none.status).toBe(401);
     expect(none.body.error.code).toBe("invalid_api_key");
-    const user = await admin("GET", "/admin/accounts", undefined, server.starterKey);
+    const user = await admin("GET", "/admin/accounts", undefined, server().starterKey);
     expect(user.status).toBe(403);
     expect(user.body.error).toMatchObject({ code: "admin_key_required", type: "permission_error" });
     // Paths under /admin that do not exist as well: no key learns which ones do.
@@ -60,7 +53,7 @@ describe("the admin API on the real server", () => {
       ["DELETE", "//admin//accounts/"],
     ] as const) {
       expect((await admin(method, path, undefined, "")).status).toBe(401);
-      expect((await admin(method, path, undefined, server.starterKey)).status).toBe(403);
+      expect((await admin(method, path, undefined, server().starterKey)).status).toBe(403);
       const found = await admin(method, path);
       expect(found.status).toBe(404);
       expect(found.body.error.code).toBe("not_found");
@@ -115,9 +108,9 @@ describe("the admin API on the real server", () => {
   it("takes a revoke sent with a JSON content type and no body, as HTTP clients often send it", async () => {
     const key = await admin("POST", "/admin/keys", { account: "starter", name: "empty-body" });
     const publicId = (key.body.key as string).split("-")[2];
-    const response = await fetch(`${server.origin}/admin/keys/${publicId}/revoke`, {
+    const response = await fetch(`${server().origin}/admin/keys/${publicId}/revoke`, {
       method: "POST",
-      headers: { authorization: `Bearer ${server.adminKey}`, "content-type": "application/json" },
+      headers: { authorization: `Bearer ${server().adminKey}`, "content-type": "application/json" },
     });
     expect(response.status).toBe(200);
     expect(await response.json()).toMatchObject({ public_id: publicId, already_revoked: false });
@@ -138,16 +131,16 @@ describe("the admin API on the real server", () => {
       listed.body.data.find((key: { public_id: string }) => key.public_id === otherId).revoked_at,
     ).toBeNull();
     // A route that reads a body still says that it is empty.
-    const empty = await fetch(`${server.origin}/admin/accounts`, {
+    const empty = await fetch(`${server().origin}/admin/accounts`, {
       method: "POST",
-      headers: { authorization: `Bearer ${server.adminKey}`, "content-type": "application/json" },
+      headers: { authorization: `Bearer ${server().adminKey}`, "content-type": "application/json" },
     });
     expect(empty.status).toBe(400);
     expect(((await empty.json()) as { error: { code: string } }).error.code).toBe("invalid_json");
   });
 
   it("refuses a key for a model the catalogue does not have, naming the one meant", async () => {
-    const before = (await server.store.listApiKeys()).length;
+    const before = (await server().store.listApiKeys()).length;
     const response = await admin("POST", "/admin/keys", { account: "starter", models: [`${TINY_MODEL}y`] });
     expect(response.status).toBe(400);
     expect(response.body.error).toEqual({
@@ -156,7 +149,7 @@ describe("the admin API on the real server", () => {
       param: "models",
       code: "invalid_value",
     });
-    expect(await server.store.listApiKeys()).toHaveLength(before);
+    expect(await server().store.listApiKeys()).toHaveLength(before);
     const made = await admin("POST", "/admin/keys", { account: "starter", models: [TINY_MODEL] });
     expect(made.status).toBe(201);
     expect(made.body.models).toEqual([TINY_MODEL]);
@@ -236,10 +229,10 @@ describe("the admin API on the real server", () => {
   it("credits once per Idempotency-Key, however often the request is retried", async () => {
     expect((await admin("POST", "/admin/accounts", { name: "retrying", balance: "0" })).status).toBe(201);
     const credit = (amount: string, key: string) =>
-      fetch(`${server.origin}/admin/accounts/retrying/credits`, {
+      fetch(`${server().origin}/admin/accounts/retrying/credits`, {
         method: "POST",
         headers: {
-          authorization: `Bearer ${server.adminKey}`,
+          authorization: `Bearer ${server().adminKey}`,
           "content-type": "application/json",
           "idempotency-key": key,
         },
@@ -269,7 +262,7 @@ describe("the admin API on the real server", () => {
   });
 
   it("refuses to let an admin key revoke itself, which would lock its holder out", async () => {
-    const ownId = server.adminKey.split("-")[2];
+    const ownId = server().adminKey.split("-")[2];
     const refused = await admin("POST", `/admin/keys/${ownId}/revoke`);
     expect(refused.status).toBe(400);
     expect(refused.body.error).toMatchObject({ code: "invalid_value", param: "id" });

@@ -6,27 +6,26 @@
 import { request } from "node:http";
 import { PassThrough } from "node:stream";
 import { setTimeout as sleep } from "node:timers/promises";
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { beforeAll, expect, it } from "vitest";
 import { CLIENT_CLOSED_STATUS } from "../../src/api/build-app.ts";
 import { makeUsage } from "../store/store-fixtures.ts";
-import { startTestServer, type TestServer } from "../support/test-server.ts";
+import { useTestServer } from "../support/use-test-server.ts";
 
 /** Several pages of CSV: far more than the first chunk the client reads before it leaves. */
 const ROWS = 5000;
 
 const logLines: Record<string, unknown>[] = [];
-let server: TestServer;
+const destination = new PassThrough();
+destination.on("data", (data: Buffer) => {
+  for (const line of data.toString().split("\n")) if (line.trim() !== "") logLines.push(JSON.parse(line));
+});
+const server = useTestServer({ logDestination: destination });
 
 beforeAll(async () => {
-  const destination = new PassThrough();
-  destination.on("data", (data: Buffer) => {
-    for (const line of data.toString().split("\n")) if (line.trim() !== "") logLines.push(JSON.parse(line));
-  });
-  server = await startTestServer({ logDestination: destination });
   for (let row = 0; row < ROWS; row++) {
-    await server.store.insertUsage(
+    await server().store.insertUsage(
       makeUsage({
-        accountId: server.starterAccountId,
+        accountId: server().starterAccountId,
         keyPublicId: "keyexport001",
         model: "m",
         requestId: `export_${row}`,
@@ -36,16 +35,12 @@ beforeAll(async () => {
   }
 });
 
-afterAll(async () => {
-  await server?.close();
-});
-
 /** Starts a CSV export and closes the connection once its first bytes arrive; answers the request id. */
 function leaveExportEarly(): Promise<string> {
   return new Promise((resolve, reject) => {
     const exporting = request(
-      `${server.origin}/admin/usage?format=csv`,
-      { headers: { authorization: `Bearer ${server.adminKey}` } },
+      `${server().origin}/admin/usage?format=csv`,
+      { headers: { authorization: `Bearer ${server().adminKey}` } },
       (response) => {
         response.once("data", () => {
           exporting.destroy();
@@ -66,6 +61,6 @@ it("logs and counts an export its client left as 499", async () => {
     if (line === undefined) await sleep(20);
   }
   expect(line).toMatchObject({ route: "/admin/usage", status: CLIENT_CLOSED_STATUS, error: "client_closed" });
-  const metrics = await (await fetch(`${server.origin}/metrics`)).text();
+  const metrics = await (await fetch(`${server().origin}/metrics`)).text();
   expect(metrics).toMatch(/tollgate_requests_total\{route="\/admin\/usage",model="",status="499"\} 1/);
 });

@@ -3,26 +3,19 @@
  * after `PATCH /admin/keys/:id` (or within the 1-second key cache after `tollgate keys update`)
  * goes by the new rate limits and models.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { runKeysCommand } from "../../src/admin/keys-command.ts";
 import { collectOutput } from "../admin/cli-output.ts";
-import { EMBEDDING_MODEL, startTestServer, type TestServer, TINY_MODEL } from "../support/test-server.ts";
+import { EMBEDDING_MODEL, TINY_MODEL } from "../support/test-server.ts";
+import { useTestServer } from "../support/use-test-server.ts";
 
-let server: TestServer;
-
-beforeAll(async () => {
-  server = await startTestServer();
-});
-
-afterAll(async () => {
-  await server?.close();
-});
+const server = useTestServer();
 
 async function admin(method: string, path: string, body?: unknown) {
-  const response = await fetch(`${server.origin}${path}`, {
+  const response = await fetch(`${server().origin}${path}`, {
     method,
     headers: {
-      authorization: `Bearer ${server.adminKey}`,
+      authorization: `Bearer ${server().adminKey}`,
       ...(body === undefined ? {} : { "content-type": "application/json" }),
     },
     ...(body === undefined ? {} : { body: JSON.stringify(body) }),
@@ -31,7 +24,7 @@ async function admin(method: string, path: string, body?: unknown) {
 }
 
 async function chat(key: string) {
-  const response = await fetch(`${server.baseUrl}/chat/completions`, {
+  const response = await fetch(`${server().baseUrl}/chat/completions`, {
     method: "POST",
     headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
     body: JSON.stringify({ model: TINY_MODEL, messages: [{ role: "user", content: "Hi" }], max_tokens: 2 }),
@@ -46,7 +39,7 @@ async function chat(key: string) {
 
 describe("changing a key's settings on the real server", () => {
   it("PATCH: rpm 1 refuses the second request; rpm 5 admits the next ones at once; models without the model refuse it", async () => {
-    const { key, publicId } = await server.createFundedKey("patched", "10", { rpm: 1 });
+    const { key, publicId } = await server().createFundedKey("patched", "10", { rpm: 1 });
     expect(await chat(key)).toMatchObject({ status: 200, limit: "1" });
     expect(await chat(key)).toMatchObject({ status: 429, code: "rate_limit_exceeded" });
 
@@ -71,12 +64,12 @@ describe("changing a key's settings on the real server", () => {
   });
 
   it("tollgate keys update (another process's connection to the store): the server uses the new rpm within its 1-second key cache", async () => {
-    const { key, publicId } = await server.createFundedKey("updated-by-cli", "10", { rpm: 1 });
+    const { key, publicId } = await server().createFundedKey("updated-by-cli", "10", { rpm: 1 });
     expect((await chat(key)).status).toBe(200);
     expect((await chat(key)).status).toBe(429);
 
     const out = collectOutput();
-    await runKeysCommand(server.store, ["update", publicId, "--rpm", "5"], out);
+    await runKeysCommand(server().store, ["update", publicId, "--rpm", "5"], out);
     expect(out.lines).toContain("rpm:       5");
     // The cache keeps a key's row 1 s at most (no timing asserted: the machines are shared); a
     // server that never read the key again would refuse for the whole minute of the old rpm.

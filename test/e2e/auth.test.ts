@@ -1,26 +1,22 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { EMBEDDING_MODEL, startTestServer, type TestServer, TINY_MODEL } from "../support/test-server.ts";
+import { beforeAll, describe, expect, it } from "vitest";
+import { EMBEDDING_MODEL, TINY_MODEL } from "../support/test-server.ts";
+import { useTestServer } from "../support/use-test-server.ts";
 
-let server: TestServer;
+const server = useTestServer();
 let revokedKey: string;
 let expiredKey: string;
 let restrictedKey: string;
 
 beforeAll(async () => {
-  server = await startTestServer();
-  revokedKey = await server.createKey({ name: "revoked" });
+  revokedKey = await server().createKey({ name: "revoked" });
   const publicId = revokedKey.split("-")[2]!;
-  await server.store.revokeApiKey(publicId, new Date());
+  await server().store.revokeApiKey(publicId, new Date());
   const past = new Date(Date.now() - 60_000);
-  expiredKey = await server.createKey(
+  expiredKey = await server().createKey(
     { name: "expired", expiresAt: new Date(past.getTime() + 1000) },
     () => past,
   );
-  restrictedKey = await server.createKey({ name: "embed only", allowedModels: [EMBEDDING_MODEL] });
-});
-
-afterAll(async () => {
-  await server?.close();
+  restrictedKey = await server().createKey({ name: "embed only", allowedModels: [EMBEDDING_MODEL] });
 });
 
 const endpoints = [
@@ -31,7 +27,7 @@ const endpoints = [
 ] as const;
 
 async function call(method: string, path: string, authorization: string | undefined) {
-  const response = await fetch(`${server.origin}${path}`, {
+  const response = await fetch(`${server().origin}${path}`, {
     method,
     headers: {
       ...(authorization === undefined ? {} : { authorization }),
@@ -53,10 +49,10 @@ async function call(method: string, path: string, authorization: string | undefi
 describe("authentication", () => {
   const badKeys: [string, () => string | undefined][] = [
     ["missing", () => undefined],
-    ["not Bearer", () => `Basic ${server.starterKey}`],
+    ["not Bearer", () => `Basic ${server().starterKey}`],
     ["malformed", () => "Bearer not-a-key"],
     ["unknown", () => "Bearer sk-tg-aaaaaaaaaaaa-AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"],
-    ["wrong secret", () => `Bearer ${server.starterKey.slice(0, -4)}XXXX`],
+    ["wrong secret", () => `Bearer ${server().starterKey.slice(0, -4)}XXXX`],
     ["revoked", () => `Bearer ${revokedKey}`],
     ["expired", () => `Bearer ${expiredKey}`],
   ];
@@ -79,14 +75,14 @@ describe("authentication", () => {
   }
 
   it("needs no key for /health", async () => {
-    const response = await fetch(`${server.origin}/health`);
+    const response = await fetch(`${server().origin}/health`);
     expect(response.status).toBe(200);
   });
 });
 
 describe("model permissions", () => {
   it("lists only the models a key may use", async () => {
-    const all = await call("GET", "/v1/models", `Bearer ${server.starterKey}`);
+    const all = await call("GET", "/v1/models", `Bearer ${server().starterKey}`);
     const restricted = await call("GET", "/v1/models", `Bearer ${restrictedKey}`);
     const ids = (body: unknown) => (body as { data: { id: string }[] }).data.map((model) => model.id);
     expect(ids(all.body)).toEqual([TINY_MODEL, EMBEDDING_MODEL]);
@@ -100,7 +96,7 @@ describe("model permissions", () => {
   });
 
   it("refuses chat with a model the key may not use with 403 model_not_allowed", async () => {
-    const response = await fetch(`${server.baseUrl}/chat/completions`, {
+    const response = await fetch(`${server().baseUrl}/chat/completions`, {
       method: "POST",
       headers: { authorization: `Bearer ${restrictedKey}`, "content-type": "application/json" },
       body: JSON.stringify({ model: TINY_MODEL, messages: [{ role: "user", content: "Hi" }] }),
@@ -112,11 +108,11 @@ describe("model permissions", () => {
   });
 
   it("lets an admin key use no model: none listed or shown, and chat refused before the kind or the context", async () => {
-    const admin = `Bearer ${server.adminKey}`;
+    const admin = `Bearer ${server().adminKey}`;
     expect((await call("GET", "/v1/models", admin)).body).toEqual({ object: "list", data: [] });
     expect((await call("GET", `/v1/models/${TINY_MODEL}`, admin)).status).toBe(404);
     const chat = async (body: Record<string, unknown>) => {
-      const response = await fetch(`${server.baseUrl}/chat/completions`, {
+      const response = await fetch(`${server().baseUrl}/chat/completions`, {
         method: "POST",
         headers: { authorization: admin, "content-type": "application/json" },
         body: JSON.stringify(body),

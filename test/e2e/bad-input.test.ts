@@ -1,23 +1,20 @@
 import { once } from "node:events";
 import { connect } from "node:net";
 import { gzipSync } from "node:zlib";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { EMBEDDING_MODEL, startTestServer, type TestServer, TINY_MODEL } from "../support/test-server.ts";
+import { describe, expect, it } from "vitest";
+import { EMBEDDING_MODEL, TINY_MODEL } from "../support/test-server.ts";
+import { useTestServer } from "../support/use-test-server.ts";
 
-let server: TestServer;
-
-beforeAll(async () => {
-  server = await startTestServer({ bodyLimitBytes: 64 * 1024 });
-});
-
-afterAll(async () => {
-  await server?.close();
-});
+const server = useTestServer({ bodyLimitBytes: 64 * 1024 });
 
 async function post(body: string | Uint8Array, headers: Record<string, string> = {}) {
-  const response = await fetch(`${server.baseUrl}/chat/completions`, {
+  const response = await fetch(`${server().baseUrl}/chat/completions`, {
     method: "POST",
-    headers: { authorization: `Bearer ${server.starterKey}`, "content-type": "application/json", ...headers },
+    headers: {
+      authorization: `Bearer ${server().starterKey}`,
+      "content-type": "application/json",
+      ...headers,
+    },
     body,
   });
   return {
@@ -471,7 +468,7 @@ describe("bad input gets its status, type, code and param, never a 500", () => {
   });
 
   it("answers a body with a transfer coding besides chunked with invalid_content_type (regression: read as JSON, garbage quoted)", async () => {
-    const url = new URL(server.origin);
+    const url = new URL(server().origin);
     const socket = connect(Number(url.port), url.hostname);
     socket.on("error", () => {});
     await once(socket, "connect");
@@ -481,7 +478,7 @@ describe("bad input gets its status, type, code and param, never a 500", () => {
     });
     const compressed = gzipSync(JSON.stringify(valid));
     socket.write(
-      `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${server.starterKey}\r\nContent-Type: application/json\r\nTransfer-Encoding: gzip, chunked\r\nConnection: close\r\n\r\n`,
+      `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${server().starterKey}\r\nContent-Type: application/json\r\nTransfer-Encoding: gzip, chunked\r\nConnection: close\r\n\r\n`,
     );
     socket.write(`${compressed.length.toString(16)}\r\n`);
     socket.write(compressed);
@@ -519,9 +516,9 @@ describe("bad input gets its status, type, code and param, never a 500", () => {
       ["GET", "/v1/chat/completions"],
       ["DELETE", "/v1/models"],
     ] as const) {
-      const response = await fetch(`${server.origin}${path}`, {
+      const response = await fetch(`${server().origin}${path}`, {
         method,
-        headers: { authorization: `Bearer ${server.starterKey}` },
+        headers: { authorization: `Bearer ${server().starterKey}` },
       });
       expect(response.status).toBe(404);
       const body = (await response.json()) as { error: Record<string, unknown> };
@@ -532,7 +529,7 @@ describe("bad input gets its status, type, code and param, never a 500", () => {
 
   it("answers an unknown path before reading its body: 404, or the admin key's 401/403 (regression: a bad JSON body won, 400)", async () => {
     const send = (method: string, path: string, key: string | undefined, contentEncoding?: string) =>
-      fetch(`${server.origin}${path}`, {
+      fetch(`${server().origin}${path}`, {
         method,
         headers: {
           "content-type": "application/json",
@@ -543,11 +540,11 @@ describe("bad input gets its status, type, code and param, never a 500", () => {
       });
     const cases: [Promise<Response>, number, string][] = [
       [send("POST", "/v1/embeddings", undefined), 404, "not_found"],
-      [send("DELETE", "/v1/models/tiny", server.starterKey), 404, "not_found"],
-      [send("PATCH", "/v1/models/tiny", server.starterKey, "gzip"), 404, "not_found"],
+      [send("DELETE", "/v1/models/tiny", server().starterKey), 404, "not_found"],
+      [send("PATCH", "/v1/models/tiny", server().starterKey, "gzip"), 404, "not_found"],
       [send("POST", "/admin/nope", undefined), 401, "invalid_api_key"],
       [send("PUT", "/admin/accounts", undefined), 401, "invalid_api_key"],
-      [send("POST", "/admin/nope", server.starterKey), 403, "admin_key_required"],
+      [send("POST", "/admin/nope", server().starterKey), 403, "admin_key_required"],
     ];
     for (const [pending, status, code] of cases) {
       const response = await pending;

@@ -1,37 +1,24 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import OpenAI from "openai";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { getTestModelPath } from "../support/test-model.ts";
-import {
-  createTinyModelEntry,
-  ENDLESS_MODEL,
-  startTestServer,
-  type TestServer,
-  TINY_MODEL,
-} from "../support/test-server.ts";
+import { createTinyModelEntry, ENDLESS_MODEL, TINY_MODEL } from "../support/test-server.ts";
+import { useTestServer } from "../support/use-test-server.ts";
 
 /** The tiny model at prices whose costs fall between nano-units. */
 const ODD_PRICED_MODEL = "tiny-odd-priced";
 const ODD_PRICES = { inputPerMillion: "0.123456789", outputPerMillion: "0.987654321" };
 
-let server: TestServer;
-
-beforeAll(async () => {
-  server = await startTestServer({
-    withEndlessModel: true,
-    extraModels: [
-      {
-        ...createTinyModelEntry(await getTestModelPath()),
-        id: ODD_PRICED_MODEL,
-        pricing: { kind: "chat", ...ODD_PRICES },
-      },
-    ],
-  });
-});
-
-afterAll(async () => {
-  await server?.close();
-});
+const server = useTestServer(async () => ({
+  withEndlessModel: true,
+  extraModels: [
+    {
+      ...createTinyModelEntry(await getTestModelPath()),
+      id: ODD_PRICED_MODEL,
+      pricing: { kind: "chat", ...ODD_PRICES },
+    },
+  ],
+}));
 
 /** The tiny model's prices, "0.10" and "0.40" per million tokens, in nano-units per token. */
 function expectedCost(promptTokens: number, completionTokens: number): bigint {
@@ -59,7 +46,7 @@ function parseReset(text: string | null): number {
 
 async function waitForUsage(accountId: string, count: number) {
   for (let attempt = 0; attempt < 100; attempt++) {
-    const rows = await server.store.listUsage({ accountId });
+    const rows = await server().store.listUsage({ accountId });
     if (rows.length >= count) return rows;
     await sleep(50);
   }
@@ -68,8 +55,8 @@ async function waitForUsage(accountId: string, count: number) {
 
 describe("exact charges", () => {
   it("charges a non-streamed request its exact cost and writes the usage row before answering", async () => {
-    const { accountId, key, publicId } = await server.createFundedKey("exact-plain", "1");
-    const response = await fetch(`${server.baseUrl}/chat/completions`, {
+    const { accountId, key, publicId } = await server().createFundedKey("exact-plain", "1");
+    const response = await fetch(`${server().baseUrl}/chat/completions`, {
       method: "POST",
       headers: {
         authorization: `Bearer ${key}`,
@@ -80,7 +67,7 @@ describe("exact charges", () => {
     });
     const body = (await response.json()) as { usage: { prompt_tokens: number; completion_tokens: number } };
     // The row exists by the time the response is read: no waiting.
-    const [row, ...others] = await server.store.listUsage({ accountId });
+    const [row, ...others] = await server().store.listUsage({ accountId });
     expect(others).toEqual([]);
     const cost = expectedCost(body.usage.prompt_tokens, body.usage.completion_tokens);
     expect(row).toMatchObject({
@@ -100,7 +87,7 @@ describe("exact charges", () => {
     expect(row?.queueMs).toBeGreaterThanOrEqual(0);
     expect(row?.firstTokenMs).toBeGreaterThanOrEqual(row?.queueMs ?? 0);
     expect(row?.totalMs).toBeGreaterThanOrEqual(row?.firstTokenMs ?? 0);
-    expect(await server.store.getAccountMoney(accountId)).toEqual({
+    expect(await server().store.getAccountMoney(accountId)).toEqual({
       balanceNano: ONE - cost,
       reservedNano: 0n,
       spentNano: cost,
@@ -108,8 +95,8 @@ describe("exact charges", () => {
   });
 
   it("charges a streamed request the tokens it generated", async () => {
-    const { accountId, key } = await server.createFundedKey("exact-stream", "1");
-    const client = new OpenAI({ baseURL: server.baseUrl, apiKey: key, maxRetries: 0 });
+    const { accountId, key } = await server().createFundedKey("exact-stream", "1");
+    const client = new OpenAI({ baseURL: server().baseUrl, apiKey: key, maxRetries: 0 });
     let usage: OpenAI.CompletionUsage | undefined | null;
     for await (const chunk of await client.chat.completions.create({
       model: TINY_MODEL,
@@ -120,15 +107,15 @@ describe("exact charges", () => {
     })) {
       usage = chunk.usage ?? usage;
     }
-    const [row] = await server.store.listUsage({ accountId });
+    const [row] = await server().store.listUsage({ accountId });
     expect(row?.completionTokens).toBe(usage?.completion_tokens);
     expect(row?.costNano).toBe(expectedCost(usage!.prompt_tokens, usage!.completion_tokens));
-    expect((await server.store.getAccountMoney(accountId))?.reservedNano).toBe(0n);
+    expect((await server().store.getAccountMoney(accountId))?.reservedNano).toBe(0n);
   });
 
   it("rounds a cost that falls between nano-units up, once per request", async () => {
-    const { accountId, key } = await server.createFundedKey("exact-rounded-up", "1");
-    const response = await fetch(`${server.baseUrl}/chat/completions`, {
+    const { accountId, key } = await server().createFundedKey("exact-rounded-up", "1");
+    const response = await fetch(`${server().baseUrl}/chat/completions`, {
       method: "POST",
       headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
       body: JSON.stringify({ model: ODD_PRICED_MODEL, messages, max_tokens: 8, temperature: 0 }),
@@ -145,9 +132,9 @@ describe("exact charges", () => {
     // A fraction of a nano-unit to round, or rounding down would pass too.
     expect(scaled % 1_000_000n).not.toBe(0n);
     const cost = scaled / 1_000_000n + 1n;
-    const [row] = await server.store.listUsage({ accountId });
+    const [row] = await server().store.listUsage({ accountId });
     expect(row).toMatchObject({ model: ODD_PRICED_MODEL, costNano: cost });
-    expect(await server.store.getAccountMoney(accountId)).toEqual({
+    expect(await server().store.getAccountMoney(accountId)).toEqual({
       balanceNano: ONE - cost,
       reservedNano: 0n,
       spentNano: cost,
@@ -155,8 +142,8 @@ describe("exact charges", () => {
   });
 
   it("charges tool calls and JSON output by their tokens", async () => {
-    const { accountId, key } = await server.createFundedKey("exact-tools", "1");
-    const client = new OpenAI({ baseURL: server.baseUrl, apiKey: key, maxRetries: 0 });
+    const { accountId, key } = await server().createFundedKey("exact-tools", "1");
+    const client = new OpenAI({ baseURL: server().baseUrl, apiKey: key, maxRetries: 0 });
     const tool = await client.chat.completions.create({
       model: TINY_MODEL,
       messages,
@@ -180,20 +167,20 @@ describe("exact charges", () => {
       max_tokens: 200,
       seed: 2,
     });
-    const rows = await server.store.listUsage({ accountId });
+    const rows = await server().store.listUsage({ accountId });
     expect(rows.map((row) => row.finishReason)).toEqual(["tool_calls", "stop"]);
     const total = [tool, json].reduce(
       (sum, completion) =>
         sum + expectedCost(completion.usage!.prompt_tokens, completion.usage!.completion_tokens),
       0n,
     );
-    expect((await server.store.getAccountMoney(accountId))?.spentNano).toBe(total);
+    expect((await server().store.getAccountMoney(accountId))?.spentNano).toBe(total);
   });
 
   it("bills a stream the client left halfway for what was generated, and releases the rest", async () => {
-    const { accountId, key } = await server.createFundedKey("exact-disconnect", "1");
+    const { accountId, key } = await server().createFundedKey("exact-disconnect", "1");
     const controller = new AbortController();
-    let response = await fetch(`${server.baseUrl}/chat/completions`, {
+    let response = await fetch(`${server().baseUrl}/chat/completions`, {
       method: "POST",
       headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
       body: JSON.stringify({ model: ENDLESS_MODEL, messages, stream: true }),
@@ -201,7 +188,7 @@ describe("exact charges", () => {
     });
     for (let attempt = 0; attempt < 50 && response.status === 503; attempt++) {
       await sleep(100);
-      response = await fetch(`${server.baseUrl}/chat/completions`, {
+      response = await fetch(`${server().baseUrl}/chat/completions`, {
         method: "POST",
         headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
         body: JSON.stringify({ model: ENDLESS_MODEL, messages, stream: true }),
@@ -220,40 +207,40 @@ describe("exact charges", () => {
     // Far less than the rest of the 2048-token context that was reserved.
     expect(row.completionTokens).toBeLessThan(1000);
     expect(row.costNano).toBe(expectedCost(row.promptTokens, row.completionTokens));
-    const money = await server.store.getAccountMoney(accountId);
+    const money = await server().store.getAccountMoney(accountId);
     expect(money?.reservedNano).toBe(0n);
     expect(money?.balanceNano).toBe(ONE - row.costNano);
   });
 
   it("charges nothing for a request refused by a full queue, and releases its reservation", async () => {
-    const { accountId, key } = await server.createFundedKey("exact-overloaded", "1");
+    const { accountId, key } = await server().createFundedKey("exact-overloaded", "1");
     const holder = new AbortController();
-    let held = await fetch(`${server.baseUrl}/chat/completions`, {
+    let held = await fetch(`${server().baseUrl}/chat/completions`, {
       method: "POST",
-      headers: { authorization: `Bearer ${server.starterKey}`, "content-type": "application/json" },
+      headers: { authorization: `Bearer ${server().starterKey}`, "content-type": "application/json" },
       body: JSON.stringify({ model: ENDLESS_MODEL, messages, stream: true }),
       signal: holder.signal,
     });
     for (let attempt = 0; attempt < 50 && held.status === 503; attempt++) {
       await sleep(100);
-      held = await fetch(`${server.baseUrl}/chat/completions`, {
+      held = await fetch(`${server().baseUrl}/chat/completions`, {
         method: "POST",
-        headers: { authorization: `Bearer ${server.starterKey}`, "content-type": "application/json" },
+        headers: { authorization: `Bearer ${server().starterKey}`, "content-type": "application/json" },
         body: JSON.stringify({ model: ENDLESS_MODEL, messages, stream: true }),
         signal: holder.signal,
       });
     }
     await held.body!.getReader().read();
-    const refused = await fetch(`${server.baseUrl}/chat/completions`, {
+    const refused = await fetch(`${server().baseUrl}/chat/completions`, {
       method: "POST",
       headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
       body: JSON.stringify({ model: ENDLESS_MODEL, messages, max_tokens: 5 }),
     });
     holder.abort();
     expect(refused.status).toBe(503);
-    const money = await server.store.getAccountMoney(accountId);
+    const money = await server().store.getAccountMoney(accountId);
     expect(money).toEqual({ balanceNano: ONE, reservedNano: 0n, spentNano: 0n });
-    const rows = await server.store.listUsage({ accountId });
+    const rows = await server().store.listUsage({ accountId });
     expect(rows.map((row) => [row.costNano, row.errorCode])).toEqual([[0n, "model_overloaded"]]);
   });
 });
@@ -261,10 +248,10 @@ describe("exact charges", () => {
 describe("balances are never overspent", () => {
   it("admits concurrent requests only while their maximum cost fits, and audit passes", async () => {
     // A request here reserves about 1 prompt x 100 + 40 x 400 nano: the balance fits about three.
-    const { accountId, key } = await server.createFundedKey("race", "0.00005");
+    const { accountId, key } = await server().createFundedKey("race", "0.00005");
     const responses = await Promise.all(
       Array.from({ length: 16 }, (_, index) =>
-        fetch(`${server.baseUrl}/chat/completions`, {
+        fetch(`${server().baseUrl}/chat/completions`, {
           method: "POST",
           headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
           body: JSON.stringify({ model: TINY_MODEL, messages, max_tokens: 40, seed: index }),
@@ -280,16 +267,16 @@ describe("balances are never overspent", () => {
       type: "insufficient_quota",
       code: "insufficient_balance",
     });
-    const money = (await server.store.getAccountMoney(accountId))!;
+    const money = (await server().store.getAccountMoney(accountId))!;
     expect(money.spentNano).toBeLessThanOrEqual(50_000n);
     expect(money.balanceNano).toBeGreaterThanOrEqual(0n);
     expect(money.reservedNano).toBe(0n);
-    expect(await server.store.audit()).toEqual([]);
+    expect(await server().store.audit()).toEqual([]);
   });
 
   it("refuses an account whose balance is below the request's maximum cost with 403", async () => {
-    const { key } = await server.createFundedKey("empty", "0");
-    const response = await fetch(`${server.baseUrl}/chat/completions`, {
+    const { key } = await server().createFundedKey("empty", "0");
+    const response = await fetch(`${server().baseUrl}/chat/completions`, {
       method: "POST",
       headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
       body: JSON.stringify({ model: TINY_MODEL, messages, max_tokens: 5 }),
@@ -315,9 +302,9 @@ describe("rate limits", () => {
     const rpm = 2;
     // The bucket refills one request in this long.
     const refillMs = 60_000 / rpm;
-    const { key } = await server.createFundedKey("rpm", "1", { rpm });
+    const { key } = await server().createFundedKey("rpm", "1", { rpm });
     const send = () =>
-      fetch(`${server.baseUrl}/chat/completions`, {
+      fetch(`${server().baseUrl}/chat/completions`, {
         method: "POST",
         headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
         body: JSON.stringify({ model: TINY_MODEL, messages, max_tokens: 2 }),
@@ -348,14 +335,14 @@ describe("rate limits", () => {
       type: "rate_limit_error",
       code: "rate_limit_exceeded",
     });
-    const models = await fetch(`${server.baseUrl}/models`, { headers: { authorization: `Bearer ${key}` } });
+    const models = await fetch(`${server().baseUrl}/models`, { headers: { authorization: `Bearer ${key}` } });
     expect(models.headers.get("x-ratelimit-limit-requests")).toBe("2");
   });
 
   it("limits tokens per minute at the reservation estimate, with the tokens headers", async () => {
-    const { key } = await server.createFundedKey("tpm", "1", { tpm: 100 });
+    const { key } = await server().createFundedKey("tpm", "1", { tpm: 100 });
     const send = (maxTokens: number) =>
-      fetch(`${server.baseUrl}/chat/completions`, {
+      fetch(`${server().baseUrl}/chat/completions`, {
         method: "POST",
         headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
         body: JSON.stringify({ model: TINY_MODEL, messages, max_tokens: maxTokens }),
@@ -377,18 +364,18 @@ describe("rate limits", () => {
 
   it("puts the token rate before the context length (SPEC section 11), spending nothing on the refusal", async () => {
     const send = (key: string, maxTokens: number) =>
-      fetch(`${server.baseUrl}/chat/completions`, {
+      fetch(`${server().baseUrl}/chat/completions`, {
         method: "POST",
         headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
         body: JSON.stringify({ model: TINY_MODEL, messages, max_tokens: maxTokens }),
       });
     // Over the 1024-token context and over the key's whole token rate: 429 first.
-    const short = await server.createFundedKey("tpm-before-context", "1", { tpm: 100 });
+    const short = await server().createFundedKey("tpm-before-context", "1", { tpm: 100 });
     const limited = await send(short.key, 5_000);
     expect(limited.status).toBe(429);
     expect(((await limited.json()) as { error: { code: string } }).error.code).toBe("rate_limit_exceeded");
     // Over the context only: 400, and the key's tokens are all there for the next request.
-    const roomy = await server.createFundedKey("context-after-tpm", "1", { tpm: 100_000 });
+    const roomy = await server().createFundedKey("context-after-tpm", "1", { tpm: 100_000 });
     const tooLong = await send(roomy.key, 5_000);
     expect(tooLong.status).toBe(400);
     expect(((await tooLong.json()) as { error: { code: string } }).error.code).toBe(
@@ -402,8 +389,8 @@ describe("rate limits", () => {
   });
 
   it("sends no rate-limit headers for a key without limits", async () => {
-    const response = await fetch(`${server.baseUrl}/models`, {
-      headers: { authorization: `Bearer ${server.starterKey}` },
+    const response = await fetch(`${server().baseUrl}/models`, {
+      headers: { authorization: `Bearer ${server().starterKey}` },
     });
     expect([...response.headers.keys()].filter((name) => name.startsWith("x-ratelimit"))).toEqual([]);
   });

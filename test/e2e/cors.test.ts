@@ -3,23 +3,17 @@
  * `dangerouslyAllowBrowser`): preflights are answered without a key, and every `/v1` answer, errors
  * and streams included, lets the page read it. The admin API lets no page in.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestServer, type TestServer, TINY_MODEL } from "../support/test-server.ts";
+import { describe, expect, it } from "vitest";
+import { TINY_MODEL } from "../support/test-server.ts";
+import { useTestServer } from "../support/use-test-server.ts";
 
-let server: TestServer;
 const origin = "https://chat.example.com";
 
-beforeAll(async () => {
-  server = await startTestServer();
-});
-
-afterAll(async () => {
-  await server?.close();
-});
+const server = useTestServer();
 
 describe("CORS on the /v1 API", () => {
   it("answers a preflight without a key, allowing the headers the page asked for", async () => {
-    const response = await fetch(`${server.baseUrl}/chat/completions`, {
+    const response = await fetch(`${server().baseUrl}/chat/completions`, {
       method: "OPTIONS",
       headers: {
         origin,
@@ -39,7 +33,7 @@ describe("CORS on the /v1 API", () => {
 
   it("lets the page read answers, errors and streams, with their request id and limits", async () => {
     const post = (key: string, body: Record<string, unknown>) =>
-      fetch(`${server.baseUrl}/chat/completions`, {
+      fetch(`${server().baseUrl}/chat/completions`, {
         method: "POST",
         headers: { origin, authorization: `Bearer ${key}`, "content-type": "application/json" },
         body: JSON.stringify({
@@ -50,15 +44,15 @@ describe("CORS on the /v1 API", () => {
         }),
       });
     for (const response of [
-      await post(server.starterKey, {}),
-      await post(server.starterKey, { stream: true }),
+      await post(server().starterKey, {}),
+      await post(server().starterKey, { stream: true }),
       await post("sk-tg-nosuchkey000-wrong", {}),
-      await fetch(`${server.baseUrl}/models`, {
-        headers: { origin, authorization: `Bearer ${server.starterKey}` },
+      await fetch(`${server().baseUrl}/models`, {
+        headers: { origin, authorization: `Bearer ${server().starterKey}` },
       }),
       // A base URL with a trailing slash joined to the path: the same answer, readable the same.
-      await fetch(`${server.origin}//v1//models`, {
-        headers: { origin, authorization: `Bearer ${server.starterKey}` },
+      await fetch(`${server().origin}//v1//models`, {
+        headers: { origin, authorization: `Bearer ${server().starterKey}` },
       }),
     ]) {
       await response.arrayBuffer();
@@ -70,8 +64,8 @@ describe("CORS on the /v1 API", () => {
   });
 
   it("lets the page read the error of a URL the router cannot decode (regression: no CORS headers)", async () => {
-    const response = await fetch(`${server.baseUrl}/models/bad%zz`, {
-      headers: { origin, authorization: `Bearer ${server.starterKey}` },
+    const response = await fetch(`${server().baseUrl}/models/bad%zz`, {
+      headers: { origin, authorization: `Bearer ${server().starterKey}` },
     });
     expect(response.status).toBe(400);
     expect(((await response.json()) as { error: { code: string } }).error.code).toBe("invalid_http_request");
@@ -80,21 +74,21 @@ describe("CORS on the /v1 API", () => {
   });
 
   it("leaves requests without an Origin, the admin API and non-preflight OPTIONS as they were", async () => {
-    const plain = await fetch(`${server.baseUrl}/models`, {
-      headers: { authorization: `Bearer ${server.starterKey}` },
+    const plain = await fetch(`${server().baseUrl}/models`, {
+      headers: { authorization: `Bearer ${server().starterKey}` },
     });
     expect(plain.headers.get("access-control-allow-origin")).toBeNull();
-    const admin = await fetch(`${server.origin}/admin/accounts`, {
-      headers: { origin, authorization: `Bearer ${server.adminKey}` },
+    const admin = await fetch(`${server().origin}/admin/accounts`, {
+      headers: { origin, authorization: `Bearer ${server().adminKey}` },
     });
     expect(admin.status).toBe(200);
     expect(admin.headers.get("access-control-allow-origin")).toBeNull();
-    const adminPreflight = await fetch(`${server.origin}/admin/accounts`, {
+    const adminPreflight = await fetch(`${server().origin}/admin/accounts`, {
       method: "OPTIONS",
       headers: { origin, "access-control-request-method": "GET" },
     });
     expect(adminPreflight.headers.get("access-control-allow-origin")).toBeNull();
-    const notPreflight = await fetch(`${server.baseUrl}/models`, { method: "OPTIONS" });
+    const notPreflight = await fetch(`${server().baseUrl}/models`, { method: "OPTIONS" });
     expect(notPreflight.status).toBe(404);
     expect(((await notPreflight.json()) as { error: { code: string } }).error.code).toBe("not_found");
   });

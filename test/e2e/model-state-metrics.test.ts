@@ -11,12 +11,8 @@ import {
   startMockUpstream,
   streamText,
 } from "../engine/openai/mock-upstream.ts";
-import {
-  createUpstreamModelEntry,
-  startTestServer,
-  type TestServer,
-  TINY_MODEL,
-} from "../support/test-server.ts";
+import { createUpstreamModelEntry, TINY_MODEL } from "../support/test-server.ts";
+import { useTestServer } from "../support/use-test-server.ts";
 
 /** Two endpoints; the first answers 429 with a long retry-after, the second answers. */
 const HALF = "half-resting";
@@ -25,7 +21,6 @@ const RESTING = "all-resting";
 
 let busy: MockUpstream;
 let healthy: MockUpstream;
-let server: TestServer;
 
 function withEndpoints(id: string, baseUrls: string[]): CatalogModel {
   const entry = createUpstreamModelEntry(id, baseUrls[0] ?? "");
@@ -45,24 +40,21 @@ beforeAll(async () => {
   busy.handle(answerError(429, undefined, { "retry-after": "600" }));
   healthy = await startMockUpstream();
   healthy.handle(streamText(["Hi"], { usage: [5, 1] }));
-  server = await startTestServer({
-    extraModels: [
-      withEndpoints(HALF, [busy.baseUrl, healthy.baseUrl]),
-      withEndpoints(RESTING, [busy.baseUrl]),
-    ],
-  });
 });
 
 afterAll(async () => {
-  await server?.close();
   await busy?.close();
   await healthy?.close();
 });
 
+const server = useTestServer(() => ({
+  extraModels: [withEndpoints(HALF, [busy.baseUrl, healthy.baseUrl]), withEndpoints(RESTING, [busy.baseUrl])],
+}));
+
 async function chat(model: string): Promise<number> {
-  const response = await fetch(`${server.baseUrl}/chat/completions`, {
+  const response = await fetch(`${server().baseUrl}/chat/completions`, {
     method: "POST",
-    headers: { authorization: `Bearer ${server.starterKey}`, "content-type": "application/json" },
+    headers: { authorization: `Bearer ${server().starterKey}`, "content-type": "application/json" },
     body: JSON.stringify({ model, messages: [{ role: "user", content: "Hi" }] }),
   });
   await response.arrayBuffer();
@@ -70,7 +62,7 @@ async function chat(model: string): Promise<number> {
 }
 
 async function scrape(): Promise<string> {
-  return (await fetch(`${server.origin}/metrics`)).text();
+  return (await fetch(`${server().origin}/metrics`)).text();
 }
 
 function sample(metrics: string, name: string, labels: string): string | undefined {
@@ -85,7 +77,7 @@ describe("model state in /metrics", () => {
     expect(["0", "1"]).toContain(loading);
     if (loading === "1")
       expect(sample(metrics, "tollgate_model_status", `model="${TINY_MODEL}",status="available"`)).toBe("0");
-    while ((await fetch(`${server.origin}/ready`)).status !== 200) await sleep(20);
+    while ((await fetch(`${server().origin}/ready`)).status !== 200) await sleep(20);
     metrics = await scrape();
     for (const model of [TINY_MODEL, HALF, RESTING]) {
       expect(sample(metrics, "tollgate_model_status", `model="${model}",status="available"`)).toBe("1");

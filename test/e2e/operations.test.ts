@@ -1,30 +1,23 @@
 import { PassThrough } from "node:stream";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { REQUEST_TIMEOUT_MS } from "../../src/api/build-app.ts";
 import { MAX_LOGGED_PROMPT_CHARS } from "../../src/api/routes/chat-completions.ts";
-import { startTestServer, type TestServer, TINY_MODEL } from "../support/test-server.ts";
+import { startTestServer, TINY_MODEL } from "../support/test-server.ts";
+import { useTestServer } from "../support/use-test-server.ts";
 
-let server: TestServer;
 const logLines: Record<string, unknown>[] = [];
-
-beforeAll(async () => {
-  const destination = new PassThrough();
-  destination.on("data", (data: Buffer) => {
-    for (const line of data.toString().split("\n")) if (line.trim() !== "") logLines.push(JSON.parse(line));
-  });
-  server = await startTestServer({ logDestination: destination, metricsKey: "metrics-secret" });
+const destination = new PassThrough();
+destination.on("data", (data: Buffer) => {
+  for (const line of data.toString().split("\n")) if (line.trim() !== "") logLines.push(JSON.parse(line));
 });
-
-afterAll(async () => {
-  await server?.close();
-});
+const server = useTestServer({ logDestination: destination, metricsKey: "metrics-secret" });
 
 const secretPrompt = "my very secret prompt text";
 
 async function chat(body: Record<string, unknown> = {}) {
-  const response = await fetch(`${server.baseUrl}/chat/completions`, {
+  const response = await fetch(`${server().baseUrl}/chat/completions`, {
     method: "POST",
-    headers: { authorization: `Bearer ${server.starterKey}`, "content-type": "application/json" },
+    headers: { authorization: `Bearer ${server().starterKey}`, "content-type": "application/json" },
     body: JSON.stringify({
       model: TINY_MODEL,
       messages: [{ role: "user", content: secretPrompt }],
@@ -38,7 +31,7 @@ async function chat(body: Record<string, unknown> = {}) {
 
 describe("connections", () => {
   it("bounds the time a client may take to send its request, as Node does unless told otherwise", () => {
-    const http = server.server.app.server;
+    const http = server().server.app.server;
     expect(http.requestTimeout).toBe(REQUEST_TIMEOUT_MS);
     expect(http.headersTimeout).toBeLessThanOrEqual(REQUEST_TIMEOUT_MS);
     expect(REQUEST_TIMEOUT_MS).toBeGreaterThan(0);
@@ -47,21 +40,21 @@ describe("connections", () => {
 
 describe("health, readiness and the API description", () => {
   it("answers /health and /ready without a key", async () => {
-    expect((await fetch(`${server.origin}/health`)).status).toBe(200);
+    expect((await fetch(`${server().origin}/health`)).status).toBe(200);
     // Not ready while the model loads (503), ready once it has.
-    let ready = await fetch(`${server.origin}/ready`);
+    let ready = await fetch(`${server().origin}/ready`);
     for (let attempt = 0; attempt < 100 && ready.status === 503; attempt++) {
       const body = (await ready.json()) as { reasons: string[] };
       expect(body.reasons).toEqual([`model '${TINY_MODEL}' is loading`]);
       await new Promise((resolve) => setTimeout(resolve, 100));
-      ready = await fetch(`${server.origin}/ready`);
+      ready = await fetch(`${server().origin}/ready`);
     }
     expect(ready.status).toBe(200);
     expect(await ready.json()).toEqual({ status: "ready", reasons: [] });
   });
 
   it("serves /openapi.json without a key", async () => {
-    const response = await fetch(`${server.origin}/openapi.json`);
+    const response = await fetch(`${server().origin}/openapi.json`);
     expect(response.status).toBe(200);
     const document = (await response.json()) as { openapi: string; paths: Record<string, unknown> };
     expect(document.openapi).toBe("3.1.0");
@@ -71,10 +64,13 @@ describe("health, readiness and the API description", () => {
 
 describe("metrics", () => {
   it("needs the metrics key when one is configured", async () => {
-    expect((await fetch(`${server.origin}/metrics`)).status).toBe(401);
+    expect((await fetch(`${server().origin}/metrics`)).status).toBe(401);
     expect(
-      (await fetch(`${server.origin}/metrics`, { headers: { authorization: `Bearer ${server.starterKey}` } }))
-        .status,
+      (
+        await fetch(`${server().origin}/metrics`, {
+          headers: { authorization: `Bearer ${server().starterKey}` },
+        })
+      ).status,
     ).toBe(401);
     // The bearer scheme in any case and spaces around the key, as the API takes them.
     for (const authorization of [
@@ -82,7 +78,7 @@ describe("metrics", () => {
       "BEARER  metrics-secret ",
       "Bearer metrics-secret",
     ]) {
-      expect((await fetch(`${server.origin}/metrics`, { headers: { authorization } })).status).toBe(200);
+      expect((await fetch(`${server().origin}/metrics`, { headers: { authorization } })).status).toBe(200);
     }
     for (const authorization of [
       "Bearer metrics-secre",
@@ -90,7 +86,7 @@ describe("metrics", () => {
       "metrics-secret",
       "Bearer",
     ]) {
-      expect((await fetch(`${server.origin}/metrics`, { headers: { authorization } })).status).toBe(401);
+      expect((await fetch(`${server().origin}/metrics`, { headers: { authorization } })).status).toBe(401);
     }
   });
 
@@ -98,7 +94,7 @@ describe("metrics", () => {
     await chat();
     await chat({ stream: true });
     await chat({ model: "no-such-model" });
-    const response = await fetch(`${server.origin}/metrics`, {
+    const response = await fetch(`${server().origin}/metrics`, {
       headers: { authorization: "Bearer metrics-secret" },
     });
     expect(response.status).toBe(200);
@@ -175,7 +171,7 @@ describe("logs", () => {
     }
     const lines = logLines.slice(before).filter((line) => line.reqId === requestId);
     expect(lines).toHaveLength(1);
-    const publicId = server.starterKey.split("-")[2];
+    const publicId = server().starterKey.split("-")[2];
     expect(lines[0]).toMatchObject({
       msg: "request",
       route: "/v1/chat/completions",
@@ -187,16 +183,16 @@ describe("logs", () => {
     expect(typeof lines[0]?.cost).toBe("string");
     const everything = JSON.stringify(logLines);
     expect(everything).not.toContain(secretPrompt);
-    expect(everything).not.toContain(server.starterKey.split("-")[3]);
-    expect(everything).not.toContain(server.adminKey.split("-")[3]);
+    expect(everything).not.toContain(server().starterKey.split("-")[3]);
+    expect(everything).not.toContain(server().adminKey.split("-")[3]);
   });
 
   it("never logs a key sent where something else was expected: as the model, or as the request id", async () => {
     const before = logLines.length;
-    const response = await chat({ model: server.starterKey });
+    const response = await chat({ model: server().starterKey });
     expect(response.status).toBe(404);
-    const sentAsId = await fetch(`${server.baseUrl}/models`, {
-      headers: { authorization: `Bearer ${server.starterKey}`, "x-request-id": server.starterKey },
+    const sentAsId = await fetch(`${server().baseUrl}/models`, {
+      headers: { authorization: `Bearer ${server().starterKey}`, "x-request-id": server().starterKey },
     });
     expect(sentAsId.status).toBe(200);
     expect(sentAsId.headers.get("x-request-id")).toMatch(/^req_[0-9a-f]{24}$/);
@@ -204,14 +200,14 @@ describe("logs", () => {
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
     const lines = logLines.slice(before);
-    const publicId = server.starterKey.split("-")[2];
+    const publicId = server().starterKey.split("-")[2];
     expect(lines.find((line) => line.status === 404)?.model).toBe(`sk-tg-${publicId}-...`);
-    expect(JSON.stringify(lines)).not.toContain(server.starterKey.split("-")[3]);
+    expect(JSON.stringify(lines)).not.toContain(server().starterKey.split("-")[3]);
   });
 
   it("logs and counts a request whose URL cannot be decoded (regression: answered, but neither logged nor counted)", async () => {
     const counted = async () => {
-      const response = await fetch(`${server.origin}/metrics`, {
+      const response = await fetch(`${server().origin}/metrics`, {
         headers: { authorization: "Bearer metrics-secret" },
       });
       const line = (await response.text())
@@ -220,8 +216,8 @@ describe("logs", () => {
       return line === undefined ? 0 : Number(line.split(" ").at(-1));
     };
     const before = await counted();
-    const response = await fetch(`${server.baseUrl}/models/%zz`, {
-      headers: { authorization: `Bearer ${server.starterKey}` },
+    const response = await fetch(`${server().baseUrl}/models/%zz`, {
+      headers: { authorization: `Bearer ${server().starterKey}` },
     });
     expect(response.status).toBe(400);
     const requestId = response.headers.get("x-request-id");

@@ -5,26 +5,18 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { Config } from "../../src/catalog/catalog.ts";
 import { getTestModelPath } from "../support/test-model.ts";
 import {
   createTestConfig,
   createTinyModelEntry,
   startTestServer,
-  type TestServer,
   TINY_MODEL,
 } from "../support/test-server.ts";
+import { useTestServer } from "../support/use-test-server.ts";
 
-let server: TestServer;
-
-beforeAll(async () => {
-  server = await startTestServer();
-});
-
-afterAll(async () => {
-  await server?.close();
-});
+const server = useTestServer();
 
 /** A configuration with these models (a reload reads only the catalogue from it). */
 function configWith(models: Config["models"]): Config {
@@ -35,8 +27,8 @@ function configWith(models: Config["models"]): Config {
 }
 
 async function listModels() {
-  const response = await fetch(`${server.baseUrl}/models`, {
-    headers: { authorization: `Bearer ${server.starterKey}` },
+  const response = await fetch(`${server().baseUrl}/models`, {
+    headers: { authorization: `Bearer ${server().starterKey}` },
   });
   return (
     (await response.json()) as {
@@ -47,9 +39,9 @@ async function listModels() {
 
 describe("reloading the catalogue", () => {
   it("swaps models and prices while a stream in flight completes", async () => {
-    const response = await fetch(`${server.baseUrl}/chat/completions`, {
+    const response = await fetch(`${server().baseUrl}/chat/completions`, {
       method: "POST",
-      headers: { authorization: `Bearer ${server.starterKey}`, "content-type": "application/json" },
+      headers: { authorization: `Bearer ${server().starterKey}`, "content-type": "application/json" },
       body: JSON.stringify({
         model: TINY_MODEL,
         messages: [{ role: "user", content: "Go" }],
@@ -62,7 +54,7 @@ describe("reloading the catalogue", () => {
     let text = new TextDecoder().decode((await reader.read()).value);
 
     const tiny = createTinyModelEntry(await getTestModelPath());
-    await server.server.reload(
+    await server().server.reload(
       configWith([
         {
           ...tiny,
@@ -84,8 +76,8 @@ describe("reloading the catalogue", () => {
     expect(models[0]?.pricing).toEqual({ input_per_million: "0.20", output_per_million: "0.80" });
 
     // The new price is what the next request is charged.
-    const { accountId, key } = await server.createFundedKey("after-reload", "1");
-    const completion = await fetch(`${server.baseUrl}/chat/completions`, {
+    const { accountId, key } = await server().createFundedKey("after-reload", "1");
+    const completion = await fetch(`${server().baseUrl}/chat/completions`, {
       method: "POST",
       headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
       body: JSON.stringify({ model: TINY_MODEL, messages: [{ role: "user", content: "Hi" }], max_tokens: 3 }),
@@ -93,16 +85,16 @@ describe("reloading the catalogue", () => {
     const usage = (
       (await completion.json()) as { usage: { prompt_tokens: number; completion_tokens: number } }
     ).usage;
-    const [row] = await server.store.listUsage({ accountId });
+    const [row] = await server().store.listUsage({ accountId });
     expect(row?.costNano).toBe(BigInt(usage.prompt_tokens) * 200n + BigInt(usage.completion_tokens) * 800n);
   });
 
   it("counts a request on a model that a reload removed under that model's id", async () => {
     const tiny = createTinyModelEntry(await getTestModelPath());
-    await server.server.reload(configWith([tiny, { ...tiny, id: "going" }]));
-    const response = await fetch(`${server.baseUrl}/chat/completions`, {
+    await server().server.reload(configWith([tiny, { ...tiny, id: "going" }]));
+    const response = await fetch(`${server().baseUrl}/chat/completions`, {
       method: "POST",
-      headers: { authorization: `Bearer ${server.starterKey}`, "content-type": "application/json" },
+      headers: { authorization: `Bearer ${server().starterKey}`, "content-type": "application/json" },
       body: JSON.stringify({
         model: "going",
         messages: [{ role: "user", content: "Go" }],
@@ -112,10 +104,10 @@ describe("reloading the catalogue", () => {
     });
     const reader = response.body!.getReader();
     await reader.read();
-    await server.server.reload(configWith([tiny]));
+    await server().server.reload(configWith([tiny]));
     while (!(await reader.read()).done) {}
 
-    const metrics = await (await fetch(`${server.origin}/metrics`)).text();
+    const metrics = await (await fetch(`${server().origin}/metrics`)).text();
     expect(metrics).toMatch(
       /tollgate_requests_total\{route="\/v1\/chat\/completions",model="going",status="200"\} 1/,
     );
@@ -125,7 +117,7 @@ describe("reloading the catalogue", () => {
 
   it("applies a changed context_length of a model whose engine block is unchanged", async () => {
     const tiny = createTinyModelEntry(await getTestModelPath());
-    await server.server.reload(configWith([{ ...tiny, contextLength: 256 }]));
+    await server().server.reload(configWith([{ ...tiny, contextLength: 256 }]));
 
     // The engine serving the model goes on until the new one has loaded, then hands over.
     let [listed] = await listModels();
@@ -135,9 +127,9 @@ describe("reloading the catalogue", () => {
       [listed] = await listModels();
     }
     // 300 completion tokens fit the 1024 the model had, not the 256 it has now.
-    const response = await fetch(`${server.baseUrl}/chat/completions`, {
+    const response = await fetch(`${server().baseUrl}/chat/completions`, {
       method: "POST",
-      headers: { authorization: `Bearer ${server.starterKey}`, "content-type": "application/json" },
+      headers: { authorization: `Bearer ${server().starterKey}`, "content-type": "application/json" },
       body: JSON.stringify({
         model: TINY_MODEL,
         messages: [{ role: "user", content: "Hi" }],
@@ -169,10 +161,10 @@ describe("readiness after a reload", () => {
     process.env.TOLLGATE_MODELS_DIR = modelsFolder;
     const tiny = createTinyModelEntry(await getTestModelPath());
     try {
-      let ready = await fetch(`${server.origin}/ready`);
+      let ready = await fetch(`${server().origin}/ready`);
       for (let attempt = 0; attempt < 100 && ready.status !== 200; attempt++) {
         await new Promise((resolve) => setTimeout(resolve, 100));
-        ready = await fetch(`${server.origin}/ready`);
+        ready = await fetch(`${server().origin}/ready`);
       }
       expect(ready.status).toBe(200);
       const added = {
@@ -180,14 +172,14 @@ describe("readiness after a reload", () => {
         id: "downloading",
         engine: { ...tiny.engine, model: `http://127.0.0.1:${port}/big.gguf` },
       } as typeof tiny;
-      await server.server.reload(configWith([tiny, added]));
+      await server().server.reload(configWith([tiny, added]));
       await asked.promise;
       expect((await listModels()).find((model) => model.id === "downloading")?.status).toBe("loading");
-      ready = await fetch(`${server.origin}/ready`);
+      ready = await fetch(`${server().origin}/ready`);
       expect(ready.status).toBe(200);
       expect(await ready.json()).toEqual({ status: "ready", reasons: [] });
     } finally {
-      await server.server.reload(configWith([tiny]));
+      await server().server.reload(configWith([tiny]));
       for (const response of held) response.destroy();
       files.closeAllConnections();
       files.close();

@@ -1,12 +1,8 @@
 import { setTimeout as sleep } from "node:timers/promises";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { getTestModelPath } from "../support/test-model.ts";
-import {
-  createTinyModelEntry,
-  startTestServer,
-  type TestServer,
-  untilModelWaiting,
-} from "../support/test-server.ts";
+import { createTinyModelEntry, untilModelWaiting } from "../support/test-server.ts";
+import { useTestServer } from "../support/use-test-server.ts";
 
 /** An endless model that runs one request and queues one more. */
 const QUEUED_MODEL = "endless-queued";
@@ -14,23 +10,17 @@ const TPM = 5_000;
 /** A prompt of some hundreds of tokens: the token rate it takes shows against {@link TPM}. */
 const messages = [{ role: "user", content: "word ".repeat(400) }];
 
-let server: TestServer;
-
-beforeAll(async () => {
+const server = useTestServer(async () => {
   const path = await getTestModelPath({ endless: true, size: "small" });
-  server = await startTestServer({
+  return {
     extraModels: [
       { ...createTinyModelEntry(path, { parallel: 1, maxQueue: 1, contextLength: 2048 }), id: QUEUED_MODEL },
     ],
-  });
-});
-
-afterAll(async () => {
-  await server?.close();
+  };
 });
 
 function chat(key: string, body: Record<string, unknown>, signal?: AbortSignal) {
-  return fetch(`${server.baseUrl}/chat/completions`, {
+  return fetch(`${server().baseUrl}/chat/completions`, {
     method: "POST",
     headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
     body: JSON.stringify({ model: QUEUED_MODEL, messages, ...body }),
@@ -41,7 +31,7 @@ function chat(key: string, body: Record<string, unknown>, signal?: AbortSignal) 
 /** Holds the model's one sequence with a stream of the starter key until aborted. */
 async function holdSequence(): Promise<AbortController> {
   const controller = new AbortController();
-  const response = await chat(server.starterKey, { stream: true, temperature: 1 }, controller.signal);
+  const response = await chat(server().starterKey, { stream: true, temperature: 1 }, controller.signal);
   expect(response.status).toBe(200);
   const reader = response.body!.getReader();
   await reader.read();
@@ -49,7 +39,7 @@ async function holdSequence(): Promise<AbortController> {
 }
 
 /** Waits until the model has `count` requests waiting for its sequence. */
-const untilWaiting = (count: number) => untilModelWaiting(server, QUEUED_MODEL, count);
+const untilWaiting = (count: number) => untilModelWaiting(server(), QUEUED_MODEL, count);
 
 /** Sends a one-token request that runs, and reads the tokens its key has left and what it used. */
 async function remainingAfterOneRun(key: string): Promise<{ remaining: number; used: number }> {
@@ -72,10 +62,10 @@ async function remainingAfterOneRun(key: string): Promise<{ remaining: number; u
 
 describe("a request the model never began on uses none of its key's token rate", () => {
   it("when it is refused with 503 model_overloaded (regression: each refusal took its prompt's tokens)", async () => {
-    const limited = await server.createFundedKey("overloaded-tpm", "1", { tpm: TPM });
+    const limited = await server().createFundedKey("overloaded-tpm", "1", { tpm: TPM });
     const holder = await holdSequence();
     const queued = new AbortController();
-    const waiting = chat(server.starterKey, { max_tokens: 1 }, queued.signal).catch(() => undefined);
+    const waiting = chat(server().starterKey, { max_tokens: 1 }, queued.signal).catch(() => undefined);
     await untilWaiting(1);
     for (let refusal = 0; refusal < 3; refusal++) {
       const refused = await chat(limited.key, { max_tokens: 1 });
@@ -91,7 +81,7 @@ describe("a request the model never began on uses none of its key's token rate",
   });
 
   it("when its client leaves while it waits for its turn, which the ledger records as client_closed", async () => {
-    const limited = await server.createFundedKey("queued-tpm", "1", { tpm: TPM });
+    const limited = await server().createFundedKey("queued-tpm", "1", { tpm: TPM });
     const holder = await holdSequence();
     for (let leaver = 0; leaver < 3; leaver++) {
       const controller = new AbortController();
@@ -104,7 +94,7 @@ describe("a request the model never began on uses none of its key's token rate",
     holder.abort();
     const { remaining, used } = await remainingAfterOneRun(limited.key);
     expect(remaining).toBeGreaterThanOrEqual(TPM - used);
-    const rows = await server.store.listUsage({ accountId: limited.accountId });
+    const rows = await server().store.listUsage({ accountId: limited.accountId });
     expect(rows.filter((row) => row.errorCode === "client_closed")).toHaveLength(3);
     expect(rows.every((row) => row.costNano === 0n || row.errorCode === undefined)).toBe(true);
   });

@@ -14,14 +14,8 @@ import { Writable } from "node:stream";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { CatalogModel, Config } from "../../src/catalog/catalog.ts";
 import { getTestModelPath } from "../support/test-model.ts";
-import {
-  createTestConfig,
-  createTinyModelEntry,
-  postTinyChat,
-  startTestServer,
-  type TestServer,
-  TINY_MODEL,
-} from "../support/test-server.ts";
+import { createTestConfig, createTinyModelEntry, postTinyChat, TINY_MODEL } from "../support/test-server.ts";
+import { useTestServer } from "../support/use-test-server.ts";
 import { type ModelFileServer, startModelFileServer } from "./model-file-server.ts";
 
 interface LogLine {
@@ -31,38 +25,43 @@ interface LogLine {
   changed?: string[];
 }
 
-let server: TestServer;
 let files: ModelFileServer;
 let tiny: CatalogModel;
 const logged: LogLine[] = [];
 const modelsFolder = mkdtempSync(join(tmpdir(), "tollgate-reload-keeps-"));
 const previousModelsFolder = process.env.TOLLGATE_MODELS_DIR;
 
-beforeAll(async () => {
+beforeAll(() => {
   // A model given by URL downloads into this folder (the download is what a test holds back).
   process.env.TOLLGATE_MODELS_DIR = modelsFolder;
-  const destination = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      for (const line of chunk.toString().split("\n")) if (line !== "") logged.push(JSON.parse(line));
-      done();
-    },
-  });
-  server = await startTestServer({ logDestination: destination });
-  files = await startModelFileServer();
-  tiny = createTinyModelEntry(await getTestModelPath());
 });
 
+// Registered before the server's: vitest runs afterAll hooks last registered first.
 afterAll(async () => {
-  await server?.close();
   await files?.close();
   if (previousModelsFolder === undefined) delete process.env.TOLLGATE_MODELS_DIR;
   else process.env.TOLLGATE_MODELS_DIR = previousModelsFolder;
   await rm(modelsFolder, { recursive: true, force: true });
 });
 
+const server = useTestServer(() => {
+  const destination = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      for (const line of chunk.toString().split("\n")) if (line !== "") logged.push(JSON.parse(line));
+      done();
+    },
+  });
+  return { logDestination: destination };
+});
+
+beforeAll(async () => {
+  files = await startModelFileServer();
+  tiny = createTinyModelEntry(await getTestModelPath());
+});
+
 // Each test starts from the model served from its first file, whatever the one before left.
 beforeEach(async () => {
-  await server.server.reload(configWith([tiny]));
+  await server().server.reload(configWith([tiny]));
   await until(async () => {
     const listed = await describeTiny();
     return listed?.status === "available" && listed.context_length === 1024;
@@ -80,8 +79,8 @@ function pointedAt(model: string, contextLength: number): CatalogModel {
 }
 
 async function describeTiny(): Promise<{ status: string; context_length?: number | null } | undefined> {
-  const response = await fetch(`${server.baseUrl}/models`, {
-    headers: { authorization: `Bearer ${server.starterKey}` },
+  const response = await fetch(`${server().baseUrl}/models`, {
+    headers: { authorization: `Bearer ${server().starterKey}` },
   });
   const body = (await response.json()) as {
     data: { id: string; status: string; context_length?: number | null }[];
@@ -95,7 +94,7 @@ async function until(condition: () => boolean | Promise<boolean>): Promise<void>
 }
 
 async function expectServed(): Promise<void> {
-  const response = await postTinyChat(server, {}, 2);
+  const response = await postTinyChat(server(), {}, 2);
   expect(response.status).toBe(200);
   await response.json();
 }
@@ -103,7 +102,7 @@ async function expectServed(): Promise<void> {
 describe("a reload that changes a local model's engine", () => {
   it("keeps the model served by its engine when the new engine.model is missing", async () => {
     const missing = join(modelsFolder, "no-such-model.gguf");
-    await server.server.reload(configWith([pointedAt(missing, 2048)]));
+    await server().server.reload(configWith([pointedAt(missing, 2048)]));
 
     await expectServed();
     const failed = () =>
@@ -117,11 +116,11 @@ describe("a reload that changes a local model's engine", () => {
     // After the failure too: the engine that served the model goes on, as /v1/models says.
     await expectServed();
     expect(await describeTiny()).toMatchObject({ status: "available", context_length: 1024 });
-    const ready = await fetch(`${server.origin}/ready`);
+    const ready = await fetch(`${server().origin}/ready`);
     expect(ready.status).toBe(200);
 
     // A later reload with the setting corrected serves the new settings once they have loaded.
-    await server.server.reload(configWith([pointedAt(await getTestModelPath({ seed: 2 }), 512)]));
+    await server().server.reload(configWith([pointedAt(await getTestModelPath({ seed: 2 }), 512)]));
     await until(async () => (await describeTiny())?.context_length === 512);
     await expectServed();
   });
@@ -132,19 +131,19 @@ describe("a reload that changes a local model's engine", () => {
       bytes: await readFile(await getTestModelPath({ seed: 3, size: "small" })),
       gate: gate.promise,
     });
-    await server.server.reload(configWith([pointedAt(`${files.baseUrl}/next.gguf`, 2048)]));
+    await server().server.reload(configWith([pointedAt(`${files.baseUrl}/next.gguf`, 2048)]));
     await until(() => files.requests.some((request) => request.path === "/next.gguf"));
 
     // The new file is still on its way: the engine the model had serves it, at its own context.
     expect(await describeTiny()).toMatchObject({ status: "available", context_length: 1024 });
     await expectServed();
-    const tooLongForOld = await postTinyChat(server, {}, 1500);
+    const tooLongForOld = await postTinyChat(server(), {}, 1500);
     expect(tooLongForOld.status).toBe(400);
 
     gate.resolve();
     await until(async () => (await describeTiny())?.context_length === 2048);
     expect((await describeTiny())?.status).toBe("available");
-    const fitsNew = await postTinyChat(server, {}, 1500);
+    const fitsNew = await postTinyChat(server(), {}, 1500);
     expect(fitsNew.status).toBe(200);
     await fitsNew.json();
     expect(

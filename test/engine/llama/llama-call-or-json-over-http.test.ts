@@ -1,20 +1,13 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestServer, type TestServer, TINY_MODEL } from "../../support/test-server.ts";
+import { describe, expect, it } from "vitest";
+import { TINY_MODEL } from "../../support/test-server.ts";
+import { useTestServer } from "../../support/use-test-server.ts";
 
 /**
  * Tools with `tool_choice: auto` beside a JSON format on a local model, as agents with structured
  * output send them: the client gets a call or the answer as JSON content, never the envelope the
  * grammar makes the model write (plan-generation.ts, `call-or-json`), streamed or not.
  */
-let server: TestServer;
-
-beforeAll(async () => {
-  server = await startTestServer();
-});
-
-afterAll(async () => {
-  await server?.close();
-});
+const server = useTestServer();
 
 const tools = [
   {
@@ -40,9 +33,9 @@ interface Outcome {
 }
 
 async function ask(seed: number, stream: boolean): Promise<Outcome> {
-  const response = await fetch(`${server.baseUrl}/chat/completions`, {
+  const response = await fetch(`${server().baseUrl}/chat/completions`, {
     method: "POST",
-    headers: { authorization: `Bearer ${server.starterKey}`, "content-type": "application/json" },
+    headers: { authorization: `Bearer ${server().starterKey}`, "content-type": "application/json" },
     body: JSON.stringify({
       model: TINY_MODEL,
       messages: [{ role: "user", content: "Is it warm in Paris?" }],

@@ -5,18 +5,11 @@
  * is held and then returned when `max_tokens` cuts, a stop string that completes cuts the answer,
  * and streamed and plain answers agree.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { postTinyChat, startTestServer, type TestServer } from "../../support/test-server.ts";
+import { beforeAll, describe, expect, it } from "vitest";
+import { postTinyChat } from "../../support/test-server.ts";
+import { useTestServer } from "../../support/use-test-server.ts";
 
-let server: TestServer;
-
-beforeAll(async () => {
-  server = await startTestServer();
-});
-
-afterAll(async () => {
-  await server?.close();
-});
+const server = useTestServer();
 
 /** Offered so that the plan is `functions`, which LlamaChat generates; this seed never calls it. */
 const tools = [
@@ -40,7 +33,7 @@ interface Answer {
 }
 
 async function ask(body: Record<string, unknown>): Promise<Answer> {
-  const response = await postTinyChat(server, { ...sampling, ...body }, maxTokens);
+  const response = await postTinyChat(server(), { ...sampling, ...body }, maxTokens);
   expect(response.status).toBe(200);
   const completion = (await response.json()) as {
     choices: { message: { content: string | null; tool_calls?: unknown[] }; finish_reason: string }[];
@@ -57,7 +50,7 @@ async function ask(body: Record<string, unknown>): Promise<Answer> {
 
 async function askStreamed(body: Record<string, unknown>): Promise<Answer> {
   const response = await postTinyChat(
-    server,
+    server(),
     { ...sampling, ...body, stream: true, stream_options: { include_usage: true } },
     maxTokens,
   );

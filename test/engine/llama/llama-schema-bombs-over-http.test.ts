@@ -1,6 +1,7 @@
 import { PassThrough } from "node:stream";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type ErrorBody, postTinyChat, startTestServer, type TestServer } from "../../support/test-server.ts";
+import { beforeAll, describe, expect, it } from "vitest";
+import { type ErrorBody, postTinyChat } from "../../support/test-server.ts";
+import { useTestServer } from "../../support/use-test-server.ts";
 import { createAlikeBranches, createReferenceChain, createTwoChains } from "./schema-bombs.ts";
 
 /**
@@ -8,23 +9,18 @@ import { createAlikeBranches, createReferenceChain, createTwoChains } from "./sc
  * loop: 27 levels held every client 9.8 s, 40 for good) or keeps 2^N parse stacks open while the
  * model writes (each token checked against every one): refused before llama.cpp sees them.
  */
-let server: TestServer;
 const logs: string[] = [];
+const destination = new PassThrough();
+destination.on("data", (chunk: Buffer) => logs.push(...chunk.toString("utf8").split("\n")));
+const server = useTestServer({ logDestination: destination });
 
 beforeAll(async () => {
-  const destination = new PassThrough();
-  destination.on("data", (chunk: Buffer) => logs.push(...chunk.toString("utf8").split("\n")));
-  server = await startTestServer({ logDestination: destination });
   // The model loads on the first request: not what the refusals' times below measure.
   await post({ max_tokens: 1 });
 });
 
-afterAll(async () => {
-  await server?.close();
-});
-
 function post(body: Record<string, unknown>): Promise<Response> {
-  return postTinyChat(server, body);
+  return postTinyChat(server(), body);
 }
 
 function format(schema: unknown) {

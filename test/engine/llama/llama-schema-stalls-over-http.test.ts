@@ -1,5 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type ErrorBody, postTinyChat, startTestServer, type TestServer } from "../../support/test-server.ts";
+import { describe, expect, it } from "vitest";
+import { type ErrorBody, postTinyChat } from "../../support/test-server.ts";
+import { useTestServer } from "../../support/use-test-server.ts";
 
 /**
  * Tool schemas that held a local model's event loop for seconds before their request was refused
@@ -13,18 +14,10 @@ import { type ErrorBody, postTinyChat, startTestServer, type TestServer } from "
  * Both are now refused first: the prompt a piece at a time ("more than N tokens", the lower bound
  * counted before rendering; the rendered prompt's count is exact), the ranges before any grammar.
  */
-let server: TestServer;
-
-beforeAll(async () => {
-  server = await startTestServer();
-});
-
-afterAll(async () => {
-  await server?.close();
-});
+const server = useTestServer();
 
 function post(body: Record<string, unknown>): Promise<Response> {
-  return postTinyChat(server, body);
+  return postTinyChat(server(), body);
 }
 
 function tool(name: string, parameters: Record<string, unknown>) {
