@@ -1,11 +1,10 @@
 import type { ChatWrapper, Llama } from "node-llama-cpp";
-import type { CatalogModel, LlamaEngineConfig } from "../../catalog/catalog.ts";
+import type { CatalogModel } from "../../catalog/catalog.ts";
 import { AppError } from "../../errors/app-error.ts";
 import { checkContextLength } from "../check-context-length.ts";
 import type { ChatEngine, ChatRequest, ModelStatus, PreparedChat, PrepareOptions } from "../engine.ts";
 import { refuseLocalExtras } from "../refuse-local-extras.ts";
 import { refuseLogprobs } from "../refuse-logprobs.ts";
-import { checkPromptSize, checkTemplateTokens, documentedToolTexts } from "./check-prompt-size.ts";
 import { createGrammarCache, type GrammarCache } from "./create-grammar-cache.ts";
 import { createLeasePool, type LeasePool } from "./create-lease-pool.ts";
 import { createPlanGrammar } from "./create-plan-grammar.ts";
@@ -16,8 +15,10 @@ import { registerLlamaEngineStats } from "./llama-engine-stats.ts";
 import type { GenerationSlot, LoadedLlamaModel } from "./load-llama-model.ts";
 import { type ChatTemplateMeasures, measureChatTemplate } from "./measure-chat-template.ts";
 import { memoizeContextState } from "./memoize-context-state.ts";
-import { planGeneration, planStopStrings } from "./plan-generation.ts";
+import { planStopStrings } from "./plan-generation.ts";
+import { planWithinSize } from "./plan-within-size.ts";
 import { type FileIdentity, isSameFileIdentity, readFileIdentity } from "./read-file-identity.ts";
+import { readLlamaConfig } from "./read-llama-config.ts";
 import { renderPrompt } from "./render-prompt.ts";
 import { createDownloadRetries } from "./retry-model-download.ts";
 import { runLlamaGeneration } from "./run-llama-generation.ts";
@@ -300,57 +301,6 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
     },
   };
 
-  /**
-   * The request's plan, once its messages and tools are known to fit the context as far as can be
-   * told without rendering them.
-   */
-  async function planWithinSize(request: ChatRequest, current: AvailableState) {
-    const { loaded } = current;
-    // Tens of thousands of messages or tool calls are refused before they are converted; the
-    // tools and formats first, as their errors come before the context's.
-    try {
-      checkTemplateTokens({
-        messages: request.messages,
-        contextLength: loaded.contextLength,
-        maxTokens: request.maxTokens,
-        templateTokensPerItem: current.template.tokensPerItem,
-        templateTokensPerCall: current.template.tokensPerCall,
-      });
-    } catch (error) {
-      planGeneration({ ...request, messages: [] });
-      throw error;
-    }
-    const planned = planGeneration(request);
-    const { plan, history } = planned;
-    // Megabytes of messages or tools, or tens of thousands of messages, are refused without
-    // holding the event loop (check-prompt-size.ts).
-    await checkPromptSize({
-      messages: request.messages,
-      tokenizer: loaded.model.tokenizer,
-      contextLength: loaded.contextLength,
-      maxTokens: request.maxTokens,
-      // A forced call's tools are in its instruction, whole (plan-generation.ts).
-      toolTexts:
-        planned.instruction !== undefined
-          ? [planned.instruction]
-          : plan.kind === "functions"
-            ? documentedToolTexts(
-                Object.entries(plan.functions).map(([name, documented]) => ({
-                  name,
-                  description: documented.description,
-                  parameters: documented.params,
-                })),
-                { parametersAsJson: current.template.documentsParametersAsJson },
-              )
-            : [],
-      // The reply the prompt opens is an item too, unless the history ends in one (render-prompt.ts).
-      historyItems: history.at(-1)?.type === "model" ? history.length : history.length + 1,
-      templateTokensPerItem: current.template.tokensPerItem,
-      templateTokensPerCall: current.template.tokensPerCall,
-    });
-    return planned;
-  }
-
   /** Measures a request on the loaded model: prompt tokens, the plan, its grammar and prompt. */
   async function prepareLoaded(
     request: ChatRequest,
@@ -413,11 +363,4 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
       logger.warn({ model: modelId, err: error }, "local model did not unload cleanly");
     }
   }
-}
-
-function readLlamaConfig(model: CatalogModel): LlamaEngineConfig {
-  if (model.engine?.type !== "llama") {
-    throw new Error(`createLlamaEngine needs a model with a llama engine; '${model.id}' has none`);
-  }
-  return model.engine;
 }
