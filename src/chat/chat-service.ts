@@ -4,6 +4,7 @@ import type { CatalogModel } from "../catalog/catalog.ts";
 import { ContextLengthError } from "../engine/check-context-length.ts";
 import type { EngineLogger } from "../engine/create-engine.ts";
 import type { ChatEngine, PartBatch, PreparedChat, Usage } from "../engine/engine.ts";
+import { queueTimeOf } from "../engine/queue-time.ts";
 import { refuseLogprobs } from "../engine/refuse-logprobs.ts";
 import { AppError, isAppError } from "../errors/app-error.ts";
 import { shownValue } from "../errors/shown-value.ts";
@@ -217,7 +218,7 @@ export class ChatService {
           completionTokens: 0,
           estimated: run.current.prepared.promptTokensEstimated === true,
         },
-        { unstarted: true },
+        { unstarted: true, queueMs: queueTimeOf(error) },
       );
       run.current.release();
       throw error;

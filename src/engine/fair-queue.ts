@@ -1,10 +1,12 @@
 /**
  * A wait queue shared fairly between tenants (the accounts requests spend from): a model's
- * sequences, an endpoint's connections. One line per tenant, first come first served within it;
- * the next turn goes to the tenant running the fewest of the resource now; between tenants running
- * as many, to the one whose last turn is the longest ago (round robin: with one connection, a
- * burst and a single request take turns), and between tenants that had none yet, to the one whose
- * first request has waited longest.
+ * sequences, an endpoint's connections. One line per tenant, first come first served within it.
+ * The next turn goes to the tenant running the fewest of the resource now; between tenants running
+ * as many, by start-time fair queuing: each request is tagged, as it comes, with the turn its
+ * tenant would have if turns went round, one per tenant (its tenant's previous tag plus one, and
+ * no earlier than the tag of the last request to start), and the lowest tag goes first, the
+ * earliest arrival between equal tags. With one connection, a backlog and two accounts that send
+ * one request at a time each get a third of the turns.
  *
  * First come first served across tenants let one account that sends a burst (a batch job, a
  * retry storm, a leaked key without limits) hold every place in the queue and every turn for as
@@ -12,20 +14,22 @@
  * queue full. Here that request runs at the next free turn, and a full queue makes room for it by
  * refusing the burst's latest arrival ({@link FairQueue.makeRoomFor}).
  *
- * The queue counts what each tenant runs and when it last began to ({@link FairQueue.started},
- * {@link FairQueue.finished}), and forgets a tenant once it neither waits nor runs. Choosing a
- * turn costs one step per tenant that waits.
+ * A tenant is forgotten once it neither waits nor runs and its tags are used up (the last request
+ * to start had a tag at least as late): one that comes back then starts at the current turn, and
+ * one that sends a request as soon as its last one ended cannot jump ahead of a backlog by being
+ * forgotten in between. Choosing a turn costs one step per tenant that waits.
  */
 export class FairQueue<Item> {
-  /** Waiting items by tenant, each line in arrival order, with its arrival number. */
-  readonly #lines = new Map<string, Map<Item, number>>();
-  /** How many of the resource each tenant runs now (absent: none). */
-  readonly #running = new Map<string, number>();
-  /** When each tenant that waits or runs last began to run (its {@link started} call's number). */
-  readonly #lastStart = new Map<string, number>();
+  /** Waiting items by tenant, each line in arrival order, with its tags. */
+  readonly #lines = new Map<string, Map<Item, Tags>>();
+  /** Tenants that wait, run, or ran lately; see {@link FairQueue}. */
+  readonly #tenants = new Map<string, TenantState>();
+  /** Tenants that neither wait nor run, kept until their tags are used up. */
+  readonly #idle = new Set<string>();
+  /** The start tag of the last request to start, or later: no new request is tagged earlier. */
+  #turn = 0;
   #size = 0;
   #arrivals = 0;
-  #starts = 0;
 
   /** Items waiting now. */
   get size(): number {
@@ -44,73 +48,144 @@ export class FairQueue<Item> {
       line = new Map();
       this.#lines.set(tenant, line);
     }
-    line.set(item, this.#arrivals++);
+    line.set(item, { arrival: this.#arrivals++, start: this.#tag(tenant) });
     this.#size++;
   }
 
-  /** Takes `item` out of its tenant's line; `false` if it was not waiting. */
+  /**
+   * Takes `item` out of its tenant's line (its client gave up, say); `false` if it was not waiting.
+   * The last of a line gives its turn back to its tenant.
+   */
   delete(tenant: string, item: Item): boolean {
     const line = this.#lines.get(tenant);
-    if (line === undefined || !line.delete(item)) return false;
+    const tags = line?.get(item);
+    if (line === undefined || tags === undefined) return false;
+    let last: Item | undefined;
+    for (const other of line.keys()) last = other;
+    line.delete(item);
     this.#size--;
+    const state = this.#tenants.get(tenant);
+    if (last === item && state !== undefined) state.finish = tags.start;
     if (line.size === 0) {
       this.#lines.delete(tenant);
-      if (!this.#running.has(tenant)) this.#lastStart.delete(tenant);
+      this.#settle(tenant);
     }
     return true;
   }
 
   /**
-   * Takes the item whose turn it is (see {@link FairQueue}), `undefined` when none waits. The
-   * caller then counts it as {@link started} if it runs.
+   * Takes the item whose turn it is (see {@link FairQueue}), `undefined` when none waits; it then
+   * counts as running for its tenant, until {@link finished}.
    */
   shift(): { tenant: string; item: Item } | undefined {
     let best: { tenant: string; item: Item; rank: readonly [number, number, number] } | undefined;
     for (const [tenant, line] of this.#lines) {
-      const [item, arrival] = line.entries().next().value as [Item, number];
-      const rank = [this.#running.get(tenant) ?? 0, this.#lastStart.get(tenant) ?? -1, arrival] as const;
+      const [item, tags] = line.entries().next().value as [Item, Tags];
+      const rank = [this.#tenants.get(tenant)?.running ?? 0, tags.start, tags.arrival] as const;
       if (best === undefined || isBefore(rank, best.rank)) best = { tenant, item, rank };
     }
     if (best === undefined) return undefined;
-    this.delete(best.tenant, best.item);
-    return { tenant: best.tenant, item: best.item };
+    const { tenant, item } = best;
+    const line = this.#lines.get(tenant) as Map<Item, Tags>;
+    line.delete(item);
+    this.#size--;
+    if (line.size === 0) this.#lines.delete(tenant);
+    this.#run(tenant);
+    this.#advance(best.rank[1]);
+    return { tenant, item };
+  }
+
+  /** A request of `tenant` got the resource without waiting: it counts as running until {@link finished}. */
+  start(tenant: string): void {
+    const start = this.#tag(tenant);
+    this.#run(tenant);
+    this.#advance(start);
+  }
+
+  /** A request of `tenant` gave the resource back. */
+  finished(tenant: string): void {
+    const state = this.#tenants.get(tenant);
+    if (state === undefined || state.running === 0) return;
+    state.running--;
+    this.#settle(tenant);
   }
 
   /**
-   * For a queue that holds at most `limit` items and is full: the item to refuse so that
-   * `tenant`'s request can wait, or `undefined` when it is the newcomer that should be refused. An
-   * item is refused only where its tenant waits with more than one request more than `tenant`
-   * would: the latest arrival of the tenant waiting with the most (taken out of the queue). Shares
-   * that differ by one stay as they are, so that two tenants sending as fast do not keep refusing
-   * each other's waiting requests.
+   * For a queue that holds at most its limit of items and is full: the item to refuse so that a
+   * request of `tenant` can wait, or `undefined` when it is the newcomer that should be refused.
+   * Each tenant's load is what it runs and what it waits with. The item refused is the latest
+   * arrival of the tenant with waiting requests and the greatest load, and only where that load
+   * is at least two above `tenant`'s, so that the swap leaves it no lower than `tenant`'s: loads
+   * that differ by one stay as they are (two tenants sending as fast do not keep refusing each
+   * other's requests), and a tenant that runs nothing does not give way to one that runs everything.
    */
   makeRoomFor(tenant: string): Item | undefined {
-    const own = this.#lines.get(tenant)?.size ?? 0;
-    let longest: { tenant: string; line: Map<Item, number> } | undefined;
-    for (const [other, line] of this.#lines)
-      if (line.size > (longest?.line.size ?? 0)) longest = { tenant: other, line };
-    if (longest === undefined || own + 1 >= longest.line.size) return undefined;
+    const load = (name: string) =>
+      (this.#tenants.get(name)?.running ?? 0) + (this.#lines.get(name)?.size ?? 0);
+    let heaviest: { tenant: string; load: number } | undefined;
+    for (const other of this.#lines.keys()) {
+      const otherLoad = load(other);
+      if (otherLoad > (heaviest?.load ?? 0)) heaviest = { tenant: other, load: otherLoad };
+    }
+    if (heaviest === undefined || load(tenant) + 1 >= heaviest.load) return undefined;
     let latest: Item | undefined;
-    for (const item of longest.line.keys()) latest = item;
-    this.delete(longest.tenant, latest as Item);
+    for (const item of (this.#lines.get(heaviest.tenant) as Map<Item, Tags>).keys()) latest = item;
+    this.delete(heaviest.tenant, latest as Item);
     return latest;
   }
 
-  /** `tenant` began to run one more of the resource. */
-  started(tenant: string): void {
-    this.#running.set(tenant, (this.#running.get(tenant) ?? 0) + 1);
-    this.#lastStart.set(tenant, this.#starts++);
+  /** The start tag of `tenant`'s next request, taken: its turn, if turns went round. */
+  #tag(tenant: string): number {
+    let state = this.#tenants.get(tenant);
+    if (state === undefined) {
+      state = { running: 0, finish: 0 };
+      this.#tenants.set(tenant, state);
+    }
+    this.#idle.delete(tenant);
+    const start = Math.max(this.#turn, state.finish);
+    state.finish = start + 1;
+    return start;
   }
 
-  /** `tenant` runs one fewer. */
-  finished(tenant: string): void {
-    const running = (this.#running.get(tenant) ?? 0) - 1;
-    if (running > 0) this.#running.set(tenant, running);
-    else {
-      this.#running.delete(tenant);
-      if (!this.#lines.has(tenant)) this.#lastStart.delete(tenant);
+  #run(tenant: string): void {
+    const state = this.#tenants.get(tenant) as TenantState;
+    state.running++;
+  }
+
+  /** A request tagged `start` began to run: later tags begin no earlier; idle tenants used up go. */
+  #advance(start: number): void {
+    if (start <= this.#turn) return;
+    this.#turn = start;
+    for (const tenant of this.#idle) this.#settle(tenant);
+  }
+
+  /** Forgets `tenant` once it neither waits nor runs and its tags are used up; else keeps it idle. */
+  #settle(tenant: string): void {
+    const state = this.#tenants.get(tenant);
+    if (state === undefined || state.running > 0 || this.#lines.has(tenant)) return;
+    if (state.finish <= this.#turn) {
+      this.#tenants.delete(tenant);
+      this.#idle.delete(tenant);
+    } else this.#idle.add(tenant);
+    // Nothing waits or runs: no tag is left to compare with, and turns begin again.
+    if (this.#idle.size === this.#tenants.size) {
+      this.#tenants.clear();
+      this.#idle.clear();
+      this.#turn = 0;
     }
   }
+}
+
+/** A waiting request's place: when it came (a counter) and its start tag (see {@link FairQueue}). */
+interface Tags {
+  arrival: number;
+  start: number;
+}
+
+interface TenantState {
+  running: number;
+  /** The start tag its next request gets, unless the turn has moved past it. */
+  finish: number;
 }
 
 /** Whether rank `a` comes before rank `b`, comparing their numbers in order. */

@@ -35,6 +35,7 @@ const arrivals: string[] = [];
 const answers = new Map<string, () => void>();
 let keyA: string;
 let keyB: string;
+let accountA: string;
 
 beforeAll(async () => {
   upstream = await startMockUpstream(async (request, response) => {
@@ -55,7 +56,7 @@ beforeAll(async () => {
       { ...remote, engine: { ...remote.engine, maxConnections: 1 } } as CatalogModel,
     ],
   });
-  keyA = (await server.createFundedKey("fair-a", "10")).key;
+  ({ key: keyA, accountId: accountA } = await server.createFundedKey("fair-a", "10"));
   keyB = (await server.createFundedKey("fair-b", "10")).key;
 });
 
@@ -131,6 +132,13 @@ describe("a local model's queue, shared by two accounts", () => {
           param: null,
         },
       });
+      // Its usage row costs nothing, and tells how long it waited.
+      const [refusedRow, ...others] = (await server.store.listUsage({ accountId: accountA })).filter(
+        (row) => row.errorCode === "model_overloaded",
+      );
+      expect(others).toEqual([]);
+      expect(refusedRow).toMatchObject({ costNano: 0n, completionTokens: 0 });
+      expect(refusedRow?.queueMs).toBeGreaterThanOrEqual(0);
       // A runs two sequences and B none: the one freed goes to B, though A's waited longer.
       holders[0]!.abort();
       expect((await b1).status).toBe(200);

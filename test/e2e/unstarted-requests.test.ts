@@ -62,7 +62,9 @@ async function remainingAfterOneRun(key: string): Promise<{ remaining: number; u
 
 describe("a request the model never began on uses none of its key's token rate", () => {
   it("when it is refused with 503 model_overloaded (regression: each refusal took its prompt's tokens)", async () => {
-    const limited = await server().createFundedKey("overloaded-tpm", "1", { tpm: TPM });
+    // On the account that holds the sequence and the queue: another account's request would take
+    // the queue's place instead of being refused (fair-queue.ts).
+    const limited = { key: await server().createKey({ tpm: TPM }) };
     const holder = await holdSequence();
     const queued = new AbortController();
     const waiting = chat(server().starterKey, { max_tokens: 1 }, queued.signal).catch(() => undefined);

@@ -37,8 +37,8 @@ export interface AcquireOptions {
 export interface LeasePool<Item> {
   /**
    * Lends a free item, or waits for one. Throws `model_overloaded` when `maxQueue` requests already
-   * wait, unless another tenant waits with more (its latest request is then refused in its place,
-   * with the same error). Resolves `undefined` when `signal` aborts while waiting (the request
+   * wait, unless another tenant has more than its share (FairQueue.makeRoomFor: its latest waiting
+   * request is then refused in its place, with the same error). Resolves `undefined` when `signal` aborts while waiting (the request
    * leaves the queue) or when the pool closes.
    */
   acquire(signal: AbortSignal, options?: AcquireOptions): Promise<Lease<Item> | undefined>;
@@ -101,9 +101,9 @@ export function createLeasePool<Item>(options: {
       { retryAfterSeconds: 1 },
     );
 
+  /** Lends `item` to a request of `tenant`, counted as running in the queue already. */
   const lend = (item: Item, tenant: string): Lease<Item> => {
     leased += 1;
-    queue.started(tenant);
     let released = false;
     return {
       item,
@@ -112,7 +112,12 @@ export function createLeasePool<Item>(options: {
         released = true;
         leased -= 1;
         queue.finished(tenant);
-        const next = closed ? undefined : (moved.shift() ?? queue.shift()?.item);
+        let next: Waiter<Item> | undefined;
+        if (!closed) {
+          next = moved.shift();
+          if (next !== undefined) queue.start(next.tenant);
+          else next = queue.shift()?.item;
+        }
         if (next === undefined) free.push(item);
         else next.resolve(lend(item, next.tenant));
         if (leased === 0) {
@@ -149,11 +154,15 @@ export function createLeasePool<Item>(options: {
     acquire(signal, acquireOptions) {
       if (closed || signal.aborted) return Promise.resolve(undefined);
       const tenant = acquireOptions?.tenant ?? "";
-      if (free.length > 0) return Promise.resolve(lend(free.pop()!, tenant));
+      if (free.length > 0) {
+        queue.start(tenant);
+        return Promise.resolve(lend(free.pop()!, tenant));
+      }
       const since = acquireOptions?.since;
       if (since === undefined && moved.length + queue.size >= options.maxQueue) {
-        // A tenant waiting with more than its share gives its latest place to this one.
-        const refused = queue.makeRoomFor(tenant);
+        // A tenant with more than its share gives its latest place to this one; not in a retired
+        // pool, whose waiters may be moving to the new engine's queue.
+        const refused = retired ? undefined : queue.makeRoomFor(tenant);
         if (refused === undefined) return Promise.reject(overloaded(""));
         refused.reject(overloaded(", and the place this request held went to another account's"));
       }

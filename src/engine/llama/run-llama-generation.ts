@@ -7,6 +7,7 @@ import type {
 } from "node-llama-cpp";
 import { AppError } from "../../errors/app-error.ts";
 import type { ChatRequest, FinishPart, PartBatch, RunOptions, StreamPart, Usage } from "../engine.ts";
+import { withQueueTime } from "../queue-time.ts";
 import { countTokensAfterAbort } from "./count-tokens-after-abort.ts";
 import type { LeasePool } from "./create-lease-pool.ts";
 import { createPartChannel } from "./create-part-channel.ts";
@@ -81,6 +82,12 @@ export async function* runLlamaGeneration(options: LlamaGenerationOptions): Asyn
             moved = leave();
             return moved;
           }, queuedAt)),
+    })
+    .catch((error: unknown) => {
+      // Refused after it waited (its place went to another account's request): the wait is told.
+      throw typeof error === "object" && error !== null
+        ? withQueueTime(error, Math.round(performance.now() - queuedAt))
+        : error;
     })
     .finally(wait.unlink);
   const queueMs = Math.round(performance.now() - queuedAt);

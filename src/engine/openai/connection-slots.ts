@@ -31,7 +31,7 @@ export class ConnectionSlots {
   acquire(granted: () => void, tenant = ""): () => void {
     if (this.#used < this.#limit) {
       this.#used++;
-      this.#waiting.started(tenant);
+      this.#waiting.start(tenant);
       granted();
       return () => {};
     }
@@ -49,7 +49,6 @@ export class ConnectionSlots {
       this.#used--;
       return;
     }
-    this.#waiting.started(next.tenant);
     next.item();
   }
 
