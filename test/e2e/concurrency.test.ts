@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { UsageRecord } from "../../src/store/store.ts";
+import { readUntilContent } from "../support/read-until-content.ts";
 import { getTestModelPath } from "../support/test-model.ts";
 import {
   createTinyModelEntry,
@@ -93,14 +94,7 @@ async function holdEndlessStream(
     { signal: controller.signal, ...(options.key === undefined ? {} : { key: options.key }) },
   );
   expect(response.status).toBe(200);
-  const reader = response.body!.getReader();
-  const decoder = new TextDecoder();
-  let text = "";
-  while (!text.includes('"content":"') || text.split("data: ").length < 3) {
-    const { value, done } = await reader.read();
-    if (done) throw new Error("stream ended early");
-    text += decoder.decode(value, { stream: true });
-  }
+  const reader = await readUntilContent(response);
   return { controller, reader };
 }
 

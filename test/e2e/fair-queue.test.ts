@@ -12,6 +12,7 @@ import {
   textEvents,
   writeEvents,
 } from "../engine/openai/mock-upstream.ts";
+import { readUntilContent } from "../support/read-until-content.ts";
 import { getTestModelPath } from "../support/test-model.ts";
 import {
   createTinyModelEntry,
@@ -95,14 +96,7 @@ async function holdSequence(key: string): Promise<AbortController> {
     controller.signal,
   );
   expect(response.status).toBe(200);
-  const reader = response.body!.getReader();
-  const decoder = new TextDecoder();
-  let text = "";
-  while (!text.includes('"content":"') || text.split("data: ").length < 3) {
-    const { value, done } = await reader.read();
-    if (done) throw new Error("stream ended early");
-    text += decoder.decode(value, { stream: true });
-  }
+  await readUntilContent(response);
   return controller;
 }
 
