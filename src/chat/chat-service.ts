@@ -50,7 +50,7 @@ export interface ChatServiceOptions {
 export { CLIENT_CLOSED } from "./settle-on-end.ts";
 
 /** `chatcmpl-` and 24 random base-36-ish characters, like OpenAI's ids. */
-export function createCompletionId(): string {
+function createCompletionId(): string {
   return `chatcmpl-${createRandomText(18, "base64url")}`;
 }
 
