@@ -43,7 +43,8 @@ describe("the account a run is for", () => {
     let moved: Promise<void> | undefined;
     const old = recordingRun(oldRuns, async function* () {
       // Waiting for its turn when the reload comes: it leaves for the new engine.
-      await (moved = oldRuns[0]?.onRetired?.(() => true, 0));
+      moved = oldRuns[0]?.onRetired?.(() => true, 0);
+      await moved;
     });
     const replacement = engineWith(
       recordingRun(newRuns, async function* () {
