@@ -4,7 +4,7 @@ import { bootstrap } from "./admin/bootstrap.ts";
 import { warnOfRefusedAdminKey } from "./admin/warn-of-refused-admin-key.ts";
 import { buildApp, createServerMetrics } from "./api/build-app.ts";
 import { describeListenError, formatHostPort } from "./api/describe-listen-error.ts";
-import { InFlightRequests } from "./api/in-flight-requests.ts";
+import { InFlightRequests, leaseLapsingError } from "./api/in-flight-requests.ts";
 import { registerAdminRoutes } from "./api/routes/admin.ts";
 import { createAuthenticator } from "./auth/authenticator.ts";
 import { warnOfShortAdminKey } from "./auth/warn-of-short-admin-key.ts";
@@ -277,6 +277,7 @@ async function startOnStore(
     sweep: !config.database.startsWith("sqlite:"),
     afterSweep: owedAtStart.adoptOrphans,
     owedElsewhere: owedAtStart.owedElsewhere,
+    onLapsing: () => inFlight.abortAll(leaseLapsingError()),
     logger,
     clock: leaseClock,
   });

@@ -45,11 +45,22 @@ export class InFlightRequests {
     this.#closing = true;
   }
 
-  /** Cuts every running request; their streams end with this error. */
-  abortAll(): void {
-    const reason = shuttingDownError();
+  /** Cuts every running request; their streams end with `reason` (default: the shutdown's). */
+  abortAll(reason: AppError = shuttingDownError()): void {
     for (const controller of this.#controllers) controller.abort(reason);
   }
+}
+
+/**
+ * The error a request gets when its replica could not renew its reservation's lease in time
+ * (keep-leases.ts: the store did not answer this replica for most of a lease).
+ */
+export function leaseLapsingError(): AppError {
+  return new AppError(
+    "store_unavailable",
+    "This server lost its connection to the database for too long to keep the request's balance reserved; the request was stopped. Retry it.",
+    { retryAfterSeconds: 5 },
+  );
 }
 
 /** The error a request gets when the server shuts down under it or before it. */

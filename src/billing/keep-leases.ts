@@ -11,6 +11,14 @@ export const SWEEP_MARGIN_MS = 5_000;
 /** How often every replica renews its leases: a third of a lease. */
 export const LEASE_RENEWAL_MS = RESERVATION_LEASE_MS / 3;
 
+/**
+ * How long after its last renewal a replica that cannot reach the store stops the requests whose
+ * reservations it holds (see {@link keepLeases}): the round two intervals after that renewal does
+ * (half an interval allows for its timer), a renewal interval before their leases lapse, whether
+ * the rounds between failed or still wait for the store.
+ */
+export const LAPSE_CUT_MS = RESERVATION_LEASE_MS - (3 * LEASE_RENEWAL_MS) / 2;
+
 /** Reservations of another replica whose charges are still owed (in its journal). */
 export interface OwedReservations {
   replicaId: string;
@@ -60,6 +68,16 @@ interface LeaseLogger {
  * reservations whose charges other replicas' journals hold (`owedElsewhere`), and they stay
  * until the journal is recorded (`afterSweep`), each charge against its own reservation.
  *
+ * A replica cut off from the store alone (a network partition) cannot tell that from an outage:
+ * the others go on answering, and once its leases lapse they release its reservations, though its
+ * requests still run. Their accounts could then be spent again by the others, and its charges,
+ * recorded once it is back, were capped at what was left: a stream that ran on for a minute was
+ * never paid for. So a replica whose rounds have not renewed its leases for {@link LAPSE_CUT_MS}
+ * stops its requests (`onLapsing`), about a renewal interval before anyone may release their
+ * money; what they generated until then is charged (through the journal, while the store does not
+ * answer). In an outage of the whole store this cuts the streams that run through its first 40 s
+ * or so, the price of never serving a request whose money another replica may give back.
+ *
  * A sweep (that renewal, the release, `afterSweep`) runs beside the rounds, one at a time:
  * recording a journal may wait on a locked account row for a statement's timeout per charge,
  * and the rounds meanwhile keep renewing this replica's own leases.
@@ -90,6 +108,13 @@ export function keepLeases(options: {
    * left in journals (billing/adopt-orphan-journals.ts). A failure is logged.
    */
   afterSweep?: () => Promise<void>;
+  /**
+   * On a shared store (`sweep`): called once when this replica's leases are about to lapse (no
+   * round has renewed them for {@link LAPSE_CUT_MS}) while it still holds live reservations, so
+   * that it stops their requests (see {@link keepLeases}). Called again only after a round that
+   * renewed.
+   */
+  onLapsing?: () => void;
 }): LeaseKeeping {
   const { store, replicaId, sweep, logger } = options;
   const clock = options.clock ?? new LeaseClock();
@@ -104,6 +129,10 @@ export function keepLeases(options: {
   let sweeping: Promise<void> | undefined;
   /** Whether the store has answered every round quickly for long enough to sweep. */
   const quiet = (at: number) => answeringSince !== undefined && at - answeringSince >= quietMs;
+  /** When the last round that renewed this replica's leases began (the leases count from then). */
+  let renewedAt = clock.steadyNow();
+  /** Whether `onLapsing` was called since that round. */
+  let lapsingTold = false;
 
   /** Renews this replica's leases; answers whether a sweep may follow. */
   const renew = async (): Promise<boolean> => {
@@ -121,6 +150,8 @@ export function keepLeases(options: {
       logger.error({ err: error }, "renewing reservation leases failed");
       return false;
     }
+    renewedAt = startedAt;
+    lapsingTold = false;
     const answeredAt = clock.steadyNow();
     if (answeredAt - startedAt > slowMs) answeringSince = answeredAt;
     else answeringSince ??= startedAt;
@@ -174,7 +205,23 @@ export function keepLeases(options: {
     });
   };
 
+  /** Tells `onLapsing` when no round has renewed this replica's live leases for long. */
+  const checkLapse = () => {
+    if (!sweep || lapsingTold || options.onLapsing === undefined) return;
+    const live = options.liveReservationIds().length;
+    const sinceRenewalMs = clock.steadyNow() - renewedAt;
+    if (live === 0 || sinceRenewalMs < LAPSE_CUT_MS) return;
+    lapsingTold = true;
+    logger.error(
+      { requests: live, sinceRenewalMs: Math.round(sinceRenewalMs) },
+      "cannot renew reservation leases before they lapse: stopping this replica's requests, whose reservations other replicas will soon release",
+    );
+    options.onLapsing();
+  };
+
   const tick = async () => {
+    // Before anything waits on the store: a round still waiting for it does not renew either.
+    checkLapse();
     // A round still waiting for the store: the next one would only queue behind it.
     renewing ??= renew().finally(() => {
       renewing = undefined;
