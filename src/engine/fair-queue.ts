@@ -60,8 +60,7 @@ export class FairQueue<Item> {
     const line = this.#lines.get(tenant);
     const tags = line?.get(item);
     if (line === undefined || tags === undefined) return false;
-    let last: Item | undefined;
-    for (const other of line.keys()) last = other;
+    const last = lastKey(line);
     line.delete(item);
     this.#size--;
     const state = this.#tenants.get(tenant);
@@ -128,9 +127,8 @@ export class FairQueue<Item> {
       if (otherLoad > (heaviest?.load ?? 0)) heaviest = { tenant: other, load: otherLoad };
     }
     if (heaviest === undefined || load(tenant) + 1 >= heaviest.load) return undefined;
-    let latest: Item | undefined;
-    for (const item of (this.#lines.get(heaviest.tenant) as Map<Item, Tags>).keys()) latest = item;
-    this.delete(heaviest.tenant, latest as Item);
+    const latest = lastKey(this.#lines.get(heaviest.tenant) as Map<Item, Tags>) as Item;
+    this.delete(heaviest.tenant, latest);
     return latest;
   }
 
@@ -186,6 +184,13 @@ interface TenantState {
   running: number;
   /** The start tag its next request gets, unless the turn has moved past it. */
   finish: number;
+}
+
+/** The key put in `map` last (a Map keeps insertion order), `undefined` for an empty one. */
+function lastKey<Key>(map: ReadonlyMap<Key, unknown>): Key | undefined {
+  let last: Key | undefined;
+  for (const key of map.keys()) last = key;
+  return last;
 }
 
 /** Whether rank `a` comes before rank `b`, comparing their numbers in order. */
