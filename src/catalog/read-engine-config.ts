@@ -158,7 +158,7 @@ function readLlamaModel(options: ReadEngineOptions, value: unknown): string | un
   }
   options.issues.add(
     path,
-    `"${scheme}:" is not a supported model source; write a file path, "hf:ORG/REPO:QUANT" or an https:// URL`,
+    `"${scheme}:" is not a supported model source; write a file path, "hf:ORG/REPO:QUANT" or an http(s):// URL`,
   );
   return undefined;
 }

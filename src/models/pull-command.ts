@@ -16,7 +16,7 @@ import { redactUrlsInText } from "./download/redact-url.ts";
 import { resolveModelSource } from "./resolve-model-source.ts";
 
 const USAGE =
-  "usage: tollgate models pull ID|URI (a catalogue model id, hf:ORG/REPO:QUANT or an https:// URL)";
+  "usage: tollgate models pull ID|URI (a catalogue model id, hf:ORG/REPO:QUANT or an http(s):// URL)";
 
 /** What the command reads besides its arguments; tests replace it. */
 export interface PullCommandEnvironment {
@@ -65,7 +65,7 @@ export async function runModelsPullCommand(
     }
     case "unsupported":
       throw new CliError(
-        `'${redactUrlsInText(source.text)}' is not a model URI Tollgate can download; write hf:ORG/REPO:QUANT, hf:ORG/REPO/FILE.gguf or an https:// URL of a .gguf file.`,
+        `'${redactUrlsInText(source.text)}' is not a model URI Tollgate can download; write hf:ORG/REPO:QUANT, hf:ORG/REPO/FILE.gguf or an http(s):// URL of a .gguf file.`,
       );
     case "remote":
       break;
@@ -158,7 +158,7 @@ function findModel(config: Config, target: string): PullTarget {
   const hint = suggestion === undefined ? "" : ` Did you mean '${suggestion}'?`;
   const known = ids.length === 0 ? "" : ` Catalogue models: ${ids.join(", ")}.`;
   throw new CliError(
-    `'${target}' is neither a catalogue model id nor a model URI.${hint}${known} A URI looks like hf:ORG/REPO:QUANT or https://HOST/PATH/model.gguf.`,
+    `'${target}' is neither a catalogue model id nor a model URI.${hint}${known} A URI looks like hf:ORG/REPO:QUANT or https://HOST/PATH/model.gguf (http:// works too).`,
   );
 }
 

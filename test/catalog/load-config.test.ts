@@ -803,7 +803,7 @@ models:
 `),
     ).toEqual([
       'models[0].id: must be a string; quote it: "42"',
-      'models[0].engine.model: "s3:" is not a supported model source; write a file path, "hf:ORG/REPO:QUANT" or an https:// URL',
+      'models[0].engine.model: "s3:" is not a supported model source; write a file path, "hf:ORG/REPO:QUANT" or an http(s):// URL',
       'models[1].id: missing; give each model a unique id, such as "qwen2.5-0.5b-instruct"',
       "models[1].context_length: must be a positive integer (got 0)",
       'models[1].engine.model: "hf:just-a-name" is not a Hugging Face model URI; write hf:ORG/REPO:QUANT, such as "hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF:Q4_K_M"',

@@ -41,7 +41,7 @@ export async function ensureModelFile(options: EnsureModelFileOptions): Promise<
     case "unsupported":
       throw new ModelDownloadError(
         "unsupported-source",
-        `engine.model '${source.text}' is neither a file path nor a model URI Tollgate can download; write hf:ORG/REPO:QUANT, an https:// URL of a .gguf file, or a GGUF file path.`,
+        `engine.model '${source.text}' is neither a file path nor a model URI Tollgate can download; write hf:ORG/REPO:QUANT, an http(s):// URL of a .gguf file, or a GGUF file path.`,
       );
     case "remote":
       break;
