@@ -3,6 +3,7 @@ import { formatAmount } from "../billing/money.ts";
 import type { Account, AccountMoney, CreditRecord, Store } from "../store/store.ts";
 import { AdminError } from "./admin-error.ts";
 import { hasMoreCharactersThan } from "./count-characters.ts";
+import { hideKeySecrets } from "./read-key-reference.ts";
 
 /** What an operator gives to credit an account. */
 export interface CreditAccountInput {
@@ -60,6 +61,13 @@ export async function creditAccount(
   const note = input.note === undefined || input.note === "" ? undefined : input.note.toWellFormed();
   if (note !== undefined && hasMoreCharactersThan(note, MAX_CREDIT_NOTE_LENGTH)) {
     throw new AdminError("invalid_value", `A note has at most ${MAX_CREDIT_NOTE_LENGTH} characters.`, {
+      field: "note",
+    });
+  }
+  // A whole key pasted into a note would be kept in the ledger for good, and shown in listings,
+  // backups and answers (only a key's hash is stored anywhere else).
+  if (note !== undefined && hideKeySecrets(note) !== note) {
+    throw new AdminError("invalid_value", "That note holds an API key; write it without the key.", {
       field: "note",
     });
   }

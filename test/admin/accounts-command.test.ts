@@ -238,6 +238,25 @@ describe("accounts credit", () => {
     expect(await store.listCredits(id)).toHaveLength(2);
   });
 
+  it("names an unknown account by the start of what was given (regression: 100 KB came back whole)", async () => {
+    await expect(run("credit", "x".repeat(100_000), "1")).rejects.toThrow(
+      /^No account has the name or id "x{77}\.\.\."\. List accounts/,
+    );
+  });
+
+  it("refuses a note that holds a whole API key, and credits nothing", async () => {
+    // Only a key's hash is stored; a key pasted into a note would be kept in the ledger for good.
+    await run("create", "acme");
+    await expect(
+      run("credit", "acme", "1", "--note", "refund for sk-tg-abcdef123456-SECRETsecret0123 leak"),
+    ).rejects.toThrow(/That note holds an API key/);
+    const id = (await store.getAccountByName("acme"))?.id ?? "";
+    expect(await store.listCredits(id)).toEqual([]);
+    // A key's public id alone names it without its secret.
+    await run("credit", "acme", "1", "--note", "refund for key abcdef123456");
+    expect(await store.listCredits(id)).toHaveLength(1);
+  });
+
   it("finds the account by id and needs no note", async () => {
     await run("create", "acme");
     const id = (await store.getAccountByName("acme"))?.id ?? "";
