@@ -1,3 +1,4 @@
+import { shortenText } from "../errors/cut-text.ts";
 import type { Account, Store } from "../store/store.ts";
 import { AdminError } from "./admin-error.ts";
 import { hasNulCharacter } from "./has-nul-character.ts";
@@ -22,7 +23,8 @@ export async function findAccount(store: Store, nameOrId: string): Promise<Accou
 export async function requireAccount(store: Store, nameOrId: string): Promise<Account> {
   const account = await findAccount(store, nameOrId);
   if (account === undefined) {
-    const shown = hideKeySecrets(JSON.stringify(nameOrId));
+    // A key's secret hidden before the cut, which could leave too little of it to be told.
+    const shown = JSON.stringify(shortenText(hideKeySecrets(nameOrId)));
     throw new AdminError("not_found", `No account has the name or id ${shown}.`, {
       field: "account",
     });

@@ -1,3 +1,4 @@
+import { shortenText } from "../errors/cut-text.ts";
 import type { ApiKeyPage, ApiKeyRecord, Store } from "../store/store.ts";
 import { CliError, type OutputSink, pacedByReader } from "./cli-error.ts";
 import { createKey } from "./create-key.ts";
@@ -223,7 +224,7 @@ function parseLimit(option: string, text: string): number {
   const value = /^[0-9]+$/.test(text) ? Number(text) : Number.NaN;
   if (!Number.isSafeInteger(value) || value < 1) {
     throw new CliError(
-      `${option} must be a whole number from 1 to ${Number.MAX_SAFE_INTEGER} (leave it out for no limit), not '${text}'.`,
+      `${option} must be a whole number from 1 to ${Number.MAX_SAFE_INTEGER} (leave it out for no limit), not '${shortenText(text)}'.`,
     );
   }
   return value;

@@ -4,7 +4,7 @@
  * typed value, or `undefined` when the value is absent or wrong. Validation goes on after a
  * problem so that one run reports every problem in the file.
  */
-import { cutText } from "../errors/cut-text.ts";
+import { shortenText } from "../errors/cut-text.ts";
 import { type ConfigPath, formatConfigPath } from "./config-error.ts";
 import { suggestName } from "./suggest-name.ts";
 
@@ -57,8 +57,7 @@ export function describeValue(value: unknown, options: { secret?: boolean } = {}
   if (value === undefined || value === null) return "nothing";
   if (typeof value === "string") {
     if (options.secret === true) return "a string";
-    const shown = value.length > 80 ? `${cutText(value, 77)}...` : value;
-    return JSON.stringify(shown);
+    return JSON.stringify(shortenText(value));
   }
   // A key written without quotes is a number to YAML: as secret as the string it should be.
   if (typeof value === "number") return options.secret === true ? "a number" : String(value);

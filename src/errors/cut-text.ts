@@ -10,6 +10,14 @@ export function cutText(text: string, maxUnits: number): string {
 }
 
 /**
+ * `text` as a message shows what someone typed: whole when it has at most `maxUnits` UTF-16 code
+ * units, else its start and "...", `maxUnits` long in all (a megabyte argument is not sent back).
+ */
+export function shortenText(text: string, maxUnits = 80): string {
+  return text.length > maxUnits ? `${cutText(text, maxUnits - 3)}...` : text;
+}
+
+/**
  * The end of `text`, at most `maxUnits` UTF-16 code units long: as {@link cutText}, from the
  * other side, so a cut that would split a surrogate pair drops its second half too.
  */

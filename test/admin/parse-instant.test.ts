@@ -48,4 +48,16 @@ describe("parseInstant", () => {
   ])("refuses %s", (_case, text, message) => {
     expect(() => parseInstant(text)).toThrow(message);
   });
+
+  it("shows at most the start of a long text it refuses (regression: 100 KB came back whole)", () => {
+    const error = (() => {
+      try {
+        parseInstant(`2025-${"1".repeat(100_000)}`);
+      } catch (caught) {
+        return caught as Error;
+      }
+    })();
+    expect(error?.message).toMatch(/^"2025-1{72}\.\.\." is not an ISO 8601 date/);
+    expect(error?.message.length).toBeLessThan(300);
+  });
 });

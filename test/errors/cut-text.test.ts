@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { cutText, cutTextKeepingEnd } from "../../src/errors/cut-text.ts";
+import { cutText, cutTextKeepingEnd, shortenText } from "../../src/errors/cut-text.ts";
 
 const emoji = "😀"; // two UTF-16 units: \ud83d\ude00
 
@@ -53,5 +53,14 @@ describe("cutTextKeepingEnd", () => {
       expect(cut.length).toBeGreaterThanOrEqual(units - 1);
       expect(text.endsWith(cut)).toBe(true);
     }
+  });
+});
+
+describe("shortenText", () => {
+  it("keeps a text of at most the length whole, and cuts a longer one to that length with ...", () => {
+    expect(shortenText("x".repeat(80))).toBe("x".repeat(80));
+    expect(shortenText("x".repeat(100_000))).toBe(`${"x".repeat(77)}...`);
+    expect(shortenText("abcdef", 5)).toBe("ab...");
+    expect(shortenText(`a${emoji}bcd`, 5)).toBe("a...");
   });
 });

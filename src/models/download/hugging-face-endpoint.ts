@@ -1,4 +1,4 @@
-import { cutText } from "../../errors/cut-text.ts";
+import { shortenText } from "../../errors/cut-text.ts";
 import { ModelDownloadError } from "./model-download-error.ts";
 
 /** Where `hf:` model URIs are resolved and downloaded from, and the token sent there. */
@@ -19,7 +19,7 @@ export function resolveHuggingFaceEndpoint(env: NodeJS.ProcessEnv = process.env)
   const baseUrl = configured === undefined || configured === "" ? "https://huggingface.co" : configured;
   const protocol = URL.canParse(baseUrl) ? new URL(baseUrl).protocol : undefined;
   if (protocol !== "http:" && protocol !== "https:") {
-    const shown = baseUrl.length > 80 ? `${cutText(baseUrl, 77)}...` : baseUrl;
+    const shown = shortenText(baseUrl);
     throw new ModelDownloadError(
       "misconfigured",
       `TOLLGATE_HF_ENDPOINT must be an http:// or https:// URL such as https://huggingface.co (got ${JSON.stringify(shown)}); fix or unset it.`,
