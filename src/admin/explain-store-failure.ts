@@ -3,10 +3,11 @@
  * statement due to statement timeout", "Connection terminated unexpectedly") tell neither what
  * was blocked, nor whether the change was made, nor that the output printed so far is cut short.
  * SQLite's errors are explained where they arise (store/sqlite/explain-sqlite-error.ts); this
- * adds, for every store, that the output above is incomplete.
+ * adds, for every store, whether the change was made and that the output above is incomplete.
  */
 import { isPostgresConnectionLost } from "../store/is-store-unavailable.ts";
 import { parsePostgresUrl } from "../store/postgres/parse-postgres-url.ts";
+import { SqliteFileError } from "../store/sqlite/explain-sqlite-error.ts";
 import { CliError } from "./cli-error.ts";
 
 /** What the failed command was doing, for the message. */
@@ -49,6 +50,13 @@ export function explainStoreFailure(error: unknown, context: StoreFailureContext
       : "";
   const postgres = /^postgres(?:ql)?:\/\//.test(context.database);
   const explained = postgres ? explainPostgres(error, context) : undefined;
+  const sqlite = postgres ? undefined : findError(error, (each) => each instanceof SqliteFileError);
+  if (sqlite !== undefined) {
+    // SQLite's own words, with the file and the fix (explain-sqlite-error.ts), and what became of
+    // the change: a failed transaction on a local file is rolled back whole, whatever failed.
+    const message = sqlite.message.replace(/(?<![.!?])$/, ".");
+    return new CliError(`${message} ${outcome(context, true)}${incomplete}`, { cause: error });
+  }
   if (explained === undefined) {
     // SQLite's errors, explained where they arise, or an error of another kind: only the cut.
     if (incomplete === "") return error;

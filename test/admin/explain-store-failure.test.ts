@@ -8,6 +8,7 @@ import { describe, expect, it } from "vitest";
 import { CliError } from "../../src/admin/cli-error.ts";
 import { describeStoreCommand } from "../../src/admin/describe-store-command.ts";
 import { explainStoreFailure, type StoreFailureContext } from "../../src/admin/explain-store-failure.ts";
+import { SqliteFileError } from "../../src/store/sqlite/explain-sqlite-error.ts";
 
 const DATABASE = "postgres://tollgate:pa55-s3cret@db.internal:5432/billing?schema=prod&sslmode=require";
 
@@ -91,20 +92,40 @@ describe("explainStoreFailure on PostgreSQL", () => {
   });
 });
 
+describe("explainStoreFailure on SQLite", () => {
+  const busy = new SqliteFileError(
+    "The database /srv/t.db is locked by another process (waited 5000 ms). Retry once it has finished.",
+    5,
+    new Error("database is locked"),
+  );
+  const sqlite = context({ database: "sqlite:/srv/t.db" });
+
+  it("says a write that found the file locked changed nothing (regression: it did not say)", () => {
+    expect(messageOf(explainStoreFailure(busy, sqlite))).toBe(
+      `${busy.message} Its transaction was rolled back: nothing was changed.`,
+    );
+  });
+
+  it("finds SQLite's error behind a wrapper, and adds the cut after some output", () => {
+    const wrapped = new Error("store failed", { cause: busy });
+    expect(messageOf(explainStoreFailure(wrapped, { ...sqlite, effect: "reads", linesWritten: 2 }))).toBe(
+      `${busy.message} Nothing was changed: the command only reads. The output is incomplete: it stops after its first 2 lines.`,
+    );
+  });
+});
+
 describe("explainStoreFailure leaves alone", () => {
   it("an operator's mistake, already told", () => {
     const mistake = new CliError('No account has the name or id "x".');
     expect(explainStoreFailure(mistake, context({ linesWritten: 3 }))).toBe(mistake);
   });
 
-  it("a SQLite error before any output, and only adds the cut after some", () => {
-    const busy = new Error(
-      "The database /srv/t.db is locked by another process (waited 5000 ms). Retry once it has finished.",
-    );
+  it("an error of another kind before any output, and only adds the cut after some", () => {
+    const other = new Error("something else failed");
     const sqlite = context({ database: "sqlite:/srv/t.db" });
-    expect(explainStoreFailure(busy, sqlite)).toBe(busy);
-    expect(messageOf(explainStoreFailure(busy, { ...sqlite, linesWritten: 1 }))).toBe(
-      `${busy.message} The output is incomplete: it stops after its first 1 line.`,
+    expect(explainStoreFailure(other, sqlite)).toBe(other);
+    expect(messageOf(explainStoreFailure(other, { ...sqlite, linesWritten: 1 }))).toBe(
+      "something else failed. The output is incomplete: it stops after its first 1 line.",
     );
   });
 });
