@@ -59,7 +59,14 @@ export async function runAuditCommand(
     out.write(`audit passed: ${count(accounts.length, "account")}, no open reservations`);
     return { ok: true, problems };
   }
-  out.write(`audit failed: ${count(problems.length, "problem")} in ${count(accounts.length, "account")}`);
+  const troubled = new Set(
+    problems.map((problem) =>
+      problem.kind === "open_reservation" ? problem.reservation.accountId : problem.accountId,
+    ),
+  );
+  out.write(
+    `audit failed: ${count(problems.length, "problem")} in ${troubled.size} of ${count(accounts.length, "account")}`,
+  );
   for (const problem of problems) out.write(`  ${describeProblem(problem, describe)}`);
   if (problems.some((problem) => problem.kind === "open_reservation")) {
     out.write(

@@ -70,7 +70,7 @@ describe("audit", () => {
     const outcome = await audit();
     expect(outcome.ok).toBe(false);
     expect(outcome.problems).toHaveLength(1);
-    expect(outcome.lines[0]).toBe("audit failed: 1 problem in 2 accounts");
+    expect(outcome.lines[0]).toBe("audit failed: 1 problem in 1 of 2 accounts");
     expect(outcome.lines[1]).toMatch(
       /^ {2}open reservation: [0-9a-f-]{36} \(request req_left\) of account rich \([0-9a-f-]{36}\), key keytest00001, model test-model, amount 2.5, replica host:8080, made 2025-01-01T00:00:00Z, lease until 2025-01-01T00:01:00Z$/,
     );
@@ -86,7 +86,7 @@ describe("audit", () => {
     const outcome = await audit();
     expect(outcome.ok).toBe(false);
     expect(outcome.lines).toEqual([
-      "audit failed: 3 problems in 1 account",
+      "audit failed: 3 problems in 1 of 1 account",
       `  balance mismatch: account acme (${acme.id}) has balance 10.5, but its credits minus its charges are 10 (difference 0.5)`,
       `  spent mismatch: account acme (${acme.id}) has spent 0.000000002, but its charges sum to 0`,
       `  reserved mismatch: account acme (${acme.id}) has 0.000000001 reserved, but its open reservations sum to 0`,
