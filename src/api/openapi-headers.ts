@@ -29,7 +29,7 @@ function rateLimitHeaderComponents() {
   ] as const;
   return Object.fromEntries(
     buckets.flatMap(({ name, unit, limit }) => {
-      const sent = `Sent only when the key has a \`${limit}\` limit, and not while the buckets cannot be read (Redis down).`;
+      const sent = `Sent only when the key has a \`${limit}\` limit.`;
       return [
         [
           `RateLimitLimit${name}`,

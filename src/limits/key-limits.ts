@@ -43,9 +43,7 @@ function bucketOf(key: RequestKey, dimension: Dimension) {
   return limit === undefined ? undefined : { bucket: bucketName(key.publicId, dimension), limit };
 }
 
-/** Sets a dimension's three headers; none when the bucket's state is not known (Redis down). */
-function setLimitHeaders(setHeader: SetHeader, dimension: Dimension, state: BucketState | undefined): void {
-  if (state === undefined) return;
+function setLimitHeaders(setHeader: SetHeader, dimension: Dimension, state: BucketState): void {
   const names = HEADERS[dimension];
   setHeader(names.limit, String(state.limit));
   setHeader(names.remaining, String(state.remaining));
@@ -74,7 +72,7 @@ function refuse(dimension: Dimension, result: TakeResult, amount: number): AppEr
 /**
  * A key's requests-per-minute and tokens-per-minute buckets, with the response headers that
  * report them (`x-ratelimit-{limit,remaining,reset}-{requests,tokens}`, only for the limits
- * the key has, and only while the limiter can read them) and the 429 errors that refuse a request.
+ * the key has) and the 429 errors that refuse a request.
  */
 export class KeyLimits {
   readonly #limiter: RateLimiter;
@@ -140,19 +138,14 @@ export class KeyLimits {
   ): Promise<void> {
     const bucket = bucketOf(key, "tokens");
     if (bucket === undefined || estimate === actual) return;
-    setLimitHeaders(
-      setHeader,
-      "tokens",
-      await this.#limiter.adjust({ ...bucket, amount: estimate - actual }),
-    );
+    const state = await this.#limiter.adjust({ ...bucket, amount: estimate - actual });
+    if (state !== undefined) setLimitHeaders(setHeader, "tokens", state);
   }
 
   async #take(key: RequestKey, dimension: Dimension, amount: number, setHeader: SetHeader): Promise<void> {
     const bucket = bucketOf(key, dimension);
     if (bucket === undefined) return;
     const result = await this.#limiter.take({ bucket: bucket.bucket, limit: bucket.limit, amount });
-    // Admitted unchecked (Redis down, fail-open): no headers, rather than a made-up full bucket.
-    if (result === undefined) return;
     setLimitHeaders(setHeader, dimension, result);
     if (!result.allowed) throw refuse(dimension, result, amount);
   }

@@ -31,12 +31,8 @@ export interface BucketRequest {
 }
 
 export interface RateLimiter {
-  /**
-   * Takes `amount` from the bucket when it holds that much; otherwise takes nothing. `undefined`
-   * when the bucket could not be reached and the request is admitted unchecked (Redis down,
-   * `fail-open`): nothing was taken and nothing is known of the bucket.
-   */
-  take(request: BucketRequest & { amount: number }): Promise<TakeResult | undefined>;
+  /** Takes `amount` from the bucket when it holds that much; otherwise takes nothing. */
+  take(request: BucketRequest & { amount: number }): Promise<TakeResult>;
   /**
    * Corrects a bucket after the fact: a positive `amount` gives units back (never above the
    * limit), a negative one takes more (the bucket may go below zero and recovers by refilling).
@@ -44,7 +40,7 @@ export interface RateLimiter {
    * since) or could not be reached.
    */
   adjust(request: BucketRequest & { amount: number }): Promise<BucketState | undefined>;
-  /** The bucket's state without changing it; `undefined` when it could not be reached. */
-  peek(request: BucketRequest): Promise<BucketState | undefined>;
+  /** The bucket's state without changing it. */
+  peek(request: BucketRequest): Promise<BucketState>;
   close(): Promise<void>;
 }

@@ -53,10 +53,11 @@ const CLOCK_READING_LIFETIME_MS = 10_000;
  * Lua script, atomic in Redis, on Redis's clock.
  *
  * While Redis is unreachable or slow (a command fails at once, or after `commandTimeoutMs`),
- * nothing hangs and nothing answers 500: under `fail-open` a take admits the request unchecked
- * (`undefined`), under `fail-closed` it throws 503; either way a peek knows nothing (`undefined`:
- * no made-up bucket is reported in the response headers) and adjustments are dropped. The
- * outage is logged once. After a command fails, Redis is left alone for {@link REDIS_REST_MS}: the requests in that time get the policy at once instead
+ * nothing hangs and nothing answers 500: under `fail-open` a take is allowed and a peek reports
+ * a full bucket; under `fail-closed` a take throws 503 and a peek reports an empty one, full
+ * again when the 503's retry-after has passed.
+ * Adjustments are dropped either way. The outage is logged once. After a command fails, Redis is
+ * left alone for {@link REDIS_REST_MS}: the requests in that time get the policy at once instead
  * of each waiting out the command timeout of a Redis that stopped answering; then the next
  * command tries again, alone: until it answers, the others get the policy at once too.
  *
@@ -125,11 +126,11 @@ export class RedisRateLimiter implements RateLimiter {
     return new RedisRateLimiter(redis, outageLog, options);
   }
 
-  async take(request: BucketRequest & { amount: number }): Promise<TakeResult | undefined> {
+  async take(request: BucketRequest & { amount: number }): Promise<TakeResult> {
     const reply = await this.#run(TAKE_SCRIPT, request, [request.amount], { deadline: true });
     if (reply === undefined) {
       if (this.#policy === "fail-closed") throw limitsUnavailable();
-      return undefined;
+      return { allowed: true, retryAfterMs: 0, limit: request.limit, remaining: request.limit, resetMs: 0 };
     }
     const retryAfterMs = readInteger(reply, 3);
     return {
@@ -147,9 +148,17 @@ export class RedisRateLimiter implements RateLimiter {
     return { limit: request.limit, remaining: readInteger(reply, 1), resetMs: readInteger(reply, 2) };
   }
 
-  async peek(request: BucketRequest): Promise<BucketState | undefined> {
+  async peek(request: BucketRequest): Promise<BucketState> {
     const reply = await this.#run(PEEK_SCRIPT, request, [], { deadline: false });
-    if (reply === undefined) return undefined;
+    // The bucket is not known; the headers (SPEC §11: the trio whenever the key has the limit)
+    // tell what the policy does meanwhile. Fail-open: nothing limits the key, the whole limit is
+    // there. Fail-closed: nothing is admitted until the 503's retry-after, and no later (it said
+    // "due in a minute" beside "retry after 5 s").
+    if (reply === undefined) {
+      return this.#policy === "fail-open"
+        ? { limit: request.limit, remaining: request.limit, resetMs: 0 }
+        : { limit: request.limit, remaining: 0, resetMs: RETRY_AFTER_SECONDS * 1000 };
+    }
     return { limit: request.limit, remaining: readInteger(reply, 0), resetMs: readInteger(reply, 1) };
   }
 

@@ -72,9 +72,7 @@ async function start(
   }
 }
 
-async function createFundedKey(
-  input: { rpm?: number; tpm?: number } = {},
-): Promise<{ key: string; publicId: string }> {
+async function createFundedKey(input: { rpm?: number } = {}): Promise<{ key: string; publicId: string }> {
   const account = await createAccount(store, {
     name: `account-${Math.random().toString(36).slice(2)}`,
     balanceNano: 1_000_000_000n,
@@ -171,13 +169,16 @@ describe("a server whose Redis is down", () => {
     const server = await start(`redis://127.0.0.1:${await findFreePort()}`, {
       TOLLGATE_REDIS_PREFIX: "tollgate-test:down:",
     });
-    const { key } = await createFundedKey({ rpm: 1, tpm: 100_000 });
+    const { key } = await createFundedKey({ rpm: 1 });
     for (let index = 0; index < 2; index++) {
       const answered = await chat(server, key);
       expect(answered.status).toBe(200);
-      // Nothing known of the buckets: no headers, rather than made-up full ones (regression:
-      // they said remaining = limit, which the next requests then believed).
-      expect(rateLimitHeaders(answered)).toEqual({});
+      // SPEC §11's trio, telling what the policy does: nothing limits the key meanwhile.
+      expect(rateLimitHeaders(answered)).toEqual({
+        "x-ratelimit-limit-requests": "1",
+        "x-ratelimit-remaining-requests": "1",
+        "x-ratelimit-reset-requests": "0s",
+      });
     }
   });
 
@@ -188,16 +189,20 @@ describe("a server whose Redis is down", () => {
       { TOLLGATE_REDIS_PREFIX: "tollgate-test:down:", TOLLGATE_REDIS_FAILURE_POLICY: "fail-closed" },
       logLines,
     );
-    const limited = await createFundedKey({ rpm: 100, tpm: 100_000 });
+    const limited = await createFundedKey({ rpm: 100 });
     const refused = await chat(server, limited.key);
     expect(refused.status).toBe(503);
     // Named as Redis in the log (it said "the store is unavailable", the database working).
     const warnings = logLines.filter((line) => line.level === 40).map((line) => line.msg);
     expect(warnings).toContain("Redis is unavailable: a rate-limited key's request refused (fail-closed)");
     expect(warnings).not.toContain("the store is unavailable");
-    expect(refused.headers.get("retry-after")).not.toBeNull();
-    // Not a made-up empty bucket due in a minute beside the 503's retry-after (regression).
-    expect(rateLimitHeaders(refused)).toEqual({});
+    expect(refused.headers.get("retry-after")).toBe("5");
+    // Nothing admitted until the retry-after, and no later (regression: "1m0s" beside "5").
+    expect(rateLimitHeaders(refused)).toEqual({
+      "x-ratelimit-limit-requests": "100",
+      "x-ratelimit-remaining-requests": "0",
+      "x-ratelimit-reset-requests": "5s",
+    });
     const body = (await refused.json()) as { error: { message: string; code: string } };
     expect(body.error.message).toMatch(/cannot reach its Redis/);
     expect(body.error.code).toBe("store_unavailable");

@@ -121,8 +121,7 @@ if ("url" in redis) {
       );
       // The full bucket, plus what refilled while the takes ran: 20 per minute is one per 3 s.
       const refilled = Math.ceil((performance.now() - started) / 3_000);
-      expect(results).not.toContain(undefined);
-      const allowed = results.filter((result) => result?.allowed === true).length;
+      const allowed = results.filter((result) => result.allowed).length;
       expect(allowed).toBeGreaterThanOrEqual(20);
       expect(allowed).toBeLessThanOrEqual(20 + refilled);
       await Promise.all(limiters.map((limiter) => limiter.close()));
@@ -191,7 +190,7 @@ describe("redis rate limiter when Redis is down", () => {
   /** A command timeout far longer than these tests run: a take that waited for one would show. */
   const LONG_COMMAND_TIMEOUT_MS = 30_000;
 
-  it("fail-open (default): admits at once and unchecked, knows no bucket, and logs the outage once", async () => {
+  it("fail-open (default): admits at once, reports full buckets, and logs the outage once", async () => {
     const { lines, logger } = createRecordingLogger();
     const limiter = await RedisRateLimiter.connect({
       url: `redis://127.0.0.1:${await findFreePort()}`,
@@ -201,11 +200,15 @@ describe("redis rate limiter when Redis is down", () => {
     });
     const started = performance.now();
     for (let index = 0; index < 50; index++) {
-      // Admitted (no 503), with no made-up bucket to report in its headers.
-      expect(await limiter.take({ bucket: "requests:x", limit: 2, amount: 1 })).toBeUndefined();
-      expect(await limiter.adjust({ bucket: "tokens:x", limit: 100, amount: -5 })).toBeUndefined();
+      const result = await limiter.take({ bucket: "requests:x", limit: 2, amount: 1 });
+      expect(result).toMatchObject({ allowed: true, limit: 2 });
+      await limiter.adjust({ bucket: "tokens:x", limit: 100, amount: -5 });
     }
-    expect(await limiter.peek({ bucket: "requests:x", limit: 2 })).toBeUndefined();
+    expect(await limiter.peek({ bucket: "requests:x", limit: 2 })).toEqual({
+      limit: 2,
+      remaining: 2,
+      resetMs: 0,
+    });
     // Fifty takes, fifty adjusts and a peek: none of them waited out a command timeout.
     expect(performance.now() - started).toBeLessThan(LONG_COMMAND_TIMEOUT_MS);
     await limiter.close();
@@ -236,8 +239,12 @@ describe("redis rate limiter when Redis is down", () => {
       expect(error.message).toMatch(/cannot reach its Redis.*until Redis is back/);
     }
     await expect(limiter.adjust({ bucket: "tokens:x", limit: 100, amount: 5 })).resolves.toBeUndefined();
-    // Not a made-up empty bucket: nothing is known of it.
-    expect(await limiter.peek({ bucket: "requests:x", limit: 2 })).toBeUndefined();
+    // Empty until the 503's retry-after, not a minute.
+    expect(await limiter.peek({ bucket: "requests:x", limit: 2 })).toEqual({
+      limit: 2,
+      remaining: 0,
+      resetMs: 5_000,
+    });
     expect(performance.now() - started).toBeLessThan(LONG_COMMAND_TIMEOUT_MS);
     await limiter.close();
     expect(lines.filter((line) => line.startsWith("error:"))).toHaveLength(1);
@@ -261,8 +268,7 @@ describe("redis rate limiter when Redis does not answer", () => {
     const results = await Promise.all(
       Array.from({ length: 10 }, () => limiter.take({ bucket: "requests:x", limit: 2, amount: 1 })),
     );
-    // Admitted unchecked (fail-open): nothing taken, nothing known of the bucket.
-    expect(results).toEqual(Array.from({ length: 10 }, () => undefined));
+    expect(results.every((result) => result.allowed)).toBe(true);
     await limiter.close();
     silentServer.close();
     // The command timeout gave up, not the connection's handshake watchdog (2 s).
@@ -307,17 +313,16 @@ describe("redis rate limiter when Redis does not answer", () => {
       commandTimeoutMs: 200,
     });
     const take = () => limiter.take({ bucket: "requests:x", limit: 2, amount: 1 });
-    // Admitted unchecked (fail-open), every time.
-    expect(await take()).toBeUndefined();
+    expect((await take()).allowed).toBe(true);
     const asked = commands;
     expect(asked).toBeGreaterThan(0);
     // Within the rest that follows, no request asks Redis (each would wait out the timeout).
-    for (let index = 0; index < 10; index++) expect(await take()).toBeUndefined();
+    for (let index = 0; index < 10; index++) expect((await take()).allowed).toBe(true);
     expect(commands).toBe(asked);
     // After the rest, one request asks again; those that come while it waits do not ask.
     await sleep(REDIS_REST_MS + 50);
     const results = await Promise.all(Array.from({ length: 10 }, take));
-    expect(results).toEqual(Array.from({ length: 10 }, () => undefined));
+    expect(results.every((result) => result.allowed)).toBe(true);
     expect(commands).toBe(asked + 1);
     await limiter.close();
     silentServer.close();
@@ -342,7 +347,7 @@ describe.skipIf(!("url" in redis))("redis rate limiter when its connection drops
     });
     onTestFinished(() => limiter.close());
     const bucket = { bucket: "requests:dropped", limit: 1000, amount: 1 };
-    expect((await limiter.take(bucket))?.allowed).toBe(true);
+    expect((await limiter.take(bucket)).allowed).toBe(true);
     // The connection drops (Redis itself stays up: a proxy, a load balancer, CLIENT KILL).
     proxy.setMode("cut");
     proxy.setMode("forward");
@@ -352,7 +357,7 @@ describe.skipIf(!("url" in redis))("redis rate limiter when its connection drops
     for (let waited = 0; proxy.accepted < 2 && waited < 1500; waited += 20) await sleep(20);
     expect(proxy.accepted).toBe(2);
     await sleep(200);
-    expect((await limiter.take(bucket))?.allowed).toBe(true);
+    expect((await limiter.take(bucket)).allowed).toBe(true);
   });
 });
 
@@ -369,8 +374,8 @@ describe.skipIf(!hasRedisServerBinary)("redis rate limiter across a Redis restar
       logger,
     });
     const bucket = { bucket: "requests:r", limit: 1, amount: 1 };
-    expect((await limiter.take(bucket))?.allowed).toBe(true);
-    expect((await limiter.take(bucket))?.allowed).toBe(false);
+    expect((await limiter.take(bucket)).allowed).toBe(true);
+    expect((await limiter.take(bucket)).allowed).toBe(false);
 
     await server.stop();
     for (let index = 0; index < 10; index++) {
@@ -386,7 +391,7 @@ describe.skipIf(!hasRedisServerBinary)("redis rate limiter across a Redis restar
       if (result === undefined) await sleep(100);
     }
     expect(result?.allowed).toBe(true);
-    expect((await limiter.take(bucket))?.allowed).toBe(false);
+    expect((await limiter.take(bucket)).allowed).toBe(false);
     await limiter.close();
     expect(lines.filter((line) => line.startsWith("error:"))).toHaveLength(1);
     expect(lines.filter((line) => /reachable again/.test(line))).toHaveLength(1);
