@@ -3,6 +3,7 @@
 import "./process/drop-sqlite-warning.ts";
 import { once } from "node:events";
 import { CliError } from "./admin/cli-error.ts";
+import { describeStoreCommand } from "./admin/describe-store-command.ts";
 import { hideKeySecrets } from "./admin/read-key-reference.ts";
 import { showControlCharacters } from "./admin/show-control-characters.ts";
 import type { Config } from "./catalog/catalog.ts";
@@ -33,7 +34,8 @@ Commands:
                                                     the usage ledger
   audit [--repair-spent]                            check balances against credits and charges;
                                                     exit 1 with a report where they disagree
-  backup FILE                                       copy the SQLite database to a new FILE, while serving
+  backup FILE|FOLDER/                               copy the SQLite database to a new FILE (or a new
+                                                    file named for the time in FOLDER), while serving
   restore FILE                                      replace the SQLite database with a backup;
                                                     the server must be stopped
   models list                                       list the catalogue
@@ -42,7 +44,7 @@ Commands:
                                                     write a tiny random-weight GGUF for tests and demos
 
 Every command accepts --config FILE (else TOLLGATE_CONFIG, else ./tollgate.yaml, else the built-in catalogue),
-and --help (or -h) anywhere for its usage.`;
+and --help (or -h) wherever an option may stand for its usage. Give each option once.`;
 
 /** The commands that answer `--help` with their own usage. */
 const COMMANDS_WITH_HELP = new Set([
@@ -58,20 +60,26 @@ const COMMANDS_WITH_HELP = new Set([
 /** Those of them that take a subcommand (`keys list`). */
 const COMMAND_GROUPS = new Set(["accounts", "keys", "models"]);
 
-/** Takes `--config FILE` / `--config=FILE` out of the arguments, wherever it stands. */
+/**
+ * Takes `--config FILE` / `--config=FILE` out of the arguments, wherever it stands. An empty path
+ * (`--config "$CONF"` with CONF unset) is refused, not taken for no `--config`: that read
+ * ./tollgate.yaml or made a new default database. Given twice it is refused too, as any option is.
+ */
 function extractConfigOption(argv: string[]): { file: string | undefined; rest: string[] } {
   const rest: string[] = [];
   let file: string | undefined;
   for (let index = 0; index < argv.length; index++) {
     const argument = argv[index]!;
-    if (argument === "--config") {
-      file = argv[++index];
-      if (file === undefined) throw new CliError("--config needs a file path");
-    } else if (argument.startsWith("--config=")) {
-      file = argument.slice("--config=".length);
-    } else {
+    let given: string | undefined;
+    if (argument === "--config") given = argv[++index];
+    else if (argument.startsWith("--config=")) given = argument.slice("--config=".length);
+    else {
       rest.push(argument);
+      continue;
     }
+    if (given === undefined || given === "") throw new CliError("--config needs a file path");
+    if (file !== undefined) throw new CliError("--config is given twice; give it once");
+    file = given;
   }
   return { file, rest };
 }
@@ -84,16 +92,27 @@ function extractConfigOption(argv: string[]): { file: string | undefined; rest: 
 let outputClosed = false;
 /** Lines written to stdout so far: a command that fails half-way says its output is cut short. */
 let linesWritten = 0;
+/** The store command running (`withStore`), for what a failed write of its output says. */
+let runningStoreCommand: ReturnType<typeof describeStoreCommand> | undefined;
 process.stdout.on("error", (error: NodeJS.ErrnoException) => {
   outputClosed = true;
   if (error.code === "EPIPE" || error.code === "ERR_STREAM_DESTROYED") return;
   // Output that cannot be written (`> /dev/full`, a full disk) is lost, not dropped on request:
-  // the command goes on to its end (what it stores is stored) but fails, saying why.
+  // the command goes on to its end (what it stores is stored) but fails, saying why, and that a
+  // change it prints after making it is made (it said only that the output was lost).
   process.stderr.write(
-    `tollgate: could not write the output (${error.message}); what the command printed is lost\n`,
+    `tollgate: could not write the output (${error.message}); what the command printed is lost${describeMadeChange(runningStoreCommand)}\n`,
   );
   process.exitCode = 1;
 });
+
+function describeMadeChange(command: ReturnType<typeof describeStoreCommand> | undefined): string {
+  if (command?.effect !== "writes") return "";
+  const see = command.check === undefined ? "" : ` (see it with ${command.check})`;
+  return command.command === "keys create"
+    ? `, but the key is made${see}: its secret was in that output, so revoke the key and create another.`
+    : `, but the change is made${see}.`;
+}
 const out = {
   write: (line: string) => {
     if (outputClosed) return;
@@ -158,14 +177,14 @@ async function withStore<T>(
   const store = await openStore(config.database, { upgrade: false, stampCreations: true });
   if (missing !== undefined) process.stderr.write(`tollgate: ${describeNewDatabase(missing, config)}\n`);
   const started = performance.now();
+  runningStoreCommand = describeStoreCommand(command.name, command.args, configFile);
   try {
     return await run(store, config);
   } catch (error) {
     const { explainStoreFailure } = await import("./admin/explain-store-failure.ts");
-    const { describeStoreCommand } = await import("./admin/describe-store-command.ts");
     throw explainStoreFailure(error, {
       database: config.database,
-      ...describeStoreCommand(command.name, command.args, configFile),
+      ...runningStoreCommand,
       linesWritten,
       elapsedMs: performance.now() - started,
     });

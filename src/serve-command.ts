@@ -32,7 +32,7 @@ export async function runServeCommand(
   configFile: string | undefined,
   out: OutputSink,
 ): Promise<void> {
-  if (isHelpRequested(argv)) {
+  if (isHelpRequested(argv, SERVE_USAGE)) {
     out.write(`Usage: ${SERVE_USAGE}`);
     return;
   }

@@ -20,7 +20,7 @@ export interface AuditOutcome {
  * needs no store, so the CLI calls it before opening one.
  */
 export function writeAuditHelp(argv: readonly string[], out: OutputSink): boolean {
-  if (argv[0] !== "help" && !isHelpRequested(argv)) return false;
+  if (argv[0] !== "help" && !isHelpRequested(argv, USAGE)) return false;
   out.write(`Usage: ${USAGE}`);
   return true;
 }

@@ -23,7 +23,7 @@ For a PostgreSQL database use pg_dump instead.`;
 
 /** Answers `tollgate backup --help`; it needs no config, so the CLI calls it first. */
 export function writeBackupHelp(argv: readonly string[], out: OutputSink): boolean {
-  if (argv[0] !== "help" && !isHelpRequested(argv)) return false;
+  if (argv[0] !== "help" && !isHelpRequested(argv, USAGE)) return false;
   out.write(HELP);
   return true;
 }

@@ -35,9 +35,10 @@ function unknownSubcommand(group: string, subcommand: string, usage: SubcommandU
 /**
  * Writes the usage that `argv` (what follows the group name) asks for, and returns whether it
  * did: `help`, `--help` or `-h` as the subcommand gets the group's usage (or, followed by a known
- * subcommand, that subcommand's), `--help` or `-h` after a known subcommand that subcommand's;
- * after an unknown one, it throws the unknown subcommand's {@link CliError}. It reads nothing but
- * the arguments, so the CLI answers help before it loads the config or opens the store.
+ * subcommand, that subcommand's), `--help` or `-h` where an option may stand after a known
+ * subcommand that subcommand's (as an option's value, `--note -h`, it asks for nothing); after an
+ * unknown one, it throws the unknown subcommand's {@link CliError}. It reads nothing but the
+ * arguments, so the CLI answers help before it loads the config or opens the store.
  */
 export function writeSubcommandHelp(options: {
   group: string;
@@ -56,11 +57,13 @@ export function writeSubcommandHelp(options: {
     for (const line of listUsageLines(options.usage)) options.out.write(line);
     return true;
   }
-  if (subcommand === undefined || !isHelpRequested(rest)) return false;
+  if (subcommand === undefined) return false;
+  const usage = Object.hasOwn(options.usage, subcommand) ? options.usage[subcommand] : undefined;
+  // With the usage line, `-h` as an option's value (`credit acme 1 --note -h`) is that value.
+  if (!isHelpRequested(rest, usage)) return false;
   // `keys rotate --help`: refused here, before the config is read or the store opened.
-  if (!Object.hasOwn(options.usage, subcommand))
-    throw unknownSubcommand(options.group, subcommand, options.usage);
-  options.out.write(`Usage: ${options.usage[subcommand]}`);
+  if (usage === undefined) throw unknownSubcommand(options.group, subcommand, options.usage);
+  options.out.write(`Usage: ${usage}`);
   return true;
 }
 

@@ -11,27 +11,27 @@ export interface CommandArguments {
 }
 
 /**
- * Parses a subcommand's own arguments strictly: an unknown option, a missing option value or
- * a wrong number of positionals is a {@link CliError} that ends with the usage line.
+ * Parses a subcommand's own arguments strictly: an unknown option, a missing option value, an
+ * option given more than once or a wrong number of positionals is a {@link CliError} that ends
+ * with the usage line.
+ *
+ * The argument after an option that takes a value is that value even when it starts with "-"
+ * (`--note -h`, `--seed -1`), as getopt reads it, unless it is one of the command's own options
+ * (`--account --name x` forgot the account): then the value is missing.
  */
 export function parseCommandArguments(
   argv: readonly string[],
   definition: { options: CommandOptions; positionals: number; usage: string },
 ): CommandArguments {
-  let parsed: {
-    values: Record<string, string | boolean | (string | boolean)[] | undefined>;
-    positionals: string[];
-  };
+  let parsed: ReturnType<typeof parseTokens>;
   try {
-    parsed = parseArgs({
-      args: [...argv],
-      options: definition.options,
-      allowPositionals: true,
-      strict: true,
-    });
+    parsed = parseTokens(attachDashValues(argv, definition.options), definition.options);
   } catch (error) {
-    throw new CliError(`${describeParseError(error)}\nUsage: ${definition.usage}`, { cause: error });
+    throw new CliError(`${describeParseError(error, definition.options)}\nUsage: ${definition.usage}`, {
+      cause: error,
+    });
   }
+  refuseRepeatedOptions(parsed.tokens, definition.usage);
   if (parsed.positionals.length !== definition.positionals) {
     const problem =
       parsed.positionals.length < definition.positionals
@@ -40,11 +40,71 @@ export function parseCommandArguments(
     throw new CliError(`${problem}\nUsage: ${definition.usage}`);
   }
   const values: Record<string, string | boolean | undefined> = {};
-  for (const [name, value] of Object.entries(parsed.values)) {
-    // Without `multiple`, parseArgs keeps the last of repeated options; arrays do not occur.
-    values[name] = Array.isArray(value) ? value.at(-1) : value;
-  }
+  // Without `multiple` parseArgs keeps the last of repeated options, which are refused above.
+  for (const [name, value] of Object.entries(parsed.values))
+    values[name] = Array.isArray(value) ? undefined : value;
   return { values, positionals: parsed.positionals };
+}
+
+function parseTokens(args: string[], options: CommandOptions) {
+  return parseArgs({ args, options, allowPositionals: true, strict: true, tokens: true });
+}
+
+/**
+ * `argv` with each value that starts with "-" written onto its option (`--note`, `-h` becomes
+ * `--note=-h`), which parseArgs would otherwise refuse as ambiguous: see
+ * {@link parseCommandArguments}.
+ */
+function attachDashValues(argv: readonly string[], options: CommandOptions): string[] {
+  const attached: string[] = [];
+  for (let index = 0; index < argv.length; index++) {
+    const argument = argv[index]!;
+    if (argument === "--") return [...attached, ...argv.slice(index)];
+    const next = argv[index + 1];
+    const option = findOption(argument, options);
+    if (
+      next === undefined ||
+      next === "--" ||
+      !next.startsWith("-") ||
+      argument.includes("=") ||
+      option?.type !== "string" ||
+      findOption(next, options) !== undefined
+    ) {
+      attached.push(argument);
+      continue;
+    }
+    attached.push(argument.startsWith("--") ? `${argument}=${next}` : `${argument}${next}`);
+    index++;
+  }
+  return attached;
+}
+
+/** The definition of the option `argument` names (`--note`, `--note=x`, `-n`), if it is one. */
+function findOption(argument: string, options: CommandOptions): CommandOptions[string] | undefined {
+  if (argument.startsWith("--")) {
+    const name = argument.slice(2).split("=")[0]!;
+    return Object.hasOwn(options, name) ? options[name] : undefined;
+  }
+  if (!argument.startsWith("-") || argument.length < 2) return undefined;
+  return Object.values(options).find((option) => option.short === argument[1]);
+}
+
+/**
+ * An option given twice is refused rather than the last one taken: `--balance 100 --balance 1`
+ * created the account with 1, `--account acme --account ACME` made the key on ACME.
+ */
+function refuseRepeatedOptions(tokens: readonly { kind: string; name?: string }[], usage: string): void {
+  const counts = new Map<string, number>();
+  for (const token of tokens) {
+    if (token.kind !== "option" || token.name === undefined) continue;
+    counts.set(token.name, (counts.get(token.name) ?? 0) + 1);
+  }
+  for (const [name, count] of counts) {
+    if (count < 2) continue;
+    throw new CliError(
+      `--${name} is given ${count === 2 ? "twice" : `${count} times`}; give it once.\nUsage: ${usage}`,
+    );
+  }
 }
 
 /**
@@ -73,23 +133,55 @@ function namePositionals(usage: string): string[] {
       afterOption = true;
       continue;
     }
-    if (!afterOption && /^[A-Z][A-Z0-9_|]*$/.test(word)) names.push(word);
+    if (!afterOption && /^[A-Z][A-Z0-9_|]*\/?$/.test(word)) names.push(word);
     afterOption = false;
   }
   return names;
 }
 
 /**
- * Whether the arguments ask for help: `--help` or `-h` anywhere before a `--` (after which
- * everything is a positional), so `tollgate keys create --account acme --help` shows the usage
- * instead of refusing an unknown option.
+ * Whether the arguments ask for help: `--help` or `-h` where an option may stand, before a `--`
+ * (after which everything is a positional), so `tollgate keys create --account acme --help` shows
+ * the usage instead of refusing an unknown option. Given the command's `usage` line, the
+ * argument after an option it shows with a value (`[--note TEXT]`) is that value, as
+ * {@link parseCommandArguments} reads it: `accounts credit acme 1 --note -h` credits, with the
+ * note "-h", rather than printing the usage and exiting 0 without crediting. Without `usage`,
+ * `-h` and `--help` anywhere ask for help.
+ *
+ * `--help=yes` is refused here (a {@link CliError}), before the config is read or the store
+ * opened, rather than taken for an unknown option.
  */
-export function isHelpRequested(argv: readonly string[]): boolean {
-  for (const argument of argv) {
+export function isHelpRequested(argv: readonly string[], usage?: string): boolean {
+  const options = usage === undefined ? new Map<string, boolean>() : readUsageOptions(usage);
+  const nameOf = (argument: string) => (argument.startsWith("--") ? argument.slice(2).split("=")[0]! : "");
+  const isOwnOption = (argument: string) => options.has(nameOf(argument));
+  for (let index = 0; index < argv.length; index++) {
+    const argument = argv[index]!;
     if (argument === "--") return false;
     if (argument === "--help" || argument === "-h") return true;
+    if (argument.startsWith("--help=")) {
+      throw new CliError(
+        `--help takes no value: write --help alone for the usage.${usage === undefined ? "" : `\nUsage: ${usage}`}`,
+      );
+    }
+    const next = argv[index + 1];
+    const takesValue = !argument.includes("=") && options.get(nameOf(argument)) === true;
+    if (takesValue && next !== undefined && !isOwnOption(next)) index++;
   }
   return false;
+}
+
+/**
+ * The options a usage line shows, by name, and whether each takes a value: one followed by a
+ * word that is no option (`--note TEXT`, `--format table|json`) does, one followed by `]` or
+ * `|` (`--all-models]`, `--no-rpm]`) does not.
+ */
+function readUsageOptions(usage: string): Map<string, boolean> {
+  const options = new Map<string, boolean>();
+  for (const match of usage.matchAll(/--([a-z][a-z0-9-]*)(\s+[^\s[\]|-])?/g)) {
+    options.set(match[1]!, match[2] !== undefined);
+  }
+  return options;
 }
 
 /**
@@ -108,7 +200,7 @@ export function stringOption(values: CommandArguments["values"], name: string): 
   return typeof value === "string" ? value : undefined;
 }
 
-function describeParseError(error: unknown): string {
+function describeParseError(error: unknown, options: CommandOptions): string {
   if (!(error instanceof Error)) return "Invalid arguments.";
   const code = "code" in error ? error.code : undefined;
   const option = /'([^']+)'/.exec(error.message)?.[1];
@@ -118,9 +210,15 @@ function describeParseError(error: unknown): string {
       if (option !== undefined && /^-[0-9.]/.test(option)) {
         return `'${option}' is a negative number, which no argument takes: amounts, limits and counts are positive.`;
       }
+      // `--help=yes`, which parseArgs names without its value.
+      if (option === "--help") return "--help takes no value: write --help alone for the usage.";
       return `Unknown option '${option ?? "?"}'.`;
-    case "ERR_PARSE_ARGS_INVALID_OPTION_VALUE":
-      return `Option '${(option ?? "?").replace(/ <value>$/, "")}' needs a value (write --option=VALUE for a value that starts with "-").`;
+    case "ERR_PARSE_ARGS_INVALID_OPTION_VALUE": {
+      const name = (option ?? "?").replace(/ <value>$/, "");
+      // `--all-models=yes`: parseArgs says it "does not take an argument".
+      if (findOption(name, options)?.type === "boolean") return `Option '${name}' takes no value.`;
+      return `Option '${name}' needs a value (write --option=VALUE for a value that starts with "-").`;
+    }
     default:
       return error.message;
   }

@@ -23,7 +23,7 @@ For a PostgreSQL database use pg_restore into a new, empty database.`;
 
 /** Answers `tollgate restore --help`; it needs no config, so the CLI calls it first. */
 export function writeRestoreHelp(argv: readonly string[], out: OutputSink): boolean {
-  if (argv[0] !== "help" && !isHelpRequested(argv)) return false;
+  if (argv[0] !== "help" && !isHelpRequested(argv, USAGE)) return false;
   out.write(HELP);
   return true;
 }

@@ -1,4 +1,5 @@
 import { formatAmount } from "../billing/money.ts";
+import { shortenText } from "../errors/cut-text.ts";
 import type { Store } from "../store/store.ts";
 import { USAGE_GROUPINGS, type UsageGrouping } from "../store/usage-query.ts";
 import { CliError, type OutputSink, pacedByReader } from "./cli-error.ts";
@@ -35,7 +36,7 @@ Times printed (CREATED, created) are UTC.`;
  * needs no store, so the CLI calls it before opening one.
  */
 export function writeUsageHelp(argv: readonly string[], out: OutputSink): boolean {
-  if (argv[0] !== "help" && !isHelpRequested(argv)) return false;
+  if (argv[0] !== "help" && !isHelpRequested(argv, USAGE)) return false;
   out.write(HELP);
   return true;
 }
@@ -125,7 +126,9 @@ function readChoice<const T extends readonly string[]>(
   if (value === undefined) return undefined;
   const choice = choices.find((each) => each === value);
   if (choice !== undefined) return choice;
-  throw new CliError(`${option} must be ${choices.join(", ")}, not '${value}'.\nUsage: ${USAGE}`);
+  throw new CliError(
+    `${option} must be ${choices.join(", ")}, not '${shortenText(value)}'.\nUsage: ${USAGE}`,
+  );
 }
 
 /** An array of rows, one per line: `[`, the rows (each but the last ending with a comma), `]`. */

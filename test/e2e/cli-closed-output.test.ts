@@ -95,6 +95,40 @@ describe("a CLI whose output is closed early", () => {
     expect(code).toBe(1);
   });
 
+  it.skipIf(!existsSync("/dev/full"))(
+    "says that a change it printed is made, when the output cannot be written (regression: only 'lost')",
+    async () => {
+      const run = (...args: string[]) => {
+        const full = openSync("/dev/full", "w");
+        const result = spawnSync(process.execPath, [cli, ...args, "--config", configFile], {
+          stdio: ["ignore", full, "pipe"],
+          encoding: "utf8",
+        });
+        closeSync(full);
+        return result;
+      };
+      const credited = run("accounts", "credit", "piped", "1");
+      expect(credited.status).toBe(1);
+      expect(credited.stderr).toBe(
+        "tollgate: could not write the output (ENOSPC: no space left on device, write); what the command printed is lost, but the change is made (see it with `tollgate accounts show 'piped' --config " +
+          `'${configFile}'\`).\n`,
+      );
+      const created = run("keys", "create", "--account", "piped", "--name", "lost");
+      expect(created.status).toBe(1);
+      expect(created.stderr).toMatch(
+        /printed is lost, but the key is made \(see it with `tollgate keys list --account 'piped' --config .*`\): its secret was in that output, so revoke the key and create another\.\n$/,
+      );
+      const listed = spawnSync(
+        process.execPath,
+        [cli, "keys", "list", "--account", "piped", "--config", configFile],
+        {
+          encoding: "utf8",
+        },
+      );
+      expect(listed.stdout).toContain("lost");
+    },
+  );
+
   it("still fails an audit that finds a problem", async () => {
     const database = new DatabaseSync(join(folder, "tollgate.db"));
     database.prepare("UPDATE accounts SET balance_nano = balance_nano + 1 WHERE name = 'piped'").run();

@@ -1,0 +1,210 @@
+/**
+ * How the CLI reads its options. Regressions: a repeated option was taken silently, the last one
+ * winning (`accounts create dupbal --balance 100 --balance 1` made the account with 1, `keys
+ * create --account acme --account ACME` made the key on ACME, `--config a.yaml --config b.yaml`
+ * acted on b's store); `-h` or `--help` as an option's value turned the command into help, exit
+ * 0, so `accounts credit acme 1 --note -h` credited nothing; `--config ""` was taken for no
+ * `--config` and made a new default database; `--help=yes` was an "unknown option", `--seed -1`
+ * and `--port -1` "needed a value", and `backup` without its argument did not name it.
+ */
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { runAccountsCommand } from "../../src/admin/accounts-command.ts";
+import { runBackupCommand } from "../../src/admin/backup-command.ts";
+import { CliError } from "../../src/admin/cli-error.ts";
+import { writeSubcommandHelp } from "../../src/admin/dispatch-subcommand.ts";
+import { runKeysCommand } from "../../src/admin/keys-command.ts";
+import { isHelpRequested, parseCommandArguments } from "../../src/admin/parse-command-arguments.ts";
+import { openStore } from "../../src/store/open-store.ts";
+import type { Store } from "../../src/store/store.ts";
+import { makeTemporaryDirectory, newDatabaseUrl } from "../store/temporary-directory.ts";
+import { runCli } from "../support/run-cli.ts";
+import { collectOutput } from "./cli-output.ts";
+
+const directory = makeTemporaryDirectory();
+let store: Store;
+
+beforeEach(async () => {
+  store = await openStore(newDatabaseUrl(directory));
+  await runAccountsCommand(store, ["create", "acme"], collectOutput());
+  await runAccountsCommand(store, ["create", "ACME"], collectOutput());
+});
+
+afterEach(async () => {
+  await store.close();
+});
+
+async function accounts(...argv: string[]): Promise<string[]> {
+  const out = collectOutput();
+  await runAccountsCommand(store, argv, out);
+  return out.lines;
+}
+
+async function keys(...argv: string[]): Promise<string[]> {
+  const out = collectOutput();
+  await runKeysCommand(store, argv, out);
+  return out.lines;
+}
+
+const serveLike = {
+  options: { port: { type: "string" }, "all-models": { type: "boolean" }, account: { type: "string" } },
+  positionals: 0,
+  usage: "tollgate example [--port N] [--all-models] [--account NAME|ID]",
+} as const;
+
+describe("an option given twice", () => {
+  it("is refused, and the account is not created (regression: the last --balance won)", async () => {
+    await expect(accounts("create", "dupbal", "--balance", "100", "--balance", "1")).rejects.toThrow(
+      new CliError(
+        "--balance is given twice; give it once.\nUsage: tollgate accounts create NAME [--balance AMOUNT]",
+      ),
+    );
+    expect(await store.getAccountByName("dupbal")).toBeUndefined();
+  });
+
+  it("is refused, and no key is made (regression: the key was made on the last --account)", async () => {
+    await expect(keys("create", "--account", "acme", "--account", "ACME")).rejects.toThrow(
+      /^--account is given twice; give it once\.\nUsage: tollgate keys create/,
+    );
+    expect(await keys("list")).toEqual([
+      "No keys yet. Create one with `tollgate keys create --account NAME`.",
+    ]);
+  });
+
+  it("is refused whether written --option VALUE or --option=VALUE, and counted past two", () => {
+    expect(() => parseCommandArguments(["--port", "1", "--port=2"], serveLike)).toThrow(
+      /^--port is given twice/,
+    );
+    expect(() => parseCommandArguments(["--all-models", "--all-models", "--all-models"], serveLike)).toThrow(
+      /^--all-models is given 3 times; give it once\./,
+    );
+  });
+
+  it("is not an option after --", () => {
+    expect(parseCommandArguments(["--port", "1", "--", "--port"], { ...serveLike, positionals: 1 })).toEqual({
+      values: { port: "1" },
+      positionals: ["--port"],
+    });
+  });
+});
+
+describe("-h and --help as an option's value", () => {
+  it("are that value: the credit is written with the note (regression: usage printed, exit 0)", async () => {
+    for (const note of ["-h", "--help"]) await accounts("credit", "acme", "1", "--note", note);
+    const account = await store.getAccountByName("acme");
+    expect(account?.balanceNano).toBe(2_000_000_000n);
+    const notes = (await store.listCredits(account?.id ?? "")).map((credit) => credit.note);
+    expect(notes).toEqual(expect.arrayContaining(["-h", "--help"]));
+  });
+
+  it("are that value for a key's name, which the name rules then judge", async () => {
+    const lines = await keys("create", "--account", "acme", "--name", "--help");
+    expect(lines).toContain("name:      --help");
+  });
+
+  it("still ask for help where an option may stand, after a value or a flag", () => {
+    const usage = {
+      create: "tollgate keys create --account NAME|ID [--name N]",
+      update: "tollgate keys update ID [--all-models]",
+    };
+    for (const argv of [
+      ["create", "--account", "acme", "--help"],
+      ["create", "--account=acme", "-h"],
+      ["create", "--name", "x", "--account", "acme", "-h"],
+      ["update", "x", "--all-models", "-h"],
+    ]) {
+      const out = collectOutput();
+      expect(writeSubcommandHelp({ group: "keys", usage, argv, out })).toBe(true);
+      expect(out.lines).toHaveLength(1);
+    }
+    expect(
+      writeSubcommandHelp({ group: "keys", usage, argv: ["create", "--name", "-h"], out: collectOutput() }),
+    ).toBe(false);
+  });
+
+  it("is a value whatever follows, and an option of the command is no value", () => {
+    expect(isHelpRequested(["--account", "-h"], serveLike.usage)).toBe(false);
+    expect(isHelpRequested(["--account", "--all-models", "-h"], serveLike.usage)).toBe(true);
+    expect(() => parseCommandArguments(["--account", "--port", "1"], serveLike)).toThrow(
+      /^Option '--account' needs a value/,
+    );
+  });
+});
+
+describe("messages about an option's value", () => {
+  it("a negative number is the option's value, for the command to judge (regression: 'needs a value')", () => {
+    expect(parseCommandArguments(["--port", "-1"], serveLike).values).toEqual({ port: "-1" });
+  });
+
+  it("--help=yes: --help takes no value (regression: 'Unknown option')", async () => {
+    await expect(accounts("create", "x", "--help=yes")).rejects.toThrow(
+      /^--help takes no value: write --help alone for the usage\./,
+    );
+    expect(() => parseCommandArguments(["--help=yes"], serveLike)).toThrow(/^--help takes no value/);
+  });
+
+  it("a flag given a value takes no value (it 'needed a value')", () => {
+    expect(() => parseCommandArguments(["--all-models=yes"], serveLike)).toThrow(
+      /^Option '--all-models' takes no value\./,
+    );
+  });
+
+  it("backup without its argument names it", async () => {
+    await expect(runBackupCommand([], undefined, collectOutput())).rejects.toThrow(
+      new CliError("Missing argument FILE|FOLDER/.\nUsage: tollgate backup FILE|FOLDER/"),
+    );
+  });
+});
+
+describe("tollgate --config", () => {
+  const folders: string[] = [];
+  afterEach(() => {
+    for (const folder of folders.splice(0)) rmSync(folder, { recursive: true, force: true });
+  });
+
+  function runInFolder(args: string[]) {
+    const folder = mkdtempSync(join(tmpdir(), "tollgate-cli-options-"));
+    folders.push(folder);
+    writeFileSync(join(folder, "a.yaml"), "database: sqlite:./a.db\nmodels: []\n");
+    writeFileSync(join(folder, "b.yaml"), "database: sqlite:./b.db\nmodels: []\n");
+    const result = runCli(args, {
+      cwd: folder,
+      unset: ["TOLLGATE_CONFIG", "TOLLGATE_DATABASE_URL", "TOLLGATE_REDIS_URL"],
+    });
+    return { ...result, files: readdirSync(folder).sort() };
+  }
+
+  it.each([
+    ["an empty path", ["--config", "", "accounts", "list"]],
+    ["--config= with nothing after it", ["--config=", "accounts", "list"]],
+  ])("refuses %s rather than make the default database (regression)", (_case, args) => {
+    const result = runInFolder(args);
+    expect(result).toMatchObject({ code: 1, stdout: "", stderr: "tollgate: --config needs a file path\n" });
+    expect(result.files).toEqual(["a.yaml", "b.yaml"]);
+  });
+
+  it("refuses --config given twice, and opens neither store (regression: b's was used)", () => {
+    const result = runInFolder(["--config", "a.yaml", "accounts", "list", "--config=b.yaml"]);
+    expect(result).toMatchObject({
+      code: 1,
+      stdout: "",
+      stderr: "tollgate: --config is given twice; give it once\n",
+    });
+    expect(result.files).toEqual(["a.yaml", "b.yaml"]);
+  });
+
+  it("usage and serve read -h after a value-taking option as that value, not as help", () => {
+    // `usage --account -h`: the account named "-h", which does not exist.
+    const usage = runInFolder(["--config", "a.yaml", "usage", "--account", "-h"]);
+    expect(usage).toMatchObject({ code: 1, stdout: "" });
+    expect(usage.stderr).toMatch(/No account has the name or id "-h"/);
+    expect(runInFolder(["--config", "a.yaml", "usage", "-h"]).stdout).toMatch(/^Usage: tollgate usage/);
+    expect(runInFolder(["serve", "--host", "x", "--help"]).stdout).toMatch(/^Usage: tollgate serve/);
+  });
+
+  it("the main help shows backup's FOLDER/", () => {
+    expect(runInFolder(["help"]).stdout).toContain("  backup FILE|FOLDER/ ");
+  });
+});
