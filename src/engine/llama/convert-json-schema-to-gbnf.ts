@@ -57,8 +57,7 @@ import { SchemaConverter } from "./schema-converter.ts";
  *   Refused as invalid: a length or count that is not a whole number, 0 or more. Refused for a
  *   grammar only: lengths or counts above 1000, which llama.cpp's grammar parser does not take,
  *   and lengths beside a `format` it enforces that leave out some of the lengths the format's
- *   grammar writes (`date` is 10 characters, `time` 9, 13, 14 or 18, `date-time` 20, 24, 25 or
- *   29), as it writes the format whole. `enum` values that do not meet the `type` and other
+ *   grammar writes (`date` is 10 characters, `time` 8 or 12, `date-time` 20 or 24), as it writes the format whole. `enum` values that do not meet the `type` and other
  *   keywords beside them are dropped.
  * - Enforced: `type`, `properties`, `required` (as every property is emitted), `additionalProperties`
  *   of maps, `items`, `prefixItems`, `minItems`/`maxItems`, `minLength`/`maxLength`,

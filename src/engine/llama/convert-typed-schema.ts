@@ -11,13 +11,14 @@ import { child, type Position } from "./schema-position.ts";
 
 /**
  * The formats a grammar enforces, and the lengths of the strings their grammar writes
- * (node-llama-cpp's: `HH:MM:SS`, optional `.sss`, then `Z` or `+HH:MM`; a date `YYYY-MM-DD`; ours:
+ * (node-llama-cpp's, as patch-grammar-terminals.ts leaves them: a time `HH:MM:SS`, optional
+ * `.sss`, without a zone; a date `YYYY-MM-DD`; a date-time both, `T` between, ending in `Z`; ours:
  * a UUID, 8-4-4-4-12 hex digits).
  */
 const formatLengths: Record<string, readonly number[] | undefined> = Object.assign(Object.create(null), {
   date: [10],
-  time: [9, 13, 14, 18],
-  "date-time": [20, 24, 25, 29],
+  time: [8, 12],
+  "date-time": [20, 24],
   uuid: [36],
 });
 

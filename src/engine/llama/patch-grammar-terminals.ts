@@ -1,7 +1,7 @@
 import { patchGrammarDefinitions } from "./patch-grammar-definitions.ts";
 
 /**
- * Three of node-llama-cpp's JSON grammar terminals let out values that strict readers refuse. This
+ * Four of node-llama-cpp's JSON grammar terminals let out values that strict readers refuse. This
  * rewrites their rules, once per process, in the classes every JSON grammar is built from (ours
  * through create-json-grammar.ts, LlamaChat's for function parameters, the "any JSON value" rule).
  * A rule that differs from the one shipped is left as it is; node-llama-cpp is pinned to one
@@ -18,6 +18,14 @@ import { patchGrammarDefinitions } from "./patch-grammar-definitions.ts";
  * Dates (`format: "date"`, and the date of `date-time`): any month could have 31 days, so
  * "2023-02-31" and "2023-11-31" came out. Now each month has its own days, and February 29 only
  * in leap years (of the proleptic Gregorian calendar, as RFC 3339 reads them).
+ *
+ * Times (`format: "time"`, and the time of `date-time`): any of `Z` or an offset ended them, and
+ * zod, whose helpers (the `openai` SDK's `zodResponseFormat`, `zodFunction`) read the answers of
+ * most strict-output clients, refuses most of them: `.datetime()` and zod 4's `iso.datetime()`
+ * take `Z` only, `.time()` and `iso.time()` no zone at all (zod 4 sends that as the `pattern`
+ * beside the format, which the format wins over). Now a `date-time` ends in `Z` (UTC; RFC 3339
+ * and every reader take it) and a `time` has no zone (as ajv-formats takes it by default; RFC
+ * 3339's full-time would want one, which zod refuses).
  *
  * Literal strings (`enum` and `const` values, property names): only `\ " \t \r \n` were escaped,
  * so "\u0001", "\b" or "\f" came out raw inside the JSON string (which JSON.parse refuses), and a
@@ -37,6 +45,12 @@ const boundedRules = {
 };
 
 const shippedDateRule = '[0-9]{4} "-" ("0" [1-9] | "1" [012]) "-" ("0" [1-9] | [12] [0-9] | "3" [01])';
+
+const shippedTimeRule =
+  '([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9] ( "." [0-9]{3} )? ("Z" | ("+" | "-") ([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9])';
+
+/** A time of day without a zone: `time`'s; `date-time` adds `Z`. */
+const boundedTimeRule = '([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9] ( "." [0-9]{3} )?';
 
 /** Two-digit endings of leap years (a multiple of 4 but not 00), and centuries that are leap years. */
 const LEAP_YEAR =
@@ -77,7 +91,7 @@ interface GbnfStringValueClass {
 }
 
 interface GbnfFormatStringClass {
-  prototype: { _getDateGrammar(): string };
+  prototype: { format: string; _getDateGrammar(): string; _getTimeGrammar(): string };
 }
 
 /**
@@ -112,6 +126,13 @@ async function patchDates(): Promise<boolean> {
     const grammar = original.call(this);
     return grammar === shippedDateRule ? boundedDateRule : grammar;
   };
+  const originalTime = GbnfFormatString.prototype._getTimeGrammar;
+  if (typeof originalTime !== "function") return false;
+  GbnfFormatString.prototype._getTimeGrammar = function getTimeGrammar(this: { format: string }) {
+    const grammar = originalTime.call(this);
+    if (grammar !== shippedTimeRule) return grammar;
+    return this.format === "date-time" ? `${boundedTimeRule} "Z"` : boundedTimeRule;
+  };
   return true;
 }
 
@@ -131,7 +152,7 @@ async function patchStringValues(): Promise<boolean> {
 let patching: Promise<boolean> | undefined;
 
 /**
- * Patches the number, date and literal string terminals and the `$ref` one (see
+ * Patches the number, date and time, and literal string terminals and the `$ref` one (see
  * patch-grammar-definitions.ts); answers whether all four could be (else
  * those that could not are as shipped).
  */

@@ -69,6 +69,35 @@ describe("date grammars after patchGrammarTerminals", () => {
   });
 });
 
+describe("time grammars after patchGrammarTerminals", () => {
+  /** Whether the grammar of `format` takes `text` as a JSON string (node-llama-cpp's full-match check). */
+  async function acceptor(format: "date-time" | "time") {
+    expect(await patchGrammarTerminals()).toBe(true);
+    const llama = await getSharedLlama({ gpu: false });
+    const grammar = await llama.createGrammarForJsonSchema({ type: "string", format });
+    return (text: string) =>
+      (grammar as unknown as { _testText(text: string): boolean })._testText(`"${text}"\n\n\n\n`);
+  }
+
+  it("write a date-time in UTC with Z, as zod's datetime() takes (regression: offsets it refuses)", async () => {
+    const accepts = await acceptor("date-time");
+    expect(accepts("2025-12-31T18:00:00Z")).toBe(true);
+    expect(accepts("2025-12-31T18:00:00.123Z")).toBe(true);
+    expect(accepts("2025-12-31T18:00:00+02:00")).toBe(false);
+    expect(accepts("2025-12-31T18:00:00")).toBe(false);
+    expect(accepts("2025-02-30T18:00:00Z")).toBe(false);
+  });
+
+  it("write a time without a zone, as zod's time() takes (regression: Z or an offset it refuses)", async () => {
+    const accepts = await acceptor("time");
+    expect(accepts("18:00:00")).toBe(true);
+    expect(accepts("23:59:59.999")).toBe(true);
+    expect(accepts("18:00:00Z")).toBe(false);
+    expect(accepts("18:00:00-05:00")).toBe(false);
+    expect(accepts("24:00:00")).toBe(false);
+  });
+});
+
 describe("literal string grammars after patchGrammarTerminals", () => {
   const values = ["\u0001", "\b\f", "tab\there", '"\\', "\u001f\r\n", "lone \ud800", "\u007f\u2028"];
   const schema: GbnfJsonSchema = {
