@@ -12,7 +12,7 @@ import {
 import type { Store } from "../store.ts";
 import { POSTGRES_SUM_WINDOW_ROWS } from "../usage-sum-window.ts";
 import { announceCreation, readCreationHorizon } from "./creation-stamps.ts";
-import { discardReadOnlyConnections } from "./discard-read-only-connections.ts";
+import { discardUnusableConnections } from "./discard-unusable-connections.ts";
 import { parsePostgresUrl } from "./parse-postgres-url.ts";
 import { createPostgresBilling } from "./postgres-billing.ts";
 import { postgresCommitCheck } from "./postgres-commit-check.ts";
@@ -103,13 +103,14 @@ export async function openPostgresStore(
   // statement (or the next one on that connection) fails with the error, which the API answers
   // with 503 `store_unavailable`, and the pool drops the broken connection when it comes back
   // (pg marks it not queryable) and opens another when asked. A connection to a server that
-  // became read-only is healthy to pg; the store closes it itself (discard-read-only-connections.ts).
+  // became read-only, or one left waiting for the answer to a statement pg gave up on (its
+  // `query_timeout`), is healthy to pg; the store closes it itself (discard-unusable-connections.ts).
   pool.on("error", () => {});
   pool.on("connect", (client) => {
     client.on("error", () => {});
   });
   const db = new Kysely<Database>({
-    dialect: new PostgresStoreDialect({ pool: discardReadOnlyConnections(pool) }),
+    dialect: new PostgresStoreDialect({ pool: discardUnusableConnections(pool) }),
   });
 
   try {
