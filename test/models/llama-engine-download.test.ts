@@ -141,7 +141,7 @@ describe("llama engine: a model URI downloaded on first use", () => {
     expect(refusal.status).toBe(503);
     // The client is told to retry; the host, the URI and the models folder are in the log only.
     expect(refusal.message).toBe(
-      "The model 'tiny-download' is unavailable: its file is not downloaded yet. The server tries again by itself; please retry later.",
+      "The model 'tiny-download' is unavailable: its file is not downloaded yet. To fix it, an operator gives the server network access to the model's host, puts the file in place (`tollgate models pull tiny-download` on a machine with access; the server's log says where), or points the model at a local GGUF file. The server tries again by itself; please retry later.",
     );
     expect(refusal.retryAfterSeconds).toBeGreaterThan(0);
     const warning = lines.find((line) => line.level === "warn")?.object as { reason?: string } | undefined;
@@ -172,7 +172,7 @@ describe("llama engine: a model URI downloaded on first use", () => {
     const engine = createEngine(`${server.baseUrl}/models/missing.gguf`, logger);
     const refusal = await refusalOf(engine);
     expect(refusal.message).toBe(
-      "The model 'tiny-download' is unavailable: its file could not be downloaded. The server's log says why and how to fix it.",
+      "The model 'tiny-download' is unavailable: its file could not be downloaded. The server's log says why and how to fix it: an operator corrects the model's engine.model (its URI, or the token of a gated repository) or points it at a local GGUF file, then reloads the server.",
     );
     expect(refusal.retryable).toBe(false);
     expect(JSON.stringify(lines.map((line) => line.object))).toContain(
