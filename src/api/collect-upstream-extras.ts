@@ -52,7 +52,7 @@ function checkKeys(extras: Record<string, unknown>): void {
   if (extras.store === true) {
     throw new AppError(
       "invalid_value",
-      "Invalid value for 'store': true is not passed on (the upstream would keep the conversation in the account of this service's operator, not yours); leave it out or send false.",
+      "Invalid value for 'store': true is refused (this service keeps no conversation for you, and an upstream model's server would keep it in the account of this service's operator, not yours); leave it out or send false.",
       { param: "store" },
     );
   }

@@ -70,7 +70,7 @@ function substituteInString(text: string, options: SubstituteVariablesOptions, p
     if (variable === undefined && !options.mayBeUnset(path)) {
       options.issues.add(
         path,
-        `environment variable ${name} is not set; set it, or write the value in the file`,
+        `environment variable ${name} is not set; set it (a running server sees only the environment it started with: restart it), or write the value in the file`,
       );
       continue;
     }

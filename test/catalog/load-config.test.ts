@@ -368,7 +368,7 @@ describe("loadConfig: ${VAR}", () => {
 
   it("names the variable and the field when a variable is not set", async () => {
     expect(await problemsOfFile(upstream("${UPSTREAM_KEY}"))).toEqual([
-      "models[0].engine.endpoints[0].api_key: environment variable UPSTREAM_KEY is not set; set it, or write the value in the file",
+      "models[0].engine.endpoints[0].api_key: environment variable UPSTREAM_KEY is not set; set it (a running server sees only the environment it started with: restart it), or write the value in the file",
     ]);
   });
 
@@ -997,8 +997,8 @@ models:
     await folder.write("tollgate.yaml", file);
     const env = { PORT: "99999", HOST: " " };
     expect(await problemsOf({ env })).toEqual([
-      "models[0].engine.endpoints[0].api_key: environment variable UPSTREAM_KEY is not set; set it, or write the value in the file",
-      "models[0].engine.endpoints[0].headers.X-Gateway-Key: environment variable GATEWAY_KEY is not set; set it, or write the value in the file",
+      "models[0].engine.endpoints[0].api_key: environment variable UPSTREAM_KEY is not set; set it (a running server sees only the environment it started with: restart it), or write the value in the file",
+      "models[0].engine.endpoints[0].headers.X-Gateway-Key: environment variable GATEWAY_KEY is not set; set it (a running server sees only the environment it started with: restart it), or write the value in the file",
       'PORT (environment): must be an integer from 0 to 65535 (got "99999")',
     ]);
     const config = await load({ env, purpose: "command" });
@@ -1010,7 +1010,7 @@ models:
   it("still needs every other variable, and reports one that is not set once (not also as an empty value)", async () => {
     await folder.write("tollgate.yaml", file.replace("https://api.example.com/v1", "${UPSTREAM_URL}"));
     expect(await problemsOf({ env: { UPSTREAM_KEY: "k" }, purpose: "command" })).toEqual([
-      "models[0].engine.endpoints[0].base_url: environment variable UPSTREAM_URL is not set; set it, or write the value in the file",
+      "models[0].engine.endpoints[0].base_url: environment variable UPSTREAM_URL is not set; set it (a running server sees only the environment it started with: restart it), or write the value in the file",
     ]);
   });
 });

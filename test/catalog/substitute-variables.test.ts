@@ -25,7 +25,9 @@ describe("substituteVariables", () => {
   it("names the field and variable when it is not set, except where unset is allowed", () => {
     expect(substitute({ list: ["${MISSING}"], optional: "${MISSING}" }, {})).toEqual({
       result: { list: [""], optional: "" },
-      problems: ["list[0]: environment variable MISSING is not set; set it, or write the value in the file"],
+      problems: [
+        "list[0]: environment variable MISSING is not set; set it (a running server sees only the environment it started with: restart it), or write the value in the file",
+      ],
     });
   });
 

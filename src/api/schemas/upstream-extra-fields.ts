@@ -30,7 +30,7 @@ export const UPSTREAM_EXTRA_FIELDS = {
         minLength: 1,
         maxLength: 64,
         description:
-          "The upstream's processing tier: `auto`, `default` or `flex`, passed on to upstream models as sent (others, such as `priority`, which bill the operator more than the model's price covers, are refused); local models ignore it. Tollgate's own price does not change with it.",
+          "The upstream's processing tier: `auto`, `default` or `flex`, passed on to upstream models as sent (local models ignore it); others, such as `priority`, which bill the operator more than the model's price covers, are refused whatever the model. Tollgate's own price does not change with it.",
       }),
     ),
   ),
@@ -68,7 +68,7 @@ export const UPSTREAM_EXTRA_FIELDS = {
     Nullable(
       Type.Boolean({
         description:
-          "`false` is passed on to upstream models; `true` is refused: the upstream would keep the conversation in the account of the service's operator (OpenAI's stored completions). Local models ignore it.",
+          "`false` is passed on to upstream models (local models ignore it); `true` is refused whatever the model: an upstream would keep the conversation in the account of the service's operator (OpenAI's stored completions).",
       }),
     ),
   ),
