@@ -8,7 +8,7 @@ import { DEFAULT_MAX_QUEUE, DEFAULT_OWNED_BY, DEFAULT_PARALLEL } from "./config-
 /** The id of the built-in model. */
 export const DEFAULT_MODEL_ID = "qwen2.5-0.5b-instruct";
 
-/** Where the built-in model's GGUF comes from (Qwen2.5 0.5B Instruct, Q4_K_M, about 400 MB). */
+/** Where the built-in model's GGUF comes from (Qwen2.5 0.5B Instruct, Q4_K_M, about 0.5 GB). */
 export const DEFAULT_MODEL_URI = "hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF:Q4_K_M";
 
 /** `created` of the built-in model: a constant (2024-09-19T00:00:00Z, the model's release). */
