@@ -76,13 +76,14 @@ export function describeBodyStall(stallMs: number): AppError {
  * connection. Nothing is written once a response has started on the socket (a pipelined
  * request's error would corrupt it), nor to a connection the client already reset. Returns the
  * error answered to a request that reached no route (the parser refused it, or its headers never
- * came in full), which no other hook records; `undefined` otherwise.
+ * came in full), which no other hook records, with the request id its answer carries; `undefined`
+ * otherwise.
  */
 export function answerClientError(
   error: ClientError,
   socket: HttpSocket,
   timeouts: RequestTimeouts,
-): AppError | undefined {
+): { error: AppError; requestId: string } | undefined {
   if (error.code === "ECONNRESET" || socket.destroyed) return undefined;
   // The request was answered already (early, its body still unread): a second answer would
   // reach the client as the response to a request it never sent.
@@ -100,9 +101,9 @@ export function answerClientError(
   // unless its client ended the connection mid-request (it is gone: the answer reaches no one).
   if (incoming != null && error.code !== CLIENT_ENDED_MID_REQUEST)
     refusedByClientError.set(incoming, appError);
-  writeErrorAndClose(socket, appError);
+  const requestId = writeErrorAndClose(socket, appError);
   // Such a request the server records (with this answer, or as left); the others no one does.
-  return bodyComing ? undefined : appError;
+  return bodyComing ? undefined : { error: appError, requestId };
 }
 
 /** llhttp's error for a connection its client ended before the request was complete. */
@@ -129,8 +130,9 @@ export function refuseConnect(socket: Duplex): void {
   );
 }
 
-/** Writes `appError` as a whole response on `socket`, which is then closed. */
-function writeErrorAndClose(socket: Duplex, appError: AppError): void {
+/** Writes `appError` as a whole response on `socket`, which is then closed; answers its request id. */
+function writeErrorAndClose(socket: Duplex, appError: AppError): string {
+  const requestId = createRequestId();
   const body = JSON.stringify(toWireError(appError));
   const head = [
     `HTTP/1.1 ${appError.status} ${STATUS_CODES[appError.status] ?? "Error"}`,
@@ -138,11 +140,12 @@ function writeErrorAndClose(socket: Duplex, appError: AppError): void {
     `content-length: ${Buffer.byteLength(body)}`,
     "connection: close",
     // Every response has one (SPEC §4); a request that could not be read has no id of its own.
-    `x-request-id: ${createRequestId()}`,
+    `x-request-id: ${requestId}`,
   ].join("\r\n");
   socket.end(`${head}\r\n\r\n${body}`, () => socket.destroy());
   // A client that reads nothing must not hold the socket open.
   setTimeout(() => socket.destroy(), 5_000).unref();
+  return requestId;
 }
 
 /** Connections reading and dropping the rest of a body whose request was answered early. */

@@ -70,14 +70,19 @@ describe("requests the HTTP parser refuses", () => {
     expect(await unroutedCount(431)).toBe(before.tooLarge + 1);
   });
 
-  it("have their request log line, naming the status and the error", async () => {
+  it("have their request log line, naming the status, the error and the answer's request id", async () => {
     lines.splice(0);
-    await sendRaw("NOT-HTTP at all\r\n\r\n");
-    await sendRaw(`GET /health HTTP/1.1\r\nHost: x\r\nX-Big: ${"a".repeat(20_000)}\r\n\r\n`);
+    const answers = [
+      await sendRaw("NOT-HTTP at all\r\n\r\n"),
+      await sendRaw(`GET /health HTTP/1.1\r\nHost: x\r\nX-Big: ${"a".repeat(20_000)}\r\n\r\n`),
+    ];
+    // Regression: the line had no request id, though the answer carried one.
+    const ids = answers.map((answer) => /\r\nx-request-id: (\S+)\r\n/.exec(answer)?.[1]);
+    expect(ids.every((id) => id !== undefined && /^req_/.test(id))).toBe(true);
     const requests = lines.filter((line) => line.msg === "request");
     expect(requests).toMatchObject([
-      { route: "unknown", status: 400, error: "invalid_http_request" },
-      { route: "unknown", status: 431, error: "headers_too_large" },
+      { reqId: ids[0], route: "unknown", status: 400, error: "invalid_http_request" },
+      { reqId: ids[1], route: "unknown", status: 431, error: "headers_too_large" },
     ]);
   });
 });
