@@ -168,21 +168,13 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
       const refused = answerClientError(error, socket, timeouts);
       if (refused === undefined) return;
       // Logged and counted as requests too (a flood of broken clients shows), under no route or
-      // model: the request line every answered request has (it was counted, never logged), with
-      // the id its answer carries, as every request line has.
-      app.log.info(
-        {
-          reqId: refused.requestId,
-          route: "unknown",
-          status: refused.error.status,
-          error: refused.error.code,
-        },
-        "request",
-      );
+      // model: the request line every answered request has, with the id its answer carries.
+      const { requestId: reqId, error: answered } = refused;
+      app.log.info({ reqId, route: "unknown", status: answered.status, error: answered.code }, "request");
       metrics.observe({
         route: "unknown",
         model: "",
-        status: refused.error.status,
+        status: answered.status,
         seconds: 0,
         promptTokens: undefined,
         completionTokens: undefined,
