@@ -125,7 +125,12 @@ export async function runServeCommand(
   // Signals go to this process, not to npm's (`npm start`), which exits on them and leaves the
   // server running without the reload: the banner names it.
   out.write(`Tollgate listening on ${server.baseUrl} (pid ${process.pid}; reload: kill -HUP ${process.pid})`);
+  // `--host` and `--port` win over the variables and the file alike: HOST or PORT replaced nothing
+  // then (it was said to, beside a server listening where --port said).
+  const given = { HOST: host !== undefined, PORT: port !== undefined };
   for (const replaced of config.replacedByEnvironment ?? []) {
+    const variable = replaced.slice(0, replaced.indexOf(" "));
+    if (Object.hasOwn(given, variable) && given[variable as keyof typeof given]) continue;
     server.app.log.warn({ config: config.source }, `${replaced} in the config file (the environment wins)`);
   }
   for (const unset of config.unsetKeys ?? []) {

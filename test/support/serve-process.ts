@@ -62,14 +62,14 @@ export interface ServeProcess {
 /**
  * Starts `tollgate serve --config FILE` (without `--config` when `configFile` is `undefined`: the
  * working folder's `tollgate.yaml`) as a process of its own (in `cwd`, in the
- * {@link serveEnvironment} with `env` added) and waits until it listens. Throws with what it printed when it exits first, or does not listen within 20 s.
+ * {@link serveEnvironment} with `env` added, with `args` after the command) and waits until it listens. Throws with what it printed when it exits first, or does not listen within 20 s.
  */
 export async function startServeProcess(
   configFile: string | undefined,
-  options: { cwd?: string; env?: NodeJS.ProcessEnv } = {},
+  options: { cwd?: string; env?: NodeJS.ProcessEnv; args?: readonly string[] } = {},
 ): Promise<ServeProcess> {
   const config = configFile === undefined ? [] : ["--config", configFile];
-  const child = spawn(process.execPath, [cli, "serve", ...config], {
+  const child = spawn(process.execPath, [cli, "serve", ...config, ...(options.args ?? [])], {
     ...(options.cwd === undefined ? {} : { cwd: options.cwd }),
     stdio: ["ignore", "pipe", "pipe"],
     env: { ...serveEnvironment(), ...options.env },
