@@ -5,13 +5,17 @@ import { createPatternMatcher, type PatternMatcher } from "./pattern-open-positi
 import { hasPatternProperties, hasType, isRecord, readTypes } from "./read-schema-types.ts";
 import { wholeStringTree } from "./regex-node-shape.ts";
 
-/** RFC 3339's forms, as the grammar writes them (a time's seconds fraction of any length here). */
-const time = "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]+)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])";
+/**
+ * RFC 3339's forms (a time's seconds fraction of any length here), and a time without a zone, as
+ * the grammar writes it and zod reads it (patch-grammar-terminals.ts).
+ */
+const clock = "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]+)?";
+const zone = "([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])";
 const date = "[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])";
 const formats: Record<string, RegExp | undefined> = Object.assign(Object.create(null), {
   date: new RegExp(`^${date}$`),
-  time: new RegExp(`^${time}$`),
-  "date-time": new RegExp(`^${date}[Tt]${time}$`),
+  time: new RegExp(`^${clock}${zone}?$`),
+  "date-time": new RegExp(`^${date}[Tt]${clock}${zone}$`),
 });
 /** Deeper members are taken to meet their schemas: constants are written as they are. */
 const maxDepth = 32;

@@ -67,6 +67,14 @@ export function convertTypedSchema(
             "uuid",
             at,
           );
+        // Nor a `time` without a zone, which zod's readers want (patch-grammar-terminals.ts).
+        if (schema.format === "time")
+          return conversion.defineGrammar(
+            "time",
+            { type: "string", minLength: 8, maxLength: 12 },
+            "time",
+            at,
+          );
         return { type: "string", format: schema.format as "date-time" | "time" | "date" };
       }
       // A format written as a pattern wins over a pattern beside it, as the other formats do.

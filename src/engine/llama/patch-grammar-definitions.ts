@@ -37,12 +37,16 @@ const uuidGrammar = [
   '"\\""',
 ].join(" ");
 
+/** A time of day without a zone, to the millisecond or not; a `date-time`'s adds `Z` (patch-grammar-terminals.ts). */
+export const boundedTimeRule = '([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9] ( "." [0-9]{3} )?';
+
 /**
- * What the grammar spelled `spec` matches (`uuid`, `integer MIN MAX`, `decimal LOW HIGH DIGITS`,
+ * What the grammar spelled `spec` matches (`uuid`, `time`, `integer MIN MAX`, `decimal LOW HIGH DIGITS`,
  * `pattern MIN MAX REGEX`): a GBNF expression, or `undefined`.
  */
 export function ownGrammarText(spec: string): string | undefined {
   if (spec === "uuid") return uuidGrammar;
+  if (spec === "time") return `"\\"" ${boundedTimeRule} "\\""`;
   if (spec.startsWith("pattern ")) return readPatternSpec(spec)?.text;
   const decimal = /^decimal (-?\d{1,31}) (-?\d{1,31}) (\d{1,2})$/.exec(spec);
   if (decimal !== null) {

@@ -1,4 +1,4 @@
-import { patchGrammarDefinitions } from "./patch-grammar-definitions.ts";
+import { boundedTimeRule, patchGrammarDefinitions } from "./patch-grammar-definitions.ts";
 
 /**
  * Four of node-llama-cpp's JSON grammar terminals let out values that strict readers refuse. This
@@ -24,8 +24,10 @@ import { patchGrammarDefinitions } from "./patch-grammar-definitions.ts";
  * most strict-output clients, refuses most of them: `.datetime()` and zod 4's `iso.datetime()`
  * take `Z` only, `.time()` and `iso.time()` no zone at all (zod 4 sends that as the `pattern`
  * beside the format, which the format wins over). Now a `date-time` ends in `Z` (UTC; RFC 3339
- * and every reader take it) and a `time` has no zone (as ajv-formats takes it by default; RFC
- * 3339's full-time would want one, which zod refuses).
+ * and every reader take it); a `time` has no zone (as ajv-formats takes it by default; RFC 3339's
+ * full-time would want one, which zod refuses), written by a grammar of ours
+ * (patch-grammar-definitions.ts), as node-llama-cpp's check of tool-call arguments wants a zone in
+ * one of its own `time` format.
  *
  * Literal strings (`enum` and `const` values, property names): only `\ " \t \r \n` were escaped,
  * so "\u0001", "\b" or "\f" came out raw inside the JSON string (which JSON.parse refuses), and a
@@ -48,9 +50,6 @@ const shippedDateRule = '[0-9]{4} "-" ("0" [1-9] | "1" [012]) "-" ("0" [1-9] | [
 
 const shippedTimeRule =
   '([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9] ( "." [0-9]{3} )? ("Z" | ("+" | "-") ([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9])';
-
-/** A time of day without a zone: `time`'s; `date-time` adds `Z`. */
-const boundedTimeRule = '([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9] ( "." [0-9]{3} )?';
 
 /** Two-digit endings of leap years (a multiple of 4 but not 00), and centuries that are leap years. */
 const LEAP_YEAR =
@@ -130,8 +129,9 @@ async function patchDates(): Promise<boolean> {
   if (typeof originalTime !== "function") return false;
   GbnfFormatString.prototype._getTimeGrammar = function getTimeGrammar(this: { format: string }) {
     const grammar = originalTime.call(this);
-    if (grammar !== shippedTimeRule) return grammar;
-    return this.format === "date-time" ? `${boundedTimeRule} "Z"` : boundedTimeRule;
+    // A `time` is written by a grammar of ours (patch-grammar-definitions.ts): node-llama-cpp's
+    // check of tool-call arguments wants a zone in one of its own format.
+    return grammar === shippedTimeRule && this.format === "date-time" ? `${boundedTimeRule} "Z"` : grammar;
   };
   return true;
 }

@@ -237,6 +237,12 @@ describe("convertJsonSchemaToGbnf: anyOf and oneOf beside other keywords", () =>
 });
 
 describe("convertJsonSchemaToGbnf: lengths beside a format", () => {
+  it("keeps an enum's times with or without a zone beside format time (it writes them without)", () => {
+    expect(convert({ type: "string", format: "time", enum: ["18:00:00", "18:00:00Z", "x"] })).toEqual({
+      oneOf: [{ const: "18:00:00" }, { const: "18:00:00Z" }],
+    });
+  });
+
   // Regression: `maxLength` 5 beside `format: "date"` was dropped, and a 10-character date written.
   it("refuses lengths that leave out a form of the format, which the grammar writes whole", () => {
     expect(refusal({ type: "string", format: "date", maxLength: 5 })?.message).toMatch(
@@ -253,9 +259,10 @@ describe("convertJsonSchemaToGbnf: lengths beside a format", () => {
       type: "string",
       format: "date",
     });
+    // A time is a grammar of ours (no zone, which node-llama-cpp's own format would want).
     expect(convert({ type: "string", format: "time", minLength: 8, maxLength: 12 })).toEqual({
-      type: "string",
-      format: "time",
+      $defs: { time: { type: "string", minLength: 8, maxLength: 12, "x-tollgate-grammar": "time" } },
+      oneOf: [{ $ref: "#/$defs/time" }],
     });
     // The length is not written into the grammar: above what a grammar takes is no matter.
     expect(convert({ type: "string", format: "date-time", maxLength: 5000 })).toEqual({
@@ -274,8 +281,8 @@ describe("convertJsonSchemaToGbnf: lengths beside a format", () => {
     expect(
       convert({ type: "string", maxLength: 19, anyOf: [{ format: "date-time" }, { format: "time" }] }),
     ).toEqual({
-      type: "string",
-      format: "time",
+      $defs: { time: { type: "string", minLength: 8, maxLength: 12, "x-tollgate-grammar": "time" } },
+      oneOf: [{ $ref: "#/$defs/time" }],
     });
   });
 });

@@ -1,5 +1,6 @@
 import type { GbnfJsonSchema } from "node-llama-cpp";
 import { describe, expect, it } from "vitest";
+import { convertJsonSchemaToGbnf } from "../../../src/engine/llama/convert-json-schema-to-gbnf.ts";
 import { getSharedLlama } from "../../../src/engine/llama/get-shared-llama.ts";
 import { patchGrammarTerminals } from "../../../src/engine/llama/patch-grammar-terminals.ts";
 
@@ -70,31 +71,44 @@ describe("date grammars after patchGrammarTerminals", () => {
 });
 
 describe("time grammars after patchGrammarTerminals", () => {
-  /** Whether the grammar of `format` takes `text` as a JSON string (node-llama-cpp's full-match check). */
-  async function acceptor(format: "date-time" | "time") {
+  /** The grammar of a converted schema with a `date-time` and a `time`, and what it takes whole. */
+  async function timesGrammar() {
     expect(await patchGrammarTerminals()).toBe(true);
     const llama = await getSharedLlama({ gpu: false });
-    const grammar = await llama.createGrammarForJsonSchema({ type: "string", format });
-    return (text: string) =>
-      (grammar as unknown as { _testText(text: string): boolean })._testText(`"${text}"\n\n\n\n`);
+    const converted = convertJsonSchemaToGbnf(
+      {
+        type: "object",
+        properties: { when: { type: "string", format: "date-time" }, at: { type: "string", format: "time" } },
+        required: ["when", "at"],
+        additionalProperties: false,
+      },
+      { param: "schema" },
+    );
+    const grammar = await llama.createGrammarForJsonSchema<GbnfJsonSchema>(converted);
+    const accepts = (when: string, at: string) =>
+      (grammar as unknown as { _testText(text: string): boolean })._testText(
+        `${JSON.stringify({ when, at })}\n\n\n\n`,
+      );
+    return { grammar, accepts };
   }
 
-  it("write a date-time in UTC with Z, as zod's datetime() takes (regression: offsets it refuses)", async () => {
-    const accepts = await acceptor("date-time");
-    expect(accepts("2025-12-31T18:00:00Z")).toBe(true);
-    expect(accepts("2025-12-31T18:00:00.123Z")).toBe(true);
-    expect(accepts("2025-12-31T18:00:00+02:00")).toBe(false);
-    expect(accepts("2025-12-31T18:00:00")).toBe(false);
-    expect(accepts("2025-02-30T18:00:00Z")).toBe(false);
+  it("write a date-time in UTC with Z and a time without a zone, as zod reads them (regression: offsets it refuses)", async () => {
+    const { accepts } = await timesGrammar();
+    expect(accepts("2025-12-31T18:00:00Z", "18:00:00")).toBe(true);
+    expect(accepts("2025-12-31T18:00:00.123Z", "23:59:59.999")).toBe(true);
+    expect(accepts("2025-12-31T18:00:00+02:00", "18:00:00")).toBe(false);
+    expect(accepts("2025-12-31T18:00:00", "18:00:00")).toBe(false);
+    expect(accepts("2025-02-30T18:00:00Z", "18:00:00")).toBe(false);
+    expect(accepts("2025-12-31T18:00:00Z", "18:00:00Z")).toBe(false);
+    expect(accepts("2025-12-31T18:00:00Z", "18:00:00-05:00")).toBe(false);
+    expect(accepts("2025-12-31T18:00:00Z", "24:00:00")).toBe(false);
   });
 
-  it("write a time without a zone, as zod's time() takes (regression: Z or an offset it refuses)", async () => {
-    const accepts = await acceptor("time");
-    expect(accepts("18:00:00")).toBe(true);
-    expect(accepts("23:59:59.999")).toBe(true);
-    expect(accepts("18:00:00Z")).toBe(false);
-    expect(accepts("18:00:00-05:00")).toBe(false);
-    expect(accepts("24:00:00")).toBe(false);
+  it("pass node-llama-cpp's own check of a value (which LlamaChat runs on tool-call arguments)", async () => {
+    // Regression: a `time` without a zone failed it ("Expected a valid time string").
+    const { grammar } = await timesGrammar();
+    const value = { when: "2025-12-31T18:00:00Z", at: "18:00:00" };
+    expect(grammar.parse(JSON.stringify(value))).toEqual(value);
   });
 });
 
