@@ -58,24 +58,14 @@ export function convertTypedSchema(
             `${problem}, some of which ${lengths} do not allow: the output grammar can only write the format whole. Allow ${format[0]} to ${format.at(-1)} characters, or remove the lengths or the format.`,
           );
         }
-        // node-llama-cpp knows no `uuid` format (its check of a tool call's arguments fails on it):
-        // a definition of our own grammar, any string of its length to node-llama-cpp's checks.
-        if (schema.format === "uuid")
-          return conversion.defineGrammar(
-            "uuid",
-            { type: "string", minLength: 36, maxLength: 36 },
-            "uuid",
-            at,
-          );
-        // Nor a `time` without a zone, which zod's readers want (patch-grammar-terminals.ts).
-        if (schema.format === "time")
-          return conversion.defineGrammar(
-            "time",
-            { type: "string", minLength: 8, maxLength: 12 },
-            "time",
-            at,
-          );
-        return { type: "string", format: schema.format as "date-time" | "time" | "date" };
+        // node-llama-cpp knows no `uuid` format, nor a `time` without a zone, which zod's readers
+        // want (patch-grammar-terminals.ts): its check of a tool call's arguments fails on them. A
+        // definition of our own grammar, any string of its lengths to node-llama-cpp's checks.
+        if (schema.format === "uuid" || schema.format === "time") {
+          const loose = { type: "string", minLength: format[0], maxLength: format.at(-1) } as const;
+          return conversion.defineGrammar(schema.format, loose, schema.format, at);
+        }
+        return { type: "string", format: schema.format as "date-time" | "date" };
       }
       // A format written as a pattern wins over a pattern beside it, as the other formats do.
       const formatPattern = typeof schema.format === "string" ? formatPatterns[schema.format] : undefined;
