@@ -256,9 +256,13 @@ async function main(argv: string[]): Promise<void> {
     case "help":
     case "--help":
     case "-h": {
-      // `tollgate help keys create` is `tollgate keys create --help`.
-      const [topic, ...more] = args;
-      if (topic !== undefined && COMMANDS_WITH_HELP.has(topic)) return main([topic, ...more, "--help"]);
+      // `tollgate help keys create` is `tollgate keys create --help`, whatever follows: passed on,
+      // `help accounts credit acme 5 --note` read the added --help as the note, and credited.
+      const [topic, subcommand] = args;
+      if (topic !== undefined && COMMANDS_WITH_HELP.has(topic)) {
+        const words = COMMAND_GROUPS.has(topic) && subcommand !== undefined ? [topic, subcommand] : [topic];
+        return main([...words, "--help"]);
+      }
       out.write(USAGE);
       return;
     }

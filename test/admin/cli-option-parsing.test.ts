@@ -204,6 +204,15 @@ describe("tollgate --config", () => {
     expect(runInFolder(["serve", "--host", "x", "--help"]).stdout).toMatch(/^Usage: tollgate serve/);
   });
 
+  it("help before a command prints its usage and runs nothing, whatever follows (regression: it credited)", () => {
+    for (const help of ["help", "-h"]) {
+      const result = runInFolder(["--config", "a.yaml", help, "accounts", "credit", "acme", "5", "--note"]);
+      expect(result).toMatchObject({ code: 0, stderr: "" });
+      expect(result.stdout).toMatch(/^Usage: tollgate accounts credit /);
+      expect(result.files).toEqual(["a.yaml", "b.yaml"]);
+    }
+  });
+
   it("the main help shows backup's FOLDER/", () => {
     expect(runInFolder(["help"]).stdout).toContain("  backup FILE|FOLDER/ ");
   });
