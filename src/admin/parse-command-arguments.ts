@@ -15,9 +15,11 @@ export interface CommandArguments {
  * option given more than once or a wrong number of positionals is a {@link CliError} that ends
  * with the usage line.
  *
- * The argument after an option that takes a value is that value even when it starts with "-"
- * (`--note -h`, `--seed -1`), as getopt reads it, unless it is one of the command's own options
- * (`--account --name x` forgot the account): then the value is missing.
+ * The argument after an option that takes a value is that value even when it starts with a
+ * single "-" (`--note -h`, `--seed -1`), as getopt reads it, unless it is one of the command's
+ * own short options. A word that starts with "--" is never a value written apart (see
+ * {@link isLongOptionLike}): `--note --balance 5` forgot the note, and is refused as a value
+ * missing rather than read as the note "--balance"; `--note=--x` writes such a value.
  */
 export function parseCommandArguments(
   argv: readonly string[],
@@ -64,7 +66,7 @@ function attachDashValues(argv: readonly string[], options: CommandOptions): str
     const option = findOption(argument, options);
     if (
       next === undefined ||
-      next === "--" ||
+      isLongOptionLike(next) ||
       !next.startsWith("-") ||
       argument.includes("=") ||
       option?.type !== "string" ||
@@ -77,6 +79,16 @@ function attachDashValues(argv: readonly string[], options: CommandOptions): str
     index++;
   }
   return attached;
+}
+
+/**
+ * Whether `argument` starts with "--" ("--" itself, `--help`, `--balance`, `--anything`): it is
+ * never taken as the value of the option before it, so a forgotten value cannot swallow
+ * `--help` or another command's option (`keys update ID --name --help` renamed the key to
+ * "--help"; `accounts credit acme --note --balance 5` credited 5 with the note "--balance").
+ */
+function isLongOptionLike(argument: string): boolean {
+  return argument.startsWith("--");
 }
 
 /** The definition of the option `argument` names (`--note`, `--note=x`, `-n`), if it is one. */
@@ -145,8 +157,9 @@ function namePositionals(usage: string): string[] {
  * the usage instead of refusing an unknown option. Given the command's `usage` line, the
  * argument after an option it shows with a value (`[--note TEXT]`) is that value, as
  * {@link parseCommandArguments} reads it: `accounts credit acme 1 --note -h` credits, with the
- * note "-h", rather than printing the usage and exiting 0 without crediting. Without `usage`,
- * `-h` and `--help` anywhere ask for help.
+ * note "-h", rather than printing the usage and exiting 0 without crediting. `--help` is never
+ * such a value: `--note --help` asks for help, and changes nothing. Without `usage`, `-h` and
+ * `--help` anywhere ask for help.
  *
  * `--help=yes` is refused here (a {@link CliError}), before the config is read or the store
  * opened, rather than taken for an unknown option.
@@ -154,7 +167,6 @@ function namePositionals(usage: string): string[] {
 export function isHelpRequested(argv: readonly string[], usage?: string): boolean {
   const options = usage === undefined ? new Map<string, boolean>() : readUsageOptions(usage);
   const nameOf = (argument: string) => (argument.startsWith("--") ? argument.slice(2).split("=")[0]! : "");
-  const isOwnOption = (argument: string) => options.has(nameOf(argument));
   for (let index = 0; index < argv.length; index++) {
     const argument = argv[index]!;
     if (argument === "--") return false;
@@ -166,7 +178,7 @@ export function isHelpRequested(argv: readonly string[], usage?: string): boolea
     }
     const next = argv[index + 1];
     const takesValue = !argument.includes("=") && options.get(nameOf(argument)) === true;
-    if (takesValue && next !== undefined && !isOwnOption(next)) index++;
+    if (takesValue && next !== undefined && !isLongOptionLike(next)) index++;
   }
   return false;
 }

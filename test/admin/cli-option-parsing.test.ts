@@ -3,7 +3,9 @@
  * winning (`accounts create dupbal --balance 100 --balance 1` made the account with 1, `keys
  * create --account acme --account ACME` made the key on ACME, `--config a.yaml --config b.yaml`
  * acted on b's store); `-h` or `--help` as an option's value turned the command into help, exit
- * 0, so `accounts credit acme 1 --note -h` credited nothing; `--config ""` was taken for no
+ * 0, so `accounts credit acme 1 --note -h` credited nothing (`--help` now does ask for help, and
+ * no word starting with "--" is a value written apart: `--note --balance 5` took "--balance" as
+ * the note and credited 5); `--config ""` was taken for no
  * `--config` and made a new default database; `--help=yes` was an "unknown option", `--seed -1`
  * and `--port -1` "needed a value", and `backup` without its argument did not name it.
  */
@@ -90,18 +92,45 @@ describe("an option given twice", () => {
   });
 });
 
-describe("-h and --help as an option's value", () => {
-  it("are that value: the credit is written with the note (regression: usage printed, exit 0)", async () => {
-    for (const note of ["-h", "--help"]) await accounts("credit", "acme", "1", "--note", note);
+describe("-h and --help after an option that takes a value", () => {
+  it("-h is that value: the credit is written with the note (regression: usage printed, exit 0)", async () => {
+    await accounts("credit", "acme", "1", "--note", "-h");
     const account = await store.getAccountByName("acme");
-    expect(account?.balanceNano).toBe(2_000_000_000n);
+    expect(account?.balanceNano).toBe(1_000_000_000n);
     const notes = (await store.listCredits(account?.id ?? "")).map((credit) => credit.note);
-    expect(notes).toEqual(expect.arrayContaining(["-h", "--help"]));
+    expect(notes).toEqual(["-h"]);
   });
 
-  it("are that value for a key's name, which the name rules then judge", async () => {
-    const lines = await keys("create", "--account", "acme", "--name", "--help");
-    expect(lines).toContain("name:      --help");
+  it("-h is that value for a key's name, which the name rules then judge", async () => {
+    const lines = await keys("create", "--account", "acme", "--name", "-h");
+    expect(lines).toContain("name:      -h");
+  });
+
+  it("--help asks for help and changes nothing (regression: the key was renamed to --help)", async () => {
+    const created = await keys("create", "--account", "acme", "--name", "ci");
+    const id = /^public id: (\S+)$/m.exec(created.join("\n"))?.[1] ?? "";
+    expect(id).not.toBe("");
+    expect(await keys("update", id, "--name", "--help")).toEqual([
+      expect.stringMatching(/^Usage: tollgate keys update /),
+    ]);
+    expect(await accounts("credit", "acme", "5", "--note", "--help")).toEqual([
+      expect.stringMatching(/^Usage: tollgate accounts credit /),
+    ]);
+    expect((await store.getAccountByName("acme"))?.balanceNano).toBe(0n);
+    expect(await keys("list")).toContainEqual(expect.stringMatching(/\bci\b/));
+    expect(await keys("list")).not.toContainEqual(expect.stringContaining("--help"));
+  });
+
+  it("another long option is no value: the value is missing (regression: credited with note '--balance')", async () => {
+    await expect(accounts("credit", "acme", "--note", "--balance", "5")).rejects.toThrow(
+      /^Option '--note' needs a value \(write --option=VALUE for a value that starts with "-"\)\./,
+    );
+    expect(() => parseCommandArguments(["--account", "--bogus"], serveLike)).toThrow(
+      /^Option '--account' needs a value/,
+    );
+    expect(parseCommandArguments(["--account=--bogus"], serveLike).values).toEqual({ account: "--bogus" });
+    expect((await store.getAccountByName("acme"))?.balanceNano).toBe(0n);
+    expect(await store.listCredits((await store.getAccountByName("acme"))?.id ?? "")).toEqual([]);
   });
 
   it("still ask for help where an option may stand, after a value or a flag", () => {
@@ -124,8 +153,9 @@ describe("-h and --help as an option's value", () => {
     ).toBe(false);
   });
 
-  it("is a value whatever follows, and an option of the command is no value", () => {
+  it("-h is a value whatever follows, and an option of the command is no value", () => {
     expect(isHelpRequested(["--account", "-h"], serveLike.usage)).toBe(false);
+    expect(isHelpRequested(["--account", "--help"], serveLike.usage)).toBe(true);
     expect(isHelpRequested(["--account", "--all-models", "-h"], serveLike.usage)).toBe(true);
     expect(() => parseCommandArguments(["--account", "--port", "1"], serveLike)).toThrow(
       /^Option '--account' needs a value/,
