@@ -109,9 +109,15 @@ process.stdout.on("error", (error: NodeJS.ErrnoException) => {
 function describeMadeChange(command: ReturnType<typeof describeStoreCommand> | undefined): string {
   if (command?.effect !== "writes") return "";
   const see = command.check === undefined ? "" : ` (see it with ${command.check})`;
-  return command.command === "keys create"
-    ? `, but the key is made${see}: its secret was in that output, so revoke the key and create another.`
-    : `, but the change is made${see}.`;
+  switch (command.command) {
+    case "keys create":
+      return `, but the key is made${see}: its secret was in that output, so revoke the key and create another.`;
+    case "keys revoke":
+      // True whether this run revoked it or found it revoked ("the change is made" was not).
+      return `, but the key is revoked${see}.`;
+    default:
+      return `, but the change is made${see}.`;
+  }
 }
 const out = {
   write: (line: string) => {

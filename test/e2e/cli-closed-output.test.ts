@@ -126,6 +126,17 @@ describe("a CLI whose output is closed early", () => {
         },
       );
       expect(listed.stdout).toContain("lost");
+      const publicId = /^(\S+)\s.*\blost\b/m.exec(listed.stdout)?.[1] ?? "";
+      expect(publicId).toMatch(/^[a-z0-9]{12}$/);
+      // Revoked by this run or found revoked: the key is revoked, whichever (regression: an
+      // already revoked key got "the change is made").
+      for (const _run of [1, 2]) {
+        const revoked = run("keys", "revoke", publicId);
+        expect(revoked.status).toBe(1);
+        expect(revoked.stderr).toMatch(
+          /printed is lost, but the key is revoked \(see it with `tollgate keys list --config .*`\)\.\n$/,
+        );
+      }
     },
   );
 
