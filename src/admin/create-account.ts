@@ -1,9 +1,8 @@
 import { randomUUID } from "node:crypto";
-import { cutText } from "../errors/cut-text.ts";
 import type { Account, Store } from "../store/store.ts";
 import { AdminError } from "./admin-error.ts";
 import { UUID_PATTERN } from "./find-account.ts";
-import { hideKeySecrets } from "./read-key-reference.ts";
+import { hideKeySecrets, showTyped } from "./read-key-reference.ts";
 
 /** What an operator gives to open an account. */
 export interface CreateAccountInput {
@@ -67,7 +66,7 @@ export function validateAccountName(name: string): void {
     throw new AdminError(
       "invalid_value",
       // Cut: a megabyte name was sent back whole (the longest valid one is 64 characters).
-      `${JSON.stringify(name.length > 80 ? `${cutText(name, 80)}...` : name)} is not a valid account name: use 1 to 64 letters, digits, ".", "_", "@" or "-", starting with a letter or digit.`,
+      `${JSON.stringify(showTyped(name, 83))} is not a valid account name: use 1 to 64 letters, digits, ".", "_", "@" or "-", starting with a letter or digit.`,
       { field: "name" },
     );
   }

@@ -1,8 +1,7 @@
-import { shortenText } from "../errors/cut-text.ts";
 import type { Account, Store } from "../store/store.ts";
 import { AdminError } from "./admin-error.ts";
 import { hasNulCharacter } from "./has-nul-character.ts";
-import { hideKeySecrets } from "./read-key-reference.ts";
+import { showTyped } from "./read-key-reference.ts";
 
 /** The shape of account ids (UUIDs). */
 export const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -23,8 +22,7 @@ export async function findAccount(store: Store, nameOrId: string): Promise<Accou
 export async function requireAccount(store: Store, nameOrId: string): Promise<Account> {
   const account = await findAccount(store, nameOrId);
   if (account === undefined) {
-    // A key's secret hidden before the cut, which could leave too little of it to be told.
-    const shown = JSON.stringify(shortenText(hideKeySecrets(nameOrId)));
+    const shown = JSON.stringify(showTyped(nameOrId));
     throw new AdminError("not_found", `No account has the name or id ${shown}.`, {
       field: "account",
     });

@@ -1,4 +1,3 @@
-import { shortenText } from "../errors/cut-text.ts";
 import type { ApiKeyPage, ApiKeyRecord, Store } from "../store/store.ts";
 import { CliError, type OutputSink, pacedByReader } from "./cli-error.ts";
 import { createKey } from "./create-key.ts";
@@ -9,6 +8,7 @@ import { createTableLayout, formatInstant } from "./format-table.ts";
 import { parseCommandArguments, stringOption } from "./parse-command-arguments.ts";
 import { parseInstant } from "./parse-instant.ts";
 import { readAccountNames } from "./read-account-names.ts";
+import { showTyped } from "./read-key-reference.ts";
 import { readPages } from "./read-pages.ts";
 import { revokeKey } from "./revoke-key.ts";
 import { type KeyUpdate, NOTHING_TO_CHANGE, updateKey } from "./update-key.ts";
@@ -224,7 +224,7 @@ function parseLimit(option: string, text: string): number {
   const value = /^[0-9]+$/.test(text) ? Number(text) : Number.NaN;
   if (!Number.isSafeInteger(value) || value < 1) {
     throw new CliError(
-      `${option} must be a whole number from 1 to ${Number.MAX_SAFE_INTEGER} (leave it out for no limit), not '${shortenText(text)}'.`,
+      `${option} must be a whole number from 1 to ${Number.MAX_SAFE_INTEGER} (leave it out for no limit), not '${showTyped(text)}'.`,
     );
   }
   return value;

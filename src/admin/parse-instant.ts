@@ -1,4 +1,4 @@
-import { shortenText } from "../errors/cut-text.ts";
+import { showTyped } from "./read-key-reference.ts";
 /**
  * Reads an instant given by an operator (`--expires`, `--since`, `--until`, `expires_at`): an
  * ISO 8601 date (`2025-12-31`, midnight UTC at its start) or date and time with a zone
@@ -18,7 +18,7 @@ export function parseInstant(text: string): Date {
       : SPACED_OFFSET_PATTERN.test(iso)
         ? "a + in a URL's query string reads as a space: write it as %2B (2025-12-31T18:00:00%2B02:00)"
         : "write a date such as 2025-12-31 or a date and time such as 2025-12-31T18:00:00Z";
-    throw new RangeError(`${JSON.stringify(shortenText(text))} is not an ISO 8601 date; ${hint}.`);
+    throw new RangeError(`${JSON.stringify(showTyped(text))} is not an ISO 8601 date; ${hint}.`);
   }
   const [, year, month, day, hour = "0", minute = "0", second = "0"] = match;
   // setUTCFullYear, not Date.UTC: that one takes years 0 to 99 for 1900 to 1999.
@@ -29,7 +29,7 @@ export function parseInstant(text: string): Date {
     calendar.getUTCMonth() === Number(month) - 1 &&
     calendar.getUTCDate() === Number(day);
   if (!validDate || Number(hour) > 23 || Number(minute) > 59 || Number(second) > 59) {
-    throw new RangeError(`${JSON.stringify(shortenText(text))} is not a real date and time.`);
+    throw new RangeError(`${JSON.stringify(showTyped(text))} is not a real date and time.`);
   }
   // Cut to milliseconds here: ECMAScript's date format has exactly 3 digits, so past that
   // `new Date` would depend on the engine's leniency.
@@ -39,7 +39,7 @@ export function parseInstant(text: string): Date {
   // sorts before every other year, and JSON readers take four-digit years only.
   if (instant.getTime() < FIRST_INSTANT || instant.getTime() > LAST_INSTANT) {
     throw new RangeError(
-      `${JSON.stringify(shortenText(text))} is outside the years 0000 to 9999 in UTC; write 9999-12-31 at the latest.`,
+      `${JSON.stringify(showTyped(text))} is outside the years 0000 to 9999 in UTC; write 9999-12-31 at the latest.`,
     );
   }
   return instant;

@@ -1,4 +1,5 @@
 import { isPublicId, parseApiKey } from "../auth/api-key.ts";
+import { shortenText } from "../errors/cut-text.ts";
 
 /** What to write instead of text that names no key: never the text, which may be a mistyped secret. */
 export const KEY_REFERENCE_HINT =
@@ -23,4 +24,13 @@ const KEY_WITH_SECRET = /(sk-tg-[A-Za-z0-9]*)-[A-Za-z0-9]{8,}/g;
  */
 export function hideKeySecrets(text: string): string {
   return text.replace(KEY_WITH_SECRET, "$1-...");
+}
+
+/**
+ * What an operator typed, as a message repeats it: every key's secret hidden, then cut to at
+ * most `maxUnits` (see {@link shortenText}). In that order: a cut first could leave the first 1
+ * to 7 characters of a secret, too few for {@link hideKeySecrets} to tell them from a word.
+ */
+export function showTyped(text: string, maxUnits = 80): string {
+  return shortenText(hideKeySecrets(text), maxUnits);
 }

@@ -1,11 +1,11 @@
 import { formatAmount } from "../billing/money.ts";
-import { shortenText } from "../errors/cut-text.ts";
 import type { Store } from "../store/store.ts";
 import { USAGE_GROUPINGS, type UsageGrouping } from "../store/usage-query.ts";
 import { CliError, type OutputSink, pacedByReader } from "./cli-error.ts";
 import { createTableLayout, formatInstant, formatTable } from "./format-table.ts";
 import { isHelpRequested, parseCommandArguments, stringOption } from "./parse-command-arguments.ts";
 import { parseInstant } from "./parse-instant.ts";
+import { showTyped } from "./read-key-reference.ts";
 import { stringifyForTerminal } from "./show-control-characters.ts";
 import {
   readUsagePages,
@@ -126,9 +126,7 @@ function readChoice<const T extends readonly string[]>(
   if (value === undefined) return undefined;
   const choice = choices.find((each) => each === value);
   if (choice !== undefined) return choice;
-  throw new CliError(
-    `${option} must be ${choices.join(", ")}, not '${shortenText(value)}'.\nUsage: ${USAGE}`,
-  );
+  throw new CliError(`${option} must be ${choices.join(", ")}, not '${showTyped(value)}'.\nUsage: ${USAGE}`);
 }
 
 /** An array of rows, one per line: `[`, the rows (each but the last ending with a comma), `]`. */

@@ -7,6 +7,7 @@
  * where input and output are the prices per million tokens in nano-units: rounded up once per
  * request, and 0 when the request produced no completion token (SPEC §11).
  */
+import { hideKeySecrets } from "../admin/read-key-reference.ts";
 import { cutText } from "../errors/cut-text.ts";
 
 /** Nano-units in one currency unit. */
@@ -80,7 +81,9 @@ export function parseAmount(text: string, options: ParseAmountOptions = {}): big
     );
   }
   // An amount never needs 64 characters: a longer text is shown by its start, not echoed whole.
-  const shown = JSON.stringify(text.length > 64 ? `${cutText(text, 32)}...` : text);
+  // A key's secret hidden before the cut, which could leave too little of it to be told.
+  const hidden = hideKeySecrets(text);
+  const shown = JSON.stringify(hidden.length > 64 ? `${cutText(hidden, 32)}...` : hidden);
   if (text === "") {
     throw new MoneyFormatError("empty", `the ${noun} is empty; ${example}`, text);
   }

@@ -1,9 +1,9 @@
 import { stat } from "node:fs/promises";
 import { parseArgs } from "node:util";
 import { CliError, type OutputSink } from "../admin/cli-error.ts";
+import { showTyped } from "../admin/read-key-reference.ts";
 import type { Config } from "../catalog/catalog.ts";
 import { suggestName } from "../catalog/suggest-name.ts";
-import { shortenText } from "../errors/cut-text.ts";
 import { createNotWritableError, isSystemError } from "./download/create-not-writable-error.ts";
 import { createProgressReporter, type ProgressOutput } from "./download/create-progress-reporter.ts";
 import { describeFileDestination } from "./download/describe-file-destination.ts";
@@ -66,7 +66,7 @@ export async function runModelsPullCommand(
     }
     case "unsupported":
       throw new CliError(
-        `'${shortenText(redactUrlsInText(source.text))}' is not a model URI Tollgate can download; write hf:ORG/REPO:QUANT, hf:ORG/REPO/FILE.gguf or an http(s):// URL of a .gguf file.`,
+        `'${showTyped(redactUrlsInText(source.text))}' is not a model URI Tollgate can download; write hf:ORG/REPO:QUANT, hf:ORG/REPO/FILE.gguf or an http(s):// URL of a .gguf file.`,
       );
     case "remote":
       break;
@@ -159,7 +159,7 @@ function findModel(config: Config, target: string): PullTarget {
   const hint = suggestion === undefined ? "" : ` Did you mean '${suggestion}'?`;
   const known = ids.length === 0 ? "" : ` Catalogue models: ${ids.join(", ")}.`;
   throw new CliError(
-    `'${shortenText(target)}' is neither a catalogue model id nor a model URI.${hint}${known} A URI looks like hf:ORG/REPO:QUANT or https://HOST/PATH/model.gguf (http:// works too).`,
+    `'${showTyped(target)}' is neither a catalogue model id nor a model URI.${hint}${known} A URI looks like hf:ORG/REPO:QUANT or https://HOST/PATH/model.gguf (http:// works too).`,
   );
 }
 
