@@ -24,8 +24,9 @@ import { boundedTimeRule, patchGrammarDefinitions } from "./patch-grammar-defini
  * most strict-output clients, refuses most of them: `.datetime()` and zod 4's `iso.datetime()`
  * take `Z` only, `.time()` and `iso.time()` no zone at all (zod 4 sends that as the `pattern`
  * beside the format, which the format wins over). Now a `date-time` ends in `Z` (UTC; RFC 3339
- * and every reader take it); a `time` has no zone (as ajv-formats takes it by default; RFC 3339's
- * full-time would want one, which zod refuses), written by a grammar of ours
+ * and every reader take it); a `time` has no zone, as zod and pydantic take it; RFC
+ * 3339's full-time and ajv-formats 3's `time` want one (its `iso-time` takes either), and zod
+ * refuses one: zod reads most answers (docs/structured-output.md). It is written by a grammar of ours
  * (patch-grammar-definitions.ts), as node-llama-cpp's check of tool-call arguments wants a zone in
  * one of its own `time` format.
  *
