@@ -8,4 +8,12 @@ if (major < 22 || (major === 22 && minor < 18)) {
   );
   process.exit(1);
 }
+// A recent enough Node can still have type stripping off: Node 23.0 to 23.5 (it came on by
+// default in 23.6), or --no-experimental-strip-types in the command or NODE_OPTIONS.
+if (!process.features.typescript) {
+  process.stderr.write(
+    `tollgate: needs Node.js's type stripping, which is off in this Node ${process.version} (Node 23.0 to 23.5, or --no-experimental-strip-types in the command or NODE_OPTIONS). Use Node 24 LTS without that option.\n`,
+  );
+  process.exit(1);
+}
 await import("../src/cli.ts");

@@ -23,6 +23,18 @@ describe("the tollgate command (bin/tollgate.js)", () => {
     expect(stdout).toMatch(/^Usage: tollgate <command>/);
   });
 
+  it("says that type stripping is off where it is, not a stack trace (as on Node 23.0 to 23.5)", async () => {
+    const failed = await run(process.execPath, ["--no-experimental-strip-types", SHIM, "--help"]).then(
+      () => undefined,
+      (error: { code: number; stdout: string; stderr: string }) => error,
+    );
+    expect(failed?.code).toBe(1);
+    expect(failed?.stdout).toBe("");
+    expect(failed?.stderr).toBe(
+      `tollgate: needs Node.js's type stripping, which is off in this Node ${process.version} (Node 23.0 to 23.5, or --no-experimental-strip-types in the command or NODE_OPTIONS). Use Node 24 LTS without that option.\n`,
+    );
+  });
+
   it.skipIf(!hasOldNode)(
     "says which Node it needs on an older one, not a stack trace (regression: ERR_UNKNOWN_FILE_EXTENSION)",
     async () => {
