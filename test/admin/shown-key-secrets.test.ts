@@ -12,11 +12,11 @@ import { runKeysCommand } from "../../src/admin/keys-command.ts";
 import { parseInstant } from "../../src/admin/parse-instant.ts";
 import { runUsageCommand } from "../../src/admin/usage-command.ts";
 import { parseAmount } from "../../src/billing/money.ts";
-import type { Config } from "../../src/catalog/catalog.ts";
 import { runModelsPullCommand } from "../../src/models/pull-command.ts";
 import { openStore } from "../../src/store/open-store.ts";
 import type { Store } from "../../src/store/store.ts";
 import { makeTemporaryDirectory, newDatabaseUrl } from "../store/temporary-directory.ts";
+import { createTestConfig } from "../support/test-server.ts";
 import { collectOutput } from "./cli-output.ts";
 
 const KEY = "sk-tg-abc123def456-Q7w9Zx2Lm4Np8Rt6Vy1Bc3Df5Gh7Jk9";
@@ -35,16 +35,7 @@ afterAll(async () => {
   await store.close();
 });
 
-const config: Config = {
-  server: { host: "127.0.0.1", port: 0, bodyLimitBytes: 1_000_000 },
-  database: "sqlite::memory:",
-  redis: undefined,
-  adminKey: undefined,
-  metricsKey: undefined,
-  logPrompts: false,
-  models: [],
-  source: undefined,
-};
+const config = createTestConfig({ database: "sqlite::memory:", models: [] });
 
 /** The message `action` fails with. */
 async function messageOf(action: () => unknown): Promise<string> {

@@ -4,9 +4,11 @@ import { connect, createServer, type Socket } from "node:net";
  * What the proxy does with connections: pass them on to the target, hold them (accept and never
  * answer, like a paused Redis), pause them (what clients send on open connections waits, and
  * goes on in order once the mode is `forward` again: what a paused Redis does with the commands
- * in its sockets when it resumes), or cut them (close every open one and each new one at once).
+ * in its sockets when it resumes), drop their bytes (every byte either way is lost and nothing
+ * is closed, as a network that black-holes packets: a statement sent then never gets its answer),
+ * or cut them (close every open one and each new one at once).
  */
-export type TcpProxyMode = "forward" | "hold" | "pause" | "cut";
+export type TcpProxyMode = "forward" | "hold" | "pause" | "drop" | "cut";
 
 /** A TCP proxy on 127.0.0.1 in front of `targetHost:targetPort`, for outage tests. */
 export interface TcpProxy {
@@ -20,6 +22,11 @@ export interface TcpProxy {
    * and sends on what paused ones received.
    */
   setMode(mode: TcpProxyMode): void;
+  /**
+   * Switches to `drop` at the first chunk a client sends that `match` takes (that chunk is lost
+   * too): a black hole from a given statement on. A later {@link setMode} cancels it.
+   */
+  dropFrom(match: (chunk: Buffer) => boolean): void;
   close(): Promise<void>;
 }
 
@@ -30,6 +37,7 @@ export async function startTcpProxy(options: {
   mode: TcpProxyMode;
 }): Promise<TcpProxy> {
   let mode = options.mode;
+  let dropTrigger: ((chunk: Buffer) => boolean) | undefined;
   let accepted = 0;
   const sockets = new Set<Socket>();
   /** What paused connections received, to send on in order. */
@@ -51,10 +59,18 @@ export async function startTcpProxy(options: {
     const upstream = connect(options.targetPort, options.targetHost ?? "127.0.0.1");
     track(upstream);
     client.on("data", (chunk: Buffer) => {
+      if (dropTrigger?.(chunk) === true) {
+        dropTrigger = undefined;
+        mode = "drop";
+      }
       if (mode === "pause") paused.push(() => upstream.write(chunk));
-      else upstream.write(chunk);
+      else if (mode !== "drop") upstream.write(chunk);
     });
-    upstream.pipe(client);
+    // Not piped: a black hole (`drop`) loses the target's bytes too.
+    upstream.on("data", (chunk: Buffer) => {
+      if (mode !== "drop") client.write(chunk);
+    });
+    upstream.on("end", () => client.end());
     client.on("close", () => upstream.destroy());
     upstream.on("close", () => client.destroy());
   });
@@ -70,9 +86,13 @@ export async function startTcpProxy(options: {
       return paused.length;
     },
     setMode(next) {
+      dropTrigger = undefined;
       mode = next;
       if (next === "cut") for (const socket of sockets) socket.destroy();
       if (next === "forward") for (const send of paused.splice(0)) send();
+    },
+    dropFrom(match) {
+      dropTrigger = match;
     },
     async close() {
       for (const socket of sockets) socket.destroy();

@@ -9,6 +9,7 @@ import { ModelDownloadError } from "../../src/models/download/model-download-err
 import { parseModelUri } from "../../src/models/download/parse-model-uri.ts";
 import { adviseRetry, runModelsPullCommand } from "../../src/models/pull-command.ts";
 import { makeTemporaryDirectory } from "../store/temporary-directory.ts";
+import { createTestConfig } from "../support/test-server.ts";
 import {
   createListing,
   createModelBytes,
@@ -51,16 +52,11 @@ function llamaModel(id: string, source: string): CatalogModel {
 }
 
 function createConfig(models: CatalogModel[]): Config {
-  return {
-    server: { host: "127.0.0.1", port: 0, bodyLimitBytes: 1_000_000 },
+  return createTestConfig({
     database: "sqlite::memory:",
-    redis: undefined,
-    adminKey: undefined,
-    metricsKey: undefined,
-    logPrompts: false,
     models,
-    source: undefined,
-  };
+    server: { host: "127.0.0.1", port: 0, bodyLimitBytes: 1_000_000 },
+  });
 }
 
 /** Runs the command as on a pipe (no terminal), with its own models folder. */

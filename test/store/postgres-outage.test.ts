@@ -1,9 +1,9 @@
 import { randomUUID } from "node:crypto";
-import { connect, createServer, type Server, type Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { normalizeError } from "../../src/api/errors.ts";
 import { openPostgresStore } from "../../src/store/postgres/open-postgres-store.ts";
 import type { Store } from "../../src/store/store.ts";
+import { startTcpProxy } from "../cluster/tcp-proxy.ts";
 import {
   countBackendsWaitingForLocks,
   lockAccounts,
@@ -49,55 +49,6 @@ function outcomeOf<T>(promise: Promise<T>): Promise<{ value: T } | { code: strin
     (value) => ({ value }),
     (error: unknown) => ({ code: apiCodeOf(error) }),
   );
-}
-
-/**
- * A TCP proxy in front of PostgreSQL that can stop answering as a network partition does: while
- * paused, it accepts connections but passes no byte in either direction, holding what it got.
- */
-async function startPausableProxy(): Promise<{
-  port: number;
-  pause(): void;
-  resume(): void;
-  close(): Promise<void>;
-}> {
-  const target = new URL(testPostgresUrl());
-  const sockets = new Set<Socket>();
-  let paused = false;
-  const server: Server = createServer((client) => {
-    const upstream = connect(Number(target.port || 5432), target.hostname);
-    for (const [from, to] of [
-      [client, upstream],
-      [upstream, client],
-    ] as const) {
-      sockets.add(from);
-      from.on("data", (data) => to.write(data));
-      from.on("error", () => {});
-      from.on("close", () => {
-        sockets.delete(from);
-        to.destroy();
-      });
-      if (paused) from.pause();
-    }
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const address = server.address();
-  if (typeof address !== "object" || address === null) throw new Error("the proxy has no port");
-  return {
-    port: address.port,
-    pause() {
-      paused = true;
-      for (const socket of sockets) socket.pause();
-    },
-    resume() {
-      paused = false;
-      for (const socket of sockets) socket.resume();
-    },
-    async close() {
-      for (const socket of sockets) socket.destroy();
-      await new Promise((resolve) => server.close(resolve));
-    },
-  };
 }
 
 const describeWithPostgres = "skipped" in probe ? describe.skip : describe;
@@ -186,7 +137,13 @@ describeWithPostgres("the PostgreSQL store when the database stops answering", (
 
   it("fails each waiting reserve and settle after about one timeout, not one timeout per operation", async () => {
     const schema = await newSchema();
-    const proxy = await startPausableProxy();
+    // Paused: connections are accepted, and what the store sends waits (a network partition).
+    const target = new URL(testPostgresUrl());
+    const proxy = await startTcpProxy({
+      targetHost: target.hostname,
+      targetPort: Number(target.port || 5432),
+      mode: "forward",
+    });
     cleanups.push(() => proxy.close());
     const url = new URL(schema.url);
     url.host = `127.0.0.1:${proxy.port}`;
@@ -204,7 +161,7 @@ describeWithPostgres("the PostgreSQL store when the database stops answering", (
     const open = [1, 2, 3].map(() => makeReservation({ accountId: third.id, amountNano: 10n }));
     for (const reservation of open) expect(await store.reserve(reservation)).toBe("reserved");
 
-    proxy.pause();
+    proxy.setMode("pause");
     const started = performance.now();
     const failedAt: number[] = [];
     const timed = <T>(promise: Promise<T>) =>
@@ -229,7 +186,7 @@ describeWithPostgres("the PostgreSQL store when the database stops answering", (
     // the first account's would have come four timeouts after the first).
     expect(Math.max(...failedAt) - Math.min(...failedAt)).toBeLessThan(CLIENT_TIMEOUT_MS);
 
-    proxy.resume();
+    proxy.setMode("forward");
     expect(await store.reserve(makeReservation({ accountId: first.id, amountNano: 1n }))).toBe("reserved");
   });
 });

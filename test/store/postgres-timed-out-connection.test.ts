@@ -1,9 +1,9 @@
-import { connect, createServer, type Server, type Socket } from "node:net";
 import { Client } from "pg";
 import { afterEach, describe, expect, it } from "vitest";
 import { normalizeError } from "../../src/api/errors.ts";
 import { openPostgresStore } from "../../src/store/postgres/open-postgres-store.ts";
 import type { Store } from "../../src/store/store.ts";
+import { startTcpProxy, type TcpProxy } from "../cluster/tcp-proxy.ts";
 import { lockAccounts, withApplicationName } from "./postgres-backends.ts";
 import {
   createDroppedSchema,
@@ -34,70 +34,19 @@ afterEach(async () => {
 const QUERY_TIMEOUT_MS = 300;
 
 /**
- * A TCP proxy in front of PostgreSQL that can black-hole: from a given byte the client sends
- * (at once, or at the first chunk `from` matches), it drops every byte in either direction and
- * closes nothing, until healed.
+ * A store of one connection, named `applicationName`, reached through a proxy that can black-hole
+ * its bytes (mode `drop`: nothing closed, nothing answered).
  */
-async function startBlackHoleProxy(): Promise<{
-  port: number;
-  blackHole(from?: (chunk: Buffer) => boolean): void;
-  heal(): void;
-  close(): Promise<void>;
-}> {
-  const target = new URL(testPostgresUrl());
-  const sockets = new Set<Socket>();
-  let dropping = false;
-  let trigger: ((chunk: Buffer) => boolean) | undefined;
-  const server: Server = createServer((client) => {
-    const upstream = connect(Number(target.port || 5432), target.hostname);
-    client.on("data", (chunk: Buffer) => {
-      if (trigger?.(chunk) === true) {
-        trigger = undefined;
-        dropping = true;
-      }
-      if (!dropping) upstream.write(chunk);
-    });
-    upstream.on("data", (chunk: Buffer) => {
-      if (!dropping) client.write(chunk);
-    });
-    for (const [socket, other] of [
-      [client, upstream],
-      [upstream, client],
-    ] as const) {
-      sockets.add(socket);
-      socket.on("error", () => {});
-      socket.on("close", () => {
-        sockets.delete(socket);
-        other.destroy();
-      });
-    }
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const address = server.address();
-  if (typeof address !== "object" || address === null) throw new Error("the proxy has no port");
-  return {
-    port: address.port,
-    blackHole(from) {
-      if (from === undefined) dropping = true;
-      else trigger = from;
-    },
-    heal() {
-      trigger = undefined;
-      dropping = false;
-    },
-    async close() {
-      for (const socket of sockets) socket.destroy();
-      await new Promise((resolve) => server.close(resolve));
-    },
-  };
-}
-
-/** A store of one connection, reached through a black-hole proxy, named `applicationName`. */
 async function openProxiedStore(
   schema: PostgresTestSchema,
   applicationName: string,
-): Promise<{ store: Store; proxy: Awaited<ReturnType<typeof startBlackHoleProxy>> }> {
-  const proxy = await startBlackHoleProxy();
+): Promise<{ store: Store; proxy: TcpProxy }> {
+  const target = new URL(testPostgresUrl());
+  const proxy = await startTcpProxy({
+    targetHost: target.hostname,
+    targetPort: Number(target.port || 5432),
+    mode: "forward",
+  });
   cleanups.push(() => proxy.close());
   const url = new URL(withApplicationName(schema.url, applicationName));
   url.host = `127.0.0.1:${proxy.port}`;
@@ -145,13 +94,13 @@ describeWithPostgres("the PostgreSQL store after a statement the network black-h
     const account = makeAccount({ name: "account", balanceNano: 1_000n });
     expect(await store.insertAccount(account)).toBe("created");
 
-    proxy.blackHole();
+    proxy.setMode("drop");
     const lost = await failureOf(store.hasAccounts());
     // pg's client gave up, not the server: the connection is mid-statement.
     expect(lost.message).toMatch(/^Query read timeout/);
     expect(normalizeError(lost)).toMatchObject({ code: "store_unavailable", status: 503 });
 
-    proxy.heal();
+    proxy.setMode("forward");
     expect(await store.hasAccounts()).toBe(true);
     expect(await store.reserve(makeReservation({ accountId: account.id, amountNano: 1n }))).toBe("reserved");
   });
@@ -165,11 +114,11 @@ describeWithPostgres("the PostgreSQL store after a statement the network black-h
       const { store, proxy } = await openProxiedStore(schema, `${schema.schema}_transaction`);
       expect(await store.insertAccount(makeAccount({ name: "before" }))).toBe("created");
 
-      proxy.blackHole((chunk) => chunk.includes(sqlText));
+      proxy.dropFrom((chunk) => chunk.includes(sqlText));
       const lost = await failureOf(store.insertAccount(makeAccount({ name: "lost" })));
       expect(lost.message).toMatch(/^Query read timeout/);
 
-      proxy.heal();
+      proxy.setMode("forward");
       expect(await store.insertAccount(makeAccount({ name: "after" }))).toBe("created");
       expect((await store.listAccounts()).map((account) => account.name).sort()).toEqual(["after", "before"]);
     });
