@@ -63,6 +63,7 @@ export function createEngine(
         model,
         logger,
         resolveEngine: context?.resolveEngine,
+        holdEngine: context?.holdEngine,
         counts: UpstreamCounts.of(context, model.id),
       });
     }

@@ -389,4 +389,9 @@ export interface ChatEngine {
  */
 export interface EngineContext {
   resolveEngine(id: string): ChatEngine | undefined;
+  /**
+   * Keeps `engine` open until the returned function is called, though a reload replaces or
+   * removes its model (ModelRegistry.hold): a request holds the fallbacks it was admitted with.
+   */
+  holdEngine?(engine: ChatEngine): () => void;
 }

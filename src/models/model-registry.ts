@@ -40,7 +40,10 @@ export class ModelRegistry {
   readonly #onRetired: (engine: ChatEngine) => void;
   readonly #logger: EngineLogger | undefined;
   /** Looks up the current catalogue at call time, so fallbacks follow reloads. */
-  readonly #context: EngineContext = { resolveEngine: (id) => this.#models.get(id)?.engine };
+  readonly #context: EngineContext = {
+    resolveEngine: (id) => this.#models.get(id)?.engine,
+    holdEngine: (engine) => this.hold(engine),
+  };
   /** Requests under way on each engine, from their start to their end (see {@link hold}). */
   readonly #holds = new Map<ChatEngine, number>();
   /** Engines a reload replaced that still run requests, by the id of the model they served. */

@@ -4,7 +4,8 @@
  * under the fallback's id. The fallback's entry used to be looked up in the catalogue once it had
  * served, after the reload: a SIGHUP that raised its price 50-fold while the primary was failing
  * charged 50 times the reservation, and one that removed it charged and recorded the request as
- * the primary model.
+ * the primary model. A reload that removed the fallback before the primary failed made the request
+ * fail with 503: it is served by the fallback it was admitted with, whose engine it holds.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -195,16 +196,30 @@ describe("a fallback that a reload changes while the primary fails", () => {
     ]);
   });
 
-  it("is skipped, with a line that says the reload removed it, when it is gone before the primary fails", async () => {
+  it("still serves it when the reload removed it before the primary failed (regression: 503)", async () => {
     const { accountId, client } = await fundedKey();
     const answer = client.chat.completions.create({ model: PRIMARY, messages, max_tokens: 10 });
     await primaryCall.arrived.promise;
+    // The request was admitted with the fallback: it keeps it, as it keeps its primary's engine.
     await server.reload(configWith([upstreamModel(PRIMARY, { price: "2", fallbacks: [] })]));
     primaryCall.release.resolve();
-    await expect(answer).rejects.toMatchObject({ status: 503 });
-    expect(logLines.find((line) => line.fallback === FALLBACK)?.msg).toMatch(
-      /^fallback model is not in the catalogue \(a reload removed it/,
-    );
-    expect(await store.getAccountMoney(accountId)).toMatchObject({ reservedNano: 0n, spentNano: 0n });
+    fallbackCall.release.resolve();
+    const completion = await answer;
+
+    expect(completion.model).toBe(FALLBACK);
+    expect(completion.choices[0]?.message.content).toBe("Served by the backup");
+    expect(await store.listUsage({ accountId })).toMatchObject([
+      { model: FALLBACK, promptTokens: USAGE[0], completionTokens: USAGE[1], costNano: ADMITTED_COST },
+    ]);
+    expect(await store.getAccountMoney(accountId)).toMatchObject({
+      reservedNano: 0n,
+      spentNano: ADMITTED_COST,
+    });
+    // New requests follow the new catalogue: the fallback is gone for them.
+    primaryCall = createHold();
+    primaryCall.release.resolve();
+    await expect(
+      client.chat.completions.create({ model: FALLBACK, messages, max_tokens: 10 }),
+    ).rejects.toMatchObject({ status: 404 });
   });
 });

@@ -29,6 +29,8 @@ export interface OpenAiEngineOptions {
   model: CatalogModel;
   /** The engine of another catalogue model, for `fallbacks`; looked up when a fallback is needed. */
   resolveEngine?: ((id: string) => ChatEngine | undefined) | undefined;
+  /** Keeps a fallback's engine open while a request may still need it (EngineContext.holdEngine). */
+  holdEngine?: ((engine: ChatEngine) => () => void) | undefined;
   logger?: EngineLogger | undefined;
   /** Settings beyond the configuration's (tests use short timeouts). */
   settings?: Partial<UpstreamSettings> | undefined;
@@ -175,7 +177,10 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
       asFallback === undefined && options.resolveEngine !== undefined
         ? config.fallbacks.filter((id) => prepareOptions.mayServe?.(id) ?? true)
         : [];
-    const resolveEngine = options.resolveEngine ?? (() => undefined);
+    // The fallbacks' engines as the request is admitted (priced with their catalogue entries then):
+    // a reload while the primary fails must not remove or replace the one that then serves.
+    const admittedEngines = new Map(fallbacks.map((id) => [id, options.resolveEngine?.(id)]));
+    const resolveEngine = (id: string) => admittedEngines.get(id);
     const canFallBack =
       asFallback?.canFallBack ??
       (fallbacks.length === 0 ? undefined : () => anyCanServe(fallbacks, resolveEngine));
@@ -238,6 +243,7 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
           primary,
           fallbacks,
           resolveEngine,
+          holdEngine: options.holdEngine,
           prepareFallback: (engine, fallbackRequest, place) =>
             prepareFallbackWithin(engine, fallbackRequest, maxCompletionTokens, {
               ...place,

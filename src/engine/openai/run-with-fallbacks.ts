@@ -20,6 +20,12 @@ export interface FallbackRunOptions {
   /** Catalogue ids to try, in order, when the primary fails before its first part. */
   fallbacks: readonly string[];
   resolveEngine: (id: string) => ChatEngine | undefined;
+  /**
+   * Keeps a fallback's engine open (EngineContext.holdEngine): each is held from the run's start
+   * until the primary's first part, and the one that serves until the run ends, so a reload that
+   * replaces or removes it meanwhile does not close it under the request.
+   */
+  holdEngine?: ((engine: ChatEngine) => () => void) | undefined;
   /** Prepares a request on a fallback engine without its own fallbacks (no chains, no cycles). */
   prepareFallback: (engine: ChatEngine, request: ChatRequest, place: FallbackPlace) => Promise<PreparedChat>;
   request: ChatRequest;
@@ -50,18 +56,46 @@ export interface FallbackRunOptions {
  * serve does not wait for its resting endpoints ({@link FallbackPlace}).
  */
 export async function* runWithFallbacks(options: FallbackRunOptions): AsyncGenerator<PartBatch> {
-  const primary = options.primary[Symbol.asyncIterator]();
-  let first: IteratorResult<PartBatch>;
-  try {
-    first = await primary.next();
-  } catch (error) {
-    if (!isAppError(error) || error.code !== "upstream_unavailable" || options.fallbacks.length === 0)
-      throw error;
-    yield* runFallbacks(options, error);
-    return;
+  const holds = new Map<string, () => void>();
+  for (const id of options.fallbacks) {
+    const engine = options.resolveEngine(id);
+    if (engine !== undefined && options.holdEngine !== undefined && !holds.has(id))
+      holds.set(id, options.holdEngine(engine));
   }
-  if (first.done === true) return;
-  yield* passOn(first.value, primary);
+  /** Lets go of every fallback but `kept` (the one serving). */
+  const release = (kept?: string) => {
+    for (const [id, releaseHold] of holds) {
+      if (id === kept) continue;
+      releaseHold();
+      holds.delete(id);
+    }
+  };
+  try {
+    const primary = options.primary[Symbol.asyncIterator]();
+    let first: IteratorResult<PartBatch>;
+    try {
+      first = await primary.next();
+    } catch (error) {
+      if (!isAppError(error) || error.code !== "upstream_unavailable" || options.fallbacks.length === 0)
+        throw error;
+      yield* runFallbacks(
+        {
+          ...options,
+          onFallback: (id) => {
+            release(id);
+            options.onFallback?.(id);
+          },
+        },
+        error,
+      );
+      return;
+    }
+    release();
+    if (first.done === true) return;
+    yield* passOn(first.value, primary);
+  } finally {
+    release();
+  }
 }
 
 /**
