@@ -39,6 +39,16 @@ const OPENAI_TUNING = {
 } as const;
 const OPENAI_KEYS = ["type", "endpoints", "model", "fallbacks", ...Object.keys(OPENAI_TUNING)] as const;
 const ENDPOINT_KEYS = ["base_url", "api_key", "headers"] as const;
+/**
+ * The engine's settings written inside an endpoint: said where they go ("remove it" was the
+ * advice for `max_connections`, which applies to each endpoint but is set on the engine).
+ */
+const ENGINE_KEY_HINTS = Object.fromEntries(
+  [...Object.keys(OPENAI_TUNING), "model", "fallbacks"].map((key) => [
+    key,
+    `belongs to the engine, not to one endpoint; move it beside endpoints:${key === "max_connections" ? " it bounds each endpoint's connections" : " it applies to every endpoint"}`,
+  ]),
+);
 /** A header name: an HTTP token (RFC 9110). */
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 /**
@@ -221,7 +231,7 @@ function readEndpoints(
       if (isAbsent(item)) issues.add(itemPath, 'is empty; write { base_url: "https://api.example.com/v1" }');
       return;
     }
-    checkKnownKeys(issues, itemPath, endpoint, ENDPOINT_KEYS);
+    checkKnownKeys(issues, itemPath, endpoint, ENDPOINT_KEYS, ENGINE_KEY_HINTS);
     const baseUrl = readBaseUrl(options, [...itemPath, "base_url"], endpoint.base_url);
     const apiKey = readHeaderValue(issues, [...itemPath, "api_key"], endpoint.api_key, {
       example: `"\${UPSTREAM_KEY}"`,

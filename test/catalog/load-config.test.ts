@@ -788,6 +788,21 @@ models:
     ]);
   });
 
+  it("says where an engine setting written inside an endpoint goes (regression: 'remove it')", async () => {
+    expect(
+      await problemsOfFile(`models:
+  - id: a
+    pricing: { input_per_million: "1", output_per_million: "1" }
+    engine:
+      type: openai
+      endpoints: [ { base_url: "https://api.example.com/v1", max_connections: 4, idle_timeout_ms: 5 } ]
+`),
+    ).toEqual([
+      "models[0].engine.endpoints[0].max_connections: belongs to the engine, not to one endpoint; move it beside endpoints: it bounds each endpoint's connections",
+      "models[0].engine.endpoints[0].idle_timeout_ms: belongs to the engine, not to one endpoint; move it beside endpoints: it applies to every endpoint",
+    ]);
+  });
+
   it("rejects bad model sources, ids and numbers", async () => {
     expect(
       await problemsOfFile(`models:
