@@ -205,5 +205,8 @@ describe("SIGHUP on a running tollgate serve", () => {
     const failure = await waitFor("refusal of the unset variable", () => failures()[before]);
     expect(failure.level).toBe(50);
     expect(failure.msg).toMatch(/a variable set since takes a restart/);
+    // What to fix, without the stack of the code that found it (regression: internal frames).
+    expect(failure.err).toBeUndefined();
+    expect(failure.problems).toMatch(/api_key: environment variable TOLLGATE_TEST_NEVER_SET is not set/);
   }, 60_000);
 });
