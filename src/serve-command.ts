@@ -14,7 +14,6 @@ import {
 import { quoteForShell } from "./admin/quote-for-shell.ts";
 import { formatAmount } from "./billing/money.ts";
 import type { Config } from "./catalog/catalog.ts";
-import { ConfigError } from "./catalog/config-error.ts";
 import { loadConfig } from "./catalog/load-config.ts";
 import type { RunningServer } from "./server.ts";
 
@@ -281,10 +280,8 @@ function createReloader(options: {
     } catch (error) {
       // The config's own advice ("set it") cannot work on a running server.
       const unsetVariable = error instanceof Error && / is not set; set it/.test(error.message);
-      // A config the operator must fix is its message (the field, the line, the fix), without
-      // the stack of Tollgate's own code that found it; anything else keeps its stack.
       server.app.log.error(
-        error instanceof ConfigError ? { problems: error.message } : { err: error },
+        { err: error },
         unsetVariable
           ? "reloading the config failed; keeping the running one (a server reads its environment once, at start: a variable set since takes a restart)"
           : "reloading the config failed; keeping the running one",

@@ -33,6 +33,9 @@ export class ConfigError extends Error {
     this.name = "ConfigError";
     this.problems = options.problems;
     this.source = options.source;
+    // What the operator must fix is the message: no frames of the code that found it, in a log
+    // line of a refused reload or anywhere else.
+    this.stack = `${this.name}: ${this.message}`;
   }
 }
 
