@@ -137,6 +137,29 @@ async function fundedKey(): Promise<{ accountId: string; client: OpenAI }> {
 
 const messages: OpenAI.Chat.ChatCompletionMessageParam[] = [{ role: "user", content: "Hello" }];
 
+/**
+ * Lets the held upstream calls go (the primary's 500, then the fallback's answer) and checks that
+ * `answer` is the fallback's, recorded under its id and charged at the prices it was admitted with.
+ */
+async function expectServedByFallbackAtAdmittedPrices(
+  answer: Promise<OpenAI.Chat.ChatCompletion>,
+  accountId: string,
+): Promise<void> {
+  primaryCall.release.resolve();
+  fallbackCall.release.resolve();
+  const completion = await answer;
+  expect(completion.model).toBe(FALLBACK);
+  expect(completion.choices[0]?.message.content).toBe("Served by the backup");
+  expect(await store.listUsage({ accountId })).toMatchObject([
+    { model: FALLBACK, promptTokens: USAGE[0], completionTokens: USAGE[1], costNano: ADMITTED_COST },
+  ]);
+  expect(await store.getAccountMoney(accountId)).toEqual({
+    balanceNano: 1_000_000_000n - ADMITTED_COST,
+    reservedNano: 0n,
+    spentNano: ADMITTED_COST,
+  });
+}
+
 describe("a fallback that a reload changes while the primary fails", () => {
   it("is charged at the prices the request was admitted with", async () => {
     const { accountId, client } = await fundedKey();
@@ -149,20 +172,7 @@ describe("a fallback that a reload changes while the primary fails", () => {
         upstreamModel(FALLBACK, { price: "50" }),
       ]),
     );
-    primaryCall.release.resolve();
-    fallbackCall.release.resolve();
-    const completion = await answer;
-
-    expect(completion.model).toBe(FALLBACK);
-    expect(completion.choices[0]?.message.content).toBe("Served by the backup");
-    expect(await store.listUsage({ accountId })).toMatchObject([
-      { model: FALLBACK, promptTokens: USAGE[0], completionTokens: USAGE[1], costNano: ADMITTED_COST },
-    ]);
-    expect(await store.getAccountMoney(accountId)).toEqual({
-      balanceNano: 1_000_000_000n - ADMITTED_COST,
-      reservedNano: 0n,
-      spentNano: ADMITTED_COST,
-    });
+    await expectServedByFallbackAtAdmittedPrices(answer, accountId);
   });
 
   it("is still the one answered, recorded and charged when the reload removed it as it began", async () => {
@@ -202,19 +212,7 @@ describe("a fallback that a reload changes while the primary fails", () => {
     await primaryCall.arrived.promise;
     // The request was admitted with the fallback: it keeps it, as it keeps its primary's engine.
     await server.reload(configWith([upstreamModel(PRIMARY, { price: "2", fallbacks: [] })]));
-    primaryCall.release.resolve();
-    fallbackCall.release.resolve();
-    const completion = await answer;
-
-    expect(completion.model).toBe(FALLBACK);
-    expect(completion.choices[0]?.message.content).toBe("Served by the backup");
-    expect(await store.listUsage({ accountId })).toMatchObject([
-      { model: FALLBACK, promptTokens: USAGE[0], completionTokens: USAGE[1], costNano: ADMITTED_COST },
-    ]);
-    expect(await store.getAccountMoney(accountId)).toMatchObject({
-      reservedNano: 0n,
-      spentNano: ADMITTED_COST,
-    });
+    await expectServedByFallbackAtAdmittedPrices(answer, accountId);
     // New requests follow the new catalogue: the fallback is gone for them.
     primaryCall = createHold();
     primaryCall.release.resolve();
