@@ -131,6 +131,9 @@ export class ChatService {
     release: () => void,
   ): Promise<StartedChat> {
     const { key, options, signal } = input;
+    // The completion's `created` is when the request came in, as OpenAI's is: not when its answer
+    // began, after the queue, a model still loading or a slow upstream.
+    const created = Math.floor(Date.now() / 1000);
     const context = {
       requestId: input.requestId,
       key,
@@ -245,7 +248,7 @@ export class ChatService {
     if (servedBy !== undefined) input.annotate({ servedBy: servedBy.id });
     const identity: CompletionIdentity = {
       id: createCompletionId(),
-      created: Math.floor(Date.now() / 1000),
+      created,
       model: (servedBy ?? entry.model).id,
     };
     const settledAs: { unanswered?: boolean } = {};

@@ -1,0 +1,76 @@
+/**
+ * A completion's `created` is when its request came in (as OpenAI's is), streamed or not: not when
+ * its answer began. Regression: it was stamped once the first part arrived, so an upstream that
+ * took seconds to answer (or a queue, or a model still loading) moved it by that long.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type RunningServer, startServer } from "../../../src/server.ts";
+import { createTestConfig, createUpstreamModelEntry } from "../../support/test-server.ts";
+import { chunk, type MockUpstream, startMockUpstream, writeEvents } from "./mock-upstream.ts";
+
+const MODEL = "upstream-chat";
+/** How long the upstream waits before it answers: more than a second, so `created` shows it. */
+const UPSTREAM_DELAY_MS = 2_100;
+
+let folder: string;
+let upstream: MockUpstream;
+let server: RunningServer;
+
+beforeAll(async () => {
+  folder = mkdtempSync(join(tmpdir(), "tollgate-created-"));
+  upstream = await startMockUpstream();
+  upstream.handle(async (_request, response) => {
+    await sleep(UPSTREAM_DELAY_MS);
+    await writeEvents(response, [
+      chunk({ role: "assistant", content: "" }),
+      chunk({ content: "Hi" }),
+      chunk({}, "stop"),
+    ]);
+  });
+  server = await startServer({
+    config: createTestConfig({
+      database: `sqlite:${join(folder, "tollgate.db")}`,
+      models: [createUpstreamModelEntry(MODEL, upstream.baseUrl)],
+    }),
+    logger: false,
+  });
+});
+
+afterAll(async () => {
+  await server?.close();
+  await upstream?.close();
+  rmSync(folder, { recursive: true, force: true });
+});
+
+/** The request's `created` values (one per event when streamed), and the second it was sent in. */
+async function complete(stream: boolean): Promise<{ sentAt: number; created: number[] }> {
+  const sentAt = Math.floor(Date.now() / 1000);
+  const response = await fetch(`${server.baseUrl}/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${server.createdKeys.starterKey}`, "content-type": "application/json" },
+    body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "Hi" }], stream }),
+  });
+  expect(response.status).toBe(200);
+  if (!stream) return { sentAt, created: [((await response.json()) as { created: number }).created] };
+  const created = (await response.text())
+    .split("\n")
+    .filter((line) => line.startsWith("data: {"))
+    .map((line) => (JSON.parse(line.slice("data: ".length)) as { created: number }).created);
+  return { sentAt, created };
+}
+
+describe("a completion's created", () => {
+  for (const stream of [false, true]) {
+    it(`is the second its request came in, not when a slow upstream answered (stream: ${stream})`, async () => {
+      const { sentAt, created } = await complete(stream);
+      expect(created.length).toBeGreaterThan(0);
+      // Within the second after sending (a request may cross into the next), never 2 s later.
+      for (const value of created) expect(value - sentAt).toBeLessThanOrEqual(1);
+      expect(new Set(created).size).toBe(1);
+    });
+  }
+});
