@@ -33,7 +33,7 @@ export function createLoadWaiters(options: {
       if (waiting >= options.capacity) {
         throw new AppError(
           "model_overloaded",
-          `The model '${options.modelId}' is still loading (its file may be downloading) and ${waiting} requests already wait for it. Please retry shortly.`,
+          `The model '${options.modelId}' is still loading (its file may be downloading) and ${waiting === 1 ? "a request already waits" : `${waiting} requests already wait`} for it. Please retry shortly.`,
           { retryAfterSeconds: LOADING_RETRY_AFTER_SECONDS },
         );
       }
