@@ -16,10 +16,11 @@ const HELP = `Usage: ${USAGE}
 Writes a consistent copy of the SQLite database to FILE, a new file, while a server may be
 serving from the database; given a folder (an existing one, or any path ending in /, made if
 missing), to a new file in it named for the database and the time, such as
-tollgate-20250601T120000Z.db. The copy is one self-contained file (no -wal beside it); put it back
-with \`tollgate restore FILE\`. Requests in flight at the time keep their reservations in the
-copy: a server started on it releases them (\`tollgate audit\` on the copy itself reports them).
-For a PostgreSQL database use pg_dump instead.`;
+tollgate-20250601T120000Z.db (-2, -3, ... added where that name is taken). The copy is one
+self-contained file (no -wal beside it); put it back with \`tollgate restore FILE\`. Requests in
+flight at the time keep their reservations in the copy: a server started on it releases them
+(\`tollgate audit\` on the copy itself reports them). For a PostgreSQL database use pg_dump
+instead.`;
 
 /** Answers `tollgate backup --help`; it needs no config, so the CLI calls it first. */
 export function writeBackupHelp(argv: readonly string[], out: OutputSink): boolean {
@@ -73,9 +74,12 @@ export async function runBackupCommand(
     );
   }
   const { file } = location;
+  // Two backups into a folder within one second (the README's two examples, one after the
+  // other) named the same file, and the second was refused: it takes the next free name.
   const destination =
-    folder === undefined ? path.resolve(target) : suggestName(path.join(folder, path.basename(file)));
-  if (folder !== undefined) refuseExisting(destination);
+    folder === undefined
+      ? path.resolve(target)
+      : freeName(suggestName(path.join(folder, path.basename(file))));
   let created = false;
   if (!existsSync(file)) {
     const { openStore } = await import("../store/open-store.ts");
@@ -126,8 +130,19 @@ function isFolderTarget(target: string): boolean {
 function refuseExisting(destination: string): void {
   if (existsSync(destination)) {
     throw new CliError(
-      `${destination} exists already; a backup never replaces a file. Name a new one, such as ${suggestName(destination)}.`,
+      `${destination} exists already; a backup never replaces a file. Name a new one, such as ${freeName(suggestName(destination))}.`,
     );
+  }
+}
+
+/** `name` where no file has it, else the first free of `name-2`, `name-3`, ... (before its extension). */
+function freeName(name: string): string {
+  if (!existsSync(name)) return name;
+  const extension = path.extname(name);
+  const base = name.slice(0, name.length - extension.length);
+  for (let count = 2; ; count++) {
+    const candidate = `${base}-${count}${extension}`;
+    if (!existsSync(candidate)) return candidate;
   }
 }
 

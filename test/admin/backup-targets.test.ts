@@ -4,10 +4,20 @@
  * folder (ending in a slash, or existing) gets a new file named for the database and the time,
  * the folder made when missing; an empty name is refused, naming what to write.
  */
-import { mkdirSync, mkdtempSync, readdirSync, realpathSync, rmSync, statSync } from "node:fs";
+import {
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { fileStamp } from "../../src/store/sqlite/file-stamp.ts";
 import { runCli } from "../support/run-cli.ts";
 
 let folder: string;
@@ -55,6 +65,26 @@ describe("backup targets", () => {
     const files = readdirSync(join(folder, "existing"));
     expect(files).toHaveLength(1);
     expect(files[0]).toMatch(STAMPED);
+  });
+
+  it("a folder holding the file named for this second gets the next free name, the other untouched", () => {
+    const busy = join(folder, "busy");
+    mkdirSync(busy);
+    // The names of this second and the next few: the backup runs within them.
+    const now = Date.now();
+    const taken = Array.from(
+      { length: 10 },
+      (_, seconds) => `ledger-${fileStamp(new Date(now + seconds * 1000))}.db`,
+    );
+    for (const name of taken) writeFileSync(join(busy, name), "an earlier backup");
+    const result = backup(["busy/"]);
+    expect(result.stderr).toBe("");
+    expect(result.code).toBe(0);
+    const added = readdirSync(busy).filter((name) => !taken.includes(name));
+    expect(added).toHaveLength(1);
+    expect(added[0]).toMatch(/^ledger-\d{8}T\d{6}Z-2\.db$/);
+    expect(result.stdout).toContain(`to ${join(busy, added[0]!)}`);
+    for (const name of taken) expect(readFileSync(join(busy, name), "utf8")).toBe("an earlier backup");
   });
 
   it("an empty name is refused, saying what to write, and nothing is written", () => {
