@@ -33,9 +33,18 @@ function describeType(type: unknown): string {
         ? "an array"
         : name === "object"
           ? "an object"
-          : `a ${name}`,
+          : name === "null"
+            ? "null"
+            : `a ${name}`,
   );
-  return named.length === 1 ? named[0]! : `${named.slice(0, -1).join(", ")} or ${named.at(-1)}`;
+  return listAlternatives(named);
+}
+
+/** `["a string", "an array", "null"]` -> "a string, an array or null". */
+function listAlternatives(alternatives: readonly string[]): string {
+  return alternatives.length <= 1
+    ? (alternatives[0] ?? "")
+    : `${alternatives.slice(0, -1).join(", ")} or ${alternatives.at(-1)}`;
 }
 
 function depth(issue: SchemaValidationIssue): number {
@@ -84,9 +93,10 @@ export function mapValidationError(reported: readonly SchemaValidationIssue[]): 
         ),
       ];
       const onlyConstants = inner.length > 0 && inner.every((issue) => issue.keyword === "const");
+      // A type refused is named as one, as mapSingleIssue names it ("Invalid type for").
       return new AppError(
         onlyConstants ? "invalid_value" : "invalid_type",
-        `Invalid value for '${param ?? "body"}': expected ${accepted.join(" or ") || "another value"}.`,
+        `Invalid ${onlyConstants ? "value" : "type"} for '${param ?? "body"}': expected ${listAlternatives(accepted) || "another value"}.`,
         { param },
       );
     }

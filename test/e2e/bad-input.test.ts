@@ -345,6 +345,17 @@ describe("bad input gets its status, type, code and param, never a 500", () => {
     );
   });
 
+  it("names a wrong type as a type, listing what each field takes (regression: 'Invalid value ... or a null')", async () => {
+    const phrased = async (change: Record<string, unknown>) =>
+      (await post(JSON.stringify({ ...valid, ...change }))).body.error.message;
+    expect(await phrased({ messages: [{ role: "user", content: 5 }] })).toBe(
+      "Invalid type for 'messages[0].content': expected a string, an array or null.",
+    );
+    expect(await phrased({ temperature: "1" })).toBe(
+      "Invalid type for 'temperature': expected a number or null.",
+    );
+  });
+
   it("refuses schemas nested beyond any real one, naming the field, and bodies nested far deeper whole", async () => {
     const messages = JSON.stringify(valid.messages);
     // Past the schemas' 64 levels, within the body's 128: the field is named.
