@@ -3,27 +3,18 @@
  * its answer began. Regression: it was stamped once the first part arrived, so an upstream that
  * took seconds to answer (or a queue, or a model still loading) moved it by that long.
  */
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type RunningServer, startServer } from "../../../src/server.ts";
-import { createTestConfig, createUpstreamModelEntry } from "../../support/test-server.ts";
-import { chunk, type MockUpstream, startMockUpstream, writeEvents } from "./mock-upstream.ts";
+import { beforeAll, describe, expect, it } from "vitest";
+import { chunk, writeEvents } from "./mock-upstream.ts";
+import { UPSTREAM_MODEL as MODEL, useUpstreamOnlyServer } from "./use-upstream-only-server.ts";
 
-const MODEL = "upstream-chat";
 /** How long the upstream waits before it answers: more than a second, so `created` shows it. */
 const UPSTREAM_DELAY_MS = 2_100;
 
-let folder: string;
-let upstream: MockUpstream;
-let server: RunningServer;
+const { server, upstream } = useUpstreamOnlyServer();
 
-beforeAll(async () => {
-  folder = mkdtempSync(join(tmpdir(), "tollgate-created-"));
-  upstream = await startMockUpstream();
-  upstream.handle(async (_request, response) => {
+beforeAll(() => {
+  upstream().handle(async (_request, response) => {
     await sleep(UPSTREAM_DELAY_MS);
     await writeEvents(response, [
       chunk({ role: "assistant", content: "" }),
@@ -31,27 +22,17 @@ beforeAll(async () => {
       chunk({}, "stop"),
     ]);
   });
-  server = await startServer({
-    config: createTestConfig({
-      database: `sqlite:${join(folder, "tollgate.db")}`,
-      models: [createUpstreamModelEntry(MODEL, upstream.baseUrl)],
-    }),
-    logger: false,
-  });
-});
-
-afterAll(async () => {
-  await server?.close();
-  await upstream?.close();
-  rmSync(folder, { recursive: true, force: true });
 });
 
 /** The request's `created` values (one per event when streamed), and the second it was sent in. */
 async function complete(stream: boolean): Promise<{ sentAt: number; created: number[] }> {
   const sentAt = Math.floor(Date.now() / 1000);
-  const response = await fetch(`${server.baseUrl}/chat/completions`, {
+  const response = await fetch(`${server().baseUrl}/chat/completions`, {
     method: "POST",
-    headers: { authorization: `Bearer ${server.createdKeys.starterKey}`, "content-type": "application/json" },
+    headers: {
+      authorization: `Bearer ${server().createdKeys.starterKey}`,
+      "content-type": "application/json",
+    },
     body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "Hi" }], stream }),
   });
   expect(response.status).toBe(200);

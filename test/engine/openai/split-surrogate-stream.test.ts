@@ -4,45 +4,20 @@
  * each half went out in its own event; a JavaScript client happened to join them, but a client
  * that decodes each event's JSON and encodes it as UTF-8 (Python's) failed on the lone halves.
  */
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type RunningServer, startServer } from "../../../src/server.ts";
-import { createTestConfig, createUpstreamModelEntry } from "../../support/test-server.ts";
-import { chunk, type MockUpstream, startMockUpstream, writeEvents } from "./mock-upstream.ts";
+import { describe, expect, it } from "vitest";
+import { chunk, writeEvents } from "./mock-upstream.ts";
+import { UPSTREAM_MODEL as MODEL, useUpstreamOnlyServer } from "./use-upstream-only-server.ts";
 
-const MODEL = "upstream-chat";
 const EMOJI = "\u{1F600}";
 const [HIGH, LOW] = [EMOJI.slice(0, 1), EMOJI.slice(1)];
 
-let folder: string;
-let upstream: MockUpstream;
-let server: RunningServer;
-
-beforeAll(async () => {
-  folder = mkdtempSync(join(tmpdir(), "tollgate-surrogates-"));
-  upstream = await startMockUpstream();
-  server = await startServer({
-    config: createTestConfig({
-      database: `sqlite:${join(folder, "tollgate.db")}`,
-      models: [createUpstreamModelEntry(MODEL, upstream.baseUrl)],
-    }),
-    logger: false,
-  });
-});
-
-afterAll(async () => {
-  await server?.close();
-  await upstream?.close();
-  rmSync(folder, { recursive: true, force: true });
-});
+const { server, upstream } = useUpstreamOnlyServer();
 
 async function complete(stream: boolean): Promise<Response> {
-  const response = await fetch(`${server.baseUrl}/chat/completions`, {
+  const response = await fetch(`${server().baseUrl}/chat/completions`, {
     method: "POST",
     headers: {
-      authorization: `Bearer ${server.createdKeys.starterKey}`,
+      authorization: `Bearer ${server().createdKeys.starterKey}`,
       "content-type": "application/json",
     },
     body: JSON.stringify({
@@ -86,7 +61,7 @@ function asUtf8(fragments: readonly string[]): string {
 
 describe("an emoji an upstream splits between two deltas", () => {
   it("reaches a streaming client whole in the text, with the answer and usage of a non-streamed request", async () => {
-    upstream.handle((_request, response) =>
+    upstream().handle((_request, response) =>
       writeEvents(response, [
         chunk({ role: "assistant", content: "" }),
         chunk({ content: `X${HIGH}` }),
@@ -105,7 +80,7 @@ describe("an emoji an upstream splits between two deltas", () => {
   });
 
   it("reaches a streaming client whole in a tool call's arguments", async () => {
-    upstream.handle((_request, response) =>
+    upstream().handle((_request, response) =>
       writeEvents(response, [
         chunk({ role: "assistant", content: null }),
         chunk({

@@ -5,46 +5,16 @@
  * interleaved were passed on interleaved (the stream helper threw with strict tools, and fired
  * `tool_calls.function.arguments.done` with unfinished JSON without).
  */
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import OpenAI from "openai";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type RunningServer, startServer } from "../../../src/server.ts";
-import { createTestConfig, createUpstreamModelEntry } from "../../support/test-server.ts";
-import {
-  answerJson,
-  chunk,
-  type MockUpstream,
-  startMockUpstream,
-  toolCallCompletion,
-  writeEvents,
-} from "./mock-upstream.ts";
+import { beforeAll, describe, expect, it } from "vitest";
+import { answerJson, chunk, toolCallCompletion, writeEvents } from "./mock-upstream.ts";
+import { UPSTREAM_MODEL as MODEL, useUpstreamOnlyServer } from "./use-upstream-only-server.ts";
 
-const MODEL = "upstream-chat";
-
-let folder: string;
-let upstream: MockUpstream;
-let server: RunningServer;
+const { server, upstream } = useUpstreamOnlyServer();
 let client: OpenAI;
 
-beforeAll(async () => {
-  folder = mkdtempSync(join(tmpdir(), "tollgate-tool-calls-"));
-  upstream = await startMockUpstream();
-  server = await startServer({
-    config: createTestConfig({
-      database: `sqlite:${join(folder, "tollgate.db")}`,
-      models: [createUpstreamModelEntry(MODEL, upstream.baseUrl)],
-    }),
-    logger: false,
-  });
-  client = new OpenAI({ baseURL: server.baseUrl, apiKey: server.createdKeys.starterKey, maxRetries: 0 });
-});
-
-afterAll(async () => {
-  await server?.close();
-  await upstream?.close();
-  rmSync(folder, { recursive: true, force: true });
+beforeAll(() => {
+  client = new OpenAI({ baseURL: server().baseUrl, apiKey: server().createdKeys.starterKey, maxRetries: 0 });
 });
 
 const messages: OpenAI.Chat.ChatCompletionMessageParam[] = [{ role: "user", content: "Hi" }];
@@ -66,7 +36,7 @@ describe("a no-parameter call the upstream sends without arguments", () => {
   ];
 
   it.each(variants)("reaches the stream helper with {} when they are %s", async (_label, fn) => {
-    upstream.handle((_request, response) =>
+    upstream().handle((_request, response) =>
       writeEvents(response, [
         chunk({ role: "assistant", content: null }),
         chunk({ tool_calls: [{ index: 0, id: "call_n", type: "function", function: fn }] }),
@@ -84,7 +54,7 @@ describe("a no-parameter call the upstream sends without arguments", () => {
   it.each(variants)(
     "reaches parse() with {} from a whole JSON answer when they are %s",
     async (_label, fn) => {
-      upstream.handle(answerJson(toolCallCompletion(fn)));
+      upstream().handle(answerJson(toolCallCompletion(fn)));
       const completion = await client.chat.completions.parse({
         model: MODEL,
         messages,
@@ -106,7 +76,7 @@ describe("parallel calls the upstream interleaves", () => {
   });
 
   it("reach the stream helper one after another, each whole, done once each", async () => {
-    upstream.handle((_request, response) =>
+    upstream().handle((_request, response) =>
       writeEvents(response, [
         chunk({ role: "assistant", content: null }),
         chunk({
