@@ -21,18 +21,32 @@ async function answersWithin(promise: Promise<unknown>, ms: number): Promise<boo
 }
 
 /**
- * `/ready`'s answer: not ready while the store does not answer in time or a model of the start
- * (`startupEngines`) still loads; `reasons` says which.
+ * `/ready`'s answer: not ready while the store does not answer in time, while charges wait for
+ * the store to take them, or while a model of the start (`startupEngines`) still loads; `reasons`
+ * says which.
+ *
+ * Charges wait when the store answers reads but fails writes (its disk full, its file locked by
+ * another process): requests are then refused with 503 until a write goes through, and a balancer
+ * should send them elsewhere. The waiting charges are tried again in the background on their own,
+ * so readiness comes back without any request: a signal that only traffic could clear (the
+ * store's last write failed) would keep a replica out of rotation for good.
  */
 export async function checkReady(dependencies: {
   store: Store;
   registry: ModelRegistry;
   startupEngines: ReadonlySet<ChatEngine>;
+  /** Charges the store failed to take, waiting for their next attempt (BillingAdmission). */
+  pendingSettlements: () => number;
 }): Promise<{ ready: boolean; reasons: string[] }> {
   const { store, registry, startupEngines } = dependencies;
   const reasons: string[] = [];
   if (!(await answersWithin(store.hasAdminKey(), READY_STORE_TIMEOUT_MS)))
     reasons.push("the store does not answer");
+  const pending = dependencies.pendingSettlements();
+  if (pending > 0)
+    reasons.push(
+      `the store does not take writes: ${pending === 1 ? "a charge waits" : `${pending} charges wait`} to be recorded`,
+    );
   for (const entry of registry.list()) {
     const { engine } = entry;
     if (engine !== undefined && startupEngines.has(engine) && engine.status() === "loading")

@@ -303,7 +303,13 @@ async function startOnStore(
       }),
     watchRevocations: (listener) => revocations.watch(listener),
     metricsKey: config.metricsKey,
-    checkReady: () => checkReady({ store, registry, startupEngines }),
+    checkReady: () =>
+      checkReady({
+        store,
+        registry,
+        startupEngines,
+        pendingSettlements: () => admission.pendingSettlements,
+      }),
     bodyLimitBytes: config.server.bodyLimitBytes,
     ...(options.bodyBudgetBytes === undefined ? {} : { bodyBudgetBytes: options.bodyBudgetBytes }),
     ...(options.clientStallTimeoutMs === undefined

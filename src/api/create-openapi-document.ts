@@ -117,7 +117,7 @@ export function createOpenApiDocument(options: { version: string }): Record<stri
           security: [],
           responses: {
             "200": response(
-              "The store is reachable and every local model is loaded or marked unavailable.",
+              "The store is reachable, no charge waits for it to take writes, and every local model of the start is loaded or marked unavailable.",
               json(reference("Readiness")),
             ),
             "503": response(

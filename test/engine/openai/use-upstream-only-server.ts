@@ -9,13 +9,20 @@ import { type MockUpstream, startMockUpstream } from "./mock-upstream.ts";
 /** The one model of {@link useUpstreamOnlyServer}'s server. */
 export const UPSTREAM_MODEL = "upstream-chat";
 
+const databaseFileIn = (folder: string) => join(folder, "tollgate.db");
+
 /**
  * A Tollgate server whose only model, {@link UPSTREAM_MODEL}, is served by a new mock upstream,
  * with a fresh SQLite file and no local model (nothing to load): started before the file's tests
  * and closed after them, as useTestServer does. The accessors answer once the tests run; each test
  * sets the upstream's answer with `upstream().handle(...)`.
  */
-export function useUpstreamOnlyServer(): { server: () => RunningServer; upstream: () => MockUpstream } {
+export function useUpstreamOnlyServer(): {
+  server: () => RunningServer;
+  upstream: () => MockUpstream;
+  /** The server's SQLite file. */
+  databaseFile: () => string;
+} {
   let folder: string | undefined;
   let upstream: MockUpstream | undefined;
   let server: RunningServer | undefined;
@@ -24,7 +31,7 @@ export function useUpstreamOnlyServer(): { server: () => RunningServer; upstream
     upstream = await startMockUpstream();
     server = await startServer({
       config: createTestConfig({
-        database: `sqlite:${join(folder, "tollgate.db")}`,
+        database: `sqlite:${databaseFileIn(folder)}`,
         models: [createUpstreamModelEntry(UPSTREAM_MODEL, upstream.baseUrl)],
       }),
       logger: false,
@@ -40,5 +47,9 @@ export function useUpstreamOnlyServer(): { server: () => RunningServer; upstream
       throw new Error("the upstream-only server is not started (use it within a test)");
     return value;
   };
-  return { server: () => started(server), upstream: () => started(upstream) };
+  return {
+    server: () => started(server),
+    upstream: () => started(upstream),
+    databaseFile: () => databaseFileIn(started(folder)),
+  };
 }
