@@ -2,6 +2,7 @@ import { hideKeySecrets } from "../admin/read-key-reference.ts";
 import { AppError, isAppError } from "../errors/app-error.ts";
 import { isStoreUnavailable } from "../store/is-store-unavailable.ts";
 import { mapValidationError, type SchemaValidationIssue } from "./map-validation-error.ts";
+import { refuseInfiniteNumbers } from "./refuse-infinite-numbers.ts";
 import { refuseUnsupportedToolTypes } from "./refuse-unsupported-tool-types.ts";
 
 /** The contract's error body: `{"error":{"message","type","param","code"}}`. */
@@ -59,7 +60,11 @@ export function normalizeError(
   if (isAppError(error)) return error;
   const framework = (typeof error === "object" && error !== null ? error : {}) as FrameworkError;
   if (Array.isArray(framework.validation))
-    return refuseUnsupportedToolTypes(body) ?? mapValidationError(framework.validation);
+    return (
+      refuseUnsupportedToolTypes(body) ??
+      refuseInfiniteNumbers(framework.validation, body) ??
+      mapValidationError(framework.validation)
+    );
   switch (framework.code) {
     case "FST_ERR_CTP_BODY_TOO_LARGE":
       return bodyTooLarge(limits.bodyLimitBytes);

@@ -356,6 +356,32 @@ describe("bad input gets its status, type, code and param, never a 500", () => {
     );
   });
 
+  it("refuses a number too large for a double (1e400) as a value out of range, not a wrong type", async () => {
+    const body = (field: string, value: string) =>
+      `{"model":"${TINY_MODEL}","messages":[{"role":"user","content":"Hi"}],"${field}":${value}}`;
+    for (const [field, value] of [
+      ["temperature", "1e400"],
+      ["seed", "-1e400"],
+      ["max_tokens", "1e999"],
+    ] as const) {
+      const { status, body: answer } = await post(body(field, value));
+      expect(status).toBe(400);
+      expect(answer.error).toMatchObject({
+        code: "invalid_value",
+        param: field,
+        message: `Invalid value for '${field}': the number is too large for a double (beyond ±1.8e308); send a finite one.`,
+      });
+    }
+    // Where no number is wanted, it is the wrong type it always was.
+    const { body: content } = await post(
+      `{"model":"${TINY_MODEL}","messages":[{"role":"user","content":1e400}]}`,
+    );
+    expect(content.error).toMatchObject({
+      code: "invalid_type",
+      message: "Invalid type for 'messages[0].content': expected a string, an array or null.",
+    });
+  });
+
   it("refuses schemas nested beyond any real one, naming the field, and bodies nested far deeper whole", async () => {
     const messages = JSON.stringify(valid.messages);
     // Past the schemas' 64 levels, within the body's 128: the field is named.
