@@ -63,7 +63,7 @@ export function normalizeError(
     return (
       refuseUnsupportedToolTypes(body) ??
       refuseInfiniteNumbers(framework.validation, body) ??
-      mapValidationError(framework.validation)
+      mapValidationError(framework.validation, body)
     );
   switch (framework.code) {
     case "FST_ERR_CTP_BODY_TOO_LARGE":

@@ -52,14 +52,30 @@ function depth(issue: SchemaValidationIssue): number {
 }
 
 /**
+ * Whether the field at `instancePath` refuses null although its schema takes it: a message's
+ * `content` may be null on an assistant message only (convert-chat-request.ts refuses it on the
+ * others), so a wrong type there does not offer null.
+ */
+function refusesNull(instancePath: string, body: unknown): boolean {
+  const index = /^\/messages\/(\d+)\/content$/.exec(instancePath)?.[1];
+  if (index === undefined || typeof body !== "object" || body === null) return false;
+  const messages = (body as { messages?: unknown }).messages;
+  const message = Array.isArray(messages) ? (messages[Number(index)] as unknown) : undefined;
+  const role =
+    typeof message === "object" && message !== null ? (message as { role?: unknown }).role : undefined;
+  return typeof role === "string" && role !== "assistant";
+}
+
+/**
  * Turns the errors of one failed validation into the one {@link AppError} the client sees:
  * a missing field is `missing_required_parameter`, a wrong JSON type `invalid_type`, too many
  * entries `array_above_max_length`, anything else out of range `invalid_value`; `param` names
  * the field with its path. Where a value matched none of a union's branches, the error of the
  * branch that got furthest into the value explains it best; where every branch failed on the
- * value's type itself, the message lists the accepted types.
+ * value's type itself, the message lists the accepted types. `body`, the request's parsed body,
+ * says where the schema takes more than the request's other fields allow.
  */
-export function mapValidationError(reported: readonly SchemaValidationIssue[]): AppError {
+export function mapValidationError(reported: readonly SchemaValidationIssue[], body?: unknown): AppError {
   // Ajv checks `enum` and `const` even when the subschema's `type` already failed; the value
   // was then of the wrong type, which the `type` error says better.
   const failedTypePaths = new Set(
@@ -85,11 +101,13 @@ export function mapValidationError(reported: readonly SchemaValidationIssue[]): 
       const param = convertInstancePathToParam(union.instancePath);
       const accepted = [
         ...new Set(
-          inner.map((issue) =>
-            issue.keyword === "const"
-              ? JSON.stringify(issue.params.allowedValue)
-              : describeType(issue.params.type),
-          ),
+          inner
+            .filter((issue) => !(issue.params.type === "null" && refusesNull(union.instancePath, body)))
+            .map((issue) =>
+              issue.keyword === "const"
+                ? JSON.stringify(issue.params.allowedValue)
+                : describeType(issue.params.type),
+            ),
         ),
       ];
       const onlyConstants = inner.length > 0 && inner.every((issue) => issue.keyword === "const");

@@ -348,9 +348,18 @@ describe("bad input gets its status, type, code and param, never a 500", () => {
   it("names a wrong type as a type, listing what each field takes (regression: 'Invalid value ... or a null')", async () => {
     const phrased = async (change: Record<string, unknown>) =>
       (await post(JSON.stringify({ ...valid, ...change }))).body.error.message;
+    // Null only where the message's role takes it: an assistant's (with tool_calls).
     expect(await phrased({ messages: [{ role: "user", content: 5 }] })).toBe(
-      "Invalid type for 'messages[0].content': expected a string, an array or null.",
+      "Invalid type for 'messages[0].content': expected a string or an array.",
     );
+    expect(
+      await phrased({
+        messages: [
+          { role: "user", content: "Hi" },
+          { role: "assistant", content: 5 },
+        ],
+      }),
+    ).toBe("Invalid type for 'messages[1].content': expected a string, an array or null.");
     expect(await phrased({ temperature: "1" })).toBe(
       "Invalid type for 'temperature': expected a number or null.",
     );
@@ -378,7 +387,7 @@ describe("bad input gets its status, type, code and param, never a 500", () => {
     );
     expect(content.error).toMatchObject({
       code: "invalid_type",
-      message: "Invalid type for 'messages[0].content': expected a string, an array or null.",
+      message: "Invalid type for 'messages[0].content': expected a string or an array.",
     });
   });
 
