@@ -15,6 +15,7 @@ import { createEndpointBalancer } from "./create-endpoint-balancer.ts";
 import { createStallWatchdog } from "./create-stall-watchdog.ts";
 import { createUpstreamEndpoint, type UpstreamEndpoint } from "./create-upstream-endpoint.ts";
 import { countPromptTokens } from "./estimate-prompt-tokens.ts";
+import { learnContextLength } from "./learn-context-length.ts";
 import { runUpstreamChat, type WaitBudget } from "./run-upstream-chat.ts";
 import { anyCanServe, type FallbackPlace, runWithFallbacks } from "./run-with-fallbacks.ts";
 import { closingError } from "./start-upstream-attempt.ts";
@@ -41,6 +42,8 @@ export interface OpenAiEngineOptions {
    * with the engine this one replaces (UpstreamCounts.of). Default: counts of its own.
    */
   counts?: UpstreamCounts | undefined;
+  /** Shorter pauses between readings of the upstream's model list (tests; learn-context-length.ts). */
+  contextLengthLearning?: { refreshMs?: number; retryMs?: number } | undefined;
 }
 
 const silentLogger: EngineLogger = { info: () => {}, warn: () => {}, error: () => {} };
@@ -83,7 +86,8 @@ const restingTimes = new WeakMap<ChatEngine, () => number | undefined>();
  * The upstream engine: a catalogue model served by OpenAI-compatible servers over HTTP.
  *
  * `prepare` estimates the prompt tokens (estimate-prompt-tokens.ts: the upstream's tokenizer is
- * unknown), checks them against the catalogue's `context_length` when it gives one, and reserves
+ * unknown), checks them against the catalogue's `context_length` when it gives one (else the one
+ * the upstream's model list gives, once learned: learn-context-length.ts), and reserves
  * `max_tokens`, else the rest of the context, else `defaultMaxCompletionTokens` (which then goes
  * upstream as `max_tokens`, so the upstream cannot generate past what was reserved). `run` streams
  * from the endpoints (run-upstream-chat.ts: balancing, retries, cooldown, timeouts, usage) and,
@@ -133,6 +137,20 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
   const activeRuns = { count: 0 };
   const closeController = new AbortController();
   let closed = false;
+  // Without a catalogue context length, the upstream's model list may give one (vLLM's).
+  const learner =
+    model.contextLength === undefined
+      ? learnContextLength({
+          modelId: model.id,
+          upstreamModel: config.model,
+          endpoints,
+          timeoutMs: settings.connectTimeoutMs,
+          signal: closeController.signal,
+          logger,
+          defaultMaxTokens: settings.defaultMaxCompletionTokens,
+          ...options.contextLengthLearning,
+        })
+      : undefined;
 
   const prepare = async (
     request: ChatRequest,
@@ -146,7 +164,8 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
     }
     const { estimate: promptTokens, atMost: promptTokensAtMost } = countPromptTokens(request);
     const runLogger = asFallback?.logger ?? prepareOptions.logger ?? logger;
-    const contextLength = model.contextLength;
+    learner?.learnIfDue();
+    const contextLength = model.contextLength ?? learner?.current();
     if (contextLength !== undefined) {
       checkContextLength({ contextLength, promptTokens, maxTokens: request.maxTokens });
     }
@@ -265,7 +284,9 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
   };
 
   const engine: ChatEngine = {
-    contextLength: model.contextLength,
+    get contextLength() {
+      return model.contextLength ?? learner?.current();
+    },
     supportsMultipleChoices: false,
     supportsLogprobs: true,
     status(): ModelStatus {

@@ -16,6 +16,10 @@ export interface UpstreamEndpoint {
   label: string;
   /** `{base path}/chat/completions` with the base URL's query (Azure's `api-version`), if any. */
   path: string;
+  /** The base URL's origin (`https://host:port`). */
+  origin: string;
+  /** `{base path}/models` with the base URL's query: the upstream's model list. */
+  modelsPath: string;
   /**
    * Sent with every request: JSON in, an uncompressed event stream out, the endpoint's key and
    * its own headers.
@@ -83,6 +87,8 @@ export function createUpstreamEndpoint(options: {
     index: options.index,
     label: `${url.origin}${basePath}`,
     path: `${basePath}/chat/completions${url.search}`,
+    origin: url.origin,
+    modelsPath: `${basePath}/models${url.search}`,
     headers,
     secrets: listEndpointSecrets(options),
     names: listEndpointNames(options.baseUrl),

@@ -24,6 +24,13 @@ export interface MockUpstream {
   requests: RecordedRequest[];
   /** Sets how the next requests are answered. */
   handle(handler: MockHandler): void;
+  /**
+   * The requests for the model list (`GET .../models`), which the engine makes by itself for a
+   * model without a context length: kept apart from {@link requests}, the chat requests.
+   */
+  modelListRequests: RecordedRequest[];
+  /** Sets how the model list is answered; default: a list with no model (`{"data": []}`). */
+  handleModelList(handler: MockHandler): void;
   close(): Promise<void>;
 }
 
@@ -31,7 +38,9 @@ export async function startMockUpstream(
   handler: MockHandler = streamText(["Hello", " world"]),
 ): Promise<MockUpstream> {
   let current = handler;
+  let currentModelList: MockHandler = answerJson({ object: "list", data: [] });
   const requests: RecordedRequest[] = [];
+  const modelListRequests: RecordedRequest[] = [];
   const server: Server = createServer(async (request, response) => {
     const chunks: Buffer[] = [];
     for await (const chunk of request) chunks.push(chunk as Buffer);
@@ -47,9 +56,10 @@ export async function startMockUpstream(
       clientPort: request.socket.remotePort,
       closedEarly,
     };
-    requests.push(recorded);
+    const listsModels = recorded.method === "GET" && /\/models$/.test(recorded.url.split("?")[0] ?? "");
+    (listsModels ? modelListRequests : requests).push(recorded);
     try {
-      await current(recorded, response);
+      await (listsModels ? currentModelList : current)(recorded, response);
     } catch {
       response.destroy();
     }
@@ -64,6 +74,10 @@ export async function startMockUpstream(
     requests,
     handle(next) {
       current = next;
+    },
+    modelListRequests,
+    handleModelList(next) {
+      currentModelList = next;
     },
     async close() {
       server.closeAllConnections();

@@ -85,7 +85,10 @@ describe("upstream engine: what a stream that is not read holds", () => {
     const upstream = await startTestMock(handler);
     const watched = watchUpstreamSockets(upstream.port);
     try {
-      const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+      // A context length of its own: no model list is asked for, on a connection the watch would count.
+      const engine = createTestEngine({
+        model: upstreamModel([upstream.baseUrl], { contextLength: 100_000 }),
+      });
       const prepared = await engine.prepare(chatRequest());
       const batches = prepared.run(new AbortController().signal)[Symbol.asyncIterator]();
       // The client takes the first batch, then stops reading.

@@ -1,0 +1,115 @@
+import type { EngineLogger } from "../create-engine.ts";
+import type { UpstreamEndpoint } from "./create-upstream-endpoint.ts";
+import { readUpstreamContextLength } from "./read-upstream-context-length.ts";
+
+/** How often an upstream's model list is read again: a server restarted with a longer context. */
+export const CONTEXT_LENGTH_REFRESH_MS = 10 * 60_000;
+/** How soon it is asked again after no endpoint answered. */
+export const CONTEXT_LENGTH_RETRY_MS = 60_000;
+
+/** What {@link learnContextLength} gives the engine. */
+export interface ContextLengthLearner {
+  /** The context length the upstream gave last, or `undefined` while none is known. */
+  current(): number | undefined;
+  /** Reads the model list again in the background when the last reading is old enough. */
+  learnIfDue(): void;
+}
+
+/**
+ * The context length of an upstream model the catalogue gives none, learned from its server's
+ * model list (read-upstream-context-length.ts: vLLM's `max_model_len` and the like) at once and
+ * then every {@link CONTEXT_LENGTH_REFRESH_MS}, on the first endpoint that answers, in the
+ * background: a request never waits for it, and one that comes before it is known is bounded as
+ * without a context length. Once known, it is checked and reserved for as a catalogue
+ * `context_length` is, and a request without `max_tokens` runs to its natural end.
+ */
+export function learnContextLength(options: {
+  modelId: string;
+  /** The upstream's name of the model. */
+  upstreamModel: string;
+  endpoints: readonly UpstreamEndpoint[];
+  timeoutMs: number;
+  /** Ends a reading under way (the engine closed). */
+  signal: AbortSignal;
+  logger: EngineLogger;
+  /** The bound used while none is known (`defaultMaxCompletionTokens`), for the log. */
+  defaultMaxTokens: number;
+  /** Shorter pauses for tests. */
+  refreshMs?: number | undefined;
+  retryMs?: number | undefined;
+}): ContextLengthLearner {
+  const refreshMs = options.refreshMs ?? CONTEXT_LENGTH_REFRESH_MS;
+  const retryMs = options.retryMs ?? CONTEXT_LENGTH_RETRY_MS;
+  let known: number | undefined;
+  let reading = false;
+  /** When the next reading is due (performance.now()). */
+  let dueAt = 0;
+  /** What the log said last, so that each change is told once: a length, "none" or "failed". */
+  let told: number | "none" | "failed" | undefined;
+
+  const tell = (state: number | "none" | "failed", log: () => void) => {
+    if (state === told) return;
+    told = state;
+    log();
+  };
+
+  const read = async () => {
+    const failures: string[] = [];
+    for (const endpoint of options.endpoints) {
+      if (options.signal.aborted) return;
+      let length: number | undefined;
+      try {
+        length = await readUpstreamContextLength({
+          origin: endpoint.origin,
+          path: endpoint.modelsPath,
+          headers: endpoint.headers,
+          model: options.upstreamModel,
+          timeoutMs: options.timeoutMs,
+          signal: options.signal,
+        });
+      } catch (error) {
+        failures.push(`${endpoint.label}: ${error instanceof Error ? error.message : String(error)}`);
+        continue;
+      }
+      dueAt = performance.now() + refreshMs;
+      known = length;
+      if (length === undefined)
+        tell("none", () =>
+          options.logger.info(
+            { model: options.modelId, endpoint: endpoint.label, defaultMaxTokens: options.defaultMaxTokens },
+            "the upstream's model list gives no context length for this model: a request without max_tokens asks for at most defaultMaxTokens; set context_length in the catalogue to change that",
+          ),
+        );
+      else
+        tell(length, () =>
+          options.logger.info(
+            { model: options.modelId, endpoint: endpoint.label, contextLength: length },
+            "context length learned from the upstream's model list",
+          ),
+        );
+      return;
+    }
+    if (options.signal.aborted) return;
+    // A length learned before stays: the server may only be down for a moment.
+    dueAt = performance.now() + retryMs;
+    tell("failed", () =>
+      options.logger.info(
+        { model: options.modelId, failures, retryInMs: retryMs },
+        "could not read the upstream's model list for the model's context length",
+      ),
+    );
+  };
+
+  const learner: ContextLengthLearner = {
+    current: () => known,
+    learnIfDue() {
+      if (reading || options.signal.aborted || performance.now() < dueAt) return;
+      reading = true;
+      void read().finally(() => {
+        reading = false;
+      });
+    },
+  };
+  learner.learnIfDue();
+  return learner;
+}

@@ -1,0 +1,177 @@
+/**
+ * An upstream model the catalogue gives no context length takes it from its server's model list
+ * (vLLM's `max_model_len`, OpenRouter's `context_length`, Groq's `context_window`): checked and
+ * reserved for as a catalogue one, and a request without max_tokens is not cut at the default
+ * 4096 tokens. Regression: such a model always sent `max_tokens: 4096` upstream when the client
+ * set none, cutting long answers ("length") that the contract lets run to their natural end.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { afterEach, describe, expect, it } from "vitest";
+import type { ChatEngine } from "../../../src/engine/engine.ts";
+import { readContextLengthFromModelList } from "../../../src/engine/openai/read-upstream-context-length.ts";
+import { startServer } from "../../../src/server.ts";
+import { createTestConfig, createUpstreamModelEntry } from "../../support/test-server.ts";
+import {
+  chatRequest,
+  closeEnginesAndMocks,
+  collectParts,
+  createTestEngine,
+  startTestMock,
+  upstreamModel,
+} from "./engine-helpers.ts";
+import { answerError, answerJson, type MockUpstream } from "./mock-upstream.ts";
+
+afterEach(closeEnginesAndMocks);
+
+/** A vLLM-shaped model list naming `upstream-model` (engine-helpers' upstream name). */
+function vllmList(maxModelLen: number) {
+  return {
+    object: "list",
+    data: [
+      { id: "other-model", object: "model", max_model_len: 999 },
+      { id: "upstream-model", object: "model", owned_by: "vllm", max_model_len: maxModelLen },
+    ],
+  };
+}
+
+async function until(condition: () => boolean, what: string): Promise<void> {
+  for (let waited = 0; !condition(); waited += 10) {
+    if (waited > 5_000) throw new Error(`timed out waiting for ${what}`);
+    await sleep(10);
+  }
+}
+
+/** The `max_tokens` of the chat request the upstream received last. */
+function lastMaxTokens(upstream: MockUpstream): unknown {
+  return upstream.requests.at(-1)?.body.max_tokens;
+}
+
+describe("an upstream model without a catalogue context length", () => {
+  it("learns it from the upstream's model list: checked, reserved for, and no max_tokens sent", async () => {
+    const upstream = await startTestMock();
+    upstream.handleModelList(answerJson(vllmList(300)));
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl], { apiKey: "sk-list-key" }) });
+    await until(() => engine.contextLength !== undefined, "the context length");
+    expect(engine.contextLength).toBe(300);
+    // Asked with the endpoint's key, at the base URL's /models.
+    expect(upstream.modelListRequests[0]).toMatchObject({
+      method: "GET",
+      url: "/v1/models",
+      headers: { authorization: "Bearer sk-list-key" },
+    });
+
+    const prepared = await engine.prepare(chatRequest());
+    expect(prepared.maxCompletionTokens).toBe(300 - prepared.promptTokens);
+    await collectParts(engine);
+    expect(lastMaxTokens(upstream)).toBeUndefined();
+    // The client's own bound still goes upstream.
+    await collectParts(engine, chatRequest({ maxTokens: 20 }));
+    expect(lastMaxTokens(upstream)).toBe(20);
+    const long = chatRequest({ messages: [{ role: "user", content: "word ".repeat(400) }] });
+    await expect(engine.prepare(long)).rejects.toMatchObject({
+      code: "context_length_exceeded",
+      status: 400,
+    });
+  });
+
+  it("keeps the default bound where the list gives the model no context length, or cannot be read", async () => {
+    for (const answer of [
+      answerJson({ object: "list", data: [{ id: "upstream-model", object: "model", owned_by: "ollama" }] }),
+      answerError(404, { error: { message: "not found" } }),
+    ]) {
+      const upstream = await startTestMock();
+      upstream.handleModelList(answer);
+      const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+      await until(() => upstream.modelListRequests.length === 1, "the model list request");
+      await sleep(50);
+      expect(engine.contextLength).toBeUndefined();
+      expect((await engine.prepare(chatRequest())).maxCompletionTokens).toBe(4096);
+      await collectParts(engine);
+      expect(lastMaxTokens(upstream)).toBe(4096);
+    }
+  });
+
+  it("asks the next endpoint when one cannot answer, and asks again later after a failure", async () => {
+    const down = await startTestMock();
+    down.handleModelList(answerError(503, { error: { message: "starting" } }));
+    const up = await startTestMock();
+    up.handleModelList(answerError(503, { error: { message: "starting" } }));
+    const engine: ChatEngine = createTestEngine({
+      model: upstreamModel([down.baseUrl, up.baseUrl]),
+      contextLengthLearning: { retryMs: 100 },
+    });
+    await until(() => up.modelListRequests.length === 1, "the second endpoint's model list");
+    expect(down.modelListRequests).toHaveLength(1);
+    expect(engine.contextLength).toBeUndefined();
+    // The server is up now: the next request after the pause has it asked again.
+    up.handleModelList(answerJson(vllmList(2048)));
+    await sleep(150);
+    await engine.prepare(chatRequest());
+    await until(() => engine.contextLength !== undefined, "the context length");
+    expect(engine.contextLength).toBe(2048);
+  });
+
+  it("shows in /v1/models once learned", async () => {
+    const upstream = await startTestMock();
+    upstream.handleModelList(
+      answerJson({ object: "list", data: [{ id: "served-name", object: "model", max_model_len: 4000 }] }),
+    );
+    const folder = mkdtempSync(join(tmpdir(), "tollgate-context-length-"));
+    const server = await startServer({
+      config: createTestConfig({
+        database: `sqlite:${join(folder, "tollgate.db")}`,
+        models: [
+          {
+            ...createUpstreamModelEntry("vllm-model", upstream.baseUrl, { upstreamModel: "served-name" }),
+            contextLength: undefined,
+          },
+        ],
+      }),
+      logger: false,
+    });
+    try {
+      const read = async () => {
+        const response = await fetch(`${server.baseUrl}/models/vllm-model`, {
+          headers: { authorization: `Bearer ${server.createdKeys.starterKey}` },
+        });
+        return ((await response.json()) as { context_length: number | null }).context_length;
+      };
+      let contextLength = await read();
+      for (let attempt = 0; attempt < 100 && contextLength === null; attempt++) {
+        await sleep(20);
+        contextLength = await read();
+      }
+      expect(contextLength).toBe(4000);
+    } finally {
+      await server.close();
+      rmSync(folder, { recursive: true, force: true });
+    }
+  });
+
+  it("is not asked for where the catalogue gives a context length", async () => {
+    const upstream = await startTestMock();
+    upstream.handleModelList(answerJson(vllmList(300)));
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl], { contextLength: 1000 }) });
+    await collectParts(engine);
+    expect(upstream.modelListRequests).toHaveLength(0);
+    expect(engine.contextLength).toBe(1000);
+  });
+});
+
+describe("reading a model list", () => {
+  it("reads the known fields of the named model only, as positive integers", () => {
+    expect(readContextLengthFromModelList(vllmList(32768), "upstream-model")).toBe(32768);
+    expect(readContextLengthFromModelList({ data: [{ id: "m", context_length: 128000 }] }, "m")).toBe(128000);
+    expect(readContextLengthFromModelList([{ id: "m", context_window: 8192 }], "m")).toBe(8192);
+    expect(readContextLengthFromModelList({ data: [{ id: "m", context_length: 100 }] }, "n")).toBeUndefined();
+    for (const bad of [0, -5, 1.5, "4096", null, 1e300])
+      expect(
+        readContextLengthFromModelList({ data: [{ id: "m", max_model_len: bad }] }, "m"),
+      ).toBeUndefined();
+    expect(readContextLengthFromModelList({ data: "none" }, "m")).toBeUndefined();
+    expect(readContextLengthFromModelList("text", "m")).toBeUndefined();
+  });
+});
