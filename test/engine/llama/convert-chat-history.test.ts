@@ -1,5 +1,7 @@
+import { JinjaTemplateChatWrapper } from "node-llama-cpp";
 import { describe, expect, it } from "vitest";
 import { convertChatHistory } from "../../../src/engine/llama/convert-chat-history.ts";
+import { testModelChatTemplate } from "../../../src/gguf/test-model-chat-template.ts";
 
 describe("convertChatHistory", () => {
   it("maps system, user and assistant messages to node-llama-cpp items", () => {
@@ -167,5 +169,22 @@ describe("convertChatHistory", () => {
     const response = (history[1] as { response: { result: unknown }[] }).response;
     expect(response.map((call) => call.result)).toEqual(Array.from({ length: count }, (_, index) => index));
     expect(moved).toBeLessThan(count);
+  });
+});
+
+describe("a conversation that ends with an assistant message", () => {
+  it("is continued, as llama.cpp's server does (a prefill, as the README says)", () => {
+    const history = convertChatHistory([
+      { role: "user", content: "Hi" },
+      { role: "assistant", content: "Hello" },
+    ]);
+    expect(history).toEqual([
+      { type: "user", text: "Hi" },
+      { type: "model", response: ["Hello"] },
+    ]);
+    // Rendered by the test model's template, the answer is left open for the model to go on.
+    const wrapper = new JinjaTemplateChatWrapper({ template: testModelChatTemplate });
+    const text = wrapper.generateContextState({ chatHistory: history }).contextText.toString();
+    expect(text.endsWith("<|im_start|>assistant\nHello")).toBe(true);
   });
 });
