@@ -301,7 +301,13 @@ export function getModelStatus(entry: RegisteredModel): ModelStatus {
   return entry.engine?.status() ?? "unavailable";
 }
 
-/** The context length reported and enforced: the engine's (capped at the file's), else the catalogue's. */
+/**
+ * The context length reported: the engine's (a local model's catalogue value capped at its file's
+ * trained context; an upstream model's catalogue value or the one its server gave), else the
+ * catalogue's where nothing serves the model. `undefined` while the engine does not know it: a
+ * local model still loading or downloading reported the uncapped catalogue value until it had
+ * loaded.
+ */
 export function getContextLength(entry: RegisteredModel): number | undefined {
-  return entry.engine?.contextLength ?? entry.model.contextLength;
+  return entry.engine === undefined ? entry.model.contextLength : entry.engine.contextLength;
 }

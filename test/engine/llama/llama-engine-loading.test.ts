@@ -8,6 +8,7 @@ import { createLlamaEngine } from "../../../src/engine/llama/create-llama-engine
 import { getSharedLlama } from "../../../src/engine/llama/get-shared-llama.ts";
 import { type AppError, isAppError } from "../../../src/errors/app-error.ts";
 import { writeTestModel } from "../../../src/gguf/write-test-model.ts";
+import { getContextLength } from "../../../src/models/model-registry.ts";
 import { createTestCatalogModel, createTestRequest } from "./llama-test-support.ts";
 
 let folder: string;
@@ -68,6 +69,21 @@ describe("llama engine: loading with the shared binding", () => {
     for await (const batch of prepared.run(new AbortController().signal))
       for (const part of batch) parts.push(part);
     expect(parts.at(-1)).toMatchObject({ type: "finish", reason: "length", usage: { completionTokens: 1 } });
+  });
+});
+
+describe("llama engine: the context length it reports", () => {
+  it("is unknown while the model loads, then the catalogue's capped at the file's trained context", async () => {
+    const model = await writeTestModel({ path: join(folder, "capped.gguf"), seed: 4 });
+    const catalogued = createTestCatalogModel({ path: model.path, contextLength: 100_000 });
+    const engine = createLlamaEngine({ model: catalogued });
+    engines.push(engine);
+    expect(engine.status()).toBe("loading");
+    // Regression: /v1/models showed the catalogue's 100000 while the model loaded.
+    expect(getContextLength({ model: catalogued, engine })).toBeUndefined();
+    await engine.prepare(createTestRequest({ maxTokens: 1 }));
+    expect(getContextLength({ model: catalogued, engine })).toBe(model.contextLength);
+    expect(model.contextLength).toBeLessThan(100_000);
   });
 });
 
