@@ -1,4 +1,4 @@
-import { existsSync, realpathSync } from "node:fs";
+import { existsSync, realpathSync, statSync } from "node:fs";
 import path from "node:path";
 import { loadConfig } from "../catalog/load-config.ts";
 import { chargeJournalPath } from "../store/open-store.ts";
@@ -47,6 +47,17 @@ export async function runRestoreCommand(
   const { positionals } = parseCommandArguments(argv, { options: {}, positionals: 1, usage: USAGE });
   const backupFile = path.resolve(positionals[0]!);
   if (!existsSync(backupFile)) throw new CliError(`${backupFile} does not exist.`);
+  // Before anything opens it: a named pipe would hold the open until a writer came (for ever),
+  // and a folder or a device only failed later with SQLite's words for it.
+  const stats = statSync(backupFile);
+  if (stats.isDirectory())
+    throw new CliError(
+      `${backupFile} is a folder: give the backup file itself (tollgate backup FOLDER/ names its files tollgate-<time>.db).`,
+    );
+  if (!stats.isFile())
+    throw new CliError(
+      `${backupFile} is not a regular file (a named pipe, a device or a socket): give the backup file that tollgate backup wrote.`,
+    );
   const config = await loadConfig({ file: configFile, purpose: "command" });
   const override = describeDatabaseOverride(config);
   if (override !== undefined) process.stderr.write(`tollgate: ${override}\n`);

@@ -8,7 +8,7 @@
  * then the old one (or a damaged file), not the backup. The test shows that on a copy of the
  * killed server's files, then that `restore` gives exactly the backup's rows.
  */
-import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { type ChildProcess, execFile, spawn, spawnSync } from "node:child_process";
 import { once } from "node:events";
 import {
   copyFileSync,
@@ -323,6 +323,23 @@ describe("tollgate backup and restore on SQLite", () => {
     expect(refused.code).toBe(1);
     expect(refused.stderr).toContain("no file to back up");
     expect(existsSync(join(folder, "memory-copy.db"))).toBe(false);
+  });
+
+  it("refuses a folder, a named pipe and a device as the backup, before opening them (regression: a pipe hung)", () => {
+    const env = { TOLLGATE_DATABASE_URL: `sqlite:${join(folder, "kinds.db")}` };
+    const pipe = join(folder, "backup-pipe");
+    expect(spawnSync("mkfifo", [pipe]).status).toBe(0);
+    const backupsFolder = join(folder, "backups-folder");
+    mkdirSync(backupsFolder, { recursive: true });
+    for (const [file, says] of [
+      [backupsFolder, "is a folder: give the backup file itself"],
+      [pipe, "is not a regular file (a named pipe, a device or a socket)"],
+      ["/dev/null", "is not a regular file"],
+    ] as const) {
+      const refused = runCli(["restore", file], { cwd: folder, env, unset: ["TOLLGATE_CONFIG"] });
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toContain(`${file} ${says}`);
+    }
   });
 
   it("says that charges owed in the journal beside the database are not in the copy", () => {
