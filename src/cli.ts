@@ -177,16 +177,24 @@ async function withStore<T>(
   refuseMemoryDatabase(config.database, command.name);
   const { openStore } = await import("./store/open-store.ts");
   const { describeNewDatabase, findMissingDatabaseFile } = await import("./admin/describe-new-database.ts");
-  const missing = findMissingDatabaseFile(config.database);
-  // A database an older version made is left to `serve` to migrate (see StoreOptions.upgrade).
-  // Accounts and keys it makes take the database's time, as the servers' do (StoreOptions.stampCreations).
-  const store = await openStore(config.database, { upgrade: false, stampCreations: true });
-  if (missing !== undefined) process.stderr.write(`tollgate: ${describeNewDatabase(missing, config)}\n`);
+  const { openStoreLazily } = await import("./admin/open-store-lazily.ts");
+  // Opened once the command has checked its arguments and calls it: a refused command creates
+  // no database (open-store-lazily.ts).
+  const lazy = openStoreLazily(async () => {
+    const missing = findMissingDatabaseFile(config.database);
+    // A database an older version made is left to `serve` to migrate (see StoreOptions.upgrade).
+    // Accounts and keys it makes take the database's time, as the servers' do (StoreOptions.stampCreations).
+    const store = await openStore(config.database, { upgrade: false, stampCreations: true });
+    if (missing !== undefined) process.stderr.write(`tollgate: ${describeNewDatabase(missing, config)}\n`);
+    return store;
+  });
   const started = performance.now();
   runningStoreCommand = describeStoreCommand(command.name, command.args, configFile);
   try {
-    return await run(store, config);
+    return await run(lazy.store, config);
   } catch (error) {
+    // A store that could not be opened changed nothing: said as opening says it.
+    if (error === lazy.openError) throw error;
     const { explainStoreFailure } = await import("./admin/explain-store-failure.ts");
     throw explainStoreFailure(error, {
       database: config.database,
@@ -195,7 +203,7 @@ async function withStore<T>(
       elapsedMs: performance.now() - started,
     });
   } finally {
-    await store.close();
+    await lazy.close();
   }
 }
 

@@ -41,6 +41,27 @@ describe("a CLI command that creates a new database", () => {
     expect(second.stdout).toBe(first.stdout);
   });
 
+  it("is not made by a command whose arguments are refused, which leaves the warning to the next one (regression)", () => {
+    const folder = makeFolder();
+    const file = join(folder, "data", "tollgate.db");
+    for (const args of [
+      ["accounts", "crate", "bob"],
+      ["accounts", "create"],
+      ["accounts", "create", "bob", "--balance", "1,5"],
+      ["keys", "revoke"],
+      ["usage", "--since", "garbage"],
+      ["audit", "--bogus"],
+    ]) {
+      const refused = runCli(args, { cwd: folder, unset });
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).not.toContain("created a new database");
+      expect(existsSync(file)).toBe(false);
+    }
+    const created = runCli(["accounts", "create", "bob", "--balance", "100"], { cwd: folder, unset });
+    expect(created.code).toBe(0);
+    expect(created.stderr).toContain(`tollgate: created a new database at ${file}`);
+  });
+
   it("names the config file, or TOLLGATE_DATABASE_URL, that chose the database", () => {
     const folder = makeFolder();
     const config = join(folder, "tollgate.yaml");
