@@ -2,8 +2,10 @@ import { existsSync, mkdirSync, statSync } from "node:fs";
 import path from "node:path";
 import { loadConfig } from "../catalog/load-config.ts";
 import { chargeJournalPath } from "../store/open-store.ts";
+import { explainSqliteError, isSqliteDamaged } from "../store/sqlite/explain-sqlite-error.ts";
 import { fileStamp } from "../store/sqlite/file-stamp.ts";
 import { locateDatabase } from "../store/sqlite/locate-sqlite-file.ts";
+import { DEFAULT_BUSY_TIMEOUT_MS } from "../store/sqlite/node-sqlite-database.ts";
 import { describeLedgerSummary } from "../store/sqlite/read-ledger-summary.ts";
 import { CliError, type OutputSink } from "./cli-error.ts";
 import { describeDatabaseOverride } from "./describe-database-override.ts";
@@ -96,7 +98,16 @@ export async function runBackupCommand(
     );
   }
   const { backUpSqliteFile } = await import("../store/sqlite/back-up-sqlite-file.ts");
-  const { bytes, summary } = await backUpSqliteFile(file, destination);
+  let backedUp: Awaited<ReturnType<typeof backUpSqliteFile>>;
+  try {
+    backedUp = await backUpSqliteFile(file, destination);
+  } catch (error) {
+    // The copy holds what the database holds: damage found in either is the database's, said as
+    // the other commands say it (with `.recover`), not in SQLite's bare words.
+    if (isSqliteDamaged(error)) throw explainSqliteError(error, file, DEFAULT_BUSY_TIMEOUT_MS);
+    throw error;
+  }
+  const { bytes, summary } = backedUp;
   out.write(`backed up ${file} to ${destination} (${formatBytes(bytes)}): ${describeLedgerSummary(summary)}`);
   if (summary.openReservations > 0) {
     out.write(

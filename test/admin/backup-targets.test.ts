@@ -99,6 +99,21 @@ describe("backup targets", () => {
     expect(readdirSync(folder).sort()).toEqual(before);
   });
 
+  it("a damaged database is said so, with the way to rescue it, and no copy is left (was SQLite's bare words)", () => {
+    const damaged = join(folder, "damaged.db");
+    const whole = readFileSync(join(folder, "ledger.db"));
+    writeFileSync(damaged, whole.subarray(0, Math.floor(whole.length * 0.6)));
+    const result = runCli(["backup", join(folder, "damaged-copy.db")], {
+      cwd: folder,
+      env: { TOLLGATE_DATABASE_URL: `sqlite:${damaged}` },
+      unset: ["TOLLGATE_CONFIG"],
+    });
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain(`tollgate: The database ${damaged} is damaged (SQLite says: `);
+    expect(result.stderr).toContain(`sqlite3 ${damaged} .recover`);
+    expect(readdirSync(folder).filter((name) => name.startsWith("damaged-copy"))).toEqual([]);
+  });
+
   it("an existing file is still never replaced", () => {
     const result = backup(["ledger.db"]);
     expect(result.code).toBe(1);

@@ -50,6 +50,12 @@ export function isSqliteBusy(error: unknown): boolean {
   return code !== undefined && (code & 0xff) === SQLITE_BUSY;
 }
 
+/** True when SQLite found the file damaged (SQLITE_CORRUPT) or no database (SQLITE_NOTADB). */
+export function isSqliteDamaged(error: unknown): boolean {
+  const code = resultCodeOf(error);
+  return code !== undefined && ((code & 0xff) === SQLITE_CORRUPT || (code & 0xff) === SQLITE_NOTADB);
+}
+
 /**
  * True when SQLite could not write because of where the file lives, not because of a bug: the
  * file locked by another process ({@link isSqliteBusy}), its disk full, an I/O error, the file or
