@@ -6,7 +6,7 @@ import { hideKeySecrets, showTyped } from "./read-key-reference.ts";
 
 /** What an operator gives to open an account. */
 export interface CreateAccountInput {
-  /** Unique; 1 to 64 characters: letters, digits, `.`, `_`, `@`, `-`, starting with a letter or digit. */
+  /** Unique; 1 to 64 characters: ASCII letters, digits, `.`, `_`, `@`, `-`, starting with a letter or digit. */
   name: string;
   /** The opening balance in nano-units. Default 0. */
   balanceNano?: bigint;
@@ -66,7 +66,7 @@ export function validateAccountName(name: string): void {
     throw new AdminError(
       "invalid_value",
       // Cut: a megabyte name was sent back whole (the longest valid one is 64 characters).
-      `${JSON.stringify(showTyped(name, 83))} is not a valid account name: use 1 to 64 letters, digits, ".", "_", "@" or "-", starting with a letter or digit.`,
+      `${JSON.stringify(showTyped(name, 83))} is not a valid account name: use 1 to 64 ASCII letters (a-z, A-Z), digits, ".", "_", "@" or "-", starting with a letter or digit.`,
       { field: "name" },
     );
   }

@@ -79,6 +79,12 @@ describe("accounts create", () => {
     ["a missing name", ["create"], /^Missing argument NAME\.\nUsage: tollgate accounts create/],
     ["two names", ["create", "a", "b"], /Unexpected argument 'b'/],
     ["a bad name", ["create", "has space"], /not a valid account name/],
+    // "ë" is a letter, but not one a name may have: the rule says which letters (was "letters").
+    [
+      "a name with a letter outside ASCII",
+      ["create", "Zoë"],
+      /not a valid account name: use 1 to 64 ASCII letters \(a-z, A-Z\)/,
+    ],
     [
       "a name shaped like an id",
       ["create", "00000000-0000-4000-8000-000000000001"],
