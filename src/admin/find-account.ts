@@ -23,7 +23,13 @@ export async function requireAccount(store: Store, nameOrId: string): Promise<Ac
   const account = await findAccount(store, nameOrId);
   if (account === undefined) {
     const shown = JSON.stringify(showTyped(nameOrId));
-    throw new AdminError("not_found", `No account has the name or id ${shown}.`, {
+    // Names are matched exactly ("Zoe" is not "zoe"): one that differs only in case is named.
+    const alike = hasNulCharacter(nameOrId) ? [] : await store.listAccountNamesIgnoringCase(nameOrId);
+    const hint =
+      alike.length === 0
+        ? ""
+        : ` Names match exactly: did you mean ${alike.map((name) => JSON.stringify(name)).join(" or ")}?`;
+    throw new AdminError("not_found", `No account has the name or id ${shown}.${hint}`, {
       field: "account",
     });
   }

@@ -123,6 +123,17 @@ export function createKyselyStore(
       return row === undefined ? undefined : toAccount(row);
     },
 
+    async listAccountNamesIgnoringCase(name: string): Promise<string[]> {
+      const rows = await db
+        .selectFrom("accounts")
+        .select("name")
+        .where((eb) => eb(eb.fn<string>("lower", ["name"]), "=", name.toLowerCase()))
+        .orderBy("name")
+        .limit(10)
+        .execute();
+      return rows.map((row) => row.name);
+    },
+
     async listAccounts(): Promise<Account[]> {
       const rows = await selectAccountsInOrder(db).execute();
       return rows.map(toAccount);

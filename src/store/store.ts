@@ -219,6 +219,11 @@ export interface Store {
   insertAccount(account: Account, options?: InsertOptions): Promise<InsertAccountResult>;
   getAccountById(id: string): Promise<Account | undefined>;
   getAccountByName(name: string): Promise<Account | undefined>;
+  /**
+   * The names of the accounts (at most 10) whose name is `name` but for the case of its ASCII
+   * letters (names have no others), `name` itself included if taken.
+   */
+  listAccountNamesIgnoringCase(name: string): Promise<string[]>;
   /** Every account, oldest first (by name among accounts made in the same millisecond). */
   listAccounts(): Promise<Account[]>;
   /**

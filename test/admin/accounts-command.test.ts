@@ -60,6 +60,23 @@ describe("accounts create", () => {
     );
   });
 
+  it("refuses a name that differs from another only in case, and names the other where one is not found", async () => {
+    await run("create", "Zoe", "--balance", "1");
+    await expect(run("create", "zoe")).rejects.toThrow(
+      new CliError(
+        'An account named "Zoe" already exists, and names that differ only in case are refused (a credit to the wrong one would be too easy); choose another name.',
+      ),
+    );
+    expect((await store.listAccounts()).map((account) => account.name)).toEqual(["Zoe"]);
+    // Names are matched exactly: a credit to "ZOE" credits nobody, and says whom it may have meant.
+    await expect(run("credit", "ZOE", "5")).rejects.toThrow(
+      new CliError(
+        'No account has the name or id "ZOE". Names match exactly: did you mean "Zoe"? List accounts with `tollgate accounts list`.',
+      ),
+    );
+    expect((await store.getAccountByName("Zoe"))?.balanceNano).toBe(1_000_000_000n);
+  });
+
   it.each([
     ["a negative balance", ["create", "acme", "--balance=-1"], /--balance: "-1" is negative/],
     [

@@ -1,7 +1,7 @@
 /**
  * How the CLI reads its options. Regressions: a repeated option was taken silently, the last one
  * winning (`accounts create dupbal --balance 100 --balance 1` made the account with 1, `keys
- * create --account acme --account ACME` made the key on ACME, `--config a.yaml --config b.yaml`
+ * create --account acme --account globex` made the key on globex, `--config a.yaml --config b.yaml`
  * acted on b's store); `-h` or `--help` as an option's value turned the command into help, exit
  * 0, so `accounts credit acme 1 --note -h` credited nothing (`--help` now does ask for help, and
  * no word starting with "--" is a value written apart: `--note --balance 5` took "--balance" as
@@ -31,7 +31,7 @@ let store: Store;
 beforeEach(async () => {
   store = await openStore(newDatabaseUrl(directory));
   await runAccountsCommand(store, ["create", "acme"], collectOutput());
-  await runAccountsCommand(store, ["create", "ACME"], collectOutput());
+  await runAccountsCommand(store, ["create", "globex"], collectOutput());
 });
 
 afterEach(async () => {
@@ -67,7 +67,7 @@ describe("an option given twice", () => {
   });
 
   it("is refused, and no key is made (regression: the key was made on the last --account)", async () => {
-    await expect(keys("create", "--account", "acme", "--account", "ACME")).rejects.toThrow(
+    await expect(keys("create", "--account", "acme", "--account", "globex")).rejects.toThrow(
       /^--account is given twice; give it once\.\nUsage: tollgate keys create/,
     );
     expect(await keys("list")).toEqual([

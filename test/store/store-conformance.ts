@@ -56,6 +56,14 @@ export function describeStoreConformance(name: string, backend: StoreConformance
         expect(await store.getAccountByName("acme")).toEqual(account);
       });
 
+      it("lists the names that differ from a name only in case", async () => {
+        for (const name of ["Zoe", "zoey", "acme"]) await store.insertAccount(makeAccount({ name }));
+        expect(await store.listAccountNamesIgnoringCase("ZOE")).toEqual(["Zoe"]);
+        expect(await store.listAccountNamesIgnoringCase("Zoe")).toEqual(["Zoe"]);
+        expect(await store.listAccountNamesIgnoringCase("zo")).toEqual([]);
+        expect(await store.listAccountNamesIgnoringCase("zoe%")).toEqual([]);
+      });
+
       it("answers undefined for an unknown id or name", async () => {
         expect(await store.getAccountById(randomUUID())).toBeUndefined();
         expect(await store.getAccountByName("nobody")).toBeUndefined();
