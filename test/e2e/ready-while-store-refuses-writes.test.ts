@@ -9,7 +9,7 @@ import { DatabaseSync } from "node:sqlite";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { chunk, writeEvents } from "../engine/openai/mock-upstream.ts";
-import { UPSTREAM_MODEL, useUpstreamOnlyServer } from "../engine/openai/use-upstream-only-server.ts";
+import { postChat, useUpstreamOnlyServer } from "../engine/openai/use-upstream-only-server.ts";
 
 const { server, upstream, databaseFile } = useUpstreamOnlyServer();
 
@@ -59,18 +59,7 @@ describe("/ready while the store refuses writes", () => {
     lock = new DatabaseSync(databaseFile());
     lock.exec("begin immediate");
     // Streamed: the client has its answer whatever becomes of the charge.
-    const response = await fetch(`${server().baseUrl}/chat/completions`, {
-      method: "POST",
-      headers: {
-        authorization: `Bearer ${server().createdKeys.starterKey}`,
-        "content-type": "application/json",
-      },
-      body: JSON.stringify({
-        model: UPSTREAM_MODEL,
-        messages: [{ role: "user", content: "Hi" }],
-        stream: true,
-      }),
-    });
+    const response = await postChat(server(), { stream: true });
     expect(response.status).toBe(200);
     expect(await response.text()).toContain("data: [DONE]");
 

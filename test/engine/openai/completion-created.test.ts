@@ -6,7 +6,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { beforeAll, describe, expect, it } from "vitest";
 import { chunk, writeEvents } from "./mock-upstream.ts";
-import { UPSTREAM_MODEL as MODEL, useUpstreamOnlyServer } from "./use-upstream-only-server.ts";
+import { postChat, useUpstreamOnlyServer } from "./use-upstream-only-server.ts";
 
 /** How long the upstream waits before it answers: more than a second, so `created` shows it. */
 const UPSTREAM_DELAY_MS = 2_100;
@@ -27,14 +27,7 @@ beforeAll(() => {
 /** The request's `created` values (one per event when streamed), and the second it was sent in. */
 async function complete(stream: boolean): Promise<{ sentAt: number; created: number[] }> {
   const sentAt = Math.floor(Date.now() / 1000);
-  const response = await fetch(`${server().baseUrl}/chat/completions`, {
-    method: "POST",
-    headers: {
-      authorization: `Bearer ${server().createdKeys.starterKey}`,
-      "content-type": "application/json",
-    },
-    body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "Hi" }], stream }),
-  });
+  const response = await postChat(server(), { stream });
   expect(response.status).toBe(200);
   if (!stream) return { sentAt, created: [((await response.json()) as { created: number }).created] };
   const created = (await response.text())

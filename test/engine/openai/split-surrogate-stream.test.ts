@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { chunk, writeEvents } from "./mock-upstream.ts";
-import { UPSTREAM_MODEL as MODEL, useUpstreamOnlyServer } from "./use-upstream-only-server.ts";
+import { postChat, useUpstreamOnlyServer } from "./use-upstream-only-server.ts";
 
 const EMOJI = "\u{1F600}";
 const [HIGH, LOW] = [EMOJI.slice(0, 1), EMOJI.slice(1)];
@@ -14,18 +14,9 @@ const [HIGH, LOW] = [EMOJI.slice(0, 1), EMOJI.slice(1)];
 const { server, upstream } = useUpstreamOnlyServer();
 
 async function complete(stream: boolean): Promise<Response> {
-  const response = await fetch(`${server().baseUrl}/chat/completions`, {
-    method: "POST",
-    headers: {
-      authorization: `Bearer ${server().createdKeys.starterKey}`,
-      "content-type": "application/json",
-    },
-    body: JSON.stringify({
-      model: MODEL,
-      messages: [{ role: "user", content: "Hi" }],
-      stream,
-      ...(stream ? { stream_options: { include_usage: true } } : {}),
-    }),
+  const response = await postChat(server(), {
+    stream,
+    ...(stream ? { stream_options: { include_usage: true } } : {}),
   });
   expect(response.status).toBe(200);
   return response;

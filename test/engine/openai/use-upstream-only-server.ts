@@ -53,3 +53,18 @@ export function useUpstreamOnlyServer(): {
     databaseFile: () => databaseFileIn(started(folder)),
   };
 }
+
+/**
+ * Sends `POST /v1/chat/completions` to `server` with its starter key: a "Hi" to
+ * {@link UPSTREAM_MODEL}, with `fields` added (`stream`, `stream_options`, ...).
+ */
+export function postChat(server: RunningServer, fields: Record<string, unknown> = {}): Promise<Response> {
+  return fetch(`${server.baseUrl}/chat/completions`, {
+    method: "POST",
+    headers: {
+      authorization: `Bearer ${server.createdKeys.starterKey}`,
+      "content-type": "application/json",
+    },
+    body: JSON.stringify({ model: UPSTREAM_MODEL, messages: [{ role: "user", content: "Hi" }], ...fields }),
+  });
+}
