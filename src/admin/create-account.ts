@@ -30,15 +30,6 @@ export async function createAccount(
   if (balanceNano < 0n) {
     throw new AdminError("invalid_value", "The opening balance must be zero or more.", { field: "balance" });
   }
-  // "Zoe" beside "zoe": `accounts credit zoe 100` would credit whichever was typed, right or not.
-  const alike = (await store.listAccountNamesIgnoringCase(input.name)).find((name) => name !== input.name);
-  if (alike !== undefined) {
-    throw new AdminError(
-      "conflict",
-      `An account named "${alike}" already exists, and names that differ only in case are refused (a credit to the wrong one would be too easy); choose another name.`,
-      { field: "name" },
-    );
-  }
   const account: Account = {
     id: randomUUID(),
     name: input.name,
@@ -54,6 +45,17 @@ export async function createAccount(
   switch (result) {
     case "created":
       return { ...account, createdAt };
+    case "name_taken_ignoring_case": {
+      // "Zoe" beside "zoe": `accounts credit zoe 100` would credit whichever was typed, right or not.
+      const alike = (await store.listAccountNamesIgnoringCase(input.name)).find(
+        (name) => name !== input.name,
+      );
+      throw new AdminError(
+        "conflict",
+        `An account named "${alike ?? input.name}" already exists, and names that differ only in case are refused (a credit to the wrong one would be too easy); choose another name.`,
+        { field: "name" },
+      );
+    }
     case "name_taken":
       throw new AdminError(
         "conflict",

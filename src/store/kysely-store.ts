@@ -55,6 +55,12 @@ export interface CreationStamps {
 export interface KyselyStoreOptions extends KyselyBillingOptions {
   /** Without it (SQLite, a CLI command's store), rows keep the times they are given. */
   creationStamps?: CreationStamps | undefined;
+  /**
+   * Makes the transactions that create accounts whose names are the same but for case take turns
+   * (PostgreSQL: an advisory lock), so that each sees the other's row. Without it (SQLite, whose
+   * writers take turns anyway) the check and the insert rely on that.
+   */
+  lockAccountName?: ((transaction: Kysely<Database>, foldedName: string) => Promise<void>) | undefined;
 }
 
 /**
@@ -77,8 +83,22 @@ export function createKyselyStore(
   return {
     async insertAccount(account: Account, insert: InsertOptions = {}): Promise<InsertAccountResult> {
       if (account.balanceNano < 0n) throw new RangeError("An opening balance must be zero or more.");
-      const createdAt = await db.transaction().execute(async (transaction) => {
+      const folded = account.name.toLowerCase();
+      const created = await db.transaction().execute(async (transaction) => {
+        // First, as creation-stamps.ts asks of a creation's transaction.
         await stamps?.announce(transaction, "accounts");
+        // Names that differ only in case are refused: checked in the transaction that inserts,
+        // which takes turns with any other creating the same name but for case.
+        await options.lockAccountName?.(transaction, folded);
+        const alike = await transaction
+          .selectFrom("accounts")
+          .select("name")
+          .where((eb) => eb(eb.fn<string>("lower", ["name"]), "=", folded))
+          .executeTakeFirst();
+        if (alike !== undefined)
+          return alike.name === account.name
+            ? ("name_taken" as const)
+            : ("name_taken_ignoring_case" as const);
         const row = await transaction
           .insertInto("accounts")
           .values({
@@ -90,8 +110,8 @@ export function createKyselyStore(
           .onConflict((conflict) => conflict.column("name").doNothing())
           .returning("created_at")
           .executeTakeFirst();
-        if (row === undefined) return undefined;
-        const created = fromTimestampText(row.created_at);
+        if (row === undefined) return "name_taken" as const;
+        const createdAt = fromTimestampText(row.created_at);
         if (account.balanceNano !== 0n) {
           await transaction
             .insertInto("credits")
@@ -101,15 +121,15 @@ export function createKyselyStore(
                 accountId: account.id,
                 amountNano: account.balanceNano,
                 note: OPENING_CREDIT_NOTE,
-                createdAt: created,
+                createdAt,
               }),
             )
             .execute();
         }
-        return created;
+        return createdAt;
       });
-      if (createdAt === undefined) return "name_taken";
-      insert.onCreated?.(createdAt);
+      if (typeof created === "string") return created;
+      insert.onCreated?.(created);
       return "created";
     },
 

@@ -48,7 +48,12 @@ export interface ApiKeyRecord {
 }
 
 /** The outcome of {@link Store.insertAccount}. */
-export type InsertAccountResult = "created" | "name_taken";
+/**
+ * `name_taken_ignoring_case`: another account's name differs from this one only in the case of its
+ * letters (`Zoe` beside `zoe`), which is refused as the same name is: a credit to the wrong one
+ * would be too easy.
+ */
+export type InsertAccountResult = "created" | "name_taken" | "name_taken_ignoring_case";
 
 /** Options of {@link Store.insertAccount} and {@link Store.insertApiKey}. */
 export interface InsertOptions {
@@ -213,7 +218,8 @@ export interface Store {
   /**
    * Inserts a new account with its opening balance (zero or more), recorded as the account's
    * first credit in the same transaction when it is not zero (see {@link CreditRecord}). Answers
-   * `"name_taken"`, writing nothing, when another account has the name. A server's PostgreSQL
+   * `"name_taken"`, writing nothing, when another account has the name (`"name_taken_ignoring_case"`
+   * when one has it but for case). A server's PostgreSQL
    * store writes the database's time instead of `account.createdAt` (see {@link InsertOptions}).
    */
   insertAccount(account: Account, options?: InsertOptions): Promise<InsertAccountResult>;

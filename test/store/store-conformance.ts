@@ -56,6 +56,19 @@ export function describeStoreConformance(name: string, backend: StoreConformance
         expect(await store.getAccountByName("acme")).toEqual(account);
       });
 
+      it("refuses a name that differs from another only in case, also when both are created at once", async () => {
+        expect(await store.insertAccount(makeAccount({ name: "Zoe" }))).toBe("created");
+        expect(await store.insertAccount(makeAccount({ name: "zoe" }))).toBe("name_taken_ignoring_case");
+        expect(await store.insertAccount(makeAccount({ name: "Zoe" }))).toBe("name_taken");
+        // Regression (PostgreSQL): each found none of the other's case and both were created.
+        for (let round = 0; round < 5; round++) {
+          const names = [`dup${round}`, `DUP${round}`, `Dup${round}`, `dUp${round}`];
+          const results = await Promise.all(names.map((name) => store.insertAccount(makeAccount({ name }))));
+          expect(results.filter((result) => result === "created")).toHaveLength(1);
+          expect(await store.listAccountNamesIgnoringCase(`dup${round}`)).toHaveLength(1);
+        }
+      });
+
       it("lists the names that differ from a name only in case", async () => {
         for (const name of ["Zoe", "zoey", "acme"]) await store.insertAccount(makeAccount({ name }));
         expect(await store.listAccountNamesIgnoringCase("ZOE")).toEqual(["Zoe"]);

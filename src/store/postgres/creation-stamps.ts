@@ -66,3 +66,21 @@ export async function readCreationHorizon(
   if (horizon === undefined) throw new Error(`PostgreSQL did not tell the ${table} listing's horizon.`);
   return horizon;
 }
+
+/**
+ * The first key of the advisory lock that a transaction creating an account holds on its name
+ * folded to lower case ("TGnm"); the second is the name's hash.
+ */
+const ACCOUNT_NAME_LOCK_CLASS = 0x54_47_6e_6d;
+
+/**
+ * Makes transactions that create accounts named the same but for case take turns (an exclusive
+ * advisory lock on the folded name, until the transaction ends): the second then reads the
+ * first's row and refuses its name, where both had found none and both inserted. Names whose
+ * hashes collide wait for each other needlessly, and only as long as one creation takes.
+ */
+export async function lockAccountName(transaction: Kysely<Database>, foldedName: string): Promise<void> {
+  await sql`select pg_advisory_xact_lock(${ACCOUNT_NAME_LOCK_CLASS}::int4, hashtext(${foldedName}))`.execute(
+    transaction,
+  );
+}

@@ -11,7 +11,7 @@ import {
 } from "../migrate-to-latest.ts";
 import type { Store } from "../store.ts";
 import { POSTGRES_SUM_WINDOW_ROWS } from "../usage-sum-window.ts";
-import { announceCreation, readCreationHorizon } from "./creation-stamps.ts";
+import { announceCreation, lockAccountName, readCreationHorizon } from "./creation-stamps.ts";
 import { discardUnusableConnections } from "./discard-unusable-connections.ts";
 import { parsePostgresUrl } from "./parse-postgres-url.ts";
 import { createPostgresBilling } from "./postgres-billing.ts";
@@ -144,6 +144,7 @@ export async function openPostgresStore(
   const stampOnWrite = options.stampUsageOnWrite === true;
   const store = createKyselyStore(db, {
     lockRows: true,
+    lockAccountName,
     sumWindowRows: POSTGRES_SUM_WINDOW_ROWS,
     commitCheck: postgresCommitCheck,
     ...(stampOnWrite
