@@ -194,6 +194,20 @@ describe("the admin API on the real server", () => {
     expect((await admin("GET", "/admin/keys?account=starter")).status).toBe(200);
   });
 
+  it("refuses a query parameter given twice, saying so (was 'expected a string')", async () => {
+    for (const path of ["/admin/usage?limit=1&limit=2", "/admin/keys?account=beta&account=beta"]) {
+      const answer = await admin("GET", path);
+      expect(answer.status).toBe(400);
+      const name = path.includes("limit") ? "limit" : "account";
+      expect(answer.body.error).toEqual({
+        message: `Query parameter '${name}' is given more than once; give it once.`,
+        type: "invalid_request_error",
+        param: name,
+        code: "invalid_value",
+      });
+    }
+  });
+
   it("takes a whole key in GET /admin/usage?key= by its public id, and never repeats a secret", async () => {
     const made = await admin("POST", "/admin/keys", { account: "starter", name: "usage-by-key" });
     const key: string = made.body.key;

@@ -70,6 +70,20 @@ export function rejectUnknownQueryParameters(query: unknown, schema: unknown): v
   throw new AppError("invalid_value", message, { param: shown });
 }
 
+/**
+ * Refuses a query parameter given more than once (`?limit=1&limit=2`, which arrives as an array):
+ * no admin parameter takes several values, and the schema's "expected a string" did not say why.
+ */
+export function rejectRepeatedQueryParameters(query: unknown): void {
+  if (typeof query !== "object" || query === null) return;
+  const repeated = Object.entries(query).find(([, value]) => Array.isArray(value))?.[0];
+  if (repeated === undefined) return;
+  const shown = hideKeySecrets(repeated);
+  throw new AppError("invalid_value", `Query parameter '${shown}' is given more than once; give it once.`, {
+    param: shown,
+  });
+}
+
 function isObjectSchema(schema: unknown): schema is { properties: Record<string, unknown> } {
   return (
     typeof schema === "object" &&

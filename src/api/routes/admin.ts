@@ -4,7 +4,11 @@ import type { KeyRole, Store } from "../../store/store.ts";
 import { registerAccountRoutes } from "./admin-account-routes.ts";
 import { registerKeyRoutes } from "./admin-key-routes.ts";
 import { registerKeyUpdateRoute } from "./admin-key-update.ts";
-import { rejectNulCharacters, rejectUnknownQueryParameters } from "./admin-request-checks.ts";
+import {
+  rejectNulCharacters,
+  rejectRepeatedQueryParameters,
+  rejectUnknownQueryParameters,
+} from "./admin-request-checks.ts";
 import { registerUsageRoute } from "./admin-usage-routes.ts";
 
 /** Options of {@link registerAdminRoutes}. */
@@ -61,6 +65,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
     // After the admin check, before the schema's: a misspelt filter must not widen a listing.
     admin.addHook("preValidation", async (request) => {
       rejectUnknownQueryParameters(request.query, request.routeOptions.schema?.querystring);
+      rejectRepeatedQueryParameters(request.query);
     });
 
     // After the schema's: the same answer on every store to a value no store keeps.
