@@ -91,7 +91,11 @@ export function parseAmount(text: string, options: ParseAmountOptions = {}): big
     throw new MoneyFormatError("whitespace", `${shown} contains spaces; ${example}`, text);
   }
   if (text.startsWith("-")) {
-    throw new MoneyFormatError("negative", `${shown} is negative; ${noun}s are zero or more`, text);
+    // "-0" is zero, not negative: said so ("is negative; amounts are zero or more" contradicted itself).
+    const said = /^-0+(\.0*)?$/.test(text)
+      ? `${shown} has a minus sign; ${noun}s are zero or more, written without a sign`
+      : `${shown} is negative; ${noun}s are zero or more`;
+    throw new MoneyFormatError("negative", said, text);
   }
   if (EXPONENT_PATTERN.test(text)) {
     throw new MoneyFormatError(

@@ -85,6 +85,9 @@ describe("parseAmount", () => {
     ["1\t", "whitespace", "spaces"],
     ["-1", "negative", "negative"],
     ["-0.5", "negative", "negative"],
+    // Zero with a sign is not negative (regression: "is negative; amounts are zero or more").
+    ["-0", "negative", '"-0" has a minus sign; amounts are zero or more, written without a sign'],
+    ["-0.00", "negative", "has a minus sign"],
     ["1e3", "exponent", "exponent"],
     ["1.5E-7", "exponent", "exponent"],
     [".5e2", "exponent", "exponent"],
