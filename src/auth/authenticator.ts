@@ -52,6 +52,9 @@ const MALFORMED_KEY = `Incorrect API key provided: it is not shaped like a Tollg
 const INCORRECT_KEY = `Incorrect API key provided. ${HOW_TO_PASS}`;
 const REVOKED_OR_EXPIRED =
   "This API key has been revoked or has expired. Ask your administrator for a new key and pass it as `Authorization: Bearer sk-tg-...`.";
+/** An admin key's holder is the administrator: told where admin keys come from instead. */
+const REVOKED_OR_EXPIRED_ADMIN =
+  "This admin key has been revoked or has expired. Use another admin key, give the server a new admin_key (or TOLLGATE_ADMIN_KEY), or restart a server that takes no admin key any more: it makes one and prints it.";
 
 /** What the cache keeps of a key: the answer to give, and what to check on every request. */
 interface CachedKey {
@@ -133,7 +136,7 @@ export function createAuthenticator(options: AuthenticatorOptions): Authenticato
         verifySecret(token, configuredAdmin.digest)
       ) {
         if (parsed === undefined || !(await isRevokedInStore(parsed))) return configuredAdmin.key;
-        throw new AppError("invalid_api_key", REVOKED_OR_EXPIRED);
+        throw new AppError("invalid_api_key", REVOKED_OR_EXPIRED_ADMIN);
       }
       if (parsed === undefined) throw new AppError("invalid_api_key", MALFORMED_KEY);
       const cached = await lookUp(parsed.publicId);
@@ -141,7 +144,12 @@ export function createAuthenticator(options: AuthenticatorOptions): Authenticato
         throw new AppError("invalid_api_key", INCORRECT_KEY);
       }
       // Only a caller holding the right secret learns that the key was revoked or has expired.
-      if (isRevokedOrExpired(cached)) throw new AppError("invalid_api_key", REVOKED_OR_EXPIRED);
+      if (isRevokedOrExpired(cached)) {
+        throw new AppError(
+          "invalid_api_key",
+          cached.key.role === "admin" ? REVOKED_OR_EXPIRED_ADMIN : REVOKED_OR_EXPIRED,
+        );
+      }
       return cached.key;
     },
 

@@ -123,6 +123,24 @@ describe("authenticate", () => {
     expect(error.message).toMatch(/revoked or has expired/);
   });
 
+  it("tells a revoked admin key where admin keys come from, not to ask an administrator", async () => {
+    const { key } = await insertKey({
+      role: "admin",
+      accountId: undefined,
+      revokedAt: new Date(START - 1000),
+    });
+    const error = await rejection(authenticator().authenticate(`Bearer ${key}`));
+    expect(error.code).toBe("invalid_api_key");
+    expect(error.message).toBe(
+      "This admin key has been revoked or has expired. Use another admin key, give the server a new admin_key (or TOLLGATE_ADMIN_KEY), or restart a server that takes no admin key any more: it makes one and prints it.",
+    );
+    // The same key configured as the admin key, and revoked in the store: the same advice.
+    const configured = await rejection(
+      authenticator({ configuredAdminKey: key }).authenticate(`Bearer ${key}`),
+    );
+    expect(configured.message).toBe(error.message);
+  });
+
   it("tells a wrong secret for a revoked key only that it is incorrect", async () => {
     const { publicId } = await insertKey({ revokedAt: new Date(START - 1000) });
     const error = await rejection(authenticator().authenticate(`Bearer sk-tg-${publicId}-${"B".repeat(43)}`));
