@@ -3,13 +3,13 @@ import { formatAmount } from "../billing/money.ts";
 import type { Store, UsageRecord } from "../store/store.ts";
 import type { UsageCursor, UsageFilter, UsageGrouping } from "../store/usage-query.ts";
 import { AdminError } from "./admin-error.ts";
-import { findAccount } from "./find-account.ts";
+import { requireAccount } from "./find-account.ts";
 import { type CsvValue, formatCsvLine } from "./format-csv.ts";
 import { hasNulCharacter } from "./has-nul-character.ts";
 import { decodePageCursor, encodePageCursor } from "./page-cursor.ts";
 import { parseInstant } from "./parse-instant.ts";
 import { readAccountNames } from "./read-account-names.ts";
-import { hideKeySecrets, KEY_REFERENCE_HINT, readKeyReference } from "./read-key-reference.ts";
+import { KEY_REFERENCE_HINT, readKeyReference } from "./read-key-reference.ts";
 
 /** The filters of `usage` and `GET /admin/usage`, as the operator wrote them. */
 export interface UsageQuery {
@@ -96,13 +96,8 @@ export async function selectUsage(store: Store, query: UsageQuery): Promise<Usag
   const filter: UsageFilter = {};
   const accountNames = new Map<string, string>();
   if (query.account !== undefined) {
-    const account = await findAccount(store, query.account);
-    if (account === undefined) {
-      const shown = hideKeySecrets(JSON.stringify(query.account));
-      throw new AdminError("not_found", `No account has the name or id ${shown}.`, {
-        field: "account",
-      });
-    }
+    // Not found: said as everywhere else, naming a name that differs only in case.
+    const account = await requireAccount(store, query.account);
     filter.accountId = account.id;
     accountNames.set(account.id, account.name);
   }

@@ -194,6 +194,15 @@ describe("the admin API on the real server", () => {
     expect((await admin("GET", "/admin/keys?account=starter")).status).toBe(200);
   });
 
+  it("names the account that differs only in case from an unknown usage filter", async () => {
+    const answer = await admin("GET", "/admin/usage?account=STARTER");
+    expect(answer.status).toBe(404);
+    expect(answer.body.error).toMatchObject({
+      code: "not_found",
+      message: 'No account has the name or id "STARTER". Names match exactly: did you mean "starter"?',
+    });
+  });
+
   it("refuses a query parameter given twice, saying so (was 'expected a string')", async () => {
     for (const path of ["/admin/usage?limit=1&limit=2", "/admin/keys?account=beta&account=beta"]) {
       const answer = await admin("GET", path);
