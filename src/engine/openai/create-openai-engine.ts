@@ -165,13 +165,25 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
     const { estimate: promptTokens, atMost: promptTokensAtMost } = countPromptTokens(request);
     const runLogger = asFallback?.logger ?? prepareOptions.logger ?? logger;
     learner?.learnIfDue();
-    const contextLength = model.contextLength ?? learner?.current();
+    const learned = model.contextLength === undefined ? learner?.current() : undefined;
+    const contextLength = model.contextLength ?? learned;
     if (contextLength !== undefined) {
       checkContextLength({ contextLength, promptTokens, maxTokens: request.maxTokens });
     }
+    /** The most a request without max_tokens may generate: what the context leaves, else the default bound. */
+    const completionRoom =
+      contextLength === undefined ? settings.defaultMaxCompletionTokens : contextLength - promptTokens;
+    // What is reserved (and counted against the key's tokens per minute): max_tokens, else that
+    // room; but no more than the default bound where the context was only learned from the
+    // upstream, as before it was known. A hosted model's list says a million tokens: reserved in
+    // full, each request without max_tokens held most of a small balance and was refused by any
+    // tpm below that. Its answer still runs to its natural end, charged in full as far as the
+    // balance pays (billing.md).
     const maxCompletionTokens =
       request.maxTokens ??
-      (contextLength === undefined ? settings.defaultMaxCompletionTokens : contextLength - promptTokens);
+      (learned === undefined
+        ? completionRoom
+        : Math.min(completionRoom, settings.defaultMaxCompletionTokens));
     // Without a context length nothing else bounds the upstream's generation: send the bound the
     // reservation assumed. With one, the upstream's context does (a bound from our estimated prompt
     // could pass the upstream's context and be refused).
@@ -240,7 +252,7 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
               contextLength ?? Number.POSITIVE_INFINITY,
               PROMPT_BYTES_FACTOR * promptTokensAtMost + PROMPT_MARGIN_TOKENS,
             ),
-            completionTokens: maxCompletionTokens,
+            completionTokens: request.maxTokens ?? completionRoom,
           },
           logprobs: request.logprobs !== undefined,
           settings,

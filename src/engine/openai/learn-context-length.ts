@@ -18,10 +18,11 @@ export interface ContextLengthLearner {
 /**
  * The context length of an upstream model the catalogue gives none, learned from its server's
  * model list (read-upstream-context-length.ts: vLLM's `max_model_len` and the like) at once and
- * then every {@link CONTEXT_LENGTH_REFRESH_MS}, on the first endpoint that answers, in the
- * background: a request never waits for it, and one that comes before it is known is bounded as
- * without a context length. Once known, it is checked and reserved for as a catalogue
- * `context_length` is, and a request without `max_tokens` runs to its natural end.
+ * then every {@link CONTEXT_LENGTH_REFRESH_MS} ({@link CONTEXT_LENGTH_RETRY_MS} after a failure),
+ * on the first endpoint that answers, in the background, on a timer: a request never waits for
+ * it (one may ask for a reading that is due sooner), and one that comes before it is known is
+ * bounded as without a context length. Once known, prompts are checked against it, and a request
+ * without `max_tokens` runs to its natural end (create-openai-engine.ts says what it reserves).
  */
 export function learnContextLength(options: {
   modelId: string;
@@ -42,6 +43,9 @@ export function learnContextLength(options: {
   const retryMs = options.retryMs ?? CONTEXT_LENGTH_RETRY_MS;
   let known: number | undefined;
   let reading = false;
+  /** The next reading, on its own: the list is kept current whether requests come or not. */
+  let timer: NodeJS.Timeout | undefined;
+  options.signal.addEventListener("abort", () => clearTimeout(timer), { once: true });
   /** When the next reading is due (performance.now()). */
   let dueAt = 0;
   /** What the log said last, so that each change is told once: a length, "none" or "failed". */
@@ -100,14 +104,24 @@ export function learnContextLength(options: {
     );
   };
 
+  const startReading = () => {
+    if (reading || options.signal.aborted) return;
+    reading = true;
+    clearTimeout(timer);
+    void read().finally(() => {
+      reading = false;
+      if (options.signal.aborted) return;
+      // The next reading when it is due (a timer may fire a little early, so it does not ask
+      // whether it is due). Unref'd: a pending reading never holds the process open.
+      timer = setTimeout(startReading, Math.max(0, dueAt - performance.now()));
+      timer.unref();
+    });
+  };
+
   const learner: ContextLengthLearner = {
     current: () => known,
     learnIfDue() {
-      if (reading || options.signal.aborted || performance.now() < dueAt) return;
-      reading = true;
-      void read().finally(() => {
-        reading = false;
-      });
+      if (performance.now() >= dueAt) startReading();
     },
   };
   learner.learnIfDue();

@@ -77,6 +77,42 @@ describe("an upstream model without a catalogue context length", () => {
     });
   });
 
+  it("reserves no more than the default bound for a learned context, however long, and runs to the natural end", async () => {
+    // A hosted model's list (OpenRouter's shape): a million tokens. Reserved in full, a request
+    // without max_tokens held 8 of a 10 balance, and a key's tpm below a million refused them all.
+    const upstream = await startTestMock();
+    upstream.handleModelList(
+      answerJson({ data: [{ id: "upstream-model", context_length: 1_047_576, top_provider: {} }] }),
+    );
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+    await until(() => engine.contextLength !== undefined, "the context length");
+    expect(engine.contextLength).toBe(1_047_576);
+    expect((await engine.prepare(chatRequest())).maxCompletionTokens).toBe(4096);
+    await collectParts(engine);
+    expect(lastMaxTokens(upstream)).toBeUndefined();
+    // A client's own bound is reserved as given.
+    expect((await engine.prepare(chatRequest({ maxTokens: 100_000 }))).maxCompletionTokens).toBe(100_000);
+  });
+
+  it("reads the list again every so often, with no request, and takes a changed length", async () => {
+    const upstream = await startTestMock();
+    upstream.handleModelList(answerJson(vllmList(1000)));
+    const engine = createTestEngine({
+      model: upstreamModel([upstream.baseUrl]),
+      contextLengthLearning: { refreshMs: 100 },
+    });
+    await until(() => engine.contextLength === 1000, "the first length");
+    upstream.handleModelList(answerJson(vllmList(3000)));
+    await until(() => engine.contextLength === 3000, "the changed length");
+    expect(upstream.requests).toHaveLength(0);
+    const readings = upstream.modelListRequests.length;
+    expect(readings).toBeGreaterThanOrEqual(2);
+    // Closed: no reading after.
+    await closeEnginesAndMocks();
+    await sleep(250);
+    expect(upstream.modelListRequests).toHaveLength(readings);
+  });
+
   it("keeps the default bound where the list gives the model no context length, or cannot be read", async () => {
     for (const answer of [
       answerJson({ object: "list", data: [{ id: "upstream-model", object: "model", owned_by: "ollama" }] }),
@@ -106,12 +142,12 @@ describe("an upstream model without a catalogue context length", () => {
     await until(() => up.modelListRequests.length === 1, "the second endpoint's model list");
     expect(down.modelListRequests).toHaveLength(1);
     expect(engine.contextLength).toBeUndefined();
-    // The server is up now: the next request after the pause has it asked again.
+    // The server is up now: asked again after the pause, with no request to prompt it (regression:
+    // only a request did, which went out without the length and could be refused).
     up.handleModelList(answerJson(vllmList(2048)));
-    await sleep(150);
-    await engine.prepare(chatRequest());
     await until(() => engine.contextLength !== undefined, "the context length");
     expect(engine.contextLength).toBe(2048);
+    expect(up.requests).toHaveLength(0);
   });
 
   it("shows in /v1/models once learned", async () => {
