@@ -202,12 +202,12 @@ export async function sumUsageGroups(
 
 /** The cursor of a page ending at this row (see {@link encodePageCursor}). */
 export function encodeUsageCursor(record: UsageRecord): string {
-  return encodePageCursor(record.createdAt, record.id);
+  return encodePageCursor("usage", record.createdAt, record.id);
 }
 
 /** Reads {@link encodeUsageCursor}'s text; throws an `invalid_value` {@link AdminError} otherwise. */
 export function decodeUsageCursor(text: string): UsageCursor {
-  const { createdAt, tieBreaker } = decodePageCursor(text);
+  const { createdAt, tieBreaker } = decodePageCursor(text, "usage");
   return { createdAt, id: tieBreaker };
 }
 

@@ -149,7 +149,7 @@ describe.each(backends)("admin listings on $name", (backend) => {
         `{"id":"${ACME}","name":"acme","balance":"9.9","reserved":"0.5","spent":"0.1"},` +
         `{"id":"${BETA}","name":"beta","balance":"4.25","reserved":"0","spent":"0.75"},` +
         `{"id":"${ZETA}","name":"zeta","balance":"1.5","reserved":"0.000000001","spent":"0"}],` +
-        `"has_more":false,"next_after":"${Buffer.from(`2025-01-02T00:00:00.000Z zeta`).toString("base64url")}"}`,
+        `"has_more":false,"next_after":"${Buffer.from(`accounts 2025-01-02T00:00:00.000Z zeta`).toString("base64url")}"}`,
     );
   });
 
@@ -279,7 +279,7 @@ describe.each(backends)("admin listings on $name", (backend) => {
         '{"object":"list","data":[{"public_id":"betakey00001","account_id":"' +
           BETA +
           '","account":"beta","role":"user","name":"ci","models":["m2"],"rpm":60,"tpm":null,"expires_at":null,"revoked_at":null,"created_at":"2025-01-03T00:00:00.000Z"}],' +
-          `"has_more":false,"next_after":"${Buffer.from("2025-01-03T00:00:00.000Z betakey00001").toString("base64url")}"}`,
+          `"has_more":false,"next_after":"${Buffer.from("keys 2025-01-03T00:00:00.000Z betakey00001").toString("base64url")}"}`,
       ),
     );
     expect(accountsRead(filtered, 3 + BYSTANDERS)).toBe(0);

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { encodePageCursor } from "../../src/admin/page-cursor.ts";
 import { TINY_MODEL } from "../support/test-server.ts";
 import { useTestServer } from "../support/use-test-server.ts";
 
@@ -200,6 +201,19 @@ describe("the admin API on the real server", () => {
     expect(answer.body.error).toMatchObject({
       code: "not_found",
       message: 'No account has the name or id "STARTER". Names match exactly: did you mean "starter"?',
+    });
+  });
+
+  it("refuses another listing's cursor, saying whose it is (was read as a position)", async () => {
+    const usagePage = await admin("GET", "/admin/usage?limit=1");
+    const cursor = usagePage.body.next_after ?? encodePageCursor("usage", new Date(), "row");
+    const answer = await admin("GET", `/admin/accounts?after=${cursor}`);
+    expect(answer.status).toBe(400);
+    expect(answer.body.error).toMatchObject({
+      code: "invalid_value",
+      param: "after",
+      message:
+        "after is the next_after of a page of usage, not of accounts: pass the next_after of this listing's last page.",
     });
   });
 

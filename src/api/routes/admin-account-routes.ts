@@ -65,7 +65,7 @@ export function registerAccountRoutes(admin: FastifyInstance, options: AdminRout
     "/admin/accounts",
     { schema: { querystring: AccountsQuery } },
     async (request) => {
-      const { limit, after } = await readPageRequest(request.query);
+      const { limit, after } = await readPageRequest(request.query, "accounts");
       // A page at a time, oldest first: on SQLite reading every account at once holds the event
       // loop (about half a second at 100,000 accounts), and with it every request in flight.
       const accounts = await listAccountSummaries(store, {
@@ -73,7 +73,7 @@ export function registerAccountRoutes(admin: FastifyInstance, options: AdminRout
         after: after === undefined ? undefined : { createdAt: after.createdAt, name: after.tieBreaker },
       });
       const page = finishPage(accounts, limit, request.query.after, ({ account }) =>
-        encodePageCursor(account.createdAt, account.name),
+        encodePageCursor("accounts", account.createdAt, account.name),
       );
       return { object: "list", data: page.items.map((each) => each.summary), ...page.position };
     },

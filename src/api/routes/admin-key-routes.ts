@@ -61,7 +61,7 @@ export function registerKeyRoutes(admin: FastifyInstance, options: AdminRoutesOp
     { schema: { querystring: KeysQuery } },
     async (request) => {
       const reference = request.query.account;
-      const { limit, after } = await readPageRequest(request.query);
+      const { limit, after } = await readPageRequest(request.query, "keys");
       const account =
         reference === undefined ? undefined : await mapAdminErrors(() => requireAccount(store, reference));
       // A page at a time, as accounts: every key at once held a SQLite server's event loop
@@ -73,7 +73,7 @@ export function registerKeyRoutes(admin: FastifyInstance, options: AdminRoutesOp
         }),
         limit,
         request.query.after,
-        (key) => encodePageCursor(key.createdAt, key.publicId),
+        (key) => encodePageCursor("keys", key.createdAt, key.publicId),
       );
       const keys = page.items;
       const names = await readAccountNames(

@@ -1,4 +1,4 @@
-import { decodePageCursor, type PageCursor } from "../../admin/page-cursor.ts";
+import { decodePageCursor, type PageCursor, type PagedListing } from "../../admin/page-cursor.ts";
 import { AppError } from "../../errors/app-error.ts";
 import { mapAdminErrors } from "./admin-route-helpers.ts";
 
@@ -15,14 +15,18 @@ export const DEFAULT_PAGE_LIMIT = 1000;
 export const MAX_PAGE_LIMIT = 10_000;
 
 /** The `limit` (DEFAULT_PAGE_LIMIT unless given) and `after` of a page of accounts or keys. */
-export async function readPageRequest(query: {
-  limit?: string | undefined;
-  after?: string | undefined;
-}): Promise<{ limit: number; after: PageCursor | undefined }> {
+export async function readPageRequest(
+  query: {
+    limit?: string | undefined;
+    after?: string | undefined;
+  },
+  listing: PagedListing,
+): Promise<{ limit: number; after: PageCursor | undefined }> {
   const cursor = query.after;
   return {
     limit: query.limit === undefined ? DEFAULT_PAGE_LIMIT : readPageLimit(query.limit),
-    after: cursor === undefined ? undefined : await mapAdminErrors(async () => decodePageCursor(cursor)),
+    after:
+      cursor === undefined ? undefined : await mapAdminErrors(async () => decodePageCursor(cursor, listing)),
   };
 }
 
