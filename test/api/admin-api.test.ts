@@ -505,7 +505,7 @@ describe("admin API keys", () => {
   });
 
   it("refuses to revoke an unknown key or one named by anything but its public id", async () => {
-    await expectError(await call("POST", "/admin/keys/zzzzzzzzzzzz/revoke"), 404, "not_found", "key");
+    await expectError(await call("POST", "/admin/keys/zzzzzzzzzzzz/revoke"), 404, "not_found", "id");
     await expectError(await call("POST", `/admin/keys/${userKey}/revoke`), 400, "invalid_value", "id");
     expect(revoked).toEqual([]);
   });

@@ -106,7 +106,8 @@ export function registerKeyRoutes(admin: FastifyInstance, options: AdminRoutesOp
           { param: "id" },
         );
       }
-      const outcome = await mapAdminErrors(() => revokeKey(store, publicId, clock));
+      // Named as the path names it, as PATCH does (param "id", not the store's "key").
+      const outcome = await mapAdminErrors(() => revokeKey(store, publicId, clock), { key: "id" });
       options.onKeyChanged?.(publicId);
       const record = await store.getApiKeyByPublicId(publicId);
       if (record === undefined) throw new AppError("not_found", `No key has the public id ${publicId}.`);
