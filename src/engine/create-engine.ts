@@ -9,6 +9,9 @@ export interface EngineLogger {
   info(object: object, message?: string): void;
   warn(object: object, message?: string): void;
   error(object: object, message?: string): void;
+  /** `log_level: debug` lines; asked for only where {@link isLevelEnabled} says they are written. */
+  debug?(object: object, message?: string): void;
+  isLevelEnabled?(level: string): boolean;
 }
 
 /**

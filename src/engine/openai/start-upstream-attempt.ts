@@ -267,6 +267,19 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
           const response = await current.response;
           awaitingUpstream = false;
           status = response.statusCode;
+          // With `log_level: debug`, which endpoint answered each attempt, how, and how soon.
+          if (context.logger.isLevelEnabled?.("debug") === true) {
+            context.logger.debug?.(
+              {
+                model: modelId,
+                endpoint: endpoint.label,
+                status,
+                contentType: response.headers["content-type"],
+                headersMs: Math.round(context.balancer.clock() - startedAt),
+              },
+              "upstream answered",
+            );
+          }
           const encoding = readContentEncoding(response.headers["content-encoding"]);
           if (response.statusCode < 200 || response.statusCode >= 300) {
             let body = { text: "", cut: false };
