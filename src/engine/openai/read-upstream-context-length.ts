@@ -42,7 +42,7 @@ export function readContextLengthFromModelList(list: unknown, model: string): nu
 /**
  * Asks an upstream endpoint for its model list (`GET {base_url}/models`, with the endpoint's key
  * and headers) and reads `model`'s context length from it: `undefined` when the endpoint does not
- * say it. Rejects when the endpoint cannot be asked (down, refused, not JSON, too slow). Goes out
+ * say it (a 404: it has no list). Rejects when the endpoint cannot be asked (down, refused, not JSON, too slow). Goes out
  * on a connection of its own, closed after, so that the endpoint's pool of chat connections and
  * its bound (`max_connections`) are left to the requests.
  */
@@ -81,6 +81,9 @@ export async function readUpstreamContextLength(options: {
         throw new Error(`the model list is larger than ${MAX_MODEL_LIST_BYTES} bytes`);
       chunks.push(chunk);
     }
+    // No model list at all (a gateway without the route): nothing to learn, not a failure to retry
+    // each minute.
+    if (response.statusCode === 404) return undefined;
     if (response.statusCode !== 200) throw new Error(`the model list answered HTTP ${response.statusCode}`);
     return readContextLengthFromModelList(JSON.parse(Buffer.concat(chunks).toString("utf8")), options.model);
   } finally {

@@ -117,6 +117,7 @@ describe("an upstream model without a catalogue context length", () => {
     for (const answer of [
       answerJson({ object: "list", data: [{ id: "upstream-model", object: "model", owned_by: "ollama" }] }),
       answerError(404, { error: { message: "not found" } }),
+      answerError(500, { error: { message: "broken" } }),
     ]) {
       const upstream = await startTestMock();
       upstream.handleModelList(answer);
@@ -128,6 +129,18 @@ describe("an upstream model without a catalogue context length", () => {
       await collectParts(engine);
       expect(lastMaxTokens(upstream)).toBe(4096);
     }
+  });
+
+  it("takes a 404 as no list, asked again at the refresh, and a 500 as a failure, asked again soon", async () => {
+    const pauses = { retryMs: 50, refreshMs: 60_000 };
+    const absent = await startTestMock();
+    absent.handleModelList(answerError(404, { error: { message: "no such route" } }));
+    const failing = await startTestMock();
+    failing.handleModelList(answerError(500, { error: { message: "broken" } }));
+    createTestEngine({ model: upstreamModel([absent.baseUrl]), contextLengthLearning: pauses });
+    createTestEngine({ model: upstreamModel([failing.baseUrl]), contextLengthLearning: pauses });
+    await until(() => failing.modelListRequests.length >= 3, "the failing list's retries");
+    expect(absent.modelListRequests).toHaveLength(1);
   });
 
   it("asks the next endpoint when one cannot answer, and asks again later after a failure", async () => {
