@@ -57,8 +57,9 @@ export interface KyselyStoreOptions extends KyselyBillingOptions {
   creationStamps?: CreationStamps | undefined;
   /**
    * Makes the transactions that create accounts whose names are the same but for case take turns
-   * (PostgreSQL: an advisory lock), so that each sees the other's row. Without it (SQLite, whose
-   * writers take turns anyway) the check and the insert rely on that.
+   * (PostgreSQL: an advisory lock), so that each sees the other's row. SQLite needs none: one
+   * connection's transactions take turns, and one whose read another connection's commit made
+   * stale fails at its insert (SQLITE_BUSY_SNAPSHOT) instead of inserting.
    */
   lockAccountName?: ((transaction: Kysely<Database>, foldedName: string) => Promise<void>) | undefined;
 }
