@@ -1,10 +1,10 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Writable } from "node:stream";
 import { afterEach, describe, expect, it } from "vitest";
 import type { LogLevel } from "../../src/catalog/catalog.ts";
 import { startServer } from "../../src/server.ts";
+import { collectLogLines } from "../support/collect-log-lines.ts";
 import { createTestConfig } from "../support/test-server.ts";
 
 const cleanups: (() => unknown)[] = [];
@@ -16,13 +16,7 @@ afterEach(async () => {
 async function logLinesAt(logLevel: LogLevel | undefined): Promise<{ msg: string; level: number }[]> {
   const folder = mkdtempSync(join(tmpdir(), "tollgate-log-level-"));
   cleanups.push(() => rmSync(folder, { recursive: true, force: true }));
-  const lines: { msg: string; level: number }[] = [];
-  const destination = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      for (const line of chunk.toString().split("\n")) if (line !== "") lines.push(JSON.parse(line));
-      done();
-    },
-  });
+  const { lines, destination } = collectLogLines<{ msg: string; level: number }>();
   const server = await startServer({
     config: createTestConfig({
       database: `sqlite:${join(folder, "tollgate.db")}`,

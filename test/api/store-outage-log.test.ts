@@ -1,4 +1,3 @@
-import { Writable } from "node:stream";
 import { afterEach, describe, expect, it } from "vitest";
 import { createAccount } from "../../src/admin/create-account.ts";
 import { createKey } from "../../src/admin/create-key.ts";
@@ -13,6 +12,7 @@ import {
   writeEvents,
 } from "../engine/openai/mock-upstream.ts";
 import { createPostgresTestSchema } from "../store/postgres-test-database.ts";
+import { collectLogLines } from "../support/collect-log-lines.ts";
 import { createTestConfig, createUpstreamModelEntry } from "../support/test-server.ts";
 
 const postgres = await createPostgresTestSchema();
@@ -45,13 +45,7 @@ async function startServerBehindProxy(schemaUrl: string, upstream: MockUpstream)
   const proxied = new URL(schemaUrl);
   proxied.hostname = "127.0.0.1";
   proxied.port = String(proxy.port);
-  const logged: LogLine[] = [];
-  const destination = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      for (const line of chunk.toString().split("\n")) if (line !== "") logged.push(JSON.parse(line));
-      done();
-    },
-  });
+  const { lines: logged, destination } = collectLogLines<LogLine>();
   const server = await startServer({
     config: createTestConfig({
       database: proxied.toString(),

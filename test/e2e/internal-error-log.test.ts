@@ -7,10 +7,10 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Writable } from "node:stream";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { type RunningServer, startServer } from "../../src/server.ts";
 import { startMockUpstream, streamText } from "../engine/openai/mock-upstream.ts";
+import { collectLogLines } from "../support/collect-log-lines.ts";
 import { createTestConfig, createUpstreamModelEntry } from "../support/test-server.ts";
 
 /** The text that makes the chunk mapper fail, as a bug in it would. */
@@ -71,13 +71,7 @@ async function startFaultyServer(texts: string[]) {
   cleanups.push(() => upstream.close());
   const folder = mkdtempSync(join(tmpdir(), "tollgate-internal-error-log-"));
   cleanups.push(() => rmSync(folder, { recursive: true, force: true }));
-  const logged: LogLine[] = [];
-  const destination = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      for (const line of chunk.toString().split("\n")) if (line !== "") logged.push(JSON.parse(line));
-      done();
-    },
-  });
+  const { lines: logged, destination } = collectLogLines<LogLine>();
   const server: RunningServer = await startServer({
     config: createTestConfig({
       database: `sqlite:${join(folder, "tollgate.db")}`,

@@ -6,9 +6,9 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Writable } from "node:stream";
 import { afterEach, describe, expect, it } from "vitest";
 import { startServer } from "../../../src/server.ts";
+import { collectLogLines } from "../../support/collect-log-lines.ts";
 import { createTestConfig, createUpstreamModelEntry } from "../../support/test-server.ts";
 import { answerError, type MockUpstream, sequence, startMockUpstream, streamText } from "./mock-upstream.ts";
 
@@ -22,13 +22,7 @@ afterEach(async () => {
 async function startLogged(level: string, upstream: MockUpstream) {
   const folder = mkdtempSync(join(tmpdir(), "tollgate-debug-log-"));
   cleanups.push(() => rmSync(folder, { recursive: true, force: true }));
-  const logged: LogLine[] = [];
-  const destination = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      for (const line of chunk.toString().split("\n")) if (line !== "") logged.push(JSON.parse(line));
-      done();
-    },
-  });
+  const { lines: logged, destination } = collectLogLines<LogLine>();
   const server = await startServer({
     config: createTestConfig({
       database: `sqlite:${join(folder, "tollgate.db")}`,
