@@ -9,15 +9,33 @@ export interface SchemaValidationIssue {
   message?: string;
 }
 
+/** The names in a JSON pointer (`/messages/0/role` → `messages`, `0`, `role`), unescaped. */
+function readPointerNames(instancePath: string): string[] {
+  if (instancePath === "") return [];
+  return instancePath
+    .slice(1)
+    .split("/")
+    .map((segment) => segment.replaceAll("~1", "/").replaceAll("~0", "~"));
+}
+
 /** `/messages/0/role` → `messages[0].role`; the empty path (the body itself) → undefined. */
 export function convertInstancePathToParam(instancePath: string): string | undefined {
   if (instancePath === "") return undefined;
   let param = "";
-  for (const segment of instancePath.slice(1).split("/")) {
-    const name = segment.replaceAll("~1", "/").replaceAll("~0", "~");
+  for (const name of readPointerNames(instancePath)) {
     param += /^\d+$/.test(name) ? `[${name}]` : param === "" ? name : `.${name}`;
   }
   return param;
+}
+
+/** The value at a JSON pointer (`/messages/0/content`) in `body`, or `undefined`. */
+export function readValueAt(body: unknown, instancePath: string): unknown {
+  let value = body;
+  for (const name of readPointerNames(instancePath)) {
+    if (typeof value !== "object" || value === null) return undefined;
+    value = Object.hasOwn(value, name) ? (value as Record<string, unknown>)[name] : undefined;
+  }
+  return value;
 }
 
 function joinParam(base: string | undefined, child: string): string {
@@ -57,12 +75,8 @@ function depth(issue: SchemaValidationIssue): number {
  * others), so a wrong type there does not offer null.
  */
 function refusesNull(instancePath: string, body: unknown): boolean {
-  const index = /^\/messages\/(\d+)\/content$/.exec(instancePath)?.[1];
-  if (index === undefined || typeof body !== "object" || body === null) return false;
-  const messages = (body as { messages?: unknown }).messages;
-  const message = Array.isArray(messages) ? (messages[Number(index)] as unknown) : undefined;
-  const role =
-    typeof message === "object" && message !== null ? (message as { role?: unknown }).role : undefined;
+  if (!/^\/messages\/\d+\/content$/.test(instancePath)) return false;
+  const role = readValueAt(body, instancePath.replace(/content$/, "role"));
   return typeof role === "string" && role !== "assistant";
 }
 

@@ -1,17 +1,9 @@
 import { AppError } from "../errors/app-error.ts";
-import { convertInstancePathToParam, type SchemaValidationIssue } from "./map-validation-error.ts";
-
-/** The value at a JSON pointer (`/messages/0/content`) in `body`, or `undefined`. */
-function valueAt(body: unknown, instancePath: string): unknown {
-  if (instancePath === "") return body;
-  let value = body;
-  for (const segment of instancePath.slice(1).split("/")) {
-    if (typeof value !== "object" || value === null) return undefined;
-    const name = segment.replaceAll("~1", "/").replaceAll("~0", "~");
-    value = Object.hasOwn(value, name) ? (value as Record<string, unknown>)[name] : undefined;
-  }
-  return value;
-}
+import {
+  convertInstancePathToParam,
+  readValueAt,
+  type SchemaValidationIssue,
+} from "./map-validation-error.ts";
 
 /** Whether a `type` issue's expected type (one or a list) takes numbers. */
 function wantsNumber(type: unknown): boolean {
@@ -29,7 +21,7 @@ export function refuseInfiniteNumbers(
 ): AppError | undefined {
   for (const issue of issues) {
     if (issue.keyword !== "type" || !wantsNumber(issue.params.type)) continue;
-    const value = valueAt(body, issue.instancePath);
+    const value = readValueAt(body, issue.instancePath);
     if (typeof value !== "number" || Number.isFinite(value)) continue;
     const param = convertInstancePathToParam(issue.instancePath);
     return new AppError(
