@@ -88,8 +88,9 @@ const restingTimes = new WeakMap<ChatEngine, () => number | undefined>();
  * `prepare` estimates the prompt tokens (estimate-prompt-tokens.ts: the upstream's tokenizer is
  * unknown), checks them against the catalogue's `context_length` when it gives one (else the one
  * the upstream's model list gives, once learned: learn-context-length.ts), and reserves
- * `max_tokens`, else the rest of the context, else `defaultMaxCompletionTokens` (which then goes
- * upstream as `max_tokens`, so the upstream cannot generate past what was reserved). `run` streams
+ * `max_tokens`, else the rest of the context (at most `defaultMaxCompletionTokens` of a learned
+ * one), else `defaultMaxCompletionTokens` (which then goes upstream as `max_tokens`, so the
+ * upstream cannot generate past what was reserved). `run` streams
  * from the endpoints (run-upstream-chat.ts: balancing, retries, cooldown, timeouts, usage) and,
  * when they all fail before the first part, from the `fallbacks` the caller allows (`mayServe`:
  * the key's permission; run-with-fallbacks.ts). The prepared request names them
@@ -165,7 +166,8 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
     const { estimate: promptTokens, atMost: promptTokensAtMost } = countPromptTokens(request);
     const runLogger = asFallback?.logger ?? prepareOptions.logger ?? logger;
     learner?.learnIfDue();
-    const learned = model.contextLength === undefined ? learner?.current() : undefined;
+    // There is a learner only where the catalogue gives no context length.
+    const learned = learner?.current();
     const contextLength = model.contextLength ?? learned;
     if (contextLength !== undefined) {
       checkContextLength({ contextLength, promptTokens, maxTokens: request.maxTokens });
