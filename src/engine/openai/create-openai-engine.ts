@@ -165,7 +165,6 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
     }
     const { estimate: promptTokens, atMost: promptTokensAtMost } = countPromptTokens(request);
     const runLogger = asFallback?.logger ?? prepareOptions.logger ?? logger;
-    learner?.learnIfDue();
     // There is a learner only where the catalogue gives no context length.
     const learned = learner?.current();
     const contextLength = model.contextLength ?? learned;

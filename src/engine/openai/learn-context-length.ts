@@ -11,8 +11,6 @@ export const CONTEXT_LENGTH_RETRY_MS = 60_000;
 export interface ContextLengthLearner {
   /** The context length the upstream gave last, or `undefined` while none is known. */
   current(): number | undefined;
-  /** Reads the model list again in the background when the last reading is old enough. */
-  learnIfDue(): void;
 }
 
 /**
@@ -20,8 +18,7 @@ export interface ContextLengthLearner {
  * model list (read-upstream-context-length.ts: vLLM's `max_model_len` and the like) at once and
  * then every {@link CONTEXT_LENGTH_REFRESH_MS} ({@link CONTEXT_LENGTH_RETRY_MS} after a failure),
  * on the first endpoint that answers, in the background, on a timer: a request never waits for
- * it (one may ask for a reading that is due sooner), and one that comes before it is known is
- * bounded as without a context length. Once known, prompts are checked against it, and a request
+ * it, and one that comes before it is known is bounded as without a context length. Once known, prompts are checked against it, and a request
  * without `max_tokens` runs to its natural end (create-openai-engine.ts says what it reserves).
  */
 export function learnContextLength(options: {
@@ -42,12 +39,9 @@ export function learnContextLength(options: {
   const refreshMs = options.refreshMs ?? CONTEXT_LENGTH_REFRESH_MS;
   const retryMs = options.retryMs ?? CONTEXT_LENGTH_RETRY_MS;
   let known: number | undefined;
-  let reading = false;
   /** The next reading, on its own: the list is kept current whether requests come or not. */
   let timer: NodeJS.Timeout | undefined;
   options.signal.addEventListener("abort", () => clearTimeout(timer), { once: true });
-  /** When the next reading is due (performance.now()). */
-  let dueAt = 0;
   /** What the log said last, so that each change is told once: a length, "none" or "failed". */
   let told: number | "none" | "failed" | undefined;
 
@@ -57,10 +51,11 @@ export function learnContextLength(options: {
     log();
   };
 
-  const read = async () => {
+  /** Reads the list once; answers how long until the next reading. */
+  const read = async (): Promise<number> => {
     const failures: string[] = [];
     for (const endpoint of options.endpoints) {
-      if (options.signal.aborted) return;
+      if (options.signal.aborted) return retryMs;
       let length: number | undefined;
       try {
         length = await readUpstreamContextLength({
@@ -75,7 +70,6 @@ export function learnContextLength(options: {
         failures.push(`${endpoint.label}: ${error instanceof Error ? error.message : String(error)}`);
         continue;
       }
-      dueAt = performance.now() + refreshMs;
       known = length;
       if (length === undefined)
         tell("none", () =>
@@ -91,39 +85,26 @@ export function learnContextLength(options: {
             "context length learned from the upstream's model list",
           ),
         );
-      return;
+      return refreshMs;
     }
-    if (options.signal.aborted) return;
     // A length learned before stays: the server may only be down for a moment.
-    dueAt = performance.now() + retryMs;
-    tell("failed", () =>
-      options.logger.info(
-        { model: options.modelId, failures, retryInMs: retryMs },
-        "could not read the upstream's model list for the model's context length",
-      ),
-    );
+    if (!options.signal.aborted)
+      tell("failed", () =>
+        options.logger.info(
+          { model: options.modelId, failures, retryInMs: retryMs },
+          "could not read the upstream's model list for the model's context length",
+        ),
+      );
+    return retryMs;
   };
 
-  const startReading = () => {
-    if (reading || options.signal.aborted) return;
-    reading = true;
-    clearTimeout(timer);
-    void read().finally(() => {
-      reading = false;
-      if (options.signal.aborted) return;
-      // The next reading when it is due (a timer may fire a little early, so it does not ask
-      // whether it is due). Unref'd: a pending reading never holds the process open.
-      timer = setTimeout(startReading, Math.max(0, dueAt - performance.now()));
-      timer.unref();
-    });
+  /** Reads now, then again after the pause the reading answers. Unref'd: it never holds the process open. */
+  const readInTurn = async () => {
+    const pause = await read();
+    if (options.signal.aborted) return;
+    timer = setTimeout(() => void readInTurn(), pause);
+    timer.unref();
   };
-
-  const learner: ContextLengthLearner = {
-    current: () => known,
-    learnIfDue() {
-      if (performance.now() >= dueAt) startReading();
-    },
-  };
-  learner.learnIfDue();
-  return learner;
+  void readInTurn();
+  return { current: () => known };
 }
