@@ -64,6 +64,14 @@ export interface KyselyStoreOptions extends KyselyBillingOptions {
   lockAccountName?: ((transaction: Kysely<Database>, foldedName: string) => Promise<void>) | undefined;
 }
 
+/** The account names that fold to `folded` (a name in lower case): names are ASCII, as SQL's lower() folds. */
+function selectNamesIgnoringCase(db: Kysely<Database>, folded: string) {
+  return db
+    .selectFrom("accounts")
+    .select("name")
+    .where((eb) => eb(eb.fn<string>("lower", ["name"]), "=", folded));
+}
+
 /**
  * The {@link Store} over any kysely dialect, but for reserving and settling (see
  * `kysely-billing.ts`). Queries use only what SQLite and PostgreSQL share (see `database.ts` for
@@ -91,11 +99,7 @@ export function createKyselyStore(
         // Names that differ only in case are refused: checked in the transaction that inserts,
         // which takes turns with any other creating the same name but for case.
         await options.lockAccountName?.(transaction, folded);
-        const alike = await transaction
-          .selectFrom("accounts")
-          .select("name")
-          .where((eb) => eb(eb.fn<string>("lower", ["name"]), "=", folded))
-          .executeTakeFirst();
+        const alike = await selectNamesIgnoringCase(transaction, folded).executeTakeFirst();
         if (alike !== undefined)
           return alike.name === account.name
             ? ("name_taken" as const)
@@ -145,13 +149,7 @@ export function createKyselyStore(
     },
 
     async listAccountNamesIgnoringCase(name: string): Promise<string[]> {
-      const rows = await db
-        .selectFrom("accounts")
-        .select("name")
-        .where((eb) => eb(eb.fn<string>("lower", ["name"]), "=", name.toLowerCase()))
-        .orderBy("name")
-        .limit(10)
-        .execute();
+      const rows = await selectNamesIgnoringCase(db, name.toLowerCase()).orderBy("name").limit(10).execute();
       return rows.map((row) => row.name);
     },
 
