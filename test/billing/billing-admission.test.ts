@@ -9,6 +9,7 @@ import { openStore } from "../../src/store/open-store.ts";
 import type { Store } from "../../src/store/store.ts";
 import { makeAccount } from "../store/store-fixtures.ts";
 import { makeTemporaryDirectory, newDatabaseUrl } from "../store/temporary-directory.ts";
+import { until } from "../support/until.ts";
 import { pricedModel as model } from "./priced-model.ts";
 
 const directory = makeTemporaryDirectory();
@@ -202,13 +203,6 @@ describe("BillingAdmission when the store fails to settle", () => {
       },
       now: () => Date.parse("2026-11-26T00:00:00Z") + calls * 1000,
     };
-  }
-
-  async function until(condition: () => boolean): Promise<void> {
-    for (let waited = 0; !condition(); waited += 5) {
-      if (waited > 10_000) throw new Error("gave up waiting");
-      await new Promise((resolve) => setTimeout(resolve, 5));
-    }
   }
 
   it("keeps trying in the background and charges once the store is back, the reservation holding the money meanwhile", async () => {

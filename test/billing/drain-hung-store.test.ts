@@ -10,7 +10,6 @@
 import { copyFileSync, existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createAccount } from "../../src/admin/create-account.ts";
 import { createKey } from "../../src/admin/create-key.ts";
@@ -28,6 +27,7 @@ import {
 } from "../engine/openai/mock-upstream.ts";
 import { createPostgresTestSchema, type PostgresTestSchema } from "../store/postgres-test-database.ts";
 import { createTestConfig, createUpstreamModelEntry } from "../support/test-server.ts";
+import { until } from "../support/until.ts";
 
 const postgres: PostgresTestSchema | { skipped: string } = await createPostgresTestSchema();
 if ("skipped" in postgres) console.warn(`Skipping the drain with a hung database: ${postgres.skipped}.`);
@@ -59,10 +59,6 @@ afterAll(async () => {
   if ("url" in postgres) await postgres.drop();
   if (folder !== undefined) rmSync(folder, { recursive: true, force: true });
 });
-
-async function until(condition: () => boolean | Promise<boolean>): Promise<void> {
-  while (!(await condition())) await sleep(20);
-}
 
 /**
  * A non-streamed request whose answer completes while the database hangs (its settle waits in

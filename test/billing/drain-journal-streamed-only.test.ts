@@ -20,16 +20,13 @@ import { openStore } from "../../src/store/open-store.ts";
 import type { Store } from "../../src/store/store.ts";
 import { makeAccount } from "../store/store-fixtures.ts";
 import { makeTemporaryDirectory, newDatabaseUrl } from "../store/temporary-directory.ts";
+import { until } from "../support/until.ts";
 import { pricedModel as model } from "./priced-model.ts";
 
 const directory = makeTemporaryDirectory();
 
 /** The drain's time limit on a settle attempt, short for the test. */
 const LIMIT_MS = 300;
-
-async function until(condition: () => boolean): Promise<void> {
-  while (!condition()) await sleep(10);
-}
 
 describe("a shutdown's journal and the charges of whole answers", () => {
   let store: Store;

@@ -17,6 +17,7 @@ import { closeWhenIdle } from "../../src/models/close-when-idle.ts";
 import { ModelRegistry } from "../../src/models/model-registry.ts";
 import { createTestCatalogModel, createTestRequest, readEnd } from "../engine/llama/llama-test-support.ts";
 import { getTestModelPath } from "../support/test-model.ts";
+import { until } from "../support/until.ts";
 
 /** The test model's catalogue id (llama-test-support.ts). */
 const ID = "test/tiny:f32";
@@ -134,14 +135,6 @@ function readAll(started: StartedChat): { parts: Promise<StreamPart[]>; done: ()
     return all;
   })();
   return { parts, done: () => ended };
-}
-
-async function until(condition: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
-    await sleep(20);
-  }
 }
 
 function within<T>(promise: Promise<T>, timeoutMs: number, what: string): Promise<T> {

@@ -25,7 +25,6 @@ import {
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
-import { setTimeout as sleep } from "node:timers/promises";
 import { pathToFileURL } from "node:url";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -34,6 +33,7 @@ import { type MockUpstream, startMockUpstream, streamText } from "../engine/open
 import { findFreePort } from "../support/free-port.ts";
 import { runCli } from "../support/run-cli.ts";
 import { killServeProcesses, startServeProcess, writeServeConfig } from "../support/serve-process.ts";
+import { until } from "../support/until.ts";
 
 const cli = join(import.meta.dirname, "../../src/cli.ts");
 let folder: string;
@@ -179,14 +179,6 @@ function startCreditLoop(url: string, account: string): { child: ChildProcess; c
     child,
     credited: () => [...output.matchAll(/^credited (\S+)$/gm)].map((match) => match[1]!),
   };
-}
-
-async function waitUntil(condition: () => boolean, what: string): Promise<void> {
-  for (let attempt = 0; attempt < 1200; attempt++) {
-    if (condition()) return;
-    await sleep(25);
-  }
-  throw new Error(`gave up waiting for ${what}`);
 }
 
 beforeAll(async () => {
@@ -406,11 +398,11 @@ describe("tollgate backup and restore on SQLite", () => {
     expect((await runOnDatabase(dir, url, "backup", backupFile)).code).toBe(0);
 
     const loop = startCreditLoop(url, "load");
-    await waitUntil(() => loop.credited().length >= 3, "the first credits");
+    await until(() => loop.credited().length >= 3, "the first credits");
     const restored = await runOnDatabase(dir, url, "restore", backupFile);
     const creditedByRestoreEnd = loop.credited().length;
     // Credits after the restore too: the loop goes on over the restored database.
-    await waitUntil(() => loop.credited().length >= creditedByRestoreEnd + 3, "credits after the restore");
+    await until(() => loop.credited().length >= creditedByRestoreEnd + 3, "credits after the restore");
     const exited = once(loop.child, "exit");
     loop.child.stdin?.end();
     await exited;

@@ -22,6 +22,7 @@ import {
   type TestServer,
   untilModelWaiting,
 } from "../support/test-server.ts";
+import { until } from "../support/until.ts";
 
 /** The endless model, two sequences, two places in its queue. */
 const LOCAL = "tiny-endless-fair";
@@ -77,10 +78,6 @@ function chat(key: string, body: Record<string, unknown>, signal?: AbortSignal):
 }
 
 /** Waits until `check` holds, polling; a guard against a hang ends the test otherwise. */
-async function until(check: () => boolean): Promise<void> {
-  while (!check()) await new Promise((resolve) => setTimeout(resolve, 10));
-}
-
 /** Holds one of the local model's sequences with a stream of `key`'s, read to its first content. */
 async function holdSequence(key: string): Promise<AbortController> {
   const controller = new AbortController();

@@ -18,6 +18,7 @@ import {
   TINY_MODEL,
   untilModelWaiting,
 } from "../support/test-server.ts";
+import { until } from "../support/until.ts";
 
 let server: TestServer | undefined;
 
@@ -183,10 +184,6 @@ async function openConnection(test: TestServer): Promise<{ socket: Socket; recei
   socket.on("error", () => {});
   await once(socket, "connect");
   return { socket, received: () => text };
-}
-
-async function until(condition: () => boolean): Promise<void> {
-  while (!condition()) await new Promise((resolve) => setTimeout(resolve, 10));
 }
 
 describe("graceful shutdown and connections", () => {

@@ -8,6 +8,7 @@ import { describe, expect, it } from "vitest";
 import type { CatalogModel } from "../../src/catalog/catalog.ts";
 import type { ChatEngine, ModelStatus } from "../../src/engine/engine.ts";
 import { ModelRegistry } from "../../src/models/model-registry.ts";
+import { until } from "../support/until.ts";
 
 /** An engine whose status the test sets, that tells whether it was closed. */
 interface FakeEngine extends ChatEngine {
@@ -75,10 +76,6 @@ function createRegistry(models: CatalogModel[], statusOf: Record<string, ModelSt
   );
   const engineOf = (id: string) => registry.get(id)?.engine as FakeEngine | undefined;
   return { registry, created, retired, logged, engineOf };
-}
-
-async function until(condition: () => boolean): Promise<void> {
-  while (!condition()) await sleep(10);
 }
 
 describe("a reload that gives a served model a new engine still loading", () => {

@@ -15,6 +15,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { CatalogModel, Config } from "../../src/catalog/catalog.ts";
 import { getTestModelPath } from "../support/test-model.ts";
 import { createTestConfig, createTinyModelEntry, postTinyChat, TINY_MODEL } from "../support/test-server.ts";
+import { until } from "../support/until.ts";
 import { useTestServer } from "../support/use-test-server.ts";
 import { type ModelFileServer, startModelFileServer } from "./model-file-server.ts";
 
@@ -89,10 +90,6 @@ async function describeTiny(): Promise<{ status: string; context_length?: number
 }
 
 /** Polls until `condition` holds (no time limit of its own: the test's applies). */
-async function until(condition: () => boolean | Promise<boolean>): Promise<void> {
-  while (!(await condition())) await new Promise((resolve) => setTimeout(resolve, 20));
-}
-
 async function expectServed(): Promise<void> {
   const response = await postTinyChat(server(), {}, 2);
   expect(response.status).toBe(200);

@@ -4,6 +4,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { openStore } from "../../src/store/open-store.ts";
 import { HOLD_MS } from "../../src/store/sqlite/sqlite-held-reservations.ts";
 import type { Store } from "../../src/store/store.ts";
+import { until } from "../support/until.ts";
 import { makeAccount, makeReservation, makeSettlement, makeUsage } from "./store-fixtures.ts";
 import { makeTemporaryDirectory, newDatabaseUrl } from "./temporary-directory.ts";
 
@@ -121,14 +122,6 @@ function writeFile(url: string, statement: string): void {
   }
 }
 
-async function waitFor(condition: () => boolean, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error("condition not met in time");
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
-
 describe("SQLite reservations held in memory by the server that owns the file", () => {
   let url: string;
   let owner: Store;
@@ -166,7 +159,7 @@ describe("SQLite reservations held in memory by the server that owns the file", 
     const reservation = makeReservation({ accountId: account.id, amountNano: 600n });
     const heldAt = performance.now();
     expect(await owner.reserve(reservation)).toBe("reserved");
-    await waitFor(() => readFile(url).reservations === 1);
+    await until(() => readFile(url).reservations === 1);
     expect(performance.now() - heldAt).toBeGreaterThanOrEqual(HOLD_MS - 1);
     expect(readFile(url).reservedNano).toEqual([600n]);
     // Written once, and counted once.

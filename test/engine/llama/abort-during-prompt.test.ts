@@ -11,6 +11,7 @@ import { CLIENT_CLOSED } from "../../../src/chat/chat-service.ts";
 import { readLlamaEngineStats } from "../../../src/engine/llama/llama-engine-stats.ts";
 import { getTestModelPath } from "../../support/test-model.ts";
 import { createTinyModelEntry, startTestServer, type TestServer } from "../../support/test-server.ts";
+import { until } from "../../support/until.ts";
 
 /** One sequence, so that a second request waits for the first; batches of 512 prompt tokens. */
 const MODEL = "prompt-abort";
@@ -47,10 +48,7 @@ beforeAll(async () => {
     ],
   });
   // Loaded, and its weights read once, before anything is timed.
-  await waitForAsync(
-    async () => (await fetch(`${server.origin}/ready`)).status === 200,
-    "the models to load",
-  );
+  await until(async () => (await fetch(`${server.origin}/ready`)).status === 200, "the models to load");
   const warmUp = await chat(server.starterKey, { messages: [{ role: "user", content: "Hi." }] }, "warm-up");
   expect(warmUp.status).toBe(200);
   await warmUp.arrayBuffer();
@@ -77,21 +75,9 @@ function leasedSequences(): number {
   return readLlamaEngineStats().find((stats) => stats.model === MODEL)?.leased ?? 0;
 }
 
-async function waitFor(condition: () => boolean, what: string): Promise<void> {
-  await waitForAsync(async () => condition(), what);
-}
-
-async function waitForAsync(condition: () => Promise<boolean>, what: string): Promise<void> {
-  for (let attempt = 0; attempt < 3000; attempt++) {
-    if (await condition()) return;
-    await sleep(5);
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
-
 /** Milliseconds a request takes on the idle model, read to its end. */
 async function timeRequest(key: string, body: Record<string, unknown>, requestId: string): Promise<number> {
-  await waitFor(() => leasedSequences() === 0, "a free sequence");
+  await until(() => leasedSequences() === 0, "a free sequence");
   const started = performance.now();
   const response = await chat(key, body, requestId);
   expect(response.status).toBe(200);
@@ -105,10 +91,10 @@ async function sendAndLeaveDuringPrompt(
   body: Record<string, unknown>,
   requestId: string,
 ): Promise<number> {
-  await waitFor(() => leasedSequences() === 0, "a free sequence");
+  await until(() => leasedSequences() === 0, "a free sequence");
   const controller = new AbortController();
   const pending = chat(key, body, requestId, controller.signal).catch((error: unknown) => error);
-  await waitFor(() => leasedSequences() === 1, "the request to take the sequence");
+  await until(() => leasedSequences() === 1, "the request to take the sequence");
   // Well inside the evaluation of the prompt's first batch (hundreds of milliseconds).
   await sleep(20);
   controller.abort();

@@ -3,6 +3,7 @@ import type { ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import type { StreamPart } from "../../../src/engine/engine.ts";
+import { until } from "../../support/until.ts";
 import {
   chatRequest,
   closeEnginesAndMocks,
@@ -73,12 +74,6 @@ function watchUpstreamSockets(port: number): { sockets: Socket[]; stop: () => vo
 }
 
 /** Polls until `condition` holds, or gives up after a while (the test's assertions then fail). */
-async function until(condition: () => boolean): Promise<void> {
-  for (let poll = 0; poll < 1000 && !condition(); poll++) {
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-}
-
 describe("upstream engine: what a stream that is not read holds", () => {
   it("pauses the upstream after a bounded number of bytes, not pieces, and resumes whole (regression)", async () => {
     const { state, handler } = endlessUpstream();

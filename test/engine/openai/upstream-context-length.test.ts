@@ -14,6 +14,7 @@ import type { ChatEngine } from "../../../src/engine/engine.ts";
 import { readContextLengthFromModelList } from "../../../src/engine/openai/read-upstream-context-length.ts";
 import { startServer } from "../../../src/server.ts";
 import { createTestConfig, createUpstreamModelEntry } from "../../support/test-server.ts";
+import { until } from "../../support/until.ts";
 import {
   chatRequest,
   closeEnginesAndMocks,
@@ -35,13 +36,6 @@ function vllmList(maxModelLen: number) {
       { id: "upstream-model", object: "model", owned_by: "vllm", max_model_len: maxModelLen },
     ],
   };
-}
-
-async function until(condition: () => boolean, what: string): Promise<void> {
-  for (let waited = 0; !condition(); waited += 10) {
-    if (waited > 5_000) throw new Error(`timed out waiting for ${what}`);
-    await sleep(10);
-  }
 }
 
 /** The `max_tokens` of the chat request the upstream received last. */

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
 import type { StreamPart } from "../../../src/engine/engine.ts";
+import { until } from "../../support/until.ts";
 import {
   chatRequest,
   closeEnginesAndMocks,
@@ -17,12 +18,6 @@ const mock = startTestMock;
 afterEach(closeEnginesAndMocks);
 
 /** Polls until `condition` holds, or gives up after a while (the test's assertions then fail). */
-async function until(condition: () => boolean): Promise<void> {
-  for (let poll = 0; poll < 400 && !condition(); poll++) {
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-}
-
 /** The user message of a request the mock received. */
 function messageOf(request: { body: Record<string, unknown> } | undefined): unknown {
   return (request?.body.messages as { content: unknown }[] | undefined)?.at(-1)?.content;
