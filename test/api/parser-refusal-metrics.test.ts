@@ -5,12 +5,12 @@
  * have their request log line (regression: counted, never logged).
  */
 
-import { Writable } from "node:stream";
 import type { FastifyInstance } from "fastify";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildApp } from "../../src/api/build-app.ts";
 import { ModelRegistry } from "../../src/models/model-registry.ts";
+import { collectLogLines } from "../support/collect-log-lines.ts";
 import { acceptOneKey } from "./accept-one-key.ts";
 import { exchangeRaw } from "./exchange-raw.ts";
 
@@ -21,14 +21,7 @@ const lines: Record<string, unknown>[] = [];
 beforeAll(async () => {
   app = buildApp({
     registry: new ModelRegistry([], () => undefined),
-    logger: pino(
-      new Writable({
-        write(chunk: Buffer, _encoding, done) {
-          for (const line of chunk.toString().split("\n")) if (line !== "") lines.push(JSON.parse(line));
-          done();
-        },
-      }),
-    ),
+    logger: pino(collectLogLines(lines).destination),
     authenticate: acceptOneKey,
   });
   await app.listen({ host: "127.0.0.1", port: 0 });

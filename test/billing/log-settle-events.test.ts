@@ -1,23 +1,13 @@
-/**
- * The lines about charges the store did not take at once name their request under `reqId`, as
- * every request's own lines do (pino's request logger): they put it under `requestId`, so a
- * search for a request's lines by `reqId` missed its charge's fate.
- */
-import { Writable } from "node:stream";
 import pino from "pino";
 import { describe, expect, it } from "vitest";
 import { createSettleEventLog } from "../../src/billing/log-settle-events.ts";
 import { makeUsage } from "../store/store-fixtures.ts";
+import { collectLogLines } from "../support/collect-log-lines.ts";
 
 /** A settle event log on a real pino logger whose lines the test reads. */
 function loggedEvents() {
   const lines: Record<string, unknown>[] = [];
-  const destination = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      for (const line of chunk.toString().split("\n")) if (line !== "") lines.push(JSON.parse(line));
-      done();
-    },
-  });
+  const { destination } = collectLogLines(lines);
   const events = createSettleEventLog({
     logger: pino({}, destination),
     journalPath: "/tmp/never-written.jsonl",

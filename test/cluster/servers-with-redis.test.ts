@@ -1,7 +1,6 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Writable } from "node:stream";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it, onTestFinished, vi } from "vitest";
 import { createAccount } from "../../src/admin/create-account.ts";
@@ -10,6 +9,7 @@ import type { Config } from "../../src/catalog/catalog.ts";
 import { type RunningServer, startServer } from "../../src/server.ts";
 import { openStore } from "../../src/store/open-store.ts";
 import type { Store } from "../../src/store/store.ts";
+import { collectLogLines } from "../support/collect-log-lines.ts";
 import { findFreePort } from "../support/free-port.ts";
 import { getTestModelPath } from "../support/test-model.ts";
 import { createTestConfig, createTinyModelEntry, TINY_MODEL } from "../support/test-server.ts";
@@ -42,7 +42,6 @@ function configOf(redisUrl: string | undefined): Config {
   });
 }
 
-/** Starts a server with these Redis settings in the environment (read at start). */
 /** Starts a server on `redisUrl` with `env` set; its JSON log lines go to `logLines` when given. */
 async function start(
   redisUrl: string | undefined,
@@ -51,16 +50,10 @@ async function start(
 ): Promise<RunningServer> {
   const saved = Object.fromEntries(Object.keys(env).map((name) => [name, process.env[name]]));
   Object.assign(process.env, env);
-  const destination = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      for (const line of chunk.toString().split("\n")) if (line !== "") logLines?.push(JSON.parse(line));
-      done();
-    },
-  });
   try {
     const server = await startServer({
       config: configOf(redisUrl),
-      logger: logLines === undefined ? false : { destination },
+      logger: logLines === undefined ? false : { destination: collectLogLines(logLines).destination },
     });
     servers.push(server);
     return server;

@@ -10,7 +10,6 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Writable } from "node:stream";
 import OpenAI from "openai";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { createAccount } from "../../src/admin/create-account.ts";
@@ -25,6 +24,7 @@ import {
   textEvents,
   writeEvents,
 } from "../engine/openai/mock-upstream.ts";
+import { collectLogLines } from "../support/collect-log-lines.ts";
 import { createTestConfig } from "../support/test-server.ts";
 
 /** The model the request names, at 2.00 per million; its upstream answers 500 once the test lets it. */
@@ -106,12 +106,7 @@ beforeEach(async () => {
   // A fresh server each time: the primary's failures cool its endpoint down.
   const config = configWith(admittedModels());
   logLines = [];
-  const destination = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      for (const line of chunk.toString().split("\n")) if (line !== "") logLines.push(JSON.parse(line));
-      done();
-    },
-  });
+  const { destination } = collectLogLines(logLines);
   server = await startServer({ config, logger: { destination } });
   store = await openStore(config.database);
 });

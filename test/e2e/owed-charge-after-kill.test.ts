@@ -9,13 +9,13 @@ import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
-import { Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ChargeJournal } from "../../src/billing/charge-journal.ts";
 import { startServer } from "../../src/server.ts";
 import { openStore } from "../../src/store/open-store.ts";
 import { type MockUpstream, startMockUpstream, streamText } from "../engine/openai/mock-upstream.ts";
 import { makeUsage } from "../store/store-fixtures.ts";
+import { collectLogLines } from "../support/collect-log-lines.ts";
 import { findFreePort } from "../support/free-port.ts";
 import { killServeProcesses, startServeProcess, writeServeConfig } from "../support/serve-process.ts";
 import { createTestConfig } from "../support/test-server.ts";
@@ -115,12 +115,7 @@ describe("a charge the previous run owed that the store refuses", () => {
       }),
     );
     const lines: { level: number; msg: string; reqId?: string; usage?: { costNano: string } }[] = [];
-    const destination = new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        for (const line of chunk.toString().split("\n")) if (line !== "") lines.push(JSON.parse(line));
-        done();
-      },
-    });
+    const { destination } = collectLogLines(lines);
     const server = await startServer({
       config: createTestConfig({ database: `sqlite:${file}`, models: [] }),
       logger: { destination },

@@ -1,4 +1,3 @@
-import { Writable } from "node:stream";
 import { afterEach, describe, expect, it } from "vitest";
 import { createAccount } from "../../src/admin/create-account.ts";
 import { createKey } from "../../src/admin/create-key.ts";
@@ -14,6 +13,7 @@ import {
   withApplicationName,
 } from "../store/postgres-backends.ts";
 import { createPostgresTestSchema } from "../store/postgres-test-database.ts";
+import { collectLogLines } from "../support/collect-log-lines.ts";
 import { createTestConfig, createUpstreamModelEntry } from "../support/test-server.ts";
 
 /**
@@ -130,12 +130,7 @@ describe.skipIf("skipped" in probe)("a server on PostgreSQL shutting down while 
     const applicationName = `${schema.schema}_server`;
     const config = serverConfig(withApplicationName(schema.url, applicationName), upstream.baseUrl);
     const logged: { msg: string; usage?: { costNano: string }; route?: string }[] = [];
-    const destination = new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        for (const line of chunk.toString().split("\n")) if (line !== "") logged.push(JSON.parse(line));
-        done();
-      },
-    });
+    const { destination } = collectLogLines(logged);
     const server = await startServer({ config, logger: { level: "info", destination } });
     // Its shutdown fails where it gave a charge up (checked below).
     cleanups.push(() => server.close().catch(() => {}));

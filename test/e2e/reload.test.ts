@@ -4,9 +4,9 @@ import { createServer, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Writable } from "node:stream";
 import { describe, expect, it } from "vitest";
 import type { Config } from "../../src/catalog/catalog.ts";
+import { collectLogLines } from "../support/collect-log-lines.ts";
 import { getTestModelPath } from "../support/test-model.ts";
 import {
   createTestConfig,
@@ -193,12 +193,7 @@ describe("readiness after a reload", () => {
 describe("a reload after the shutdown began", () => {
   it("is ignored: it starts no engine that nothing would close", async () => {
     const logged: { msg: string }[] = [];
-    const destination = new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        for (const line of chunk.toString().split("\n")) if (line !== "") logged.push(JSON.parse(line));
-        done();
-      },
-    });
+    const { destination } = collectLogLines(logged);
     const stopping = await startTestServer({ logDestination: destination });
     // A changed engine block: a reload would build a new engine for it.
     const changed = createTinyModelEntry(await getTestModelPath(), { parallel: 1 });

@@ -7,7 +7,6 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createAccount } from "../../src/admin/create-account.ts";
 import { createKey } from "../../src/admin/create-key.ts";
@@ -15,6 +14,7 @@ import { type RunningServer, startServer } from "../../src/server.ts";
 import { openStore } from "../../src/store/open-store.ts";
 import type { Store } from "../../src/store/store.ts";
 import { createModelBytes, type ModelFileServer, startModelFileServer } from "../models/model-file-server.ts";
+import { collectLogLines } from "../support/collect-log-lines.ts";
 import { createTestConfig } from "../support/test-server.ts";
 
 let folder: string;
@@ -37,12 +37,7 @@ beforeAll(async () => {
       open = resolve;
     }),
   });
-  const destination = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      for (const line of chunk.toString().split("\n")) if (line !== "") lines.push(JSON.parse(line));
-      done();
-    },
-  });
+  const { destination } = collectLogLines(lines);
   const database = `sqlite:${join(folder, "tollgate.db")}`;
   server = await startServer({
     config: createTestConfig({

@@ -5,10 +5,10 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Writable } from "node:stream";
 import { afterEach, describe, expect, it } from "vitest";
 import { MIN_ADMIN_KEY_LENGTH } from "../../src/auth/warn-of-short-admin-key.ts";
 import { startServer } from "../../src/server.ts";
+import { collectLogLines } from "../support/collect-log-lines.ts";
 import { createTestConfig } from "../support/test-server.ts";
 
 const folders: string[] = [];
@@ -22,13 +22,7 @@ async function startupWarnings(adminKey: string): Promise<{ msg: string; length?
   const folder = mkdtempSync(join(tmpdir(), "tollgate-admin-key-"));
   folders.push(folder);
   const lines: { level: number; msg: string; length?: number }[] = [];
-  const destination = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      for (const line of chunk.toString().split("\n"))
-        if (line.startsWith("{")) lines.push(JSON.parse(line) as (typeof lines)[number]);
-      done();
-    },
-  });
+  const { destination } = collectLogLines(lines);
   const server = await startServer({
     config: {
       ...createTestConfig({ database: `sqlite:${join(folder, "tollgate.db")}`, models: [] }),

@@ -9,11 +9,11 @@ import { once } from "node:events";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Writable } from "node:stream";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { startServer } from "../../src/server.ts";
 import { openStore } from "../../src/store/open-store.ts";
 import { type MockHandler, startMockUpstream, streamText } from "../engine/openai/mock-upstream.ts";
+import { collectLogLines } from "../support/collect-log-lines.ts";
 import { serveEnvironment, writeServeConfig } from "../support/serve-process.ts";
 import { createTestConfig, createUpstreamModelEntry } from "../support/test-server.ts";
 
@@ -51,12 +51,7 @@ function parseLines(text: string): LogLine[] {
 async function startLoggedServer(prefix: string, upstreamBaseUrl: string) {
   const workdir = mkdtempSync(join(folder, prefix));
   const logged: LogLine[] = [];
-  const destination = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      logged.push(...parseLines(chunk.toString()));
-      done();
-    },
-  });
+  const { destination } = collectLogLines(logged);
   const server = await startServer({
     config: createTestConfig({
       database: `sqlite:${join(workdir, "tollgate.db")}`,

@@ -1,6 +1,5 @@
 import { once } from "node:events";
 import { connect, type Socket } from "node:net";
-import { Writable } from "node:stream";
 import { afterEach, describe, expect, it } from "vitest";
 import {
   CUT_STREAMS_FLUSH_MS,
@@ -8,6 +7,7 @@ import {
   DOCKER_STOP_TIMEOUT_MS,
 } from "../../src/server-drain.ts";
 import { startMockUpstream, textEvents, writeEvents } from "../engine/openai/mock-upstream.ts";
+import { collectLogLines } from "../support/collect-log-lines.ts";
 import { getTestModelPath } from "../support/test-model.ts";
 import {
   createTinyModelEntry,
@@ -72,12 +72,7 @@ describe("graceful shutdown", () => {
 
   it("cuts a stream that outlives the grace period with an error event, and settles it", async () => {
     const logged: Record<string, unknown>[] = [];
-    const logDestination = new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        for (const line of chunk.toString().split("\n")) if (line !== "") logged.push(JSON.parse(line));
-        done();
-      },
-    });
+    const { destination: logDestination } = collectLogLines(logged);
     server = await startTestServer({ withEndlessModel: true, logDestination });
     const stream = await startStream(server, ENDLESS_MODEL);
     const stopped = server.server.shutdown({ graceMs: 300 });

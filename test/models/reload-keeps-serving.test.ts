@@ -10,9 +10,9 @@ import { mkdtempSync } from "node:fs";
 import { readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Writable } from "node:stream";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { CatalogModel, Config } from "../../src/catalog/catalog.ts";
+import { collectLogLines } from "../support/collect-log-lines.ts";
 import { getTestModelPath } from "../support/test-model.ts";
 import { createTestConfig, createTinyModelEntry, postTinyChat, TINY_MODEL } from "../support/test-server.ts";
 import { until } from "../support/until.ts";
@@ -46,12 +46,7 @@ afterAll(async () => {
 });
 
 const server = useTestServer(() => {
-  const destination = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      for (const line of chunk.toString().split("\n")) if (line !== "") logged.push(JSON.parse(line));
-      done();
-    },
-  });
+  const { destination } = collectLogLines(logged);
   return { logDestination: destination };
 });
 

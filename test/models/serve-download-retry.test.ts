@@ -1,9 +1,9 @@
 import { createServer, type Server } from "node:http";
-import { Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { CatalogModel } from "../../src/catalog/catalog.ts";
 import { downloadRetrySettings } from "../../src/engine/llama/retry-model-download.ts";
 import { makeTemporaryDirectory } from "../store/temporary-directory.ts";
+import { collectLogLines } from "../support/collect-log-lines.ts";
 import { findFreePort } from "../support/free-port.ts";
 import { startTestServer, type TestServer } from "../support/test-server.ts";
 import { createModelBytes, type ModelFileServer, startModelFileServer } from "./model-file-server.ts";
@@ -43,12 +43,7 @@ beforeAll(async () => {
   files = await startModelFileServer();
   latePort = await findFreePort();
   const neverPort = await findFreePort();
-  const destination = new Writable({
-    write(chunk, _encoding, done) {
-      for (const line of String(chunk).split("\n")) if (line.trim() !== "") logs.push(JSON.parse(line));
-      done();
-    },
-  });
+  const { destination } = collectLogLines(logs);
   test = await startTestServer({
     logDestination: destination,
     extraModels: [
