@@ -8,7 +8,8 @@ import type { Position } from "./schema-position.ts";
  * `minLength`/`maxLength`, as a definition of our own grammar (see pattern-grammar.ts), for a
  * local model's output grammar; `undefined` where the pattern cannot be written (lookarounds,
  * backreferences, lengths that cannot be written with it, a grammar more than llama.cpp takes or
- * follows quickly: see pattern-grammar.ts) and the lengths alone are enforced, or where no grammar
+ * follows quickly: see pattern-grammar.ts; the schema's patterns took long enough to analyse: see
+ * schema-conversion-budget.ts's maxPatternWork) and the lengths alone are enforced, or where no grammar
  * is written (an upstream model gets the schema as sent and reads the pattern itself).
  */
 export function convertStringPattern(
@@ -24,8 +25,12 @@ export function convertStringPattern(
 ): GbnfJsonSchema | undefined {
   if (!conversion.grammarLimits) return undefined;
   const { pattern, what } = written;
-  const grammar = cachedPatternGrammar(pattern, minLength, maxLength);
-  switch (grammar.kind) {
+  const spec = patternSpec(pattern, minLength, maxLength);
+  const grammar = conversion.budget.analysePattern(spec, () =>
+    cachedPatternGrammar(pattern, minLength, maxLength),
+  );
+  switch (grammar?.kind) {
+    case undefined:
     case "unsupported":
       return undefined;
     case "no-value": {
@@ -41,7 +46,7 @@ export function convertStringPattern(
         ...(minLength === undefined ? {} : { minLength }),
         ...(maxLength === undefined ? {} : { maxLength }),
       } as GbnfJsonSchema;
-      return conversion.defineGrammar("pattern", loose, patternSpec(pattern, minLength, maxLength), at);
+      return conversion.defineGrammar("pattern", loose, spec, at);
     }
   }
 }

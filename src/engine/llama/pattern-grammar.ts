@@ -25,10 +25,18 @@ import {
  *   the lengths alone are enforced, as before patterns were.
  * - `no-value`: no string matches the pattern within the lengths.
  */
-export type PatternGrammar =
+export type PatternGrammar = (
   | { kind: "grammar"; text: string; stacks: number; repeats: number }
   | { kind: "unsupported" }
-  | { kind: "no-value" };
+  | { kind: "no-value" }
+) & {
+  /**
+   * What working it out took, in steps of the pattern's automaton (see pattern-open-positions.ts),
+   * its characters where it was not built: what a request's patterns may spend together is
+   * bounded (schema-conversion-budget.ts's maxPatternWork).
+   */
+  work: number;
+};
 
 /**
  * The largest count a quantifier may have in the grammar: llama.cpp's parser refuses a repetition
@@ -58,20 +66,19 @@ const maxPatternStartStacks = 2000;
  */
 export const maxPatternCharacters = 4096;
 
-const unsupported: PatternGrammar = { kind: "unsupported" };
-
 export function patternGrammar(
   pattern: string,
   minLength: number | undefined,
   maxLength: number | undefined,
 ): PatternGrammar {
+  const unsupported: PatternGrammar = { kind: "unsupported", work: pattern.length };
   if (pattern.length > maxPatternCharacters) return unsupported;
   const parsed = parseRegexPattern(pattern);
   if (parsed === undefined) return unsupported;
   const tree = wholeStringTree(parsed);
-  if (tree === undefined) return { kind: "no-value" };
+  if (tree === undefined) return { kind: "no-value", work: pattern.length };
   const fitted = fitLengths(tree, minLength ?? 0, maxLength ?? Infinity);
-  if (fitted === "no-value") return { kind: "no-value" };
+  if (fitted === "no-value") return { kind: "no-value", work: pattern.length };
   if (fitted === "unsupported" || largestCount(fitted) > maxPatternRepetitions || repeatsEmptyPart(fitted))
     return unsupported;
   let body: Expression;
@@ -81,9 +88,12 @@ export function patternGrammar(
     if (error instanceof TooManyRules) return unsupported;
     throw error;
   }
-  const stacks = countOpenPositions(fitted, { start: maxPatternStartStacks, later: maxPatternStacks });
-  if (stacks === undefined) return unsupported;
-  return { kind: "grammar", text: `"\\"" ${body.text} "\\""`, stacks, repeats: repeatsOf(fitted) };
+  const { stacks, work } = countOpenPositions(fitted, {
+    start: maxPatternStartStacks,
+    later: maxPatternStacks,
+  });
+  if (stacks === undefined) return { kind: "unsupported", work };
+  return { kind: "grammar", text: `"\\"" ${body.text} "\\""`, stacks, repeats: repeatsOf(fitted), work };
 }
 
 /**
@@ -194,14 +204,19 @@ export function cachedPatternGrammar(
 ): PatternGrammar {
   const spec = patternSpec(pattern, minLength, maxLength);
   let grammar = cache.get(spec);
-  if (grammar === undefined) {
-    grammar = patternGrammar(pattern, minLength, maxLength);
-    if (cache.size >= 64) cache.clear();
-    cache.set(spec, grammar);
-  }
+  if (grammar === undefined) grammar = patternGrammar(pattern, minLength, maxLength);
+  else cache.delete(spec);
+  // The most recently used last: a schema's grammar reads its patterns' again once it is converted.
+  cache.set(spec, grammar);
+  if (cache.size > maxCachedPatterns) cache.delete(cache.keys().next().value as string);
   return grammar;
 }
 const cache = new Map<string, PatternGrammar>();
+/**
+ * As many patterns as a schema is likely to have: with the last 64 kept and cleared at once, a
+ * schema of more read each three times (converted, counted, written).
+ */
+const maxCachedPatterns = 256;
 
 /** The grammar a {@link patternSpec} names, or `undefined` when it is none. */
 export function readPatternSpec(spec: string): Extract<PatternGrammar, { kind: "grammar" }> | undefined {

@@ -42,6 +42,24 @@ const maxGrammarCharacters = 500_000;
  */
 export const maxGrammarRepeats = 50_000;
 /**
+ * The most work (steps of their automatons, see pattern-open-positions.ts) the patterns of a
+ * schema, or of a request's tools together, may take to analyse: one pattern may take up to
+ * 250,000 (25 to 75 ms here), real ones 100 to 15,000, an e-mail pattern of 254 characters 62,000.
+ * Each analysed pattern was bounded, but a schema's were not: a thousand distinct patterns of
+ * 250 KB in all held the event loop two minutes, and the request, refused for a balance of 0
+ * only after its schema was converted, cost its sender nothing. Past this bound (a pattern seen
+ * before in the schema costs nothing again), further patterns are left to their lengths, as a
+ * pattern too intricate to write is.
+ */
+export const maxPatternWork = 500_000;
+
+/** What a schema's patterns, or a request's tools', have taken to analyse, and which they were. */
+interface PatternWork {
+  spent: number;
+  readonly analysed: Set<string>;
+}
+
+/**
  * What the schemas of one request's tools may spend together (see {@link createToolsBudget}): four
  * schemas' worth. Each schema within its own budget, 128 tools of 1000 properties each held the
  * event loop 0.9 s before the request was refused for its length.
@@ -63,6 +81,7 @@ interface Budget {
 export interface SharedBudget {
   readonly limits: Budget;
   readonly spent: Budget;
+  readonly patterns: PatternWork;
 }
 
 /**
@@ -78,6 +97,7 @@ export function createToolsBudget(): SharedBudget {
       repeats: maxGrammarRepeats,
     },
     spent: { entries: 0, steps: 0, characters: 0, repeats: 0 },
+    patterns: { spent: 0, analysed: new Set() },
   };
 }
 
@@ -104,6 +124,7 @@ export class ConversionBudget {
   /** What the conversion has spent so far. */
   readonly #spent: Budget = { entries: 0, steps: 0, characters: 0, repeats: 0 };
   readonly #shared: SharedBudget | undefined;
+  readonly #patterns: PatternWork;
   readonly #refuse: (at: Position, problem: string) => never;
 
   constructor(options: {
@@ -115,6 +136,7 @@ export class ConversionBudget {
   }) {
     this.#grammarLimits = options.grammarLimits;
     this.#shared = options.shared;
+    this.#patterns = options.shared?.patterns ?? { spent: 0, analysed: new Set() };
     this.#refuse = options.refuse;
     this.#limits = options.grammarLimits
       ? {
@@ -129,6 +151,23 @@ export class ConversionBudget {
           characters: Number.POSITIVE_INFINITY,
           repeats: Number.POSITIVE_INFINITY,
         };
+  }
+
+  /**
+   * What `analyse` finds of the pattern `key` names, and what it took spent; `undefined` once the
+   * patterns analysed before took {@link maxPatternWork}, unless `key`'s was one of them.
+   */
+  analysePattern<Analysis extends { work: number }>(
+    key: string,
+    analyse: () => Analysis,
+  ): Analysis | undefined {
+    const patterns = this.#patterns;
+    if (patterns.analysed.has(key)) return analyse();
+    if (patterns.spent >= maxPatternWork) return undefined;
+    const analysis = analyse();
+    patterns.spent += analysis.work;
+    patterns.analysed.add(key);
+    return analysis;
   }
 
   spendCharacters(at: Position, text: string): void {

@@ -1,0 +1,91 @@
+/**
+ * What a schema's patterns may take to analyse together (schema-conversion-budget.ts's
+ * maxPatternWork): each pattern's analysis was bounded, but a schema of a thousand distinct
+ * patterns held the event loop two minutes, for a request refused (for its balance) only after.
+ */
+import { describe, expect, it } from "vitest";
+import { convertJsonSchemaToGbnf } from "../../../src/engine/llama/convert-json-schema-to-gbnf.ts";
+import { ownGrammarKey } from "../../../src/engine/llama/patch-grammar-definitions.ts";
+import { patternGrammar } from "../../../src/engine/llama/pattern-grammar.ts";
+import {
+  createToolsBudget,
+  maxPatternWork,
+  type SharedBudget,
+} from "../../../src/engine/llama/schema-conversion-budget.ts";
+
+/** A pattern whose analysis takes long (every `@` read may be the one), distinct for each `index`. */
+function intricate(index: number): { type: string; pattern: string; maxLength: number } {
+  return { type: "string", pattern: `^\\S+@\\S+${index}$`, maxLength: 40 };
+}
+
+type Converted = {
+  properties: Record<string, Record<string, unknown>>;
+  $defs?: Record<string, Record<string, unknown>>;
+};
+
+/** `properties` converted as a response format's schema, or as a tool's sharing `shared`. */
+function convert(properties: Record<string, unknown>, shared?: SharedBudget): Converted {
+  return convertJsonSchemaToGbnf({ type: "object", properties }, { param: "schema", shared }) as Converted;
+}
+
+/** The pattern grammar each property of `converted` is written with, `undefined` for one left to its lengths. */
+function grammarsOf(converted: Converted): Record<string, string | undefined> {
+  return Object.fromEntries(
+    Object.entries(converted.properties).map(([name, property]) => {
+      const reference = property.$ref;
+      const definition =
+        typeof reference === "string" ? converted.$defs?.[reference.replace("#/$defs/", "")] : undefined;
+      return [name, definition?.[ownGrammarKey] as string | undefined];
+    }),
+  );
+}
+
+describe("the work of a schema's patterns", () => {
+  it("is bounded: once the patterns analysed took maxPatternWork, the rest are left to their lengths (regression)", () => {
+    const properties = Object.fromEntries(
+      Array.from({ length: 200 }, (_, index) => [`p${index}`, intricate(index)]),
+    );
+    const converted = convert(properties);
+    const grammars = grammarsOf(converted);
+    const written = Object.entries(grammars).filter(([, spec]) => spec !== undefined);
+    // The first ones, in order, as far as the budget went; before, all 200 were analysed.
+    expect(written.length).toBeGreaterThan(0);
+    expect(written.length).toBeLessThan(10);
+    expect(written.map(([name]) => name)).toEqual(
+      Array.from({ length: written.length }, (_, index) => `p${index}`),
+    );
+    // What they took: within the budget and the one pattern that crossed it.
+    const work = written.reduce((total, [name]) => {
+      const { pattern, maxLength } = properties[name] as ReturnType<typeof intricate>;
+      return total + patternGrammar(pattern, undefined, maxLength).work;
+    }, 0);
+    expect(work).toBeGreaterThanOrEqual(maxPatternWork / 2);
+    expect(work).toBeLessThan(maxPatternWork * 2);
+    // The others keep their lengths, as a pattern too intricate to write does.
+    expect(converted.properties.p199).toEqual({ type: "string", maxLength: 40 });
+  });
+
+  it("counts a pattern the schema repeats once: every place keeps its grammar", () => {
+    const properties: Record<string, unknown> = { first: intricate(0) };
+    for (let index = 1; index < 40; index++) {
+      properties[`other${index}`] = intricate(index);
+      properties[`again${index}`] = intricate(0);
+    }
+    const grammars = grammarsOf(convert(properties));
+    const first = grammars.first;
+    expect(first).toMatch(/^pattern 0 40 /);
+    for (let index = 1; index < 40; index++) expect(grammars[`again${index}`]).toBe(first);
+    expect(grammars.other39).toBeUndefined();
+  });
+
+  it("is shared by a request's tools", () => {
+    const shared = createToolsBudget();
+    const tools = Array.from({ length: 20 }, (_, tool) =>
+      grammarsOf(convert({ [`p${tool}`]: intricate(1000 + tool) }, shared)),
+    );
+    expect(tools[0]?.p0).toMatch(/^pattern /);
+    expect(tools[19]?.p19).toBeUndefined();
+    // Each alone, with a budget of its own, is written.
+    expect(grammarsOf(convert({ p19: intricate(1019) })).p19).toMatch(/^pattern /);
+  });
+});
