@@ -1,6 +1,7 @@
-import { existsSync, mkdirSync, statSync } from "node:fs";
+import { existsSync, statSync } from "node:fs";
 import path from "node:path";
 import { loadConfig } from "../catalog/load-config.ts";
+import { makeFolderSync } from "../files/make-folder.ts";
 import { chargeJournalPath } from "../store/open-store.ts";
 import { explainSqliteError, isSqliteDamaged } from "../store/sqlite/explain-sqlite-error.ts";
 import { fileStamp } from "../store/sqlite/file-stamp.ts";
@@ -90,7 +91,7 @@ export async function runBackupCommand(
   }
   // As the README's `backup backups/tollgate-$(date ...).db` asks of a fresh checkout.
   try {
-    mkdirSync(path.dirname(destination), { recursive: true });
+    makeFolderSync(path.dirname(destination));
   } catch (error) {
     throw new CliError(
       `Cannot make the folder ${path.dirname(destination)} for the backup (${(error as Error).message}); name a file in a folder that can be written.`,

@@ -1,6 +1,7 @@
-import { accessSync, constants, mkdirSync } from "node:fs";
+import { accessSync, constants } from "node:fs";
 import { basename } from "node:path";
 import type { Logger } from "pino";
+import { makeFolderSync } from "../files/make-folder.ts";
 import { isStoreUnavailable } from "../store/is-store-unavailable.ts";
 import { chargeJournalPath } from "../store/open-store.ts";
 import { isSqliteUnavailable } from "../store/sqlite/explain-sqlite-error.ts";
@@ -150,7 +151,7 @@ function prepareFolder(folder: string, path: string): Error | undefined {
     );
   }
   try {
-    mkdirSync(folder, { recursive: true });
+    makeFolderSync(folder);
     accessSync(folder, constants.W_OK);
     return undefined;
   } catch (error) {

@@ -81,7 +81,7 @@ export async function loadConfig(options: LoadConfigOptions = {}): Promise<Loade
   }
 
   const source = location.path;
-  const { text, modifiedSeconds } = await readConfigFile(
+  const { text, modifiedSeconds, pipe } = await readConfigFile(
     location,
     options.readTimeLimitMs ?? CONFIG_READ_TIME_LIMIT_MS,
   );
@@ -113,7 +113,9 @@ export async function loadConfig(options: LoadConfigOptions = {}): Promise<Loade
     raw,
     env,
     cwd,
-    configFolder: dirname(source),
+    // A pipe (`--config <(command)`, /dev/fd/63) has no folder of its own: /dev/fd is none to
+    // write a database in, and a recursive mkdir there never returned.
+    configFolder: pipe ? cwd : dirname(source),
     source,
     created: modifiedSeconds,
     purpose: options.purpose ?? "serve",
@@ -156,7 +158,7 @@ export async function locateConfig(options: {
 async function readConfigFile(
   location: Extract<ConfigLocation, { kind: "file" }>,
   timeLimitMs: number,
-): Promise<{ text: string; modifiedSeconds: number }> {
+): Promise<ConfigFileText> {
   const problem = (message: string) =>
     new ConfigError({ problems: [fileProblem(message)], source: location.path });
   const fail = (message: string): never => {
@@ -183,11 +185,18 @@ async function readConfigFile(
   }
 }
 
+/** A config file's text, when it changed last, and whether it came from a pipe a process holds open. */
+interface ConfigFileText {
+  text: string;
+  modifiedSeconds: number;
+  pipe: boolean;
+}
+
 async function readWithin(
   location: Extract<ConfigLocation, { kind: "file" }>,
   signal: AbortSignal,
   fail: (message: string) => never,
-): Promise<{ text: string; modifiedSeconds: number }> {
+): Promise<ConfigFileText> {
   try {
     const stats = await stat(location.path);
     const modifiedSeconds = Math.floor(stats.mtimeMs / 1000);
@@ -198,7 +207,11 @@ async function readWithin(
     }
     if (stats.isFIFO()) {
       if (await isOpenPipe(location.path)) {
-        return { text: decodeOrFail(await readPipe(location.path, signal), fail), modifiedSeconds };
+        return {
+          text: decodeOrFail(await readPipe(location.path, signal), fail),
+          modifiedSeconds,
+          pipe: true,
+        };
       }
       return fail(
         `is a named pipe (FIFO), not a file (named by ${location.namedBy}): opening it waits for a writer, at start and on every reload; write the config to a file and name that`,
@@ -215,7 +228,7 @@ async function readWithin(
       );
     }
     const bytes = await readFile(location.path, { signal });
-    return { text: decodeOrFail(bytes, fail), modifiedSeconds };
+    return { text: decodeOrFail(bytes, fail), modifiedSeconds, pipe: false };
   } catch (error) {
     if (error instanceof ConfigError || signal.aborted) throw error;
     const code = (error as NodeJS.ErrnoException).code;

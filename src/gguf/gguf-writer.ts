@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
-import { type FileHandle, mkdir, open, rename, rm } from "node:fs/promises";
+import { type FileHandle, open, rename, rm } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
+import { makeFolder } from "../files/make-folder.ts";
 import { encodeTensorElements } from "./encode-tensor-elements.ts";
 import {
   countTensorBytes,
@@ -46,7 +47,7 @@ export async function writeGgufFile(options: WriteGgufFileOptions): Promise<Writ
   const header = encodeHeader(options.metadata, layout, alignment);
 
   // The folder is made if need be: `models make-test ./models/tiny.gguf` on a fresh checkout.
-  await mkdir(dirname(options.path), { recursive: true });
+  await makeFolder(dirname(options.path));
   const temporaryPath = join(dirname(options.path), `.${basename(options.path)}.${randomUUID()}.partial`);
   const handle = await open(temporaryPath, "w");
   try {

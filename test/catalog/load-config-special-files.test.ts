@@ -106,6 +106,29 @@ describe("loadConfig: paths that are not regular files", () => {
     expect((await load({ file: pipe })).builtInCatalog).toBe(true);
   });
 
+  it("takes a pipe's relative paths from the working folder: a pipe has none (regression: /dev/fd)", async ({
+    skip,
+  }) => {
+    const file = await folder.write(
+      "source.yaml",
+      `database: sqlite:./data/tollgate.db
+charge_journal_dir: journal
+models:
+  - id: local
+    pricing: { input_per_million: "0.10", output_per_million: "0.40" }
+    engine: { type: llama, model: models/local.gguf }
+`,
+    );
+    const pipe = await openPipe(`cat '${file}'`, skip);
+    const config = await load({ file: pipe });
+    expect(config.database).toBe(`sqlite:${join(folder.path, "data", "tollgate.db")}`);
+    expect(config.chargeJournalDir).toBe(join(folder.path, "journal"));
+    const [model] = config.models;
+    expect(model?.engine?.type === "llama" && model.engine.model).toBe(
+      join(folder.path, "models", "local.gguf"),
+    );
+  });
+
   it("fails a read that does not end within the time limit", async ({ skip }) => {
     const pipe = await openPipe("exec sleep 600", skip);
     const started = Date.now();

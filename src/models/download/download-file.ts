@@ -39,8 +39,9 @@
  * resuming the partial file), and a file that ends short all the same (a too small
  * `Content-Length`) is deleted.
  */
-import { mkdir, rename } from "node:fs/promises";
+import { rename } from "node:fs/promises";
 import { dirname } from "node:path";
+import { makeFolder } from "../../files/make-folder.ts";
 import { createPartialFile } from "./create-partial-file.ts";
 import type { DownloadListener } from "./download-progress.ts";
 import type { ReadFreeBytes } from "./ensure-free-space.ts";
@@ -117,7 +118,7 @@ export async function downloadFile(options: DownloadFileOptions): Promise<Downlo
   const partial = createPartialFile(`${options.destination}.partial`);
   const partialPath = partial.path;
   const expected: Expected = { size: options.expectedSize, sha256: options.expectedSha256, stale: false };
-  await mkdir(dirname(options.destination), { recursive: true });
+  await makeFolder(dirname(options.destination));
   // Hosts that answered this download: a refusal from one of them later is a restart, retried.
   const answeredHosts = new Set<string>();
   const attempt = async (): Promise<ReceivedFile> => {

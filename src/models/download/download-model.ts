@@ -1,5 +1,6 @@
-import { mkdir, stat } from "node:fs/promises";
+import { stat } from "node:fs/promises";
 import { join } from "node:path";
+import { makeFolder } from "../../files/make-folder.ts";
 import { acquireDownloadLock } from "./acquire-download-lock.ts";
 import { createModelFileName } from "./create-model-file-name.ts";
 import { type DownloadFileOptions, downloadFile } from "./download-file.ts";
@@ -106,7 +107,7 @@ function startDownload(destination: string, options: DownloadModelOptions): Shar
         onNotice: notice,
       },
     );
-    await mkdir(options.modelsFolder, { recursive: true });
+    await makeFolder(options.modelsFolder);
     const lock = await acquireDownloadLock({
       path: `${destination}.lock`,
       signal,

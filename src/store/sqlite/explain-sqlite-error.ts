@@ -184,6 +184,14 @@ export function explainDatabaseFolderError(error: unknown, file: string): unknow
         { cause: error },
       );
     }
+    case "ENOENT": {
+      // Its parent exists (makeFolderSync makes them in turn) but takes no folders in it.
+      const parent = path.dirname(fields.path ?? folder);
+      return new Error(
+        `Cannot create the database folder ${folder}: ${parent} takes no folders in it (as /dev/fd and /proc hold a process's open files). Point ${DATABASE_SETTING} at a file in a folder that can be written.`,
+        { cause: error },
+      );
+    }
     case "EROFS":
       return new Error(
         `Cannot create the database folder ${folder}: it is on a read-only file system. Point ${DATABASE_SETTING} at a file on a writable one.`,

@@ -1,7 +1,8 @@
-import { existsSync, mkdirSync, realpathSync } from "node:fs";
+import { existsSync, realpathSync } from "node:fs";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Kysely, SqliteDialect, sql } from "kysely";
+import { makeFolderSync } from "../../files/make-folder.ts";
 import type { Database } from "../database.ts";
 import { createKyselyStore, readAccountsWithMoney } from "../kysely-store.ts";
 import {
@@ -389,7 +390,7 @@ export function resolveSqliteFile(location: string): string {
   const absolute = path.resolve(location);
   const folder = path.dirname(absolute);
   try {
-    mkdirSync(folder, { recursive: true });
+    makeFolderSync(folder);
   } catch (error) {
     throw explainDatabaseFolderError(error, absolute);
   }
