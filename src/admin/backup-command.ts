@@ -78,11 +78,10 @@ export async function runBackupCommand(
   }
   const { file } = location;
   // Two backups into a folder within one second (the README's two examples, one after the
-  // other) named the same file, and the second was refused: it takes the next free name.
-  const destination =
-    folder === undefined
-      ? path.resolve(target)
-      : freeName(suggestName(path.join(folder, path.basename(file))));
+  // other) named the same file, and the second was refused: it takes the next free name, and
+  // the next again where another backup takes that one meanwhile.
+  const wanted = folder === undefined ? undefined : suggestName(path.join(folder, path.basename(file)));
+  const destination = wanted === undefined ? path.resolve(target) : freeName(wanted);
   let created = false;
   if (!existsSync(file)) {
     const { openStore } = await import("../store/open-store.ts");
@@ -101,7 +100,11 @@ export async function runBackupCommand(
   const { backUpSqliteFile } = await import("../store/sqlite/back-up-sqlite-file.ts");
   let backedUp: Awaited<ReturnType<typeof backUpSqliteFile>>;
   try {
-    backedUp = await backUpSqliteFile(file, destination);
+    backedUp = await backUpSqliteFile(
+      file,
+      destination,
+      wanted === undefined ? undefined : () => freeName(wanted),
+    );
   } catch (error) {
     // The copy holds what the database holds: damage found in either is the database's, said as
     // the other commands say it (with `.recover`), not in SQLite's bare words.
@@ -109,7 +112,9 @@ export async function runBackupCommand(
     throw error;
   }
   const { bytes, summary } = backedUp;
-  out.write(`backed up ${file} to ${destination} (${formatBytes(bytes)}): ${describeLedgerSummary(summary)}`);
+  out.write(
+    `backed up ${file} to ${backedUp.file} (${formatBytes(bytes)}): ${describeLedgerSummary(summary)}`,
+  );
   if (summary.openReservations > 0) {
     out.write(
       "The open reservations are those of requests in flight during the copy: a server started on it releases them.",

@@ -59,6 +59,18 @@ describe("a backup's name", () => {
     expect(filesNamed("backup-2.db")).toEqual(["backup-2.db"]);
   });
 
+  it("with a next name, takes that one where another file took the name during the copy (regression: EEXIST)", async () => {
+    const destination = path.join(directory, "backup-5.db");
+    const next = path.join(directory, "backup-5-2.db");
+    const copying = backUpSqliteFile(source, destination, () => next);
+    writeFileSync(destination, "another backup of the same second");
+    const { file, summary } = await copying;
+    expect(file).toBe(next);
+    expect(summary.accounts).toBe(1);
+    expect(readFileSync(destination, "utf8")).toBe("another backup of the same second");
+    expect(filesNamed("backup-5")).toEqual(["backup-5-2.db", "backup-5.db"]);
+  });
+
   it("refuses a name that exists before copying anything", async () => {
     const destination = path.join(directory, "backup-3.db");
     writeFileSync(destination, "old");

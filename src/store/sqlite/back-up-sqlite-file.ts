@@ -18,6 +18,8 @@ export const ALL_PAGES_IN_ONE_STEP = 2 ** 31 - 1;
 
 /** What {@link backUpSqliteFile} wrote. */
 export interface SqliteBackup {
+  /** The name the copy took: `destination`, or one `orNext` gave. */
+  file: string;
   bytes: number;
   summary: LedgerSummary;
 }
@@ -34,9 +36,16 @@ export interface SqliteBackup {
  * started on it (after `tollgate restore`) turns WAL back on. It is checked (quick_check, a
  * Tollgate schema) and counted before it takes its name (see {@link copySqliteFile}); a copy that
  * fails is removed, and the error says why.
+ *
+ * With `orNext`, a `destination` taken (before the copy, or by another backup during it) is no
+ * error: the copy takes the name `orNext` gives for the taken one, and so on.
  */
-export async function backUpSqliteFile(source: string, destination: string): Promise<SqliteBackup> {
-  const partial = await copyToPartialFile(source, destination);
+export async function backUpSqliteFile(
+  source: string,
+  destination: string,
+  orNext?: (taken: string) => string,
+): Promise<SqliteBackup> {
+  const partial = await copyToPartialFile(source, destination, orNext === undefined);
   try {
     const copy = new DatabaseSync(partial, { readOnly: true, timeout: DEFAULT_BUSY_TIMEOUT_MS });
     let summary: LedgerSummary;
@@ -46,8 +55,14 @@ export async function backUpSqliteFile(source: string, destination: string): Pro
       copy.close();
     }
     const bytes = statSync(partial).size;
-    publishCopy(partial, destination);
-    return { bytes, summary };
+    for (let file = destination; ; file = (orNext as (taken: string) => string)(file)) {
+      try {
+        publishCopy(partial, file);
+        return { file, bytes, summary };
+      } catch (error) {
+        if (orNext === undefined || (error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+      }
+    }
   } catch (error) {
     removeWithSideFiles(partial);
     throw error;
@@ -73,12 +88,18 @@ export function removeWithSideFiles(file: string): void {
  * removed; one interrupted leaves only its `.partial-` file.
  */
 export async function copySqliteFile(source: string, destination: string): Promise<void> {
-  publishCopy(await copyToPartialFile(source, destination), destination);
+  const partial = await copyToPartialFile(source, destination);
+  try {
+    publishCopy(partial, destination);
+  } catch (error) {
+    removeWithSideFiles(partial);
+    throw error;
+  }
 }
 
 /** {@link copySqliteFile} up to its last step: answers the copy's file, not yet named `destination`. */
-async function copyToPartialFile(source: string, destination: string): Promise<string> {
-  if (existsSync(destination)) throw existsError(destination);
+async function copyToPartialFile(source: string, destination: string, refuseTaken = true): Promise<string> {
+  if (refuseTaken && existsSync(destination)) throw existsError(destination);
   const partial = `${destination}.partial-${process.pid}`;
   // Before the source is opened: read-only, so the copy can never write to the source. Readable by
   // its owner only: a backup (key hashes, balances) is often shipped elsewhere.
@@ -106,6 +127,7 @@ async function copyToPartialFile(source: string, destination: string): Promise<s
 /**
  * Gives the whole copy `partial` its name `destination`, never replacing a file: a hard link
  * fails where the name exists. On a file system without hard links, a rename after a last look.
+ * Where it fails, `partial` is left for the caller to name otherwise or remove.
  */
 function publishCopy(partial: string, destination: string): void {
   try {
@@ -113,13 +135,9 @@ function publishCopy(partial: string, destination: string): void {
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     if (code !== "EPERM" && code !== "ENOTSUP" && code !== "EOPNOTSUPP" && code !== "ENOSYS") {
-      removeWithSideFiles(partial);
       throw code === "EEXIST" ? existsError(destination) : error;
     }
-    if (existsSync(destination)) {
-      removeWithSideFiles(partial);
-      throw existsError(destination);
-    }
+    if (existsSync(destination)) throw existsError(destination);
     renameSync(partial, destination);
     return;
   }
