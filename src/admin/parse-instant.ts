@@ -13,12 +13,14 @@ export function parseInstant(text: string): Date {
   const iso = normalizeRfc3339(text);
   const match = INSTANT_PATTERN.exec(iso);
   if (match === null) {
-    const hint = LOCAL_TIME_PATTERN.test(iso)
-      ? "add a time zone, such as Z for UTC or +02:00"
-      : SPACED_OFFSET_PATTERN.test(iso)
-        ? "a + in a URL's query string reads as a space: write it as %2B (2025-12-31T18:00:00%2B02:00)"
-        : "write a date such as 2025-12-31 or a date and time such as 2025-12-31T18:00:00Z";
-    throw new RangeError(`${JSON.stringify(showTyped(text))} is not an ISO 8601 date; ${hint}.`);
+    const shown = JSON.stringify(showTyped(text));
+    // A local time is ISO 8601, but names no instant: it is refused for its missing zone alone.
+    if (LOCAL_TIME_PATTERN.test(iso))
+      throw new RangeError(`${shown} has no time zone; add one, such as Z for UTC or +02:00.`);
+    const hint = SPACED_OFFSET_PATTERN.test(iso)
+      ? "a + in a URL's query string reads as a space: write it as %2B (2025-12-31T18:00:00%2B02:00)"
+      : "write a date such as 2025-12-31 or a date and time such as 2025-12-31T18:00:00Z";
+    throw new RangeError(`${shown} is not an ISO 8601 date; ${hint}.`);
   }
   const [, year, month, day, hour = "0", minute = "0", second = "0"] = match;
   // setUTCFullYear, not Date.UTC: that one takes years 0 to 99 for 1900 to 1999.

@@ -28,18 +28,22 @@ describe("parseInstant", () => {
   });
 
   it.each([
-    ["a time without zone", "2025-12-31T18:00:00", /add a time zone/],
+    ["a time without zone", "2025-12-31T18:00:00", /has no time zone; add one, such as Z for UTC/],
     ["a day that does not exist", "2025-02-30", /not a real date/],
     ["hour 24", "2025-01-01T24:00:00Z", /not a real date/],
     ["a month 13", "2025-13-01", /not a real date/],
     ["February 29 of a year 0 to 99 that is not a leap year", "0099-02-29", /not a real date/],
     ["words", "tomorrow", /not an ISO 8601 date/],
     ["a point without digits", "2025-12-31T18:00:00.Z", /not an ISO 8601 date/],
-    ["microseconds without zone", "2025-12-31T18:00:00.123456", /add a time zone/],
+    [
+      "microseconds without zone",
+      "2025-12-31T18:00:00.123456",
+      /has no time zone; add one, such as Z for UTC/,
+    ],
     // `since=2025-06-01T00:00:00+02:00` unencoded in a query string arrives with a space.
     ["a zone whose + became a space", "2025-06-01T00:00:00 02:00", /write it as %2B/],
     ["the same, after a space for the T", "2025-06-01 00:00:00 02:00", /write it as %2B/],
-    ["a space for the T, without a zone", "2025-12-31 18:00", /add a time zone/],
+    ["a space for the T, without a zone", "2025-12-31 18:00", /has no time zone; add one, such as Z for UTC/],
     ["a date and a space with nothing after it", "2025-12-31 ", /not an ISO 8601 date/],
     ["second 60 with a fraction", "2025-12-31T23:59:60.5Z", /not a real date/],
     // Stored as `+010000-01-01T04:00:00.000Z`, which sorts before every other year as text.

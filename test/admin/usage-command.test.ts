@@ -400,7 +400,7 @@ describe("usage refuses", () => {
     ["an unknown account", ["--account", "nobody"], /No account has the name or id "nobody". List accounts/],
     ["an unknown key", ["--key", "zzzzzzzzzzzz"], /No key has the public id "zzzzzzzzzzzz"/],
     ["a bad --since", ["--since", "yesterday"], /^--since: "yesterday" is not an ISO 8601 date/],
-    ["an --until without zone", ["--until", "2025-06-01T10:00"], /^--until: .*add a time zone/],
+    ["an --until without zone", ["--until", "2025-06-01T10:00"], /^--until: .*has no time zone; add one/],
     [
       "--since after --until",
       ["--since", "2025-06-02", "--until", "2025-06-01"],

@@ -26,7 +26,7 @@ describe("ensureModelFile: the advice fits the failure", () => {
     const failure = await failureOf(source, join(folder, "models"));
     expect(failure.failure).toBe("unreachable");
     expect(failure.message).toMatch(
-      /\. To fix it, let this machine reach the network \(or wait for the server to answer again\), then reload the server \(SIGHUP\) or restart it; or run `tollgate models pull .*` on a machine with network access and put the file at .*\.gguf, or set engine\.model to a local GGUF file\.$/,
+      /\. To fix it, let this machine reach the network \(or wait for the server to answer again\), then reload the server \(SIGHUP\) or restart it; or run `tollgate models pull .*` on a machine with network access and put the file at .*\.gguf; or serve a local GGUF file instead: name it in engine\.model in tollgate\.yaml \(README, Use it: `tollgate models make-test FILE` writes a tiny one to try the service with\)\.$/,
     );
   });
 
@@ -44,7 +44,7 @@ describe("ensureModelFile: the advice fits the failure", () => {
     );
     expect(failure.message).toMatch(
       new RegExp(
-        ` To fix it, make room in ${modelsFolder.replace(/[./]/g, "\\$&")} \\(or make it writable\\), then reload the server \\(SIGHUP\\) or restart it; or restart it with TOLLGATE_MODELS_DIR set to a folder on a disk with room, or set engine\\.model to a local GGUF file\\.$`,
+        ` To fix it, make room in ${modelsFolder.replace(/[./]/g, "\\$&")} \\(or make it writable\\), then reload the server \\(SIGHUP\\) or restart it; or restart it with TOLLGATE_MODELS_DIR set to a folder on a disk with room, or serve a local GGUF file instead \\(engine\\.model in tollgate\\.yaml\\)\\.$`,
       ),
     );
     expect(failure.message).not.toMatch(/network/);

@@ -147,7 +147,7 @@ describe("llama engine: a model URI downloaded on first use", () => {
     const warning = lines.find((line) => line.level === "warn")?.object as { reason?: string } | undefined;
     expect(warning?.reason).toMatch(
       new RegExp(
-        `^Its file could not be downloaded: Cannot reach ${closed.baseUrl.replace("http://", "").replace(/\./g, "\\.")} \\(.*\\)\\. To fix it, .*run \`tollgate models pull ${source.replace(/[./]/g, "\\$&")}\` on a machine with network access and put the file at ${modelsFolder.replace(/[./]/g, "\\$&")}/.*\\.gguf, or set engine\\.model to a local GGUF file\\.$`,
+        `^Its file could not be downloaded: Cannot reach ${closed.baseUrl.replace("http://", "").replace(/\./g, "\\.")} \\(.*\\)\\. To fix it, .*run \`tollgate models pull ${source.replace(/[./]/g, "\\$&")}\` on a machine with network access and put the file at ${modelsFolder.replace(/[./]/g, "\\$&")}/.*\\.gguf; or serve a local GGUF file instead: name it in engine\\.model in tollgate\\.yaml .*\\.$`,
       ),
     );
     expect(engine.status()).toBe("unavailable");

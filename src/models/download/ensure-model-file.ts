@@ -114,14 +114,14 @@ function describeFix(
   failure: ModelDownloadFailure,
   context: { shown: string; path: string; modelsFolder: string; transient: boolean },
 ): string {
-  const elsewhere = `run \`tollgate models pull ${context.shown}\` on a machine with network access and put the file at ${describeFileDestination(context.path)}, or set engine.model to a local GGUF file.`;
+  const elsewhere = `run \`tollgate models pull ${context.shown}\` on a machine with network access and put the file at ${describeFileDestination(context.path)}; or serve a local GGUF file instead: name it in engine.model in tollgate.yaml (README, Use it: \`tollgate models make-test FILE\` writes a tiny one to try the service with).`;
   switch (failure) {
     case "unreachable":
     case "interrupted":
     case "server-error":
       return `${context.transient ? "The server tries the download again by itself, less and less often (at least every 5 minutes). " : ""}To fix it, let this machine reach the network (or wait for the server to answer again), then reload the server (SIGHUP) or restart it; or ${elsewhere}`;
     case "not-writable":
-      return `To fix it, make room in ${context.modelsFolder} (or make it writable), then reload the server (SIGHUP) or restart it; or restart it with TOLLGATE_MODELS_DIR set to a folder on a disk with room, or set engine.model to a local GGUF file.`;
+      return `To fix it, make room in ${context.modelsFolder} (or make it writable), then reload the server (SIGHUP) or restart it; or restart it with TOLLGATE_MODELS_DIR set to a folder on a disk with room, or serve a local GGUF file instead (engine.model in tollgate.yaml).`;
     case "access-denied":
     case "misconfigured":
       return `To fix it, set the variable and restart the server, or correct engine.model and reload the server (SIGHUP); or ${elsewhere}`;
