@@ -97,7 +97,7 @@ export async function adoptOrphanJournals(options: {
       rmSync(taken, { force: true });
       logger.warn(
         { recorded, stillOwed: owed.length, journal: journalPath, replicaId },
-        "recorded the charges another replica owed when it stopped",
+        "recorded the charges another replica journaled (it stopped, or lost the database)",
       );
     } catch (error) {
       logger.error(

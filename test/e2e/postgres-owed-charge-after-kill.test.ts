@@ -189,7 +189,9 @@ describe.skipIf(!("url" in postgres))("the journals other replicas left in charg
     const claim = await claimReplicaId(postgres.url, { replicaId: "still-running" });
     const server = await startServeProcess(configFile, { cwd: folder });
     try {
-      expect(server.output()).toContain('"msg":"recorded the charges another replica owed when it stopped"');
+      expect(server.output()).toContain(
+        '"msg":"recorded the charges another replica journaled (it stopped, or lost the database)"',
+      );
       const rows = (await store.listUsage()).filter((row) => row.accountId === account.id);
       expect(rows.map((row) => [row.requestId, row.costNano]).sort()).toEqual([
         ["owed-by-abandoned", 18_000n],
