@@ -17,24 +17,44 @@ export class ContextLengthError extends AppError {
 /**
  * Throws {@link ContextLengthError} when a prompt plus the requested completion does not fit the
  * context, or the prompt alone fills it (nothing could be generated), with OpenAI's wording.
+ * `alsoCounted` names what the prompt's count holds besides the messages (`the tools' ...`), so
+ * that a client whose messages are short learns what to shorten.
  */
 export function checkContextLength(options: {
   contextLength: number;
   promptTokens: number;
   maxTokens: number | undefined;
+  alsoCounted?: string | undefined;
 }): void {
-  const { contextLength, promptTokens, maxTokens } = options;
+  const { contextLength, promptTokens, maxTokens, alsoCounted } = options;
+  const counted = alsoCounted === undefined ? "" : ` (${alsoCounted} count as part of them)`;
   if (maxTokens === undefined) {
     if (promptTokens < contextLength) return;
     throw new ContextLengthError(
-      `This model's maximum context length is ${contextLength} tokens. However, your messages resulted in ${promptTokens} tokens. Please reduce the length of the messages.`,
+      `This model's maximum context length is ${contextLength} tokens. However, your messages resulted in ${promptTokens} tokens${counted}. Please reduce the length of the messages.`,
       promptTokens,
     );
   }
   const requested = promptTokens + maxTokens;
   if (requested <= contextLength && promptTokens < contextLength) return;
   throw new ContextLengthError(
-    `This model's maximum context length is ${contextLength} tokens. However, you requested ${requested} tokens (${promptTokens} in the messages, ${maxTokens} in the completion). Please reduce the length of the messages or completion.`,
+    `This model's maximum context length is ${contextLength} tokens. However, you requested ${requested} tokens (${promptTokens} in the messages${counted}, ${maxTokens} in the completion). Please reduce the length of the messages or completion.`,
     requested,
   );
+}
+
+/**
+ * What an upstream request's prompt count holds besides its messages, for
+ * {@link checkContextLength}: its tools and its response format's schema, which the upstream
+ * server puts in the prompt.
+ */
+export function describeAlsoCounted(request: {
+  tools: readonly unknown[];
+  responseFormat: { type: string };
+}): string | undefined {
+  const parts = [
+    ...(request.tools.length > 0 ? ["the tools' names, descriptions and parameter schemas"] : []),
+    ...(request.responseFormat.type === "json_schema" ? ["the response format's schema"] : []),
+  ];
+  return parts.length === 0 ? undefined : parts.join(" and ");
 }

@@ -1,6 +1,6 @@
 import type { CatalogModel, OpenAiEngineConfig } from "../../catalog/catalog.ts";
 import { AppError } from "../../errors/app-error.ts";
-import { checkContextLength } from "../check-context-length.ts";
+import { checkContextLength, describeAlsoCounted } from "../check-context-length.ts";
 import type { EngineLogger } from "../create-engine.ts";
 import type {
   ChatEngine,
@@ -169,7 +169,12 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
     const learned = learner?.current();
     const contextLength = model.contextLength ?? learned;
     if (contextLength !== undefined) {
-      checkContextLength({ contextLength, promptTokens, maxTokens: request.maxTokens });
+      checkContextLength({
+        contextLength,
+        promptTokens,
+        maxTokens: request.maxTokens,
+        alsoCounted: describeAlsoCounted(request),
+      });
     }
     /** The most a request without max_tokens may generate: what the context leaves, else the default bound. */
     const completionRoom =

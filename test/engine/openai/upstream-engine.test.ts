@@ -365,6 +365,33 @@ describe("upstream engine: prepare", () => {
     });
     expect(upstream.requests).toHaveLength(0);
   });
+
+  it("says that a response format's schema and the tools count toward the prompt (regression: messages alone)", async () => {
+    const upstream = await mock();
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl], { contextLength: 200 }) });
+    const properties = Object.fromEntries(
+      Array.from({ length: 100 }, (_, index) => [`p${index}`, { type: "string" }]),
+    );
+    const schema = { type: "object", properties };
+    await expect(
+      engine.prepare(
+        chatRequest({ responseFormat: { type: "json_schema", name: "big", schema, strict: true } }),
+      ),
+    ).rejects.toThrow(/tokens \(the response format's schema count as part of them\)\. Please reduce/);
+    const tool = { name: "lookup", parameters: schema };
+    await expect(
+      engine.prepare(
+        chatRequest({
+          maxTokens: 10,
+          tools: [tool],
+          responseFormat: { type: "json_schema", name: "big", schema, strict: true },
+        }),
+      ),
+    ).rejects.toThrow(
+      /in the messages \(the tools' names, descriptions and parameter schemas and the response format's schema count as part of them\), 10 in the completion/,
+    );
+    expect(upstream.requests).toHaveLength(0);
+  });
 });
 
 describe("upstream engine: close", () => {
