@@ -46,18 +46,7 @@ export async function runRestoreCommand(
   if (writeRestoreHelp(argv, out)) return;
   const { positionals } = parseCommandArguments(argv, { options: {}, positionals: 1, usage: USAGE });
   const backupFile = path.resolve(positionals[0]!);
-  if (!existsSync(backupFile)) throw new CliError(`${backupFile} does not exist.`);
-  // Before anything opens it: a named pipe would hold the open until a writer came (for ever),
-  // and a folder or a device only failed later with SQLite's words for it.
-  const stats = statSync(backupFile);
-  if (stats.isDirectory())
-    throw new CliError(
-      `${backupFile} is a folder: give the backup file itself (tollgate backup FOLDER/ names its files tollgate-<time>.db).`,
-    );
-  if (!stats.isFile())
-    throw new CliError(
-      `${backupFile} is not a regular file (a named pipe, a device or a socket): give the backup file that tollgate backup wrote.`,
-    );
+  // The database first: a PostgreSQL one is refused whatever the file (restore is SQLite's).
   const config = await loadConfig({ file: configFile, purpose: "command" });
   const override = describeDatabaseOverride(config);
   if (override !== undefined) process.stderr.write(`tollgate: ${override}\n`);
@@ -72,6 +61,18 @@ export async function runRestoreCommand(
       "The database is in memory (sqlite::memory:): there is no file to restore into. Point the database setting at a file.",
     );
   }
+  if (!existsSync(backupFile)) throw new CliError(`${backupFile} does not exist.`);
+  // Before anything opens it: a named pipe would hold the open until a writer came (for ever),
+  // and a folder or a device only failed later with SQLite's words for it.
+  const stats = statSync(backupFile);
+  if (stats.isDirectory())
+    throw new CliError(
+      `${backupFile} is a folder: give the backup file itself (tollgate backup FOLDER/ names its files tollgate-<time>.db).`,
+    );
+  if (!stats.isFile())
+    throw new CliError(
+      `${backupFile} is not a regular file (a named pipe, a device or a socket): give the backup file that tollgate backup wrote.`,
+    );
   const { file } = location;
   if (realpathSync(backupFile) === file) throw new CliError(`${backupFile} is the database itself.`);
   const [{ restoreSqliteFile }, { SqliteFileClaimedError }] = await Promise.all([

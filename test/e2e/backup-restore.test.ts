@@ -285,12 +285,14 @@ describe("tollgate backup and restore on SQLite", () => {
 
   it("refuse a PostgreSQL database (pg_dump's work) and an in-memory one, without repeating the URL", () => {
     const postgres = { TOLLGATE_DATABASE_URL: "postgres://tollgate:s3cret-password@127.0.0.1:1/db" };
-    // A file to restore from (restore looks at it first): never read here.
+    // A file to restore from, never read here; and one that does not exist, which a PostgreSQL
+    // database is refused before (it said only that the file did not exist).
     const someFile = join(folder, "some-backup.db");
     writeFileSync(someFile, "");
     for (const args of [
       ["backup", join(folder, "pg-copy.db")],
       ["restore", someFile],
+      ["restore", join(folder, "no-such-backup.db")],
     ]) {
       const refused = runCli(args, { cwd: folder, env: postgres, unset: ["TOLLGATE_CONFIG"] });
       expect(refused.code).toBe(1);
