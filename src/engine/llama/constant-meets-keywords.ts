@@ -61,8 +61,9 @@ export class ConstantChecks {
       if (!this.take(pattern.length)) return true;
       const branches = pattern.length > maxPatternCharacters ? undefined : parseRegexPattern(pattern);
       const tree = branches === undefined ? undefined : wholeStringTree(branches);
+      // Its automaton's build is bounded (pattern-open-positions.ts), and taken from the checks.
       const built = tree === undefined ? undefined : createPatternMatcher(tree);
-      this.take(built?.positions ?? 0);
+      this.take(built?.work ?? 0);
       matcher =
         branches === undefined
           ? null

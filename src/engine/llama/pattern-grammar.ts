@@ -66,19 +66,29 @@ const maxPatternStartStacks = 2000;
  */
 export const maxPatternCharacters = 4096;
 
+/**
+ * What reading a pattern costs, per character, in the automaton's units of work (see
+ * {@link PatternGrammar}'s `work`): parsing it and fitting its lengths (a binary search of caps,
+ * each a walk of the tree) took 4 µs a character for a pattern of 4000 beside `maxLength`, where
+ * a unit of the automaton's work takes 0.15 to 0.4.
+ */
+const readingWorkPerCharacter = 16;
+
 export function patternGrammar(
   pattern: string,
   minLength: number | undefined,
   maxLength: number | undefined,
 ): PatternGrammar {
-  const unsupported: PatternGrammar = { kind: "unsupported", work: pattern.length };
-  if (pattern.length > maxPatternCharacters) return unsupported;
+  if (pattern.length > maxPatternCharacters) return { kind: "unsupported", work: 0 };
+  // Reading the pattern and fitting its lengths walk its tree a dozen times or so.
+  const reading = pattern.length * readingWorkPerCharacter;
+  const unsupported: PatternGrammar = { kind: "unsupported", work: reading };
   const parsed = parseRegexPattern(pattern);
   if (parsed === undefined) return unsupported;
   const tree = wholeStringTree(parsed);
-  if (tree === undefined) return { kind: "no-value", work: pattern.length };
+  if (tree === undefined) return { kind: "no-value", work: reading };
   const fitted = fitLengths(tree, minLength ?? 0, maxLength ?? Infinity);
-  if (fitted === "no-value") return { kind: "no-value", work: pattern.length };
+  if (fitted === "no-value") return { kind: "no-value", work: reading };
   if (fitted === "unsupported" || largestCount(fitted) > maxPatternRepetitions || repeatsEmptyPart(fitted))
     return unsupported;
   let body: Expression;
@@ -92,8 +102,14 @@ export function patternGrammar(
     start: maxPatternStartStacks,
     later: maxPatternStacks,
   });
-  if (stacks === undefined) return { kind: "unsupported", work };
-  return { kind: "grammar", text: `"\\"" ${body.text} "\\""`, stacks, repeats: repeatsOf(fitted), work };
+  if (stacks === undefined) return { kind: "unsupported", work: reading + work };
+  return {
+    kind: "grammar",
+    text: `"\\"" ${body.text} "\\""`,
+    stacks,
+    repeats: repeatsOf(fitted),
+    work: reading + work,
+  };
 }
 
 /**

@@ -19,9 +19,8 @@ export function countOpenPositions(
   node: RegexNode,
   limits: { start: number; later: number },
 ): { stacks: number | undefined; work: number } {
-  const built = buildAutomaton(node);
-  if (built === undefined) return { stacks: undefined, work: maxPositions };
-  const { automaton, whole: start } = built;
+  const { automaton, whole: start } = buildAutomaton(node);
+  if (start === undefined) return { stacks: undefined, work: automaton.work };
   const counted = (stacks: number | undefined, work: number) => ({ stacks, work: automaton.work + work });
   if (start.first.size > limits.start) return counted(undefined, 0);
   const { most, work } = explore(automaton, start, limits.later);
@@ -86,15 +85,24 @@ const maxStates = 5000;
  */
 const maxWork = 250_000;
 
+/**
+ * The most work building the automaton may take (positions made, follows added, members of sets
+ * merged): a repeated part whose copies may each match nothing leads from every copy to every
+ * later one, `(a?b?c?d?e?f?g?h?i?j?k?l?m?n?o?p?q?r?s?t?){1000}` to 2 * 10^8 follows (a `const`
+ * checked against it ran the heap out and ended the process), and 2000 alternatives repeated
+ * ten times to 4 * 10^7. Real patterns take a few thousand.
+ */
+const maxBuildWork = 250_000;
+
 class TooIntricate extends Error {}
 
-/** The position automaton of `node`, and the fragment of the whole; `undefined` past its size bound. */
-function buildAutomaton(node: RegexNode): { automaton: PositionAutomaton; whole: Fragment } | undefined {
+/** The position automaton of `node`, and the fragment of the whole; no fragment past the automaton's bounds. */
+function buildAutomaton(node: RegexNode): { automaton: PositionAutomaton; whole: Fragment | undefined } {
   const automaton = new PositionAutomaton();
   try {
     return { automaton, whole: automaton.build(node) };
   } catch (error) {
-    if (error instanceof TooIntricate) return undefined;
+    if (error instanceof TooIntricate) return { automaton, whole: undefined };
     throw error;
   }
 }
@@ -117,7 +125,7 @@ class PositionAutomaton {
       case "chars": {
         if (this.ranges.length >= maxPositions) throw new TooIntricate();
         const position = this.ranges.length;
-        this.work++;
+        this.#spend(1);
         this.ranges.push(node.ranges);
         this.follow.push(new Set());
         return { first: new Set([position]), last: new Set([position]), nullable: false };
@@ -147,7 +155,7 @@ class PositionAutomaton {
         const last = new Set<number>();
         for (let copy = node.min; copy < node.max; copy++) {
           const item = this.build(node.item);
-          this.work += item.last.size * (first.size + 1);
+          this.#spend(item.last.size * (first.size + 1));
           for (const position of item.last) {
             for (const to of first) this.follow[position]?.add(to);
             last.add(position);
@@ -161,7 +169,7 @@ class PositionAutomaton {
 
   /** `before` then `after`. */
   #then(before: Fragment, after: Fragment): Fragment {
-    this.work += before.last.size * after.first.size;
+    this.#spend(before.last.size * after.first.size);
     for (const position of before.last) for (const to of after.first) this.follow[position]?.add(to);
     return {
       first: before.nullable ? this.#union([before.first, after.first]) : before.first,
@@ -172,13 +180,19 @@ class PositionAutomaton {
 
   /** `item` any number of times. */
   #star(item: Fragment): Fragment {
-    this.work += item.last.size * item.first.size;
+    this.#spend(item.last.size * item.first.size);
     for (const position of item.last) for (const to of item.first) this.follow[position]?.add(to);
     return { ...item, nullable: true };
   }
 
+  /** Counts `amount` more work, refusing (TooIntricate) to go past {@link maxBuildWork}, before it is done. */
+  #spend(amount: number): void {
+    if (this.work + amount > maxBuildWork) throw new TooIntricate();
+    this.work += amount;
+  }
+
   #union(sets: readonly Set<number>[]): Set<number> {
-    for (const set of sets) this.work += set.size;
+    for (const set of sets) this.#spend(set.size);
     return union(sets);
   }
 }
@@ -204,15 +218,11 @@ export type PatternMatcher = (
  * A matcher of the pattern `node` stands for (a whole-string tree: see regex-node-shape.ts), run on
  * its position automaton a character at a time: linear in the string, never backtracking (a
  * client's regular expression run by a backtracking engine could take seconds on a crafted
- * string), and the count of positions it was built with. `undefined` when the automaton is too large
- * to build.
+ * string), and the work building it took; no matcher when the automaton is too large to build.
  */
-export function createPatternMatcher(
-  node: RegexNode,
-): { match: PatternMatcher; positions: number } | undefined {
-  const built = buildAutomaton(node);
-  if (built === undefined) return undefined;
-  const { automaton, whole } = built;
+export function createPatternMatcher(node: RegexNode): { match: PatternMatcher | undefined; work: number } {
+  const { automaton, whole } = buildAutomaton(node);
+  if (whole === undefined) return { match: undefined, work: automaton.work };
   const { ranges, follow } = automaton;
   const match: PatternMatcher = (value, budget) => {
     let current: number[] | undefined;
@@ -230,5 +240,5 @@ export function createPatternMatcher(
       current === undefined ? whole.nullable : current.some((position) => whole.last.has(position));
     return { matched, work };
   };
-  return { match, positions: ranges.length };
+  return { match, work: automaton.work };
 }

@@ -1,6 +1,7 @@
 import type { GbnfJsonSchema } from "node-llama-cpp";
 import { AppError } from "../../errors/app-error.ts";
 import { countGrammarRepeats } from "./count-grammar-repeats.ts";
+import type { PatternGrammar } from "./pattern-grammar.ts";
 import type { Position } from "./schema-position.ts";
 
 /**
@@ -42,21 +43,28 @@ const maxGrammarCharacters = 500_000;
  */
 export const maxGrammarRepeats = 50_000;
 /**
- * The most work (steps of their automatons, see pattern-open-positions.ts) the patterns of a
- * schema, or of a request's tools together, may take to analyse: one pattern may take up to
- * 250,000 (25 to 75 ms here), real ones 100 to 15,000, an e-mail pattern of 254 characters 62,000.
- * Each analysed pattern was bounded, but a schema's were not: a thousand distinct patterns of
- * 250 KB in all held the event loop two minutes, and the request, refused for a balance of 0
+ * The most work (in the units of pattern-grammar.ts's `work`: reading a pattern, building and
+ * running its automaton; 80 to 400 ns each here) the patterns of a schema, or of a request's
+ * tools together, may take to analyse: 0.1 to 0.4 s. One pattern takes at most some 600,000 (a
+ * 4096-character pattern read, its automaton built to its bound and explored to its own), real
+ * ones 200 to 20,000, an e-mail pattern within 254 characters 56,000, an alternation of 200
+ * words 72,000. Each pattern was bounded, but a schema's were not: a thousand distinct patterns
+ * of 250 KB in all held the event loop two minutes, and the request, refused for a balance of 0
  * only after its schema was converted, cost its sender nothing. Past this bound (a pattern seen
  * before in the schema costs nothing again), further patterns are left to their lengths, as a
  * pattern too intricate to write is.
  */
-export const maxPatternWork = 500_000;
+export const maxPatternWork = 1_000_000;
 
-/** What a schema's patterns, or a request's tools', have taken to analyse, and which they were. */
+/**
+ * What a schema's patterns, or a request's tools', have taken to analyse, and what was found of
+ * each: a pattern met again is not analysed again (the shared cache of the last patterns may have
+ * let it go meanwhile: a schema that alternated 300 cheap patterns with an intricate one had it
+ * analysed, uncounted, at every turn).
+ */
 interface PatternWork {
   spent: number;
-  readonly analysed: Set<string>;
+  readonly analysed: Map<string, PatternGrammar>;
 }
 
 /**
@@ -97,7 +105,7 @@ export function createToolsBudget(): SharedBudget {
       repeats: maxGrammarRepeats,
     },
     spent: { entries: 0, steps: 0, characters: 0, repeats: 0 },
-    patterns: { spent: 0, analysed: new Set() },
+    patterns: { spent: 0, analysed: new Map() },
   };
 }
 
@@ -136,7 +144,7 @@ export class ConversionBudget {
   }) {
     this.#grammarLimits = options.grammarLimits;
     this.#shared = options.shared;
-    this.#patterns = options.shared?.patterns ?? { spent: 0, analysed: new Set() };
+    this.#patterns = options.shared?.patterns ?? { spent: 0, analysed: new Map() };
     this.#refuse = options.refuse;
     this.#limits = options.grammarLimits
       ? {
@@ -154,19 +162,18 @@ export class ConversionBudget {
   }
 
   /**
-   * What `analyse` finds of the pattern `key` names, and what it took spent; `undefined` once the
-   * patterns analysed before took {@link maxPatternWork}, unless `key`'s was one of them.
+   * What `analyse` finds of the pattern `key` names, and what it took spent; what was found before
+   * where `key`'s was analysed already, else `undefined` once the patterns analysed before took
+   * {@link maxPatternWork}.
    */
-  analysePattern<Analysis extends { work: number }>(
-    key: string,
-    analyse: () => Analysis,
-  ): Analysis | undefined {
+  analysePattern(key: string, analyse: () => PatternGrammar): PatternGrammar | undefined {
     const patterns = this.#patterns;
-    if (patterns.analysed.has(key)) return analyse();
+    const known = patterns.analysed.get(key);
+    if (known !== undefined) return known;
     if (patterns.spent >= maxPatternWork) return undefined;
     const analysis = analyse();
     patterns.spent += analysis.work;
-    patterns.analysed.add(key);
+    patterns.analysed.set(key, analysis);
     return analysis;
   }
 

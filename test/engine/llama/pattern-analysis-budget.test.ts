@@ -5,9 +5,13 @@
  */
 import { describe, expect, it } from "vitest";
 import { convertJsonSchemaToGbnf } from "../../../src/engine/llama/convert-json-schema-to-gbnf.ts";
+import { parseRegexPattern } from "../../../src/engine/llama/parse-regex-pattern.ts";
 import { ownGrammarKey } from "../../../src/engine/llama/patch-grammar-definitions.ts";
-import { patternGrammar } from "../../../src/engine/llama/pattern-grammar.ts";
+import { type PatternGrammar, patternGrammar } from "../../../src/engine/llama/pattern-grammar.ts";
+import { createPatternMatcher } from "../../../src/engine/llama/pattern-open-positions.ts";
+import { wholeStringTree } from "../../../src/engine/llama/regex-node-shape.ts";
 import {
+  ConversionBudget,
   createToolsBudget,
   maxPatternWork,
   type SharedBudget,
@@ -87,5 +91,60 @@ describe("the work of a schema's patterns", () => {
     expect(tools[19]?.p19).toBeUndefined();
     // Each alone, with a budget of its own, is written.
     expect(grammarsOf(convert({ p19: intricate(1019) })).p19).toMatch(/^pattern /);
+  });
+
+  it("analyses a pattern met again once, whatever came between (regression: a cache that let it go)", () => {
+    const budget = new ConversionBudget({
+      grammarLimits: true,
+      shared: undefined,
+      refuse: () => {
+        throw new Error("refused");
+      },
+    });
+    const analyses: string[] = [];
+    const analyse = (key: string) => (): PatternGrammar => {
+      analyses.push(key);
+      return { kind: "unsupported", work: 10 };
+    };
+    budget.analysePattern("intricate", analyse("intricate"));
+    for (let index = 0; index < 300; index++)
+      budget.analysePattern(`cheap ${index}`, analyse(`cheap ${index}`));
+    expect(budget.analysePattern("intricate", analyse("intricate"))).toEqual({
+      kind: "unsupported",
+      work: 10,
+    });
+    expect(analyses.filter((key) => key === "intricate")).toHaveLength(1);
+  });
+});
+
+describe("a pattern's automaton", () => {
+  /** Its copies may each match nothing: every copy leads to every later one. */
+  const everyCopyEmpty = `^(${[..."abcdefghijklmnopqrst"].map((letter) => `${letter}?`).join("")}){1000}$`;
+  /** 2000 alternatives repeated: each copy's 2000 ends lead to the next copy's 2000 starts. */
+  const wideRepeated = `^(${Array.from({ length: 2000 }, () => "a").join("|")}){10}$`;
+
+  it("is not built past its bound, for a constant's check (regression: 2 * 10^8 follows ran the heap out)", () => {
+    const tree = wholeStringTree(parseRegexPattern(everyCopyEmpty) ?? []);
+    expect(tree).toBeDefined();
+    if (tree === undefined) return;
+    const built = createPatternMatcher(tree);
+    expect(built.match).toBeUndefined();
+    expect(built.work).toBeLessThanOrEqual(250_000);
+    // The schema converts: the constant is taken to meet a pattern too intricate to check.
+    const converted = convertJsonSchemaToGbnf(
+      { type: "string", pattern: everyCopyEmpty, enum: ["abc", "tsr"] },
+      { param: "schema" },
+    );
+    expect(JSON.stringify(converted)).toContain("tsr");
+  });
+
+  it("is not built past its bound for a grammar either, and the work counted is what was done", () => {
+    const grammar = patternGrammar(wideRepeated, undefined, undefined);
+    expect(grammar.kind).toBe("unsupported");
+    // Reading the pattern (16 a character) and the automaton, cut off within its bound.
+    expect(grammar.work).toBeLessThanOrEqual(16 * wideRepeated.length + 250_000);
+    // A matcher of it is refused the same way.
+    const tree = wholeStringTree(parseRegexPattern(wideRepeated) ?? []);
+    expect(tree === undefined ? undefined : createPatternMatcher(tree).match).toBeUndefined();
   });
 });
