@@ -5,6 +5,7 @@ import {
 } from "../../../src/engine/openai/estimate-prompt-tokens.ts";
 import { estimateTextTokens } from "../../../src/engine/openai/estimate-tokens.ts";
 import { createChatRequest } from "../../support/create-chat-request.ts";
+import { createRandom } from "../../support/create-random.ts";
 
 describe("estimateTextTokens", () => {
   // Counts from OpenAI's o200k tokenizer, for the calibration these samples pin.
@@ -81,6 +82,59 @@ describe("estimateTextTokens on ASCII", () => {
     for (const sample of samples) {
       expect(estimateTextTokens(`${sample} é`)).toBe(estimateTextTokens(sample) + 1);
     }
+  });
+});
+
+/**
+ * The rules as regular expressions over the whole text, as the estimator applied them before it
+ * read characters one at a time (the oracle its single pass must equal).
+ */
+function estimateByPattern(text: string): number {
+  const pieces = /(\p{L}[\p{L}\p{M}]*)|(\p{N}+)|(\s+)|([^\p{L}\p{N}\s]+)/gu;
+  const dense = /[\p{Script=Han}\p{Script=Hiragana}\p{Script=Katakana}\p{Script=Hangul}\p{Script=Thai}]/u;
+  const nonLatin = /[^\p{Script=Latin}\p{M}]/u;
+  let tokens = 0;
+  for (const [piece, letters, digits, space] of text.matchAll(pieces)) {
+    if (letters !== undefined) {
+      tokens += dense.test(letters)
+        ? Math.ceil(letters.length / 1.5)
+        : nonLatin.test(letters)
+          ? Math.ceil(letters.length / 3)
+          : 1 + Math.max(0, Math.ceil((letters.length - 6) / 6));
+    } else if (digits !== undefined) tokens += Math.ceil(digits.length / 3);
+    else if (space !== undefined) {
+      const breaks = [...space].filter((character) => character === "\n").length;
+      const spaces = space.length - breaks;
+      tokens += Math.ceil(breaks / 2) + (spaces > 1 ? Math.ceil((spaces - 1) / 4) : 0);
+    } else tokens += Math.ceil(piece.length / 3);
+  }
+  return tokens;
+}
+
+describe("estimateTextTokens, a character at a time", () => {
+  it("counts as the rules' regular expressions do, on text of every kind", () => {
+    // Latin with accents and combining marks, Cyrillic, Greek, Han, kana, Hangul, Thai (and its
+    // marks), Devanagari, Arabic digits, non-ASCII spaces, emoji, a lone surrogate, controls.
+    const alphabet = [
+      ..."aZ09 \n\t\r.,;!?-_{}\"'\u0000\u007f",
+      ..."éÅßñ\u0301\u0336ЖжΩω中文かなカナ한국ไทย\u0e31\u0e48हिंदी٣٤\u00a0\u2003\u3000€™⠿",
+      "🦜",
+      "🧿",
+      "\ud800",
+      "\udfff",
+    ];
+    const random = createRandom(7);
+    for (let sample = 0; sample < 3000; sample++) {
+      let text = "";
+      const length = random(40);
+      for (let index = 0; index < length; index++) text += alphabet[random(alphabet.length)];
+      expect(estimateTextTokens(text), JSON.stringify(text)).toBe(estimateByPattern(text));
+    }
+  });
+
+  it("counts a large text that holds one character beyond ASCII as the rules do", () => {
+    const text = `é${"word ".repeat(200_000)}`;
+    expect(estimateTextTokens(text)).toBe(estimateByPattern(text));
   });
 });
 
