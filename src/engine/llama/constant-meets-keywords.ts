@@ -1,9 +1,10 @@
 import { numberMeetsKeywords } from "./number-bounds.ts";
 import { parseRegexPattern } from "./parse-regex-pattern.ts";
-import { maxPatternCharacters } from "./pattern-grammar.ts";
+import { maxPatternCharacters, readingWorkPerCharacter } from "./pattern-grammar.ts";
 import { createPatternMatcher, type PatternMatcher } from "./pattern-open-positions.ts";
 import { hasPatternProperties, hasType, isRecord, readTypes } from "./read-schema-types.ts";
 import { wholeStringTree } from "./regex-node-shape.ts";
+import type { ConversionBudget } from "./schema-conversion-budget.ts";
 
 /**
  * RFC 3339's forms (a time's seconds fraction of any length here), and a time without a zone, as
@@ -37,9 +38,13 @@ export class ConstantChecks {
    */
   readonly formats: boolean;
 
-  constructor(resolve: (reference: string) => unknown, formats: boolean) {
+  /** The conversion's budget: building a pattern's matcher spends from its patterns' work. */
+  readonly #budget: ConversionBudget;
+
+  constructor(resolve: (reference: string) => unknown, formats: boolean, budget: ConversionBudget) {
     this.resolve = resolve;
     this.formats = formats;
+    this.#budget = budget;
   }
 
   /** Code points by string: a long constant repeated in every branch is counted once. */
@@ -53,23 +58,16 @@ export class ConstantChecks {
 
   /**
    * Whether `value` matches `pattern`, as the grammar reads it (see pattern-grammar.ts): a pattern
-   * it cannot write, or a check past the budget left, is taken to be met.
+   * it cannot write, or a check past the budget left, is taken to be met. Reading a pattern and
+   * building its automaton (bounded: pattern-open-positions.ts) spend from the patterns' work of
+   * the conversion, or of a request's tools (schema-conversion-budget.ts): each tool's checks
+   * have a budget of their own, and 128 tools each built one.
    */
   matchesPattern(pattern: string, value: string): boolean {
     let matcher = this.#patterns.get(pattern);
     if (matcher === undefined) {
       if (!this.take(pattern.length)) return true;
-      const branches = pattern.length > maxPatternCharacters ? undefined : parseRegexPattern(pattern);
-      const tree = branches === undefined ? undefined : wholeStringTree(branches);
-      // Its automaton's build is bounded (pattern-open-positions.ts), and taken from the checks.
-      const built = tree === undefined ? undefined : createPatternMatcher(tree);
-      this.take(built?.work ?? 0);
-      matcher =
-        branches === undefined
-          ? null
-          : tree === undefined
-            ? () => ({ matched: false, work: 0 })
-            : (built?.match ?? null);
+      matcher = this.#budget.spendOnPattern(() => readMatcher(pattern))?.matcher ?? null;
       this.#patterns.set(pattern, matcher);
     }
     if (matcher === null) return true;
@@ -218,4 +216,16 @@ export function sameValue(first: unknown, second: unknown): boolean {
     names.length === Object.keys(second).length &&
     names.every((name) => Object.hasOwn(second, name) && sameValue(first[name], second[name]))
   );
+}
+
+/** A matcher of `pattern`, `null` where the grammar cannot write it, and the work reading it took. */
+function readMatcher(pattern: string): { matcher: PatternMatcher | null; work: number } {
+  if (pattern.length > maxPatternCharacters) return { matcher: null, work: 0 };
+  const reading = pattern.length * readingWorkPerCharacter;
+  const branches = parseRegexPattern(pattern);
+  if (branches === undefined) return { matcher: null, work: reading };
+  const tree = wholeStringTree(branches);
+  if (tree === undefined) return { matcher: () => ({ matched: false, work: 0 }), work: reading };
+  const built = createPatternMatcher(tree);
+  return { matcher: built.match ?? null, work: reading + built.work };
 }

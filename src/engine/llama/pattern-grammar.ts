@@ -72,7 +72,7 @@ export const maxPatternCharacters = 4096;
  * each a walk of the tree) took 4 µs a character for a pattern of 4000 beside `maxLength`, where
  * a unit of the automaton's work takes 0.15 to 0.4.
  */
-const readingWorkPerCharacter = 16;
+export const readingWorkPerCharacter = 16;
 
 export function patternGrammar(
   pattern: string,

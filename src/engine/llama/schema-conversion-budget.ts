@@ -167,14 +167,24 @@ export class ConversionBudget {
    * {@link maxPatternWork}.
    */
   analysePattern(key: string, analyse: () => PatternGrammar): PatternGrammar | undefined {
-    const patterns = this.#patterns;
-    const known = patterns.analysed.get(key);
+    const known = this.#patterns.analysed.get(key);
     if (known !== undefined) return known;
-    if (patterns.spent >= maxPatternWork) return undefined;
-    const analysis = analyse();
-    patterns.spent += analysis.work;
-    patterns.analysed.set(key, analysis);
+    const analysis = this.spendOnPattern(analyse);
+    if (analysis !== undefined) this.#patterns.analysed.set(key, analysis);
     return analysis;
+  }
+
+  /**
+   * What `work` (a pattern's analysis, or its matcher for constants: constant-meets-keywords.ts)
+   * gives, its `work` spent with the patterns' (see {@link maxPatternWork}); `undefined`, without
+   * running it, once they took that.
+   */
+  spendOnPattern<Result extends { work: number }>(work: () => Result): Result | undefined {
+    const patterns = this.#patterns;
+    if (patterns.spent >= maxPatternWork) return undefined;
+    const result = work();
+    patterns.spent += result.work;
+    return result;
   }
 
   spendCharacters(at: Position, text: string): void {

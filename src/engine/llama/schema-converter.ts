@@ -49,12 +49,16 @@ export class SchemaConverter implements SchemaConversion {
     this.#root = root;
     this.#param = param;
     this.grammarLimits = grammarLimits;
-    this.#constantChecks = new ConstantChecks((reference) => this.#resolve(reference), grammarLimits);
     this.budget = new ConversionBudget({
       grammarLimits,
       shared,
       refuse: (at, problem) => this.refuse(at, problem),
     });
+    this.#constantChecks = new ConstantChecks(
+      (reference) => this.#resolve(reference),
+      grammarLimits,
+      this.budget,
+    );
   }
 
   convertedDefinitions(): Record<string, GbnfJsonSchema> {

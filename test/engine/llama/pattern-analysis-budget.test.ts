@@ -148,3 +148,31 @@ describe("a pattern's automaton", () => {
     expect(tree === undefined ? undefined : createPatternMatcher(tree).match).toBeUndefined();
   });
 });
+
+describe("the matchers of constants' patterns", () => {
+  /** Two alternations of 400 words one after the other: every end of the first leads to every start of the second. */
+  const twoAlternations = (tool: number) => {
+    const words = Array.from({ length: 400 }, (_, index) => `w${index}`).join("|");
+    return `^(${words})(${words})t${tool}$`;
+  };
+
+  it("are built within the patterns' work a request's tools share (regression: each tool had a budget of its own)", () => {
+    const shared = createToolsBudget();
+    const kept = Array.from({ length: 30 }, (_, tool) => {
+      const converted = convertJsonSchemaToGbnf(
+        {
+          type: "object",
+          properties: {
+            s: { type: "string", pattern: twoAlternations(tool), enum: [`w1w2t${tool}`, "zzz"] },
+          },
+        },
+        { param: `tools[${tool}].function.parameters`, shared },
+      );
+      // "zzz" does not match: a checked enum leaves it out, an unchecked one keeps it.
+      return JSON.stringify(converted).includes("zzz");
+    });
+    expect(kept[0]).toBe(false);
+    expect(kept.at(-1)).toBe(true);
+    expect(kept.filter((keeps) => !keeps).length).toBeLessThan(10);
+  });
+});
