@@ -21,15 +21,10 @@ const formats: Record<string, RegExp | undefined> = Object.assign(Object.create(
 /** Deeper members are taken to meet their schemas: constants are written as they are. */
 const maxDepth = 32;
 /**
- * The most checks (member schemas, required names, `enum` values, string lengths counted) one
- * conversion makes of its constants: an `enum` beside `anyOf` is checked again in every branch.
- * Past them, constants are taken to meet the rest.
+ * A conversion's constant checks (their number bounded by schema-conversion-budget.ts's
+ * maxConstantChecks, shared by a request's tools), and the lengths of the strings they counted.
  */
-const maxChecks = 200_000;
-
-/** What one conversion's constant checks have left, and the lengths of the strings they counted. */
 export class ConstantChecks {
-  left = maxChecks;
   /** The schema a `$ref` points at (`undefined`: none), for the schemas of a constant's members. */
   readonly resolve: (reference: string) => unknown;
   /**
@@ -38,7 +33,7 @@ export class ConstantChecks {
    */
   readonly formats: boolean;
 
-  /** The conversion's budget: building a pattern's matcher spends from its patterns' work. */
+  /** The conversion's budget: its constant checks, and the patterns' work a matcher's building spends. */
   readonly #budget: ConversionBudget;
 
   constructor(resolve: (reference: string) => unknown, formats: boolean, budget: ConversionBudget) {
@@ -52,8 +47,12 @@ export class ConstantChecks {
 
   /** Takes `count` checks, or tells that none are left. */
   take(count: number): boolean {
-    this.left -= count;
-    return this.left >= 0;
+    return this.#budget.takeConstantChecks(count);
+  }
+
+  /** The checks left (negative once taken past them). */
+  get left(): number {
+    return this.#budget.constantChecksLeft;
   }
 
   /**

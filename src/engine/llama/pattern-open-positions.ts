@@ -203,12 +203,27 @@ function union(sets: readonly Set<number>[]): Set<number> {
   return all;
 }
 
+/**
+ * Whether `character` is in `ranges`, sorted and apart: a binary search (a class of 4000 single
+ * characters looked through one by one, for every character of a constant checked against it in
+ * each of 200 `anyOf` branches, held the event loop 11 s).
+ */
 function contains(ranges: CodePointRanges, character: number): boolean {
-  for (const [first, last] of ranges) if (character >= first && character <= last) return true;
+  let [low, high] = [0, ranges.length - 1];
+  while (low <= high) {
+    const middle = (low + high) >>> 1;
+    const [first, last] = ranges[middle] as readonly [number, number];
+    if (character < first) high = middle - 1;
+    else if (character > last) low = middle + 1;
+    else return true;
+  }
   return false;
 }
 
-/** Whether a string matches (`undefined` past `budget` position checks), and the checks it took. */
+/**
+ * Whether a string matches (`undefined` past `budget` work), and the work it took: for each
+ * character, the follows merged and the positions tried.
+ */
 export type PatternMatcher = (
   value: string,
   budget: number,
@@ -229,8 +244,9 @@ export function createPatternMatcher(node: RegexNode): { match: PatternMatcher |
     let work = 0;
     for (const character of value) {
       const codePoint = character.codePointAt(0) as number;
-      const candidates =
-        current === undefined ? whole.first : union(current.map((position) => follow[position] ?? new Set()));
+      const followed = current?.map((position) => follow[position] ?? new Set<number>());
+      for (const set of followed ?? []) work += set.size;
+      const candidates = followed === undefined ? whole.first : union(followed);
       work += candidates.size;
       if (work > budget) return { matched: undefined, work };
       current = [...candidates].filter((position) => contains(ranges[position] ?? [], codePoint));

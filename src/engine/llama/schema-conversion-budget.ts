@@ -57,6 +57,15 @@ export const maxGrammarRepeats = 50_000;
 export const maxPatternWork = 1_000_000;
 
 /**
+ * The most checks (member schemas, required names, `enum` values, string lengths counted, the
+ * work of a pattern's matcher on a string: constant-meets-keywords.ts) a schema, or a request's
+ * tools together, make of their constants: an `enum` beside `anyOf` is checked again in every
+ * branch. Past them, constants are taken to meet the rest. Each tool had them all: tools of a
+ * 4000-character pattern and a constant checked in 200 branches held the event loop 4 minutes.
+ */
+const maxConstantChecks = 200_000;
+
+/**
  * What a schema's patterns, or a request's tools', have taken to analyse, and what was found of
  * each: a pattern met again is not analysed again (the shared cache of the last patterns may have
  * let it go meanwhile: a schema that alternated 300 cheap patterns with an intricate one had it
@@ -90,6 +99,7 @@ export interface SharedBudget {
   readonly limits: Budget;
   readonly spent: Budget;
   readonly patterns: PatternWork;
+  readonly constantChecks: { left: number };
 }
 
 /**
@@ -106,6 +116,7 @@ export function createToolsBudget(): SharedBudget {
     },
     spent: { entries: 0, steps: 0, characters: 0, repeats: 0 },
     patterns: { spent: 0, analysed: new Map() },
+    constantChecks: { left: maxConstantChecks },
   };
 }
 
@@ -133,6 +144,7 @@ export class ConversionBudget {
   readonly #spent: Budget = { entries: 0, steps: 0, characters: 0, repeats: 0 };
   readonly #shared: SharedBudget | undefined;
   readonly #patterns: PatternWork;
+  readonly #constantChecks: { left: number };
   readonly #refuse: (at: Position, problem: string) => never;
 
   constructor(options: {
@@ -145,6 +157,7 @@ export class ConversionBudget {
     this.#grammarLimits = options.grammarLimits;
     this.#shared = options.shared;
     this.#patterns = options.shared?.patterns ?? { spent: 0, analysed: new Map() };
+    this.#constantChecks = options.shared?.constantChecks ?? { left: maxConstantChecks };
     this.#refuse = options.refuse;
     this.#limits = options.grammarLimits
       ? {
@@ -185,6 +198,17 @@ export class ConversionBudget {
     const result = work();
     patterns.spent += result.work;
     return result;
+  }
+
+  /** Takes `count` of the constant checks (see maxConstantChecks), or tells that none are left. */
+  takeConstantChecks(count: number): boolean {
+    this.#constantChecks.left -= count;
+    return this.#constantChecks.left >= 0;
+  }
+
+  /** The constant checks left (negative once taken past them). */
+  get constantChecksLeft(): number {
+    return this.#constantChecks.left;
   }
 
   spendCharacters(at: Position, text: string): void {

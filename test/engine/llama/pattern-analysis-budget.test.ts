@@ -176,3 +176,33 @@ describe("the matchers of constants' patterns", () => {
     expect(kept.filter((keeps) => !keeps).length).toBeLessThan(10);
   });
 });
+
+describe("the checks of constants", () => {
+  it("are shared by a request's tools (regression: each tool had 200,000 of its own)", () => {
+    const shared = createToolsBudget();
+    // 200 values of 200 characters each, read by the pattern's matcher: some 100,000 checks a tool.
+    const values = Array.from(
+      { length: 200 },
+      (_, index) => `${"a".repeat(199)}${String.fromCharCode(98 + (index % 20))}`,
+    );
+    const kept = Array.from({ length: 10 }, (_, tool) => {
+      const converted = convertJsonSchemaToGbnf(
+        { type: "string", pattern: "^a+[b-u]$", enum: [...values, "zzz"] },
+        { param: `tools[${tool}].function.parameters`, shared },
+      );
+      return JSON.stringify(converted).includes("zzz");
+    });
+    // Checked, "zzz" is left out; unchecked (the checks spent), it is kept as it is.
+    expect(kept[0]).toBe(false);
+    expect(kept.at(-1)).toBe(true);
+    // Each tool alone checks it.
+    expect(
+      JSON.stringify(
+        convertJsonSchemaToGbnf(
+          { type: "string", pattern: "^a+[b-u]$", enum: [...values, "zzz"] },
+          { param: "p" },
+        ),
+      ),
+    ).not.toContain("zzz");
+  });
+});
