@@ -59,8 +59,8 @@ export class ConstantChecks {
    * Whether `value` matches `pattern`, as the grammar reads it (see pattern-grammar.ts): a pattern
    * it cannot write, or a check past the budget left, is taken to be met. Reading a pattern and
    * building its automaton (bounded: pattern-open-positions.ts) spend from the patterns' work of
-   * the conversion, or of a request's tools (schema-conversion-budget.ts): each tool's checks
-   * have a budget of their own, and 128 tools each built one.
+   * the conversion, or of a request's tools together (schema-conversion-budget.ts): with a budget
+   * for each tool, 128 tools each built a matcher.
    */
   matchesPattern(pattern: string, value: string): boolean {
     let matcher = this.#patterns.get(pattern);
