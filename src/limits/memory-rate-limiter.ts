@@ -9,10 +9,15 @@ interface Bucket {
 
 const MS_PER_MINUTE = 60_000;
 
-/** Token buckets in this process's memory: for a single server. */
+/**
+ * Token buckets in this process's memory: for a single server. A bucket that has refilled is let
+ * go (a new one starts full: the same), looked for once a minute: every limited key ever used,
+ * revoked ones too, kept its bucket until a restart.
+ */
 export class MemoryRateLimiter implements RateLimiter {
   readonly #buckets = new Map<string, Bucket>();
   readonly #now: () => number;
+  #sweptAt: number | undefined;
 
   /**
    * `now`: a steady clock in milliseconds (default `performance.now`); the wall clock would
@@ -30,6 +35,7 @@ export class MemoryRateLimiter implements RateLimiter {
    */
   #refill(request: BucketRequest): Bucket {
     const now = this.#now();
+    this.#sweep(now);
     const existing = this.#buckets.get(request.bucket);
     if (existing === undefined) {
       const bucket = { level: request.limit, updatedAt: now, limit: request.limit };
@@ -44,6 +50,21 @@ export class MemoryRateLimiter implements RateLimiter {
       existing.limit = request.limit;
     }
     return existing;
+  }
+
+  /** Lets go of the buckets that have refilled, at most once a minute. */
+  #sweep(now: number): void {
+    if (this.#sweptAt !== undefined && now - this.#sweptAt < MS_PER_MINUTE) return;
+    this.#sweptAt = now;
+    for (const [name, bucket] of this.#buckets) {
+      const elapsed = Math.max(0, now - bucket.updatedAt);
+      if (bucket.level + (elapsed * bucket.limit) / MS_PER_MINUTE >= bucket.limit) this.#buckets.delete(name);
+    }
+  }
+
+  /** How many buckets are held: those not yet refilled, and any the last sweep has not reached. */
+  get size(): number {
+    return this.#buckets.size;
   }
 
   #state(bucket: Bucket): BucketState {

@@ -32,6 +32,24 @@ describe("MemoryRateLimiter's own clock", () => {
   });
 });
 
+describe("MemoryRateLimiter's buckets", () => {
+  it("are let go once refilled, and one made anew starts full, as the old would be (regression: kept for ever)", async () => {
+    let now = 1_000_000;
+    const limiter = new MemoryRateLimiter({ now: () => now });
+    for (let key = 0; key < 100; key++) await limiter.take({ bucket: `key${key}:rpm`, limit: 10, amount: 1 });
+    // One taken below zero (an answer longer than its reservation): a minute does not refill it.
+    await limiter.adjust({ bucket: "owed:tpm", limit: 100, amount: -150 });
+    expect(limiter.size).toBe(101);
+    now += 60_000;
+    // The first use after a minute looks: only the bucket still refilling stays, beside key0's new one.
+    const taken = await limiter.take({ bucket: "key0:rpm", limit: 10, amount: 1 });
+    expect(taken).toMatchObject({ allowed: true, remaining: 9 });
+    expect(limiter.size).toBe(2);
+    // owed:tpm went 150 below zero (an answer longer than reserved): it refills from there.
+    expect(await limiter.peek({ bucket: "owed:tpm", limit: 100 })).toMatchObject({ remaining: 50 });
+  });
+});
+
 describe("formatReset", () => {
   it("writes resets the way OpenAI does", () => {
     expect(formatReset(0)).toBe("0s");
