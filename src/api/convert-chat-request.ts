@@ -8,6 +8,7 @@ import type {
   ToolDefinition,
 } from "../engine/engine.ts";
 import { convertJsonSchemaToGbnf } from "../engine/llama/convert-json-schema-to-gbnf.ts";
+import { createToolsBudget, type SharedBudget } from "../engine/llama/schema-conversion-budget.ts";
 import { requireObjectParameters } from "../engine/require-object-parameters.ts";
 import { AppError } from "../errors/app-error.ts";
 import { shownValue } from "../errors/shown-value.ts";
@@ -186,9 +187,18 @@ function convertResponseFormat(
  * grammar cannot enforce (counts above 2000, references to other documents) is the local
  * engine's to refuse: an upstream model takes such schemas.
  */
-function checkSchema(schema: unknown, param: string, request: RequestSchemaEntries): void {
+function checkSchema(
+  schema: unknown,
+  param: string,
+  request: RequestSchemaEntries,
+  shared?: SharedBudget,
+): void {
   checkSchemaSize(schema, param, request);
-  convertJsonSchemaToGbnf(schema, { param, grammarLimits: false });
+  convertJsonSchemaToGbnf(schema, {
+    param,
+    grammarLimits: false,
+    ...(shared === undefined ? {} : { shared }),
+  });
 }
 
 /** {@link checkSchema}, and a root that declares a type declares an object: arguments are a JSON object. */
@@ -197,8 +207,9 @@ function checkToolParameters(
   parameters: JsonSchema,
   param: string,
   request: RequestSchemaEntries,
+  shared: SharedBudget,
 ): void {
-  checkSchema(parameters, param, request);
+  checkSchema(parameters, param, request, shared);
   requireObjectParameters(name, parameters, param);
 }
 
@@ -257,9 +268,17 @@ export function convertChatRequest(body: ChatCompletionRequestBody): ChatComplet
   }));
   const names = new Set<string>();
   const schemaEntries: RequestSchemaEntries = { entries: 0 };
+  // The tools' constant checks and pattern work are one request's (each tool had them all).
+  const toolsBudget = createToolsBudget(false);
   tools.forEach((tool, index) => {
     if (tool.parameters !== undefined)
-      checkToolParameters(tool.name, tool.parameters, `tools[${index}].function.parameters`, schemaEntries);
+      checkToolParameters(
+        tool.name,
+        tool.parameters,
+        `tools[${index}].function.parameters`,
+        schemaEntries,
+        toolsBudget,
+      );
     if (names.has(tool.name)) {
       throw new AppError("invalid_value", `Duplicate function name '${shownValue(tool.name)}' in 'tools'.`, {
         param: `tools[${index}].function.name`,

@@ -50,6 +50,20 @@ export class ConstantChecks {
     return this.#budget.takeConstantChecks(count);
   }
 
+  /**
+   * {@link sameValue}, what it looked at taken from the checks; past them, the values are taken to
+   * be the same (a constant meets the rest). A member checked against an `enum` compared it with
+   * every value uncounted: objects of 600 members against 600 values, reached through `$ref`s
+   * 1600 times, held the event loop 38 s.
+   */
+  same(first: unknown, second: unknown): boolean {
+    if (this.left < 0) return true;
+    const visits = { count: 0 };
+    const same = sameValue(first, second, visits);
+    this.take(visits.count);
+    return same;
+  }
+
   /** The checks left (negative once taken past them). */
   get left(): number {
     return this.#budget.constantChecksLeft;
@@ -183,8 +197,8 @@ function memberMeets(value: unknown, schema: unknown, depth: number, work: Const
   const types = schema.type === undefined ? [] : readTypes(schema);
   const nullable = schema.nullable === true && value === null;
   if (types.length > 0 && !nullable && !types.some((type) => hasType(value, type))) return false;
-  if ("const" in schema && !sameValue(value, schema.const)) return false;
-  if (Array.isArray(schema.enum) && !schema.enum.some((allowed) => sameValue(value, allowed))) return false;
+  if ("const" in schema && !work.same(value, schema.const)) return false;
+  if (Array.isArray(schema.enum) && !schema.enum.some((allowed) => work.same(value, allowed))) return false;
   if (
     Array.isArray(schema.allOf) &&
     !schema.allOf.every((branch) => memberMeets(value, branch, depth + 1, work))
@@ -204,16 +218,24 @@ function inRange(count: number, minimum: unknown, maximum: unknown): boolean {
   );
 }
 
-/** Whether two JSON values are equal (object members in any order). */
-export function sameValue(first: unknown, second: unknown): boolean {
+/**
+ * Whether two JSON values are equal (object members in any order); `visits`, when given, counts
+ * the values and member names looked at.
+ */
+export function sameValue(first: unknown, second: unknown, visits?: { count: number }): boolean {
+  if (visits !== undefined) visits.count++;
   if (first === second) return true;
   if (Array.isArray(first) && Array.isArray(second))
-    return first.length === second.length && first.every((item, index) => sameValue(item, second[index]));
+    return (
+      first.length === second.length && first.every((item, index) => sameValue(item, second[index], visits))
+    );
   if (!isRecord(first) || !isRecord(second) || Array.isArray(first) || Array.isArray(second)) return false;
   const names = Object.keys(first);
+  const otherNames = Object.keys(second);
+  if (visits !== undefined) visits.count += names.length + otherNames.length;
   return (
-    names.length === Object.keys(second).length &&
-    names.every((name) => Object.hasOwn(second, name) && sameValue(first[name], second[name]))
+    names.length === otherNames.length &&
+    names.every((name) => Object.hasOwn(second, name) && sameValue(first[name], second[name], visits))
   );
 }
 

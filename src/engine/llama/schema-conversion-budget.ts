@@ -104,16 +104,22 @@ export interface SharedBudget {
 
 /**
  * The budget a request's tool schemas share, for grammars: {@link toolsBudgetSchemas} schemas'
- * worth, and the repeats of one request ({@link maxGrammarRepeats}).
+ * worth, and the repeats of one request ({@link maxGrammarRepeats}); with `grammarLimits` false
+ * (the schemas checked alone, for any model: convertJsonSchemaToGbnf), no limit beyond each
+ * schema's own. Either way, one request's constant checks ({@link maxConstantChecks}) and pattern
+ * work ({@link maxPatternWork}).
  */
-export function createToolsBudget(): SharedBudget {
+export function createToolsBudget(grammarLimits = true): SharedBudget {
+  const unlimited = Number.POSITIVE_INFINITY;
   return {
-    limits: {
-      entries: maxGrammarEntries * toolsBudgetSchemas,
-      steps: maxGrammarSteps * toolsBudgetSchemas,
-      characters: maxGrammarCharacters * toolsBudgetSchemas,
-      repeats: maxGrammarRepeats,
-    },
+    limits: grammarLimits
+      ? {
+          entries: maxGrammarEntries * toolsBudgetSchemas,
+          steps: maxGrammarSteps * toolsBudgetSchemas,
+          characters: maxGrammarCharacters * toolsBudgetSchemas,
+          repeats: maxGrammarRepeats,
+        }
+      : { entries: unlimited, steps: unlimited, characters: unlimited, repeats: unlimited },
     spent: { entries: 0, steps: 0, characters: 0, repeats: 0 },
     patterns: { spent: 0, analysed: new Map() },
     constantChecks: { left: maxConstantChecks },
