@@ -24,7 +24,7 @@ describe("the advice to bring a model file from elsewhere", () => {
     }).catch((caught: unknown) => caught);
     expect(existsSync(modelsFolder)).toBe(false);
     const message = error instanceof Error ? error.message : String(error);
-    const place = /put the file at (\S+) \(create its folder (\S+) first\), or set engine\.model/.exec(
+    const place = /put the file at (\S+) \(create its folder (\S+) first\); or serve a local GGUF file/.exec(
       message,
     );
     expect(place, message).not.toBeNull();
