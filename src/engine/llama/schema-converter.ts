@@ -2,7 +2,7 @@ import type { GbnfJsonSchema } from "node-llama-cpp";
 import { AppError } from "../../errors/app-error.ts";
 import { cutText, cutTextKeepingEnd } from "../../errors/cut-text.ts";
 import { checkKeywords, describe } from "./check-schema-keywords.ts";
-import { ConstantChecks, constantMeetsKeywords, sameValue } from "./constant-meets-keywords.ts";
+import { ConstantChecks, constantMeetsKeywords } from "./constant-meets-keywords.ts";
 import { convertConstant } from "./convert-schema-constant.ts";
 import { convertTypedSchema } from "./convert-typed-schema.ts";
 import { mergeAllOf, mergeAnyOfBranch } from "./merge-all-of-branches.ts";
@@ -103,7 +103,8 @@ export class SchemaConverter implements SchemaConversion {
         );
       if (Array.isArray(schema.enum)) {
         this.budget.spend(at, "steps", schema.enum.length);
-        if (!schema.enum.some((value) => sameValue(value, schema.const)))
+        // Each comparison counts what it looks at (an object's members), as the constant's other checks do.
+        if (!schema.enum.some((value) => this.#constantChecks.same(value, schema.const)))
           this.refuseNoValue(at, "'const' is not one of the 'enum' values beside it, so no value can match.");
       }
       if (!constantMeetsKeywords(schema.const, schema, this.#constantChecks))

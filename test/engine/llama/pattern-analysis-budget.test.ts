@@ -234,3 +234,20 @@ describe("comparing constants", () => {
     }
   });
 });
+
+describe("a const beside an enum", () => {
+  it("is compared with its values within the constant checks (regression: each comparison counted one step)", () => {
+    const member = Object.fromEntries(Array.from({ length: 2000 }, (_, index) => [`k${index}`, 0]));
+    // A const of 2000 members against 2000 empty objects: 4,000,000 looks, past the 200,000
+    // checks; past them the const is taken to be one of the values, and the schema converts.
+    const heavy = { const: member, enum: Array.from({ length: 2000 }, () => ({})) };
+    expect(() => convertJsonSchemaToGbnf(heavy, { param: "schema", grammarLimits: false })).not.toThrow();
+    // Within them, a const that is none of the values is refused, as before.
+    expect(() =>
+      convertJsonSchemaToGbnf(
+        { const: { a: 1 }, enum: [{}, { a: 2 }] },
+        { param: "schema", grammarLimits: false },
+      ),
+    ).toThrow(/'const' is not one of the 'enum' values beside it/);
+  });
+});
