@@ -7,6 +7,7 @@ import {
 import { convertChatRequest } from "../../src/api/convert-chat-request.ts";
 import type { ChatCompletionRequestBody } from "../../src/api/schemas/chat-completion-request.ts";
 import { AppError } from "../../src/errors/app-error.ts";
+import { createConstantComparisons } from "../engine/llama/schema-bombs.ts";
 
 const base: ChatCompletionRequestBody = { model: "tiny", messages: [{ role: "user", content: "Hi" }] };
 
@@ -455,21 +456,8 @@ describe("convertChatRequest", () => {
 
 describe("convertChatRequest: the checks of the tools' constants", () => {
   it("are one request's, shared by its tools (regression: each tool had them all)", () => {
-    // A const of an object of 100 members compared with an enum of 100 values through 20 * 20
-    // references: some 4,000,000 checks, past the request's 200,000.
-    const ref = (name: string) => ({ $ref: `#/$defs/${name}` });
-    const member = Object.fromEntries(Array.from({ length: 100 }, (_, index) => [`k${index}`, 0]));
-    const heavy = {
-      type: "object",
-      properties: {
-        a: { anyOf: [{ type: "array", const: [member], items: ref("L1") }, { type: "string" }] },
-      },
-      $defs: {
-        L1: { anyOf: Array.from({ length: 20 }, () => ref("L2")) },
-        L2: { anyOf: Array.from({ length: 20 }, () => ref("E")) },
-        E: { enum: Array.from({ length: 100 }, () => ({})) },
-      },
-    };
+    // Some 4,000,000 checks each, past the request's 200,000.
+    const heavy = createConstantComparisons();
     // No value meets it, when it is checked: alone, it is refused.
     const impossible = { type: "object", properties: { b: { const: "abc", maxLength: 2 } }, required: ["b"] };
     const tool = (name: string, parameters: Record<string, unknown>) => ({

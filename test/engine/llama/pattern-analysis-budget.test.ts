@@ -16,6 +16,7 @@ import {
   maxPatternWork,
   type SharedBudget,
 } from "../../../src/engine/llama/schema-conversion-budget.ts";
+import { createConstantComparisons } from "./schema-bombs.ts";
 
 /** A pattern whose analysis takes long (every `@` read may be the one), distinct for each `index`. */
 function intricate(index: number): { type: string; pattern: string; maxLength: number } {
@@ -209,22 +210,8 @@ describe("the checks of constants", () => {
 
 describe("comparing constants", () => {
   it("counts the values and member names it looks at (regression: an enum's values compared uncounted)", () => {
-    // A const of an object of 100 members, reached through 20 * 20 references to an enum of 100
-    // values: 400 * 100 comparisons of 100 names each, counted as two checks a reference before.
-    const ref = (name: string) => ({ $ref: `#/$defs/${name}` });
-    const member = Object.fromEntries(Array.from({ length: 100 }, (_, index) => [`k${index}`, 0]));
-    const schema = {
-      type: "object",
-      properties: {
-        a: { anyOf: [{ type: "array", const: [member], items: ref("L1") }, { type: "string" }] },
-      },
-      required: ["a"],
-      $defs: {
-        L1: { anyOf: Array.from({ length: 20 }, () => ref("L2")) },
-        L2: { anyOf: Array.from({ length: 20 }, () => ref("E")) },
-        E: { enum: Array.from({ length: 100 }, () => ({})) },
-      },
-    };
+    // 400 * 100 comparisons of 100 names each, counted as two checks a reference before.
+    const schema = createConstantComparisons();
     // Checked to the end, the array branch meets no value and is left out; its checks spent
     // (200,000), its constant is taken to meet the rest, and written.
     for (const grammarLimits of [false, true]) {

@@ -1,7 +1,31 @@
 /**
  * Schemas of a few hundred bytes whose llama.cpp grammar keeps exponentially many parse stacks
- * (see check-grammar-stacks.ts), for the tests that check they are refused.
+ * (see check-grammar-stacks.ts), for the tests that check they are refused; and one whose
+ * constant's checks take far more than their budget (constant-meets-keywords.ts).
  */
+
+/**
+ * A const of an object of 100 members (property `a`'s array branch), reached through 20 * 20
+ * references to an enum of 100 empty objects: 400 * 100 comparisons of 100 names each, some
+ * 4,000,000 checks. Checked to the end, the branch meets no value and is left out; with its checks
+ * spent, the const is taken to meet the rest, and written (its member `k99` shows).
+ */
+export function createConstantComparisons(): Record<string, unknown> {
+  const ref = (name: string) => ({ $ref: `#/$defs/${name}` });
+  const member = Object.fromEntries(Array.from({ length: 100 }, (_, index) => [`k${index}`, 0]));
+  return {
+    type: "object",
+    properties: {
+      a: { anyOf: [{ type: "array", const: [member], items: ref("L1") }, { type: "string" }] },
+    },
+    required: ["a"],
+    $defs: {
+      L1: { anyOf: Array.from({ length: 20 }, () => ref("L2")) },
+      L2: { anyOf: Array.from({ length: 20 }, () => ref("E")) },
+      E: { enum: Array.from({ length: 100 }, () => ({})) },
+    },
+  };
+}
 
 /** `d0` a string, each `dN` an anyOf of two references to `d(N-1)`: 2^N ways to the string. */
 export function createReferenceChain(levels: number): Record<string, unknown> {
