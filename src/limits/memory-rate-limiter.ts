@@ -9,6 +9,11 @@ interface Bucket {
 
 const MS_PER_MINUTE = 60_000;
 
+/** What `bucket` holds at `now`, its limit refilled a minute, before it is capped at the limit. */
+function levelAt(bucket: Bucket, now: number): number {
+  return bucket.level + (Math.max(0, now - bucket.updatedAt) * bucket.limit) / MS_PER_MINUTE;
+}
+
 /**
  * Token buckets in this process's memory: for a single server. A bucket that has refilled is let
  * go (a new one starts full: the same), looked for once a minute: every limited key ever used,
@@ -42,8 +47,7 @@ export class MemoryRateLimiter implements RateLimiter {
       this.#buckets.set(request.bucket, bucket);
       return bucket;
     }
-    const elapsed = Math.max(0, now - existing.updatedAt);
-    existing.level = Math.min(existing.limit, existing.level + (elapsed * existing.limit) / MS_PER_MINUTE);
+    existing.level = Math.min(existing.limit, levelAt(existing, now));
     existing.updatedAt = now;
     if (existing.limit !== request.limit) {
       existing.level = Math.min(request.limit, existing.level + request.limit - existing.limit);
@@ -56,10 +60,8 @@ export class MemoryRateLimiter implements RateLimiter {
   #sweep(now: number): void {
     if (this.#sweptAt !== undefined && now - this.#sweptAt < MS_PER_MINUTE) return;
     this.#sweptAt = now;
-    for (const [name, bucket] of this.#buckets) {
-      const elapsed = Math.max(0, now - bucket.updatedAt);
-      if (bucket.level + (elapsed * bucket.limit) / MS_PER_MINUTE >= bucket.limit) this.#buckets.delete(name);
-    }
+    for (const [name, bucket] of this.#buckets)
+      if (levelAt(bucket, now) >= bucket.limit) this.#buckets.delete(name);
   }
 
   /** How many buckets are held: those not yet refilled, and any the last sweep has not reached. */

@@ -31,9 +31,9 @@ export type PatternGrammar = (
   | { kind: "no-value" }
 ) & {
   /**
-   * What working it out took, in steps of the pattern's automaton (see pattern-open-positions.ts),
-   * its characters where it was not built: what a request's patterns may spend together is
-   * bounded (schema-conversion-budget.ts's maxPatternWork).
+   * What working it out took: reading the pattern ({@link readingWorkPerCharacter} a character)
+   * and the steps of its automaton where it was built (see pattern-open-positions.ts). What a
+   * request's patterns may spend together is bounded (schema-conversion-budget.ts's maxPatternWork).
    */
   work: number;
 };
