@@ -37,8 +37,10 @@ const PASSED_SERVICE_TIERS = new Set(["auto", "default", "flex"]);
 
 /**
  * What the schema leaves to code: the keys of `logit_bias` and `metadata`; the service tiers a
- * client may choose; and `store: true`, which would keep the client's conversation in the
- * operator's upstream account (OpenAI's stored completions), not the client's.
+ * client may choose; `store: true`, which would keep the client's conversation in the
+ * operator's upstream account (OpenAI's stored completions), not the client's; and `modalities`
+ * other than text: Tollgate renders text answers only, so an upstream's audio would be dropped,
+ * its tokens billed to the operator at audio rates and to the client at the model's text price.
  */
 function checkKeys(extras: Record<string, unknown>): void {
   const tier = extras.service_tier;
@@ -54,6 +56,14 @@ function checkKeys(extras: Record<string, unknown>): void {
       "invalid_value",
       "Invalid value for 'store': true is refused (this service keeps no conversation for you, and an upstream model's server would keep it in the account of this service's operator, not yours); leave it out or send false.",
       { param: "store" },
+    );
+  }
+  const modalities = extras.modalities as readonly string[] | undefined;
+  if (modalities !== undefined && (modalities.length === 0 || modalities.some((kind) => kind !== "text"))) {
+    throw new AppError(
+      "invalid_value",
+      `Invalid value for 'modalities': Tollgate answers with text only, not ${shownValue(JSON.stringify(modalities))} (an upstream model's audio would be dropped, yet billed); set it to ["text"] or leave it out.`,
+      { param: "modalities" },
     );
   }
   const bias = extras.logit_bias as Record<string, unknown> | undefined;

@@ -31,7 +31,7 @@ export function chatCompletionPath() {
       operationId: "createChatCompletion",
       summary: "Creates a model response for a conversation, plain or streamed.",
       description:
-        'OpenAI\'s fields that only an upstream server acts on (`logit_bias`, `service_tier`, `prompt_cache_key`, `safety_identifier`, `verbosity`, `store`, `metadata`, `prediction`, `modalities`) are checked for shape and passed on to upstream models as sent; a local model refuses `logit_bias`, `prediction` and `modalities` other than `["text"]` with 400 `invalid_value`, and ignores the others. Other fields Tollgate does not list are ignored.',
+        'OpenAI\'s fields that only an upstream server acts on (`logit_bias`, `service_tier`, `prompt_cache_key`, `safety_identifier`, `verbosity`, `store`, `metadata`, `prediction`, `modalities`) are checked for shape and passed on to upstream models as sent; `modalities` other than `["text"]`, a `service_tier` that bills the operator more (such as `priority`) and `store: true` are refused with 400 `invalid_value` whatever the model; a local model also refuses `logit_bias` and `prediction`, and ignores the others. Other fields Tollgate does not list are ignored.',
       requestBody: jsonBody("ChatCompletionRequest"),
       responses: {
         "200": response(
@@ -49,7 +49,7 @@ export function chatCompletionPath() {
         ...errorResponses(
           {
             ...ANY_REQUEST_ERRORS,
-            "400": `${VALIDATION_CODES} (\`invalid_value\` too for what the model cannot do: \`n\` above 1, \`logprobs\`, \`logit_bias\`, \`prediction\` or \`modalities\` other than \`["text"]\` on a local model; and for legacy \`functions\` / \`function_call\`, which are not supported: send \`tools\` / \`tool_choice\`); \`model_not_supported\` (a model of another kind); \`context_length_exceeded\`; or \`invalid_http_request\`.`,
+            "400": `${VALIDATION_CODES} (\`invalid_value\` too for what the model cannot do: \`n\` above 1, \`logprobs\`, \`logit_bias\` or \`prediction\` on a local model; \`modalities\` other than \`["text"]\`; and for legacy \`functions\` / \`function_call\`, which are not supported: send \`tools\` / \`tool_choice\`); \`model_not_supported\` (a model of another kind); \`context_length_exceeded\`; or \`invalid_http_request\`.`,
             "401": KEY_ERROR,
             "403": "`model_not_allowed` (the key may not use the model) or `insufficient_balance`.",
             "404": "`model_not_found`.",

@@ -1,16 +1,14 @@
 import { AppError } from "../errors/app-error.ts";
-import { shownValue } from "../errors/shown-value.ts";
 import type { UpstreamExtras } from "./engine.ts";
 
 /**
  * The 400 for upstream-only fields (ChatRequest.upstreamExtras) that a local model cannot apply,
  * else `undefined`, as refuse-logprobs.ts refuses `logprobs`: `logit_bias` (its keys are token
  * ids of the tokenizer the client had in mind, which means other tokens, or none, in a GGUF
- * model's), `prediction` (node-llama-cpp has no predicted outputs) and `modalities` other than
- * `["text"]` (a local model answers with text only). Refused rather than ignored, since each
- * changes what the client gets. The others (`store`, `metadata`, `service_tier`,
- * `prompt_cache_key`, `safety_identifier`, `verbosity`) change nothing a local model generates
- * and are ignored.
+ * model's) and `prediction` (node-llama-cpp has no predicted outputs). Refused rather than
+ * ignored, since each changes what the client gets. The others (`store`, `metadata`,
+ * `service_tier`, `prompt_cache_key`, `safety_identifier`, `verbosity`, `modalities`, which the
+ * edge lets through as `["text"]` only) change nothing a local model generates and are ignored.
  */
 export function refuseLocalExtras(extras: UpstreamExtras, modelId: string): AppError | undefined {
   if (extras.logit_bias !== undefined) {
@@ -25,14 +23,6 @@ export function refuseLocalExtras(extras: UpstreamExtras, modelId: string): AppE
       "invalid_value",
       `The model '${modelId}' does not take predicted outputs: local models do not apply 'prediction'. Leave it out, or use an upstream model.`,
       { param: "prediction" },
-    );
-  }
-  const modalities = extras.modalities as readonly string[] | undefined;
-  if (modalities !== undefined && !(modalities.length === 1 && modalities[0] === "text")) {
-    return new AppError(
-      "invalid_value",
-      `The model '${modelId}' answers with text only: local models cannot give ${shownValue(JSON.stringify(modalities))}. Set 'modalities' to ["text"] or leave it out.`,
-      { param: "modalities" },
     );
   }
   return undefined;

@@ -5,9 +5,10 @@ import { useTestServer } from "../support/use-test-server.ts";
 /**
  * OpenAI's upstream-only fields (`logit_bias`, `service_tier`, `metadata`, `prediction`, ...) and
  * the legacy `functions` as requests send them: checked for shape as fields (400 before anything
- * about the model); on a local model, `logit_bias`, `prediction` and `modalities` other than
- * text refused in SPEC section 11's place for what a model cannot do (after its 404, 403 and
- * kind, before the rate limits), as `logprobs` is; the others accepted and ignored.
+ * about the model; so are what no model is given: `modalities` other than text, a costlier
+ * `service_tier`, `store: true`); on a local model, `logit_bias` and `prediction` refused in
+ * SPEC section 11's place for what a model cannot do (after its 404, 403 and kind, before the
+ * rate limits), as `logprobs` is; the others accepted and ignored.
  */
 
 const server = useTestServer();
@@ -45,6 +46,10 @@ describe("upstream-only fields with a bad shape", () => {
     [{ service_tier: "priority" }, "service_tier", "invalid_value"],
     [{ service_tier: "scale" }, "service_tier", "invalid_value"],
     [{ store: true }, "store", "invalid_value"],
+    // Tollgate answers with text only: an upstream's audio would be dropped, yet billed.
+    [{ modalities: ["text", "audio"] }, "modalities", "invalid_value"],
+    [{ modalities: ["audio"] }, "modalities", "invalid_value"],
+    [{ modalities: [] }, "modalities", "invalid_value"],
     [{ metadata: "team=search" }, "metadata", "invalid_type"],
     [{ metadata: { count: 3 } }, "metadata.count", "invalid_type"],
     [{ metadata: { note: "n".repeat(513) } }, "metadata.note", "invalid_value"],
@@ -87,6 +92,19 @@ describe("upstream-only fields with a bad shape", () => {
     });
   });
 
+  it("say why modalities other than text are refused", async () => {
+    expect(await errorOf(await postTinyChat(server(), { modalities: ["text", "audio"] }))).toEqual({
+      status: 400,
+      error: {
+        message:
+          'Invalid value for \'modalities\': Tollgate answers with text only, not ["text","audio"] (an upstream model\'s audio would be dropped, yet billed); set it to ["text"] or leave it out.',
+        type: "invalid_request_error",
+        param: "modalities",
+        code: "invalid_value",
+      },
+    });
+  });
+
   it("name the key that is no token id", async () => {
     const { error } = await errorOf(await postTinyChat(server(), { logit_bias: { "50256": 1, hello: 1 } }));
     expect(error.message).toContain("'hello'");
@@ -126,7 +144,7 @@ describe("upstream-only fields on a local model", () => {
     `The model '${TINY_MODEL}' does not apply 'logit_bias': local models do not apply logit_bias (its keys are token ids of another tokenizer). Leave it out, or use an upstream model.`,
   );
 
-  it("refuses logit_bias, prediction and modalities other than text with 400", async () => {
+  it("refuses logit_bias and prediction with 400", async () => {
     expect(await errorOf(await postTinyChat(server(), { logit_bias: { "50256": -100 } }))).toEqual(
       LOGIT_BIAS,
     );
@@ -139,14 +157,6 @@ describe("upstream-only fields on a local model", () => {
         `The model '${TINY_MODEL}' does not take predicted outputs: local models do not apply 'prediction'. Leave it out, or use an upstream model.`,
       ),
     );
-    for (const modalities of [["audio"], ["text", "audio"], []]) {
-      expect(await errorOf(await postTinyChat(server(), { modalities }))).toEqual(
-        refusal(
-          "modalities",
-          `The model '${TINY_MODEL}' answers with text only: local models cannot give ${JSON.stringify(modalities)}. Set 'modalities' to ["text"] or leave it out.`,
-        ),
-      );
-    }
   });
 
   it("accepts and ignores the fields that change nothing it generates, and modalities text", async () => {

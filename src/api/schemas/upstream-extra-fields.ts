@@ -107,7 +107,7 @@ export const UPSTREAM_EXTRA_FIELDS = {
       Type.Array(Type.String({ minLength: 1, maxLength: 32 }), {
         maxItems: 8,
         description:
-          'Output types asked for: passed on to upstream models as sent (Tollgate renders text answers only). A local model answers with text only: anything other than `["text"]` is refused there.',
+          'Output types asked for: Tollgate answers with text only, so `["text"]` alone is taken (passed on to upstream models as sent; local models ignore it); anything else, such as audio an upstream would produce and bill at its own rates, is refused whatever the model.',
       }),
     ),
   ),

@@ -77,7 +77,7 @@ describe("upstream-only fields", () => {
       { service_tier: "default" },
       { logit_bias: { "198": 100 } },
       { prediction: { type: "content", content: "the whole file" } },
-      { modalities: ["text", "audio"] },
+      { modalities: ["text"] },
       { store: false, metadata: {} },
       { verbosity: "high", reasoning_effort: "minimal", user: "u-1" },
     ];
@@ -115,6 +115,16 @@ describe("upstream-only fields", () => {
     const body = (await response.json()) as ErrorBody;
     expect(response.status).toBe(400);
     expect(body.error).toMatchObject({ code: "invalid_value", param: "logit_bias[50256]" });
+    expect(upstream.requests).toHaveLength(0);
+  });
+
+  it("ask for no output but text: other modalities are refused with 400 and nothing goes upstream", async () => {
+    for (const stream of [false, true]) {
+      const response = await post({ modalities: ["text", "audio"], stream });
+      const body = (await response.json()) as ErrorBody;
+      expect(response.status).toBe(400);
+      expect(body.error).toMatchObject({ code: "invalid_value", param: "modalities" });
+    }
     expect(upstream.requests).toHaveLength(0);
   });
 
