@@ -18,8 +18,28 @@ export async function notFoundError(
   }
   const path = request.url.split("?")[0] ?? "";
   const unknown = `Unknown request URL: ${request.method} ${path}.`;
-  const api = /^\/v1\/(responses|completions|embeddings)(?:\/|$)/.exec(path)?.[1];
-  return new AppError("not_found", api === undefined ? unknown : `${unknown} ${OTHER_APIS[api]}`);
+  const advice = adviseOnPath(path);
+  return new AppError("not_found", advice === undefined ? unknown : `${unknown} ${advice}`);
+}
+
+/**
+ * What to do instead, for a path a client reached by mistake: an API Tollgate does not serve, or
+ * its own API's path without `/v1` or with it twice (a client's base URL set without it, or with
+ * it where the client adds it again), for which a bare "Unknown request URL" left users guessing.
+ */
+function adviseOnPath(path: string): string | undefined {
+  const [, v1, twice, name] =
+    /^\/(v1\/)?(v1\/)?(chat\/completions|models|responses|completions|embeddings)(?:\/|$)/.exec(path) ?? [];
+  if (name === undefined) return undefined;
+  if (v1 === undefined || twice !== undefined) {
+    const served = twice === undefined ? `/v1${path}` : path.slice(3);
+    const where =
+      twice === undefined
+        ? `Tollgate's API is under /v1 (${served}): end the client's base URL in /v1, as in http://HOST:PORT/v1.`
+        : `The path has /v1 twice: the client's base URL ends in /v1 and the path adds it again; use ${served}.`;
+    return name in OTHER_APIS ? `${where} ${OTHER_APIS[name]}` : where;
+  }
+  return OTHER_APIS[name];
 }
 
 /**

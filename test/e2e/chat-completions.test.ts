@@ -154,6 +154,35 @@ describe("non-streamed completions through the openai SDK", () => {
     );
   });
 
+  // Regression: a base URL without /v1 (or with it where the path adds it again) got a bare
+  // "Unknown request URL".
+  it("tells a client whose base URL lacks /v1, or repeats it, the path Tollgate serves", async () => {
+    const root = server.baseUrl.replace(/\/v1$/, "");
+    const without = new OpenAI({ baseURL: root, apiKey: server.starterKey, maxRetries: 0 });
+    const missing = await without.chat.completions
+      .create({ model: TINY_MODEL, messages })
+      .catch((caught: unknown) => caught);
+    expect(missing).toBeInstanceOf(OpenAI.NotFoundError);
+    expect((missing as Error).message).toContain(
+      "Unknown request URL: POST /chat/completions. Tollgate's API is under /v1 (/v1/chat/completions): end the client's base URL in /v1, as in http://HOST:PORT/v1.",
+    );
+    const models = await without.models.retrieve("org/model:tag").catch((caught: unknown) => caught);
+    expect((models as Error).message).toContain("Tollgate's API is under /v1 (/v1/models/org%2Fmodel:tag)");
+    const twice = await fetch(`${server.baseUrl}/v1/chat/completions`, { method: "POST" });
+    expect(twice.status).toBe(404);
+    expect(((await twice.json()) as { error: { message: string } }).error.message).toBe(
+      "Unknown request URL: POST /v1/v1/chat/completions. The path has /v1 twice: the client's base URL ends in /v1 and the path adds it again; use /v1/chat/completions.",
+    );
+    const responses = await fetch(`${root}/responses`, { method: "POST" });
+    expect(((await responses.json()) as { error: { message: string } }).error.message).toMatch(
+      /under \/v1 \(\/v1\/responses\).*not the Responses API/,
+    );
+    const unrelated = await fetch(`${root}/chat/completionsX`, { method: "POST" });
+    expect(((await unrelated.json()) as { error: { message: string } }).error.message).toBe(
+      "Unknown request URL: POST /chat/completionsX.",
+    );
+  });
+
   it("returns 404 model_not_found for an unknown model", async () => {
     const error = await client.chat.completions
       .create({ model: "no-such-model", messages })
