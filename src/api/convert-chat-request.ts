@@ -33,25 +33,36 @@ interface MessageText {
   parts?: string[];
 }
 
+/**
+ * A message's content. An assistant's refusal, as OpenAI answers one (a `refusal` beside null or
+ * empty content, or a `refusal` part) and a client replays it in the conversation, is taken as
+ * what the assistant said, as vLLM takes it.
+ */
 function convertContent(message: ChatMessageBody, index: number): MessageText {
   const content = message.content;
+  const refusal = message.role === "assistant" ? message.refusal : undefined;
+  // Tollgate's own refusals come with content "".
+  if (typeof refusal === "string" && (content === undefined || content === null || content === ""))
+    return { text: refusal };
   if (content === undefined || content === null) return { text: null };
   if (typeof content === "string") return { text: content };
   const parts = content.map((part, partIndex) => {
     const param = `messages[${index}].content[${partIndex}]`;
-    if (part.type !== "text") {
+    const field = part.type === "refusal" && message.role === "assistant" ? "refusal" : "text";
+    if (part.type !== field) {
       throw new AppError(
         "invalid_value",
-        `Invalid content part type '${shownValue(part.type)}' in '${param}': Tollgate's models take text parts only.`,
+        `Invalid content part type '${shownValue(part.type)}' in '${param}': Tollgate's models take text parts only${message.role === "assistant" ? " (and refusal parts)" : ""}.`,
         { param: `${param}.type` },
       );
     }
-    if (typeof part.text !== "string") {
-      throw new AppError("missing_required_parameter", `Missing required parameter: '${param}.text'.`, {
-        param: `${param}.text`,
+    const text = part[field];
+    if (typeof text !== "string") {
+      throw new AppError("missing_required_parameter", `Missing required parameter: '${param}.${field}'.`, {
+        param: `${param}.${field}`,
       });
     }
-    return part.text;
+    return text;
   });
   // Joined as vLLM and llama.cpp's server join them, so that words of two parts do not run together.
   return parts.length === 0 ? { text: "" } : { text: parts.join("\n"), parts };

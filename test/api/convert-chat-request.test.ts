@@ -87,6 +87,51 @@ describe("convertChatRequest", () => {
     expect(converted.request.stop).toEqual(["END"]);
   });
 
+  // Regression: a conversation replayed from OpenAI's answers, a refusal among them, was a 400.
+  it("takes an assistant's refusal as what it said: the field beside null or empty content, and refusal parts", () => {
+    const converted = convertChatRequest({
+      ...base,
+      messages: [
+        { role: "user", content: "Hi" },
+        { role: "assistant", content: null, refusal: "I can't help with that." },
+        { role: "user", content: "Why?" },
+        { role: "assistant", content: "", refusal: "It is not allowed." },
+        { role: "user", content: "Sure?" },
+        {
+          role: "assistant",
+          content: [
+            { type: "text", text: "Well," },
+            { type: "refusal", refusal: "no." },
+          ],
+        },
+        { role: "user", content: "Fine." },
+        { role: "assistant", content: "Good.", refusal: null },
+      ],
+    });
+    expect(converted.request.messages.filter((message) => message.role === "assistant")).toEqual([
+      { role: "assistant", content: "I can't help with that." },
+      { role: "assistant", content: "It is not allowed." },
+      { role: "assistant", content: "Well,\nno.", contentParts: ["Well,", "no."] },
+      { role: "assistant", content: "Good." },
+    ]);
+    // A refusal part is an assistant's: anyone else's is refused, as any part but text is.
+    expectError(
+      { ...base, messages: [{ role: "user", content: [{ type: "refusal", refusal: "no" }] }] },
+      "invalid_value",
+      "messages[0].content[0].type",
+    );
+    expectError(
+      { ...base, messages: [{ role: "assistant", content: [{ type: "refusal", text: "no" }] }] },
+      "missing_required_parameter",
+      "messages[0].content[0].refusal",
+    );
+    expectError(
+      { ...base, messages: [{ role: "assistant", content: null, refusal: null }] },
+      "missing_required_parameter",
+      "messages[0].content",
+    );
+  });
+
   it("takes null inside messages and tools as absent, as a message a client library dumped has them", () => {
     const { request } = convertChatRequest({
       ...base,

@@ -15,10 +15,13 @@ export const MAX_TOKEN_COUNT = 2_147_483_647;
 
 const TextContentPart = Type.Object(
   {
-    type: Type.String({ description: 'Only "text" parts are supported.' }),
+    type: Type.String({
+      description: 'Only "text" parts are supported, and "refusal" parts in assistant messages.',
+    }),
     text: Type.Optional(Type.String()),
+    refusal: Type.Optional(Type.String({ description: 'The text of a "refusal" part.' })),
   },
-  { description: "A content part; Tollgate's models take text parts only." },
+  { description: "A content part; Tollgate's models take text parts only (and an assistant's refusals)." },
 );
 
 const MessageContent = Type.Union([Type.String(), Type.Array(TextContentPart), Type.Null()], {
@@ -52,6 +55,14 @@ export const ChatMessageSchema = Type.Object({
       Type.String({
         maxLength: 256,
         description: "The participant's name: passed on to upstream models; local models ignore it.",
+      }),
+    ),
+  ),
+  refusal: Type.Optional(
+    Nullable(
+      Type.String({
+        description:
+          "An assistant message's refusal, as OpenAI answers one (its content then null): taken as what the assistant said.",
       }),
     ),
   ),

@@ -174,3 +174,25 @@ describe("legacy function calling", () => {
     expect(sentUpstream()).not.toHaveProperty("functions");
   });
 });
+
+describe("an assistant's refusal replayed in the conversation", () => {
+  it("goes upstream as what the assistant said (regression: 400 for OpenAI's own answer shape)", async () => {
+    const response = await post({
+      messages: [
+        { role: "user", content: "Hi" },
+        { role: "assistant", content: null, refusal: "I can't help with that." },
+        { role: "user", content: "Why?" },
+        { role: "assistant", content: [{ type: "refusal", refusal: "It is not allowed." }] },
+        { role: "user", content: "Sure?" },
+      ],
+    });
+    expect(response.status).toBe(200);
+    expect(sentUpstream().messages).toEqual([
+      { role: "user", content: "Hi" },
+      { role: "assistant", content: "I can't help with that." },
+      { role: "user", content: "Why?" },
+      { role: "assistant", content: [{ type: "text", text: "It is not allowed." }] },
+      { role: "user", content: "Sure?" },
+    ]);
+  });
+});
