@@ -79,8 +79,9 @@ interface ToolCallState {
  * through; tool-call deltas are re-assembled so that each call's first part carries its id and
  * name and the later ones only argument fragments, whatever the upstream does: calls keyed by
  * `index` (or by `id`, or the last call, where an upstream leaves the index out), a missing id
- * made up, fragments that came before the name held back until it comes, and a new id at an
- * index already in use read as a new call (servers that send every call whole at index 0).
+ * made up, a name sent in pieces joined (the first delta waits for the arguments to begin),
+ * fragments that came before the name held back until it comes, and a new id at an index already
+ * in use read as a new call (servers that send every call whole at index 0).
  *
  * Calls go out one after another, as OpenAI sends them: clients (the openai SDK's stream helpers
  * among them) take a delta for a later call as the end of the one before. An upstream that
@@ -331,8 +332,10 @@ class UpstreamChunkMapper implements ChunkMapper {
       return;
     }
     if (id !== undefined) call.id = id;
-    if (name !== undefined) call.name = name;
-    if (call.name !== undefined && call.index === this.#sendingIndex) this.#send(call, call.name, parts);
+    if (name !== undefined) call.name = joinName(call.name, name);
+    // The name is whole once the arguments begin (or the call ends: `flush`).
+    if (call.name !== undefined && call.arguments !== "" && call.index === this.#sendingIndex)
+      this.#send(call, call.name, parts);
   }
 
   /** Sends a call's first delta, and the arguments that came before it. */
@@ -344,6 +347,15 @@ class UpstreamChunkMapper implements ChunkMapper {
     parts.push({ type: "tool-call-delta", index: call.index, id: call.id, name, argumentsDelta: "" });
     if (call.arguments !== "") pushArguments(call, call.arguments, parts);
   }
+}
+
+/**
+ * A call's name so far with the `next` an upstream sent: OpenAI sends it whole in the call's
+ * first delta, some servers again in every delta, or the name so far, or in pieces (`get_`, then
+ * `weather`), which a client would have been told as `get_`, a tool it has not got.
+ */
+function joinName(name: string | undefined, next: string): string {
+  return name === undefined || next.startsWith(name) ? next : name + next;
 }
 
 /** How much of `text` can go out now: all of it, but for a high surrogate it ends with. */

@@ -67,6 +67,35 @@ describe("createChunkMapper", () => {
     expect(mapper.calledTools).toBe(true);
   });
 
+  // Regression: a name in pieces reached the client as its first piece, a tool it has not got.
+  it("joins a name sent in pieces, repeated or growing, and sends the call once its arguments begin", () => {
+    const names = (sent: readonly unknown[][]) =>
+      readAll(sent.map((pieces) => toolDelta({ index: 0, function: pieces[0] }))).parts.flatMap((part) =>
+        part.type === "tool-call-delta" && part.name !== undefined ? [part.name] : [],
+      );
+    const args = { arguments: '{"city":"Oslo"}' };
+    expect(names([[{ name: "get_" }], [{ name: "weather" }], [args]])).toEqual(["get_weather"]);
+    expect(names([[{ name: "get_weather" }], [{ name: "get_weather", ...args }]])).toEqual(["get_weather"]);
+    expect(names([[{ name: "get" }], [{ name: "get_wea" }], [{ name: "get_weather" }], [args]])).toEqual([
+      "get_weather",
+    ]);
+    // A call with no arguments is whole when the answer ends.
+    expect(names([[{ name: "get_" }], [{ name: "time" }]])).toEqual(["get_time"]);
+
+    // Chunk by chunk: nothing of the call goes out before its name is whole.
+    const mapper = createChunkMapper([]);
+    const parts: StreamPart[] = [];
+    mapper.read(toolDelta({ index: 0, id: "call_a", type: "function", function: { name: "get_" } }), parts);
+    mapper.read(toolDelta({ index: 0, function: { name: "weather" } }), parts);
+    expect(parts).toEqual([]);
+    mapper.read(toolDelta({ index: 0, function: args }), parts);
+    expect(parts).toEqual([
+      { type: "tool-call-delta", index: 0, id: "call_a", name: "get_weather", argumentsDelta: "" },
+      { type: "tool-call-delta", index: 0, argumentsDelta: '{"city":"Oslo"}' },
+    ]);
+    expect(mapper.estimateCompletionTokens()).toBeGreaterThan(0);
+  });
+
   it("holds back fragments that come before the name, and makes up a missing id", () => {
     const { parts } = readAll([
       toolDelta({ index: 0, function: { arguments: '{"x":' } }),
