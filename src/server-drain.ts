@@ -44,6 +44,14 @@ export const STORE_CLOSE_WAIT_MS = 2_000;
  */
 const DRAIN_KEEP_ALIVE_MS = 1_000;
 
+/** How long a drain waits for a store that does not answer (tests shorten them). */
+export interface DrainStoreWaits {
+  /** A settle attempt: {@link DRAIN_SETTLE_TIMEOUT_MS}. */
+  settleMs: number;
+  /** The store's close, then the replica id claim's: {@link STORE_CLOSE_WAIT_MS}. */
+  storeCloseMs: number;
+}
+
 /** A server's way out: `RunningServer`'s `shutdown` and `close`, and whether one began. */
 export interface ServerDrain {
   /** See `RunningServer.shutdown`: the first call drains; later ones return the same promise. */
@@ -69,8 +77,14 @@ export function createServerDrain(parts: {
   replicaClaim: { close(): Promise<void> } | undefined;
   settleEvents: SettleEventLog;
   logger: Logger;
+  storeWaits?: DrainStoreWaits;
 }): ServerDrain {
   const { app, inFlight, admission, cluster, store, replicaClaim, settleEvents, logger } = parts;
+  const settledAnswerWaitMs =
+    parts.storeWaits === undefined
+      ? SETTLED_ANSWER_WAIT_MS
+      : parts.storeWaits.settleMs + CUT_STREAMS_FLUSH_MS;
+  const storeCloseWaitMs = parts.storeWaits?.storeCloseMs ?? STORE_CLOSE_WAIT_MS;
   let stopped: Promise<void> | undefined;
   async function drain(graceMs: number): Promise<void> {
     const began = performance.now();
@@ -110,7 +124,7 @@ export function createServerDrain(parts: {
           clearTimeout(closeConnections);
           app.server.closeAllConnections();
         };
-        closeConnections = setTimeout(closeAll, SETTLED_ANSWER_WAIT_MS);
+        closeConnections = setTimeout(closeAll, settledAnswerWaitMs);
         void inFlight.whenIdle().then(() => {
           if (closed) return;
           clearTimeout(closeConnections);
@@ -135,11 +149,11 @@ export function createServerDrain(parts: {
       // After the app closed: settling the last requests still corrects their token buckets.
       await cluster.close();
       try {
-        await closeWithin(store.close(), "the store", logger);
+        await closeWithin(store.close(), "the store", logger, storeCloseWaitMs);
       } finally {
         // Last: the id stays this server's until every request it served is settled.
         if (replicaClaim !== undefined)
-          await closeWithin(replicaClaim.close(), "the replica id's claim", logger);
+          await closeWithin(replicaClaim.close(), "the replica id's claim", logger, storeCloseWaitMs);
       }
     }
     // The line that says the drain is over (`shutting down` said it began), and how it went.
@@ -178,19 +192,24 @@ export function createServerDrain(parts: {
 }
 
 /**
- * Waits for `closing` at most {@link STORE_CLOSE_WAIT_MS}; a failure is the caller's, a close
- * that takes longer is logged and left to go on (the process exits after the drain).
+ * Waits for `closing` at most `waitMs` ({@link STORE_CLOSE_WAIT_MS}); a failure is the caller's,
+ * a close that takes longer is logged and left to go on (the process exits after the drain).
  */
-async function closeWithin(closing: Promise<void>, what: string, logger: Logger): Promise<void> {
+async function closeWithin(
+  closing: Promise<void>,
+  what: string,
+  logger: Logger,
+  waitMs: number,
+): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
   const timedOut = new Promise<"timed out">((resolve) => {
-    timer = setTimeout(() => resolve("timed out"), STORE_CLOSE_WAIT_MS);
+    timer = setTimeout(() => resolve("timed out"), waitMs);
   });
   try {
     if ((await Promise.race([closing, timedOut])) === "timed out") {
       closing.catch(() => {});
       logger.warn(
-        { waitedMs: STORE_CLOSE_WAIT_MS },
+        { waitedMs: waitMs },
         `${what} did not close in time (a database that does not answer); not waiting for it`,
       );
     }

@@ -26,7 +26,7 @@ import { KeyLimits } from "./limits/key-limits.ts";
 import { closeWhenIdle } from "./models/close-when-idle.ts";
 import { ModelRegistry } from "./models/model-registry.ts";
 import { releaseUnusedMemory } from "./process/release-unused-memory.ts";
-import { createServerDrain } from "./server-drain.ts";
+import { createServerDrain, type DrainStoreWaits } from "./server-drain.ts";
 import { claimReplicaId, openStore } from "./store/open-store.ts";
 import type { Store } from "./store/store.ts";
 
@@ -76,6 +76,11 @@ export interface StartServerOptions {
   logger?: false | { level?: string; destination?: NodeJS.WritableStream };
   /** Overrides how long a client may leave its answer unread (tests; default one minute). */
   clientStallTimeoutMs?: number;
+  /**
+   * Overrides how long a shutdown waits for a store that does not answer (tests): a settle
+   * attempt (default `DRAIN_SETTLE_TIMEOUT_MS`) and the store's close (`STORE_CLOSE_WAIT_MS`).
+   */
+  drainStoreWaits?: DrainStoreWaits;
   /** The bytes of request bodies held at once (tests); default from the heap (body-budget.ts). */
   bodyBudgetBytes?: number;
   /**
@@ -267,6 +272,7 @@ async function startOnStore(
     onJournalError: settleEvents.onJournalError,
     onSettleError: settleEvents.onSettleError,
     onSettleRecovered: settleEvents.onSettleRecovered,
+    drainSettleTimeoutMs: options.drainStoreWaits?.settleMs,
   });
   // What the store did not take at this start is retried with the charges this run comes to owe.
   admission.retryOwed(owedAtStart.stillOwed);
@@ -348,6 +354,7 @@ async function startOnStore(
     replicaClaim,
     settleEvents,
     logger,
+    storeWaits: options.drainStoreWaits,
   });
   return {
     app,
