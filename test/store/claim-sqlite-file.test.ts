@@ -1,7 +1,8 @@
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { once } from "node:events";
-import { existsSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, linkSync, symlinkSync, unlinkSync, writeFileSync } from "node:fs";
 import { afterEach, describe, expect, it } from "vitest";
+import { createAccount } from "../../src/admin/create-account.ts";
 import { openStore } from "../../src/store/open-store.ts";
 import { makeTemporaryDirectory, newDatabaseUrl } from "./temporary-directory.ts";
 
@@ -99,6 +100,31 @@ describe("the server's claim on its SQLite file", () => {
     const [data] = (await once(other.stdout!, "data")) as [Buffer];
     expect(data.toString()).toBe("claimed");
     await expect(openStore(url, { owner: true })).rejects.toThrow(/Another Tollgate server serves/);
+  });
+
+  // Regression: a second server opened by a hard link started (its log and lock by its own
+  // name), and the charges it took were lost when it stopped.
+  it("refuses a file with a second name (a hard link), by either name, for a server and for the CLI", async () => {
+    const url = newDatabaseUrl(directory);
+    const file = url.slice("sqlite:".length);
+    const store = await openStore(url);
+    await createAccount(store, { name: "kept", balanceNano: 5n });
+    await store.close();
+    const other = `${file}.other`;
+    linkSync(file, other);
+    const refusal = `The database ${file} has 2 names (hard links to one file)`;
+    for (const named of [url, `sqlite:${other}`]) {
+      for (const owner of [true, false]) {
+        const opening = openStore(named, { owner });
+        await expect(opening).rejects.toThrow(named === url ? refusal : `The database ${other} has 2 names`);
+      }
+    }
+    expect(existsSync(`${file}.server.lock`)).toBe(false);
+    // One name again: served as before, nothing lost.
+    unlinkSync(other);
+    const again = await openStore(url, { owner: true });
+    expect((await again.listAccounts()).map((account) => account.name)).toEqual(["kept"]);
+    await again.close();
   });
 
   it.skipIf(!pidNamespaces)(

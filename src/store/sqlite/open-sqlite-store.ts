@@ -1,4 +1,4 @@
-import { existsSync, realpathSync } from "node:fs";
+import { existsSync, realpathSync, statSync } from "node:fs";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Kysely, SqliteDialect, sql } from "kysely";
@@ -395,6 +395,26 @@ export function resolveSqliteFile(location: string): string {
     throw explainDatabaseFolderError(error, absolute);
   }
   // The file's own name when it is a link to another: two names for one file are one claim.
-  if (existsSync(absolute)) return realpathSync(absolute);
+  if (existsSync(absolute)) {
+    refuseHardLinks(absolute);
+    return realpathSync(absolute);
+  }
   return path.join(realpathSync(folder), path.basename(absolute));
+}
+
+/**
+ * Refuses a database file with more than one name (hard links: `ln`, `cp -l`). SQLite keeps a
+ * database's write-ahead log and its lock beside the name it opens, so a server opened by one name
+ * and another server or command by another each wrote to a log of its own, unseen by the other: a
+ * second server started beside the first (the claim is also by name), and the charges it took
+ * were lost when it stopped. A symbolic link is followed to the one name instead.
+ */
+function refuseHardLinks(file: string): void {
+  const stat = statSync(file);
+  // A folder has a name in each of its subfolders too; it is refused as a folder later.
+  if (!stat.isFile() || stat.nlink <= 1) return;
+  const { nlink } = stat;
+  throw new Error(
+    `The database ${file} has ${nlink} names (hard links to one file): SQLite keeps its write-ahead log beside the name it is opened by, so writes through one name go unseen through the other, and charges are lost. Remove the other names (find them with: find / -xdev -samefile ${file}); to copy the database, use tollgate backup.`,
+  );
 }
