@@ -12,7 +12,7 @@ import type { Logger } from "pino";
 import { isStoreUnavailable } from "../store/is-store-unavailable.ts";
 import { claimReplicaId } from "../store/open-store.ts";
 import type { Store, UsageRecord } from "../store/store.ts";
-import { ChargeJournal, recordOwedCharges } from "./charge-journal.ts";
+import { ChargeJournal, recordOwedCharges, UNREADABLE_JOURNAL_LINES } from "./charge-journal.ts";
 import type { OwedReservations } from "./keep-leases.ts";
 import { RESERVATION_LEASE_MS } from "./reserve-and-settle.ts";
 
@@ -84,13 +84,18 @@ export async function adoptOrphanJournals(options: {
     if (taken === undefined) continue;
     try {
       const journal = new ChargeJournal(taken);
-      const { recorded, owed } = await recordOwedCharges({
+      const { recorded, owed, unreadable } = await recordOwedCharges({
         store: options.store,
         journal,
         now: new Date(),
         isUnavailable: isStoreUnavailable,
         onRefused: options.onRefused,
       });
+      if (unreadable !== undefined)
+        logger.warn(
+          { lines: unreadable.lines, keptIn: unreadable.path, replicaId },
+          UNREADABLE_JOURNAL_LINES,
+        );
       // Back under the journal's own name, appended: its replica may have begun a new one.
       const back = new ChargeJournal(journalPath);
       for (const usage of owed) back.owe(usage);

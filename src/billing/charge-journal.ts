@@ -22,6 +22,8 @@ export class ChargeJournal {
   readonly path: string;
   /** The ids of the charges owed now, by this process. */
   readonly #owed = new Set<string>();
+  /** The lines the last {@link readOwed} could not read, as they are in the file. */
+  unreadable: string[] = [];
 
   constructor(path: string) {
     this.path = path;
@@ -29,7 +31,8 @@ export class ChargeJournal {
 
   /**
    * The charges the file holds as owed (a previous run's, when it is read at start). A line
-   * that does not parse (the end of a write cut by a power loss) is skipped.
+   * that does not parse (the end of a write cut by a power loss, a line edited by hand) is
+   * skipped, and kept in {@link unreadable}.
    */
   readOwed(): UsageRecord[] {
     let text: string;
@@ -44,9 +47,14 @@ export class ChargeJournal {
       );
     }
     const owed = new Map<string, UsageRecord>();
+    this.unreadable = [];
     for (const line of text.split("\n")) {
+      if (line.trim() === "") continue;
       const entry = parseLine(line);
-      if (entry === undefined) continue;
+      if (entry === undefined) {
+        this.unreadable.push(line);
+        continue;
+      }
       if ("owed" in entry) owed.set(entry.owed.id, entry.owed);
       else owed.delete(entry.paid);
     }
@@ -104,12 +112,20 @@ export async function recordOwedCharges(options: {
    * written down (logged and flushed) by the time it resolves.
    */
   onRefused?: (refused: readonly { usage: UsageRecord; error: unknown }[]) => Promise<void>;
-}): Promise<{ recorded: number; owed: UsageRecord[]; refused: { usage: UsageRecord; error: unknown }[] }> {
+}): Promise<{
+  recorded: number;
+  owed: UsageRecord[];
+  refused: { usage: UsageRecord; error: unknown }[];
+  /** Lines that could not be read, kept aside before the journal started over (see {@link keepUnreadable}). */
+  unreadable: { lines: number; path: string } | undefined;
+}> {
   const { store, journal, now, isUnavailable } = options;
   const owed: UsageRecord[] = [];
   const refused: { usage: UsageRecord; error: unknown }[] = [];
   let recorded = 0;
-  for (const usage of journal.readOwed()) {
+  const usages = journal.readOwed();
+  const unreadable = keepUnreadable(journal);
+  for (const usage of usages) {
     try {
       await store.settle({ ...usage, createdAt: now });
       recorded++;
@@ -123,8 +139,26 @@ export async function recordOwedCharges(options: {
   }
   if (refused.length > 0) await options.onRefused?.(refused);
   journal.startOver(owed);
-  return { recorded, owed, refused };
+  return { recorded, owed, refused, unreadable };
 }
+
+/**
+ * Appends the lines of `journal` its reading skipped to `<journal>.unreadable`, before the journal
+ * starts over without them: a charge a later version wrote, or a line edited by hand, left the
+ * file silently (its charge lost with no trace). Usually they are the end of a write a power loss
+ * cut short, which holds nothing. Throws when they cannot be kept: the journal is then left as is.
+ */
+function keepUnreadable(journal: ChargeJournal): { lines: number; path: string } | undefined {
+  const lines = journal.unreadable;
+  if (lines.length === 0) return undefined;
+  const path = `${journal.path}.unreadable`;
+  appendFileSync(path, lines.map((line) => `${line}\n`).join(""));
+  return { lines: lines.length, path };
+}
+
+/** The warning for lines of a charge journal that could not be read (see {@link keepUnreadable}). */
+export const UNREADABLE_JOURNAL_LINES =
+  "lines of the charge journal could not be read (a write cut short by a power loss or a full disk, or the file edited): kept aside in the file named; record by hand any charge they hold";
 
 /** A usage record as JSON: the cost as a decimal string, the time as ISO 8601. */
 function toJsonUsage(usage: UsageRecord): Record<string, unknown> {
@@ -132,7 +166,6 @@ function toJsonUsage(usage: UsageRecord): Record<string, unknown> {
 }
 
 function parseLine(line: string): { owed: UsageRecord } | { paid: string } | undefined {
-  if (line.trim() === "") return undefined;
   let value: unknown;
   try {
     value = JSON.parse(line);

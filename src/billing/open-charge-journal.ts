@@ -7,7 +7,7 @@ import { chargeJournalPath } from "../store/open-store.ts";
 import { isSqliteUnavailable } from "../store/sqlite/explain-sqlite-error.ts";
 import type { Store, UsageRecord } from "../store/store.ts";
 import { adoptOrphanJournals, listOwedElsewhere } from "./adopt-orphan-journals.ts";
-import { ChargeJournal, recordOwedCharges } from "./charge-journal.ts";
+import { ChargeJournal, recordOwedCharges, UNREADABLE_JOURNAL_LINES } from "./charge-journal.ts";
 import type { OwedReservations } from "./keep-leases.ts";
 
 /** The longest file name most file systems take (ext4, XFS, APFS). */
@@ -87,13 +87,15 @@ export async function openChargeJournal(options: {
     }
   }
   const journal = new ChargeJournal(path);
-  const { recorded, owed } = await recordOwedCharges({
+  const { recorded, owed, unreadable } = await recordOwedCharges({
     store: options.store,
     journal,
     now: new Date(),
     isUnavailable,
     onRefused: (refused) => logRefused(logger, refused),
   });
+  if (unreadable !== undefined)
+    logger.warn({ lines: unreadable.lines, keptIn: unreadable.path }, UNREADABLE_JOURNAL_LINES);
   if (recorded + owed.length > 0) {
     logger.warn(
       { recorded, stillOwed: owed.length, journal: path },

@@ -135,6 +135,41 @@ describe("the charge journal", () => {
     expect(existsSync(path)).toBe(false);
   });
 
+  // Regression: they left the journal as it started over, with no trace (a charge lost silently).
+  it("keeps the lines it could not read aside, and a start says so, before the journal starts over", async () => {
+    const database = join(folder, `aside-${++files}.db`);
+    const path = `${database}.pending-charges.jsonl`;
+    new ChargeJournal(path).owe(usage("a"));
+    const { totalMs: _, ...withoutTime } = JSON.parse(
+      JSON.stringify({ ...usage("b"), costNano: "5", createdAt: "2026-11-27T12:00:00.123Z" }),
+    ) as Record<string, unknown>;
+    const unreadable = [JSON.stringify({ owed: withoutTime }), '{"owed":{"id":"cut","requestI'];
+    appendFileSync(path, `${unreadable.join("\n")}\n\n`);
+    const settled: string[] = [];
+    const lines: { level: number; msg: string; lines?: number; keptIn?: string }[] = [];
+    const logger = pino(
+      { level: "info" },
+      { write: (line: string) => void lines.push(JSON.parse(line) as (typeof lines)[number]) },
+    );
+    const opened = await openChargeJournal({
+      databaseUrl: `sqlite:${database}`,
+      store: {
+        async settle(record: UsageRecord) {
+          settled.push(record.id);
+          return record.costNano;
+        },
+      },
+      logger,
+    });
+    expect(opened.stillOwed).toEqual([]);
+    expect(settled).toEqual(["a"]);
+    expect(existsSync(path)).toBe(false);
+    expect(readFileSync(`${path}.unreadable`, "utf8")).toBe(`${unreadable.join("\n")}\n`);
+    const warning = lines.find((line) => line.keptIn !== undefined);
+    expect(warning).toMatchObject({ level: 40, lines: 2, keptIn: `${path}.unreadable` });
+    expect(warning?.msg).toMatch(/could not be read .*record by hand any charge they hold/);
+  });
+
   it("lets the caller write a refused charge down before it leaves the journal", async () => {
     const path = newPath();
     new ChargeJournal(path).owe(usage("gone"));
