@@ -140,13 +140,26 @@ describe("PATCH /admin/keys/:id", () => {
       name: "ops",
       expires_at: "2030-01-01T00:00:00.000Z",
     });
-    // Itself: its name, and never-expires, but no expiry that would lock its holder out.
-    expect((await patch({ name: "me", expires_at: null }, adminPublicId)).status).toBe(200);
-    const ownExpiry = await patch({ expires_at: "2030-01-01" }, adminPublicId);
-    expect(ownExpiry.status).toBe(400);
-    expect(ownExpiry.json().error).toMatchObject({ code: "invalid_value", param: "expires_at" });
-    expect(ownExpiry.json().error.message).toMatch(/cannot set its own expiry over the API/);
+    // Itself: its name, but no expiry that would lock its holder out, and none taken away
+    // (regression: a key made to expire made itself permanent).
+    expect((await patch({ name: "me" }, adminPublicId)).status).toBe(200);
+    for (const expires_at of ["2030-01-01", null]) {
+      const ownExpiry = await patch({ expires_at }, adminPublicId);
+      expect(ownExpiry.status).toBe(400);
+      expect(ownExpiry.json().error).toMatchObject({ code: "invalid_value", param: "expires_at" });
+      expect(ownExpiry.json().error.message).toMatch(/cannot change its own expiry over the API/);
+    }
     expect((await store.getApiKeyByPublicId(adminPublicId))?.expiresAt).toBeUndefined();
+    const temporary = await createKey(
+      store,
+      { role: "admin", accountId: undefined, expiresAt: new Date("2031-01-01T00:00:00Z") },
+      { now: () => NOW },
+    );
+    const ownRemoval = await patch({ expires_at: null }, temporary.record.publicId, temporary.key);
+    expect(ownRemoval.status).toBe(400);
+    expect((await store.getApiKeyByPublicId(temporary.record.publicId))?.expiresAt).toEqual(
+      new Date("2031-01-01T00:00:00Z"),
+    );
     const refused = await patch({ rpm: 5 }, adminPublicId);
     expect(refused.status).toBe(400);
     expect(refused.json().error).toMatchObject({

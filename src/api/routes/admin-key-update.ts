@@ -66,11 +66,13 @@ export function registerKeyUpdateRoute(admin: FastifyInstance, options: AdminRou
       const body = request.body;
       rejectUnknownFields(body, UpdateKeyBody);
       // An expiry a second away would lock its holder out as a revocation would (which the API
-      // refuses an admin key for itself too): done with another admin key or from the CLI.
-      if (body.expires_at != null && publicId === options.getKey(request).publicId) {
+      // refuses an admin key for itself too), and none at all would let a key made to expire
+      // (`keys create --role admin --expires`) make itself permanent: done with another admin key
+      // or from the CLI.
+      if (body.expires_at !== undefined && publicId === options.getKey(request).publicId) {
         throw new AppError(
           "invalid_value",
-          "An admin key cannot set its own expiry over the API: set it with another admin key, or run `tollgate keys update` on the server.",
+          "An admin key cannot change its own expiry over the API: change it with another admin key, or run `tollgate keys update` on the server.",
           { param: "expires_at" },
         );
       }
