@@ -2,7 +2,7 @@ import { showTyped } from "./read-key-reference.ts";
 /**
  * Reads an instant given by an operator (`--expires`, `--since`, `--until`, `expires_at`): an
  * ISO 8601 date (`2025-12-31`, midnight UTC at its start) or date and time with a zone
- * (`2025-12-31T18:00:00Z`, `2025-12-31T18:00+02:00`). Fractions of a second may have any number
+ * (`2025-12-31T18:00:00Z`, `2025-12-31T18:00+02:00`, `+0200` or `+02`). Fractions of a second may have any number
  * of digits (Python's `isoformat` writes 6, Go's RFC 3339 up to 9): a `Date` holds milliseconds,
  * so the rest is cut off, never rounded into the next second. A time without a zone is refused,
  * not guessed. As RFC 3339 allows, `t` and `z` may be lower case and a space may stand for the
@@ -47,9 +47,19 @@ export function parseInstant(text: string): Date {
   return instant;
 }
 
-/** `text` with RFC 3339's other spellings (a lower-case `t` or `z`, a space for the `T`) made ISO 8601's. */
+/**
+ * `text` with RFC 3339's other spellings (a lower-case `t` or `z`, a space for the `T`) made
+ * ISO 8601's extended format, and ISO 8601's offsets without a colon or minutes (`+0100`, which
+ * `date +%FT%T%z` writes, and `+01`) with both.
+ */
 function normalizeRfc3339(text: string): string {
-  return text.replace(/^(\d{4}-\d{2}-\d{2})[t ](?=\d)/, "$1T").replace(/(\d)z$/, "$1Z");
+  return text
+    .replace(/^(\d{4}-\d{2}-\d{2})[t ](?=\d)/, "$1T")
+    .replace(/(\d)z$/, "$1Z")
+    .replace(
+      /(T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?[+-]\d{2})(\d{2})?$/,
+      (_, time: string, minutes?: string) => `${time}:${minutes ?? "00"}`,
+    );
 }
 
 const FIRST_INSTANT = Date.parse("0000-01-01T00:00:00.000Z");
@@ -59,4 +69,4 @@ const INSTANT_PATTERN =
   /^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d+)?)?(?:Z|[+-](?:[01]\d|2[0-3]):[0-5]\d))?$/;
 const LOCAL_TIME_PATTERN = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?$/;
 /** A time whose zone's `+` arrived as a space (an unencoded `+` in a query string). */
-const SPACED_OFFSET_PATTERN = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)? \d{2}:\d{2}$/;
+const SPACED_OFFSET_PATTERN = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)? \d{2}(:?\d{2})?$/;

@@ -23,6 +23,11 @@ describe("parseInstant", () => {
     ["2025-12-31t18:00:00z", "2025-12-31T18:00:00.000Z"],
     ["2025-12-31 18:00:00+02:00", "2025-12-31T16:00:00.000Z"],
     ["2025-12-31 18:00:00.123456+00:00", "2025-12-31T18:00:00.123Z"],
+    // ISO 8601's offsets without a colon or minutes (regression: refused; `date +%FT%T%z`).
+    ["2026-11-29T09:11:00+0100", "2026-11-29T08:11:00.000Z"],
+    ["2026-11-29T09:11:00+01", "2026-11-29T08:11:00.000Z"],
+    ["2026-11-29T09:11:00.5-0530", "2026-11-29T14:41:00.500Z"],
+    ["2026-11-29 09:11-03", "2026-11-29T12:11:00.000Z"],
   ])("reads %s", (text, iso) => {
     expect(parseInstant(text).toISOString()).toBe(iso);
   });
@@ -43,6 +48,10 @@ describe("parseInstant", () => {
     // `since=2025-06-01T00:00:00+02:00` unencoded in a query string arrives with a space.
     ["a zone whose + became a space", "2025-06-01T00:00:00 02:00", /write it as %2B/],
     ["the same, after a space for the T", "2025-06-01 00:00:00 02:00", /write it as %2B/],
+    ["the same, an offset without a colon", "2025-06-01T00:00:00 0200", /write it as %2B/],
+    ["an offset of one digit", "2025-06-01T00:00:00+2", /not an ISO 8601 date/],
+    ["an offset of three digits", "2025-06-01T00:00:00+020", /not an ISO 8601 date/],
+    ["an offset of 24 hours", "2025-06-01T00:00:00+2400", /not an ISO 8601 date/],
     ["a space for the T, without a zone", "2025-12-31 18:00", /has no time zone; add one, such as Z for UTC/],
     ["a date and a space with nothing after it", "2025-12-31 ", /not an ISO 8601 date/],
     ["second 60 with a fraction", "2025-12-31T23:59:60.5Z", /not a real date/],
