@@ -15,7 +15,9 @@ import {
 
 export const UpdateKeyBody = Type.Object(
   {
-    name: Type.Optional(Type.String({ description: 'A label; at most 100 characters; "" for none.' })),
+    name: Type.Optional(
+      Nullable(Type.String({ description: 'A label; at most 100 characters; "" or null for none.' })),
+    ),
     models: Type.Optional(
       Nullable(
         Type.Array(Type.String(), {
@@ -86,7 +88,8 @@ export function registerKeyUpdateRoute(admin: FastifyInstance, options: AdminRou
             store,
             publicId,
             {
-              name: body.name,
+              // null clears it, as it clears the other settings.
+              name: body.name === null ? "" : body.name,
               allowedModels: body.models,
               rpm: body.rpm,
               tpm: body.tpm,

@@ -95,7 +95,7 @@ export const AdminUsageRowSchema = Type.Object({
   finish_reason: Nullable(Type.String()),
   error_code: Nullable(Type.String()),
   estimated: Type.Boolean({ description: "True when Tollgate counted the tokens itself." }),
-  created: Instant("When the request was made."),
+  created: Instant("When the row was written: as the request was settled, at its end."),
   user: Nullable(Type.String({ description: "The `user` the request named." })),
   queue_ms: Nullable(Type.Integer({ description: "Milliseconds the request waited for the model." })),
   first_token_ms: Nullable(
