@@ -247,8 +247,9 @@ async function main(argv: string[]): Promise<void> {
     case "audit": {
       const { runAuditCommand, writeAuditHelp } = await import("./admin/audit-command.ts");
       if (writeAuditHelp(args, out)) return;
-      const result = await withStore(file, { name: command, args }, (store) =>
-        runAuditCommand(store, args, out),
+      const { chargeJournalPath } = await import("./store/open-store.ts");
+      const result = await withStore(file, { name: command, args }, (store, config) =>
+        runAuditCommand(store, args, out, chargeJournalPath(config.database)),
       );
       if (!result.ok) process.exitCode = 1;
       return;

@@ -1,3 +1,4 @@
+import { existsSync } from "node:fs";
 import { formatAmount } from "../billing/money.ts";
 import type { AuditProblem } from "../store/audit-problem.ts";
 import { MAX_BIGINT_COLUMN } from "../store/column-values.ts";
@@ -38,6 +39,8 @@ export async function runAuditCommand(
   store: Store,
   argv: readonly string[],
   out: OutputSink,
+  /** A SQLite database's charge journal (`chargeJournalPath`): charges owed there are told of. */
+  journal?: string,
 ): Promise<AuditOutcome> {
   if (writeAuditHelp(argv, out)) return { ok: true, problems: [] };
   const { values } = parseCommandArguments(argv, {
@@ -55,8 +58,14 @@ export async function runAuditCommand(
       `repaired spent: ${describe(repair.accountId)} from ${formatAmount(repair.fromNano)} to ${formatAmount(repair.toNano)}, ${repair.toNano === MAX_BIGINT_COLUMN ? "the most it holds (its charges sum to more)" : "the sum of its charges"}`,
     );
   }
+  // Consistent without them, but not final: the balances lack what the journal holds.
+  const owed =
+    journal !== undefined && existsSync(journal)
+      ? `${journal} holds charges the store has not taken yet (it was locked, full or read-only): they are not in these balances. The server records them once it can write (or at its next start).`
+      : undefined;
   if (problems.length === 0) {
     out.write(`audit passed: ${count(accounts.length, "account")}, no open reservations`);
+    if (owed !== undefined) out.write(owed);
     return { ok: true, problems };
   }
   const troubled = new Set(
@@ -73,6 +82,7 @@ export async function runAuditCommand(
       "Open reservations belong to requests in flight, or were left by a server that stopped without settling; a server releases its own when it starts. Run the audit while no request is in flight.",
     );
   }
+  if (owed !== undefined) out.write(owed);
   return { ok: false, problems };
 }
 

@@ -1,3 +1,5 @@
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { runAuditCommand } from "../../src/admin/audit-command.ts";
 import { CliError } from "../../src/admin/cli-error.ts";
@@ -6,6 +8,7 @@ import { openNodeSqliteDatabase } from "../../src/store/sqlite/node-sqlite-datab
 import type { Store } from "../../src/store/store.ts";
 import { makeAccount, makeReservation, makeSettlement } from "../store/store-fixtures.ts";
 import { makeTemporaryDirectory, newDatabaseUrl } from "../store/temporary-directory.ts";
+import { runCli } from "../support/run-cli.ts";
 import { collectOutput } from "./cli-output.ts";
 
 const directory = makeTemporaryDirectory();
@@ -49,6 +52,31 @@ describe("audit", () => {
       problems: [],
       lines: ["audit passed: 2 accounts, no open reservations"],
     });
+  });
+
+  // Regression: it passed without a word while a journal held charges not in the balances.
+  it("says when the charge journal holds charges the store has not taken, whether it passes or not", async () => {
+    const journal = join(directory, `owed-${Date.now()}.jsonl`);
+    const told = (lines: string[]) => lines.filter((line) => line.startsWith(journal));
+    const out = collectOutput();
+    await runAuditCommand(store, [], out, journal);
+    expect(told(out.lines)).toEqual([]);
+    writeFileSync(journal, '{"owed":{}}\n');
+    const passed = collectOutput();
+    expect((await runAuditCommand(store, [], passed, journal)).ok).toBe(true);
+    expect(told(passed.lines)).toEqual([
+      `${journal} holds charges the store has not taken yet (it was locked, full or read-only): they are not in these balances. The server records them once it can write (or at its next start).`,
+    ]);
+    // And from the command line, for the journal beside the configured database.
+    const folder = join(directory, `cli-${Date.now()}`);
+    mkdirSync(folder);
+    writeFileSync(join(folder, "tollgate.yaml"), "database: sqlite:./t.db\n");
+    const unset = ["TOLLGATE_CONFIG", "TOLLGATE_DATABASE_URL"];
+    expect(runCli(["audit"], { cwd: folder, unset }).stdout).not.toContain("holds charges");
+    writeFileSync(join(folder, "t.db.pending-charges.jsonl"), '{"owed":{}}\n');
+    const fromCli = runCli(["audit"], { cwd: folder, unset });
+    expect(fromCli.code).toBe(0);
+    expect(fromCli.stdout).toContain(`${join(folder, "t.db.pending-charges.jsonl")} holds charges`);
   });
 
   it("passes on an empty store", async () => {
