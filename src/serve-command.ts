@@ -152,6 +152,7 @@ export async function runServeCommand(
   });
   crash.serving(server.app.log, () => server.close());
   const { exitAfterLog } = await import("./process/exit-after-log.ts");
+  const { ChargesNotRecordedError } = await import("./server-drain.ts");
   let closing = false;
   shutdown = (signal: string) => {
     // After a crash, whose stop already runs, a signal is a second one.
@@ -173,7 +174,10 @@ export async function runServeCommand(
       // A crash during the drain has its exit code, whichever exit comes first.
       () => exitAfterLog(server.app.log, crash.crashed ? 1 : 0),
       (error: unknown) => {
-        server.app.log.error({ err: error }, "shutdown failed");
+        server.app.log.error(
+          error instanceof ChargesNotRecordedError ? { reason: error.message } : { err: error },
+          "shutdown failed",
+        );
         exitAfterLog(server.app.log, 1);
       },
     );

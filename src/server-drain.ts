@@ -52,6 +52,12 @@ export interface DrainStoreWaits {
   storeCloseMs: number;
 }
 
+/**
+ * A drain that ended with charges the store did not take (kept in the journal, or lost): its
+ * message says which and where, in full; unlike a failure of the code, it has no stack to show.
+ */
+export class ChargesNotRecordedError extends Error {}
+
 /** A server's way out: `RunningServer`'s `shutdown` and `close`, and whether one began. */
 export interface ServerDrain {
   /** See `RunningServer.shutdown`: the first call drains; later ones return the same promise. */
@@ -171,7 +177,7 @@ export function createServerDrain(parts: {
     else logger.info(summary, "shut down");
     // Stopped all the same, but not cleanly: a supervisor sees a failure, not exit code 0.
     const failure = settleEvents.describeShutdownFailure();
-    if (failure !== undefined) throw new Error(failure);
+    if (failure !== undefined) throw new ChargesNotRecordedError(failure);
   }
   function shutdown(shutdownOptions: { graceMs?: number } = {}): Promise<void> {
     stopped ??= drain(shutdownOptions.graceMs ?? DEFAULT_SHUTDOWN_GRACE_MS);
