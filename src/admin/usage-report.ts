@@ -311,10 +311,20 @@ export async function* usageCsvLines(
     ];
     return;
   }
-  const formatPage = (page: UsageRecord[]) =>
-    page.map((record) => formatCsvLine(usageRowCells(renderUsageRow(record, selection.accountNames))));
+  const formatPage = (page: UsageRecord[]) => usageRowsCsv(page, selection.accountNames);
   const pages = readUsagePages(store, selection, options);
   const first = await pages.next();
-  yield [formatCsvLine(USAGE_ROW_COLUMNS), ...(first.done === true ? [] : formatPage(first.value))];
+  yield [USAGE_CSV_HEADER, ...(first.done === true ? [] : formatPage(first.value))];
   for await (const page of pages) yield formatPage(page);
+}
+
+/** The header line of the usage rows' CSV. */
+export const USAGE_CSV_HEADER = formatCsvLine(USAGE_ROW_COLUMNS);
+
+/** The CSV lines of usage `records`, in {@link USAGE_ROW_COLUMNS} order, their accounts named by `accountNames`. */
+export function usageRowsCsv(
+  records: readonly UsageRecord[],
+  accountNames: UsageSelection["accountNames"],
+): string[] {
+  return records.map((record) => formatCsvLine(usageRowCells(renderUsageRow(record, accountNames))));
 }

@@ -252,7 +252,7 @@ export function adminPaths() {
               schema: {
                 type: "string",
                 description:
-                  "With `format=csv`: a header line, then one line per row (every row unless `limit` is given; the columns of the JSON rows, in order) or per group (the group, `account` when grouping by key, `requests`, `prompt_tokens`, `completion_tokens`, `cost`). Lines end with CRLF.",
+                  "With `format=csv`: a header line, then one line per row (every row, streamed, unless `limit` is given: then a page, whose position the headers `x-has-more` and `x-next-after` give as the JSON page's `has_more` and `next_after` do; the columns of the JSON rows, in order) or per group (the group, `account` when grouping by key, `requests`, `prompt_tokens`, `completion_tokens`, `cost`). Lines end with CRLF.",
               },
             },
           }),

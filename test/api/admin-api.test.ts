@@ -638,6 +638,35 @@ describe("admin API usage", () => {
       "req_3",
       "",
     ]);
+    // A CSV page says where the next begins in headers (regression: it could not be continued).
+    expect(csv.headers["x-has-more"]).toBe("true");
+    const json = (await call("GET", "/admin/usage?limit=2&since=2025-06-02")).json() as {
+      next_after: string;
+    };
+    expect(csv.headers["x-next-after"]).toBe(json.next_after);
+    // Page by page, the CSV goes as the JSON does, to an empty last page that keeps the cursor.
+    let csvAfter = csv.headers["x-next-after"] as string;
+    for (let csvPages = 0; csvPages < 10; csvPages++) {
+      const query = `limit=2&since=2025-06-02&after=${csvAfter}`;
+      const next = await call("GET", `/admin/usage?format=csv&${query}`);
+      const page = (await call("GET", `/admin/usage?${query}`)).json() as {
+        data: { request_id: string }[];
+        has_more: boolean;
+        next_after: string;
+      };
+      expect(
+        next.text
+          .split("\r\n")
+          .slice(1, -1)
+          .map((line) => line.split(",")[0]),
+      ).toEqual(page.data.map((row) => row.request_id));
+      expect(next.headers["x-has-more"]).toBe(String(page.has_more));
+      expect(next.headers["x-next-after"]).toBe(page.next_after);
+      if (page.data.length === 0) break;
+      csvAfter = page.next_after;
+    }
+    // Without a limit, every row, streamed: no position to give.
+    expect((await call("GET", "/admin/usage?format=csv")).headers["x-has-more"]).toBeUndefined();
   });
 
   it("streams CSV of a ledger longer than a page, every row in order", async () => {

@@ -9,10 +9,14 @@ import {
   renderUsageRow,
   selectUsage,
   sumUsageGroups,
+  USAGE_CSV_HEADER,
+  type UsageSelection,
   usageCsvLines,
+  usageRowsCsv,
 } from "../../admin/usage-report.ts";
 import { AppError } from "../../errors/app-error.ts";
-import type { UsageRecord } from "../../store/store.ts";
+import type { Store, UsageRecord } from "../../store/store.ts";
+import type { UsageCursor } from "../../store/usage-query.ts";
 import { UsageQuery } from "../schemas/admin-request-schemas.ts";
 import { closeWhenStalled } from "../write-event-stream.ts";
 import type { AdminRoutesOptions } from "./admin.ts";
@@ -47,6 +51,17 @@ export function registerUsageRoute(admin: FastifyInstance, options: AdminRoutesO
       const cursor = query.after;
       const after =
         cursor === undefined ? undefined : await mapAdminErrors(async () => decodeUsageCursor(cursor));
+      if (query.format === "csv" && limit !== undefined) {
+        // A page, read whole as a JSON page is: its position goes in headers, as a CSV body has
+        // no place for it (a CSV export by pages could not be continued).
+        const page = await readUsagePage(store, selection, after, limit, cursor);
+        reply.header("x-has-more", String(page.position.has_more));
+        if (page.position.next_after !== null) reply.header("x-next-after", page.position.next_after);
+        reply.type("text/csv; charset=utf-8");
+        return [USAGE_CSV_HEADER, ...usageRowsCsv(page.items, selection.accountNames)]
+          .map((line) => `${line}\r\n`)
+          .join("");
+      }
       if (query.format === "csv") {
         // Streamed a page at a time: an export of the whole ledger holds one page in memory.
         const lines = usageCsvLines(store, selection, grouping, { after, limit });
@@ -63,12 +78,7 @@ export function registerUsageRoute(admin: FastifyInstance, options: AdminRoutesO
           data: groups.map((group) => renderUsageGroup(group, grouping)),
         };
       }
-      const pageRows = limit ?? DEFAULT_PAGE_LIMIT;
-      const records: UsageRecord[] = [];
-      for await (const page of readUsagePages(store, selection, { after, limit: pageRows + 1 })) {
-        records.push(...page);
-      }
-      const page = finishPage(records, pageRows, cursor, encodeUsageCursor);
+      const page = await readUsagePage(store, selection, after, limit ?? DEFAULT_PAGE_LIMIT, cursor);
       return {
         object: "list",
         data: page.items.map((record) => renderUsageRow(record, selection.accountNames)),
@@ -76,6 +86,20 @@ export function registerUsageRoute(admin: FastifyInstance, options: AdminRoutesO
       };
     },
   );
+}
+
+/** One page of `limit` usage rows after `after`, with its position (`cursor`: the `after` sent). */
+async function readUsagePage(
+  store: Store,
+  selection: UsageSelection,
+  after: UsageCursor | undefined,
+  limit: number,
+  cursor: string | undefined,
+) {
+  const records: UsageRecord[] = [];
+  for await (const page of readUsagePages(store, selection, { after, limit: limit + 1 }))
+    records.push(...page);
+  return finishPage(records, limit, cursor, encodeUsageCursor);
 }
 
 /**
