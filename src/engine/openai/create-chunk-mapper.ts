@@ -79,7 +79,7 @@ interface ToolCallState {
  * through; tool-call deltas are re-assembled so that each call's first part carries its id and
  * name and the later ones only argument fragments, whatever the upstream does: calls keyed by
  * `index` (or by `id`, or the last call, where an upstream leaves the index out), a missing id
- * made up, a name sent in pieces joined (the first delta waits for the arguments to begin),
+ * made up, a name sent in pieces joined (the first delta waits for a delta with arguments),
  * fragments that came before the name held back until it comes, and a new id at an index already
  * in use read as a new call (servers that send every call whole at index 0).
  *
@@ -333,8 +333,10 @@ class UpstreamChunkMapper implements ChunkMapper {
     }
     if (id !== undefined) call.id = id;
     if (name !== undefined) call.name = joinName(call.name, name);
-    // The name is whole once the arguments begin (or the call ends: `flush`).
-    if (call.name !== undefined && call.arguments !== "" && call.index === this.#sendingIndex)
+    // The name is taken as whole once a delta brings arguments (or the call ends: `flush`); a
+    // piece of it may still come with them, not after: arguments that came before any name, or
+    // only white space, send nothing yet.
+    if (call.name !== undefined && !isBlank(fragment) && call.index === this.#sendingIndex)
       this.#send(call, call.name, parts);
   }
 

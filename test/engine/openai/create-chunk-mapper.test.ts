@@ -81,6 +81,16 @@ describe("createChunkMapper", () => {
     ]);
     // A call with no arguments is whole when the answer ends.
     expect(names([[{ name: "get_" }], [{ name: "time" }]])).toEqual(["get_time"]);
+    // Pieces after arguments began, or beside white space only (found by an explorer: `get_`).
+    expect(
+      names([[{ arguments: '{"a":' }], [{ name: "get_" }], [{ name: "weather", arguments: "1}" }]]),
+    ).toEqual(["get_weather"]);
+    expect(names([[{ arguments: '{"a":1}' }], [{ name: "get_" }], [{ name: "weather" }]])).toEqual([
+      "get_weather",
+    ]);
+    expect(names([[{ name: "get_", arguments: " " }], [{ name: "weather" }], [args]])).toEqual([
+      "get_weather",
+    ]);
 
     // Chunk by chunk: nothing of the call goes out before its name is whole.
     const mapper = createChunkMapper([]);
@@ -434,7 +444,7 @@ describe("createChunkMapper with a character split between two deltas as surroga
     const { parts, mapper } = readAll([
       toolDelta({ index: 0, id: "call_a", function: { name: "f", arguments: `{"a":"${HIGH}` } }),
       toolDelta({ index: 0, function: { arguments: `${LOW}"}` } }),
-      // Held until the name comes, then sent with its high half held back.
+      // Held until the name comes and arguments follow it (the name may come in pieces till then).
       toolDelta({ index: 1, id: "call_b", function: { arguments: `{"b":"${HIGH}` } }),
       toolDelta({ index: 1, function: { name: "g" } }),
       toolDelta({ index: 1, function: { arguments: `${LOW}"}` } }),
@@ -443,7 +453,7 @@ describe("createChunkMapper with a character split between two deltas as surroga
     const fragments = parts.map((part) => (part.type === "tool-call-delta" ? part.argumentsDelta : ""));
     expect(fragments.every((text) => text.isWellFormed())).toBe(true);
     expect(argumentsByIndex(parts)).toEqual([`{"a":"${EMOJI}"}`, `{"b":"${EMOJI}"}`]);
-    expect(indexOrder(parts)).toEqual([0, 0, 0, 1, 1, 1]);
+    expect(indexOrder(parts)).toEqual([0, 0, 0, 1, 1]);
     const whole = readAll([
       toolDelta({ index: 0, id: "call_a", function: { name: "f", arguments: `{"a":"${EMOJI}"}` } }),
       toolDelta({ index: 1, id: "call_b", function: { name: "g", arguments: `{"b":"${EMOJI}"}` } }),
