@@ -41,8 +41,14 @@ interface MessageText {
 function convertContent(message: ChatMessageBody, index: number): MessageText {
   const content = message.content;
   const refusal = message.role === "assistant" ? message.refusal : undefined;
-  // Tollgate's own refusals come with content "".
-  if (typeof refusal === "string" && (content === undefined || content === null || content === ""))
+  // Tollgate's own refusals come with content "" (an empty list of parts is as empty).
+  if (
+    typeof refusal === "string" &&
+    (content === undefined ||
+      content === null ||
+      content === "" ||
+      (Array.isArray(content) && content.length === 0))
+  )
     return { text: refusal };
   if (content === undefined || content === null) return { text: null };
   if (typeof content === "string") return { text: content };

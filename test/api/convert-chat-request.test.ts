@@ -106,6 +106,8 @@ describe("convertChatRequest", () => {
         },
         { role: "user", content: "Fine." },
         { role: "assistant", content: "Good.", refusal: null },
+        { role: "user", content: "And?" },
+        { role: "assistant", content: [], refusal: "Still no." },
       ],
     });
     expect(converted.request.messages.filter((message) => message.role === "assistant")).toEqual([
@@ -113,6 +115,7 @@ describe("convertChatRequest", () => {
       { role: "assistant", content: "It is not allowed." },
       { role: "assistant", content: "Well,\nno.", contentParts: ["Well,", "no."] },
       { role: "assistant", content: "Good." },
+      { role: "assistant", content: "Still no." },
     ]);
     // A refusal part is an assistant's: anyone else's is refused, as any part but text is.
     expectError(
