@@ -1,4 +1,5 @@
 import { existsSync } from "node:fs";
+import { ChargeJournal } from "../billing/charge-journal.ts";
 import { formatAmount } from "../billing/money.ts";
 import type { AuditProblem } from "../store/audit-problem.ts";
 import { MAX_BIGINT_COLUMN } from "../store/column-values.ts";
@@ -59,13 +60,10 @@ export async function runAuditCommand(
     );
   }
   // Consistent without them, but not final: the balances lack what the journal holds.
-  const owed =
-    journal !== undefined && existsSync(journal)
-      ? `${journal} holds charges the store has not taken yet (it was locked, full or read-only): they are not in these balances. The server records them once it can write (or at its next start).`
-      : undefined;
+  const owed = journal === undefined ? [] : describeJournal(journal);
   if (problems.length === 0) {
     out.write(`audit passed: ${count(accounts.length, "account")}, no open reservations`);
-    if (owed !== undefined) out.write(owed);
+    for (const line of owed) out.write(line);
     return { ok: true, problems };
   }
   const troubled = new Set(
@@ -82,7 +80,7 @@ export async function runAuditCommand(
       "Open reservations belong to requests in flight, or were left by a server that stopped without settling; a server releases its own when it starts. Run the audit while no request is in flight.",
     );
   }
-  if (owed !== undefined) out.write(owed);
+  for (const line of owed) out.write(line);
   return { ok: false, problems };
 }
 
@@ -103,6 +101,31 @@ function describeProblem(problem: AuditProblem, describe: (accountId: string) =>
       throw new Error(`Unknown audit problem ${String((unexpected as { kind: unknown }).kind)}`);
     }
   }
+}
+
+/**
+ * What the charge journal beside a SQLite database says of charges the balances lack: those it
+ * holds as owed, lines a start could not read, and lines an earlier start kept aside.
+ */
+function describeJournal(journal: string): string[] {
+  const lines: string[] = [];
+  if (existsSync(journal)) {
+    const reading = new ChargeJournal(journal);
+    const owed = reading.readOwed().length;
+    if (owed > 0)
+      lines.push(
+        `${journal} holds ${count(owed, "charge")} the store has not taken yet (it was locked, full or read-only): not in these balances. The server records them once it can write (or at its next start).`,
+      );
+    if (reading.unreadable.length > 0)
+      lines.push(
+        `${journal} has ${count(reading.unreadable.length, "line")} that cannot be read: the next start keeps them aside in ${journal}.unreadable.`,
+      );
+  }
+  if (existsSync(`${journal}.unreadable`))
+    lines.push(
+      `${journal}.unreadable holds lines of the charge journal a start could not read: record by hand any charge they hold.`,
+    );
+  return lines;
 }
 
 function count(value: number, noun: string): string {

@@ -152,7 +152,14 @@ function keepUnreadable(journal: ChargeJournal): { lines: number; path: string }
   const lines = journal.unreadable;
   if (lines.length === 0) return undefined;
   const path = `${journal.path}.unreadable`;
-  appendFileSync(path, lines.map((line) => `${line}\n`).join(""));
+  try {
+    appendFileSync(path, lines.map((line) => `${line}\n`).join(""));
+  } catch (error) {
+    throw new Error(
+      `Could not keep the ${lines.length === 1 ? "line" : `${lines.length} lines`} of ${journal.path} that cannot be read aside in ${path} (${(error as Error).message}); the journal is left as it was. Make ${path} a file that can be written (or move it away), then start again.`,
+      { cause: error },
+    );
+  }
   return { lines: lines.length, path };
 }
 

@@ -1,11 +1,12 @@
-import { mkdirSync, writeFileSync } from "node:fs";
+import { appendFileSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { runAuditCommand } from "../../src/admin/audit-command.ts";
 import { CliError } from "../../src/admin/cli-error.ts";
+import { ChargeJournal } from "../../src/billing/charge-journal.ts";
 import { openStore } from "../../src/store/open-store.ts";
 import { openNodeSqliteDatabase } from "../../src/store/sqlite/node-sqlite-database.ts";
-import type { Store } from "../../src/store/store.ts";
+import type { Store, UsageRecord } from "../../src/store/store.ts";
 import { makeAccount, makeReservation, makeSettlement } from "../store/store-fixtures.ts";
 import { makeTemporaryDirectory, newDatabaseUrl } from "../store/temporary-directory.ts";
 import { runCli } from "../support/run-cli.ts";
@@ -55,28 +56,60 @@ describe("audit", () => {
   });
 
   // Regression: it passed without a word while a journal held charges not in the balances.
-  it("says when the charge journal holds charges the store has not taken, whether it passes or not", async () => {
+  it("says when the charge journal holds charges the store has not taken, or lines it cannot read", async () => {
     const journal = join(directory, `owed-${Date.now()}.jsonl`);
-    const told = (lines: string[]) => lines.filter((line) => line.startsWith(journal));
-    const out = collectOutput();
-    await runAuditCommand(store, [], out, journal);
-    expect(told(out.lines)).toEqual([]);
-    writeFileSync(journal, '{"owed":{}}\n');
-    const passed = collectOutput();
-    expect((await runAuditCommand(store, [], passed, journal)).ok).toBe(true);
-    expect(told(passed.lines)).toEqual([
-      `${journal} holds charges the store has not taken yet (it was locked, full or read-only): they are not in these balances. The server records them once it can write (or at its next start).`,
+    const told = async () => {
+      const out = collectOutput();
+      expect((await runAuditCommand(store, [], out, journal)).ok).toBe(true);
+      return out.lines.slice(1);
+    };
+    expect(await told()).toEqual([]);
+    const owing = new ChargeJournal(journal);
+    const usage = (id: string): UsageRecord => ({
+      id,
+      requestId: `request-${id}`,
+      accountId: "account-1",
+      keyPublicId: "key-1",
+      model: "m",
+      promptTokens: 1,
+      completionTokens: 2,
+      costNano: 3n,
+      finishReason: "stop",
+      errorCode: undefined,
+      user: undefined,
+      queueMs: undefined,
+      firstTokenMs: undefined,
+      totalMs: 4,
+      estimated: false,
+      createdAt: new Date("2026-11-29T00:00:00Z"),
+    });
+    owing.owe(usage("a"));
+    owing.owe(usage("b"));
+    owing.paid("a");
+    appendFileSync(journal, "garbage\n");
+    expect(await told()).toEqual([
+      `${journal} holds 1 charge the store has not taken yet (it was locked, full or read-only): not in these balances. The server records them once it can write (or at its next start).`,
+      `${journal} has 1 line that cannot be read: the next start keeps them aside in ${journal}.unreadable.`,
     ]);
+    // Paid, and garbage only: nothing owed.
+    owing.paid("b");
+    writeFileSync(journal, "garbage\n");
+    writeFileSync(`${journal}.unreadable`, "garbage\n");
+    expect(await told()).toEqual([
+      `${journal} has 1 line that cannot be read: the next start keeps them aside in ${journal}.unreadable.`,
+      `${journal}.unreadable holds lines of the charge journal a start could not read: record by hand any charge they hold.`,
+    ]);
+
     // And from the command line, for the journal beside the configured database.
     const folder = join(directory, `cli-${Date.now()}`);
     mkdirSync(folder);
     writeFileSync(join(folder, "tollgate.yaml"), "database: sqlite:./t.db\n");
     const unset = ["TOLLGATE_CONFIG", "TOLLGATE_DATABASE_URL"];
-    expect(runCli(["audit"], { cwd: folder, unset }).stdout).not.toContain("holds charges");
-    writeFileSync(join(folder, "t.db.pending-charges.jsonl"), '{"owed":{}}\n');
+    expect(runCli(["audit"], { cwd: folder, unset }).stdout).not.toContain("holds");
+    new ChargeJournal(join(folder, "t.db.pending-charges.jsonl")).owe(usage("c"));
     const fromCli = runCli(["audit"], { cwd: folder, unset });
     expect(fromCli.code).toBe(0);
-    expect(fromCli.stdout).toContain(`${join(folder, "t.db.pending-charges.jsonl")} holds charges`);
+    expect(fromCli.stdout).toContain(`${join(folder, "t.db.pending-charges.jsonl")} holds 1 charge`);
   });
 
   it("passes on an empty store", async () => {

@@ -170,6 +170,31 @@ describe("the charge journal", () => {
     expect(warning?.msg).toMatch(/could not be read .*record by hand any charge they hold/);
   });
 
+  it("leaves the journal as it was, and says what to do, where the unreadable lines cannot be kept aside", async () => {
+    const path = newPath();
+    new ChargeJournal(path).owe(usage("a"));
+    appendFileSync(path, "garbage\n");
+    const before = readFileSync(path, "utf8");
+    mkdirSync(`${path}.unreadable`);
+    const settled: string[] = [];
+    const recording = recordOwedCharges({
+      store: {
+        async settle(record: UsageRecord) {
+          settled.push(record.id);
+          return record.costNano;
+        },
+      },
+      journal: new ChargeJournal(path),
+      now: new Date(),
+      isUnavailable: () => false,
+    });
+    await expect(recording).rejects.toThrow(
+      `Could not keep the line of ${path} that cannot be read aside in ${path}.unreadable (EISDIR`,
+    );
+    expect(settled).toEqual([]);
+    expect(readFileSync(path, "utf8")).toBe(before);
+  });
+
   it("lets the caller write a refused charge down before it leaves the journal", async () => {
     const path = newPath();
     new ChargeJournal(path).owe(usage("gone"));
