@@ -18,7 +18,7 @@ export async function notFoundError(
   }
   const path = request.url.split("?")[0] ?? "";
   const unknown = `Unknown request URL: ${request.method} ${path}.`;
-  const advice = adviseOnPath(path);
+  const advice = adviseOnPath(request.method, path);
   return new AppError("not_found", advice === undefined ? unknown : `${unknown} ${advice}`);
 }
 
@@ -27,11 +27,16 @@ export async function notFoundError(
  * its own API's path without `/v1` or with it twice (a client's base URL set without it, or with
  * it where the client adds it again), for which a bare "Unknown request URL" left users guessing.
  */
-function adviseOnPath(path: string): string | undefined {
+function adviseOnPath(method: string, path: string): string | undefined {
+  // A path so long is no client's base URL gone wrong; the message names it once already.
+  if (path.length > 256) return undefined;
   const [, v1, twice, name] =
     /^\/(v1\/)?(v1\/)?(chat\/completions|models|responses|completions|embeddings)(?:\/|$)/.exec(path) ?? [];
   if (name === undefined) return undefined;
   if (v1 === undefined || twice !== undefined) {
+    // Only where the path it names serves the method: else that one is a 404 too.
+    const methods = SERVED_METHODS[name];
+    if (methods !== undefined && !methods.includes(method)) return undefined;
     const served = twice === undefined ? `/v1${path}` : path.slice(3);
     const where =
       twice === undefined
@@ -41,6 +46,12 @@ function adviseOnPath(path: string): string | undefined {
   }
   return OTHER_APIS[name];
 }
+
+/** The methods of Tollgate's own API paths (the others are advised on whatever the method). */
+const SERVED_METHODS: Record<string, readonly string[]> = {
+  "chat/completions": ["POST"],
+  models: ["GET", "HEAD"],
+};
 
 /**
  * Advice for the OpenAI APIs clients reach for that Tollgate does not serve: the Vercel AI SDK's

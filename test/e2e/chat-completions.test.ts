@@ -177,6 +177,18 @@ describe("non-streamed completions through the openai SDK", () => {
     expect(((await responses.json()) as { error: { message: string } }).error.message).toMatch(
       /under \/v1 \(\/v1\/responses\).*not the Responses API/,
     );
+    // Not where the path it would name does not serve the method either, nor for a huge path.
+    for (const [method, path] of [
+      ["GET", "/chat/completions"],
+      ["POST", "/models"],
+      ["DELETE", "/v1/v1/models"],
+      ["GET", `/models/${"m".repeat(300)}`],
+    ]) {
+      const wrong = await fetch(`${root}${path}`, { method });
+      expect(((await wrong.json()) as { error: { message: string } }).error.message).toBe(
+        `Unknown request URL: ${method} ${path}.`,
+      );
+    }
     const unrelated = await fetch(`${root}/chat/completionsX`, { method: "POST" });
     expect(((await unrelated.json()) as { error: { message: string } }).error.message).toBe(
       "Unknown request URL: POST /chat/completionsX.",
