@@ -21,12 +21,6 @@ export const DOCKER_STOP_TIMEOUT_MS = 10_000;
 export const CUT_STREAMS_FLUSH_MS = 1_000;
 
 /**
- * After the cut, how long connections whose requests are still in flight are left open: time for
- * a settle attempt (`DRAIN_SETTLE_TIMEOUT_MS`) and the answer written after it to be flushed.
- */
-export const SETTLED_ANSWER_WAIT_MS = DRAIN_SETTLE_TIMEOUT_MS + CUT_STREAMS_FLUSH_MS;
-
-/**
  * How long a shutdown waits for the store, and then for the replica id's claim, to close. A
  * database that hangs (paused, partitioned) answers nothing: the pool's close waits for the
  * statements still out (each up to its 30 s timeout) and the claim's unlock for its own, and the
@@ -51,6 +45,11 @@ export interface DrainStoreWaits {
   /** The store's close, then the replica id claim's: {@link STORE_CLOSE_WAIT_MS}. */
   storeCloseMs: number;
 }
+
+const DEFAULT_STORE_WAITS: DrainStoreWaits = {
+  settleMs: DRAIN_SETTLE_TIMEOUT_MS,
+  storeCloseMs: STORE_CLOSE_WAIT_MS,
+};
 
 /**
  * A drain that ended with charges the store did not take (kept in the journal, or lost): its
@@ -86,11 +85,10 @@ export function createServerDrain(parts: {
   storeWaits?: DrainStoreWaits;
 }): ServerDrain {
   const { app, inFlight, admission, cluster, store, replicaClaim, settleEvents, logger } = parts;
-  const settledAnswerWaitMs =
-    parts.storeWaits === undefined
-      ? SETTLED_ANSWER_WAIT_MS
-      : parts.storeWaits.settleMs + CUT_STREAMS_FLUSH_MS;
-  const storeCloseWaitMs = parts.storeWaits?.storeCloseMs ?? STORE_CLOSE_WAIT_MS;
+  const { settleMs, storeCloseMs: storeCloseWaitMs } = parts.storeWaits ?? DEFAULT_STORE_WAITS;
+  // After the cut, how long connections whose requests are still in flight are left open: time
+  // for a settle attempt and the answer written after it to be flushed.
+  const settledAnswerWaitMs = settleMs + CUT_STREAMS_FLUSH_MS;
   let stopped: Promise<void> | undefined;
   async function drain(graceMs: number): Promise<void> {
     const began = performance.now();

@@ -58,9 +58,7 @@ export function registerUsageRoute(admin: FastifyInstance, options: AdminRoutesO
         reply.header("x-has-more", String(page.position.has_more));
         if (page.position.next_after !== null) reply.header("x-next-after", page.position.next_after);
         reply.type("text/csv; charset=utf-8");
-        return [USAGE_CSV_HEADER, ...usageRowsCsv(page.items, selection.accountNames)]
-          .map((line) => `${line}\r\n`)
-          .join("");
+        return joinCsvLines([USAGE_CSV_HEADER, ...usageRowsCsv(page.items, selection.accountNames)]);
       }
       if (query.format === "csv") {
         // Streamed a page at a time: an export of the whole ledger holds one page in memory.
@@ -109,17 +107,21 @@ async function readUsagePage(
  * it is logged, since the client sees only a connection closed early.
  */
 async function startCsvStream(lines: AsyncGenerator<string[]>, log: FastifyBaseLogger): Promise<Readable> {
-  const join = (chunk: string[]) => chunk.map((line) => `${line}\r\n`).join("");
   const first = await lines.next();
   async function* chunks(): AsyncGenerator<string> {
     if (first.done === true) return;
-    yield join(first.value);
+    yield joinCsvLines(first.value);
     try {
-      for await (const chunk of lines) yield join(chunk);
+      for await (const chunk of lines) yield joinCsvLines(chunk);
     } catch (error) {
       log.error({ err: error }, "usage CSV cut short: reading a later page failed");
       throw error;
     }
   }
   return Readable.from(chunks());
+}
+
+/** CSV lines as the body sends them: each ended with CRLF. */
+function joinCsvLines(lines: readonly string[]): string {
+  return lines.map((line) => `${line}\r\n`).join("");
 }

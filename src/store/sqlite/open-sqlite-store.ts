@@ -413,8 +413,7 @@ function refuseHardLinks(file: string): void {
   const stat = statSync(file);
   // A folder has a name in each of its subfolders too; it is refused as a folder later.
   if (!stat.isFile() || stat.nlink <= 1) return;
-  const { nlink } = stat;
   throw new Error(
-    `The database ${file} has ${nlink} names (hard links to one file): SQLite keeps its write-ahead log beside the name it is opened by, so writes through one name go unseen through the other, and charges are lost. Remove the other names (find them with: find / -xdev -samefile ${file}); to copy the database, use tollgate backup.`,
+    `The database ${file} has ${stat.nlink} names (hard links to one file): SQLite keeps its write-ahead log beside the name it is opened by, so writes through one name go unseen through the other, and charges are lost. Remove the other names (find them with: find / -xdev -samefile ${file}); to copy the database, use tollgate backup.`,
   );
 }
