@@ -43,6 +43,9 @@ export function checkContextLength(options: {
   );
 }
 
+/** What of the tools a prompt counts, where it documents them (for `alsoCounted`). */
+export const TOOL_TEXTS_COUNTED = "the tools' names, descriptions and parameter schemas";
+
 /**
  * What an upstream request's prompt count holds besides its messages, for
  * {@link checkContextLength}: its tools and its response format's schema, which the upstream
@@ -53,7 +56,7 @@ export function describeAlsoCounted(request: {
   responseFormat: { type: string };
 }): string | undefined {
   const parts = [
-    ...(request.tools.length > 0 ? ["the tools' names, descriptions and parameter schemas"] : []),
+    ...(request.tools.length > 0 ? [TOOL_TEXTS_COUNTED] : []),
     ...(request.responseFormat.type === "json_schema" ? ["the response format's schema"] : []),
   ];
   return parts.length === 0 ? undefined : parts.join(" and ");

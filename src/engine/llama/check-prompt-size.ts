@@ -1,6 +1,6 @@
 import { setImmediate as nextTurn } from "node:timers/promises";
 import type { Tokenizer } from "node-llama-cpp";
-import { ContextLengthError } from "../check-context-length.ts";
+import { ContextLengthError, TOOL_TEXTS_COUNTED } from "../check-context-length.ts";
 import type { ChatMessage } from "../engine.ts";
 import { shortestToolText } from "./read-tool-json.ts";
 
@@ -233,9 +233,7 @@ function tooLong(
   maxTokens: number | undefined,
   tools: boolean,
 ): ContextLengthError {
-  const shorten = tools
-    ? " (the tools' names, descriptions and parameter schemas count as part of them)"
-    : "";
+  const shorten = tools ? ` (${TOOL_TEXTS_COUNTED} count as part of them)` : "";
   if (maxTokens === undefined) {
     return new ContextLengthError(
       `This model's maximum context length is ${contextLength} tokens. However, your messages resulted in more than ${atLeast} tokens${shorten}. Please reduce the length of the messages${tools ? " or tools" : ""}.`,

@@ -1,7 +1,7 @@
 import type { ChatWrapper, Llama } from "node-llama-cpp";
 import type { CatalogModel } from "../../catalog/catalog.ts";
 import { AppError } from "../../errors/app-error.ts";
-import { checkContextLength } from "../check-context-length.ts";
+import { checkContextLength, TOOL_TEXTS_COUNTED } from "../check-context-length.ts";
 import type { ChatEngine, ChatRequest, ModelStatus, PreparedChat, PrepareOptions } from "../engine.ts";
 import { refuseLocalExtras } from "../refuse-local-extras.ts";
 import { refuseLogprobs } from "../refuse-logprobs.ts";
@@ -308,7 +308,7 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
     runLogger: LlamaEngineLogger,
   ): Promise<PreparedChat> {
     const { loaded, pool, grammars, renderOnce, direct } = current;
-    const { plan, history, toolSchemas } = await planWithinSize(request, current);
+    const { plan, history, toolSchemas, instruction } = await planWithinSize(request, current);
     const grammar = await createPlanGrammar({ plan, toolSchemas, grammars });
     const directPlan = direct && (plan.kind === "text" || plan.kind === "json");
     const prompt = renderPrompt({
@@ -320,7 +320,13 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
       ...(directPlan ? { render: renderOnce } : {}),
     });
     const promptTokens = prompt.tokens.length;
-    checkContextLength({ contextLength: loaded.contextLength, promptTokens, maxTokens: request.maxTokens });
+    checkContextLength({
+      contextLength: loaded.contextLength,
+      promptTokens,
+      maxTokens: request.maxTokens,
+      // Short messages beside long tools: the client learns what to shorten (as before rendering).
+      alsoCounted: instruction !== undefined || plan.kind === "functions" ? TOOL_TEXTS_COUNTED : undefined,
+    });
     const maxCompletionTokens = request.maxTokens ?? loaded.contextLength - promptTokens;
     // A render the direct path does not support goes to LlamaChat, which renders it once more.
     const directPrompt = directPlan

@@ -105,6 +105,34 @@ describe("the local engine's prompt size check", () => {
     );
   });
 
+  // Regression: a prompt short enough to be rendered and counted exactly said only "your
+  // messages resulted in N tokens" when a tool's long description had filled the context.
+  it.each([
+    ["documented by the functions plan", { type: "auto" }],
+    ["in a forced call's instruction", { type: "required" }],
+  ] as const)("counted exactly, says the tools count when they are %s", async (_, toolChoice) => {
+    const description = "Looks a code up in the catalogue of the warehouse. ".repeat(250);
+    const message = await refusalOf(
+      createTestRequest({
+        messages: [{ role: "user", content: "hi" }],
+        tools: [{ name: "lookup", description, parameters: { type: "object", properties: {} } }],
+        toolChoice,
+      }),
+    );
+    expect(message).toMatch(
+      /your messages resulted in \d+ tokens \(the tools' names, descriptions and parameter schemas count as part of them\)\./,
+    );
+  });
+
+  it("counted exactly, names only the messages where no tool is in the prompt", async () => {
+    const message = await refusalOf(
+      createTestRequest({ messages: [{ role: "user", content: "Look a code up. ".repeat(600) }] }),
+    );
+    expect(message).toMatch(
+      /your messages resulted in \d+ tokens\. Please reduce the length of the messages\.$/,
+    );
+  });
+
   it("still prepares a prompt with a few tool calls and a documented tool", async () => {
     const prepared = await engine.prepare(
       createTestRequest({
