@@ -53,7 +53,9 @@ import { SchemaConverter } from "./schema-converter.ts";
  *   `maxLength`, and the like for items, properties and numbers; an integer range with no
  *   integer in it), a `const` that is not of the `type` beside it or does not meet the other keywords
  *   there, an `enum` none of whose values does, `allOf` branches with nothing in common, and a
- *   required property that `properties` does not declare beside `additionalProperties: false`.
+ *   required property that `properties` does not declare beside `additionalProperties: false`,
+ *   more required properties than `maxProperties`, and a `minProperties` above the properties
+ *   `additionalProperties: false` allows.
  *   Refused as invalid: a length or count that is not a whole number, 0 or more. Refused for a
  *   grammar only: lengths or counts above 1000, which llama.cpp's grammar parser does not take,
  *   and lengths beside a `format` it enforces that leave out some of the lengths the format's
@@ -61,7 +63,8 @@ import { SchemaConverter } from "./schema-converter.ts";
  *   keywords beside them are dropped.
  * - Enforced: `type`, `properties`, `required` (as every property is emitted), `additionalProperties`
  *   of maps, `items`, `prefixItems`, `minItems`/`maxItems`, `minLength`/`maxLength`,
- *   `minProperties`/`maxProperties` of maps, `enum`, `const`, `format` `date-time`, `date`,
+ *   `minProperties`/`maxProperties` of maps (beside `properties`: `maxProperties` by leaving out
+ *   the last optional ones; see convert-typed-schema.ts), `enum`, `const`, `format` `date-time`, `date`,
  *   `time` and `uuid`, an integer's `minimum`/`maximum`/`exclusiveMinimum`/`exclusiveMaximum`
  *   (`uuid` and ranges as `$defs` of grammars of our own: see patch-grammar-definitions.ts), and
  *   constants meet the keywords beside them (see constant-meets-keywords.ts). A string's

@@ -155,13 +155,17 @@ function convertObject(
   }
   // Declared properties (even none, `properties: {}`) are what the client wants: only those.
   if (declared !== undefined || Object.keys(properties).length > 0) {
+    countProperties(conversion, schema, properties, new Set(required), at);
     conversion.noteProperties(properties, required, at);
     return { type: "object", properties };
   }
 
   // No `properties` at all: a map whose values follow `additionalProperties` (any value by default).
   const additional = schema.additionalProperties;
-  if (additional === false) return { type: "object", properties: {} };
+  if (additional === false) {
+    countProperties(conversion, schema, properties, new Set(), at);
+    return { type: "object", properties: {} };
+  }
   const minProperties = readBound(conversion, schema, "minProperties", at);
   const maxProperties = readBound(conversion, schema, "maxProperties", at);
   checkRange(conversion, at, "minProperties", minProperties, "maxProperties", maxProperties);
@@ -173,6 +177,54 @@ function convertObject(
     ...(minProperties === undefined ? {} : { minProperties }),
     ...(maxProperties === undefined ? {} : { maxProperties }),
   };
+}
+
+/**
+ * `minProperties` and `maxProperties` beside `properties` (or beside `additionalProperties: false`
+ * alone), where the grammar writes every property it holds: past `maxProperties`, the last
+ * optional ones are left out (regression: `maxProperties: 1` beside two optional properties
+ * wrote both); counts no value can meet are refused (more required properties than
+ * `maxProperties`; a `minProperties` above the properties `additionalProperties: false` allows).
+ * A `minProperties` above them where more may be added is not enforced: the grammar writes no
+ * property names of its own.
+ */
+function countProperties(
+  conversion: SchemaConversion,
+  schema: Record<string, unknown>,
+  properties: Record<string, GbnfJsonSchema>,
+  required: ReadonlySet<string>,
+  at: Position,
+): void {
+  // Never written as a repeat, so no grammar limit applies to them.
+  const minProperties = readBound(conversion, schema, "minProperties", at, false);
+  const maxProperties = readBound(conversion, schema, "maxProperties", at, false);
+  checkRange(conversion, at, "minProperties", minProperties, "maxProperties", maxProperties);
+  const names = Object.keys(properties);
+  if (maxProperties !== undefined && required.size > maxProperties) {
+    conversion.refuseNoValue(
+      at,
+      `'required' names ${required.size} properties, but 'maxProperties' is ${maxProperties}, so no value can match.`,
+    );
+  }
+  if (
+    minProperties !== undefined &&
+    minProperties > names.length &&
+    schema.additionalProperties === false &&
+    !hasPatternProperties(schema)
+  ) {
+    conversion.refuseNoValue(
+      at,
+      `'minProperties' is ${minProperties}, but 'additionalProperties' is false and ${names.length === 0 ? "no property is declared" : `only ${names.length} ${names.length === 1 ? "property is" : "properties are"} declared`}, so no value can match.`,
+    );
+  }
+  if (maxProperties === undefined) return;
+  let surplus = names.length - maxProperties;
+  for (let index = names.length - 1; surplus > 0 && index >= 0; index--) {
+    const name = names[index] as string;
+    if (required.has(name)) continue;
+    delete properties[name];
+    surplus--;
+  }
 }
 
 function convertArray(

@@ -80,6 +80,77 @@ describe("convertJsonSchemaToGbnf", () => {
     ).toEqual({ type: "object", properties: { a: { type: "null" } } });
   });
 
+  // Regression: beside `properties`, whose every one is written, `minProperties` and
+  // `maxProperties` were ignored: `maxProperties: 1` beside two optional properties wrote both,
+  // and counts no value can meet were answered with 200.
+  it("holds the properties it writes to maxProperties, leaving out the last optional ones", () => {
+    const properties = { a: { type: "integer" }, b: { type: "integer" }, c: { type: "null" } };
+    expect(convert({ type: "object", properties, maxProperties: 1 })).toEqual({
+      type: "object",
+      properties: { a: { type: "integer" } },
+    });
+    expect(convert({ type: "object", properties, required: ["c"], maxProperties: 2 })).toEqual({
+      type: "object",
+      properties: { a: { type: "integer" }, c: { type: "null" } },
+    });
+    // A required property that is not declared counts too, and is kept.
+    expect(convert({ type: "object", properties, required: ["z"], maxProperties: 1 })).toEqual({
+      type: "object",
+      properties: { z: anyValue },
+    });
+    expect(convert({ type: "object", properties, maxProperties: 3, minProperties: 3 })).toEqual({
+      type: "object",
+      properties,
+    });
+    // Not a repeat in the grammar: no grammar limit on it.
+    expect(convert({ type: "object", properties, maxProperties: 100_000 })).toEqual({
+      type: "object",
+      properties,
+    });
+  });
+
+  it("refuses property counts no value can meet beside properties or additionalProperties: false", () => {
+    const properties = { a: { type: "integer" }, b: { type: "integer" } };
+    const cases: [unknown, RegExp][] = [
+      [
+        { type: "object", properties, required: ["a", "b"], maxProperties: 1 },
+        /at '#': 'required' names 2 properties, but 'maxProperties' is 1, so no value can match/,
+      ],
+      [
+        { type: "object", properties, additionalProperties: false, minProperties: 3 },
+        /'minProperties' is 3, but 'additionalProperties' is false and only 2 properties are declared/,
+      ],
+      [
+        { type: "object", additionalProperties: false, minProperties: 1 },
+        /'minProperties' is 1, but 'additionalProperties' is false and no property is declared/,
+      ],
+      [
+        { type: "object", properties, minProperties: 3, maxProperties: 2 },
+        /'minProperties' \(3\) is greater/,
+      ],
+      [
+        { type: "object", properties, maxProperties: "one" },
+        /'maxProperties' is "one"; it must be a whole number/,
+      ],
+    ];
+    for (const [schema, message] of cases) {
+      const error = refusal(schema);
+      expect(error?.code, JSON.stringify(schema)).toBe("invalid_value");
+      expect(error?.message, JSON.stringify(schema)).toMatch(message);
+    }
+    // More properties may be added (not by the grammar, which writes no names of its own).
+    expect(refusal({ type: "object", properties, minProperties: 3 })).toBeUndefined();
+    expect(
+      refusal({
+        type: "object",
+        properties,
+        patternProperties: { "^x": {} },
+        additionalProperties: false,
+        minProperties: 3,
+      }),
+    ).toBeUndefined();
+  });
+
   it("degrades anyOf, type lists, nullable, allOf and unsupported keywords", () => {
     expect(
       convert({

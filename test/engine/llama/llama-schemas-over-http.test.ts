@@ -122,6 +122,20 @@ describe("invalid schemas over HTTP", () => {
       "response_format.json_schema.schema",
       /does not resolve/,
     ],
+    [
+      "more required properties than maxProperties",
+      {
+        response_format: {
+          type: "json_schema",
+          json_schema: {
+            name: "x",
+            schema: { type: "object", properties: { a: {}, b: {} }, required: ["a", "b"], maxProperties: 1 },
+          },
+        },
+      },
+      "response_format.json_schema.schema",
+      /'required' names 2 properties, but 'maxProperties' is 1, so no value can match/,
+    ],
   ];
 
   it.each(invalid)(
@@ -256,6 +270,38 @@ describe("grammar-constrained answers over HTTP", () => {
       expect(whole.completionTokens).toBe(needed + 1);
     },
   );
+});
+
+describe("property counts over HTTP", () => {
+  const schemaFormat = (schema: Record<string, unknown>) => ({
+    response_format: { type: "json_schema", json_schema: { name: "counted", strict: true, schema } },
+  });
+  const properties = { a: { type: "integer" }, b: { type: "integer" } };
+
+  // Regression: beside `properties` the counts were ignored: `{"a":933,"b":8}` for `maxProperties: 1`.
+  it("answers with no more properties than maxProperties, as a tool call's arguments too", async () => {
+    const asked = [
+      schemaFormat({ type: "object", properties, additionalProperties: false, maxProperties: 1 }),
+      {
+        tools: [
+          {
+            type: "function",
+            function: { name: "f", parameters: { type: "object", properties, maxProperties: 1 } },
+          },
+        ],
+        tool_choice: "required",
+      },
+    ];
+    for (const body of asked) {
+      const response = await post(server().starterKey, { ...body, seed: 1, max_tokens: 40 });
+      expect(response.status).toBe(200);
+      const { choices } = (await response.json()) as ChatCompletionBody;
+      const message = choices[0]?.message;
+      const text = message?.tool_calls?.[0]?.function.arguments ?? message?.content ?? "";
+      expect(choices[0]?.finish_reason, text).not.toBe("length");
+      expect(Object.keys(JSON.parse(text) as object).length, text).toBe(1);
+    }
+  });
 });
 
 describe("recursive schemas over HTTP", () => {
