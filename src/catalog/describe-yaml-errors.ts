@@ -55,7 +55,12 @@ export function describeYamlErrors(
       lineText.length > 0 && lineText.length <= 200
         ? `\n${maskYamlValues(lineText)}\n${" ".repeat(col - 1)}^`
         : "";
-    problems.push({ field: "", message: `YAML syntax error: ${error.message}${snippet}`, line, column: col });
+    problems.push({
+      field: "",
+      message: `YAML syntax error: ${withoutSource(error.message)}${snippet}`,
+      line,
+      column: col,
+    });
   }
   if (followingErrors > 0) {
     problems.push({
@@ -66,6 +71,18 @@ export function describeYamlErrors(
     });
   }
   return problems;
+}
+
+/**
+ * A YAML error's message without the text of the file it quotes: after a stray `]`, the next
+ * token's (`Unexpected double-quoted-scalar token in YAML stream: "\"<the admin key>\""`) went to
+ * stderr, or to the log on a reload, unmasked. The line quoted below it, masked, and its caret
+ * show where the problem is.
+ */
+function withoutSource(message: string): string {
+  return message
+    .replace(/: "(?:[^"\\]|\\.)*"$/s, "")
+    .replace(/^(Not a YAML token|Block scalar header includes extra characters): .*$/s, "$1");
 }
 
 /**

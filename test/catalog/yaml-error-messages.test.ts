@@ -44,6 +44,31 @@ describe("YAML syntax errors", () => {
     );
   });
 
+  // Regression: the library's message quoted the token after a stray `]` whole, the admin key
+  // in clear on stderr (and in the log, on a reload), above the masked line.
+  it("never quotes the file's text in the library's message, only the masked line", async () => {
+    const secret = "TOPSECRET-ADMIN-KEY-0123456789";
+    for (const text of [
+      ["models: [ ]]", `admin_key: "${secret}"`],
+      ["models: [ ]]", `admin_key: ${secret}`],
+      ["models: [ ]]", `admin_key: '${secret}'`],
+    ]) {
+      await folder.write("tollgate.yaml", [...text, ""].join("\n"));
+      const problems = await folder.problemsOf();
+      expect(problems.length, text.join("\n")).toBeGreaterThan(0);
+      for (const problem of problems) {
+        expect(problem).toContain("YAML syntax error");
+        expect(problem).not.toContain("TOPSECRET");
+      }
+    }
+    await folder.write("tollgate.yaml", ["models: [ ]]", `admin_key: "${secret}"`, ""].join("\n"));
+    expect(await folder.problemsOf()).toContainEqual(
+      expect.stringMatching(
+        /^: YAML syntax error: Unexpected double-quoted-scalar token in YAML stream\nadmin_key: "\*+"\n {11}\^$/,
+      ),
+    );
+  });
+
   it("quoted, the same reference loads, and one in a comment or a quoted string is never blamed", async () => {
     await folder.write("tollgate.yaml", ['server: { port: "${PORT}" }', ...MODEL, ""].join("\n"));
     expect((await folder.load({ env: { PORT: "9123" } })).server.port).toBe(9123);
