@@ -8,11 +8,23 @@ import { isSqliteUnavailable } from "./sqlite/explain-sqlite-error.ts";
 
 /**
  * SQLSTATE codes of a PostgreSQL that cannot answer now, on a connection that still works: a
- * statement cancelled by the store's own `statement_timeout` (see `openPostgresStore`); and one
+ * statement cancelled by the store's own `statement_timeout` (see `openPostgresStore`); one
  * that cannot write now: its disk full, out of memory, an I/O error, or a read-only server (a
- * standby, reached after a failover).
+ * standby, reached after a failover); and a database changed under the server: its schema or a
+ * table gone (dropped, renamed, a restore under way), or the role's rights on them taken away.
+ * Those were 500 `internal_error` while `/ready` said the store did not answer; a migrated
+ * store's statements name only tables it made, so no bug of ours hides behind them.
  */
-const UNAVAILABLE_SQLSTATES = new Set(["57014", "53100", "53200", "58030", "25006"]);
+const UNAVAILABLE_SQLSTATES = new Set([
+  "57014",
+  "53100",
+  "53200",
+  "58030",
+  "25006",
+  "42P01",
+  "3F000",
+  "42501",
+]);
 
 /**
  * SQLSTATE codes of a PostgreSQL that is going away or cannot take the connection (besides the

@@ -15,6 +15,7 @@ import { type MockUpstream, startMockUpstream } from "../engine/openai/mock-upst
 import {
   createPostgresTestSchema,
   type PostgresTestSchema,
+  runStatements,
   testPostgresUrl,
 } from "../store/postgres-test-database.ts";
 import { findFreePort } from "../support/free-port.ts";
@@ -112,6 +113,60 @@ describe.skipIf(!("url" in postgres))("a server whose PostgreSQL goes away while
       await fetch(`${server.baseUrl}/models`, { headers: { authorization: `Bearer ${fresh}` } }),
     );
     await expectStoreUnavailable(await chat(warm));
+  });
+});
+
+describe.skipIf(!("url" in postgres))("a server whose PostgreSQL schema goes away while it runs", () => {
+  // Regression: a schema dropped (or renamed, or its tables) under a running server gave 500
+  // internal_error with no retry-after, while /ready said the store did not answer.
+  it("answers 503 store_unavailable while the schema is missing, then serves again", async () => {
+    const schema = await createPostgresTestSchema();
+    if ("skipped" in schema) throw new Error(schema.skipped);
+    const away = `${schema.schema}_away`;
+    const upstream = await startMockUpstream();
+    const server = await startServer({
+      config: createTestConfig({
+        database: schema.url,
+        models: [createUpstreamModelEntry(REMOTE, upstream.baseUrl)],
+      }),
+      logger: false,
+    });
+    const store = await openStore(schema.url);
+    try {
+      const account = await createAccount(store, { name: "schema", balanceNano: 1_000_000_000n });
+      const { key } = await createKey(store, { role: "user", accountId: account.id });
+      const chat = () =>
+        fetch(`${server.baseUrl}/chat/completions`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+          body: JSON.stringify({ model: REMOTE, messages: [{ role: "user", content: "Hi" }], max_tokens: 5 }),
+        });
+      const answered = await chat();
+      expect(answered.status, await answered.text()).toBe(200);
+
+      await runStatements(testPostgresUrl(), [`alter schema ${schema.schema} rename to ${away}`]);
+      await expectStoreUnavailable(await chat());
+      await expectStoreUnavailable(
+        await fetch(`${server.baseUrl.replace(/\/v1$/, "")}/admin/usage`, {
+          headers: { authorization: `Bearer ${server.createdKeys.adminKey}` },
+        }),
+      );
+
+      await runStatements(testPostgresUrl(), [`alter schema ${away} rename to ${schema.schema}`]);
+      const again = await chat();
+      expect(again.status, await again.text()).toBe(200);
+      // The first answer's charge and the last one's: nothing charged for the 503.
+      expect((await store.listUsage({ accountId: account.id })).length).toBe(2);
+    } finally {
+      await server.close();
+      await store.close();
+      await upstream.close();
+      // Back in place when the test failed while it was away.
+      await runStatements(testPostgresUrl(), [`alter schema ${away} rename to ${schema.schema}`]).catch(
+        () => undefined,
+      );
+      await schema.drop();
+    }
   });
 });
 
