@@ -190,12 +190,18 @@ async function startOnStore(
     }
   }
   // Charges a previous run owed when it ended (the store did not take them): recorded before the
-  // leftover reservations are released (see open-charge-journal.ts).
+  // leftover reservations are released (see open-charge-journal.ts). The metrics count them as
+  // the ledger does (those of the start once the metrics exist): their runs never did.
+  const journalCharges: [string, bigint][] = [];
+  let countJournalCharge = (model: string, chargedNano: bigint) => {
+    journalCharges.push([model, chargedNano]);
+  };
   const owedAtStart = await openChargeJournal({
     databaseUrl: config.database,
     store,
     logger,
     replica: { id: replicaId, storeTag: replicaClaim?.storeTag, folder: config.chargeJournalDir },
+    onRecorded: (model, chargedNano) => countJournalCharge(model, chargedNano),
   });
   // One server owns a SQLite file: whatever reservation is open now was left by a crash. A
   // shared store (PostgreSQL) has other replicas' live reservations: release only this
@@ -254,6 +260,8 @@ async function startOnStore(
   if (released > 0) logger.warn({ released }, "released reservations left by the previous run");
   const inFlight = new InFlightRequests();
   const metrics = createServerMetrics(registry, inFlight);
+  for (const [model, chargedNano] of journalCharges) metrics.addCharge(model, chargedNano);
+  countJournalCharge = (model, chargedNano) => metrics.addCharge(model, chargedNano);
   // Leases are written and judged on the store's clock, which replicas share (lease-clock.ts).
   const leaseClock = new LeaseClock();
   await leaseClock.sync(() => store.readClock());

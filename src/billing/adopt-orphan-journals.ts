@@ -49,6 +49,8 @@ export async function adoptOrphanJournals(options: {
   logger: Logger;
   /** Told of the charges the store refused for good, before they leave the journal. */
   onRefused: (refused: readonly { usage: UsageRecord; error: unknown }[]) => Promise<void>;
+  /** Told of each charge recorded (see recordOwedCharges). */
+  onRecorded?: (model: string, chargedNano: bigint) => void;
   /**
    * Only the journals that hold charges, however recently written: a lease sweep's, every round,
    * so that a gone replica's charges are recorded within a round or two (the claim, not the
@@ -90,6 +92,7 @@ export async function adoptOrphanJournals(options: {
         now: new Date(),
         isUnavailable: isStoreUnavailable,
         onRefused: options.onRefused,
+        onRecorded: options.onRecorded,
       });
       if (unreadable !== undefined)
         logger.warn(

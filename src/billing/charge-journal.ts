@@ -112,6 +112,8 @@ export async function recordOwedCharges(options: {
    * written down (logged and flushed) by the time it resolves.
    */
   onRefused?: (refused: readonly { usage: UsageRecord; error: unknown }[]) => Promise<void>;
+  /** Told of each charge recorded: its model and what the store charged (the metrics count it). */
+  onRecorded?: (model: string, chargedNano: bigint) => void;
 }): Promise<{
   recorded: number;
   owed: UsageRecord[];
@@ -127,8 +129,9 @@ export async function recordOwedCharges(options: {
   const unreadable = keepUnreadable(journal);
   for (const usage of usages) {
     try {
-      await store.settle({ ...usage, createdAt: now });
+      const chargedNano = await store.settle({ ...usage, createdAt: now });
       recorded++;
+      options.onRecorded?.(usage.model, chargedNano);
     } catch (error) {
       // A store that cannot be written now takes it later. One that refuses it (its account is
       // not in this database: a restore of an older backup) would refuse it at every start: it

@@ -63,6 +63,11 @@ export async function openChargeJournal(options: {
   logger: Logger;
   /** PostgreSQL: this replica's id, its store's tag (`ReplicaClaim.storeTag`) and its journal's folder. */
   replica?: { id: string; storeTag: string | undefined; folder: string | undefined };
+  /**
+   * Told of each charge recorded from a journal, this start's or a gone replica's: the process
+   * that owed it never counted it in its metrics.
+   */
+  onRecorded?: (model: string, chargedNano: bigint) => void;
 }): Promise<OpenedChargeJournal> {
   const { logger, databaseUrl, replica } = options;
   const sqlite = databaseUrl.startsWith("sqlite:");
@@ -93,6 +98,7 @@ export async function openChargeJournal(options: {
     now: new Date(),
     isUnavailable,
     onRefused: (refused) => logRefused(logger, refused),
+    onRecorded: options.onRecorded,
   });
   if (unreadable !== undefined)
     logger.warn({ lines: unreadable.lines, keptIn: unreadable.path }, UNREADABLE_JOURNAL_LINES);
@@ -112,6 +118,7 @@ export async function openChargeJournal(options: {
       store: options.store,
       logger,
       onRefused: (refused) => logRefused(logger, refused),
+      onRecorded: options.onRecorded,
       owingOnly,
     });
   await adopt(false);

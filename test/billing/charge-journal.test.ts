@@ -116,11 +116,13 @@ describe("the charge journal", () => {
     };
 
     const next = new ChargeJournal(path);
+    const counted: [string, bigint][] = [];
     const result = await recordOwedCharges({
       store,
       journal: next,
       now,
       isUnavailable: (error) => error === unavailable,
+      onRecorded: (model, chargedNano) => counted.push([model, chargedNano]),
     });
 
     expect(result).toEqual({
@@ -130,6 +132,8 @@ describe("the charge journal", () => {
     });
     // Stamped with the time it is written, as a retried settle is.
     expect(settled).toEqual([{ ...usage("a"), createdAt: now }]);
+    // What the store charged, for the metrics: only the charge it took.
+    expect(counted).toEqual([[usage("a").model, usage("a").costNano]]);
     expect(new ChargeJournal(path).readOwed()).toEqual([usage("b")]);
     next.paid("b");
     expect(existsSync(path)).toBe(false);

@@ -88,6 +88,10 @@ describe("a server killed while it owes a charge the store did not take", () => 
       expect(rows[0]?.promptTokens).toBe(10);
       expect(existsSync(journal)).toBe(false);
       expect(await store.audit()).toEqual([]);
+      // Counted in the metrics as the ledger sums it (regression: no tollgate_cost_total at all,
+      // the killed run having never counted it either).
+      const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+      expect(metrics).toContain('tollgate_cost_total{model="upstream-chat"} 0.000018\n');
     } finally {
       await store.close();
       const exited = once(second.child, "exit");
