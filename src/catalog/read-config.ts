@@ -150,6 +150,11 @@ export function readConfig(options: ReadConfigOptions): ReadConfigResult {
     ...(metricsKey === undefined && isReference(ownKeys.metrics_key)
       ? [`metrics_key is ${String(ownKeys.metrics_key)}, which is not set: /metrics answers without a key`]
       : []),
+    // Written empty (a placeholder never filled in), as unset: said too.
+    ...(overrides.adminKey === undefined && ownKeys.admin_key === ""
+      ? ["admin_key is empty: the admin API takes only the stored admin keys"]
+      : []),
+    ...(ownKeys.metrics_key === "" ? ["metrics_key is empty: /metrics answers without a key"] : []),
   ];
   const logPrompts = readBoolean(issues, ["log_prompts"], tree.log_prompts) ?? false;
   const logLevel = readLogLevel(issues, tree.log_level, overrides.logLevel);
