@@ -1,4 +1,5 @@
 import { hasNulCharacter } from "../admin/has-nul-character.ts";
+import { hideKeySecrets } from "../admin/read-key-reference.ts";
 import type {
   ChatMessage,
   ChatRequest,
@@ -322,6 +323,16 @@ export function convertChatRequest(body: ChatCompletionRequestBody): ChatComplet
     throw new AppError("invalid_value", "'user' must not contain the NUL character (U+0000).", {
       param: "user",
     });
+  }
+  // Kept in the usage ledger (and the log), where a key's secret must never go: an API key as
+  // `user` (a client passing its own credentials along) was stored whole. The message does not
+  // repeat it.
+  if (body.user != null && hideKeySecrets(body.user) !== body.user) {
+    throw new AppError(
+      "invalid_value",
+      "'user' holds what looks like an API key (sk-tg-...); send an identifier of the end user instead, never a key: it is kept in the usage ledger.",
+      { param: "user" },
+    );
   }
   // Half an emoji (a lone surrogate): sent upstream as it is, but stored as U+FFFD in the usage
   // row, which then no longer names the user the client sent.

@@ -11,14 +11,14 @@ import { createConstantComparisons } from "../engine/llama/schema-bombs.ts";
 
 const base: ChatCompletionRequestBody = { model: "tiny", messages: [{ role: "user", content: "Hi" }] };
 
-function expectError(body: ChatCompletionRequestBody, code: string, param: string | undefined) {
+function expectError(body: ChatCompletionRequestBody, code: string, param: string | undefined): AppError {
   try {
     convertChatRequest(body);
   } catch (error) {
     expect(error).toBeInstanceOf(AppError);
     expect((error as AppError).code).toBe(code);
     expect((error as AppError).param).toBe(param);
-    return;
+    return error as AppError;
   }
   throw new Error("expected an error");
 }
@@ -160,6 +160,17 @@ describe("convertChatRequest", () => {
       { role: "assistant", content: "Sunny." },
     ]);
     expect(request.tools).toEqual([{ name: "weather" }]);
+  });
+
+  // Regression: stored whole in the usage ledger, shown by the admin API, the CSV and the CLI.
+  it("refuses a user that holds an API key, without repeating it", () => {
+    const key = "sk-tg-abcdefghijkl-0123456789abcdefghijklmnopqrstuv";
+    for (const user of [key, `team-a:${key}`]) {
+      const error = expectError({ ...base, user }, "invalid_value", "user");
+      expect(error.message).not.toContain("0123456789");
+    }
+    // A public id alone names a key, not its secret.
+    expect(convertChatRequest({ ...base, user: "sk-tg-abcdefghijkl" }).user).toBe("sk-tg-abcdefghijkl");
   });
 
   it("refuses a user with half of a surrogate pair, which the usage row could not keep as sent", () => {
