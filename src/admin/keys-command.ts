@@ -338,8 +338,10 @@ async function describeLastAdminKeyRevoked(
   const named =
     refused.publicId === revokedPublicId
       ? "this very key"
-      : `key ${refused.publicId}, which ${refused.reason === "revoked" ? "was revoked" : "has expired"} too`;
-  return `That was the last admin key in the store, and ${configured.source} names ${named}: no admin key works now. Restart the server: \`tollgate serve\` makes a new admin key and prints it once. Then put the new key in ${configured.source} in place of the revoked one, which is refused for good.`;
+      : refused.reason === "user"
+        ? `the user key ${refused.publicId}, which is no admin key`
+        : `key ${refused.publicId}, which ${refused.reason === "revoked" ? "was revoked" : "has expired"} too`;
+  return `That was the last admin key in the store, and ${configured.source} names ${named}: no admin key works now. Restart the server: \`tollgate serve\` makes a new admin key and prints it once. Then put the new key in ${configured.source} in place of ${refused.reason === "user" ? "the user key" : "the revoked one, which is refused for good"}.`;
 }
 
 /** The models a key may use; an admin key belongs to no account and may use none (SPEC §11). */

@@ -106,21 +106,18 @@ export function createAuthenticator(options: AuthenticatorOptions): Authenticato
   }
 
   /**
-   * Whether the configured admin key is also a key in the store (the admin key a first start
-   * printed, pasted into the config) that was revoked there or has expired: an operator who
-   * revokes a leaked key expects it refused. A store that cannot answer does not lock the
+   * The key in the store that the configured admin key also is (the admin key a first start
+   * printed, pasted into the config), if any. A store that cannot answer does not lock the
    * configured key out: it is the way in when nothing else works.
    */
-  async function isRevokedInStore(parsed: { publicId: string; secret: string }): Promise<boolean> {
+  async function findStored(parsed: { publicId: string; secret: string }): Promise<CachedKey | undefined> {
     let stored: CachedKey | undefined;
     try {
       stored = await lookUp(parsed.publicId);
     } catch {
-      return false;
+      return undefined;
     }
-    return (
-      stored !== undefined && verifySecret(parsed.secret, stored.secretHash) && isRevokedOrExpired(stored)
-    );
+    return stored !== undefined && verifySecret(parsed.secret, stored.secretHash) ? stored : undefined;
   }
 
   return {
@@ -135,8 +132,15 @@ export function createAuthenticator(options: AuthenticatorOptions): Authenticato
         (parsed === undefined || parsed.publicId === configuredAdmin.publicId) &&
         verifySecret(token, configuredAdmin.digest)
       ) {
-        if (parsed === undefined || !(await isRevokedInStore(parsed))) return configuredAdmin.key;
-        throw new AppError("invalid_api_key", REVOKED_OR_EXPIRED_ADMIN);
+        const stored = parsed === undefined ? undefined : await findStored(parsed);
+        if (stored === undefined) return configuredAdmin.key;
+        // Revoked there or expired: an operator who revokes a leaked key expects it refused.
+        if (stored.key.role === "admin") {
+          if (isRevokedOrExpired(stored)) throw new AppError("invalid_api_key", REVOKED_OR_EXPIRED_ADMIN);
+          return configuredAdmin.key;
+        }
+        // A user's key (the starter key pasted in the admin key's place) stays that user's key
+        // (a start warns): it made its holder an administrator, who credited its own account.
       }
       if (parsed === undefined) throw new AppError("invalid_api_key", MALFORMED_KEY);
       const cached = await lookUp(parsed.publicId);

@@ -65,6 +65,20 @@ describe("a configured admin key that the store refuses", () => {
     expect(result.adminKey).toBeDefined();
   });
 
+  it("counts as none when it is a user's key: a new admin key is made, and the configured one stays the user's", async () => {
+    const first = await bootstrap(store);
+    const starter = first.starterKey ?? "";
+    const restarted = await bootstrap(store, { configuredAdminKey: starter });
+    expect(restarted.refusedAdminKey).toEqual({ publicId: publicIdOf(starter), reason: "user" });
+    // The first start's admin key still works: no new one is needed.
+    expect(restarted.adminKey).toBeUndefined();
+    await store.revokeApiKey(publicIdOf(first.adminKey), new Date());
+    const made = (await bootstrap(store, { configuredAdminKey: starter })).adminKey ?? "";
+    expect(made).toMatch(/^sk-tg-/);
+    const authenticator = createAuthenticator({ store, configuredAdminKey: starter });
+    expect(await authenticator.authenticate(`Bearer ${starter}`)).toMatchObject({ role: "user" });
+  });
+
   it("is not confused with a key of the operator's own, nor with another secret under the same public id", async () => {
     const stored = await createKey(store, { role: "admin", accountId: undefined });
     await store.revokeApiKey(stored.record.publicId, new Date());
@@ -88,6 +102,11 @@ describe("a configured admin key that the store refuses", () => {
       delete process.env.TOLLGATE_ADMIN_KEY;
       warnOfRefusedAdminKey({ adminKey: undefined, refusedAdminKey }, "/srv/tollgate.yaml", logger);
       warnOfRefusedAdminKey({ adminKey: undefined, refusedAdminKey: undefined }, undefined, logger);
+      warnOfRefusedAdminKey(
+        { adminKey: undefined, refusedAdminKey: { publicId: "mnopqrstuvwx", reason: "user" } },
+        "/srv/tollgate.yaml",
+        logger,
+      );
     } finally {
       if (saved === undefined) delete process.env.TOLLGATE_ADMIN_KEY;
       else process.env.TOLLGATE_ADMIN_KEY = saved;
@@ -95,6 +114,7 @@ describe("a configured admin key that the store refuses", () => {
     expect(warnings).toEqual([
       "TOLLGATE_ADMIN_KEY is the stored admin key abcdefghijkl, which was revoked: the admin API refuses it. Put the new admin key printed at this start there, or remove it",
       "admin_key in /srv/tollgate.yaml is the stored admin key abcdefghijkl, which was revoked: the admin API refuses it. Put an admin key that works there (the store holds one), or remove it",
+      "admin_key in /srv/tollgate.yaml is the user key mnopqrstuvwx, not an admin key: it stays that user's key, and the admin API refuses it. Put an admin key that works there (the store holds one), or remove it",
     ]);
   });
 
@@ -134,6 +154,15 @@ describe("keys revoke of the last admin key", () => {
     const lines = await revoke(last.record.publicId, configured.key);
     expect(lines[1]).toContain(
       `TOLLGATE_ADMIN_KEY names key ${configured.record.publicId}, which was revoked too: no admin key works now.`,
+    );
+  });
+
+  it("names the configured key when it is a user's key", async () => {
+    const first = await bootstrap(store);
+    const user = first.starterKey ?? "";
+    const lines = await revoke(publicIdOf(first.adminKey), user);
+    expect(lines[1]).toBe(
+      `That was the last admin key in the store, and TOLLGATE_ADMIN_KEY names the user key ${publicIdOf(user)}, which is no admin key: no admin key works now. Restart the server: \`tollgate serve\` makes a new admin key and prints it once. Then put the new key in TOLLGATE_ADMIN_KEY in place of the user key.`,
     );
   });
 

@@ -233,6 +233,23 @@ describe("the configured admin key", () => {
       authenticator({ configuredAdminKey: "operator-chosen-secret" }).authenticate(`Bearer ${key}`),
     ).resolves.toMatchObject({ role: "user" });
   });
+
+  // Regression: the starter key pasted as admin_key made its holder, a customer, an administrator
+  // (a credit of its own account was 201), while its chat requests got 403.
+  it("stays a user's key, never an admin key, when it is a stored user key", async () => {
+    const { key, publicId } = await insertKey();
+    const auth = authenticator({ configuredAdminKey: key });
+    await expect(auth.authenticate(`Bearer ${key}`)).resolves.toMatchObject({
+      role: "user",
+      accountId: ACCOUNT_ID,
+      publicId,
+    });
+    await store.revokeApiKey(publicId, new Date(START));
+    clock.time += 1000;
+    expect((await rejection(auth.authenticate(`Bearer ${key}`))).message).toMatch(
+      /^This API key has been revoked or has expired/,
+    );
+  });
 });
 
 describe("the cache", () => {
