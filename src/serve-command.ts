@@ -104,10 +104,11 @@ export async function runServeCommand(
     );
     if (adminKey !== undefined) out.write(`  admin key:   ${adminKey}`);
     // A start makes an admin key while one is configured only when that one is a stored key that
-    // was revoked or has expired (admin/bootstrap.ts): it never works again, and the operator who
-    // holds only it must learn which setting to change.
+    // was revoked or has expired, or a user's key (admin/bootstrap.ts): it never works as one, and
+    // the operator who holds only it must learn which setting to change.
     if (adminKey !== undefined && config.adminKey !== undefined) {
-      out.write(`  ${describeRefusedConfiguredKey(nameAdminKeySource(config.source))}`);
+      const userKey = server.createdKeys.refusedAdminKey?.reason === "user";
+      out.write(`  ${describeRefusedConfiguredKey(nameAdminKeySource(config.source), userKey)}`);
     }
     if (starterKey !== undefined) {
       out.write(
@@ -135,6 +136,14 @@ export async function runServeCommand(
   }
   for (const unset of config.unsetKeys ?? []) {
     server.app.log.warn({ config: config.source }, unset);
+  }
+  // A file without models (its models commented out, or `models:` left empty) serves the
+  // built-in catalogue, whose model is downloaded: never silently.
+  if (config.builtInCatalog === true && config.source !== undefined) {
+    server.app.log.warn(
+      { config: config.source },
+      "the config file names no models: serving the built-in catalogue (its model is downloaded at start); write models: [] to serve none",
+    );
   }
   // Kept working (a demo, a test), but never silently: the ledger goes with the process.
   const { isMemoryDatabase } = await import("./admin/refuse-memory-database.ts");
@@ -187,8 +196,8 @@ export async function runServeCommand(
 }
 
 /** What a start that made an admin key although one is configured says of the configured one. */
-function describeRefusedConfiguredKey(source: string): string {
-  return `${source} names an admin key that was revoked or has expired: the admin API refuses it. Put the new admin key there, or remove it.`;
+function describeRefusedConfiguredKey(source: string, userKey: boolean): string {
+  return `${source} names ${userKey ? "a user's key, not an admin key" : "an admin key that was revoked or has expired"}: the admin API refuses it. Put the new admin key there, or remove it.`;
 }
 
 /** `--host`: an address or host name as it is; empty or padded text names no host to listen on. */

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from "fastify";
 import type { Logger } from "pino";
 import { bootstrap } from "./admin/bootstrap.ts";
+import type { RefusedAdminKey } from "./admin/find-refused-admin-key.ts";
 import { warnOfRefusedAdminKey } from "./admin/warn-of-refused-admin-key.ts";
 import { buildApp, createServerMetrics } from "./api/build-app.ts";
 import { describeListenError, formatHostPort } from "./api/describe-listen-error.ts";
@@ -41,7 +42,7 @@ export interface RunningServer {
   /** `http://host:port/v1` */
   baseUrl: string;
   /** Keys created by this start's first-run bootstrap, shown once; empty on later starts. */
-  createdKeys: { adminKey?: string; starterKey?: string };
+  createdKeys: { adminKey?: string; starterKey?: string; refusedAdminKey?: RefusedAdminKey | undefined };
   /**
    * Drains and stops: refuses new requests (503), lets running ones finish for up to
    * `graceMs`, then cuts the rest (streams end with an error event), settles every request
