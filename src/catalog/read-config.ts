@@ -57,6 +57,23 @@ const TOP_LEVEL_KEYS = [
 /** Fields where `${VAR}` of an unset variable means "not set" rather than a problem. */
 const MAY_BE_UNSET = new Set(["admin_key", "metrics_key"]);
 
+/**
+ * Settings read from the environment only, written in the file: said so (they were "unknown
+ * key; remove it", with no word of the variable that sets them).
+ */
+const ENVIRONMENT_ONLY_HINTS = Object.fromEntries(
+  Object.entries({
+    models_dir: "TOLLGATE_MODELS_DIR",
+    replica_id: "TOLLGATE_REPLICA_ID",
+    redis_prefix: "TOLLGATE_REDIS_PREFIX",
+    redis_failure_policy: "TOLLGATE_REDIS_FAILURE_POLICY",
+    hf_endpoint: "TOLLGATE_HF_ENDPOINT",
+  }).map(([key, variable]) => [
+    key,
+    `is set by the environment variable ${variable}, not in the config file; remove it here and set ${variable} instead`,
+  ]),
+);
+
 export interface ReadConfigOptions {
   /** The parsed file (`{}` for the built-in default). */
   raw: unknown;
@@ -111,6 +128,7 @@ export function readConfig(options: ReadConfigOptions): ReadConfigResult {
     body_limit: "belongs under server; write server: { body_limit: ... }",
     database_url: "write database: instead",
     redis_url: "write redis: instead",
+    ...ENVIRONMENT_ONLY_HINTS,
   });
   const replaced = listReplacedValues(ownKeys, overrides, options);
   const raw = substituteVariables(removeOverriddenValues(ownKeys, overrides), {

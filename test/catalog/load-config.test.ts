@@ -773,6 +773,14 @@ models:
     ]);
   });
 
+  // Regression: "unknown key; remove it", with no word of the variable that sets them.
+  it("names the environment variable of a setting read from the environment only", async () => {
+    expect(await problemsOfFile("models: []\nmodels_dir: /srv/models\nreplica_id: a\n")).toEqual([
+      "models_dir: is set by the environment variable TOLLGATE_MODELS_DIR, not in the config file; remove it here and set TOLLGATE_MODELS_DIR instead",
+      "replica_id: is set by the environment variable TOLLGATE_REPLICA_ID, not in the config file; remove it here and set TOLLGATE_REPLICA_ID instead",
+    ]);
+  });
+
   it("rejects unknown engine types and keys of the other engine type", async () => {
     expect(
       await problemsOfFile(`models:
