@@ -39,8 +39,9 @@ describe("ensureModelFile: the advice fits the failure", () => {
     const modelsFolder = join(blocker, "models");
     const failure = await failureOf(`${closed.baseUrl}/models/tiny.gguf`, modelsFolder);
     expect(failure.failure).toBe("not-writable");
+    // Regression: it said "cannot take the file", and to make room there.
     expect(failure.message).toMatch(
-      /^Its file could not be saved: The models folder .* cannot take the file \(ENOTDIR/,
+      /^Its file could not be saved: The models folder .* is not a folder: a file is in its place, or in the place of a folder above it \(ENOTDIR.*\); set TOLLGATE_MODELS_DIR to a folder \(it names the folder models are kept in, not a model file\), or move that file away\./,
     );
     expect(failure.message).toMatch(
       new RegExp(

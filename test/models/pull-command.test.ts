@@ -144,7 +144,7 @@ describe("tollgate models pull", () => {
     expect(existsSync(modelsFolder) ? await readdir(modelsFolder) : []).toEqual([]);
   });
 
-  it("says the models folder cannot take the file when it cannot be created (under a file), without a raw system error", async () => {
+  it("says the models folder is no folder when a file is in the way, without a raw system error", async () => {
     const url = `${server.baseUrl}/files/plain.gguf`;
     const file = join(root, "a-file");
     await writeFile(file, "not a folder");
@@ -161,7 +161,7 @@ describe("tollgate models pull", () => {
     const error = await run.catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(CliError);
     expect((error as CliError).message).toBe(
-      `Cannot download ${url}: The models folder ${modelsFolder} cannot take the file (ENOTDIR: not a directory, mkdir '${modelsFolder}'); make the folder (TOLLGATE_MODELS_DIR) writable, with room for the model.`,
+      `Cannot download ${url}: The models folder ${modelsFolder} is not a folder: a file is in its place, or in the place of a folder above it (ENOTDIR: not a directory, mkdir '${modelsFolder}'); set TOLLGATE_MODELS_DIR to a folder (it names the folder models are kept in, not a model file), or move that file away.`,
     );
   });
 
