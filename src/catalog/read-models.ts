@@ -11,6 +11,7 @@ import {
   type ConfigIssues,
   type ConfigMapping,
   checkKnownKeys,
+  describeValue,
   isAbsent,
   isMapping,
   readChoice,
@@ -214,16 +215,17 @@ function readPrice(
     return undefined;
   }
   if (typeof value !== "string") {
-    const got = typeof value === "number" ? `the number ${String(value)}` : "a non-string value";
-    issues.add(
-      path,
-      `write the price as a quoted decimal string, such as ${example} (got ${got}; YAML numbers are floating point and lose precision)`,
-    );
+    const got =
+      typeof value === "number"
+        ? `the number ${String(value)}; YAML numbers are floating point and lose precision`
+        : describeValue(value);
+    issues.add(path, `write the price as a quoted decimal string, such as ${example} (got ${got})`);
     return undefined;
   }
   try {
     parseAmount(value, { noun: "price" });
-    return value;
+    // As /v1/models shows it: without leading zeros ("007.50" is 7.50), its decimals as written.
+    return value.replace(/^0+(?=\d)/, "");
   } catch (error) {
     issues.add(path, error instanceof Error ? error.message : String(error));
     return undefined;

@@ -692,6 +692,37 @@ models:
     ]);
   });
 
+  // Regression: /v1/models showed "007.50" and "0000" as written; a boolean was "a non-string value".
+  it("keeps prices without leading zeros, their decimals as written, and names a value of another type", async () => {
+    const config = await load({
+      file: await folder.write(
+        "tollgate.yaml",
+        `models:
+  - id: a
+    pricing: { input_per_million: "007.50", output_per_million: "0000" }
+    engine: { type: openai, endpoints: [ { base_url: "http://127.0.0.1:9/v1" } ], model: m }
+  - id: b
+    pricing: { input_per_million: "0.10", output_per_million: "00.000000001" }
+    engine: { type: openai, endpoints: [ { base_url: "http://127.0.0.1:9/v1" } ], model: m }
+`,
+      ),
+    });
+    expect(config.models.map((model) => model.pricing)).toEqual([
+      { kind: "chat", inputPerMillion: "7.50", outputPerMillion: "0" },
+      { kind: "chat", inputPerMillion: "0.10", outputPerMillion: "0.000000001" },
+    ]);
+    expect(
+      await problemsOfFile(`models:
+  - id: a
+    pricing: { input_per_million: true, output_per_million: [1] }
+    engine: { type: openai, endpoints: [ { base_url: "http://127.0.0.1:9/v1" } ], model: m }
+`),
+    ).toEqual([
+      'models[0].pricing.input_per_million: write the price as a quoted decimal string, such as "0.10" (got true)',
+      'models[0].pricing.output_per_million: write the price as a quoted decimal string, such as "0.40" (got a list)',
+    ]);
+  });
+
   it("gives each problem the line of its field and lists them all in the message", async () => {
     const file = await folder.write(
       "tollgate.yaml",
