@@ -192,7 +192,12 @@ describe("llama engine: a model URI downloaded on first use", () => {
     const engine = createEngine(source, logger);
     const refusal = await refusalOf(engine);
     expect(refusal.code).toBe("model_unavailable");
+    // The log says why; the client, in general terms.
     expect(refusal.message).toMatch(
+      /its file on the server is missing or cannot be used\. The server's log says why/,
+    );
+    const warned = lines.find((line) => line.message === "local model unavailable");
+    expect((warned?.object as { reason?: string } | undefined)?.reason).toMatch(
       /cannot be loaded: GGUF metadata key general\.architecture is missing\. Replace it with a valid GGUF chat model/,
     );
     for (const text of [refusal.message, JSON.stringify(lines.map((line) => [line.message, line.object]))]) {

@@ -160,7 +160,6 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
         const retry = closed || retired ? undefined : retries.after(error);
         const message = describeLoadFailure({
           modelId,
-          source: config.model,
           error,
           expected,
           retrying: retry !== undefined,

@@ -1,17 +1,14 @@
 import { ModelDownloadError } from "../../models/download/model-download-error.ts";
-import { redactUrlsInText } from "../../models/download/redact-url.ts";
 
 /**
- * The message API clients get (503 `model_unavailable`) for a model that did not load. A file
- * that could not be downloaded is said to be so, with the fixes in general terms: the reason names
- * the model's host and URI and the fix names the models folder, which are the operator's business
- * and stay in the server log (the warning `local model unavailable`). Another expected failure (`expected`, a
- * local file missing or broken) says how to fix it; anything else sends to the log.
+ * The message API clients get (503 `model_unavailable`) for a model that did not load: what is
+ * wrong and the fixes, in general terms. The reason names the model's host and URI, or the file's
+ * path on the server, and the fix the models folder or the commands to run there: the operator's
+ * business, which stays in the server log (the warning `local model unavailable`). Regression:
+ * a missing or broken local file's 503 gave every key holder the server's path and commands.
  */
 export function describeLoadFailure(options: {
   modelId: string;
-  /** `engine.model` as configured. */
-  source: string;
   error: unknown;
   /** The error, when it is one the loader expects (ModelLoadError). */
   expected: Error | undefined;
@@ -27,8 +24,8 @@ export function describeLoadFailure(options: {
     return `The model '${modelId}' is unavailable: its file could not be downloaded. The server's log says why and how to fix it: an operator corrects the model's engine.model (its URI, or the token of a gated repository) or points it at a local GGUF file, then reloads the server.`;
   }
   if (options.expected !== undefined)
-    return `The model '${modelId}' is unavailable. ${options.expected.message}`;
-  return `The model '${modelId}' is unavailable: its file '${redactUrlsInText(options.source)}' could not be loaded. Check the server log, and replace the file with a valid GGUF chat model (\`tollgate models pull\`).`;
+    return `The model '${modelId}' is unavailable: its file on the server is missing or cannot be used. The server's log says why and how to fix it: an operator puts a GGUF chat model in place, or points the model's engine.model at another file or a model URI, then reloads the server.`;
+  return `The model '${modelId}' is unavailable: its file could not be loaded. The server's log says why: an operator replaces the file with a valid GGUF chat model, or points the model's engine.model at another, then reloads the server.`;
 }
 
 function isDownloadFailure(error: unknown): boolean {

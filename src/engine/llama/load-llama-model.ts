@@ -134,9 +134,9 @@ async function resolveModelFile(options: {
 
 /**
  * What an operator can do instead of mending the file: name another one, or a URI. Each message
- * below goes to API clients (503 `model_unavailable`) as well as to the server log: it names the
- * configured path (resolved against the config file's folder), and nothing else about the
- * machine (no folder listing, no other file).
+ * below goes to the server log (the warning `local model unavailable`; API clients get it in
+ * general terms, see describe-load-failure.ts): it names the configured path (resolved against
+ * the config file's folder), and nothing else about the machine (no folder listing, no other file).
  */
 const modelUri =
   "a model URI such as hf:ORG/REPO:QUANT (downloaded when the server loads it, or ahead of time with `tollgate models pull URI`)";

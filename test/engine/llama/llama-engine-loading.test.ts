@@ -23,22 +23,42 @@ afterAll(async () => {
   if (folder !== undefined) await rm(folder, { recursive: true, force: true });
 });
 
+/** The reasons each engine logged with its warning `local model unavailable`. */
+const loggedReasons = new Map<ChatEngine, string[]>();
+
 /** Engines here use the default binding: the process-wide one for `gpu: false`. */
 function createEngine(path: string): ChatEngine {
-  const engine = createLlamaEngine({ model: createTestCatalogModel({ path }) });
+  const reasons: string[] = [];
+  const logger = {
+    info: () => {},
+    error: () => {},
+    warn: (fields: { reason?: string }, message?: string) => {
+      if (message === "local model unavailable" && fields.reason !== undefined) reasons.push(fields.reason);
+    },
+  };
+  const engine = createLlamaEngine({ model: createTestCatalogModel({ path }), logger });
   engines.push(engine);
+  loggedReasons.set(engine, reasons);
   return engine;
 }
 
+/** The reason the server's log gives for a model that did not load (the client's message is general). */
 async function messageOf(engine: ChatEngine): Promise<string> {
-  const refusal = await engine.prepare(createTestRequest()).catch((error: unknown) => error);
-  return (refusal as Error).message;
+  await engine.prepare(createTestRequest()).catch(() => undefined);
+  return loggedReasons.get(engine)?.at(-1) ?? "";
 }
 
+/** Unavailable, the client told in general terms, the log's reason matching `messagePattern`. */
 async function expectUnavailable(engine: ChatEngine, messagePattern: RegExp): Promise<void> {
   const refusal = await engine.prepare(createTestRequest()).catch((error: unknown) => error);
   expect(isAppError(refusal) && refusal.code).toBe("model_unavailable");
-  expect((refusal as Error).message).toMatch(messagePattern);
+  const message = (refusal as Error).message;
+  // Regression: the 503 gave every key holder the server's path and the commands to run there.
+  expect(message).toMatch(/^The model '.*' is unavailable: its file .*\. The server's log says why/);
+  expect(message).not.toContain(folder);
+  // A failure the loader expects is logged as a warning with its reason (another, as an error).
+  const reason = loggedReasons.get(engine)?.at(-1);
+  expect(reason ?? message).toMatch(messagePattern);
   // No retry in a moment can help: the SDKs are told not to (x-should-retry: false).
   expect(errorHeaders(refusal as AppError)).toMatchObject({ "x-should-retry": "false" });
   expect(engine.status()).toBe("unavailable");
