@@ -51,9 +51,10 @@ export async function runModelsCommand(
 const REPEATED_SIGNAL_MS = 1000;
 
 /**
- * Runs `work` with a signal that SIGINT and SIGTERM abort: a pull stopped by Ctrl-C (or a
- * container's stop) winds its download down, its lock file released and its partial file kept
- * for the next run to resume, then exits 130 or 143. It used to die at once and leave its lock
+ * Runs `work` with a signal that SIGINT, SIGTERM and SIGHUP abort: a pull stopped by Ctrl-C (or a
+ * container's stop, or a dropped SSH session's hangup) winds its download down, its lock file
+ * released and its partial file kept for the next run to resume, then exits 130, 143 or 129. It
+ * used to die at once and leave its lock
  * file, which a replica of another machine sharing the models folder waited out (30 s). A second
  * signal exits at once, unless it comes within a second of the first (Ctrl-C pressed twice out
  * of habit, while the wind-down takes milliseconds): it would leave the lock file behind.
@@ -62,7 +63,7 @@ async function runInterruptibly(work: (signal: AbortSignal) => Promise<void>): P
   const controller = new AbortController();
   let received: NodeJS.Signals | undefined;
   let receivedAt = 0;
-  const exitCodeOf = (name: NodeJS.Signals) => (name === "SIGINT" ? 130 : 143);
+  const exitCodeOf = (name: NodeJS.Signals) => (name === "SIGINT" ? 130 : name === "SIGHUP" ? 129 : 143);
   const onSignal = (name: NodeJS.Signals) => {
     if (received !== undefined) {
       if (performance.now() - receivedAt >= REPEATED_SIGNAL_MS) process.exit(exitCodeOf(name));
@@ -74,6 +75,7 @@ async function runInterruptibly(work: (signal: AbortSignal) => Promise<void>): P
   };
   process.on("SIGINT", onSignal);
   process.on("SIGTERM", onSignal);
+  process.on("SIGHUP", onSignal);
   try {
     await work(controller.signal);
   } catch (error) {
@@ -85,6 +87,7 @@ async function runInterruptibly(work: (signal: AbortSignal) => Promise<void>): P
   } finally {
     process.off("SIGINT", onSignal);
     process.off("SIGTERM", onSignal);
+    process.off("SIGHUP", onSignal);
   }
 }
 

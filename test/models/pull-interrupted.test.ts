@@ -40,6 +40,8 @@ afterAll(async () => {
 describe.each([
   ["SIGTERM", 143],
   ["SIGINT", 130],
+  // A dropped SSH session: it died at once, with no word, and left its lock file.
+  ["SIGHUP", 129],
 ] as const)("models pull stopped by %s", (signal, exitCode) => {
   it("releases its lock file, keeps what it downloaded for a resume, and says so", async () => {
     const env: NodeJS.ProcessEnv = { ...process.env, TOLLGATE_MODELS_DIR: modelsFolder };
