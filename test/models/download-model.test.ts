@@ -150,7 +150,19 @@ describe("downloadModel: hf: URIs", () => {
     const modelsFolder = newModelsFolder();
     await expect(
       downloadModel({ uri: uri("hf:acme/nothing-GGUF:Q4_K_M"), modelsFolder, huggingFace: endpoint() }),
-    ).rejects.toThrow(`The Hugging Face repository acme/nothing-GGUF was not found at ${hub.baseUrl}`);
+    ).rejects.toThrow(
+      `The Hugging Face repository acme/nothing-GGUF was not found at ${hub.baseUrl} (check the URI; a private or gated repository needs HF_TOKEN).`,
+    );
+    // Regression: with HF_TOKEN set (and refused, or its account without access) it said to set HF_TOKEN.
+    await expect(
+      downloadModel({
+        uri: uri("hf:acme/nothing-GGUF:Q4_K_M"),
+        modelsFolder,
+        huggingFace: endpoint("hf_refused"),
+      }),
+    ).rejects.toThrow(
+      "(check the URI; HF_TOKEN is set: check that it is valid and that its account may read the repository).",
+    );
     await expect(
       downloadModel({ uri: uri("hf:acme/tiny-GGUF:Q2_K"), modelsFolder, huggingFace: endpoint() }),
     ).rejects.toThrow(

@@ -51,3 +51,18 @@ describe("Retry-After", () => {
     expect(parseRetryAfter(null, now)).toBeUndefined();
   });
 });
+
+describe("a download refused for want of credentials", () => {
+  // Regression: a plain URL's 401 said only that a Hugging Face repository needs HF_TOKEN, which
+  // is never sent to another host.
+  it("says what credentials each kind of server takes", async () => {
+    server.files.set("/files/private.gguf", { bytes: model.bytes, statusCode: 401, statusCount: 1 });
+    const error = await downloadFile({
+      url: `${server.baseUrl}/files/private.gguf`,
+      destination: join(folder, "private.gguf"),
+    }).catch((caught: unknown) => caught);
+    expect((error as Error).message).toMatch(
+      /refused the download \(HTTP 401[^)]*\): it needs credentials that may read it\. From a Hugging Face repository, private or gated \(accept its licence on the hub first\), set HF_TOKEN .*; from another server, write its user and password in the URL \(https:\/\/user:password@host\/\.\.\.\) or use a signed URL\.$/,
+    );
+  });
+});

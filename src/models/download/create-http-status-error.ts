@@ -17,7 +17,7 @@ export function createHttpStatusError(response: Response, url: URL): ModelDownlo
   if (response.status === 401 || response.status === 403) {
     return new ModelDownloadError(
       "access-denied",
-      `${shown} refused the download (HTTP ${status}); a private or gated Hugging Face repository needs HF_TOKEN set to a token that may read it.`,
+      `${shown} refused the download (HTTP ${status}): it needs credentials that may read it. From a Hugging Face repository, private or gated (accept its licence on the hub first), set HF_TOKEN to a token of an account that may; from another server, write its user and password in the URL (https://user:password@host/...) or use a signed URL.`,
     );
   }
   if (response.status === 408 || response.status === 429 || response.status >= 500) {

@@ -40,7 +40,7 @@ export async function listHuggingFaceRepository(options: {
       await response.body?.cancel().catch(() => {});
       throw new ModelDownloadError(
         "not-found",
-        `The Hugging Face repository ${name} was not found at ${endpoint.baseUrl} (check the URI; a private or gated repository needs HF_TOKEN).`,
+        `The Hugging Face repository ${name} was not found at ${endpoint.baseUrl} (check the URI; ${endpoint.token === undefined ? "a private or gated repository needs HF_TOKEN" : "HF_TOKEN is set: check that it is valid and that its account may read the repository"}).`,
       );
     }
     if (!response.ok) {
