@@ -57,7 +57,7 @@ export function describeYamlErrors(
         : "";
     problems.push({
       field: "",
-      message: `YAML syntax error: ${withoutSource(error.message)}${snippet}`,
+      message: `YAML syntax error: ${describeYamlMessage(error.message)}${snippet}`,
       line,
       column: col,
     });
@@ -74,15 +74,40 @@ export function describeYamlErrors(
 }
 
 /**
- * A YAML error's message without the text of the file it quotes: after a stray `]`, the next
- * token's (`Unexpected double-quoted-scalar token in YAML stream: "\"<the admin key>\""`) went to
- * stderr, or to the log on a reload, unmasked. The line quoted below it, masked, and its caret
- * show where the problem is.
+ * The library's messages that quote what follows them from the file, each with what it should say
+ * instead: a value YAML read as a tag (`!`) or an alias (`*`), a directive (`%`), a bad escape.
  */
-function withoutSource(message: string): string {
-  return message
-    .replace(/: "(?:[^"\\]|\\.)*"$/s, "")
-    .replace(/^(Not a YAML token|Block scalar header includes extra characters): .*$/s, "$1");
+const QUOTING_MESSAGES: readonly [RegExp, string][] = [
+  [/^Unresolved tag: /, "Unresolved tag: a value that starts with ! is read as a YAML tag; quote it"],
+  [
+    /^Unresolved alias \(the anchor must be set before the alias\): /,
+    "Unresolved alias: a value that starts with * is read as a YAML alias; quote it",
+  ],
+  [
+    /^(?:Unknown directive|Unsupported YAML version) /,
+    "Unknown directive: a line that starts with % is read as a YAML directive; quote its value",
+  ],
+  [
+    /^Invalid escape sequence /,
+    "Invalid escape sequence in a double-quoted value: write it in single quotes, or double each backslash",
+  ],
+  [
+    /^(?:Not a valid tag|Could not resolve tag|Verbatim tags aren't resolved)|^The .* tag has no suffix$/,
+    "Invalid tag: a value that starts with ! is read as a YAML tag; quote it",
+  ],
+  [/^Not a YAML token: /, "Not a YAML token"],
+  [/^Block scalar header includes extra characters: /, "Block scalar header includes extra characters"],
+];
+
+/**
+ * A YAML error's message without the text of the file it quotes: after a stray `]`, the next
+ * token's (`Unexpected double-quoted-scalar token in YAML stream: "\"<the admin key>\""`), or a
+ * key that starts with `!` or `*` (`Unresolved tag: !<the key>`), went to stderr, or to the log on
+ * a reload, unmasked. The line quoted below it, masked, and its caret show where the problem is.
+ */
+export function describeYamlMessage(message: string): string {
+  for (const [pattern, replacement] of QUOTING_MESSAGES) if (pattern.test(message)) return replacement;
+  return message.replace(/: "(?:[^"\\]|\\.)*"$/s, "");
 }
 
 /**

@@ -29,7 +29,7 @@ import { ConfigError, type ConfigProblem } from "./config-error.ts";
 import type { ConfigIssue } from "./config-fields.ts";
 import { decodeConfigText } from "./decode-config-text.ts";
 import { DEFAULT_CATALOG_CREATED } from "./default-catalog.ts";
-import { describeYamlErrors } from "./describe-yaml-errors.ts";
+import { describeYamlErrors, describeYamlMessage } from "./describe-yaml-errors.ts";
 import { type ConfigPurpose, type LoadedConfig, readConfig } from "./read-config.ts";
 
 export type { LoadedConfig } from "./read-config.ts";
@@ -106,7 +106,7 @@ export async function loadConfig(options: LoadConfigOptions = {}): Promise<Loade
     raw = document.toJS({ maxAliasCount: MAX_ALIAS_COUNT }) ?? {};
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
-    throw new ConfigError({ problems: [fileProblem(`YAML error: ${message}`)], source });
+    throw new ConfigError({ problems: [fileProblem(`YAML error: ${describeYamlMessage(message)}`)], source });
   }
 
   const result = readConfig({

@@ -52,15 +52,36 @@ describe("YAML syntax errors", () => {
       ["models: [ ]]", `admin_key: "${secret}"`],
       ["models: [ ]]", `admin_key: ${secret}`],
       ["models: [ ]]", `admin_key: '${secret}'`],
+      // A generated key that starts with ! or * is read as a tag or an alias.
+      ["models: []", `admin_key: !${secret}`],
+      ["models: []", `admin_key: *${secret}`],
+      ["models: []", `admin_key: !!${secret}`],
+      ["models: []", `admin_key: !<${secret}>`],
+      ["models: []", `admin_key: !e!${secret}`],
+      [`%${secret}`, "---", "models: []"],
+      ["models: []", `admin_key: "\\u${secret}"`],
+      ["models: []", `admin_key: "\\q${secret}"`],
     ]) {
       await folder.write("tollgate.yaml", [...text, ""].join("\n"));
       const problems = await folder.problemsOf();
       expect(problems.length, text.join("\n")).toBeGreaterThan(0);
       for (const problem of problems) {
-        expect(problem).toContain("YAML syntax error");
+        expect(problem).toMatch(/YAML (syntax )?error/);
         expect(problem).not.toContain("TOPSECRET");
+        // Not even the first characters of it (an escape sequence's).
+        expect(problem).not.toContain("TOPS");
       }
     }
+    await folder.write("tollgate.yaml", ["models: []", `admin_key: *${secret}`, ""].join("\n"));
+    expect(await folder.problemsOf()).toEqual([
+      ": YAML error: Unresolved alias: a value that starts with * is read as a YAML alias; quote it",
+    ]);
+    await folder.write("tollgate.yaml", ["models: []", `admin_key: !${secret}`, ""].join("\n"));
+    expect(await folder.problemsOf()).toContainEqual(
+      expect.stringMatching(
+        /^: YAML syntax error: Unresolved tag: a value that starts with ! is read as a YAML tag; quote it\nadmin_key: \*+\n/,
+      ),
+    );
     await folder.write("tollgate.yaml", ["models: [ ]]", `admin_key: "${secret}"`, ""].join("\n"));
     expect(await folder.problemsOf()).toContainEqual(
       expect.stringMatching(
