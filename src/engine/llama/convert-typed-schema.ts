@@ -155,8 +155,8 @@ function convertObject(
   }
   // Declared properties (even none, `properties: {}`) are what the client wants: only those.
   if (declared !== undefined || Object.keys(properties).length > 0) {
-    countProperties(conversion, schema, properties, new Set(required), at);
-    conversion.noteProperties(properties, required, at);
+    const minimum = countProperties(conversion, schema, properties, new Set(required), at);
+    conversion.noteProperties(properties, required, at, minimum);
     return { type: "object", properties };
   }
 
@@ -186,7 +186,8 @@ function convertObject(
  * wrote both); counts no value can meet are refused (more required properties than
  * `maxProperties`; a `minProperties` above the properties `additionalProperties: false` allows).
  * A `minProperties` above them where more may be added is not enforced: the grammar writes no
- * property names of its own.
+ * property names of its own. Answers the `minProperties` that holds where no other name may be
+ * (no fewer properties are left out for recursion: see schema-finite-values.ts).
  */
 function countProperties(
   conversion: SchemaConversion,
@@ -194,37 +195,35 @@ function countProperties(
   properties: Record<string, GbnfJsonSchema>,
   required: ReadonlySet<string>,
   at: Position,
-): void {
+): number | undefined {
   // Never written as a repeat, so no grammar limit applies to them.
   const minProperties = readBound(conversion, schema, "minProperties", at, false);
   const maxProperties = readBound(conversion, schema, "maxProperties", at, false);
   checkRange(conversion, at, "minProperties", minProperties, "maxProperties", maxProperties);
   const names = Object.keys(properties);
+  const closed = schema.additionalProperties === false && !hasPatternProperties(schema);
   if (maxProperties !== undefined && required.size > maxProperties) {
     conversion.refuseNoValue(
       at,
       `'required' names ${required.size} properties, but 'maxProperties' is ${maxProperties}, so no value can match.`,
     );
   }
-  if (
-    minProperties !== undefined &&
-    minProperties > names.length &&
-    schema.additionalProperties === false &&
-    !hasPatternProperties(schema)
-  ) {
+  if (minProperties !== undefined && minProperties > names.length && closed) {
     conversion.refuseNoValue(
       at,
       `'minProperties' is ${minProperties}, but 'additionalProperties' is false and ${names.length === 0 ? "no property is declared" : `only ${names.length} ${names.length === 1 ? "property is" : "properties are"} declared`}, so no value can match.`,
     );
   }
-  if (maxProperties === undefined) return;
-  let surplus = names.length - maxProperties;
-  for (let index = names.length - 1; surplus > 0 && index >= 0; index--) {
-    const name = names[index] as string;
-    if (required.has(name)) continue;
-    delete properties[name];
-    surplus--;
+  if (maxProperties !== undefined) {
+    let surplus = names.length - maxProperties;
+    for (let index = names.length - 1; surplus > 0 && index >= 0; index--) {
+      const name = names[index] as string;
+      if (required.has(name)) continue;
+      delete properties[name];
+      surplus--;
+    }
   }
+  return closed ? minProperties : undefined;
 }
 
 function convertArray(

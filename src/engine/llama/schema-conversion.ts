@@ -23,8 +23,16 @@ export interface SchemaConversion {
    * its branches are named there once a merge (`allOf`, an `anyOf` branch) has moved it.
    */
   noteAlternatives(list: unknown[], at: Position): void;
-  /** Notes which of an object's converted `properties` are required (see schema-finite-values.ts). */
-  noteProperties(properties: Record<string, GbnfJsonSchema>, required: readonly string[], at: Position): void;
+  /**
+   * Notes which of an object's converted `properties` are required, and how many of them must be
+   * written at least where no other name may be (`minProperties`; see schema-finite-values.ts).
+   */
+  noteProperties(
+    properties: Record<string, GbnfJsonSchema>,
+    required: readonly string[],
+    at: Position,
+    minimum?: number,
+  ): void;
   /**
    * A reference to a `$defs` schema that a grammar writes as the grammar `spec` names (`uuid`,
    * `integer MIN MAX`; see patch-grammar-definitions.ts), a value `loose` describes for

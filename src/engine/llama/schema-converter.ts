@@ -234,8 +234,9 @@ export class SchemaConverter implements SchemaConversion {
     properties: Record<string, GbnfJsonSchema>,
     required: readonly string[],
     at: Position,
+    minimum?: number,
   ): void {
-    this.#finiteValues.note(properties, required, at);
+    this.#finiteValues.note(properties, required, at, minimum);
   }
 
   #resolve(reference: string): unknown {

@@ -14,11 +14,22 @@ import { child, type Position } from "./schema-position.ts";
  * with nothing in between (`{"$ref": "#"}`) is refused after this (see check-grammar-stacks.ts).
  */
 export class FiniteValues {
-  /** Per converted `properties` (shared by the copies of its object): its required names and place. */
-  readonly #objects = new WeakMap<object, { required: ReadonlySet<string>; at: Position }>();
+  /**
+   * Per converted `properties` (shared by the copies of its object): its required names, its place,
+   * and how many properties it must keep at least (`minProperties`, where no other name may be).
+   */
+  readonly #objects = new WeakMap<
+    object,
+    { required: ReadonlySet<string>; at: Position; minimum: number | undefined }
+  >();
 
-  note(properties: Record<string, GbnfJsonSchema>, required: readonly string[], at: Position): void {
-    this.#objects.set(properties, { required: new Set(required), at });
+  note(
+    properties: Record<string, GbnfJsonSchema>,
+    required: readonly string[],
+    at: Position,
+    minimum?: number,
+  ): void {
+    this.#objects.set(properties, { required: new Set(required), at, minimum });
   }
 
   /** Leaves out what has no finite value from `root` and its `$defs` (in place), or refuses it. */
@@ -38,8 +49,14 @@ export class FiniteValues {
     for (const node of reachable([root, ...bodies.values()], bodies)) {
       const noted = isRecord(node.properties) ? this.#objects.get(node.properties) : undefined;
       if (noted === undefined || !isRecord(node.properties)) continue;
+      // Never below `minProperties` (regression: `{"a": ..., "next": {"$ref": "#"}}` beside
+      // `minProperties: 2` wrote `{"a": 470}`): what must stay and cannot end is refused below.
+      let room = Object.keys(node.properties).length - (noted.minimum ?? 0);
       for (const [name, property] of Object.entries(node.properties)) {
-        if (!noted.required.has(name) && !ending.has(property as object)) delete node.properties[name];
+        if (room <= 0) break;
+        if (noted.required.has(name) || ending.has(property as object)) continue;
+        delete node.properties[name];
+        room--;
       }
     }
     // Left out, those let what held them end: what has no finite value still needs a required one.
@@ -57,9 +74,12 @@ export class FiniteValues {
       if (noted === undefined || !isRecord(node.properties)) continue;
       for (const [name, property] of Object.entries(node.properties)) {
         if (finite.has(property as object)) continue;
+        const needed = noted.required.has(name)
+          ? `the required property '${name}'`
+          : `the property '${name}', which 'minProperties' (${noted.minimum}) needs written,`;
         refuse(
           child(noted.at, "properties", name),
-          `the required property '${name}' has no finite value: its '$ref' leads back into it with no alternative that ends. Make it optional, or give the recursion an end (such as {"anyOf": [{"$ref": ...}, {"type": "null"}]}, or an array of them).`,
+          `${needed} has no finite value: its '$ref' leads back into it with no alternative that ends. Make it optional, or give the recursion an end (such as {"anyOf": [{"$ref": ...}, {"type": "null"}]}, or an array of them).`,
         );
       }
     }

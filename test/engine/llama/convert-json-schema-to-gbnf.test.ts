@@ -109,6 +109,38 @@ describe("convertJsonSchemaToGbnf", () => {
     });
   });
 
+  // Regression: the optional property that can only recurse was left out after the count was
+  // checked: `{"a": 470}` answered a schema whose every object needs two properties.
+  it("leaves out a property that can only recurse only as far as minProperties allows", () => {
+    const integer = { type: "integer" };
+    expect(
+      refusal({
+        type: "object",
+        properties: { a: integer, next: { $ref: "#" } },
+        additionalProperties: false,
+        minProperties: 2,
+      })?.message,
+    ).toMatch(
+      /at '#\/properties\/next': the property 'next', which 'minProperties' \(2\) needs written, has no finite value/,
+    );
+    const converted = convert({
+      type: "object",
+      properties: { a: integer, next: { $ref: "#" }, b: integer },
+      additionalProperties: false,
+      minProperties: 2,
+    }) as { properties?: Record<string, unknown>; $defs?: unknown };
+    expect(Object.keys(converted.properties ?? {})).toEqual(["a", "b"]);
+    // Where more names may be added, minProperties is not enforced: left out as before.
+    const open = convert({
+      type: "object",
+      properties: { a: integer, next: { $ref: "#" } },
+      minProperties: 2,
+    }) as {
+      properties?: Record<string, unknown>;
+    };
+    expect(Object.keys(open.properties ?? {})).toEqual(["a"]);
+  });
+
   it("refuses property counts no value can meet beside properties or additionalProperties: false", () => {
     const properties = { a: { type: "integer" }, b: { type: "integer" } };
     const cases: [unknown, RegExp][] = [
