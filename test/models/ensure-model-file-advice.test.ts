@@ -45,7 +45,7 @@ describe("ensureModelFile: the advice fits the failure", () => {
     );
     expect(failure.message).toMatch(
       new RegExp(
-        ` To fix it, make room in ${modelsFolder.replace(/[./]/g, "\\$&")} \\(or make it writable\\), then reload the server \\(SIGHUP\\) or restart it; or restart it with TOLLGATE_MODELS_DIR set to a folder on a disk with room, or serve a local GGUF file instead \\(engine\\.model in tollgate\\.yaml\\)\\.$`,
+        ` To fix it, mend ${modelsFolder.replace(/[./]/g, "\\$&")} as the reason says \\(make room there, make it writable, or make it a folder\\), then reload the server \\(SIGHUP\\) or restart it; or restart it with TOLLGATE_MODELS_DIR set to a folder on a disk with room, or serve a local GGUF file instead \\(engine\\.model in tollgate\\.yaml\\)\\.$`,
       ),
     );
     expect(failure.message).not.toMatch(/network/);

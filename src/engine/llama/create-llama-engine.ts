@@ -1,6 +1,7 @@
 import type { ChatWrapper, Llama } from "node-llama-cpp";
 import type { CatalogModel } from "../../catalog/catalog.ts";
 import { AppError } from "../../errors/app-error.ts";
+import { redactUrlsInText } from "../../models/download/redact-url.ts";
 import { checkContextLength, TOOL_TEXTS_COUNTED } from "../check-context-length.ts";
 import type { ChatEngine, ChatRequest, ModelStatus, PreparedChat, PrepareOptions } from "../engine.ts";
 import { refuseLocalExtras } from "../refuse-local-extras.ts";
@@ -171,7 +172,13 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
         const next = retry && { attempt: retry.attempt - 1, nextAttemptAt: new Date(retry.at).toISOString() };
         if (expected)
           logger.warn({ model: modelId, reason: expected.message, ...next }, "local model unavailable");
-        else logger.error({ model: modelId, err: error }, "local model failed to load");
+        // Its file named (regression: a truncated GGUF was logged with no path, and the client's
+        // message no longer names it).
+        else
+          logger.error(
+            { model: modelId, engineModel: redactUrlsInText(config.model), err: error },
+            "local model failed to load (err says why; engineModel is its engine.model)",
+          );
       });
   }
 

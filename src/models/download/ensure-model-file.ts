@@ -121,7 +121,7 @@ function describeFix(
     case "server-error":
       return `${context.transient ? "The server tries the download again by itself, less and less often (at least every 5 minutes). " : ""}To fix it, let this machine reach the network (or wait for the server to answer again), then reload the server (SIGHUP) or restart it; or ${elsewhere}`;
     case "not-writable":
-      return `To fix it, make room in ${context.modelsFolder} (or make it writable), then reload the server (SIGHUP) or restart it; or restart it with TOLLGATE_MODELS_DIR set to a folder on a disk with room, or serve a local GGUF file instead (engine.model in tollgate.yaml).`;
+      return `To fix it, mend ${context.modelsFolder} as the reason says (make room there, make it writable, or make it a folder), then reload the server (SIGHUP) or restart it; or restart it with TOLLGATE_MODELS_DIR set to a folder on a disk with room, or serve a local GGUF file instead (engine.model in tollgate.yaml).`;
     case "access-denied":
     case "misconfigured":
       return `To fix it, set the variable and restart the server, or correct engine.model and reload the server (SIGHUP); or ${elsewhere}`;

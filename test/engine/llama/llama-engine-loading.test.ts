@@ -25,13 +25,16 @@ afterAll(async () => {
 
 /** The reasons each engine logged with its warning `local model unavailable`. */
 const loggedReasons = new Map<ChatEngine, string[]>();
+/** The fields of each engine's error lines. */
+const loggedErrors = new Map<ChatEngine, object[]>();
 
 /** Engines here use the default binding: the process-wide one for `gpu: false`. */
 function createEngine(path: string): ChatEngine {
   const reasons: string[] = [];
+  const errors: object[] = [];
   const logger = {
     info: () => {},
-    error: () => {},
+    error: (fields: object) => errors.push(fields),
     warn: (fields: { reason?: string }, message?: string) => {
       if (message === "local model unavailable" && fields.reason !== undefined) reasons.push(fields.reason);
     },
@@ -39,6 +42,7 @@ function createEngine(path: string): ChatEngine {
   const engine = createLlamaEngine({ model: createTestCatalogModel({ path }), logger });
   engines.push(engine);
   loggedReasons.set(engine, reasons);
+  loggedErrors.set(engine, errors);
   return engine;
 }
 
@@ -167,7 +171,10 @@ describe("llama engine: unusable model files", () => {
     const bytes = await readFile(model.path);
     const path = join(folder, "truncated.gguf");
     await writeFile(path, bytes.subarray(0, Math.floor(bytes.length / 2)));
-    await expectUnavailable(createEngine(path), /model_unavailable|unavailable/);
+    const engine = createEngine(path);
+    await expectUnavailable(engine, /model_unavailable|unavailable/);
+    // The log names the file, which the client's message does not.
+    expect(loggedErrors.get(engine)).toContainEqual(expect.objectContaining({ engineModel: path }));
   });
 
   it("logs llama.cpp's own reason a model did not load as a log line, not as text on stderr", async () => {
