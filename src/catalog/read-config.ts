@@ -168,11 +168,13 @@ export function readConfig(options: ReadConfigOptions): ReadConfigResult {
     ...(metricsKey === undefined && isReference(ownKeys.metrics_key)
       ? [`metrics_key is ${String(ownKeys.metrics_key)}, which is not set: /metrics answers without a key`]
       : []),
-    // Written empty (a placeholder never filled in), as unset: said too.
-    ...(overrides.adminKey === undefined && ownKeys.admin_key === ""
+    // Written empty (a placeholder never filled in: "", or no value at all), as unset: said too.
+    ...(overrides.adminKey === undefined && isWrittenEmpty(ownKeys, "admin_key")
       ? ["admin_key is empty: the admin API takes only the stored admin keys"]
       : []),
-    ...(ownKeys.metrics_key === "" ? ["metrics_key is empty: /metrics answers without a key"] : []),
+    ...(isWrittenEmpty(ownKeys, "metrics_key")
+      ? ["metrics_key is empty: /metrics answers without a key"]
+      : []),
   ];
   const logPrompts = readBoolean(issues, ["log_prompts"], tree.log_prompts) ?? false;
   const logLevel = readLogLevel(issues, tree.log_level, overrides.logLevel);
@@ -359,6 +361,11 @@ function isReference(value: unknown): boolean {
 }
 
 /** A key that may be left out or empty (both mean "not set"). */
+/** Whether `key` is in the file with an empty value: `""`, or none (`key:`, `key: ~`). */
+function isWrittenEmpty(mapping: ConfigMapping, key: string): boolean {
+  return Object.hasOwn(mapping, key) && (mapping[key] === "" || mapping[key] === null);
+}
+
 function readOptionalSecret(
   issues: ConfigIssues,
   path: ConfigPath,

@@ -393,13 +393,15 @@ describe("loadConfig: ${VAR}", () => {
 
   // Regression: `metrics_key: ""` left /metrics open without a word.
   it("says so when admin_key or metrics_key is written empty, meaning unset", async () => {
-    await folder.write("tollgate.yaml", 'admin_key: ""\nmetrics_key: ""\nmodels: []\n');
-    const config = await load();
-    expect(config.metricsKey).toBeUndefined();
-    expect(config.unsetKeys).toEqual([
-      "admin_key is empty: the admin API takes only the stored admin keys",
-      "metrics_key is empty: /metrics answers without a key",
-    ]);
+    for (const written of ['admin_key: ""\nmetrics_key: ""', "admin_key:\nmetrics_key: ~"]) {
+      await folder.write("tollgate.yaml", `${written}\nmodels: []\n`);
+      const config = await load();
+      expect(config.metricsKey).toBeUndefined();
+      expect(config.unsetKeys).toEqual([
+        "admin_key is empty: the admin API takes only the stored admin keys",
+        "metrics_key is empty: /metrics answers without a key",
+      ]);
+    }
   });
 
   it("writes $${ as a literal ${ and treats a variable set to empty as empty", async () => {
