@@ -179,6 +179,13 @@ async function* runFallbacks(options: FallbackRunOptions, primaryError: AppError
       );
       continue;
     }
+    // The client left while the fallback waited (its queue, an upstream's retry-after): it served
+    // nothing, and the request ends as the primary's (regression: recorded and counted as served
+    // by a fallback that only ever answered 429).
+    if (first.done !== true && options.signal.aborted && isAbortFinishOnly(first.value)) {
+      await run.return?.();
+      break;
+    }
     options.logger.info({ model: options.modelId, fallback: id }, "request served by a fallback model");
     options.onFallback?.(id);
     options.countFallback?.(id, "served");
@@ -198,6 +205,16 @@ async function* runFallbacks(options: FallbackRunOptions, primaryError: AppError
     return;
   }
   throw withRefusals(withPassing(primaryError, passing), refusals);
+}
+
+/** Whether `batch` is only the finish of a run the client's leaving ended before any output. */
+function isAbortFinishOnly(batch: PartBatch): boolean {
+  return (
+    batch.length > 0 &&
+    batch.every(
+      (part) => part.type === "finish" && part.rawReason === "abort" && part.usage.completionTokens === 0,
+    )
+  );
 }
 
 /** A failure that passes, by when it may be over (`undefined`: it named no time). */
