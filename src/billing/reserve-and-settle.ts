@@ -182,6 +182,7 @@ export class BillingAdmission implements ChatAdmission {
     const prices = this.#prices.of(model);
     // A fallback may serve the request at its own prices: set aside what the dearest would cost.
     let amountNano = 0n;
+    let dearest = model;
     for (const candidate of [model, ...(request.alternateModels ?? [])]) {
       if (candidate.pricing.kind !== "chat") continue;
       const cost = costOfUsage({
@@ -192,7 +193,10 @@ export class BillingAdmission implements ChatAdmission {
         completionTokens: request.maxCompletionTokens,
         ...this.#prices.of(candidate),
       });
-      if (cost > amountNano) amountNano = cost;
+      if (cost > amountNano) {
+        amountNano = cost;
+        dearest = candidate;
+      }
     }
     const now = this.#now();
     const reservationId = createReservationId(now);
@@ -235,7 +239,7 @@ export class BillingAdmission implements ChatAdmission {
       const available = money === undefined ? 0n : money.balanceNano - money.reservedNano;
       throw new AppError(
         "insufficient_balance",
-        `Your account's available balance (${formatAmount(available < 0n ? 0n : available)}) is below this request's maximum cost (${formatAmount(amountNano)}): its prompt plus max_tokens, or, when max_tokens is not set, plus the most the model may generate. Add credit, or set a lower max_tokens or send shorter messages to reduce the maximum cost.`,
+        `Your account's available balance (${formatAmount(available < 0n ? 0n : available)}) is below this request's maximum cost (${formatAmount(amountNano)}): its prompt plus max_tokens, or, when max_tokens is not set, plus the most the model may generate${dearest === model ? "" : `, at the prices of '${dearest.id}', the dearest of the fallbacks that may serve it`}. Add credit, or set a lower max_tokens or send shorter messages to reduce the maximum cost.`,
       );
     }
     this.#live.add(reservationId);

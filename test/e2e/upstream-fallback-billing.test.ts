@@ -179,8 +179,12 @@ describe("a request served by a fallback model", () => {
       body: JSON.stringify({ model: PRIMARY, messages, max_tokens: 1000 }),
     });
     expect(response.status).toBe(403);
-    const body = (await response.json()) as { error: { code: string } };
+    const body = (await response.json()) as { error: { code: string; message: string } };
     expect(body.error.code).toBe("insufficient_balance");
+    // Regression: the client could not tell that a fallback's prices set the maximum.
+    expect(body.error.message).toContain(
+      `plus the most the model may generate, at the prices of '${FALLBACK}', the dearest of the fallbacks that may serve it. Add credit`,
+    );
     expect(upstream.requests).toEqual([]);
     expect(await server.store.listUsage({ accountId })).toEqual([]);
   });
