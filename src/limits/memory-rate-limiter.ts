@@ -15,6 +15,14 @@ function levelAt(bucket: Bucket, now: number): number {
 }
 
 /**
+ * A bucket's level once its limit changed from `old` to `limit`: what was used stays used, capped
+ * at the new limit, never below zero by the change alone (a level already below it stays).
+ */
+function changedLevel(level: number, old: number, limit: number): number {
+  return Math.max(Math.min(limit, level + limit - old), Math.min(level, 0));
+}
+
+/**
  * Token buckets in this process's memory: for a single server. A bucket that has refilled is let
  * go (a new one starts full: the same), looked for once a minute: every limited key ever used,
  * revoked ones too, kept its bucket until a restart.
@@ -36,7 +44,9 @@ export class MemoryRateLimiter implements RateLimiter {
    * The bucket refilled up to now; a new one starts full. One whose limit changed (the key was
    * updated) is refilled at its old limit and keeps what was used of it: the level moves by the
    * change, capped at the new limit. A lowered limit grants nothing new (rebuilt full, a key
-   * throttled for abuse got the new limit's whole allowance at once); a raised one, the difference.
+   * throttled for abuse got the new limit's whole allowance at once), nor takes a spent bucket
+   * below zero (regression: rpm 100 spent, lowered to 2, waited 49 minutes, where a spent key
+   * stays at 0 and refills at the new rate); a raised one grants the difference.
    */
   #refill(request: BucketRequest): Bucket {
     const now = this.#now();
@@ -50,7 +60,7 @@ export class MemoryRateLimiter implements RateLimiter {
     existing.level = Math.min(existing.limit, levelAt(existing, now));
     existing.updatedAt = now;
     if (existing.limit !== request.limit) {
-      existing.level = Math.min(request.limit, existing.level + request.limit - existing.limit);
+      existing.level = changedLevel(existing.level, existing.limit, request.limit);
       existing.limit = request.limit;
     }
     return existing;

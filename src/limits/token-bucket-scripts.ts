@@ -6,8 +6,8 @@ import { defineRedisScript } from "../cluster/run-redis-script.ts";
  *
  * A bucket is a hash at KEYS[1] with `level` (units held at `updated`, may be negative),
  * `updated` (milliseconds) and `limit`; one whose limit changed is refilled at its old limit and
- * keeps what was used of it (the level moves by the change, capped at the new limit), as in the
- * memory limiter. A missing key is a full bucket: a bucket that is full
+ * keeps what was used of it (the level moves by the change, capped at the new limit, never
+ * below zero by the change alone), as in the memory limiter. A missing key is a full bucket: a bucket that is full
  * again is deleted, and every other one expires two minutes after it would be full, so idle
  * keys leave no trace. Levels are written with 17 significant digits: a double survives the
  * round trip exactly, and the arithmetic is the memory limiter's, step for step.
@@ -27,10 +27,14 @@ local now = clock + tonumber(ARGV[2])
 local level = limit
 local stored = redis.call('HMGET', key, 'level', 'updated', 'limit')
 local storedLimit = tonumber(stored[3])
+local changed = false
 if stored[1] and stored[2] and storedLimit and storedLimit > 0 then
   local elapsed = math.max(0, now - tonumber(stored[2]))
   level = math.min(storedLimit, tonumber(stored[1]) + elapsed * storedLimit / 60000)
-  if storedLimit ~= limit then level = math.min(limit, level + limit - storedLimit) end
+  if storedLimit ~= limit then
+    level = math.max(math.min(limit, level + limit - storedLimit), math.min(level, 0))
+    changed = true
+  end
 end
 
 local function state()
@@ -73,6 +77,9 @@ if level >= amount then
   local remaining, reset = state()
   return {1, remaining, reset, 0, clock}
 end
+-- A refused take still records a changed limit, from now: recomputed from the old one at each
+-- take, a spent bucket refilled at the old rate until it covered the cut.
+if changed then save() end
 local remaining, reset = state()
 local retry = -1
 if amount <= limit then retry = math.ceil((amount - level) * 60000 / limit) end

@@ -91,6 +91,13 @@ export function describeRateLimiterConformance(name: string, create: () => Promi
         limit: 50,
         remaining: 0,
       });
+      // Spent, it stays at 0 and refills at the new rate: one request 1.2 s on (regression: the
+      // cut took it 50 below zero, a minute's wait; rpm 100 lowered to 2 waited 49 minutes).
+      await advance(1200);
+      expect(await limiter.take({ ...spent, limit: 50, amount: 1 })).toMatchObject({
+        allowed: true,
+        limit: 50,
+      });
 
       const lowered = { bucket: "requests:g", amount: 1 };
       expect((await limiter.take({ ...lowered, limit: 100 })).remaining).toBe(99);
