@@ -166,8 +166,8 @@ export class BillingAdmission implements ChatAdmission {
   async checkTokenRate(context: AdmissionContext, tokens: number): Promise<void> {
     // Taken to learn whether there is room (429 if not), and given back at once: the request is
     // refused either way, and refused requests cost nothing.
-    await this.#limits.takeTokens(context.key, tokens, context.setHeader);
-    await this.#limits.returnTokens(context.key, tokens, context.setHeader);
+    const taken = await this.#limits.takeTokens(context.key, tokens, context.setHeader);
+    await this.#limits.returnTokens(context.key, taken, context.setHeader);
   }
 
   async admit(request: AdmissionRequest): Promise<AdmissionTicket> {
@@ -177,8 +177,12 @@ export class BillingAdmission implements ChatAdmission {
     if (accountId === undefined) {
       throw new AppError("model_not_allowed", describeModelNotAllowed(key, model.id), { param: "model" });
     }
-    const estimatedTokens = request.promptTokens + request.maxCompletionTokens;
-    await this.#limits.takeTokens(key, estimatedTokens, request.setHeader);
+    // What the key's tpm bucket gave: none without a limit, or while Redis is away (fail-open).
+    const takenTokens = await this.#limits.takeTokens(
+      key,
+      request.promptTokens + request.maxCompletionTokens,
+      request.setHeader,
+    );
     const prices = this.#prices.of(model);
     // A fallback may serve the request at its own prices: set aside what the dearest would cost.
     let amountNano = 0n;
@@ -216,7 +220,7 @@ export class BillingAdmission implements ChatAdmission {
     } catch (error) {
       // Refused (the store is down or locked: 503): nothing runs, nothing is settled, and the
       // tokens taken would otherwise stay spent until the bucket refills.
-      await this.#limits.returnTokens(key, estimatedTokens, request.setHeader).catch(() => {});
+      await this.#limits.returnTokens(key, takenTokens, request.setHeader).catch(() => {});
       // A reserve that may have gone through unanswered (a database that hung runs it when it
       // resumes) would hold the account's money until its lease expired and a sweep released it
       // (over a minute of wrong 403s for an account near its limit): released here instead.
@@ -234,7 +238,7 @@ export class BillingAdmission implements ChatAdmission {
       throw error;
     }
     if (reserved !== "reserved") {
-      await this.#limits.returnTokens(key, estimatedTokens, request.setHeader);
+      await this.#limits.returnTokens(key, takenTokens, request.setHeader);
       const money = await this.#store.getAccountBalance(accountId);
       const available = money === undefined ? 0n : money.balanceNano - money.reservedNano;
       throw new AppError(
@@ -249,7 +253,7 @@ export class BillingAdmission implements ChatAdmission {
         if (settled) return;
         settled = true;
         await this.#settlements.track(
-          this.#settle({ request, reservationId, accountId, prices, estimatedTokens, outcome }),
+          this.#settle({ request, reservationId, accountId, prices, takenTokens, outcome }),
         );
       },
     };
@@ -260,10 +264,10 @@ export class BillingAdmission implements ChatAdmission {
     reservationId: string;
     accountId: string;
     prices: ChatPrices;
-    estimatedTokens: number;
+    takenTokens: number;
     outcome: RunOutcome;
   }): Promise<void> {
-    const { request, accountId, estimatedTokens, outcome } = settlement;
+    const { request, accountId, takenTokens, outcome } = settlement;
     const promptTokens = outcome.usage.promptTokens ?? request.promptTokens;
     const completionTokens = outcome.usage.completionTokens ?? 0;
     // Charged at the prices of the model that served (a fallback), and recorded under its id.
@@ -292,7 +296,7 @@ export class BillingAdmission implements ChatAdmission {
     };
     this.#settling.set(usage.id, { usage, streamed: request.streamed !== false });
     try {
-      await this.#settleUsage(usage, request, estimatedTokens, usageCostNano, outcome);
+      await this.#settleUsage(usage, request, takenTokens, usageCostNano, outcome);
     } finally {
       this.#settling.delete(usage.id);
     }
@@ -301,7 +305,7 @@ export class BillingAdmission implements ChatAdmission {
   async #settleUsage(
     usage: UsageRecord,
     request: AdmissionRequest,
-    estimatedTokens: number,
+    takenTokens: number,
     usageCostNano: bigint,
     outcome: RunOutcome,
   ): Promise<void> {
@@ -322,7 +326,7 @@ export class BillingAdmission implements ChatAdmission {
       // refills.
       const usedTokens = outcome.unstarted === true ? 0 : usage.promptTokens + usage.completionTokens;
       await this.#limits
-        .correctTokens(request.key, estimatedTokens, usedTokens, request.setHeader)
+        .correctTokens(request.key, takenTokens, usedTokens, request.setHeader)
         .catch(() => {});
     };
     let lastError: unknown;

@@ -105,12 +105,17 @@ export class KeyLimits {
   }
 
   /** Spends one request, or throws 429 `rate_limit_exceeded`. */
-  takeRequest(key: RequestKey, setHeader: SetHeader): Promise<void> {
-    return this.#take(key, "requests", 1, setHeader);
+  async takeRequest(key: RequestKey, setHeader: SetHeader): Promise<void> {
+    await this.#take(key, "requests", 1, setHeader);
   }
 
-  /** Spends the request's estimated tokens, or throws 429 `rate_limit_exceeded`. */
-  takeTokens(key: RequestKey, amount: number, setHeader: SetHeader): Promise<void> {
+  /**
+   * Spends the request's estimated tokens, or throws 429 `rate_limit_exceeded`. Answers what was
+   * taken: none for a key without a tpm limit, or while Redis cannot be reached under fail-open
+   * (regression: the settle then gave the unused part of tokens never taken back to the shared
+   * bucket once Redis was back, up to a whole bucket over the limit after each outage).
+   */
+  takeTokens(key: RequestKey, amount: number, setHeader: SetHeader): Promise<number> {
     return this.#take(key, "tokens", amount, setHeader);
   }
 
@@ -126,7 +131,8 @@ export class KeyLimits {
   }
 
   /**
-   * Corrects the token bucket once the real count is known: gives back `estimate - actual`, and
+   * Corrects the token bucket once the real count is known: gives back `estimate - actual`
+   * (`estimate`: what {@link takeTokens} took; nothing to correct when it took none), and
    * sets the tokens headers again to what the bucket holds after it (they are sent only if the
    * response has not begun: a non-streamed answer's, settled before it is sent).
    */
@@ -137,16 +143,18 @@ export class KeyLimits {
     setHeader: SetHeader,
   ): Promise<void> {
     const bucket = bucketOf(key, "tokens");
-    if (bucket === undefined || estimate === actual) return;
+    if (bucket === undefined || estimate === 0 || estimate === actual) return;
     const state = await this.#limiter.adjust({ ...bucket, amount: estimate - actual });
     if (state !== undefined) setLimitHeaders(setHeader, "tokens", state);
   }
 
-  async #take(key: RequestKey, dimension: Dimension, amount: number, setHeader: SetHeader): Promise<void> {
+  /** Takes `amount`, or throws 429; answers what was taken (see {@link takeTokens}). */
+  async #take(key: RequestKey, dimension: Dimension, amount: number, setHeader: SetHeader): Promise<number> {
     const bucket = bucketOf(key, dimension);
-    if (bucket === undefined) return;
+    if (bucket === undefined) return 0;
     const result = await this.#limiter.take({ bucket: bucket.bucket, limit: bucket.limit, amount });
     setLimitHeaders(setHeader, dimension, result);
     if (!result.allowed) throw refuse(dimension, result, amount);
+    return result.untaken === true ? 0 : amount;
   }
 }

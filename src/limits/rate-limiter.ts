@@ -18,6 +18,11 @@ export interface BucketState {
 /** The outcome of {@link RateLimiter.take}. */
 export interface TakeResult extends BucketState {
   allowed: boolean;
+  /**
+   * Allowed without taking anything: the limiter could not be reached and its policy admits
+   * (Redis's fail-open). Nothing is to be given back for it, nor corrected.
+   */
+  untaken?: true;
   /** When refused: milliseconds until `amount` fits. `Infinity` when it never can (above the limit). */
   retryAfterMs: number;
 }

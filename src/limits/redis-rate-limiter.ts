@@ -130,7 +130,14 @@ export class RedisRateLimiter implements RateLimiter {
     const reply = await this.#run(TAKE_SCRIPT, request, [request.amount], { deadline: true });
     if (reply === undefined) {
       if (this.#policy === "fail-closed") throw limitsUnavailable();
-      return { allowed: true, retryAfterMs: 0, limit: request.limit, remaining: request.limit, resetMs: 0 };
+      return {
+        allowed: true,
+        untaken: true,
+        retryAfterMs: 0,
+        limit: request.limit,
+        remaining: request.limit,
+        resetMs: 0,
+      };
     }
     const retryAfterMs = readInteger(reply, 3);
     return {

@@ -5,6 +5,7 @@ import type { RequestKey } from "../../src/chat/request-key.ts";
 import { isAppError } from "../../src/errors/app-error.ts";
 import { KeyLimits } from "../../src/limits/key-limits.ts";
 import { MemoryRateLimiter } from "../../src/limits/memory-rate-limiter.ts";
+import type { RateLimiter } from "../../src/limits/rate-limiter.ts";
 import { openStore } from "../../src/store/open-store.ts";
 import type { Store } from "../../src/store/store.ts";
 import { makeAccount } from "../store/store-fixtures.ts";
@@ -149,6 +150,76 @@ describe("BillingAdmission giving back the tokens of a refused request", () => {
     );
     expect(await remaining()).toBe("1000");
     expect(headers.get("x-ratelimit-remaining-tokens")).toBe("1000");
+  });
+});
+
+describe("BillingAdmission while the rate limiter cannot be reached (Redis's fail-open)", () => {
+  let store: Store;
+  beforeEach(async () => {
+    store = await openStore(newDatabaseUrl(directory), { owner: true });
+  });
+  afterEach(async () => {
+    await store.close();
+  });
+
+  // Regression: a request admitted while Redis was away took nothing, yet its settle gave the
+  // unused part of its estimate back to the shared bucket once Redis was back: a key could go a
+  // whole bucket over its limit after each outage.
+  it("gives nothing back for tokens it never took", async () => {
+    const account = makeAccount({ name: "fail-open", balanceNano: 1_000_000n });
+    await store.insertAccount(account);
+    const inner = new MemoryRateLimiter();
+    let away = false;
+    const limiter: RateLimiter = {
+      take: (request) =>
+        away
+          ? Promise.resolve({
+              allowed: true,
+              untaken: true,
+              retryAfterMs: 0,
+              limit: request.limit,
+              remaining: request.limit,
+              resetMs: 0,
+            })
+          : inner.take(request),
+      adjust: (request) => inner.adjust(request),
+      peek: (request) => inner.peek(request),
+      close: () => inner.close(),
+    };
+    const limits = new KeyLimits(limiter);
+    const admission = new BillingAdmission({ store, limits, replicaId: "test" });
+    const key: RequestKey = {
+      publicId: "keypublic004",
+      accountId: account.id,
+      role: "user",
+      allowedModels: undefined,
+      rpm: undefined,
+      tpm: 1000,
+    };
+    const request = {
+      requestId: "req_open",
+      key,
+      model,
+      user: undefined,
+      setHeader: () => {},
+      annotate: () => {},
+    };
+    // The key's other requests used 700 of its 1000.
+    await inner.take({ bucket: "tokens:keypublic004", limit: 1000, amount: 700 });
+    away = true;
+    const admitted = await admission.admit({ ...request, promptTokens: 100, maxCompletionTokens: 200 });
+    away = false;
+    await admitted.settle({
+      usage: { promptTokens: 10, completionTokens: 5 },
+      finishReason: "stop",
+      errorCode: undefined,
+      timings: { firstPartMs: 1, totalMs: 2 },
+    });
+    const remaining = (await inner.peek({ bucket: "tokens:keypublic004", limit: 1000 })).remaining;
+    // 300 left, and what refilled meanwhile (1000 a minute); not the 285 a refund would add.
+    expect(remaining).toBeGreaterThanOrEqual(300);
+    expect(remaining).toBeLessThan(500);
+    await limiter.close();
   });
 });
 
