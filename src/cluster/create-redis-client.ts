@@ -62,25 +62,56 @@ export function createRedisClient(options: RedisClientOptions): Redis {
  */
 class TimedRedis extends Redis {
   readonly #timeoutMs: number;
+  /** When the first of the commands that timed out since the connection last answered did. */
+  #silentSince: number | undefined;
 
   constructor(url: string, options: RedisOptions, timeoutMs: number) {
     super(url, options);
     this.#timeoutMs = timeoutMs;
+    this.on("close", () => {
+      this.#silentSince = undefined;
+    });
   }
 
   override sendCommand(command: Command, stream?: Parameters<Redis["sendCommand"]>[1]): unknown {
     const sent = super.sendCommand(command, stream);
     const timer = setTimeout(() => {
       setImmediate(() => {
-        if (!command.isResolved) command.reject(new Error("Command timed out"));
+        if (command.isResolved) return;
+        command.reject(new Error("Command timed out"));
+        this.#timedOut();
       });
     }, this.#timeoutMs);
     // Answered, failed or refused at once (no connection): the timer goes.
     const stop = () => clearTimeout(timer);
-    command.promise.then(stop, stop);
+    const answered = () => {
+      stop();
+      this.#silentSince = undefined;
+    };
+    command.promise.then(answered, stop);
     return sent;
   }
+
+  /**
+   * A connection whose commands have timed out for {@link SILENT_CONNECTION_DROP_MS} without one
+   * answer between them is dropped, and the retry strategy connects anew. Regression: a
+   * connection a network or proxy left silent without closing it (its bytes black-holed) was kept
+   * for good, every command on it timing out, while a new connection would have worked: the
+   * failure policy applied until TCP gave up, some 15 minutes (PostgreSQL's such connections were
+   * closed already).
+   */
+  #timedOut(): void {
+    const now = performance.now();
+    this.#silentSince ??= now;
+    if (now - this.#silentSince < SILENT_CONNECTION_DROP_MS || this.status !== "ready") return;
+    this.#silentSince = undefined;
+    // Destroyed: `disconnect()` would wait for a goodbye that a silent connection never sends.
+    this.stream.destroy();
+  }
 }
+
+/** How long a connection's commands may all time out before it is dropped (see TimedRedis). */
+const SILENT_CONNECTION_DROP_MS = 5000;
 
 /**
  * ioredis's `connectTimeout` covers only the TCP connect. A Redis that accepts the connection

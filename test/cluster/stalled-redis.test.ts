@@ -187,3 +187,55 @@ describe("takes that a stalled Redis runs after the limiter gave up on them", ()
     20_000,
   );
 });
+
+describe("a Redis connection that a network leaves silent without closing it", () => {
+  // Regression: every command on it timed out, and it was kept for good while a new connection
+  // would have worked: the failure policy applied until TCP gave up (some 15 minutes).
+  it.skipIf(!("url" in redis))(
+    "is dropped after a few seconds of timeouts, and the limiter works again on a new one",
+    async () => {
+      const target = new URL("url" in redis ? redis.url : "redis://127.0.0.1:6379");
+      const prefix = createTestPrefix("silent");
+      onTestFinished(() => deleteTestKeys(target.href, prefix));
+      const proxy = await startTcpProxy({
+        targetPort: Number(target.port || 6379),
+        targetHost: target.hostname,
+        mode: "forward",
+      });
+      onTestFinished(() => proxy.close());
+      const proxied = new URL(target);
+      proxied.hostname = "127.0.0.1";
+      proxied.port = String(proxy.port);
+      const limiter = await RedisRateLimiter.connect({
+        url: proxied.href,
+        prefix,
+        failurePolicy: "fail-closed",
+        logger: { info: () => {}, warn: () => {}, error: () => {} },
+        commandTimeoutMs: 200,
+      });
+      onTestFinished(() => limiter.close());
+      const bucket = { bucket: "requests:k", limit: 10, amount: 1 };
+      expect(await limiter.take(bucket)).toMatchObject({ allowed: true, remaining: 9 });
+      const connections = proxy.accepted;
+
+      proxy.blackHoleOpen();
+      // Refused (fail-closed) while the silent connection is kept; then a new one answers.
+      await expect(limiter.take(bucket)).rejects.toMatchObject({ code: "store_unavailable" });
+      await expect
+        .poll(
+          () =>
+            limiter.take(bucket).then(
+              (result) => result.allowed,
+              () => false,
+            ),
+          {
+            timeout: 15_000,
+            interval: 500,
+          },
+        )
+        .toBe(true);
+      expect(proxy.accepted).toBeGreaterThan(connections);
+    },
+    30_000,
+  );
+});

@@ -27,6 +27,11 @@ export interface TcpProxy {
    * too): a black hole from a given statement on. A later {@link setMode} cancels it.
    */
   dropFrom(match: (chunk: Buffer) => boolean): void;
+  /**
+   * Drops every byte of the connections open now, either way, closing nothing, while new ones are
+   * passed on as the mode says: a network that black-holed the old connection only.
+   */
+  blackHoleOpen(): void;
   close(): Promise<void>;
 }
 
@@ -40,6 +45,8 @@ export async function startTcpProxy(options: {
   let dropTrigger: ((chunk: Buffer) => boolean) | undefined;
   let accepted = 0;
   const sockets = new Set<Socket>();
+  /** Clients whose bytes are lost for good (see blackHoleOpen). */
+  const blackHoled = new Set<Socket>();
   /** What paused connections received, to send on in order. */
   const paused: (() => void)[] = [];
   const track = (socket: Socket) => {
@@ -63,13 +70,15 @@ export async function startTcpProxy(options: {
         dropTrigger = undefined;
         mode = "drop";
       }
+      if (blackHoled.has(client)) return;
       if (mode === "pause") paused.push(() => upstream.write(chunk));
       else if (mode !== "drop") upstream.write(chunk);
     });
     // Not piped: a black hole (`drop`) loses the target's bytes too.
     upstream.on("data", (chunk: Buffer) => {
-      if (mode !== "drop") client.write(chunk);
+      if (mode !== "drop" && !blackHoled.has(client)) client.write(chunk);
     });
+    client.on("close", () => blackHoled.delete(client));
     upstream.on("end", () => client.end());
     client.on("close", () => upstream.destroy());
     upstream.on("close", () => client.destroy());
@@ -93,6 +102,9 @@ export async function startTcpProxy(options: {
     },
     dropFrom(match) {
       dropTrigger = match;
+    },
+    blackHoleOpen() {
+      for (const socket of sockets) blackHoled.add(socket);
     },
     async close() {
       for (const socket of sockets) socket.destroy();
