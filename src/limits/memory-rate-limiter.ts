@@ -5,6 +5,11 @@ interface Bucket {
   level: number;
   updatedAt: number;
   limit: number;
+  /**
+   * What a lowered limit let the bucket off (see {@link changeLimit}), owed again should the
+   * limit be raised; repaid by what the cap at the limit discards (as the refill beyond it).
+   */
+  forgiven: number;
 }
 
 const MS_PER_MINUTE = 60_000;
@@ -15,11 +20,36 @@ function levelAt(bucket: Bucket, now: number): number {
 }
 
 /**
- * A bucket's level once its limit changed from `old` to `limit`: what was used stays used, capped
- * at the new limit, never below zero by the change alone (a level already below it stays).
+ * Sets the bucket's level to `raw` capped at its limit: what the cap discards repays what a
+ * lowered limit forgave (the bucket that was not let off would have held that much less).
  */
-function changedLevel(level: number, old: number, limit: number): number {
-  return Math.max(Math.min(limit, level + limit - old), Math.min(level, 0));
+function setLevel(bucket: Bucket, raw: number): void {
+  if (raw > bucket.limit) bucket.forgiven = Math.max(0, bucket.forgiven - (raw - bucket.limit));
+  bucket.level = Math.min(bucket.limit, raw);
+}
+
+/**
+ * Moves the bucket to a new limit, keeping what was used of it. Lowered, the level falls by the
+ * cut, but never below zero by the cut alone (regression: rpm 100 spent, lowered to 2, waited 49
+ * minutes, where a spent key stays at 0 and refills at the new rate): what that lets the bucket
+ * off is remembered. Raised, it gains the difference less what a lowering forgave (regression:
+ * lowered and raised again, or two replicas each taking with the limit they knew for the second
+ * a change takes to reach them all, a spent bucket was given back the cut each time).
+ */
+function changeLimit(bucket: Bucket, limit: number): void {
+  const { level } = bucket;
+  const change = limit - bucket.limit;
+  bucket.limit = limit;
+  if (change < 0) {
+    const floor = Math.min(level, 0);
+    const kept = level + change;
+    if (kept < floor) bucket.forgiven += floor - kept;
+    bucket.level = Math.max(kept, floor);
+    return;
+  }
+  const owed = Math.min(bucket.forgiven, change);
+  bucket.forgiven -= owed;
+  setLevel(bucket, level + change - owed);
 }
 
 /**
@@ -42,27 +72,22 @@ export class MemoryRateLimiter implements RateLimiter {
 
   /**
    * The bucket refilled up to now; a new one starts full. One whose limit changed (the key was
-   * updated) is refilled at its old limit and keeps what was used of it: the level moves by the
-   * change, capped at the new limit. A lowered limit grants nothing new (rebuilt full, a key
-   * throttled for abuse got the new limit's whole allowance at once), nor takes a spent bucket
-   * below zero (regression: rpm 100 spent, lowered to 2, waited 49 minutes, where a spent key
-   * stays at 0 and refills at the new rate); a raised one grants the difference.
+   * updated) is refilled at its old limit and keeps what was used of it (see
+   * {@link changeLimit}): a lowered limit grants nothing new (rebuilt full, a key throttled for
+   * abuse got the new limit's whole allowance at once).
    */
   #refill(request: BucketRequest): Bucket {
     const now = this.#now();
     this.#sweep(now);
     const existing = this.#buckets.get(request.bucket);
     if (existing === undefined) {
-      const bucket = { level: request.limit, updatedAt: now, limit: request.limit };
+      const bucket = { level: request.limit, updatedAt: now, limit: request.limit, forgiven: 0 };
       this.#buckets.set(request.bucket, bucket);
       return bucket;
     }
-    existing.level = Math.min(existing.limit, levelAt(existing, now));
+    setLevel(existing, levelAt(existing, now));
     existing.updatedAt = now;
-    if (existing.limit !== request.limit) {
-      existing.level = changedLevel(existing.level, existing.limit, request.limit);
-      existing.limit = request.limit;
-    }
+    if (existing.limit !== request.limit) changeLimit(existing, request.limit);
     return existing;
   }
 
@@ -70,8 +95,9 @@ export class MemoryRateLimiter implements RateLimiter {
   #sweep(now: number): void {
     if (this.#sweptAt !== undefined && now - this.#sweptAt < MS_PER_MINUTE) return;
     this.#sweptAt = now;
+    // Full, and nothing forgiven left to owe: as a new bucket.
     for (const [name, bucket] of this.#buckets)
-      if (levelAt(bucket, now) >= bucket.limit) this.#buckets.delete(name);
+      if (levelAt(bucket, now) - bucket.limit >= bucket.forgiven) this.#buckets.delete(name);
   }
 
   /** How many buckets are held: those not yet refilled, and any the last sweep has not reached. */
@@ -107,7 +133,7 @@ export class MemoryRateLimiter implements RateLimiter {
     const existing = this.#buckets.get(request.bucket);
     if (existing !== undefined && existing.limit !== request.limit) return undefined;
     const bucket = this.#refill(request);
-    bucket.level = Math.min(bucket.limit, bucket.level + request.amount);
+    setLevel(bucket, bucket.level + request.amount);
     return this.#state(bucket);
   }
 

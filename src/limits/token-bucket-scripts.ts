@@ -6,8 +6,9 @@ import { defineRedisScript } from "../cluster/run-redis-script.ts";
  *
  * A bucket is a hash at KEYS[1] with `level` (units held at `updated`, may be negative),
  * `updated` (milliseconds) and `limit`; one whose limit changed is refilled at its old limit and
- * keeps what was used of it (the level moves by the change, capped at the new limit, never
- * below zero by the change alone), as in the memory limiter. A missing key is a full bucket: a bucket that is full
+ * keeps what was used of it (the level moves by the change, capped at the new limit; lowered,
+ * never below zero by the change alone, what that let it off kept in `forgiven` and owed again
+ * should the limit be raised), as in the memory limiter (changeLimit). A missing key is a full bucket: a bucket that is full
  * again is deleted, and every other one expires two minutes after it would be full, so idle
  * keys leave no trace. Levels are written with 17 significant digits: a double survives the
  * round trip exactly, and the arithmetic is the memory limiter's, step for step.
@@ -25,14 +26,33 @@ local time = redis.call('TIME')
 local clock = tonumber(time[1]) * 1000 + tonumber(time[2]) / 1000
 local now = clock + tonumber(ARGV[2])
 local level = limit
-local stored = redis.call('HMGET', key, 'level', 'updated', 'limit')
+local forgiven = 0
+local stored = redis.call('HMGET', key, 'level', 'updated', 'limit', 'forgiven')
 local storedLimit = tonumber(stored[3])
 local changed = false
+
+-- The level capped at \`cap\`: what the cap discards repays what a lowered limit forgave.
+local function capped(raw, cap)
+  if raw > cap then forgiven = math.max(0, forgiven - (raw - cap)) end
+  return math.min(cap, raw)
+end
+
 if stored[1] and stored[2] and storedLimit and storedLimit > 0 then
+  forgiven = tonumber(stored[4]) or 0
   local elapsed = math.max(0, now - tonumber(stored[2]))
-  level = math.min(storedLimit, tonumber(stored[1]) + elapsed * storedLimit / 60000)
+  level = capped(tonumber(stored[1]) + elapsed * storedLimit / 60000, storedLimit)
   if storedLimit ~= limit then
-    level = math.max(math.min(limit, level + limit - storedLimit), math.min(level, 0))
+    local change = limit - storedLimit
+    if change < 0 then
+      local floor = math.min(level, 0)
+      local kept = level + change
+      if kept < floor then forgiven = forgiven + floor - kept end
+      level = math.max(kept, floor)
+    else
+      local owed = math.min(forgiven, change)
+      forgiven = forgiven - owed
+      level = capped(level + change - owed, limit)
+    end
     changed = true
   end
 end
@@ -45,12 +65,12 @@ local function state()
 end
 
 local function save()
-  if level >= limit then
+  if level >= limit and forgiven <= 0 then
     redis.call('DEL', key)
     return
   end
-  redis.call('HSET', key, 'level', string.format('%.17g', level), 'updated', string.format('%.17g', now), 'limit', ARGV[1])
-  redis.call('PEXPIRE', key, math.ceil((limit - level) * 60000 / limit) + 120000)
+  redis.call('HSET', key, 'level', string.format('%.17g', level), 'updated', string.format('%.17g', now), 'limit', ARGV[1], 'forgiven', string.format('%.17g', forgiven))
+  redis.call('PEXPIRE', key, math.ceil((limit - level + forgiven) * 60000 / limit) + 120000)
 end
 `;
 
@@ -94,7 +114,7 @@ return {0, remaining, reset, retry, clock}
  */
 export const ADJUST_SCRIPT = defineRedisScript(`${PRELUDE}
 if stored[3] and tonumber(stored[3]) ~= limit then return {0, 0, 0, clock} end
-level = math.min(limit, level + tonumber(ARGV[3]))
+level = capped(level + tonumber(ARGV[3]), limit)
 save()
 local remaining, reset = state()
 return {1, remaining, reset, clock}

@@ -120,6 +120,28 @@ export function describeRateLimiterConformance(name: string, create: () => Promi
       await limiter.close();
     });
 
+    it("owes again what a lowered limit forgave when the limit is raised, until the refill has repaid it", async () => {
+      // Regression: lowering a spent bucket stopped at 0, and raising it again then added the
+      // whole difference: lowered and raised, or two replicas taking with the old and the new
+      // limit for the second a change takes to reach them all, it was given back the cut each time.
+      const { limiter, advance } = await create();
+      const bucket = { bucket: "requests:flip", amount: 1 };
+      for (let taken = 0; taken < 10; taken++) await limiter.take({ ...bucket, limit: 10 });
+      for (let round = 0; round < 5; round++) {
+        expect((await limiter.take({ ...bucket, limit: 2 })).allowed).toBe(false);
+        expect((await limiter.take({ ...bucket, limit: 10 })).allowed).toBe(false);
+      }
+      // Lowered, it refills at 2 a minute from 0: full in a minute, the 8 forgiven repaid by the
+      // refill beyond it in 4 more; raised then, it holds the whole new limit, as a bucket that
+      // was never let off would.
+      expect((await limiter.take({ ...bucket, limit: 2 })).allowed).toBe(false);
+      await advance(30_500);
+      expect(await limiter.take({ ...bucket, limit: 2 })).toMatchObject({ allowed: true, remaining: 0 });
+      await advance(60_000 * 5);
+      expect((await limiter.peek({ bucket: bucket.bucket, limit: 10 })).remaining).toBe(10);
+      await limiter.close();
+    });
+
     it("leaves a bucket whose limit changed alone when a request of the old limit settles", async () => {
       // tpm lowered from 10000 to 1000 while requests admitted under 10000 still run: their
       // settles (adjust with the old limit) must not rebuild the bucket full at 10000, nor undo
