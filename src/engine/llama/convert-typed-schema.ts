@@ -6,7 +6,7 @@ import { formatPatterns } from "./format-patterns.ts";
 import { largestGrammarInteger } from "./integer-range-grammar.ts";
 import { boundsAreEmpty, describeNumberBounds, readNumberBounds } from "./number-bounds.ts";
 import { hasPatternProperties, isRecord } from "./read-schema-types.ts";
-import { anyValue, type SchemaConversion } from "./schema-conversion.ts";
+import { anyValue, type PropertyCounts, type SchemaConversion } from "./schema-conversion.ts";
 import { child, type Position } from "./schema-position.ts";
 
 /**
@@ -155,8 +155,8 @@ function convertObject(
   }
   // Declared properties (even none, `properties: {}`) are what the client wants: only those.
   if (declared !== undefined || Object.keys(properties).length > 0) {
-    const minimum = countProperties(conversion, schema, properties, new Set(required), at);
-    conversion.noteProperties(properties, required, at, minimum);
+    const counts = countProperties(conversion, schema, properties, new Set(required), at);
+    conversion.noteProperties(properties, required, at, counts);
     return { type: "object", properties };
   }
 
@@ -181,13 +181,13 @@ function convertObject(
 
 /**
  * `minProperties` and `maxProperties` beside `properties` (or beside `additionalProperties: false`
- * alone), where the grammar writes every property it holds: past `maxProperties`, the last
- * optional ones are left out (regression: `maxProperties: 1` beside two optional properties
- * wrote both); counts no value can meet are refused (more required properties than
- * `maxProperties`; a `minProperties` above the properties `additionalProperties: false` allows).
- * A `minProperties` above them where more may be added is not enforced: the grammar writes no
- * property names of its own. Answers the `minProperties` that holds where no other name may be
- * (no fewer properties are left out for recursion: see schema-finite-values.ts).
+ * alone), where the grammar writes every property it holds: counts no value can meet are refused
+ * (more required properties than `maxProperties`; a `minProperties` above the properties
+ * `additionalProperties: false` allows). Answers the counts the grammar keeps to (see
+ * schema-finite-values.ts, which leaves properties out): past `maxProperties` the last optional
+ * ones (regression: `maxProperties: 1` beside two optional properties wrote both), and never
+ * below a `minProperties` where no other name may be. A `minProperties` above them where more
+ * may be added is not enforced: the grammar writes no property names of its own.
  */
 function countProperties(
   conversion: SchemaConversion,
@@ -195,7 +195,7 @@ function countProperties(
   properties: Record<string, GbnfJsonSchema>,
   required: ReadonlySet<string>,
   at: Position,
-): number | undefined {
+): PropertyCounts {
   // Never written as a repeat, so no grammar limit applies to them.
   const minProperties = readBound(conversion, schema, "minProperties", at, false);
   const maxProperties = readBound(conversion, schema, "maxProperties", at, false);
@@ -214,16 +214,7 @@ function countProperties(
       `'minProperties' is ${minProperties}, but 'additionalProperties' is false and ${names.length === 0 ? "no property is declared" : `only ${names.length} ${names.length === 1 ? "property is" : "properties are"} declared`}, so no value can match.`,
     );
   }
-  if (maxProperties !== undefined) {
-    let surplus = names.length - maxProperties;
-    for (let index = names.length - 1; surplus > 0 && index >= 0; index--) {
-      const name = names[index] as string;
-      if (required.has(name)) continue;
-      delete properties[name];
-      surplus--;
-    }
-  }
-  return closed ? minProperties : undefined;
+  return { minimum: closed ? minProperties : undefined, maximum: maxProperties };
 }
 
 function convertArray(

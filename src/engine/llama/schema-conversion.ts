@@ -24,14 +24,15 @@ export interface SchemaConversion {
    */
   noteAlternatives(list: unknown[], at: Position): void;
   /**
-   * Notes which of an object's converted `properties` are required, and how many of them must be
-   * written at least where no other name may be (`minProperties`; see schema-finite-values.ts).
+   * Notes which of an object's converted `properties` are required, and how many of them it may
+   * write: at least `minimum` where no other name may be, at most `maximum` (`minProperties`,
+   * `maxProperties`; see schema-finite-values.ts).
    */
   noteProperties(
     properties: Record<string, GbnfJsonSchema>,
     required: readonly string[],
     at: Position,
-    minimum?: number,
+    counts?: PropertyCounts,
   ): void;
   /**
    * A reference to a `$defs` schema that a grammar writes as the grammar `spec` names (`uuid`,
@@ -57,3 +58,9 @@ export const anyValue: GbnfJsonSchema = {
     { type: "object", additionalProperties: true },
   ],
 };
+
+/** How many properties an object writes: at least `minimum`, at most `maximum` (see noteProperties). */
+export interface PropertyCounts {
+  minimum: number | undefined;
+  maximum: number | undefined;
+}

@@ -10,7 +10,7 @@ import { ownGrammarDefinition, ownGrammarText } from "./patch-grammar-definition
 import { copiedKeywords, pick, siblingKeywords } from "./pick-schema-keywords.ts";
 import { hasType, isRecord, readTypes } from "./read-schema-types.ts";
 import { resolveLocalReference } from "./resolve-json-pointer.ts";
-import { anyValue, type SchemaConversion } from "./schema-conversion.ts";
+import { anyValue, type PropertyCounts, type SchemaConversion } from "./schema-conversion.ts";
 import { ConversionBudget, type SharedBudget } from "./schema-conversion-budget.ts";
 import { SchemaDefinitionNames } from "./schema-definition-names.ts";
 import { FiniteValues } from "./schema-finite-values.ts";
@@ -234,9 +234,9 @@ export class SchemaConverter implements SchemaConversion {
     properties: Record<string, GbnfJsonSchema>,
     required: readonly string[],
     at: Position,
-    minimum?: number,
+    counts?: PropertyCounts,
   ): void {
-    this.#finiteValues.note(properties, required, at, minimum);
+    this.#finiteValues.note(properties, required, at, counts);
   }
 
   #resolve(reference: string): unknown {

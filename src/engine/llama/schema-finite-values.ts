@@ -1,5 +1,6 @@
 import type { GbnfJsonSchema } from "node-llama-cpp";
 import { isRecord } from "./read-schema-types.ts";
+import type { PropertyCounts } from "./schema-conversion.ts";
 import { child, type Position } from "./schema-position.ts";
 
 /**
@@ -16,20 +17,26 @@ import { child, type Position } from "./schema-position.ts";
 export class FiniteValues {
   /**
    * Per converted `properties` (shared by the copies of its object): its required names, its place,
-   * and how many properties it must keep at least (`minProperties`, where no other name may be).
+   * and how many properties it must keep at least (`minProperties`, where no other name may be)
+   * and may keep at most (`maxProperties`).
    */
   readonly #objects = new WeakMap<
     object,
-    { required: ReadonlySet<string>; at: Position; minimum: number | undefined }
+    { required: ReadonlySet<string>; at: Position; minimum: number | undefined; maximum: number | undefined }
   >();
 
   note(
     properties: Record<string, GbnfJsonSchema>,
     required: readonly string[],
     at: Position,
-    minimum?: number,
+    counts?: PropertyCounts,
   ): void {
-    this.#objects.set(properties, { required: new Set(required), at, minimum });
+    this.#objects.set(properties, {
+      required: new Set(required),
+      at,
+      minimum: counts?.minimum,
+      maximum: counts?.maximum,
+    });
   }
 
   /** Leaves out what has no finite value from `root` and its `$defs` (in place), or refuses it. */
@@ -58,6 +65,18 @@ export class FiniteValues {
         delete node.properties[name];
         room--;
       }
+      // Past `maxProperties`, the last optional ones are left out too: after those that cannot
+      // end, so that they go first (regression: `{a, r: {$ref: "#"}, b}` beside min and max 2
+      // left `b` out, then had to keep `r`, and refused a schema `{"a": 1, "b": true}` meets).
+      if (noted.maximum === undefined) continue;
+      const names = Object.keys(node.properties);
+      let surplus = names.length - noted.maximum;
+      for (let index = names.length - 1; surplus > 0 && index >= 0; index--) {
+        const name = names[index] as string;
+        if (noted.required.has(name)) continue;
+        delete node.properties[name];
+        surplus--;
+      }
     }
     // Left out, those let what held them end: what has no finite value still needs a required one.
     const finite = solve(root, bodies, options);
@@ -74,12 +93,13 @@ export class FiniteValues {
       if (noted === undefined || !isRecord(node.properties)) continue;
       for (const [name, property] of Object.entries(node.properties)) {
         if (finite.has(property as object)) continue;
-        const needed = noted.required.has(name)
+        const required = noted.required.has(name);
+        const needed = required
           ? `the required property '${name}'`
           : `the property '${name}', which 'minProperties' (${noted.minimum}) needs written,`;
         refuse(
           child(noted.at, "properties", name),
-          `${needed} has no finite value: its '$ref' leads back into it with no alternative that ends. Make it optional, or give the recursion an end (such as {"anyOf": [{"$ref": ...}, {"type": "null"}]}, or an array of them).`,
+          `${needed} has no finite value: its '$ref' leads back into it with no alternative that ends. ${required ? "Make it optional" : "Lower 'minProperties'"}, or give the recursion an end (such as {"anyOf": [{"$ref": ...}, {"type": "null"}]}, or an array of them).`,
         );
       }
     }

@@ -130,6 +130,25 @@ describe("convertJsonSchemaToGbnf", () => {
       minProperties: 2,
     }) as { properties?: Record<string, unknown>; $defs?: unknown };
     expect(Object.keys(converted.properties ?? {})).toEqual(["a", "b"]);
+    // Past maxProperties, what cannot end goes first: `{"a": 1, "b": true}` meets both counts
+    // (regression: 400, `b` left out for the maximum before `r` for its recursion).
+    const counted = convert({
+      type: "object",
+      properties: { a: integer, r: { $ref: "#" }, b: { type: "boolean" } },
+      required: ["a"],
+      additionalProperties: false,
+      minProperties: 2,
+      maxProperties: 2,
+    }) as { properties?: Record<string, unknown> };
+    expect(Object.keys(counted.properties ?? {})).toEqual(["a", "b"]);
+    const first = convert({
+      type: "object",
+      properties: { r: { $ref: "#" }, a: integer },
+      maxProperties: 1,
+    }) as {
+      properties?: Record<string, unknown>;
+    };
+    expect(Object.keys(first.properties ?? {})).toEqual(["a"]);
     // Where more names may be added, minProperties is not enforced: left out as before.
     const open = convert({
       type: "object",
