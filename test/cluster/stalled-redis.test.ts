@@ -15,7 +15,7 @@ import { openStore } from "../../src/store/open-store.ts";
 import { startMockUpstream } from "../engine/openai/mock-upstream.ts";
 import { createTestConfig, createUpstreamModelEntry } from "../support/test-server.ts";
 import { checkTestRedis, createTestPrefix, deleteTestKeys } from "./redis-test-connection.ts";
-import { startTcpProxy } from "./tcp-proxy.ts";
+import { startTcpProxy, type TcpProxy } from "./tcp-proxy.ts";
 
 /**
  * A Redis that accepts connections and never answers (a paused process): the TCP connect
@@ -135,6 +135,35 @@ describe("a Redis that accepts connections but never answers", () => {
   );
 });
 
+/**
+ * A rate limiter on `target` through a TCP proxy of the test's (commands time out after 200 ms),
+ * both closed when the test ends.
+ */
+async function connectThroughProxy(
+  target: URL,
+  prefix: string,
+  failurePolicy: "fail-open" | "fail-closed",
+): Promise<{ proxy: TcpProxy; limiter: RedisRateLimiter }> {
+  const proxy = await startTcpProxy({
+    targetPort: Number(target.port || 6379),
+    targetHost: target.hostname,
+    mode: "forward",
+  });
+  onTestFinished(() => proxy.close());
+  const proxied = new URL(target);
+  proxied.hostname = "127.0.0.1";
+  proxied.port = String(proxy.port);
+  const limiter = await RedisRateLimiter.connect({
+    url: proxied.href,
+    prefix,
+    failurePolicy,
+    logger: { info: () => {}, warn: () => {}, error: () => {} },
+    commandTimeoutMs: 200,
+  });
+  onTestFinished(() => limiter.close());
+  return { proxy, limiter };
+}
+
 describe("takes that a stalled Redis runs after the limiter gave up on them", () => {
   it.skipIf(!("url" in redis))(
     "leave the bucket as it was, under either policy (refused requests cost nothing)",
@@ -143,23 +172,11 @@ describe("takes that a stalled Redis runs after the limiter gave up on them", ()
       const prefix = createTestPrefix("stalled-takes");
       onTestFinished(() => deleteTestKeys(target.href, prefix));
       for (const failurePolicy of ["fail-closed", "fail-open"] as const) {
-        const proxy = await startTcpProxy({
-          targetPort: Number(target.port || 6379),
-          targetHost: target.hostname,
-          mode: "forward",
-        });
-        onTestFinished(() => proxy.close());
-        const proxied = new URL(target);
-        proxied.hostname = "127.0.0.1";
-        proxied.port = String(proxy.port);
-        const limiter = await RedisRateLimiter.connect({
-          url: proxied.href,
-          prefix: `${prefix}${failurePolicy}:`,
+        const { proxy, limiter } = await connectThroughProxy(
+          target,
+          `${prefix}${failurePolicy}:`,
           failurePolicy,
-          logger: { info: () => {}, warn: () => {}, error: () => {} },
-          commandTimeoutMs: 200,
-        });
-        onTestFinished(() => limiter.close());
+        );
         // 10 per minute: one comes back every 6 s, none during the test.
         const bucket = { bucket: "requests:k", limit: 10, amount: 1 };
         expect(await limiter.take(bucket)).toMatchObject({ allowed: true, remaining: 9 });
@@ -197,23 +214,7 @@ describe("a Redis connection that a network leaves silent without closing it", (
       const target = new URL("url" in redis ? redis.url : "redis://127.0.0.1:6379");
       const prefix = createTestPrefix("silent");
       onTestFinished(() => deleteTestKeys(target.href, prefix));
-      const proxy = await startTcpProxy({
-        targetPort: Number(target.port || 6379),
-        targetHost: target.hostname,
-        mode: "forward",
-      });
-      onTestFinished(() => proxy.close());
-      const proxied = new URL(target);
-      proxied.hostname = "127.0.0.1";
-      proxied.port = String(proxy.port);
-      const limiter = await RedisRateLimiter.connect({
-        url: proxied.href,
-        prefix,
-        failurePolicy: "fail-closed",
-        logger: { info: () => {}, warn: () => {}, error: () => {} },
-        commandTimeoutMs: 200,
-      });
-      onTestFinished(() => limiter.close());
+      const { proxy, limiter } = await connectThroughProxy(target, prefix, "fail-closed");
       const bucket = { bucket: "requests:k", limit: 10, amount: 1 };
       expect(await limiter.take(bucket)).toMatchObject({ allowed: true, remaining: 9 });
       const connections = proxy.accepted;
