@@ -13,11 +13,13 @@ export const CLIENT_STALL_TIMEOUT_MS = 60_000;
  * Writes to a response that may be closed by the client at any time, honouring backpressure:
  * resolves when the data is handed to the socket, and returns false once the client is gone.
  * A client that reads nothing for `stallTimeoutMs` while data waits for it is disconnected: its
- * connection is closed. A pipelined response queued behind an earlier one on its connection has
- * no socket yet, and its data waits for that one, not for the client: the time counts from when
- * it gets the connection (the stall timer used to run from the first write, and a stream queued
- * behind one longer than a minute was destroyed while still queued, then flushed cut short on a
- * connection left open).
+ * connection is closed. What it reads counts, not only a `drain`: with megabytes of socket
+ * buffers, a client reading steadily but slowly (16 KiB/s) never let the socket drain within the
+ * minute, and was cut as if it read nothing (regression), as nginx's `send_timeout` would not. A
+ * pipelined response queued behind an earlier one on its connection has no socket yet, and its
+ * data waits for that one, not for the client: the time counts from when it gets the connection
+ * (the stall timer used to run from the first write, and a stream queued behind one longer than
+ * a minute was destroyed while still queued, then flushed cut short on a connection left open).
  */
 export async function writeToClient(
   response: ServerResponse,
@@ -30,8 +32,18 @@ export async function writeToClient(
   // Both listeners go once either event comes: a long stream to a slow client waits many times.
   await new Promise<void>((resolve) => {
     let stalled: NodeJS.Timeout | undefined;
+    let unsent = -1;
+    // Checked once a period: bytes taken by the client since the last check start it again.
     const watch = () => {
-      stalled = setTimeout(() => (response.socket ?? response).destroy(), stallTimeoutMs);
+      const connection = response.socket;
+      if (connection === null) return;
+      const queued = unsentBytes(connection);
+      if (queued !== unsent) {
+        unsent = queued;
+        stalled = setTimeout(watch, stallTimeoutMs);
+        return;
+      }
+      connection.destroy();
     };
     const done = () => {
       clearTimeout(stalled);

@@ -135,6 +135,25 @@ describe("writeToClient", () => {
     socket.destroy();
   });
 
+  // Regression: only a drain stopped the timer, and with megabytes of socket buffers a client
+  // reading steadily (16 KiB/s) saw none within the minute, and was cut as one that read nothing.
+  it("leaves alone a client that reads steadily, though no drain comes within the stall timeout", async () => {
+    const results: boolean[] = [];
+    let finished: Promise<void> | undefined;
+    const url = await serve(async (response) => {
+      finished = (async () => {
+        // Each write waits for megabytes to be read: longer than the 500 ms stall timeout.
+        const piece = "z".repeat(2 * 1024 * 1024);
+        for (let index = 0; index < 2; index++) results.push(await writeToClient(response, piece, 500));
+        response.end();
+      })();
+    });
+    const received = await readSlowly(url, 50);
+    await finished;
+    expect(results).toEqual([true, true]);
+    expect(received).toBe(2 * 2 * 1024 * 1024);
+  });
+
   it("counts a pipelined response's stall only once it has its connection (regression: cut while queued, connection left open)", async () => {
     const piece = "y".repeat(1024 * 1024);
     let queued: Promise<boolean> | undefined;
