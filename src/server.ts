@@ -6,6 +6,7 @@ import { warnOfRefusedAdminKey } from "./admin/warn-of-refused-admin-key.ts";
 import { buildApp, createServerMetrics } from "./api/build-app.ts";
 import { describeListenError, formatHostPort } from "./api/describe-listen-error.ts";
 import { InFlightRequests, leaseLapsingError } from "./api/in-flight-requests.ts";
+import { keepFlushingResponses } from "./api/keep-flushing-responses.ts";
 import { registerAdminRoutes } from "./api/routes/admin.ts";
 import { createAuthenticator } from "./auth/authenticator.ts";
 import { warnOfShortAdminKey } from "./auth/warn-of-short-admin-key.ts";
@@ -333,6 +334,7 @@ async function startOnStore(
     logPrompts: config.logPrompts,
     logger,
   });
+  keepFlushingResponses(app.server);
   app.addHook("onClose", async () => {
     leases.stop();
     await registry.close();
