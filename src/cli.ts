@@ -106,6 +106,11 @@ process.stdout.on("error", (error: NodeJS.ErrnoException) => {
   process.exitCode = 1;
 });
 
+// A terminal gone (a dropped SSH session) or a closed pipe takes what the command says on stderr:
+// lost, but the command ends as it would have (regression: `models pull` stopped by SIGHUP exited
+// 1 instead of 129 when its message could not be written).
+process.stderr.on("error", () => {});
+
 function describeMadeChange(command: ReturnType<typeof describeStoreCommand> | undefined): string {
   if (command?.effect !== "writes") return "";
   const see = command.check === undefined ? "" : ` (see it with ${command.check})`;

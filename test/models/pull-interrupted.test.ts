@@ -68,6 +68,26 @@ describe.each([
     expect(stderr).toContain(`Stopped by ${signal}: what was downloaded so far, if anything, is kept`);
     expect(lockFiles()).toEqual([]);
   });
+
+  it("ends as it would have when its terminal is gone (stderr closed)", async () => {
+    const env: NodeJS.ProcessEnv = { ...process.env, TOLLGATE_MODELS_DIR: modelsFolder };
+    delete env.TOLLGATE_CONFIG;
+    const child = spawn(process.execPath, [cli, "models", "pull", `${server.baseUrl}/models/held.gguf`], {
+      env,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    children.push(child);
+    child.stdout?.resume();
+    const lockFiles = () => readdirSync(modelsFolder).filter((name) => name.endsWith(".lock"));
+    await expect.poll(lockFiles, { timeout: 20_000 }).toHaveLength(1);
+    // Regression: its message to a closed stderr failed, and it exited 1.
+    child.stderr?.destroy();
+    const exited = once(child, "exit");
+    child.kill(signal);
+    const [code] = (await exited) as [number | null];
+    expect(code).toBe(exitCode);
+    expect(lockFiles()).toEqual([]);
+  });
 });
 
 describe("serve stopped by SIGTERM while a model downloads", () => {
