@@ -37,6 +37,23 @@ afterAll(async () => {
   await server?.close();
 });
 
+/** The models folder's lock files. */
+const lockFiles = () => readdirSync(modelsFolder).filter((name) => name.endsWith(".lock"));
+
+/** A `models pull` of the held file, once it holds the download's lock (the file never comes). */
+async function startPullHoldingLock(): Promise<ChildProcess> {
+  const env: NodeJS.ProcessEnv = { ...process.env, TOLLGATE_MODELS_DIR: modelsFolder };
+  delete env.TOLLGATE_CONFIG;
+  const child = spawn(process.execPath, [cli, "models", "pull", `${server.baseUrl}/models/held.gguf`], {
+    env,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  children.push(child);
+  child.stdout?.resume();
+  await expect.poll(lockFiles, { timeout: 20_000 }).toHaveLength(1);
+  return child;
+}
+
 describe.each([
   ["SIGTERM", 143],
   ["SIGINT", 130],
@@ -44,20 +61,11 @@ describe.each([
   ["SIGHUP", 129],
 ] as const)("models pull stopped by %s", (signal, exitCode) => {
   it("releases its lock file, keeps what it downloaded for a resume, and says so", async () => {
-    const env: NodeJS.ProcessEnv = { ...process.env, TOLLGATE_MODELS_DIR: modelsFolder };
-    delete env.TOLLGATE_CONFIG;
-    const child = spawn(process.execPath, [cli, "models", "pull", `${server.baseUrl}/models/held.gguf`], {
-      env,
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    children.push(child);
+    const child = await startPullHoldingLock();
     let stderr = "";
     child.stderr?.on("data", (data: Buffer) => {
       stderr += data.toString();
     });
-    child.stdout?.resume();
-    const lockFiles = () => readdirSync(modelsFolder).filter((name) => name.endsWith(".lock"));
-    await expect.poll(lockFiles, { timeout: 20_000 }).toHaveLength(1);
     const exited = once(child, "exit");
     child.kill(signal);
     // Pressed twice out of habit: the same request to stop, not one to leave the lock behind.
@@ -70,16 +78,7 @@ describe.each([
   });
 
   it("ends as it would have when its terminal is gone (stderr closed)", async () => {
-    const env: NodeJS.ProcessEnv = { ...process.env, TOLLGATE_MODELS_DIR: modelsFolder };
-    delete env.TOLLGATE_CONFIG;
-    const child = spawn(process.execPath, [cli, "models", "pull", `${server.baseUrl}/models/held.gguf`], {
-      env,
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    children.push(child);
-    child.stdout?.resume();
-    const lockFiles = () => readdirSync(modelsFolder).filter((name) => name.endsWith(".lock"));
-    await expect.poll(lockFiles, { timeout: 20_000 }).toHaveLength(1);
+    const child = await startPullHoldingLock();
     // Regression: its message to a closed stderr failed, and it exited 1.
     child.stderr?.destroy();
     const exited = once(child, "exit");
