@@ -31,29 +31,13 @@ export async function writeToClient(
   if (response.write(data)) return true;
   // Both listeners go once either event comes: a long stream to a slow client waits many times.
   await new Promise<void>((resolve) => {
-    let stalled: NodeJS.Timeout | undefined;
-    let unsent = -1;
-    // Checked once a period: bytes taken by the client since the last check start it again.
-    const watch = () => {
-      const connection = response.socket;
-      if (connection === null) return;
-      const queued = unsentBytes(connection);
-      if (queued !== unsent) {
-        unsent = queued;
-        stalled = setTimeout(watch, stallTimeoutMs);
-        return;
-      }
-      connection.destroy();
-    };
+    const reads = watchClientReads(response, stallTimeoutMs);
     const done = () => {
-      clearTimeout(stalled);
-      response.off("socket", watch);
+      reads.stop();
       response.off("drain", done);
       response.off("close", done);
       resolve();
     };
-    if (response.socket !== null) watch();
-    else response.once("socket", watch);
     response.on("drain", done);
     response.on("close", done);
   });
@@ -77,29 +61,12 @@ export function closeIfLeftUnread(
   if (response.writableFinished || response.destroyed) return;
   const socket = response.socket;
   if (socket !== null && socket.writableLength === 0) return;
-  let stalled: NodeJS.Timeout | undefined;
-  let unsent = -1;
-  const check = () => {
-    const connection = response.socket;
-    if (connection === null) return;
-    // An answer is one write, which the socket reports done only once it is sent whole: what the
-    // client has read shows in the bytes still queued, as Node's own socket timeout reads them.
-    const queued = unsentBytes(connection);
-    if (queued !== unsent) {
-      unsent = queued;
-      stalled = setTimeout(check, stallTimeoutMs);
-      return;
-    }
-    connection.destroy();
-  };
+  const reads = watchClientReads(response, stallTimeoutMs);
   const done = () => {
-    clearTimeout(stalled);
-    response.off("socket", check);
+    reads.stop();
     response.off("finish", done);
     response.off("close", done);
   };
-  if (socket !== null) check();
-  else response.once("socket", check);
   response.on("finish", done);
   response.on("close", done);
 }
@@ -145,6 +112,38 @@ export function closeWhenStalled(
   }, stallTimeoutMs);
   check.unref();
   response.once("close", () => clearInterval(check));
+}
+
+/**
+ * Watches what `response`'s client takes of the bytes queued for it, from when the response has
+ * its connection (a pipelined one waits for the response before it): checked once every
+ * `stallTimeoutMs`, a client that took none of them since the last check is disconnected (its
+ * connection destroyed); any byte taken starts the period again. What the client has read shows
+ * in the bytes the socket still holds, as Node's own socket timeout reads them. Call `stop` once
+ * nothing waits for the client any more.
+ */
+function watchClientReads(response: ServerResponse, stallTimeoutMs: number): { stop(): void } {
+  let stalled: NodeJS.Timeout | undefined;
+  let unsent = -1;
+  const check = () => {
+    const connection = response.socket;
+    if (connection === null) return;
+    const queued = unsentBytes(connection);
+    if (queued !== unsent) {
+      unsent = queued;
+      stalled = setTimeout(check, stallTimeoutMs);
+      return;
+    }
+    connection.destroy();
+  };
+  if (response.socket !== null) check();
+  else response.once("socket", check);
+  return {
+    stop() {
+      clearTimeout(stalled);
+      response.off("socket", check);
+    },
+  };
 }
 
 /** The bytes `socket` has not handed to the kernel yet. */
