@@ -104,9 +104,9 @@ export class KeyLimits {
     ).then(() => undefined);
   }
 
-  /** Spends one request, or throws 429 `rate_limit_exceeded`. */
-  async takeRequest(key: RequestKey, setHeader: SetHeader): Promise<void> {
-    await this.#take(key, "requests", 1, setHeader);
+  /** Spends one request, or throws 429 `rate_limit_exceeded`; answers what was taken (see {@link takeTokens}). */
+  takeRequest(key: RequestKey, setHeader: SetHeader): Promise<number> {
+    return this.#take(key, "requests", 1, setHeader);
   }
 
   /**
