@@ -21,6 +21,11 @@ export interface RedisClientOptions {
    * `subscribe` is ever sent on one) and its subscriptions are restored after reconnecting.
    */
   subscriber?: boolean;
+  /**
+   * A subscriber connection is asked this often (milliseconds) whether it still answers; default
+   * {@link SUBSCRIBER_CHECK_MS}.
+   */
+  subscriberCheckMs?: number;
 }
 
 /**
@@ -47,7 +52,58 @@ export function createRedisClient(options: RedisClientOptions): Redis {
   redis.on("error", (error: unknown) => options.outageLog.failed(error));
   redis.on("ready", () => options.outageLog.recovered());
   dropStalledHandshakes(redis, options.outageLog);
+  if (subscriber)
+    dropSilentSubscriber(redis, options.outageLog, options.subscriberCheckMs ?? SUBSCRIBER_CHECK_MS);
   return redis;
+}
+
+/** How often a subscriber connection is asked whether it still answers (see dropSilentSubscriber). */
+const SUBSCRIBER_CHECK_MS = 5000;
+
+/**
+ * A subscriber connection sends no commands of its own after subscribing, so nothing would time
+ * out on it: one that a network or proxy left silent without closing it heard nothing more, for
+ * hours (until TCP keepalive gave up), and the replica missed every key change the others
+ * published meanwhile (revocations then reached it through the 1-second key cache only, and a
+ * body being sent by a revoked key was not cut). It is asked with a PING every `everyMs`
+ * (allowed on a subscribed connection); one that has not answered by the next check is dropped,
+ * and ioredis connects anew and subscribes again (whereupon every cached key is dropped, as after
+ * any outage: redis-invalidation-bus.ts).
+ */
+function dropSilentSubscriber(redis: Redis, outageLog: RedisOutageLog, everyMs: number): void {
+  /** The ping sent and not answered yet, by its number; `undefined` when none waits. */
+  let waiting: number | undefined;
+  let sent = 0;
+  const drop = () => {
+    if (waiting === undefined || redis.status !== "ready") return;
+    waiting = undefined;
+    outageLog.failed(
+      new Error(`Redis did not answer a PING on the listening connection within ${everyMs} ms`),
+    );
+    // Destroyed: `disconnect()` would wait for a goodbye that a silent connection never sends.
+    redis.stream.destroy();
+  };
+  const timer = setInterval(() => {
+    if (redis.status !== "ready") {
+      waiting = undefined;
+      return;
+    }
+    // Decided in the check phase, after the loop has read its sockets, as a command's timeout is
+    // (TimedRedis): an answer waiting there after the loop was held up wins.
+    if (waiting !== undefined) {
+      setImmediate(drop);
+      return;
+    }
+    const number = ++sent;
+    waiting = number;
+    const answered = () => {
+      if (waiting === number) waiting = undefined;
+    };
+    redis.ping().then(answered, answered);
+  }, everyMs);
+  // A check must not keep a process (the CLI) alive.
+  timer.unref();
+  redis.on("end", () => clearInterval(timer));
 }
 
 /**
@@ -152,14 +208,23 @@ export async function connectRedisClient(redis: Redis): Promise<void> {
   await redis.connect().catch(() => {});
 }
 
-/** Closes a client, politely when it is connected, at once otherwise. */
+/**
+ * Closes a client, politely when it is connected, at once otherwise, or when Redis does not answer
+ * the goodbye within the command timeout. Regression: a subscriber's `QUIT` has no timeout of its
+ * own, and one sent on a connection a network had left silent kept a shutdown waiting for good.
+ */
 export async function closeRedisClient(redis: Redis): Promise<void> {
   if (redis.status === "ready") {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<"late">((resolve) => {
+      timer = setTimeout(() => resolve("late"), DEFAULT_REDIS_COMMAND_TIMEOUT_MS);
+    });
     try {
-      await redis.quit();
-      return;
+      if ((await Promise.race([redis.quit(), late])) !== "late") return;
     } catch {
       // Fall through: drop the connection.
+    } finally {
+      clearTimeout(timer);
     }
   }
   redis.disconnect();

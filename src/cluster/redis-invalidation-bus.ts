@@ -22,6 +22,8 @@ export interface RedisInvalidationBusOptions {
    * between were lost, so drop every cached row.
    */
   onResubscribed?: () => void;
+  /** How often the listening connection is asked whether it still answers (tests); default 5 s. */
+  subscriberCheckMs?: number;
 }
 
 /** How long the start waits for the subscription before it goes on without it. */
@@ -45,6 +47,7 @@ export async function connectRedisInvalidationBus(
   const subscriber = createRedisClient({
     url: options.url,
     subscriber: true,
+    ...(options.subscriberCheckMs === undefined ? {} : { subscriberCheckMs: options.subscriberCheckMs }),
     outageLog: new RedisOutageLog({ logger: options.logger, role: "invalidation, listening", consequence }),
   });
   subscriber.on("message", (receivedChannel: string, message: string) => {

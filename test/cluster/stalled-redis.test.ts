@@ -15,7 +15,7 @@ import { openStore } from "../../src/store/open-store.ts";
 import { startMockUpstream } from "../engine/openai/mock-upstream.ts";
 import { createTestConfig, createUpstreamModelEntry } from "../support/test-server.ts";
 import { checkTestRedis, createTestPrefix, deleteTestKeys } from "./redis-test-connection.ts";
-import { startTcpProxy, type TcpProxy } from "./tcp-proxy.ts";
+import { startTcpProxy, type TcpProxy, type TcpProxyMode } from "./tcp-proxy.ts";
 
 /**
  * A Redis that accepts connections and never answers (a paused process): the TCP connect
@@ -94,19 +94,14 @@ describe("a Redis that accepts connections but never answers", () => {
     "leaves the invalidation bus listening once Redis answers again",
     async () => {
       const target = new URL("url" in redis ? redis.url : "redis://127.0.0.1:6379");
-      const proxy = await startTcpProxy({
-        targetHost: target.hostname,
-        targetPort: Number(target.port || 6379),
-        mode: "hold",
-      });
-      onTestFinished(() => proxy.close());
+      const { proxy, url: proxiedUrl } = await startRedisProxy("hold");
       const prefix = createTestPrefix("stalled-bus");
       const lines: string[] = [];
       const record = (_object: object, message?: string) => {
         lines.push(message ?? "");
       };
       const bus = await connectRedisInvalidationBus({
-        url: `redis://${target.username === "" ? "" : `${target.username}:${target.password}@`}127.0.0.1:${proxy.port}${target.pathname}`,
+        url: proxiedUrl,
         prefix,
         logger: { info: record, warn: record, error: record },
       });
@@ -139,22 +134,28 @@ describe("a Redis that accepts connections but never answers", () => {
  * A rate limiter on `target` through a TCP proxy of the test's (commands time out after 200 ms),
  * both closed when the test ends.
  */
-async function connectThroughProxy(
-  target: URL,
-  prefix: string,
-  failurePolicy: "fail-open" | "fail-closed",
-): Promise<{ proxy: TcpProxy; limiter: RedisRateLimiter }> {
+/** A proxy in front of the test Redis, and the URL that reaches Redis through it. */
+async function startRedisProxy(mode: TcpProxyMode): Promise<{ proxy: TcpProxy; url: string }> {
+  const target = new URL("url" in redis ? redis.url : "redis://127.0.0.1:6379");
   const proxy = await startTcpProxy({
     targetPort: Number(target.port || 6379),
     targetHost: target.hostname,
-    mode: "forward",
+    mode,
   });
   onTestFinished(() => proxy.close());
   const proxied = new URL(target);
   proxied.hostname = "127.0.0.1";
   proxied.port = String(proxy.port);
+  return { proxy, url: proxied.href };
+}
+
+async function connectThroughProxy(
+  prefix: string,
+  failurePolicy: "fail-open" | "fail-closed",
+): Promise<{ proxy: TcpProxy; limiter: RedisRateLimiter }> {
+  const { proxy, url } = await startRedisProxy("forward");
   const limiter = await RedisRateLimiter.connect({
-    url: proxied.href,
+    url,
     prefix,
     failurePolicy,
     logger: { info: () => {}, warn: () => {}, error: () => {} },
@@ -172,11 +173,7 @@ describe("takes that a stalled Redis runs after the limiter gave up on them", ()
       const prefix = createTestPrefix("stalled-takes");
       onTestFinished(() => deleteTestKeys(target.href, prefix));
       for (const failurePolicy of ["fail-closed", "fail-open"] as const) {
-        const { proxy, limiter } = await connectThroughProxy(
-          target,
-          `${prefix}${failurePolicy}:`,
-          failurePolicy,
-        );
+        const { proxy, limiter } = await connectThroughProxy(`${prefix}${failurePolicy}:`, failurePolicy);
         // 10 per minute: one comes back every 6 s, none during the test.
         const bucket = { bucket: "requests:k", limit: 10, amount: 1 };
         expect(await limiter.take(bucket)).toMatchObject({ allowed: true, remaining: 9 });
@@ -214,7 +211,7 @@ describe("a Redis connection that a network leaves silent without closing it", (
       const target = new URL("url" in redis ? redis.url : "redis://127.0.0.1:6379");
       const prefix = createTestPrefix("silent");
       onTestFinished(() => deleteTestKeys(target.href, prefix));
-      const { proxy, limiter } = await connectThroughProxy(target, prefix, "fail-closed");
+      const { proxy, limiter } = await connectThroughProxy(prefix, "fail-closed");
       const bucket = { bucket: "requests:k", limit: 10, amount: 1 };
       expect(await limiter.take(bucket)).toMatchObject({ allowed: true, remaining: 9 });
       const connections = proxy.accepted;
@@ -236,6 +233,84 @@ describe("a Redis connection that a network leaves silent without closing it", (
         )
         .toBe(true);
       expect(proxy.accepted).toBeGreaterThan(connections);
+    },
+    30_000,
+  );
+
+  // Regression: a subscriber sends nothing after subscribing, so nothing timed out on it: a
+  // silent one heard no other replica's key changes for hours (until TCP keepalive gave up).
+  it.skipIf(!("url" in redis))(
+    "is dropped when it is the listening one, which subscribes again and hears the other replicas",
+    async () => {
+      const target = new URL("url" in redis ? redis.url : "redis://127.0.0.1:6379");
+      const { proxy, url: proxiedUrl } = await startRedisProxy("forward");
+      const prefix = createTestPrefix("silent-bus");
+      const lines: string[] = [];
+      const record = (_object: object, message?: string) => {
+        lines.push(message ?? "");
+      };
+      let resubscribed = 0;
+      const bus = await connectRedisInvalidationBus({
+        url: proxiedUrl,
+        prefix,
+        logger: { info: record, warn: record, error: record },
+        onResubscribed: () => resubscribed++,
+        subscriberCheckMs: 200,
+      });
+      onTestFinished(() => bus.close());
+      const received: InvalidationEvent[] = [];
+      bus.subscribe((event) => {
+        received.push(event);
+      });
+      const publisher = new Redis(target.href);
+      onTestFinished(() => publisher.disconnect());
+      const publishUntilHeard = async (event: InvalidationEvent & { type: "key-changed" }) => {
+        const deadline = Date.now() + 8000;
+        while (!received.some((heard) => heard.type === "key-changed" && heard.publicId === event.publicId)) {
+          if (Date.now() > deadline) return false;
+          await publisher.publish(
+            `${prefix}invalidate`,
+            JSON.stringify({ origin: "another-replica", event }),
+          );
+          await sleep(50);
+        }
+        return true;
+      };
+      expect(await publishUntilHeard({ type: "key-changed", publicId: "before" })).toBe(true);
+      // Some checks pass while the connection answers: a healthy one is kept.
+      await sleep(1000);
+      expect(resubscribed).toBe(0);
+      const connections = proxy.accepted;
+
+      proxy.blackHoleOpen();
+      expect(await publishUntilHeard({ type: "key-changed", publicId: "after" })).toBe(true);
+      expect(proxy.accepted).toBeGreaterThan(connections);
+      // Events published while it was silent were lost: every cached key is dropped.
+      expect(resubscribed).toBeGreaterThan(0);
+      expect(lines).toContain(
+        "Redis is unreachable (invalidation, listening): Redis did not answer a PING on the listening connection within 200 ms. Until it is back, revocations reach the other replicas through the 1-second key cache only. Check that Redis runs and that TOLLGATE_REDIS_URL / redis: points at it.",
+      );
+      expect(lines).toContain("Redis is reachable again (invalidation, listening).");
+    },
+    30_000,
+  );
+
+  // Regression: the listening connection's goodbye (QUIT) had no timeout, and a shutdown waited
+  // for its answer for good.
+  it.skipIf(!("url" in redis))(
+    "does not keep the bus from closing",
+    async () => {
+      const { proxy, url: proxiedUrl } = await startRedisProxy("forward");
+      const bus = await connectRedisInvalidationBus({
+        url: proxiedUrl,
+        prefix: createTestPrefix("silent-close"),
+        logger: { info() {}, warn() {}, error() {} },
+        // No check comes to drop it first.
+        subscriberCheckMs: 600_000,
+      });
+      proxy.blackHoleOpen();
+      const closed = await Promise.race([bus.close().then(() => "closed"), sleep(15_000, "still closing")]);
+      expect(closed).toBe("closed");
     },
     30_000,
   );
