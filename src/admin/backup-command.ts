@@ -3,11 +3,15 @@ import path from "node:path";
 import { loadConfig } from "../catalog/load-config.ts";
 import { makeFolderSync } from "../files/make-folder.ts";
 import { chargeJournalPath } from "../store/open-store.ts";
-import { explainSqliteError, isSqliteDamaged } from "../store/sqlite/explain-sqlite-error.ts";
+import {
+  describeDamageRemedy,
+  explainSqliteError,
+  isSqliteDamaged,
+} from "../store/sqlite/explain-sqlite-error.ts";
 import { fileStamp } from "../store/sqlite/file-stamp.ts";
 import { locateDatabase } from "../store/sqlite/locate-sqlite-file.ts";
 import { DEFAULT_BUSY_TIMEOUT_MS } from "../store/sqlite/node-sqlite-database.ts";
-import { describeLedgerSummary } from "../store/sqlite/read-ledger-summary.ts";
+import { describeLedgerSummary, LedgerDamageError } from "../store/sqlite/read-ledger-summary.ts";
 import { CliError, type OutputSink } from "./cli-error.ts";
 import { describeDatabaseOverride } from "./describe-database-override.ts";
 import { isHelpRequested, parseCommandArguments } from "./parse-command-arguments.ts";
@@ -109,6 +113,14 @@ export async function runBackupCommand(
     // The copy holds what the database holds: damage found in either is the database's, said as
     // the other commands say it (with `.recover`), not in SQLite's bare words.
     if (isSqliteDamaged(error)) throw explainSqliteError(error, file, DEFAULT_BUSY_TIMEOUT_MS);
+    // Found by the check of the copy: what the database holds is damaged, and a copy of it would
+    // restore the damage. The way on is the same.
+    if (error instanceof LedgerDamageError) {
+      throw new CliError(
+        `The database ${error.message} No backup was written. ${describeDamageRemedy(file)}`,
+        { cause: error },
+      );
+    }
     throw error;
   }
   const { bytes, summary } = backedUp;

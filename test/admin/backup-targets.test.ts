@@ -16,6 +16,7 @@ import {
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { DatabaseSync } from "node:sqlite";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { fileStamp } from "../../src/store/sqlite/file-stamp.ts";
 import { runCli } from "../support/run-cli.ts";
@@ -38,6 +39,10 @@ function backup(args: readonly string[]) {
     env: { TOLLGATE_DATABASE_URL: `sqlite:${join(folder, "ledger.db")}` },
     unset: ["TOLLGATE_CONFIG"],
   });
+}
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 }
 
 const STAMPED = /^ledger-\d{8}T\d{6}Z\.db$/;
@@ -112,6 +117,35 @@ describe("backup targets", () => {
     expect(result.stderr).toContain(`tollgate: The database ${damaged} is damaged (SQLite says: `);
     expect(result.stderr).toContain(`sqlite3 ${damaged} .recover`);
     expect(readdirSync(folder).filter((name) => name.startsWith("damaged-copy"))).toEqual([]);
+  });
+
+  it("a database whose damage only the copy's check finds is said so in a few lines, with the way to rescue it", () => {
+    // One page of an index overwritten: SQLite copies it as it is, and its quick_check of the
+    // copy reported the damage in one row of many lines, quoted whole, without the way on.
+    const damaged = join(folder, "damaged-index.db");
+    writeFileSync(damaged, readFileSync(join(folder, "ledger.db")));
+    const db = new DatabaseSync(damaged);
+    db.exec("PRAGMA journal_mode = DELETE");
+    const pageSize = Number(db.prepare("PRAGMA page_size").get()?.page_size);
+    const index = db
+      .prepare("SELECT name, rootpage FROM sqlite_schema WHERE type = 'index' AND tbl_name = 'usage' LIMIT 1")
+      .get();
+    db.close();
+    const bytes = readFileSync(damaged);
+    bytes.fill(0x5a, (Number(index?.rootpage) - 1) * pageSize, Number(index?.rootpage) * pageSize);
+    writeFileSync(damaged, bytes);
+    const result = runCli(["backup", join(folder, "damaged-index-copy.db")], {
+      cwd: folder,
+      env: { TOLLGATE_DATABASE_URL: `sqlite:${damaged}` },
+      unset: ["TOLLGATE_CONFIG"],
+    });
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(
+      new RegExp(
+        `^tollgate: The database ${escapeRegExp(damaged)} is damaged \\(SQLite's quick_check says: Tree \\d+ page \\d+: [^\\n]+\\)\\. No backup was written\\. Stop what uses it and restore it from a backup, or rescue what it holds with \`sqlite3 ${escapeRegExp(damaged)} \\.recover\`\\.\\n$`,
+      ),
+    );
+    expect(readdirSync(folder).filter((name) => name.startsWith("damaged-index-copy"))).toEqual([]);
   });
 
   it("an existing file is still never replaced", () => {

@@ -91,7 +91,7 @@ export function explainSqliteError(error: unknown, location: string, busyTimeout
       );
     case SQLITE_CORRUPT:
       return new SqliteFileError(
-        `The database ${location} is damaged (SQLite says: ${(error as Error).message}). Stop what uses it and restore it from a backup, or rescue what it holds with \`sqlite3 ${location} .recover\`.`,
+        `The database ${location} is damaged (SQLite says: ${(error as Error).message}). ${describeDamageRemedy(location)}`,
         code,
         error,
       );
@@ -125,6 +125,11 @@ export function explainSqliteError(error: unknown, location: string, busyTimeout
     default:
       return error;
   }
+}
+
+/** What to do about a damaged database at `location`. */
+export function describeDamageRemedy(location: string): string {
+  return `Stop what uses it and restore it from a backup, or rescue what it holds with \`sqlite3 ${location} .recover\`.`;
 }
 
 function cannotOpenMessage(location: string): string {

@@ -11,6 +11,29 @@ export interface LedgerSummary {
   schema: SchemaState;
 }
 
+/** How many of quick_check's problems a message quotes; it counts the rest. */
+const PROBLEMS_QUOTED = 3;
+
+/**
+ * A database that SQLite's quick_check finds damaged. Its message quotes the first problems and
+ * counts the rest: SQLite reports them as one row of many lines (55 for one damaged page), which
+ * was quoted whole.
+ */
+export class LedgerDamageError extends Error {
+  constructor(file: string, rows: readonly string[]) {
+    // Less its heading (`*** in database main ***`), which names no problem.
+    const problems = rows
+      .flatMap((row) => row.split("\n"))
+      .filter((line) => line.trim() !== "" && !line.startsWith("*** in database "));
+    const quoted = problems.slice(0, PROBLEMS_QUOTED).join("; ");
+    const more = problems.length - PROBLEMS_QUOTED;
+    super(
+      `${file} is damaged (SQLite's quick_check says: ${quoted}${more > 0 ? `; and ${more} more` : ""}).`,
+    );
+    this.name = "LedgerDamageError";
+  }
+}
+
 /**
  * Checks that `db` is a sound Tollgate database (`PRAGMA quick_check`: every page and record
  * well formed, without the index-against-table comparison of a full integrity_check, which
@@ -33,9 +56,7 @@ export function readLedgerSummary(db: DatabaseSync, file: string): LedgerSummary
       },
     );
   }
-  if (problems.length !== 1 || problems[0] !== "ok") {
-    throw new Error(`${file} is damaged (SQLite's quick_check says: ${problems.slice(0, 3).join("; ")}).`);
-  }
+  if (problems.length !== 1 || problems[0] !== "ok") throw new LedgerDamageError(file, problems);
   const migrationTable = db
     .prepare("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'kysely_migration'")
     .get();
