@@ -25,8 +25,9 @@ serving from the database; given a folder (an existing one, or any path ending i
 missing), to a new file in it named for the database and the time, such as
 tollgate-20250601T120000Z.db (-2, -3, ... added where that name is taken). The copy is one
 self-contained file (no -wal beside it); put it back with \`tollgate restore FILE\`. Requests in
-flight at the time keep their reservations in the copy: a server started on it releases them
-(\`tollgate audit\` on the copy itself reports them). For a PostgreSQL database use pg_dump
+flight for a second or more at the time keep their reservations in the copy (a server holds a
+newer one in memory): a server started on it releases them (\`tollgate audit\` on the copy
+itself reports them). For a PostgreSQL database use pg_dump
 instead.`;
 
 /** Answers `tollgate backup --help`; it needs no config, so the CLI calls it first. */
@@ -129,7 +130,7 @@ export async function runBackupCommand(
   );
   if (summary.openReservations > 0) {
     out.write(
-      "The open reservations are those of requests in flight during the copy: a server started on it releases them.",
+      "The open reservations are those of requests in flight (for a second or more) during the copy: a server started on it releases them.",
     );
   }
   if (created) {
