@@ -235,3 +235,48 @@ function readOwedElsewhere(options: {
     reservationIds.length === 0 ? [] : [{ replicaId, reservationIds }],
   );
 }
+
+/** A journal in the folder of another store's replica that holds charges (see {@link listForeignJournals}). */
+export interface ForeignJournal {
+  journal: string;
+  /** Charges it holds. */
+  owed: number;
+  /** The name that makes it this store's: a start or a lease sweep then records it here. */
+  renameTo: string;
+}
+
+/**
+ * The journals in `folder` that hold charges owed to another store than the one `storeTag` names
+ * (their names carry its tag): those of another deployment sharing the folder, which its own
+ * replicas record, or of the database this one was restored from (pg_restore into a new
+ * database, whose tag is new), which nothing would ever record: a start warns of them (open-
+ * charge-journal.ts). Journals a start or sweep took (`.adopting-`) are left out, as are those
+ * that cannot be read.
+ */
+export function listForeignJournals(options: { folder: string; storeTag: string }): ForeignJournal[] {
+  let names: string[];
+  try {
+    names = readdirSync(options.folder);
+  } catch {
+    return [];
+  }
+  return names.flatMap((name) => {
+    const match = JOURNAL_NAME.exec(name);
+    if (match?.[1] === undefined || match[2] === options.storeTag || match[3] !== undefined) return [];
+    const journal = join(options.folder, name);
+    try {
+      if (statSync(journal).size === 0) return [];
+      const owed = new ChargeJournal(journal).readOwed().length;
+      if (owed === 0) return [];
+      return [
+        {
+          journal,
+          owed,
+          renameTo: join(options.folder, `pending-charges-${match[1]}.${options.storeTag}.jsonl`),
+        },
+      ];
+    } catch {
+      return [];
+    }
+  });
+}

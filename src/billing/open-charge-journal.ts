@@ -6,7 +6,7 @@ import { isStoreUnavailable } from "../store/is-store-unavailable.ts";
 import { chargeJournalPath } from "../store/open-store.ts";
 import { isSqliteUnavailable } from "../store/sqlite/explain-sqlite-error.ts";
 import type { Store, UsageRecord } from "../store/store.ts";
-import { adoptOrphanJournals, listOwedElsewhere } from "./adopt-orphan-journals.ts";
+import { adoptOrphanJournals, listForeignJournals, listOwedElsewhere } from "./adopt-orphan-journals.ts";
 import { ChargeJournal, recordOwedCharges, UNREADABLE_JOURNAL_LINES } from "./charge-journal.ts";
 import type { OwedReservations } from "./keep-leases.ts";
 
@@ -122,6 +122,7 @@ export async function openChargeJournal(options: {
       owingOnly,
     });
   await adopt(false);
+  warnOfForeignJournals(logger, folder, storeTag);
   let lastRun = performance.now();
   const adoptOrphans = async () => {
     // The charges of a replica gone since: their reservations are kept until these are recorded.
@@ -132,6 +133,21 @@ export async function openChargeJournal(options: {
   };
   const owedElsewhere = () => listOwedElsewhere({ folder, storeTag, ownPath: path, logger });
   return { journal, path, stillOwed: owed, adoptOrphans, owedElsewhere };
+}
+
+/**
+ * Warns of the journals in the folder that hold charges owed to another database or schema.
+ * Regression: after the documented PostgreSQL restore (pg_restore into a new database, whose tag
+ * differs), the charges a killed replica had journaled for the old database were never recorded
+ * and nothing said so; `audit` passed without them.
+ */
+function warnOfForeignJournals(logger: Logger, folder: string, storeTag: string): void {
+  const foreign = listForeignJournals({ folder, storeTag });
+  if (foreign.length === 0) return;
+  logger.warn(
+    { journals: foreign, storeTag },
+    `${foreign.length} ${foreign.length === 1 ? "journal" : "journals"} in charge_journal_dir ${foreign.length === 1 ? "holds" : "hold"} charges owed to another database or schema (the tag in the name is not this one's, ${storeTag}): that database's replicas record them when they start. If this database was restored from that one (pg_restore into a new database), rename each journal as renameTo says: the next start, or within a minute a running replica's lease sweep, records its charges here (a charge this database holds already is not charged again)`,
+  );
 }
 
 /**
