@@ -101,6 +101,22 @@ export async function loadConfig(options: LoadConfigOptions = {}): Promise<Loade
       source,
     });
   }
+  const cyclic = findAliasInsideItsValue(yaml, document);
+  if (cyclic !== undefined) {
+    // The alias's name is not quoted: a value written unquoted after `*` reads as one.
+    throw new ConfigError({
+      problems: [
+        {
+          field: "",
+          message:
+            "YAML error: an alias (*name) stands inside the value its anchor (&name) names, so that value would contain itself without end; write the value out where the alias is",
+          line: lineCounter.linePos(cyclic).line,
+          column: undefined,
+        },
+      ],
+      source,
+    });
+  }
   let raw: unknown;
   try {
     raw = document.toJS({ maxAliasCount: MAX_ALIAS_COUNT }) ?? {};
@@ -301,6 +317,28 @@ function compareByLine(left: ConfigProblem, right: ConfigProblem): number {
   if (left.line === undefined) return 1;
   if (right.line === undefined) return -1;
   return left.line - right.line;
+}
+
+/**
+ * Where an alias stands inside the very node its anchor names (`x: &a [*a]`), as an offset in
+ * the text; `undefined` when none does. Regression: such a value became a JavaScript object that
+ * contains itself, and reading it ran the stack out ("Maximum call stack size exceeded", with no
+ * line; a reload logged a RangeError).
+ */
+function findAliasInsideItsValue(
+  yaml: typeof import("yaml"),
+  document: ReturnType<typeof parseDocument>,
+): number | undefined {
+  let offset: number | undefined;
+  yaml.visit(document, {
+    Alias(_key, alias, path) {
+      const target = alias.resolve(document);
+      if (target === undefined || !path.includes(target)) return undefined;
+      offset = alias.range?.[0] ?? 0;
+      return yaml.visit.BREAK;
+    },
+  });
+  return offset;
 }
 
 function fileProblem(message: string): ConfigProblem {

@@ -5,6 +5,7 @@
  * flow mapping gave 24 to 40 errors, none saying to quote it.
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { ConfigError, formatConfigProblem } from "../../src/catalog/config-error.ts";
 import { type ConfigTestFolder, createConfigTestFolder } from "./config-test-folder.ts";
 
 let folder: ConfigTestFolder;
@@ -100,5 +101,25 @@ describe("YAML syntax errors", () => {
     const problems = await folder.problemsOf({ env: { KEY: "k" } });
     expect(problems.length).toBeGreaterThan(0);
     for (const problem of problems) expect(problem).toContain("YAML syntax error");
+  });
+
+  // Regression: such a value became an object that contains itself, and reading it ran the stack
+  // out: "Maximum call stack size exceeded", with no line (a reload logged a RangeError).
+  it("an alias inside the value its anchor names is said so, with its line", async () => {
+    for (const [text, line] of [
+      [["models: []", "x-loop: &a [*a]"], 2],
+      [["models: []", "x-loop: &a", "  inner: { again: *a }"], 3],
+      [["models: []", "x-loop: &a { <<: *a }"], 2],
+    ] as const) {
+      await folder.write("tollgate.yaml", [...text, ""].join("\n"));
+      const error = await folder.load().catch((caught: unknown) => caught);
+      expect(error).toBeInstanceOf(ConfigError);
+      expect((error as ConfigError).problems.map(formatConfigProblem), text.join("\n")).toEqual([
+        `line ${line}: YAML error: an alias (*name) stands inside the value its anchor (&name) names, so that value would contain itself without end; write the value out where the alias is`,
+      ]);
+    }
+    // An alias beside its anchor's value, not in it, is fine.
+    await folder.write("tollgate.yaml", ['x-price: &p "1"', "models: []", "admin_key: *p", ""].join("\n"));
+    expect((await folder.load()).models).toEqual([]);
   });
 });
