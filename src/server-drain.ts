@@ -1,6 +1,7 @@
 import type { FastifyInstance } from "fastify";
 import type { Logger } from "pino";
 import type { InFlightRequests } from "./api/in-flight-requests.ts";
+import type { FlushingResponses } from "./api/keep-flushing-responses.ts";
 import { DRAIN_SETTLE_TIMEOUT_MS } from "./billing/billing-admission-options.ts";
 import type { SettleEventLog } from "./billing/log-settle-events.ts";
 import type { BillingAdmission } from "./billing/reserve-and-settle.ts";
@@ -83,6 +84,8 @@ export function createServerDrain(parts: {
   settleEvents: SettleEventLog;
   logger: Logger;
   storeWaits?: DrainStoreWaits;
+  /** The answers still being sent to their clients (keep-flushing-responses.ts). */
+  flushing?: FlushingResponses;
 }): ServerDrain {
   const { app, inFlight, admission, cluster, store, replicaClaim, settleEvents, logger } = parts;
   const { settleMs, storeCloseMs: storeCloseWaitMs } = parts.storeWaits ?? DEFAULT_STORE_WAITS;
@@ -95,6 +98,8 @@ export function createServerDrain(parts: {
     // For the drain's last line: what it had to wait for, and what it gave up waiting for.
     const requestsRunning = inFlight.size;
     let requestsCut = 0;
+    /** Answers whose connection the last pass closed while they were still being sent. */
+    let answersCutWhileSending = 0;
     inFlight.beginClosing();
     // From now on every streamed charge is in the journal before the store is asked (a whole
     // answer's once its settle is given up on, just before it is sent), and a store that hangs is
@@ -126,6 +131,7 @@ export function createServerDrain(parts: {
           if (closed) return;
           closed = true;
           clearTimeout(closeConnections);
+          answersCutWhileSending = logAnswersCut(parts.flushing, logger);
           app.server.closeAllConnections();
         };
         closeConnections = setTimeout(closeAll, settledAnswerWaitMs);
@@ -167,6 +173,7 @@ export function createServerDrain(parts: {
       graceMs,
       requestsRunning,
       requestsCut,
+      ...(answersCutWhileSending > 0 ? { answersCutWhileSending } : {}),
       ...(unrecordedCharges > 0 ? { unrecordedCharges } : {}),
       ...(keptCharges > 0 ? { keptCharges } : {}),
     };
@@ -193,6 +200,24 @@ export function createServerDrain(parts: {
     },
     isShuttingDown: () => stopped !== undefined,
   };
+}
+
+/**
+ * Logs each answer the drain's last pass is about to cut while it is still being sent (a slow
+ * client reading megabytes): it was charged for all that was generated (a whole answer in full,
+ * as it was settled before it was sent; a stream for what its engine produced), and its client
+ * gets part of it. Regression: nothing said so (the drain's line said `requestsCut: 0` for a
+ * whole answer), so no one could make it good. Answers how many.
+ */
+function logAnswersCut(flushing: FlushingResponses | undefined, logger: Logger): number {
+  const sending = flushing?.sending() ?? [];
+  for (const { requestId, unsentBytes } of sending) {
+    logger.warn(
+      { reqId: requestId, unsentBytes },
+      "the shutdown closed a connection while its answer was still being sent (a slow client): the client got part of what it was charged for; credit the account if that is owed (the request's usage row has the cost)",
+    );
+  }
+  return sending.length;
 }
 
 /**

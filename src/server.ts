@@ -334,7 +334,7 @@ async function startOnStore(
     logPrompts: config.logPrompts,
     logger,
   });
-  keepFlushingResponses(app.server);
+  const flushing = keepFlushingResponses(app.server);
   app.addHook("onClose", async () => {
     leases.stop();
     await registry.close();
@@ -366,6 +366,7 @@ async function startOnStore(
     settleEvents,
     logger,
     storeWaits: options.drainStoreWaits,
+    flushing,
   });
   return {
     app,

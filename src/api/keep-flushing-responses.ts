@@ -7,9 +7,10 @@ import type { Socket } from "node:net";
  * counts a response done once `end()` is called, so at a drain's start a whole answer of
  * megabytes to a slow client was cut short, its bytes still in the socket's buffer, though
  * charged in full (found by a slow-consumer review). Such a connection closes once its response
- * is sent (the drain's shortened keep-alive), or at the drain's last pass (closeAllConnections).
+ * is sent (the drain's shortened keep-alive), or at the drain's last pass (closeAllConnections),
+ * which the drain logs for each answer it cuts so (`sending`): it was charged in full.
  */
-export function keepFlushingResponses(server: Server): void {
+export function keepFlushingResponses(server: Server): FlushingResponses {
   const sockets = new Set<Socket>();
   server.on("connection", (socket: Socket) => {
     sockets.add(socket);
@@ -21,7 +22,7 @@ export function keepFlushingResponses(server: Server): void {
     // sending for as long as it looks.
     const sending: { finished: boolean }[] = [];
     for (const socket of sockets) {
-      const response = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
+      const response = responseOf(socket);
       if (response == null || response.writableFinished || !response.writableEnded) continue;
       const flags = response as unknown as { finished: boolean };
       if (!flags.finished) continue;
@@ -34,4 +35,40 @@ export function keepFlushingResponses(server: Server): void {
       for (const flags of sending) flags.finished = true;
     }
   };
+  return {
+    sending() {
+      return [...sockets].flatMap((socket) => {
+        const response = responseOf(socket);
+        if (response == null || response.writableFinished || !response.headersSent) return [];
+        return [
+          {
+            requestId: readSentRequestId(response),
+            unsentBytes: response.writableLength + socket.writableLength,
+          },
+        ];
+      });
+    },
+  };
+}
+
+/** The answers being sent: begun (their head sent) and not yet sent whole. */
+export interface FlushingResponses {
+  /**
+   * Those being sent now, whole answers and streams, with the bytes still in their response's
+   * and socket's buffers (the kernel's not counted).
+   */
+  sending(): { requestId: string | undefined; unsentBytes: number }[];
+}
+
+/**
+ * The `x-request-id` a response's head carried, read from the head as sent: Fastify hands its
+ * headers to `writeHead()` whole, and Node keeps none for `getHeader()` then.
+ */
+function readSentRequestId(response: ServerResponse): string | undefined {
+  const head = (response as ServerResponse & { _header?: unknown })._header;
+  return typeof head === "string" ? /\r\nx-request-id: ([^\r]*)/i.exec(head)?.[1] : undefined;
+}
+
+function responseOf(socket: Socket): ServerResponse | null | undefined {
+  return (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
 }

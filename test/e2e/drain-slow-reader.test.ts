@@ -8,6 +8,7 @@
 import { connect } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { startMockUpstream, streamText } from "../engine/openai/mock-upstream.ts";
+import { collectLogLines } from "../support/collect-log-lines.ts";
 import { createUpstreamModelEntry, startTestServer, type TestServer } from "../support/test-server.ts";
 
 let server: TestServer | undefined;
@@ -67,4 +68,71 @@ describe("a drain while a whole answer is still being sent", () => {
       await upstream.close();
     }
   }, 30_000);
+
+  // Regression: a client too slow for the drain's last pass got part of an answer charged in
+  // full, and nothing said so (the drain's line said `requestsCut: 0`).
+  it.each([
+    ["a whole answer", false],
+    ["a stream", true],
+  ])(
+    "logs %s its last pass cuts while it is still being sent, with its request id",
+    async (_kind, stream) => {
+      const upstream = await startMockUpstream();
+      upstream.handle(
+        streamText(
+          Array.from({ length: 250 }, () => "x".repeat(100_000)),
+          { usage: [5, 8000] },
+        ),
+      );
+      const { lines, destination } = collectLogLines();
+      try {
+        server = await startTestServer({
+          extraModels: [createUpstreamModelEntry("big", upstream.baseUrl)],
+          logDestination: destination,
+        });
+        const url = new URL(server.baseUrl);
+        const body = JSON.stringify({ model: "big", messages: [{ role: "user", content: "Go" }], stream });
+        const socket = connect(Number(url.port), url.hostname);
+        socket.write(
+          [
+            "POST /v1/chat/completions HTTP/1.1",
+            `host: ${url.host}`,
+            `authorization: Bearer ${server.starterKey}`,
+            "content-type: application/json",
+            `content-length: ${Buffer.byteLength(body)}`,
+            "",
+            body,
+          ].join("\r\n"),
+        );
+        // The head, and then nothing more is read: the answer's rest waits in the buffers.
+        const head = await new Promise<string>((resolve) => {
+          let received = Buffer.alloc(0);
+          socket.on("data", (chunk: Buffer) => {
+            received = Buffer.concat([received, chunk]);
+            if (!received.includes("\r\n\r\n")) return;
+            socket.pause();
+            resolve(received.subarray(0, received.indexOf("\r\n\r\n")).toString());
+          });
+        });
+        const requestId = /x-request-id: (\S+)/i.exec(head)?.[1];
+        expect(requestId).toBeDefined();
+        const ended = new Promise<void>((resolve) => socket.on("close", () => resolve()));
+        socket.on("error", () => {});
+        await server.server.shutdown({ graceMs: 300 });
+        socket.destroy();
+        await ended;
+        const cut = lines.filter((line) =>
+          String(line.msg).startsWith(
+            "the shutdown closed a connection while its answer was still being sent",
+          ),
+        );
+        expect(cut).toMatchObject([{ level: 40, reqId: requestId }]);
+        expect(cut[0]?.unsentBytes).toBeGreaterThan(0);
+        expect(lines.find((line) => line.msg === "shut down")).toMatchObject({ answersCutWhileSending: 1 });
+      } finally {
+        await upstream.close();
+      }
+    },
+    30_000,
+  );
 });
