@@ -179,7 +179,11 @@ async function writeRowsTable(store: Store, selection: UsageSelection, out: Outp
     out.write(NOTHING_MATCHES);
     return;
   }
-  if (estimated) out.write("~ token counts estimated by Tollgate (the engine reported none).");
+  if (estimated) {
+    out.write(
+      "~ token counts Tollgate estimated (the engine reported none, or a count it could not have used, which was capped).",
+    );
+  }
   writeTotal(total, out);
 }
 

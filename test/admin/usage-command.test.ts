@@ -237,7 +237,9 @@ describe("usage as a table", () => {
     ]);
     expect(lines[2]).toContain("10~");
     expect(lines[3]).toContain("rate_limit_exceeded");
-    expect(lines).toContain("~ token counts estimated by Tollgate (the engine reported none).");
+    expect(lines).toContain(
+      "~ token counts Tollgate estimated (the engine reported none, or a count it could not have used, which was capped).",
+    );
     expect(lines.at(-1)).toBe("total: 3 requests, 27 prompt and 10 completion tokens, cost 1.250000001");
   });
 
