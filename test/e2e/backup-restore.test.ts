@@ -381,6 +381,40 @@ describe("tollgate backup and restore on SQLite", () => {
       "audit passed: 0 accounts",
     );
   });
+  // Regression: the file kept its old size, nearly all free pages, and so did every backup after.
+  it("gives back the pages a large database left free when a small backup replaces it", () => {
+    const large = join(folder, "large.db");
+    const env = { TOLLGATE_DATABASE_URL: `sqlite:${large}` };
+    const small = join(folder, "small-copy.db");
+    expect(runCli(["backup", small], { cwd: folder, env, unset: ["TOLLGATE_CONFIG"] }).code).toBe(0);
+    // Then the database grows: 40,000 usage rows of a made-up account, some megabytes.
+    const db = new DatabaseSync(large);
+    db.exec("PRAGMA foreign_keys = OFF");
+    const columns = db
+      .prepare("SELECT name FROM pragma_table_info('usage')")
+      .all()
+      .map((row) => String(row.name));
+    const insert = db.prepare(
+      `INSERT INTO usage (${columns.join(", ")}) VALUES (${columns.map(() => "?").join(", ")})`,
+    );
+    db.exec("BEGIN");
+    for (let row = 0; row < 40_000; row++)
+      insert.run(...columns.map((name) => (name === "id" || name === "request_id" ? `row-${row}` : 1)));
+    db.exec("COMMIT");
+    db.close();
+    const grown = statSync(large).size;
+    expect(grown).toBeGreaterThan(2_000_000);
+
+    const restored = runCli(["restore", small], { cwd: folder, env, unset: ["TOLLGATE_CONFIG"] });
+    expect(restored.code).toBe(0);
+    expect(usageRequestIds(large)).toEqual([]);
+    const check = new DatabaseSync(large, { readOnly: true });
+    const freePages = Number(check.prepare("PRAGMA freelist_count").get()?.freelist_count);
+    check.close();
+    expect(freePages).toBe(0);
+    expect(statSync(large).size).toBeLessThan(grown / 10);
+  });
+
   it("loses no credit a command made while it restored: each is in the database it replaced or the restored one", async () => {
     const dir = join(folder, "concurrent");
     mkdirSync(dir);

@@ -159,7 +159,26 @@ async function replaceFrom(
     throw failure(error, target, movedTo);
   }
   db.exec(`DETACH DATABASE ${RESTORED}`);
+  compactIfMostlyFree(db);
   return keptAs;
+}
+
+/**
+ * Gives the pages the old contents left free back to the file system, where they are most of it
+ * (`VACUUM`, after the restore's commit: nothing of it depends on this). Regression: a small
+ * backup restored over a large database left the file its old size, nearly all free pages, and
+ * every later backup and `before-restore` copy that size too. A VACUUM that cannot run now (a
+ * command writing, a disk too full for its copy) leaves the database as restored, whole.
+ */
+function compactIfMostlyFree(db: DatabaseSync): void {
+  const count = (pragma: string) =>
+    Number(Object.values(db.prepare(`PRAGMA main.${pragma}`).get() ?? {})[0] ?? 0);
+  if (count("freelist_count") * 2 <= count("page_count")) return;
+  try {
+    db.exec("VACUUM main");
+  } catch {
+    // Restored all the same; only its size is what it was.
+  }
 }
 
 /**
