@@ -84,6 +84,12 @@ export async function runRestoreCommand(
     restored = await restoreSqliteFile(backupFile, file);
   } catch (error) {
     // The claim's message (claim-sqlite-file.ts) is about a second server; here the fix differs.
+    if (error instanceof SqliteFileClaimedError && error.holderRestores) {
+      throw new CliError(
+        `Another tollgate restore (process ${error.holderPid}) is restoring ${file}: wait for it to finish. Nothing was changed.`,
+        { cause: error },
+      );
+    }
     if (error instanceof SqliteFileClaimedError) {
       const holder = error.holderPid === undefined ? "it" : `process ${error.holderPid}`;
       throw new CliError(

@@ -31,13 +31,16 @@ afterEach(async () => {
   others = [];
 });
 
-/** Another server's process, holding the claim on `file` until it is killed. */
-async function startOtherServer(file: string): Promise<ChildProcess> {
+/**
+ * Another server's process, holding the claim on `file` until it is killed; with `restore`, one
+ * whose arguments say `restore`, as `tollgate restore FILE`'s do while it holds the claim.
+ */
+async function startOtherServer(file: string, as: "serve" | "restore" = "serve"): Promise<ChildProcess> {
   const script = `const { claimSqliteFile } = await import(${JSON.stringify(claimModule)});
     claimSqliteFile(${JSON.stringify(file)});
     process.stdout.write("claimed");
     setInterval(() => {}, 1000);`;
-  const child = spawn(process.execPath, ["--input-type=module", "-e", script], {
+  const child = spawn(process.execPath, ["--input-type=module", "-e", script, as], {
     stdio: ["ignore", "pipe", "inherit"],
   });
   others.push(child);
@@ -71,6 +74,28 @@ describe.skipIf(!locksListed)("a refused claim on a SQLite file", () => {
     );
     expect(error).toBeInstanceOf(CliError);
     expect((error as Error).message).toContain(`(process ${other.pid} holds ${file}.server.lock): stop it`);
+  });
+
+  // Regression: both were told that a server held the file.
+  it("says that a restore holds it, to a server that starts and to a second restore", async () => {
+    const url = newDatabaseUrl(directory);
+    const file = url.slice("sqlite:".length);
+    await (await openStore(url)).close();
+    const backup = join(directory, `backup-${Date.now()}.db`);
+    await (await openStore(`sqlite:${backup}`)).close();
+    const config = join(directory, `restore-${Date.now()}.yaml`);
+    writeFileSync(config, `database: ${url}\nmodels: []\n`);
+    const restoring = await startOtherServer(file, "restore");
+    await expect(openStore(url, { owner: true })).rejects.toThrow(
+      `A tollgate restore (process ${restoring.pid}) is restoring ${file} (it holds ${file}.server.lock): wait for it to finish, then start again.`,
+    );
+    const error = await runRestoreCommand([backup], config, collectOutput()).catch(
+      (caught: unknown) => caught,
+    );
+    expect(error).toBeInstanceOf(CliError);
+    expect((error as Error).message).toBe(
+      `Another tollgate restore (process ${restoring.pid}) is restoring ${file}: wait for it to finish. Nothing was changed.`,
+    );
   });
 
   it("knows no holder of a file nobody locks", () => {

@@ -103,21 +103,44 @@ function inodeOf(path: string): number | undefined {
 export class SqliteFileClaimedError extends Error {
   /** The process that holds the claim, where it is known (see find-lock-holder.ts). */
   readonly holderPid: number | undefined;
+  /** Whether that process is a `tollgate restore` (which holds the claim while it works), not a server. */
+  readonly holderRestores: boolean;
 
-  constructor(message: string, holderPid: number | undefined) {
+  constructor(message: string, holderPid: number | undefined, holderRestores = false) {
     super(message);
     this.name = "SqliteFileClaimedError";
     this.holderPid = holderPid;
+    this.holderRestores = holderRestores;
   }
 }
 
 function claimedError(file: string, lockFile: string): Error {
   // The lock records no process: the system's table of locks names it, where it can.
   const holder = findLockHolder(lockFile);
+  if (holder !== undefined && isRestoring(holder)) {
+    return new SqliteFileClaimedError(
+      `A tollgate restore (process ${holder}) is restoring ${file} (it holds ${lockFile}): wait for it to finish, then start again.`,
+      holder,
+      true,
+    );
+  }
   return new SqliteFileClaimedError(
     `Another Tollgate server serves ${file} (${holder === undefined ? "it" : `process ${holder}`} holds ${lockFile}). One server owns a SQLite file; to run several servers, give them one PostgreSQL database (database: postgres://...).`,
     holder,
   );
+}
+
+/**
+ * Whether process `pid` runs `tollgate restore`, as its arguments say (Linux's /proc; elsewhere
+ * it is taken for a server). Regression: a server started during a restore, and a second
+ * restore, were told that a server held the file.
+ */
+function isRestoring(pid: number): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").includes("restore");
+  } catch {
+    return false;
+  }
 }
 
 /**
