@@ -1,5 +1,8 @@
-import type { Server, ServerResponse } from "node:http";
+import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
+import { normalizeRequestTarget } from "./normalize-request-target.ts";
+import { CHAT_COMPLETIONS_PATH } from "./routes/chat-completions.ts";
+import { unsentBytes } from "./write-event-stream.ts";
 
 /**
  * Keeps `server.closeIdleConnections()` (which `server.close()`, and so a drain's `app.close()`,
@@ -40,24 +43,28 @@ export function keepFlushingResponses(server: Server): FlushingResponses {
       return [...sockets].flatMap((socket) => {
         const response = responseOf(socket);
         if (response == null || response.writableFinished || !response.headersSent) return [];
-        return [
-          {
-            requestId: readSentRequestId(response),
-            unsentBytes: response.writableLength + socket.writableLength,
-          },
-        ];
+        if (!isChatCompletion(response.req)) return [];
+        // Not `writableLength`, which counts a write the kernel has taken most of in full.
+        return [{ requestId: readSentRequestId(response), unsentBytes: unsentBytes(socket) }];
       });
     },
   };
 }
 
-/** The answers being sent: begun (their head sent) and not yet sent whole. */
+/** The chat answers being sent: begun (their head sent) and not yet sent whole. */
 export interface FlushingResponses {
   /**
-   * Those being sent now, whole answers and streams, with the bytes still in their response's
-   * and socket's buffers (the kernel's not counted).
+   * Those being sent now, whole answers and streams (not other responses: an export, /metrics,
+   * which charge nothing), with the bytes their socket has not handed to the kernel (a stream's
+   * writes queued behind those not counted).
    */
   sending(): { requestId: string | undefined; unsentBytes: number }[];
+}
+
+/** Whether `request` asked for a chat completion, the answers that are charged. */
+function isChatCompletion(request: IncomingMessage | undefined): boolean {
+  if (request?.method !== "POST" || request.url === undefined) return false;
+  return normalizeRequestTarget(request.url).split("?")[0] === CHAT_COMPLETIONS_PATH;
 }
 
 /**

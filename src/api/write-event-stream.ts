@@ -147,7 +147,7 @@ function watchClientReads(response: ServerResponse, stallTimeoutMs: number): { s
 }
 
 /** The bytes `socket` has not handed to the kernel yet. */
-function unsentBytes(socket: Socket): number {
+export function unsentBytes(socket: Socket): number {
   return (
     (socket as { _handle?: { writeQueueSize?: number } | null })._handle?.writeQueueSize ??
     socket.writableLength
