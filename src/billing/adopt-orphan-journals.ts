@@ -241,7 +241,10 @@ export interface ForeignJournal {
   journal: string;
   /** Charges it holds. */
   owed: number;
-  /** The name that makes it this store's: a start or a lease sweep then records it here. */
+  /**
+   * The name that makes it this store's, under a replica id of its own (`<its replica id>@<its
+   * tag>`): a start or a lease sweep then records it here as a gone replica's.
+   */
   renameTo: string;
 }
 
@@ -268,13 +271,11 @@ export function listForeignJournals(options: { folder: string; storeTag: string 
       if (statSync(journal).size === 0) return [];
       const owed = new ChargeJournal(journal).readOwed().length;
       if (owed === 0) return [];
-      return [
-        {
-          journal,
-          owed,
-          renameTo: join(options.folder, `pending-charges-${match[1]}.${options.storeTag}.jsonl`),
-        },
-      ];
+      // Under a replica id of its own, which no replica runs with: under its own id it could be a
+      // running replica's journal, which that replica deletes once it owes nothing itself.
+      const ownId = encodeURIComponent(`${decodeURIComponent(match[1])}@${match[2]}`);
+      const renameTo = join(options.folder, `pending-charges-${ownId}.${options.storeTag}.jsonl`);
+      return [{ journal, owed, renameTo }];
     } catch {
       return [];
     }

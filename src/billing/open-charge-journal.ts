@@ -146,7 +146,7 @@ function warnOfForeignJournals(logger: Logger, folder: string, storeTag: string)
   if (foreign.length === 0) return;
   logger.warn(
     { journals: foreign, storeTag },
-    `${foreign.length} ${foreign.length === 1 ? "journal" : "journals"} in charge_journal_dir ${foreign.length === 1 ? "holds" : "hold"} charges owed to another database or schema (the tag in the name is not this one's, ${storeTag}): that database's replicas record them when they start. If this database was restored from that one (pg_restore into a new database), rename each journal as renameTo says: the next start, or within a minute a running replica's lease sweep, records its charges here (a charge this database holds already is not charged again)`,
+    `${foreign.length} ${foreign.length === 1 ? "journal" : "journals"} in charge_journal_dir ${foreign.length === 1 ? "holds" : "hold"} charges owed to another database or schema (the tag in the name is not this one's, ${storeTag}): that database's replicas record them when they start. If this database was restored from that one (pg_restore into a new database), rename each journal as renameTo says (mv -n: a name of its own, which no replica writes to): a running replica's lease sweep, within a minute, or the next start records its charges here (a charge this database holds already is not charged again)`,
   );
 }
 

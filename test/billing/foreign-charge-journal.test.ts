@@ -3,7 +3,9 @@
  * pointed at it), the charges a killed replica had journaled for the old database carry the old
  * database's tag in their journal's name: nothing recorded them, nothing said so, and `audit`
  * passed without them. A start now warns of such journals and names the rename that makes them
- * this database's; after it, the next start records them.
+ * this database's, under a replica id of their own (under the replica's own id, the default
+ * host:port that a restarted replica keeps, the running replica deleted the file as soon as it
+ * owed nothing itself); after it, a lease sweep records them.
  */
 import { existsSync, mkdtempSync, renameSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -39,7 +41,7 @@ function recordingLogger() {
 }
 
 describe.skipIf("skipped" in probe)("a journal of charges owed to another database", () => {
-  it("is warned of at start with the rename that makes it this database's, which the next start then records", async () => {
+  it("is warned of at start with the rename that makes it this database's, which the running replica's sweep then records", async () => {
     if ("skipped" in probe) return;
     const schema = probe;
     cleanups.push(() => schema.drop());
@@ -59,14 +61,20 @@ describe.skipIf("skipped" in probe)("a journal of charges owed to another databa
     const oldTag = storeTag === "0123456789ab" ? "ba9876543210" : "0123456789ab";
     const foreign = join(folder, `pending-charges-old-1.${oldTag}.jsonl`);
     new ChargeJournal(foreign).owe(makeSettlement(reservation, 2_500n, { createdAt: new Date() }));
+    // The replica restarted with its id (host:port by default) on the restored database.
     const first = recordingLogger();
-    await openChargeJournal({
+    const opened = await openChargeJournal({
       databaseUrl: schema.url,
       store,
       logger: first.logger,
-      replica: { id: "new-1", storeTag, folder },
+      replica: { id: "old-1", storeTag, folder },
     });
-    const renameTo = join(folder, `pending-charges-old-1.${storeTag}.jsonl`);
+    // Not its own journal's name (regression): that file it deletes once it owes nothing itself.
+    const renameTo = join(
+      folder,
+      `pending-charges-${encodeURIComponent(`old-1@${oldTag}`)}.${storeTag}.jsonl`,
+    );
+    expect(renameTo).not.toBe(opened.path);
     const warning = first.lines.find((line) => String(line.msg).includes("owed to another database"));
     expect(warning).toMatchObject({
       level: 40,
@@ -79,15 +87,9 @@ describe.skipIf("skipped" in probe)("a journal of charges owed to another databa
     expect(existsSync(foreign)).toBe(true);
 
     renameSync(foreign, renameTo);
-    const second = recordingLogger();
-    await openChargeJournal({
-      databaseUrl: schema.url,
-      store,
-      logger: second.logger,
-      // The same replica id as the journal's: its start records its own journal.
-      replica: { id: "old-1", storeTag, folder },
-    });
-    expect(second.lines.some((line) => String(line.msg).includes("owed to another database"))).toBe(false);
+    // The running replica's next lease sweep records it, as a gone replica's journal.
+    await opened.adoptOrphans?.();
+    expect(existsSync(renameTo)).toBe(false);
     expect((await store.listUsage()).map((row) => [row.id, row.costNano])).toEqual([
       [reservation.id, 2_500n],
     ]);
