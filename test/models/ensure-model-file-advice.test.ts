@@ -50,4 +50,17 @@ describe("ensureModelFile: the advice fits the failure", () => {
     );
     expect(failure.message).not.toMatch(/network/);
   });
+
+  // Regression: the command it gave had the query shown as "?…", which pulled another URL into
+  // another file, without the token.
+  it("does not give a URL shown without its query as a command to run", async () => {
+    const closed = await startModelFileServer();
+    await closed.close();
+    const failure = await failureOf(`${closed.baseUrl}/models/tiny.gguf?token=Secret123`, join(folder, "q"));
+    expect(failure.failure).toBe("unreachable");
+    expect(failure.message).not.toContain("Secret123");
+    expect(failure.message).toContain(
+      "; or run `tollgate models pull URL`, with engine.model's URL whole (its query and credentials are not repeated here), on a machine with network access and put the file at ",
+    );
+  });
 });

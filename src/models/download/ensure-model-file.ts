@@ -88,6 +88,7 @@ export async function ensureModelFile(options: EnsureModelFileOptions): Promise<
       const what = failure.failure === "not-writable" ? "saved" : "downloaded";
       const fix = describeFix(failure.failure, {
         shown,
+        shownWhole: source.uri.type === "hugging-face" || shown === source.uri.url.href,
         path: source.path,
         modelsFolder,
         transient: failure.transient,
@@ -112,9 +113,14 @@ export async function ensureModelFile(options: EnsureModelFileOptions): Promise<
  */
 function describeFix(
   failure: ModelDownloadFailure,
-  context: { shown: string; path: string; modelsFolder: string; transient: boolean },
+  context: { shown: string; shownWhole: boolean; path: string; modelsFolder: string; transient: boolean },
 ): string {
-  const elsewhere = `run \`tollgate models pull ${context.shown}\` on a machine with network access and put the file at ${describeFileDestination(context.path)}; or serve a local GGUF file instead: name it in engine.model in tollgate.yaml (README, Use it: \`tollgate models make-test FILE\` writes a tiny one to try the service with).`;
+  // A URL shown without its query or credentials (they may hold a token) is no command to run:
+  // pulled so, it named another file, and lacked the token.
+  const pull = context.shownWhole
+    ? `\`tollgate models pull ${context.shown}\``
+    : "`tollgate models pull URL`, with engine.model's URL whole (its query and credentials are not repeated here),";
+  const elsewhere = `run ${pull} on a machine with network access and put the file at ${describeFileDestination(context.path)}; or serve a local GGUF file instead: name it in engine.model in tollgate.yaml (README, Use it: \`tollgate models make-test FILE\` writes a tiny one to try the service with).`;
   switch (failure) {
     case "unreachable":
     case "interrupted":
