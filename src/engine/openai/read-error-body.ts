@@ -1,3 +1,4 @@
+import { showControlCharacters } from "../../admin/show-control-characters.ts";
 import { cutText } from "../../errors/cut-text.ts";
 import { readLeadingFields } from "./read-leading-fields.ts";
 import { dropCutSecret, REDACTED, redactUpstreamText } from "./redact-upstream-text.ts";
@@ -178,7 +179,8 @@ function readString(value: unknown): string | undefined {
 
 /**
  * A field as it may be passed on: secrets removed first, on the whole text (shortening could
- * otherwise cut one and leave its start), then one line, shortened; `undefined` when blank.
+ * otherwise cut one and leave its start), then one line, its control characters (but for
+ * whitespace) written as `\u001b` and the like, shortened; `undefined` when blank.
  */
 function cleanText(
   text: string | undefined,
@@ -186,7 +188,9 @@ function cleanText(
   names: readonly string[],
 ): string | undefined {
   if (text === undefined) return undefined;
-  const cleaned = redactUpstreamText(text, secrets, names).replace(/\s+/g, " ").trim();
+  // Control characters written as escapes: an SDK or a CLI prints the message to a terminal,
+  // where an upstream's escape sequences would recolour or clear it.
+  const cleaned = showControlCharacters(redactUpstreamText(text, secrets, names).replace(/\s+/g, " ").trim());
   if (cleaned === "") return undefined;
   return cleaned.length <= MAX_MESSAGE_LENGTH ? cleaned : `${cutText(cleaned, MAX_MESSAGE_LENGTH - 1)}…`;
 }

@@ -27,6 +27,18 @@ describe("readErrorBody", () => {
     });
   });
 
+  // Regression: an upstream's escape sequences reached the client's message raw, and an SDK or a
+  // CLI that prints it to a terminal recoloured or cleared it.
+  it("writes control characters but whitespace as escapes", () => {
+    const body = readBody(
+      JSON.stringify({
+        error: { message: "line1\nINFO fake\r\n\u001b[31mred\u001b[0m \u0007 \u202eevil", param: "x\u001by" },
+      }),
+    );
+    expect(body.message).toBe("line1 INFO fake \\u001b[31mred\\u001b[0m \\u0007 \\u202eevil");
+    expect(body.param).toBe("x\\u001by");
+  });
+
   it("reads the shapes other compatible servers use", () => {
     expect(readBody('{"error":"model overloaded"}').message).toBe("model overloaded");
     expect(readBody('{"message":"bad things"}').message).toBe("bad things");
