@@ -1,3 +1,4 @@
+import { closeSync, openSync } from "node:fs";
 import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite";
 import type { SqliteDatabase, SqliteStatement } from "kysely";
 import { explainSqliteError } from "./explain-sqlite-error.ts";
@@ -23,6 +24,22 @@ export const DEFAULT_BUSY_TIMEOUT_MS = 5000;
 export const WAL_SIZE_LIMIT_BYTES = 32 * 2 ** 20;
 
 /**
+ * Creates the empty file of a new database readable by its owner only (mode 0600), where none is:
+ * SQLite gives its -wal and -shm files the database's mode. Regression: a new database was made
+ * readable by every user of the machine (key hashes, balances, users), while backups of it are
+ * not. An existing file keeps its mode; a file that cannot be made here is left to SQLite, whose
+ * error says why.
+ */
+export function createPrivateDatabaseFile(location: string): void {
+  if (location === ":memory:" || location === "") return;
+  try {
+    closeSync(openSync(location, "wx", 0o600));
+  } catch {
+    // There already, or not to be made: SQLite opens it, or says why not.
+  }
+}
+
+/**
  * Opens a SQLite file (or `:memory:`) with `node:sqlite` and wraps it in the better-sqlite3-like
  * shape that kysely's `SqliteDialect` drives.
  *
@@ -45,6 +62,7 @@ export function openNodeSqliteDatabase(
   const busyTimeout = Math.trunc(options.busyTimeoutMilliseconds ?? DEFAULT_BUSY_TIMEOUT_MS);
   let database: DatabaseSync;
   try {
+    createPrivateDatabaseFile(location);
     database = new DatabaseSync(location, {
       readBigInts: true,
       enableForeignKeyConstraints: true,

@@ -4,7 +4,7 @@ import { pathToFileURL } from "node:url";
 import { copySqliteFile, removeWithSideFiles, SIDE_FILES } from "./back-up-sqlite-file.ts";
 import { claimSqliteFile } from "./claim-sqlite-file.ts";
 import { fileStamp } from "./file-stamp.ts";
-import { DEFAULT_BUSY_TIMEOUT_MS } from "./node-sqlite-database.ts";
+import { createPrivateDatabaseFile, DEFAULT_BUSY_TIMEOUT_MS } from "./node-sqlite-database.ts";
 import { type LedgerSummary, readLedgerSummary } from "./read-ledger-summary.ts";
 import { replaceSqliteContents } from "./replace-sqlite-contents.ts";
 
@@ -108,6 +108,7 @@ function openTarget(target: string): DatabaseSync | undefined {
       probe.close();
     }
   }
+  createPrivateDatabaseFile(target);
   const db = new DatabaseSync(target, { timeout: DEFAULT_BUSY_TIMEOUT_MS });
   try {
     db.exec("PRAGMA main.journal_mode = WAL");
