@@ -325,6 +325,14 @@ export interface ChatEngine {
   /** The context size that `context_length_exceeded` checks, if the engine knows it. */
   readonly contextLength: number | undefined;
   status(): ModelStatus;
+  /**
+   * Whether the engine's `unavailable` passes by itself (an upstream's endpoints resting, after
+   * failures or for its `retry-after`), so that a reload keeps the engine while its settings are
+   * unchanged: a new engine would forget the rests and call an upstream that asked to be left
+   * alone. Absent: a reload gives an unavailable engine a new one (a local model whose file was
+   * missing is loaded again).
+   */
+  readonly recoversByItself?: boolean;
   /** Whether the engine can produce more than one choice per request (`n > 1`). */
   readonly supportsMultipleChoices: boolean;
   /**

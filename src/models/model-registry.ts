@@ -80,7 +80,8 @@ export class ModelRegistry {
    *
    * A model whose engine settings and `context_length` did not change keeps its engine (and its
    * loaded weights, or the load under way) unless that engine is `unavailable` (a reload is how
-   * an operator retries a model whose file was missing or failed to load) or its source changed
+   * an operator retries a model whose file was missing or failed to load; not an upstream model
+   * whose endpoints rest, which recover by themselves: ChatEngine.recoversByItself) or its source changed
    * (a local model's file replaced at the same path, with `mv`: the reload is how the new weights
    * are served). Others get a new engine: an engine fixes its context length when it is created
    * (a local model sizes its context from it, so a new length means loading the model again).
@@ -164,7 +165,7 @@ export class ModelRegistry {
     const built = this.#builtFrom.get(engine);
     return (
       built !== undefined &&
-      engine.status() !== "unavailable" &&
+      (engine.recoversByItself === true || engine.status() !== "unavailable") &&
       built.contextLength === model.contextLength &&
       isDeepStrictEqual(built.engine, model.engine) &&
       engine.sourceChanged?.() !== true

@@ -307,6 +307,7 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
     },
     supportsMultipleChoices: false,
     supportsLogprobs: true,
+    recoversByItself: true,
     status(): ModelStatus {
       return closed || balancer.allCoolingDown() ? "unavailable" : "available";
     },
