@@ -142,17 +142,19 @@ describe("writeToClient", () => {
     let finished: Promise<void> | undefined;
     const url = await serve(async (response) => {
       finished = (async () => {
-        // Each write waits for megabytes to be read: longer than the 1 s stall timeout (which a
-        // busy machine's pauses between reads stay well within).
-        const piece = "z".repeat(3 * 1024 * 1024);
+        // Each write waits for megabytes to be read: longer than the 1 s stall timeout. The
+        // reader takes some megabytes a second: what it takes shows in the socket's queue only
+        // as the kernel's send buffer frees a third of itself (a megabyte or more), so a reader
+        // of one megabyte a second (50 ms pauses) sometimes showed no progress within a second.
+        const piece = "z".repeat(12 * 1024 * 1024);
         for (let index = 0; index < 2; index++) results.push(await writeToClient(response, piece, 1000));
         response.end();
       })();
     });
-    const received = await readSlowly(url, 50);
+    const received = await readSlowly(url, 10);
     await finished;
     expect(results).toEqual([true, true]);
-    expect(received).toBe(2 * 3 * 1024 * 1024);
+    expect(received).toBe(2 * 12 * 1024 * 1024);
   });
 
   it("counts a pipelined response's stall only once it has its connection (regression: cut while queued, connection left open)", async () => {
