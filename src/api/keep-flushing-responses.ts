@@ -64,7 +64,9 @@ export interface FlushingResponses {
 /** Whether `request` asked for a chat completion, the answers that are charged. */
 function isChatCompletion(request: IncomingMessage | undefined): boolean {
   if (request?.method !== "POST" || request.url === undefined) return false;
-  return normalizeRequestTarget(request.url).split("?")[0] === CHAT_COMPLETIONS_PATH;
+  // With a trailing slash too, as the router takes it.
+  const path = normalizeRequestTarget(request.url).split("?")[0];
+  return path === CHAT_COMPLETIONS_PATH || path === `${CHAT_COMPLETIONS_PATH}/`;
 }
 
 /**

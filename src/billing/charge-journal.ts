@@ -2,6 +2,12 @@ import { appendFileSync, readFileSync, renameSync, rmSync, writeFileSync } from 
 import type { Store, UsageRecord } from "../store/store.ts";
 
 /**
+ * A journal's files are readable by their owner only, as the database is (account and key ids,
+ * costs): the mode a file is created with. Regression: they were made 0644.
+ */
+const PRIVATE = { mode: 0o600 } as const;
+
+/**
  * The charges a server owes the store while the store does not take them, kept in a file beside
  * a SQLite database (`<file>.pending-charges.jsonl`) so that a process that dies meanwhile
  * (killed, out of memory, a crash) does not lose them: the next start records them (see
@@ -63,7 +69,7 @@ export class ChargeJournal {
 
   /** Notes a charge the store did not take. Throws when the file cannot be written. */
   owe(usage: UsageRecord): void {
-    appendFileSync(this.path, `\n${JSON.stringify({ owed: toJsonUsage(usage) })}\n`);
+    appendFileSync(this.path, `\n${JSON.stringify({ owed: toJsonUsage(usage) })}\n`, PRIVATE);
     this.#owed.add(usage.id);
   }
 
@@ -71,7 +77,7 @@ export class ChargeJournal {
   paid(id: string): void {
     if (!this.#owed.delete(id)) return;
     if (this.#owed.size === 0) rmSync(this.path, { force: true });
-    else appendFileSync(this.path, `\n${JSON.stringify({ paid: id })}\n`);
+    else appendFileSync(this.path, `\n${JSON.stringify({ paid: id })}\n`, PRIVATE);
   }
 
   /**
@@ -86,6 +92,7 @@ export class ChargeJournal {
       writeFileSync(
         next,
         usages.map((usage) => `${JSON.stringify({ owed: toJsonUsage(usage) })}\n`).join(""),
+        PRIVATE,
       );
       renameSync(next, this.path);
     }
@@ -156,7 +163,7 @@ function keepUnreadable(journal: ChargeJournal): { lines: number; path: string }
   if (lines.length === 0) return undefined;
   const path = `${journal.path}.unreadable`;
   try {
-    appendFileSync(path, lines.map((line) => `${line}\n`).join(""));
+    appendFileSync(path, lines.map((line) => `${line}\n`).join(""), PRIVATE);
   } catch (error) {
     throw new Error(
       `Could not keep the ${lines.length === 1 ? "line" : `${lines.length} lines`} of ${journal.path} that cannot be read aside in ${path} (${(error as Error).message}); the journal is left as it was. Make ${path} a file that can be written (or move it away), then start again.`,

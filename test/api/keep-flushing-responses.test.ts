@@ -44,10 +44,15 @@ describe("the answers being sent", () => {
     await requestUnread(port, "POST", "/v1/chat/completions");
     // The route as the router reads it (a doubled slash, a query): a chat answer too.
     await requestUnread(port, "POST", "//v1/chat/completions?x=1");
+    await requestUnread(port, "POST", "/v1/chat/completions/");
     await requestUnread(port, "GET", "/admin/usage?format=csv");
     await requestUnread(port, "POST", "/v1/chat/completionsx");
     const sending = flushing.sending();
-    expect(sending.map((each) => each.requestId).sort()).toEqual(["req_POST_20", "req_POST_25"]);
+    expect(sending.map((each) => each.requestId).sort()).toEqual([
+      "req_POST_20",
+      "req_POST_21",
+      "req_POST_25",
+    ]);
     for (const { unsentBytes } of sending) {
       expect(unsentBytes).toBeGreaterThan(0);
       expect(unsentBytes).toBeLessThan(BODY.length);

@@ -1,4 +1,4 @@
-import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pino from "pino";
@@ -67,6 +67,22 @@ describe("the charge journal", () => {
     // A charge it never held changes nothing.
     journal.paid("a");
     expect(existsSync(path)).toBe(false);
+  });
+
+  // Regression: made 0644 (account and key ids, costs) beside a database made 0600.
+  it("is readable by its owner only, started over too", () => {
+    const previous = process.umask(0o022);
+    try {
+      const path = newPath();
+      const journal = new ChargeJournal(path);
+      journal.owe(usage("a"));
+      expect(statSync(path).mode & 0o777).toBe(0o600);
+      const other = newPath();
+      new ChargeJournal(other).startOver([usage("b")]);
+      expect(statSync(other).mode & 0o777).toBe(0o600);
+    } finally {
+      process.umask(previous);
+    }
   });
 
   it("skips a line cut short, and lines that are not charges", () => {

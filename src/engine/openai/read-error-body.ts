@@ -188,11 +188,13 @@ function cleanText(
   names: readonly string[],
 ): string | undefined {
   if (text === undefined) return undefined;
-  // Control characters written as escapes: an SDK or a CLI prints the message to a terminal,
-  // where an upstream's escape sequences would recolour or clear it.
-  const cleaned = showControlCharacters(redactUpstreamText(text, secrets, names).replace(/\s+/g, " ").trim());
+  const cleaned = redactUpstreamText(text, secrets, names).replace(/\s+/g, " ").trim();
   if (cleaned === "") return undefined;
-  return cleaned.length <= MAX_MESSAGE_LENGTH ? cleaned : `${cutText(cleaned, MAX_MESSAGE_LENGTH - 1)}…`;
+  const shortened =
+    cleaned.length <= MAX_MESSAGE_LENGTH ? cleaned : `${cutText(cleaned, MAX_MESSAGE_LENGTH - 1)}…`;
+  // Control characters written as escapes (an SDK or a CLI prints the message to a terminal, where
+  // an upstream's escape sequences would recolour or clear it), once shortened: never cut in two.
+  return showControlCharacters(shortened);
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {

@@ -37,6 +37,11 @@ describe("readErrorBody", () => {
     );
     expect(body.message).toBe("line1 INFO fake \\u001b[31mred\\u001b[0m \\u0007 \\u202eevil");
     expect(body.param).toBe("x\\u001by");
+    // Shortened before they are written so: an escape is never cut in two.
+    const long = readBody(
+      JSON.stringify({ error: { message: `${"word ".repeat(59)}${"\u001b".repeat(10)}` } }),
+    );
+    expect(long.message).toMatch(/^(word ){59}(\\u001b)+…$/);
   });
 
   it("reads the shapes other compatible servers use", () => {
