@@ -5,7 +5,7 @@
  * body and a clean end of stream, though the request was charged in full (found by a
  * slow-consumer review). Now the answer is sent whole before the connection closes.
  */
-import { connect } from "node:net";
+import { connect, type Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { startMockUpstream, streamText } from "../engine/openai/mock-upstream.ts";
 import { collectLogLines } from "../support/collect-log-lines.ts";
@@ -18,6 +18,25 @@ afterEach(async () => {
   server = undefined;
 });
 
+/** Asks `server` for an answer of the model `big` on a raw socket, which the test then reads as it likes. */
+function askRaw(test: TestServer, stream: boolean): Socket {
+  const url = new URL(test.baseUrl);
+  const body = JSON.stringify({ model: "big", messages: [{ role: "user", content: "Go" }], stream });
+  const socket = connect(Number(url.port), url.hostname);
+  socket.write(
+    [
+      "POST /v1/chat/completions HTTP/1.1",
+      `host: ${url.host}`,
+      `authorization: Bearer ${test.starterKey}`,
+      "content-type: application/json",
+      `content-length: ${Buffer.byteLength(body)}`,
+      "",
+      body,
+    ].join("\r\n"),
+  );
+  return socket;
+}
+
 describe("a drain while a whole answer is still being sent", () => {
   it("sends it whole before the connection closes", async () => {
     const upstream = await startMockUpstream();
@@ -29,20 +48,7 @@ describe("a drain while a whole answer is still being sent", () => {
     );
     try {
       server = await startTestServer({ extraModels: [createUpstreamModelEntry("big", upstream.baseUrl)] });
-      const url = new URL(server.baseUrl);
-      const body = JSON.stringify({ model: "big", messages: [{ role: "user", content: "Go" }] });
-      const socket = connect(Number(url.port), url.hostname);
-      socket.write(
-        [
-          "POST /v1/chat/completions HTTP/1.1",
-          `host: ${url.host}`,
-          `authorization: Bearer ${server.starterKey}`,
-          "content-type: application/json",
-          `content-length: ${Buffer.byteLength(body)}`,
-          "",
-          body,
-        ].join("\r\n"),
-      );
+      const socket = askRaw(server, false);
       // A slow reader: about 2 MB a second, the 8 MB answer's rest waiting in the socket's buffers.
       let received = Buffer.alloc(0);
       let draining: Promise<void> | undefined;
@@ -90,20 +96,7 @@ describe("a drain while a whole answer is still being sent", () => {
           extraModels: [createUpstreamModelEntry("big", upstream.baseUrl)],
           logDestination: destination,
         });
-        const url = new URL(server.baseUrl);
-        const body = JSON.stringify({ model: "big", messages: [{ role: "user", content: "Go" }], stream });
-        const socket = connect(Number(url.port), url.hostname);
-        socket.write(
-          [
-            "POST /v1/chat/completions HTTP/1.1",
-            `host: ${url.host}`,
-            `authorization: Bearer ${server.starterKey}`,
-            "content-type: application/json",
-            `content-length: ${Buffer.byteLength(body)}`,
-            "",
-            body,
-          ].join("\r\n"),
-        );
+        const socket = askRaw(server, stream);
         // The head, and then nothing more is read: the answer's rest waits in the buffers.
         const head = await new Promise<string>((resolve) => {
           let received = Buffer.alloc(0);

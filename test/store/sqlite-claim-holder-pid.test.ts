@@ -49,6 +49,18 @@ async function startOtherServer(file: string, as: "serve" | "restore" = "serve")
   return child;
 }
 
+/** A database, a backup to restore into it and a config naming it. */
+async function prepareRestore() {
+  const url = newDatabaseUrl(directory);
+  const file = url.slice("sqlite:".length);
+  await (await openStore(url)).close();
+  const backup = join(directory, `backup-${Date.now()}.db`);
+  await (await openStore(`sqlite:${backup}`)).close();
+  const config = join(directory, `restore-${Date.now()}.yaml`);
+  writeFileSync(config, `database: ${url}\nmodels: []\n`);
+  return { url, file, backup, config };
+}
+
 describe.skipIf(!locksListed)("a refused claim on a SQLite file", () => {
   it("names the process of the server that holds it", async () => {
     const url = newDatabaseUrl(directory);
@@ -61,13 +73,7 @@ describe.skipIf(!locksListed)("a refused claim on a SQLite file", () => {
   });
 
   it("names it in restore's refusal too", async () => {
-    const url = newDatabaseUrl(directory);
-    const file = url.slice("sqlite:".length);
-    await (await openStore(url)).close();
-    const backup = join(directory, `backup-${Date.now()}.db`);
-    await (await openStore(`sqlite:${backup}`)).close();
-    const config = join(directory, `restore-${Date.now()}.yaml`);
-    writeFileSync(config, `database: ${url}\nmodels: []\n`);
+    const { url, file, backup, config } = await prepareRestore();
     const other = await startOtherServer(file);
     const error = await runRestoreCommand([backup], config, collectOutput()).catch(
       (caught: unknown) => caught,
@@ -78,13 +84,7 @@ describe.skipIf(!locksListed)("a refused claim on a SQLite file", () => {
 
   // Regression: both were told that a server held the file.
   it("says that a restore holds it, to a server that starts and to a second restore", async () => {
-    const url = newDatabaseUrl(directory);
-    const file = url.slice("sqlite:".length);
-    await (await openStore(url)).close();
-    const backup = join(directory, `backup-${Date.now()}.db`);
-    await (await openStore(`sqlite:${backup}`)).close();
-    const config = join(directory, `restore-${Date.now()}.yaml`);
-    writeFileSync(config, `database: ${url}\nmodels: []\n`);
+    const { url, file, backup, config } = await prepareRestore();
     const restoring = await startOtherServer(file, "restore");
     await expect(openStore(url, { owner: true })).rejects.toThrow(
       `A tollgate restore (process ${restoring.pid}) is restoring ${file} (it holds ${file}.server.lock): wait for it to finish, then start again.`,
