@@ -57,6 +57,7 @@ const claims = new Map<string, { connection: DatabaseSync; holders: number }>();
  * releasing it), the lock guards nothing, and the file now at the name is locked instead.
  */
 function lockExclusively(file: string, lockFile: string): DatabaseSync {
+  let busyTries = 0;
   for (let attempt = 0; attempt < 5; attempt++) {
     const before = inodeOf(lockFile);
     const connection = openLockFile(lockFile);
@@ -70,13 +71,28 @@ function lockExclusively(file: string, lockFile: string): DatabaseSync {
       connection.exec("BEGIN EXCLUSIVE");
     } catch (error) {
       connection.close();
-      if (/locked|busy/i.test((error as Error).message)) throw claimedError(file, lockFile);
-      throw error;
+      if (!/locked|busy/i.test((error as Error).message)) throw error;
+      // SQLite takes its exclusive lock by way of a shared one: claims at the same moment can
+      // each hold the shared lock the other needs, and all be refused (seen once in a test of six
+      // claims at once). Tried again after a pause of its own; a live server's claim refuses
+      // every try.
+      if (++busyTries > CLAIM_TRIES_WHEN_BUSY) throw claimedError(file, lockFile);
+      pauseThread(5 + Math.floor(Math.random() * 20));
+      attempt--;
+      continue;
     }
     if (opened !== undefined && inodeOf(lockFile) === opened) return connection;
     connection.close();
   }
   throw new Error(`Could not claim ${file}: ${lockFile} keeps changing. Is another server starting on it?`);
+}
+
+/** How many more times a claim that found the lock file locked tries, before it is refused. */
+const CLAIM_TRIES_WHEN_BUSY = 3;
+
+/** Blocks this thread for `ms` (a claim is made once, as a server starts). */
+function pauseThread(ms: number): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
 }
 
 /**
