@@ -360,12 +360,12 @@ function isReference(value: unknown): boolean {
   return typeof value === "string" && value.includes("${");
 }
 
-/** A key that may be left out or empty (both mean "not set"). */
 /** Whether `key` is in the file with an empty value: `""`, or none (`key:`, `key: ~`). */
 function isWrittenEmpty(mapping: ConfigMapping, key: string): boolean {
   return Object.hasOwn(mapping, key) && (mapping[key] === "" || mapping[key] === null);
 }
 
+/** A key that may be left out or empty (both mean "not set"). */
 function readOptionalSecret(
   issues: ConfigIssues,
   path: ConfigPath,

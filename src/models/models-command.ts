@@ -1,4 +1,5 @@
 import { stat } from "node:fs/promises";
+import { constants } from "node:os";
 import { join } from "node:path";
 import { CliError, type OutputSink } from "../admin/cli-error.ts";
 import { dispatchSubcommand } from "../admin/dispatch-subcommand.ts";
@@ -54,8 +55,8 @@ const REPEATED_SIGNAL_MS = 1000;
  * Runs `work` with a signal that SIGINT, SIGTERM and SIGHUP abort: a pull stopped by Ctrl-C (or a
  * container's stop, or a dropped SSH session's hangup) winds its download down, its lock file
  * released and its partial file kept for the next run to resume, then exits 130, 143 or 129. It
- * used to die at once and leave its lock
- * file, which a replica of another machine sharing the models folder waited out (30 s). A second
+ * used to die at once and leave its lock file, which a replica of another machine sharing the
+ * models folder waited out (30 s). A second
  * signal exits at once, unless it comes within a second of the first (Ctrl-C pressed twice out
  * of habit, while the wind-down takes milliseconds): it would leave the lock file behind.
  */
@@ -63,7 +64,8 @@ async function runInterruptibly(work: (signal: AbortSignal) => Promise<void>): P
   const controller = new AbortController();
   let received: NodeJS.Signals | undefined;
   let receivedAt = 0;
-  const exitCodeOf = (name: NodeJS.Signals) => (name === "SIGINT" ? 130 : name === "SIGHUP" ? 129 : 143);
+  // As a shell reports a process a signal ended: 128 and the signal's number.
+  const exitCodeOf = (name: NodeJS.Signals) => 128 + constants.signals[name];
   const onSignal = (name: NodeJS.Signals) => {
     if (received !== undefined) {
       if (performance.now() - receivedAt >= REPEATED_SIGNAL_MS) process.exit(exitCodeOf(name));

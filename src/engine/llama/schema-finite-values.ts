@@ -20,10 +20,7 @@ export class FiniteValues {
    * and how many properties it must keep at least (`minProperties`, where no other name may be)
    * and may keep at most (`maxProperties`).
    */
-  readonly #objects = new WeakMap<
-    object,
-    { required: ReadonlySet<string>; at: Position; minimum: number | undefined; maximum: number | undefined }
-  >();
+  readonly #objects = new WeakMap<object, { required: ReadonlySet<string>; at: Position } & PropertyCounts>();
 
   note(
     properties: Record<string, GbnfJsonSchema>,
