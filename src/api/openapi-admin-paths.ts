@@ -18,6 +18,7 @@ import {
   VALIDATION_CODES,
 } from "./openapi-responses.ts";
 import { UpdateKeyBody } from "./routes/admin-key-update.ts";
+import { MAX_PAGE_LIMIT } from "./routes/admin-paging.ts";
 import {
   AccountsQuery,
   CreateAccountBody,
@@ -66,18 +67,26 @@ function adminErrors(statuses: Record<string, string> = {}) {
   );
 }
 
-/** The query parameters of a route, from the schema it validates its query string with. */
+/**
+ * The query parameters of a route, from the schema it validates its query string with. A page's
+ * `limit` is validated as text (its own check words the error) but documented as the whole number
+ * it must spell, so that a generated client takes a number.
+ */
 function queryParameters(schema: TObject) {
   const required = new Set(schema.required ?? []);
-  return Object.entries(toJson(schema.properties)).map(([name, property]) => ({
-    name,
-    in: "query",
-    required: required.has(name),
-    ...(typeof (property as { description?: unknown }).description === "string"
-      ? { description: (property as { description: string }).description }
-      : {}),
-    schema: property,
-  }));
+  return Object.entries(toJson(schema.properties)).map(([name, property]) => {
+    const description = (property as { description?: unknown }).description;
+    return {
+      name,
+      in: "query",
+      required: required.has(name),
+      ...(typeof description === "string" ? { description } : {}),
+      schema:
+        name === "limit"
+          ? { ...(property as object), type: "integer", minimum: 1, maximum: MAX_PAGE_LIMIT }
+          : property,
+    };
+  });
 }
 
 /** The `{id}` path parameter of an admin route, from the schema the route validates it with. */
@@ -244,18 +253,25 @@ export function adminPaths() {
         security: adminSecurity,
         parameters: queryParameters(UsageQuery),
         responses: {
-          "200": response("The usage", {
-            "application/json": {
-              schema: { anyOf: [reference("UsagePage"), reference("UsageGroups")] },
-            },
-            "text/csv": {
-              schema: {
-                type: "string",
-                description:
-                  "With `format=csv`: a header line, then one line per row (every row, streamed, unless `limit` is given: then a page, whose position the headers `x-has-more` and `x-next-after` give as the JSON page's `has_more` and `next_after` do; the columns of the JSON rows, in order) or per group (the group, `account` when grouping by key, `requests`, `prompt_tokens`, `completion_tokens`, `cost`). Lines end with CRLF.",
+          "200": response(
+            "The usage",
+            {
+              "application/json": {
+                schema: { anyOf: [reference("UsagePage"), reference("UsageGroups")] },
+              },
+              "text/csv": {
+                schema: {
+                  type: "string",
+                  description:
+                    "With `format=csv`: a header line, then one line per row (every row, streamed, unless `limit` is given: then a page, whose position the headers `x-has-more` and `x-next-after` give as the JSON page's `has_more` and `next_after` do; the columns of the JSON rows, in order) or per group (the group, `account` when grouping by key, `requests`, `prompt_tokens`, `completion_tokens`, `cost`). Lines end with CRLF.",
+                },
               },
             },
-          }),
+            {
+              "x-has-more": headerReference("XHasMore"),
+              "x-next-after": headerReference("XNextAfter"),
+            },
+          ),
           ...adminErrors({ "404": "`not_found`: no such account or key." }),
         },
       },

@@ -62,10 +62,12 @@ export const HEADER_COMPONENTS = {
   XRequestId: {
     description:
       "The request's id: the client's own `x-request-id` when it is 1 to 128 visible ASCII characters, else a new one. It is the usage row's `request_id`.",
+    required: true,
     schema: { type: "string" },
   },
   RetryAfter: {
     description: "Seconds to wait before retrying.",
+    required: true,
     schema: { type: "integer", minimum: 1 },
   },
   XShouldRetry: { description: "The request will fail again as it is.", schema: { const: "false" } },
@@ -78,6 +80,16 @@ export const HEADER_COMPONENTS = {
     description:
       "On a stream (`text/event-stream`): `no`, so that a proxy such as nginx passes each event on at once instead of buffering the stream.",
     schema: { const: "no" },
+  },
+  XHasMore: {
+    description:
+      "On a CSV page (`format=csv` with `limit`): `true` when more rows follow, as the JSON page's `has_more`.",
+    schema: { enum: ["true", "false"] },
+  },
+  XNextAfter: {
+    description:
+      "On a CSV page (`format=csv` with `limit`) that more rows follow: the `after` of the next page, as the JSON page's `next_after`.",
+    schema: { type: "string" },
   },
   IdempotentReplayed: {
     description:

@@ -55,6 +55,20 @@ describe("the OpenAPI document", () => {
       ]),
     );
   });
+
+  it("documents a page's limit as the whole number it must be, though the query carries text", () => {
+    const document = createOpenApiDocument({ version: "1.0.0" }) as {
+      paths: Record<string, { get?: { parameters?: { name: string; schema: unknown }[] } }>;
+    };
+    const limits = Object.entries(document.paths).flatMap(([path, operations]) =>
+      (operations.get?.parameters ?? [])
+        .filter((parameter) => parameter.name === "limit")
+        .map((parameter) => [path, parameter.schema]),
+    );
+    expect(limits.map(([path]) => path)).toEqual(["/admin/accounts", "/admin/keys", "/admin/usage"]);
+    for (const [, schema] of limits)
+      expect(schema).toMatchObject({ type: "integer", minimum: 1, maximum: 10_000 });
+  });
 });
 
 /** An operation's documented response for a status, or `undefined`. */
@@ -65,6 +79,7 @@ interface DocumentedResponse {
 
 /** A header component of the document. */
 interface DocumentedHeader {
+  required?: boolean;
   schema: { type?: string };
 }
 
@@ -154,19 +169,29 @@ function createResponseValidator(document: Record<string, unknown>) {
           : (validate.errors ?? []).map((error) => `${error.instancePath} ${error.message}`),
       );
     },
-    /** The headers of the response that it does not document, or whose value its schema refuses. */
+    /**
+     * The headers of the response that it does not document, or whose value its schema refuses,
+     * and those it documents as required that the response lacks.
+     */
     headerErrors(method: string, path: string, status: number, headers: Record<string, string>) {
       const documented = paths[path]?.[method]?.responses[String(status)]?.headers ?? {};
-      return Object.entries(headers).flatMap(([name, value]) => {
-        if (TRANSPORT_HEADERS.has(name)) return [];
-        const reference = documented[name]?.$ref;
-        if (reference === undefined)
-          return [`${method} ${path} ${status} does not document ${name}: ${value}`];
-        const header = components.headers[reference.split("/").at(-1) ?? ""];
-        const validate = ajv.compile(header?.schema ?? false);
-        const typed = header?.schema.type === "integer" ? Number(value) : value;
-        return validate(typed) ? [] : [`${name}: ${value} is not ${JSON.stringify(header?.schema)}`];
-      });
+      const missing = Object.entries(documented)
+        .filter(([name, { $ref }]) => components.headers[$ref.split("/").at(-1) ?? ""]?.required === true)
+        .filter(([name]) => headers[name] === undefined)
+        .map(([name]) => `${method} ${path} ${status} lacks the required ${name}`);
+      return [
+        ...missing,
+        ...Object.entries(headers).flatMap(([name, value]) => {
+          if (TRANSPORT_HEADERS.has(name)) return [];
+          const reference = documented[name]?.$ref;
+          if (reference === undefined)
+            return [`${method} ${path} ${status} does not document ${name}: ${value}`];
+          const header = components.headers[reference.split("/").at(-1) ?? ""];
+          const validate = ajv.compile(header?.schema ?? false);
+          const typed = header?.schema.type === "integer" ? Number(value) : value;
+          return validate(typed) ? [] : [`${name}: ${value} is not ${JSON.stringify(header?.schema)}`];
+        }),
+      ];
     },
   };
 }
@@ -333,6 +358,15 @@ describe("the OpenAPI document of a running server", () => {
     const csv = await call("GET", "/admin/usage?format=csv", server.adminKey);
     expect(csv.contentType).toBe("text/csv");
     expectValid("get", "/admin/usage", csv);
+    // A CSV page tells its position in headers: one more row, so that a next page follows.
+    await call("POST", "/v1/chat/completions", (key.body as { key: string }).key, {
+      model: TINY_MODEL,
+      messages: [{ role: "user", content: "Hi" }],
+      max_tokens: 1,
+    });
+    const csvPage = await call("GET", "/admin/usage?format=csv&limit=1", server.adminKey);
+    expect(csvPage.headers).toMatchObject({ "x-has-more": "true", "x-next-after": expect.any(String) });
+    expectValid("get", "/admin/usage", csvPage);
 
     const publicId = (key.body as { public_id: string }).public_id;
     const updated = await call("PATCH", `/admin/keys/${publicId}`, server.adminKey, {
