@@ -13,6 +13,9 @@
  *   of such attempts (long answers that were still streaming) do not end the doubling. Callers
  *   say when an attempt started (`startedAt`, on {@link EndpointBalancer.clock}).
  * - A `retry-after` (429, 503) keeps the endpoint out for at least that long, fault or not.
+ * - A rest begun or lengthened by a failure only the operator can mend (a refused api_key, a
+ *   missing model) remembers what it was ({@link EndpointBalancer.operatorFaults}), so that a
+ *   request that finds every endpoint resting can be told so, as the request that failed was.
  */
 export interface EndpointBalancer<Endpoint> {
   /** The next endpoint not cooling down and not in `exclude`, round-robin; `undefined` if none. */
@@ -33,8 +36,16 @@ export interface EndpointBalancer<Endpoint> {
       retryAfterMs: number | undefined;
       /** When the failed attempt started, on {@link clock}; unknown counts as now. */
       startedAt?: number | undefined;
+      /** What failed, when only the operator can mend it (see {@link operatorFaults}). */
+      operatorFault?: string | undefined;
     },
   ): void;
+  /**
+   * When every endpoint outside `exclude` rests and each began its rest (or last lengthened it)
+   * for a failure only the operator can mend, what those failures were (`operatorFault`), in the
+   * endpoints' order; otherwise an empty list.
+   */
+  operatorFaults(exclude?: ReadonlySet<Endpoint>): string[];
   /** True while every endpoint is cooling down. */
   allCoolingDown(): boolean;
   /** How many endpoints are cooling down now (a cooldown, or a `retry-after`). */
@@ -62,6 +73,8 @@ interface EndpointHealth {
   cooledAt: number;
   /** Cooldowns for faults in a row, without a success between: the next one lasts 2^this times as long. */
   cooldownsInARow: number;
+  /** The `operatorFault` of the failure that began or last lengthened the rest, if it had one. */
+  restFault: string | undefined;
 }
 
 /** Doublings of the cooldown counted at most: 2 ** 40 times a millisecond is 35 years. */
@@ -77,7 +90,13 @@ export function createEndpointBalancer<Endpoint>(
   const health = new Map<Endpoint, EndpointHealth>(
     endpoints.map((endpoint) => [
       endpoint,
-      { consecutiveFailures: 0, coolingUntil: 0, cooledAt: Number.NEGATIVE_INFINITY, cooldownsInARow: 0 },
+      {
+        consecutiveFailures: 0,
+        coolingUntil: 0,
+        cooledAt: Number.NEGATIVE_INFINITY,
+        cooldownsInARow: 0,
+        restFault: undefined,
+      },
     ]),
   );
   let cursor = 0;
@@ -122,6 +141,7 @@ export function createEndpointBalancer<Endpoint>(
       const time = now();
       const startedAt = failure.startedAt ?? time;
       const wasResting = state.coolingUntil > time;
+      const restedUntil = state.coolingUntil;
       const fresh = state.coolingUntil <= time && startedAt >= state.cooledAt;
       if (failure.endpointFault && fresh) {
         state.consecutiveFailures++;
@@ -140,7 +160,19 @@ export function createEndpointBalancer<Endpoint>(
       if (failure.retryAfterMs !== undefined) {
         state.coolingUntil = Math.max(state.coolingUntil, time + failure.retryAfterMs);
       }
+      if (state.coolingUntil > restedUntil) state.restFault = failure.operatorFault;
       if (!wasResting && state.coolingUntil > time) options.onRest?.(endpoint);
+    },
+    operatorFaults(exclude) {
+      const time = now();
+      const faults: string[] = [];
+      for (const endpoint of endpoints) {
+        if (exclude?.has(endpoint)) continue;
+        const state = healthOf(endpoint);
+        if (state.coolingUntil <= time || state.restFault === undefined) return [];
+        faults.push(state.restFault);
+      }
+      return faults;
     },
     allCoolingDown() {
       const time = now();

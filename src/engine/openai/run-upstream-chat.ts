@@ -5,7 +5,7 @@ import { computeRetryDelay } from "./compute-retry-delay.ts";
 import type { UpstreamEndpoint } from "./create-upstream-endpoint.ts";
 import { closingError, startUpstreamAttempt } from "./start-upstream-attempt.ts";
 import type { AttemptContext } from "./upstream-attempt.ts";
-import type { UpstreamFailure } from "./upstream-failure.ts";
+import { createUnavailableError, type UpstreamFailure } from "./upstream-failure.ts";
 
 /**
  * What a request may still pause for endpoints, in ms: one budget of `maxRetryWaitMs` for the
@@ -144,7 +144,7 @@ export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenera
             : planPause(wait);
         if (delay === undefined)
           throw lastFailure === undefined
-            ? coolingError(options.modelId, wait)
+            ? coolingError(options.modelId, wait, balancer.operatorFaults(excluded)[0])
             : finalError(lastFailure.error);
         retries++;
         await takePause(delay);
@@ -214,7 +214,12 @@ export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenera
       }
       lastFailure = failure;
       if (failure.error.retryable) passingFailure = true;
-      balancer.reportFailure(endpoint, { ...failure, startedAt: running.startedAt });
+      balancer.reportFailure(endpoint, {
+        ...failure,
+        startedAt: running.startedAt,
+        // Its summary quotes nothing the upstream said: later requests are told it as this one is.
+        operatorFault: failure.error.retryable ? undefined : failure.summary,
+      });
       options.logger.warn(
         {
           model: options.modelId,
@@ -266,7 +271,13 @@ function abortFinish(promptTokens: number): FinishPart {
   };
 }
 
-function coolingError(modelId: string, waitMs: number | undefined): AppError {
+/**
+ * Every endpoint rests (for `waitMs`). When each rests for a failure only the operator can mend
+ * (`operatorFault`: a refused api_key, a missing model), the client is told what failed, and not
+ * to retry, as the request that failed was: "resting for a moment" sent clients to retry in vain.
+ */
+function coolingError(modelId: string, waitMs: number | undefined, operatorFault?: string): AppError {
+  if (operatorFault !== undefined) return createUnavailableError(modelId, operatorFault, waitMs, false);
   return new AppError(
     "upstream_unavailable",
     `The upstream servers of the model '${modelId}' are failing and resting for a moment. Please retry later.`,

@@ -167,6 +167,40 @@ describe("upstream engine: failures only the operator can mend", () => {
     expect(messageOf(error)).toMatch(/the server's operator must check the endpoint's \S+/);
     expect(messageOf(error)).not.toContain("retry");
   });
+
+  // Regression: once the failure rested the endpoint, every later request was told that the
+  // upstream servers were "resting for a moment. Please retry later.", with a retry-after and no
+  // x-should-retry: false, so that clients retried what only the operator can mend.
+  it.each([401, 404])(
+    "tells later requests, while the endpoint rests for an upstream %i, what failed and not to retry",
+    async (status) => {
+      const upstream = await mock(answerError(status, { error: { message: "no" } }));
+      const engine = createTestEngine({
+        model: upstreamModel([upstream.baseUrl]),
+        settings: { failureThreshold: 1, cooldownMs: 60_000 },
+      });
+      const first = await firstError(engine);
+      const later = await firstError(engine);
+      expect(upstream.requests).toHaveLength(1);
+      expect(later).toMatchObject({ code: "upstream_unavailable", status: 503, retryable: false });
+      expect(messageOf(later)).toBe(messageOf(first));
+      expect((later as AppError).retryAfterSeconds).toBeGreaterThanOrEqual(59);
+    },
+  );
+
+  it("tells later requests to retry while one endpoint rests for a fault that passes", async () => {
+    const misconfigured = await mock(answerError(401, { error: { message: "no" } }));
+    const failing = await mock(answerError(500, { error: { message: "down" } }));
+    const engine = createTestEngine({
+      model: upstreamModel([misconfigured.baseUrl, failing.baseUrl]),
+      settings: { failureThreshold: 1, cooldownMs: 60_000, maxRetries: 1 },
+    });
+    await firstError(engine);
+    const later = await firstError(engine);
+    expect(misconfigured.requests.length + failing.requests.length).toBe(2);
+    expect(later).toMatchObject({ code: "upstream_unavailable", retryable: true });
+    expect(messageOf(later)).toContain("Please retry later");
+  });
 });
 
 // Regression: the warn line said "refused Tollgate's credentials (HTTP 401)" or "answered HTTP
