@@ -321,7 +321,11 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
           const answer = await readText(current, MAX_ANSWER_LENGTH, touch);
           awaitingUpstream = false;
           if (answer.cut) reader.fail(`an answer longer than ${MAX_ANSWER_TEXT}`);
-          else reader.readWhole(answer.text, parts);
+          else if (looksLikeEventStream(answer.text)) {
+            // An event stream labelled JSON (the openai SDK reads one so too): read as one, whole.
+            reader.push(answer.text, parts);
+            reader.end(parts);
+          } else reader.readWhole(answer.text, parts);
           return conclude(parts, undefined);
         }
         for (;;) {
@@ -375,4 +379,12 @@ export function closingError(modelId: string): AppError {
     `The model '${modelId}' was unloaded while the request ran (the server is shutting down or reloading). Please retry.`,
     { retryAfterSeconds: 1 },
   );
+}
+
+/**
+ * Whether a body begins as an event stream does (after any byte-order mark and blank lines): with
+ * a field (`data:`, `event:`, `id:`, `retry:`) or a comment (`:`). JSON begins otherwise.
+ */
+function looksLikeEventStream(text: string): boolean {
+  return /^\uFEFF?\s*(?:data|event|id|retry)?:/.test(text);
 }

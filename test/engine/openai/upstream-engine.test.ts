@@ -21,6 +21,7 @@ import {
   streamText,
   textEvents,
   toolCallCompletion,
+  usageChunk,
   writeEvents,
 } from "./mock-upstream.ts";
 
@@ -193,6 +194,31 @@ describe("upstream engine: answers", () => {
     const parts = await collectParts(engine);
     expect(textOf(parts)).toBe("Whole");
     expect(parts.at(-1)).toMatchObject({ type: "finish", usage: { promptTokens: 3, completionTokens: 1 } });
+  });
+
+  // Regression: an event stream labelled application/json was read as one JSON answer, did not
+  // parse, and failed (retried, each time generated again upstream), though the SDK reads it.
+  it("reads an event stream labelled JSON as the event stream it is", async () => {
+    const { upstream, engine } = await oneTry(
+      answerAs(
+        "application/json",
+        `\uFEFF: ping\n\n${[
+          chunk({ role: "assistant", content: "Labelled " }),
+          chunk({ content: "loosely" }, "stop"),
+          usageChunk(6, 2),
+        ]
+          .map((event) => `data: ${JSON.stringify(event)}\n\n`)
+          .join("")}data: [DONE]\n\n`,
+      ),
+    );
+    const parts = await collectParts(engine);
+    expect(textOf(parts)).toBe("Labelled loosely");
+    expect(parts.at(-1)).toMatchObject({
+      type: "finish",
+      reason: "stop",
+      usage: { promptTokens: 6, completionTokens: 2 },
+    });
+    expect(upstream.requests).toHaveLength(1);
   });
 
   it("names the content type of an answer that was neither an event stream nor JSON", async () => {
