@@ -64,6 +64,8 @@ const COMMAND_GROUPS = new Set(["accounts", "keys", "models"]);
  * Takes `--config FILE` / `--config=FILE` out of the arguments, wherever it stands. An empty path
  * (`--config "$CONF"` with CONF unset) is refused, not taken for no `--config`: that read
  * ./tollgate.yaml or made a new default database. Given twice it is refused too, as any option is.
+ * As for every option, no word starting with `--` is its value written apart: `--config --help`
+ * prints the usage, and `--config --format json` is refused (it read a file named `--format`).
  */
 function extractConfigOption(argv: string[]): { file: string | undefined; rest: string[] } {
   const rest: string[] = [];
@@ -71,8 +73,13 @@ function extractConfigOption(argv: string[]): { file: string | undefined; rest: 
   for (let index = 0; index < argv.length; index++) {
     const argument = argv[index]!;
     let given: string | undefined;
-    if (argument === "--config") given = argv[++index];
-    else if (argument.startsWith("--config=")) given = argument.slice("--config=".length);
+    if (argument === "--config") {
+      const next = argv[index + 1];
+      if (next === "--help") continue;
+      if (next?.startsWith("--") === true)
+        throw new CliError('--config needs a file path (write --config=FILE for one that starts with "--")');
+      given = argv[++index];
+    } else if (argument.startsWith("--config=")) given = argument.slice("--config=".length);
     else {
       rest.push(argument);
       continue;

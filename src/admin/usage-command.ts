@@ -129,16 +129,22 @@ function readChoice<const T extends readonly string[]>(
   throw new CliError(`${option} must be ${choices.join(", ")}, not '${showTyped(value)}'.\nUsage: ${USAGE}`);
 }
 
-/** An array of rows, one per line: `[`, the rows (each but the last ending with a comma), `]`. */
+/**
+ * An array of rows, one per line: `[`, the rows (each but the last ending with a comma), `]`. The
+ * `[` waits for the first page: a store that cannot be opened leaves no output begun.
+ */
 async function writeRowsJson(store: Store, selection: UsageSelection, out: OutputSink): Promise<void> {
-  out.write("[");
+  let begun = false;
   let held: string | undefined;
   for await (const page of pacedByReader(readUsagePages(store, selection), out)) {
+    if (!begun) out.write("[");
+    begun = true;
     for (const record of page) {
       if (held !== undefined) out.write(`${held},`);
       held = stringifyForTerminal(renderUsageRow(record, selection.accountNames));
     }
   }
+  if (!begun) out.write("[");
   if (held !== undefined) out.write(held);
   out.write("]");
 }

@@ -102,6 +102,20 @@ describe("TOLLGATE_DATABASE_URL over the config's database", () => {
   });
 });
 
+// Regression: `usage --format json` wrote its `[` before the store was opened, and a store that
+// could not be opened left that on stdout, with nothing to say the output was cut short.
+describe("usage on a store that cannot be opened", () => {
+  it.each(["json", "csv", "table"])("writes nothing on stdout as %s", (format) => {
+    const { cli } = makeSetUp("sqlite:./config.db");
+    const result = cli(["usage", "--format", format], {
+      TOLLGATE_DATABASE_URL: "postgres://postgres@127.0.0.1:1/test?schema=nowhere",
+    });
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain("Could not open the PostgreSQL store");
+    expect(result.stdout).toBe("");
+  });
+});
+
 describe("usage --help", () => {
   it("says that dates alone and --group-by day are UTC", () => {
     const result = runCli(["usage", "--help"]);

@@ -194,11 +194,13 @@ describe("tollgate --config", () => {
     for (const folder of folders.splice(0)) rmSync(folder, { recursive: true, force: true });
   });
 
-  function runInFolder(args: string[]) {
+  /** Runs `args` in a new folder holding a.yaml, b.yaml and `files` (name to text). */
+  function runInFolder(args: string[], files: Record<string, string> = {}) {
     const folder = mkdtempSync(join(tmpdir(), "tollgate-cli-options-"));
     folders.push(folder);
     writeFileSync(join(folder, "a.yaml"), "database: sqlite:./a.db\nmodels: []\n");
     writeFileSync(join(folder, "b.yaml"), "database: sqlite:./b.db\nmodels: []\n");
+    for (const [name, text] of Object.entries(files)) writeFileSync(join(folder, name), text);
     const result = runCli(args, {
       cwd: folder,
       unset: ["TOLLGATE_CONFIG", "TOLLGATE_DATABASE_URL", "TOLLGATE_REDIS_URL"],
@@ -213,6 +215,24 @@ describe("tollgate --config", () => {
     const result = runInFolder(args);
     expect(result).toMatchObject({ code: 1, stdout: "", stderr: "tollgate: --config needs a file path\n" });
     expect(result.files).toEqual(["a.yaml", "b.yaml"]);
+  });
+
+  // Regression: the word after --config was its path whatever it was: `--config --help` read a
+  // file named --help, and `--config --format json`, with such a file there, made ./data/tollgate.db.
+  it("takes no word starting with -- for the config's path", () => {
+    const refused = runInFolder(["accounts", "list", "--config", "--format", "json"], {
+      "--format": "database: sqlite:./format.db\nmodels: []\n",
+    });
+    expect(refused).toMatchObject({
+      code: 1,
+      stdout: "",
+      stderr: 'tollgate: --config needs a file path (write --config=FILE for one that starts with "--")\n',
+    });
+    expect(refused.files).toEqual(["--format", "a.yaml", "b.yaml"]);
+    const help = runInFolder(["accounts", "list", "--config", "--help"]);
+    expect(help).toMatchObject({ code: 0, stderr: "" });
+    expect(help.stdout).toMatch(/^Usage: tollgate accounts/);
+    expect(help.files).toEqual(["a.yaml", "b.yaml"]);
   });
 
   it("refuses --config given twice, and opens neither store (regression: b's was used)", () => {
