@@ -31,6 +31,19 @@ export class ConfigIssues {
     this.list.push({ path, field, message });
   }
 
+  /**
+   * Records a problem of a key that should not be there (unknown, or in the wrong place) in place
+   * of any recorded at it or under it: a variable not set in a key to remove is beside the point
+   * (it was said first, and sent the operator to set a variable for a key that is refused then).
+   */
+  addInPlaceOfAny(path: ConfigPath, message: string): void {
+    const isWithin = (other: ConfigPath) =>
+      other.length >= path.length && path.every((segment, index) => other[index] === segment);
+    const kept = this.list.filter((issue) => issue.path === undefined || !isWithin(issue.path));
+    this.list.splice(0, this.list.length, ...kept);
+    this.add(path, message);
+  }
+
   addForEnvironment(variable: string, message: string): void {
     this.list.push({ path: undefined, field: `${variable} (environment)`, message });
   }
@@ -108,11 +121,11 @@ export function checkKnownKeys(
     if (known.includes(key)) continue;
     const hint = hints[key];
     if (hint !== undefined) {
-      issues.add([...path, key], hint);
+      issues.addInPlaceOfAny([...path, key], hint);
       continue;
     }
     const suggestion = suggestName(key, known);
-    issues.add(
+    issues.addInPlaceOfAny(
       [...path, key],
       suggestion === undefined
         ? `unknown key; remove it (allowed here: ${known.join(", ")})`

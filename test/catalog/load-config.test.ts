@@ -372,6 +372,23 @@ describe("loadConfig: ${VAR}", () => {
     ]);
   });
 
+  // Regression: the variable was named first, and once set, the key was refused as unknown.
+  it("refuses an unknown key whose value names a variable not set as unknown, not for the variable", async () => {
+    const file = `models:
+  - id: remote
+    pricing: { input_per_million: "1", output_per_million: "2" }
+    engine:
+      type: openai
+      endpoints: [ { base_url: "https://api.example.com/v1" } ]
+      api_key: "\${NOPE}"
+      extra: { token: "\${NOPE}" }
+`;
+    expect(await problemsOfFile(file)).toEqual([
+      expect.stringMatching(/^models\[0\]\.engine\.api_key: unknown key/),
+      expect.stringMatching(/^models\[0\]\.engine\.extra: unknown key/),
+    ]);
+  });
+
   it("lets admin_key and metrics_key resolve to nothing, meaning unset", async () => {
     await folder.write(
       "tollgate.yaml",
