@@ -67,7 +67,7 @@ export async function runRestoreCommand(
   const stats = statSync(backupFile);
   if (stats.isDirectory())
     throw new CliError(
-      `${backupFile} is a folder: give the backup file itself (tollgate backup FOLDER/ names its files tollgate-<time>.db).`,
+      `${backupFile} is a folder: give the backup file itself (tollgate backup FOLDER/ names its files for the database and the time, such as tollgate-20250601T120000Z.db).`,
     );
   if (!stats.isFile())
     throw new CliError(
