@@ -4,6 +4,7 @@ import type { CatalogModel } from "../catalog/catalog.ts";
 import { ContextLengthError } from "../engine/check-context-length.ts";
 import type { EngineLogger } from "../engine/create-engine.ts";
 import type { ChatEngine, PartBatch, PreparedChat, Usage } from "../engine/engine.ts";
+import { generatedTokensOf } from "../engine/generated-tokens.ts";
 import { queueTimeOf } from "../engine/queue-time.ts";
 import { refuseLogprobs } from "../engine/refuse-logprobs.ts";
 import { AppError, isAppError } from "../errors/app-error.ts";
@@ -196,7 +197,7 @@ export class ChatService {
     const settleUnanswered = (
       error: unknown,
       usage: Usage,
-      ending: { queueMs?: number; unstarted: boolean },
+      ending: { queueMs?: number; unstarted: boolean; unanswered?: boolean },
     ) => {
       const totalMs = performance.now() - startedAt;
       // The engine's time as on an answered run (its attempts, waits between them, a queue): the
@@ -208,20 +209,24 @@ export class ChatService {
         errorCode: isAppError(error) ? error.code : "internal_error",
         timings: { firstPartMs: undefined, totalMs, queueMs: ending.queueMs },
         unstarted: ending.unstarted,
+        unanswered: ending.unanswered,
       });
     };
     let first: IteratorResult<PartBatch>;
     try {
       first = await run.first();
     } catch (error) {
+      // Tokens generated before it failed without an answer (an upstream's reasoning) are
+      // recorded (as estimated, with the prompt), and not charged.
+      const generated = generatedTokensOf(error);
       await settleUnanswered(
         error,
         {
           promptTokens: run.current.prepared.promptTokens,
-          completionTokens: 0,
-          estimated: run.current.prepared.promptTokensEstimated === true,
+          completionTokens: generated ?? 0,
+          estimated: run.current.prepared.promptTokensEstimated === true || generated !== undefined,
         },
-        { unstarted: true, queueMs: queueTimeOf(error) },
+        { unstarted: true, unanswered: generated !== undefined, queueMs: queueTimeOf(error) },
       );
       run.current.release();
       throw error;

@@ -20,6 +20,8 @@ import { createUpstreamModelEntry, startTestServer, type TestServer } from "../s
 const REMOTE = "acme/remote:v1";
 const REMOTE_UPSTREAM_NAME = "upstream-gpt";
 const DOWN = "remote-down";
+/** The same upstream under another id, whose endpoint's rests leave REMOTE's alone. */
+const REASONING = "remote-reasoning";
 const UPSTREAM_KEY = "sk-upstream-secret-abcdef";
 
 let upstream: MockUpstream;
@@ -37,6 +39,7 @@ beforeAll(async () => {
     extraModels: [
       remoteModel(REMOTE, upstream.baseUrl),
       remoteModel(DOWN, `http://127.0.0.1:${closedPort}/v1`),
+      createUpstreamModelEntry(REASONING, upstream.baseUrl, { tuning: { maxRetries: 1 } }),
     ],
   });
   client = new OpenAI({ baseURL: server.baseUrl, apiKey: server.starterKey, maxRetries: 0 });
@@ -461,6 +464,29 @@ describe("upstream failures as the client sees them", () => {
     const plainRow = await rowOf(plain.headers.get("x-request-id"));
     expect(plainRow).toMatchObject({ errorCode: "upstream_unavailable", costNano: 0n });
     expect(plainRow?.completionTokens).toBe(streamedRow?.completionTokens);
+  });
+
+  // Regression: reasoning streamed before an upstream broke off was recorded as 0 tokens (text
+  // is recorded), however many attempts generated it again.
+  it("records the reasoning of attempts that broke off before any answer, uncharged, streamed or not", async () => {
+    upstream.handle(async (_request, response) => {
+      const reasoning = Array.from({ length: 20 }, () => chunk({ reasoning_content: "thinking it over " }));
+      await writeEvents(response, [...reasoning, { error: { message: "engine died", code: 500 } }]);
+    });
+    for (const stream of [false, true]) {
+      upstream.requests.length = 0;
+      const response = await postRaw({ model: REASONING, messages, stream });
+      expect(response.status).toBe(503);
+      const row = (await server.store.listUsage({ model: REASONING })).find(
+        (usage) => usage.requestId === response.headers.get("x-request-id"),
+      );
+      expect(row).toMatchObject({ errorCode: "upstream_unavailable", costNano: 0n, estimated: true });
+      // Each attempt generated the same reasoning again.
+      const attempts = upstream.requests.length;
+      expect(attempts).toBeGreaterThan(0);
+      expect(row?.completionTokens).toBeGreaterThan(20 * attempts);
+      expect((row?.completionTokens ?? 0) % attempts).toBe(0);
+    }
   });
 
   it("aborts the upstream request when the client disconnects", async () => {

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { createAccount } from "../../src/admin/create-account.ts";
 import { type CreateKeyInput, createKey } from "../../src/admin/create-key.ts";
 import { parseAmount } from "../../src/billing/money.ts";
-import type { CatalogModel, Config } from "../../src/catalog/catalog.ts";
+import type { CatalogModel, Config, UpstreamTuning } from "../../src/catalog/catalog.ts";
 import { type RunningServer, startServer } from "../../src/server.ts";
 import { openStore } from "../../src/store/open-store.ts";
 import type { Store } from "../../src/store/store.ts";
@@ -85,7 +85,7 @@ export function createTinyModelEntry(path: string, options: TestServerOptions = 
 export function createUpstreamModelEntry(
   id: string,
   baseUrl: string,
-  options: { apiKey?: string; upstreamModel?: string } = {},
+  options: { apiKey?: string; upstreamModel?: string; tuning?: UpstreamTuning } = {},
 ): CatalogModel {
   return {
     id,
@@ -99,6 +99,7 @@ export function createUpstreamModelEntry(
       endpoints: [{ baseUrl, apiKey: options.apiKey }],
       model: options.upstreamModel ?? id,
       fallbacks: [],
+      ...options.tuning,
     },
   };
 }

@@ -222,8 +222,13 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
         "the upstream reported more tokens than the request can have used; charged at the bound",
       );
     }
-    if (final === undefined)
-      return { kind: "failed", failure: failure ?? createEndpointFailure({ modelId, summary: "failed" }) };
+    if (final === undefined) {
+      const failed = failure ?? createEndpointFailure({ modelId, summary: "failed" });
+      // What it generated all the same (its reasoning): the usage row records it, uncharged.
+      if (mapper.producedLength > 0)
+        failed.generatedTokens = usageSoFar(mapper, context.promptTokens, false).completionTokens;
+      return { kind: "failed", failure: failed };
+    }
     parts.push(final);
     return { kind: "parts", parts, last: true };
   };

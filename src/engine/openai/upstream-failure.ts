@@ -45,6 +45,11 @@ export interface UpstreamFailure {
    */
   requeued?: boolean;
   /**
+   * Tokens the upstream generated before the attempt failed without any part for the client
+   * (reasoning, then an error or a cut): estimated where the upstream did not count them.
+   */
+  generatedTokens?: number;
+  /**
    * The upstream closed a kept-alive connection just as the request went out on it (its idle
    * timeout ran out then; see UpstreamCall.closedWhileIdle): the request is sent again at once on
    * the same endpoint, costing no retry and not held against the endpoint, a few times a request
