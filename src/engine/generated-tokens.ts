@@ -1,5 +1,7 @@
+import { createErrorMark } from "../errors/error-mark.ts";
+
 /** Tokens an engine generated for runs that failed before their first part, by error. */
-const generated = new WeakMap<object, number>();
+const generated = createErrorMark<number>();
 
 /**
  * Marks `error`, thrown from a run's first `next()`, with the tokens its attempts generated
@@ -8,11 +10,10 @@ const generated = new WeakMap<object, number>();
  * of an answer that failed once it had begun.
  */
 export function withGeneratedTokens<Failure extends object>(error: Failure, tokens: number): Failure {
-  generated.set(error, tokens);
-  return error;
+  return generated.mark(error, tokens);
 }
 
 /** The tokens {@link withGeneratedTokens} marked `error` with, if any. */
 export function generatedTokensOf(error: unknown): number | undefined {
-  return typeof error === "object" && error !== null ? generated.get(error) : undefined;
+  return generated.of(error);
 }
