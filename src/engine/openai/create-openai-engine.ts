@@ -77,8 +77,9 @@ const preparersAsFallback = new WeakMap<
 
 /**
  * Engines of this kind, by how long every endpoint still rests (ms; `undefined` while one takes
- * requests, or once closed): a fallback skipped as unavailable for that long is a failure that
- * passes, and the client is told to retry once it is back (run-with-fallbacks.ts).
+ * requests, once closed, or while every one rests for a failure only the operator can mend): a
+ * fallback skipped as unavailable for that long is a failure that passes, and the client is told
+ * to retry once it is back (run-with-fallbacks.ts).
  */
 const restingTimes = new WeakMap<ChatEngine, () => number | undefined>();
 
@@ -331,8 +332,11 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
     },
   };
   preparersAsFallback.set(engine, (request, run) => prepare(request, {}, run));
+  // Endpoints that all rest for what only the operator can mend are no rest a retry waits out.
   restingTimes.set(engine, () =>
-    closed || !balancer.allCoolingDown() ? undefined : balancer.waitForEndpoint(),
+    closed || !balancer.allCoolingDown() || balancer.operatorFaults().length > 0
+      ? undefined
+      : balancer.waitForEndpoint(),
   );
   return engine;
 }

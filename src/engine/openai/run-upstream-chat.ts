@@ -88,15 +88,18 @@ export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenera
      * left out for their set-up (a wrong api_key) do not count. It does not say that no retry can
      * help after a failure that passes, nor while an endpoint not left out may serve a retry: one
      * that rests (one endpoint's wrong api_key while the other, not tried, rests after other
-     * requests' failures), or one the retries did not reach.
+     * requests' failures), unless each such rests for a failure only the operator can mend, or
+     * one the retries did not reach.
      */
     const finalError = (error: AppError): AppError => {
       if (error.status !== 429 && error.status !== 503) return error;
       const restingMs = balancer.waitForEndpoint(excluded);
+      // Endpoints that all rest for what only the operator can mend serve no retry either.
+      const restPasses = restingMs !== undefined && balancer.operatorFaults(excluded).length === 0;
       return reviseAppError(error, {
         retryAfterSeconds:
           restingMs === undefined ? error.retryAfterSeconds : Math.max(1, Math.ceil(restingMs / 1000)),
-        retryable: error.retryable || passingFailure || restingMs !== undefined,
+        retryable: error.retryable || passingFailure || restPasses,
       });
     };
     /** Retries so far: failed attempts tried again, and waits for a resting endpoint. */

@@ -123,3 +123,49 @@ describe("upstream engine: retry advice while a fallback rests", () => {
     expect(textOf(await collectParts(engine))).toBe("from the backup");
   });
 });
+
+// Regression (verification of the rests' causes): an endpoint or a fallback that rests for a
+// failure only the operator can mend was counted as one a retry may find back, so a request that
+// reached another endpoint, or skipped the fallback, was told to retry in a minute for nothing.
+describe("upstream engine: no retry advice from rests only the operator can end", () => {
+  it("says no retry can help when the endpoint asked is refused and the other rests for its key", async () => {
+    const refusing = await startTestMock(refusedKey);
+    const missing = await startTestMock(answerError(404, { error: { message: "model not found" } }));
+    const engine = createTestEngine({
+      model: upstreamModel([refusing.baseUrl, missing.baseUrl]),
+      settings: { maxRetries: 0, failureThreshold: 1, cooldownMs: 60_000 },
+    });
+    // The first request reaches the first endpoint, which rests for its key; the second one is
+    // not asked: a retry may be served by it.
+    expect(advice(await firstError(engine))).toMatchObject({ retryable: true });
+    // The next reaches the second, which has no such model: nothing left passes.
+    expect(advice(await firstError(engine))).toMatchObject({
+      code: "upstream_unavailable",
+      message: expect.stringContaining("answered HTTP 404"),
+      retryable: false,
+    });
+    expect([refusing.requests.length, missing.requests.length]).toEqual([1, 1]);
+  });
+
+  it("says no retry can help when the fallback skipped rests for its key", async () => {
+    const primaryUpstream = await startTestMock(answerError(403, { error: { message: "forbidden" } }));
+    const fallbackUpstream = await startTestMock(refusedKey);
+    const settings = { maxRetries: 0, failureThreshold: 1, cooldownMs: 60_000 };
+    const backup = createTestEngine({
+      model: upstreamModel([fallbackUpstream.baseUrl], { id: "backup" }),
+      settings,
+    });
+    const engine = createTestEngine({
+      model: upstreamModel([primaryUpstream.baseUrl], { id: "primary", fallbacks: ["backup"] }),
+      resolveEngine: (id) => (id === "backup" ? backup : undefined),
+      settings,
+    });
+    await firstError(backup);
+    expect(backup.status()).toBe("unavailable");
+    expect(advice(await firstError(engine))).toMatchObject({
+      message: expect.stringContaining("'primary' refused Tollgate's credentials (HTTP 403)"),
+      retryable: false,
+    });
+    expect(fallbackUpstream.requests).toHaveLength(1);
+  });
+});
