@@ -88,7 +88,7 @@ export const HEADER_COMPONENTS = {
   },
   XNextAfter: {
     description:
-      "On a CSV page (`format=csv` with `limit`) that more rows follow: the `after` of the next page, as the JSON page's `next_after`.",
+      "On a CSV page (`format=csv` with `limit`): the cursor of its last row, as the JSON page's `next_after` (pass it as `after` for the next page, or later for the rows added since); on an empty page the `after` given, and none when none was.",
     schema: { type: "string" },
   },
   IdempotentReplayed: {

@@ -131,7 +131,11 @@ export function readConfig(options: ReadConfigOptions): ReadConfigResult {
     ...ENVIRONMENT_ONLY_HINTS,
   });
   const replaced = listReplacedValues(ownKeys, overrides, options);
-  const raw = substituteVariables(removeOverriddenValues(ownKeys, overrides), {
+  // Only the known keys: an unknown one is refused as such, not for a variable it names as well.
+  const knownKeys = Object.fromEntries(
+    Object.entries(ownKeys).filter(([key]) => (TOP_LEVEL_KEYS as readonly string[]).includes(key)),
+  );
+  const raw = substituteVariables(removeOverriddenValues(knownKeys, overrides), {
     env: options.env,
     issues,
     mayBeUnset: (path: ConfigPath) =>

@@ -374,7 +374,9 @@ describe("loadConfig: ${VAR}", () => {
 
   // Regression: the variable was named first, and once set, the key was refused as unknown.
   it("refuses an unknown key whose value names a variable not set as unknown, not for the variable", async () => {
-    const file = `models:
+    const file = `extra: { inner: { deeper: "\${NOPE}" }, list: [ "\${NOPE}" ] }
+host: { primary: "\${NOPE}" }
+models:
   - id: remote
     pricing: { input_per_million: "1", output_per_million: "2" }
     engine:
@@ -384,6 +386,8 @@ describe("loadConfig: ${VAR}", () => {
       extra: { token: "\${NOPE}" }
 `;
     expect(await problemsOfFile(file)).toEqual([
+      expect.stringMatching(/^extra: unknown key/),
+      expect.stringMatching(/^host: belongs under server/),
       expect.stringMatching(/^models\[0\]\.engine\.api_key: unknown key/),
       expect.stringMatching(/^models\[0\]\.engine\.extra: unknown key/),
     ]);
