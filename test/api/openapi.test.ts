@@ -176,7 +176,7 @@ function createResponseValidator(document: Record<string, unknown>) {
     headerErrors(method: string, path: string, status: number, headers: Record<string, string>) {
       const documented = paths[path]?.[method]?.responses[String(status)]?.headers ?? {};
       const missing = Object.entries(documented)
-        .filter(([name, { $ref }]) => components.headers[$ref.split("/").at(-1) ?? ""]?.required === true)
+        .filter(([, { $ref }]) => components.headers[$ref.split("/").at(-1) ?? ""]?.required === true)
         .filter(([name]) => headers[name] === undefined)
         .map(([name]) => `${method} ${path} ${status} lacks the required ${name}`);
       return [

@@ -26,7 +26,7 @@ describe("ensureModelFile: the advice fits the failure", () => {
     const failure = await failureOf(source, join(folder, "models"));
     expect(failure.failure).toBe("unreachable");
     expect(failure.message).toMatch(
-      /\. To fix it, let this machine reach the network \(or wait for the server to answer again\), then reload the server \(SIGHUP\) or restart it; or run `tollgate models pull .*` on a machine with network access and put the file at .*\.gguf; or serve a local GGUF file instead: name it in engine\.model in tollgate\.yaml \(README, Use it: `tollgate models make-test FILE` writes a tiny one to try the service with\)\.$/,
+      /\. To fix it, let this machine reach the network \(or wait for the server to answer again\), then reload the server \(SIGHUP\) or restart it; or run `tollgate models pull .*` on a machine with network access and put the file at .*\.gguf; or serve a local GGUF file instead: name it in engine\.model in tollgate\.yaml \(README, Start: `tollgate models make-test FILE` writes a tiny one to try the service with\)\.$/,
     );
   });
 

@@ -73,7 +73,7 @@ describe.skipIf(!locksListed)("a refused claim on a SQLite file", () => {
   });
 
   it("names it in restore's refusal too", async () => {
-    const { url, file, backup, config } = await prepareRestore();
+    const { file, backup, config } = await prepareRestore();
     const other = await startOtherServer(file);
     const error = await runRestoreCommand([backup], config, collectOutput()).catch(
       (caught: unknown) => caught,

@@ -120,7 +120,7 @@ function describeFix(
   const pull = context.shownWhole
     ? `\`tollgate models pull ${context.shown}\``
     : "`tollgate models pull URL`, with engine.model's URL whole (its query and credentials are not repeated here),";
-  const elsewhere = `run ${pull} on a machine with network access and put the file at ${describeFileDestination(context.path)}; or serve a local GGUF file instead: name it in engine.model in tollgate.yaml (README, Use it: \`tollgate models make-test FILE\` writes a tiny one to try the service with).`;
+  const elsewhere = `run ${pull} on a machine with network access and put the file at ${describeFileDestination(context.path)}; or serve a local GGUF file instead: name it in engine.model in tollgate.yaml (README, Start: \`tollgate models make-test FILE\` writes a tiny one to try the service with).`;
   switch (failure) {
     case "unreachable":
     case "interrupted":
