@@ -176,6 +176,21 @@ describe("the server's claim on its SQLite file", () => {
     );
   });
 
+  // Regression (upgrade explorer): an older version's claim whose process id another program
+  // took since (a crash, then a reboot) kept the server from starting, with advice that did not
+  // apply (the process was there).
+  it("drops an older version's claim whose process runs another program than Node.js", async () => {
+    const url = newDatabaseUrl(directory);
+    const file = url.slice("sqlite:".length);
+    const sleeper = spawn("sleep", ["30"], { stdio: "ignore" });
+    others.push(sleeper);
+    writeFileSync(`${file}.server`, `${sleeper.pid}\n`);
+    const store = await openStore(url, { owner: true });
+    await store.close();
+    expect(existsSync(`${file}.server`)).toBe(false);
+    expect(sleeper.exitCode).toBe(null);
+  });
+
   it("goes to exactly one of several processes that claim the file at the same moment", async () => {
     const file = newDatabaseUrl(directory).slice("sqlite:".length);
     // Each waits for the same moment, claims, and holds the claim (alive) until every one has tried.

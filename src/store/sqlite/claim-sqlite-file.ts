@@ -1,4 +1,5 @@
 import { existsSync, readFileSync, rmSync, statSync } from "node:fs";
+import { basename } from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { isProcessRunning } from "../../process/is-process-running.ts";
 import { explainSqliteError } from "./explain-sqlite-error.ts";
@@ -160,9 +161,24 @@ function isRestoring(pid: number): boolean {
 }
 
 /**
+ * Whether process `pid` may be Node.js, as its program's name says (Linux's /proc; elsewhere, or
+ * unreadable, it may). A claim's process id that another program took since (after a crash and a
+ * reboot) names no server.
+ */
+function mayRunNode(pid: number): boolean {
+  try {
+    const program = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0")[0] ?? "";
+    return program === "" || /node/i.test(basename(program));
+  } catch {
+    return true;
+  }
+}
+
+/**
  * Versions before the lock claimed the file with `<file>.server`, naming their process: one whose
- * process runs is a server of such a version still serving (an upgrade must stop it first); one
- * whose process is gone was left by a crash, and goes.
+ * process runs Node.js is a server of such a version still serving (an upgrade must stop it
+ * first); one whose process is gone, or runs another program (its id reused), was left by a
+ * crash, and goes.
  */
 function refuseLegacyClaim(file: string): void {
   const legacy = `${file}.server`;
@@ -174,7 +190,7 @@ function refuseLegacyClaim(file: string): void {
   } catch {
     owner = undefined;
   }
-  if (owner !== undefined && owner !== process.pid && isProcessRunning(owner)) {
+  if (owner !== undefined && owner !== process.pid && isProcessRunning(owner) && mayRunNode(owner)) {
     throw new SqliteFileClaimedError(
       `Another Tollgate server (process ${owner}) serves ${file}. One server owns a SQLite file; to run several servers, give them one PostgreSQL database (database: postgres://...). If that process is gone, delete ${legacy}.`,
       owner,
