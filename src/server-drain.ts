@@ -1,3 +1,5 @@
+import type { IncomingMessage } from "node:http";
+import type { Socket } from "node:net";
 import type { FastifyInstance } from "fastify";
 import type { Logger } from "pino";
 import type { InFlightRequests } from "./api/in-flight-requests.ts";
@@ -88,6 +90,7 @@ export function createServerDrain(parts: {
   flushing?: FlushingResponses;
 }): ServerDrain {
   const { app, inFlight, admission, cluster, store, replicaClaim, settleEvents, logger } = parts;
+  const unused = trackUnusedConnections(app);
   const { settleMs, storeCloseMs: storeCloseWaitMs } = parts.storeWaits ?? DEFAULT_STORE_WAITS;
   // After the cut, how long connections whose requests are still in flight are left open: time
   // for a settle attempt and the answer written after it to be flushed.
@@ -146,7 +149,13 @@ export function createServerDrain(parts: {
     // A close asked for during the drain (a crash while shutting down) ends the grace at once.
     cutNow = cutRequests;
     try {
-      await app.close();
+      const closing = app.close();
+      // No longer listening: a connection that has not brought a request (a load balancer's
+      // pre-connect, a head still arriving) goes now. Node's close leaves it open, and it held the
+      // drain's end until the last pass, 9 s and more after the signal with nothing running,
+      // past the 10 s `docker stop` gives.
+      for (const socket of unused) socket.destroy();
+      await closing;
       // The connections are closed; the requests they carried may still be settling.
       await inFlight.whenIdle();
     } finally {
@@ -200,6 +209,22 @@ export function createServerDrain(parts: {
     },
     isShuttingDown: () => stopped !== undefined,
   };
+}
+
+/**
+ * The server's connections that have not brought a request yet, kept up to date from now on:
+ * each leaves the set with its first request (a request's head read whole) or its close.
+ */
+function trackUnusedConnections(app: FastifyInstance): ReadonlySet<Socket> {
+  const unused = new Set<Socket>();
+  app.server.on("connection", (socket: Socket) => {
+    unused.add(socket);
+    socket.once("close", () => unused.delete(socket));
+  });
+  app.server.on("request", (request: IncomingMessage) => {
+    unused.delete(request.socket);
+  });
+  return unused;
 }
 
 /**

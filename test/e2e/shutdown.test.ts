@@ -223,6 +223,25 @@ describe("graceful shutdown and connections", () => {
     await closed;
   });
 
+  // Regression (docs auditor): such connections were closed only by the drain's last pass, after
+  // the whole grace, so that a drain with nothing running outlasted `docker stop`'s 10 s.
+  it("ends at once, with nothing running, while clients hold connections that brought no request or part of one", async () => {
+    server = await startTestServer();
+    const unused = await openConnection(server);
+    const partial = await openConnection(server);
+    partial.socket.write("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n");
+    // Closed with its head unread, that one may be reset: either way it closes.
+    partial.socket.on("error", () => {});
+    const closed = Promise.all(
+      [unused.socket, partial.socket].map(
+        (socket) => new Promise((resolve) => socket.once("close", resolve)),
+      ),
+    );
+    // A grace longer than the test may take: only a drain that does not wait for it passes.
+    await server.server.shutdown({ graceMs: 300_000 });
+    await closed;
+  });
+
   it("tells clients to close kept-alive connections, and answers one that does not in the contract's shape", async () => {
     // A stream whose first event goes out at once and whose rest waits for `release`; a
     // non-streamed answer waits for `release` too.
