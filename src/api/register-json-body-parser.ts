@@ -123,6 +123,15 @@ function decode(bytes: Uint8Array, label: string): string | typeof INVALID | und
   } catch {
     return undefined;
   }
+  // `utf-16` (and its other aliases) is little endian to WHATWG, unless a byte order mark says
+  // otherwise: a big-endian one (Java's "UTF-16" writes it) was read as U+FFFE and then noise.
+  if (
+    decoder.encoding === "utf-16le" &&
+    label.trim().toLowerCase() !== "utf-16le" &&
+    bytes[0] === 0xfe &&
+    bytes[1] === 0xff
+  )
+    decoder = new TextDecoder("utf-16be", { fatal: true });
   try {
     return decoder.decode(bytes);
   } catch {

@@ -68,6 +68,10 @@ describe("a JSON body with a declared charset", () => {
       ["application/json; charset=utf-16le", littleEndian],
       ["application/json; charset=utf-16", littleEndian],
       ["application/json; charset=UTF-16BE", bigEndian],
+      // Regression: with its byte order mark, as Java's "UTF-16" writes it (big endian), it
+      // was decoded little endian, and refused as JSON that did not parse.
+      ["application/json; charset=utf-16", Buffer.concat([Buffer.from([0xfe, 0xff]), bigEndian])],
+      ["application/json; charset=utf-16", Buffer.concat([Buffer.from([0xff, 0xfe]), littleEndian])],
     ] as const) {
       expect(await post(contentType, body), contentType).toEqual({
         status: 200,
