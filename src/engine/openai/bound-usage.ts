@@ -18,16 +18,17 @@ const END_TOKENS = 16;
 
 /**
  * `usage` within `bounds`, marked estimated where it was cut, and the upstream's own counts that
- * were past them (`beyond`, for the log). `producedLength`: the characters of text, refusals,
+ * were past them (`beyond`, for the log). `producedBytes`: the UTF-8 bytes of the text, refusals,
  * reasoning and tool calls that came, which no bound hides (an upstream that ignored max_tokens
- * generated them): at most three UTF-8 bytes each, a token at most a byte, and a few for the end.
+ * generated them): a token at most a byte, and a few for the end. (Three tokens a character was
+ * the bound before: ASCII text that a lying upstream counted high was charged three times over.)
  */
 export function boundUsage(
   usage: Usage,
   bounds: UsageBounds,
-  producedLength: number,
+  producedBytes: number,
 ): { usage: Usage; beyond?: { promptTokens?: number; completionTokens?: number } } {
-  const completionBound = Math.max(bounds.completionTokens, 3 * producedLength + END_TOKENS);
+  const completionBound = Math.max(bounds.completionTokens, producedBytes + END_TOKENS);
   const prompt = usage.promptTokens !== undefined && usage.promptTokens > bounds.promptTokens;
   const completion = usage.completionTokens !== undefined && usage.completionTokens > completionBound;
   if (!prompt && !completion) return { usage };

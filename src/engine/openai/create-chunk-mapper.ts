@@ -46,6 +46,8 @@ export interface ChunkMapper {
   estimateCompletionTokens(): number;
   /** Characters produced so far (text, refusals, tool names and arguments), for the caller to bound. */
   readonly producedLength: number;
+  /** The UTF-8 bytes of what {@link producedLength} counts: no text has more tokens than bytes. */
+  readonly producedBytes: number;
   /**
    * About the characters of the log probabilities passed on so far (see read-logprobs.ts), for
    * the caller to bound with the answer; 0 unless the request asked for them.
@@ -140,6 +142,7 @@ class UpstreamChunkMapper implements ChunkMapper {
   rawFinishReason: string | undefined;
   reportedUsage: Usage | undefined;
   producedLength = 0;
+  producedBytes = 0;
   /** Where the request asked for log probabilities: what takes them to the parts. */
   readonly #logprobs: LogprobsCarrier | undefined;
   /** Reasoning came since the last chunk's log probabilities were read. */
@@ -190,7 +193,7 @@ class UpstreamChunkMapper implements ChunkMapper {
     if (usage !== undefined) {
       const merged = mergeUsage(this.reportedUsage, usage);
       const bounded =
-        this.#bounds === undefined ? undefined : boundUsage(merged, this.#bounds, this.producedLength);
+        this.#bounds === undefined ? undefined : boundUsage(merged, this.#bounds, this.producedBytes);
       if (bounded?.beyond !== undefined) this.usageBeyondBounds = bounded.beyond;
       this.reportedUsage = bounded?.usage ?? merged;
       this.#producedAtReport = this.producedLength;
@@ -208,7 +211,7 @@ class UpstreamChunkMapper implements ChunkMapper {
         const content = readDeltaContent(delta.content, this.#addReasoning);
         if (content !== "") {
           this.#texts.push(content);
-          this.producedLength += content.length;
+          this.#produced(content);
           this.#heldText = pushText(parts, "text-delta", this.#heldText + content);
         }
         for (const reasoning of [delta.reasoning_content, delta.reasoning]) {
@@ -217,7 +220,7 @@ class UpstreamChunkMapper implements ChunkMapper {
         // OpenAI's structured outputs say why they declined here, not in the content.
         if (typeof delta.refusal === "string" && delta.refusal !== "") {
           this.#texts.push(delta.refusal);
-          this.producedLength += delta.refusal.length;
+          this.#produced(delta.refusal);
           this.#heldRefusal = pushText(parts, "refusal-delta", this.#heldRefusal + delta.refusal);
         }
         if (Array.isArray(delta.tool_calls)) {
@@ -240,8 +243,14 @@ class UpstreamChunkMapper implements ChunkMapper {
     if (text === "") return;
     this.#reasoned = true;
     this.#reasoning.push(text);
-    this.producedLength += text.length;
+    this.#produced(text);
   };
+
+  /** Counts `text` as produced, in characters and in bytes. */
+  #produced(text: string): void {
+    this.producedLength += text.length;
+    this.producedBytes += Buffer.byteLength(text, "utf8");
+  }
 
   flush(parts: StreamPart[]): void {
     const partsBefore = parts.length;
@@ -314,7 +323,8 @@ class UpstreamChunkMapper implements ChunkMapper {
     // An entry with no id, name or arguments (Gemini's thought signatures ride alone in
     // `extra_content`) is no call, nor part of one.
     if (id === undefined && name === undefined && fragment === "") return;
-    this.producedLength += fragment.length + (name?.length ?? 0);
+    this.#produced(fragment);
+    if (name !== undefined) this.#produced(name);
     const key: number | string | undefined =
       typeof delta.index === "number" ? delta.index : (id ?? undefined);
     let call = key === undefined ? this.#lastCall : this.#callsByKey.get(key);

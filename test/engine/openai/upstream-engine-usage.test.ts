@@ -379,11 +379,20 @@ describe("an upstream that reports more tokens than the request can have used", 
       writeEvents(response, textEvents(["Hi"], { usage: undefined }).concat([usageChunk(9, 1e300)])),
     );
     const usage = lastUsage(await collectParts(engine, chatRequest({ maxTokens: 5 })));
-    // Two characters came: the bound is what was asked for, or the text's bytes and an end.
-    expect(usage).toEqual({ promptTokens: 9, completionTokens: 3 * 2 + 16, estimated: true });
+    // Two bytes came: the bound is what was asked for, or the text's bytes and an end (it was
+    // three tokens a character: ASCII a lying upstream counted high was charged three times over).
+    expect(usage).toEqual({ promptTokens: 9, completionTokens: 2 + 16, estimated: true });
     expect(warnings.map((line) => line.message)).toContain(
       "the upstream reported more tokens than the request can have used; charged at the bound",
     );
+  });
+
+  it("is charged at most the bytes of multi-byte text that came, and an end", async () => {
+    const { engine } = await engineWithLog((_request, response) =>
+      writeEvents(response, textEvents(["日本", "語"], { usage: undefined }).concat([usageChunk(9, 1e300)])),
+    );
+    const usage = lastUsage(await collectParts(engine, chatRequest({ maxTokens: 5 })));
+    expect(usage).toEqual({ promptTokens: 9, completionTokens: 9 + 16, estimated: true });
   });
 
   it("is charged no more prompt tokens than the model's context holds", async () => {
