@@ -14,7 +14,7 @@ import {
   textOf,
   upstreamModel,
 } from "./engine-helpers.ts";
-import { answerError, sequence, streamText } from "./mock-upstream.ts";
+import { answerError, type MockHandler, sequence, streamText } from "./mock-upstream.ts";
 
 afterEach(closeEnginesAndMocks);
 
@@ -79,27 +79,35 @@ describe("upstream engine: retry advice while another endpoint rests", () => {
   });
 });
 
-describe("upstream engine: retry advice while a fallback rests", () => {
-  async function primaryWithRestingFallback(settings: Partial<UpstreamSettings>) {
-    const primaryUpstream = await startTestMock(refusedKey);
-    const fallbackUpstream = await startTestMock(
+/**
+ * A model `primary` whose upstream answers with `upstreams.primary` (a refused key unless given),
+ * with the fallback `backup`, whose one endpoint answers with `upstreams.fallback` (a 500, then
+ * text, unless given) and has failed once, on a request of its own, and rests.
+ */
+async function primaryWithRestingFallback(
+  settings: Partial<UpstreamSettings>,
+  upstreams: { primary?: MockHandler; fallback?: MockHandler } = {},
+) {
+  const primaryUpstream = await startTestMock(upstreams.primary ?? refusedKey);
+  const fallbackUpstream = await startTestMock(
+    upstreams.fallback ??
       sequence(1, answerError(500, { error: { message: "boom" } }), streamText(["from the backup"])),
-    );
-    const backup = createTestEngine({
-      model: upstreamModel([fallbackUpstream.baseUrl], { id: "backup" }),
-      settings: { ...settings, failureThreshold: 1 },
-    });
-    const engine = createTestEngine({
-      model: upstreamModel([primaryUpstream.baseUrl], { id: "primary", fallbacks: ["backup"] }),
-      resolveEngine: (id) => (id === "backup" ? backup : undefined),
-      settings,
-    });
-    // The fallback's one endpoint fails once, on a request of its own, and rests.
-    await firstError(backup);
-    expect(backup.status()).toBe("unavailable");
-    return { engine, backup, fallbackUpstream };
-  }
+  );
+  const backup = createTestEngine({
+    model: upstreamModel([fallbackUpstream.baseUrl], { id: "backup" }),
+    settings: { ...settings, failureThreshold: 1 },
+  });
+  const engine = createTestEngine({
+    model: upstreamModel([primaryUpstream.baseUrl], { id: "primary", fallbacks: ["backup"] }),
+    resolveEngine: (id) => (id === "backup" ? backup : undefined),
+    settings,
+  });
+  await firstError(backup);
+  expect(backup.status()).toBe("unavailable");
+  return { engine, backup, fallbackUpstream };
+}
 
+describe("upstream engine: retry advice while a fallback rests", () => {
   it("says retry once an unavailable fallback is back, not the primary's refused key (regression)", async () => {
     const { engine, fallbackUpstream } = await primaryWithRestingFallback({
       maxRetries: 0,
@@ -148,20 +156,10 @@ describe("upstream engine: no retry advice from rests only the operator can end"
   });
 
   it("says no retry can help when the fallback skipped rests for its key", async () => {
-    const primaryUpstream = await startTestMock(answerError(403, { error: { message: "forbidden" } }));
-    const fallbackUpstream = await startTestMock(refusedKey);
-    const settings = { maxRetries: 0, failureThreshold: 1, cooldownMs: 60_000 };
-    const backup = createTestEngine({
-      model: upstreamModel([fallbackUpstream.baseUrl], { id: "backup" }),
-      settings,
-    });
-    const engine = createTestEngine({
-      model: upstreamModel([primaryUpstream.baseUrl], { id: "primary", fallbacks: ["backup"] }),
-      resolveEngine: (id) => (id === "backup" ? backup : undefined),
-      settings,
-    });
-    await firstError(backup);
-    expect(backup.status()).toBe("unavailable");
+    const { engine, fallbackUpstream } = await primaryWithRestingFallback(
+      { maxRetries: 0, failureThreshold: 1, cooldownMs: 60_000 },
+      { primary: answerError(403, { error: { message: "forbidden" } }), fallback: refusedKey },
+    );
     expect(advice(await firstError(engine))).toMatchObject({
       message: expect.stringContaining("'primary' refused Tollgate's credentials (HTTP 403)"),
       retryable: false,
