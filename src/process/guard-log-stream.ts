@@ -4,11 +4,21 @@ import { symbols } from "pino";
 /** The part of pino's destination (sonic-boom) this module patches. */
 interface SonicBoomLike {
   on(event: "error", listener: (error: NodeJS.ErrnoException) => void): unknown;
+  emit(event: "error", error: Error): unknown;
   write(text: string): unknown;
   flushSync?: () => void;
   end?: () => void;
   destroy?: () => void;
+  /** Asked, at each write the reader's full pipe refused, whether to try again. */
+  retryEAGAIN?: (...args: unknown[]) => boolean;
 }
+
+/**
+ * How long a synchronous flush of the log (pino's, after each line at level fatal and at the
+ * process's exit) waits for a reader that takes nothing: as long as an exit waits for its log
+ * (`LOG_WRITE_LIMIT_MS` in exit-after-log.ts).
+ */
+export const SYNC_FLUSH_LIMIT_MS = 1_000;
 
 /** Destinations {@link guardLogStream} silenced: nothing they hold will ever be written. */
 const silencedStreams = new WeakSet<object>();
@@ -31,6 +41,7 @@ export function guardLogStream(logger: object): void {
   const stream = (logger as Record<symbol, unknown>)[symbols.streamSym] as Partial<SonicBoomLike> | undefined;
   if (typeof stream?.on !== "function" || typeof stream.write !== "function") return;
   const boom = stream as SonicBoomLike;
+  boundSyncFlush(boom);
   let silenced = false;
   boom.on("error", (error) => {
     if (silenced) return;
@@ -50,4 +61,35 @@ export function guardLogStream(logger: object): void {
       // stderr is gone too (the same terminal): nothing more to say.
     }
   });
+}
+
+/**
+ * Bounds sonic-boom's synchronous flush by {@link SYNC_FLUSH_LIMIT_MS}: it retried a write that a
+ * full pipe refused (EAGAIN) every 100 ms for ever. pino flushes so after every line at level
+ * fatal: a crash while the log's reader took nothing more (a stalled collector) hung the process
+ * at its fatal line, its running requests never stopped nor charged, whenever another line was
+ * still being written at the crash (the fatal one then waited in the queue, which the flush
+ * writes). Past the limit the flush fails: pino ignores that, and the stream, which cannot be
+ * written now and no longer knows how much of its line went out, is silenced as a failed write
+ * silences it (its write under way stops retrying). Writes that are not synchronous keep
+ * retrying as before.
+ */
+function boundSyncFlush(boom: SonicBoomLike): void {
+  const flushSync = boom.flushSync;
+  if (typeof flushSync !== "function") return;
+  let deadline: number | undefined;
+  // A silenced stream stops retrying the write under way too: nothing keeps the process up.
+  boom.retryEAGAIN = () =>
+    !silencedStreams.has(boom) && (deadline === undefined || performance.now() < deadline);
+  boom.flushSync = () => {
+    deadline = performance.now() + SYNC_FLUSH_LIMIT_MS;
+    try {
+      flushSync.call(boom);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "EAGAIN") boom.emit("error", error as Error);
+      throw error;
+    } finally {
+      deadline = undefined;
+    }
+  };
 }
