@@ -81,6 +81,7 @@ export async function runServeCommand(
       config,
       signal: starting.signal,
       releaseStartupMemory: true,
+      onLogger: (logger) => crash.logging(logger),
       ...(host === undefined ? {} : { host }),
       ...(port === undefined ? {} : { port }),
     });

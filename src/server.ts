@@ -96,6 +96,12 @@ export interface StartServerOptions {
    * 50-200 ms).
    */
   releaseStartupMemory?: boolean;
+  /**
+   * Told the server's logger as soon as it exists, before the store opens: what logs a crash
+   * during the start must log through it (exit-on-crash.ts), since a second logger on the same
+   * stdout would interleave its line with the lines this one still holds.
+   */
+  onLogger?: (logger: Logger) => void;
 }
 
 /** Opens the store, loads the engines, listens, then runs the first-run bootstrap. */
@@ -105,7 +111,9 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
   // Only the engines the catalogue uses are imported (an upstream model brings undici).
   await loadEngineModules(options.config.models);
   const logger = createLogger(options);
+  options.onLogger?.(logger);
   warnOfShortAdminKey(options.config.adminKey, logger);
+  let migrating: { since: number; created: boolean } | undefined;
   const store = await openStore(options.config.database, {
     owner: true,
     onMigrationWait: ({ holder, waitedMs }) =>
@@ -122,8 +130,21 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
         },
         "waiting for another process to finish migrating the PostgreSQL store (it holds the migration lock)",
       ),
+    onMigrating: ({ pending, created }) => {
+      migrating = { since: performance.now(), created };
+      logger.info(
+        { migrations: pending },
+        created
+          ? "creating the store's tables"
+          : "migrating the store to this version's schema (a large usage table takes a while; the server listens when it is done)",
+      );
+    },
     ...(options.signal === undefined ? {} : { signal: options.signal }),
   });
+  if (migrating !== undefined) {
+    const durationMs = Math.round(performance.now() - migrating.since);
+    logger.info({ durationMs }, migrating.created ? "the store is created" : "the store is migrated");
+  }
   // A start that fails closes what it opened, last first: nothing (the store's claim, Redis,
   // a model loading or downloading) keeps the failed process alive.
   const opened: { close(): Promise<void> }[] = [store];

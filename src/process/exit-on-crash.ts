@@ -16,6 +16,13 @@ interface CrashLogger {
 }
 
 export interface CrashHandling {
+  /**
+   * The server's logger exists (it is starting): a crash is logged through it from now on. A
+   * logger of the crash's own beside it would write its line to the same stdout while this one
+   * still writes lines it holds, and the two interleave: the crash's line, longer than a pipe
+   * takes at once, was cut by another line and no longer parsed as JSON.
+   */
+  logging(logger: CrashLogger): void;
   /** The server started: a crash is logged through its logger, and stops it before the exit. */
   serving(logger: CrashLogger, stop: () => Promise<void>): void;
   /** True once a crash began: the process is on its way out with code 1. */
@@ -40,7 +47,7 @@ export function exitOnCrash(): CrashHandling {
   let stop: (() => Promise<void>) | undefined;
   let crashed = false;
   process.on("uncaughtException", (error, origin) => {
-    // Before the server started, its logger does not exist: a logger of its own, as it would be.
+    // Before the server made its logger: a logger of its own, as that one would be.
     if (logger === undefined) {
       const own = pino({ serializers: { err: serializeLogError, error: serializeLogError } });
       guardLogStream(own);
@@ -72,6 +79,9 @@ export function exitOnCrash(): CrashHandling {
       });
   });
   return {
+    logging(serverLogger) {
+      logger = serverLogger;
+    },
     serving(serverLogger, serverStop) {
       logger = serverLogger;
       stop = serverStop;

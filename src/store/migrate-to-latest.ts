@@ -12,6 +12,19 @@ export interface MigrateToLatestOptions {
    * without it kysely takes the tables for existing when any schema of the database has them.
    */
   migrationTableSchema?: string;
+  /**
+   * Told once, before the first migration runs, which migrations are pending, so that a long
+   * migration (a large usage table) is not a silent start. Not called when none is pending.
+   */
+  onMigrating?: ((migrating: Migrating) => void) | undefined;
+}
+
+/** What {@link MigrateToLatestOptions.onMigrating} is told. */
+export interface Migrating {
+  /** The migrations about to run, in order. */
+  pending: readonly string[];
+  /** Whether the database had no migration yet (the store is being created, not upgraded). */
+  created: boolean;
 }
 
 /**
@@ -30,6 +43,11 @@ export async function migrateToLatest(
   db: Kysely<Database>,
   options: MigrateToLatestOptions = {},
 ): Promise<void> {
+  if (options.onMigrating !== undefined) {
+    const applied = (await readAppliedMigrations(db, options.migrationTableSchema)) ?? [];
+    const pending = Object.keys(migrations).filter((name) => !applied.includes(name));
+    if (pending.length > 0) options.onMigrating({ pending, created: applied.length === 0 });
+  }
   const migrator = new Migrator({
     db,
     provider: { getMigrations: async () => ({ ...migrations }) },

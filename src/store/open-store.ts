@@ -1,4 +1,5 @@
 import { join } from "node:path";
+import type { Migrating } from "./migrate-to-latest.ts";
 import type { ClaimReplicaIdOptions, ReplicaClaim } from "./postgres/claim-postgres-replica-id.ts";
 import type { MigrationLockWait } from "./postgres/take-migration-lock.ts";
 import { openSqliteStore } from "./sqlite/open-sqlite-store.ts";
@@ -36,6 +37,11 @@ export interface StoreOptions {
   onMigrationWait?: (wait: MigrationLockWait) => void;
   /** PostgreSQL: ends a wait for another process's migration; the open then fails. */
   signal?: AbortSignal;
+  /**
+   * Told, before the first migration runs, which are pending (creating a new store, or upgrading
+   * one an older Tollgate made): a migration over a large usage table takes seconds to minutes.
+   */
+  onMigrating?: (migrating: Migrating) => void;
 }
 
 /**
@@ -57,6 +63,7 @@ export async function openStore(databaseUrl: string, options: StoreOptions = {})
     return await openSqliteStore(parseSqliteLocation(databaseUrl), {
       holdReservations: options.owner === true,
       upgrade: options.upgrade ?? true,
+      onMigrating: options.onMigrating,
     });
   }
   if (databaseUrl.startsWith("postgres://") || databaseUrl.startsWith("postgresql://")) {
@@ -67,6 +74,7 @@ export async function openStore(databaseUrl: string, options: StoreOptions = {})
       stampCreationsOnWrite: options.stampCreations ?? options.owner === true,
       upgrade: options.upgrade ?? true,
       onMigrationWait: options.onMigrationWait,
+      onMigrating: options.onMigrating,
       signal: options.signal,
     });
   }

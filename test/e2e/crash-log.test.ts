@@ -151,6 +151,13 @@ describe("a crash of tollgate serve", () => {
     ]);
     expect(stdout).not.toContain(SECRET);
     expect(lines.find((line) => line.level === 60)?.err?.padding).toHaveLength(PADDING);
+    // The server's logger had lines of its own still to write (its new store): the crash's line
+    // goes through it, after them. Regression: the crash took a logger of its own on the same
+    // stdout, and a line of the server's cut the crash's in two (neither parsed as JSON).
+    expect(lines.map((line) => line.msg).slice(0, 2)).toEqual([
+      "creating the store's tables",
+      "the store is created",
+    ]);
   });
 });
 

@@ -5,6 +5,7 @@ import type { Database } from "../database.ts";
 import { createKyselyStore } from "../kysely-store.ts";
 import {
   compareSchema,
+  type Migrating,
   migrateToLatest,
   readAppliedMigrations,
   refuseOlderSchema,
@@ -50,6 +51,8 @@ export interface PostgresStoreOptions {
   stampCreationsOnWrite?: boolean;
   /** Told, at once and then every 10 s, while another process's migration makes the open wait. */
   onMigrationWait?: ((wait: MigrationLockWait) => void) | undefined;
+  /** Told which migrations are pending before they run (see `StoreOptions.onMigrating`). */
+  onMigrating?: ((migrating: Migrating) => void) | undefined;
   /** Ends a wait for another process's migration: the open fails. */
   signal?: AbortSignal | undefined;
 }
@@ -117,6 +120,7 @@ export async function openPostgresStore(
     await migrateExclusively(db, location.schema, {
       upgrade: options.upgrade ?? true,
       onWait: options.onMigrationWait,
+      onMigrating: options.onMigrating,
       signal: options.signal,
       openMigrationConnection: () =>
         new Kysely<Database>({
@@ -201,6 +205,7 @@ async function migrateExclusively(
     upgrade: boolean;
     openMigrationConnection: () => Kysely<Database>;
     onWait: ((wait: MigrationLockWait) => void) | undefined;
+    onMigrating: ((migrating: Migrating) => void) | undefined;
     signal: AbortSignal | undefined;
   },
 ): Promise<void> {
@@ -225,7 +230,8 @@ async function migrateExclusively(
       let failure: unknown;
       try {
         if (schema !== undefined) await createSchemaIfMissing(connection, schema);
-        await migrateToLatest(connection, { migrationTableSchema: target });
+        // Told under the lock: what another replica migrated meanwhile is not pending.
+        await migrateToLatest(connection, { migrationTableSchema: target, onMigrating: options.onMigrating });
       } catch (error) {
         failure = error;
       }

@@ -7,6 +7,7 @@ import type { Database } from "../database.ts";
 import { createKyselyStore, readAccountsWithMoney } from "../kysely-store.ts";
 import {
   compareSchema,
+  type Migrating,
   migrateToLatest,
   readAppliedMigrations,
   refuseOlderSchema,
@@ -33,6 +34,8 @@ export interface SqliteStoreOptions {
   holdReservations: boolean;
   /** Migrate a file an older Tollgate made (see `StoreOptions.upgrade`). Default true. */
   upgrade?: boolean;
+  /** Told which migrations are pending before they run (see `StoreOptions.onMigrating`). */
+  onMigrating?: ((migrating: Migrating) => void) | undefined;
 }
 
 /**
@@ -141,7 +144,7 @@ export async function openSqliteStore(
     }
     const created: SharedConnection = {
       ...opened,
-      migrated: migrateUnlessCurrent(opened.db, options.upgrade ?? true),
+      migrated: migrateUnlessCurrent(opened.db, options.upgrade ?? true, options.onMigrating),
       users: 0,
       owners: 0,
     };
@@ -282,12 +285,16 @@ function createStore(
  * long write holds the file, and only a file that needs migrating waits for the lock. Without
  * `upgrade`, a file an older Tollgate made is refused, not migrated.
  */
-async function migrateUnlessCurrent(db: Kysely<Database>, upgrade: boolean): Promise<void> {
+async function migrateUnlessCurrent(
+  db: Kysely<Database>,
+  upgrade: boolean,
+  onMigrating: ((migrating: Migrating) => void) | undefined,
+): Promise<void> {
   const applied = await readAppliedMigrations(db, undefined);
   const state = compareSchema(applied);
   if (state === "current") return;
   if (state === "behind" && !upgrade) throw refuseOlderSchema(applied ?? []);
-  await migrateExclusively(db);
+  await migrateExclusively(db, onMigrating);
 }
 
 /**
@@ -307,10 +314,14 @@ async function retryWhileBusy<Result>(operation: () => Promise<Result>, forMs: n
 }
 
 /** Migrates inside one write transaction: atomic, and serialised with other processes. */
-async function migrateExclusively(db: Kysely<Database>): Promise<void> {
+async function migrateExclusively(
+  db: Kysely<Database>,
+  onMigrating?: (migrating: Migrating) => void,
+): Promise<void> {
   await sql`begin immediate`.execute(db);
   try {
-    await migrateToLatest(db);
+    // Told under the write lock: what another process migrated meanwhile is not pending.
+    await migrateToLatest(db, { onMigrating });
     await sql`commit`.execute(db);
   } catch (error) {
     await sql`rollback`.execute(db).catch(() => {
