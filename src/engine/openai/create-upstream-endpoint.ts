@@ -40,13 +40,15 @@ export interface UpstreamEndpoint {
   /**
    * Whether requests to this endpoint carry `stream_options`. Cleared, for the engine's life, the
    * first time the endpoint refuses the field (servers that do not know it refuse every request
-   * that has it); usage is then estimated where the endpoint reports none.
+   * that has it): a 400 that names it, then an answer to the same request without it. Usage is
+   * then estimated where the endpoint reports none.
    */
   takesStreamOptions: boolean;
   /**
    * Whether the completion bound goes to this endpoint as `max_tokens`. Cleared, for the engine's
    * life, the first time the endpoint refuses it and names `max_completion_tokens` instead
-   * (OpenAI's reasoning models); the bound then goes as that.
+   * (OpenAI's reasoning models), and answers the same request with that; the bound then goes as
+   * that.
    */
   takesMaxTokens: boolean;
   /**

@@ -4,7 +4,7 @@ import type { FinishPart, PartBatch } from "../engine.ts";
 import { withGeneratedTokens } from "../generated-tokens.ts";
 import { computeRetryDelay } from "./compute-retry-delay.ts";
 import type { UpstreamEndpoint } from "./create-upstream-endpoint.ts";
-import { closingError, startUpstreamAttempt } from "./start-upstream-attempt.ts";
+import { closingError, type LeftOutFields, startUpstreamAttempt } from "./start-upstream-attempt.ts";
 import type { AttemptContext } from "./upstream-attempt.ts";
 import { createUnavailableError, type UpstreamFailure } from "./upstream-failure.ts";
 
@@ -72,6 +72,13 @@ export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenera
     /** Endpoints this request failed on: going back to one at once would likely fail again. */
     const tried = new Set<UpstreamEndpoint>();
     let endpoint = balancer.pick();
+    /** Fields this request tries without, by endpoint, after a 400 that named them. */
+    const leftOut = new Map<UpstreamEndpoint, LeftOutFields>();
+    /** What the 400s that named them said, for the log line when the endpoint is marked. */
+    const refusals = new Map<
+      UpstreamEndpoint,
+      Partial<Record<keyof LeftOutFields, { failure: string; upstreamBody: string | undefined }>>
+    >();
     let lastFailure: UpstreamFailure | undefined;
     /**
      * An attempt failed in a way that passes (a rest, a 429, a 5xx): the request's last error,
@@ -158,8 +165,27 @@ export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenera
         continue;
       }
 
-      const running = startUpstreamAttempt(endpoint, options);
+      const leaveOut = leftOut.get(endpoint);
+      const running = startUpstreamAttempt(endpoint, options, leaveOut);
       let batch = await running.next();
+      if (batch.kind === "parts" && leaveOut !== undefined) {
+        // The field named in the 400 was what it refused: every later request goes without it.
+        leftOut.delete(endpoint);
+        if (leaveOut.streamOptions) endpoint.takesStreamOptions = false;
+        if (leaveOut.maxTokens) endpoint.takesMaxTokens = false;
+        // With what the refusal said (neither field quotes what may repeat the prompt).
+        const where = { model: options.modelId, endpoint: endpoint.label };
+        if (leaveOut.streamOptions)
+          options.logger.warn(
+            { ...where, ...refusals.get(endpoint)?.streamOptions },
+            "upstream endpoint refuses stream_options; it is asked without them from now on (usage estimated where it reports none)",
+          );
+        if (leaveOut.maxTokens)
+          options.logger.warn(
+            { ...where, ...refusals.get(endpoint)?.maxTokens },
+            "upstream endpoint refuses max_tokens; the completion bound goes as max_completion_tokens from now on",
+          );
+      }
       if (batch.kind === "parts") {
         try {
           for (;;) {
@@ -176,31 +202,28 @@ export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenera
 
       const failure = batch.failure;
       generatedTokens += failure.generatedTokens ?? 0;
-      if (failure.streamOptionsRefused === true) {
-        // Only an attempt that sent the field is marked so: this happens once per endpoint.
-        endpoint.takesStreamOptions = false;
+      if (failure.streamOptionsRefused === true || failure.maxTokensRefused === true) {
+        // A 400 that names the field may only quote the client's own words (an invalid value
+        // the upstream repeats): tried once more without it, and the endpoint is marked only if
+        // that attempt is answered. Marked on the first 400, one client's request switched off
+        // usage reports, or its completion bound, for every account. An attempt that sent the
+        // field is the only one marked so, so this comes at most once per field and request.
+        const streamOptions = failure.streamOptionsRefused === true;
+        const said = { failure: failure.summary, upstreamBody: failure.upstreamBody };
+        refusals.set(endpoint, {
+          ...refusals.get(endpoint),
+          [streamOptions ? "streamOptions" : "maxTokens"]: said,
+        });
+        leftOut.set(endpoint, {
+          streamOptions: streamOptions || leaveOut?.streamOptions === true,
+          maxTokens: !streamOptions || leaveOut?.maxTokens === true,
+        });
         // Not the client's error, whose message is the upstream's, which may quote the prompt.
-        options.logger.warn(
-          {
-            model: options.modelId,
-            endpoint: endpoint.label,
-            failure: failure.summary,
-            upstreamBody: failure.upstreamBody,
-          },
-          "upstream endpoint refuses stream_options; it is asked without them from now on (usage estimated where it reports none)",
-        );
-        continue;
-      }
-      if (failure.maxTokensRefused === true) {
-        endpoint.takesMaxTokens = false;
-        options.logger.warn(
-          {
-            model: options.modelId,
-            endpoint: endpoint.label,
-            failure: failure.summary,
-            upstreamBody: failure.upstreamBody,
-          },
-          "upstream endpoint refuses max_tokens; the completion bound goes as max_completion_tokens from now on",
+        options.logger.info(
+          { model: options.modelId, endpoint: endpoint.label, ...said },
+          streamOptions
+            ? "upstream endpoint refused a request naming stream_options; trying it without them"
+            : "upstream endpoint refused a request naming max_tokens; trying the bound as max_completion_tokens",
         );
         continue;
       }

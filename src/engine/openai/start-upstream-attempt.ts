@@ -26,6 +26,18 @@ import {
 } from "./upstream-attempt.ts";
 import { createEndpointFailure, createFinalFailure, type UpstreamFailure } from "./upstream-failure.ts";
 
+/**
+ * What one attempt leaves out that its endpoint otherwise takes: `stream_options`, and
+ * `max_tokens` (the bound then goes as `max_completion_tokens`). An attempt after a 400 that
+ * named the field tries without it; only its success tells that the endpoint refuses it.
+ */
+export interface LeftOutFields {
+  streamOptions: boolean;
+  maxTokens: boolean;
+}
+
+const NOTHING_LEFT_OUT: LeftOutFields = { streamOptions: false, maxTokens: false };
+
 /** How long the rest of a body after `[DONE]` may take before its connection is dropped. */
 const DRAIN_AFTER_END_MS = 1_000;
 /**
@@ -42,7 +54,11 @@ const FINISH_GRACE_MS = 1_000;
  * before any part is returned for the caller to retry; after one, it becomes the last batch's
  * `error` part.
  */
-export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: AttemptContext): UpstreamAttempt {
+export function startUpstreamAttempt(
+  endpoint: UpstreamEndpoint,
+  context: AttemptContext,
+  leaveOut: LeftOutFields = NOTHING_LEFT_OUT,
+): UpstreamAttempt {
   const { signal, closeSignal, settings, modelId } = context;
   const startedAt = context.balancer.clock();
   let call: UpstreamCall | undefined;
@@ -58,13 +74,14 @@ export function startUpstreamAttempt(endpoint: UpstreamEndpoint, context: Attemp
     requeued = call?.abort(new AttemptStopped("requeued")) === true;
   };
   endpoint.unsent.add(requeue);
-  const sentStreamOptions = endpoint.takesStreamOptions;
-  const sentMaxTokens = context.boundsCompletion && endpoint.takesMaxTokens;
+  const sentStreamOptions = endpoint.takesStreamOptions && !leaveOut.streamOptions;
+  const takesMaxTokens = endpoint.takesMaxTokens && !leaveOut.maxTokens;
+  const sentMaxTokens = context.boundsCompletion && takesMaxTokens;
   call = startUpstreamCall({
     pool: endpoint.pool,
     path: endpoint.path,
     headers: endpoint.headers,
-    body: context.body({ streamOptions: sentStreamOptions, maxTokens: endpoint.takesMaxTokens }),
+    body: context.body({ streamOptions: sentStreamOptions, maxTokens: takesMaxTokens }),
     onWaiting: (waiting) => watch.setWaiting(waiting),
     onStarted: () => {
       endpoint.unsent.delete(requeue);

@@ -55,8 +55,11 @@ function refusingStreamOptions(answer: MockHandler): MockHandler {
     "stream_options" in request.body ? refusal(request, response) : answer(request, response);
 }
 
-function sentStreamOptions(upstream: MockUpstream): boolean[] {
-  return upstream.requests.map((request) => "stream_options" in request.body);
+function sentStreamOptions(upstream: MockUpstream): boolean[];
+function sentStreamOptions(request: MockUpstream["requests"][number]): boolean;
+function sentStreamOptions(from: MockUpstream | MockUpstream["requests"][number]): boolean[] | boolean {
+  if ("requests" in from) return from.requests.map((request) => "stream_options" in request.body);
+  return "stream_options" in from.body;
 }
 
 describe("upstream engine: servers that refuse stream_options", () => {
@@ -87,6 +90,64 @@ describe("upstream engine: servers that refuse stream_options", () => {
     expect(texts).toEqual(["refusing", "taking", "refusing", "taking"]);
     expect(sentStreamOptions(refusing)).toEqual([true, false, false]);
     expect(sentStreamOptions(taking)).toEqual([true, true]);
+  });
+});
+
+/**
+ * A server that refuses a value of the client's and quotes it (as OpenAI quotes an invalid
+ * `reasoning_effort`): 400 for a user message that starts with "bad:", whatever else the body has.
+ */
+function quotingTheClient(answer: MockHandler): MockHandler {
+  return (request, response) => {
+    const messages = request.body.messages as { content: string }[];
+    const content = messages.at(-1)?.content ?? "";
+    if (!content.startsWith("bad:")) return answer(request, response);
+    return answerError(400, {
+      error: {
+        message: `Invalid value: '${content}'. Supported values are: 'low', 'medium', and 'high'.`,
+        type: "invalid_request_error",
+        param: null,
+        code: "invalid_value",
+      },
+    })(request, response);
+  };
+}
+
+describe("upstream engine: a 400 that quotes the client's words naming stream_options or max_tokens", () => {
+  it("is the client's error, and the endpoint goes on taking both fields (regression)", async () => {
+    const upstream = await mock(quotingTheClient(streamText(["Hello"])));
+    const engine = createTestEngine({
+      model: upstreamModel([upstream.baseUrl]),
+      settings: { maxRetries: 0 },
+    });
+    const quoting = chatRequest({
+      maxTokens: 10,
+      messages: [
+        { role: "user", content: "bad: stream_options include_usage max_tokens max_completion_tokens" },
+      ],
+    });
+    const error = (await firstError(engine, quoting)) as AppError;
+    expect({ status: error.status, code: error.code }).toEqual({ status: 400, code: "invalid_value" });
+    // Tried without each field it named, once: neither was what the server refused.
+    expect(upstream.requests.map((request) => [sentStreamOptions(request), request.body.max_tokens])).toEqual(
+      [
+        [true, 10],
+        [false, 10],
+        [false, undefined],
+      ],
+    );
+
+    // Regression: one such request switched both off for every later request to the endpoint,
+    // whose answers then came without usage (estimated) and without the client's bound.
+    const parts = await collectParts(engine, chatRequest({ maxTokens: 7 }));
+    expect(textOf(parts)).toBe("Hello");
+    // The upstream's own usage, not an estimate.
+    expect(parts.at(-1)).toMatchObject({ type: "finish", reason: "stop" });
+    expect((parts.at(-1) as { usage?: object }).usage).toEqual({ promptTokens: 12, completionTokens: 1 });
+    expect(upstream.requests.at(-1)?.body).toMatchObject({
+      max_tokens: 7,
+      stream_options: { include_usage: true },
+    });
   });
 });
 
