@@ -16,8 +16,13 @@ import { SchemaDefinitionNames } from "./schema-definition-names.ts";
 import { FiniteValues } from "./schema-finite-values.ts";
 import { child, type Position } from "./schema-position.ts";
 
-/** Deeper schemas become "any JSON value": the grammar generator stops at 512 nesting levels. */
-const maxDepth = 64;
+/**
+ * The conversion levels (a property, an item, an alternative, a `$ref` followed) a local model's
+ * grammar follows; deeper is refused for it (the grammar generator stops at 512 nesting levels,
+ * and such a schema was let through as "any JSON value": its output met none of its keywords).
+ * Checks for an upstream model stop there instead.
+ */
+export const MAX_SCHEMA_DEPTH = 64;
 
 /**
  * One conversion of a client's schema (see convert-json-schema-to-gbnf.ts, whose module comment
@@ -77,7 +82,14 @@ export class SchemaConverter implements SchemaConversion {
       this.refuse(at, `a schema must be an object or a boolean, not ${describe(schema)}.`);
     this.budget.spend(at, "steps", 1);
     checkKeywords(this, schema, at);
-    if (at.depth > maxDepth) return anyValue;
+    if (at.depth > MAX_SCHEMA_DEPTH) {
+      if (this.grammarLimits)
+        this.refuse(
+          at,
+          `the schema nests deeper than ${MAX_SCHEMA_DEPTH} levels (each property, item, alternative and $ref followed is one), more than a local model's grammar follows.`,
+        );
+      return anyValue;
+    }
     const description = typeof schema.description === "string" ? { description: schema.description } : {};
     if (description.description !== undefined) this.budget.spendCharacters(at, description.description);
 

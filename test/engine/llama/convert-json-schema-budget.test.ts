@@ -167,3 +167,30 @@ describe("convertJsonSchemaToGbnf's bounded work", () => {
     expect(refusal({ type: ["string", "null"] }, false)).toBeUndefined();
   });
 });
+
+describe("a schema deeper than a local model's grammar follows", () => {
+  /** `levels` definitions, each an object whose one required property refers to the next; the last a boolean. */
+  function chainOfDefinitions(levels: number): Record<string, unknown> {
+    const $defs: Record<string, unknown> = { [`o${levels}`]: { type: "boolean" } };
+    for (let level = 0; level < levels; level++)
+      $defs[`o${level}`] = {
+        type: "object",
+        properties: { n: { $ref: `#/$defs/o${level + 1}` } },
+        required: ["n"],
+        additionalProperties: false,
+      };
+    return { $defs, $ref: "#/$defs/o0" };
+  }
+
+  it("is refused, saying so, rather than let through as any JSON value (regression)", () => {
+    // About 2 KB: 33 levels of two conversion steps each (the property and its $ref).
+    const error = refusal(chainOfDefinitions(33));
+    expect(error?.code).toBe("invalid_value");
+    expect(error?.message).toMatch(
+      /^Invalid JSON Schema in 'response_format\.json_schema\.schema' at '.*': the schema nests deeper than 64 levels/,
+    );
+    expect(refusal(chainOfDefinitions(30))).toBeUndefined();
+    // An upstream model's checks stop there instead: its server has no such grammar.
+    expect(refusal(chainOfDefinitions(33), false)).toBeUndefined();
+  });
+});
