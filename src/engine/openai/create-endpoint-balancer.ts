@@ -16,6 +16,12 @@
  * - A rest begun or lengthened by a failure only the operator can mend (a refused api_key, a
  *   missing model) remembers what it was ({@link EndpointBalancer.operatorFaults}), so that a
  *   request that finds every endpoint resting can be told so, as the request that failed was.
+ * - Failures in a row that all come from one tenant's requests (an account: see
+ *   {@link EndpointBalancer.forTenant}) rest the endpoint for that tenant only: an upstream may
+ *   answer a failure that depends on the request (a firewall's 403 for some content, a 500 for
+ *   one input), and one account sending three such requests rested the endpoint, its rest
+ *   doubling with each one more, for every account. Once another tenant's failure joins the run
+ *   (or one with no tenant), the rest is everyone's.
  */
 export interface EndpointBalancer<Endpoint> {
   /** The next endpoint not cooling down and not in `exclude`, round-robin; `undefined` if none. */
@@ -52,6 +58,13 @@ export interface EndpointBalancer<Endpoint> {
   restingCount(): number;
   /** The balancer's clock, for `startedAt`. */
   clock(): number;
+  /**
+   * The same balancer as `tenant`'s requests see it: an endpoint resting for that tenant alone
+   * is resting for it, and what it reports counts as that tenant's. `undefined`: no tenant (every
+   * failure counts for everyone). Rests, counts and the status (`allCoolingDown`,
+   * `restingCount`) are shared; only a rest for one tenant is that tenant's.
+   */
+  forTenant(tenant: string | undefined): EndpointBalancer<Endpoint>;
 }
 
 export interface EndpointBalancerOptions<Endpoint> {
@@ -77,8 +90,32 @@ interface EndpointHealth {
   restFault: string | undefined;
 }
 
+/** An endpoint's health for everyone, and its rests for one tenant each. */
+interface EndpointState extends EndpointHealth {
+  /**
+   * Whose failures make up `consecutiveFailures`: one tenant (a string), several or one without
+   * a tenant (`null`), none yet (`undefined`).
+   */
+  runOf: string | null | undefined;
+  /** Rests for one tenant's failures alone, by tenant (their `consecutiveFailures` unused). */
+  byTenant: Map<string, EndpointHealth>;
+}
+
 /** Doublings of the cooldown counted at most: 2 ** 40 times a millisecond is 35 years. */
 const MAX_DOUBLINGS = 40;
+
+/** Tenants an endpoint keeps rests for at most; past it, those not resting now are forgotten. */
+const MAX_TENANT_RESTS = 1_000;
+
+function createHealth(): EndpointHealth {
+  return {
+    consecutiveFailures: 0,
+    coolingUntil: 0,
+    cooledAt: Number.NEGATIVE_INFINITY,
+    cooldownsInARow: 0,
+    restFault: undefined,
+  };
+}
 
 export function createEndpointBalancer<Endpoint>(
   options: EndpointBalancerOptions<Endpoint>,
@@ -87,34 +124,55 @@ export function createEndpointBalancer<Endpoint>(
   const now = options.now ?? (() => performance.now());
   // A configured first cooldown longer than the usual bound is not cut short by it.
   const longestCooldownMs = Math.max(options.maxCooldownMs, options.cooldownMs);
-  const health = new Map<Endpoint, EndpointHealth>(
-    endpoints.map((endpoint) => [
-      endpoint,
-      {
-        consecutiveFailures: 0,
-        coolingUntil: 0,
-        cooledAt: Number.NEGATIVE_INFINITY,
-        cooldownsInARow: 0,
-        restFault: undefined,
-      },
-    ]),
+  const states = new Map<Endpoint, EndpointState>(
+    endpoints.map((endpoint) => [endpoint, { ...createHealth(), runOf: undefined, byTenant: new Map() }]),
   );
   let cursor = 0;
 
-  const healthOf = (endpoint: Endpoint): EndpointHealth => {
-    const found = health.get(endpoint);
+  const stateOf = (endpoint: Endpoint): EndpointState => {
+    const found = states.get(endpoint);
     if (found === undefined) throw new Error("endpoint not managed by this balancer");
     return found;
   };
 
-  return {
+  /** Until when `endpoint` is left out of `tenant`'s requests: its rest, or its rest for that tenant. */
+  const restsUntil = (state: EndpointState, tenant: string | undefined): number =>
+    tenant === undefined
+      ? state.coolingUntil
+      : Math.max(state.coolingUntil, state.byTenant.get(tenant)?.coolingUntil ?? 0);
+
+  /** Begins (or doubles) a cooldown of `health` at `time`. */
+  const coolDown = (health: EndpointHealth, time: number): void => {
+    // The doubling stops at the bound, long before 2 ** n overflows (0 * Infinity is NaN).
+    const doublings = Math.min(health.cooldownsInARow, MAX_DOUBLINGS);
+    const cooldown = Math.min(longestCooldownMs, options.cooldownMs * 2 ** doublings);
+    health.coolingUntil = Math.max(health.coolingUntil, time + cooldown);
+    health.cooledAt = time;
+    health.cooldownsInARow++;
+    health.consecutiveFailures = 0;
+  };
+
+  /** The rest of `tenant` alone on `state`, made when missing. */
+  const tenantHealth = (state: EndpointState, tenant: string, time: number): EndpointHealth => {
+    let health = state.byTenant.get(tenant);
+    if (health === undefined) {
+      if (state.byTenant.size >= MAX_TENANT_RESTS)
+        for (const [other, rest] of state.byTenant)
+          if (rest.coolingUntil <= time) state.byTenant.delete(other);
+      health = createHealth();
+      state.byTenant.set(tenant, health);
+    }
+    return health;
+  };
+
+  const view = (tenant: string | undefined): EndpointBalancer<Endpoint> => ({
     pick(exclude) {
       const time = now();
       for (let step = 0; step < endpoints.length; step++) {
         const index = (cursor + step) % endpoints.length;
         const endpoint = endpoints[index];
         if (endpoint === undefined || exclude?.has(endpoint)) continue;
-        if (healthOf(endpoint).coolingUntil > time) continue;
+        if (restsUntil(stateOf(endpoint), tenant) > time) continue;
         cursor = index + 1;
         return endpoint;
       }
@@ -125,36 +183,57 @@ export function createEndpointBalancer<Endpoint>(
       let soonest: number | undefined;
       for (const endpoint of endpoints) {
         if (exclude?.has(endpoint)) continue;
-        const wait = Math.max(0, healthOf(endpoint).coolingUntil - time);
+        const wait = Math.max(0, restsUntil(stateOf(endpoint), tenant) - time);
         if (soonest === undefined || wait < soonest) soonest = wait;
       }
       return soonest;
     },
     reportSuccess(endpoint, success = {}) {
-      const state = healthOf(endpoint);
-      if ((success.startedAt ?? now()) < state.cooledAt) return;
+      const state = stateOf(endpoint);
+      const startedAt = success.startedAt ?? now();
+      const own = tenant === undefined ? undefined : state.byTenant.get(tenant);
+      if (own !== undefined && startedAt >= own.cooledAt) {
+        own.cooldownsInARow = 0;
+        if (own.coolingUntil <= now()) state.byTenant.delete(tenant as string);
+      }
+      if (startedAt < state.cooledAt) return;
       state.consecutiveFailures = 0;
+      state.runOf = undefined;
       state.cooldownsInARow = 0;
     },
     reportFailure(endpoint, failure) {
-      const state = healthOf(endpoint);
+      const state = stateOf(endpoint);
       const time = now();
       const startedAt = failure.startedAt ?? time;
       const wasResting = state.coolingUntil > time;
       const restedUntil = state.coolingUntil;
       const fresh = state.coolingUntil <= time && startedAt >= state.cooledAt;
-      if (failure.endpointFault && fresh) {
+      const own = tenant === undefined ? undefined : state.byTenant.get(tenant);
+      if (failure.endpointFault && fresh && own !== undefined && own.cooldownsInARow > 0) {
+        // Back from a rest for this tenant alone: one failure of its own sends it back, for it.
+        if (own.coolingUntil <= time && startedAt >= own.cooledAt) {
+          coolDown(own, time);
+          own.restFault = failure.operatorFault;
+        }
+      } else if (failure.endpointFault && fresh) {
         state.consecutiveFailures++;
+        if (tenant === undefined) state.runOf = null;
+        else if (state.runOf === undefined) state.runOf = tenant;
+        else if (state.runOf !== tenant) state.runOf = null;
         // Back from a rest, one failure sends it back; otherwise it takes the threshold.
         const needed = state.cooldownsInARow > 0 ? 1 : options.failureThreshold;
         if (state.consecutiveFailures >= needed) {
-          // The doubling stops at the bound, long before 2 ** n overflows (0 * Infinity is NaN).
-          const doublings = Math.min(state.cooldownsInARow, MAX_DOUBLINGS);
-          const cooldown = Math.min(longestCooldownMs, options.cooldownMs * 2 ** doublings);
-          state.coolingUntil = Math.max(state.coolingUntil, time + cooldown);
-          state.cooledAt = time;
-          state.cooldownsInARow++;
-          state.consecutiveFailures = 0;
+          const alone = state.runOf;
+          if (typeof alone === "string" && state.cooldownsInARow === 0) {
+            // All of one tenant's requests: the rest is that tenant's.
+            const health = tenantHealth(state, alone, time);
+            coolDown(health, time);
+            health.restFault = failure.operatorFault;
+            state.consecutiveFailures = 0;
+          } else {
+            coolDown(state, time);
+          }
+          state.runOf = undefined;
         }
       }
       if (failure.retryAfterMs !== undefined) {
@@ -168,23 +247,29 @@ export function createEndpointBalancer<Endpoint>(
       const faults: string[] = [];
       for (const endpoint of endpoints) {
         if (exclude?.has(endpoint)) continue;
-        const state = healthOf(endpoint);
-        if (state.coolingUntil <= time || state.restFault === undefined) return [];
-        faults.push(state.restFault);
+        const state = stateOf(endpoint);
+        const own = tenant === undefined ? undefined : state.byTenant.get(tenant);
+        // The rest that keeps it out longest is the one the request waits for.
+        const rest = own !== undefined && own.coolingUntil > state.coolingUntil ? own : state;
+        if (rest.coolingUntil <= time || rest.restFault === undefined) return [];
+        faults.push(rest.restFault);
       }
       return faults;
     },
     allCoolingDown() {
       const time = now();
-      for (const state of health.values()) if (state.coolingUntil <= time) return false;
+      for (const state of states.values()) if (state.coolingUntil <= time) return false;
       return true;
     },
     restingCount() {
       const time = now();
       let resting = 0;
-      for (const state of health.values()) if (state.coolingUntil > time) resting++;
+      for (const state of states.values()) if (state.coolingUntil > time) resting++;
       return resting;
     },
     clock: now,
-  };
+    forTenant: view,
+  });
+
+  return view(undefined);
 }

@@ -172,3 +172,52 @@ describe("createEndpointBalancer", () => {
     expect(balancer.allCoolingDown()).toBe(false);
   });
 });
+
+describe("createEndpointBalancer: failures from one tenant's requests alone", () => {
+  it("rest the endpoint for that tenant only, its rest doubling with each failure after it (regression)", () => {
+    const { balancer, advance } = setUp(["a"]);
+    const mallory = balancer.forTenant("mallory");
+    const alice = balancer.forTenant("alice");
+    mallory.reportFailure("a", fault);
+    mallory.reportFailure("a", fault);
+    // Regression: one account's requests the upstream refuses (a firewall's 403 for their
+    // content) rested the endpoint for every account.
+    expect(mallory.pick()).toBeUndefined();
+    expect(mallory.waitForEndpoint()).toBe(1000);
+    expect(alice.pick()).toBe("a");
+    expect(alice.waitForEndpoint()).toBe(0);
+    expect([balancer.allCoolingDown(), balancer.restingCount()]).toEqual([false, 0]);
+
+    advance(1000);
+    expect(mallory.pick()).toBe("a");
+    mallory.reportFailure("a", fault);
+    expect(mallory.waitForEndpoint()).toBe(2000);
+    expect(alice.pick()).toBe("a");
+    // A success of the tenant's own ends the doubling.
+    advance(2000);
+    mallory.reportSuccess("a");
+    mallory.reportFailure("a", fault);
+    expect(mallory.pick()).toBe("a");
+  });
+
+  it("rest it for everyone once another tenant's failure, or one without a tenant, joins the run", () => {
+    for (const other of ["alice", undefined]) {
+      const { balancer } = setUp(["a"]);
+      balancer.forTenant("mallory").reportFailure("a", fault);
+      balancer.forTenant(other).reportFailure("a", fault);
+      expect(balancer.forTenant("bob").pick()).toBeUndefined();
+      expect([balancer.allCoolingDown(), balancer.restingCount()]).toEqual([true, 1]);
+    }
+  });
+
+  it("tell the tenant what only the operator can mend, and not the others", () => {
+    const { balancer } = setUp(["a"]);
+    const mallory = balancer.forTenant("mallory");
+    const refused = { ...fault, operatorFault: "refused Tollgate's credentials (HTTP 403)" };
+    mallory.reportFailure("a", refused);
+    mallory.reportFailure("a", refused);
+    expect(mallory.operatorFaults()).toEqual(["refused Tollgate's credentials (HTTP 403)"]);
+    expect(balancer.forTenant("alice").operatorFaults()).toEqual([]);
+    expect(balancer.operatorFaults()).toEqual([]);
+  });
+});
