@@ -14,7 +14,7 @@ import type { ModelRegistry, RegisteredModel } from "../models/model-registry.ts
 import type { Annotate, ChatAdmission, SetHeader } from "./chat-admission.ts";
 import { followReloads } from "./follow-reloads.ts";
 import { describeModelNotAllowed, isModelAllowedForKey, type RequestKey } from "./request-key.ts";
-import { type EndPart, settleOnEnd } from "./settle-on-end.ts";
+import { type EndPart, type SettledAs, settleOnEnd } from "./settle-on-end.ts";
 
 /** A chat request accepted and started: its identity and its parts, the first already produced. */
 export interface StartedChat {
@@ -28,6 +28,14 @@ export interface StartedChat {
    * being recorded: it used to get the shutdown's 503, charged in full.
    */
   settledUnanswered(): boolean | undefined;
+  /**
+   * Once the run is settled, whether the ledger records it with an error code (its error, its
+   * client's leaving, a cut); `undefined` before. A stream whose settlement recorded a finished
+   * answer must end with its finish even if a cut (a shutdown, lost reservation leases) came
+   * while the charge was being recorded: it used to get the cut's error event, whose "Retry it"
+   * had a client pay twice.
+   */
+  settledCut(): boolean | undefined;
 }
 
 /** What {@link ChatService.start} is given for one request. */
@@ -256,7 +264,7 @@ export class ChatService {
       created,
       model: (servedBy ?? entry.model).id,
     };
-    const settledAs: { unanswered?: boolean } = {};
+    const settledAs: SettledAs = {};
     return {
       identity,
       parts: settleOnEnd(first, iterator, ticket, {
@@ -270,6 +278,7 @@ export class ChatService {
         settledAs,
       }),
       settledUnanswered: () => settledAs.unanswered,
+      settledCut: () => settledAs.cut,
     };
   }
 

@@ -3,6 +3,14 @@ import type { PartBatch, StreamPart } from "../engine/engine.ts";
 import { isAppError } from "../errors/app-error.ts";
 import type { AdmissionTicket, Annotate, RunOutcome } from "./chat-admission.ts";
 
+/** How a run was settled, once it is ({@link settleOnEnd}). */
+export interface SettledAs {
+  /** A whole answer the client gets an error instead of: nothing charged. */
+  unanswered?: boolean;
+  /** Recorded with an error code: ended by an error, its client, or a cut (a shutdown). */
+  cut?: boolean;
+}
+
 /** The part that ends a run. */
 export type EndPart = Extract<StreamPart, { type: "finish" | "error" }>;
 
@@ -29,8 +37,8 @@ export async function* settleOnEnd(
     release: () => void;
     /** Whether the client reads the answer as it comes (SSE), or whole at the end. */
     streamed: boolean;
-    /** Told, as the run is settled, whether it was settled as unanswered. */
-    settledAs: { unanswered?: boolean };
+    /** Told, as the run is settled, whether it was settled as unanswered, and as cut. */
+    settledAs: SettledAs;
   },
 ): AsyncGenerator<PartBatch> {
   const { startedAt, prepareMs, servedBy, annotate, signal, streamed } = run;
@@ -46,6 +54,7 @@ export async function* settleOnEnd(
   const settle = async (outcome: Omit<RunOutcome, "timings">, queueMs?: number) => {
     settled = true;
     run.settledAs.unanswered = outcome.unanswered === true;
+    run.settledAs.cut = outcome.errorCode !== undefined;
     const totalMs = performance.now() - startedAt;
     annotate({
       firstTokenMs: firstPartMs,

@@ -77,6 +77,8 @@ async function askPlainWhileHung(options: {
   graceMs: number;
   /** Told as the shutdown begins, the settle held. */
   whileHeld?: () => void;
+  /** Streamed (with its usage chunk): its events must end with the finish, not the cut's error. */
+  stream?: boolean;
 }) {
   if (!("url" in postgres)) throw new Error("needs PostgreSQL");
   const proxied = new URL(postgres.url);
@@ -112,9 +114,22 @@ async function askPlainWhileHung(options: {
       "content-type": "application/json",
       "x-request-id": options.requestId,
     },
-    body: JSON.stringify({ model: "upstream-chat", messages: [{ role: "user", content: "Hi" }] }),
+    body: JSON.stringify({
+      model: "upstream-chat",
+      messages: [{ role: "user", content: "Hi" }],
+      ...(options.stream === true ? { stream: true, stream_options: { include_usage: true } } : {}),
+    }),
   }).then(
-    async (response) => ({ status: response.status, body: (await response.json()) as { usage: unknown } }),
+    async (response) => {
+      if (options.stream !== true)
+        return { status: response.status, body: (await response.json()) as { usage: unknown } };
+      // The events' data, [DONE] aside, as the body: the finish chunk, then the usage chunk.
+      const events = (await response.text())
+        .split("\n\n")
+        .filter((event) => event.startsWith("data: ") && event !== "data: [DONE]")
+        .map((event) => JSON.parse(event.slice("data: ".length)) as Record<string, unknown>);
+      return { status: response.status, body: { events: events.slice(-2) } };
+    },
     (error: unknown) => error as Error,
   );
   // Admitted and running; the database hangs, the answer completes, its settle waits.
@@ -124,10 +139,15 @@ async function askPlainWhileHung(options: {
   await until(() => proxy.held > 0);
   const stopped = server.shutdown({ graceMs: options.graceMs }).catch(() => {});
   options.whileHeld?.();
-  expect(await reply).toMatchObject({
-    status: 200,
-    body: { usage: { prompt_tokens: 10, completion_tokens: 4, total_tokens: 14 } },
-  });
+  const usage = { prompt_tokens: 10, completion_tokens: 4, total_tokens: 14 };
+  expect(await reply).toMatchObject(
+    options.stream === true
+      ? {
+          status: 200,
+          body: { events: [{ choices: [{ finish_reason: "stop" }] }, { choices: [], usage }] },
+        }
+      : { status: 200, body: { usage } },
+  );
   await stopped;
   proxy.setMode("forward");
   await until(async () => (await store.listUsage()).some((row) => row.requestId === options.requestId));
@@ -270,6 +290,20 @@ describe.skipIf(!("url" in postgres))("a shutdown while PostgreSQL hangs", () =>
     });
     const rows = (await store.listUsage()).filter((row) => row.requestId === "charged-as-grace-ran-out");
     expect(rows).toHaveLength(1);
+    expect(rows[0]?.costNano).toBeGreaterThan(0n);
+  }, 20_000);
+
+  it('ends a stream whose charge was being recorded when the grace ran out with its finish, as charged (regression: the cut\'s error event, "Retry it", charged in full)', async () => {
+    const store = await askPlainWhileHung({
+      journal: "owed-4",
+      requestId: "streamed-as-grace-ran-out",
+      graceMs: 200,
+      stream: true,
+    });
+    const rows = (await store.listUsage()).filter((row) => row.requestId === "streamed-as-grace-ran-out");
+    expect(rows.map((row) => ({ finishReason: row.finishReason, errorCode: row.errorCode }))).toEqual([
+      { finishReason: "stop", errorCode: undefined },
+    ]);
     expect(rows[0]?.costNano).toBeGreaterThan(0n);
   }, 20_000);
 });

@@ -188,7 +188,10 @@ export function registerChatCompletionRoutes(
     // what it generated, so the request is settled with the real usage.
     for await (const parts of started.parts) {
       const last = parts.at(-1);
-      const cut = last?.type === "finish" ? cutBy(controller.signal) : undefined;
+      // Cut by a shutdown (or lost leases): the finish goes out all the same if the settlement
+      // recorded the answer as finished (the cut came while its charge was being recorded).
+      const cut =
+        last?.type === "finish" && started.settledCut() !== false ? cutBy(controller.signal) : undefined;
       endedWith = last?.type === "error" ? last.error : (cut ?? endedWith);
       if (!connected) {
         controller.abort();
