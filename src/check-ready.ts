@@ -29,7 +29,9 @@ async function answersWithin(promise: Promise<unknown>, ms: number): Promise<boo
  * another process): requests are then refused with 503 until a write goes through, and a balancer
  * should send them elsewhere. The waiting charges are tried again in the background on their own,
  * so readiness comes back without any request: a signal that only traffic could clear (the
- * store's last write failed) would keep a replica out of rotation for good.
+ * store's last write failed) would keep a replica out of rotation for good. A probe that finds
+ * the store answering tries the first of them at once, so readiness follows the store's return
+ * by a probe's interval, not by the rest of a retry's pause.
  */
 export async function checkReady(dependencies: {
   store: Store;
@@ -37,12 +39,17 @@ export async function checkReady(dependencies: {
   startupEngines: ReadonlySet<ChatEngine>;
   /** Charges the store failed to take, waiting for their next attempt (BillingAdmission). */
   pendingSettlements: () => number;
+  /** Tries the first of them now, the rest following if it goes through (BillingAdmission). */
+  probePendingSettlements?: () => void;
 }): Promise<{ ready: boolean; reasons: string[] }> {
   const { store, registry, startupEngines } = dependencies;
   const reasons: string[] = [];
-  if (!(await answersWithin(store.hasAdminKey(), READY_STORE_TIMEOUT_MS)))
-    reasons.push("the store does not answer");
+  const answers = await answersWithin(store.hasAdminKey(), READY_STORE_TIMEOUT_MS);
+  if (!answers) reasons.push("the store does not answer");
   const pending = dependencies.pendingSettlements();
+  // A store that answers may take writes again: the probe finds out now, so the next probe
+  // sees the charges recorded (they waited out pauses of up to 30 s, and the replica with them).
+  if (pending > 0 && answers) dependencies.probePendingSettlements?.();
   if (pending > 0)
     reasons.push(
       `the store does not take writes: ${pending === 1 ? "a charge waits" : `${pending} charges wait`} to be recorded`,

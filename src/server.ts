@@ -346,6 +346,7 @@ async function startOnStore(
         registry,
         startupEngines,
         pendingSettlements: () => admission.pendingSettlements,
+        probePendingSettlements: () => admission.probePendingSettlements(),
       }),
     bodyLimitBytes: config.server.bodyLimitBytes,
     ...(options.bodyBudgetBytes === undefined ? {} : { bodyBudgetBytes: options.bodyBudgetBytes }),

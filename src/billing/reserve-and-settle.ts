@@ -139,6 +139,14 @@ export class BillingAdmission implements ChatAdmission {
   }
 
   /**
+   * Tries the first charge waiting for the store now rather than at the end of its pause, and
+   * the rest at once if it goes through (see `UnfinishedSettlements.probeNow`).
+   */
+  probePendingSettlements(): void {
+    this.#settlements.probeNow();
+  }
+
+  /**
    * The reservations this server knows to be open: of requests running or waiting for their
    * settlement to go through. Only these have their leases renewed (server.ts): a reservation
    * the store made although its answer never came back (a reserve cut off by a network
@@ -347,6 +355,8 @@ export class BillingAdmission implements ChatAdmission {
       this.#settling.delete(usage.id);
       this.#live.delete(usage.id);
       this.#journaled.paid(usage.id);
+      // The store takes writes again: the charges waiting for it need not wait out their pause.
+      this.#settlements.retryNow();
       await charged(chargedNano);
       return;
     }

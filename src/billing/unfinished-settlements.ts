@@ -28,7 +28,14 @@ export class UnfinishedSettlements {
   /** Settlements waiting for their next background attempt. */
   readonly #pending = new Map<
     string,
-    { timer: NodeJS.Timeout; usage: UsageRecord; attempt: () => Promise<void> }
+    {
+      timer: NodeJS.Timeout;
+      usage: UsageRecord;
+      /** Its next attempt, now. */
+      attempt: () => Promise<void>;
+      /** Its last attempt ({@link close}): what fails is given up. */
+      lastAttempt: () => Promise<void>;
+    }
   >();
   /** Settlement attempts under way (a request's own, or a background one): {@link close} waits for them. */
   readonly #running = new Set<Promise<void>>();
@@ -76,6 +83,36 @@ export class UnfinishedSettlements {
   }
 
   /**
+   * Tries every waiting settlement now rather than at its next pause: a write went through, so
+   * the store takes writes again. Without it, charges waited out their pause (up to 30 s) after
+   * the store was back, and `/ready` said all the while that the store takes no writes, keeping
+   * every replica out of a load balancer's rotation. One that fails again waits its next pause.
+   */
+  retryNow(): void {
+    if (this.#closing) return;
+    for (const [id, { timer, attempt }] of this.#pending) {
+      clearTimeout(timer);
+      this.#pending.delete(id);
+      void this.track(attempt());
+    }
+  }
+
+  /**
+   * Tries the first waiting settlement now, as a probe of whether the store takes writes again
+   * (`/ready`: with no request coming, nothing else would find out before the pause ends); if it
+   * goes through, the others follow at once (see {@link retryNow}).
+   */
+  probeNow(): void {
+    if (this.#closing) return;
+    for (const [id, { timer, attempt }] of this.#pending) {
+      clearTimeout(timer);
+      this.#pending.delete(id);
+      void this.track(attempt());
+      return;
+    }
+  }
+
+  /**
    * Waits for the attempts under way, then tries every waiting settlement once more, now; what
    * still fails is given up (`onGivenUp`).
    */
@@ -87,7 +124,7 @@ export class UnfinishedSettlements {
     const pending = [...this.#pending.values()];
     this.#pending.clear();
     for (const { timer } of pending) clearTimeout(timer);
-    await Promise.all(pending.map(({ attempt }) => attempt()));
+    await Promise.all(pending.map(({ lastAttempt }) => lastAttempt()));
   }
 
   #schedule(usage: UsageRecord, charged: (chargedNano: bigint) => Promise<void>, attempts: number): void {
@@ -103,6 +140,8 @@ export class UnfinishedSettlements {
         return;
       }
       this.#onRecovered(usage, chargedNano, attempts + 1);
+      // The store takes writes again: the others need not wait out their pauses.
+      this.retryNow();
       await charged(chargedNano);
     };
     let closing = false;
@@ -110,7 +149,8 @@ export class UnfinishedSettlements {
     this.#pending.set(usage.id, {
       timer,
       usage,
-      attempt: () => {
+      attempt,
+      lastAttempt: () => {
         closing = true;
         return attempt();
       },

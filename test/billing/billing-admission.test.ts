@@ -313,6 +313,53 @@ describe("BillingAdmission when the store fails to settle", () => {
     expect(row?.createdAt).toEqual(new Date("2026-11-26T00:00:05Z"));
   });
 
+  it("tries the charges waiting for the store at once when another charge goes through, not after their pause (regression: /ready said for up to 30 s that the store takes no writes)", async () => {
+    const account = makeAccount({ name: "back", balanceNano: 100_000n });
+    await store.insertAccount(account);
+    const recovered: string[] = [];
+    const admission = new BillingAdmission({
+      store: failingStore(1),
+      limits: new KeyLimits(new MemoryRateLimiter()),
+      replicaId: "test",
+      settleRetryDelaysMs: { beforeAnswer: [], background: [60_000] },
+      onSettleRecovered: (requestId) => recovered.push(requestId),
+    });
+    const waiting = await admitOne(admission, "req_waiting", account.id);
+    const next = await admitOne(admission, "req_next", account.id);
+    await waiting.settle(outcome);
+    expect(admission.pendingSettlements).toBe(1);
+    // The store is back: this charge goes through, and the waiting one follows it at once.
+    await next.settle(outcome);
+    await until(() => recovered.length === 1, "the waiting charge is recorded", 20_000);
+    expect(recovered).toEqual(["req_waiting"]);
+    expect(admission.pendingSettlements).toBe(0);
+    expect((await store.getAccountMoney(account.id))?.reservedNano).toBe(0n);
+    await admission.close();
+  });
+
+  it("tries the first waiting charge when probed (/ready), and the others at once once it goes through", async () => {
+    const account = makeAccount({ name: "probed", balanceNano: 100_000n });
+    await store.insertAccount(account);
+    const recovered: string[] = [];
+    const admission = new BillingAdmission({
+      store: failingStore(2),
+      limits: new KeyLimits(new MemoryRateLimiter()),
+      replicaId: "test",
+      settleRetryDelaysMs: { beforeAnswer: [], background: [60_000] },
+      onSettleRecovered: (requestId) => recovered.push(requestId),
+    });
+    const first = await admitOne(admission, "req_first", account.id);
+    const second = await admitOne(admission, "req_second", account.id);
+    await first.settle(outcome);
+    await second.settle(outcome);
+    expect(admission.pendingSettlements).toBe(2);
+    admission.probePendingSettlements();
+    await until(() => recovered.length === 2, "both waiting charges are recorded", 20_000);
+    expect(recovered).toEqual(["req_first", "req_second"]);
+    expect((await store.getAccountMoney(account.id))?.reservedNano).toBe(0n);
+    await admission.close();
+  });
+
   it("knows its live reservations: those of requests running or waiting for their settlement", async () => {
     const account = makeAccount({ name: "live", balanceNano: 100_000n });
     await store.insertAccount(account);
