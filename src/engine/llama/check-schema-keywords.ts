@@ -85,6 +85,68 @@ export function checkKeywords(
   if ("$ref" in schema && typeof schema.$ref !== "string") {
     conversion.refuse(at, `'$ref' must be a string, not ${describe(schema.$ref)}.`);
   }
+  checkValueKeywords(conversion, schema, at);
+}
+
+/**
+ * Refuses the number, string and format keywords whose value cannot mean anything: they were
+ * ignored, so `{"type": "number", "minimum": "3"}` let the model write any number, and a
+ * malformed `pattern` any string, where the client expected its keyword enforced.
+ */
+function checkValueKeywords(
+  conversion: SchemaConversion,
+  schema: Record<string, unknown>,
+  at: Position,
+): void {
+  for (const keyword of ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"]) {
+    const value = schema[keyword];
+    if (value === undefined || isFiniteNumber(value)) continue;
+    // Draft 4's `exclusiveMinimum: true` makes its `minimum` exclusive.
+    if (keyword.startsWith("exclusive") && typeof value === "boolean") continue;
+    conversion.refuse(at, `'${keyword}' must be a number, not ${describe(value)}.`);
+  }
+  if ("multipleOf" in schema && !(isFiniteNumber(schema.multipleOf) && schema.multipleOf > 0)) {
+    conversion.refuse(
+      at,
+      `'multipleOf' must be a number greater than 0, not ${describe(schema.multipleOf)}.`,
+    );
+  }
+  for (const keyword of ["pattern", "format"]) {
+    if (keyword in schema && typeof schema[keyword] !== "string") {
+      conversion.refuse(at, `'${keyword}' must be a string, not ${describe(schema[keyword])}.`);
+    }
+  }
+  if (typeof schema.pattern === "string") {
+    const problem = describeInvalidPattern(schema.pattern);
+    if (problem !== undefined)
+      conversion.refuse(at, `'pattern' is not a regular expression (ECMA-262): ${problem}.`);
+  }
+}
+
+/**
+ * Why `pattern` is no regular expression, or `undefined` when it is one: read with the `u` flag
+ * (as JSON Schema reads patterns), or else without it, as the browsers' lenient syntax takes
+ * escapes such as `\-` that the flag refuses (and pydantic and others write).
+ */
+function describeInvalidPattern(pattern: string): string | undefined {
+  try {
+    new RegExp(pattern, "u");
+    return undefined;
+  } catch {
+    // Not with the flag: perhaps without it.
+  }
+  try {
+    new RegExp(pattern);
+    return undefined;
+  } catch (error) {
+    // V8's message quotes the whole pattern: only what is wrong is kept.
+    const message = error instanceof Error ? error.message : String(error);
+    return message.slice(message.lastIndexOf(": ") + 2);
+  }
+}
+
+function isFiniteNumber(value: unknown): value is number {
+  return typeof value === "number" && Number.isFinite(value);
 }
 
 /**

@@ -160,6 +160,23 @@ describe("convertJsonSchemaToGbnf", () => {
     expect(Object.keys(open.properties ?? {})).toEqual(["a"]);
   });
 
+  it("refuses number and format keywords whose value cannot mean anything (regression: ignored, any number written)", () => {
+    const cases: [Record<string, unknown>, string][] = [
+      [{ type: "number", minimum: "3" }, `'minimum' must be a number, not "3".`],
+      [{ type: "integer", exclusiveMaximum: null }, "'exclusiveMaximum' must be a number, not null."],
+      [{ type: "number", multipleOf: 0 }, "'multipleOf' must be a number greater than 0, not 0."],
+      [{ type: "number", multipleOf: -2 }, "'multipleOf' must be a number greater than 0, not -2."],
+      [{ type: "string", format: 5 }, "'format' must be a string, not 5."],
+    ];
+    for (const [schema, problem] of cases)
+      expect(refusal(schema)?.message, JSON.stringify(schema)).toBe(
+        `Invalid JSON Schema in '${param}' at '#': ${problem}`,
+      );
+    // Draft 4's boolean exclusive bounds are bounds.
+    expect(refusal({ type: "integer", minimum: 1, exclusiveMinimum: true })).toBeUndefined();
+    expect(refusal({ type: "number", minimum: 0.5, maximum: 2, multipleOf: 0.5 })).toBeUndefined();
+  });
+
   it("refuses property counts no value can meet beside properties or additionalProperties: false", () => {
     const properties = { a: { type: "integer" }, b: { type: "integer" } };
     const cases: [unknown, RegExp][] = [
