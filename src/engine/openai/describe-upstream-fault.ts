@@ -71,7 +71,8 @@ export function describeErrorKind(body: UpstreamErrorBody): string | undefined {
 export function describeStall(kind: StallKind, settings: UpstreamSettings): string {
   return kind === "first-byte"
     ? `did not answer within ${formatDuration(settings.firstByteTimeoutMs)}`
-    : `sent nothing for ${formatDuration(settings.idleTimeoutMs)}`;
+    : // Comment lines (keep-alive pings) are no answer: "nothing" misled whoever saw them come.
+      `sent no answer data for ${formatDuration(settings.idleTimeoutMs)}`;
 }
 
 function formatDuration(milliseconds: number): string {

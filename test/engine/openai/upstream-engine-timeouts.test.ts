@@ -81,7 +81,7 @@ describe("upstream engine: timeouts", () => {
     });
     const error = (await firstError(engine)) as AppError;
     // The idle timeout cut it: the first-byte timeout would say "did not answer within 5000 ms".
-    expect(error.message).toContain("sent nothing for 200 ms");
+    expect(error.message).toContain("sent no answer data for 200 ms");
   });
 
   it("counts comments alone as silence, before the first event and after one (regression: waited for ever)", async () => {
@@ -107,7 +107,7 @@ describe("upstream engine: timeouts", () => {
     });
     const parts = await collectParts(after);
     expect(parts.at(-1)).toMatchObject({ type: "error", error: { code: "upstream_unavailable" } });
-    expect((parts.at(-1) as { error: AppError }).error.message).toContain("sent nothing for 150 ms");
+    expect((parts.at(-1) as { error: AppError }).error.message).toContain("sent no answer data for 150 ms");
   });
 
   it("does not count the wait for one of max_connections as the upstream's silence (regression)", async () => {
@@ -147,7 +147,7 @@ describe("upstream engine: timeouts", () => {
       usage: { estimated: true },
     });
     if (parts[1]?.type !== "error") throw new Error("no error part");
-    expect(parts[1].error.message).toContain("sent nothing for 150 ms");
+    expect(parts[1].error.message).toContain("sent no answer data for 150 ms");
     expect(await upstream.requests[0]?.closedEarly).toBe(true);
   });
 
