@@ -34,6 +34,30 @@ describe("parsePostgresUrl", () => {
     expect(location.redacted).toBe("postgres://u@host/db");
   });
 
+  it("refuses a user, password or database name whose % escape is broken, without quoting it (regression: pg's unrelated error)", () => {
+    for (const [url, part] of [
+      ["postgres://u:PG%zzsecret@host/db?schema=sec", "password"],
+      ["postgres://u%:p@host/db", "user"],
+      ["postgres://u:p@host/d%e9b", "database name"],
+    ]) {
+      const error = (() => {
+        try {
+          parsePostgresUrl(url as string);
+        } catch (caught) {
+          return caught as Error;
+        }
+        throw new Error(`${url} was taken`);
+      })();
+      expect(error.message).toMatch(
+        new RegExp(
+          `^The PostgreSQL database URL's ${part} has a % that is not followed by two hexadecimal digits`,
+        ),
+      );
+      expect(error.message).not.toContain("secret");
+    }
+    expect(parsePostgresUrl("postgres://u:p%25%40ss@host/db").redacted).toBe("postgres://u@host/db");
+  });
+
   it("refuses two schemas", () => {
     expect(() => parsePostgresUrl("postgres://h/db?schema=a&schema=b")).toThrow(/more than one schema/);
   });

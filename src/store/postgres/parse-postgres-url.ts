@@ -39,6 +39,19 @@ export function parsePostgresUrl(databaseUrl: string): PostgresLocation {
     );
   }
 
+  // pg reads a part whose % escape is broken its own way, and then fails on something else: a
+  // password "PG%zz" gave "-c search_path%3Dsec requires a value".
+  for (const [part, value] of [
+    ["user", url.username],
+    ["password", url.password],
+    ["database name", url.pathname],
+  ] as const) {
+    if (!hasValidEscapes(value))
+      throw new Error(
+        `The PostgreSQL database URL's ${part} has a % that is not followed by two hexadecimal digits (of UTF-8): write a literal % as %25. Write ${URL_SHAPE}.`,
+      );
+  }
+
   const schemas = url.searchParams.getAll("schema");
   if (schemas.length > 1) throw new Error("The PostgreSQL database URL names more than one schema.");
   const schema = schemas[0];
@@ -64,4 +77,14 @@ function redact(url: URL, schema: string | undefined): string {
   const user = url.username === "" ? "" : `${url.username}@`;
   const query = schema === undefined ? "" : `?schema=${schema}`;
   return `${url.protocol}//${user}${url.host}${url.pathname}${query}`;
+}
+
+/** Whether every `%` escape in `text` decodes (two hex digits each, together valid UTF-8). */
+function hasValidEscapes(text: string): boolean {
+  try {
+    decodeURIComponent(text);
+    return true;
+  } catch {
+    return false;
+  }
 }
