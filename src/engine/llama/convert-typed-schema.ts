@@ -164,6 +164,15 @@ function convertObject(
   const additional = schema.additionalProperties;
   if (additional === false) {
     countProperties(conversion, schema, properties, new Set(), at);
+    // Past that (without patterns, no value can match: refused there), only `patternProperties`
+    // allow names, which the grammar does not write (it does not run the client's patterns): the
+    // object is written empty, which such a count forbids (it was, breaking it every time).
+    const minProperties = readBound(conversion, schema, "minProperties", at, false) ?? 0;
+    if (conversion.grammarLimits && minProperties > 0)
+      conversion.refuse(
+        at,
+        `'minProperties' is ${minProperties}, but only 'patternProperties' allow names here, which a local model's grammar does not write (it does not enforce patterns on names). Declare the names in 'properties', or leave 'minProperties' out.`,
+      );
     return { type: "object", properties: {} };
   }
   const minProperties = readBound(conversion, schema, "minProperties", at);

@@ -177,6 +177,21 @@ describe("convertJsonSchemaToGbnf", () => {
     expect(refusal({ type: "number", minimum: 0.5, maximum: 2, multipleOf: 0.5 })).toBeUndefined();
   });
 
+  it("refuses a minProperties that only patternProperties could meet, for a local model (regression: written empty, breaking it)", () => {
+    const schema = {
+      type: "object",
+      patternProperties: { "^k[0-9]$": { type: "boolean" } },
+      additionalProperties: false,
+      minProperties: 1,
+    };
+    expect(refusal(schema)?.message).toMatch(
+      /at '#': 'minProperties' is 1, but only 'patternProperties' allow names here, which a local model's grammar does not write/,
+    );
+    // An upstream model enforces it its own way; without the count, the empty object is a value.
+    expect(convertJsonSchemaToGbnf(schema, { param, grammarLimits: false })).toBeDefined();
+    expect(refusal({ ...schema, minProperties: 0 })).toBeUndefined();
+  });
+
   it("refuses property counts no value can meet beside properties or additionalProperties: false", () => {
     const properties = { a: { type: "integer" }, b: { type: "integer" } };
     const cases: [unknown, RegExp][] = [
