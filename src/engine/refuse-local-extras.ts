@@ -6,12 +6,14 @@ import type { UpstreamExtras } from "./engine.ts";
  * else `undefined`, as refuse-logprobs.ts refuses `logprobs`: `logit_bias` (its keys are token
  * ids of the tokenizer the client had in mind, which means other tokens, or none, in a GGUF
  * model's) and `prediction` (node-llama-cpp has no predicted outputs). Refused rather than
- * ignored, since each changes what the client gets. The others (`store`, `metadata`,
+ * ignored, since each changes what the client gets (a `logit_bias` whose biases are all 0, or
+ * that has none, changes nothing and is taken). The others (`store`, `metadata`,
  * `service_tier`, `prompt_cache_key`, `safety_identifier`, `verbosity`, `modalities`, which the
  * edge lets through as `["text"]` only) change nothing a local model generates and are ignored.
  */
 export function refuseLocalExtras(extras: UpstreamExtras, modelId: string): AppError | undefined {
-  if (extras.logit_bias !== undefined) {
+  // Biases of 0 (or none, `{}`, which some clients send by default) change nothing.
+  if (Object.values(extras.logit_bias ?? {}).some((bias) => bias !== 0)) {
     return new AppError(
       "invalid_value",
       `The model '${modelId}' does not apply 'logit_bias': local models do not apply logit_bias (its keys are token ids of another tokenizer). Leave it out, or use an upstream model.`,

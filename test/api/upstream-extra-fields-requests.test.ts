@@ -148,7 +148,9 @@ describe("upstream-only fields on a local model", () => {
     expect(await errorOf(await postTinyChat(server(), { logit_bias: { "50256": -100 } }))).toEqual(
       LOGIT_BIAS,
     );
-    expect(await errorOf(await postTinyChat(server(), { logit_bias: {}, stream: true }))).toEqual(LOGIT_BIAS);
+    expect(
+      await errorOf(await postTinyChat(server(), { logit_bias: { "1": 0, "2": 5 }, stream: true })),
+    ).toEqual(LOGIT_BIAS);
     expect(
       await errorOf(await postTinyChat(server(), { prediction: { type: "content", content: "Go." } })),
     ).toEqual(
@@ -180,6 +182,13 @@ describe("upstream-only fields on a local model", () => {
     expect(response.status).toBe(200);
     const body = (await response.json()) as { choices: { message: unknown }[] };
     expect(body.choices[0]?.message).toEqual(plain.choices[0]?.message);
+    // A logit_bias that changes nothing (none, or biases of 0) is taken (regression: refused).
+    for (const logit_bias of [{}, { "50256": 0 }]) {
+      const biased = await postTinyChat(server(), { logit_bias, temperature: 0, seed: 7 });
+      expect(biased.status).toBe(200);
+      const biasedBody = (await biased.json()) as { choices: { message: unknown }[] };
+      expect(biasedBody.choices[0]?.message).toEqual(plain.choices[0]?.message);
+    }
   });
 
   it("refuses after the key (401), the model (404), the key's permission (403) and its kind (400)", async () => {
