@@ -89,12 +89,7 @@ export class UnfinishedSettlements {
    * every replica out of a load balancer's rotation. One that fails again waits its next pause.
    */
   retryNow(): void {
-    if (this.#closing) return;
-    for (const [id, { timer, attempt }] of this.#pending) {
-      clearTimeout(timer);
-      this.#pending.delete(id);
-      void this.track(attempt());
-    }
+    this.#attemptNow(Number.POSITIVE_INFINITY);
   }
 
   /**
@@ -103,12 +98,18 @@ export class UnfinishedSettlements {
    * goes through, the others follow at once (see {@link retryNow}).
    */
   probeNow(): void {
+    this.#attemptNow(1);
+  }
+
+  /** Runs the next attempt of the first `count` waiting settlements now, in the background. */
+  #attemptNow(count: number): void {
     if (this.#closing) return;
+    let left = count;
     for (const [id, { timer, attempt }] of this.#pending) {
+      if (left-- <= 0) return;
       clearTimeout(timer);
       this.#pending.delete(id);
       void this.track(attempt());
-      return;
     }
   }
 
