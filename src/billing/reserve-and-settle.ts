@@ -197,12 +197,17 @@ export class BillingAdmission implements ChatAdmission {
     let dearest = model;
     for (const candidate of [model, ...(request.alternateModels ?? [])]) {
       if (candidate.pricing.kind !== "chat") continue;
+      const measured = candidate === model ? undefined : request.alternatePromptTokens?.get(candidate.id);
+      // A fallback whose prompt is counted (a local one) generates no more than its own context
+      // leaves: priced at the primary's room, a small local fallback behind a large upstream
+      // model held twice what it could cost, and refused a balance that paid for either.
+      const room =
+        measured === undefined || candidate.contextLength === undefined
+          ? request.maxCompletionTokens
+          : Math.max(0, Math.min(request.maxCompletionTokens, candidate.contextLength - measured));
       const cost = costOfUsage({
-        promptTokens:
-          request.alternatePromptTokens?.get(candidate.id) ??
-          request.promptTokensAtMost ??
-          request.promptTokens,
-        completionTokens: request.maxCompletionTokens,
+        promptTokens: measured ?? request.promptTokensAtMost ?? request.promptTokens,
+        completionTokens: room,
         ...this.#prices.of(candidate),
       });
       if (cost > amountNano) {

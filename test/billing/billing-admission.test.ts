@@ -360,6 +360,36 @@ describe("BillingAdmission when the store fails to settle", () => {
     await admission.close();
   });
 
+  it("prices a fallback whose prompt it counts at no more completion than its own context leaves (regression: the primary's room, a wrongful 403)", async () => {
+    const account = makeAccount({ name: "fallback", balanceNano: 1_000_000n });
+    await store.insertAccount(account);
+    const admission = new BillingAdmission({
+      store,
+      limits: new KeyLimits(new MemoryRateLimiter()),
+      replicaId: "test",
+    });
+    // The primary (1 per million each way, context 1000) leaves 990 completion tokens; the
+    // local fallback, ten times dearer, has a context of 100: 11 prompt tokens leave it 89.
+    const local = { ...model, id: "local", contextLength: 100 };
+    local.pricing = { kind: "chat", inputPerMillion: "10.00", outputPerMillion: "10.00" };
+    const ticket = await admission.admit({
+      requestId: "req_fallback",
+      key: key(account.id),
+      model,
+      user: undefined,
+      setHeader: () => {},
+      annotate: () => {},
+      promptTokens: 10,
+      maxCompletionTokens: 990,
+      alternateModels: [local],
+      alternatePromptTokens: new Map([["local", 11]]),
+    });
+    // The fallback's share: 11 + 89 tokens at 10,000 nano-units each, as much as the primary's
+    // 10 + 990 at 1,000; priced at 990 completion tokens it was 10,010,000, above the balance.
+    expect((await store.getAccountMoney(account.id))?.reservedNano).toBe(1_000_000n);
+    await ticket.settle(outcome);
+  });
+
   it("knows its live reservations: those of requests running or waiting for their settlement", async () => {
     const account = makeAccount({ name: "live", balanceNano: 100_000n });
     await store.insertAccount(account);
