@@ -324,7 +324,12 @@ export interface PrepareOptions {
 export interface ChatEngine {
   /** The context size that `context_length_exceeded` checks, if the engine knows it. */
   readonly contextLength: number | undefined;
-  status(): ModelStatus;
+  /**
+   * Whether it serves now. `tenant` (an account, as RunOptions.tenant): as that tenant's requests
+   * find it (an upstream endpoint may rest for one tenant's failures alone); without one, as a
+   * model list shows it to anyone.
+   */
+  status(tenant?: string): ModelStatus;
   /**
    * Whether the engine's `unavailable` passes by itself (an upstream's endpoints resting, after
    * failures or for its `retry-after`), so that a reload keeps the engine while its settings are

@@ -21,7 +21,8 @@
  *   answer a failure that depends on the request (a firewall's 403 for some content, a 500 for
  *   one input), and one account sending three such requests rested the endpoint, its rest
  *   doubling with each one more, for every account. Once another tenant's failure joins the run
- *   (or one with no tenant), the rest is everyone's.
+ *   (or one with no tenant), the rest is everyone's; back from such a rest, one tenant's
+ *   failures alone still rest it for that tenant only.
  */
 export interface EndpointBalancer<Endpoint> {
   /** The next endpoint not cooling down and not in `exclude`, round-robin; `undefined` if none. */
@@ -52,17 +53,21 @@ export interface EndpointBalancer<Endpoint> {
    * endpoints' order; otherwise an empty list.
    */
   operatorFaults(exclude?: ReadonlySet<Endpoint>): string[];
-  /** True while every endpoint is cooling down. */
+  /**
+   * True while every endpoint is cooling down: for this view's tenant, as its requests find
+   * them; for no tenant, as a status shows them (see `restsAtAll`: a rest for one tenant counts
+   * while no attempt begun since served anyone).
+   */
   allCoolingDown(): boolean;
-  /** How many endpoints are cooling down now (a cooldown, or a `retry-after`). */
+  /** How many endpoints are cooling down now (a cooldown, or a `retry-after`), as a status shows them. */
   restingCount(): number;
   /** The balancer's clock, for `startedAt`. */
   clock(): number;
   /**
    * The same balancer as `tenant`'s requests see it: an endpoint resting for that tenant alone
    * is resting for it, and what it reports counts as that tenant's. `undefined`: no tenant (every
-   * failure counts for everyone). Rests, counts and the status (`allCoolingDown`,
-   * `restingCount`) are shared; only a rest for one tenant is that tenant's.
+   * failure counts for everyone). Rests, counts and `restingCount` are shared; only a rest for
+   * one tenant is that tenant's.
    */
   forTenant(tenant: string | undefined): EndpointBalancer<Endpoint>;
 }
@@ -99,12 +104,17 @@ interface EndpointState extends EndpointHealth {
   runOf: string | null | undefined;
   /** Rests for one tenant's failures alone, by tenant (their `consecutiveFailures` unused). */
   byTenant: Map<string, EndpointHealth>;
+  /** When the last attempt that succeeded started (-Infinity: none yet). */
+  succeededAt: number;
 }
 
 /** Doublings of the cooldown counted at most: 2 ** 40 times a millisecond is 35 years. */
 const MAX_DOUBLINGS = 40;
 
-/** Tenants an endpoint keeps rests for at most; past it, those not resting now are forgotten. */
+/**
+ * Tenants an endpoint keeps rests for at most; past it, the older half is forgotten (their next
+ * failures count afresh), so that a crowd of failing tenants costs no scan per failure.
+ */
 const MAX_TENANT_RESTS = 1_000;
 
 function createHealth(): EndpointHealth {
@@ -125,7 +135,10 @@ export function createEndpointBalancer<Endpoint>(
   // A configured first cooldown longer than the usual bound is not cut short by it.
   const longestCooldownMs = Math.max(options.maxCooldownMs, options.cooldownMs);
   const states = new Map<Endpoint, EndpointState>(
-    endpoints.map((endpoint) => [endpoint, { ...createHealth(), runOf: undefined, byTenant: new Map() }]),
+    endpoints.map((endpoint) => [
+      endpoint,
+      { ...createHealth(), runOf: undefined, byTenant: new Map(), succeededAt: Number.NEGATIVE_INFINITY },
+    ]),
   );
   let cursor = 0;
 
@@ -153,16 +166,33 @@ export function createEndpointBalancer<Endpoint>(
   };
 
   /** The rest of `tenant` alone on `state`, made when missing. */
-  const tenantHealth = (state: EndpointState, tenant: string, time: number): EndpointHealth => {
+  const tenantHealth = (state: EndpointState, tenant: string): EndpointHealth => {
     let health = state.byTenant.get(tenant);
     if (health === undefined) {
-      if (state.byTenant.size >= MAX_TENANT_RESTS)
-        for (const [other, rest] of state.byTenant)
-          if (rest.coolingUntil <= time) state.byTenant.delete(other);
+      if (state.byTenant.size >= MAX_TENANT_RESTS) {
+        let forget = state.byTenant.size / 2;
+        for (const other of state.byTenant.keys()) {
+          if (forget-- <= 0) break;
+          state.byTenant.delete(other);
+        }
+      }
       health = createHealth();
       state.byTenant.set(tenant, health);
     }
     return health;
+  };
+
+  /**
+   * Whether `state`'s endpoint rests as its status and metrics tell: for everyone, or for a
+   * tenant while no attempt that began since served anyone (the only tenant of a deployment
+   * with one account: a dead endpoint showed as available); not for a tenant whose requests
+   * fail while others' are served.
+   */
+  const restsAtAll = (state: EndpointState, time: number): boolean => {
+    if (state.coolingUntil > time) return true;
+    for (const rest of state.byTenant.values())
+      if (rest.coolingUntil > time && rest.cooledAt > state.succeededAt) return true;
+    return false;
   };
 
   const view = (tenant: string | undefined): EndpointBalancer<Endpoint> => ({
@@ -191,6 +221,7 @@ export function createEndpointBalancer<Endpoint>(
     reportSuccess(endpoint, success = {}) {
       const state = stateOf(endpoint);
       const startedAt = success.startedAt ?? now();
+      state.succeededAt = Math.max(state.succeededAt, startedAt);
       const own = tenant === undefined ? undefined : state.byTenant.get(tenant);
       if (own !== undefined && startedAt >= own.cooledAt) {
         own.cooldownsInARow = 0;
@@ -208,31 +239,34 @@ export function createEndpointBalancer<Endpoint>(
       const wasResting = state.coolingUntil > time;
       const restedUntil = state.coolingUntil;
       const fresh = state.coolingUntil <= time && startedAt >= state.cooledAt;
-      const own = tenant === undefined ? undefined : state.byTenant.get(tenant);
-      if (failure.endpointFault && fresh && own !== undefined && own.cooldownsInARow > 0) {
+      if (failure.endpointFault && fresh) {
+        const own = tenant === undefined ? undefined : state.byTenant.get(tenant);
+        const ownRested = own !== undefined && own.cooldownsInARow > 0;
         // Back from a rest for this tenant alone: one failure of its own sends it back, for it.
-        if (own.coolingUntil <= time && startedAt >= own.cooledAt) {
+        if (ownRested && own.coolingUntil <= time && startedAt >= own.cooledAt) {
           coolDown(own, time);
           own.restFault = failure.operatorFault;
         }
-      } else if (failure.endpointFault && fresh) {
         state.consecutiveFailures++;
         if (tenant === undefined) state.runOf = null;
         else if (state.runOf === undefined) state.runOf = tenant;
         else if (state.runOf !== tenant) state.runOf = null;
-        // Back from a rest, one failure sends it back; otherwise it takes the threshold.
-        const needed = state.cooldownsInARow > 0 ? 1 : options.failureThreshold;
-        if (state.consecutiveFailures >= needed) {
-          const alone = state.runOf;
-          if (typeof alone === "string" && state.cooldownsInARow === 0) {
-            // All of one tenant's requests: the rest is that tenant's.
-            const health = tenantHealth(state, alone, time);
-            coolDown(health, time);
-            health.restFault = failure.operatorFault;
-            state.consecutiveFailures = 0;
-          } else {
+        if (state.runOf === null) {
+          // Several tenants' failures (or one's without a tenant): the endpoint rests for all.
+          // Back from such a rest, one more failure sends it back (the run already has two).
+          const needed = state.cooldownsInARow > 0 ? 1 : options.failureThreshold;
+          if (state.consecutiveFailures >= needed) {
             coolDown(state, time);
+            state.runOf = undefined;
           }
+        } else if (!ownRested && state.consecutiveFailures >= options.failureThreshold) {
+          // All of one tenant's requests, even back from a rest for all: the rest is its own
+          // (regression: one account kept the endpoint resting for everyone, doubling, with a
+          // failure each time a rest for all ended).
+          const health = tenantHealth(state, state.runOf);
+          coolDown(health, time);
+          health.restFault = failure.operatorFault;
+          state.consecutiveFailures = 0;
           state.runOf = undefined;
         }
       }
@@ -258,13 +292,16 @@ export function createEndpointBalancer<Endpoint>(
     },
     allCoolingDown() {
       const time = now();
-      for (const state of states.values()) if (state.coolingUntil <= time) return false;
+      for (const state of states.values()) {
+        const rests = tenant === undefined ? restsAtAll(state, time) : restsUntil(state, tenant) > time;
+        if (!rests) return false;
+      }
       return true;
     },
     restingCount() {
       const time = now();
       let resting = 0;
-      for (const state of states.values()) if (state.coolingUntil > time) resting++;
+      for (const state of states.values()) if (restsAtAll(state, time)) resting++;
       return resting;
     },
     clock: now,

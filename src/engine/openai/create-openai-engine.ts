@@ -219,9 +219,10 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
     // a reload while the primary fails must not remove or replace the one that then serves.
     const admittedEngines = new Map(fallbacks.map((id) => [id, options.resolveEngine?.(id)]));
     const resolveEngine = (id: string) => admittedEngines.get(id);
-    const canFallBack =
+    /** Whether a fallback may serve the run of `tenant`'s request now (as that tenant finds them). */
+    const canFallBackFor = (tenant: string | undefined) =>
       asFallback?.canFallBack ??
-      (fallbacks.length === 0 ? undefined : () => anyCanServe(fallbacks, resolveEngine));
+      (fallbacks.length === 0 ? undefined : () => anyCanServe(fallbacks, resolveEngine, tenant));
     // A local fallback counts the prompt with its chat template (a tool preamble, a default system
     // prompt): far more than this estimate's bound can be. Its share of the reservation is priced
     // with its own count where it can tell (it is loaded).
@@ -270,7 +271,7 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
           logger: runLogger,
           tenant,
           random: options.random,
-          canFallBack,
+          canFallBack: canFallBackFor(tenant),
           waitBudget,
           activeRuns,
           countAttempt,
@@ -309,8 +310,8 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
     supportsMultipleChoices: false,
     supportsLogprobs: true,
     recoversByItself: true,
-    status(): ModelStatus {
-      return closed || balancer.allCoolingDown() ? "unavailable" : "available";
+    status(tenant?: string): ModelStatus {
+      return closed || balancer.forTenant(tenant).allCoolingDown() ? "unavailable" : "available";
     },
     prepare: (request, prepareOptions = {}) => prepare(request, prepareOptions, undefined),
     // Upstream servers queue for themselves; what waits here waits for one of an endpoint's

@@ -121,10 +121,11 @@ async function* passOn(first: PartBatch, run: AsyncIterator<PartBatch>): AsyncGe
 export function anyCanServe(
   ids: readonly string[],
   resolveEngine: (id: string) => ChatEngine | undefined,
+  tenant?: string,
 ): boolean {
   return ids.some((id) => {
     const engine = resolveEngine(id);
-    return engine !== undefined && engine.status() !== "unavailable";
+    return engine !== undefined && engine.status(tenant) !== "unavailable";
   });
 }
 
@@ -139,7 +140,8 @@ async function* runFallbacks(options: FallbackRunOptions, primaryError: AppError
   for (const [index, id] of options.fallbacks.entries()) {
     if (options.signal.aborted) break;
     const engine = options.resolveEngine(id);
-    if (engine === undefined || engine.status() === "unavailable") {
+    // As this request's tenant finds it: another tenant's rest on it is not this one's.
+    if (engine === undefined || engine.status(options.tenant) === "unavailable") {
       // Skipped while its endpoints rest, it may serve a retry once they are back.
       const restingMs = engine === undefined ? undefined : options.restingMs?.(engine);
       if (restingMs !== undefined)
@@ -157,7 +159,9 @@ async function* runFallbacks(options: FallbackRunOptions, primaryError: AppError
     let first: IteratorResult<PartBatch>;
     try {
       const later = options.fallbacks.slice(index + 1);
-      const place: FallbackPlace = { canFallBack: () => anyCanServe(later, options.resolveEngine) };
+      const place: FallbackPlace = {
+        canFallBack: () => anyCanServe(later, options.resolveEngine, options.tenant),
+      };
       const prepared = await options.prepareFallback(engine, options.request, place);
       run = prepared.run(options.signal, { tenant: options.tenant })[Symbol.asyncIterator]();
       first = await run.next();

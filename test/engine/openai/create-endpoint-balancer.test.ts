@@ -186,6 +186,11 @@ describe("createEndpointBalancer: failures from one tenant's requests alone", ()
     expect(mallory.waitForEndpoint()).toBe(1000);
     expect(alice.pick()).toBe("a");
     expect(alice.waitForEndpoint()).toBe(0);
+    expect(alice.allCoolingDown()).toBe(false);
+    // As a status shows it, resting while no one was served since (a deployment's only account);
+    // not once another tenant is.
+    expect([balancer.allCoolingDown(), balancer.restingCount()]).toEqual([true, 1]);
+    alice.reportSuccess("a");
     expect([balancer.allCoolingDown(), balancer.restingCount()]).toEqual([false, 0]);
 
     advance(1000);
@@ -198,6 +203,36 @@ describe("createEndpointBalancer: failures from one tenant's requests alone", ()
     mallory.reportSuccess("a");
     mallory.reportFailure("a", fault);
     expect(mallory.pick()).toBe("a");
+  });
+
+  it("rest it for that tenant only back from a rest for everyone too (regression: kept resting for all, doubling)", () => {
+    const { balancer, advance } = setUp(["a"]);
+    const [alice, bob, mallory] = ["alice", "bob", "mallory"].map((tenant) => balancer.forTenant(tenant));
+    alice?.reportFailure("a", fault);
+    mallory?.reportFailure("a", fault);
+    expect(balancer.waitForEndpoint()).toBe(1000);
+    advance(1000);
+    // Back from the rest for all: one failure of the attacker's rested it for all again, twice as long.
+    mallory?.reportFailure("a", fault);
+    expect(alice?.pick()).toBe("a");
+    mallory?.reportFailure("a", fault);
+    expect([mallory?.pick(), alice?.pick()]).toEqual([undefined, "a"]);
+    // A dead endpoint fails several tenants: one failure each and it rests for all, doubled.
+    alice?.reportFailure("a", fault);
+    bob?.reportFailure("a", fault);
+    expect(balancer.waitForEndpoint()).toBe(2000);
+  });
+
+  it("forget the oldest half of their tenants' rests past a thousand, without a scan per failure", () => {
+    const { balancer } = setUp(["a"]);
+    for (let tenant = 0; tenant < 1001; tenant++) {
+      const view = balancer.forTenant(`t${tenant}`);
+      view.reportFailure("a", fault);
+      view.reportFailure("a", fault);
+    }
+    expect(balancer.forTenant("t0").pick()).toBe("a");
+    expect(balancer.forTenant("t999").pick()).toBeUndefined();
+    expect(balancer.forTenant("t1000").pick()).toBeUndefined();
   });
 
   it("rest it for everyone once another tenant's failure, or one without a tenant, joins the run", () => {

@@ -65,6 +65,22 @@ describe("an upstream endpoint that fails one account's requests alone", () => {
     expect(upstream.requests.length).toBe(sent + 1);
   });
 
+  it("shows the model unavailable while no one is served (a deployment's only account), and as each account finds it", async () => {
+    const upstream = await startTestMock(firewalled(streamText(["fine"])));
+    const engine = createTestEngine({
+      model: upstreamModel([upstream.baseUrl]),
+      settings: { maxRetries: 0, failureThreshold: 3 },
+    });
+    for (let attempt = 0; attempt < 3; attempt++)
+      expect(await ask(engine, "only", "<script>x</script>")).toEqual({ status: 503 });
+    // Regression: a dead endpoint used by one account showed as available, resting 0.
+    expect(engine.status()).toBe("unavailable");
+    expect(engine.endpoints?.()).toEqual({ total: 1, resting: 1 });
+    expect([engine.status("only"), engine.status("other")]).toEqual(["unavailable", "available"]);
+    expect(await ask(engine, "other", "Hello")).toBe("fine");
+    expect(engine.status()).toBe("available");
+  });
+
   it("rests for everyone when the failures come from several accounts", async () => {
     const upstream = await startTestMock(firewalled(streamText(["fine"])));
     const engine = createTestEngine({
