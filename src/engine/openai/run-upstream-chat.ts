@@ -153,14 +153,21 @@ export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenera
       if (closeSignal.aborted) throw closingError(options.modelId);
       if (endpoint === undefined) {
         const wait = balancer.waitForEndpoint(excluded);
+        // Endpoints that all rest for what only the operator can mend (a refused api_key) are not
+        // waited for: the request after three refusals waited out the rest, was refused again,
+        // and was told to retry in a second.
+        const operatorFault = balancer.operatorFaults(excluded)[0];
         // Waiting out a cooldown is a retry: with none left, fail fast and say when to come back.
         const delay =
-          wait === undefined || retries >= settings.maxRetries || fallBackNow(wait)
+          wait === undefined ||
+          operatorFault !== undefined ||
+          retries >= settings.maxRetries ||
+          fallBackNow(wait)
             ? undefined
             : planPause(wait);
         if (delay === undefined)
           throw lastFailure === undefined
-            ? coolingError(options.modelId, wait, balancer.operatorFaults(excluded)[0])
+            ? coolingError(options.modelId, wait, operatorFault)
             : finalError(lastFailure.error);
         retries++;
         await takePause(delay);

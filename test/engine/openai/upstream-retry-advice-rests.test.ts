@@ -53,6 +53,24 @@ describe("upstream engine: retry advice while another endpoint rests", () => {
     });
   }
 
+  it("does not wait out a rest begun by refused keys: fails at once, saying when it is tried again (regression: waited, asked again, retry in 1 s)", async () => {
+    const refusing = await startTestMock(refusedKey);
+    const engine = createTestEngine({
+      model: upstreamModel([refusing.baseUrl]),
+      settings: { maxRetries: 2, failureThreshold: 3, cooldownMs: 5_000, maxRetryWaitMs: 10_000 },
+    });
+    for (let attempt = 0; attempt < 3; attempt++) await firstError(engine);
+    expect(engine.endpoints?.()).toEqual({ total: 1, resting: 1 });
+    const asked = refusing.requests.length;
+    expect(advice(await firstError(engine))).toMatchObject({
+      code: "upstream_unavailable",
+      message: expect.stringContaining("refused Tollgate's credentials (HTTP 401)"),
+      retryable: false,
+      retryAfterSeconds: 5,
+    });
+    expect(refusing.requests.length).toBe(asked);
+  });
+
   it("still says no retry can help when every endpoint refused the key", async () => {
     const first = await startTestMock(refusedKey);
     const second = await startTestMock(refusedKey);
