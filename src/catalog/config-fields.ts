@@ -228,6 +228,10 @@ export function describeHeaderValueProblem(value: string): string | undefined {
     return "contains a line break or another control character, which HTTP headers cannot carry (often a trailing newline copied from a file); remove it";
   if (value.trim() !== value)
     return "starts or ends with spaces, which HTTP drops from header values; remove them";
+  // Node sends a header's characters as single bytes and refuses any beyond them: every request
+  // with it failed as if the upstream could not be reached.
+  if (/[\u0100-\uffff]/.test(value))
+    return "has a character beyond Latin-1 (such as € or a letter of another script), which HTTP headers cannot carry; use the value as the provider gave it, or percent-encode what the upstream decodes";
   return undefined;
 }
 

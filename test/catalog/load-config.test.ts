@@ -1029,7 +1029,7 @@ describe("loadConfig: upstream endpoint headers and keys", () => {
   it("refuses keys and header values that HTTP cannot carry, without repeating them", async () => {
     const problems = await problemsOfFile(
       upstream(
-        '{ base_url: "https://x.example/v1", api_key: "${KEY_FROM_FILE}", headers: { X-Key: "${HEADER_VALUE}" } }, { base_url: "https://y.example/v1", api_key: " spaced-secret " }',
+        '{ base_url: "https://x.example/v1", api_key: "${KEY_FROM_FILE}", headers: { X-Key: "${HEADER_VALUE}" } }, { base_url: "https://y.example/v1", api_key: " spaced-secret " }, { base_url: "https://z.example/v1", api_key: "sk-€uro-secret", headers: { X-Latin: "café" } }',
       ),
       { KEY_FROM_FILE: "file-secret\n", HEADER_VALUE: "head\r\nX-Injected: 1" },
     );
@@ -1037,8 +1037,10 @@ describe("loadConfig: upstream endpoint headers and keys", () => {
       "models[0].engine.endpoints[0].api_key: contains a line break or another control character, which HTTP headers cannot carry (often a trailing newline copied from a file); remove it",
       "models[0].engine.endpoints[0].headers.X-Key: contains a line break or another control character, which HTTP headers cannot carry (often a trailing newline copied from a file); remove it",
       "models[0].engine.endpoints[1].api_key: starts or ends with spaces, which HTTP drops from header values; remove them",
+      // Regression: taken, then every request failed as if the upstream could not be reached.
+      "models[0].engine.endpoints[2].api_key: has a character beyond Latin-1 (such as € or a letter of another script), which HTTP headers cannot carry; use the value as the provider gave it, or percent-encode what the upstream decodes",
     ]);
-    expect(problems.join("\n")).not.toMatch(/file-secret|spaced-secret|Injected/);
+    expect(problems.join("\n")).not.toMatch(/file-secret|spaced-secret|Injected|uro-secret/);
   });
 
   it("refuses an admin or metrics key that no request could present", async () => {
