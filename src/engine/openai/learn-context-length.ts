@@ -54,6 +54,8 @@ export function learnContextLength(options: {
   /** Reads the list once; answers how long until the next reading. */
   const read = async (): Promise<number> => {
     const failures: string[] = [];
+    /** The first endpoint whose list gives none (it has no list, a 404, or no length for the model). */
+    let givesNone: UpstreamEndpoint | undefined;
     for (const endpoint of options.endpoints) {
       if (options.signal.aborted) return retryMs;
       let length: number | undefined;
@@ -70,23 +72,34 @@ export function learnContextLength(options: {
         failures.push(`${endpoint.label}: ${error instanceof Error ? error.message : String(error)}`);
         continue;
       }
+      if (length === undefined) {
+        // Another endpoint may have the list (one behind a gateway that answers 404).
+        givesNone ??= endpoint;
+        continue;
+      }
       known = length;
-      if (length === undefined)
-        tell("none", () =>
-          options.logger.info(
-            { model: options.modelId, endpoint: endpoint.label, defaultMaxTokens: options.defaultMaxTokens },
-            "the upstream's model list gives no context length for this model: a request without max_tokens asks for at most defaultMaxTokens; set context_length in the catalogue to change that",
-          ),
-        );
-      else
-        tell(length, () =>
-          options.logger.info(
-            { model: options.modelId, endpoint: endpoint.label, contextLength: length },
-            "context length learned from the upstream's model list",
-          ),
-        );
+      tell(length, () =>
+        options.logger.info(
+          { model: options.modelId, endpoint: endpoint.label, contextLength: length },
+          "context length learned from the upstream's model list",
+        ),
+      );
       return refreshMs;
     }
+    // A length learned before stays when the list now gives none (a stray 404 from a gateway
+    // dropped it, and with it the prompt check, for ten minutes): read again soon, as after a failure.
+    if (givesNone !== undefined && known === undefined) {
+      const endpoint = givesNone;
+      tell("none", () =>
+        options.logger.info(
+          { model: options.modelId, endpoint: endpoint.label, defaultMaxTokens: options.defaultMaxTokens },
+          "the upstream's model list gives no context length for this model: a request without max_tokens asks for at most defaultMaxTokens; set context_length in the catalogue to change that",
+        ),
+      );
+      return refreshMs;
+    }
+    if (givesNone !== undefined)
+      failures.push(`${givesNone.label}: the model list gives no context length now`);
     // A length learned before stays: the server may only be down for a moment.
     if (!options.signal.aborted)
       tell("failed", () =>

@@ -157,6 +157,25 @@ describe("an upstream model without a catalogue context length", () => {
     expect(up.requests).toHaveLength(0);
   });
 
+  it("keeps a learned length when the list later answers 404, reads again soon, and asks the next endpoint (regression: dropped)", async () => {
+    const gateway = await startTestMock();
+    gateway.handleModelList(answerJson(vllmList(1000)));
+    const other = await startTestMock();
+    other.handleModelList(answerError(404, { error: { message: "no such route" } }));
+    const engine = createTestEngine({
+      model: upstreamModel([gateway.baseUrl, other.baseUrl]),
+      contextLengthLearning: { refreshMs: 100, retryMs: 100 },
+    });
+    await until(() => engine.contextLength === 1000, "the first length");
+    gateway.handleModelList(answerError(404, { error: { message: "no such route" } }));
+    const asked = other.modelListRequests.length;
+    await until(() => other.modelListRequests.length >= asked + 2, "readings past the 404");
+    expect(engine.contextLength).toBe(1000);
+    // The other endpoint has the list now: its length is taken.
+    other.handleModelList(answerJson(vllmList(2000)));
+    await until(() => engine.contextLength === 2000, "the other endpoint's length");
+  });
+
   it("shows in /v1/models once learned", async () => {
     const upstream = await startTestMock();
     upstream.handleModelList(
