@@ -36,7 +36,7 @@ async function answersWithin(promise: Promise<unknown>, ms: number): Promise<boo
 export async function checkReady(dependencies: {
   store: Store;
   registry: ModelRegistry;
-  startupEngines: ReadonlySet<ChatEngine>;
+  startupEngines: { has(engine: ChatEngine): boolean };
   /** Charges the store failed to take, waiting for their next attempt (BillingAdmission). */
   pendingSettlements: () => number;
   /** Tries the first of them now, the rest following if it goes through (BillingAdmission). */

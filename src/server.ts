@@ -277,7 +277,8 @@ async function startOnStore(
   // Readiness waits for the models of the start only: a model a reload adds (or loads again) may
   // download for many minutes, and taking every replica out of rotation for it would stop the
   // models they serve meanwhile; /v1/models shows it loading.
-  const startupEngines = new Set(
+  // Weak: an engine a reload replaced is not kept for this (it held every engine replaced since).
+  const startupEngines = new WeakSet(
     registry.list().flatMap((entry) => (entry.engine === undefined ? [] : [entry.engine])),
   );
   if (released > 0) logger.warn({ released }, "released reservations left by the previous run");

@@ -4,6 +4,7 @@ import { AppError } from "../../errors/app-error.ts";
 import { redactUrlsInText } from "../../models/download/redact-url.ts";
 import { checkContextLength, TOOL_TEXTS_COUNTED } from "../check-context-length.ts";
 import type { ChatEngine, ChatRequest, ModelStatus, PreparedChat, PrepareOptions } from "../engine.ts";
+import { ENGINE_CLOSED } from "../engine-closed.ts";
 import { refuseLocalExtras } from "../refuse-local-extras.ts";
 import { refuseLogprobs } from "../refuse-logprobs.ts";
 import { createGrammarCache, type GrammarCache } from "./create-grammar-cache.ts";
@@ -292,7 +293,7 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
       if (closed) return;
       closed = true;
       retries.stop();
-      closeController.abort();
+      closeController.abort(ENGINE_CLOSED);
       const current = state;
       if (current.status === "available") current.pool.close();
       await loading;

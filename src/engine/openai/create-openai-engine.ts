@@ -10,6 +10,7 @@ import type {
   PrepareOptions,
   UpstreamAttemptOutcome,
 } from "../engine.ts";
+import { ENGINE_CLOSED } from "../engine-closed.ts";
 import { convertRequestBody } from "./convert-request-body.ts";
 import { createEndpointBalancer } from "./create-endpoint-balancer.ts";
 import { createStallWatchdog } from "./create-stall-watchdog.ts";
@@ -327,7 +328,7 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
     async close() {
       if (closed) return;
       closed = true;
-      closeController.abort();
+      closeController.abort(ENGINE_CLOSED);
       for (const call of inFlight) call.abort(closingError(model.id));
       await Promise.all(endpoints.map((endpoint) => endpoint.pool.destroy()));
     },
