@@ -5,7 +5,7 @@
  * stderr and exit at once. The fault comes from a module loaded before the CLI (`--import`):
  * nothing in Tollgate throws on purpose.
  */
-import { spawn } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
 import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -15,7 +15,15 @@ import { serveEnvironment, writeServeConfig } from "../support/serve-process.ts"
 
 const cli = join(import.meta.dirname, "../../src/cli.ts");
 const folder = mkdtempSync(join(tmpdir(), "tollgate-crash-log-"));
-afterAll(() => rmSync(folder, { recursive: true, force: true }));
+/**
+ * The servers started here: a test that times out never reaches the `finally` that kills its
+ * server (the await it is stuck on never settles), and a server that hangs would outlive the run.
+ */
+const children = new Set<ChildProcess>();
+afterAll(() => {
+  for (const child of children) child.kill("SIGKILL");
+  rmSync(folder, { recursive: true, force: true });
+});
 
 /** A password as ioredis puts it on the error of a refused AUTH: it must not reach the log. */
 const SECRET = "hunter2-redis-password";
@@ -80,6 +88,7 @@ async function serveAndCrash(fault: "throw" | "reject" | "whileStarting") {
   child.stderr.on("data", (data: Buffer) => {
     stderr += data.toString();
   });
+  children.add(child);
   const exited = once(child, "exit") as Promise<[number | null, string | null]>;
   try {
     if (fault !== "whileStarting") {
@@ -175,6 +184,7 @@ describe("a crash of tollgate serve whose log reader takes nothing more (a full 
         cwd: workdir,
       },
     );
+    children.add(child);
     try {
       // Read until it serves, then no more: the crash's line (larger than the pipe holds) and
       // what follows it never get out.
