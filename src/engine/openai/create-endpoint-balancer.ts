@@ -259,13 +259,17 @@ export function createEndpointBalancer<Endpoint>(
             coolDown(state, time);
             state.runOf = undefined;
           }
-        } else if (!ownRested && state.consecutiveFailures >= options.failureThreshold) {
+        } else if (state.consecutiveFailures >= options.failureThreshold) {
           // All of one tenant's requests, even back from a rest for all: the rest is its own
           // (regression: one account kept the endpoint resting for everyone, doubling, with a
-          // failure each time a rest for all ended).
-          const health = tenantHealth(state, state.runOf);
-          coolDown(health, time);
-          health.restFault = failure.operatorFault;
+          // failure each time a rest for all ended). One resting already was sent back above.
+          if (!ownRested) {
+            const health = tenantHealth(state, state.runOf);
+            coolDown(health, time);
+            health.restFault = failure.operatorFault;
+          }
+          // Either way the run starts over: one tenant's failures piling up in it would make any
+          // other tenant's single failure a rest for all.
           state.consecutiveFailures = 0;
           state.runOf = undefined;
         }

@@ -217,9 +217,17 @@ describe("createEndpointBalancer: failures from one tenant's requests alone", ()
     expect(alice?.pick()).toBe("a");
     mallory?.reportFailure("a", fault);
     expect([mallory?.pick(), alice?.pick()]).toEqual([undefined, "a"]);
+    // Its failures while it rests alone (or back from that) do not pile up in the run: another
+    // tenant's single failure is not a rest for all.
+    advance(1000);
+    for (let attempt = 0; attempt < 4; attempt++) {
+      mallory?.reportFailure("a", fault);
+      advance(3000);
+    }
+    bob?.reportFailure("a", fault);
+    expect(alice?.pick()).toBe("a");
     // A dead endpoint fails several tenants: one failure each and it rests for all, doubled.
     alice?.reportFailure("a", fault);
-    bob?.reportFailure("a", fault);
     expect(balancer.waitForEndpoint()).toBe(2000);
   });
 
