@@ -1,11 +1,5 @@
 import { symbols } from "pino";
-import { isSilencedLogStream } from "./guard-log-stream.ts";
-
-/**
- * How long an exit waits for its log lines to be written: a log reader that takes nothing more
- * (a full pipe) must not hold the process. Short beside `docker stop`'s 10 s.
- */
-export const LOG_WRITE_LIMIT_MS = 1_000;
+import { isSilencedLogStream, LOG_WRITE_LIMIT_MS } from "./guard-log-stream.ts";
 
 /** The code of the exit under way: the highest asked for. */
 let exitCode = 0;

@@ -14,11 +14,12 @@ interface SonicBoomLike {
 }
 
 /**
- * How long a synchronous flush of the log (pino's, after each line at level fatal and at the
- * process's exit) waits for a reader that takes nothing: as long as an exit waits for its log
- * (`LOG_WRITE_LIMIT_MS` in exit-after-log.ts).
+ * How long a log reader that takes nothing more (a full pipe) is waited for: by an exit, for its
+ * lines to be written (exit-after-log.ts), and by a synchronous flush (pino's, after each line at
+ * level fatal and at the process's exit). It must not hold the process: short beside
+ * `docker stop`'s 10 s.
  */
-export const SYNC_FLUSH_LIMIT_MS = 1_000;
+export const LOG_WRITE_LIMIT_MS = 1_000;
 
 /** Destinations {@link guardLogStream} silenced: nothing they hold will ever be written. */
 const silencedStreams = new WeakSet<object>();
@@ -64,7 +65,7 @@ export function guardLogStream(logger: object): void {
 }
 
 /**
- * Bounds sonic-boom's synchronous flush by {@link SYNC_FLUSH_LIMIT_MS}: it retried a write that a
+ * Bounds sonic-boom's synchronous flush by {@link LOG_WRITE_LIMIT_MS}: it retried a write that a
  * full pipe refused (EAGAIN) every 100 ms for ever. pino flushes so after every line at level
  * fatal: a crash while the log's reader took nothing more (a stalled collector) hung the process
  * at its fatal line, its running requests never stopped nor charged, whenever another line was
@@ -82,7 +83,7 @@ function boundSyncFlush(boom: SonicBoomLike): void {
   boom.retryEAGAIN = () =>
     !silencedStreams.has(boom) && (deadline === undefined || performance.now() < deadline);
   boom.flushSync = () => {
-    deadline = performance.now() + SYNC_FLUSH_LIMIT_MS;
+    deadline = performance.now() + LOG_WRITE_LIMIT_MS;
     try {
       flushSync.call(boom);
     } catch (error) {

@@ -1,4 +1,5 @@
 import { cutText } from "../../errors/cut-text.ts";
+import { isFiniteNumber } from "./number-bounds.ts";
 import { isRecord, isSchema } from "./read-schema-types.ts";
 import type { SchemaConversion } from "./schema-conversion.ts";
 import { child, type Position } from "./schema-position.ts";
@@ -143,10 +144,6 @@ function describeInvalidPattern(pattern: string): string | undefined {
     const message = error instanceof Error ? error.message : String(error);
     return message.slice(message.lastIndexOf(": ") + 2);
   }
-}
-
-function isFiniteNumber(value: unknown): value is number {
-  return typeof value === "number" && Number.isFinite(value);
 }
 
 /**

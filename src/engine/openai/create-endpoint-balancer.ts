@@ -148,11 +148,13 @@ export function createEndpointBalancer<Endpoint>(
     return found;
   };
 
+  /** The rest of `tenant` alone on `state`, if it has one. */
+  const restOf = (state: EndpointState, tenant: string | undefined): EndpointHealth | undefined =>
+    tenant === undefined ? undefined : state.byTenant.get(tenant);
+
   /** Until when `endpoint` is left out of `tenant`'s requests: its rest, or its rest for that tenant. */
   const restsUntil = (state: EndpointState, tenant: string | undefined): number =>
-    tenant === undefined
-      ? state.coolingUntil
-      : Math.max(state.coolingUntil, state.byTenant.get(tenant)?.coolingUntil ?? 0);
+    Math.max(state.coolingUntil, restOf(state, tenant)?.coolingUntil ?? 0);
 
   /** Begins (or doubles) a cooldown of `health` at `time`. */
   const coolDown = (health: EndpointHealth, time: number): void => {
@@ -220,12 +222,13 @@ export function createEndpointBalancer<Endpoint>(
     },
     reportSuccess(endpoint, success = {}) {
       const state = stateOf(endpoint);
-      const startedAt = success.startedAt ?? now();
+      const time = now();
+      const startedAt = success.startedAt ?? time;
       state.succeededAt = Math.max(state.succeededAt, startedAt);
-      const own = tenant === undefined ? undefined : state.byTenant.get(tenant);
-      if (own !== undefined && startedAt >= own.cooledAt) {
+      const own = restOf(state, tenant);
+      if (tenant !== undefined && own !== undefined && startedAt >= own.cooledAt) {
         own.cooldownsInARow = 0;
-        if (own.coolingUntil <= now()) state.byTenant.delete(tenant as string);
+        if (own.coolingUntil <= time) state.byTenant.delete(tenant);
       }
       if (startedAt < state.cooledAt) return;
       state.consecutiveFailures = 0;
@@ -240,7 +243,7 @@ export function createEndpointBalancer<Endpoint>(
       const restedUntil = state.coolingUntil;
       const fresh = state.coolingUntil <= time && startedAt >= state.cooledAt;
       if (failure.endpointFault && fresh) {
-        const own = tenant === undefined ? undefined : state.byTenant.get(tenant);
+        const own = restOf(state, tenant);
         const ownRested = own !== undefined && own.cooldownsInARow > 0;
         // Back from a rest for this tenant alone: one failure of its own sends it back, for it.
         if (ownRested && own.coolingUntil <= time && startedAt >= own.cooledAt) {
@@ -286,7 +289,7 @@ export function createEndpointBalancer<Endpoint>(
       for (const endpoint of endpoints) {
         if (exclude?.has(endpoint)) continue;
         const state = stateOf(endpoint);
-        const own = tenant === undefined ? undefined : state.byTenant.get(tenant);
+        const own = restOf(state, tenant);
         // The rest that keeps it out longest is the one the request waits for.
         const rest = own !== undefined && own.coolingUntil > state.coolingUntil ? own : state;
         if (rest.coolingUntil <= time || rest.restFault === undefined) return [];

@@ -75,10 +75,11 @@ export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenera
     /** Endpoints this request failed on: going back to one at once would likely fail again. */
     const tried = new Set<UpstreamEndpoint>();
     let endpoint = balancer.pick();
-    /** Fields this request tries without, by endpoint, after a 400 that named them. */
-    const leftOut = new Map<UpstreamEndpoint, LeftOutFields>();
-    /** What the 400s that named them said, for the log line when the endpoint is marked. */
-    const refusals = new Map<
+    /**
+     * The fields this request tries without, by endpoint, after a 400 that named them: each with
+     * what that 400 said, for the log line when the endpoint is marked.
+     */
+    const refused = new Map<
       UpstreamEndpoint,
       Partial<Record<keyof LeftOutFields, { failure: string; upstreamBody: string | undefined }>>
     >();
@@ -175,26 +176,37 @@ export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenera
         continue;
       }
 
-      const leaveOut = leftOut.get(endpoint);
-      const running = startUpstreamAttempt(endpoint, context, leaveOut);
+      const refusedHere = refused.get(endpoint);
+      const running = startUpstreamAttempt(
+        endpoint,
+        context,
+        refusedHere === undefined
+          ? undefined
+          : {
+              streamOptions: refusedHere.streamOptions !== undefined,
+              maxTokens: refusedHere.maxTokens !== undefined,
+            },
+      );
       let batch = await running.next();
-      if (batch.kind === "parts" && leaveOut !== undefined) {
-        // The field named in the 400 was what it refused: every later request goes without it.
-        leftOut.delete(endpoint);
-        if (leaveOut.streamOptions) endpoint.takesStreamOptions = false;
-        if (leaveOut.maxTokens) endpoint.takesMaxTokens = false;
-        // With what the refusal said (neither field quotes what may repeat the prompt).
+      if (batch.kind === "parts" && refusedHere !== undefined) {
+        // The field named in the 400 was what it refused: every later request goes without it,
+        // told with what the refusal said (neither field quotes what may repeat the prompt).
+        refused.delete(endpoint);
         const where = { model: options.modelId, endpoint: endpoint.label };
-        if (leaveOut.streamOptions)
+        if (refusedHere.streamOptions !== undefined) {
+          endpoint.takesStreamOptions = false;
           options.logger.warn(
-            { ...where, ...refusals.get(endpoint)?.streamOptions },
+            { ...where, ...refusedHere.streamOptions },
             "upstream endpoint refuses stream_options; it is asked without them from now on (usage estimated where it reports none)",
           );
-        if (leaveOut.maxTokens)
+        }
+        if (refusedHere.maxTokens !== undefined) {
+          endpoint.takesMaxTokens = false;
           options.logger.warn(
-            { ...where, ...refusals.get(endpoint)?.maxTokens },
+            { ...where, ...refusedHere.maxTokens },
             "upstream endpoint refuses max_tokens; the completion bound goes as max_completion_tokens from now on",
           );
+        }
       }
       if (batch.kind === "parts") {
         try {
@@ -220,14 +232,7 @@ export async function* runUpstreamChat(options: UpstreamRunOptions): AsyncGenera
         // field is the only one marked so, so this comes at most once per field and request.
         const streamOptions = failure.streamOptionsRefused === true;
         const said = { failure: failure.summary, upstreamBody: failure.upstreamBody };
-        refusals.set(endpoint, {
-          ...refusals.get(endpoint),
-          [streamOptions ? "streamOptions" : "maxTokens"]: said,
-        });
-        leftOut.set(endpoint, {
-          streamOptions: streamOptions || leaveOut?.streamOptions === true,
-          maxTokens: !streamOptions || leaveOut?.maxTokens === true,
-        });
+        refused.set(endpoint, { ...refusedHere, [streamOptions ? "streamOptions" : "maxTokens"]: said });
         // Not the client's error, whose message is the upstream's, which may quote the prompt.
         options.logger.info(
           { model: options.modelId, endpoint: endpoint.label, ...said },

@@ -30,6 +30,16 @@ const firewalled =
     response.end("<html><body>Request blocked</body></html>");
   };
 
+/** An engine on one firewalled endpoint answering "fine", resting after three failures, no retries. */
+async function firewalledEngine() {
+  const upstream = await startTestMock(firewalled(streamText(["fine"])));
+  const engine = createTestEngine({
+    model: upstreamModel([upstream.baseUrl]),
+    settings: { maxRetries: 0, failureThreshold: 3 },
+  });
+  return { upstream, engine };
+}
+
 /** Runs `content` for `tenant` to its end: the text, or the error thrown. */
 async function ask(
   engine: ChatEngine,
@@ -48,11 +58,7 @@ async function ask(
 
 describe("an upstream endpoint that fails one account's requests alone", () => {
   it("rests for that account, and serves the others", async () => {
-    const upstream = await startTestMock(firewalled(streamText(["fine"])));
-    const engine = createTestEngine({
-      model: upstreamModel([upstream.baseUrl]),
-      settings: { maxRetries: 0, failureThreshold: 3 },
-    });
+    const { upstream, engine } = await firewalledEngine();
     for (let attempt = 0; attempt < 3; attempt++)
       expect(await ask(engine, "mallory", "<script>x</script>")).toEqual({ status: 503 });
     const sent = upstream.requests.length;
@@ -66,11 +72,7 @@ describe("an upstream endpoint that fails one account's requests alone", () => {
   });
 
   it("shows the model unavailable while no one is served (a deployment's only account), and as each account finds it", async () => {
-    const upstream = await startTestMock(firewalled(streamText(["fine"])));
-    const engine = createTestEngine({
-      model: upstreamModel([upstream.baseUrl]),
-      settings: { maxRetries: 0, failureThreshold: 3 },
-    });
+    const { engine } = await firewalledEngine();
     for (let attempt = 0; attempt < 3; attempt++)
       expect(await ask(engine, "only", "<script>x</script>")).toEqual({ status: 503 });
     // Regression: a dead endpoint used by one account showed as available, resting 0.
@@ -82,11 +84,7 @@ describe("an upstream endpoint that fails one account's requests alone", () => {
   });
 
   it("rests for everyone when the failures come from several accounts", async () => {
-    const upstream = await startTestMock(firewalled(streamText(["fine"])));
-    const engine = createTestEngine({
-      model: upstreamModel([upstream.baseUrl]),
-      settings: { maxRetries: 0, failureThreshold: 3 },
-    });
+    const { engine } = await firewalledEngine();
     for (const tenant of ["mallory", "alice", "bob"])
       expect(await ask(engine, tenant, "<script>x</script>")).toEqual({ status: 503 });
     expect(await ask(engine, "carol", "Hello")).toEqual({ status: 503 });
