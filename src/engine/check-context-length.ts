@@ -30,8 +30,11 @@ export function checkContextLength(options: {
   const counted = alsoCounted === undefined ? "" : ` (${alsoCounted} count as part of them)`;
   if (maxTokens === undefined) {
     if (promptTokens < contextLength) return;
+    // A prompt that fills the context exactly fits it but leaves no token to generate: said, or
+    // "2048 tokens. However, ... 2048 tokens" reads as a prompt that fits.
+    const noRoom = promptTokens === contextLength ? ", which leaves no room for the completion" : "";
     throw new ContextLengthError(
-      `This model's maximum context length is ${contextLength} tokens. However, your messages resulted in ${promptTokens} tokens${counted}. Please reduce the length of the messages.`,
+      `This model's maximum context length is ${contextLength} tokens. However, your messages resulted in ${promptTokens} tokens${counted}${noRoom}. Please reduce the length of the messages.`,
       promptTokens,
     );
   }
