@@ -138,6 +138,9 @@ function convertToolChoice(body: ChatCompletionRequestBody, tools: ToolDefinitio
   const choice = body.tool_choice;
   if (choice === undefined || choice === null) return { type: tools.length > 0 ? "auto" : "none" };
   if (typeof choice === "string") {
+    // `auto` is the contract's default, and some clients send it with every request: with no
+    // tools it means what `none` does. `required` cannot be met without a tool.
+    if (choice === "auto" && tools.length === 0) return { type: "none" };
     if (choice !== "none" && tools.length === 0) {
       throw new AppError(
         "invalid_value",

@@ -332,6 +332,14 @@ describe("convertChatRequest", () => {
     );
   });
 
+  it("takes tool_choice auto, the contract's default, without tools as none (regression: refused with 400)", () => {
+    expect(convertChatRequest({ ...base, tool_choice: "auto" }).request.toolChoice).toEqual({ type: "none" });
+    expect(convertChatRequest({ ...base, tools: [], tool_choice: "auto" }).request.toolChoice).toEqual({
+      type: "none",
+    });
+    expect(convertChatRequest({ ...base, tool_choice: "none" }).request.toolChoice).toEqual({ type: "none" });
+  });
+
   it("refuses a user with NUL in it, which the usage row could not hold on PostgreSQL (regression: uncharged, reservation left)", () => {
     expectError({ ...base, user: "a\u0000b" }, "invalid_value", "user");
     expect(convertChatRequest({ ...base, user: "a\u0001b \u{1F600}" }).user).toBe("a\u0001b \u{1F600}");
