@@ -197,17 +197,15 @@ export class BillingAdmission implements ChatAdmission {
     let dearest = model;
     for (const candidate of [model, ...(request.alternateModels ?? [])]) {
       if (candidate.pricing.kind !== "chat") continue;
-      const measured = candidate === model ? undefined : request.alternatePromptTokens?.get(candidate.id);
-      // A fallback whose prompt is counted (a local one) generates no more than its own context
-      // leaves: priced at the primary's room, a small local fallback behind a large upstream
-      // model held twice what it could cost, and refused a balance that paid for either.
-      const room =
-        measured === undefined || candidate.contextLength === undefined
-          ? request.maxCompletionTokens
-          : Math.max(0, Math.min(request.maxCompletionTokens, candidate.contextLength - measured));
+      // A fallback generates no more than its own context leaves, and one whose context cannot
+      // hold the request costs nothing: priced at the primary's room, a small fallback behind a
+      // large upstream model held up to twice what either could cost (or what it would refuse),
+      // and refused a balance that paid for the request with 403.
+      const bound = candidate === model ? undefined : request.alternateBounds?.get(candidate.id);
+      if (bound?.refuses === true) continue;
       const cost = costOfUsage({
-        promptTokens: measured ?? request.promptTokensAtMost ?? request.promptTokens,
-        completionTokens: room,
+        promptTokens: bound?.promptTokens ?? request.promptTokensAtMost ?? request.promptTokens,
+        completionTokens: bound?.completionTokens ?? request.maxCompletionTokens,
         ...this.#prices.of(candidate),
       });
       if (cost > amountNano) {

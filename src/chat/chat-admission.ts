@@ -1,5 +1,5 @@
 import type { CatalogModel } from "../catalog/catalog.ts";
-import type { FinishReason, Usage } from "../engine/engine.ts";
+import type { AlternateBound, FinishReason, Usage } from "../engine/engine.ts";
 import type { ErrorCode } from "../errors/error-catalog.ts";
 import type { RequestKey } from "./request-key.ts";
 
@@ -28,8 +28,8 @@ export interface AdmissionRequest extends AdmissionContext {
   maxCompletionTokens: number;
   /** Other catalogue models that may serve the request (fallbacks): the reservation covers the dearest. */
   alternateModels?: readonly CatalogModel[];
-  /** Prompt tokens some alternates count (by id), each pricing its own share of the reservation. */
-  alternatePromptTokens?: ReadonlyMap<string, number> | undefined;
+  /** What some alternates can cost (by id), each pricing its own share of the reservation. */
+  alternateBounds?: ReadonlyMap<string, AlternateBound> | undefined;
   /**
    * Whether the client reads the answer as it is generated (SSE): it has what it is charged for
    * before the charge is settled. A whole answer (false) is sent only after its settle charged

@@ -184,9 +184,7 @@ export class ChatService {
       maxCompletionTokens: prepared.maxCompletionTokens,
       streamed: options.stream,
       ...(alternateModels === undefined ? {} : { alternateModels }),
-      ...(prepared.alternatePromptTokens === undefined
-        ? {}
-        : { alternatePromptTokens: prepared.alternatePromptTokens }),
+      ...(prepared.alternateBounds === undefined ? {} : { alternateBounds: prepared.alternateBounds }),
     });
     const startedAt = performance.now();
     const prepareMs = startedAt - preparing;

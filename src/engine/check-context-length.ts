@@ -26,10 +26,10 @@ export function checkContextLength(options: {
   maxTokens: number | undefined;
   alsoCounted?: string | undefined;
 }): void {
+  if (fitsContext(options)) return;
   const { contextLength, promptTokens, maxTokens, alsoCounted } = options;
   const counted = alsoCounted === undefined ? "" : ` (${alsoCounted} count as part of them)`;
   if (maxTokens === undefined) {
-    if (promptTokens < contextLength) return;
     // A prompt that fills the context exactly fits it but leaves no token to generate: said, or
     // "2048 tokens. However, ... 2048 tokens" reads as a prompt that fits.
     const noRoom = promptTokens === contextLength ? ", which leaves no room for the completion" : "";
@@ -39,10 +39,24 @@ export function checkContextLength(options: {
     );
   }
   const requested = promptTokens + maxTokens;
-  if (requested <= contextLength && promptTokens < contextLength) return;
   throw new ContextLengthError(
     `This model's maximum context length is ${contextLength} tokens. However, you requested ${requested} tokens (${promptTokens} in the messages${counted}, ${maxTokens} in the completion). Please reduce the length of the messages or completion.`,
     requested,
+  );
+}
+
+/**
+ * Whether a prompt leaves room for at least one completion token and for `maxTokens` where it is
+ * set: what {@link checkContextLength} takes.
+ */
+export function fitsContext(options: {
+  contextLength: number;
+  promptTokens: number;
+  maxTokens: number | undefined;
+}): boolean {
+  const { contextLength, promptTokens, maxTokens } = options;
+  return (
+    promptTokens < contextLength && (maxTokens === undefined || promptTokens + maxTokens <= contextLength)
   );
 }
 

@@ -232,6 +232,17 @@ export type ModelStatus = "available" | "loading" | "unavailable";
  * A request that an engine has accepted and measured but not yet run. Preparing happens
  * before billing (the prompt size prices the reservation); running waits in the model's queue.
  */
+/**
+ * What a fallback can use of a request, as its share of the reservation is priced: `refuses`
+ * when its context cannot hold the request (it would refuse it: it adds nothing to the maximum
+ * cost), else the most completion tokens it may generate (what its context leaves after the
+ * prompt, within the run's bound), and its own prompt count where it makes one (a loaded local
+ * model: its chat template's tokens included).
+ */
+export type AlternateBound =
+  | { refuses: true }
+  | { refuses: false; promptTokens?: number; completionTokens: number };
+
 export interface PreparedChat {
   /** Prompt tokens: exact for local models, an estimate where the engine cannot count. */
   promptTokens: number;
@@ -253,11 +264,11 @@ export interface PreparedChat {
    */
   alternateModelIds?: readonly string[];
   /**
-   * The prompt tokens some of {@link alternateModelIds} count, by catalogue id, where they could
-   * tell (a loaded local model: its chat template's tokens included): the reservation prices
-   * each of them with its own count, the others with {@link promptTokensAtMost}.
+   * What some of {@link alternateModelIds} can cost, by catalogue id, where they can tell (see
+   * {@link AlternateBound}): the reservation prices each of them so, the others with
+   * {@link promptTokensAtMost} and {@link maxCompletionTokens}.
    */
-  alternatePromptTokens?: ReadonlyMap<string, number>;
+  alternateBounds?: ReadonlyMap<string, AlternateBound>;
   /**
    * The catalogue id of the model that serves the run, once its first part is out: one of
    * {@link alternateModelIds}, or `undefined` for the model the request named.

@@ -360,7 +360,7 @@ describe("BillingAdmission when the store fails to settle", () => {
     await admission.close();
   });
 
-  it("prices a fallback whose prompt it counts at no more completion than its own context leaves (regression: the primary's room, a wrongful 403)", async () => {
+  it("prices a fallback at the prompt and completion its bound gives (regression: the primary's room, a wrongful 403)", async () => {
     const account = makeAccount({ name: "fallback", balanceNano: 1_000_000n });
     await store.insertAccount(account);
     const admission = new BillingAdmission({
@@ -369,8 +369,8 @@ describe("BillingAdmission when the store fails to settle", () => {
       replicaId: "test",
     });
     // The primary (1 per million each way, context 1000) leaves 990 completion tokens; the
-    // local fallback, ten times dearer, has a context of 100: 11 prompt tokens leave it 89.
-    const local = { ...model, id: "local", contextLength: 100 };
+    // local fallback, ten times dearer, has a context of 100: its 11 prompt tokens leave it 89.
+    const local = { ...model, id: "local" };
     local.pricing = { kind: "chat", inputPerMillion: "10.00", outputPerMillion: "10.00" };
     const ticket = await admission.admit({
       requestId: "req_fallback",
@@ -382,10 +382,37 @@ describe("BillingAdmission when the store fails to settle", () => {
       promptTokens: 10,
       maxCompletionTokens: 990,
       alternateModels: [local],
-      alternatePromptTokens: new Map([["local", 11]]),
+      alternateBounds: new Map([["local", { refuses: false, promptTokens: 11, completionTokens: 89 }]]),
     });
     // The fallback's share: 11 + 89 tokens at 10,000 nano-units each, as much as the primary's
     // 10 + 990 at 1,000; priced at 990 completion tokens it was 10,010,000, above the balance.
+    expect((await store.getAccountMoney(account.id))?.reservedNano).toBe(1_000_000n);
+    await ticket.settle(outcome);
+  });
+
+  it("prices nothing for a fallback that would refuse the request (regression: its room, a wrongful 403)", async () => {
+    const account = makeAccount({ name: "fallback-refuses", balanceNano: 1_000_000n });
+    await store.insertAccount(account);
+    const admission = new BillingAdmission({
+      store,
+      limits: new KeyLimits(new MemoryRateLimiter()),
+      replicaId: "test",
+    });
+    const narrow = { ...model, id: "narrow" };
+    narrow.pricing = { kind: "chat", inputPerMillion: "10.00", outputPerMillion: "10.00" };
+    const ticket = await admission.admit({
+      requestId: "req_fallback_refuses",
+      key: key(account.id),
+      model,
+      user: undefined,
+      setHeader: () => {},
+      annotate: () => {},
+      promptTokens: 10,
+      maxCompletionTokens: 990,
+      alternateModels: [narrow],
+      alternateBounds: new Map([["narrow", { refuses: true }]]),
+    });
+    // The primary's 10 + 990 tokens at 1,000 nano-units each; the fallback's would be ten times that.
     expect((await store.getAccountMoney(account.id))?.reservedNano).toBe(1_000_000n);
     await ticket.settle(outcome);
   });

@@ -19,6 +19,8 @@ const FALLBACK = "fallback-dear";
 const UNBOUNDED = "unbounded";
 /** Its only endpoint refuses connections; it falls back to a local model at the same prices. */
 const PRIMARY_LOCAL = "primary-local-fallback";
+/** Its only endpoint refuses connections; its context (100,000) is far wider than its fallback's. */
+const PRIMARY_WIDE = "primary-wide";
 /** The tiny local model at 1.00 in and 1.00 out per million tokens: 1,000 nano per token. */
 const LOCAL_DEAR = "tiny-dear";
 
@@ -73,6 +75,12 @@ beforeAll(async () => {
         contextLength: 8192,
       }),
       upstreamModel(FALLBACK, { baseUrl: upstream.baseUrl, prices: ["2.00", "10.00"], contextLength: 8192 }),
+      upstreamModel(PRIMARY_WIDE, {
+        baseUrl: `http://127.0.0.1:${closedPort}/v1`,
+        prices: ["1.00", "1.00"],
+        fallbacks: [FALLBACK],
+        contextLength: 100_000,
+      }),
       upstreamModel(UNBOUNDED, { baseUrl: upstream.baseUrl, prices: ["1.00", "1.00"] }),
       upstreamModel(PRIMARY_LOCAL, {
         baseUrl: `http://127.0.0.1:${closedPort}/v1`,
@@ -187,6 +195,50 @@ describe("a request served by a fallback model", () => {
     );
     expect(upstream.requests).toEqual([]);
     expect(await server.store.listUsage({ accountId })).toEqual([]);
+  });
+});
+
+describe("a fallback whose context is narrower than the primary's", () => {
+  async function send(key: string, maxTokens: number | undefined) {
+    const response = await fetch(`${server.baseUrl}/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({
+        model: PRIMARY_WIDE,
+        messages,
+        ...(maxTokens === undefined ? {} : { max_tokens: maxTokens }),
+      }),
+    });
+    return {
+      status: response.status,
+      body: (await response.json()) as { model?: string; error?: { code: string; message: string } },
+    };
+  }
+
+  it("is reserved for no more completion than its own context leaves (regression: the primary's room, 403)", async () => {
+    // The primary may generate about 100,000 tokens (about 0.1 at 1.00 per million); the
+    // fallback no more than its 8,192-token context leaves (about 0.082 at 10.00 per million).
+    // Priced at the primary's room, the fallback's share was about 1.0.
+    const { accountId, key } = await server.createFundedKey("narrow-fallback", "0.15");
+    const served = await send(key, undefined);
+    expect(served.status).toBe(200);
+    expect(served.body.model).toBe(FALLBACK);
+    const [row] = await server.store.listUsage({ accountId });
+    expect(row).toMatchObject({ model: FALLBACK, costNano: FALLBACK_COST });
+  });
+
+  it("adds nothing to the reservation when its context cannot hold max_tokens (regression: priced, 403)", async () => {
+    // 9,000 completion tokens: about 0.009 on the primary; the fallback (8,192) would refuse
+    // them, and was priced for them at about 0.09.
+    const { accountId, key } = await server.createFundedKey("narrow-fallback-refuses", "0.02");
+    const refused = await send(key, 9000);
+    expect(refused.status).toBe(503);
+    expect(refused.body.error?.message).toMatch(
+      new RegExp(`The fallback model '${FALLBACK}' cannot take it`),
+    );
+    expect(upstream.requests).toEqual([]);
+    const [row] = await server.store.listUsage({ accountId });
+    expect(row).toMatchObject({ model: PRIMARY_WIDE, costNano: 0n });
   });
 });
 

@@ -1,8 +1,9 @@
 import type { CatalogModel, OpenAiEngineConfig } from "../../catalog/catalog.ts";
 import { AppError } from "../../errors/app-error.ts";
-import { checkContextLength, describeAlsoCounted } from "../check-context-length.ts";
+import { checkContextLength, describeAlsoCounted, fitsContext } from "../check-context-length.ts";
 import type { EngineLogger } from "../create-engine.ts";
 import type {
+  AlternateBound,
   ChatEngine,
   ChatRequest,
   ModelStatus,
@@ -69,11 +70,16 @@ interface FallbackRun extends FallbackPlace {
 
 /**
  * Engines of this kind, prepared as a fallback, without their own fallbacks: a model that serves
- * as a fallback only tries its own endpoints, so fallbacks never chain and never loop.
+ * as a fallback only tries its own endpoints, so fallbacks never chain and never loop. With the
+ * catalogue's `context_length` of each (`undefined` where it gives none: one learned from the
+ * upstream may change before the fallback runs).
  */
 const preparersAsFallback = new WeakMap<
   ChatEngine,
-  (request: ChatRequest, run: FallbackRun) => Promise<PreparedChat>
+  {
+    prepare: (request: ChatRequest, run: FallbackRun) => Promise<PreparedChat>;
+    contextLength: number | undefined;
+  }
 >();
 
 /**
@@ -224,13 +230,15 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
     const canFallBackFor = (tenant: string | undefined) =>
       asFallback?.canFallBack ??
       (fallbacks.length === 0 ? undefined : () => anyCanServe(fallbacks, resolveEngine, tenant));
-    // A local fallback counts the prompt with its chat template (a tool preamble, a default system
-    // prompt): far more than this estimate's bound can be. Its share of the reservation is priced
-    // with its own count where it can tell (it is loaded).
-    const measured = new Map<string, number>();
+    // Each fallback's share of the reservation, where it can tell (see boundFallback).
+    const bounds = new Map<string, AlternateBound>();
     for (const id of fallbacks) {
-      const count = await resolveEngine(id)?.measurePromptTokens?.(request);
-      if (count !== undefined) measured.set(id, count);
+      const fallback = resolveEngine(id);
+      const bound =
+        fallback === undefined
+          ? undefined
+          : await boundFallback(fallback, request, { promptTokens, maxCompletionTokens });
+      if (bound !== undefined) bounds.set(id, bound);
     }
     let servedBy: string | undefined;
     return {
@@ -239,7 +247,7 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
       promptTokensAtMost,
       maxCompletionTokens,
       ...(fallbacks.length === 0 ? {} : { alternateModelIds: fallbacks }),
-      ...(measured.size === 0 ? {} : { alternatePromptTokens: measured }),
+      ...(bounds.size === 0 ? {} : { alternateBounds: bounds }),
       servedBy: () => servedBy,
       run(signal, runOptions) {
         const tenant = runOptions?.tenant;
@@ -333,7 +341,10 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
       await Promise.all(endpoints.map((endpoint) => endpoint.pool.destroy()));
     },
   };
-  preparersAsFallback.set(engine, (request, run) => prepare(request, {}, run));
+  preparersAsFallback.set(engine, {
+    prepare: (request, run) => prepare(request, {}, run),
+    contextLength: model.contextLength,
+  });
   // Endpoints that all rest for what only the operator can mend are no rest a retry waits out.
   restingTimes.set(engine, () =>
     closed || !balancer.allCoolingDown() || balancer.operatorFaults().length > 0
@@ -377,7 +388,7 @@ async function prepareFallbackWithin(
   maxCompletionTokens: number,
   run: FallbackRun,
 ): Promise<PreparedChat> {
-  const prepareAsFallback = preparersAsFallback.get(engine);
+  const prepareAsFallback = preparersAsFallback.get(engine)?.prepare;
   const prepareWithoutFallbacks = (value: ChatRequest) =>
     prepareAsFallback === undefined
       ? engine.prepare(value, { logger: run.logger })
@@ -385,6 +396,33 @@ async function prepareFallbackWithin(
   const prepared = await prepareWithoutFallbacks(request);
   if (prepared.maxCompletionTokens <= maxCompletionTokens) return prepared;
   return prepareWithoutFallbacks({ ...request, maxTokens: maxCompletionTokens });
+}
+
+/**
+ * What `fallback` can cost of `request` (its share of the reservation), where it can tell, from
+ * what stays true until it runs (held to `run.maxCompletionTokens`, as prepareFallbackWithin
+ * holds it): a loaded local model counts the prompt itself (its chat template's tokens included,
+ * far more than the estimate's bound can be) against its loaded context; an upstream model with
+ * a catalogue `context_length` counts the estimate this engine made (as its own prepare will).
+ * Where that context cannot hold the request, the fallback would refuse it: it `refuses`, adding
+ * nothing. `undefined`: it cannot tell (a local model loading, a learned context length).
+ */
+async function boundFallback(
+  fallback: ChatEngine,
+  request: ChatRequest,
+  run: { promptTokens: number; maxCompletionTokens: number },
+): Promise<AlternateBound | undefined> {
+  const measured = await fallback.measurePromptTokens?.(request);
+  const upstream = preparersAsFallback.get(fallback);
+  const promptTokens = measured ?? (upstream === undefined ? undefined : run.promptTokens);
+  const contextLength = measured === undefined ? upstream?.contextLength : fallback.contextLength;
+  if (promptTokens === undefined || contextLength === undefined) return undefined;
+  if (!fitsContext({ contextLength, promptTokens, maxTokens: request.maxTokens })) return { refuses: true };
+  return {
+    refuses: false,
+    ...(measured === undefined ? {} : { promptTokens: measured }),
+    completionTokens: Math.min(run.maxCompletionTokens, request.maxTokens ?? contextLength - promptTokens),
+  };
 }
 
 /**
