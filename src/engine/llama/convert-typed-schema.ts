@@ -163,16 +163,8 @@ function convertObject(
   // No `properties` at all: a map whose values follow `additionalProperties` (any value by default).
   const additional = schema.additionalProperties;
   if (additional === false) {
+    // A count no value can meet, or only pattern-matched names could, is refused there.
     countProperties(conversion, schema, properties, new Set(), at);
-    // Past that (without patterns, no value can match: refused there), only `patternProperties`
-    // allow names, which the grammar does not write (it does not run the client's patterns): the
-    // object is written empty, which such a count forbids (it was, breaking it every time).
-    const minProperties = readBound(conversion, schema, "minProperties", at, false) ?? 0;
-    if (conversion.grammarLimits && minProperties > 0)
-      conversion.refuse(
-        at,
-        `'minProperties' is ${minProperties}, but only 'patternProperties' allow names here, which a local model's grammar does not write (it does not enforce patterns on names). Declare the names in 'properties', or leave 'minProperties' out.`,
-      );
     return { type: "object", properties: {} };
   }
   const minProperties = readBound(conversion, schema, "minProperties", at);
@@ -220,10 +212,31 @@ function countProperties(
   if (minProperties !== undefined && minProperties > names.length && closed) {
     conversion.refuseNoValue(
       at,
-      `'minProperties' is ${minProperties}, but 'additionalProperties' is false and ${names.length === 0 ? "no property is declared" : `only ${names.length} ${names.length === 1 ? "property is" : "properties are"} declared`}, so no value can match.`,
+      `'minProperties' is ${minProperties}, but 'additionalProperties' is false and ${describeDeclared(names.length)}, so no value can match.`,
+    );
+  }
+  // Only `patternProperties` allow other names, which the grammar does not write (it does not run
+  // the client's patterns): the object is written with the declared ones at most, which such a
+  // count forbids (it was, breaking it every time).
+  if (
+    conversion.grammarLimits &&
+    minProperties !== undefined &&
+    minProperties > names.length &&
+    schema.additionalProperties === false &&
+    !closed
+  ) {
+    conversion.refuse(
+      at,
+      `'minProperties' is ${minProperties}, but ${describeDeclared(names.length)} and only 'patternProperties' allow other names, which a local model's grammar does not write (it does not enforce patterns on names). Declare the names in 'properties', or lower 'minProperties'.`,
     );
   }
   return { minimum: closed ? minProperties : undefined, maximum: maxProperties };
+}
+
+/** How many properties `properties` declares, as a refusal says it. */
+function describeDeclared(count: number): string {
+  if (count === 0) return "no property is declared";
+  return `only ${count} ${count === 1 ? "property is" : "properties are"} declared`;
 }
 
 function convertArray(

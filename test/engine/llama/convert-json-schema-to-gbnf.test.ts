@@ -185,11 +185,27 @@ describe("convertJsonSchemaToGbnf", () => {
       minProperties: 1,
     };
     expect(refusal(schema)?.message).toMatch(
-      /at '#': 'minProperties' is 1, but only 'patternProperties' allow names here, which a local model's grammar does not write/,
+      /at '#': 'minProperties' is 1, but no property is declared and only 'patternProperties' allow other names, which a local model's grammar does not write/,
     );
     // An upstream model enforces it its own way; without the count, the empty object is a value.
     expect(convertJsonSchemaToGbnf(schema, { param, grammarLimits: false })).toBeDefined();
     expect(refusal({ ...schema, minProperties: 0 })).toBeUndefined();
+  });
+
+  it("refuses a minProperties above the declared properties that only patternProperties could meet, for a local model (regression: written with the declared ones, breaking it)", () => {
+    const schema = {
+      type: "object",
+      properties: { a: { type: "string" } },
+      patternProperties: { "^x": { type: "integer" } },
+      additionalProperties: false,
+      minProperties: 2,
+    };
+    expect(refusal(schema)?.message).toMatch(
+      /at '#': 'minProperties' is 2, but only 1 property is declared and only 'patternProperties' allow other names/,
+    );
+    expect(convertJsonSchemaToGbnf(schema, { param, grammarLimits: false })).toBeDefined();
+    // The declared ones meet it.
+    expect(refusal({ ...schema, minProperties: 1, required: ["a"] })).toBeUndefined();
   });
 
   it("refuses property counts no value can meet beside properties or additionalProperties: false", () => {
@@ -223,15 +239,6 @@ describe("convertJsonSchemaToGbnf", () => {
     }
     // More properties may be added (not by the grammar, which writes no names of its own).
     expect(refusal({ type: "object", properties, minProperties: 3 })).toBeUndefined();
-    expect(
-      refusal({
-        type: "object",
-        properties,
-        patternProperties: { "^x": {} },
-        additionalProperties: false,
-        minProperties: 3,
-      }),
-    ).toBeUndefined();
   });
 
   it("degrades anyOf, type lists, nullable, allOf and unsupported keywords", () => {
