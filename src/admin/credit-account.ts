@@ -56,8 +56,8 @@ export async function creditAccount(
   if (input.amountNano <= 0n) {
     throw new AdminError("invalid_value", "The amount to credit must be more than 0.", { field: "amount" });
   }
-  // A lone surrogate (half an emoji, cut by a client) is stored as U+FFFD: made well formed first,
-  // the note stored, answered and compared with a retry's is the same.
+  // A lone surrogate (half an emoji, cut by a client; the admin API refuses it) is stored as U+FFFD:
+  // made well formed first, the note stored, answered and compared with a retry's is the same.
   const note = input.note === undefined || input.note === "" ? undefined : input.note.toWellFormed();
   if (note !== undefined && hasMoreCharactersThan(note, MAX_CREDIT_NOTE_LENGTH)) {
     throw new AdminError("invalid_value", `A note has at most ${MAX_CREDIT_NOTE_LENGTH} characters.`, {

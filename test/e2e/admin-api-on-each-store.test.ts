@@ -126,6 +126,40 @@ describe.each(STORES)("the admin API on $store", ({ databaseUrl, skipped }) => {
     },
   );
 
+  it.skipIf(skipped !== undefined)(
+    "refuses a value to store with half of a surrogate pair, naming the field (regression: stored as U+FFFD, a credit's replay)",
+    async () => {
+      const starterId = (await store.getAccountByName("starter"))?.id ?? "";
+      const creditsBefore = (await store.listCredits(starterId)).length;
+      const headers = { "idempotency-key": "surrogate-note" };
+      const note = await admin(
+        "POST",
+        "/admin/accounts/starter/credits",
+        { amount: "1", note: "a\ud800b" },
+        headers,
+      );
+      expectError(note, 400, "invalid_value", "note");
+      expect(note.body.error.message).toMatch(/half of a surrogate pair/);
+      expect(await store.listCredits(starterId)).toHaveLength(creditsBefore);
+      // A whole character is stored as it came.
+      const whole = await admin(
+        "POST",
+        "/admin/accounts/starter/credits",
+        { amount: "1", note: "a\u{1F600}b" },
+        headers,
+      );
+      expect(whole.status, whole.text).toBe(201);
+      expect(whole.body.credit.note).toBe("a\u{1F600}b");
+      expectError(await admin("POST", "/admin/accounts", { name: "a\udfff" }), 400, "invalid_value", "name");
+      expectError(
+        await admin("POST", "/admin/keys", { account: "starter", name: "ci\udbff" }),
+        400,
+        "invalid_value",
+        "name",
+      );
+    },
+  );
+
   it.skipIf(skipped !== undefined)("refuses a value to store with a NUL, naming the field", async () => {
     const keysBefore = (await store.listApiKeys()).length;
     const starterId = (await store.getAccountByName("starter"))?.id ?? "";
@@ -149,21 +183,4 @@ describe.each(STORES)("the admin API on $store", ({ databaseUrl, skipped }) => {
     );
     expect(await store.listApiKeys()).toHaveLength(keysBefore);
   });
-
-  it.skipIf(skipped !== undefined)(
-    "replays a credit whose note has a lone surrogate when retried with the same Idempotency-Key",
-    async () => {
-      const body = { amount: "1", note: "cut emoji \ud83d" };
-      const headers = { "idempotency-key": "lone-surrogate" };
-      const first = await admin("POST", "/admin/accounts/starter/credits", body, headers);
-      expect(first.status, first.text).toBe(201);
-      // As every store keeps it: the half emoji as U+FFFD.
-      expect(first.body.credit.note).toBe("cut emoji \ufffd");
-      const retry = await admin("POST", "/admin/accounts/starter/credits", body, headers);
-      expect(retry.status, retry.text).toBe(201);
-      expect(retry.headers.get("idempotent-replayed")).toBe("true");
-      expect(retry.body.credit).toEqual(first.body.credit);
-      expect(retry.body.account.balance).toBe(first.body.account.balance);
-    },
-  );
 });

@@ -5,18 +5,21 @@ import { describeSuggestion } from "./admin-route-helpers.ts";
 
 /**
  * The admin routes' refusals of input their schemas let through: unknown query parameters, NULs
- * in body fields, a body on a request that takes none.
+ * and halves of surrogate pairs in body fields, a body on a request that takes none.
  */
 
 /** Body fields that name a record to find, not a value to store: one with a NUL finds nothing. */
 const REFERENCE_FIELDS: ReadonlySet<string> = new Set(["account"]);
 
 /**
- * Refuses a NUL character (U+0000) in a body field the route's schema names, other than one
- * that names a record to find ({@link REFERENCE_FIELDS}; finding nothing is the answer there):
- * PostgreSQL cannot store one where SQLite would, so it is refused on both, naming the field.
+ * Refuses what a store cannot keep as it was sent in a body field the route's schema names, other
+ * than one that names a record to find ({@link REFERENCE_FIELDS}; finding nothing is the answer
+ * there), naming the field: a NUL character (U+0000), which PostgreSQL cannot store where SQLite
+ * would, and half of a surrogate pair (a character cut in two), which both store as U+FFFD: a
+ * note changed without a word, and two credits whose notes differ only there taken as one
+ * credit's replay under the same Idempotency-Key.
  */
-export function rejectNulCharacters(body: unknown, schema: unknown): void {
+export function rejectUnstorableCharacters(body: unknown, schema: unknown): void {
   if (typeof body !== "object" || body === null || !isObjectSchema(schema)) return;
   for (const [field, value] of Object.entries(body)) {
     // Unknown fields are the handler's to refuse, by name and with the one meant.
@@ -26,6 +29,13 @@ export function rejectNulCharacters(body: unknown, schema: unknown): void {
       throw new AppError(
         "invalid_value",
         `Invalid '${field}': it holds a NUL character (U+0000), which cannot be stored; remove it.`,
+        { param: field },
+      );
+    }
+    if (texts.some((text) => typeof text === "string" && !text.isWellFormed())) {
+      throw new AppError(
+        "invalid_value",
+        `Invalid '${field}': it must be well-formed Unicode, but holds half of a surrogate pair (a character cut in two), which cannot be stored as it is.`,
         { param: field },
       );
     }

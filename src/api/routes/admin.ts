@@ -5,9 +5,9 @@ import { registerAccountRoutes } from "./admin-account-routes.ts";
 import { registerKeyRoutes } from "./admin-key-routes.ts";
 import { registerKeyUpdateRoute } from "./admin-key-update.ts";
 import {
-  rejectNulCharacters,
   rejectRepeatedQueryParameters,
   rejectUnknownQueryParameters,
+  rejectUnstorableCharacters,
 } from "./admin-request-checks.ts";
 import { registerUsageRoute } from "./admin-usage-routes.ts";
 
@@ -70,7 +70,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
 
     // After the schema's: the same answer on every store to a value no store keeps.
     admin.addHook("preHandler", async (request) => {
-      rejectNulCharacters(request.body, request.routeOptions.schema?.body);
+      rejectUnstorableCharacters(request.body, request.routeOptions.schema?.body);
     });
 
     registerAccountRoutes(admin, options);
