@@ -5,12 +5,18 @@ import type { Usage } from "../engine.ts";
  * upstream reports more (a broken or lying one: a fuzzed upstream reporting 1e300 completion
  * tokens for `max_tokens: 5` drained the whole account, charged as far as the balance paid).
  * `promptTokens`: the model's context length, or a few times the prompt's bytes where it has
- * none. `completionTokens`: what the completion was bounded to; an upstream that generated
- * past it is believed as far as the text that came (at most its UTF-8 bytes).
+ * none. `completionTokens`: what the completion was bounded to. Where that bound went upstream
+ * (`completionSent`: `max_tokens`, the client's or the reserved one), no more: an upstream that
+ * generated past it ignored it, and the client is charged no more than the maximum cost it was
+ * told of (an upstream that streamed 67 MB for `max_tokens: 10` was charged 2.24 against a
+ * reservation of 0.0000048, as far as the balance paid). Where it did not (what the context
+ * leaves after the estimated prompt, which an upstream counting fewer prompt tokens may pass),
+ * the text that came is believed beyond it (at most its UTF-8 bytes).
  */
 export interface UsageBounds {
   promptTokens: number;
   completionTokens: number;
+  completionSent: boolean;
 }
 
 /** Tokens an answer may end with that no text shows (end of turn, end of text). */
@@ -28,7 +34,9 @@ export function boundUsage(
   bounds: UsageBounds,
   producedBytes: number,
 ): { usage: Usage; beyond?: { promptTokens?: number; completionTokens?: number } } {
-  const completionBound = Math.max(bounds.completionTokens, producedBytes + END_TOKENS);
+  const completionBound = bounds.completionSent
+    ? bounds.completionTokens
+    : Math.max(bounds.completionTokens, producedBytes + END_TOKENS);
   const prompt = usage.promptTokens !== undefined && usage.promptTokens > bounds.promptTokens;
   const completion = usage.completionTokens !== undefined && usage.completionTokens > completionBound;
   if (!prompt && !completion) return { usage };

@@ -58,6 +58,11 @@ export interface ChunkMapper {
    * read holds the bounds instead); `undefined` while none was.
    */
   readonly usageBeyondBounds: { promptTokens?: number; completionTokens?: number } | undefined;
+  /**
+   * The most completion tokens the answer is charged, whatever came: the bound sent upstream as
+   * `max_tokens` (see UsageBounds), else `undefined`.
+   */
+  readonly completionCap: number | undefined;
 }
 
 /** Tokens a tool call adds beyond its name and arguments (its markers), as templates render one. */
@@ -168,6 +173,10 @@ class UpstreamChunkMapper implements ChunkMapper {
 
   get logprobsLength(): number {
     return this.#logprobs?.length ?? 0;
+  }
+
+  get completionCap(): number | undefined {
+    return this.#bounds?.completionSent === true ? this.#bounds.completionTokens : undefined;
   }
 
   get calledTools(): boolean {

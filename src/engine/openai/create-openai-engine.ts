@@ -257,19 +257,19 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
           modelId: model.id,
           balancer,
           body,
-          boundsCompletion: upstreamBody.max_tokens !== undefined,
           promptTokens,
           // What the request can have used: a few times the prompt's bytes, and no more than the
           // model's context (a broken upstream reporting a billion prompt tokens for a short
           // prompt was charged the whole context, 128k tokens on a large model); no more
           // completion than it was bounded to (sent upstream as max_tokens, or what the context
-          // leaves), unless more text came (see UsageBounds).
+          // leaves, which more text that came may pass: see UsageBounds).
           usageBounds: {
             promptTokens: Math.min(
               contextLength ?? Number.POSITIVE_INFINITY,
               PROMPT_BYTES_FACTOR * promptTokensAtMost + PROMPT_MARGIN_TOKENS,
             ),
             completionTokens: request.maxTokens ?? completionRoom,
+            completionSent: upstreamBody.max_tokens !== undefined,
           },
           logprobs: request.logprobs !== undefined,
           settings,

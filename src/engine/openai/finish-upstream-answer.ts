@@ -7,18 +7,20 @@ import type { AttemptContext } from "./upstream-attempt.ts";
 
 /**
  * The `finish` part of an answer the mapper read: what it still holds flushed into `parts` first.
- * `abortReason`: the client left before the answer's end.
+ * `cut`: the client left before the answer's end (`abort`), or Tollgate ended it where it went
+ * past the `max_tokens` sent upstream (`length`, as an upstream that honoured it ends).
  */
 export function finishAnswer(
   mapper: ChunkMapper,
   parts: StreamPart[],
   promptTokens: number,
-  abortReason?: "abort",
+  cut?: "abort" | "length",
 ): StreamPart {
   mapper.flush(parts);
-  // An answer the client left before its end is incomplete; any other that reaches here ended.
-  const usage = usageSoFar(mapper, promptTokens, abortReason === undefined);
-  if (abortReason !== undefined) return { type: "finish", reason: "stop", rawReason: abortReason, usage };
+  // An answer cut before its end is incomplete; any other that reaches here ended.
+  const usage = usageSoFar(mapper, promptTokens, cut === undefined);
+  if (cut === "abort") return { type: "finish", reason: "stop", rawReason: cut, usage };
+  if (cut === "length") return { type: "finish", reason: "length", rawReason: cut, usage };
   return {
     type: "finish",
     reason: mapFinishReason(mapper.rawFinishReason, { calledTools: mapper.calledTools }),
@@ -91,8 +93,17 @@ export function usageSoFar(mapper: ChunkMapper, promptTokens: number, ended: boo
     reportedCompletion === undefined || (!final && producedTokens > reportedCompletion)
       ? producedTokens
       : reportedCompletion;
-  const usage: Usage = { promptTokens: reportedPrompt ?? promptTokens, completionTokens };
-  if (reportedPrompt === undefined || completionTokens !== reportedCompletion || reported?.estimated === true)
+  // No more than the bound sent upstream: what came past it, the upstream generated ignoring it.
+  const cap = mapper.completionCap;
+  const usage: Usage = {
+    promptTokens: reportedPrompt ?? promptTokens,
+    completionTokens: cap === undefined ? completionTokens : Math.min(cap, completionTokens),
+  };
+  if (
+    reportedPrompt === undefined ||
+    usage.completionTokens !== reportedCompletion ||
+    reported?.estimated === true
+  )
     usage.estimated = true;
   return usage;
 }

@@ -27,6 +27,14 @@ import {
 import { createEndpointFailure, createFinalFailure, type UpstreamFailure } from "./upstream-failure.ts";
 
 /**
+ * The most UTF-8 bytes one token spells in the vocabularies upstreams use (their longest tokens
+ * are runs of spaces or symbols, well under this): an answer with more bytes than this many per
+ * token of its `max_tokens` holds more tokens than that in any of them.
+ */
+const MAX_TOKEN_BYTES = 128;
+/** Room beyond that for what no token spells (an end, markers). */
+const PAST_BOUND_SLACK_BYTES = 1024;
+/**
  * What one attempt leaves out that its endpoint otherwise takes: `stream_options`, and
  * `max_tokens` (the bound then goes as `max_completion_tokens`). An attempt after a 400 that
  * named the field tries without it; only its success tells that the endpoint refuses it.
@@ -76,7 +84,11 @@ export function startUpstreamAttempt(
   endpoint.unsent.add(requeue);
   const sentStreamOptions = endpoint.takesStreamOptions && !leaveOut.streamOptions;
   const takesMaxTokens = endpoint.takesMaxTokens && !leaveOut.maxTokens;
-  const sentMaxTokens = context.boundsCompletion && takesMaxTokens;
+  const sentMaxTokens = context.usageBounds.completionSent && takesMaxTokens;
+  /** Past this many bytes of output, the upstream surely ignored the `max_tokens` it was sent. */
+  const pastBoundBytes = context.usageBounds.completionSent
+    ? context.usageBounds.completionTokens * MAX_TOKEN_BYTES + PAST_BOUND_SLACK_BYTES
+    : Number.POSITIVE_INFINITY;
   call = startUpstreamCall({
     pool: endpoint.pool,
     path: endpoint.path,
@@ -251,6 +263,24 @@ export function startUpstreamAttempt(
   };
 
   /**
+   * Ends an answer whose upstream went on past the `max_tokens` it was sent, as one that honoured
+   * it ends (`length`), charged no more than it (see UsageBounds); the rest is not read. An
+   * upstream that ignored the bound streamed 67 MB for `max_tokens: 10`, passed on to the client
+   * up to the 32 MiB cap.
+   */
+  const endPastBound = (parts: StreamPart[]): AttemptBatch => {
+    context.logger.warn(
+      { model: modelId, endpoint: endpoint.label, maxTokens: context.usageBounds.completionTokens },
+      "the upstream went on past the max_tokens it was sent; its answer was ended there",
+    );
+    parts.push(finishAnswer(mapper, parts, context.promptTokens, "length"));
+    reportSuccess();
+    finishUp("ok");
+    current.abort(new AttemptStopped("past max_tokens"));
+    return { kind: "parts", parts, last: true };
+  };
+
+  /**
    * A fault in Tollgate's own code while reading the answer: a 500, logged with its stack, not
    * retried and not held against the endpoint, which did nothing wrong as far as anyone knows.
    */
@@ -364,6 +394,7 @@ export function startUpstreamAttempt(
           }
           // Nothing after an answer too long is read: the connection goes, the next read throws.
           if (reader.outgrown()) current.abort(new AttemptStopped("answer too long"));
+          else if (mapper.producedBytes > pastBoundBytes) return endPastBound(parts);
           if (mapper.rawFinishReason !== undefined) watch.shortenIdle(FINISH_GRACE_MS);
           if (parts.length > 0 && reader.streamError === undefined) {
             produced = true;

@@ -18,11 +18,12 @@ export interface AttemptContext {
    * {@link UpstreamEndpoint}). The same text on every attempt to endpoints that take the same.
    */
   body: (takes: { streamOptions: boolean; maxTokens: boolean }) => string;
-  /** Whether the body bounds the completion (as `max_tokens` where the endpoint takes it). */
-  boundsCompletion: boolean;
   /** The estimated prompt tokens, used where the upstream reports none. */
   promptTokens: number;
-  /** The most tokens this request can have used upstream (see bound-usage.ts). */
+  /**
+   * The most tokens this request can have used upstream (see bound-usage.ts), and whether the
+   * body bounds the completion (`completionSent`: as `max_tokens` where the endpoint takes it).
+   */
   usageBounds: UsageBounds;
   /** Whether the request asked for log probabilities, which are then read from the answer. */
   logprobs?: boolean;

@@ -402,7 +402,10 @@ describe("upstream engine: failures after the first part", () => {
       const event = `data: ${JSON.stringify(chunk({ content: "x".repeat(1024 * 1024) }))}\n\n`;
       writtenMiB = writeUntilClosed(response, event, 2 * limitMiB);
     });
-    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+    // A context that bounds nothing: no max_tokens goes upstream, whose answer is ended past it.
+    const engine = createTestEngine({
+      model: upstreamModel([upstream.baseUrl], { contextLength: 1_000_000_000 }),
+    });
     const parts = await collectParts(engine);
     expect(textOf(parts).length).toBeGreaterThan(MAX_ANSWER_LENGTH);
     expect(expectErrorPart(parts, `an answer longer than ${limitMiB} MiB`).usage).toMatchObject({

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
 import type { ChatEngine, StreamPart, Usage } from "../../../src/engine/engine.ts";
+import { estimatePromptTokens } from "../../../src/engine/openai/estimate-prompt-tokens.ts";
 import { AppError } from "../../../src/errors/app-error.ts";
 import {
   chatRequest,
@@ -379,19 +380,26 @@ describe("an upstream that reports more tokens than the request can have used", 
       writeEvents(response, textEvents(["Hi"], { usage: undefined }).concat([usageChunk(9, 1e300)])),
     );
     const usage = lastUsage(await collectParts(engine, chatRequest({ maxTokens: 5 })));
-    // Two bytes came: the bound is what was asked for, or the text's bytes and an end (it was
-    // three tokens a character: ASCII a lying upstream counted high was charged three times over).
-    expect(usage).toEqual({ promptTokens: 9, completionTokens: 2 + 16, estimated: true });
+    expect(usage).toEqual({ promptTokens: 9, completionTokens: 5, estimated: true });
     expect(warnings.map((line) => line.message)).toContain(
       "the upstream reported more tokens than the request can have used; charged at the bound",
     );
   });
 
-  it("is charged at most the bytes of multi-byte text that came, and an end", async () => {
-    const { engine } = await engineWithLog((_request, response) =>
-      writeEvents(response, textEvents(["日本", "語"], { usage: undefined }).concat([usageChunk(9, 1e300)])),
+  it("is charged, past what the context leaves (no bound went upstream), at most the bytes of the text that came, and an end", async () => {
+    // A context that leaves 2 tokens after the estimated prompt: no max_tokens is sent, and an
+    // upstream that counts the prompt lower than the estimate may generate more (it was three
+    // tokens a character: ASCII a lying upstream counted high was charged three times over).
+    const contextLength = estimatePromptTokens(chatRequest()) + 2;
+    const { engine } = await engineWithLog(
+      (_request, response) =>
+        writeEvents(
+          response,
+          textEvents(["日本", "語"], { usage: undefined }).concat([usageChunk(9, 1e300)]),
+        ),
+      contextLength,
     );
-    const usage = lastUsage(await collectParts(engine, chatRequest({ maxTokens: 5 })));
+    const usage = lastUsage(await collectParts(engine, chatRequest()));
     expect(usage).toEqual({ promptTokens: 9, completionTokens: 9 + 16, estimated: true });
   });
 
@@ -417,14 +425,84 @@ describe("an upstream that reports more tokens than the request can have used", 
     expect(usage).toEqual({ promptTokens: bytesBound, completionTokens: 1, estimated: true });
   });
 
-  it("is believed for text past max_tokens that it did send (an upstream that ignores the bound)", async () => {
-    const { engine, warnings } = await engineWithLog((_request, response) =>
+  it("is charged no more than the max_tokens it was sent for text past it (regression: believed, past the maximum cost reserved)", async () => {
+    const { engine } = await engineWithLog((_request, response) =>
       writeEvents(response, [...words((event) => event), chunk({}, "stop"), usageChunk(10, 200)]),
     );
     expect(lastUsage(await collectParts(engine, chatRequest({ maxTokens: 5 })))).toEqual({
       promptTokens: 10,
-      completionTokens: 200,
+      completionTokens: 5,
+      estimated: true,
     });
-    expect(warnings).toEqual([]);
+  });
+
+  it("is charged no more than the max_tokens it was sent when it reports no usage", async () => {
+    const { engine } = await engineWithLog((_request, response) =>
+      writeEvents(response, [...words((event) => event), chunk({}, "stop")]),
+    );
+    expect(lastUsage(await collectParts(engine, chatRequest({ maxTokens: 5 })))).toMatchObject({
+      completionTokens: 5,
+      estimated: true,
+    });
+  });
+});
+
+describe("an upstream that goes on past the max_tokens it was sent", () => {
+  it("has its answer ended there, as length, and charged at max_tokens (regression: 67 MB passed on for max_tokens 10)", async () => {
+    let written = 0;
+    let closed = false;
+    const upstream = await startTestMock(async (_request, response) => {
+      response.on("close", () => {
+        closed = true;
+      });
+      response.writeHead(200, { "content-type": "text/event-stream" });
+      // 200 characters a chunk, up to 2 MB, unless the connection goes first.
+      for (; written < 10_000 && !closed; written++) {
+        const event = chunk({ content: "x".repeat(199) + " " });
+        if (!response.write(`data: ${JSON.stringify(event)}\n\n`))
+          await new Promise((resolve) => setTimeout(resolve, 1));
+      }
+      if (!closed) response.end("data: [DONE]\n\n");
+    });
+    const warnings: string[] = [];
+    const engine = createTestEngine({
+      model: upstreamModel([upstream.baseUrl]),
+      logger: {
+        info: () => {},
+        warn: (_fields: object, message?: string) => void warnings.push(message ?? ""),
+        error: () => {},
+      },
+    });
+    const parts = await collectParts(engine, chatRequest({ maxTokens: 10 }));
+    expect(parts.at(-1)).toMatchObject({
+      type: "finish",
+      reason: "length",
+      usage: { completionTokens: 10, estimated: true },
+    });
+    // Cut once more bytes came than 10 tokens of any vocabulary spell, at the end of the read
+    // that brought them (at most what a socket read holds beyond): not 2 MB.
+    expect(textOf(parts).length).toBeGreaterThan(10 * 128);
+    expect(textOf(parts).length).toBeLessThan(10 * 128 + 1024 + 256 * 1024);
+    expect(warnings).toContain(
+      "the upstream went on past the max_tokens it was sent; its answer was ended there",
+    );
+    await expect.poll(() => closed).toBe(true);
+    expect(written).toBeLessThan(10_000);
+  });
+
+  it("is not cut where no bound went upstream: what the context leaves is no bound it was sent", async () => {
+    const upstream = await startTestMock((_request, response) =>
+      writeEvents(
+        response,
+        textEvents(
+          Array.from({ length: 40 }, () => "y".repeat(100)),
+          { usage: [10, 40] },
+        ),
+      ),
+    );
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl], { contextLength: 100_000 }) });
+    const parts = await collectParts(engine, chatRequest());
+    expect(textOf(parts)).toBe("y".repeat(4000));
+    expect(parts.at(-1)).toMatchObject({ type: "finish", reason: "stop", usage: { completionTokens: 40 } });
   });
 });
