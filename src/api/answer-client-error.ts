@@ -184,3 +184,25 @@ export function boundUnreadBody(request: IncomingMessage, remainingMs: number, s
   request.once("end", clear);
   socket.once("close", clear);
 }
+
+/**
+ * Closes the connection of a request answered before its body came (a 413) the way RFC 9112
+ * (section 9.6) asks of a server that closes after an answer: its half first, then, once the rest
+ * of the body came (or {@link boundUnreadBody} gave up on it), the whole. Node's close after an
+ * answer to a client that asked for one (`Connection: close`, HTTP/1.0) destroyed the socket
+ * with the body still coming, and the reset that the rest of it met lost the client its 413
+ * (Python's http.client: BrokenPipeError, every time).
+ */
+export function closeAfterUnreadBody(request: IncomingMessage): void {
+  if (request.complete) return;
+  const socket = request.socket;
+  const destroySoon = socket.destroySoon;
+  // What Node calls once the answer is out, where the connection does not stay open.
+  socket.destroySoon = () => {
+    if (request.complete) return destroySoon.call(socket);
+    socket.end();
+  };
+  request.once("end", () => {
+    if (socket.writableEnded) socket.destroy();
+  });
+}

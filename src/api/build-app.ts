@@ -16,6 +16,7 @@ import { getModelStatus, type ModelRegistry } from "../models/model-registry.ts"
 import {
   answerClientError,
   boundUnreadBody,
+  closeAfterUnreadBody,
   refuseConnect,
   refusedByClientError,
 } from "./answer-client-error.ts";
@@ -292,7 +293,14 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
     // A body never asked for (`Expect: 100-continue`, refused before the 100) is not waited for:
     // the connection ends with the answer (see sendContinue).
     if (awaitsContinue(request.raw)) reply.header("connection", "close");
-    else if (appError.code === "request_too_large") reply.removeHeader("connection");
+    else if (appError.code === "request_too_large") {
+      // A client that asked for the connection to close: closed once the body came, not under it.
+      if (reply.raw.shouldKeepAlive) reply.removeHeader("connection");
+      else {
+        reply.header("connection", "close");
+        closeAfterUnreadBody(request.raw);
+      }
+    }
     // Draining: no next request on this connection, whatever failed (a request cut while it
     // waited for its model, refused before it began).
     else if (inFlight.closing) reply.header("connection", "close");

@@ -361,6 +361,49 @@ describe("a body over the limit (body_limit 1024 bytes)", () => {
     expect(next).toMatch(/\{"status":"ok"\}$/);
   });
 
+  it.each([
+    ["Connection: close", "HTTP/1.1", "Connection: close\r\n"],
+    ["HTTP/1.0", "HTTP/1.0", ""],
+  ])(
+    "is answered 413 to a client that asked for the connection to close (%s), closed once the body came, not under it (regression: reset)",
+    async (_name, version, connection) => {
+      // Half-open, as a socket in Python or C is: the server's FIN does not stop its writes.
+      const socket = connect({ port: smallPort, host: "127.0.0.1", allowHalfOpen: true });
+      let text = "";
+      const errors: Error[] = [];
+      socket.setEncoding("utf8");
+      socket.on("data", (data: string) => {
+        text += data;
+      });
+      socket.on("error", (error) => errors.push(error));
+      let ended = false;
+      socket.on("end", () => {
+        ended = true;
+      });
+      const closed = new Promise((resolve) => socket.on("close", resolve));
+      const size = 1_000_000;
+      socket.write(
+        `POST /v1/chat/completions ${version}\r\nHost: x\r\nAuthorization: Bearer good\r\nContent-Type: application/json\r\n${connection}Content-Length: ${size}\r\n\r\n`,
+      );
+      for (let waited = 0; !/\r\n\r\n\{.*\}$/s.test(text); waited += 5) {
+        if (waited > 5_000) throw new Error(`no answer: ${text}`);
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+      // The server closed its half after the answer; the rest of the body is still taken.
+      await expect.poll(() => ended).toBe(true);
+      await new Promise<void>((resolve, reject) =>
+        socket.write("x".repeat(size), (error) => (error ? reject(error) : resolve())),
+      );
+      socket.end();
+      await closed;
+      expect(errors).toEqual([]);
+      const response = parseResponse(text);
+      expect(response.status).toBe(413);
+      expect(response.headers.connection).toBe("close");
+      expect(response.body).toMatchObject({ error: { code: "request_too_large" } });
+    },
+  );
+
   const head = (length: number) =>
     `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer good\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: ${length}\r\n\r\n`;
 
