@@ -458,7 +458,7 @@ describe("an upstream that goes on past the max_tokens it was sent", () => {
       response.writeHead(200, { "content-type": "text/event-stream" });
       // 200 characters a chunk, up to 2 MB, unless the connection goes first.
       for (; written < 10_000 && !closed; written++) {
-        const event = chunk({ content: "x".repeat(199) + " " });
+        const event = chunk({ content: `${"x".repeat(199)} ` });
         if (!response.write(`data: ${JSON.stringify(event)}\n\n`))
           await new Promise((resolve) => setTimeout(resolve, 1));
       }
