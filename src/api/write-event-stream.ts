@@ -116,35 +116,46 @@ export function closeWhenStalled(
 
 /**
  * Watches what `response`'s client takes of the bytes queued for it, from when the response has
- * its connection (a pipelined one waits for the response before it): checked once every
- * `stallTimeoutMs`, a client that took none of them since the last check is disconnected (its
- * connection destroyed); any byte taken starts the period again. What the client has read shows
- * in the bytes the socket still holds, as Node's own socket timeout reads them. Call `stop` once
- * nothing waits for the client any more.
+ * its connection (a pipelined one waits for the response before it): a client that took none of
+ * them for `stallTimeoutMs` is disconnected (its connection destroyed); any byte taken starts the
+ * time again. What the client has read shows in the bytes the socket still holds, as Node's own
+ * socket timeout reads them, looked at {@link CHECKS_PER_STALL} times a period: the time counts
+ * from the last look that saw them change, so the cut comes a quarter of a period at most after
+ * the stall's end. (Looked at once a period, the first look came as a write was refused, while the
+ * kernel still took bytes: the next saw a change, and a client that read nothing was cut after
+ * two periods, two minutes.) Call `stop` once nothing waits for the client any more.
  */
 function watchClientReads(response: ServerResponse, stallTimeoutMs: number): { stop(): void } {
-  let stalled: NodeJS.Timeout | undefined;
+  let timer: NodeJS.Timeout | undefined;
   let unsent = -1;
+  let changedAt = 0;
+  const period = stallTimeoutMs / CHECKS_PER_STALL;
   const check = () => {
     const connection = response.socket;
     if (connection === null) return;
     const queued = unsentBytes(connection);
+    const now = performance.now();
     if (queued !== unsent) {
       unsent = queued;
-      stalled = setTimeout(check, stallTimeoutMs);
+      changedAt = now;
+    } else if (now - changedAt >= stallTimeoutMs) {
+      connection.destroy();
       return;
     }
-    connection.destroy();
+    timer = setTimeout(check, Math.min(period, changedAt + stallTimeoutMs - now));
   };
   if (response.socket !== null) check();
   else response.once("socket", check);
   return {
     stop() {
-      clearTimeout(stalled);
+      clearTimeout(timer);
       response.off("socket", check);
     },
   };
 }
+
+/** How many times a stall's period {@link watchClientReads} looks at what its client took. */
+const CHECKS_PER_STALL = 4;
 
 /** The bytes `socket` has not handed to the kernel yet. */
 export function unsentBytes(socket: Socket): number {

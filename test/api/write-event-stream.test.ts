@@ -1,9 +1,14 @@
-import { once } from "node:events";
+import { EventEmitter, once } from "node:events";
 import { createServer, get, type Server, type ServerResponse } from "node:http";
 import { type AddressInfo, connect } from "node:net";
 import { Readable } from "node:stream";
-import { afterEach, describe, expect, it } from "vitest";
-import { closeWhenStalled, endEventStream, writeToClient } from "../../src/api/write-event-stream.ts";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import {
+  closeIfLeftUnread,
+  closeWhenStalled,
+  endEventStream,
+  writeToClient,
+} from "../../src/api/write-event-stream.ts";
 
 const servers: Server[] = [];
 
@@ -280,5 +285,55 @@ describe("closeWhenStalled", () => {
     const received = await readSlowly(url, 5);
     await closed();
     expect(received).toBe(6 * 1024 * 1024);
+  });
+});
+
+describe("the stall of a client that reads nothing", () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  /** An ended response whose socket holds `unsent()` bytes not yet handed to the kernel. */
+  function unreadResponse(unsent: () => number) {
+    let destroyed = false;
+    const socket = {
+      get writableLength() {
+        return unsent();
+      },
+      destroy() {
+        destroyed = true;
+      },
+    };
+    const response = Object.assign(new EventEmitter(), { writableFinished: false, destroyed: false, socket });
+    return { response: response as unknown as ServerResponse, destroyed: () => destroyed };
+  }
+
+  it("counts from the last time the kernel took bytes, not from the first look (regression: cut after two stall periods)", () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "performance"] });
+    // As a write is refused the kernel still takes bytes for a moment: 1,000 unsent at the first
+    // look, 500 a few milliseconds later, and then none taken, ever.
+    let unsent = 1000;
+    const { response, destroyed } = unreadResponse(() => unsent);
+    closeIfLeftUnread(response, 60_000);
+    vi.advanceTimersByTime(5);
+    unsent = 500;
+    vi.advanceTimersByTime(59_000);
+    expect(destroyed()).toBe(false);
+    // A quarter of a stall at most past the minute since the last bytes were taken: it was cut
+    // only at the second minute's look.
+    vi.advanceTimersByTime(16_000);
+    expect(destroyed()).toBe(true);
+  });
+
+  it("starts the time again whenever the client takes bytes", () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "performance"] });
+    let unsent = 1000;
+    const { response, destroyed } = unreadResponse(() => unsent);
+    closeIfLeftUnread(response, 60_000);
+    for (let minute = 0; minute < 5; minute++) {
+      vi.advanceTimersByTime(50_000);
+      unsent -= 100;
+    }
+    expect(destroyed()).toBe(false);
   });
 });
