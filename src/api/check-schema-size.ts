@@ -104,7 +104,7 @@ export function checkSchemaSize(schema: unknown, param: string, request?: Reques
     if (size > 0 && depth >= MAX_SCHEMA_NESTING) {
       throw new AppError(
         "invalid_value",
-        `Invalid value for '${param}': nested deeper than ${MAX_SCHEMA_NESTING} levels.`,
+        `Invalid value for '${param}': its JSON nests deeper than ${MAX_SCHEMA_NESTING} levels of objects and arrays (a property nested in another takes two: its 'properties' and itself).`,
         { param },
       );
     }

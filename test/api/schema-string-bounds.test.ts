@@ -63,6 +63,23 @@ describe("schema string bounds over HTTP", () => {
     ).toBe(200);
   });
 
+  it("refuses a schema whose JSON nests deeper than 64 levels, for any model, saying what a level is", async () => {
+    // 31 objects nested in each other's properties: 62 levels; 32 of them: 64, and a leaf past it.
+    const nested = (levels: number): Record<string, unknown> =>
+      levels === 0 ? { type: "string" } : { type: "object", properties: { a: nested(levels - 1) } };
+    const deep = await post({ model: "no-such-model", ...format(nested(32)) });
+    expect(deep.status).toBe(400);
+    expect(deep.body.error).toMatchObject({
+      code: "invalid_value",
+      param: "response_format.json_schema.schema",
+    });
+    expect(deep.body.error?.message).toBe(
+      "Invalid value for 'response_format.json_schema.schema': its JSON nests deeper than 64 levels of objects and arrays (a property nested in another takes two: its 'properties' and itself).",
+    );
+    const within = await post({ model: "no-such-model", ...format(nested(31)) });
+    expect(within.body.error).toMatchObject({ code: "model_not_found" });
+  });
+
   it("takes a schema within the bounds on a local model", async () => {
     const response = await post(
       format({ type: "object", properties: { a: { enum: ["x".repeat(119_000)] } } }),
