@@ -162,6 +162,7 @@ export class ChatService {
     const prepareOptions = {
       mayServe: (modelId: string) => isModelAllowedForKey(key, modelId),
       signal,
+      tenant: key.accountId,
       ...(input.logger === undefined ? {} : { logger: input.logger }),
     };
     try {

@@ -329,6 +329,11 @@ export interface PrepareOptions {
   logger?: EngineLogger;
   /** The request's: a client that leaves while the model still loads stops waiting for it. */
   signal?: AbortSignal;
+  /**
+   * The account the request spends from (as RunOptions.tenant): the places of requests waiting
+   * for a model to load are shared between accounts as its queue's are.
+   */
+  tenant?: string | undefined;
 }
 
 /** An engine that serves one catalogue chat model. */

@@ -130,6 +130,37 @@ describe("llama engine: a model URI downloaded on first use", () => {
     expect(engine.status()).toBe("available");
   });
 
+  it("shares the places of requests waiting for the download between accounts (regression: one account's burst kept the others out)", async () => {
+    let open: () => void = () => {};
+    server.files.set("/models/shared.gguf", {
+      bytes: model.bytes,
+      gate: new Promise<void>((resolve) => {
+        open = resolve;
+      }),
+    });
+    const engine = createEngine(`${server.baseUrl}/models/shared.gguf`, createRecordingLogger().logger);
+    await vi.waitFor(() =>
+      expect(server.requests.some((seen) => seen.path === "/models/shared.gguf")).toBe(true),
+    );
+    const outcome = (prepared: Promise<unknown>) =>
+      prepared.then(
+        () => "prepared",
+        (error: unknown) => (error instanceof AppError ? error.code : String(error)),
+      );
+    // parallel 1 + max_queue 4: one account's burst takes all five places.
+    const burst = Array.from({ length: 5 }, () => outcome(engine.prepare(request, { tenant: "batch" })));
+    const other = outcome(engine.prepare(request, { tenant: "interactive" }));
+    open();
+    expect(await other).toBe("prepared");
+    expect(await Promise.all(burst)).toEqual([
+      "prepared",
+      "prepared",
+      "prepared",
+      "prepared",
+      "model_overloaded",
+    ]);
+  });
+
   it("is unavailable, with a 503 that says to retry and a log line that says how to fix it, when the host cannot be reached", async () => {
     const closed = await startModelFileServer();
     await closed.close();

@@ -188,8 +188,8 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
     capacity: config.parallel + config.maxQueue,
     loading: () => loading,
   });
-  const waitForModel = async (signal: AbortSignal | undefined) => {
-    if (state.status === "loading") await loadWaiters.wait(signal);
+  const waitForModel = async (signal: AbortSignal | undefined, tenant: string | undefined) => {
+    if (state.status === "loading") await loadWaiters.wait(signal, tenant);
     await loading;
     const current = state;
     if (closed) {
@@ -278,7 +278,7 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
       if (refusal !== undefined) throw refusal;
       preparing++;
       try {
-        const loaded = await waitForModel(prepareOptions?.signal);
+        const loaded = await waitForModel(prepareOptions?.signal, prepareOptions?.tenant);
         return await prepareLoaded(request, loaded, prepareOptions?.logger ?? logger);
       } finally {
         preparing--;

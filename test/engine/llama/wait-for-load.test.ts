@@ -33,3 +33,26 @@ describe("a request beyond those waiting for a model to load", () => {
     expect((await refusalAfter(3)).message).toContain("and 3 requests already wait for it.");
   });
 });
+
+describe("the places of requests waiting for a model to load", () => {
+  it("are shared between accounts: a full wait makes room for one waiting with fewer (regression: one burst kept every other account out)", async () => {
+    const load = Promise.withResolvers<void>();
+    const waiters = createLoadWaiters({ modelId: "tiny", capacity: 3, loading: () => load.promise });
+    const outcome = (waited: Promise<void>) =>
+      waited.then(
+        () => "served",
+        (error: unknown) => (error instanceof AppError ? error.code : String(error)),
+      );
+    const burst = [1, 2, 3].map(() => outcome(waiters.wait(undefined, "batch")));
+    // The burst's own next request, and another account's: the latter takes the burst's latest place.
+    const burstMore = outcome(waiters.wait(undefined, "batch"));
+    const other = outcome(waiters.wait(undefined, "interactive"));
+    // Now two of the burst and one of the other wait: loads that differ by one stay as they are.
+    const otherMore = outcome(waiters.wait(undefined, "interactive"));
+    load.resolve();
+    expect(await Promise.all(burst)).toEqual(["served", "served", "model_overloaded"]);
+    expect(await burstMore).toBe("model_overloaded");
+    expect(await other).toBe("served");
+    expect(await otherMore).toBe("model_overloaded");
+  });
+});
