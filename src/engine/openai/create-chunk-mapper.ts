@@ -49,6 +49,11 @@ export interface ChunkMapper {
   /** The UTF-8 bytes of what {@link producedLength} counts: no text has more tokens than bytes. */
   readonly producedBytes: number;
   /**
+   * The UTF-8 bytes of the reasoning among {@link producedBytes}: some upstreams do not count it
+   * within `max_tokens` (DeepSeek's reasoner bounds only the answer after it).
+   */
+  readonly reasoningBytes: number;
+  /**
    * About the characters of the log probabilities passed on so far (see read-logprobs.ts), for
    * the caller to bound with the answer; 0 unless the request asked for them.
    */
@@ -60,7 +65,7 @@ export interface ChunkMapper {
   readonly usageBeyondBounds: { promptTokens?: number; completionTokens?: number } | undefined;
   /**
    * The most completion tokens the answer is charged, whatever came: the bound sent upstream as
-   * `max_tokens` (see UsageBounds), else `undefined`.
+   * `max_tokens` (see UsageBounds) and the reasoning's bytes, else `undefined`.
    */
   readonly completionCap: number | undefined;
 }
@@ -148,6 +153,7 @@ class UpstreamChunkMapper implements ChunkMapper {
   reportedUsage: Usage | undefined;
   producedLength = 0;
   producedBytes = 0;
+  reasoningBytes = 0;
   /** Where the request asked for log probabilities: what takes them to the parts. */
   readonly #logprobs: LogprobsCarrier | undefined;
   /** Reasoning came since the last chunk's log probabilities were read. */
@@ -176,7 +182,9 @@ class UpstreamChunkMapper implements ChunkMapper {
   }
 
   get completionCap(): number | undefined {
-    return this.#bounds?.completionSent === true ? this.#bounds.completionTokens : undefined;
+    return this.#bounds?.completionSent === true
+      ? this.#bounds.completionTokens + this.reasoningBytes
+      : undefined;
   }
 
   get calledTools(): boolean {
@@ -202,7 +210,12 @@ class UpstreamChunkMapper implements ChunkMapper {
     if (usage !== undefined) {
       const merged = mergeUsage(this.reportedUsage, usage);
       const bounded =
-        this.#bounds === undefined ? undefined : boundUsage(merged, this.#bounds, this.producedBytes);
+        this.#bounds === undefined
+          ? undefined
+          : boundUsage(merged, this.#bounds, {
+              bytes: this.producedBytes,
+              reasoningBytes: this.reasoningBytes,
+            });
       if (bounded?.beyond !== undefined) this.usageBeyondBounds = bounded.beyond;
       this.reportedUsage = bounded?.usage ?? merged;
       this.#producedAtReport = this.producedLength;
@@ -253,6 +266,7 @@ class UpstreamChunkMapper implements ChunkMapper {
     this.#reasoned = true;
     this.#reasoning.push(text);
     this.#produced(text);
+    this.reasoningBytes += Buffer.byteLength(text, "utf8");
   };
 
   /** Counts `text` as produced, in characters and in bytes. */

@@ -394,7 +394,8 @@ export function startUpstreamAttempt(
           }
           // Nothing after an answer too long is read: the connection goes, the next read throws.
           if (reader.outgrown()) current.abort(new AttemptStopped("answer too long"));
-          else if (mapper.producedBytes > pastBoundBytes) return endPastBound(parts);
+          // Reasoning is not counted: some upstreams generate it beyond max_tokens.
+          else if (mapper.producedBytes - mapper.reasoningBytes > pastBoundBytes) return endPastBound(parts);
           if (mapper.rawFinishReason !== undefined) watch.shortenIdle(FINISH_GRACE_MS);
           if (parts.length > 0 && reader.streamError === undefined) {
             produced = true;

@@ -490,6 +490,28 @@ describe("an upstream that goes on past the max_tokens it was sent", () => {
     expect(written).toBeLessThan(10_000);
   });
 
+  it("is not cut nor charged less for reasoning, which some upstreams generate beyond max_tokens", async () => {
+    // DeepSeek's reasoner bounds only the answer after its reasoning: 2,600 tokens of reasoning
+    // (13 KB), an answer of one token within max_tokens 5, counted together.
+    const reasoning = Array.from({ length: 13 }, () => chunk({ reasoning_content: `${"r".repeat(999)} ` }));
+    const upstream = await startTestMock((_request, response) =>
+      writeEvents(response, [
+        ...reasoning,
+        chunk({ content: "Hi" }),
+        chunk({}, "stop"),
+        usageChunk(10, 2601),
+      ]),
+    );
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+    const parts = await collectParts(engine, chatRequest({ maxTokens: 5 }));
+    expect(textOf(parts)).toBe("Hi");
+    expect(parts.at(-1)).toMatchObject({
+      type: "finish",
+      reason: "stop",
+      usage: { promptTokens: 10, completionTokens: 2601 },
+    });
+  });
+
   it("is not cut where no bound went upstream: what the context leaves is no bound it was sent", async () => {
     const upstream = await startTestMock((_request, response) =>
       writeEvents(
