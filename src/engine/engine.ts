@@ -229,10 +229,6 @@ export type PartBatch = readonly StreamPart[];
 export type ModelStatus = "available" | "loading" | "unavailable";
 
 /**
- * A request that an engine has accepted and measured but not yet run. Preparing happens
- * before billing (the prompt size prices the reservation); running waits in the model's queue.
- */
-/**
  * What a fallback can use of a request, as its share of the reservation is priced: `refuses`
  * when its context cannot hold the request (it would refuse it: it adds nothing to the maximum
  * cost), else the most completion tokens it may generate (what its context leaves after the
@@ -243,6 +239,10 @@ export type AlternateBound =
   | { refuses: true }
   | { refuses: false; promptTokens?: number; completionTokens: number };
 
+/**
+ * A request that an engine has accepted and measured but not yet run. Preparing happens
+ * before billing (the prompt size prices the reservation); running waits in the model's queue.
+ */
 export interface PreparedChat {
   /** Prompt tokens: exact for local models, an estimate where the engine cannot count. */
   promptTokens: number;
