@@ -10,9 +10,9 @@ import type { Usage } from "../engine.ts";
  * (some upstreams generate it beyond the bound): an upstream that generated past it ignored it,
  * and the client is charged no more than the maximum cost it was told of (an upstream that
  * streamed 67 MB for `max_tokens: 10` was charged 2.24 against a reservation of 0.0000048, as far
- * as the balance paid). Where it did not (what the context
- * leaves after the estimated prompt, which an upstream counting fewer prompt tokens may pass),
- * the text that came is believed beyond it (at most its UTF-8 bytes).
+ * as the balance paid). Where it did not (what the context leaves after the estimated prompt,
+ * which an upstream counting fewer prompt tokens may pass), the text that came is believed
+ * beyond it (at most its UTF-8 bytes).
  */
 export interface UsageBounds {
   promptTokens: number;
