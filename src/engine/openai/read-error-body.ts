@@ -153,6 +153,9 @@ function readText(value: unknown): string | undefined {
     const messages = value.map(readValidationError).filter((message) => message !== undefined);
     return messages.length === 0 ? undefined : messages.join("; ");
   }
+  // Mistral's `{"message": {"detail": [...]}}`: the message an object holding them (one level:
+  // what it holds is read as a text or a list, not as another such object).
+  if (isRecord(value) && !isRecord(value.detail)) return readText(value.detail);
   return undefined;
 }
 

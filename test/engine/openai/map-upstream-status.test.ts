@@ -67,6 +67,21 @@ describe("mapUpstreamStatus", () => {
       withOptions(400, JSON.stringify({ error: { message: "Unknown field", param: "include_usage" } }))
         .streamOptionsRefused,
     ).toBe(true);
+    // Mistral's: the validation errors in an object as the message (regression: every request 400).
+    expect(
+      withOptions(
+        422,
+        JSON.stringify({
+          object: "error",
+          message: {
+            detail: [
+              { loc: ["body", "stream_options", "include_usage"], msg: "Extra inputs are not permitted" },
+            ],
+          },
+          type: "invalid_request_error",
+        }),
+      ).streamOptionsRefused,
+    ).toBe(true);
     // Not sent, or another complaint: the client's 400.
     expect(map(400, refusal).streamOptionsRefused).toBeUndefined();
     expect(

@@ -74,6 +74,30 @@ describe("readErrorBody", () => {
     ).toBe("stream_options: Extra inputs are not permitted; messages.0.role: Input should be 'user'");
   });
 
+  it("reads Mistral's validation errors, held in an object as the message (regression: no message, stream_options never left out)", () => {
+    const mistral = {
+      object: "error",
+      message: {
+        detail: [
+          {
+            type: "extra_forbidden",
+            loc: ["body", "stream_options", "include_usage"],
+            msg: "Extra inputs are not permitted",
+            input: true,
+          },
+        ],
+      },
+      type: "invalid_request_error",
+      param: null,
+      code: null,
+    };
+    expect(readBody(JSON.stringify(mistral)).message).toBe(
+      "stream_options.include_usage: Extra inputs are not permitted",
+    );
+    // One level only: an object within it is no message.
+    expect(readBody(JSON.stringify({ message: { detail: { detail: "deep" } } })).message).toBeUndefined();
+  });
+
   it("says nothing for empty bodies and HTML pages", () => {
     expect(readBody("")).toEqual({
       message: undefined,
