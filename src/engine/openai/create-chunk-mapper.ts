@@ -236,9 +236,13 @@ class UpstreamChunkMapper implements ChunkMapper {
           this.#produced(content);
           this.#heldText = pushText(parts, "text-delta", this.#heldText + content);
         }
-        for (const reasoning of [delta.reasoning_content, delta.reasoning]) {
-          if (typeof reasoning === "string") this.#addReasoning(reasoning);
-        }
+        // One of the two names: servers that send both (vLLM's and mlx-vlm's compatibility
+        // alias) send the same text twice, which counted twice overcharged the estimate.
+        const reasoning =
+          typeof delta.reasoning_content === "string" && delta.reasoning_content !== ""
+            ? delta.reasoning_content
+            : delta.reasoning;
+        if (typeof reasoning === "string") this.#addReasoning(reasoning);
         // OpenAI's structured outputs say why they declined here, not in the content.
         if (typeof delta.refusal === "string" && delta.refusal !== "") {
           this.#texts.push(delta.refusal);

@@ -221,6 +221,17 @@ describe("createChunkMapper", () => {
     }
   });
 
+  it("counts reasoning sent under both names once (regression: vLLM's and mlx-vlm's alias counted twice)", () => {
+    const thinking = "Let me think about this carefully step by step before answering. ".repeat(20);
+    const { mapper } = readAll([chunk({ reasoning_content: thinking, reasoning: thinking })]);
+    expect(mapper.producedLength).toBe(thinking.length);
+    expect(mapper.reasoningBytes).toBe(thinking.length);
+    // An empty one is no reasoning: the other is read.
+    expect(readAll([chunk({ reasoning_content: "", reasoning: thinking })]).mapper.producedLength).toBe(
+      thinking.length,
+    );
+  });
+
   it("keeps whole calls apart when they carry neither index nor id (regression: merged into one call, arguments run together)", () => {
     const { parts } = readAll([
       chunk({
