@@ -9,7 +9,7 @@ import { LogprobsCarrier } from "./logprobs-carrier.ts";
 import { readArguments } from "./read-arguments.ts";
 import { readDeltaContent } from "./read-delta-content.ts";
 import { readErrorBody, type UpstreamErrorBody } from "./read-error-body.ts";
-import type { UpstreamChoice, UpstreamChunk, UpstreamToolCallDelta } from "./upstream-wire.ts";
+import type { UpstreamChoice, UpstreamChunk, UpstreamToolCallDelta, UpstreamUsage } from "./upstream-wire.ts";
 
 /** Turns upstream `chat.completion.chunk` events into engine parts, and keeps what the end needs. */
 export interface ChunkMapper {
@@ -206,7 +206,8 @@ class UpstreamChunkMapper implements ChunkMapper {
     }
     if (Array.isArray(chunk.choices)) this.#readChoices(chunk.choices as unknown[], parts);
     // Read after the chunk's output, which it counts (see usageCoversOutput).
-    const usage = chunk.usage === undefined || chunk.usage === null ? undefined : convertUsage(chunk.usage);
+    const sent = chunk.usage ?? readGroqUsage(chunk.x_groq);
+    const usage = sent === undefined || sent === null ? undefined : convertUsage(sent);
     if (usage !== undefined) {
       const merged = mergeUsage(this.reportedUsage, usage);
       const bounded =
@@ -427,4 +428,11 @@ function releaseArguments(call: ToolCallState, parts: StreamPart[]): void {
   if (call.held === "") return;
   parts.push({ type: "tool-call-delta", index: call.index, argumentsDelta: call.held });
   call.held = "";
+}
+
+/** The usage Groq sends in `x_groq` (its final chunk's), where the chunk has none of its own. */
+function readGroqUsage(extra: unknown): UpstreamUsage | undefined {
+  if (typeof extra !== "object" || extra === null || !("usage" in extra)) return undefined;
+  const usage = extra.usage;
+  return typeof usage === "object" && usage !== null ? (usage as UpstreamUsage) : undefined;
 }

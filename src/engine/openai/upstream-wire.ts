@@ -101,5 +101,7 @@ export interface UpstreamChunk {
   /** Entries are what the upstream sent: not always objects. */
   choices?: unknown;
   usage?: UpstreamUsage | null;
+  /** Groq's: its usage in `x_groq.usage` where it sends none at the top (before it took `stream_options`). */
+  x_groq?: unknown;
   error?: unknown;
 }

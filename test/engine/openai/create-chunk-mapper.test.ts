@@ -221,6 +221,21 @@ describe("createChunkMapper", () => {
     }
   });
 
+  it("reads Groq's usage in x_groq where the chunk has none of its own (regression: estimated)", () => {
+    const groq = {
+      ...chunk({}, "stop"),
+      x_groq: { id: "req_1", usage: { prompt_tokens: 20, completion_tokens: 3 } },
+    };
+    expect(readAll([chunk({ content: "Hi" }), groq]).mapper.reportedUsage).toEqual({
+      promptTokens: 20,
+      completionTokens: 3,
+    });
+    // The top level's, where both come.
+    const both = { ...groq, usage: { prompt_tokens: 21, completion_tokens: 4 } };
+    expect(readAll([both]).mapper.reportedUsage).toEqual({ promptTokens: 21, completionTokens: 4 });
+    expect(readAll([{ ...chunk({}), x_groq: { id: "req_1" } }]).mapper.reportedUsage).toBeUndefined();
+  });
+
   it("counts reasoning sent under both names once (regression: vLLM's and mlx-vlm's alias counted twice)", () => {
     const thinking = "Let me think about this carefully step by step before answering. ".repeat(20);
     const { mapper } = readAll([chunk({ reasoning_content: thinking, reasoning: thinking })]);
