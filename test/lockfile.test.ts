@@ -10,6 +10,21 @@ describe("package-lock.json", () => {
     expect(findMissingOptionalEntries(lockfile).map((item) => item.location)).toEqual([]);
   });
 
+  it("describes the root package as package.json does, so that `npm install` leaves the lockfile as it is", () => {
+    const read = (name: string) => JSON.parse(readFileSync(new URL(`../${name}`, import.meta.url), "utf8"));
+    const manifest = read("package.json") as Record<string, unknown>;
+    const root = (read("package-lock.json") as { packages: Record<string, Record<string, unknown>> })
+      .packages[""];
+    for (const field of ["name", "version", "license", "engines", "dependencies", "devDependencies"]) {
+      expect(root?.[field], field).toEqual(manifest[field]);
+    }
+    // npm writes a bin's path without its leading `./`.
+    const bins = Object.entries(manifest.bin as Record<string, string>);
+    expect(root?.bin).toEqual(
+      Object.fromEntries(bins.map(([name, path]) => [name, path.replace(/^\.\//, "")])),
+    );
+  });
+
   it("reads a platform from a package's name", () => {
     const missing = findMissingOptionalEntries({
       packages: {
