@@ -20,6 +20,8 @@ export interface ConfigProblem {
   line: number | undefined;
   /** 1-based column, given for YAML syntax errors. */
   column: number | undefined;
+  /** How many problems it stands for, where it sums up several ("and 4 more ..."); else one. */
+  counts?: number;
 }
 
 /** An invalid or unreadable configuration. The message lists every problem, one per line. */
@@ -75,7 +77,10 @@ function describeProblems(problems: readonly ConfigProblem[], source: string | u
       : fromEnvironment
         ? `${source} with the environment's overrides`
         : source;
-  const count = problems.length === 1 ? "1 problem" : `${problems.length} problems`;
+  // A line that sums up several counts as those it stands for: "2 problems" above one problem
+  // and "and 4 more" read as a miscount.
+  const total = problems.reduce((sum, problem) => sum + (problem.counts ?? 1), 0);
+  const count = total === 1 ? "1 problem" : `${total} problems`;
   const lines = problems.map((problem) => `  - ${indentContinuation(formatConfigProblem(problem))}`);
   return `${where} is not a valid Tollgate configuration (${count}):\n${lines.join("\n")}`;
 }

@@ -68,6 +68,7 @@ export function describeYamlErrors(
       message: `and ${followingErrors} more YAML syntax ${followingErrors === 1 ? "error" : "errors"} after line ${Math.min(...hinted)}, most likely from the unquoted \${...} there: quote it, then check again`,
       line: undefined,
       column: undefined,
+      counts: followingErrors,
     });
   }
   return problems;

@@ -45,6 +45,16 @@ describe("YAML syntax errors", () => {
     );
   });
 
+  it("counts the errors a summing-up line stands for in the message's count (regression: 2 problems above one and 4 more)", async () => {
+    await folder.write("tollgate.yaml", ["server: { port: ${PORT} }", ...MODEL, ""].join("\n"));
+    const error = await folder.load().catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(ConfigError);
+    const message = (error as ConfigError).message;
+    const more = Number(/and (\d+) more YAML syntax errors/.exec(message)?.[1]);
+    expect(more).toBeGreaterThan(1);
+    expect(message).toContain(`is not a valid Tollgate configuration (${1 + more} problems):`);
+  });
+
   // Regression: the library's message quoted the token after a stray `]` whole, the admin key
   // in clear on stderr (and in the log, on a reload), above the masked line.
   it("never quotes the file's text in the library's message, only the masked line", async () => {
