@@ -188,7 +188,9 @@ async function withStore<T>(
   const { refuseMemoryDatabase } = await import("./admin/refuse-memory-database.ts");
   refuseMemoryDatabase(config.database, command.name);
   const { openStore } = await import("./store/open-store.ts");
-  const { describeNewDatabase, findMissingDatabaseFile } = await import("./admin/describe-new-database.ts");
+  const { describeNewDatabase, describeNewPostgresStore, findMissingDatabaseFile } = await import(
+    "./admin/describe-new-database.ts"
+  );
   const { openStoreLazily } = await import("./admin/open-store-lazily.ts");
   // Opened once the command has checked its arguments and calls it: a refused command creates
   // no database (open-store-lazily.ts).
@@ -196,8 +198,17 @@ async function withStore<T>(
     const missing = findMissingDatabaseFile(config.database);
     // A database an older version made is left to `serve` to migrate (see StoreOptions.upgrade).
     // Accounts and keys it makes take the database's time, as the servers' do (StoreOptions.stampCreations).
-    const store = await openStore(config.database, { upgrade: false, stampCreations: true });
+    let created = false;
+    const store = await openStore(config.database, {
+      upgrade: false,
+      stampCreations: true,
+      onMigrating: (migrating) => {
+        created ||= migrating.created;
+      },
+    });
     if (missing !== undefined) process.stderr.write(`tollgate: ${describeNewDatabase(missing, config)}\n`);
+    else if (created && !config.database.startsWith("sqlite:"))
+      process.stderr.write(`tollgate: ${describeNewPostgresStore(config.database, config)}\n`);
     return store;
   });
   const started = performance.now();

@@ -2,6 +2,7 @@ import { existsSync } from "node:fs";
 import path from "node:path";
 import type { Config } from "../catalog/catalog.ts";
 import { parseSqliteLocation } from "../store/open-store.ts";
+import { parsePostgresUrl } from "../store/postgres/parse-postgres-url.ts";
 
 /**
  * The SQLite file that opening `databaseUrl` would create, as an absolute path, when no file is
@@ -28,11 +29,35 @@ export function describeNewDatabase(
   config: Pick<Config, "source" | "replacedByEnvironment">,
   env: NodeJS.ProcessEnv = process.env,
 ): string {
-  const named =
-    env.TOLLGATE_DATABASE_URL !== undefined && env.TOLLGATE_DATABASE_URL !== ""
-      ? "check TOLLGATE_DATABASE_URL"
-      : config.source === undefined
-        ? "run the command from the server's folder or pass --config FILE (there is no tollgate.yaml here, so it used the default database)"
-        : `check the database setting of ${config.source}`;
-  return `created a new database at ${file} (no database was there). If you meant the server's database, ${named}.`;
+  return `created a new database at ${file} (no database was there). If you meant the server's database, ${nameDatabaseSetting(config, env)}.`;
+}
+
+/**
+ * The line a CLI command prints on stderr when it created the store's tables in a PostgreSQL
+ * schema that held none, as {@link describeNewDatabase} says it of a SQLite file: pointed at a
+ * restored dump without the dump's `?schema=NAME` (or with a typo in it), a command made a new,
+ * empty store and answered "No accounts yet", exit 0, without a word. Names the database without
+ * its password.
+ */
+export function describeNewPostgresStore(
+  databaseUrl: string,
+  config: Pick<Config, "source" | "replacedByEnvironment">,
+  env: NodeJS.ProcessEnv = process.env,
+): string {
+  const { redacted, schema } = parsePostgresUrl(databaseUrl);
+  const where =
+    schema === undefined ? "the connection's default schema (no ?schema= in the URL)" : `schema ${schema}`;
+  return `created a new, empty store in ${where} of ${redacted} (no Tollgate tables were there). If you meant the server's database, ${nameDatabaseSetting(config, env)}: a store's tables are in the schema its URL names with ?schema=NAME, a restored dump's in the one it was dumped from.`;
+}
+
+/** What to check when a command made a new store: the setting that chose the database. */
+function nameDatabaseSetting(
+  config: Pick<Config, "source" | "replacedByEnvironment">,
+  env: NodeJS.ProcessEnv,
+): string {
+  return env.TOLLGATE_DATABASE_URL !== undefined && env.TOLLGATE_DATABASE_URL !== ""
+    ? "check TOLLGATE_DATABASE_URL"
+    : config.source === undefined
+      ? "run the command from the server's folder or pass --config FILE (there is no tollgate.yaml here, so it used the default database)"
+      : `check the database setting of ${config.source}`;
 }

@@ -9,6 +9,7 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import { createPostgresTestSchema } from "../store/postgres-test-database.ts";
 import { runCli } from "../support/run-cli.ts";
 
 const folders: string[] = [];
@@ -80,5 +81,31 @@ describe("a CLI command that creates a new database", () => {
     expect(fromVariable.stderr).toContain(
       `created a new database at ${join(folder, "variable.db")} (no database was there). If you meant the server's database, check TOLLGATE_DATABASE_URL.`,
     );
+  });
+});
+
+describe("a CLI command that creates a new store on PostgreSQL", () => {
+  it("says so on stderr, naming the schema without the password, and not again (regression: a restored dump's schema left out, an empty store without a word)", async () => {
+    const postgres = await createPostgresTestSchema();
+    if ("skipped" in postgres) {
+      console.warn(`Skipping the new PostgreSQL store's warning: ${postgres.skipped}.`);
+      return;
+    }
+    try {
+      const folder = makeFolder();
+      const env = { TOLLGATE_DATABASE_URL: postgres.url };
+      const first = runCli(["accounts", "list"], { cwd: folder, unset, env });
+      expect(first.code).toBe(0);
+      expect(first.stdout).toBe("No accounts yet. Create one with `tollgate accounts create NAME`.\n");
+      const redacted = postgres.url.replace(/^postgres:\/\/([^:@/]*)(:[^@/]*)?@/, "postgres://$1@");
+      expect(first.stderr).toContain(
+        `tollgate: created a new, empty store in schema ${postgres.schema} of ${redacted} (no Tollgate tables were there). If you meant the server's database, check TOLLGATE_DATABASE_URL: a store's tables are in the schema its URL names with ?schema=NAME, a restored dump's in the one it was dumped from.\n`,
+      );
+      const second = runCli(["accounts", "list"], { cwd: folder, unset, env });
+      expect(second.code).toBe(0);
+      expect(second.stderr).not.toContain("created a new");
+    } finally {
+      await postgres.drop();
+    }
   });
 });
