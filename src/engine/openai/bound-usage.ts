@@ -12,34 +12,94 @@ import type { Usage } from "../engine.ts";
  * streamed 67 MB for `max_tokens: 10` was charged 2.24 against a reservation of 0.0000048, as far
  * as the balance paid). Where it did not (what the context leaves after the estimated prompt,
  * which an upstream counting fewer prompt tokens may pass), the text that came is believed
- * beyond it (at most its UTF-8 bytes).
+ * beyond it (at most its UTF-8 bytes). Never more than `contextTokens`, the model's context
+ * length where it is known (an answer with a catalogue `context_length` and no `max_tokens` was
+ * charged 100,016 tokens for a context of 1000), else than the bound sent and
+ * {@link REASONING_ALLOWANCE_TOKENS} of reasoning.
  */
 export interface UsageBounds {
   promptTokens: number;
   completionTokens: number;
   completionSent: boolean;
+  contextTokens?: number | undefined;
+}
+
+/** What an answer has produced so far: its UTF-8 bytes, and those of its reasoning among them. */
+export interface ProducedBytes {
+  bytes: number;
+  reasoningBytes: number;
 }
 
 /** Tokens an answer may end with that no text shows (end of turn, end of text). */
 const END_TOKENS = 16;
 
 /**
+ * Reasoning counted beyond a `max_tokens` sent upstream where the model's context length is not
+ * known: DeepSeek's reasoner bounded its chain of thought at 32K tokens apart from `max_tokens`.
+ * A reasoning flood beyond it was charged a token a byte, as far as the balance paid.
+ */
+export const REASONING_ALLOWANCE_TOKENS = 32_768;
+
+/**
+ * The most UTF-8 bytes one token spells in the vocabularies upstreams use (their longest tokens
+ * are runs of spaces or symbols, well under this): an answer with more bytes than this many per
+ * token of a bound holds more tokens than that in any of them.
+ */
+const MAX_TOKEN_BYTES = 128;
+/** Room beyond that for what no token spells (an end, markers). */
+const PAST_BOUND_SLACK_BYTES = 1024;
+
+/** The most tokens the answer may hold in all, reasoning included, where that is known. */
+function answerTokensAtMost(bounds: UsageBounds): number | undefined {
+  if (bounds.contextTokens !== undefined) return bounds.contextTokens;
+  return bounds.completionSent ? bounds.completionTokens + REASONING_ALLOWANCE_TOKENS : undefined;
+}
+
+/**
+ * The most completion tokens an answer that produced `produced` is charged (see
+ * {@link UsageBounds}): where `max_tokens` went upstream, it and the reasoning's bytes (some
+ * upstreams generate reasoning beyond it, DeepSeek's reasoner); else the bound or the bytes that
+ * came, a token at most a byte, and a few for the end (three tokens a character was the bound
+ * before: ASCII text that a lying upstream counted high was charged three times over). Either
+ * within what the answer may hold in all.
+ */
+export function completionTokensAtMost(bounds: UsageBounds, produced: ProducedBytes): number {
+  const bound = bounds.completionSent
+    ? bounds.completionTokens + produced.reasoningBytes
+    : Math.max(bounds.completionTokens, produced.bytes + END_TOKENS);
+  const inAll = answerTokensAtMost(bounds);
+  return inAll === undefined ? bound : Math.min(bound, inAll);
+}
+
+/**
+ * Whether an answer has surely gone past its bounds: more bytes besides reasoning than the
+ * `max_tokens` sent upstream can spell in any vocabulary, or more in all than the answer may hold
+ * (see {@link completionTokensAtMost}). It is ended there, as one that honoured them ends.
+ */
+export function isPastBounds(bounds: UsageBounds, produced: ProducedBytes): boolean {
+  if (
+    bounds.completionSent &&
+    produced.bytes - produced.reasoningBytes > spelledAtMost(bounds.completionTokens)
+  )
+    return true;
+  const inAll = answerTokensAtMost(bounds);
+  return inAll !== undefined && produced.bytes > spelledAtMost(inAll);
+}
+
+function spelledAtMost(tokens: number): number {
+  return tokens * MAX_TOKEN_BYTES + PAST_BOUND_SLACK_BYTES;
+}
+
+/**
  * `usage` within `bounds`, marked estimated where it was cut, and the upstream's own counts that
- * were past them (`beyond`, for the log). `produced.bytes`: the UTF-8 bytes of the text, refusals,
- * reasoning and tool calls that came, which no bound hides where none went upstream: a token at
- * most a byte, and a few for the end. (Three tokens a character was the bound before: ASCII text
- * that a lying upstream counted high was charged three times over.) Where `max_tokens` went
- * upstream, it bounds all but the reasoning (`produced.reasoningBytes`), which some upstreams
- * generate beyond it (DeepSeek's reasoner bounds only the answer after it).
+ * were past them (`beyond`, for the log).
  */
 export function boundUsage(
   usage: Usage,
   bounds: UsageBounds,
-  produced: { bytes: number; reasoningBytes: number },
+  produced: ProducedBytes,
 ): { usage: Usage; beyond?: { promptTokens?: number; completionTokens?: number } } {
-  const completionBound = bounds.completionSent
-    ? bounds.completionTokens + produced.reasoningBytes
-    : Math.max(bounds.completionTokens, produced.bytes + END_TOKENS);
+  const completionBound = completionTokensAtMost(bounds, produced);
   const prompt = usage.promptTokens !== undefined && usage.promptTokens > bounds.promptTokens;
   const completion = usage.completionTokens !== undefined && usage.completionTokens > completionBound;
   if (!prompt && !completion) return { usage };

@@ -1,5 +1,5 @@
 import type { StreamPart, Usage } from "../engine.ts";
-import { boundUsage, type UsageBounds } from "./bound-usage.ts";
+import { boundUsage, completionTokensAtMost, type UsageBounds } from "./bound-usage.ts";
 import { convertUsage, mergeUsage } from "./convert-usage.ts";
 import { createToolCallId } from "./create-tool-call-id.ts";
 import { estimateTextTokens } from "./estimate-tokens.ts";
@@ -63,10 +63,7 @@ export interface ChunkMapper {
    * read holds the bounds instead); `undefined` while none was.
    */
   readonly usageBeyondBounds: { promptTokens?: number; completionTokens?: number } | undefined;
-  /**
-   * The most completion tokens the answer is charged, whatever came: the bound sent upstream as
-   * `max_tokens` (see UsageBounds) and the reasoning's bytes, else `undefined`.
-   */
+  /** The most completion tokens the answer is charged, whatever came (see UsageBounds); none without bounds. */
   readonly completionCap: number | undefined;
 }
 
@@ -182,9 +179,11 @@ class UpstreamChunkMapper implements ChunkMapper {
   }
 
   get completionCap(): number | undefined {
-    return this.#bounds?.completionSent === true
-      ? this.#bounds.completionTokens + this.reasoningBytes
-      : undefined;
+    if (this.#bounds === undefined) return undefined;
+    return completionTokensAtMost(this.#bounds, {
+      bytes: this.producedBytes,
+      reasoningBytes: this.reasoningBytes,
+    });
   }
 
   get calledTools(): boolean {

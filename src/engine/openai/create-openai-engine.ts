@@ -66,6 +66,14 @@ interface FallbackRun extends FallbackPlace {
   waitBudget: WaitBudget;
   /** The request's logger. */
   logger: EngineLogger;
+  /**
+   * The request's signal and account, for a local fallback that is still loading: a client that
+   * leaves stops waiting for it, and the places of those waiting are shared between accounts.
+   * (Without them, requests whose clients had left held their places and reservations until the
+   * download ended, and every account's waited as one.)
+   */
+  signal: AbortSignal;
+  tenant: string | undefined;
 }
 
 /**
@@ -270,6 +278,7 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
             ),
             completionTokens: request.maxTokens ?? completionRoom,
             completionSent: upstreamBody.max_tokens !== undefined,
+            contextTokens: contextLength,
           },
           logprobs: request.logprobs !== undefined,
           settings,
@@ -297,6 +306,8 @@ export function createOpenAiEngine(options: OpenAiEngineOptions): ChatEngine {
               ...place,
               waitBudget,
               logger: runLogger,
+              signal,
+              tenant,
             }),
           request,
           signal,
@@ -391,7 +402,7 @@ async function prepareFallbackWithin(
   const prepareAsFallback = preparersAsFallback.get(engine)?.prepare;
   const prepareWithoutFallbacks = (value: ChatRequest) =>
     prepareAsFallback === undefined
-      ? engine.prepare(value, { logger: run.logger })
+      ? engine.prepare(value, { logger: run.logger, signal: run.signal, tenant: run.tenant })
       : prepareAsFallback(value, run);
   const prepared = await prepareWithoutFallbacks(request);
   if (prepared.maxCompletionTokens <= maxCompletionTokens) return prepared;

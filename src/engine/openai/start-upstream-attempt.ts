@@ -1,5 +1,6 @@
 import { AppError } from "../../errors/app-error.ts";
 import type { StreamPart, UpstreamAttemptOutcome, Usage } from "../engine.ts";
+import { isPastBounds } from "./bound-usage.ts";
 import { createAnswerReader } from "./create-answer-reader.ts";
 import { createChunkMapper } from "./create-chunk-mapper.ts";
 import type { UpstreamEndpoint } from "./create-upstream-endpoint.ts";
@@ -26,14 +27,6 @@ import {
 } from "./upstream-attempt.ts";
 import { createEndpointFailure, createFinalFailure, type UpstreamFailure } from "./upstream-failure.ts";
 
-/**
- * The most UTF-8 bytes one token spells in the vocabularies upstreams use (their longest tokens
- * are runs of spaces or symbols, well under this): an answer with more bytes than this many per
- * token of its `max_tokens` holds more tokens than that in any of them.
- */
-const MAX_TOKEN_BYTES = 128;
-/** Room beyond that for what no token spells (an end, markers). */
-const PAST_BOUND_SLACK_BYTES = 1024;
 /**
  * What one attempt leaves out that its endpoint otherwise takes: `stream_options`, and
  * `max_tokens` (the bound then goes as `max_completion_tokens`). An attempt after a 400 that
@@ -85,10 +78,6 @@ export function startUpstreamAttempt(
   const sentStreamOptions = endpoint.takesStreamOptions && !leaveOut.streamOptions;
   const takesMaxTokens = endpoint.takesMaxTokens && !leaveOut.maxTokens;
   const sentMaxTokens = context.usageBounds.completionSent && takesMaxTokens;
-  /** Past this many bytes of output, the upstream surely ignored the `max_tokens` it was sent. */
-  const pastBoundBytes = context.usageBounds.completionSent
-    ? context.usageBounds.completionTokens * MAX_TOKEN_BYTES + PAST_BOUND_SLACK_BYTES
-    : Number.POSITIVE_INFINITY;
   call = startUpstreamCall({
     pool: endpoint.pool,
     path: endpoint.path,
@@ -263,15 +252,21 @@ export function startUpstreamAttempt(
   };
 
   /**
-   * Ends an answer whose upstream went on past the `max_tokens` it was sent, as one that honoured
-   * it ends (`length`), charged no more than it (see UsageBounds); the rest is not read. An
-   * upstream that ignored the bound streamed 67 MB for `max_tokens: 10`, passed on to the client
-   * up to the 32 MiB cap.
+   * Ends an answer that went past its bounds (isPastBounds: the `max_tokens` it was sent, the
+   * model's context), as one that honoured them ends (`length`), charged no more than they allow
+   * (see UsageBounds); the rest is not read. An upstream that ignored the bound streamed 67 MB for
+   * `max_tokens: 10`, passed on to the client up to the 32 MiB cap.
    */
   const endPastBound = (parts: StreamPart[]): AttemptBatch => {
+    const { completionSent, completionTokens, contextTokens } = context.usageBounds;
     context.logger.warn(
-      { model: modelId, endpoint: endpoint.label, maxTokens: context.usageBounds.completionTokens },
-      "the upstream went on past the max_tokens it was sent; its answer was ended there",
+      {
+        model: modelId,
+        endpoint: endpoint.label,
+        ...(completionSent ? { maxTokens: completionTokens } : {}),
+        contextTokens,
+      },
+      "the upstream's answer went on past the max_tokens it was sent or the model's context; it was ended there",
     );
     parts.push(finishAnswer(mapper, parts, context.promptTokens, "length"));
     reportSuccess();
@@ -386,6 +381,14 @@ export function startUpstreamAttempt(
           awaitingUpstream = false;
           if (text === undefined) break;
           reader.push(text, parts);
+          // Before an end that came in the same read: a flood and its [DONE] together are cut too.
+          if (
+            isPastBounds(context.usageBounds, {
+              bytes: mapper.producedBytes,
+              reasoningBytes: mapper.reasoningBytes,
+            })
+          )
+            return endPastBound(parts);
           if (reader.done || reader.streamError !== undefined) {
             // The answer is over ([DONE] or an error event): the rest of the body is only read
             // so that the connection is reused, and not waited for.
@@ -394,8 +397,6 @@ export function startUpstreamAttempt(
           }
           // Nothing after an answer too long is read: the connection goes, the next read throws.
           if (reader.outgrown()) current.abort(new AttemptStopped("answer too long"));
-          // Reasoning is not counted: some upstreams generate it beyond max_tokens.
-          else if (mapper.producedBytes - mapper.reasoningBytes > pastBoundBytes) return endPastBound(parts);
           if (mapper.rawFinishReason !== undefined) watch.shortenIdle(FINISH_GRACE_MS);
           if (parts.length > 0 && reader.streamError === undefined) {
             produced = true;

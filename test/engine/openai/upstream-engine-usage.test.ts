@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
 import type { ChatEngine, StreamPart, Usage } from "../../../src/engine/engine.ts";
+import { REASONING_ALLOWANCE_TOKENS } from "../../../src/engine/openai/bound-usage.ts";
 import { estimatePromptTokens } from "../../../src/engine/openai/estimate-prompt-tokens.ts";
 import { AppError } from "../../../src/errors/app-error.ts";
 import {
@@ -390,7 +391,9 @@ describe("an upstream that reports more tokens than the request can have used", 
     // A context that leaves 2 tokens after the estimated prompt: no max_tokens is sent, and an
     // upstream that counts the prompt lower than the estimate may generate more (it was three
     // tokens a character: ASCII a lying upstream counted high was charged three times over).
-    const contextLength = estimatePromptTokens(chatRequest()) + 2;
+    // A prompt long enough that the context holds more than the bytes' bound.
+    const request = chatRequest({ messages: [{ role: "user", content: "Say hello. ".repeat(40) }] });
+    const contextLength = estimatePromptTokens(request) + 2;
     const { engine } = await engineWithLog(
       (_request, response) =>
         writeEvents(
@@ -399,7 +402,8 @@ describe("an upstream that reports more tokens than the request can have used", 
         ),
       contextLength,
     );
-    const usage = lastUsage(await collectParts(engine, chatRequest()));
+    expect(contextLength).toBeGreaterThan(9 + 16);
+    const usage = lastUsage(await collectParts(engine, request));
     expect(usage).toEqual({ promptTokens: 9, completionTokens: 9 + 16, estimated: true });
   });
 
@@ -484,7 +488,7 @@ describe("an upstream that goes on past the max_tokens it was sent", () => {
     expect(textOf(parts).length).toBeGreaterThan(10 * 128);
     expect(textOf(parts).length).toBeLessThan(10 * 128 + 1024 + 256 * 1024);
     expect(warnings).toContain(
-      "the upstream went on past the max_tokens it was sent; its answer was ended there",
+      "the upstream's answer went on past the max_tokens it was sent or the model's context; it was ended there",
     );
     await expect.poll(() => closed).toBe(true);
     expect(written).toBeLessThan(10_000);
@@ -510,6 +514,56 @@ describe("an upstream that goes on past the max_tokens it was sent", () => {
       reason: "stop",
       usage: { promptTokens: 10, completionTokens: 2601 },
     });
+  });
+
+  it("is cut, and charged no more, past what it may hold in all: the context, reasoning included (regression: 100,016 tokens charged for a context of 1000)", async () => {
+    // No max_tokens goes upstream (the catalogue gives a context); 200 KB of text, counted high.
+    const flood = Array.from({ length: 1000 }, () => chunk({ content: `${"w".repeat(199)} ` }));
+    const upstream = await startTestMock((_request, response) =>
+      writeEvents(response, [...flood, chunk({}, "stop"), usageChunk(10, 999_999)]),
+    );
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl], { contextLength: 1000 }) });
+    const parts = await collectParts(engine, chatRequest());
+    expect(parts.at(-1)).toMatchObject({
+      type: "finish",
+      reason: "length",
+      usage: { completionTokens: 1000, estimated: true },
+    });
+    expect(textOf(parts).length).toBeLessThan(200_000);
+  });
+
+  it("is charged no more reasoning beyond max_tokens than the allowance, where the context is not known (regression: a token a byte)", async () => {
+    // 5 MB of reasoning for max_tokens 10, reported as a token a byte.
+    const reasoning = Array.from({ length: 5000 }, () => chunk({ reasoning_content: `${"r".repeat(999)} ` }));
+    const upstream = await startTestMock((_request, response) =>
+      writeEvents(response, [
+        ...reasoning,
+        chunk({ content: "Hi" }),
+        chunk({}, "stop"),
+        usageChunk(10, 5_000_001),
+      ]),
+    );
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+    const parts = await collectParts(engine, chatRequest({ maxTokens: 10 }));
+    expect(parts.at(-1)).toMatchObject({
+      type: "finish",
+      reason: "length",
+      usage: { completionTokens: 10 + REASONING_ALLOWANCE_TOKENS, estimated: true },
+    });
+  });
+
+  it("is cut though its end came in the same read as the flood", async () => {
+    const flood = Array.from({ length: 100 }, () => chunk({ content: `${"v".repeat(199)} ` }));
+    const body = [...flood, chunk({}, "stop"), usageChunk(10, 20_000)]
+      .map((event) => `data: ${JSON.stringify(event)}\n\n`)
+      .join("");
+    const upstream = await startTestMock((_request, response) => {
+      response.writeHead(200, { "content-type": "text/event-stream" });
+      response.end(`${body}data: [DONE]\n\n`);
+    });
+    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+    const parts = await collectParts(engine, chatRequest({ maxTokens: 10 }));
+    expect(parts.at(-1)).toMatchObject({ type: "finish", reason: "length", usage: { completionTokens: 10 } });
   });
 
   it("is not cut where no bound went upstream: what the context leaves is no bound it was sent", async () => {
