@@ -1,7 +1,7 @@
 import { isUtf8 } from "node:buffer";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { AppError } from "../errors/app-error.ts";
-import { exceedsJsonDepth, MAX_JSON_DEPTH } from "../json/check-json-depth.ts";
+import { checkJsonShape, MAX_JSON_CONTAINERS, MAX_JSON_DEPTH } from "../json/check-json-depth.ts";
 
 type Done = (error: Error | null, body?: unknown) => void;
 
@@ -173,11 +173,14 @@ function parseJsonText(request: FastifyRequest, text: string, done: Done): void 
     done(new AppError("invalid_json", "The request body is empty; send a JSON object."), undefined);
     return;
   }
-  if (exceedsJsonDepth(text)) {
+  const shape = checkJsonShape(text, { maxContainers: MAX_JSON_CONTAINERS });
+  if (shape !== undefined) {
     done(
       new AppError(
         "invalid_json",
-        `The request body nests arrays and objects more than ${MAX_JSON_DEPTH} levels deep; no request needs that.`,
+        shape === "too deep"
+          ? `The request body nests arrays and objects more than ${MAX_JSON_DEPTH} levels deep; no request needs that.`
+          : `The request body holds more than ${MAX_JSON_CONTAINERS.toLocaleString("en-US")} arrays and objects; no request needs that.`,
       ),
       undefined,
     );

@@ -71,6 +71,8 @@ async function sendChunked(url: URL, key: string) {
   send('{"model":"remote",');
   return {
     send,
+    /** Writes `raw` as it is: chunks framed by the caller. */
+    write: (raw: string) => socket.write(raw),
     end: () => {
       send('"messages":[{"role":"user","content":"Hi"}],"max_tokens":5}');
       socket.write("0\r\n\r\n");
@@ -233,6 +235,27 @@ describe("bodies that declare more than they send", () => {
     const own = await chatWithBigBody(server, keys[0] ?? "");
     expect(own.status, await own.text()).toBe(200);
     expect(held.map((each) => each.answer())).toEqual(["", "", "", "", ""]);
+  });
+
+  it("refuses a body sent in one-byte chunks once it is clear, with 400 (regression: a hundred times its size in heap, seconds of CPU)", async () => {
+    const { starterKey, url } = await startBudgetedServer(4 * MEGABYTE);
+    const chunked = await sendChunked(url, starterKey);
+    // In one write, as an attacker sends them: thousands of chunks of one byte.
+    const pieces = Array.from({ length: 10_000 }, () => "1\r\n \r\n").join("");
+    chunked.write(pieces);
+    await chunked.closed;
+    expect(chunked.answer()).toMatch(/^HTTP\/1\.1 400 /);
+    expect(chunked.answer()).toContain('"code":"invalid_http_request"');
+    expect(chunked.answer()).toContain("send it in chunks of at least 64 bytes");
+  });
+
+  it("reads a body sent in small chunks whole, joined", async () => {
+    const { starterKey, url } = await startBudgetedServer(4 * MEGABYTE);
+    const chunked = await sendChunked(url, starterKey);
+    for (let piece = 0; piece < 2000; piece++) chunked.send(" ".repeat(100));
+    chunked.end();
+    await chunked.closed;
+    expect(chunked.answer()).toMatch(/^HTTP\/1\.1 200 /);
   });
 
   it("refuses a chunked body over body_limit with 413, not 503, though its share is no bigger", async () => {

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { answerClientError, boundUnreadBody } from "../../src/api/answer-client-error.ts";
 import { buildApp } from "../../src/api/build-app.ts";
 import { AppError } from "../../src/errors/app-error.ts";
-import { MAX_JSON_DEPTH } from "../../src/json/check-json-depth.ts";
+import { MAX_JSON_CONTAINERS, MAX_JSON_DEPTH } from "../../src/json/check-json-depth.ts";
 import { ModelRegistry } from "../../src/models/model-registry.ts";
 import { acceptOneKey } from "./accept-one-key.ts";
 import { exchangeRaw } from "./exchange-raw.ts";
@@ -510,5 +510,26 @@ describe("a request body nested too deep", () => {
     });
     // The key is still checked first (SPEC section 11).
     expect((await post()).status).toBe(401);
+  });
+
+  it("is refused with 400 invalid_json when it holds more arrays and objects than any request needs (regression: 30 times its size in heap)", async () => {
+    // Empty objects in a field the server ignores: two bytes of text each, about 90 of heap parsed.
+    const post = (count: number) =>
+      fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json", authorization: "Bearer good" },
+        body: `{"model":"m","messages":[{"role":"user","content":"hi"}],"x":[${Array(count).fill("{}").join(",")}]}`,
+      });
+    const refused = await post(MAX_JSON_CONTAINERS);
+    expect(refused.status).toBe(400);
+    expect(await refused.json()).toMatchObject({
+      error: {
+        message: "The request body holds more than 250,000 arrays and objects; no request needs that.",
+        code: "invalid_json",
+      },
+    });
+    // Within the bound (with the body's own object, messages array and message), it is parsed.
+    const parsed = await post(MAX_JSON_CONTAINERS - 4);
+    expect(((await parsed.json()) as { error?: { code: string } }).error?.code).not.toBe("invalid_json");
   });
 });

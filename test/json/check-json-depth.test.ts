@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { exceedsJsonDepth } from "../../src/json/check-json-depth.ts";
+import { checkJsonShape, exceedsJsonDepth } from "../../src/json/check-json-depth.ts";
 
 const nested = (depth: number) => `${"[".repeat(depth)}${"]".repeat(depth)}`;
 
@@ -14,5 +14,15 @@ describe("exceedsJsonDepth", () => {
     expect(exceedsJsonDepth(`["\\\\",${nested(200)}]`)).toBe(true);
     expect(exceedsJsonDepth('{"model":"m","messages":[{"role":"user","content":"hi"}]}', 3)).toBe(false);
     expect(exceedsJsonDepth('{"model":"m","messages":[{"role":"user","content":"hi"}]}', 2)).toBe(true);
+  });
+});
+
+describe("checkJsonShape", () => {
+  it("counts the arrays and objects in all, not those in strings", () => {
+    const body = '{"a":[{},{}],"b":"{[{[{["}';
+    expect(checkJsonShape(body, { maxContainers: 4 })).toBeUndefined();
+    expect(checkJsonShape(body, { maxContainers: 3 })).toBe("too many");
+    expect(checkJsonShape(nested(129), { maxContainers: 1000 })).toBe("too deep");
+    expect(checkJsonShape(nested(100), { maxContainers: 99 })).toBe("too many");
   });
 });
