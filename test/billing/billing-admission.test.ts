@@ -2,6 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { SLOW_SETTLE_FAILURE_MS } from "../../src/billing/billing-admission-options.ts";
 import { BillingAdmission } from "../../src/billing/reserve-and-settle.ts";
 import type { RequestKey } from "../../src/chat/request-key.ts";
+import type { AlternateBound } from "../../src/engine/engine.ts";
 import { isAppError } from "../../src/errors/app-error.ts";
 import { KeyLimits } from "../../src/limits/key-limits.ts";
 import { MemoryRateLimiter } from "../../src/limits/memory-rate-limiter.ts";
@@ -360,20 +361,22 @@ describe("BillingAdmission when the store fails to settle", () => {
     await admission.close();
   });
 
-  it("prices a fallback at the prompt and completion its bound gives (regression: the primary's room, a wrongful 403)", async () => {
-    const account = makeAccount({ name: "fallback", balanceNano: 1_000_000n });
+  /**
+   * Admits a request of 10 prompt tokens and 990 completion tokens (1 per million each way) that a
+   * fallback ten times dearer may serve, as `bound` says it can; answers the reserved nano-units.
+   */
+  async function reserveWithFallback(name: string, bound: AlternateBound): Promise<bigint> {
+    const account = makeAccount({ name, balanceNano: 1_000_000n });
     await store.insertAccount(account);
     const admission = new BillingAdmission({
       store,
       limits: new KeyLimits(new MemoryRateLimiter()),
       replicaId: "test",
     });
-    // The primary (1 per million each way, context 1000) leaves 990 completion tokens; the
-    // local fallback, ten times dearer, has a context of 100: its 11 prompt tokens leave it 89.
-    const local = { ...model, id: "local" };
-    local.pricing = { kind: "chat", inputPerMillion: "10.00", outputPerMillion: "10.00" };
+    const fallback = { ...model, id: "fallback" };
+    fallback.pricing = { kind: "chat", inputPerMillion: "10.00", outputPerMillion: "10.00" };
     const ticket = await admission.admit({
-      requestId: "req_fallback",
+      requestId: `req_${name}`,
       key: key(account.id),
       model,
       user: undefined,
@@ -381,40 +384,26 @@ describe("BillingAdmission when the store fails to settle", () => {
       annotate: () => {},
       promptTokens: 10,
       maxCompletionTokens: 990,
-      alternateModels: [local],
-      alternateBounds: new Map([["local", { refuses: false, promptTokens: 11, completionTokens: 89 }]]),
+      alternateModels: [fallback],
+      alternateBounds: new Map([["fallback", bound]]),
     });
-    // The fallback's share: 11 + 89 tokens at 10,000 nano-units each, as much as the primary's
-    // 10 + 990 at 1,000; priced at 990 completion tokens it was 10,010,000, above the balance.
-    expect((await store.getAccountMoney(account.id))?.reservedNano).toBe(1_000_000n);
+    const reserved = (await store.getAccountMoney(account.id))?.reservedNano;
     await ticket.settle(outcome);
+    return reserved ?? -1n;
+  }
+
+  it("prices a fallback at the prompt and completion its bound gives (regression: the primary's room, a wrongful 403)", async () => {
+    // A local fallback with a context of 100: its own 11 prompt tokens leave it 89. Its share, 11 +
+    // 89 tokens at 10,000 nano-units each, is as much as the primary's 10 + 990 at 1,000; priced at
+    // 990 completion tokens it was 10,010,000, above the balance.
+    expect(
+      await reserveWithFallback("fallback", { refuses: false, promptTokens: 11, completionTokens: 89 }),
+    ).toBe(1_000_000n);
   });
 
   it("prices nothing for a fallback that would refuse the request (regression: its room, a wrongful 403)", async () => {
-    const account = makeAccount({ name: "fallback-refuses", balanceNano: 1_000_000n });
-    await store.insertAccount(account);
-    const admission = new BillingAdmission({
-      store,
-      limits: new KeyLimits(new MemoryRateLimiter()),
-      replicaId: "test",
-    });
-    const narrow = { ...model, id: "narrow" };
-    narrow.pricing = { kind: "chat", inputPerMillion: "10.00", outputPerMillion: "10.00" };
-    const ticket = await admission.admit({
-      requestId: "req_fallback_refuses",
-      key: key(account.id),
-      model,
-      user: undefined,
-      setHeader: () => {},
-      annotate: () => {},
-      promptTokens: 10,
-      maxCompletionTokens: 990,
-      alternateModels: [narrow],
-      alternateBounds: new Map([["narrow", { refuses: true }]]),
-    });
     // The primary's 10 + 990 tokens at 1,000 nano-units each; the fallback's would be ten times that.
-    expect((await store.getAccountMoney(account.id))?.reservedNano).toBe(1_000_000n);
-    await ticket.settle(outcome);
+    expect(await reserveWithFallback("fallback-refuses", { refuses: true })).toBe(1_000_000n);
   });
 
   it("knows its live reservations: those of requests running or waiting for their settlement", async () => {
