@@ -11,6 +11,9 @@ import { startMockUpstream, streamText } from "../engine/openai/mock-upstream.ts
 import { collectLogLines } from "../support/collect-log-lines.ts";
 import { createUpstreamModelEntry, startTestServer, type TestServer } from "../support/test-server.ts";
 
+/** A context that holds the answers of megabytes these tests send (up to 128 bytes a token): no answer is ended past it. */
+const HUGE_CONTEXT = 1_000_000;
+
 let server: TestServer | undefined;
 
 afterEach(async () => {
@@ -47,7 +50,9 @@ describe("a drain while a whole answer is still being sent", () => {
       ),
     );
     try {
-      server = await startTestServer({ extraModels: [createUpstreamModelEntry("big", upstream.baseUrl)] });
+      server = await startTestServer({
+        extraModels: [createUpstreamModelEntry("big", upstream.baseUrl, { contextLength: HUGE_CONTEXT })],
+      });
       const socket = askRaw(server, false);
       // A slow reader: about 2 MB a second, the 8 MB answer's rest waiting in the socket's buffers.
       let received = Buffer.alloc(0);
@@ -93,7 +98,7 @@ describe("a drain while a whole answer is still being sent", () => {
       const { lines, destination } = collectLogLines();
       try {
         server = await startTestServer({
-          extraModels: [createUpstreamModelEntry("big", upstream.baseUrl)],
+          extraModels: [createUpstreamModelEntry("big", upstream.baseUrl, { contextLength: HUGE_CONTEXT })],
           logDestination: destination,
         });
         const socket = askRaw(server, stream);

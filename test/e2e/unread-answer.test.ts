@@ -49,7 +49,10 @@ beforeAll(async () => {
     ),
   );
   server = await startServer({
-    config: createTestConfig({ database, models: [createUpstreamModelEntry(MODEL, upstream.baseUrl)] }),
+    config: createTestConfig({
+      database,
+      models: [createUpstreamModelEntry(MODEL, upstream.baseUrl, { contextLength: 1_000_000 })],
+    }),
     logger: false,
     clientStallTimeoutMs: STALL_MS,
   });
@@ -69,7 +72,7 @@ function chatRequest(stream: boolean): string {
   const body = JSON.stringify({
     model: MODEL,
     stream,
-    // No max_tokens: an answer past the one sent upstream is ended there (16 MiB is far past 100).
+    // No max_tokens, and a context that holds 16 MiB: an answer past either is ended there.
     messages: [{ role: "user", content: "Hi" }],
   });
   return [

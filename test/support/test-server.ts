@@ -85,14 +85,14 @@ export function createTinyModelEntry(path: string, options: TestServerOptions = 
 export function createUpstreamModelEntry(
   id: string,
   baseUrl: string,
-  options: { apiKey?: string; upstreamModel?: string; tuning?: UpstreamTuning } = {},
+  options: { apiKey?: string; upstreamModel?: string; tuning?: UpstreamTuning; contextLength?: number } = {},
 ): CatalogModel {
   return {
     id,
     kind: "chat",
     ownedBy: "acme",
     pricing: { kind: "chat", inputPerMillion: "1.00", outputPerMillion: "2.00" },
-    contextLength: 8192,
+    contextLength: options.contextLength ?? 8192,
     created: 1_700_000_100,
     engine: {
       type: "openai",
