@@ -24,10 +24,13 @@ export interface UsageBounds {
   contextTokens?: number | undefined;
 }
 
-/** What an answer has produced so far: its UTF-8 bytes, and those of its reasoning among them. */
+/**
+ * What an answer has produced so far: its UTF-8 bytes, and those of its reasoning among them (the
+ * chunk mapper keeps both).
+ */
 export interface ProducedBytes {
-  bytes: number;
-  reasoningBytes: number;
+  readonly producedBytes: number;
+  readonly reasoningBytes: number;
 }
 
 /** Tokens an answer may end with that no text shows (end of turn, end of text). */
@@ -66,7 +69,7 @@ function answerTokensAtMost(bounds: UsageBounds): number | undefined {
 export function completionTokensAtMost(bounds: UsageBounds, produced: ProducedBytes): number {
   const bound = bounds.completionSent
     ? bounds.completionTokens + produced.reasoningBytes
-    : Math.max(bounds.completionTokens, produced.bytes + END_TOKENS);
+    : Math.max(bounds.completionTokens, produced.producedBytes + END_TOKENS);
   const inAll = answerTokensAtMost(bounds);
   return inAll === undefined ? bound : Math.min(bound, inAll);
 }
@@ -79,11 +82,11 @@ export function completionTokensAtMost(bounds: UsageBounds, produced: ProducedBy
 export function isPastBounds(bounds: UsageBounds, produced: ProducedBytes): boolean {
   if (
     bounds.completionSent &&
-    produced.bytes - produced.reasoningBytes > spelledAtMost(bounds.completionTokens)
+    produced.producedBytes - produced.reasoningBytes > spelledAtMost(bounds.completionTokens)
   )
     return true;
   const inAll = answerTokensAtMost(bounds);
-  return inAll !== undefined && produced.bytes > spelledAtMost(inAll);
+  return inAll !== undefined && produced.producedBytes > spelledAtMost(inAll);
 }
 
 function spelledAtMost(tokens: number): number {

@@ -179,11 +179,7 @@ class UpstreamChunkMapper implements ChunkMapper {
   }
 
   get completionCap(): number | undefined {
-    if (this.#bounds === undefined) return undefined;
-    return completionTokensAtMost(this.#bounds, {
-      bytes: this.producedBytes,
-      reasoningBytes: this.reasoningBytes,
-    });
+    return this.#bounds === undefined ? undefined : completionTokensAtMost(this.#bounds, this);
   }
 
   get calledTools(): boolean {
@@ -209,13 +205,7 @@ class UpstreamChunkMapper implements ChunkMapper {
     const usage = sent === undefined || sent === null ? undefined : convertUsage(sent);
     if (usage !== undefined) {
       const merged = mergeUsage(this.reportedUsage, usage);
-      const bounded =
-        this.#bounds === undefined
-          ? undefined
-          : boundUsage(merged, this.#bounds, {
-              bytes: this.producedBytes,
-              reasoningBytes: this.reasoningBytes,
-            });
+      const bounded = this.#bounds === undefined ? undefined : boundUsage(merged, this.#bounds, this);
       if (bounded?.beyond !== undefined) this.usageBeyondBounds = bounded.beyond;
       this.reportedUsage = bounded?.usage ?? merged;
       this.#producedAtReport = this.producedLength;
@@ -269,14 +259,15 @@ class UpstreamChunkMapper implements ChunkMapper {
     if (text === "") return;
     this.#reasoned = true;
     this.#reasoning.push(text);
-    this.#produced(text);
-    this.reasoningBytes += Buffer.byteLength(text, "utf8");
+    this.reasoningBytes += this.#produced(text);
   };
 
-  /** Counts `text` as produced, in characters and in bytes. */
-  #produced(text: string): void {
+  /** Counts `text` as produced, in characters and in bytes; answers its bytes. */
+  #produced(text: string): number {
+    const bytes = Buffer.byteLength(text, "utf8");
     this.producedLength += text.length;
-    this.producedBytes += Buffer.byteLength(text, "utf8");
+    this.producedBytes += bytes;
+    return bytes;
   }
 
   flush(parts: StreamPart[]): void {

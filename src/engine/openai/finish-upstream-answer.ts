@@ -93,7 +93,8 @@ export function usageSoFar(mapper: ChunkMapper, promptTokens: number, ended: boo
     reportedCompletion === undefined || (!final && producedTokens > reportedCompletion)
       ? producedTokens
       : reportedCompletion;
-  // No more than the bound sent upstream: what came past it, the upstream generated ignoring it.
+  // No more than the bounds allow (see UsageBounds): what came past them, the upstream generated
+  // ignoring the max_tokens it was sent, or the model's context.
   const cap = mapper.completionCap;
   const usage: Usage = {
     promptTokens: reportedPrompt ?? promptTokens,

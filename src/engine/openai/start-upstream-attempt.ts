@@ -382,13 +382,7 @@ export function startUpstreamAttempt(
           if (text === undefined) break;
           reader.push(text, parts);
           // Before an end that came in the same read: a flood and its [DONE] together are cut too.
-          if (
-            isPastBounds(context.usageBounds, {
-              bytes: mapper.producedBytes,
-              reasoningBytes: mapper.reasoningBytes,
-            })
-          )
-            return endPastBound(parts);
+          if (isPastBounds(context.usageBounds, mapper)) return endPastBound(parts);
           if (reader.done || reader.streamError !== undefined) {
             // The answer is over ([DONE] or an error event): the rest of the body is only read
             // so that the connection is reused, and not waited for.
