@@ -330,30 +330,45 @@ describe("a body over the limit (body_limit 1024 bytes)", () => {
   });
   afterAll(() => small.close());
 
-  it("is answered 413 on a connection that stays open to take the rest of the body (no reset)", async () => {
-    const socket = connect(smallPort, "127.0.0.1");
+  /** A body of a megabyte: over the small server's limit. */
+  const OVERSIZED = 1_000_000;
+
+  /**
+   * Opens a connection (half-open where asked, as a socket in Python or C is: the server's FIN
+   * does not stop its writes), sends `head`, and waits for the answer that comes before the body,
+   * as a client that writes its whole body before it reads. Collects what comes and the errors.
+   */
+  async function awaitEarlyAnswer(head: string, allowHalfOpen = false) {
+    const socket = connect({ port: smallPort, host: "127.0.0.1", allowHalfOpen });
     let text = "";
+    let ended = false;
     const errors: Error[] = [];
     socket.setEncoding("utf8");
     socket.on("data", (data: string) => {
       text += data;
     });
     socket.on("error", (error) => errors.push(error));
+    socket.on("end", () => {
+      ended = true;
+    });
     const closed = new Promise((resolve) => socket.on("close", resolve));
-    const size = 1_000_000;
-    socket.write(
-      `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer good\r\nContent-Type: application/json\r\nContent-Length: ${size}\r\n\r\n`,
-    );
-    // As a client that writes its whole body before it reads: the 413 is out before the body.
+    socket.write(head);
     for (let waited = 0; !/\r\n\r\n\{.*\}$/s.test(text); waited += 5) {
       if (waited > 5_000) throw new Error(`no answer: ${text}`);
       await new Promise((resolve) => setTimeout(resolve, 5));
     }
-    socket.write("x".repeat(size));
+    return { socket, closed, errors, text: () => text, ended: () => ended };
+  }
+
+  it("is answered 413 on a connection that stays open to take the rest of the body (no reset)", async () => {
+    const { socket, closed, errors, text } = await awaitEarlyAnswer(
+      `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer good\r\nContent-Type: application/json\r\nContent-Length: ${OVERSIZED}\r\n\r\n`,
+    );
+    socket.write("x".repeat(OVERSIZED));
     socket.write("GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
     await closed;
     expect(errors).toEqual([]);
-    const [refused = "", next = ""] = text.split(/(?=HTTP\/1\.1 200 )/);
+    const [refused = "", next = ""] = text().split(/(?=HTTP\/1\.1 200 )/);
     expect(parseResponse(refused)).toMatchObject({
       status: 413,
       body: { error: { code: "request_too_large", type: "invalid_request_error" } },
@@ -367,37 +382,19 @@ describe("a body over the limit (body_limit 1024 bytes)", () => {
   ])(
     "is answered 413 to a client that asked for the connection to close (%s), closed once the body came, not under it (regression: reset)",
     async (_name, version, connection) => {
-      // Half-open, as a socket in Python or C is: the server's FIN does not stop its writes.
-      const socket = connect({ port: smallPort, host: "127.0.0.1", allowHalfOpen: true });
-      let text = "";
-      const errors: Error[] = [];
-      socket.setEncoding("utf8");
-      socket.on("data", (data: string) => {
-        text += data;
-      });
-      socket.on("error", (error) => errors.push(error));
-      let ended = false;
-      socket.on("end", () => {
-        ended = true;
-      });
-      const closed = new Promise((resolve) => socket.on("close", resolve));
-      const size = 1_000_000;
-      socket.write(
-        `POST /v1/chat/completions ${version}\r\nHost: x\r\nAuthorization: Bearer good\r\nContent-Type: application/json\r\n${connection}Content-Length: ${size}\r\n\r\n`,
+      const { socket, closed, errors, text, ended } = await awaitEarlyAnswer(
+        `POST /v1/chat/completions ${version}\r\nHost: x\r\nAuthorization: Bearer good\r\nContent-Type: application/json\r\n${connection}Content-Length: ${OVERSIZED}\r\n\r\n`,
+        true,
       );
-      for (let waited = 0; !/\r\n\r\n\{.*\}$/s.test(text); waited += 5) {
-        if (waited > 5_000) throw new Error(`no answer: ${text}`);
-        await new Promise((resolve) => setTimeout(resolve, 5));
-      }
       // The server closed its half after the answer; the rest of the body is still taken.
-      await expect.poll(() => ended).toBe(true);
+      await expect.poll(ended).toBe(true);
       await new Promise<void>((resolve, reject) =>
-        socket.write("x".repeat(size), (error) => (error ? reject(error) : resolve())),
+        socket.write("x".repeat(OVERSIZED), (error) => (error ? reject(error) : resolve())),
       );
       socket.end();
       await closed;
       expect(errors).toEqual([]);
-      const response = parseResponse(text);
+      const response = parseResponse(text());
       expect(response.status).toBe(413);
       expect(response.headers.connection).toBe("close");
       expect(response.body).toMatchObject({ error: { code: "request_too_large" } });
