@@ -452,6 +452,25 @@ describe("an upstream that reports more tokens than the request can have used", 
 });
 
 describe("an upstream that goes on past the max_tokens it was sent", () => {
+  /**
+   * An engine on an upstream (no context length) that reasons `kilobytes` KB, a kilobyte a chunk,
+   * then answers "Hi" and reports 10 prompt tokens and `completionTokens`.
+   */
+  async function reasoningThenHi(kilobytes: number, completionTokens: number): Promise<ChatEngine> {
+    const reasoning = Array.from({ length: kilobytes }, () =>
+      chunk({ reasoning_content: `${"r".repeat(999)} ` }),
+    );
+    const upstream = await startTestMock((_request, response) =>
+      writeEvents(response, [
+        ...reasoning,
+        chunk({ content: "Hi" }),
+        chunk({}, "stop"),
+        usageChunk(10, completionTokens),
+      ]),
+    );
+    return createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+  }
+
   it("has its answer ended there, as length, and charged at max_tokens (regression: 67 MB passed on for max_tokens 10)", async () => {
     let written = 0;
     let closed = false;
@@ -497,16 +516,7 @@ describe("an upstream that goes on past the max_tokens it was sent", () => {
   it("is not cut nor charged less for reasoning, which some upstreams generate beyond max_tokens", async () => {
     // DeepSeek's reasoner bounds only the answer after its reasoning: 2,600 tokens of reasoning
     // (13 KB), an answer of one token within max_tokens 5, counted together.
-    const reasoning = Array.from({ length: 13 }, () => chunk({ reasoning_content: `${"r".repeat(999)} ` }));
-    const upstream = await startTestMock((_request, response) =>
-      writeEvents(response, [
-        ...reasoning,
-        chunk({ content: "Hi" }),
-        chunk({}, "stop"),
-        usageChunk(10, 2601),
-      ]),
-    );
-    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+    const engine = await reasoningThenHi(13, 2601);
     const parts = await collectParts(engine, chatRequest({ maxTokens: 5 }));
     expect(textOf(parts)).toBe("Hi");
     expect(parts.at(-1)).toMatchObject({
@@ -534,16 +544,7 @@ describe("an upstream that goes on past the max_tokens it was sent", () => {
 
   it("is charged no more reasoning beyond max_tokens than the allowance, where the context is not known (regression: a token a byte)", async () => {
     // 5 MB of reasoning for max_tokens 10, reported as a token a byte.
-    const reasoning = Array.from({ length: 5000 }, () => chunk({ reasoning_content: `${"r".repeat(999)} ` }));
-    const upstream = await startTestMock((_request, response) =>
-      writeEvents(response, [
-        ...reasoning,
-        chunk({ content: "Hi" }),
-        chunk({}, "stop"),
-        usageChunk(10, 5_000_001),
-      ]),
-    );
-    const engine = createTestEngine({ model: upstreamModel([upstream.baseUrl]) });
+    const engine = await reasoningThenHi(5000, 5_000_001);
     const parts = await collectParts(engine, chatRequest({ maxTokens: 10 }));
     expect(parts.at(-1)).toMatchObject({
       type: "finish",
