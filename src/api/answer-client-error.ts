@@ -186,12 +186,13 @@ export function boundUnreadBody(request: IncomingMessage, remainingMs: number, s
 }
 
 /**
- * Closes the connection of a request answered before its body came (a 413) the way RFC 9112
- * (section 9.6) asks of a server that closes after an answer: its half first, then, once the rest
- * of the body came (or {@link boundUnreadBody} gave up on it), the whole. Node's close after an
- * answer to a client that asked for one (`Connection: close`, HTTP/1.0) destroyed the socket
- * with the body still coming, and the reset that the rest of it met lost the client its 413
- * (Python's http.client: BrokenPipeError, every time).
+ * Closes the connection of a request answered before its body came (a 413, a refused key), where
+ * it closes after the answer, the way RFC 9112 (section 9.6) asks: its half first, then, once the
+ * rest of the body came (or {@link boundUnreadBody} gave up on it), the whole. Node's close after
+ * an answer to a client that asked for one (`Connection: close`, HTTP/1.0) destroyed the socket
+ * with the body still coming, and the reset that the rest of it met lost the client its answer
+ * (Python's http.client: BrokenPipeError, every time). A connection that stays open is left as
+ * it is.
  */
 export function closeAfterUnreadBody(request: IncomingMessage): void {
   if (request.complete) return;

@@ -293,17 +293,19 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
     // A body never asked for (`Expect: 100-continue`, refused before the 100) is not waited for:
     // the connection ends with the answer (see sendContinue).
     if (awaitsContinue(request.raw)) reply.header("connection", "close");
-    else if (appError.code === "request_too_large") {
-      // A client that asked for the connection to close: closed once the body came, not under it.
-      if (reply.raw.shouldKeepAlive) reply.removeHeader("connection");
-      else {
-        reply.header("connection", "close");
-        closeAfterUnreadBody(request.raw);
+    else {
+      if (appError.code === "request_too_large") {
+        if (reply.raw.shouldKeepAlive) reply.removeHeader("connection");
+        else reply.header("connection", "close");
       }
+      // Draining: no next request on this connection, whatever failed (a request cut while it
+      // waited for its model, refused before it began).
+      else if (inFlight.closing) reply.header("connection", "close");
+      // Answered before its body came (a 413, a refused key) on a connection that closes after
+      // the answer (the client asked for it, HTTP/1.0, a drain): closed once the body came, not
+      // under it, or the reset the rest of it meets loses the client its answer.
+      closeAfterUnreadBody(request.raw);
     }
-    // Draining: no next request on this connection, whatever failed (a request cut while it
-    // waited for its model, refused before it began).
-    else if (inFlight.closing) reply.header("connection", "close");
     // A fault thrown as it was (a bug anywhere in handling the request) is logged here, with its
     // stack and the request id. An `internal_error` that code built itself is not: its maker (an
     // engine that failed while generating) logged it already, with the request id and more (the

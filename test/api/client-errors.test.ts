@@ -376,6 +376,24 @@ describe("a body over the limit (body_limit 1024 bytes)", () => {
     expect(next).toMatch(/\{"status":"ok"\}$/);
   });
 
+  it("is answered 401 for a wrong key to a client that asked for the connection to close, closed once the body came (regression: reset)", async () => {
+    const { socket, closed, errors, text, ended } = await awaitEarlyAnswer(
+      `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer wrong\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: ${OVERSIZED}\r\n\r\n`,
+      true,
+    );
+    await expect.poll(ended).toBe(true);
+    await new Promise<void>((resolve, reject) =>
+      socket.write("x".repeat(OVERSIZED), (error) => (error ? reject(error) : resolve())),
+    );
+    socket.end();
+    await closed;
+    expect(errors).toEqual([]);
+    expect(parseResponse(text())).toMatchObject({
+      status: 401,
+      body: { error: { code: "invalid_api_key" } },
+    });
+  });
+
   it.each([
     ["Connection: close", "HTTP/1.1", "Connection: close\r\n"],
     ["HTTP/1.0", "HTTP/1.0", ""],
