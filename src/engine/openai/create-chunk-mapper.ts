@@ -342,7 +342,6 @@ class UpstreamChunkMapper implements ChunkMapper {
     // `extra_content`) is no call, nor part of one.
     if (id === undefined && name === undefined && fragment === "") return;
     this.#produced(fragment);
-    if (name !== undefined) this.#produced(name);
     const key: number | string | undefined =
       typeof delta.index === "number" ? delta.index : (id ?? undefined);
     let call = key === undefined ? this.#lastCall : this.#callsByKey.get(key);
@@ -360,7 +359,14 @@ class UpstreamChunkMapper implements ChunkMapper {
       return;
     }
     if (id !== undefined) call.id = id;
-    if (name !== undefined) call.name = joinName(call.name, name);
+    if (name !== undefined) {
+      // Only what the name grew by is produced: servers that send it again in every delta (a
+      // 64-character name with arguments a character a delta) had a call well within max_tokens
+      // counted 65 bytes a character and cut as past it.
+      const before = call.name?.length ?? 0;
+      call.name = joinName(call.name, name);
+      this.#produced(call.name.slice(before));
+    }
     // The name is taken as whole once a delta brings arguments (or the call ends: `flush`); a
     // piece of it may still come with them, not after: arguments that came before any name, or
     // only white space, send nothing yet.

@@ -247,6 +247,27 @@ describe("createChunkMapper", () => {
     );
   });
 
+  it("counts a name sent again in every delta once (regression: a call within max_tokens counted 65 bytes a character and cut)", () => {
+    const name = "n".repeat(64);
+    const args = JSON.stringify({ text: "a".repeat(390) });
+    const { mapper, parts } = readAll([
+      ...[...args].map((character) =>
+        toolDelta({ index: 0, id: "call_0", type: "function", function: { name, arguments: character } }),
+      ),
+      chunk({}, "tool_calls"),
+    ]);
+    expect(argumentsByIndex(parts)).toEqual([args]);
+    expect(mapper.producedBytes).toBe(name.length + args.length);
+    expect(mapper.producedLength).toBe(name.length + args.length);
+    // A name sent in pieces counts each piece once.
+    const pieces = readAll([
+      toolDelta({ index: 0, id: "call_0", type: "function", function: { name: "get_" } }),
+      toolDelta({ index: 0, function: { name: "weather" } }),
+      toolDelta({ index: 0, function: { name: "get_weather", arguments: "{}" } }),
+    ]);
+    expect(pieces.mapper.producedBytes).toBe("get_weather{}".length);
+  });
+
   it("keeps whole calls apart when they carry neither index nor id (regression: merged into one call, arguments run together)", () => {
     const { parts } = readAll([
       chunk({
