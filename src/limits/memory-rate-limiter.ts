@@ -127,13 +127,23 @@ export class MemoryRateLimiter implements RateLimiter {
     return { allowed: false, retryAfterMs, ...this.#state(bucket) };
   }
 
+  /**
+   * A request that began before its key's limit changed settles under the new limit (converted
+   * back to its own, the bucket would undo the new one), and what it gives back repays first
+   * what a lowering forgave: its take was part of what the lowering left the bucket short of
+   * (the correction was dropped: a key whose tpm changed mid-request lost what its running
+   * requests took and did not use, up to a bucket).
+   */
   async adjust(request: BucketRequest & { amount: number }): Promise<BucketState | undefined> {
-    // A request that began before its key's limit changed settles with the old limit: converted
-    // back to it, the bucket would undo the new one.
-    const existing = this.#buckets.get(request.bucket);
-    if (existing !== undefined && existing.limit !== request.limit) return undefined;
-    const bucket = this.#refill(request);
-    setLevel(bucket, bucket.level + request.amount);
+    const limit = this.#buckets.get(request.bucket)?.limit ?? request.limit;
+    const bucket = this.#refill({ bucket: request.bucket, limit });
+    let { amount } = request;
+    if (limit !== request.limit && amount > 0) {
+      const repaid = Math.min(bucket.forgiven, amount);
+      bucket.forgiven -= repaid;
+      amount -= repaid;
+    }
+    setLevel(bucket, bucket.level + amount);
     return this.#state(bucket);
   }
 

@@ -41,8 +41,8 @@ export interface RateLimiter {
   /**
    * Corrects a bucket after the fact: a positive `amount` gives units back (never above the
    * limit), a negative one takes more (the bucket may go below zero and recovers by refilling).
-   * Answers the bucket's state after it; `undefined` when it was left alone (its limit changed
-   * since) or could not be reached.
+   * A bucket whose limit changed since the request began keeps its new limit. Answers the
+   * bucket's state after it; `undefined` when it could not be reached.
    */
   adjust(request: BucketRequest & { amount: number }): Promise<BucketState | undefined>;
   /** The bucket's state without changing it. */

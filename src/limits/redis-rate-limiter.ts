@@ -151,8 +151,8 @@ export class RedisRateLimiter implements RateLimiter {
 
   async adjust(request: BucketRequest & { amount: number }): Promise<BucketState | undefined> {
     const reply = await this.#run(ADJUST_SCRIPT, request, [request.amount], { deadline: false });
-    if (reply === undefined || readInteger(reply, 0) !== 1) return undefined;
-    return { limit: request.limit, remaining: readInteger(reply, 1), resetMs: readInteger(reply, 2) };
+    if (reply === undefined) return undefined;
+    return { remaining: readInteger(reply, 0), resetMs: readInteger(reply, 1), limit: readInteger(reply, 2) };
   }
 
   async peek(request: BucketRequest): Promise<BucketState> {

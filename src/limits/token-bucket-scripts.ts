@@ -19,7 +19,20 @@ import { defineRedisScript } from "../cluster/run-redis-script.ts";
  * Every reply ends with Redis's clock when the script ran (`clock`, whole milliseconds, without
  * ARGV[2]): the limiter learns from it how far Redis's clock is from its own, to set deadlines.
  */
-const PRELUDE = `
+/** In a settling script: the request began under `began`; the bucket keeps its own limit. */
+const KEEP_STORED_LIMIT = `local began = limit
+if storedLimit and storedLimit > 0 then limit = storedLimit end`;
+
+const PRELUDE = bucketPrelude({ settling: false });
+
+/**
+ * The prelude of every script. `settling` (adjust): the bucket keeps the limit it has, and
+ * `began` is the one the request was admitted under (ARGV[1]); a request that began before the
+ * key's limit changed settles under the new one (converted back to its own, the bucket would undo
+ * the new limit).
+ */
+function bucketPrelude(options: { settling: boolean }): string {
+  return `
 local key = KEYS[1]
 local limit = tonumber(ARGV[1])
 local time = redis.call('TIME')
@@ -30,6 +43,7 @@ local forgiven = 0
 local stored = redis.call('HMGET', key, 'level', 'updated', 'limit', 'forgiven')
 local storedLimit = tonumber(stored[3])
 local changed = false
+${options.settling ? KEEP_STORED_LIMIT : ""}
 
 -- The level capped at \`cap\`: what the cap discards repays what a lowered limit forgave.
 local function capped(raw, cap)
@@ -69,10 +83,11 @@ local function save()
     redis.call('DEL', key)
     return
   end
-  redis.call('HSET', key, 'level', string.format('%.17g', level), 'updated', string.format('%.17g', now), 'limit', ARGV[1], 'forgiven', string.format('%.17g', forgiven))
+  redis.call('HSET', key, 'level', string.format('%.17g', level), 'updated', string.format('%.17g', now), 'limit', string.format('%.17g', limit), 'forgiven', string.format('%.17g', forgiven))
   redis.call('PEXPIRE', key, math.ceil((limit - level + forgiven) * 60000 / limit) + 120000)
 end
 `;
+}
 
 /** A take's first reply value when it ran after its deadline and took nothing. */
 export const TAKE_TOO_LATE = -1;
@@ -107,17 +122,25 @@ return {0, remaining, reset, retry, clock}
 `);
 
 /**
- * Adds ARGV[3] (negative: takes), never above the limit. Returns `{1, clock}`. No deadline: one
- * that runs late gives back tokens (harmless) or records tokens a request did use. A bucket
- * whose limit has changed since (the key was updated while the request ran) is left as it is:
- * rebuilt full at the old limit, it would undo the new one.
+ * Adds ARGV[3] (negative: takes), never above the limit. Returns `{remaining, resetMs, limit,
+ * clock}`. No deadline: one that runs late gives back tokens (harmless) or records tokens a
+ * request did use. A bucket whose limit has changed since the request began (the key was updated
+ * while it ran) keeps its new limit, as the memory limiter's adjust does; what such a request
+ * gives back repays first what the lowering forgave, its take being part of what the lowering
+ * left the bucket short of (the correction was dropped: a key whose tpm changed mid-request lost
+ * what its running requests took and did not use, up to a bucket).
  */
-export const ADJUST_SCRIPT = defineRedisScript(`${PRELUDE}
-if stored[3] and tonumber(stored[3]) ~= limit then return {0, 0, 0, clock} end
-level = capped(level + tonumber(ARGV[3]), limit)
+export const ADJUST_SCRIPT = defineRedisScript(`${bucketPrelude({ settling: true })}
+local amount = tonumber(ARGV[3])
+if began ~= limit and amount > 0 then
+  local repaid = math.min(forgiven, amount)
+  forgiven = forgiven - repaid
+  amount = amount - repaid
+end
+level = capped(level + amount, limit)
 save()
 local remaining, reset = state()
-return {1, remaining, reset, clock}
+return {remaining, reset, limit, clock}
 `);
 
 /** Reads the bucket without writing. Returns `{remaining, resetMs, clock}`. */

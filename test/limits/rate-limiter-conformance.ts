@@ -142,19 +142,48 @@ export function describeRateLimiterConformance(name: string, create: () => Promi
       await limiter.close();
     });
 
-    it("leaves a bucket whose limit changed alone when a request of the old limit settles", async () => {
-      // tpm lowered from 10000 to 1000 while requests admitted under 10000 still run: their
-      // settles (adjust with the old limit) must not rebuild the bucket full at 10000, nor undo
-      // what the new limit took.
+    it("settles a request of the old limit under the new one, its give-back first repaying what the lowering forgave", async () => {
+      // tpm lowered from 10000 to 1000 while a request admitted under 10000 (4500 taken) still
+      // runs: it settles having used 500. Settled with its old limit, the bucket would be rebuilt
+      // at 10000, undoing the new limit; dropped, the 4000 it did not use were lost. The key used
+      // 500 in all: 500 of the new 1000 are left.
       const { limiter } = await create();
       const bucket = { bucket: "tokens:i" };
-      await limiter.take({ ...bucket, limit: 10_000, amount: 500 });
-      // 500 used: 500 of the new 1000 left.
+      await limiter.take({ ...bucket, limit: 10_000, amount: 4_500 });
+      // A take under the new limit finds the bucket spent, the lowering having forgiven 3500.
+      expect(await limiter.take({ ...bucket, limit: 1_000, amount: 1 })).toMatchObject({
+        allowed: false,
+        limit: 1_000,
+        remaining: 0,
+      });
+      expect(await limiter.adjust({ ...bucket, limit: 10_000, amount: 4_000 })).toMatchObject({
+        limit: 1_000,
+        remaining: 500,
+      });
       expect((await limiter.take({ ...bucket, limit: 1_000, amount: 500 })).allowed).toBe(true);
-      // Left alone: nothing to tell of it.
-      expect(await limiter.adjust({ ...bucket, limit: 10_000, amount: 4_000 })).toBeUndefined();
-      const next = await limiter.take({ ...bucket, limit: 1_000, amount: 1_000 });
-      expect(next).toMatchObject({ allowed: false, limit: 1_000, remaining: 0 });
+      expect(await limiter.take({ ...bucket, limit: 1_000, amount: 1 })).toMatchObject({
+        allowed: false,
+        limit: 1_000,
+        remaining: 0,
+      });
+      await limiter.close();
+    });
+
+    it("keeps what a request of the old limit gives back when the limit was raised (regression: dropped, up to a bucket lost)", async () => {
+      // tpm 1000; a stream takes 601 and uses 60 while the key is raised to 1001.
+      const { limiter } = await create();
+      const bucket = { bucket: "tokens:j" };
+      await limiter.take({ ...bucket, limit: 1_000, amount: 601 });
+      expect((await limiter.take({ ...bucket, limit: 1_001, amount: 1 })).allowed).toBe(true);
+      expect(await limiter.adjust({ ...bucket, limit: 1_000, amount: 541 })).toMatchObject({
+        limit: 1_001,
+        remaining: 940,
+      });
+      // A request that used more than it took is charged the rest under the new limit too.
+      expect(await limiter.adjust({ ...bucket, limit: 1_000, amount: -40 })).toMatchObject({
+        limit: 1_001,
+        remaining: 900,
+      });
       await limiter.close();
     });
 
