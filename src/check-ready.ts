@@ -22,7 +22,8 @@ async function answersWithin(promise: Promise<unknown>, ms: number): Promise<boo
 
 /**
  * `/ready`'s answer: not ready while the store does not answer in time, while charges wait for
- * the store to take them, or while a model of the start (`startupEngines`) still loads; `reasons`
+ * the store to take them, or while a model of the start (`startupEngines`) still loads for the
+ * first time (a download tried again after a failure does not count); `reasons`
  * says which.
  *
  * Charges wait when the store answers reads but fails writes (its disk full, its file locked by
@@ -56,7 +57,15 @@ export async function checkReady(dependencies: {
     );
   for (const entry of registry.list()) {
     const { engine } = entry;
-    if (engine !== undefined && startupEngines.has(engine) && engine.status() === "loading")
+    // Its first load only: a download tried again in the background (its host down, or
+    // stalling) took the server out of rotation for each attempt, minutes each, while the other
+    // models served; between attempts it is unavailable, and ready.
+    if (
+      engine !== undefined &&
+      startupEngines.has(engine) &&
+      engine.status() === "loading" &&
+      engine.retryingLoad !== true
+    )
       reasons.push(`model '${entry.model.id}' is loading`);
   }
   return { ready: reasons.length === 0, reasons };

@@ -354,6 +354,11 @@ export interface ChatEngine {
    * missing is loaded again).
    */
   readonly recoversByItself?: boolean;
+  /**
+   * Whether its `loading` is a load tried again after one failed (a local model's download
+   * retried in the background), not its first: readiness waits for a model's first load only.
+   */
+  readonly retryingLoad?: boolean;
   /** Whether the engine can produce more than one choice per request (`n > 1`). */
   readonly supportsMultipleChoices: boolean;
   /**

@@ -22,6 +22,9 @@ let files: ModelFileServer;
 let latePort: number;
 let lateHost: Server | undefined;
 let lateRequests = 0;
+let stalledPort: number;
+let stalledHost: Server | undefined;
+let stalledRequests = 0;
 
 function createEntry(id: string, source: string): CatalogModel {
   return {
@@ -43,6 +46,7 @@ beforeAll(async () => {
   files = await startModelFileServer();
   latePort = await findFreePort();
   const neverPort = await findFreePort();
+  stalledPort = await findFreePort();
   const { destination } = collectLogLines(logs);
   test = await startTestServer({
     logDestination: destination,
@@ -50,6 +54,7 @@ beforeAll(async () => {
       createEntry("late", `http://127.0.0.1:${latePort}/models/late.gguf`),
       createEntry("never", `http://127.0.0.1:${neverPort}/models/never.gguf`),
       createEntry("missing", `${files.baseUrl}/models/missing.gguf`),
+      createEntry("stalled", `http://127.0.0.1:${stalledPort}/models/stalled.gguf`),
     ],
   });
 });
@@ -58,6 +63,8 @@ afterAll(async () => {
   await test?.close();
   await files?.close();
   if (lateHost !== undefined) await new Promise((resolve) => lateHost?.close(resolve));
+  stalledHost?.closeAllConnections();
+  if (stalledHost !== undefined) await new Promise((resolve) => stalledHost?.close(resolve));
   downloadRetrySettings.delays = previousDelays;
   if (previousModelsFolder === undefined) delete process.env.TOLLGATE_MODELS_DIR;
   else process.env.TOLLGATE_MODELS_DIR = previousModelsFolder;
@@ -142,5 +149,19 @@ describe("serve: a model download that failed for a passing cause is tried again
     expect(message).not.toContain(files.baseUrl.replace("http://", ""));
     expect(JSON.stringify(warningsFor("missing")[0])).toContain(files.baseUrl.replace("http://", ""));
     expect(refused.headers.get("x-should-retry")).toBe("false");
+  });
+
+  it("stays ready while a failed download is tried again (regression: 503 'is loading' for each attempt, minutes each)", async () => {
+    // The first attempt finds no host; the host then takes the retry's request and never answers.
+    await vi.waitFor(() => expect(warningsFor("stalled").length).toBeGreaterThan(0), { timeout: 10_000 });
+    stalledHost = createServer(() => {
+      stalledRequests++;
+    });
+    await new Promise<void>((resolve) => stalledHost?.listen(stalledPort, "127.0.0.1", resolve));
+    await vi.waitFor(() => expect(stalledRequests).toBeGreaterThan(0), { timeout: 10_000, interval: 20 });
+    expect(await statusOf("stalled")).toBe("loading");
+    const ready = await fetch(`${test.origin}/ready`);
+    expect(await ready.json()).toEqual({ status: "ready", reasons: [] });
+    expect(ready.status).toBe(200);
   });
 });

@@ -101,9 +101,11 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
       gpu: config.gpu,
       ...(options.logger === undefined ? {} : { logger: options.logger }),
     });
+  let retryingLoad = false;
   const retries = createDownloadRetries({
     delays: options.downloadRetryDelays,
     retry: () => {
+      retryingLoad = true;
       loading = startLoading();
     },
   });
@@ -239,6 +241,9 @@ export function createLlamaEngine(options: LlamaEngineOptions): ChatEngine {
     refuseUpstreamExtras: (extras) => refuseLocalExtras(extras, modelId),
     status(): ModelStatus {
       return closed ? "unavailable" : state.status;
+    },
+    get retryingLoad() {
+      return retryingLoad;
     },
     load,
     sourceChanged() {
