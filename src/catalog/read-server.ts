@@ -51,11 +51,24 @@ function readPortOverride(issues: ConfigIssues, value: string): number | undefin
   return undefined;
 }
 
+/**
+ * The largest `body_limit`: a body is read whole into one string and parsed, and V8's strings
+ * end at 512 MiB (a body_limit of 1gb was taken, and a 600 MiB body answered 500). No chat
+ * request comes near it.
+ */
+export const MAX_BODY_LIMIT_BYTES = 256 * 1024 * 1024;
+
 function readBodyLimit(issues: ConfigIssues, path: ConfigPath, value: unknown): number | undefined {
   if (isAbsent(value)) return undefined;
   const bytes = typeof value === "string" || typeof value === "number" ? parseByteSize(value) : undefined;
   if (bytes === undefined) {
     issues.add(path, `must be a size such as 8mb, 512kb or a number of bytes (got ${describeValue(value)})`);
+  } else if (bytes > MAX_BODY_LIMIT_BYTES) {
+    issues.add(
+      path,
+      `must be at most 256mb (got ${describeValue(value)}): a body is read and parsed whole, in memory`,
+    );
+    return undefined;
   }
   return bytes;
 }

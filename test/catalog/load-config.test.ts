@@ -451,13 +451,23 @@ describe("loadConfig: server, database and flags", () => {
   it.each([
     ["8mb", 8 * 1024 * 1024],
     ["512kb", 512 * 1024],
-    ["1GB", 1024 ** 3],
+    ["256MB", 256 * 1024 ** 2],
     ["100b", 100],
     ["1048576", 1_048_576],
     [2048, 2048],
   ])("reads body_limit %j as %d bytes", async (bodyLimit, bytes) => {
     await folder.write("tollgate.yaml", `server: { body_limit: ${JSON.stringify(bodyLimit)} }\nmodels: []\n`);
     expect((await load()).server.bodyLimitBytes).toBe(bytes);
+  });
+
+  it("refuses a body_limit over 256mb (regression: 1gb taken, and a 600 MiB body answered 500)", async () => {
+    for (const bodyLimit of ["1gb", "257mb", 268_435_457]) {
+      expect(
+        await problemsOfFile(`server: { body_limit: ${JSON.stringify(bodyLimit)} }\nmodels: []\n`),
+      ).toEqual([
+        `server.body_limit: must be at most 256mb (got ${JSON.stringify(bodyLimit)}): a body is read and parsed whole, in memory`,
+      ]);
+    }
   });
 
   it("resolves a relative SQLite path against the config file's folder", async () => {
