@@ -31,7 +31,7 @@ import {
 import { createDefaultCatalog } from "./default-catalog.ts";
 import { type EnvironmentOverrides, readEnvironmentOverrides } from "./read-environment-overrides.ts";
 import { readModels } from "./read-models.ts";
-import { readServer } from "./read-server.ts";
+import { DEFAULT_SERVER, readServer } from "./read-server.ts";
 import { resolveDatabaseUrl } from "./resolve-database-url.ts";
 import { substituteVariables } from "./substitute-variables.ts";
 
@@ -56,6 +56,13 @@ const TOP_LEVEL_KEYS = [
 ] as const;
 /** Fields where `${VAR}` of an unset variable means "not set" rather than a problem. */
 const MAY_BE_UNSET = new Set(["admin_key", "metrics_key"]);
+
+/**
+ * The settings only `serve` uses. A command reads them as the server would, but nothing in them
+ * stops it: `port: "${PORT}"`, as the README suggests, stopped every command run in a shell
+ * without PORT.
+ */
+const SERVE_ONLY_KEYS = new Set(["server", "log_level", "log_prompts"]);
 
 /**
  * Settings read from the environment only, written in the file: said so (they were "unknown
@@ -93,8 +100,9 @@ export interface ReadConfigOptions {
 /**
  * `serve`: everything must be there. `command`: a CLI command that neither serves nor calls an
  * upstream (accounts, keys, usage, audit, models): upstream keys and headers whose variables are
- * not set are read as empty, and `HOST` and `PORT` are not read, so an operator's shell needs
- * none of the server's secrets.
+ * not set are read as empty, `HOST` and `PORT` are not read, and nothing in `server`,
+ * `log_level` or `log_prompts` stops it, so an operator's shell needs none of the server's
+ * secrets or settings.
  */
 export type ConfigPurpose = "serve" | "command";
 
@@ -140,11 +148,14 @@ export function readConfig(options: ReadConfigOptions): ReadConfigResult {
     issues,
     mayBeUnset: (path: ConfigPath) =>
       (path.length === 1 && MAY_BE_UNSET.has(String(path[0]))) ||
-      (options.purpose === "command" && isUpstreamSecret(path)),
+      (options.purpose === "command" && (isUpstreamSecret(path) || SERVE_ONLY_KEYS.has(String(path[0])))),
   });
   const tree: ConfigMapping = isMapping(raw) ? raw : {};
+  // A command's issues with what only `serve` uses are dropped (see SERVE_ONLY_KEYS).
+  const serveIssues = options.purpose === "command" ? new ConfigIssues() : issues;
 
-  const server = readServer(issues, tree.server, overrides);
+  const server =
+    readServer(serveIssues, tree.server, overrides) ?? (serveIssues === issues ? undefined : DEFAULT_SERVER);
   const database = readDatabase(issues, tree.database, overrides, options);
   const redis = readRedis(issues, tree.redis, overrides);
   if (overrides.adminKey !== undefined) {
@@ -180,8 +191,8 @@ export function readConfig(options: ReadConfigOptions): ReadConfigResult {
       ? ["metrics_key is empty: /metrics answers without a key"]
       : []),
   ];
-  const logPrompts = readBoolean(issues, ["log_prompts"], tree.log_prompts) ?? false;
-  const logLevel = readLogLevel(issues, tree.log_level, overrides.logLevel);
+  const logPrompts = readBoolean(serveIssues, ["log_prompts"], tree.log_prompts) ?? false;
+  const logLevel = readLogLevel(serveIssues, tree.log_level, overrides.logLevel);
   const chargeJournalDir = readChargeJournalDir(issues, tree.charge_journal_dir, overrides, options);
   const models = readModels({
     issues,

@@ -16,6 +16,13 @@ import type { EnvironmentOverrides } from "./read-environment-overrides.ts";
 const SERVER_KEYS = ["host", "port", "body_limit"] as const;
 const PORT_RANGE = { min: 0, max: 65_535 } as const;
 
+/** `server:` left out. */
+export const DEFAULT_SERVER: Readonly<Config["server"]> = {
+  host: DEFAULT_HOST,
+  port: DEFAULT_PORT,
+  bodyLimitBytes: DEFAULT_BODY_LIMIT_BYTES,
+};
+
 /**
  * `server:`, with `HOST` and `PORT` in place of the file's host and port where they are set, and
  * defaults for what is left out; `undefined` when any of it is wrong (the issues say what).
@@ -38,9 +45,9 @@ export function readServer(
   const bodyLimitBytes = readBodyLimit(issues, ["server", "body_limit"], server.body_limit);
   if (issues.count > before) return undefined;
   return {
-    host: host ?? DEFAULT_HOST,
-    port: port ?? DEFAULT_PORT,
-    bodyLimitBytes: bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES,
+    host: host ?? DEFAULT_SERVER.host,
+    port: port ?? DEFAULT_SERVER.port,
+    bodyLimitBytes: bodyLimitBytes ?? DEFAULT_SERVER.bodyLimitBytes,
   };
 }
 

@@ -1107,6 +1107,22 @@ models:
     expect(config.server.port).toBe(8080);
   });
 
+  it('is not stopped by what only serve uses (regression: port: "${PORT}" stopped every command in a shell without PORT)', async () => {
+    await folder.write(
+      "tollgate.yaml",
+      file.replace(
+        "server: { port: 8080 }",
+        'server: { port: "${PORT}", hots: x }\nlog_level: "${LL}"\nlog_prompts: "${LP}"',
+      ),
+    );
+    for (const env of [{ UPSTREAM_KEY: "k" }, { PORT: "abc", LL: "loud", LP: "maybe" }]) {
+      const config = await load({ env, purpose: "command" });
+      expect(config.models.map((model) => model.id)).toEqual(["remote"]);
+    }
+    // serve still refuses each of them.
+    expect(await problemsOf({ env: { UPSTREAM_KEY: "k", GATEWAY_KEY: "g" } })).toHaveLength(4);
+  });
+
   it("still needs every other variable, and reports one that is not set once (not also as an empty value)", async () => {
     await folder.write("tollgate.yaml", file.replace("https://api.example.com/v1", "${UPSTREAM_URL}"));
     expect(await problemsOf({ env: { UPSTREAM_KEY: "k" }, purpose: "command" })).toEqual([
