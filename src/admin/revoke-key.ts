@@ -1,7 +1,7 @@
 import type { Store } from "../store/store.ts";
 import { AdminError } from "./admin-error.ts";
 import { hasActiveAdminKey } from "./has-active-admin-key.ts";
-import { KEY_REFERENCE_HINT, readKeyReference } from "./read-key-reference.ts";
+import { resolveKeyReference } from "./read-key-reference.ts";
 
 /** What {@link revokeKey} did. */
 export interface RevokeKeyOutcome {
@@ -25,8 +25,7 @@ export async function revokeKey(
   publicIdOrKey: string,
   options: { now?: () => Date } = {},
 ): Promise<RevokeKeyOutcome> {
-  const publicId = readKeyReference(publicIdOrKey);
-  if (publicId === undefined) throw new AdminError("invalid_value", KEY_REFERENCE_HINT, { field: "key" });
+  const publicId = await resolveKeyReference(store, publicIdOrKey);
   const now = (options.now ?? (() => new Date()))();
   const result = await store.revokeApiKey(publicId, now);
   switch (result) {

@@ -1,7 +1,7 @@
 import type { ApiKeyChanges, ApiKeyRecord, Store } from "../store/store.ts";
 import { AdminError } from "./admin-error.ts";
 import { formatInstant } from "./format-table.ts";
-import { KEY_REFERENCE_HINT, readKeyReference } from "./read-key-reference.ts";
+import { resolveKeyReference } from "./read-key-reference.ts";
 import {
   validateAllowedModels,
   validateExpiry,
@@ -45,8 +45,7 @@ export async function updateKey(
   update: KeyUpdate,
   options: { now?: () => Date; knownModels?: readonly string[] } = {},
 ): Promise<ApiKeyRecord> {
-  const publicId = readKeyReference(publicIdOrKey);
-  if (publicId === undefined) throw new AdminError("invalid_value", KEY_REFERENCE_HINT, { field: "key" });
+  const publicId = await resolveKeyReference(store, publicIdOrKey);
   if (Object.values(update).every((value) => value === undefined)) {
     throw new AdminError("invalid_value", NOTHING_TO_CHANGE);
   }

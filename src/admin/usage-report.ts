@@ -9,7 +9,7 @@ import { hasNulCharacter } from "./has-nul-character.ts";
 import { decodePageCursor, encodePageCursor } from "./page-cursor.ts";
 import { parseInstant } from "./parse-instant.ts";
 import { readAccountNames } from "./read-account-names.ts";
-import { KEY_REFERENCE_HINT, readKeyReference } from "./read-key-reference.ts";
+import { resolveKeyReference } from "./read-key-reference.ts";
 
 /** The filters of `usage` and `GET /admin/usage`, as the operator wrote them. */
 export interface UsageQuery {
@@ -104,8 +104,7 @@ export async function selectUsage(store: Store, query: UsageQuery): Promise<Usag
   if (query.key !== undefined) {
     // A whole key is taken by its public id, as `keys revoke` takes it; other text is not
     // repeated (it may be a mistyped secret).
-    const publicId = readKeyReference(query.key);
-    if (publicId === undefined) throw new AdminError("invalid_value", KEY_REFERENCE_HINT, { field: "key" });
+    const publicId = await resolveKeyReference(store, query.key);
     if ((await store.getApiKeyByPublicId(publicId)) === undefined) {
       throw new AdminError("not_found", `No key has the public id ${JSON.stringify(publicId)}.`, {
         field: "key",

@@ -296,6 +296,22 @@ describe("keys revoke", () => {
     expect((await store.getApiKeyByPublicId(publicId))?.revokedAt).toBeDefined();
   });
 
+  it("refuses a whole key whose secret is not the stored one, naming no secret (regression: revoked by its public id alone)", async () => {
+    const { key, publicId } = await createKey();
+    const garbled = `${key.slice(0, -1)}${key.endsWith("A") ? "B" : "A"}`;
+    for (const command of [
+      ["revoke", garbled],
+      ["update", garbled, "--name", "x"],
+    ]) {
+      const refused = run(...command);
+      await expect(refused).rejects.toThrow(`The key given is not key ${publicId}: its secret differs`);
+      await expect(refused).rejects.not.toThrow(garbled.slice(-8));
+    }
+    const record = await store.getApiKeyByPublicId(publicId);
+    expect(record?.revokedAt).toBeUndefined();
+    expect(record?.name).not.toBe("x");
+  });
+
   it("says when the key was already revoked", async () => {
     const { publicId } = await createKey();
     await run("revoke", publicId);

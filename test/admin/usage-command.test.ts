@@ -3,6 +3,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { CliError } from "../../src/admin/cli-error.ts";
 import { runUsageCommand } from "../../src/admin/usage-command.ts";
 import { USAGE_PAGE_ROWS } from "../../src/admin/usage-report.ts";
+import { hashSecret } from "../../src/auth/api-key.ts";
 import { openStore } from "../../src/store/open-store.ts";
 import type { Account, Store, UsageRecord } from "../../src/store/store.ts";
 import type { UsagePage } from "../../src/store/usage-query.ts";
@@ -18,6 +19,8 @@ let beta: Account;
 const KEY_A = "keyacme00001";
 const KEY_B = "keyacme00002";
 const KEY_C = "keybeta00001";
+/** Every key's secret. */
+const secret = "S3cretS3cretS3cretS3cretS3cretS3cretS3cretX";
 
 beforeEach(async () => {
   store = await openStore(newDatabaseUrl(directory));
@@ -36,7 +39,7 @@ beforeEach(async () => {
       accountId,
       role: "user",
       name: "",
-      secretHash: "a".repeat(64),
+      secretHash: hashSecret(secret),
       allowedModels: undefined,
       rpm: undefined,
       tpm: undefined,
@@ -370,8 +373,6 @@ describe("usage of a ledger longer than a page", () => {
 });
 
 describe("usage --key", () => {
-  const secret = "S3cretS3cretS3cretS3cretS3cretS3cretS3cretX";
-
   it("takes a whole key by its public id, as keys revoke does", async () => {
     const rows = (await runJson("--key", `sk-tg-${KEY_A}-${secret}`)) as { request_id: string }[];
     expect(rows.map((row) => row.request_id)).toEqual(["req_1", "req_4"]);
@@ -381,6 +382,7 @@ describe("usage --key", () => {
     ["an unknown whole key, naming only its public id", `sk-tg-zzzzzzzzzzzz-${secret}`, /"zzzzzzzzzzzz"/],
     ["a mistyped key", `sk-tg-keyacme0001-${secret}`, /Name the key by its public id/],
     ["a secret alone", secret, /Name the key by its public id/],
+    ["a whole key with another secret", `sk-tg-${KEY_A}-${secret.slice(0, -1)}Y`, /its secret differs/],
   ])("refuses %s without repeating the secret", async (_case, key, message) => {
     const error = await run("--key", key).catch((reason: unknown) => reason);
     expect(error).toBeInstanceOf(CliError);
