@@ -147,6 +147,19 @@ describe("the server's SQLite store while another process holds the file", () =>
     setTimeout(() => locks.pop()?.release(), 300);
     expect(await owner).toBe(0);
   });
+
+  it("says how long a start waited for a lock it never got (regression: 'waited 50 ms' after five seconds)", async () => {
+    const url = newDatabaseUrl(directory);
+    await (await openStore(url)).close();
+    const lock = lockFile(url);
+    locks.push(lock);
+    const owner = await openOwner(url);
+    const error = await rejection(owner.releaseReservations({ replicaId: "*" }));
+    expect(isSqliteBusy(error)).toBe(true);
+    const waited = Number(/\(waited (\d+) ms\)/.exec((error as Error).message)?.[1]);
+    expect(waited).toBeGreaterThanOrEqual(DEFAULT_BUSY_TIMEOUT_MS);
+    expect((error as Error).message).toContain(`The database ${url.slice("sqlite:".length)} is locked`);
+  });
 });
 
 describe("a command's SQLite connection", () => {

@@ -15,7 +15,12 @@ import {
 import { readAccountBalance, readAccountMoney } from "../read-account-money.ts";
 import type { AccountBalance, AccountPage, Store } from "../store.ts";
 import { claimSqliteFile } from "./claim-sqlite-file.ts";
-import { explainDatabaseFolderError, isSqliteBusy } from "./explain-sqlite-error.ts";
+import {
+  explainDatabaseFolderError,
+  explainSqliteError,
+  isSqliteBusy,
+  SqliteFileError,
+} from "./explain-sqlite-error.ts";
 import {
   DEFAULT_BUSY_TIMEOUT_MS,
   type NodeSqliteDatabase,
@@ -196,6 +201,8 @@ export async function openSqliteStore(
 
 /** kysely over one `node:sqlite` connection, and the batched billing on the same connection. */
 interface SqliteConnection {
+  /** The file (or `:memory:`), as messages name it. */
+  location: string;
   db: Kysely<Database>;
   database: NodeSqliteDatabase;
   billing: SqliteBillingBatch;
@@ -204,7 +211,7 @@ interface SqliteConnection {
 function openConnection(location: string): SqliteConnection {
   const database = openNodeSqliteDatabase(location);
   const db = new Kysely<Database>({ dialect: new SqliteDialect({ database }) });
-  return { db, database, billing: createSqliteBillingBatch({ db, database }) };
+  return { location, db, database, billing: createSqliteBillingBatch({ db, database }) };
 }
 
 /**
@@ -251,7 +258,11 @@ function createStore(
         // The owner runs this as it starts, before it serves: a lock held a moment longer than
         // its short busy timeout (a CLI command) is waited out, without blocking the thread.
         if (!options.holdReservations) return await store.releaseReservations(releasing);
-        return await retryWhileBusy(() => store.releaseReservations(releasing), START_LOCK_WAIT_MS);
+        return await retryWhileBusy(
+          () => store.releaseReservations(releasing),
+          START_LOCK_WAIT_MS,
+          connection.location,
+        );
       } finally {
         billing.forgetReservationIds();
       }
@@ -301,13 +312,26 @@ async function migrateUnlessCurrent(
  * Runs `operation` again while it fails on another process's lock, pausing between attempts
  * without blocking the thread, for about `forMs`; then its last error is thrown.
  */
-async function retryWhileBusy<Result>(operation: () => Promise<Result>, forMs: number): Promise<Result> {
-  const deadline = performance.now() + forMs;
+async function retryWhileBusy<Result>(
+  operation: () => Promise<Result>,
+  forMs: number,
+  location: string,
+): Promise<Result> {
+  const startedAt = performance.now();
   for (;;) {
     try {
       return await operation();
     } catch (error) {
-      if (!isSqliteBusy(error) || performance.now() >= deadline) throw error;
+      if (!isSqliteBusy(error)) throw error;
+      const waited = performance.now() - startedAt;
+      // Said with the time waited here, not the last statement's busy timeout (it said 50 ms
+      // after five seconds).
+      if (waited >= forMs)
+        throw explainSqliteError(
+          error instanceof SqliteFileError ? error.cause : error,
+          location,
+          Math.round(waited),
+        );
     }
     await sleep(OWNER_BUSY_TIMEOUT_MS);
   }
