@@ -105,11 +105,20 @@ export function createStallWatchdog(options: {
   const tickMs = Math.max(1, Math.min(1000, Math.floor(Math.min(options.firstByteMs, options.idleMs) / 8)));
   const entries = new Set<Watch>();
   let timer: NodeJS.Timeout | undefined;
+  let checkedAt = 0;
 
   const check = () => {
     const time = now();
+    // A tick far later than due: the process did not run (stopped, a suspended machine, the
+    // event loop blocked), nor read what came meanwhile, which waits in the sockets to be read
+    // after this tick: not the upstream's silence (a process stopped for 74 s and continued
+    // failed every stream as silent for 60 s, though each upstream had gone on sending).
+    const lateMs = time - checkedAt - tickMs;
+    checkedAt = time;
+    const stopped = lateMs > tickMs ? lateMs : 0;
     for (const entry of entries) {
       if (!entry.waiting) continue;
+      entry.awayMs += stopped;
       const silence = entry.silenceAt(time);
       const kind: StallKind | undefined =
         entry.lastActivity === undefined
@@ -143,6 +152,7 @@ export function createStallWatchdog(options: {
       const watch = new Watch(state, onStall);
       entries.add(watch);
       if (timer === undefined) {
+        checkedAt = now();
         timer = setInterval(check, tickMs);
         timer.unref();
       }

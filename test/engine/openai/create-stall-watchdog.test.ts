@@ -53,6 +53,21 @@ describe("createStallWatchdog", () => {
     expect(stalls).toEqual(["idle"]);
   });
 
+  it("does not count a time the process did not run as silence (regression: stopped for 74 s, every stream failed as silent)", () => {
+    const { watch, stalls } = start();
+    watch.touch();
+    vi.advanceTimersByTime(300);
+    // Stopped (SIGSTOP, a suspended machine) for 75 s: the clock moves, no timer runs.
+    vi.setSystemTime(Date.now() + 75_000);
+    vi.advanceTimersByTime(50);
+    expect(stalls).toEqual([]);
+    // What came meanwhile is read after the tick; silence counts again from where it was.
+    vi.advanceTimersByTime(49);
+    expect(stalls).toEqual([]);
+    vi.advanceTimersByTime(100);
+    expect(stalls).toEqual(["idle"]);
+  });
+
   it("watches many responses with one timer, and stops it when none is left", () => {
     const { watchdog, watch, stalls } = start();
     const other: StallKind[] = [];
