@@ -29,9 +29,11 @@ function typeOf(value: unknown): string | undefined {
 }
 
 function unsupported(param: string, type: string): AppError {
+  // A choice's type is a kind of choice (`allowed_tools`), not of tool.
+  const kind = param === "tool_choice.type" ? "tool choices" : "tools";
   return new AppError(
     "invalid_value",
-    `Invalid value for '${param}': '${cutText(type, 64)}' tools are not supported; only 'function' tools are.`,
+    `Invalid value for '${param}': '${cutText(type, 64)}' ${kind} are not supported; only 'function' ${kind} are.`,
     { param },
   );
 }

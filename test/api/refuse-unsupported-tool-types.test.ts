@@ -9,8 +9,11 @@ describe("refuseUnsupportedToolTypes", () => {
     expect(error?.message).toBe(
       "Invalid value for 'tools[1].type': 'custom' tools are not supported; only 'function' tools are.",
     );
-    expect(refuseUnsupportedToolTypes({ tool_choice: { type: "allowed_tools" } })?.param).toBe(
-      "tool_choice.type",
+    const choice = refuseUnsupportedToolTypes({ tool_choice: { type: "allowed_tools" } });
+    expect(choice?.param).toBe("tool_choice.type");
+    // A kind of choice, not of tool (regression: "'allowed_tools' tools are not supported").
+    expect(choice?.message).toBe(
+      "Invalid value for 'tool_choice.type': 'allowed_tools' tool choices are not supported; only 'function' tool choices are.",
     );
     expect(refuseUnsupportedToolTypes({ tools: [{ type: "function" }] })).toBeUndefined();
   });
