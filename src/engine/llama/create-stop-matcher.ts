@@ -1,4 +1,3 @@
-import type { Token } from "node-llama-cpp";
 import { createStopSearch } from "./create-stop-search.ts";
 
 /**
@@ -21,22 +20,11 @@ import { createStopSearch } from "./create-stop-search.ts";
  */
 export interface StopMatcher {
   /** Takes a chunk; answers `true` when a stop string completed (also for chunks after that stop). */
-  push(text: string, tokens: readonly Token[]): boolean;
+  push(text: string): boolean;
   /** Releases every held chunk (generation ended without a stop). */
   release(): void;
   /** Whether a stop string completed. */
   readonly stopped: boolean;
-  /**
-   * The tokens of the held chunks, oldest first: the last tokens generated, not released yet. A
-   * copy made when read after a change, so it costs the tokens held.
-   */
-  readonly heldTokens: readonly Token[];
-}
-
-/** A held chunk: its text, and how many of the held tokens are its. */
-interface Chunk {
-  text: string;
-  tokenCount: number;
 }
 
 /** Released entries left at the front of a held list before it is compacted. */
@@ -46,24 +34,16 @@ const compactAfter = 1024;
 export function createStopMatcher(stops: readonly string[], onText: (text: string) => void): StopMatcher {
   const search = createStopSearch(stops);
   /** The held chunks are `held[first]` on: releasing moves `first` rather than shifting the list. */
-  const held: Chunk[] = [];
+  const held: string[] = [];
   let first = 0;
   /** The held chunks' text length. */
   let heldLength = 0;
-  /** The held chunks' tokens are `tokens[firstToken]` on, likewise. */
-  const tokens: Token[] = [];
-  let firstToken = 0;
-  /** A copy of the held tokens, made when asked for after a change. */
-  let heldTokens: readonly Token[] | undefined = [];
   let stopped = false;
 
   const clear = () => {
     held.length = 0;
     first = 0;
     heldLength = 0;
-    tokens.length = 0;
-    firstToken = 0;
-    heldTokens = [];
     search.reset();
   };
 
@@ -72,31 +52,19 @@ export function createStopMatcher(stops: readonly string[], onText: (text: strin
     let length = 0;
     let text = "";
     const from = first;
-    for (
-      let chunk = held[first];
-      chunk !== undefined && length + chunk.text.length <= end;
-      chunk = held[first]
-    ) {
-      length += chunk.text.length;
-      text += chunk.text;
-      firstToken += chunk.tokenCount;
+    for (let chunk = held[first]; chunk !== undefined && length + chunk.length <= end; chunk = held[first]) {
+      length += chunk.length;
+      text += chunk;
       first += 1;
     }
     if (first === from) return;
     heldLength -= length;
-    heldTokens = undefined;
     if (first === held.length) {
       held.length = 0;
       first = 0;
-      tokens.length = 0;
-      firstToken = 0;
     } else if (first >= compactAfter && first * 2 >= held.length) {
       held.splice(0, first);
       first = 0;
-    }
-    if (firstToken >= compactAfter && firstToken * 2 >= tokens.length) {
-      tokens.splice(0, firstToken);
-      firstToken = 0;
     }
     if (text !== "") onText(text);
   };
@@ -105,20 +73,18 @@ export function createStopMatcher(stops: readonly string[], onText: (text: strin
   const heldTextBefore = (end: number): string => {
     let text = "";
     for (let index = first; index < held.length && text.length < end; index += 1) {
-      const chunk = held[index]?.text ?? "";
+      const chunk = held[index] ?? "";
       text += chunk.length <= end - text.length ? chunk : chunk.slice(0, end - text.length);
     }
     return text;
   };
 
   return {
-    push(text, chunkTokens) {
+    push(text) {
       if (stopped) return true;
       const offset = heldLength;
-      held.push({ text, tokenCount: chunkTokens.length });
+      held.push(text);
       heldLength += text.length;
-      for (const token of chunkTokens) tokens.push(token);
-      heldTokens = undefined;
       const found = search.read(text);
       if (found === undefined) {
         releaseChunks(heldLength - search.begun);
@@ -138,10 +104,6 @@ export function createStopMatcher(stops: readonly string[], onText: (text: strin
     },
     get stopped() {
       return stopped;
-    },
-    get heldTokens() {
-      heldTokens ??= tokens.slice(firstToken);
-      return heldTokens;
     },
   };
 }

@@ -18,18 +18,33 @@ const detokenizerContextTokens = 3;
  * Turns sampled tokens into released text, for the direct path (generate-directly.ts, whose module
  * comment gives the rules: LlamaChat's). `push` answers a
  * stop reason when a token ends generation; `finish` releases what is held when generation ends
- * otherwise (max tokens, abort); `released` holds the tokens whose text was released (what the
- * repeat penalty punishes).
+ * otherwise (max tokens, abort); `released` holds the tokens whose text was released, and
+ * `punished` answers what the repeat penalty punishes.
  */
 export function createTextRelease(options: {
   model: LlamaModel;
   prompt: DirectPrompt;
   onText: (text: string) => void;
-}): { push(token: Token): LlamaStopReason | undefined; finish(): void; released: Token[] } {
+}): {
+  push(token: Token): LlamaStopReason | undefined;
+  finish(): void;
+  released: Token[];
+  punished(count: number): Token[];
+} {
   const { model, prompt, onText } = options;
   const stopTexts = [...prompt.stopTexts, ...prompt.customStopTexts];
   // Carried from chunk to chunk: a chunk costs its length, not the stop texts' (create-stop-search.ts).
   const search = createStopSearch(stopTexts);
+  /**
+   * The template's own stop texts alone, where the request's come too: what LlamaChat would hold
+   * (it gets no request stop strings, create-stop-matcher.ts), for the repeat penalty.
+   */
+  const templateSearch =
+    prompt.customStopTexts.length > 0 && prompt.stopTexts.length > 0
+      ? createStopSearch(prompt.stopTexts)
+      : undefined;
+  /** How long an end of the held text may begin one of the template's stop texts. */
+  let templateBegun = 0;
   const released: Token[] = [];
   /**
    * Decided text not released yet: it may still become a stop trigger, or is whitespace held. The
@@ -122,6 +137,7 @@ export function createTextRelease(options: {
       return undefined;
     }
 
+    if (templateSearch !== undefined) templateSearch.read(chunk.text);
     // The stop texts that this chunk completed, if any: the text before the earliest is released.
     const found = search.read(chunk.text);
     if (found !== undefined) {
@@ -130,7 +146,35 @@ export function createTextRelease(options: {
       return custom ? "customStopTrigger" : "stopGenerationTrigger";
     }
     release(heldLength - search.begun, false);
+    templateBegun =
+      prompt.customStopTexts.length === 0
+        ? search.begun
+        : templateSearch === undefined
+          ? 0
+          : templateSearch.begun;
     return undefined;
+  };
+
+  /**
+   * The last `count` tokens the repeat penalty punishes: those released, and those held only
+   * because they may begin one of the request's stop strings, as LlamaChat punishes every token it
+   * releases (the request's stop strings are not its own) and llama.cpp's server every token
+   * sampled. Without them, a stop string that never matched changed the text sampled with a
+   * frequency penalty.
+   */
+  const punished = (count: number): Token[] => {
+    const end = heldLength - templateBegun;
+    const releasable = held.length - first - heldWhitespace;
+    const extra: Token[] = [];
+    let length = 0;
+    for (let index = 0; index < releasable; index++) {
+      const chunk = held[first + index] as Chunk;
+      if (length + chunk.text.length > end) break;
+      length += chunk.text.length;
+      for (const token of chunk.tokens) extra.push(token);
+    }
+    if (extra.length === 0) return released.slice(-count);
+    return released.slice(-count).concat(extra).slice(-count);
   };
 
   /**
@@ -142,5 +186,5 @@ export function createTextRelease(options: {
    */
   const finish = () => release(heldLength, false);
 
-  return { push, finish, released };
+  return { push, finish, released, punished };
 }

@@ -12,7 +12,8 @@
  * (test/engine/llama/llama-engine-direct.test.ts compares them):
  * - it evaluates the prompt tokens the engine counted (render-prompt.ts), which are the
  *   tokens LlamaChat evaluates, and samples with the options LlamaChat passes (temperature, top-p,
- *   seed, top-k at node-llama-cpp's 40, the repeat penalty over the tokens released so far, the
+ *   seed, top-k at node-llama-cpp's 40, the repeat penalty over the tokens released so far (and
+ *   those held only for the request's stop strings, which LlamaChat never sees), the
  *   JSON grammar): the same tokens come out;
  * - it ends on an end-of-generation token, on the chat wrapper's and the grammar's stop triggers,
  *   on the request's stop strings (which may span tokens and are never emitted), at `maxTokens`,
@@ -173,7 +174,7 @@ export async function generateDirectly(options: {
   const rest = await evaluatePromptHead({ sequence, tokens: options.prompt.tokens, signal });
   if (rest === undefined) return { stopReason: "abort", discardedTokens: 0 };
   const stream = createTextRelease({ model: sequence.model, prompt: options.prompt, onText: options.onText });
-  const evaluateOptions = mapEvaluateOptions(options, sequence.model, stream.released);
+  const evaluateOptions = mapEvaluateOptions(options, sequence.model, stream.punished);
   let generated = 0;
   for await (const token of sequence.evaluate(rest, evaluateOptions)) {
     // A token that arrives after the abort was sampled (and metered) for a client that has left:
@@ -197,7 +198,7 @@ export async function generateDirectly(options: {
 function mapEvaluateOptions(
   options: { sampling: SamplingOptions; grammarState: LlamaGrammarEvaluationState | undefined },
   model: LlamaModel,
-  released: readonly Token[],
+  punished: (count: number) => Token[],
 ): SequenceEvaluateOptions {
   const { temperature, topP, seed, repeatPenalty } = options.sampling;
   const evaluateOptions: SequenceEvaluateOptions = { temperature, topP, seed, yieldEogToken: true };
@@ -207,10 +208,10 @@ function mapEvaluateOptions(
     const newLine = repeatPenalty.penalizeNewLine === true ? undefined : model.tokens.nl;
     if (lastTokens > 0) {
       evaluateOptions.repeatPenalty = {
-        // LlamaChat punishes the tokens it has released, which is what `released` holds.
+        // As LlamaChat punishes the tokens it has released (create-text-release.ts).
         punishTokens: () => {
-          const punished = released.slice(-lastTokens);
-          return newLine === undefined ? punished : punished.filter((token) => token !== newLine);
+          const tokens = punished(lastTokens);
+          return newLine === undefined ? tokens : tokens.filter((token) => token !== newLine);
         },
         maxPunishTokens: lastTokens,
         ...(repeatPenalty.penalty === undefined ? {} : { penalty: repeatPenalty.penalty }),

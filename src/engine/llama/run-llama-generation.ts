@@ -12,7 +12,7 @@ import { countTokensAfterAbort } from "./count-tokens-after-abort.ts";
 import type { LeasePool } from "./create-lease-pool.ts";
 import { createPartChannel } from "./create-part-channel.ts";
 import { createPartMapper, type LlamaChatResult } from "./create-part-mapper.ts";
-import { createStopMatcher, type StopMatcher } from "./create-stop-matcher.ts";
+import { createStopMatcher } from "./create-stop-matcher.ts";
 import { evaluatePromptHead } from "./evaluate-prompt-head.ts";
 import { createGrammarEvaluationState, type DirectPrompt, generateDirectly } from "./generate-directly.ts";
 import { linkAbortSignals } from "./link-abort-signals.ts";
@@ -153,9 +153,8 @@ export async function* runLlamaGeneration(options: LlamaGenerationOptions): Asyn
         ? { onTextChunk: parts.onText }
         : {
             onResponseChunk: (chunk: LlamaChatResponseChunk) => {
-              if (chunk.type === undefined && matcher.push(chunk.text, chunk.tokens)) stopHit.abort();
+              if (chunk.type === undefined && matcher.push(chunk.text)) stopHit.abort();
             },
-            repeatPenalty: excludeHeldTokens(sampling.repeatPenalty, matcher, options.maxCompletionTokens),
           }),
       maxTokens: options.maxCompletionTokens,
       signal: chatAbort.signal,
@@ -255,36 +254,6 @@ export async function* runLlamaGeneration(options: LlamaGenerationOptions): Asyn
 /** How a generation ended, on either path. */
 interface Ended extends Pick<LlamaChatResult, "functionCalls"> {
   stopReason: LlamaStopReason;
-}
-
-/**
- * The repeat penalty of a generation whose stop strings a {@link StopMatcher} applies: without the
- * tokens it holds, as LlamaChat punishes only the tokens it has released, and as the direct path
- * does (generate-directly.ts), so that stop strings change sampling alike on both paths.
- */
-function excludeHeldTokens(
-  repeatPenalty: SamplingOptions["repeatPenalty"],
-  matcher: StopMatcher,
-  maxCompletionTokens: number,
-): SamplingOptions["repeatPenalty"] {
-  if (repeatPenalty === false) return false;
-  const lastTokens = repeatPenalty.lastTokens ?? 64; // LlamaChat's default
-  return {
-    ...repeatPenalty,
-    // LlamaChat takes its last `lastTokens` tokens before filtering: the held ones come on top.
-    lastTokens: lastTokens + maxCompletionTokens,
-    punishTokensFilter: (tokens: Token[]) => {
-      const held = matcher.heldTokens;
-      const released = endsWith(tokens, held) ? tokens.slice(0, tokens.length - held.length) : tokens;
-      return released.slice(-lastTokens);
-    },
-  };
-}
-
-function endsWith(tokens: readonly Token[], end: readonly Token[]): boolean {
-  if (end.length > tokens.length) return false;
-  const offset = tokens.length - end.length;
-  return end.every((token, index) => tokens[offset + index] === token);
 }
 
 function abortFinish(promptTokens: number, completionTokens: number, queueMs?: number): FinishPart {

@@ -1,7 +1,7 @@
 /**
  * The stop matcher against the matcher as it was first written (the held text searched again on
  * every chunk with `indexOf`, and every start tried for a begun stop string): the same text
- * released in the same pieces, the same tokens held, the same answers, on random texts, stop
+ * released in the same pieces, the same answers, on random texts, stop
  * strings and chunk splits over alphabets small enough that stop strings overlap and repeat.
  */
 import type { Token } from "node-llama-cpp";
@@ -12,9 +12,8 @@ import { createRandom } from "../../support/create-random.ts";
 
 /** The matcher as it was: the behaviour to keep. */
 function createReferenceMatcher(stops: readonly string[], onText: (text: string) => void): StopMatcher {
-  const held: { text: string; tokens: readonly Token[] }[] = [];
+  const held: { text: string }[] = [];
   let heldText = "";
-  let heldTokens: Token[] = [];
   let stopped = false;
   const releaseChunks = (end: number) => {
     let count = 0;
@@ -25,18 +24,16 @@ function createReferenceMatcher(stops: readonly string[], onText: (text: string)
     }
     if (count === 0) return;
     held.splice(0, count);
-    heldTokens = held.flatMap((chunk) => chunk.tokens);
     const text = heldText.slice(0, length);
     heldText = heldText.slice(length);
     if (text !== "") onText(text);
   };
   return {
-    push(text, tokens) {
+    push(text) {
       if (stopped) return true;
       const searchFrom = heldText.length;
-      held.push({ text, tokens });
+      held.push({ text });
       heldText += text;
-      heldTokens = [...heldTokens, ...tokens];
       const stopStart = findStopStart(heldText, stops, searchFrom);
       if (stopStart < 0) {
         releaseChunks(findByEveryStart(heldText, stops));
@@ -46,16 +43,12 @@ function createReferenceMatcher(stops: readonly string[], onText: (text: string)
       const before = heldText.slice(0, stopStart);
       held.length = 0;
       heldText = "";
-      heldTokens = [];
       if (before !== "") onText(before);
       return true;
     },
     release: () => releaseChunks(heldText.length),
     get stopped() {
       return stopped;
-    },
-    get heldTokens() {
-      return heldTokens;
     },
   };
 }
@@ -134,13 +127,13 @@ function runRound(
   for (const [index, chunk] of chunks.entries()) {
     if (index === releaseAt) {
       matcher.release();
-      steps.push(["release", released.length, [...matcher.heldTokens]]);
+      steps.push(["release", released.length]);
     }
-    const answer = matcher.push(chunk.text, chunk.tokens);
-    steps.push([answer, matcher.stopped, released.length, [...matcher.heldTokens]]);
+    const answer = matcher.push(chunk.text);
+    steps.push([answer, matcher.stopped, released.length]);
   }
   matcher.release();
-  steps.push(["end", matcher.stopped, [...matcher.heldTokens]], released);
+  steps.push(["end", matcher.stopped], released);
   return steps;
 }
 

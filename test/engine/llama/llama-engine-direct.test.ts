@@ -184,6 +184,27 @@ describe("direct path against LlamaChat", () => {
     expect(held.end).toMatchObject({ reason: "length" });
   });
 
+  // Regression: tokens held for a stop string were left out of the penalty's window, so a stop
+  // string that never matched changed the text sampled with a frequency penalty.
+  it.each([3, 4])(
+    "samples with penalties as if no stop string were there, until one matches (seed %i)",
+    async (seed) => {
+      const request = createTestRequest({
+        temperature: 1,
+        seed,
+        frequencyPenalty: 1,
+        presencePenalty: 1,
+        maxTokens: 60,
+      });
+      const full = await expectSame(endless, request);
+      // The text's first 30 characters begin the stop string: held while they are generated.
+      expect(full.text.length).toBeGreaterThan(30);
+      const held = await expectSame(endless, { ...request, stop: [`${full.text.slice(0, 30)}\u0000never`] });
+      expect(held.text).toBe(full.text);
+      expect(held.end).toEqual(full.end);
+    },
+  );
+
   // Regression: the held text was dropped (as LlamaChat drops it), though generated and billed.
   it("releases text held for a possible stop string when max_tokens cuts", async () => {
     const request = createTestRequest({ temperature: 1, seed: 5, maxTokens: 25 });
