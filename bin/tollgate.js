@@ -16,4 +16,26 @@ if (!process.features.typescript) {
   );
   process.exit(1);
 }
+// `serve` reloads on SIGHUP once its handler is in (serve-command.ts); until then a SIGHUP would end
+// the process (its default action), and loading the code takes a second or more: one that comes
+// meanwhile is noted here and done once the server has started.
+if (commandOf(process.argv.slice(2)) === "serve") {
+  const early = { signalled: false, listener: () => (early.signalled = true) };
+  /** @type {Record<symbol, unknown>} */ (globalThis)[Symbol.for("tollgate.early-sighup")] = early;
+  process.on("SIGHUP", early.listener);
+}
 await import("../src/cli.ts");
+
+/**
+ * The command word, as src/cli.ts finds it: the first argument that is not `--config` or its file.
+ * @param {string[]} argv
+ * @returns {string | undefined}
+ */
+function commandOf(argv) {
+  for (let index = 0; index < argv.length; index++) {
+    const argument = argv[index] ?? "";
+    if (argument === "--config") index++;
+    else if (!argument.startsWith("--config=")) return argument;
+  }
+  return undefined;
+}

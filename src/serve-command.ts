@@ -22,6 +22,13 @@ import type { RunningServer } from "./server.ts";
 
 const SERVE_USAGE = "tollgate serve [--config FILE] [--host H] [--port N]";
 
+/** Where bin/tollgate.js notes a SIGHUP that came before this code was loaded. */
+const EARLY_SIGHUP = Symbol.for("tollgate.early-sighup");
+interface EarlySighup {
+  signalled: boolean;
+  listener: () => void;
+}
+
 /**
  * `tollgate serve`: starts the API server with the config `configFile` names (else the default
  * one) and prints the keys a first start created; SIGHUP reloads the config, SIGTERM or SIGINT
@@ -56,6 +63,12 @@ export async function runServeCommand(
     if (reload === undefined) reloadWhenStarted = true;
     else reload();
   });
+  // One that came before this code was loaded, which bin/tollgate.js noted.
+  const early = (globalThis as Record<symbol, EarlySighup | undefined>)[EARLY_SIGHUP];
+  if (early !== undefined) {
+    process.off("SIGHUP", early.listener);
+    if (early.signalled) reloadWhenStarted = true;
+  }
   // SIGTERM and SIGINT likewise: one that comes while the server starts (its store claimed, its
   // port not yet open) would end the process at once with 143; it shuts down once started. A
   // start that waits for another process's migration of a PostgreSQL store (which may take
