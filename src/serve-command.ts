@@ -86,7 +86,8 @@ export async function runServeCommand(
       starting.abort(new Error(`${signal} while starting`));
     });
   }
-  const config = await loadConfig({ file: configFile });
+  const env = withCommandLineAddress(host, port);
+  const config = await loadConfig({ file: configFile, env });
   const { STARTER_BALANCE_NANO, startServer } = await import("./server.ts");
   let server: RunningServer;
   try {
@@ -171,6 +172,7 @@ export async function runServeCommand(
     server,
     running: config,
     configFile,
+    env,
     fixed: { hostFromCommandLine: host !== undefined, portFromCommandLine: port !== undefined },
   });
   crash.serving(server.app.log, () => server.close());
@@ -236,6 +238,20 @@ function readPortOption(text: string | undefined): number | undefined {
 }
 
 /**
+ * The environment the config is read with: `--host` and `--port` as HOST and PORT, which win over
+ * the file's host and port, so that the file's are not read at all (a `port: "${PORT}"` with no
+ * PORT set stopped `serve --port 8080`).
+ */
+function withCommandLineAddress(host: string | undefined, port: number | undefined): NodeJS.ProcessEnv {
+  if (host === undefined && port === undefined) return process.env;
+  return {
+    ...process.env,
+    ...(host === undefined ? {} : { HOST: host }),
+    ...(port === undefined ? {} : { PORT: String(port) }),
+  };
+}
+
+/**
  * `baseUrl` as a client on this machine reaches it: a server listening on every address
  * (`0.0.0.0`, as in the image, or `::`) is reached at the loopback one (some systems refuse to
  * connect to 0.0.0.0).
@@ -268,6 +284,8 @@ function createReloader(options: {
   /** The config the server started with: what it still runs with, but for the catalogue. */
   running: Config;
   configFile: string | undefined;
+  /** The environment the config is read with (withCommandLineAddress). */
+  env: NodeJS.ProcessEnv;
   fixed: UnappliedConfigChangesOptions;
 }): () => void {
   const { server } = options;
@@ -279,13 +297,13 @@ function createReloader(options: {
   const reloadOnce = async () => {
     server.app.log.info("SIGHUP: reloading the config");
     try {
-      let next = await loadConfig({ file: options.configFile });
+      let next = await loadConfig({ file: options.configFile, env: options.env });
       // The working folder's file is gone: saved by renaming (vim moves the file aside, then
       // writes the new one), or removed. Looked for again for a moment before the built-in
       // catalogue, which SPEC §11 serves when there is no file, replaces the configured one.
       for (let look = 0; isGone(next) && !runningBuiltIn && look < GONE_FILE_LOOKS; look++) {
         await delay(GONE_FILE_LOOK_MS);
-        next = await loadConfig({ file: options.configFile });
+        next = await loadConfig({ file: options.configFile, env: options.env });
       }
       if (isGone(next) && !runningBuiltIn) {
         server.app.log.warn(

@@ -5,7 +5,7 @@
  * server.port".
  */
 import { once } from "node:events";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -48,5 +48,29 @@ describe("serve's port", () => {
     const output = await startAndStop({ env: { PORT: String(variable) }, args: ["--port", String(flag)] });
     expect(output).toContain(`listening on http://127.0.0.1:${flag}`);
     expect(output).not.toContain("PORT replaces server.port");
+  });
+
+  it("is --port's where the file's names a variable that is not set (regression: the start stopped on it), and so after a reload", async () => {
+    const file = join(folder, "port-variable.yaml");
+    writeFileSync(
+      file,
+      'server: { host: "${UNSET_HOST}", port: "${UNSET_PORT}" }\ndatabase: sqlite:./tollgate.db\nmodels: []\n',
+    );
+    const flag = await findFreePort();
+    const served = await startServeProcess(file, {
+      cwd: folder,
+      args: ["--host", "127.0.0.1", "--port", String(flag)],
+    });
+    try {
+      expect(served.output()).toContain(`listening on http://127.0.0.1:${flag}`);
+      served.child.kill("SIGHUP");
+      for (let wait = 0; wait < 100 && !served.output().includes("catalogue reloaded"); wait++)
+        await sleep(50);
+      expect(served.output()).toContain("catalogue reloaded");
+      expect(served.output()).not.toContain("is not set");
+    } finally {
+      served.child.kill("SIGTERM");
+      await once(served.child, "exit");
+    }
   });
 });
