@@ -129,8 +129,9 @@ export class MemoryRateLimiter implements RateLimiter {
 
   /**
    * A request that began before its key's limit changed settles under the new limit (converted
-   * back to its own, the bucket would undo the new one), and what it gives back repays first
-   * what a lowering forgave: its take was part of what the lowering left the bucket short of
+   * back to its own, the bucket would undo the new one), and what one that began under a higher
+   * limit gives back repays first what the lowering forgave: its take was part of what the
+   * lowering left the bucket short of (one that began after the lowering owes none of it)
    * (the correction was dropped: a key whose tpm changed mid-request lost what its running
    * requests took and did not use, up to a bucket).
    */
@@ -138,7 +139,7 @@ export class MemoryRateLimiter implements RateLimiter {
     const limit = this.#buckets.get(request.bucket)?.limit ?? request.limit;
     const bucket = this.#refill({ bucket: request.bucket, limit });
     let { amount } = request;
-    if (limit !== request.limit && amount > 0) {
+    if (request.limit > limit && amount > 0) {
       const repaid = Math.min(bucket.forgiven, amount);
       bucket.forgiven -= repaid;
       amount -= repaid;

@@ -125,14 +125,14 @@ return {0, remaining, reset, retry, clock}
  * Adds ARGV[3] (negative: takes), never above the limit. Returns `{remaining, resetMs, limit,
  * clock}`. No deadline: one that runs late gives back tokens (harmless) or records tokens a
  * request did use. A bucket whose limit has changed since the request began (the key was updated
- * while it ran) keeps its new limit, as the memory limiter's adjust does; what such a request
- * gives back repays first what the lowering forgave, its take being part of what the lowering
- * left the bucket short of (the correction was dropped: a key whose tpm changed mid-request lost
+ * while it ran) keeps its new limit, as the memory limiter's adjust does; what one that began
+ * under a higher limit gives back repays first what the lowering forgave, its take being part of
+ * what the lowering left the bucket short of (the correction was dropped: a key whose tpm changed mid-request lost
  * what its running requests took and did not use, up to a bucket).
  */
 export const ADJUST_SCRIPT = defineRedisScript(`${bucketPrelude({ settling: true })}
 local amount = tonumber(ARGV[3])
-if began ~= limit and amount > 0 then
+if began > limit and amount > 0 then
   local repaid = math.min(forgiven, amount)
   forgiven = forgiven - repaid
   amount = amount - repaid

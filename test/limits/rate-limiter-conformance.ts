@@ -169,6 +169,24 @@ export function describeRateLimiterConformance(name: string, create: () => Promi
       await limiter.close();
     });
 
+    it("does not have a request that began after a lowering repay what the lowering forgave", async () => {
+      const { limiter, advance } = await create();
+      const bucket = { bucket: "tokens:k" };
+      await limiter.take({ ...bucket, limit: 1_000, amount: 1_000 });
+      // Lowered to 10 with the bucket spent: 990 forgiven.
+      expect((await limiter.take({ ...bucket, limit: 10, amount: 1 })).allowed).toBe(false);
+      await advance(60_000);
+      // A request admitted under 10 takes all 10, then the key is raised to 100 (which repays 90
+      // of the 990) while it runs; it settles having used 1.
+      expect((await limiter.take({ ...bucket, limit: 10, amount: 10 })).allowed).toBe(true);
+      expect((await limiter.take({ ...bucket, limit: 100, amount: 1 })).allowed).toBe(false);
+      expect(await limiter.adjust({ ...bucket, limit: 10, amount: 9 })).toMatchObject({
+        limit: 100,
+        remaining: 9,
+      });
+      await limiter.close();
+    });
+
     it("keeps what a request of the old limit gives back when the limit was raised (regression: dropped, up to a bucket lost)", async () => {
       // tpm 1000; a stream takes 601 and uses 60 while the key is raised to 1001.
       const { limiter } = await create();
