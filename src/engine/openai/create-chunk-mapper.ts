@@ -81,6 +81,38 @@ interface ToolCallState {
   sent: boolean;
   /** A high surrogate its sent arguments ended with, held back for the next fragment (or ""). */
   held: string;
+  /** Where reading its arguments as JSON has got to (see {@link readJsonShape}). */
+  shape: JsonShape;
+}
+
+/**
+ * How far a JSON text read a fragment at a time has got: the arrays and objects open, whether in
+ * a string (and after a backslash in it), and whether one opened and closed again (a whole
+ * value, for arguments). Kept as they come, a fragment's length each: parsing the arguments again
+ * at every fragment costs their length each time.
+ */
+interface JsonShape {
+  depth: number;
+  inString: boolean;
+  escaped: boolean;
+  whole: boolean;
+}
+
+/** Reads `fragment` on from `shape`. */
+function readJsonShape(shape: JsonShape, fragment: string): void {
+  for (let index = 0; index < fragment.length; index++) {
+    const code = fragment.charCodeAt(index);
+    if (shape.inString) {
+      if (shape.escaped) shape.escaped = false;
+      else if (code === 0x5c) shape.escaped = true;
+      else if (code === 0x22) shape.inString = false;
+    } else if (code === 0x22) shape.inString = true;
+    else if (code === 0x7b || code === 0x5b) shape.depth += 1;
+    else if ((code === 0x7d || code === 0x5d) && shape.depth > 0) {
+      shape.depth -= 1;
+      if (shape.depth === 0) shape.whole = true;
+    }
+  }
 }
 
 /**
@@ -310,6 +342,7 @@ class UpstreamChunkMapper implements ChunkMapper {
       arguments: "",
       sent: false,
       held: "",
+      shape: { depth: 0, inString: false, escaped: false, whole: false },
     };
     if (call.index > 0 && !this.#holding) this.#beginCall(call.index);
     this.#calls.push(call);
@@ -348,12 +381,22 @@ class UpstreamChunkMapper implements ChunkMapper {
     if (call === undefined) call = this.#newCall(key ?? this.#calls.length);
     else if (id !== undefined && call.id !== undefined && id !== call.id && name !== undefined) {
       call = this.#newCall(key ?? this.#calls.length);
-    } else if (key === undefined && name !== undefined && call.name !== undefined) {
-      // Neither index nor id (each call sent whole): a name for a call that has one is the next call.
+    } else if (
+      key === undefined &&
+      name !== undefined &&
+      call.name !== undefined &&
+      (name !== call.name || call.shape.whole)
+    ) {
+      // Neither index nor id (each call sent whole): a name for a call that has one is the next
+      // call, but for the call's own name again while its arguments are not whole yet (servers
+      // that repeat the name in every delta: each character of the arguments was a call).
       call = this.#newCall(this.#calls.length);
     }
     this.#lastCall = call;
-    if (fragment !== "") call.arguments += fragment;
+    if (fragment !== "") {
+      call.arguments += fragment;
+      readJsonShape(call.shape, fragment);
+    }
     if (call.sent) {
       if (fragment !== "") pushArguments(call, fragment, parts);
       return;

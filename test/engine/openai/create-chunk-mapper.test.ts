@@ -297,6 +297,26 @@ describe("createChunkMapper", () => {
     ]);
   });
 
+  it("keeps a call whose name comes again in every delta whole when it carries neither index nor id (regression: a call a character)", () => {
+    const args = JSON.stringify({ q: "z".repeat(300), note: 'a "}" in a string' });
+    for (const firstId of [undefined, "call_x"]) {
+      const { parts, mapper } = readAll([
+        ...[...args].map((character, position) =>
+          toolDelta({
+            ...(position === 0 && firstId !== undefined ? { id: firstId } : {}),
+            type: "function",
+            function: { name: "lookup", arguments: character },
+          }),
+        ),
+        // The same function again, whole: the next call.
+        toolDelta({ type: "function", function: { name: "lookup", arguments: "{}" } }),
+        chunk({}, "tool_calls"),
+      ]);
+      expect(argumentsByIndex(parts)).toEqual([args, "{}"]);
+      expect(mapper.producedBytes).toBe(2 * "lookup".length + args.length + 2);
+    }
+  });
+
   it("makes no call of an entry that carries nothing (Gemini's lone thought signatures)", () => {
     const { parts } = readAll([
       toolDelta({ extra_content: { google: { thought_signature: "abc" } } }),
