@@ -79,6 +79,14 @@ export function readErrorBody(
   };
   if (raw.unreadable !== undefined) body.unreadable = raw.unreadable;
   if (raw.flagged === true) body.flagged = true;
+  // Read as the upstream wrote it: cleaned, its lines are run together.
+  if (raw.message !== undefined && holdsStackTrace(raw.message)) {
+    // Passed on, it told every client the upstream's file paths, versions and hosts (SPEC §4:
+    // never a stack trace), where the same text in a 500's body was never shown.
+    body.message = undefined;
+    body.unreadable = "its error message holds a stack trace, which is not passed on";
+    return body;
+  }
   if (raw.messageCut === true && body.message !== undefined) {
     // Nothing but redactions left (a message of one long token, cut): it says nothing.
     if (/^[\s\p{P}]*$/u.test(body.message.replaceAll(REDACTED, ""))) {
@@ -87,6 +95,18 @@ export function readErrorBody(
     } else if (!body.message.endsWith("…")) body.message += "…";
   }
   return body;
+}
+
+/**
+ * Lines of a stack trace: Python's header and frames, V8's and Java's `at` frames, Go's
+ * goroutine header.
+ */
+const STACK_TRACE_LINE =
+  /Traceback \(most recent call last\)|\bFile "[^"\n]+", line \d+|^[ \t]+at \S.*[(\s/\\][^()\s]+:\d+(?::\d+)?\)?\s*$|^goroutine \d+ \[/m;
+
+/** Whether an upstream's error message holds a stack trace. */
+export function holdsStackTrace(message: string): boolean {
+  return STACK_TRACE_LINE.test(message);
 }
 
 /** The body's fields as the upstream wrote them; `messageCut`: the message is the start of a longer one. */

@@ -27,6 +27,36 @@ describe("readErrorBody", () => {
     });
   });
 
+  // Regression (security review): a vLLM traceback in a stream's error event, or in a 200 that is
+  // an error, reached every client with the upstream's file paths and hosts.
+  it("passes on no message that holds a stack trace", () => {
+    const traces = [
+      'Traceback (most recent call last):\n  File "/opt/venv/lib/python3.11/site-packages/vllm/serving_chat.py", line 512, in gen\nRuntimeError: engine dead',
+      'engine dead (File "/srv/app/server.py", line 9, in handler)',
+      "TypeError: x is undefined\n    at handle (/srv/app/server.js:10:5)\n    at process.processTicksAndRejections (node:internal/process/task_queues:95:5)",
+      "java.lang.IllegalStateException: dead\n\tat com.example.Worker.run(Worker.java:42)",
+      "panic: dead\n\ngoroutine 1 [running]:\nmain.main()",
+    ];
+    for (const message of traces) {
+      expect(
+        readBody(JSON.stringify({ error: { message, type: "InternalServerError", code: 500 } })),
+      ).toEqual({
+        message: undefined,
+        type: "InternalServerError",
+        code: "500",
+        param: undefined,
+        unreadable: "its error message holds a stack trace, which is not passed on",
+      });
+    }
+    // Ordinary messages that name a file, a line or a position are passed on.
+    for (const message of [
+      "error parsing tool call: raw='File \"a\", line'",
+      "Unexpected token at position 12:5",
+      "at most 4 stop sequences; see docs at https://example.com/stop:1",
+    ])
+      expect(readBody(JSON.stringify({ error: { message } })).message).toBe(message);
+  });
+
   // Regression: an upstream's escape sequences reached the client's message raw, and an SDK or a
   // CLI that prints it to a terminal recoloured or cleared it.
   it("writes control characters but whitespace as escapes", () => {
