@@ -28,6 +28,7 @@ import { errorHeaders, normalizeError, toWireError } from "./errors.ts";
 import { InFlightRequests, shuttingDownError } from "./in-flight-requests.ts";
 import { normalizeRequestTarget } from "./normalize-request-target.ts";
 import { notFoundError } from "./not-found-error.ts";
+import { readAuthorization } from "./read-authorization.ts";
 import { createRequestRecorder } from "./record-request.ts";
 import { registerJsonBodyParser } from "./register-json-body-parser.ts";
 import { annotate, getKey, stateOf } from "./request-state.ts";
@@ -337,7 +338,7 @@ export function buildApp(dependencies: AppDependencies): FastifyInstance {
   app.register(async (authenticated) => {
     // The key comes before anything about the body (SPEC §11): onRequest runs before parsing.
     authenticated.addHook("onRequest", async (request, reply) => {
-      const key = await dependencies.authenticate(request.headers.authorization);
+      const key = await dependencies.authenticate(readAuthorization(request.raw));
       stateOf(request).key = key;
       // A body is held only for a key that was accepted, each account's bodies to a share of
       // the budget (body-budget.ts), its bytes taken as they are read (preParsing below); given

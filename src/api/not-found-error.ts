@@ -1,6 +1,7 @@
 import type { FastifyRequest } from "fastify";
 import type { RequestKey } from "../chat/request-key.ts";
 import { AppError } from "../errors/app-error.ts";
+import { readAuthorization } from "./read-authorization.ts";
 import { adminKeyRequired } from "./routes/admin.ts";
 
 /**
@@ -13,7 +14,7 @@ export async function notFoundError(
   admin: { authenticate(authorization: string | undefined): Promise<RequestKey> } | undefined,
 ): Promise<AppError> {
   if (admin !== undefined && /^\/admin(?:[/?]|$)/.test(request.url)) {
-    const key = await admin.authenticate(request.headers.authorization);
+    const key = await admin.authenticate(readAuthorization(request.raw));
     if (key.role !== "admin") throw adminKeyRequired();
   }
   const path = request.url.split("?")[0] ?? "";

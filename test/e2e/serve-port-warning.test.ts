@@ -54,7 +54,7 @@ describe("serve's port", () => {
     const file = join(folder, "port-variable.yaml");
     writeFileSync(
       file,
-      'server: { host: "${UNSET_HOST}", port: "${UNSET_PORT}" }\ndatabase: sqlite:./tollgate.db\nmodels: []\n',
+      `server: { host: "\${UNSET_HOST}", port: "\${UNSET_PORT}" }\ndatabase: sqlite:./tollgate.db\nmodels: []\n`,
     );
     const flag = await findFreePort();
     const served = await startServeProcess(file, {

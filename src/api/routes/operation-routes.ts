@@ -12,6 +12,7 @@ import type { Metrics } from "../../metrics/metrics.ts";
 import type { AppDependencies } from "../build-app.ts";
 import { createOpenApiDocument } from "../create-openapi-document.ts";
 import type { InFlightRequests } from "../in-flight-requests.ts";
+import { readAuthorization } from "../read-authorization.ts";
 
 /**
  * Whether the `Authorization` header carries `secret` as its bearer token, read as the API reads
@@ -46,7 +47,7 @@ export function registerOperationRoutes(app: FastifyInstance, options: Operation
   });
   app.get("/metrics", async (request, reply) => {
     const metricsKey = dependencies.metricsKey;
-    if (metricsKey !== undefined && !isBearerOf(request.headers.authorization, metricsKey)) {
+    if (metricsKey !== undefined && !isBearerOf(readAuthorization(request.raw), metricsKey)) {
       throw new AppError("invalid_api_key", "GET /metrics needs 'Authorization: Bearer <metrics_key>'.");
     }
     const rendered = await metrics.render();
