@@ -21,7 +21,13 @@ function get(path: string, authorizations: string[]): Promise<{ status: number; 
   return new Promise((resolve, reject) => {
     const outgoing = request(
       `${test.origin}${path}`,
-      { headers: authorizations.flatMap((value) => ["Authorization", value]) },
+      {
+        headers: [
+          "Host",
+          new URL(test.origin).host,
+          ...authorizations.flatMap((value) => ["Authorization", value]),
+        ],
+      },
       (answer) => {
         let body = "";
         answer.setEncoding("utf8");
