@@ -27,8 +27,10 @@ export interface FollowingRun {
  * the new engine cannot take it as it was admitted: the model was removed or has no engine, the
  * new engine fails or cannot load, the prompt no longer fits, or it would cost more than its
  * reservation covers (more prompt tokens, another model's fallbacks). A reload drops no request
- * in flight, and a moved request is charged as admitted: the entry, the prompt and the most
- * completion tokens it was admitted with. Whichever comes first wins: a sequence of the old engine
+ * in flight, and a moved request is charged as admitted: the entry's prices and the most
+ * completion tokens it was admitted with; its prompt as the engine that ran it counts it (an
+ * upstream's server, within the bounds of any upstream request: bound-usage.ts), which is why a
+ * new engine whose prompt may count more than the admitted one does not take it. Whichever comes first wins: a sequence of the old engine
  * freed before the move is done serves it there.
  */
 export function followReloads(options: {
