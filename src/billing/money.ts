@@ -175,7 +175,8 @@ export interface UsageCostInput {
  * The cost of one request in nano-units:
  * `ceil((promptTokens × input + completionTokens × output) / 1,000,000)`, and 0 when
  * `completionTokens` is 0 (a request that produced nothing costs nothing). Also gives the
- * maximum cost to reserve when called with the maximum completion tokens (always at least 1).
+ * maximum cost to reserve when called with the maximum completion tokens (at least 1 token, so
+ * not 0 by the rule above; a model priced 0 and 0 reserves 0).
  * Throws a `RangeError` for negative or fractional token counts and negative prices.
  */
 export function costOfUsage(input: UsageCostInput): bigint {

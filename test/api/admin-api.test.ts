@@ -369,6 +369,25 @@ describe("admin API accounts", () => {
     await expectError(await call("POST", "/admin/accounts/acme/credits", { body }), 400, code, param);
     expect((await store.getAccountByName("acme"))?.balanceNano).toBe(1_000_000_000n);
   });
+
+  it("says a negative credit must be more than 0, as zero is told and as the CLI says it", async () => {
+    await call("POST", "/admin/accounts", { body: { name: "acme", balance: "1" } });
+    const credit = (amount: string) => call("POST", "/admin/accounts/acme/credits", { body: { amount } });
+    await expectError(
+      await credit("-1"),
+      400,
+      "invalid_value",
+      "amount",
+      /^Invalid 'amount': "-1" is negative; the amount to credit must be more than 0\.$/,
+    );
+    await expectError(
+      await credit("-0"),
+      400,
+      "invalid_value",
+      "amount",
+      /^Invalid 'amount': "-0" has a minus sign; the amount to credit must be more than 0\.$/,
+    );
+  });
 });
 
 describe("admin API keys", () => {

@@ -95,7 +95,7 @@ export function registerAccountRoutes(admin: FastifyInstance, options: AdminRout
     async (request, reply) => {
       const body = request.body;
       rejectUnknownFields(body, CreditBody);
-      const amountNano = readAmount("amount", body.amount);
+      const amountNano = readAmount("amount", body.amount, "the amount to credit must be more than 0");
       const idempotencyKey = readIdempotencyKey(request.headers["idempotency-key"]);
       const { account, credit, replayed, money } = await mapAdminErrors(async () => {
         const found = await requireAccount(store, request.params.id);
@@ -125,12 +125,21 @@ export function registerAccountRoutes(admin: FastifyInstance, options: AdminRout
   );
 }
 
-function readAmount(field: string, text: string): bigint {
+/**
+ * Reads a decimal amount field; a bad one is a 400 naming it. `rule` replaces what a negative
+ * amount is told (money's "amounts are zero or more"), for an amount that must be more than 0, as
+ * the CLI says it (accounts-command.ts).
+ */
+function readAmount(field: string, text: string, rule?: string): bigint {
   try {
     return parseAmount(text);
   } catch (error) {
     if (error instanceof MoneyFormatError) {
-      throw new AppError("invalid_value", `Invalid '${field}': ${error.message}.`, { param: field });
+      const message =
+        error.reason === "negative" && rule !== undefined
+          ? `${error.message.replace(/;.*$/s, "")}; ${rule}`
+          : error.message;
+      throw new AppError("invalid_value", `Invalid '${field}': ${message}.`, { param: field });
     }
     throw error;
   }
