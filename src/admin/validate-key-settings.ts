@@ -1,5 +1,6 @@
 import { hasControlCharacters } from "../catalog/has-control-characters.ts";
 import { suggestName } from "../catalog/suggest-name.ts";
+import { shownValue } from "../errors/shown-value.ts";
 import { AdminError } from "./admin-error.ts";
 import { hasMoreCharactersThan } from "./count-characters.ts";
 import { hideKeySecrets } from "./read-key-reference.ts";
@@ -70,7 +71,7 @@ function requireKnownModels(models: readonly string[], known: readonly string[])
         : ` The catalogue has: ${listSome(known)}.`;
   throw new AdminError(
     "invalid_value",
-    `No model '${showControlCharacters(unknown)}' in the catalogue.${hint}`,
+    `No model '${showControlCharacters(shownValue(unknown))}' in the catalogue.${hint}`,
     {
       field: "models",
     },

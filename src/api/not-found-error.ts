@@ -1,6 +1,7 @@
 import type { FastifyRequest } from "fastify";
 import type { RequestKey } from "../chat/request-key.ts";
 import { AppError } from "../errors/app-error.ts";
+import { shownValue } from "../errors/shown-value.ts";
 import { readAuthorization } from "./read-authorization.ts";
 import { adminKeyRequired } from "./routes/admin.ts";
 
@@ -18,7 +19,7 @@ export async function notFoundError(
     if (key.role !== "admin") throw adminKeyRequired();
   }
   const path = request.url.split("?")[0] ?? "";
-  const unknown = `Unknown request URL: ${request.method} ${path}.`;
+  const unknown = `Unknown request URL: ${request.method} ${shownValue(path)}.`;
   const advice = adviseOnPath(request.method, path);
   return new AppError("not_found", advice === undefined ? unknown : `${unknown} ${advice}`);
 }

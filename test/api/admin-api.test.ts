@@ -515,6 +515,12 @@ describe("admin API keys", () => {
     expect(unknown.json()).toMatchObject({
       error: { message: "No model 'llama-70b' in the catalogue. The catalogue has: m1, m2, gpt-4o-mini." },
     });
+    // At most 256 characters of it (regression: a 5,000-character id was repeated whole).
+    const long = await call("POST", "/admin/keys", {
+      body: { account: "staff", models: ["L".repeat(5_000)] },
+    });
+    const { message } = (long.json() as { error: { message: string } }).error;
+    expect(message).toContain(`No model '${"L".repeat(256)}...' in the catalogue.`);
   });
 
   it("refuses to revoke an unknown key or one named by anything but its public id", async () => {

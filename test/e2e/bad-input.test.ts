@@ -333,6 +333,35 @@ describe("bad input gets its status, type, code and param, never a 500", () => {
     );
   });
 
+  // Regression (fuzzing): these repeated the client's text whole (a 7 MB $ref, a 7 MB 400).
+  it("repeats at most 256 characters of a schema's $ref or required name, a model path or an unknown URL", async () => {
+    const long = "L".repeat(5_000);
+    const schemaRefusals = [
+      { $ref: `#/$defs/${long}` },
+      { type: "object", properties: {}, required: [long], additionalProperties: false },
+    ];
+    for (const schema of schemaRefusals) {
+      const response = await post(
+        JSON.stringify({
+          ...valid,
+          response_format: { type: "json_schema", json_schema: { name: "s", schema } },
+        }),
+      );
+      expect(response.status).toBe(400);
+      const message = String(response.body.error.message);
+      expect(message).toContain("L".repeat(200));
+      expect(message.length).toBeLessThan(700);
+    }
+    const headers = { authorization: `Bearer ${server().starterKey}` };
+    for (const path of [`/models/${long}`, `/nope/${long}`]) {
+      const response = await fetch(`${server().baseUrl}${path}`, { headers });
+      expect(response.status).toBe(404);
+      const { error } = (await response.json()) as { error: { message: string } };
+      expect(error.message).toContain("L".repeat(200));
+      expect(error.message.length).toBeLessThan(700);
+    }
+  });
+
   it("words lengths and counts plainly, not in the validator's phrasing", async () => {
     const phrased = async (change: Record<string, unknown>) =>
       (await post(JSON.stringify({ ...valid, ...change }))).body.error.message;

@@ -2,6 +2,7 @@ import type { FastifyInstance } from "fastify";
 import type { RequestKey } from "../../chat/request-key.ts";
 import { isModelAllowedForKey } from "../../chat/request-key.ts";
 import { AppError } from "../../errors/app-error.ts";
+import { shownValue } from "../../errors/shown-value.ts";
 import {
   getContextLength,
   getModelStatus,
@@ -55,7 +56,7 @@ export function registerModelRoutes(
     if (entry === undefined || !isModelAllowedForKey(key, id)) {
       throw new AppError(
         "model_not_found",
-        `The model '${id}' does not exist. List the models with GET /v1/models.`,
+        `The model '${shownValue(id)}' does not exist. List the models with GET /v1/models.`,
         {
           param: "model",
         },

@@ -1,4 +1,5 @@
 import type { GbnfJsonSchema } from "node-llama-cpp";
+import { shownValue } from "../../errors/shown-value.ts";
 import { checkRange, readBound } from "./check-schema-keywords.ts";
 import { convertNumberRange } from "./convert-number-range.ts";
 import { convertStringPattern } from "./convert-string-pattern.ts";
@@ -142,7 +143,7 @@ function convertObject(
     if (schema.additionalProperties === false && !patterns) {
       conversion.refuseNoValue(
         at,
-        `'required' names '${name}', which 'properties' does not declare while 'additionalProperties' is false, so no value can match.`,
+        `'required' names '${shownValue(name)}', which 'properties' does not declare while 'additionalProperties' is false, so no value can match.`,
       );
     }
     conversion.budget.spend(at, "entries", 1);

@@ -1,3 +1,4 @@
+import { shownValue } from "../../errors/shown-value.ts";
 import { sameValue } from "./constant-meets-keywords.ts";
 import { intersectNumberKeywords, numberKeywords } from "./intersect-number-keywords.ts";
 import { hasType, isRecord, readTypes } from "./read-schema-types.ts";
@@ -280,7 +281,7 @@ function mergeObjects(
   for (const name of touched) {
     if (properties[name] !== false) continue;
     if (checked && required.includes(name))
-      return `'required' names '${name}', which the other keywords do not allow`;
+      return `'required' names '${shownValue(name)}', which the other keywords do not allow`;
     // A property that no value meets, and not required, is not written at all.
     delete properties[name];
   }
@@ -294,7 +295,7 @@ function checkRequired(merged: Record<string, unknown>, names: readonly unknown[
     if (typeof name !== "string") continue;
     const declared = properties !== undefined && Object.hasOwn(properties, name);
     if (declared ? properties[name] === false : merged.additionalProperties === false)
-      return `'required' names '${name}', which the other keywords do not allow`;
+      return `'required' names '${shownValue(name)}', which the other keywords do not allow`;
   }
   return undefined;
 }

@@ -288,7 +288,8 @@ function forcedArgumentsSchema(tool: PlannedTool): GbnfJsonSchema {
 }
 
 function convertTools(tools: readonly PlannedTool[]): ChatModelFunctions {
-  const functions: Record<string, ChatModelFunctions[string]> = {};
+  // No prototype: a tool named `__proto__` set the object's prototype and was never offered.
+  const functions: Record<string, ChatModelFunctions[string]> = Object.create(null);
   for (const { definition, argumentsSchema } of tools) {
     functions[definition.name] = {
       ...(definition.description === undefined ? {} : { description: definition.description }),

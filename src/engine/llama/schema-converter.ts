@@ -1,6 +1,7 @@
 import type { GbnfJsonSchema } from "node-llama-cpp";
 import { AppError } from "../../errors/app-error.ts";
 import { cutText, cutTextKeepingEnd } from "../../errors/cut-text.ts";
+import { shownValue } from "../../errors/shown-value.ts";
 import { checkKeywords, describe } from "./check-schema-keywords.ts";
 import { ConstantChecks, constantMeetsKeywords } from "./constant-meets-keywords.ts";
 import { convertConstant } from "./convert-schema-constant.ts";
@@ -266,7 +267,7 @@ export class SchemaConverter implements SchemaConversion {
     if (target === undefined) {
       this.refuse(
         at,
-        `'$ref' ${JSON.stringify(reference)} does not resolve: it must be a JSON pointer to a schema within this schema ('#', '#/$defs/NAME', '#/properties/NAME', ...).`,
+        `'$ref' ${shownValue(JSON.stringify(reference))} does not resolve: it must be a JSON pointer to a schema within this schema ('#', '#/$defs/NAME', '#/properties/NAME', ...).`,
       );
     }
     const next = { depth: at.depth + 1, pointer: () => reference };

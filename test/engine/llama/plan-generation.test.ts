@@ -231,3 +231,19 @@ describe("planGeneration: tools with auto beside a JSON format", () => {
     );
   });
 });
+
+describe("planGeneration: tool names", () => {
+  // Regression: the functions were an object literal, so a tool named `__proto__` (a name the
+  // schema allows) set its prototype and was never offered to the model.
+  it("offers a tool named like a built-in object key as any other", () => {
+    const tools: ToolDefinition[] = ["__proto__", "constructor", "g"].map((name) => ({
+      name,
+      parameters: { type: "object", properties: { a: { type: "string" } } },
+    }));
+    const planned = plan({ tools });
+    expect(planned.kind).toBe("functions");
+    const functions = planned.kind === "functions" ? planned.functions : {};
+    expect(Object.keys(functions)).toEqual(["__proto__", "constructor", "g"]);
+    expect(Object.hasOwn(functions, "__proto__")).toBe(true);
+  });
+});
