@@ -385,11 +385,13 @@ class UpstreamChunkMapper implements ChunkMapper {
       key === undefined &&
       name !== undefined &&
       call.name !== undefined &&
-      (name !== call.name || call.shape.whole)
+      (name !== call.name || (call.shape.whole && !isBlank(fragment)))
     ) {
       // Neither index nor id (each call sent whole): a name for a call that has one is the next
       // call, but for the call's own name again while its arguments are not whole yet (servers
-      // that repeat the name in every delta: each character of the arguments was a call).
+      // that repeat the name in every delta: each character of the arguments was a call), or
+      // with nothing more than white space after them (a last delta that repeats the name with
+      // empty arguments made a second call, `{}`).
       call = this.#newCall(this.#calls.length);
     }
     this.#lastCall = call;

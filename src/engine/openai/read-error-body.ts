@@ -98,15 +98,30 @@ export function readErrorBody(
 }
 
 /**
- * Lines of a stack trace: Python's header and frames, V8's and Java's `at` frames, Go's
- * goroutine header.
+ * Lines of a stack trace, by language: Python's header, V8's and Java's `at` frames (also where
+ * the line breaks came escaped, `\n`), .NET's (`at X() in PATH:line N`), Go's goroutine header,
+ * Rust's panic, PHP's numbered frames and its `Stack trace:`, Ruby's `PATH.rb:N:in`.
  */
-const STACK_TRACE_LINE =
-  /Traceback \(most recent call last\)|\bFile "[^"\n]+", line \d+|^[ \t]+at \S.*[(\s/\\][^()\s]+:\d+(?::\d+)?\)?\s*$|^goroutine \d+ \[/m;
+const STACK_TRACE_LINE = new RegExp(
+  [
+    String.raw`Traceback \(most recent call last\)`,
+    String.raw`(?:^|\\n)[ \t]+at \S.*?[(\s/\\][^()\s]+:\d+(?::\d+)?\)?[ \t]*(?:$|\\n)`,
+    String.raw`^[ \t]+at \S.* in \S.*:line \d+`,
+    String.raw`^goroutine \d+ \[`,
+    String.raw`panicked at \S+\.rs:\d+`,
+    String.raw`^#\d+ \S+\(\d+\): `,
+    String.raw`Stack trace:\s*(?:\\n)?#0 `,
+    String.raw`\S+\.rb:\d+:in [\x60'"]`,
+  ].join("|"),
+  "m",
+);
+
+/** A frame of a Python traceback: one alone may be a parse error quoting code, two are a trace. */
+const PYTHON_FRAME = /\bFile "[^"\n]+", line \d+/g;
 
 /** Whether an upstream's error message holds a stack trace. */
 export function holdsStackTrace(message: string): boolean {
-  return STACK_TRACE_LINE.test(message);
+  return STACK_TRACE_LINE.test(message) || (message.match(PYTHON_FRAME)?.length ?? 0) >= 2;
 }
 
 /** The body's fields as the upstream wrote them; `messageCut`: the message is the start of a longer one. */

@@ -308,12 +308,15 @@ describe("createChunkMapper", () => {
             function: { name: "lookup", arguments: character },
           }),
         ),
+        // The name again with nothing, or white space, after the whole arguments: the same call.
+        toolDelta({ type: "function", function: { name: "lookup", arguments: "" } }),
+        toolDelta({ type: "function", function: { name: "lookup", arguments: "\n" } }),
         // The same function again, whole: the next call.
         toolDelta({ type: "function", function: { name: "lookup", arguments: "{}" } }),
         chunk({}, "tool_calls"),
       ]);
-      expect(argumentsByIndex(parts)).toEqual([args, "{}"]);
-      expect(mapper.producedBytes).toBe(2 * "lookup".length + args.length + 2);
+      expect(argumentsByIndex(parts)).toEqual([`${args}\n`, "{}"]);
+      expect(mapper.producedBytes).toBe(2 * "lookup".length + args.length + 1 + 2);
     }
   });
 

@@ -32,7 +32,13 @@ describe("readErrorBody", () => {
   it("passes on no message that holds a stack trace", () => {
     const traces = [
       'Traceback (most recent call last):\n  File "/opt/venv/lib/python3.11/site-packages/vllm/serving_chat.py", line 512, in gen\nRuntimeError: engine dead',
-      'engine dead (File "/srv/app/server.py", line 9, in handler)',
+      'engine dead (File "/srv/app/server.py", line 9, in handler; File "/srv/app/db.py", line 3, in get)',
+      "TypeError: x is undefined\\n    at handle (/srv/app/server.js:10:5)\\n    at main (/srv/app/main.js:3:1)",
+      "thread 'tokio-runtime-worker' panicked at /home/build/server/src/engine.rs:123:45:\nengine dead",
+      "System.Exception: dead\n   at Acme.Server.Handle() in /src/app/Server.cs:line 42",
+      "System.Exception: dead\n   at Acme.Server.Handle() in C:\\build\\Server.cs:line 12",
+      "PHP Fatal error: dead\nStack trace:\n#0 /var/www/api/public/index.php(5): Chat->run()\n#1 {main}",
+      "/app/lib/llm/server.rb:12:in 'handle': dead (RuntimeError)",
       "TypeError: x is undefined\n    at handle (/srv/app/server.js:10:5)\n    at process.processTicksAndRejections (node:internal/process/task_queues:95:5)",
       "java.lang.IllegalStateException: dead\n\tat com.example.Worker.run(Worker.java:42)",
       "panic: dead\n\ngoroutine 1 [running]:\nmain.main()",
@@ -52,6 +58,7 @@ describe("readErrorBody", () => {
     for (const message of [
       "error parsing tool call: raw='File \"a\", line'",
       "Unexpected token at position 12:5",
+      'invalid syntax in the tool call: File "main.py", line 3',
       "at most 4 stop sequences; see docs at https://example.com/stop:1",
     ])
       expect(readBody(JSON.stringify({ error: { message } })).message).toBe(message);
