@@ -62,10 +62,17 @@ export interface AnswerReader {
 }
 
 /**
+ * Characters an unfinished event must grow by to count as the upstream's activity: a long event
+ * on a slow link does, a drip of a byte a second does not.
+ */
+const PENDING_GROWTH_ACTIVITY = 1024;
+
+/**
  * One reader per attempt that got a 2xx; `onActivity` is the upstream's activity for the stall
- * watchdog: each piece of an event stream that parses as events, not comments alone
- * (`: PROCESSING`, sent by some servers while they queue), which would keep a hung upstream's
- * request waiting for ever.
+ * watchdog: events that move the answer on, or an unfinished one growing by
+ * {@link PENDING_GROWTH_ACTIVITY}; not comments alone (`: PROCESSING`, sent by some servers while
+ * they queue), nor chunks that carry nothing, which would keep a hung upstream's request waiting
+ * for ever.
  */
 export function createAnswerReader(
   mapper: ChunkMapper,
@@ -94,6 +101,8 @@ class UpstreamAnswerReader implements AnswerReader {
    * dropped there would be retried, each retry a generation paid for upstream.
    */
   #unparsed: string | undefined = "";
+  /** The unfinished event's length at the last activity (see {@link push}). */
+  #pendingAtActivity = 0;
 
   constructor(mapper: ChunkMapper, endpoint: UpstreamEndpoint, onActivity: () => void) {
     this.#mapper = mapper;
@@ -103,15 +112,39 @@ class UpstreamAnswerReader implements AnswerReader {
 
   push(text: string, parts: StreamPart[]): void {
     const parser = this.#parser;
-    const pendingBefore = parser.pendingLength;
     const events = parser.push(text);
-    if (events.length > 0 || parser.pendingLength > pendingBefore) this.#onActivity();
     if (this.#unparsed !== undefined)
       this.#unparsed = events.length === 0 ? keepUnparsed(this.#unparsed, text) : undefined;
+    const progressBefore = this.#progress(parts);
     for (const event of events) {
       this.#readEvent(event, parts);
       if (this.done || this.streamError !== undefined) break;
     }
+    // Activity is progress of the answer, or an event still coming in at a rate no drip keeps
+    // up: chunks that carry nothing (empty choices, an empty delta, the same usage again), or a
+    // line that grows a byte a second, kept a hung upstream's request waiting for as long as it
+    // went on, as comment lines would have.
+    if (this.#progress(parts) !== progressBefore || this.done || this.streamError !== undefined) {
+      this.#pendingAtActivity = parser.pendingLength;
+      this.#onActivity();
+    } else if (parser.pendingLength < this.#pendingAtActivity) this.#pendingAtActivity = parser.pendingLength;
+    else if (parser.pendingLength - this.#pendingAtActivity >= PENDING_GROWTH_ACTIVITY) {
+      this.#pendingAtActivity = parser.pendingLength;
+      this.#onActivity();
+    }
+  }
+
+  /** How far the answer has got: text, reasoning and calls produced, parts out, a finish, usage. */
+  #progress(parts: readonly StreamPart[]): number {
+    const mapper = this.#mapper;
+    return (
+      mapper.producedLength +
+      mapper.logprobsLength +
+      parts.length +
+      (mapper.rawFinishReason === undefined ? 0 : 1) +
+      (mapper.reportedUsage === undefined ? 0 : 1) +
+      (mapper.calledTools ? 1 : 0)
+    );
   }
 
   outgrown(): boolean {

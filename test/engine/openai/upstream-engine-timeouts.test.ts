@@ -110,6 +110,40 @@ describe("upstream engine: timeouts", () => {
     expect((parts.at(-1) as { error: AppError }).error.message).toContain("sent no answer data for 150 ms");
   });
 
+  it("counts chunks that carry nothing, and an event dripping in a byte at a time, as silence (regression: waited as long as they went on)", async () => {
+    /** Sends `first` events, then `beat` every 30 ms until the connection goes. */
+    const beating =
+      (first: readonly unknown[], beat: string): MockHandler =>
+      async (_request, response) => {
+        await writeEvents(response, first, { done: false, end: false });
+        const timer = setInterval(() => response.write(beat), 30);
+        response.on("close", () => clearInterval(timer));
+      };
+    const settings = { firstByteTimeoutMs: 150, idleTimeoutMs: 150, maxRetries: 0 };
+    const empty = `data: ${JSON.stringify({ ...chunk({}), choices: [] })}\n\n`;
+    const emptyDelta = `data: ${JSON.stringify(chunk({}))}\n\n`;
+    for (const beat of [empty, emptyDelta]) {
+      const queued = await mock(beating([], beat));
+      const engine = createTestEngine({ model: upstreamModel([queued.baseUrl]), settings });
+      expect(((await firstError(engine)) as AppError).message).toContain("did not answer within 150 ms");
+      const stuck = await mock(beating([chunk({ content: "Start" })], beat));
+      const after = createTestEngine({ model: upstreamModel([stuck.baseUrl]), settings });
+      const parts = await collectParts(after);
+      expect((parts.at(-1) as { error: AppError }).error.message).toContain("sent no answer data for 150 ms");
+    }
+    // An event whose text comes a byte at a time, never ending.
+    const dripping = await mock(async (_request, response) => {
+      await writeEvents(response, [chunk({ content: "Start" })], { done: false, end: false });
+      response.write('data: {"choices":[{"index":0,"delta":{"content":"');
+      const timer = setInterval(() => response.write("a"), 30);
+      response.on("close", () => clearInterval(timer));
+    });
+    const parts = await collectParts(
+      createTestEngine({ model: upstreamModel([dripping.baseUrl]), settings }),
+    );
+    expect((parts.at(-1) as { error: AppError }).error.message).toContain("sent no answer data for 150 ms");
+  });
+
   it("does not count the wait for one of max_connections as the upstream's silence (regression)", async () => {
     // Each answer takes 150 ms; four at once through one connection wait up to 450 ms for it.
     const upstream = await mock(async (_request, response) => {
