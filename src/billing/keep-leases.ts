@@ -1,3 +1,4 @@
+import { setTimeout as delay } from "node:timers/promises";
 import type { Reservation, Store } from "../store/store.ts";
 import { LeaseClock } from "./lease-clock.ts";
 import { RESERVATION_LEASE_MS } from "./reserve-and-settle.ts";
@@ -18,6 +19,9 @@ export const LEASE_RENEWAL_MS = RESERVATION_LEASE_MS / 3;
  * the rounds between failed or still wait for the store.
  */
 export const LAPSE_CUT_MS = RESERVATION_LEASE_MS - (3 * LEASE_RENEWAL_MS) / 2;
+
+/** How long a round waits for its renewal before it judges whether the leases lapse. */
+const LAPSE_CHECK_WAIT_MS = 1_000;
 
 /** Reservations of another replica whose charges are still owed (in its journal). */
 export interface OwedReservations {
@@ -220,13 +224,24 @@ export function keepLeases(options: {
   };
 
   const tick = async () => {
-    // Before anything waits on the store: a round still waiting for it does not renew either.
-    checkLapse();
-    // A round still waiting for the store: the next one would only queue behind it.
-    renewing ??= renew().finally(() => {
-      renewing = undefined;
-    });
-    if (!(await renewing)) return;
+    // A round still waiting for the store: the next one would only queue behind it, and renews
+    // nothing either.
+    if (renewing !== undefined) {
+      checkLapse();
+      if (!(await renewing)) return;
+    } else {
+      const round = renew().finally(() => {
+        renewing = undefined;
+      });
+      renewing = round;
+      // The lapse is judged once this round has had its moment to renew: judged before it, one
+      // failed round (a dropped connection, a row locked for a while) made the next cut every
+      // request of the replica, on a store that answered again and with a third of the leases
+      // left. A store that does not answer within the moment renews nothing.
+      await Promise.race([round, delay(LAPSE_CHECK_WAIT_MS, undefined, { ref: false })]);
+      checkLapse();
+      if (!(await round)) return;
+    }
     // A sweep under way (recording a journal) is not started twice; this round renewed anyway.
     sweeping ??= sweepOnce().finally(() => {
       sweeping = undefined;

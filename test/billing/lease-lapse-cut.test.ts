@@ -79,6 +79,19 @@ describe("a replica that cannot renew its leases", () => {
     expect(state.lapsing).toBe(2);
   });
 
+  it("is not told after one failed round when the next one renews (regression: every request cut on a store that answered again)", async () => {
+    const { state, roundAfter } = keeper({ sweep: true, live: ["reservation-1"] });
+    await roundAfter(0);
+    state.down = true;
+    await roundAfter(LEASE_RENEWAL_MS);
+    state.down = false;
+    // Past LAPSE_CUT_MS since the last renewal, but this round renews first.
+    await roundAfter(LEASE_RENEWAL_MS);
+    expect(2 * LEASE_RENEWAL_MS).toBeGreaterThanOrEqual(LAPSE_CUT_MS);
+    expect(state.lapsing).toBe(0);
+    expect(state.renewed).toBe(2);
+  });
+
   it("is not told with nothing reserved, nor on a store no other replica shares", async () => {
     for (const setup of [
       { sweep: true, live: [] },
