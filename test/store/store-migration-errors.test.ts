@@ -290,6 +290,37 @@ describe.skipIf("skipped" in postgres)(
       }
     });
 
+    it("fails, and does not crash, when its migration connection is cut while it waits (regression: uncaught exception)", async () => {
+      const schema = await createPostgresTestSchema();
+      if ("skipped" in schema) return;
+      const { released, end } = await holdFor(
+        [`select pg_advisory_lock(${lockKeyOf(schema.schema)})`],
+        60_000,
+      );
+      void released.catch(() => {});
+      const applicationName = `${schema.schema}_migrating`;
+      const killer = new Client({ connectionString: testPostgresUrl() });
+      await killer.connect();
+      try {
+        let cut = false;
+        const opening = openPostgresStore(`${schema.url}&application_name=${applicationName}`, {
+          onMigrationWait: () => {
+            if (cut) return;
+            cut = true;
+            void killer.query(
+              "select pg_terminate_backend(pid) from pg_stat_activity where application_name = $1",
+              [applicationName],
+            );
+          },
+        });
+        expect(await rejectionMessage(opening)).toMatch(/^Could not open the PostgreSQL store at /);
+      } finally {
+        await killer.end();
+        await end();
+        await schema.drop();
+      }
+    });
+
     it("lets a migration statement run past the statement timeout", async () => {
       const schema = await createPostgresTestSchema();
       if ("skipped" in schema) return;

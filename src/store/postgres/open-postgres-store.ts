@@ -122,19 +122,23 @@ export async function openPostgresStore(
       onWait: options.onMigrationWait,
       onMigrating: options.onMigrating,
       signal: options.signal,
-      openMigrationConnection: () =>
-        new Kysely<Database>({
-          dialect: new PostgresStoreDialect({
-            pool: new Pool({
-              connectionString: location.connectionString,
-              max: 1,
-              connectionTimeoutMillis,
-              keepAlive: true,
-              fallback_application_name: "tollgate",
-              types,
-            }),
-          }),
-        }),
+      openMigrationConnection: () => {
+        const migrationPool = new Pool({
+          connectionString: location.connectionString,
+          max: 1,
+          connectionTimeoutMillis,
+          keepAlive: true,
+          fallback_application_name: "tollgate",
+          types,
+        });
+        // As the main pool's (above): a connection cut during the migration ended the process
+        // with an uncaught exception, before the start's own failure was said.
+        migrationPool.on("error", () => {});
+        migrationPool.on("connect", (client) => {
+          client.on("error", () => {});
+        });
+        return new Kysely<Database>({ dialect: new PostgresStoreDialect({ pool: migrationPool }) });
+      },
     });
   } catch (error) {
     await db.destroy().catch(() => {
