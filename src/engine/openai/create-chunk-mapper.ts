@@ -238,7 +238,9 @@ class UpstreamChunkMapper implements ChunkMapper {
     if (usage !== undefined) {
       const merged = mergeUsage(this.reportedUsage, usage);
       const bounded = this.#bounds === undefined ? undefined : boundUsage(merged, this.#bounds, this);
-      if (bounded?.beyond !== undefined) this.usageBeyondBounds = bounded.beyond;
+      // As the last report stands: an early one past the bounds that a later one, with the
+      // reasoning since, falls within was logged as charged at the bound, though it was not.
+      this.usageBeyondBounds = bounded?.beyond;
       this.reportedUsage = bounded?.usage ?? merged;
       this.#producedAtReport = this.producedLength;
     }

@@ -247,6 +247,25 @@ describe("createChunkMapper", () => {
     );
   });
 
+  it("tells of usage past the bounds as the last report stands (regression: an early report logged as charged at the bound)", () => {
+    const mapper = createChunkMapper([], [], {
+      promptTokens: 100,
+      completionTokens: 3,
+      completionSent: true,
+    });
+    const parts: StreamPart[] = [];
+    mapper.read(
+      { ...chunk({ role: "assistant" }), usage: { prompt_tokens: 5, completion_tokens: 10 } },
+      parts,
+    );
+    expect(mapper.usageBeyondBounds).toEqual({ completionTokens: 10 });
+    // Reasoning since: 3 tokens and its bytes may be charged, and the same report falls within.
+    mapper.read(chunk({ reasoning_content: "a long enough chain of thought" }), parts);
+    mapper.read({ ...chunk({}, "stop"), usage: { prompt_tokens: 5, completion_tokens: 10 } }, parts);
+    expect(mapper.usageBeyondBounds).toBeUndefined();
+    expect(mapper.reportedUsage).toMatchObject({ promptTokens: 5, completionTokens: 10 });
+  });
+
   it("counts a name sent again in every delta once (regression: a call within max_tokens counted 65 bytes a character and cut)", () => {
     const name = "n".repeat(64);
     const args = JSON.stringify({ text: "a".repeat(390) });
