@@ -231,7 +231,11 @@ class UpstreamChunkMapper implements ChunkMapper {
     if (chunk.error !== undefined && chunk.error !== null) {
       return readErrorBody(JSON.stringify({ error: chunk.error }), this.#secrets, { names: this.#names });
     }
+    // A choice sent bare, not in an array (a broken server), is read as the one it is: dropped,
+    // its text was charged for (the upstream's usage counts it) but never sent.
     if (Array.isArray(chunk.choices)) this.#readChoices(chunk.choices as unknown[], parts);
+    else if (typeof chunk.choices === "object" && chunk.choices !== null)
+      this.#readChoices([chunk.choices], parts);
     // Read after the chunk's output, which it counts (see usageCoversOutput).
     const sent = chunk.usage ?? readGroqUsage(chunk.x_groq);
     const usage = sent === undefined || sent === null ? undefined : convertUsage(sent);
@@ -251,7 +255,8 @@ class UpstreamChunkMapper implements ChunkMapper {
     for (const choice of choices) {
       if (typeof choice !== "object" || choice === null) continue;
       const { index, delta, finish_reason: finishReason } = choice as UpstreamChoice;
-      if (index !== undefined && index !== 0) continue;
+      // Choice 0, also where its index came as a string ("0").
+      if (index !== undefined && index !== 0 && (index as unknown) !== "0") continue;
       const partsBefore = parts.length;
       if (delta !== undefined && delta !== null) {
         const content = readDeltaContent(delta.content, this.#addReasoning);

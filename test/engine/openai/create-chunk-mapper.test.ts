@@ -247,6 +247,22 @@ describe("createChunkMapper", () => {
     );
   });
 
+  it("reads choice 0 with its index as a string, and a choice sent bare (regression: its text charged, never sent)", () => {
+    const { parts } = readAll([
+      chunk({ content: "A" }),
+      { ...chunk({}), choices: [{ index: "0", delta: { content: "B" } }] },
+      { ...chunk({}), choices: { index: 0, delta: { content: "C" } } },
+      { ...chunk({}), choices: [{ index: 1, delta: { content: "not ours" } }] },
+      chunk({ content: "D" }, "stop"),
+    ]);
+    expect(parts.flatMap((part) => (part.type === "text-delta" ? [part.text] : []))).toEqual([
+      "A",
+      "B",
+      "C",
+      "D",
+    ]);
+  });
+
   it("tells of usage past the bounds as the last report stands (regression: an early report logged as charged at the bound)", () => {
     const mapper = createChunkMapper([], [], {
       promptTokens: 100,
