@@ -360,6 +360,23 @@ describe("a body over the limit (body_limit 1024 bytes)", () => {
     return { socket, closed, errors, text: () => text, ended: () => ended };
   }
 
+  /**
+   * For an answer whose connection closes after it: waits for the server to close its half, sends
+   * the rest of the body, then ends and waits for the close; answers what came, with no error.
+   */
+  async function sendRestAfterClose(head: string): Promise<string> {
+    const { socket, closed, errors, text, ended } = await awaitEarlyAnswer(head, true);
+    // The server closed its half after the answer; the rest of the body is still taken.
+    await expect.poll(ended).toBe(true);
+    await new Promise<void>((resolve, reject) =>
+      socket.write("x".repeat(OVERSIZED), (error) => (error ? reject(error) : resolve())),
+    );
+    socket.end();
+    await closed;
+    expect(errors).toEqual([]);
+    return text();
+  }
+
   it("is answered 413 on a connection that stays open to take the rest of the body (no reset)", async () => {
     const { socket, closed, errors, text } = await awaitEarlyAnswer(
       `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer good\r\nContent-Type: application/json\r\nContent-Length: ${OVERSIZED}\r\n\r\n`,
@@ -377,18 +394,10 @@ describe("a body over the limit (body_limit 1024 bytes)", () => {
   });
 
   it("is answered 401 for a wrong key to a client that asked for the connection to close, closed once the body came (regression: reset)", async () => {
-    const { socket, closed, errors, text, ended } = await awaitEarlyAnswer(
+    const text = await sendRestAfterClose(
       `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer wrong\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: ${OVERSIZED}\r\n\r\n`,
-      true,
     );
-    await expect.poll(ended).toBe(true);
-    await new Promise<void>((resolve, reject) =>
-      socket.write("x".repeat(OVERSIZED), (error) => (error ? reject(error) : resolve())),
-    );
-    socket.end();
-    await closed;
-    expect(errors).toEqual([]);
-    expect(parseResponse(text())).toMatchObject({
+    expect(parseResponse(text)).toMatchObject({
       status: 401,
       body: { error: { code: "invalid_api_key" } },
     });
@@ -400,19 +409,10 @@ describe("a body over the limit (body_limit 1024 bytes)", () => {
   ])(
     "is answered 413 to a client that asked for the connection to close (%s), closed once the body came, not under it (regression: reset)",
     async (_name, version, connection) => {
-      const { socket, closed, errors, text, ended } = await awaitEarlyAnswer(
+      const text = await sendRestAfterClose(
         `POST /v1/chat/completions ${version}\r\nHost: x\r\nAuthorization: Bearer good\r\nContent-Type: application/json\r\n${connection}Content-Length: ${OVERSIZED}\r\n\r\n`,
-        true,
       );
-      // The server closed its half after the answer; the rest of the body is still taken.
-      await expect.poll(ended).toBe(true);
-      await new Promise<void>((resolve, reject) =>
-        socket.write("x".repeat(OVERSIZED), (error) => (error ? reject(error) : resolve())),
-      );
-      socket.end();
-      await closed;
-      expect(errors).toEqual([]);
-      const response = parseResponse(text());
+      const response = parseResponse(text);
       expect(response.status).toBe(413);
       expect(response.headers.connection).toBe("close");
       expect(response.body).toMatchObject({ error: { code: "request_too_large" } });

@@ -238,6 +238,16 @@ describe.skipIf("skipped" in postgres)(
     const lockKeyOf = (schema: string) =>
       createHash("sha256").update(`tollgate.migrate:${schema}`).digest().readBigInt64BE(0);
 
+    /**
+     * Holds `schema`'s migration lock past the test's own timeout (only an abort or a cut ends a
+     * wait for it); answers what lets it go.
+     */
+    async function holdMigrationLockPastTheTest(schema: string): Promise<() => Promise<void>> {
+      const { released, end } = await holdFor([`select pg_advisory_lock(${lockKeyOf(schema)})`], 60_000);
+      void released.catch(() => {});
+      return end;
+    }
+
     it("waits for another replica's migration lock, however long it is held, and says who holds it", async () => {
       const schema = await createPostgresTestSchema();
       if ("skipped" in schema) return;
@@ -269,12 +279,7 @@ describe.skipIf("skipped" in postgres)(
     it("stops waiting when told to (a stop signal while the server starts), however long the lock is held", async () => {
       const schema = await createPostgresTestSchema();
       if ("skipped" in schema) return;
-      // Held past the test's own timeout: only the abort can end the wait.
-      const { released, end } = await holdFor(
-        [`select pg_advisory_lock(${lockKeyOf(schema.schema)})`],
-        60_000,
-      );
-      void released.catch(() => {});
+      const end = await holdMigrationLockPastTheTest(schema.schema);
       try {
         const stop = new AbortController();
         const opening = openPostgresStore(schema.url, {
@@ -293,11 +298,7 @@ describe.skipIf("skipped" in postgres)(
     it("fails, and does not crash, when its migration connection is cut while it waits (regression: uncaught exception)", async () => {
       const schema = await createPostgresTestSchema();
       if ("skipped" in schema) return;
-      const { released, end } = await holdFor(
-        [`select pg_advisory_lock(${lockKeyOf(schema.schema)})`],
-        60_000,
-      );
-      void released.catch(() => {});
+      const end = await holdMigrationLockPastTheTest(schema.schema);
       const applicationName = `${schema.schema}_migrating`;
       const killer = new Client({ connectionString: testPostgresUrl() });
       await killer.connect();

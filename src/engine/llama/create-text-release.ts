@@ -43,8 +43,6 @@ export function createTextRelease(options: {
     prompt.customStopTexts.length > 0 && prompt.stopTexts.length > 0
       ? createStopSearch(prompt.stopTexts)
       : undefined;
-  /** How long an end of the held text may begin one of the template's stop texts. */
-  let templateBegun = 0;
   const released: Token[] = [];
   /**
    * Decided text not released yet: it may still become a stop trigger, or is whitespace held. The
@@ -137,7 +135,7 @@ export function createTextRelease(options: {
       return undefined;
     }
 
-    if (templateSearch !== undefined) templateSearch.read(chunk.text);
+    templateSearch?.read(chunk.text);
     // The stop texts that this chunk completed, if any: the text before the earliest is released.
     const found = search.read(chunk.text);
     if (found !== undefined) {
@@ -146,12 +144,6 @@ export function createTextRelease(options: {
       return custom ? "customStopTrigger" : "stopGenerationTrigger";
     }
     release(heldLength - search.begun, false);
-    templateBegun =
-      prompt.customStopTexts.length === 0
-        ? search.begun
-        : templateSearch === undefined
-          ? 0
-          : templateSearch.begun;
     return undefined;
   };
 
@@ -163,6 +155,8 @@ export function createTextRelease(options: {
    * frequency penalty.
    */
   const punished = (count: number): Token[] => {
+    // How long an end of the held text may begin one of the template's own stop texts.
+    const templateBegun = prompt.customStopTexts.length === 0 ? search.begun : (templateSearch?.begun ?? 0);
     const end = heldLength - templateBegun;
     const releasable = held.length - first - heldWhitespace;
     const extra: Token[] = [];

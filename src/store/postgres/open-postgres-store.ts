@@ -108,10 +108,7 @@ export async function openPostgresStore(
   // (pg marks it not queryable) and opens another when asked. A connection to a server that
   // became read-only, or one left waiting for the answer to a statement pg gave up on (its
   // `query_timeout`), is healthy to pg; the store closes it itself (discard-unusable-connections.ts).
-  pool.on("error", () => {});
-  pool.on("connect", (client) => {
-    client.on("error", () => {});
-  });
+  listenForConnectionErrors(pool);
   const db = new Kysely<Database>({
     dialect: new PostgresStoreDialect({ pool: discardUnusableConnections(pool) }),
   });
@@ -133,10 +130,7 @@ export async function openPostgresStore(
         });
         // As the main pool's (above): a connection cut during the migration ended the process
         // with an uncaught exception, before the start's own failure was said.
-        migrationPool.on("error", () => {});
-        migrationPool.on("connect", (client) => {
-          client.on("error", () => {});
-        });
+        listenForConnectionErrors(migrationPool);
         return new Kysely<Database>({ dialect: new PostgresStoreDialect({ pool: migrationPool }) });
       },
     });
@@ -284,4 +278,15 @@ export function describeError(error: unknown, depth = 0): string {
   const message = error.message === "" ? (code ?? error.name) : error.message;
   const cause = error.cause === undefined ? "" : describeError(error.cause, depth + 1);
   return cause === "" ? message : `${message.replace(/\.$/, "")}: ${cause}`;
+}
+
+/**
+ * Hears the 'error' a broken connection emits, on the pool (idle connections) and on each
+ * connection as it opens (one checked out): unheard, it ends the process (see openPostgresStore).
+ */
+function listenForConnectionErrors(pool: Pool): void {
+  pool.on("error", () => {});
+  pool.on("connect", (client) => {
+    client.on("error", () => {});
+  });
 }

@@ -310,7 +310,8 @@ async function migrateUnlessCurrent(
 
 /**
  * Runs `operation` again while it fails on another process's lock, pausing between attempts
- * without blocking the thread, for about `forMs`; then its last error is thrown.
+ * without blocking the thread, for about `forMs`; then its last error is thrown, saying how long
+ * it waited.
  */
 async function retryWhileBusy<Result>(
   operation: () => Promise<Result>,
