@@ -311,8 +311,9 @@ class UpstreamChunkMapper implements ChunkMapper {
 
   flush(parts: StreamPart[]): void {
     const partsBefore = parts.length;
-    if (this.#heldText !== "") parts.push({ type: "text-delta", text: this.#heldText });
-    if (this.#heldRefusal !== "") parts.push({ type: "refusal-delta", text: this.#heldRefusal });
+    if (this.#heldText !== "") parts.push({ type: "text-delta", text: this.#heldText.toWellFormed() });
+    if (this.#heldRefusal !== "")
+      parts.push({ type: "refusal-delta", text: this.#heldRefusal.toWellFormed() });
     this.#heldText = this.#heldRefusal = "";
     // A call that is over holds nothing unless the upstream sent more after its whole JSON.
     for (let index = 0; index < this.#sendingIndex; index++)
@@ -432,7 +433,13 @@ class UpstreamChunkMapper implements ChunkMapper {
     call.id ??= createToolCallId();
     // The first delta carries the id and name with no arguments, as OpenAI streams it (SPEC
     // section 4), even where the upstream sent the name and arguments together.
-    parts.push({ type: "tool-call-delta", index: call.index, id: call.id, name, argumentsDelta: "" });
+    parts.push({
+      type: "tool-call-delta",
+      index: call.index,
+      id: call.id.toWellFormed(),
+      name: name.toWellFormed(),
+      argumentsDelta: "",
+    });
     if (call.arguments !== "") pushArguments(call, call.arguments, parts);
   }
 }
@@ -452,14 +459,18 @@ function sendableLength(text: string): number {
   return last >= 0xd800 && last <= 0xdbff ? text.length - 1 : text.length;
 }
 
-/** Pushes `text` (not empty) as a `type` part, but for a high surrogate it ends with, returned (else ""). */
+/**
+ * Pushes `text` (not empty) as a `type` part, but for a high surrogate it ends with, returned (else
+ * ""). A surrogate with no partner in what goes out (an upstream's `\ud800` escape inside a chunk)
+ * goes out as U+FFFD: JSON carries it, but a client's UTF-8 encoder fails on it.
+ */
 function pushText(parts: StreamPart[], type: "text-delta" | "refusal-delta", text: string): string {
   const end = sendableLength(text);
   if (end === text.length) {
-    parts.push({ type, text });
+    parts.push({ type, text: text.toWellFormed() });
     return "";
   }
-  if (end > 0) parts.push({ type, text: text.slice(0, end) });
+  if (end > 0) parts.push({ type, text: text.slice(0, end).toWellFormed() });
   return text.slice(end);
 }
 
@@ -468,13 +479,18 @@ function pushArguments(call: ToolCallState, fragment: string, parts: StreamPart[
   const text = call.held + fragment;
   const end = sendableLength(text);
   call.held = end === text.length ? "" : text.slice(end);
-  if (end > 0) parts.push({ type: "tool-call-delta", index: call.index, argumentsDelta: text.slice(0, end) });
+  if (end > 0)
+    parts.push({
+      type: "tool-call-delta",
+      index: call.index,
+      argumentsDelta: text.slice(0, end).toWellFormed(),
+    });
 }
 
 /** Pushes what a call held back, at the end. */
 function releaseArguments(call: ToolCallState, parts: StreamPart[]): void {
   if (call.held === "") return;
-  parts.push({ type: "tool-call-delta", index: call.index, argumentsDelta: call.held });
+  parts.push({ type: "tool-call-delta", index: call.index, argumentsDelta: call.held.toWellFormed() });
   call.held = "";
 }
 

@@ -78,7 +78,7 @@ function readEntry(
   const readBytes = bytes === undefined || bytes === null ? null : readByteList(bytes);
   if (readBytes === undefined) return undefined;
   size.length += ENTRY_LENGTH + token.length + BYTE_LENGTH * (readBytes?.length ?? 0);
-  return { token, logprob, bytes: readBytes };
+  return { token: token.toWellFormed(), logprob, bytes: readBytes };
 }
 
 /** A list of byte values (integers 0 to 255), as it came; `undefined` where it is not one. */

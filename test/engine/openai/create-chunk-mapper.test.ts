@@ -22,8 +22,8 @@ function indexOrder(parts: readonly StreamPart[]): number[] {
   return parts.flatMap((part) => (part.type === "tool-call-delta" ? [part.index] : []));
 }
 
-function readAll(chunks: readonly unknown[]) {
-  const mapper = createChunkMapper([]);
+function readAll(chunks: readonly unknown[], options: { logprobs?: boolean } = {}) {
+  const mapper = createChunkMapper([], [], undefined, options.logprobs ?? false);
   const parts: StreamPart[] = [];
   for (const value of chunks) mapper.read(value, parts);
   mapper.flush(parts);
@@ -491,6 +491,7 @@ describe("createChunkMapper", () => {
 describe("createChunkMapper with a character split between two deltas as surrogate halves", () => {
   const EMOJI = "\u{1F600}";
   const [HIGH, LOW] = [EMOJI.slice(0, 1), EMOJI.slice(1)];
+  const REPLACEMENT = "\uFFFD";
 
   /** The text of each part that carries some, in order. */
   function sentTexts(parts: readonly StreamPart[]): string[] {
@@ -515,14 +516,14 @@ describe("createChunkMapper with a character split between two deltas as surroga
     }
   });
 
-  it("sends a high half that no low one follows at the end, or before the end of a broken answer", () => {
+  it("sends a high half that no low one follows, at the end or before the end of a broken answer, as U+FFFD (regression: sent as it was, which a client's UTF-8 encoder fails on)", () => {
     expect(readAll([chunk({ content: `X${HIGH}` })]).parts).toEqual([
       { type: "text-delta", text: "X" },
-      { type: "text-delta", text: HIGH },
+      { type: "text-delta", text: REPLACEMENT },
     ]);
     expect(readAll([chunk({ content: HIGH }), chunk({ content: HIGH })]).parts).toEqual([
-      { type: "text-delta", text: HIGH },
-      { type: "text-delta", text: HIGH },
+      { type: "text-delta", text: REPLACEMENT },
+      { type: "text-delta", text: REPLACEMENT },
     ]);
     // Held text goes out before the tool calls still owed.
     const mapper = createChunkMapper([]);
@@ -532,7 +533,7 @@ describe("createChunkMapper with a character split between two deltas as surroga
     expect(parts).toEqual([{ type: "refusal-delta", text: "no" }]);
     mapper.flush(parts);
     expect(parts.slice(1)).toEqual([
-      { type: "refusal-delta", text: HIGH },
+      { type: "refusal-delta", text: REPLACEMENT },
       {
         type: "tool-call-delta",
         index: 0,
@@ -541,8 +542,48 @@ describe("createChunkMapper with a character split between two deltas as surroga
         argumentsDelta: "",
       },
       { type: "tool-call-delta", index: 0, argumentsDelta: `{"a":"` },
-      { type: "tool-call-delta", index: 0, argumentsDelta: HIGH },
+      { type: "tool-call-delta", index: 0, argumentsDelta: REPLACEMENT },
     ]);
+  });
+
+  it("sends a lone half inside one delta as U+FFFD, in text, refusals, a call's id, name and arguments, and log probabilities (regression: passed on as `\\ud800`)", () => {
+    const { parts } = readAll(
+      [
+        {
+          choices: [
+            {
+              index: 0,
+              delta: { content: `a${LOW}b${HIGH}c` },
+              logprobs: { content: [{ token: `t${HIGH}`, logprob: -1, bytes: null, top_logprobs: [] }] },
+            },
+          ],
+        },
+        chunk({ refusal: `${HIGH}r` }),
+        toolDelta({
+          index: 0,
+          id: `call_${LOW}`,
+          function: { name: `f${HIGH}g`, arguments: `{"a":"${LOW}x"}` },
+        }),
+        chunk({}, "tool_calls"),
+      ],
+      { logprobs: true },
+    );
+    const strings = JSON.stringify(parts);
+    expect(strings).not.toMatch(/\\ud[89a-f]/);
+    expect(parts[0]).toMatchObject({
+      type: "text-delta",
+      text: `a${REPLACEMENT}b${REPLACEMENT}c`,
+      logprobs: { content: [{ token: `t${REPLACEMENT}` }] },
+    });
+    expect(parts).toContainEqual({ type: "refusal-delta", text: `${REPLACEMENT}r` });
+    expect(parts).toContainEqual({
+      type: "tool-call-delta",
+      index: 0,
+      id: `call_${REPLACEMENT}`,
+      name: `f${REPLACEMENT}g`,
+      argumentsDelta: "",
+    });
+    expect(argumentsByIndex(parts)).toEqual([`{"a":"${REPLACEMENT}x"}`]);
   });
 
   it("joins the halves of a call's arguments, per call, held before the name or not", () => {
@@ -574,7 +615,7 @@ describe("createChunkMapper with a character split between two deltas as surroga
       toolDelta({ index: 0, function: { arguments: `x${HIGH}` } }),
       toolDelta({ index: 1, function: { arguments: `${LOW}"}` } }),
     ]);
-    expect(argumentsByIndex(parts)).toEqual([`{}x${HIGH}`, `{"b":"${EMOJI}"}`]);
-    expect(parts.at(-1)).toEqual({ type: "tool-call-delta", index: 0, argumentsDelta: HIGH });
+    expect(argumentsByIndex(parts)).toEqual([`{}x${REPLACEMENT}`, `{"b":"${EMOJI}"}`]);
+    expect(parts.at(-1)).toEqual({ type: "tool-call-delta", index: 0, argumentsDelta: REPLACEMENT });
   });
 });

@@ -95,3 +95,20 @@ describe("an emoji an upstream splits between two deltas", () => {
     expect(asUtf8(fragments)).toBe(`{"t":"${EMOJI}"}`);
   });
 });
+
+describe("a lone surrogate half inside one upstream delta", () => {
+  it("reaches streaming and non-streaming clients as U+FFFD, which they can encode as UTF-8 (regression: passed on as `\\ud800`)", async () => {
+    upstream().handle((_request, response) =>
+      writeEvents(response, [
+        chunk({ role: "assistant", content: "" }),
+        chunk({ content: `X${HIGH}Y${LOW}` }),
+        chunk({ content: "Z" }),
+        chunk({}, "stop"),
+      ]),
+    );
+    const { deltas } = await streamedDeltas();
+    expect(asUtf8(deltas.flatMap((delta) => delta.content ?? []))).toBe("X\uFFFDY\uFFFDZ");
+    const whole = (await (await complete(false)).json()) as { choices: { message: { content: string } }[] };
+    expect(asUtf8([whole.choices[0]?.message.content ?? ""])).toBe("X\uFFFDY\uFFFDZ");
+  });
+});
