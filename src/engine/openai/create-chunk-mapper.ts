@@ -65,6 +65,12 @@ export interface ChunkMapper {
   readonly usageBeyondBounds: { promptTokens?: number; completionTokens?: number } | undefined;
   /** The most completion tokens the answer is charged, whatever came (see UsageBounds); none without bounds. */
   readonly completionCap: number | undefined;
+  /**
+   * Whether the upstream's last usage report counted more completion tokens than the `max_tokens`
+   * it was sent allows (with its reasoning): it generated past it, so the answer ended for its
+   * length, whatever finish reason it gave.
+   */
+  readonly ignoredMaxTokens: boolean;
 }
 
 /** Tokens a tool call adds beyond its name and arguments (its markers), as templates render one. */
@@ -212,6 +218,10 @@ class UpstreamChunkMapper implements ChunkMapper {
 
   get completionCap(): number | undefined {
     return this.#bounds === undefined ? undefined : completionTokensAtMost(this.#bounds, this);
+  }
+
+  get ignoredMaxTokens(): boolean {
+    return this.#bounds?.completionSent === true && this.usageBeyondBounds?.completionTokens !== undefined;
   }
 
   get calledTools(): boolean {

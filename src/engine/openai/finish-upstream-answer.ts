@@ -8,7 +8,8 @@ import type { AttemptContext } from "./upstream-attempt.ts";
 /**
  * The `finish` part of an answer the mapper read: what it still holds flushed into `parts` first.
  * `cut`: the client left before the answer's end (`abort`), or Tollgate ended it where it went
- * past the `max_tokens` sent upstream (`length`, as an upstream that honoured it ends).
+ * past the `max_tokens` sent upstream (`length`, as an upstream that honoured it ends). An answer
+ * whose usage counts more than that `max_tokens` ends for its `length` too.
  */
 export function finishAnswer(
   mapper: ChunkMapper,
@@ -21,6 +22,10 @@ export function finishAnswer(
   const usage = usageSoFar(mapper, promptTokens, cut === undefined);
   if (cut === "abort") return { type: "finish", reason: "stop", rawReason: cut, usage };
   if (cut === "length") return { type: "finish", reason: "length", rawReason: cut, usage };
+  // Charged at the `max_tokens` it was sent, as one that honoured it would have ended (the text
+  // that came within the slack past it is passed on all the same).
+  if (mapper.ignoredMaxTokens)
+    return { type: "finish", reason: "length", rawReason: mapper.rawFinishReason, usage };
   return {
     type: "finish",
     reason: mapFinishReason(mapper.rawFinishReason, { calledTools: mapper.calledTools }),

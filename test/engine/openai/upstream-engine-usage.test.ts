@@ -440,6 +440,39 @@ describe("an upstream that reports more tokens than the request can have used", 
     });
   });
 
+  it("ends for its length when it counts more completion tokens than the max_tokens it was sent allows (regression: `stop`, with the charge at max_tokens)", async () => {
+    const past = await engineWithLog((_request, response) =>
+      writeEvents(response, [chunk({ content: "Hello world" }), chunk({}, "stop"), usageChunk(10, 3)]),
+    );
+    const parts = await collectParts(past.engine, chatRequest({ maxTokens: 1 }));
+    expect(textOf(parts)).toBe("Hello world");
+    expect(parts.at(-1)).toMatchObject({
+      type: "finish",
+      reason: "length",
+      rawReason: "stop",
+      usage: { promptTokens: 10, completionTokens: 1, estimated: true },
+    });
+    // Within it, or past a bound that did not go upstream (a context's), the upstream's reason stands.
+    const within = await engineWithLog((_request, response) =>
+      writeEvents(response, [chunk({ content: "Hello world" }), chunk({}, "stop"), usageChunk(10, 3)]),
+    );
+    expect((await collectParts(within.engine, chatRequest({ maxTokens: 3 }))).at(-1)).toMatchObject({
+      type: "finish",
+      reason: "stop",
+      usage: { completionTokens: 3 },
+    });
+    const request = chatRequest({ messages: [{ role: "user", content: "Say hello. ".repeat(40) }] });
+    const unsent = await engineWithLog(
+      (_request, response) =>
+        writeEvents(response, [chunk({ content: "Hi" }), chunk({}, "stop"), usageChunk(9, 1e300)]),
+      estimatePromptTokens(request) + 2,
+    );
+    expect((await collectParts(unsent.engine, request)).at(-1)).toMatchObject({
+      type: "finish",
+      reason: "stop",
+    });
+  });
+
   it("is charged no more than the max_tokens it was sent when it reports no usage", async () => {
     const { engine } = await engineWithLog((_request, response) =>
       writeEvents(response, [...words((event) => event), chunk({}, "stop")]),
