@@ -1,18 +1,19 @@
 /**
  * A non-streamed `chat.completion` as the one chunk that says the same: each choice's `message`
- * as its `delta`, its tool calls numbered by position, the usage beside. Anything else (an error
+ * as its `delta`, its tool calls numbered by position, the usage beside. `choices` may be one
+ * choice rather than a list of them, as the chunk mapper reads a chunk's. Anything else (an error
  * object, say) is left as it is for the chunk mapper to read.
  */
 export function convertCompletionToChunk(completion: unknown): unknown {
-  if (typeof completion !== "object" || completion === null) return completion;
-  const { choices } = completion as { choices?: unknown };
-  if (!Array.isArray(choices)) return completion;
+  if (!hasChoices(completion)) return completion;
+  const { choices } = completion;
   return {
     ...completion,
-    choices: choices.map((choice: unknown) => {
+    choices: (Array.isArray(choices) ? choices : [choices]).map((choice: unknown) => {
       if (typeof choice !== "object" || choice === null) return choice;
-      const { message, ...rest } = choice as { message?: unknown };
-      if (typeof message !== "object" || message === null) return rest;
+      const { message, ...rest } = choice as { message?: unknown; delta?: unknown };
+      // A choice that has a delta is a chunk's already (servers that call chunks completions).
+      if (typeof message !== "object" || message === null || rest.delta != null) return rest;
       const { tool_calls: calls } = message as { tool_calls?: unknown };
       return {
         ...rest,
@@ -27,4 +28,11 @@ export function convertCompletionToChunk(completion: unknown): unknown {
       };
     }),
   };
+}
+
+/** Whether `value` has `choices`: a list of them, or one choice (an object) on its own. */
+export function hasChoices(value: unknown): value is { choices: object } {
+  if (typeof value !== "object" || value === null) return false;
+  const { choices } = value as { choices?: unknown };
+  return typeof choices === "object" && choices !== null;
 }

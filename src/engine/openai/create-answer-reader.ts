@@ -1,5 +1,5 @@
 import type { StreamPart } from "../engine.ts";
-import { convertCompletionToChunk } from "./convert-completion-to-chunk.ts";
+import { convertCompletionToChunk, hasChoices } from "./convert-completion-to-chunk.ts";
 import type { ChunkMapper } from "./create-chunk-mapper.ts";
 import { createSseParser, type ServerSentEvent } from "./create-sse-parser.ts";
 import type { UpstreamEndpoint } from "./create-upstream-endpoint.ts";
@@ -224,7 +224,15 @@ class UpstreamAnswerReader implements AnswerReader {
       return;
     }
     if (!whole) {
-      const error = this.#mapper.read(chunk, parts, event.event);
+      // A whole completion sent as an event (gateways that stream a non-streamed answer as one
+      // event) says its text in `message`, which a chunk's reading would pass over.
+      const error = this.#mapper.read(
+        (chunk as { object?: unknown } | null)?.object === "chat.completion"
+          ? convertCompletionToChunk(chunk)
+          : chunk,
+        parts,
+        event.event,
+      );
       if (error === undefined) this.chunksRead++;
       else if (finished) this.done = true;
       else this.streamError = error;
@@ -234,7 +242,7 @@ class UpstreamAnswerReader implements AnswerReader {
     this.streamError = this.#mapper.read(convertCompletionToChunk(chunk), parts);
     if (this.streamError !== undefined) return;
     // A completion is complete in itself; anything else (no choices) is no answer.
-    if (Array.isArray((chunk as { choices?: unknown } | null)?.choices)) this.done = true;
+    if (hasChoices(chunk)) this.done = true;
     else this.notCompletion = true;
   }
 }

@@ -393,8 +393,7 @@ class UpstreamChunkMapper implements ChunkMapper {
     // `extra_content`) is no call, nor part of one.
     if (id === undefined && name === undefined && fragment === "") return;
     this.#produced(fragment);
-    const key: number | string | undefined =
-      typeof delta.index === "number" ? delta.index : (id ?? undefined);
+    const key: number | string | undefined = readCallIndex(delta.index) ?? id;
     let call = key === undefined ? this.#lastCall : this.#callsByKey.get(key);
     if (call === undefined) call = this.#newCall(key ?? this.#calls.length);
     else if (id !== undefined && call.id !== undefined && id !== call.id && name !== undefined) {
@@ -452,6 +451,15 @@ class UpstreamChunkMapper implements ChunkMapper {
     });
     if (call.arguments !== "") pushArguments(call, call.arguments, parts);
   }
+}
+
+/**
+ * A tool call's `index`: a number, or one written as a string (`"1"`), as some servers write the
+ * choice's (interleaved calls keyed by their ids, sent in their first deltas only, were mixed).
+ */
+function readCallIndex(index: unknown): number | undefined {
+  if (typeof index === "number") return index;
+  return typeof index === "string" && /^\d{1,9}$/.test(index) ? Number(index) : undefined;
 }
 
 /**

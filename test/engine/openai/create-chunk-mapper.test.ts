@@ -247,6 +247,19 @@ describe("createChunkMapper", () => {
     );
   });
 
+  it("keeps interleaved tool calls apart whose indexes are strings, ids in their first deltas only (regression: their arguments mixed)", () => {
+    const { parts } = readAll([
+      toolDelta({ index: "0", id: "call_a", function: { name: "f", arguments: "" } }),
+      toolDelta({ index: "1", id: "call_b", function: { name: "g", arguments: "" } }),
+      toolDelta({ index: "0", function: { arguments: '{"a":' } }),
+      toolDelta({ index: "1", function: { arguments: '{"b":' } }),
+      toolDelta({ index: "0", function: { arguments: "1}" } }),
+      toolDelta({ index: "1", function: { arguments: "2}" } }),
+      chunk({}, "tool_calls"),
+    ]);
+    expect(argumentsByIndex(parts)).toEqual(['{"a":1}', '{"b":2}']);
+  });
+
   it("reads choice 0 with its index as a string, and a choice sent bare (regression: its text charged, never sent)", () => {
     const { parts } = readAll([
       chunk({ content: "A" }),

@@ -196,6 +196,55 @@ describe("upstream engine: answers", () => {
     expect(parts.at(-1)).toMatchObject({ type: "finish", usage: { promptTokens: 3, completionTokens: 1 } });
   });
 
+  it("reads a whole chat.completion whose choices is one choice, not a list, streamed or not (regression: its usage charged, its text never sent)", async () => {
+    const whole = chatCompletion({ role: "assistant", content: "Bare choice" }, { usage: [7, 2] });
+    const bare = { ...whole, choices: (whole.choices as unknown[])[0] };
+    for (const contentType of ["application/json", "text/event-stream"]) {
+      const { engine } = await oneTry(answerJson(bare, contentType));
+      const parts = await collectParts(engine);
+      expect(textOf(parts)).toBe("Bare choice");
+      expect(parts.at(-1)).toMatchObject({
+        type: "finish",
+        reason: "stop",
+        usage: { promptTokens: 7, completionTokens: 2 },
+      });
+    }
+  });
+
+  it("reads a whole chat.completion sent as an event's data, its text and tool calls in `message` (regression: an empty answer, charged)", async () => {
+    const text = chatCompletion({ role: "assistant", content: "In one event" }, { usage: [5, 3] });
+    const { upstream, engine } = await oneTry(
+      answerAs("text/event-stream", `data: ${JSON.stringify(text)}\n\ndata: [DONE]\n\n`),
+    );
+    const parts = await collectParts(engine);
+    expect(textOf(parts)).toBe("In one event");
+    expect(parts.at(-1)).toMatchObject({ type: "finish", usage: { promptTokens: 5, completionTokens: 3 } });
+
+    const calls = toolCallCompletion({ name: "get_time", arguments: '{"zone":"UTC"}' });
+    upstream.handle(answerAs("text/event-stream", `data: ${JSON.stringify(calls)}\n\ndata: [DONE]\n\n`));
+    const called = await collectParts(
+      engine,
+      chatRequest({ tools: [{ name: "get_time" }], toolChoice: { type: "auto" } }),
+    );
+    expect(called.slice(0, 2)).toEqual([
+      { type: "tool-call-delta", index: 0, id: "call_a", name: "get_time", argumentsDelta: "" },
+      { type: "tool-call-delta", index: 0, argumentsDelta: '{"zone":"UTC"}' },
+    ]);
+    // A chunk that calls itself a completion but carries a delta is read as the chunk it is.
+    upstream.handle(
+      answerAs(
+        "text/event-stream",
+        [
+          { ...chunk({ content: "Mis" }), object: "chat.completion" },
+          { ...chunk({ content: "labelled" }, "stop"), object: "chat.completion" },
+        ]
+          .map((event) => `data: ${JSON.stringify(event)}\n\n`)
+          .join("") + "data: [DONE]\n\n",
+      ),
+    );
+    expect(textOf(await collectParts(engine))).toBe("Mislabelled");
+  });
+
   // Regression: an event stream labelled application/json was read as one JSON answer, did not
   // parse, and failed (retried, each time generated again upstream), though the SDK reads it.
   it("reads an event stream labelled JSON as the event stream it is", async () => {
