@@ -234,12 +234,12 @@ describe("upstream engine: answers", () => {
     upstream.handle(
       answerAs(
         "text/event-stream",
-        [
+        `${[
           { ...chunk({ content: "Mis" }), object: "chat.completion" },
           { ...chunk({ content: "labelled" }, "stop"), object: "chat.completion" },
         ]
           .map((event) => `data: ${JSON.stringify(event)}\n\n`)
-          .join("") + "data: [DONE]\n\n",
+          .join("")}data: [DONE]\n\n`,
       ),
     );
     expect(textOf(await collectParts(engine))).toBe("Mislabelled");
