@@ -5,7 +5,8 @@ import { UPSTREAM_EXTRA_FIELDS } from "./upstream-extra-fields.ts";
 /**
  * The body of `POST /v1/chat/completions` as JSON Schema (typebox). It validates types and
  * ranges; rules that span fields (a `tool` message needs `tool_call_id`, a named `tool_choice`
- * must name a tool) live in `convert-chat-request.ts`. Unknown fields are ignored, as OpenAI does;
+ * must name a tool) live in `convert-chat-request.ts`. Unknown fields are ignored (SPEC section 4;
+ * OpenAI refuses them, but clients send fields newer than this list);
  * OpenAI's fields that only an upstream server acts on are listed (upstream-extra-fields.ts) and
  * passed on to upstream models as sent.
  */
