@@ -257,12 +257,17 @@ export class ChatService {
       servedById === undefined
         ? undefined
         : this.#servedModel(servedById, alternateModels ?? [], entry.model);
-    if (servedBy !== undefined) input.annotate({ servedBy: servedBy.id });
     const identity: CompletionIdentity = {
       id: createCompletionId(),
       created,
       model: (servedBy ?? entry.model).id,
     };
+    // The completion's id on the request's log line: the one id a client quoting an answer has.
+    input.annotate(
+      servedBy === undefined
+        ? { completion: identity.id }
+        : { completion: identity.id, servedBy: servedBy.id },
+    );
     const settledAs: SettledAs = {};
     return {
       identity,

@@ -178,6 +178,22 @@ describe("a request served by a fallback model", () => {
     expect(linesOf("request served by a fallback model").map((line) => line.reqId)).toContain(requestId);
   });
 
+  it("logs the completion's id on the request's line, which a client quoting the answer has (regression: in no log or row)", async () => {
+    const { key } = await server.createFundedKey("completion-id-logged", "1");
+    const client = new OpenAI({ baseURL: server.baseUrl, apiKey: key, maxRetries: 0 });
+    for (const stream of [false, true]) {
+      let id: string | undefined;
+      if (stream) {
+        for await (const chunk of await client.chat.completions.create({ model: PRIMARY, messages, stream }))
+          id = chunk.id;
+      } else id = (await client.chat.completions.create({ model: PRIMARY, messages })).id;
+      expect(id).toMatch(/^chatcmpl-/);
+      await expect
+        .poll(() => logLines.find((line) => line.msg === "request" && line.completion === id))
+        .toMatchObject({ status: 200, model: PRIMARY, servedBy: FALLBACK });
+    }
+  });
+
   it("reserves what the dearest model that may serve would cost", async () => {
     // 1,000 completion tokens: at most about 0.001 on the primary, 0.01 on the fallback.
     const { accountId, key } = await server.createFundedKey("fallback-short", "0.005");
