@@ -94,10 +94,11 @@ export function createLeasePool<Item>(options: {
     return index >= 0;
   };
   const waiters = (): Waiter<Item>[] => [...moved, ...queue.items()];
-  const overloaded = (detail: string) =>
+  // The counts as they are: requests moved here by a reload may wait past `maxQueue`.
+  const overloaded = (detail: string, waiting: number) =>
     new AppError(
       "model_overloaded",
-      `The model${options.modelId === undefined ? "" : ` '${options.modelId}'`} is busy with other requests and its queue is full (${options.items.length} running, ${options.maxQueue} waiting)${detail}. Please retry shortly.`,
+      `The model${options.modelId === undefined ? "" : ` '${options.modelId}'`} is busy with other requests and its queue is full (${leased} running, ${waiting} waiting)${detail}. Please retry shortly.`,
       { retryAfterSeconds: 1 },
     );
 
@@ -159,12 +160,13 @@ export function createLeasePool<Item>(options: {
         return Promise.resolve(lend(free.pop()!, tenant));
       }
       const since = acquireOptions?.since;
-      if (since === undefined && moved.length + queue.size >= options.maxQueue) {
+      const waiting = moved.length + queue.size;
+      if (since === undefined && waiting >= options.maxQueue) {
         // A tenant with more than its share gives its latest place to this one; not in a retired
         // pool, whose waiters may be moving to the new engine's queue.
         const refused = retired ? undefined : queue.makeRoomFor(tenant);
-        if (refused === undefined) return Promise.reject(overloaded(""));
-        refused.reject(overloaded(", and the place this request held went to another account's"));
+        if (refused === undefined) return Promise.reject(overloaded("", waiting));
+        refused.reject(overloaded(", and the place this request held went to another account's", waiting));
       }
       return new Promise((resolve, reject) => {
         const waiter: Waiter<Item> = {

@@ -132,7 +132,10 @@ describe("createLeasePool", () => {
     const movedSecond = wait("moved, queued second", 20);
     const movedFirst = wait("moved, queued first", 10);
     expect(pool.waiting).toBe(3);
-    expect(await pool.acquire(new AbortController().signal).catch(() => "refused")).toBe("refused");
+    // The refusal tells the counts as they are (regression: the queue's room, "1 waiting").
+    expect(await pool.acquire(new AbortController().signal).catch((error: Error) => error.message)).toBe(
+      "The model is busy with other requests and its queue is full (1 running, 3 waiting). Please retry shortly.",
+    );
     held?.release();
     await Promise.all([later, movedSecond, movedFirst]);
     expect(order).toEqual(["moved, queued first", "moved, queued second", "arrived after the reload"]);
