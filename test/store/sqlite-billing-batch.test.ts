@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { DatabaseSync } from "node:sqlite";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { openStore } from "../../src/store/open-store.ts";
 import { HOLD_MS } from "../../src/store/sqlite/sqlite-held-reservations.ts";
 import type { Store } from "../../src/store/store.ts";
@@ -17,6 +17,49 @@ describe("SQLite group commit of reserve and settle", () => {
   });
   afterEach(async () => {
     await store.close();
+  });
+
+  it("lists a page once the rows stamped before it have committed, so that a poller following the cursor misses none (regression: a row of the same millisecond with a smaller id committed behind it)", async () => {
+    const account = makeAccount({ name: "poller", balanceNano: 1_000n });
+    await store.insertAccount(account);
+    const stamp = new Date("2026-01-01T00:00:00.123Z");
+    const later = makeReservation({ accountId: account.id, id: "ffffffff-0000-7000-8000-000000000000" });
+    const earlier = makeReservation({ accountId: account.id, id: "00000000-0000-7000-8000-000000000000" });
+    for (const reservation of [later, earlier]) await store.reserve(reservation);
+    await store.settle(makeSettlement(later, 1n, { createdAt: stamp }));
+    // Stamped in the same millisecond and queued as the page is asked for: its batch commits
+    // after the page's query would have read.
+    const settling = store.settle(makeSettlement(earlier, 1n, { createdAt: stamp }));
+    const seen: string[] = [];
+    let after: { createdAt: Date; id: string } | undefined;
+    for (;;) {
+      const page = await store.listUsage({}, { limit: 1, after });
+      if (page.length === 0) break;
+      seen.push(...page.map((row) => row.id));
+      const last = page.at(-1) as { createdAt: Date; id: string };
+      after = { createdAt: last.createdAt, id: last.id };
+    }
+    await settling;
+    expect(seen).toEqual([earlier.id, later.id]);
+  });
+
+  it("lists a page only up to the millisecond it is asked in, which rows stamped later may still join", async () => {
+    const account = makeAccount({ name: "this-millisecond", balanceNano: 1_000n });
+    await store.insertAccount(account);
+    const now = new Date("2026-01-01T00:00:00.500Z");
+    vi.useFakeTimers({ toFake: ["Date"], now });
+    try {
+      const reservation = makeReservation({ accountId: account.id });
+      await store.reserve(reservation);
+      await store.settle(makeSettlement(reservation, 1n, { createdAt: now }));
+      expect(await store.listUsage({}, { limit: 10 })).toEqual([]);
+      // Unpaged listings (the CLI's export, a sum) have no cursor to be passed by.
+      expect(await store.listUsage()).toHaveLength(1);
+      vi.setSystemTime(now.getTime() + 1);
+      expect((await store.listUsage({}, { limit: 10 })).map((row) => row.id)).toEqual([reservation.id]);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it("commits operations asked for in the same turn together, each with its own outcome", async () => {

@@ -3,8 +3,10 @@ import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Kysely, SqliteDialect, sql } from "kysely";
 import { makeFolderSync } from "../../files/make-folder.ts";
+import { toTimestampText } from "../column-values.ts";
 import type { Database } from "../database.ts";
 import { createKyselyStore, readAccountsWithMoney } from "../kysely-store.ts";
+import { listUsage } from "../list-and-sum-usage.ts";
 import {
   compareSchema,
   type Migrating,
@@ -287,6 +289,17 @@ function createStore(
       return { ...result, money: { ...result.money, reservedNano } };
     },
     audit: afterWritingHeld(store.audit),
+    // A page stops before this millisecond, once every row stamped before it has committed: a
+    // settle stamps its row and queues it in one synchronous step, and rows of one millisecond
+    // commit in batches whose order their ids (taken at admission) do not follow. A poller
+    // following `next_after` missed a row that committed behind its cursor, beside a row of the
+    // same millisecond with a larger id that an earlier batch had committed (0.2 % under load).
+    listUsage: async (filter, page) => {
+      if (page === undefined) return await store.listUsage(filter);
+      const horizon = toTimestampText(new Date());
+      await billing.drain();
+      return await listUsage(connection.db, filter, page, horizon);
+    },
   };
 }
 

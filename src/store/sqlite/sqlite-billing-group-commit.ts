@@ -9,7 +9,7 @@ import type { Operation, Outcome, SettleEffect } from "./sqlite-billing-types.ts
 export interface BillingGroupCommit {
   /** Queues a write: it runs in the batch of this turn of the event loop. */
   enqueue(operation: Operation): void;
-  /** Settles once every write asked for so far has committed or failed. */
+  /** Settles once every write asked for so far has committed or failed (not those asked for later). */
   drain(): Promise<void>;
   /**
    * True from a batch that failed because the file could not be written (another process held
@@ -97,18 +97,37 @@ export function createBillingGroupCommit(options: {
   let scheduled = false;
   /** What this returns: `writesFailing` is a plain field, not a getter (every reserve reads it). */
   const commit = { enqueue, drain, writesFailing: false };
-  let inFlight = 0;
-  let idle: PromiseWithResolvers<void> | undefined;
+  /** Batches scheduled so far, numbered from 1. */
+  let batchesScheduled = 0;
+  /** Every batch up to this number has committed or failed. */
+  let batchesDone = 0;
+  /** Batches done out of order, past `batchesDone`. */
+  const doneAhead = new Set<number>();
+  /** Drains waiting for every batch up to `batch`. */
+  let drains: { batch: number; resolve: () => void }[] = [];
 
   function enqueue(operation: Operation): void {
     pending.push(operation);
     if (scheduled) return;
     scheduled = true;
-    inFlight += 1;
-    setImmediate(() => void flush());
+    const batch = ++batchesScheduled;
+    setImmediate(() => void flush(batch));
   }
 
-  async function flush(): Promise<void> {
+  /** Counts batch `batch` as done, and ends the drains that waited for it and those before it. */
+  function batchDone(batch: number): void {
+    doneAhead.add(batch);
+    while (doneAhead.delete(batchesDone + 1)) batchesDone += 1;
+    if (drains.length === 0) return;
+    const waiting = drains;
+    drains = [];
+    for (const drain of waiting) {
+      if (drain.batch <= batchesDone) drain.resolve();
+      else drains.push(drain);
+    }
+  }
+
+  async function flush(batchNumber: number): Promise<void> {
     scheduled = false;
     const batch = pending;
     pending = [];
@@ -142,11 +161,7 @@ export function createBillingGroupCommit(options: {
       // The lock itself failed (the connection is gone): nothing ran.
       if (!finished) for (const operation of batch) finish(operation, { ok: false, error });
     } finally {
-      inFlight -= 1;
-      if (inFlight === 0 && idle !== undefined) {
-        idle.resolve();
-        idle = undefined;
-      }
+      batchDone(batchNumber);
     }
   }
 
@@ -158,10 +173,11 @@ export function createBillingGroupCommit(options: {
     return true;
   }
 
+  /** Waits for the batches scheduled so far, not for those scheduled later (a steady load never pauses). */
   async function drain(): Promise<void> {
-    if (inFlight === 0) return;
-    idle ??= Promise.withResolvers<void>();
-    await idle.promise;
+    const batch = batchesScheduled;
+    if (batchesDone >= batch) return;
+    await new Promise<void>((resolve) => drains.push({ batch, resolve }));
   }
 
   return commit;
