@@ -757,6 +757,26 @@ describe("admin API usage", () => {
     );
   });
 
+  it("answers HEAD of a CSV export with its headers and without reading the ledger (regression: the whole export read and dropped)", async () => {
+    const listUsage = vi.spyOn(store, "listUsage");
+    const response = await app.inject({
+      method: "HEAD",
+      url: "/admin/usage?format=csv",
+      headers: { authorization: `Bearer ${adminKey}` },
+    });
+    expect(response.statusCode).toBe(200);
+    expect(response.headers["content-type"]).toBe("text/csv; charset=utf-8");
+    expect(response.body).toBe("");
+    expect(listUsage).not.toHaveBeenCalled();
+    // Its refusals are GET's.
+    const refused = await app.inject({
+      method: "HEAD",
+      url: "/admin/usage?format=csv&since=yesterday",
+      headers: { authorization: `Bearer ${adminKey}` },
+    });
+    expect(refused.statusCode).toBe(400);
+  });
+
   it("answers the store's error, not a 200 cut short, when the first page of a CSV fails", async () => {
     vi.spyOn(store, "listUsage").mockRejectedValueOnce(new Error("the store failed"));
     const response = await call("GET", "/admin/usage?format=csv");

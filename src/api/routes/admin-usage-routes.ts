@@ -61,11 +61,14 @@ export function registerUsageRoute(admin: FastifyInstance, options: AdminRoutesO
         return joinCsvLines([USAGE_CSV_HEADER, ...usageRowsCsv(page.items, selection.accountNames)]);
       }
       if (query.format === "csv") {
+        reply.type("text/csv; charset=utf-8");
+        // HEAD sends no body: Fastify would read the whole ledger and drop it (seconds of CPU
+        // for a million rows, after the answer went out, with no client left to stop it).
+        if (request.method === "HEAD") return "";
         // Streamed a page at a time: an export of the whole ledger holds one page in memory.
         const lines = usageCsvLines(store, selection, grouping, { after, limit });
         const stream = await startCsvStream(lines, request.log);
         closeWhenStalled(reply.raw, options.clientStallTimeoutMs);
-        reply.type("text/csv; charset=utf-8");
         return stream;
       }
       if (grouping !== undefined) {
