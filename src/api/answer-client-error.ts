@@ -16,7 +16,8 @@ interface ClientError extends Error {
  * the parser with the request whose headers it read last.
  */
 interface HttpSocket extends Duplex {
-  _httpMessage?: { headersSent?: boolean } | null;
+  /** Emits `close` once it is done with (finished, or cut). */
+  _httpMessage?: ({ headersSent?: boolean } & Pick<NodeJS.EventEmitter, "once">) | null;
   parser?: { incoming?: IncomingMessage | null } | null;
 }
 
@@ -84,15 +85,31 @@ export function answerClientError(
   socket: HttpSocket,
   timeouts: RequestTimeouts,
 ): { error: AppError; requestId: string } | undefined {
-  if (error.code === "ECONNRESET" || socket.destroyed) return undefined;
+  if (error.code === "ECONNRESET" || socket.destroyed || answering.has(socket)) return undefined;
+  // The parser keeps the last request whose headers it read, complete once its body is in too.
+  const incoming = socket.parser?.incoming;
+  // Whole requests wait for their answers, and the parser refused what came after them (a broken
+  // client's next request, anything after `Connection: close`): they are answered first, then
+  // this, as RFC 9112 (section 9.6) has a server answer before it closes. Closing at once cut
+  // them, charged as left by their clients, who got only this error.
+  if (
+    socket._httpMessage != null &&
+    incoming?.complete === true &&
+    socket.writable &&
+    !draining.has(socket)
+  ) {
+    const appError = describeClientError(error, timeouts, false);
+    const requestId = createRequestId();
+    answering.add(socket);
+    afterResponses(socket, () => writeErrorAndClose(socket, appError, requestId));
+    return { error: appError, requestId };
+  }
   // The request was answered already (early, its body still unread): a second answer would
   // reach the client as the response to a request it never sent.
   if (!socket.writable || socket._httpMessage?.headersSent === true || draining.has(socket)) {
     socket.destroy();
     return undefined;
   }
-  // The parser keeps the last request whose headers it read, complete once its body is in too.
-  const incoming = socket.parser?.incoming;
   // Its headers were read and its body was coming (else the parser holds a request of the
   // connection answered before, or none).
   const bodyComing = incoming != null && !incoming.complete;
@@ -104,6 +121,23 @@ export function answerClientError(
   const requestId = writeErrorAndClose(socket, appError);
   // Such a request the server records (with this answer, or as left); the others no one does.
   return bodyComing ? undefined : { error: appError, requestId };
+}
+
+/** Connections whose refused bytes are answered once the requests before them are. */
+const answering = new WeakSet<Duplex>();
+
+/**
+ * Runs `then` once the socket has no response under way (Node gives it the next pipelined
+ * request's as one ends), unless the connection ended meanwhile (`Connection: close`, a client
+ * that left).
+ */
+function afterResponses(socket: HttpSocket, then: () => void): void {
+  const response = socket._httpMessage;
+  if (response == null) {
+    if (socket.writable && !socket.destroyed) then();
+    return;
+  }
+  response.once("close", () => setImmediate(() => afterResponses(socket, then)));
 }
 
 /** llhttp's error for a connection its client ended before the request was complete. */
@@ -131,8 +165,7 @@ export function refuseConnect(socket: Duplex): void {
 }
 
 /** Writes `appError` as a whole response on `socket`, which is then closed; answers its request id. */
-function writeErrorAndClose(socket: Duplex, appError: AppError): string {
-  const requestId = createRequestId();
+function writeErrorAndClose(socket: Duplex, appError: AppError, requestId = createRequestId()): string {
   const body = JSON.stringify(toWireError(appError));
   const head = [
     `HTTP/1.1 ${appError.status} ${STATUS_CODES[appError.status] ?? "Error"}`,
@@ -167,22 +200,43 @@ export function boundUnreadBody(request: IncomingMessage, remainingMs: number, s
   const close = () => socket.destroy();
   const timer = setTimeout(close, Math.max(0, remainingMs));
   timer.unref();
-  const stall = stallMs > 0 && stallMs < remainingMs ? setTimeout(close, stallMs) : undefined;
-  stall?.unref();
-  // The request flows already (Node drops an unread body as it comes): listening takes nothing.
-  const arrived = () => stall?.refresh();
-  if (stall !== undefined) request.on("data", arrived);
+  const stall = stallMs > 0 && stallMs < remainingMs ? watchForStall(socket, stallMs, close) : undefined;
   // The listeners go once any fires: a keep-alive socket may see many such requests.
   const clear = () => {
     clearTimeout(timer);
-    clearTimeout(stall);
+    clearInterval(stall);
     draining.delete(socket);
-    request.off("data", arrived);
     request.off("end", clear);
     socket.off("close", clear);
   };
   request.once("end", clear);
   socket.once("close", clear);
+}
+
+/** How many times per stall bound {@link watchForStall} looks at the socket. */
+const STALL_CHECKS = 8;
+
+/**
+ * Calls `close` once nothing has come on `socket` for `stallMs` (within an eighth of it). Node
+ * drops a body whose request was answered without telling anyone (no `data` event: a stall timer
+ * refreshed by them cut a steady upload 30 s after the answer, and its client, which reads only
+ * once it has sent all, lost the answer): the socket's count of bytes read tells.
+ */
+function watchForStall(socket: Duplex & { bytesRead?: number }, stallMs: number, close: () => void) {
+  let read = socket.bytesRead;
+  let quietSince = performance.now();
+  const timer = setInterval(
+    () => {
+      const now = performance.now();
+      if (socket.bytesRead !== read) {
+        read = socket.bytesRead;
+        quietSince = now;
+      } else if (now - quietSince >= stallMs) close();
+    },
+    Math.max(1, Math.ceil(stallMs / STALL_CHECKS)),
+  );
+  timer.unref();
+  return timer;
 }
 
 /**

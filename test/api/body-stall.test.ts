@@ -165,6 +165,20 @@ describe("a request body that stops arriving", () => {
 });
 
 describe("a request body that keeps arriving, slowly", () => {
+  it("whose request was answered early (a refused key) keeps its connection while bytes come, and the connection serves the next request (regression: cut a stall bound after the answer)", async () => {
+    const trickled = 40;
+    const refused = await sendPartOfBody("bad", 1 + trickled, "{");
+    await expect.poll(() => refused.text(), { timeout: 5_000 }).toMatch(/^HTTP\/1\.1 401 /);
+    // 1.6 s of a body that never pauses for STALL_MS, four times that bound.
+    for (let sent = 0; sent < trickled; sent++) {
+      await new Promise((resolve) => setTimeout(resolve, TRICKLE_MS));
+      refused.socket.write(" ");
+    }
+    refused.socket.write("GET /health HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
+    expect(await refused.closed).toBe(true);
+    expect(refused.text()).toMatch(/^HTTP\/1\.1 401 [\s\S]*HTTP\/1\.1 200 [\s\S]*\{"status":"ok"\}$/);
+  });
+
   it("is not cut while bytes come, however long it takes: its bytes are held, and it is read in full", async () => {
     const json = chatBody(0.9 * MEGABYTE);
     const trickled = 40;

@@ -70,6 +70,25 @@ describe("requests the HTTP parser refuses", () => {
     });
   });
 
+  it("answers the whole requests before bytes it refuses first, then refuses them and closes (regression: the requests cut unanswered)", async () => {
+    const health = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+    const { text, closed } = await exchange([`${health}${health}HELLO THERE\r\n\r\n`]);
+    expect(closed).toBe(true);
+    const [first = "", second = "", refused = ""] = text.split(/(?=HTTP\/1\.1 \d{3} )/);
+    expect(first).toMatch(/^HTTP\/1\.1 200 [\s\S]*\{"status":"ok"\}$/);
+    expect(second).toMatch(/^HTTP\/1\.1 200 [\s\S]*\{"status":"ok"\}$/);
+    expect(parseResponse(refused)).toMatchObject({
+      status: 400,
+      body: { error: { code: "invalid_http_request" } },
+    });
+    // After a request that asked for the connection to close, what follows is ignored (RFC 9112, 9.6).
+    const closing = await exchange([
+      `GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\nHELLO\r\n\r\n`,
+    ]);
+    expect(closing.closed).toBe(true);
+    expect(closing.text).toMatch(/^HTTP\/1\.1 200 [\s\S]*\{"status":"ok"\}$/);
+  });
+
   it("answers a path with a broken percent escape in the contract's shape, with a request id", async () => {
     for (const path of ["/v1/models/%ZZ", "/v1/models/%E0%A4%A", "/v1/%ZZ", "/v1/models/%FF"]) {
       const { text } = await exchange([`GET ${path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`]);
