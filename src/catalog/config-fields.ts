@@ -119,7 +119,8 @@ export function checkKnownKeys(
 ): void {
   for (const key of Object.keys(mapping)) {
     if (known.includes(key)) continue;
-    const hint = hints[key];
+    // Own hints only: `valueOf: 1` was told Object.prototype's function as its hint.
+    const hint = Object.hasOwn(hints, key) ? hints[key] : undefined;
     if (hint !== undefined) {
       issues.addInPlaceOfAny([...path, key], hint);
       continue;

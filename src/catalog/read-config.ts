@@ -146,8 +146,10 @@ export function readConfig(options: ReadConfigOptions): ReadConfigResult {
   const raw = substituteVariables(removeOverriddenValues(knownKeys, overrides), {
     env: options.env,
     issues,
-    mayBeUnset: (path: ConfigPath) =>
-      (path.length === 1 && MAY_BE_UNSET.has(String(path[0]))) ||
+    // A key the reference is only part of (`"acme-admin-${SECRET}"`) would be the rest, a key
+    // anyone could guess: its variable must be set.
+    mayBeUnset: (path: ConfigPath, whole: boolean) =>
+      (whole && path.length === 1 && MAY_BE_UNSET.has(String(path[0]))) ||
       (options.purpose === "command" && (isUpstreamSecret(path) || SERVE_ONLY_KEYS.has(String(path[0])))),
   });
   const tree: ConfigMapping = isMapping(raw) ? raw : {};

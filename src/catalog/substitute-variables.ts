@@ -11,8 +11,11 @@ const VARIABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 export interface SubstituteVariablesOptions {
   env: NodeJS.ProcessEnv;
   issues: ConfigIssues;
-  /** Fields where a variable that is not set gives "" instead of a problem. */
-  mayBeUnset: (path: ConfigPath) => boolean;
+  /**
+   * Fields where a variable that is not set gives "" instead of a problem; `whole`: the value is
+   * the reference alone (`"${NAME}"`, not part of a longer text).
+   */
+  mayBeUnset: (path: ConfigPath, whole: boolean) => boolean;
 }
 
 /** A copy of the parsed tree with every `${VAR}` in its string values replaced. Keys are kept. */
@@ -27,7 +30,14 @@ export function substituteVariables(
   if (isMapping(value)) {
     const copy: Record<string, unknown> = {};
     for (const [key, item] of Object.entries(value)) {
-      copy[key] = substituteVariables(item, options, [...path, key]);
+      // Defined, not assigned: `__proto__: {...}` set the copy's prototype, whose values the
+      // readers took (a model's pricing, the server's port) while no check of keys saw it.
+      Object.defineProperty(copy, key, {
+        value: substituteVariables(item, options, [...path, key]),
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
     }
     return copy;
   }
@@ -67,7 +77,7 @@ function substituteInString(text: string, options: SubstituteVariablesOptions, p
       continue;
     }
     const variable = options.env[name];
-    if (variable === undefined && !options.mayBeUnset(path)) {
+    if (variable === undefined && !options.mayBeUnset(path, text === `\${${name}}`)) {
       options.issues.add(
         path,
         `environment variable ${name} is not set; set it (a running server sees only the environment it started with: restart it), or write the value in the file`,

@@ -412,6 +412,41 @@ models:
     expect(withKeys.unsetKeys).toBeUndefined();
   });
 
+  it("refuses admin_key or metrics_key that an unset variable is only part of (regression: the rest, a key anyone could guess, served without a word)", async () => {
+    const text =
+      'admin_key: "acme-production-admin-key-${ADMIN_SECRET}"\nmetrics_key: "scraper-${METRICS_SECRET}"\nmodels: []\n';
+    expect(await problemsOfFile(text)).toEqual([
+      expect.stringMatching(/^admin_key: environment variable ADMIN_SECRET is not set/),
+      expect.stringMatching(/^metrics_key: environment variable METRICS_SECRET is not set/),
+    ]);
+    await folder.write("tollgate.yaml", text);
+    const config = await load({
+      env: { ADMIN_SECRET: "s3cret-admin-value-long-enough-to-pass", METRICS_SECRET: "m" },
+    });
+    expect(config.adminKey).toBe("acme-production-admin-key-s3cret-admin-value-long-enough-to-pass");
+    expect(config.metricsKey).toBe("scraper-m");
+  });
+
+  it("reads a `__proto__` key as the unknown key it is, never as values the others inherit (regression: it priced a model at 0)", async () => {
+    const problems = await problemsOfFile(`server: { __proto__: { port: 21115 } }
+models:
+  - id: a
+    kind: chat
+    __proto__: { pricing: { input_per_million: "0", output_per_million: "0" } }
+    engine: { type: openai, endpoints: [ { base_url: "http://127.0.0.1:9/v1" } ] }
+valueOf: 1
+`);
+    expect(problems).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/^server\.__proto__: unknown key/),
+        expect.stringMatching(/^models\[0\]\.__proto__: unknown key/),
+        expect.stringMatching(/^models\[0\]\.pricing: missing/),
+        expect.stringMatching(/^valueOf: unknown key/),
+      ]),
+    );
+    expect(problems.join("\n")).not.toContain("native code");
+  });
+
   // Regression: `metrics_key: ""` left /metrics open without a word.
   it("says so when admin_key or metrics_key is written empty, meaning unset", async () => {
     for (const written of ['admin_key: ""\nmetrics_key: ""', "admin_key:\nmetrics_key: ~"]) {
