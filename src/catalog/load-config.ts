@@ -54,6 +54,12 @@ export interface LoadConfigOptions {
 export const CONFIG_READ_TIME_LIMIT_MS = 10_000;
 /** How often a pipe whose writer has not finished is read again. */
 const PIPE_POLL_MS = 20;
+/**
+ * The largest config file read: thousands of models take a few MB. A 600 MB file was read whole,
+ * then refused as "not UTF-8" (the text was past V8's longest string).
+ */
+const MAX_CONFIG_BYTES = 64 * 1024 * 1024;
+const TOO_LARGE = `is larger than ${MAX_CONFIG_BYTES / 1024 / 1024} MiB, more than any catalogue needs; name the config file, not a data file`;
 
 /** Where the configuration comes from. */
 export type ConfigLocation =
@@ -223,8 +229,9 @@ async function readWithin(
     }
     if (stats.isFIFO()) {
       if (await isOpenPipe(location.path)) {
+        const bytes = await readPipe(location.path, signal);
         return {
-          text: decodeOrFail(await readPipe(location.path, signal), fail),
+          text: decodeOrFail(bytes ?? fail(TOO_LARGE), fail),
           modifiedSeconds,
           pipe: true,
         };
@@ -243,6 +250,7 @@ async function readWithin(
         `is ${kind}, not a file (named by ${location.namedBy}); name a YAML file such as ${DEFAULT_CONFIG_FILE_NAME}`,
       );
     }
+    if (stats.size > MAX_CONFIG_BYTES) return fail(TOO_LARGE);
     const bytes = await readFile(location.path, { signal });
     return { text: decodeOrFail(bytes, fail), modifiedSeconds, pipe: false };
   } catch (error) {
@@ -289,10 +297,11 @@ async function isOpenPipe(path: string): Promise<boolean> {
  * stopped, and would keep the process from exiting): what a writer still writing has not sent
  * yet is read again every {@link PIPE_POLL_MS} until it closes its end or `signal` stops it.
  */
-async function readPipe(path: string, signal: AbortSignal): Promise<Buffer> {
+async function readPipe(path: string, signal: AbortSignal): Promise<Buffer | undefined> {
   const handle = await open(path, constants.O_RDONLY | constants.O_NONBLOCK);
   try {
     const chunks: Buffer[] = [];
+    let total = 0;
     const buffer = Buffer.alloc(64 * 1024);
     for (;;) {
       signal.throwIfAborted();
@@ -305,6 +314,8 @@ async function readPipe(path: string, signal: AbortSignal): Promise<Buffer> {
         continue;
       }
       if (bytesRead === 0) return Buffer.concat(chunks);
+      total += bytesRead;
+      if (total > MAX_CONFIG_BYTES) return undefined;
       chunks.push(Buffer.from(buffer.subarray(0, bytesRead)));
     }
   } finally {

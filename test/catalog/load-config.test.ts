@@ -1,5 +1,6 @@
 // biome-ignore-all lint/suspicious/noTemplateCurlyInString: ${VAR} references are the subject of these tests.
 import { readFileSync } from "node:fs";
+import { truncate } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { parseAmount } from "../../src/billing/money.ts";
@@ -191,6 +192,14 @@ describe("loadConfig: which file", () => {
   it("fails when the named file is a folder", async () => {
     await folder.write("configs/readme.txt", "");
     expect((await problemsOf({ file: "configs" }))[0]).toContain("is a folder");
+  });
+
+  it("refuses a file larger than any catalogue needs before reading it (regression: read whole, then called not UTF-8)", async () => {
+    const file = await folder.write("huge.yaml", "models: []\n");
+    await truncate(file, 64 * 1024 * 1024 + 1);
+    expect(await problemsOf({ file: "huge.yaml" })).toEqual([
+      expect.stringContaining(": is larger than 64 MiB, more than any catalogue needs"),
+    ]);
   });
 
   it("uses the built-in catalogue when the file has no models key, and none for an empty list", async () => {
