@@ -296,7 +296,14 @@ function readEndpointHeaders(
       secret: true,
       allowEmpty: true,
     });
-    if (text !== undefined && text !== "") headers[lower] = text;
+    // Defined, not assigned: a header named `__proto__` was dropped without a word.
+    if (text !== undefined && text !== "")
+      Object.defineProperty(headers, lower, {
+        value: text,
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
   }
   return headers;
 }

@@ -12,8 +12,8 @@ export interface SubstituteVariablesOptions {
   env: NodeJS.ProcessEnv;
   issues: ConfigIssues;
   /**
-   * Fields where a variable that is not set gives "" instead of a problem; `whole`: the value is
-   * the reference alone (`"${NAME}"`, not part of a longer text).
+   * Fields where a variable that is not set makes the value "" instead of a problem; `whole`: the
+   * value is the reference alone (`"${NAME}"`, not part of a longer text).
    */
   mayBeUnset: (path: ConfigPath, whole: boolean) => boolean;
 }
@@ -77,14 +77,17 @@ function substituteInString(text: string, options: SubstituteVariablesOptions, p
       continue;
     }
     const variable = options.env[name];
-    if (variable === undefined && !options.mayBeUnset(path, text === `\${${name}}`)) {
+    if (variable === undefined) {
+      // Unset where that may be: the value is empty, not the rest of it (`"Bearer "`, which
+      // the header checks refused, stopping a CLI command that needs no upstream secret).
+      if (options.mayBeUnset(path, text === `\${${name}}`)) return "";
       options.issues.add(
         path,
         `environment variable ${name} is not set; set it (a running server sees only the environment it started with: restart it), or write the value in the file`,
       );
       continue;
     }
-    result += variable ?? "";
+    result += variable;
   }
   return result;
 }

@@ -766,6 +766,8 @@ describe("admin API usage", () => {
     });
     expect(response.statusCode).toBe(200);
     expect(response.headers["content-type"]).toBe("text/csv; charset=utf-8");
+    // No length that says the export is empty.
+    expect(response.headers["content-length"]).toBeUndefined();
     expect(response.body).toBe("");
     expect(listUsage).not.toHaveBeenCalled();
     // Its refusals are GET's.

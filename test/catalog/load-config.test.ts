@@ -1054,6 +1054,18 @@ describe("loadConfig: upstream endpoint headers and keys", () => {
     });
   });
 
+  it("keeps a header whatever its name (regression: one named __proto__ dropped without a word)", async () => {
+    await folder.write(
+      "tollgate.yaml",
+      upstream('{ base_url: "https://gw.example.com/v1", headers: { __proto__: "y", constructor: "z" } }'),
+    );
+    const engine = (await load()).models[0]?.engine as { endpoints: { headers: Record<string, string> }[] };
+    expect(Object.entries(engine.endpoints[0]?.headers ?? {})).toEqual([
+      ["__proto__", "y"],
+      ["constructor", "z"],
+    ]);
+  });
+
   it("takes authorization from headers when there is no api_key", async () => {
     await folder.write(
       "tollgate.yaml",
@@ -1165,6 +1177,18 @@ models:
     }
     // serve still refuses each of them.
     expect(await problemsOf({ env: { UPSTREAM_KEY: "k", GATEWAY_KEY: "g" } })).toHaveLength(4);
+  });
+
+  it('needs no upstream secret that an unset variable is part of (regression: "Bearer ${UPSTREAM_KEY}" left "Bearer ", refused for its space)', async () => {
+    await folder.write(
+      "tollgate.yaml",
+      file
+        .replace('api_key: "${UPSTREAM_KEY}"', 'api_key: "Bearer ${UPSTREAM_KEY}"')
+        .replace('X-Gateway-Key: "${GATEWAY_KEY}"', 'authorization: "Bearer ${GATEWAY_KEY}"'),
+    );
+    const config = await load({ env: {}, purpose: "command" });
+    expect(config.models[0]?.engine).toMatchObject({ endpoints: [{ apiKey: undefined }] });
+    expect(await problemsOf({ env: {} })).toHaveLength(2);
   });
 
   it("still needs every other variable, and reports one that is not set once (not also as an empty value)", async () => {

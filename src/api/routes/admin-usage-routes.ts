@@ -64,7 +64,7 @@ export function registerUsageRoute(admin: FastifyInstance, options: AdminRoutesO
         reply.type("text/csv; charset=utf-8");
         // HEAD sends no body: Fastify would read the whole ledger and drop it (seconds of CPU
         // for a million rows, after the answer went out, with no client left to stop it).
-        if (request.method === "HEAD") return "";
+        if (request.method === "HEAD") return Readable.from([]);
         // Streamed a page at a time: an export of the whole ledger holds one page in memory.
         const lines = usageCsvLines(store, selection, grouping, { after, limit });
         const stream = await startCsvStream(lines, request.log);

@@ -12,8 +12,9 @@ export function convertCompletionToChunk(completion: unknown): unknown {
     choices: (Array.isArray(choices) ? choices : [choices]).map((choice: unknown) => {
       if (typeof choice !== "object" || choice === null) return choice;
       const { message, ...rest } = choice as { message?: unknown; delta?: unknown };
-      // A choice that has a delta is a chunk's already (servers that call chunks completions).
-      if (typeof message !== "object" || message === null || rest.delta != null) return rest;
+      // A choice that has a delta, even null, is a chunk's already (servers that call chunks
+      // completions; its `message` may repeat the text the deltas said).
+      if (typeof message !== "object" || message === null || "delta" in rest) return rest;
       const { tool_calls: calls } = message as { tool_calls?: unknown };
       return {
         ...rest,

@@ -225,11 +225,14 @@ class UpstreamAnswerReader implements AnswerReader {
     }
     if (!whole) {
       // A whole completion sent as an event (gateways that stream a non-streamed answer as one
-      // event) says its text in `message`, which a chunk's reading would pass over.
+      // event) says its text in `message`, which a chunk's reading would pass over; but not
+      // after chunks that said it already (a stream that ends with the whole answer again).
+      const wholeEvent =
+        (chunk as { object?: unknown } | null)?.object === "chat.completion" &&
+        this.#mapper.producedLength === 0 &&
+        !this.#mapper.calledTools;
       const error = this.#mapper.read(
-        (chunk as { object?: unknown } | null)?.object === "chat.completion"
-          ? convertCompletionToChunk(chunk)
-          : chunk,
+        wholeEvent ? convertCompletionToChunk(chunk) : chunk,
         parts,
         event.event,
       );

@@ -66,9 +66,9 @@ export interface ChunkMapper {
   /** The most completion tokens the answer is charged, whatever came (see UsageBounds); none without bounds. */
   readonly completionCap: number | undefined;
   /**
-   * Whether the upstream's last usage report counted more completion tokens than the `max_tokens`
-   * it was sent allows (with its reasoning): it generated past it, so the answer ended for its
-   * length, whatever finish reason it gave.
+   * Whether the upstream's last usage report counted more answer tokens (besides the reasoning it
+   * counted) than the `max_tokens` it was sent allows (with the reasoning it streamed): it
+   * generated past it, so the answer ended for its length, whatever finish reason it gave.
    */
   readonly ignoredMaxTokens: boolean;
 }
@@ -197,6 +197,8 @@ class UpstreamChunkMapper implements ChunkMapper {
   #producedAtReport: number | undefined;
 
   readonly #bounds: UsageBounds | undefined;
+  /** The `reasoning_tokens` of the last usage report (0 where it told none). */
+  #reportedReasoningTokens = 0;
   /** The upstream's own counts, where they were more than the request can have used. */
   usageBeyondBounds: { promptTokens?: number; completionTokens?: number } | undefined;
 
@@ -221,7 +223,11 @@ class UpstreamChunkMapper implements ChunkMapper {
   }
 
   get ignoredMaxTokens(): boolean {
-    return this.#bounds?.completionSent === true && this.usageBeyondBounds?.completionTokens !== undefined;
+    const beyond = this.usageBeyondBounds?.completionTokens;
+    if (this.#bounds?.completionSent !== true || beyond === undefined) return false;
+    // Reasoning it counted but did not stream (`reasoning_tokens`) is no answer past the bound:
+    // some upstreams bound only the answer after it, and this one's answer may have ended.
+    return beyond - this.#reportedReasoningTokens > completionTokensAtMost(this.#bounds, this);
   }
 
   get calledTools(): boolean {
@@ -255,6 +261,7 @@ class UpstreamChunkMapper implements ChunkMapper {
       // As the last report stands: an early one past the bounds that a later one, with the
       // reasoning since, falls within was logged as charged at the bound, though it was not.
       this.usageBeyondBounds = bounded?.beyond;
+      this.#reportedReasoningTokens = merged.details?.completion?.reasoning_tokens ?? 0;
       this.reportedUsage = bounded?.usage ?? merged;
       this.#producedAtReport = this.producedLength;
     }

@@ -461,6 +461,27 @@ describe("an upstream that reports more tokens than the request can have used", 
       reason: "stop",
       usage: { completionTokens: 3 },
     });
+    // Reasoning it counted but did not stream explains the count: the answer itself ended.
+    const reasoned = await engineWithLog((_request, response) =>
+      writeEvents(response, [
+        chunk({ content: "short answer" }),
+        chunk({}, "stop"),
+        {
+          ...usageChunk(10, 310),
+          usage: {
+            prompt_tokens: 10,
+            completion_tokens: 310,
+            total_tokens: 320,
+            completion_tokens_details: { reasoning_tokens: 305 },
+          },
+        },
+      ]),
+    );
+    expect((await collectParts(reasoned.engine, chatRequest({ maxTokens: 10 }))).at(-1)).toMatchObject({
+      type: "finish",
+      reason: "stop",
+      usage: { completionTokens: 10 },
+    });
     const request = chatRequest({ messages: [{ role: "user", content: "Say hello. ".repeat(40) }] });
     const unsent = await engineWithLog(
       (_request, response) =>

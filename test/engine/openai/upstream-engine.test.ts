@@ -243,6 +243,33 @@ describe("upstream engine: answers", () => {
       ),
     );
     expect(textOf(await collectParts(engine))).toBe("Mislabelled");
+    // Nor is the whole answer again after chunks that said it, or a message beside a null delta.
+    const whole = { ...chatCompletion({ role: "assistant", content: "Hello" }, { usage: [5, 1] }) };
+    const events = (...values: unknown[]) =>
+      `${values.map((value) => `data: ${JSON.stringify(value)}\n\n`).join("")}data: [DONE]\n\n`;
+    upstream.handle(
+      answerAs(
+        "text/event-stream",
+        events(chunk({ content: "Hel" }), chunk({ content: "lo" }, "stop"), whole),
+      ),
+    );
+    expect(textOf(await collectParts(engine))).toBe("Hello");
+    upstream.handle(
+      answerAs(
+        "text/event-stream",
+        events(
+          { ...chunk({ content: "A" }), object: "chat.completion" },
+          {
+            ...chunk({}, "stop"),
+            object: "chat.completion",
+            choices: [
+              { index: 0, delta: null, message: { role: "assistant", content: "A" }, finish_reason: "stop" },
+            ],
+          },
+        ),
+      ),
+    );
+    expect(textOf(await collectParts(engine))).toBe("A");
   });
 
   // Regression: an event stream labelled application/json was read as one JSON answer, did not
