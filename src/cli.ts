@@ -33,7 +33,8 @@ Commands:
         [--group-by day|model|key] [--format table|json|csv]
                                                     the usage ledger
   audit [--repair-spent]                            check balances against credits and charges;
-                                                    exit 1 with a report where they disagree
+                                                    exit 1 with a report where they disagree,
+                                                    2 where the check could not run
   backup FILE|FOLDER/                               copy the SQLite database to a new FILE (or a new
                                                     file named for the time in FOLDER), while serving
   restore FILE                                      replace the SQLite database with a backup;
@@ -97,6 +98,9 @@ function extractConfigOption(argv: string[]): { file: string | undefined; rest: 
  * but for the reading of further pages that no one would see (`pacedByReader`).
  */
 let outputClosed = false;
+/** `audit`'s exit code where it could not check (1 says the ledger disagrees). */
+const AUDIT_NOT_RUN_EXIT_CODE = 2;
+
 /** Lines written to stdout so far: a command that fails half-way says its output is cut short. */
 let linesWritten = 0;
 /** The store command running (`withStore`), for what a failed write of its output says. */
@@ -271,9 +275,21 @@ async function main(argv: string[]): Promise<void> {
       const { runAuditCommand, writeAuditHelp } = await import("./admin/audit-command.ts");
       if (writeAuditHelp(args, out)) return;
       const { chargeJournalPath } = await import("./store/open-store.ts");
-      const result = await withStore(file, { name: command, args }, (store, config) =>
-        runAuditCommand(store, args, out, chargeJournalPath(config.database)),
-      );
+      let result: Awaited<ReturnType<typeof runAuditCommand>>;
+      try {
+        result = await withStore(file, { name: command, args }, (store, config) =>
+          runAuditCommand(store, args, out, chargeJournalPath(config.database)),
+        );
+      } catch (error) {
+        // 1 is the ledger's disagreement: a check that could not run (a store out of reach, a
+        // typo) paged a cron job's `audit || alert "ledger mismatch"` as one.
+        throw error instanceof CliError && error.exitCode !== undefined
+          ? error
+          : new CliError(error instanceof Error ? error.message : String(error), {
+              cause: error,
+              exitCode: AUDIT_NOT_RUN_EXIT_CODE,
+            });
+      }
       if (!result.ok) process.exitCode = 1;
       return;
     }
