@@ -133,9 +133,10 @@ export async function runBackupCommand(
       "The open reservations are those of requests in flight (for a second or more) during the copy: a server started on it releases them.",
     );
   }
+  // On stderr, as every command says it made a database: a cron job's log of errors shows it.
   if (created) {
-    out.write(
-      `There was no database at ${file}: this command created it empty, as every command does. Check the database setting if you expected one there.`,
+    process.stderr.write(
+      `tollgate: there was no database at ${file}: this command created it empty, as every command does, and backed up an empty ledger. Check the database setting if you expected one there.\n`,
     );
   }
   const journal = chargeJournalPath(config.database);

@@ -350,6 +350,25 @@ describe("tollgate backup and restore on SQLite", () => {
     rmSync(journal);
   });
 
+  it("keeps the database a restore replaces under the next free name where one of that second is kept (regression: a bare EEXIST)", () => {
+    const database = join(folder, "undo.db");
+    const env = { TOLLGATE_DATABASE_URL: `sqlite:${database}` };
+    const options = { cwd: folder, env, unset: ["TOLLGATE_CONFIG"] };
+    expect(runCli(["accounts", "create", "undo"], options).code).toBe(0);
+    const copy = join(folder, "undo-copy.db");
+    expect(runCli(["backup", copy], options).code).toBe(0);
+    // As a restore undone at once, within its second, finds: this second's name (and the next
+    // ones', should the clock turn meanwhile) taken.
+    const stamp = (ms: number) => new Date(Date.now() + ms).toISOString().replace(/[-:]|\.\d{3}/g, "");
+    for (const ms of [0, 1000, 2000]) writeFileSync(`${database}.before-restore-${stamp(ms)}`, "");
+    const restored = runCli(["restore", copy], options);
+    expect(restored.stderr).not.toContain("EEXIST");
+    expect(restored.code).toBe(0);
+    expect(restored.stdout).toMatch(
+      /is kept as \S+undo\.db\.before-restore-\d{8}T\d{6}Z-2: restore that file to undo/,
+    );
+  });
+
   it("creates a database (and a backup folder) that does not exist yet before copying it, and restores over a file SQLite cannot read", () => {
     // As every command that uses the store (SPEC §11), and saying so.
     const fresh = { TOLLGATE_DATABASE_URL: `sqlite:${join(folder, "fresh.db")}` };
@@ -358,7 +377,9 @@ describe("tollgate backup and restore on SQLite", () => {
     const backedUp = runCli(["backup", emptyCopy], { cwd: folder, env: fresh, unset: ["TOLLGATE_CONFIG"] });
     expect(backedUp.code).toBe(0);
     expect(backedUp.stdout).toContain("0 accounts, 0 usage rows, 0 open reservations");
-    expect(backedUp.stdout).toContain(`There was no database at ${join(folder, "fresh.db")}`);
+    // On stderr, as every command says it (regression: stdout, where a cron job's errors are not).
+    expect(backedUp.stderr).toContain(`tollgate: there was no database at ${join(folder, "fresh.db")}`);
+    expect(backedUp.stdout).not.toContain("no database");
 
     // What a file copied over a database with a stale WAL may leave: no database at all.
     const damaged = join(folder, "damaged.db");

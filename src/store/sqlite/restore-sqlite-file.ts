@@ -190,15 +190,26 @@ function compactIfMostlyFree(db: DatabaseSync): void {
  * none can follow until the caller's.
  */
 async function keepCopyAside(target: string): Promise<string> {
-  const aside = `${target}.before-restore-${fileStamp(new Date())}`;
+  const aside = asideName(target);
   await copySqliteFile(target, aside);
   return aside;
 }
 
+/**
+ * `<target>.before-restore-<stamp>`, or with `-2`, `-3`, ... where a restore of the same second
+ * kept one (a restore undone at once, as its message suggests, failed with a bare EEXIST).
+ */
+function asideName(target: string): string {
+  const name = `${target}.before-restore-${fileStamp(new Date())}`;
+  const taken = (candidate: string) =>
+    existsSync(candidate) || SIDE_FILES.some((suffix) => existsSync(`${candidate}${suffix}`));
+  if (!taken(name)) return name;
+  for (let count = 2; ; count++) if (!taken(`${name}-${count}`)) return `${name}-${count}`;
+}
+
 /** Moves the files of a database SQLite cannot read to `<target>.before-restore-<stamp>`, as they are. */
 function moveAsIs(target: string): string {
-  const aside = `${target}.before-restore-${fileStamp(new Date())}`;
-  if (existsSync(aside)) throw new Error(`${aside} exists already.`);
+  const aside = asideName(target);
   // Each side file follows its database: SQLite finds `<aside>-wal` beside `<aside>`.
   renameSync(target, aside);
   for (const suffix of SIDE_FILES) {
