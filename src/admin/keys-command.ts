@@ -12,6 +12,7 @@ import { showTyped } from "./read-key-reference.ts";
 import { readPages } from "./read-pages.ts";
 import { revokeKey } from "./revoke-key.ts";
 import { type KeyUpdate, NOTHING_TO_CHANGE, updateKey } from "./update-key.ts";
+import { validateAllowedModels, validateExpiry, validateKeyName } from "./validate-key-settings.ts";
 import { withCliErrors } from "./with-cli-errors.ts";
 
 const USAGE = {
@@ -120,6 +121,14 @@ async function createCommand(
     expiresAt: expiresText === undefined ? undefined : parseExpiresOption(expiresText),
   };
 
+  // Checked before the store is touched: a command whose arguments are refused creates no
+  // database (README), and an unknown model or a past expiry was refused only after one was.
+  await withCliErrors(async () => {
+    validateKeyName(settings.name ?? "");
+    if (settings.allowedModels !== undefined)
+      validateAllowedModels(settings.allowedModels, options.knownModels);
+    validateExpiry(settings.expiresAt, options.now?.() ?? new Date());
+  });
   const account = await withCliErrors(() => requireAccount(store, accountRef), { notFound: ACCOUNTS_HINT });
   const created = await withCliErrors(() =>
     createKey(
@@ -191,6 +200,12 @@ async function updateCommand(
   if (Object.values(update).every((value) => value === undefined)) {
     throw new CliError(`${NOTHING_TO_CHANGE}\nUsage: ${USAGE.update}`);
   }
+  // As `create`: the arguments are checked before the store is touched.
+  await withCliErrors(async () => {
+    if (update.name != null) validateKeyName(update.name);
+    if (update.allowedModels != null) validateAllowedModels(update.allowedModels, options.knownModels);
+    if (update.expiresAt != null) validateExpiry(update.expiresAt, options.now?.() ?? new Date());
+  });
   const record = await withCliErrors(
     () =>
       updateKey(store, positionals[0] ?? "", update, {

@@ -52,6 +52,10 @@ describe("a CLI command that creates a new database", () => {
       ["keys", "revoke"],
       ["usage", "--since", "garbage"],
       ["audit", "--bogus"],
+      // Checked against the catalogue and the clock, not the store (regression: made one first).
+      ["keys", "create", "--account", "bob", "--models", "no-such-model"],
+      ["keys", "create", "--account", "bob", "--expires", "2020-01-01"],
+      ["keys", "update", "sk-tg-abc", "--models", "no-such-model"],
     ]) {
       const refused = runCli(args, { cwd: folder, unset });
       // audit's 1 says the ledger disagrees: a check that could not run exits 2.
