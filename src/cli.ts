@@ -317,6 +317,9 @@ async function main(argv: string[]): Promise<void> {
         const words = COMMAND_GROUPS.has(topic) && subcommand !== undefined ? [topic, subcommand] : [topic];
         return main([...words, "--help"]);
       }
+      // A topic that is no command is said to be one, as an unknown command is.
+      if (topic !== undefined && !["help", "--help", "-h"].includes(topic))
+        throw new CliError(`unknown command '${topic}'\n\n${USAGE}`);
       out.write(USAGE);
       return;
     }

@@ -115,6 +115,18 @@ describe("an option before the command", () => {
     );
   });
 
+  it("is an unknown command when help is asked of one (regression: the usage, and exit 0)", () => {
+    const { code, stdout, stderr } = runCliWithConfig("help", "bogus");
+    expect(stderr).toContain("unknown command 'bogus'");
+    expect(stdout).toBe("");
+    expect(code).toBe(1);
+    for (const asked of [["help"], ["help", "help"], ["--help", "-h"]]) {
+      const usage = runCliWithConfig(...asked);
+      expect(usage.code, asked.join(" ")).toBe(0);
+      expect(usage.stdout).toContain("Usage: tollgate");
+    }
+  });
+
   it("is an unknown command where no command follows", () => {
     const { code, stderr } = runCliWithConfig("--port", "9000");
     expect(stderr).toContain("unknown command '--port'");
