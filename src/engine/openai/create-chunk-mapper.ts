@@ -224,10 +224,11 @@ class UpstreamChunkMapper implements ChunkMapper {
 
   get ignoredMaxTokens(): boolean {
     const beyond = this.usageBeyondBounds?.completionTokens;
-    if (this.#bounds?.completionSent !== true || beyond === undefined) return false;
+    const cap = this.completionCap;
+    if (this.#bounds?.completionSent !== true || beyond === undefined || cap === undefined) return false;
     // Reasoning it counted but did not stream (`reasoning_tokens`) is no answer past the bound:
     // some upstreams bound only the answer after it, and this one's answer may have ended.
-    return beyond - this.#reportedReasoningTokens > completionTokensAtMost(this.#bounds, this);
+    return beyond - this.#reportedReasoningTokens > cap;
   }
 
   get calledTools(): boolean {
