@@ -114,7 +114,8 @@ process.stdout.on("error", (error: NodeJS.ErrnoException) => {
   process.stderr.write(
     `tollgate: could not write the output (${error.message}); what the command printed is lost${describeMadeChange(runningStoreCommand)}\n`,
   );
-  process.exitCode = 1;
+  // audit's 1 says the ledger disagrees: its report lost is a check that did not run.
+  process.exitCode = runningStoreCommand?.command.startsWith("audit") === true ? AUDIT_NOT_RUN_EXIT_CODE : 1;
 });
 
 // A terminal gone (a dropped SSH session) or a closed pipe takes what the command says on stderr:

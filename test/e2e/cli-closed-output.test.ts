@@ -96,6 +96,20 @@ describe("a CLI whose output is closed early", () => {
   });
 
   it.skipIf(!existsSync("/dev/full"))(
+    "exits audit with 2 when its report cannot be written, as a check that did not run (regression: 1, the ledger's disagreement)",
+    () => {
+      const full = openSync("/dev/full", "w");
+      const audit = spawnSync(process.execPath, [cli, "audit", "--config", configFile], {
+        stdio: ["ignore", full, "pipe"],
+        encoding: "utf8",
+      });
+      closeSync(full);
+      expect(audit.stderr).toContain("could not write the output");
+      expect(audit.status).toBe(2);
+    },
+  );
+
+  it.skipIf(!existsSync("/dev/full"))(
     "says that a change it printed is made, when the output cannot be written (regression: only 'lost')",
     async () => {
       const run = (...args: string[]) => {

@@ -225,14 +225,18 @@ class UpstreamAnswerReader implements AnswerReader {
     }
     if (!whole) {
       // A whole completion sent as an event (gateways that stream a non-streamed answer as one
-      // event) says its text in `message`, which a chunk's reading would pass over; but not
-      // after chunks that said it already (a stream that ends with the whole answer again).
-      const wholeEvent =
-        (chunk as { object?: unknown } | null)?.object === "chat.completion" &&
-        this.#mapper.producedLength === 0 &&
-        !this.#mapper.calledTools;
-      const error = this.#mapper.read(
-        wholeEvent ? convertCompletionToChunk(chunk) : chunk,
+      // event) says its text in `message`, which a chunk's reading would pass over; after chunks
+      // that said the answer (reasoning is not it), only what they did not (no doubled text).
+      const mapper = this.#mapper;
+      const error = mapper.read(
+        (chunk as { object?: unknown } | null)?.object === "chat.completion"
+          ? convertCompletionToChunk(
+              chunk,
+              mapper.producedBytes > mapper.reasoningBytes || mapper.calledTools
+                ? { calledTools: mapper.calledTools }
+                : undefined,
+            )
+          : chunk,
         parts,
         event.event,
       );

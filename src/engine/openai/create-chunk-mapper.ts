@@ -223,12 +223,15 @@ class UpstreamChunkMapper implements ChunkMapper {
   }
 
   get ignoredMaxTokens(): boolean {
+    const bounds = this.#bounds;
     const beyond = this.usageBeyondBounds?.completionTokens;
     const cap = this.completionCap;
-    if (this.#bounds?.completionSent !== true || beyond === undefined || cap === undefined) return false;
-    // Reasoning it counted but did not stream (`reasoning_tokens`) is no answer past the bound:
-    // some upstreams bound only the answer after it, and this one's answer may have ended.
-    return beyond - this.#reportedReasoningTokens > cap;
+    if (bounds?.completionSent !== true || beyond === undefined || cap === undefined) return false;
+    // The reasoning it counted (`reasoning_tokens`, streamed or not) is no answer past the bound:
+    // some upstreams bound only the answer after it. Where it counted none, the cap allows for
+    // the reasoning it streamed.
+    const reasoning = this.#reportedReasoningTokens;
+    return reasoning > 0 ? beyond - reasoning > bounds.completionTokens : beyond > cap;
   }
 
   get calledTools(): boolean {

@@ -81,7 +81,9 @@ export function createUpstreamEndpoint(options: {
     accept: "text/event-stream",
   };
   if (options.apiKey !== undefined) headers.authorization = `Bearer ${options.apiKey}`;
-  Object.assign(headers, options.headers);
+  // Defined, not assigned: a header named `__proto__` was dropped.
+  for (const [name, value] of Object.entries(options.headers ?? {}))
+    Object.defineProperty(headers, name, { value, enumerable: true, writable: true, configurable: true });
   // The body is read as it comes, as text: a compressed one could not be. Set after the
   // endpoint's own headers, which cannot ask for anything else.
   headers["accept-encoding"] = "identity";

@@ -7,6 +7,8 @@ export interface RecordedRequest {
   method: string;
   url: string;
   headers: IncomingMessage["headers"];
+  /** As sent: names Node's `headers` cannot hold (`__proto__`) are here too. */
+  rawHeaders: string[];
   body: Record<string, unknown>;
   /** The client's port: the same on requests that shared a kept-alive connection. */
   clientPort: number | undefined;
@@ -52,6 +54,7 @@ export async function startMockUpstream(
       method: request.method ?? "",
       url: request.url ?? "",
       headers: request.headers,
+      rawHeaders: request.rawHeaders,
       body: text === "" ? {} : (JSON.parse(text) as Record<string, unknown>),
       clientPort: request.socket.remotePort,
       closedEarly,

@@ -482,6 +482,26 @@ describe("an upstream that reports more tokens than the request can have used", 
       reason: "stop",
       usage: { completionTokens: 10 },
     });
+    // Reasoning both streamed and counted is allowed for once, not twice (regression: stop).
+    const streamedAndCounted = await engineWithLog((_request, response) =>
+      writeEvents(response, [
+        chunk({ reasoning_content: "r".repeat(40) }),
+        chunk({ content: "a".repeat(100) }),
+        chunk({}, "stop"),
+        {
+          ...usageChunk(10, 55),
+          usage: {
+            prompt_tokens: 10,
+            completion_tokens: 55,
+            total_tokens: 65,
+            completion_tokens_details: { reasoning_tokens: 10 },
+          },
+        },
+      ]),
+    );
+    expect(
+      (await collectParts(streamedAndCounted.engine, chatRequest({ maxTokens: 10 }))).at(-1),
+    ).toMatchObject({ type: "finish", reason: "length" });
     const request = chatRequest({ messages: [{ role: "user", content: "Say hello. ".repeat(40) }] });
     const unsent = await engineWithLog(
       (_request, response) =>

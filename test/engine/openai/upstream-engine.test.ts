@@ -72,7 +72,11 @@ describe("upstream engine: answers", () => {
       {
         baseUrl: upstream.baseUrl,
         apiKey: undefined,
-        headers: { "api-key": "az-secret", "x-title": "Tollgate" },
+        // Whatever its name (regression: one named __proto__, as the config reads it, never sent).
+        headers: Object.defineProperty({ "api-key": "az-secret", "x-title": "Tollgate" }, "__proto__", {
+          value: "kept",
+          enumerable: true,
+        }),
       },
     ];
     const engine = createTestEngine({ model });
@@ -83,6 +87,7 @@ describe("upstream engine: answers", () => {
       "x-title": "Tollgate",
       "content-type": "application/json",
     });
+    expect(received?.rawHeaders.join("\n")).toContain("__proto__\nkept");
     expect(received?.headers.authorization).toBeUndefined();
   });
 
@@ -270,6 +275,44 @@ describe("upstream engine: answers", () => {
       ),
     );
     expect(textOf(await collectParts(engine))).toBe("A");
+    // A whole answer whose choice has a null delta beside its message, alone: its message is it.
+    const nullDelta = {
+      ...whole,
+      choices: [
+        {
+          index: 0,
+          delta: null,
+          message: { role: "assistant", content: "Null delta" },
+          finish_reason: "stop",
+        },
+      ],
+    };
+    upstream.handle(answerAs("text/event-stream", events(nullDelta)));
+    expect(textOf(await collectParts(engine))).toBe("Null delta");
+    upstream.handle(answerJson(nullDelta));
+    expect(textOf(await collectParts(engine))).toBe("Null delta");
+    // Reasoning is not the answer: the whole event after it says the answer.
+    upstream.handle(
+      answerAs("text/event-stream", events(chunk({ reasoning_content: "Let me think." }), whole)),
+    );
+    expect(textOf(await collectParts(engine))).toBe("Hello");
+    // Text, then the whole answer with the tool call the chunks did not send: the call, once.
+    const withCall = toolCallCompletion({ name: "get_time", arguments: "{}" });
+    const [callChoice] = withCall.choices as { message: Record<string, unknown> }[];
+    const textAndCall = {
+      ...withCall,
+      choices: [{ ...callChoice, message: { ...callChoice?.message, content: "Let me check." } }],
+    };
+    upstream.handle(answerAs("text/event-stream", events(chunk({ content: "Let me check." }), textAndCall)));
+    const checked = await collectParts(
+      engine,
+      chatRequest({ tools: [{ name: "get_time" }], toolChoice: { type: "auto" } }),
+    );
+    expect(textOf(checked)).toBe("Let me check.");
+    expect(
+      checked.filter((part) => part.type === "tool-call-delta" && part.name === "get_time"),
+    ).toHaveLength(1);
+    expect(checked.at(-1)).toMatchObject({ type: "finish", reason: "tool_calls" });
   });
 
   // Regression: an event stream labelled application/json was read as one JSON answer, did not

@@ -265,3 +265,24 @@ describe("logprobs from an upstream model", () => {
     expect(body.error.message).toContain("does not give log probabilities");
   });
 });
+
+describe("an upstream stream that ends with the whole answer again", () => {
+  it("passes each token's log probabilities once (regression: twice, the whole answer's after the chunks')", async () => {
+    const whole = chatCompletion({ role: "assistant", content: "Hello world" }, { usage: [5, 2] });
+    const [choice] = whole.choices as Record<string, unknown>[];
+    upstream.handle(
+      answerEvents([
+        logprobsChunk("Hello", [HELLO]),
+        logprobsChunk(" world", [WORLD]),
+        { ...whole, choices: [{ ...choice, logprobs: { content: [HELLO, WORLD], refusal: null } }] },
+      ]),
+    );
+    const response = await post({ logprobs: true, top_logprobs: 2 });
+    expect(response.status).toBe(200);
+    const body = (await response.json()) as {
+      choices: { message: { content: string }; logprobs: { content: { token: string }[] } }[];
+    };
+    expect(body.choices[0]?.message.content).toBe("Hello world");
+    expect(body.choices[0]?.logprobs.content.map((entry) => entry.token)).toEqual(["Hello", " world"]);
+  });
+});
