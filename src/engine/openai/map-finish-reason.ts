@@ -38,9 +38,10 @@ export function mapFinishReason(raw: string | undefined, options: { calledTools:
 
 /**
  * Whether a finish reason says the upstream gave up mid-answer rather than finishing it: vLLM's
- * `abort` (the server dropped the request) and OpenRouter's `error` (the provider behind it
- * failed). Mapped as any other unknown value, the client would get `stop` for a cut answer.
+ * `abort` (the server dropped the request), OpenRouter's `error` (the provider behind it failed)
+ * and DeepSeek's `insufficient_system_resource` (cut for want of capacity). Mapped as any other
+ * unknown value, the client would get `stop` for a cut answer, and be charged for it.
  */
 export function isFailureFinishReason(raw: string | undefined): boolean {
-  return raw === "abort" || raw === "error";
+  return raw === "abort" || raw === "error" || raw === "insufficient_system_resource";
 }

@@ -346,6 +346,23 @@ describe("upstream engine: finish reasons that say the upstream gave up", () => 
     const cut = await collectParts(openRouter);
     expect(cut.at(-1)).toMatchObject({ type: "error", usage: { estimated: true } });
     expect((cut.at(-1) as { error: AppError }).error.message).toContain('finish_reason "error"');
+
+    // DeepSeek's, for want of capacity (regression: `stop`, a cut answer passed as whole and charged).
+    const deepSeek = await engineOn((_request, response) =>
+      writeEvents(response, [
+        chunk({ role: "assistant", content: "" }),
+        chunk({ content: "The first half of" }),
+        {
+          ...chunk({ content: "" }, "insufficient_system_resource"),
+          usage: { prompt_tokens: 10, completion_tokens: 4, total_tokens: 14 },
+        },
+      ]),
+    );
+    const resources = await collectParts(deepSeek);
+    expect(resources.at(-1)).toMatchObject({ type: "error", error: { code: "upstream_unavailable" } });
+    expect((resources.at(-1) as { error: AppError }).error.message).toContain(
+      'finish_reason "insufficient_system_resource"',
+    );
   });
 
   it("retries an answer that gave up before producing anything", async () => {
