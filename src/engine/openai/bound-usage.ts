@@ -31,6 +31,13 @@ export interface UsageBounds {
 export interface ProducedBytes {
   readonly producedBytes: number;
   readonly reasoningBytes: number;
+  /**
+   * The reasoning tokens the upstream counted (`reasoning_tokens`), where it counted some: the
+   * reasoning allowed beyond `max_tokens` is no more than that (its streamed bytes bound it from
+   * above; an upstream that counted 20 reasoning tokens for 100 bytes and 85 more had an answer
+   * of 85 tokens for `max_tokens: 10`, charged 105).
+   */
+  readonly reportedReasoningTokens?: number | undefined;
 }
 
 /** Tokens an answer may end with that no text shows (end of turn, end of text). */
@@ -67,8 +74,13 @@ function answerTokensAtMost(bounds: UsageBounds): number | undefined {
  * within what the answer may hold in all.
  */
 export function completionTokensAtMost(bounds: UsageBounds, produced: ProducedBytes): number {
+  const reported = produced.reportedReasoningTokens;
+  const reasoning =
+    reported !== undefined && reported > 0
+      ? Math.min(produced.reasoningBytes, reported)
+      : produced.reasoningBytes;
   const bound = bounds.completionSent
-    ? bounds.completionTokens + produced.reasoningBytes
+    ? bounds.completionTokens + reasoning
     : Math.max(bounds.completionTokens, produced.producedBytes + END_TOKENS);
   const inAll = answerTokensAtMost(bounds);
   return inAll === undefined ? bound : Math.min(bound, inAll);

@@ -7,8 +7,14 @@
  * `said`: chunks before it said the answer already (a stream that ends with the whole answer
  * again): a choice's message then gives only what they did not, its tool calls where none came
  * (`calledTools` false), and not its log probabilities; its finish reason and the usage stand.
+ * `reasoned`: chunks before it streamed reasoning, which its message's reasoning repeats (counted
+ * twice, it was charged twice).
  */
-export function convertCompletionToChunk(completion: unknown, said?: { calledTools: boolean }): unknown {
+export function convertCompletionToChunk(
+  completion: unknown,
+  said?: { calledTools: boolean },
+  reasoned = false,
+): unknown {
   if (!hasChoices(completion)) return completion;
   const { choices } = completion;
   return {
@@ -16,19 +22,32 @@ export function convertCompletionToChunk(completion: unknown, said?: { calledToo
     choices: (Array.isArray(choices) ? choices : [choices]).map((choice: unknown) => {
       if (typeof choice !== "object" || choice === null) return choice;
       const { message, ...rest } = choice as { message?: unknown; delta?: unknown; logprobs?: unknown };
-      // A choice that has a delta is a chunk's already (servers that call chunks completions).
-      if (typeof message !== "object" || message === null || rest.delta != null) return rest;
+      // A choice that has a delta is a chunk's already (servers that call chunks completions),
+      // unless the delta says nothing beside a message that does.
+      if (typeof message !== "object" || message === null || !isEmpty(rest.delta)) return rest;
       const { tool_calls: calls } = message as { tool_calls?: unknown };
       const numbered = Array.isArray(calls)
         ? calls.map((call: unknown, index) =>
             typeof call === "object" && call !== null ? { ...call, index } : call,
           )
         : calls;
-      if (said === undefined) return { ...rest, delta: { ...message, tool_calls: numbered } };
+      if (said === undefined) {
+        const delta: Record<string, unknown> = { ...message, tool_calls: numbered };
+        if (reasoned) for (const field of REASONING_FIELDS) delete delta[field];
+        return { ...rest, delta };
+      }
       const { logprobs: _said, ...unsaid } = rest;
       return { ...unsaid, delta: said.calledTools || numbered == null ? {} : { tool_calls: numbered } };
     }),
   };
+}
+
+/** The fields a message carries its reasoning in (vLLM's and DeepSeek's, Ollama's and OpenRouter's). */
+const REASONING_FIELDS = ["reasoning_content", "reasoning"];
+
+/** Whether a delta says nothing: none, null, or `{}`. */
+function isEmpty(delta: unknown): boolean {
+  return delta == null || (typeof delta === "object" && Object.keys(delta).length === 0);
 }
 
 /** Whether `value` has `choices`: a list of them, or one choice (an object) on its own. */

@@ -235,6 +235,7 @@ class UpstreamAnswerReader implements AnswerReader {
               mapper.producedBytes > mapper.reasoningBytes || mapper.calledTools
                 ? { calledTools: mapper.calledTools }
                 : undefined,
+              mapper.reasoningBytes > 0,
             )
           : chunk,
         parts,

@@ -197,8 +197,8 @@ class UpstreamChunkMapper implements ChunkMapper {
   #producedAtReport: number | undefined;
 
   readonly #bounds: UsageBounds | undefined;
-  /** The `reasoning_tokens` of the last usage report (0 where it told none). */
-  #reportedReasoningTokens = 0;
+  /** The `reasoning_tokens` of the last usage report, where it told them. */
+  reportedReasoningTokens: number | undefined;
   /** The upstream's own counts, where they were more than the request can have used. */
   usageBeyondBounds: { promptTokens?: number; completionTokens?: number } | undefined;
 
@@ -230,7 +230,7 @@ class UpstreamChunkMapper implements ChunkMapper {
     // The reasoning it counted (`reasoning_tokens`, streamed or not) is no answer past the bound:
     // some upstreams bound only the answer after it. Where it counted none, the cap allows for
     // the reasoning it streamed.
-    const reasoning = this.#reportedReasoningTokens;
+    const reasoning = this.reportedReasoningTokens ?? 0;
     return reasoning > 0 ? beyond - reasoning > bounds.completionTokens : beyond > cap;
   }
 
@@ -261,11 +261,12 @@ class UpstreamChunkMapper implements ChunkMapper {
     const usage = sent === undefined || sent === null ? undefined : convertUsage(sent);
     if (usage !== undefined) {
       const merged = mergeUsage(this.reportedUsage, usage);
+      // Read first: the bounds allow for no more reasoning than the upstream counted.
+      this.reportedReasoningTokens = merged.details?.completion?.reasoning_tokens;
       const bounded = this.#bounds === undefined ? undefined : boundUsage(merged, this.#bounds, this);
       // As the last report stands: an early one past the bounds that a later one, with the
       // reasoning since, falls within was logged as charged at the bound, though it was not.
       this.usageBeyondBounds = bounded?.beyond;
-      this.#reportedReasoningTokens = merged.details?.completion?.reasoning_tokens ?? 0;
       this.reportedUsage = bounded?.usage ?? merged;
       this.#producedAtReport = this.producedLength;
     }

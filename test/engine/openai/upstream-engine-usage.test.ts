@@ -519,6 +519,29 @@ describe("an upstream that reports more tokens than the request can have used", 
     expect(
       (await collectParts(streamedAndCounted.engine, chatRequest({ maxTokens: 10 }))).at(-1),
     ).toMatchObject({ type: "finish", reason: "length" });
+    // Streamed reasoning of 100 bytes that the upstream counts as 20 tokens, and 85 more: an
+    // answer of 85 tokens for max_tokens 10 (regression: stop, charged 105 within the bytes' cap).
+    const countedLess = await engineWithLog((_request, response) =>
+      writeEvents(response, [
+        chunk({ reasoning_content: "word ".repeat(20) }),
+        chunk({ content: "a b c d e" }),
+        chunk({}, "stop"),
+        {
+          ...usageChunk(10, 105),
+          usage: {
+            prompt_tokens: 10,
+            completion_tokens: 105,
+            total_tokens: 115,
+            completion_tokens_details: { reasoning_tokens: 20 },
+          },
+        },
+      ]),
+    );
+    expect((await collectParts(countedLess.engine, chatRequest({ maxTokens: 10 }))).at(-1)).toMatchObject({
+      type: "finish",
+      reason: "length",
+      usage: { completionTokens: 30, estimated: true },
+    });
     const request = chatRequest({ messages: [{ role: "user", content: "Say hello. ".repeat(40) }] });
     const unsent = await engineWithLog(
       (_request, response) =>

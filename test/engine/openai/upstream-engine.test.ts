@@ -291,6 +291,24 @@ describe("upstream engine: answers", () => {
     expect(textOf(await collectParts(engine))).toBe("Null delta");
     upstream.handle(answerJson(nullDelta));
     expect(textOf(await collectParts(engine))).toBe("Null delta");
+    // An empty delta says no more than a null one (regression: the message's text dropped, charged).
+    const [nullChoice] = nullDelta.choices;
+    upstream.handle(answerJson({ ...nullDelta, choices: [{ ...nullChoice, delta: {} }] }));
+    expect(textOf(await collectParts(engine))).toBe("Null delta");
+    // Reasoning streamed, then the whole answer repeating it: counted once (regression: twice, charged twice).
+    const reasoning = "word ".repeat(200);
+    const estimateAfter = async (repeated: boolean) => {
+      const again = chatCompletion({
+        role: "assistant",
+        content: "Hi",
+        ...(repeated ? { reasoning_content: reasoning } : {}),
+      });
+      upstream.handle(answerAs("text/event-stream", events(chunk({ reasoning_content: reasoning }), again)));
+      return (await collectParts(engine)).at(-1);
+    };
+    const once = await estimateAfter(false);
+    expect(once).toMatchObject({ type: "finish", usage: { estimated: true } });
+    expect(await estimateAfter(true)).toEqual(once);
     // Reasoning is not the answer: the whole event after it says the answer.
     upstream.handle(
       answerAs("text/event-stream", events(chunk({ reasoning_content: "Let me think." }), whole)),
