@@ -85,6 +85,13 @@ function answerInPieces(body: string, contentType: string | undefined): MockHand
   };
 }
 
+/** A usage chunk whose completion counts `reasoning` reasoning tokens (`completion_tokens_details`). */
+function usageWithReasoning(prompt: number, completion: number, reasoning: number) {
+  const event = usageChunk(prompt, completion);
+  const usage = event.usage as Record<string, unknown>;
+  return { ...event, usage: { ...usage, completion_tokens_details: { reasoning_tokens: reasoning } } };
+}
+
 describe("upstream engine: usage reported before the answer ended", () => {
   it("charges a client that left by what was produced, not by the zeros sent on every chunk (regression: 0 tokens, cost 0)", async () => {
     const engine = await engineOn((_request, response) =>
@@ -483,15 +490,7 @@ describe("an upstream that reports more tokens than the request can have used", 
       writeEvents(response, [
         chunk({ content: "short answer" }),
         chunk({}, "stop"),
-        {
-          ...usageChunk(10, 310),
-          usage: {
-            prompt_tokens: 10,
-            completion_tokens: 310,
-            total_tokens: 320,
-            completion_tokens_details: { reasoning_tokens: 305 },
-          },
-        },
+        usageWithReasoning(10, 310, 305),
       ]),
     );
     expect((await collectParts(reasoned.engine, chatRequest({ maxTokens: 10 }))).at(-1)).toMatchObject({
@@ -505,15 +504,7 @@ describe("an upstream that reports more tokens than the request can have used", 
         chunk({ reasoning_content: "r".repeat(40) }),
         chunk({ content: "a".repeat(100) }),
         chunk({}, "stop"),
-        {
-          ...usageChunk(10, 55),
-          usage: {
-            prompt_tokens: 10,
-            completion_tokens: 55,
-            total_tokens: 65,
-            completion_tokens_details: { reasoning_tokens: 10 },
-          },
-        },
+        usageWithReasoning(10, 55, 10),
       ]),
     );
     expect(
@@ -526,15 +517,7 @@ describe("an upstream that reports more tokens than the request can have used", 
         chunk({ reasoning_content: "word ".repeat(20) }),
         chunk({ content: "a b c d e" }),
         chunk({}, "stop"),
-        {
-          ...usageChunk(10, 105),
-          usage: {
-            prompt_tokens: 10,
-            completion_tokens: 105,
-            total_tokens: 115,
-            completion_tokens_details: { reasoning_tokens: 20 },
-          },
-        },
+        usageWithReasoning(10, 105, 20),
       ]),
     );
     expect((await collectParts(countedLess.engine, chatRequest({ maxTokens: 10 }))).at(-1)).toMatchObject({
