@@ -5,14 +5,15 @@
  * object, say) is left as it is for the chunk mapper to read.
  *
  * `said`: chunks before it said the answer already (a stream that ends with the whole answer
- * again): a choice's message then gives only what they did not, its tool calls where none came
- * (`calledTools` false), and not its log probabilities; its finish reason and the usage stand.
+ * again): a choice's message then gives only what they did not: its text past the `content` they
+ * said, where it begins with that (all of it after tool calls alone), and its tool calls where
+ * none came (`calledTools` false); not its log probabilities. Its finish reason and usage stand.
  * `reasoned`: chunks before it streamed reasoning, which its message's reasoning repeats (counted
  * twice, it was charged twice).
  */
 export function convertCompletionToChunk(
   completion: unknown,
-  said?: { calledTools: boolean },
+  said?: { calledTools: boolean; content: string },
   reasoned = false,
 ): unknown {
   if (!hasChoices(completion)) return completion;
@@ -37,7 +38,17 @@ export function convertCompletionToChunk(
         return { ...rest, delta };
       }
       const { logprobs: _said, ...unsaid } = rest;
-      return { ...unsaid, delta: said.calledTools || numbered == null ? {} : { tool_calls: numbered } };
+      const { content } = message as { content?: unknown };
+      const delta: Record<string, unknown> = {};
+      // What the chunks did not say of the text (a stream cut short that ends with the whole).
+      if (
+        typeof content === "string" &&
+        content.length > said.content.length &&
+        content.startsWith(said.content)
+      )
+        delta.content = content.slice(said.content.length);
+      if (!said.calledTools && numbered != null) delta.tool_calls = numbered;
+      return { ...unsaid, delta };
     }),
   };
 }

@@ -233,7 +233,7 @@ class UpstreamAnswerReader implements AnswerReader {
           ? convertCompletionToChunk(
               chunk,
               mapper.producedBytes > mapper.reasoningBytes || mapper.calledTools
-                ? { calledTools: mapper.calledTools }
+                ? { calledTools: mapper.calledTools, content: mapper.contentSoFar }
                 : undefined,
               mapper.reasoningBytes > 0,
             )

@@ -29,6 +29,8 @@ export interface ChunkMapper {
   readonly rawFinishReason: string | undefined;
   /** Whether the response called at least one tool. */
   readonly calledTools: boolean;
+  /** The answer's text so far (its content deltas joined; not refusals or reasoning). */
+  readonly contentSoFar: string;
   /**
    * The usage the upstream reported, if it did: its reports merged count by count, a later count
    * replacing an earlier one (counts it never sent stay `undefined`).
@@ -168,6 +170,8 @@ class UpstreamChunkMapper implements ChunkMapper {
   readonly #secrets: readonly string[];
   readonly #names: readonly string[];
   readonly #texts: string[] = [];
+  /** Which of {@link #texts} are the answer's content (not refusals), for {@link contentSoFar}. */
+  readonly #contentAt: number[] = [];
   /** The high surrogate the text sent so far ended with, held back (or ""); the same for the refusal. */
   #heldText = "";
   #heldRefusal = "";
@@ -234,6 +238,10 @@ class UpstreamChunkMapper implements ChunkMapper {
     return reasoning > 0 ? beyond - reasoning > bounds.completionTokens : beyond > cap;
   }
 
+  get contentSoFar(): string {
+    return this.#contentAt.map((index) => this.#texts[index]).join("");
+  }
+
   get calledTools(): boolean {
     return this.#calls.length > 0;
   }
@@ -283,7 +291,7 @@ class UpstreamChunkMapper implements ChunkMapper {
       if (delta !== undefined && delta !== null) {
         const content = readDeltaContent(delta.content, this.#addReasoning);
         if (content !== "") {
-          this.#texts.push(content);
+          this.#contentAt.push(this.#texts.push(content) - 1);
           this.#produced(content);
           this.#heldText = pushText(parts, "text-delta", this.#heldText + content);
         }

@@ -331,6 +331,39 @@ describe("upstream engine: answers", () => {
       checked.filter((part) => part.type === "tool-call-delta" && part.name === "get_time"),
     ).toHaveLength(1);
     expect(checked.at(-1)).toMatchObject({ type: "finish", reason: "tool_calls" });
+    // What the chunks did not say of the text comes from the whole answer (regression: dropped,
+    // though the whole answer's usage was charged): the rest of it, or all of it after a call.
+    upstream.handle(
+      answerAs(
+        "text/event-stream",
+        events(
+          chunk({ content: "The answer" }),
+          chatCompletion({ role: "assistant", content: "The answer is 42" }),
+        ),
+      ),
+    );
+    expect(textOf(await collectParts(engine))).toBe("The answer is 42");
+    upstream.handle(
+      answerAs(
+        "text/event-stream",
+        events(
+          {
+            ...withCall,
+            object: "chat.completion.chunk",
+            choices: [{ index: 0, delta: callChoice?.message, finish_reason: null }],
+          },
+          textAndCall,
+        ),
+      ),
+    );
+    const afterCall = await collectParts(
+      engine,
+      chatRequest({ tools: [{ name: "get_time" }], toolChoice: { type: "auto" } }),
+    );
+    expect(textOf(afterCall)).toBe("Let me check.");
+    expect(
+      afterCall.filter((part) => part.type === "tool-call-delta" && part.name === "get_time"),
+    ).toHaveLength(1);
   });
 
   // Regression: an event stream labelled application/json was read as one JSON answer, did not
