@@ -42,7 +42,10 @@ export interface KyselyBillingOptions {
    * the record's `createdAt` (PostgreSQL's, postgres/usage-stamps.ts); settles do likewise.
    */
   usageTimeSql?: string | undefined;
-  /** The time a paged usage listing stays before (PostgreSQL's, postgres/usage-stamps.ts). */
+  /**
+   * The time a paged usage listing stays before: PostgreSQL's (postgres/usage-stamps.ts), and
+   * SQLite's (open-sqlite-store.ts: now, once the batches of rows stamped before it committed).
+   */
   readListingHorizon?: (() => Promise<string>) | undefined;
   /**
    * How a credit whose COMMIT went unanswered learns whether it committed (PostgreSQL's,

@@ -170,8 +170,8 @@ class UpstreamChunkMapper implements ChunkMapper {
   readonly #secrets: readonly string[];
   readonly #names: readonly string[];
   readonly #texts: string[] = [];
-  /** Which of {@link #texts} are the answer's content (not refusals), for {@link contentSoFar}. */
-  readonly #contentAt: number[] = [];
+  /** The content deltas among {@link #texts} (not refusals), for {@link contentSoFar}. */
+  readonly #contents: string[] = [];
   /** The high surrogate the text sent so far ended with, held back (or ""); the same for the refusal. */
   #heldText = "";
   #heldRefusal = "";
@@ -239,7 +239,7 @@ class UpstreamChunkMapper implements ChunkMapper {
   }
 
   get contentSoFar(): string {
-    return this.#contentAt.map((index) => this.#texts[index]).join("");
+    return this.#contents.join("");
   }
 
   get calledTools(): boolean {
@@ -291,7 +291,8 @@ class UpstreamChunkMapper implements ChunkMapper {
       if (delta !== undefined && delta !== null) {
         const content = readDeltaContent(delta.content, this.#addReasoning);
         if (content !== "") {
-          this.#contentAt.push(this.#texts.push(content) - 1);
+          this.#texts.push(content);
+          this.#contents.push(content);
           this.#produced(content);
           this.#heldText = pushText(parts, "text-delta", this.#heldText + content);
         }

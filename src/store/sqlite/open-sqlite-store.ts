@@ -6,7 +6,6 @@ import { makeFolderSync } from "../../files/make-folder.ts";
 import { toTimestampText } from "../column-values.ts";
 import type { Database } from "../database.ts";
 import { createKyselyStore, readAccountsWithMoney } from "../kysely-store.ts";
-import { listUsage } from "../list-and-sum-usage.ts";
 import {
   compareSchema,
   type Migrating,
@@ -227,7 +226,19 @@ function createStore(
   checkpointing?: Checkpointing,
 ): Store {
   const { billing } = connection;
-  const store = createKyselyStore(connection.db);
+  const store = createKyselyStore(connection.db, {
+    lockRows: false,
+    // A page stops before this millisecond, once every row stamped before it has committed: a
+    // settle stamps its row and queues it in one synchronous step, and rows of one millisecond
+    // commit in batches whose order their ids (taken at admission) do not follow. A poller
+    // following `next_after` missed a row that committed behind its cursor, beside a row of the
+    // same millisecond with a larger id that an earlier batch had committed (0.2 % under load).
+    readListingHorizon: async () => {
+      const horizon = toTimestampText(new Date());
+      await billing.drain();
+      return horizon;
+    },
+  });
   const afterWritingHeld =
     <Parameters extends unknown[], Result>(read: (...parameters: Parameters) => Promise<Result>) =>
     async (...parameters: Parameters): Promise<Result> => {
@@ -289,17 +300,6 @@ function createStore(
       return { ...result, money: { ...result.money, reservedNano } };
     },
     audit: afterWritingHeld(store.audit),
-    // A page stops before this millisecond, once every row stamped before it has committed: a
-    // settle stamps its row and queues it in one synchronous step, and rows of one millisecond
-    // commit in batches whose order their ids (taken at admission) do not follow. A poller
-    // following `next_after` missed a row that committed behind its cursor, beside a row of the
-    // same millisecond with a larger id that an earlier batch had committed (0.2 % under load).
-    listUsage: async (filter, page) => {
-      if (page === undefined) return await store.listUsage(filter);
-      const horizon = toTimestampText(new Date());
-      await billing.drain();
-      return await listUsage(connection.db, filter, page, horizon);
-    },
   };
 }
 
